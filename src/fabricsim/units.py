@@ -1,0 +1,119 @@
+"""Units: SI inside (bytes, seconds, bytes/s), strings parsed only here.
+
+Bandwidth strings use bits per second for network rates (``"400Gbps"``, ``"400Gb/s"``) and
+bytes per second for bus rates (``"64GB/s"``, ``"900GBps"``). Sizes accept SI and binary
+prefixes (``"1GB"`` = 1e9, ``"1GiB"`` = 2**30). Times take ``ns``, ``us``/``µs``, ``ms``,
+``s``.
+
+Example
+-------
+>>> parse_bandwidth("400Gbps")
+50000000000.0
+>>> parse_size("8GiB")
+8589934592
+>>> parse_time("1.5us")
+1.5e-06
+>>> format_bytes(1048576)
+'1 MiB'
+"""
+
+from __future__ import annotations
+
+import re
+
+from fabricsim.errors import UnitError
+
+_SI = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
+_BIN = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50}
+_TIME = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "": 1.0}
+
+_NUM = r"([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)"
+_SIZE_RE = re.compile(_NUM + r"\s*([kKMGTP]i?)?\s*(B)?$")
+_BW_RE = re.compile(_NUM + r"\s*([kKMGTP]i?)?\s*(b|B)(?:ps|/s)$")
+_TIME_RE = re.compile(_NUM + r"\s*(ns|us|µs|ms|s)?$")
+
+#: Gigabit per second in bytes/s.
+GBPS_BITS = 1e9 / 8
+#: Gigabyte per second in bytes/s.
+GBPS = 1e9
+
+
+def _prefix(p: str | None) -> float:
+    if not p:
+        return 1.0
+    return _BIN[p] if p.endswith("i") else _SI[p]
+
+
+def parse_size(value: str | int | float, field: str | None = None) -> int:
+    """Parse a size in bytes: ``"1MiB"``, ``"4GB"``, ``"128"`` or a number; must be >= 0."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        out = float(value)
+    else:
+        m = _SIZE_RE.match(str(value).strip())
+        if not m:
+            raise UnitError(
+                f"cannot read size {value!r}; write e.g. '1MiB', '4GB' or a byte count",
+                field=field,
+            )
+        out = float(m.group(1)) * _prefix(m.group(2))
+    if out < 0:
+        raise UnitError(f"size must be >= 0 bytes, got {value!r}", field=field)
+    return int(round(out))
+
+
+def parse_bandwidth(value: str | int | float, field: str | None = None) -> float:
+    """Parse a bandwidth into bytes/s. Numbers are taken as bytes/s; must be > 0."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        out = float(value)
+    else:
+        m = _BW_RE.match(str(value).strip())
+        if not m:
+            raise UnitError(
+                f"cannot read bandwidth {value!r}; write e.g. '400Gbps' (bits) or '64GB/s' "
+                "(bytes)",
+                field=field,
+            )
+        out = float(m.group(1)) * _prefix(m.group(2))
+        if m.group(3) == "b":
+            out /= 8.0
+    if out <= 0:
+        raise UnitError(f"bandwidth must be > 0, got {value!r}", field=field)
+    return out
+
+
+def parse_time(value: str | int | float, field: str | None = None) -> float:
+    """Parse a duration into seconds (numbers are seconds); must be >= 0."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        out = float(value)
+    else:
+        m = _TIME_RE.match(str(value).strip())
+        if not m:
+            raise UnitError(
+                f"cannot read time {value!r}; write e.g. '1.5us', '200ns' or '2ms'",
+                field=field,
+            )
+        out = float(m.group(1)) * _TIME[m.group(2) or ""]
+    if out < 0:
+        raise UnitError(f"time must be >= 0, got {value!r}", field=field)
+    return out
+
+
+def format_bytes(n: float) -> str:
+    """Human size with binary prefixes: ``format_bytes(3 * 2**30) == '3 GiB'``."""
+    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(n) >= scale:
+            return f"{n / scale:g} {unit}"
+    return f"{n:g} B"
+
+
+def format_time(seconds: float) -> str:
+    """Human duration: ``format_time(1.5e-6) == '1.5 us'``."""
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if abs(seconds) >= scale:
+            return f"{seconds / scale:.4g} {unit}"
+    return f"{seconds / 1e-9:.4g} ns"
+
+
+def gbps(bytes_per_s: float) -> float:
+    """Bytes/s to GB/s (decimal gigabytes, as nccl-tests prints)."""
+    return bytes_per_s / 1e9
