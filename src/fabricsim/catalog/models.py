@@ -1,0 +1,334 @@
+"""Typed, frozen records for the hardware catalog.
+
+Each class mirrors one TOML file in ``catalog/data``; the fields carry the unit in their
+name (``latency_ns``, ``gbyte_s_per_direction``) exactly as the file does, and properties
+give the same quantity in SI units (bytes, seconds, bytes/s, FLOP/s), which is what the
+rest of fabricsim uses. Every record has ``name`` (its TOML key), ``source`` and ``note``.
+
+Example
+-------
+>>> link = LinkSpec(name="x", family="ib", gbyte_s_per_direction=50.0, lanes=4,
+...                 gbit_s_per_lane=100.0, latency_ns=100, lossless=True,
+...                 flow_control="credit", source="IBTA")
+>>> link.bandwidth
+50000000000.0
+>>> link.latency
+1e-07
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from fabricsim.units import GBPS, GBPS_BITS
+
+__all__ = [
+    "NAME_RE",
+    "CableSpec",
+    "FabricSpec",
+    "GpuSpec",
+    "LinkSpec",
+    "NicSpec",
+    "Spec",
+    "SwitchSpec",
+    "SystemSpec",
+    "TopologySpec",
+]
+
+#: Catalog keys: lowercase letters and digits in dash-separated words (``dgx-h100``).
+NAME_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+
+LinkFamily = Literal["pcie", "nvlink", "ib", "ethernet", "efa"]
+FlowControl = Literal["credit", "pfc", "none", "srd"]
+SwitchFamily = Literal["nvswitch", "ib", "ethernet", "efa"]
+NicKind = Literal["nic", "dpu", "efa"]
+CableKind = Literal["dac", "aoc", "transceiver"]
+Transport = Literal["ib", "roce", "srd", "tcp"]
+TopologyName = Literal["fat-tree", "rail-optimized", "dragonfly", "torus3d"]
+
+_TB = 1e12
+_NS = 1e9
+_GIB = 2**30
+
+NonNegFloat = Field(ge=0.0)
+
+
+class Spec(BaseModel):
+    """Fields shared by every catalog record."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    name: str
+    """The TOML key, stable lowercase-dash (``dgx-h100``)."""
+    source: str = Field(min_length=1)
+    """Where the figures come from: vendor doc, spec, ``seed 004``, reference row id."""
+    note: str = ""
+    """Which figure we use where sources disagree, and why; assumptions and estimates."""
+
+    @field_validator("name")
+    @classmethod
+    def _name_is_lowercase_dash(cls, v: str) -> str:
+        if not NAME_RE.match(v):
+            raise ValueError(f"name {v!r} must be lowercase words joined by '-'")
+        return v
+
+    @field_validator("source")
+    @classmethod
+    def _source_not_blank(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("source must not be blank")
+        return v
+
+
+class LinkSpec(Spec):
+    """A link technology (one port, one x16 slot, or a GPU's whole NVLink bundle)."""
+
+    family: LinkFamily
+    gbyte_s_per_direction: float = Field(gt=0.0)
+    """Usable GB/s (1e9 B/s) per direction; for NVLink the per-GPU total."""
+    lanes: int = Field(ge=0)
+    """Lanes per direction (per link for NVLink); 0 when not meaningful."""
+    gbit_s_per_lane: float = NonNegFloat
+    """Nominal per-lane rate (GT/s for PCIe); 0 when not meaningful."""
+    links_per_gpu: int = Field(default=0, ge=0)
+    """NVLink only: links per GPU."""
+    gbyte_s_per_link: float = Field(default=0.0, ge=0.0)
+    """NVLink only: GB/s per link per direction."""
+    latency_ns: float = NonNegFloat
+    """Per-hop PHY/FEC/cable latency (switch and NIC latency excluded)."""
+    lossless: bool
+    flow_control: FlowControl
+
+    @model_validator(mode="after")
+    def _nvlink_fields(self) -> LinkSpec:
+        if self.family == "nvlink":
+            if self.links_per_gpu <= 0 or self.gbyte_s_per_link <= 0:
+                raise ValueError("an nvlink entry needs links_per_gpu > 0 and gbyte_s_per_link > 0")
+            total = self.links_per_gpu * self.gbyte_s_per_link
+            if abs(total - self.gbyte_s_per_direction) > 1e-6 * total:
+                raise ValueError(
+                    f"gbyte_s_per_direction {self.gbyte_s_per_direction} != links_per_gpu x "
+                    f"gbyte_s_per_link = {total}"
+                )
+        elif self.links_per_gpu or self.gbyte_s_per_link:
+            raise ValueError("links_per_gpu / gbyte_s_per_link are for nvlink entries only")
+        return self
+
+    @property
+    def bandwidth(self) -> float:
+        """Bytes/s per direction."""
+        return self.gbyte_s_per_direction * GBPS
+
+    @property
+    def link_bandwidth(self) -> float:
+        """Bytes/s per direction of ONE NVLink link (equals ``bandwidth`` otherwise)."""
+        if self.family == "nvlink":
+            return self.gbyte_s_per_link * GBPS
+        return self.bandwidth
+
+    @property
+    def latency(self) -> float:
+        """Per-hop latency in seconds."""
+        return self.latency_ns / _NS
+
+
+class GpuSpec(Spec):
+    """A GPU: memory, dense compute, and which NVLink / PCIe it has."""
+
+    memory_gib: float = Field(gt=0.0)
+    hbm_tbyte_s: float = Field(gt=0.0)
+    bf16_dense_tflops: float = Field(gt=0.0)
+    fp8_dense_tflops: float = NonNegFloat
+    """0 when the GPU has no FP8 tensor cores."""
+    nvlink: str
+    """Key into links (family nvlink), or ``""`` for none."""
+    pcie: str
+    """Key into links (family pcie): the GPU's host interface."""
+    tdp_w: float = Field(gt=0.0)
+
+    @property
+    def bf16_flops(self) -> float:
+        """Dense BF16 tensor FLOP/s."""
+        return self.bf16_dense_tflops * _TB
+
+    @property
+    def fp8_flops(self) -> float:
+        """Dense FP8 tensor FLOP/s (0 if unsupported)."""
+        return self.fp8_dense_tflops * _TB
+
+    @property
+    def memory_bytes(self) -> int:
+        """Device memory in bytes."""
+        return round(self.memory_gib * _GIB)
+
+    @property
+    def hbm_bandwidth(self) -> float:
+        """Memory bandwidth in bytes/s."""
+        return self.hbm_tbyte_s * _TB
+
+    @property
+    def has_nvlink(self) -> bool:
+        return self.nvlink != ""
+
+
+class NicSpec(Spec):
+    """A network adapter (NIC, DPU or AWS EFA interface)."""
+
+    kind: NicKind
+    max_gbit_s: float = Field(gt=0.0)
+    """Total line rate over all ports, Gb/s."""
+    ports: int = Field(ge=1)
+    pcie: str
+    """Key into links (family pcie): host attach."""
+    latency_ns: float = NonNegFloat
+    """One-way processing latency at one end (estimate)."""
+    price_usd: float = NonNegFloat
+
+    @property
+    def bandwidth(self) -> float:
+        """Total line rate in bytes/s."""
+        return self.max_gbit_s * GBPS_BITS
+
+    @property
+    def latency(self) -> float:
+        return self.latency_ns / _NS
+
+
+class SwitchSpec(Spec):
+    """A switch ASIC/box: radix ports at ``port_gbit_s``."""
+
+    family: SwitchFamily
+    radix: int = Field(ge=2)
+    port_gbit_s: float = Field(gt=0.0)
+    latency_ns: float = NonNegFloat
+    """Port-to-port latency, no queueing."""
+    cut_through: bool
+    buffer_mib: float = NonNegFloat
+    """Total packet buffer; 0 = not modelled (credit-limited or unknown)."""
+    price_per_port_usd: float = NonNegFloat
+
+    @property
+    def port_bandwidth(self) -> float:
+        """Bytes/s per port per direction."""
+        return self.port_gbit_s * GBPS_BITS
+
+    @property
+    def latency(self) -> float:
+        return self.latency_ns / _NS
+
+    @property
+    def buffer_bytes(self) -> int:
+        return round(self.buffer_mib * 2**20)
+
+
+class CableSpec(Spec):
+    """A cable or optical module of one speed class."""
+
+    kind: CableKind
+    gbit_s: float = Field(gt=0.0)
+    price_usd: float = NonNegFloat
+    """Price of one cable (DAC, AOC) or ONE transceiver module."""
+    max_length_m: float = Field(gt=0.0)
+
+
+class FabricSpec(Spec):
+    """A scale-out fabric preset: transport, link, switch and NIC kinds, and latencies."""
+
+    transport: Transport
+    link: str
+    """Key into links."""
+    port_gbit_s: float = Field(gt=0.0)
+    switch: str
+    """Key into switches."""
+    nic: str
+    """Key into nics."""
+    lossless: bool
+    flow_control: FlowControl
+    sharp: bool
+    """In-network reduction (InfiniBand SHARP) available."""
+    switch_latency_ns: float = NonNegFloat
+    """Per switch hop, port-to-port."""
+    nic_latency_ns: float = NonNegFloat
+    """Per end (sender and receiver each pay it)."""
+
+    @property
+    def port_bandwidth(self) -> float:
+        """Bytes/s per port per direction."""
+        return self.port_gbit_s * GBPS_BITS
+
+    @property
+    def switch_latency(self) -> float:
+        return self.switch_latency_ns / _NS
+
+    @property
+    def nic_latency(self) -> float:
+        return self.nic_latency_ns / _NS
+
+
+class SystemSpec(Spec):
+    """A server (or rack, for NVL72) preset: the internal topology the builder lays out."""
+
+    description: str = Field(min_length=1)
+    gpu: str
+    gpus: int = Field(ge=1)
+    nvlink_domain_gpus: int = Field(ge=1)
+    """GPUs per NVLink domain; 1 when the GPUs have no NVLink."""
+    nvswitches: int = Field(ge=0)
+    nvswitch: str
+    """Key into switches (family nvswitch), ``""`` when ``nvswitches == 0``."""
+    cpus: int = Field(ge=0)
+    pcie: str
+    """Key into links: PCIe generation of the GPU/NIC attach in this box."""
+    pcie_switches: int = Field(ge=0)
+    nics: int = Field(ge=0)
+    """Compute (scale-out) NICs or interfaces."""
+    nic: str
+    nic_gbit_s: float = Field(gt=0.0)
+    """Per-NIC port rate used, Gb/s."""
+    storage_nics: int = Field(ge=0)
+    storage_nic: str
+    """Key into nics, ``""`` when ``storage_nics == 0``."""
+    default_fabric: str
+    """Key into fabrics."""
+    default_topology: TopologyName
+    gpu_hour_usd: float = NonNegFloat
+
+    @model_validator(mode="after")
+    def _counts_consistent(self) -> SystemSpec:
+        if self.nvlink_domain_gpus > self.gpus or self.gpus % self.nvlink_domain_gpus:
+            raise ValueError(
+                f"nvlink_domain_gpus ({self.nvlink_domain_gpus}) must divide gpus ({self.gpus})"
+            )
+        if (self.nvswitches == 0) != (self.nvswitch == ""):
+            raise ValueError("nvswitch must be '' exactly when nvswitches == 0")
+        if (self.storage_nics == 0) != (self.storage_nic == ""):
+            raise ValueError("storage_nic must be '' exactly when storage_nics == 0")
+        return self
+
+    @property
+    def nic_bandwidth(self) -> float:
+        """Bytes/s per compute NIC per direction (at ``nic_gbit_s``)."""
+        return self.nic_gbit_s * GBPS_BITS
+
+    @property
+    def total_nic_bandwidth(self) -> float:
+        """Bytes/s per direction over all compute NICs of the box."""
+        return self.nics * self.nic_bandwidth
+
+
+ParamValue = int | float | bool | str | list[int]
+
+
+class TopologySpec(Spec):
+    """A topology family and its default parameters."""
+
+    description: str = Field(min_length=1)
+    tiers: int = Field(ge=0)
+    """Switch tiers (0 for a direct network)."""
+    oversubscription: float = Field(ge=1.0)
+    """Downlink:uplink bandwidth at the lowest tier (1.0 = non-blocking)."""
+    params: dict[str, ParamValue] = Field(default_factory=dict)
+    """Family-specific defaults (``dims`` for torus3d, group sizes for dragonfly, ...)."""
