@@ -1,0 +1,118 @@
+"""The backend protocol and its result.
+
+A backend turns a :class:`~fabricsim.schedule.Schedule` on a
+:class:`~fabricsim.fabric.Fabric` into a :class:`Result`: how long it takes, when each step
+ran, how many bytes crossed each link and which link limited it. Workloads, reports and the
+CLI read only Results.
+
+Example
+-------
+>>> import numpy as np
+>>> from fabricsim.schedule import Schedule, Step
+>>> from fabricsim.fabric import build_cluster
+>>> fab = build_cluster("dgx-h100", nodes=1)
+>>> step = Step(src=fab.gpus[:1], dst=fab.gpus[1:2], nbytes=np.array([1e6]), repeat=2)
+>>> IdealBackend(latency=1e-6).run(Schedule(steps=(step,)), fab).time
+2e-06
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+from numpy.typing import NDArray
+
+from fabricsim.fabric.core import Fabric
+from fabricsim.fabric.kinds import LinkKind
+from fabricsim.schedule.core import Schedule
+
+FloatArray = NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class LinkReport:
+    """One link's share of a result (bytes, utilization of its capacity over the run)."""
+
+    link: int
+    name: str
+    kind: str
+    bytes: float
+    utilization: float
+
+
+@dataclass(frozen=True, eq=False)
+class Result:
+    """What a backend returns. Times in seconds, bytes in bytes."""
+
+    time: float
+    backend: str
+    step_start: FloatArray
+    step_end: FloatArray
+    link_bytes: FloatArray
+    bottleneck_link: int = -1
+    bottleneck_kind: str = ""
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def link_utilization(self, fabric: Fabric) -> FloatArray:
+        """Mean utilization of every link over the run (0..1)."""
+        if self.time <= 0:
+            return np.zeros(fabric.n_links)
+        return self.link_bytes / (fabric.link_capacity * self.time)
+
+    def top_links(self, fabric: Fabric, n: int = 5) -> list[LinkReport]:
+        """The ``n`` busiest links by utilization."""
+        util = self.link_utilization(fabric)
+        order = np.argsort(-util, kind="stable")[:n]
+        return [LinkReport(int(l), fabric.link_name(int(l)), fabric.link_label(int(l)),
+                           float(self.link_bytes[l]), float(util[l]))
+                for l in order if self.link_bytes[l] > 0]
+
+    def bytes_by_kind(self, fabric: Fabric) -> dict[str, float]:
+        """Total bytes carried per link class (nvlink, pcie, nic-leaf, ...)."""
+        out: dict[str, float] = {}
+        for k in np.unique(fabric.link_kind):
+            out[LinkKind(int(k)).label] = float(self.link_bytes[fabric.link_kind == k].sum())
+        return out
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """Anything with a name and ``run(schedule, fabric) -> Result``."""
+
+    name: str
+
+    def run(self, schedule: Schedule, fabric: Fabric) -> Result:
+        ...
+
+
+def dag_times(schedule: Schedule, duration: Callable[[int], float]) -> tuple[FloatArray,
+                                                                              FloatArray]:
+    """Start and end of every step when one repetition of step ``i`` takes ``duration(i)``.
+
+    A step starts when all its dependencies have ended (plus its ``delay``) and runs its
+    repetitions back to back.
+    """
+    n = len(schedule.steps)
+    start = np.zeros(n)
+    end = np.zeros(n)
+    for i, s in enumerate(schedule.steps):
+        t0 = max((end[d] for d in s.deps), default=0.0) + s.delay
+        start[i] = t0
+        end[i] = t0 + s.repeat * duration(i)
+    return start, end
+
+
+@dataclass(frozen=True)
+class IdealBackend:
+    """Infinite bandwidth, a fixed ``latency`` per step repetition: for testing upper layers."""
+
+    latency: float = 1e-6
+    name: str = "ideal"
+
+    def run(self, schedule: Schedule, fabric: Fabric) -> Result:
+        start, end = dag_times(schedule, lambda i: self.latency)
+        return Result(time=float(end.max(initial=0.0)), backend=self.name, step_start=start,
+                      step_end=end, link_bytes=np.zeros(fabric.n_links))

@@ -1,0 +1,323 @@
+"""Clusters: servers from a system preset joined by a scale-out network.
+
+:func:`build_cluster` is the one entry point most users need. It tiles the server
+template over ``nodes`` servers, hands their NICs to the scale-out builder of
+``topology`` (registered in :data:`TOPOLOGIES`), and returns a Fabric whose router joins
+intra-server routes (NVLink, PCIe) with network routes.
+
+Example
+-------
+>>> fab = build_cluster("dgx-h100", nodes=4, fabric="roce-400g")
+>>> fab.n_gpus, fab.info.fabric, fab.info.topology
+(32, 'roce-400g', 'rail-optimized')
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from fabricsim.errors import ConfigError, NoRouteError, TopologyError, unknown
+from fabricsim.fabric.builder import FabricBuilder
+from fabricsim.fabric.core import Fabric, FabricInfo
+from fabricsim.fabric.fattree import fat_tree_network
+from fabricsim.fabric.kinds import LinkKind, NodeKind
+from fabricsim.fabric.network import PAD, Network, NetworkRouter, ScaleOutSpec
+from fabricsim.fabric.paths import IntArray, Paths
+from fabricsim.fabric.server import ServerTemplate
+
+ScaleOutBuilder = Callable[[FabricBuilder, NDArray[np.int32], ScaleOutSpec], Network]
+
+
+def _fat_tree(b: FabricBuilder, nics: NDArray[np.int32], s: ScaleOutSpec) -> Network:
+    return fat_tree_network(b, nics, radix=s.radix, port_bw=s.port_bw,
+                            endpoint_bw=s.endpoint_bw, switch_latency=s.switch_latency,
+                            nic_latency=s.nic_latency, oversubscription=s.oversubscription,
+                            tiers=s.tiers, planes=s.planes, rail_optimized=False)
+
+
+def _rail(b: FabricBuilder, nics: NDArray[np.int32], s: ScaleOutSpec) -> Network:
+    return fat_tree_network(b, nics, radix=s.radix, port_bw=s.port_bw,
+                            endpoint_bw=s.endpoint_bw, switch_latency=s.switch_latency,
+                            nic_latency=s.nic_latency, oversubscription=s.oversubscription,
+                            tiers=s.tiers, planes=s.planes, rail_optimized=True)
+
+
+#: Scale-out builders by topology preset name. Other modules register theirs here.
+TOPOLOGIES: dict[str, ScaleOutBuilder] = {
+    "fat-tree": _fat_tree,
+    "rail-optimized": _rail,
+}
+
+NETWORK_LINK_KINDS = (LinkKind.NIC_LEAF, LinkKind.LEAF_SPINE, LinkKind.SPINE_CORE,
+                      LinkKind.LOCAL, LinkKind.GLOBAL, LinkKind.TORUS,
+                      LinkKind.NVLINK_NETWORK)
+
+
+def register_topology(name: str, builder: ScaleOutBuilder) -> None:
+    """Make ``builder`` available as ``topology=name``."""
+    TOPOLOGIES[name] = builder
+
+
+@dataclass(eq=False)
+class ClusterRouter:
+    """Intra-server template routes + a scale-out network router."""
+
+    template: ServerTemplate
+    servers: int
+    node_base: int
+    link_base: int
+    node_server: IntArray
+    rank_of: IntArray
+    gpu_nics: IntArray
+    net: NetworkRouter
+    nic_plane: Callable[[IntArray], IntArray] | None = None
+
+    def _local(self, nodes: IntArray) -> IntArray:
+        srv = self.node_server[nodes]
+        return (nodes - self.node_base - srv * self.template.n_nodes).astype(np.int32)
+
+    def _intra(self, srv: IntArray, a_local: IntArray, b_local: IntArray,
+               hashes: NDArray[np.uint64]) -> NDArray[np.int64]:
+        n = srv.shape[0]
+        if n == 0:
+            return np.zeros((0, 0), dtype=np.int64)
+        key = a_local.astype(np.int64) * self.template.n_nodes + b_local
+        uniq, inv = np.unique(key, return_inverse=True)
+        opts = [self.template.local_paths(int(k // self.template.n_nodes),
+                                          int(k % self.template.n_nodes)) for k in uniq]
+        width = max((len(p) for o in opts for p in o), default=0)
+        out = np.full((n, max(width, 1)), PAD, dtype=np.int64)
+        for u, o in enumerate(opts):
+            rows = np.flatnonzero(inv == u)
+            pick = (hashes[rows] % np.uint64(len(o))).astype(np.int64)
+            table = np.full((len(o), max(width, 1)), PAD, dtype=np.int64)
+            for i, p in enumerate(o):
+                table[i, : len(p)] = p
+            chosen = table[pick]
+            base = (self.link_base + srv[rows].astype(np.int64) * self.template.n_links)[:, None]
+            out[rows] = np.where(chosen >= 0, chosen + base, PAD)
+        return out
+
+    def _nic_for(self, nodes: IntArray, hashes: NDArray[np.uint64]) -> IntArray:
+        """The NIC a server-side node sends through (GPU affinity, by hash among ties)."""
+        out = nodes.copy()
+        ranks = self.rank_of[nodes]
+        is_gpu = ranks >= 0
+        if is_gpu.any():
+            k = self.gpu_nics.shape[1]
+            pick = (hashes[is_gpu] % np.uint64(k)).astype(np.int64)
+            out[is_gpu] = self.gpu_nics[ranks[is_gpu], pick]
+        kinds_local = self.template.kinds[self._local(nodes)]
+        other = (~is_gpu) & (kinds_local != NodeKind.NIC)
+        if other.any():
+            srv = self.node_server[nodes[other]]
+            first = int(self.template.nic_local[0]) if self.template.n_nics else -1
+            if first < 0:
+                raise NoRouteError("this server has no NIC to reach the network")
+            out[other] = self.node_base + srv * self.template.n_nodes + first
+        return out
+
+    def route_many(self, src: IntArray, dst: IntArray, hashes: NDArray[np.uint64],
+                   link_up: NDArray[np.bool_]) -> Paths:
+        n = src.shape[0]
+        ss, sd = self.node_server[src], self.node_server[dst]
+        same = (ss >= 0) & (ss == sd)
+        parts: list[NDArray[np.int64]] = []
+        rows_same = np.flatnonzero(same)
+        rows_net = np.flatnonzero(~same)
+        seg_same = self._intra(ss[rows_same], self._local(src[rows_same]),
+                               self._local(dst[rows_same]), hashes[rows_same])
+        if rows_net.size:
+            s, d, h = src[rows_net], dst[rows_net], hashes[rows_net]
+            s_in, d_in = ss[rows_net] >= 0, sd[rows_net] >= 0
+            if self.template.n_nics == 0 and (s_in.any() or d_in.any()):
+                raise NoRouteError("servers have no NIC; GPUs cannot reach other servers")
+            s_nic = s.copy()
+            d_nic = d.copy()
+            if s_in.any():
+                s_nic[s_in] = self._nic_for(s[s_in], h[s_in])
+            if d_in.any():
+                d_nic[d_in] = self._nic_for(d[d_in], h[d_in] >> np.uint64(7))
+            if self.nic_plane is not None and s_in.any() and d_in.any():
+                ps, pd = self.nic_plane(s_nic), self.nic_plane(d_nic)
+                fix = s_in & d_in & (ps != pd)
+                if fix.any():  # rail-aligned NIC of the sending server (as PXN would do)
+                    loc = self._local(d_nic[fix])
+                    s_nic[fix] = (self.node_base + ss[rows_net][fix] * self.template.n_nodes
+                                  + loc)
+            seg1 = np.full((rows_net.size, 1), PAD, dtype=np.int64)
+            seg3 = np.full((rows_net.size, 1), PAD, dtype=np.int64)
+            if s_in.any():
+                r = np.flatnonzero(s_in)
+                a = self._intra(ss[rows_net][r], self._local(s[r]), self._local(s_nic[r]), h[r])
+                seg1 = _place(seg1, r, a)
+            mid = self.net.route_padded(s_nic, d_nic, h, link_up)
+            if d_in.any():
+                r = np.flatnonzero(d_in)
+                a = self._intra(sd[rows_net][r], self._local(d_nic[r]), self._local(d[r]),
+                                h[r] >> np.uint64(13))
+                seg3 = _place(seg3, r, a)
+            net_rows = np.hstack([seg1, mid, seg3])
+        else:
+            net_rows = np.zeros((0, 1), dtype=np.int64)
+        width = max(seg_same.shape[1] if seg_same.size else 1, net_rows.shape[1])
+        full = np.full((n, width), PAD, dtype=np.int64)
+        if rows_same.size:
+            full[rows_same, : seg_same.shape[1]] = seg_same
+        if rows_net.size:
+            full[rows_net, : net_rows.shape[1]] = net_rows
+        paths = Paths.from_padded(full)
+        del parts
+        if not link_up.all() and paths.links.size and not link_up[paths.links].all():
+            bad = np.unique(paths.row_ids()[~link_up[paths.links]])
+            raise NoRouteError(
+                f"{bad.size} transfer(s) have no route that avoids the links that are down "
+                f"(first: node {int(src[bad[0]])} -> node {int(dst[bad[0]])})")
+        return paths
+
+    def ecmp_paths(self, src: int, dst: int, link_up: NDArray[np.bool_], limit: int
+                   ) -> list[IntArray]:
+        s = np.array([src], dtype=np.int32)
+        d = np.array([dst], dtype=np.int32)
+        ss, sd = int(self.node_server[src]), int(self.node_server[dst])
+        if ss >= 0 and ss == sd:
+            base = self.link_base + ss * self.template.n_links
+            return [p + base for p in self.template.local_paths(
+                int(self._local(s)[0]), int(self._local(d)[0]))][:limit]
+        # enumerate by hashing: distinct paths over a range of hashes
+        seen: dict[tuple[int, ...], None] = {}
+        tries = max(64, 4 * limit)
+        hs = np.arange(tries, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+        paths = self.route_many(np.repeat(s, tries), np.repeat(d, tries), hs, link_up)
+        for i in range(tries):
+            seen.setdefault(tuple(int(x) for x in paths.row(i)), None)
+            if len(seen) >= limit:
+                break
+        return [np.asarray(p, dtype=np.int32) for p in seen]
+
+
+def _place(seg: NDArray[np.int64], rows: IntArray, vals: NDArray[np.int64]) -> NDArray[np.int64]:
+    if vals.shape[1] > seg.shape[1]:
+        seg = np.hstack([seg, np.full((seg.shape[0], vals.shape[1] - seg.shape[1]), PAD)])
+    seg[rows, : vals.shape[1]] = vals
+    return seg
+
+
+def build_cluster(system: str = "dgx-h100", nodes: int = 1, *, gpus_per_node: int | None = None,
+                  fabric: str | None = None, topology: str | None = None,
+                  oversubscription: float = 1.0, tiers: int | None = None,
+                  planes: int | None = None, radix: int | None = None,
+                  params: dict[str, object] | None = None) -> Fabric:
+    """Build ``nodes`` servers of preset ``system`` on scale-out ``fabric`` and ``topology``.
+
+    Defaults come from the system preset (its NICs, fabric and topology). Raises
+    ConfigError/TopologyError naming the field and a valid value on bad input.
+    """
+    from fabricsim.catalog import get_catalog
+
+    cat = get_catalog()
+    sysp = cat.system(system)
+    if not isinstance(nodes, int) or isinstance(nodes, bool) or nodes < 1:
+        raise ConfigError(f"nodes must be an integer >= 1, got {nodes!r}", field="nodes")
+    if nodes > 1_000_000:
+        raise ConfigError(f"nodes={nodes} is beyond what fabricsim builds (1,000,000 servers)",
+                          field="nodes")
+    if gpus_per_node is not None and (gpus_per_node < 1 or gpus_per_node > sysp.gpus):
+        raise ConfigError(f"gpus_per_node must be 1..{sysp.gpus} for {system}, got "
+                          f"{gpus_per_node}", field="gpus_per_node")
+    fabric_name = fabric or sysp.default_fabric
+    fspec = cat.fabric(fabric_name)
+    topo = topology or sysp.default_topology
+    if topo not in TOPOLOGIES:
+        _load_extra_topologies()
+    if topo not in TOPOLOGIES:
+        raise unknown("topology", topo, TOPOLOGIES, field="topology")
+    if not (oversubscription >= 1):
+        raise ConfigError(f"oversubscription must be >= 1 (e.g. 1 for non-blocking, 2 for "
+                          f"2:1), got {oversubscription}", field="oversubscription")
+    template = ServerTemplate.from_system(system, gpus=gpus_per_node)
+    switch = cat.switch(fspec.switch)
+    k = radix or switch.radix
+    if k < 4:
+        raise TopologyError(f"switch radix must be >= 4, got {k}", field="radix")
+
+    b = FabricBuilder()
+    nt, lt = template.n_nodes, template.n_links
+    srv_idx = np.repeat(np.arange(nodes, dtype=np.int32), nt)
+    node_base = 0
+    b.add_nodes(NodeKind.GPU, 0)
+    ids = np.arange(nodes * nt, dtype=np.int32)
+    # tile server nodes block by block per kind to keep kinds/local arrays
+    b._nodes.append((np.tile(template.kinds, nodes), srv_idx,  # noqa: SLF001
+                     np.tile(template.local_index, nodes), np.full(nodes * nt, -1, np.int32)))
+    b.n_nodes += nodes * nt
+    link_base = b.n_links
+    offs = (np.arange(nodes, dtype=np.int32) * nt)[:, None]
+    b._links.append((  # noqa: SLF001
+        (template.link_src[None, :] + offs).ravel().astype(np.int32),
+        (template.link_dst[None, :] + offs).ravel().astype(np.int32),
+        np.tile(template.link_capacity, nodes), np.tile(template.link_latency, nodes),
+        np.tile(template.link_kind, nodes), np.tile(template.link_lanes, nodes)))
+    b.n_links += nodes * lt
+    del ids
+    gpus = ((np.arange(nodes, dtype=np.int32) * nt)[:, None] + template.gpu_local[None, :]
+            ).ravel().astype(np.int32)
+    nics = ((np.arange(nodes, dtype=np.int32) * nt)[:, None] + template.nic_local[None, :]
+            ).astype(np.int32)
+    gpu_nics = ((np.arange(nodes, dtype=np.int32) * nt)[:, None, None]
+                + template.gpu_nic_local[None, :, :]).reshape(-1, template.gpu_nic_local.shape[1])
+    spec = ScaleOutSpec(radix=k, port_bw=switch.port_bandwidth,
+                        endpoint_bw=sysp.nic_bandwidth, switch_latency=fspec.switch_latency,
+                        nic_latency=fspec.nic_latency, oversubscription=oversubscription,
+                        tiers=tiers, planes=planes, params=dict(params or {}))
+    if template.n_nics == 0:
+        raise TopologyError(f"{system} has no compute NIC; it cannot join a scale-out network",
+                            field="system")
+    net = TOPOLOGIES[topo](b, nics, spec)
+    arrays = b.arrays()
+    node_server = arrays["node_server"].astype(np.int32)
+    n_nodes = b.n_nodes
+    rank_of = np.full(n_nodes, -1, dtype=np.int32)
+    rank_of[gpus] = np.arange(gpus.size, dtype=np.int32)
+    plane_fn = getattr(net.router, "plane_of", None)
+    router = ClusterRouter(template=template, servers=nodes, node_base=node_base,
+                           link_base=link_base, node_server=node_server, rank_of=rank_of,
+                           gpu_nics=gpu_nics, net=net.router, nic_plane=plane_fn)
+    attach = getattr(net.router, "attach", None)
+    if attach is not None:
+        kinds = arrays["link_kind"]
+        net_links = np.flatnonzero(np.isin(kinds, [int(x) for x in NETWORK_LINK_KINDS]))
+        attach(arrays["link_src"], arrays["link_dst"], net_links.astype(np.int32), n_nodes)
+    gpu = cat.gpu(sysp.gpu)
+    info = FabricInfo(
+        system=system, gpu=sysp.gpu, fabric=fabric_name, topology=topo, servers=nodes,
+        gpus_per_server=template.n_gpus,
+        nvlink_domain_gpus=min(sysp.nvlink_domain_gpus, template.n_gpus)
+        if template.params.nvlink_bw > 0 else 1,
+        nics_per_server=template.n_nics, oversubscription=net.oversubscription,
+        tiers=net.tiers, planes=net.planes, transport=fspec.transport,
+        lossless=fspec.lossless, sharp=fspec.sharp, nic_bandwidth=min(
+            sysp.nic_bandwidth, switch.port_bandwidth),
+        bisection_bandwidth=net.bisection_bandwidth, switch_latency=fspec.switch_latency,
+        nic_latency=fspec.nic_latency, cables=dict(net.cables),
+        extra={"switches": dict(net.switches), "switch": fspec.switch, "radix": k,
+               "nic": sysp.nic, "gpu_memory_bytes": gpu.memory_bytes,
+               "notes": list(net.notes)},
+    )
+    return b.build(gpus=gpus, gpu_nics=gpu_nics, router=router, info=info)
+
+
+def _load_extra_topologies() -> None:
+    """Import optional topology modules that register themselves on import."""
+    import importlib
+
+    for mod in ("fabricsim.fabric.dragonfly", "fabricsim.fabric.torus"):
+        try:
+            importlib.import_module(mod)
+        except ModuleNotFoundError as e:  # pragma: no cover - module not shipped yet
+            if e.name != mod:
+                raise

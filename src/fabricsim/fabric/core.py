@@ -1,0 +1,252 @@
+"""The :class:`Fabric`: where bytes can go.
+
+A fabric is immutable. Nodes and directed links are kept as parallel numpy arrays (struct
+of arrays), so a 131,072-GPU cluster is a few tens of MB. Every direction of a cable is its
+own link with its own capacity (bytes/s) and latency (s). Routing is delegated to a
+:class:`~fabricsim.fabric.paths.Router` that the topology builder supplies.
+
+Example
+-------
+>>> from fabricsim.fabric import build_cluster
+>>> fab = build_cluster("dgx-h100", nodes=2)
+>>> fab.n_gpus, fab.info.servers
+(16, 2)
+>>> path = fab.route(fab.gpus[0], fab.gpus[8])
+>>> [fab.link_label(int(l)) for l in path][:2]
+['pcie', 'pcie']
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from fabricsim.errors import ConfigError, NoRouteError
+from fabricsim.fabric.kinds import LinkKind, NodeKind
+from fabricsim.fabric.paths import FloatArray, IntArray, Paths, Router
+
+
+@dataclass(frozen=True)
+class FabricInfo:
+    """What a fabric was built from, and figures the builder knows in closed form.
+
+    Bandwidths are bytes/s; ``bisection_bandwidth`` is one direction across the worst
+    even cut of the scale-out network.
+    """
+
+    system: str = "custom"
+    gpu: str = ""
+    fabric: str = ""
+    topology: str = ""
+    servers: int = 0
+    gpus_per_server: int = 0
+    nvlink_domain_gpus: int = 1
+    nics_per_server: int = 0
+    oversubscription: float = 1.0
+    tiers: int = 0
+    planes: int = 1
+    transport: str = ""
+    lossless: bool = True
+    sharp: bool = False
+    nic_bandwidth: float = 0.0
+    bisection_bandwidth: float = 0.0
+    switch_latency: float = 0.0
+    nic_latency: float = 0.0
+    cables: Mapping[str, int] = field(default_factory=dict)
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, eq=False)
+class Fabric:
+    """Nodes, directed links and routing of a cluster. Build one with a builder function.
+
+    Attributes are arrays indexed by node id (``node_*``) or link id (``link_*``).
+    ``gpus[r]`` is the node id of rank ``r``; ``gpu_nics[r]`` the NIC node ids that GPU
+    ``r`` uses by affinity (first one preferred).
+    """
+
+    node_kind: NDArray[np.int8]
+    node_server: IntArray
+    node_local: IntArray
+    node_group: IntArray
+    link_src: IntArray
+    link_dst: IntArray
+    link_capacity: FloatArray
+    link_latency: FloatArray
+    link_kind: NDArray[np.int8]
+    link_lanes: NDArray[np.int16]
+    gpus: IntArray
+    gpu_nics: IntArray
+    router: Router
+    info: FabricInfo = field(default_factory=FabricInfo)
+    link_up: NDArray[np.bool_] = field(default_factory=lambda: np.zeros(0, dtype=bool))
+
+    def __post_init__(self) -> None:
+        if self.link_up.shape[0] != self.link_src.shape[0]:
+            object.__setattr__(self, "link_up", np.ones(self.link_src.shape[0], dtype=bool))
+        for name in ("node_kind", "node_server", "node_local", "node_group", "link_src",
+                     "link_dst", "link_capacity", "link_latency", "link_kind", "link_lanes",
+                     "gpus", "gpu_nics", "link_up"):
+            getattr(self, name).setflags(write=False)
+
+    # ------------------------------------------------------------------ sizes
+    @property
+    def n_nodes(self) -> int:
+        return int(self.node_kind.shape[0])
+
+    @property
+    def n_links(self) -> int:
+        return int(self.link_src.shape[0])
+
+    @property
+    def n_gpus(self) -> int:
+        return int(self.gpus.shape[0])
+
+    def count(self, kind: NodeKind) -> int:
+        """Number of nodes of ``kind``."""
+        return int(np.count_nonzero(self.node_kind == kind))
+
+    def nodes_of(self, kind: NodeKind) -> IntArray:
+        return np.flatnonzero(self.node_kind == kind).astype(np.int32)
+
+    def links_of(self, kind: LinkKind) -> IntArray:
+        return np.flatnonzero(self.link_kind == kind).astype(np.int32)
+
+    # ------------------------------------------------------------------ names
+    def node_name(self, node: int) -> str:
+        """A readable name: ``server3/gpu5``, ``leaf12``, ``spine0.4`` (group.index)."""
+        kind = NodeKind(int(self.node_kind[node]))
+        server = int(self.node_server[node])
+        local = int(self.node_local[node])
+        if server >= 0:
+            return f"server{server}/{kind.label}{local}"
+        group = int(self.node_group[node])
+        return f"{kind.label}{group}.{local}" if group >= 0 else f"{kind.label}{local}"
+
+    def link_label(self, link: int) -> str:
+        return LinkKind(int(self.link_kind[link])).label
+
+    def link_name(self, link: int) -> str:
+        return (f"{self.node_name(int(self.link_src[link]))}->"
+                f"{self.node_name(int(self.link_dst[link]))}")
+
+    # ------------------------------------------------------------------ routing
+    def route(self, src: int, dst: int, *, flow_hash: int = 0) -> IntArray:
+        """Link ids of one path from node ``src`` to node ``dst`` (ECMP picked by hash)."""
+        paths = self.route_many(
+            np.array([src], dtype=np.int32), np.array([dst], dtype=np.int32),
+            np.array([flow_hash], dtype=np.uint64),
+        )
+        return paths.row(0)
+
+    def route_many(self, src: IntArray, dst: IntArray,
+                   hashes: NDArray[np.uint64] | None = None) -> Paths:
+        """One path per pair; ``hashes`` (default: a hash of the pair) picks among ECMP."""
+        src = np.asarray(src, dtype=np.int32)
+        dst = np.asarray(dst, dtype=np.int32)
+        if src.shape != dst.shape:
+            raise ConfigError("src and dst must have the same length")
+        if src.size and (src.min() < 0 or dst.min() < 0 or max(src.max(), dst.max()) >=
+                         self.n_nodes):
+            raise NoRouteError(f"node id out of range 0..{self.n_nodes - 1}")
+        if hashes is None:
+            hashes = pair_hash(src, dst)
+        return self.router.route_many(src, dst, np.asarray(hashes, dtype=np.uint64),
+                                      self.link_up)
+
+    def ecmp_paths(self, src: int, dst: int, limit: int = 1024) -> list[IntArray]:
+        """All equal-cost paths between two nodes (up to ``limit``)."""
+        return self.router.ecmp_paths(int(src), int(dst), self.link_up, limit)
+
+    def path_latency(self, path: IntArray) -> float:
+        return float(self.link_latency[path].sum())
+
+    def path_bandwidth(self, path: IntArray) -> float:
+        return float(self.link_capacity[path].min()) if len(path) else float("inf")
+
+    # ------------------------------------------------------------------ derived
+    @cached_property
+    def reverse_link(self) -> IntArray:
+        """For each link, the id of the link in the opposite direction (or -1)."""
+        n = self.n_nodes
+        key = self.link_src.astype(np.int64) * n + self.link_dst
+        rkey = self.link_dst.astype(np.int64) * n + self.link_src
+        order = np.argsort(key, kind="stable")
+        pos = np.searchsorted(key[order], rkey)
+        pos = np.clip(pos, 0, len(order) - 1)
+        found = key[order][pos] == rkey
+        out = np.where(found, order[pos], -1).astype(np.int32)
+        return out
+
+    def with_links_scaled(self, links: IntArray | list[int], factor: float) -> Fabric:
+        """A copy whose ``links`` have capacity × ``factor`` (a degraded link)."""
+        if factor <= 0:
+            raise ConfigError(f"capacity factor must be > 0, got {factor}; use "
+                              "with_links_down() for a failed link")
+        cap = self.link_capacity.copy()
+        cap[np.asarray(links, dtype=np.int64)] *= factor
+        return replace(self, link_capacity=cap)
+
+    def with_links_down(self, links: IntArray | list[int]) -> Fabric:
+        """A copy where ``links`` carry nothing; routing avoids them where it can."""
+        up = self.link_up.copy()
+        up[np.asarray(links, dtype=np.int64)] = False
+        return replace(self, link_up=up)
+
+    def find_link(self, src: int, dst: int) -> int:
+        """Id of the link from ``src`` to ``dst``; NoRouteError if they are not adjacent."""
+        hits = np.flatnonzero((self.link_src == src) & (self.link_dst == dst))
+        if hits.size == 0:
+            raise NoRouteError(f"no link from {self.node_name(src)} to {self.node_name(dst)}")
+        return int(hits[0])
+
+    # ------------------------------------------------------------------ export
+    def to_networkx(self) -> Any:
+        """A ``networkx.MultiDiGraph`` with node attrs ``kind``/``name`` and link attrs
+        ``capacity`` (bytes/s), ``latency`` (s), ``kind``."""
+        import networkx as nx
+
+        g = nx.MultiDiGraph()
+        for i in range(self.n_nodes):
+            g.add_node(i, kind=NodeKind(int(self.node_kind[i])).label, name=self.node_name(i))
+        for l in range(self.n_links):
+            g.add_edge(int(self.link_src[l]), int(self.link_dst[l]), key=l,
+                       capacity=float(self.link_capacity[l]),
+                       latency=float(self.link_latency[l]), kind=self.link_label(l),
+                       up=bool(self.link_up[l]))
+        return g
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """Nodes and links as plain lists (for JSON); sizes in SI units."""
+        return {
+            "info": {k: (dict(v) if isinstance(v, Mapping) else v)
+                     for k, v in self.info.__dict__.items()},
+            "nodes": [{"id": i, "kind": NodeKind(int(self.node_kind[i])).label,
+                       "name": self.node_name(i)} for i in range(self.n_nodes)],
+            "links": [{"id": l, "src": int(self.link_src[l]), "dst": int(self.link_dst[l]),
+                       "kind": self.link_label(l), "capacity_Bps": float(self.link_capacity[l]),
+                       "latency_s": float(self.link_latency[l]), "lanes": int(self.link_lanes[l])}
+                      for l in range(self.n_links)],
+            "gpus": self.gpus.tolist(),
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_json_dict())
+
+
+def pair_hash(src: IntArray, dst: IntArray, seed: int = 0) -> NDArray[np.uint64]:
+    """Deterministic 64-bit hash of (src, dst, seed) pairs (splitmix64), vectorised."""
+    x = (src.astype(np.uint64) << np.uint64(32)) ^ dst.astype(np.uint64)
+    x = x ^ np.uint64((seed * 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF)
+    with np.errstate(over="ignore"):
+        x = x + np.uint64(0x9E3779B97F4A7C15)
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        x = x ^ (x >> np.uint64(31))
+    return x

@@ -1,0 +1,375 @@
+"""Folded-Clos (fat-tree) scale-out networks: 2-tier leaf–spine and 3-tier with a core.
+
+Endpoints (NIC ports) fill leaf switches in the order given, so the same builder makes a
+plain fat-tree (consecutive NICs of consecutive servers share a leaf) and a
+rail-optimized one (NIC *i* of every server in a scalable unit on leaf/rail *i*): see
+:func:`endpoint_order`. Several planes are independent copies that split the endpoints.
+
+Sizing, for switch radix ``k`` and leaf oversubscription ``r`` (down:up):
+
+* a leaf has ``d = round(k·r/(r+1))`` ports down and ``u = k − d`` up;
+* 2 tiers: ``L = ceil(E/d)`` leaves need ``L ≤ k``; ``S`` spines (the smallest divisor of
+  ``u`` with ``S ≥ L·u/k``), each leaf joined to each spine by ``u/S`` parallel cables;
+* 3 tiers: pods of ``k/2`` leaves and ``u`` spines; spine ``j`` of every pod joins core
+  group ``j``; a plane holds at most ``k·d·k/2`` endpoints.
+
+Parallel cables between the same two switches are one link with the summed capacity
+(``lanes`` counts them). Routing is structural (up/down, ECMP by hash) and vectorised.
+
+Example
+-------
+>>> from fabricsim.fabric import build_cluster
+>>> fab = build_cluster("dgx-h100", nodes=32, topology="fat-tree")
+>>> fab.info.tiers, dict(fab.info.extra["switches"])
+(2, {'leaf': 8, 'spine': 4})
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from fabricsim.errors import NoRouteError, TopologyError
+from fabricsim.fabric.builder import FabricBuilder
+from fabricsim.fabric.kinds import LinkKind, NodeKind
+from fabricsim.fabric.network import PAD, Network, ShortestPathRouter
+from fabricsim.fabric.paths import IntArray
+
+#: Propagation delay of one cable (s): ~5 ns/m over 10–30 m runs in a data hall.
+CABLE_DELAY = 100e-9
+
+
+def _smallest_divisor_at_least(n: int, lo: int) -> int:
+    for s in range(max(1, lo), n + 1):
+        if n % s == 0:
+            return s
+    return n
+
+
+def leaf_split(radix: int, oversubscription: float) -> tuple[int, int]:
+    """(down, up) ports of a leaf of ``radix`` ports at ``oversubscription`` (down:up)."""
+    if oversubscription < 1:
+        raise TopologyError(f"oversubscription must be >= 1 (down:up), got {oversubscription}",
+                            field="oversubscription")
+    down = round(radix * oversubscription / (oversubscription + 1))
+    down = min(max(down, 1), radix - 1)
+    return down, radix - down
+
+
+@dataclass
+class FatTreePlane:
+    """Index arrays of one plane, enough to route without searching."""
+
+    tiers: int
+    down: int
+    up: int
+    pod_leaves: int
+    pods: int
+    spines_per_pod: int
+    cores_per_group: int
+    leaf_of: IntArray  # endpoint -> leaf index
+    up_nic: IntArray
+    down_nic: IntArray
+    leaf_up: NDArray[np.int32]  # [L, S]
+    leaf_down: NDArray[np.int32]  # [L, S]
+    spine_up: NDArray[np.int32]  # [pods, S, C]
+    spine_down: NDArray[np.int32]  # [pods, S, C]
+    leaves: IntArray
+    spines: IntArray
+    cores: IntArray
+
+
+def build_plane(b: FabricBuilder, endpoints: IntArray, *, radix: int, port_bw: float,
+                endpoint_bw: float, switch_latency: float, nic_latency: float,
+                oversubscription: float, tiers: int | None, plane: int, pod_offset: int
+                ) -> FatTreePlane:
+    """Add one fat-tree plane over ``endpoints`` (NIC node ids) to the builder."""
+    e = int(endpoints.shape[0])
+    k = radix
+    d, u = leaf_split(k, oversubscription)
+    n_leaves = math.ceil(e / d)
+    max2 = k * d
+    max3 = (k // 2) * k * d
+    if tiers is None:
+        tiers = 2 if n_leaves <= k else 3
+    if tiers == 2 and n_leaves > k:
+        raise TopologyError(
+            f"2 tiers of radix-{k} switches at {oversubscription:g}:1 hold at most {max2} "
+            f"endpoints per plane, {e} asked; use tiers=3, more planes or a larger radix",
+            field="tiers")
+    if tiers == 3 and e > max3:
+        raise TopologyError(
+            f"3 tiers of radix-{k} switches at {oversubscription:g}:1 hold at most {max3} "
+            f"endpoints per plane, {e} asked; use planes >= {math.ceil(e / max3)} or a "
+            "larger radix", field="planes")
+    if tiers not in (2, 3):
+        raise TopologyError(f"fat-tree tiers must be 2 or 3, got {tiers}", field="tiers")
+    if tiers == 2:
+        pod_leaves = n_leaves
+        pods = 1
+        n_sp = _smallest_divisor_at_least(u, math.ceil(n_leaves * u / k))
+        cores_pg = 0
+    else:
+        pod_leaves = k // 2
+        pods = math.ceil(n_leaves / pod_leaves)
+        n_sp = u
+        cores_pg = _smallest_divisor_at_least(k - pod_leaves, math.ceil(pods * (k - pod_leaves)
+                                                                          / k))
+    lanes_ls = u // n_sp
+    leaf_idx = np.arange(n_leaves, dtype=np.int32)
+    leaves = b.add_nodes(NodeKind.LEAF, n_leaves, group=pod_offset + leaf_idx // pod_leaves,
+                         local=leaf_idx % pod_leaves)
+    sp_idx = np.arange(pods * n_sp, dtype=np.int32)
+    spines = b.add_nodes(NodeKind.SPINE, pods * n_sp, group=pod_offset + sp_idx // n_sp,
+                         local=sp_idx % n_sp)
+    if tiers == 3:
+        c_idx = np.arange(n_sp * cores_pg, dtype=np.int32)
+        cores = b.add_nodes(NodeKind.CORE, n_sp * cores_pg, group=plane * n_sp + c_idx //
+                            cores_pg, local=c_idx % cores_pg)
+    else:
+        cores = np.zeros(0, dtype=np.int32)
+
+    leaf_of = (np.arange(e, dtype=np.int32) // d).astype(np.int32)
+    # latency: charge the sending NIC and the leaf on the way up, the NIC on the way down
+    up_nic, down_nic = b.add_links(
+        endpoints, leaves[leaf_of], min(endpoint_bw, port_bw),
+        nic_latency + CABLE_DELAY + switch_latency, LinkKind.NIC_LEAF,
+        latency_back=CABLE_DELAY + nic_latency)
+
+    li = np.repeat(leaf_idx, n_sp)
+    sj = np.tile(np.arange(n_sp, dtype=np.int32), n_leaves)
+    pod_of_leaf = li // pod_leaves
+    fwd, rev = b.add_links(leaves[li], spines[pod_of_leaf * n_sp + sj], port_bw * lanes_ls,
+                           CABLE_DELAY + switch_latency, LinkKind.LEAF_SPINE, lanes=lanes_ls)
+    leaf_up = fwd.reshape(n_leaves, n_sp)
+    leaf_down = rev.reshape(n_leaves, n_sp)
+    if tiers == 3:
+        lanes_sc = (k - pod_leaves) // cores_pg
+        p = np.repeat(np.arange(pods, dtype=np.int32), n_sp * cores_pg)
+        j = np.tile(np.repeat(np.arange(n_sp, dtype=np.int32), cores_pg), pods)
+        c = np.tile(np.arange(cores_pg, dtype=np.int32), pods * n_sp)
+        fwd, rev = b.add_links(spines[p * n_sp + j], cores[j * cores_pg + c],
+                               port_bw * lanes_sc, CABLE_DELAY + switch_latency,
+                               LinkKind.SPINE_CORE, lanes=lanes_sc)
+        spine_up = fwd.reshape(pods, n_sp, cores_pg)
+        spine_down = rev.reshape(pods, n_sp, cores_pg)
+    else:
+        spine_up = np.zeros((1, n_sp, 0), dtype=np.int32)
+        spine_down = np.zeros((1, n_sp, 0), dtype=np.int32)
+    return FatTreePlane(tiers=tiers, down=d, up=u, pod_leaves=pod_leaves, pods=pods,
+                        spines_per_pod=n_sp, cores_per_group=cores_pg, leaf_of=leaf_of,
+                        up_nic=up_nic, down_nic=down_nic, leaf_up=leaf_up, leaf_down=leaf_down,
+                        spine_up=spine_up, spine_down=spine_down, leaves=leaves, spines=spines,
+                        cores=cores)
+
+
+class FatTreeRouter:
+    """Up/down routing over one or more fat-tree planes, ECMP by hash, vectorised."""
+
+    def __init__(self, planes: list[FatTreePlane], endpoints: list[IntArray],
+                 n_nodes_hint: int) -> None:
+        self.planes = planes
+        size = max([int(ep.max()) + 1 for ep in endpoints if ep.size] + [n_nodes_hint])
+        self._plane_of = np.full(size, -1, dtype=np.int32)
+        self._pos = np.full(size, -1, dtype=np.int32)
+        for p, ep in enumerate(endpoints):
+            self._plane_of[ep] = p
+            self._pos[ep] = np.arange(ep.shape[0], dtype=np.int32)
+        self._fallback: ShortestPathRouter | None = None
+        self._fallback_args: tuple[IntArray, IntArray, IntArray, int] | None = None
+
+    def attach(self, link_src: IntArray, link_dst: IntArray, net_links: IntArray,
+               n_nodes: int) -> None:
+        """Give the router the whole fabric's arrays for switch-to-switch routes."""
+        self._fallback_args = (link_src, link_dst, net_links, n_nodes)
+
+    def plane_of(self, nodes: IntArray) -> IntArray:
+        ok = nodes < self._plane_of.shape[0]
+        out = np.full(nodes.shape, -1, dtype=np.int32)
+        out[ok] = self._plane_of[nodes[ok]]
+        return out
+
+    def _fallback_router(self) -> ShortestPathRouter:
+        if self._fallback is None:
+            if self._fallback_args is None:
+                raise NoRouteError("router not attached to a fabric")
+            s, d, links, n = self._fallback_args
+            self._fallback = ShortestPathRouter(s, d, links, n)
+        return self._fallback
+
+    def route_padded(self, src: IntArray, dst: IntArray, hashes: NDArray[np.uint64],
+                     link_up: NDArray[np.bool_]) -> NDArray[np.int64]:
+        n = src.shape[0]
+        out = np.full((n, 6), PAD, dtype=np.int64)
+        ps, pd = self.plane_of(src), self.plane_of(dst)
+        nic_pair = (ps >= 0) & (pd >= 0) & (ps == pd)
+        other = ~nic_pair
+        for p, plane in enumerate(self.planes):
+            sel = np.flatnonzero(nic_pair & (ps == p))
+            if sel.size:
+                out[sel] = self._route_plane(plane, self._pos[src[sel]], self._pos[dst[sel]],
+                                             hashes[sel])
+        if other.any():
+            idx = np.flatnonzero(other)
+            bad = idx[(ps[idx] >= 0) & (pd[idx] >= 0)]
+            if bad.size:
+                raise NoRouteError(
+                    f"NIC nodes {int(src[bad[0]])} and {int(dst[bad[0]])} are on different "
+                    "planes; a plane is a separate network")
+            fb = self._fallback_router()
+            rows = fb.route_padded(src[idx], dst[idx], hashes[idx], link_up)
+            if rows.shape[1] > out.shape[1]:
+                out = np.hstack([out, np.full((n, rows.shape[1] - out.shape[1]), PAD)])
+            out[idx, : rows.shape[1]] = rows
+            out[idx, rows.shape[1]:] = PAD
+        # honour links that are down: re-hash rows that cross one
+        if not link_up.all():
+            hit = np.flatnonzero(((out >= 0) & ~link_up[np.maximum(out, 0)]).any(axis=1))
+            for i in hit:
+                out[i] = self._reroute(int(src[i]), int(dst[i]), link_up, out.shape[1])
+        return out
+
+    def _reroute(self, s: int, d: int, link_up: NDArray[np.bool_], width: int
+                 ) -> NDArray[np.int64]:
+        paths = self.ecmp(s, d, link_up, limit=1)
+        if not paths:
+            raise NoRouteError(f"no route from node {s} to node {d}: every path crosses a "
+                               "link that is down")
+        row = np.full(width, PAD, dtype=np.int64)
+        row[: len(paths[0])] = paths[0]
+        return row
+
+    @staticmethod
+    def _route_plane(pl: FatTreePlane, a: IntArray, b: IntArray, h: NDArray[np.uint64]
+                     ) -> NDArray[np.int64]:
+        n = a.shape[0]
+        out = np.full((n, 6), PAD, dtype=np.int64)
+        la, lb = pl.leaf_of[a], pl.leaf_of[b]
+        out[:, 0] = pl.up_nic[a]
+        same_leaf = la == lb
+        pa, pb = la // pl.pod_leaves, lb // pl.pod_leaves
+        s = (h % np.uint64(pl.spines_per_pod)).astype(np.int64)
+        same_pod = (~same_leaf) & (pa == pb)
+        cross = (~same_leaf) & (pa != pb)
+        # same leaf: up, down
+        out[same_leaf, 1] = pl.down_nic[b[same_leaf]]
+        # same pod: up, leaf->spine, spine->leaf, down
+        i = same_pod
+        out[i, 1] = pl.leaf_up[la[i], s[i]]
+        out[i, 2] = pl.leaf_down[lb[i], s[i]]
+        out[i, 3] = pl.down_nic[b[i]]
+        if cross.any():
+            i = cross
+            c = ((h[i] // np.uint64(pl.spines_per_pod)) %
+                 np.uint64(max(pl.cores_per_group, 1))).astype(np.int64)
+            out[i, 1] = pl.leaf_up[la[i], s[i]]
+            out[i, 2] = pl.spine_up[pa[i], s[i], c]
+            out[i, 3] = pl.spine_down[pb[i], s[i], c]
+            out[i, 4] = pl.leaf_down[lb[i], s[i]]
+            out[i, 5] = pl.down_nic[b[i]]
+        return out
+
+    def ecmp(self, src: int, dst: int, link_up: NDArray[np.bool_], limit: int
+             ) -> list[IntArray]:
+        ps = self.plane_of(np.array([src], dtype=np.int32))[0]
+        pd = self.plane_of(np.array([dst], dtype=np.int32))[0]
+        if ps < 0 or pd < 0 or ps != pd:
+            return self._fallback_router().ecmp(src, dst, link_up, limit)
+        pl = self.planes[ps]
+        width = pl.spines_per_pod * max(pl.cores_per_group, 1)
+        hs = np.arange(width, dtype=np.uint64)
+        a = np.full(width, self._pos[src], dtype=np.int32)
+        b = np.full(width, self._pos[dst], dtype=np.int32)
+        rows = self._route_plane(pl, a, b, hs)
+        seen: set[tuple[int, ...]] = set()
+        out: list[IntArray] = []
+        for r in rows:
+            path = tuple(int(x) for x in r if x >= 0)
+            if path in seen or not all(link_up[list(path)]):
+                continue
+            seen.add(path)
+            out.append(np.asarray(path, dtype=np.int32))
+            if len(out) >= limit:
+                break
+        return out
+
+
+def endpoint_order(nics: NDArray[np.int32], *, rail_optimized: bool, leaf_down: int
+                   ) -> NDArray[np.int32]:
+    """Order NIC node ids (``nics[server, i]``) so that consecutive ones share a leaf.
+
+    Rail-optimized: servers form scalable units of ``leaf_down`` servers; within a unit,
+    NIC *i* of every server comes together (rail *i*), so each leaf serves one rail.
+    """
+    servers, per = nics.shape
+    if not rail_optimized or per == 1:
+        return nics.reshape(-1)
+    su = max(1, leaf_down)
+    order = []
+    for start in range(0, servers, su):
+        block = nics[start : start + su]  # [s, per]
+        order.append(block.T.reshape(-1))
+    return np.concatenate(order).astype(np.int32)
+
+
+def fat_tree_network(b: FabricBuilder, nics: NDArray[np.int32], *, radix: int, port_bw: float,
+                     endpoint_bw: float, switch_latency: float, nic_latency: float,
+                     oversubscription: float = 1.0, tiers: int | None = None,
+                     planes: int | None = None, rail_optimized: bool = False) -> Network:
+    """Build a (multi-plane) fat-tree over ``nics[server, i]`` and return its Network."""
+    servers, per = nics.shape
+    if radix < 4:
+        raise TopologyError(f"switch radix must be >= 4, got {radix}", field="radix")
+    d, u = leaf_split(radix, oversubscription)
+    total = servers * per
+    max3 = (radix // 2) * radix * d
+    if planes is None:
+        planes = 1
+        while math.ceil(total / planes) > max3 or per % planes:
+            planes += 1
+            if planes > per:
+                raise TopologyError(
+                    f"{total} NIC ports exceed what 3 tiers of radix-{radix} switches hold "
+                    f"({max3} per plane) even with one plane per NIC; use a larger radix",
+                    field="radix")
+    if planes < 1 or per % planes:
+        raise TopologyError(f"planes must divide the {per} NICs per server, got {planes}",
+                            field="planes")
+    rails_per_plane = per // planes
+    built: list[FatTreePlane] = []
+    endpoints: list[IntArray] = []
+    pod_offset = 0
+    for p in range(planes):
+        sub = nics[:, p * rails_per_plane : (p + 1) * rails_per_plane]
+        ep = endpoint_order(sub, rail_optimized=rail_optimized, leaf_down=d)
+        pl = build_plane(b, ep, radix=radix, port_bw=port_bw, endpoint_bw=endpoint_bw,
+                         switch_latency=switch_latency, nic_latency=nic_latency,
+                         oversubscription=oversubscription, tiers=tiers, plane=p,
+                         pod_offset=pod_offset)
+        pod_offset += pl.pods
+        built.append(pl)
+        endpoints.append(ep)
+    router = FatTreeRouter(built, endpoints, b.n_nodes)
+    n_tiers = built[0].tiers
+    switches = {"leaf": sum(p.leaves.size for p in built),
+                "spine": sum(p.spines.size for p in built)}
+    if n_tiers == 3:
+        switches["core"] = sum(p.cores.size for p in built)
+    # bisection (one direction): half of the capacity crossing the narrowest tier
+    ep_bw = min(endpoint_bw, port_bw)
+    bis = total / 2 * ep_bw
+    leaf_up_bw = sum(p.leaves.size * p.up for p in built) * port_bw
+    bis = min(bis, leaf_up_bw / 2)
+    if n_tiers == 3:
+        core_bw = sum(p.pods * p.spines_per_pod * (radix - p.pod_leaves) for p in built)
+        bis = min(bis, core_bw * port_bw / 2)
+    cables = {"nic-leaf": total,
+              "leaf-spine": int(sum(p.leaves.size * p.up for p in built)),
+              "spine-core": int(sum(p.pods * p.spines_per_pod * (radix - p.pod_leaves)
+                                    for p in built) if n_tiers == 3 else 0)}
+    eff_os = d / u
+    return Network(router=router, switches=switches, tiers=n_tiers, bisection_bandwidth=bis,
+                   oversubscription=eff_os, cables=cables, planes=planes)

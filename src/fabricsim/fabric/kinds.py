@@ -1,0 +1,93 @@
+"""Node and link kinds of a :class:`~fabricsim.fabric.core.Fabric`.
+
+Kinds are small integers so that fabrics keep them in compact numpy arrays.
+
+Example
+-------
+>>> NodeKind.GPU.label
+'gpu'
+>>> LinkKind.NVLINK.label
+'nvlink'
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class NodeKind(IntEnum):
+    """What a node of a fabric is."""
+
+    GPU = 0
+    CPU = 1
+    PCIE_SWITCH = 2
+    NIC = 3
+    NVSWITCH = 4
+    LEAF = 5
+    SPINE = 6
+    CORE = 7
+    ROUTER = 8
+    STORAGE_NIC = 9
+    STORAGE_SWITCH = 10
+    MGMT_SWITCH = 11
+    STORAGE_TARGET = 12
+
+    @property
+    def label(self) -> str:
+        return self.name.lower().replace("_", "-")
+
+    @property
+    def is_switch(self) -> bool:
+        return self in _SWITCHES
+
+
+_SWITCHES = {
+    NodeKind.PCIE_SWITCH,
+    NodeKind.NVSWITCH,
+    NodeKind.LEAF,
+    NodeKind.SPINE,
+    NodeKind.CORE,
+    NodeKind.ROUTER,
+    NodeKind.STORAGE_SWITCH,
+    NodeKind.MGMT_SWITCH,
+}
+
+#: Kinds of node that belong to the scale-out network (not inside a server).
+NETWORK_SWITCH_KINDS = (NodeKind.LEAF, NodeKind.SPINE, NodeKind.CORE, NodeKind.ROUTER)
+
+
+class LinkKind(IntEnum):
+    """What a directed link of a fabric is; its class names bottlenecks in results."""
+
+    NVLINK = 0
+    PCIE = 1
+    CPU_INTERCONNECT = 2
+    NIC_LEAF = 3
+    LEAF_SPINE = 4
+    SPINE_CORE = 5
+    LOCAL = 6
+    GLOBAL = 7
+    TORUS = 8
+    NVLINK_NETWORK = 9
+    STORAGE = 10
+    MGMT = 11
+
+    @property
+    def label(self) -> str:
+        return _LINK_LABELS[self]
+
+
+_LINK_LABELS = {
+    LinkKind.NVLINK: "nvlink",
+    LinkKind.PCIE: "pcie",
+    LinkKind.CPU_INTERCONNECT: "cpu-interconnect",
+    LinkKind.NIC_LEAF: "nic-leaf",
+    LinkKind.LEAF_SPINE: "leaf-spine",
+    LinkKind.SPINE_CORE: "spine-core",
+    LinkKind.LOCAL: "dragonfly-local",
+    LinkKind.GLOBAL: "dragonfly-global",
+    LinkKind.TORUS: "torus",
+    LinkKind.NVLINK_NETWORK: "nvlink-network",
+    LinkKind.STORAGE: "storage",
+    LinkKind.MGMT: "management",
+}

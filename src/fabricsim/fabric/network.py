@@ -1,0 +1,194 @@
+"""Scale-out networks: the interface topology builders implement, and routers.
+
+A scale-out builder (``fat_tree``, ``dragonfly``, ``torus3d``, ...) receives the NIC node
+ids of every server (``nics[server, nic]``), adds its switches and links to a
+:class:`~fabricsim.fabric.builder.FabricBuilder`, and returns a :class:`Network`: a
+router for paths between network-side nodes (NICs and switches) and a summary of what it
+built (switches per tier, cables, bisection bandwidth).
+
+:class:`ClusterRouter` joins the server template's intra-server routes with a network
+router: GPU → (PCIe) → NIC → network → NIC → (PCIe) → GPU, with the NIC chosen by GPU
+affinity.
+
+:class:`ShortestPathRouter` is the generic router (all shortest paths by BFS, ECMP by
+hash) for topologies without a structural router; it handles fabrics of a few thousand
+switches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+from numpy.typing import NDArray
+
+from fabricsim.errors import NoRouteError
+from fabricsim.fabric.paths import IntArray, Paths
+
+PAD = -1
+
+
+class NetworkRouter(Protocol):
+    """Routes between network-side nodes (NICs and switches) of one scale-out network."""
+
+    def route_padded(self, src: IntArray, dst: IntArray, hashes: NDArray[np.uint64],
+                     link_up: NDArray[np.bool_]) -> NDArray[np.int64]:
+        """Paths as rows of link ids padded with -1 (one row per pair)."""
+        ...
+
+    def ecmp(self, src: int, dst: int, link_up: NDArray[np.bool_], limit: int
+             ) -> list[IntArray]:
+        ...
+
+
+@dataclass
+class Network:
+    """What a scale-out builder returns."""
+
+    router: NetworkRouter
+    switches: Mapping[str, int]
+    tiers: int
+    bisection_bandwidth: float
+    oversubscription: float
+    cables: Mapping[str, int] = field(default_factory=dict)
+    planes: int = 1
+    notes: tuple[str, ...] = ()
+
+
+class ShortestPathRouter:
+    """All-shortest-path routing by BFS over a set of links (ECMP by hash).
+
+    ``links`` restricts the graph (e.g. to one scale-out network); ``no_transit`` marks
+    nodes that may start or end a path but never be crossed.
+    """
+
+    def __init__(self, link_src: IntArray, link_dst: IntArray, links: IntArray,
+                 n_nodes: int, no_transit: NDArray[np.bool_] | None = None) -> None:
+        self._links = np.asarray(links, dtype=np.int32)
+        self._src = link_src[self._links]
+        self._dst = link_dst[self._links]
+        self._n = n_nodes
+        order = np.argsort(self._src, kind="stable")
+        self._out_links = self._links[order]
+        self._out_dst = self._dst[order]
+        self._out_ptr = np.searchsorted(self._src[order], np.arange(n_nodes + 1))
+        # reverse adjacency for BFS from a destination
+        rorder = np.argsort(self._dst, kind="stable")
+        self._in_src = self._src[rorder]
+        self._in_links = self._links[rorder]
+        self._in_ptr = np.searchsorted(self._dst[rorder], np.arange(n_nodes + 1))
+        self._no_transit = (np.zeros(n_nodes, dtype=bool) if no_transit is None
+                            else no_transit)
+        self._dist: dict[tuple[int, bytes], NDArray[np.int32]] = {}
+
+    def _distances(self, dst: int, link_up: NDArray[np.bool_]) -> NDArray[np.int32]:
+        down = np.flatnonzero(~link_up[self._links])
+        key = (dst, down.tobytes())
+        hit = self._dist.get(key)
+        if hit is not None:
+            return hit
+        dist = np.full(self._n, -1, dtype=np.int32)
+        dist[dst] = 0
+        frontier = [dst]
+        d = 0
+        while frontier:
+            d += 1
+            nxt: list[int] = []
+            for v in frontier:
+                if v != dst and self._no_transit[v]:
+                    continue
+                lo, hi = self._in_ptr[v], self._in_ptr[v + 1]
+                for u, link in zip(self._in_src[lo:hi], self._in_links[lo:hi], strict=True):
+                    u = int(u)
+                    if dist[u] < 0 and link_up[link]:
+                        dist[u] = d
+                        nxt.append(u)
+            frontier = nxt
+        if len(self._dist) > 4096:
+            self._dist.clear()
+        self._dist[key] = dist
+        return dist
+
+    def _next_hops(self, u: int, dist: NDArray[np.int32], link_up: NDArray[np.bool_],
+                   dst: int) -> list[tuple[int, int]]:
+        lo, hi = self._out_ptr[u], self._out_ptr[u + 1]
+        out = []
+        for link, v in zip(self._out_links[lo:hi], self._out_dst[lo:hi], strict=True):
+            v = int(v)
+            if (dist[v] == dist[u] - 1 and link_up[link]
+                    and (v == dst or not self._no_transit[v])):
+                out.append((int(link), v))
+        return out
+
+    def route_one(self, src: int, dst: int, h: int, link_up: NDArray[np.bool_]) -> list[int]:
+        dist = self._distances(dst, link_up)
+        if dist[src] < 0:
+            raise NoRouteError(f"no route from node {src} to node {dst}")
+        path: list[int] = []
+        u = src
+        while u != dst:
+            hops = self._next_hops(u, dist, link_up, dst)
+            if not hops:
+                raise NoRouteError(f"no route from node {src} to node {dst} "
+                                   "(every equal-cost path crosses a link that is down)")
+            link, u = hops[h % len(hops)]
+            h = (h * 0x9E3779B1 + 0x7F4A7C15) & 0xFFFFFFFF
+            path.append(link)
+        return path
+
+    def route_padded(self, src: IntArray, dst: IntArray, hashes: NDArray[np.uint64],
+                     link_up: NDArray[np.bool_]) -> NDArray[np.int64]:
+        rows = [self.route_one(int(s), int(d), int(h & np.uint64(0xFFFFFFFF)), link_up)
+                for s, d, h in zip(src, dst, hashes, strict=True)]
+        width = max((len(r) for r in rows), default=0)
+        out = np.full((len(rows), width), PAD, dtype=np.int64)
+        for i, r in enumerate(rows):
+            out[i, : len(r)] = r
+        return out
+
+    def ecmp(self, src: int, dst: int, link_up: NDArray[np.bool_], limit: int
+             ) -> list[IntArray]:
+        dist = self._distances(dst, link_up)
+        if dist[src] < 0:
+            raise NoRouteError(f"no route from node {src} to node {dst}")
+        out: list[IntArray] = []
+
+        def walk(u: int, acc: list[int]) -> None:
+            if len(out) >= limit:
+                return
+            if u == dst:
+                out.append(np.asarray(acc, dtype=np.int32))
+                return
+            for link, v in self._next_hops(u, dist, link_up, dst):
+                walk(v, [*acc, link])
+
+        walk(src, [])
+        return out
+
+
+def concat_padded(parts: list[NDArray[np.int64]]) -> Paths:
+    """Join per-row padded segments (each [n, w_i], -1 padded) into Paths."""
+    if not parts:
+        return Paths(ptr=np.zeros(1, dtype=np.int64), links=np.zeros(0, dtype=np.int32))
+    return Paths.from_padded(np.hstack(parts))
+
+
+@dataclass(frozen=True)
+class ScaleOutSpec:
+    """What every scale-out builder receives (bytes/s, seconds).
+
+    ``params`` carries topology-specific settings (dragonfly ``groups``, torus ``dims``,
+    ...) validated by the builder that reads them.
+    """
+
+    radix: int
+    port_bw: float
+    endpoint_bw: float
+    switch_latency: float
+    nic_latency: float
+    oversubscription: float = 1.0
+    tiers: int | None = None
+    planes: int | None = None
+    params: Mapping[str, object] = field(default_factory=dict)

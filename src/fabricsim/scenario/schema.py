@@ -1,0 +1,110 @@
+"""The YAML scenario schema: cluster, workload, faults and background traffic.
+
+Validated once at the boundary with pydantic; inner code trusts the types. Sections owned
+by a workload (``training``, ``packet``) are plain mappings here and are validated by the
+module that reads them, which reports errors under the same dotted field path.
+
+Example
+-------
+>>> s = Scenario.model_validate({"cluster": {"system": "dgx-h100", "nodes": 4}})
+>>> s.cluster.system, s.cluster.nodes, s.cluster.fabric
+('dgx-h100', 4, None)
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ClusterSpec(_Model):
+    """Which servers, how many, and the network between them."""
+
+    system: str = "dgx-h100"
+    nodes: int = Field(1, ge=1, le=1_000_000)
+    gpus_per_node: int | None = Field(None, ge=1)
+    fabric: str | None = None
+    topology: str | None = None
+    oversubscription: float = Field(1.0, ge=1.0)
+    tiers: int | None = Field(None, ge=2, le=3)
+    planes: int | None = Field(None, ge=1)
+    radix: int | None = Field(None, ge=4)
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class CollectiveSpec(_Model):
+    """A collective sweep in the manner of nccl-tests."""
+
+    collective: str = "all_reduce"
+    minbytes: int | str = "8"
+    maxbytes: int | str = "128MiB"
+    stepfactor: int = Field(2, ge=2)
+    datatype: str = "float"
+    op: str = "sum"
+    algo: str | None = None
+    proto: str | None = None
+    backend: Literal["analytic", "flow", "packet"] = "analytic"
+    ranks: list[int] | None = None
+
+
+class FaultSpec(_Model):
+    """Something that goes wrong.
+
+    ``link`` names a link as ``"<node>-><node>"`` with node names as
+    :meth:`~fabricsim.fabric.Fabric.node_name` prints them (``server0/nic3->leaf0.0``), or
+    selects by ``kind`` (a link class such as ``leaf-spine``) and ``index`` (the n-th link
+    of that class). ``gpu`` is a rank, ``node`` a server index.
+    """
+
+    type: Literal["link_down", "link_degraded", "link_flapping", "slow_gpu", "slow_node",
+                  "slow_nic"]
+    link: str | None = None
+    kind: str | None = None
+    index: int | None = Field(None, ge=0)
+    factor: float | None = Field(None, gt=0)
+    gpu: int | None = Field(None, ge=0)
+    node: int | None = Field(None, ge=0)
+    delay: str | float | None = None
+    period: str | float | None = None
+    duty: float | None = Field(None, gt=0, le=1)
+    start: str | float = 0.0
+
+    @field_validator("factor")
+    @classmethod
+    def _factor(cls, v: float | None) -> float | None:
+        if v is not None and v > 1:
+            raise ValueError("factor is the fraction of capacity left (0 < factor <= 1)")
+        return v
+
+
+class BackgroundSpec(_Model):
+    """Traffic from another source sharing the fabric (storage, other jobs)."""
+
+    name: str = "background"
+    traffic_class: str = "storage"
+    pattern: Literal["incast", "permutation", "all_to_all", "pairs"] = "permutation"
+    src: list[int] | None = None
+    dst: list[int] | None = None
+    nbytes: int | str = "1GiB"
+    weight: float = Field(1.0, gt=0)
+    start: str | float = 0.0
+
+
+class Scenario(_Model):
+    """A whole scenario file."""
+
+    name: str = "scenario"
+    description: str = ""
+    cluster: ClusterSpec = Field(default_factory=ClusterSpec)  # type: ignore[arg-type]
+    collective: CollectiveSpec | None = None
+    training: dict[str, Any] | None = None
+    packet: dict[str, Any] | None = None
+    faults: list[FaultSpec] = Field(default_factory=list)
+    background: list[BackgroundSpec] = Field(default_factory=list)
+    seed: int = 0
+    gpu_hour_usd: float | None = Field(None, gt=0)

@@ -1,0 +1,156 @@
+"""The :class:`Schedule`: a DAG of transfers that a collective or a training step compiles to.
+
+A schedule is data. It is a tuple of :class:`Step` s; a step is a set of transfers (arrays
+``src``, ``dst``, ``nbytes``, all fabric node ids) that start together once every step in
+its ``deps`` has finished, and finishes when its last transfer does. ``repeat`` says the
+same step runs that many times back to back (each repetition waits for the previous one):
+a ring all-reduce over N ranks is one step of N transfers repeated 2(N−1) times, so a
+131,072-GPU ring stays a few arrays and backends can solve a repeated step once.
+Independent chains (NCCL channels) are steps with no dependency between them.
+
+``reduce_at`` marks where a reduction happens: ``"dst"`` (the receiving GPU adds what it
+gets), ``"switch"`` (in-network: SHARP or NVLS, the destination is a switch node), or
+``""`` (plain copy).
+
+Example
+-------
+>>> import numpy as np
+>>> s = Step(src=np.array([0, 1]), dst=np.array([1, 0]), nbytes=np.array([8.0, 8.0]),
+...          repeat=3, label="ring")
+>>> sch = Schedule(steps=(s,), collective="all_reduce", algorithm="ring", nbytes=16)
+>>> sch.total_bytes(), sch.n_transfers()
+(48.0, 6)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from fabricsim.errors import ScheduleError
+
+IntArray = NDArray[np.int32]
+FloatArray = NDArray[np.float64]
+
+
+@dataclass(frozen=True, eq=False)
+class Step:
+    """Concurrent transfers ``src[i] -> dst[i]`` of ``nbytes[i]`` bytes, run ``repeat`` times."""
+
+    src: IntArray
+    dst: IntArray
+    nbytes: FloatArray
+    repeat: int = 1
+    deps: tuple[int, ...] = ()
+    reduce_at: str = ""
+    label: str = ""
+    channel: int = 0
+    hashes: NDArray[np.uint64] | None = None
+    delay: float = 0.0
+
+    def __post_init__(self) -> None:
+        src = np.asarray(self.src, dtype=np.int32).ravel()
+        dst = np.asarray(self.dst, dtype=np.int32).ravel()
+        nb = np.asarray(self.nbytes, dtype=np.float64).ravel()
+        if nb.shape[0] == 1 and src.shape[0] != 1:
+            nb = np.full(src.shape[0], nb[0])
+        object.__setattr__(self, "src", src)
+        object.__setattr__(self, "dst", dst)
+        object.__setattr__(self, "nbytes", nb)
+        if not (src.shape == dst.shape == nb.shape):
+            raise ScheduleError(f"step {self.label!r}: src, dst and nbytes differ in length "
+                                f"({src.shape[0]}, {dst.shape[0]}, {nb.shape[0]})")
+        if nb.size and (not np.isfinite(nb).all() or nb.min() < 0):
+            raise ScheduleError(f"step {self.label!r}: transfer sizes must be finite and >= 0")
+        if self.repeat < 1:
+            raise ScheduleError(f"step {self.label!r}: repeat must be >= 1, got {self.repeat}")
+        if self.delay < 0:
+            raise ScheduleError(f"step {self.label!r}: delay must be >= 0")
+        if self.reduce_at not in ("", "dst", "switch"):
+            raise ScheduleError(f"reduce_at must be '', 'dst' or 'switch', got "
+                                f"{self.reduce_at!r}")
+        if self.hashes is not None:
+            h = np.asarray(self.hashes, dtype=np.uint64).ravel()
+            if h.shape != src.shape:
+                raise ScheduleError("hashes must have one entry per transfer")
+            object.__setattr__(self, "hashes", h)
+
+    @property
+    def n(self) -> int:
+        return int(self.src.shape[0])
+
+    def total_bytes(self) -> float:
+        """Bytes moved by all repetitions of this step."""
+        return float(self.nbytes.sum()) * self.repeat
+
+
+@dataclass(frozen=True, eq=False)
+class Schedule:
+    """A DAG of steps; steps may depend only on earlier steps (so it is acyclic)."""
+
+    steps: tuple[Step, ...]
+    collective: str = ""
+    algorithm: str = ""
+    protocol: str = ""
+    nbytes: int = 0
+    ranks: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int32))
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "steps", tuple(self.steps))
+        object.__setattr__(self, "ranks", np.asarray(self.ranks, dtype=np.int32))
+        for i, s in enumerate(self.steps):
+            for d in s.deps:
+                if not 0 <= d < i:
+                    raise ScheduleError(
+                        f"step {i} ({s.label!r}) depends on step {d}; a step may depend only "
+                        "on earlier steps")
+
+    def __iter__(self) -> Iterator[Step]:
+        return iter(self.steps)
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+    def total_bytes(self) -> float:
+        return float(sum(s.total_bytes() for s in self.steps))
+
+    def n_transfers(self) -> int:
+        """Transfers counting every repetition."""
+        return int(sum(s.n * s.repeat for s in self.steps))
+
+    def with_meta(self, **meta: Any) -> Schedule:
+        return replace(self, meta={**self.meta, **meta})
+
+    def critical_path_steps(self) -> list[int]:
+        """Longest chain of step indices by number of repetitions (a structural view)."""
+        best: list[tuple[int, list[int]]] = []
+        for i, s in enumerate(self.steps):
+            prev = max((best[d] for d in s.deps), default=(0, []), key=lambda x: x[0])
+            best.append((prev[0] + s.repeat, [*prev[1], i]))
+        return max(best, default=(0, []), key=lambda x: x[0])[1]
+
+
+def chain(steps: list[Step]) -> list[Step]:
+    """Make each step depend on the one before it (a sequential chain)."""
+    out: list[Step] = []
+    for i, s in enumerate(steps):
+        out.append(replace(s, deps=(i - 1,) if i else ()))
+    return out
+
+
+def merge_parallel(schedules: list[Schedule], **kw: Any) -> Schedule:
+    """Run schedules side by side (no dependency between them): renumber their deps."""
+    steps: list[Step] = []
+    for sch in schedules:
+        off = len(steps)
+        steps.extend(replace(s, deps=tuple(d + off for d in s.deps)) for s in sch.steps)
+    return Schedule(steps=tuple(steps), **kw)
+
+
+def as_int_array(x: ArrayLike) -> IntArray:
+    return np.asarray(x, dtype=np.int32).ravel()
