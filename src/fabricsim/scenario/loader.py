@@ -15,15 +15,16 @@ cluster.nodes (line 2): Input should be greater than or equal to 1, got -3
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from fabricsim.errors import ConfigError
 from fabricsim.scenario.schema import Scenario
 
 MAX_SCENARIO_BYTES = 1_000_000
+_M = TypeVar("_M", bound=BaseModel)
 
 
 class _LineLoader(yaml.SafeLoader):
@@ -106,3 +107,15 @@ def load_scenario(path: str | Path) -> Scenario:
         raise ConfigError(f"{p}: scenario is {p.stat().st_size} bytes; the limit is "
                           f"{MAX_SCENARIO_BYTES}")
     return load_scenario_text(p.read_text(encoding="utf-8"), source=str(p))
+
+
+def validate_section(model: type[_M], data: Any, prefix: str) -> _M:
+    """Validate ``data`` against ``model``; errors name ``prefix.field``."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        path = ".".join([prefix, *(str(p) for p in err["loc"])])
+        got = err.get("input")
+        got_s = f", got {got!r}" if got is not None and not isinstance(got, dict) else ""
+        raise ConfigError(f"{err['msg']}{got_s}", field=path) from None

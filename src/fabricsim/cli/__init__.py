@@ -1,0 +1,1 @@
+"""The fabricsim command line (thin layer over the public API)."""

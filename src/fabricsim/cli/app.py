@@ -1,0 +1,66 @@
+"""The ``fabricsim`` command line: a typer app whose commands live in sibling modules.
+
+Each command module exposes ``register(app)``. Errors the library raises on purpose
+(:class:`~fabricsim.errors.FabricsimError`) become a one-paragraph message on stderr and
+exit code 2; nothing else is caught, so a bug still shows its traceback.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import typer
+
+from fabricsim.errors import FabricsimError
+
+app = typer.Typer(
+    name="fabricsim",
+    help="Simulate and plan the networks that GPU clusters train and serve models on.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+#: Command modules, in the order their commands appear in --help.
+COMMAND_MODULES = (
+    "presets", "describe", "validate", "bench", "compare", "simulate", "train", "scale",
+    "plan_parallel", "plan", "infer", "demo",
+)
+
+for _name in COMMAND_MODULES:
+    try:
+        _mod = importlib.import_module(f"fabricsim.cli.{_name}")
+    except ModuleNotFoundError as _e:  # a command whose module has not landed yet
+        if _e.name != f"fabricsim.cli.{_name}":
+            raise
+        continue
+    _mod.register(app)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the console script; returns the exit code."""
+    try:
+        rv = app(args=argv, standalone_mode=False)
+        if isinstance(rv, int) and not isinstance(rv, bool):
+            return rv
+    except FabricsimError as e:
+        typer.echo(f"error: {e}", err=True)
+        return 2
+    except typer.Abort:
+        typer.echo("aborted", err=True)
+        return 1
+    except SystemExit as e:  # typer/click exit codes (usage errors are 2)
+        return int(e.code or 0)
+    except Exception as e:  # click usage errors surface as ClickException
+        import click
+
+        if isinstance(e, click.exceptions.ClickException):
+            e.show()
+            return 2 if isinstance(e, click.exceptions.UsageError) else e.exit_code
+        raise
+    return 0
+
+
+def run() -> None:  # pragma: no cover - console script shim
+    sys.exit(main())
