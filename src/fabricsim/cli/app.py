@@ -25,7 +25,7 @@ app = typer.Typer(
 #: Command modules, in the order their commands appear in --help.
 COMMAND_MODULES = (
     "presets", "describe", "validate", "bench", "compare", "simulate", "train", "scale",
-    "plan_parallel", "plan", "infer", "demo",
+    "plan_parallel", "plan", "infer", "packet", "demo",
 )
 
 for _name in COMMAND_MODULES:

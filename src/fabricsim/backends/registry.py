@@ -1,0 +1,40 @@
+"""Backends by name: ``get_backend("analytic" | "flow" | "packet" | "ideal", **options)``.
+
+Example
+-------
+>>> get_backend("ideal").name
+'ideal'
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from fabricsim.backends.base import Backend, IdealBackend
+from fabricsim.errors import ConfigError, unknown
+
+#: name -> "module:Class"; modules are imported on first use.
+BACKENDS: dict[str, str] = {
+    "analytic": "fabricsim.backends.analytic:AnalyticBackend",
+    "flow": "fabricsim.backends.flow:FlowBackend",
+    "packet": "fabricsim.backends.packet:PacketBackend",
+}
+
+
+def get_backend(name: str, **options: Any) -> Backend:
+    """Instantiate the backend called ``name`` with ``options``."""
+    if name == "ideal":
+        return IdealBackend(**options)
+    if name not in BACKENDS:
+        raise unknown("backend", name, [*BACKENDS, "ideal"], field="backend")
+    module, cls = BACKENDS[name].split(":")
+    try:
+        mod = importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        if e.name != module:
+            raise
+        raise ConfigError(f"the {name} backend is not available in this build", field="backend"
+                          ) from None
+    backend: Backend = getattr(mod, cls)(**options)
+    return backend
