@@ -48,7 +48,7 @@ from fabricsim.catalog.models import (
     SystemSpec,
     TopologySpec,
 )
-from fabricsim.errors import ConfigError, unknown
+from fabricsim.errors import ConfigError, did_you_mean, unknown
 
 __all__ = ["FILES", "Catalog", "data_dir", "get_catalog", "load_catalog"]
 
@@ -81,6 +81,13 @@ class _Table(Mapping[str, S], Generic[S]):
             return self._items[name]
         except KeyError:
             raise unknown(self._kind, name, self._items) from None
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._items
+
+    def get(self, name: str, default: Any = None) -> Any:
+        """``table[name]`` if present, else ``default`` (no error)."""
+        return self._items.get(name, default)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._items)
@@ -229,14 +236,29 @@ def _parse(filename: str, model: type[S], raw: Mapping[str, Any]) -> dict[str, S
         try:
             out[name] = model.model_validate({"name": name, **body})
         except ValidationError as e:
-            err = e.errors()[0]
-            loc = tuple(p for p in err["loc"] if not isinstance(p, int) or p >= 0)
-            extra = f" (and {e.error_count() - 1} more)" if e.error_count() > 1 else ""
-            raise ConfigError(
-                f"{err['msg']}; got {err.get('input')!r}{extra}",
-                field=_where(filename, name, loc),
-            ) from None
+            raise _explain(e, model, filename, name) from None
     return out
+
+
+def _explain(e: ValidationError, model: type[Spec], filename: str, entry: str) -> ConfigError:
+    """Turn pydantic's first error into a ConfigError naming file, entry and field."""
+    errors = e.errors()
+    # an unknown field is usually a typo of a missing one: report it first, with a hint
+    errors.sort(key=lambda err: err["type"] != "extra_forbidden")
+    err = errors[0]
+    loc = tuple(p for p in err["loc"] if not isinstance(p, int) or p >= 0)
+    more = f" (and {len(errors) - 1} more problem(s) in this entry)" if len(errors) > 1 else ""
+    fields = [f for f in model.model_fields if f != "name"]
+    if err["type"] == "extra_forbidden":
+        hint = did_you_mean(str(loc[-1]), fields) if loc else ""
+        msg = f"unknown field for {model.__name__}; {hint}"
+    elif err["type"] == "missing":
+        msg = f"required field is missing (a {model.__name__} needs: {', '.join(fields)})"
+    elif isinstance(err.get("input"), dict):
+        msg = str(err["msg"])
+    else:
+        msg = f"{err['msg']}; got {err.get('input')!r}"
+    return ConfigError(msg + more, field=_where(filename, entry, loc))
 
 
 def _check_ref(
@@ -327,14 +349,14 @@ def load_catalog(path_dir: str | os.PathLike[str] | Traversable | None = None) -
     if path_dir is None:
         directory: Traversable = data_dir()
         label = "<package data>"
-    elif isinstance(path_dir, Traversable):
-        directory = path_dir
-        label = str(path_dir)
-    else:
+    elif isinstance(path_dir, (str, os.PathLike)):
         directory = Path(path_dir)
         label = str(directory)
         if not directory.is_dir():
             raise ConfigError(f"catalog directory {label!r} does not exist")
+    else:
+        directory = path_dir
+        label = str(path_dir)
     parsed: dict[str, Mapping[str, Spec]] = {}
     for kind, (filename, model) in FILES.items():
         parsed[kind] = _parse(filename, model, _read_table(directory, filename))
