@@ -109,11 +109,11 @@ def test_public_api_is_curated() -> None:
 def test_get_catalog_is_cached_and_immutable(cat: Catalog) -> None:
     assert get_catalog() is cat
     with pytest.raises(AttributeError):
-        cat.systems = {}  # type: ignore[misc]
+        cat.systems = {}
     with pytest.raises(TypeError):
         cat.systems["x"] = cat.system("dgx-h100")  # type: ignore[index]
     with pytest.raises(ValidationError):
-        cat.system("dgx-h100").gpus = 4  # type: ignore[misc]
+        cat.system("dgx-h100").gpus = 4
 
 
 def test_load_catalog_from_directory_matches_shipped(cat: Catalog, data_copy: Path) -> None:
@@ -241,9 +241,9 @@ def test_latency_ordering_follows_the_seeds(cat: Catalog) -> None:
     roce = [three_hop_latency(cat, f) for f in cat.fabrics.values() if f.transport == "roce"]
     tcp = three_hop_latency(cat, cat.fabric("tcp-100g"))
     for t in ib:  # seed 004: InfiniBand end-to-end 1-1.6 us
-        assert 1.0e-6 <= t <= 1.6e-6
+        assert 1.0e-6 <= t <= 1.6e-6 * (1 + 1e-9)
     for t in roce:  # seed 002: well-tuned RoCEv2 2-5 us
-        assert 2.0e-6 <= t <= 5.0e-6
+        assert 2.0e-6 <= t <= 5.0e-6 * (1 + 1e-9)
     assert max(ib) < min(roce) and max(roce) < tcp
     for name in ("qm8790", "qm9700", "q3400"):
         assert 130 <= cat.switch(name).latency_ns <= 230
