@@ -84,13 +84,21 @@ class FatTreePlane:
 
 def build_plane(b: FabricBuilder, endpoints: IntArray, *, radix: int, port_bw: float,
                 endpoint_bw: float, switch_latency: float, nic_latency: float,
-                oversubscription: float, tiers: int | None, plane: int, pod_offset: int
-                ) -> FatTreePlane:
-    """Add one fat-tree plane over ``endpoints`` (NIC node ids) to the builder."""
+                oversubscription: float, tiers: int | None, plane: int, pod_offset: int,
+                leaf_of: IntArray | None = None) -> FatTreePlane:
+    """Add one fat-tree plane over ``endpoints`` (NIC node ids) to the builder.
+
+    ``leaf_of[i]`` is the leaf of endpoint ``i`` (default: ``d`` consecutive endpoints per
+    leaf); a leaf must not get more than its ``d`` down ports.
+    """
     e = int(endpoints.shape[0])
     k = radix
     d, u = leaf_split(k, oversubscription)
-    n_leaves = math.ceil(e / d)
+    if leaf_of is None:
+        leaf_of = (np.arange(e, dtype=np.int32) // d).astype(np.int32)
+    n_leaves = int(leaf_of.max()) + 1 if e else 0
+    if e and int(np.bincount(leaf_of).max()) > d:
+        raise TopologyError(f"a leaf was given more than its {d} down ports", field="radix")
     max2 = k * d
     max3 = (k // 2) * k * d
     if tiers is None:
@@ -132,7 +140,6 @@ def build_plane(b: FabricBuilder, endpoints: IntArray, *, radix: int, port_bw: f
     else:
         cores = np.zeros(0, dtype=np.int32)
 
-    leaf_of = (np.arange(e, dtype=np.int32) // d).astype(np.int32)
     # latency: charge the sending NIC and the leaf on the way up, the NIC on the way down
     up_nic, down_nic = b.add_links(
         endpoints, leaves[leaf_of], min(endpoint_bw, port_bw),
@@ -298,21 +305,27 @@ class FatTreeRouter:
 
 
 def endpoint_order(nics: NDArray[np.int32], *, rail_optimized: bool, leaf_down: int
-                   ) -> NDArray[np.int32]:
-    """Order NIC node ids (``nics[server, i]``) so that consecutive ones share a leaf.
+                   ) -> tuple[NDArray[np.int32], NDArray[np.int32]]:
+    """Order NIC node ids (``nics[server, i]``) and give each its leaf.
 
-    Rail-optimized: servers form scalable units of ``leaf_down`` servers; within a unit,
-    NIC *i* of every server comes together (rail *i*), so each leaf serves one rail.
+    Plain: ``leaf_down`` consecutive NICs (server-major) share a leaf. Rail-optimized:
+    servers form scalable units of ``leaf_down`` servers; within a unit, NIC *i* of every
+    server is on one leaf (rail *i*), also in a last, partly filled unit.
     """
     servers, per = nics.shape
+    flat = nics.reshape(-1).astype(np.int32)
     if not rail_optimized or per == 1:
-        return nics.reshape(-1)
+        return flat, (np.arange(flat.size, dtype=np.int32) // leaf_down).astype(np.int32)
     su = max(1, leaf_down)
-    order = []
-    for start in range(0, servers, su):
-        block = nics[start : start + su]  # [s, per]
-        order.append(block.T.reshape(-1))
-    return np.concatenate(order).astype(np.int32)
+    units = -(-servers // su)
+    srv = np.arange(servers, dtype=np.int32)
+    unit = srv // su
+    # order: unit-major, then rail, then server within the unit
+    order_srv = np.concatenate([np.tile(srv[unit == u], per) for u in range(units)])
+    order_rail = np.concatenate([np.repeat(np.arange(per, dtype=np.int32),
+                                           int((unit == u).sum())) for u in range(units)])
+    leaf = (order_srv // su) * per + order_rail
+    return nics[order_srv, order_rail].astype(np.int32), leaf.astype(np.int32)
 
 
 def fat_tree_network(b: FabricBuilder, nics: NDArray[np.int32], *, radix: int, port_bw: float,
@@ -344,11 +357,11 @@ def fat_tree_network(b: FabricBuilder, nics: NDArray[np.int32], *, radix: int, p
     pod_offset = 0
     for p in range(planes):
         sub = nics[:, p * rails_per_plane : (p + 1) * rails_per_plane]
-        ep = endpoint_order(sub, rail_optimized=rail_optimized, leaf_down=d)
+        ep, leaf_of = endpoint_order(sub, rail_optimized=rail_optimized, leaf_down=d)
         pl = build_plane(b, ep, radix=radix, port_bw=port_bw, endpoint_bw=endpoint_bw,
                          switch_latency=switch_latency, nic_latency=nic_latency,
                          oversubscription=oversubscription, tiers=tiers, plane=p,
-                         pod_offset=pod_offset)
+                         pod_offset=pod_offset, leaf_of=leaf_of)
         pod_offset += pl.pods
         built.append(pl)
         endpoints.append(ep)
