@@ -58,7 +58,7 @@ def parse_size(value: str | int | float, field: str | None = None) -> int:
         out = float(m.group(1)) * _prefix(m.group(2))
     if out < 0:
         raise UnitError(f"size must be >= 0 bytes, got {value!r}", field=field)
-    return int(round(out))
+    return round(out)
 
 
 def parse_bandwidth(value: str | int | float, field: str | None = None) -> float:

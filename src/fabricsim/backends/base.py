@@ -82,7 +82,9 @@ class Result:
 class Backend(Protocol):
     """Anything with a name and ``run(schedule, fabric) -> Result``."""
 
-    name: str
+    @property
+    def name(self) -> str:
+        ...
 
     def run(self, schedule: Schedule, fabric: Fabric) -> Result:
         ...

@@ -50,15 +50,16 @@ def main(argv: list[str] | None = None) -> int:
     except typer.Abort:
         typer.echo("aborted", err=True)
         return 1
-    except SystemExit as e:  # typer/click exit codes (usage errors are 2)
+    except SystemExit as e:
         return int(e.code or 0)
-    except Exception as e:  # click usage errors surface as ClickException
-        import click
-
-        if isinstance(e, click.exceptions.ClickException):
-            e.show()
-            return 2 if isinstance(e, click.exceptions.UsageError) else e.exit_code
-        raise
+    except typer.TyperException as e:  # usage errors: bad option, bad value
+        show = getattr(e, "show", None)
+        if show is not None:
+            show()
+        else:
+            typer.echo(f"error: {e}", err=True)
+        code = getattr(e, "exit_code", 2)
+        return int(code) if isinstance(code, int) else 2
     return 0
 
 

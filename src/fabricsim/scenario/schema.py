@@ -100,7 +100,7 @@ class Scenario(_Model):
 
     name: str = "scenario"
     description: str = ""
-    cluster: ClusterSpec = Field(default_factory=ClusterSpec)  # type: ignore[arg-type]
+    cluster: ClusterSpec = Field(default_factory=ClusterSpec)
     collective: CollectiveSpec | None = None
     training: dict[str, Any] | None = None
     packet: dict[str, Any] | None = None

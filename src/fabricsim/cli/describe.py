@@ -1,0 +1,82 @@
+"""``fabricsim describe``: what a cluster is made of and where its bandwidth narrows."""
+
+from __future__ import annotations
+
+import typer
+from rich.table import Table
+
+from fabricsim.cli.common import (
+    FabricOpt,
+    GpusPerNodeOpt,
+    JsonOpt,
+    NodesOpt,
+    OversubOpt,
+    ScenarioArg,
+    SystemOpt,
+    TopologyOpt,
+    console,
+    fabric_from_cluster,
+    print_json,
+    scenario_with_overrides,
+)
+from fabricsim.reports.cluster import ClusterSummary, summarize
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("describe")
+    def describe(
+        scenario: ScenarioArg = None,
+        system: SystemOpt = None,
+        nodes: NodesOpt = None,
+        gpus_per_node: GpusPerNodeOpt = None,
+        fabric: FabricOpt = None,
+        topology: TopologyOpt = None,
+        oversubscription: OversubOpt = None,
+        json_out: JsonOpt = False,
+    ) -> None:
+        """Describe a cluster: GPUs, switches per tier, cables, bisection, hierarchy, bottleneck.
+
+        Example: fabricsim describe --system dgx-h100 --nodes 32 --fabric ib-ndr
+        """
+        sc = scenario_with_overrides(scenario, system=system, nodes=nodes,
+                                     gpus_per_node=gpus_per_node, fabric=fabric,
+                                     topology=topology, oversubscription=oversubscription)
+        summary = summarize(fabric_from_cluster(sc.cluster))
+        if json_out:
+            print_json(summary.to_dict())
+        else:
+            print_summary(summary)
+
+
+def print_summary(s: ClusterSummary) -> None:
+    """Render a ClusterSummary as rich tables."""
+    head = Table(title=f"{s.servers} × {s.system} on {s.fabric} ({s.topology})",
+                 title_justify="left", show_header=False)
+    head.add_column("what")
+    head.add_column("value")
+    rows = [
+        ("GPUs", f"{s.gpus} × {s.gpu} ({s.gpus_per_server} per server)"),
+        ("NVLink domain", f"{s.nvlink_domain_gpus} GPUs"),
+        ("NICs per server", str(s.nics_per_server)),
+        ("transport", f"{s.transport} ({'lossless' if s.lossless else 'lossy'}"
+                      f"{', SHARP' if s.sharp else ''})"),
+        ("switches", ", ".join(f"{k} {v}" for k, v in s.switches.items())),
+        ("tiers / planes", f"{s.tiers} / {s.planes}"),
+        ("cables", ", ".join(f"{k} {v}" for k, v in s.cables.items())
+         + f"; optical transceivers {s.transceivers}"),
+        ("oversubscription", f"{s.oversubscription:g}:1"),
+        ("bisection bandwidth", f"{s.bisection_bandwidth_gbps:,.1f} GB/s per direction"),
+        ("bottleneck", s.bottleneck),
+    ]
+    for k, v in rows:
+        head.add_row(k, v)
+    console.print(head)
+    hier = Table(title="bandwidth hierarchy (per GPU, per direction)", title_justify="left")
+    hier.add_column("level")
+    hier.add_column("GB/s", justify="right")
+    hier.add_column("scope")
+    for lv in s.hierarchy:
+        hier.add_row(lv.name, f"{lv.bandwidth_gbps:,.1f}", lv.scope)
+    console.print(hier)
+    for n in s.notes:
+        console.print(f"note: {n}")

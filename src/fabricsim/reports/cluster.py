@@ -1,0 +1,156 @@
+"""What a cluster is: counts, bisection, the bandwidth hierarchy and its bottleneck.
+
+:func:`summarize` reads a :class:`~fabricsim.fabric.Fabric` and returns a
+:class:`ClusterSummary` with stable field names (the ``describe`` command prints it and its
+``--json`` form is :meth:`ClusterSummary.to_dict`). Bandwidths are in GB/s (1e9 bytes/s)
+per direction, as nccl-tests and vendor sheets quote them.
+
+The hierarchy follows seed 004's levels for one GPU: HBM → NVLink → PCIe → NIC → spine.
+The bottleneck is the narrowest level on the path from a GPU to the scale-out network.
+
+Example
+-------
+>>> from fabricsim.fabric import build_cluster
+>>> s = summarize(build_cluster("dgx-h100", nodes=32))
+>>> s.gpus, s.servers, s.bottleneck.split(":")[0]
+(256, 32, 'nic')
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from fabricsim.catalog import get_catalog
+from fabricsim.fabric import Fabric, LinkKind, NodeKind
+
+
+@dataclass(frozen=True)
+class HierarchyLevel:
+    """One level of the bandwidth hierarchy, per GPU and per direction (GB/s)."""
+
+    name: str
+    bandwidth_gbps: float
+    scope: str
+
+
+@dataclass(frozen=True)
+class ClusterSummary:
+    """Stable, JSON-ready description of a cluster (see module docs for units)."""
+
+    system: str
+    gpu: str
+    fabric: str
+    topology: str
+    transport: str
+    gpus: int
+    servers: int
+    gpus_per_server: int
+    nvlink_domain_gpus: int
+    nics_per_server: int
+    switches: dict[str, int]
+    links: dict[str, int]
+    cables: dict[str, int]
+    transceivers: int
+    tiers: int
+    planes: int
+    oversubscription: float
+    bisection_bandwidth_gbps: float
+    hierarchy: list[HierarchyLevel]
+    bottleneck: str
+    lossless: bool
+    sharp: bool
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _gbps(x: float) -> float:
+    return round(float(x) / 1e9, 3)
+
+
+def summarize(fabric: Fabric) -> ClusterSummary:
+    """Summarise ``fabric``: counts, hierarchy per GPU, bisection and bottleneck."""
+    info = fabric.info
+    cat = get_catalog()
+    kinds = fabric.node_kind
+    switch_kinds = {
+        "nvswitch": NodeKind.NVSWITCH, "pcie-switch": NodeKind.PCIE_SWITCH,
+        "leaf": NodeKind.LEAF, "spine": NodeKind.SPINE, "core": NodeKind.CORE,
+        "router": NodeKind.ROUTER, "storage": NodeKind.STORAGE_SWITCH,
+        "management": NodeKind.MGMT_SWITCH,
+    }
+    switches = {name: int(np.count_nonzero(kinds == k)) for name, k in switch_kinds.items()}
+    switches = {k: v for k, v in switches.items() if v}
+    # links: physical cables/bundles, counted once per direction pair
+    links: dict[str, int] = {}
+    for k in np.unique(fabric.link_kind):
+        sel = fabric.link_kind == k
+        links[LinkKind(int(k)).label] = int(fabric.link_lanes[sel].sum() // 2)
+    cables = {k: int(v) for k, v in info.cables.items() if v}
+    transceivers = 2 * (cables.get("leaf-spine", 0) + cables.get("spine-core", 0)
+                        + cables.get("dragonfly-global", 0))
+
+    gpu = cat.gpu(info.gpu) if info.gpu else None
+    levels: list[HierarchyLevel] = []
+    if gpu is not None:
+        levels.append(HierarchyLevel("hbm", _gbps(gpu.hbm_bandwidth), "inside the GPU"))
+    nvl = fabric.links_of(LinkKind.NVLINK)
+    g0 = int(fabric.gpus[0])
+    if nvl.size:
+        out_nv = nvl[fabric.link_src[nvl] == g0]
+        levels.append(HierarchyLevel("nvlink", _gbps(fabric.link_capacity[out_nv].sum()),
+                                     f"GPU to GPU in a {info.nvlink_domain_gpus}-GPU domain"))
+    pcie = fabric.links_of(LinkKind.PCIE)
+    out_pcie = pcie[fabric.link_src[pcie] == g0]
+    pcie_bw = float(fabric.link_capacity[out_pcie].max()) if out_pcie.size else 0.0
+    if pcie_bw:
+        levels.append(HierarchyLevel("pcie", _gbps(pcie_bw), "GPU to NIC and CPU"))
+    nic_per_gpu = (info.nic_bandwidth * info.nics_per_server / max(info.gpus_per_server, 1))
+    net_levels: list[HierarchyLevel] = []
+    if nic_per_gpu:
+        net_levels.append(HierarchyLevel("nic", _gbps(nic_per_gpu),
+                                         "GPU share of the server's NICs"))
+    up_kinds = [LinkKind.LEAF_SPINE, LinkKind.GLOBAL, LinkKind.TORUS]
+    up_bw = 0.0
+    up_name = ""
+    for k in up_kinds:
+        sel = fabric.links_of(k)
+        if sel.size:
+            # one direction of every cable bundle
+            up_bw = float(fabric.link_capacity[sel].sum()) / 2
+            up_name = {LinkKind.LEAF_SPINE: "spine", LinkKind.GLOBAL: "global",
+                       LinkKind.TORUS: "torus"}[k]
+            break
+    if up_bw and fabric.n_gpus:
+        net_levels.append(HierarchyLevel(up_name, _gbps(up_bw / fabric.n_gpus),
+                                         "GPU share of the uplinks above the leaves"))
+    levels.extend(net_levels)
+    # bottleneck on the GPU -> network path
+    path = [lv for lv in levels if lv.name in ("pcie", "nic", "spine", "global", "torus")]
+    notes: list[str] = []
+    if path:
+        worst = min(path, key=lambda lv: lv.bandwidth_gbps)
+        others = ", ".join(f"{lv.name} {lv.bandwidth_gbps:g}" for lv in path if lv is not worst)
+        bottleneck = f"{worst.name}: {worst.bandwidth_gbps:g} GB/s per GPU ({others})"
+        nic_lv = next((lv for lv in path if lv.name == "nic"), None)
+        if worst.name == "pcie" and nic_lv is not None and nic_lv.bandwidth_gbps > \
+                worst.bandwidth_gbps:
+            notes.append(f"the NIC share ({nic_lv.bandwidth_gbps:g} GB/s) is faster than the "
+                         f"PCIe link ({worst.bandwidth_gbps:g} GB/s) in front of it")
+    else:
+        bottleneck = "none: a single server without a network path"
+    notes.extend(str(n) for n in info.extra.get("notes", []))
+    return ClusterSummary(
+        system=info.system, gpu=info.gpu, fabric=info.fabric, topology=info.topology,
+        transport=info.transport, gpus=fabric.n_gpus, servers=info.servers,
+        gpus_per_server=info.gpus_per_server, nvlink_domain_gpus=info.nvlink_domain_gpus,
+        nics_per_server=info.nics_per_server, switches=switches, links=links, cables=cables,
+        transceivers=transceivers, tiers=info.tiers, planes=info.planes,
+        oversubscription=round(float(info.oversubscription), 4),
+        bisection_bandwidth_gbps=_gbps(info.bisection_bandwidth), hierarchy=levels,
+        bottleneck=bottleneck, lossless=info.lossless, sharp=info.sharp, notes=notes,
+    )

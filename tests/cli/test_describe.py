@@ -1,0 +1,109 @@
+import json
+from pathlib import Path
+
+import pytest
+
+from fabricsim.cli.app import main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_describe_json_fields(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "describe", "--system", "dgx-h100", "--nodes", "32",
+                       "--fabric", "ib-ndr", "--json")
+    assert code == 0
+    d = json.loads(out)
+    for key in ("gpus", "servers", "switches", "links", "bisection_bandwidth_gbps",
+                "oversubscription", "nvlink_domain_gpus", "hierarchy", "bottleneck"):
+        assert key in d, key
+    assert d["gpus"] == 256 and d["servers"] == 32 and d["nvlink_domain_gpus"] == 8
+    names = [lv["name"] for lv in d["hierarchy"]]
+    assert names[:3] == ["hbm", "nvlink", "pcie"] and "nic" in names
+    bws = {lv["name"]: lv["bandwidth_gbps"] for lv in d["hierarchy"]}
+    assert bws["hbm"] > bws["nvlink"] > bws["pcie"]
+    # 256 NDR NICs at 50 GB/s, non-blocking: bisection = 128 x 50 GB/s
+    assert d["bisection_bandwidth_gbps"] == pytest.approx(6400.0)
+
+
+def test_describe_pcie_bottleneck_named(capsys: pytest.CaptureFixture[str]) -> None:
+    # DGX A100 has Gen4 PCIe (31.5 GB/s) in front of HDR NICs (25 GB/s): the NIC limits.
+    code, out, _ = run(capsys, "describe", "--system", "dgx-a100", "--nodes", "4", "--json")
+    assert code == 0
+    assert json.loads(out)["bottleneck"].startswith("nic")
+    # pcie-8gpu: four 100G NICs for eight GPUs give each GPU 6.25 GB/s of NIC.
+    code, out, _ = run(capsys, "describe", "--system", "pcie-8gpu", "--nodes", "2", "--json")
+    d = json.loads(out)
+    assert code == 0 and d["bottleneck"].startswith("nic: 6.25")
+    assert d["nvlink_domain_gpus"] == 1
+
+
+def test_describe_oversubscription_halves_bisection(capsys: pytest.CaptureFixture[str]) -> None:
+    _, a, _ = run(capsys, "describe", "--system", "dgx-h100", "--nodes", "96", "--json")
+    _, b, _ = run(capsys, "describe", "--system", "dgx-h100", "--nodes", "96",
+                  "--oversubscription", "3", "--json")
+    ja, jb = json.loads(a), json.loads(b)
+    assert jb["oversubscription"] == pytest.approx(3.0)
+    assert jb["bisection_bandwidth_gbps"] == pytest.approx(ja["bisection_bandwidth_gbps"] / 3)
+
+
+def test_describe_table_output(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "describe", "--system", "aws-p5", "--nodes", "4")
+    assert code == 0
+    assert "efa" in out and "bisection" in out
+
+
+def test_describe_from_scenario(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "describe", str(ROOT / "examples" / "reference-256.yaml"),
+                       "--json")
+    assert code == 0 and json.loads(out)["fabric"] == "ib-ndr"
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["--system", "dgx-h10"], "dgx-h100"),
+    (["--nodes", "-3"], "cluster.nodes"),
+    (["--fabric", "ib-nrd"], "ib-ndr"),
+    (["--topology", "fat_tree"], "fat-tree"),
+    (["--oversubscription", "0.5"], "oversubscription"),
+    (["--gpus-per-node", "9"], "gpus_per_node"),
+])
+def test_bad_input_exit_2_no_traceback(capsys: pytest.CaptureFixture[str], args: list[str],
+                                       needle: str) -> None:
+    code, out, err = run(capsys, "describe", *args)
+    assert code == 2
+    assert needle in err
+    assert "Traceback" not in err + out
+
+
+def test_malformed_scenario(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    p = tmp_path / "bad.yaml"
+    p.write_text("cluster:\n  nodes: [1\n")
+    code, _, err = run(capsys, "describe", str(p))
+    assert code == 2 and "line" in err and "Traceback" not in err
+
+
+def test_presets(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "presets", "--json")
+    assert code == 0
+    d = json.loads(out)
+    systems = {s["name"] for s in d["systems"]}
+    assert {"dgx-a100", "dgx-h100", "gb200-nvl72", "aws-p5", "pcie-8gpu"} <= systems
+    assert {"ib-ndr", "roce-400g", "efa", "tcp-100g"} <= {f["name"] for f in d["fabrics"]}
+    assert {"fat-tree", "rail-optimized", "dragonfly", "torus3d"} <= {
+        t["name"] for t in d["topologies"]}
+    code, out, err = run(capsys, "presets", "sytems")
+    assert code == 2 and "systems" in err
+
+
+def test_validate(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, out, _ = run(capsys, "validate", str(ROOT / "examples" / "reference-256.yaml"))
+    assert code == 0 and "ok" in out and "256 GPUs" in out
+    p = tmp_path / "radix.yaml"
+    p.write_text("cluster:\n  system: dgx-h100\n  nodes: 4\n  radix: 2\n")
+    code, _, err = run(capsys, "validate", str(p))
+    assert code == 2 and "radix" in err

@@ -1,0 +1,65 @@
+from pathlib import Path
+
+import pytest
+
+from fabricsim.errors import ConfigError
+from fabricsim.scenario import load_scenario, load_scenario_text
+from fabricsim.scenario.loader import MAX_SCENARIO_BYTES
+
+
+def test_minimal_defaults() -> None:
+    s = load_scenario_text("cluster:\n  system: dgx-a100\n  nodes: 2\n")
+    assert s.cluster.system == "dgx-a100" and s.cluster.nodes == 2
+    assert s.faults == [] and s.collective is None
+
+
+def test_error_names_field_and_line() -> None:
+    text = "name: x\ncluster:\n  system: dgx-h100\n  nodes: -4\n"
+    with pytest.raises(ConfigError) as e:
+        load_scenario_text(text)
+    msg = str(e.value)
+    assert "cluster.nodes" in msg and "line 4" in msg and "-4" in msg
+
+
+def test_unknown_field_rejected() -> None:
+    with pytest.raises(ConfigError) as e:
+        load_scenario_text("cluster:\n  sytem: dgx-h100\n")
+    assert "cluster.sytem" in str(e.value)
+
+
+def test_malformed_yaml_has_line() -> None:
+    with pytest.raises(ConfigError) as e:
+        load_scenario_text("cluster:\n  nodes: [1, 2\n")
+    assert "malformed YAML" in str(e.value) and "line" in str(e.value)
+
+
+def test_not_a_mapping() -> None:
+    with pytest.raises(ConfigError, match="mapping"):
+        load_scenario_text("- a\n- b\n")
+
+
+def test_fault_validation() -> None:
+    with pytest.raises(ConfigError) as e:
+        load_scenario_text("faults:\n  - type: link_degraded\n    factor: 3\n")
+    assert "faults.0.factor" in str(e.value)
+
+
+def test_huge_file_refused(tmp_path: Path) -> None:
+    p = tmp_path / "big.yaml"
+    p.write_text("#" * (MAX_SCENARIO_BYTES + 10))
+    with pytest.raises(ConfigError, match="limit"):
+        load_scenario(p)
+
+
+def test_missing_file() -> None:
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_scenario("/nonexistent/scenario.yaml")
+
+
+def test_shipped_examples_validate() -> None:
+    root = Path(__file__).resolve().parents[2]
+    files = sorted((root / "examples").glob("*.yaml")) + sorted(
+        (root / "src" / "fabricsim" / "scenarios").glob("*.yaml"))
+    assert files, "no example scenarios found"
+    for f in files:
+        load_scenario(f)
