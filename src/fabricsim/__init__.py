@@ -43,6 +43,7 @@ __all__ = [
     "NodeKind",
     "Result",
     "Scenario",
+    "Schedule",
     "ScheduleError",
     "SimulationError",
     "Step",
@@ -54,5 +55,4 @@ __all__ = [
     "get_backend",
     "get_catalog",
     "load_scenario",
-    "Schedule",
 ]

@@ -1,0 +1,1 @@
+"""Plots (matplotlib, headless): each module draws from Results or summaries only."""
