@@ -17,7 +17,7 @@ Example
 ['efa', 'ib-hdr', 'ib-ndr']
 """
 
-from fabricsim.catalog.loader import Catalog, data_dir, get_catalog, load_catalog
+from fabricsim.catalog.loader import Catalog, data_dir, get_catalog, load_catalog, with_systems
 from fabricsim.catalog.models import (
     CableSpec,
     FabricSpec,
@@ -44,4 +44,5 @@ __all__ = [
     "data_dir",
     "get_catalog",
     "load_catalog",
+    "with_systems",
 ]

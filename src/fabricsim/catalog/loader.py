@@ -387,3 +387,48 @@ def _cast(items: Mapping[str, Spec], model: type[S]) -> dict[str, S]:
 def get_catalog() -> Catalog:
     """The shipped catalog, loaded once per process (it is immutable, so sharing is safe)."""
     return load_catalog()
+
+
+def with_systems(cat: Catalog, defs: Mapping[str, Mapping[str, Any]],
+                 where: str = "systems") -> Catalog:
+    """A copy of ``cat`` with user-defined systems added (e.g. from a scenario file).
+
+    Each definition may name a ``base`` preset whose fields it inherits and overrides;
+    ``source`` defaults to ``"user-defined"``. Errors name ``<where>.<name>.<field>``.
+
+    >>> cat = with_systems(get_catalog(), {"my-a100": {
+    ...     "base": "dgx-a100", "nics": 4, "nic": "connectx-7", "nic_gbit_s": 400}})
+    >>> cat.system("my-a100").nics
+    4
+    """
+    extra: dict[str, SystemSpec] = {}
+    for name, raw in defs.items():
+        data = dict(raw)
+        base = data.pop("base", None)
+        if base is not None:
+            if base not in cat.systems:
+                raise unknown("system", str(base), cat.systems, field=f"{where}.{name}.base")
+            merged = cat.systems[base].model_dump()
+            merged.update(data)
+            merged["note"] = data.get("note", f"user-defined, based on {base}")
+            data = merged
+        data.setdefault("source", "user-defined")
+        data.setdefault("note", "")
+        data.setdefault("description", f"user-defined system {name}")
+        data["name"] = name
+        try:
+            extra[name] = SystemSpec.model_validate(data)
+        except ValidationError as e:
+            err = e.errors()[0]
+            loc = ".".join(str(p) for p in err["loc"])
+            raise ConfigError(err["msg"], field=f"{where}.{name}" + (f".{loc}" if loc else "")
+                              ) from None
+    new = Catalog(links=cat.links, gpus=cat.gpus, nics=cat.nics, switches=cat.switches,
+                  cables=cat.cables, fabrics=cat.fabrics, topologies=cat.topologies,
+                  systems={**dict(cat.systems), **extra}, source_dir=cat.source_dir)
+    try:
+        _check_refs(new)
+    except ConfigError as e:
+        raise ConfigError(e.message.replace(_SYS, where), field=(e.field or "").replace(
+            _SYS + ":", where + ".")) from None
+    return new

@@ -100,6 +100,8 @@ class Scenario(_Model):
 
     name: str = "scenario"
     description: str = ""
+    systems: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """User-defined system presets (fields of a catalog system; ``base`` inherits one)."""
     cluster: ClusterSpec = Field(default_factory=ClusterSpec)
     collective: CollectiveSpec | None = None
     training: dict[str, Any] | None = None
