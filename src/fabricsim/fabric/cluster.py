@@ -16,18 +16,23 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from fabricsim.errors import ConfigError, NoRouteError, TopologyError, unknown
+from fabricsim.errors import ConfigError, NoRouteError, TopologyError, did_you_mean, unknown
+from fabricsim.fabric.aux_networks import AuxSummary, add_management_network, add_storage_network
 from fabricsim.fabric.builder import FabricBuilder
 from fabricsim.fabric.core import Fabric, FabricInfo
+from fabricsim.fabric.dragonfly import dragonfly_network
 from fabricsim.fabric.fattree import fat_tree_network
 from fabricsim.fabric.kinds import LinkKind, NodeKind
 from fabricsim.fabric.network import PAD, Network, NetworkRouter, ScaleOutSpec
+from fabricsim.fabric.nvlink_domain import NvlinkDomain, add_nvlink_domains
 from fabricsim.fabric.paths import IntArray, Paths
 from fabricsim.fabric.server import ServerTemplate
+from fabricsim.fabric.torus import torus_network
 
 ScaleOutBuilder = Callable[[FabricBuilder, NDArray[np.int32], ScaleOutSpec], Network]
 
@@ -50,16 +55,31 @@ def _rail(b: FabricBuilder, nics: NDArray[np.int32], s: ScaleOutSpec) -> Network
 TOPOLOGIES: dict[str, ScaleOutBuilder] = {
     "fat-tree": _fat_tree,
     "rail-optimized": _rail,
+    "dragonfly": dragonfly_network,
+    "torus3d": torus_network,
 }
 
+#: ``params`` keys each topology reads (None: not checked, for registered builders).
+TOPOLOGY_PARAMS: dict[str, frozenset[str] | None] = {
+    "fat-tree": frozenset(),
+    "rail-optimized": frozenset(),
+    "dragonfly": frozenset({"groups", "routers_per_group", "hosts_per_router",
+                            "global_links_per_router"}),
+    "torus3d": frozenset({"dims"}),
+}
+#: ``params`` keys read by build_cluster itself (NVLink domains, storage, management).
+CLUSTER_PARAMS = frozenset({"nvlink_domain", "storage_targets", "mgmt_servers_per_switch"})
+
+#: Links of compute scale-out networks (never STORAGE, MGMT or NVLINK_NETWORK).
 NETWORK_LINK_KINDS = (LinkKind.NIC_LEAF, LinkKind.LEAF_SPINE, LinkKind.SPINE_CORE,
-                      LinkKind.LOCAL, LinkKind.GLOBAL, LinkKind.TORUS,
-                      LinkKind.NVLINK_NETWORK)
+                      LinkKind.LOCAL, LinkKind.GLOBAL, LinkKind.TORUS)
 
 
-def register_topology(name: str, builder: ScaleOutBuilder) -> None:
-    """Make ``builder`` available as ``topology=name``."""
+def register_topology(name: str, builder: ScaleOutBuilder,
+                      params: frozenset[str] | None = None) -> None:
+    """Make ``builder`` available as ``topology=name`` (``params``: keys it reads)."""
     TOPOLOGIES[name] = builder
+    TOPOLOGY_PARAMS[name] = params
 
 
 @dataclass(eq=False)
@@ -75,6 +95,7 @@ class ClusterRouter:
     gpu_nics: IntArray
     net: NetworkRouter
     nic_plane: Callable[[IntArray], IntArray] | None = None
+    nvl: NvlinkDomain | None = None
 
     def _local(self, nodes: IntArray) -> IntArray:
         srv = self.node_server[nodes]
@@ -128,7 +149,19 @@ class ClusterRouter:
         same = (ss >= 0) & (ss == sd)
         parts: list[NDArray[np.int64]] = []
         rows_same = np.flatnonzero(same)
-        rows_net = np.flatnonzero(~same)
+        rows_nvl = np.zeros(0, dtype=np.int64)
+        seg_nvl = np.zeros((0, 4), dtype=np.int64)
+        if self.nvl is not None:
+            rs, rd = self.rank_of[src], self.rank_of[dst]
+            ds = self.nvl.servers_per_domain
+            dom = (~same) & (rs >= 0) & (rd >= 0) & (ss // ds == sd // ds)
+            rows_nvl = np.flatnonzero(dom)
+            g = self.template.n_gpus
+            seg_nvl = self.nvl.route_avoiding(ss[rows_nvl], sd[rows_nvl], rs[rows_nvl] % g,
+                                              rd[rows_nvl] % g, hashes[rows_nvl], link_up)
+            rows_net = np.flatnonzero(~same & ~dom)
+        else:
+            rows_net = np.flatnonzero(~same)
         seg_same = self._intra(ss[rows_same], self._local(src[rows_same]),
                                self._local(dst[rows_same]), hashes[rows_same])
         if rows_net.size:
@@ -164,14 +197,21 @@ class ClusterRouter:
             net_rows = np.hstack([seg1, mid, seg3])
         else:
             net_rows = np.zeros((0, 1), dtype=np.int64)
-        width = max(seg_same.shape[1] if seg_same.size else 1, net_rows.shape[1])
+        width = max(seg_same.shape[1] if seg_same.size else 1, net_rows.shape[1],
+                    seg_nvl.shape[1] if rows_nvl.size else 1)
         full = np.full((n, width), PAD, dtype=np.int64)
         if rows_same.size:
             full[rows_same, : seg_same.shape[1]] = seg_same
+        if rows_nvl.size:
+            full[rows_nvl, :4] = seg_nvl
         if rows_net.size:
             full[rows_net, : net_rows.shape[1]] = net_rows
         paths = Paths.from_padded(full)
         del parts
+        if rows_nvl.size and (seg_nvl < 0).all(axis=1).any():
+            i = int(rows_nvl[np.flatnonzero((seg_nvl < 0).all(axis=1))[0]])
+            raise NoRouteError(f"no NVLink route from node {int(src[i])} to node "
+                               f"{int(dst[i])} avoids the links that are down")
         if not link_up.all() and paths.links.size and not link_up[paths.links].all():
             bad = np.unique(paths.row_ids()[~link_up[paths.links]])
             raise NoRouteError(
@@ -200,7 +240,8 @@ class ClusterRouter:
         return [np.asarray(p, dtype=np.int32) for p in seen]
 
 
-def _place(seg: NDArray[np.int64], rows: IntArray, vals: NDArray[np.int64]) -> NDArray[np.int64]:
+def _place(seg: NDArray[np.int64], rows: NDArray[np.integer[Any]], vals: NDArray[np.int64]
+           ) -> NDArray[np.int64]:
     if vals.shape[1] > seg.shape[1]:
         seg = np.hstack([seg, np.full((seg.shape[0], vals.shape[1] - seg.shape[1]), PAD)])
     seg[rows, : vals.shape[1]] = vals
@@ -211,11 +252,22 @@ def build_cluster(system: str = "dgx-h100", nodes: int = 1, *, gpus_per_node: in
                   fabric: str | None = None, topology: str | None = None,
                   oversubscription: float = 1.0, tiers: int | None = None,
                   planes: int | None = None, radix: int | None = None,
-                  params: dict[str, object] | None = None) -> Fabric:
+                  params: dict[str, object] | None = None, storage: bool = False,
+                  management: bool = False) -> Fabric:
     """Build ``nodes`` servers of preset ``system`` on scale-out ``fabric`` and ``topology``.
 
-    Defaults come from the system preset (its NICs, fabric and topology). Raises
-    ConfigError/TopologyError naming the field and a valid value on bad input.
+    Defaults come from the system preset (its NICs, fabric and topology). ``params`` holds
+    topology settings (dragonfly ``groups``..., torus ``dims``), ``nvlink_domain`` (GPUs per
+    multi-server NVLink domain, e.g. 576 for GB200 NVL576) and the storage/management
+    settings ``storage_targets`` and ``mgmt_servers_per_switch``. ``storage`` and
+    ``management`` add those networks (counted in ``info``, never used by compute routes).
+    Raises ConfigError/TopologyError naming the field and a valid value on bad input.
+
+    Example
+    -------
+    >>> fab = build_cluster("dgx-h100", nodes=16, topology="torus3d", management=True)
+    >>> fab.info.topology, fab.info.extra["switches"]["mgmt-switch"]
+    ('torus3d', 1)
     """
     from fabricsim.catalog import get_catalog
 
@@ -233,9 +285,16 @@ def build_cluster(system: str = "dgx-h100", nodes: int = 1, *, gpus_per_node: in
     fspec = cat.fabric(fabric_name)
     topo = topology or sysp.default_topology
     if topo not in TOPOLOGIES:
-        _load_extra_topologies()
-    if topo not in TOPOLOGIES:
         raise unknown("topology", topo, TOPOLOGIES, field="topology")
+    prm = dict(params or {})
+    allowed = TOPOLOGY_PARAMS.get(topo)
+    if allowed is not None:
+        extra_keys = sorted(set(prm) - allowed - CLUSTER_PARAMS)
+        if extra_keys:
+            raise ConfigError(
+                f"unknown {topo} param {extra_keys[0]!r}; "
+                f"{did_you_mean(extra_keys[0], allowed | CLUSTER_PARAMS)}",
+                field=f"params.{extra_keys[0]}")
     if not (oversubscription >= 1):
         raise ConfigError(f"oversubscription must be >= 1 (e.g. 1 for non-blocking, 2 for "
                           f"2:1), got {oversubscription}", field="oversubscription")
@@ -244,80 +303,130 @@ def build_cluster(system: str = "dgx-h100", nodes: int = 1, *, gpus_per_node: in
     k = radix or switch.radix
     if k < 4:
         raise TopologyError(f"switch radix must be >= 4, got {k}", field="radix")
-
-    b = FabricBuilder()
-    nt, lt = template.n_nodes, template.n_links
-    srv_idx = np.repeat(np.arange(nodes, dtype=np.int32), nt)
-    node_base = 0
-    b.add_nodes(NodeKind.GPU, 0)
-    ids = np.arange(nodes * nt, dtype=np.int32)
-    # tile server nodes block by block per kind to keep kinds/local arrays
-    b._nodes.append((np.tile(template.kinds, nodes), srv_idx,  # noqa: SLF001
-                     np.tile(template.local_index, nodes), np.full(nodes * nt, -1, np.int32)))
-    b.n_nodes += nodes * nt
-    link_base = b.n_links
-    offs = (np.arange(nodes, dtype=np.int32) * nt)[:, None]
-    b._links.append((  # noqa: SLF001
-        (template.link_src[None, :] + offs).ravel().astype(np.int32),
-        (template.link_dst[None, :] + offs).ravel().astype(np.int32),
-        np.tile(template.link_capacity, nodes), np.tile(template.link_latency, nodes),
-        np.tile(template.link_kind, nodes), np.tile(template.link_lanes, nodes)))
-    b.n_links += nodes * lt
-    del ids
-    gpus = ((np.arange(nodes, dtype=np.int32) * nt)[:, None] + template.gpu_local[None, :]
-            ).ravel().astype(np.int32)
-    nics = ((np.arange(nodes, dtype=np.int32) * nt)[:, None] + template.nic_local[None, :]
-            ).astype(np.int32)
-    gpu_nics = ((np.arange(nodes, dtype=np.int32) * nt)[:, None, None]
-                + template.gpu_nic_local[None, :, :]).reshape(-1, template.gpu_nic_local.shape[1])
-    spec = ScaleOutSpec(radix=k, port_bw=switch.port_bandwidth,
-                        endpoint_bw=sysp.nic_bandwidth, switch_latency=fspec.switch_latency,
-                        nic_latency=fspec.nic_latency, oversubscription=oversubscription,
-                        tiers=tiers, planes=planes, params=dict(params or {}))
     if template.n_nics == 0:
         raise TopologyError(f"{system} has no compute NIC; it cannot join a scale-out network",
                             field="system")
+
+    b = FabricBuilder()
+    node_base, link_base = 0, 0
+    gpus, nics, gpu_nics = _tile_servers(b, template, nodes)
+    nt = template.n_nodes
+    nvl = None
+    if "nvlink_domain" in prm:
+        nvl_lat = template.params.nvlink_latency
+        t2_radix = cat.switch(sysp.nvswitch).radix if sysp.nvswitch else 0
+        nvl = add_nvlink_domains(b, template, nodes, node_base, link_base,
+                                 prm["nvlink_domain"], t2_radix, nvl_lat)
+    spec = ScaleOutSpec(radix=k, port_bw=switch.port_bandwidth,
+                        endpoint_bw=sysp.nic_bandwidth, switch_latency=fspec.switch_latency,
+                        nic_latency=fspec.nic_latency, oversubscription=oversubscription,
+                        tiers=tiers, planes=planes,
+                        params={x: v for x, v in prm.items() if x not in CLUSTER_PARAMS})
     net = TOPOLOGIES[topo](b, nics, spec)
+    aux: list[AuxSummary] = []
+    offs = (np.arange(nodes, dtype=np.int32) * nt)[:, None]
+    if storage:
+        snic_local = np.flatnonzero(template.kinds == NodeKind.STORAGE_NIC).astype(np.int32)
+        snic_bw = template.params.storage_nic_bw
+        aux.append(add_storage_network(
+            b, (offs + snic_local[None, :]).astype(np.int32), radix=k,
+            port_bw=switch.port_bandwidth, nic_bw=snic_bw or switch.port_bandwidth,
+            switch_latency=fspec.switch_latency, nic_latency=fspec.nic_latency, params=prm))
+    if management:
+        cpu_local = np.flatnonzero(template.kinds == NodeKind.CPU).astype(np.int32)
+        aux.append(add_management_network(b, (offs + cpu_local[None, :]).astype(np.int32),
+                                          prm))
     arrays = b.arrays()
-    node_server = arrays["node_server"].astype(np.int32)
     n_nodes = b.n_nodes
+    _check_connected(arrays, gpus, n_nodes)
     rank_of = np.full(n_nodes, -1, dtype=np.int32)
     rank_of[gpus] = np.arange(gpus.size, dtype=np.int32)
     plane_fn = getattr(net.router, "plane_of", None)
     router = ClusterRouter(template=template, servers=nodes, node_base=node_base,
-                           link_base=link_base, node_server=node_server, rank_of=rank_of,
-                           gpu_nics=gpu_nics, net=net.router, nic_plane=plane_fn)
+                           link_base=link_base,
+                           node_server=arrays["node_server"].astype(np.int32),
+                           rank_of=rank_of, gpu_nics=gpu_nics, net=net.router,
+                           nic_plane=plane_fn, nvl=nvl)
     attach = getattr(net.router, "attach", None)
     if attach is not None:
-        kinds = arrays["link_kind"]
-        net_links = np.flatnonzero(np.isin(kinds, [int(x) for x in NETWORK_LINK_KINDS]))
+        net_links = np.flatnonzero(np.isin(arrays["link_kind"],
+                                           [int(x) for x in NETWORK_LINK_KINDS]))
         attach(arrays["link_src"], arrays["link_dst"], net_links.astype(np.int32), n_nodes)
     gpu = cat.gpu(sysp.gpu)
+    switches = dict(net.switches)
+    cables = dict(net.cables)
+    extra: dict[str, object] = {"switch": fspec.switch, "radix": k, "nic": sysp.nic,
+                                "gpu_memory_bytes": gpu.memory_bytes,
+                                "notes": list(net.notes)}
+    extra.update(net.extra)
+    domain_gpus = (min(sysp.nvlink_domain_gpus, template.n_gpus)
+                   if template.params.nvlink_bw > 0 else 1)
+    if nvl is not None:
+        switches["nvswitch-tier2"] = int(nvl.summary["tier2_switches"])
+        cables["nvlink-network"] = int(nvl.summary["cables"])
+        extra["nvlink_domain"] = dict(nvl.summary)
+        domain_gpus = min(nvl.gpus, nodes * template.n_gpus)
+    for a in aux:
+        switches.update(a.switches)
+        cables.update(a.cables)
+        extra.update(a.extra)
+    extra["switches"] = switches
     info = FabricInfo(
         system=system, gpu=sysp.gpu, fabric=fabric_name, topology=topo, servers=nodes,
-        gpus_per_server=template.n_gpus,
-        nvlink_domain_gpus=min(sysp.nvlink_domain_gpus, template.n_gpus)
-        if template.params.nvlink_bw > 0 else 1,
+        gpus_per_server=template.n_gpus, nvlink_domain_gpus=domain_gpus,
         nics_per_server=template.n_nics, oversubscription=net.oversubscription,
         tiers=net.tiers, planes=net.planes, transport=fspec.transport,
         lossless=fspec.lossless, sharp=fspec.sharp, nic_bandwidth=min(
             sysp.nic_bandwidth, switch.port_bandwidth),
         bisection_bandwidth=net.bisection_bandwidth, switch_latency=fspec.switch_latency,
-        nic_latency=fspec.nic_latency, cables=dict(net.cables),
-        extra={"switches": dict(net.switches), "switch": fspec.switch, "radix": k,
-               "nic": sysp.nic, "gpu_memory_bytes": gpu.memory_bytes,
-               "notes": list(net.notes)},
+        nic_latency=fspec.nic_latency, cables=cables, extra=extra,
     )
     return b.build(gpus=gpus, gpu_nics=gpu_nics, router=router, info=info)
 
 
-def _load_extra_topologies() -> None:
-    """Import optional topology modules that register themselves on import."""
-    import importlib
+def _tile_servers(b: FabricBuilder, template: ServerTemplate, nodes: int
+                  ) -> tuple[IntArray, NDArray[np.int32], NDArray[np.int32]]:
+    """Add ``nodes`` copies of the server template; returns (gpus, nics, gpu_nics)."""
+    nt, lt = template.n_nodes, template.n_links
+    b._nodes.append((np.tile(template.kinds, nodes),
+                     np.repeat(np.arange(nodes, dtype=np.int32), nt),
+                     np.tile(template.local_index, nodes), np.full(nodes * nt, -1, np.int32)))
+    b.n_nodes += nodes * nt
+    offs = (np.arange(nodes, dtype=np.int32) * nt)[:, None]
+    b._links.append((
+        (template.link_src[None, :] + offs).ravel().astype(np.int32),
+        (template.link_dst[None, :] + offs).ravel().astype(np.int32),
+        np.tile(template.link_capacity, nodes), np.tile(template.link_latency, nodes),
+        np.tile(template.link_kind, nodes), np.tile(template.link_lanes, nodes)))
+    b.n_links += nodes * lt
+    gpus = (offs + template.gpu_local[None, :]).ravel().astype(np.int32)
+    nics = (offs + template.nic_local[None, :]).astype(np.int32)
+    gpu_nics = (offs[:, :, None] + template.gpu_nic_local[None, :, :]).reshape(
+        -1, template.gpu_nic_local.shape[1]).astype(np.int32)
+    return gpus, nics, gpu_nics
 
-    for mod in ("fabricsim.fabric.dragonfly", "fabricsim.fabric.torus"):
-        try:
-            importlib.import_module(mod)
-        except ModuleNotFoundError as e:  # pragma: no cover - module not shipped yet
-            if e.name != mod:
-                raise
+
+#: Largest fabric (links) whose compute connectivity is checked at build time.
+CONNECTIVITY_CHECK_MAX_LINKS = 4_000_000
+
+
+def _check_connected(arrays: dict[str, NDArray[np.generic]], gpus: IntArray,
+                     n_nodes: int) -> None:
+    """TopologyError if the compute network (no storage/management) splits the GPUs."""
+    kinds = arrays["link_kind"]
+    if kinds.shape[0] > CONNECTIVITY_CHECK_MAX_LINKS or gpus.size < 2:
+        return
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    keep = ~np.isin(kinds, [int(LinkKind.STORAGE), int(LinkKind.MGMT)])
+    src = arrays["link_src"][keep].astype(np.int64)
+    dst = arrays["link_dst"][keep].astype(np.int64)
+    g = coo_matrix((np.ones(src.size, dtype=np.int8), (src, dst)), shape=(n_nodes, n_nodes))
+    _, label = connected_components(g, directed=False)
+    parts = np.unique(label[gpus])
+    if parts.size > 1:
+        lone = int(gpus[np.flatnonzero(label[gpus] != label[gpus[0]])[0]])
+        raise TopologyError(f"the compute network is disconnected: GPU node {lone} cannot "
+                            f"reach GPU node {int(gpus[0])} ({parts.size} separate parts)",
+                            field="topology")

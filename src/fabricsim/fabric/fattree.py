@@ -85,8 +85,15 @@ class FatTreePlane:
 def build_plane(b: FabricBuilder, endpoints: IntArray, *, radix: int, port_bw: float,
                 endpoint_bw: float, switch_latency: float, nic_latency: float,
                 oversubscription: float, tiers: int | None, plane: int, pod_offset: int,
-                leaf_of: IntArray | None = None) -> FatTreePlane:
+                leaf_of: IntArray | None = None,
+                node_kinds: tuple[NodeKind, NodeKind, NodeKind] = (
+                    NodeKind.LEAF, NodeKind.SPINE, NodeKind.CORE),
+                link_kinds: tuple[LinkKind, LinkKind, LinkKind] = (
+                    LinkKind.NIC_LEAF, LinkKind.LEAF_SPINE, LinkKind.SPINE_CORE),
+                ) -> FatTreePlane:
     """Add one fat-tree plane over ``endpoints`` (NIC node ids) to the builder.
+
+    ``node_kinds``/``link_kinds`` (leaf, spine, core) let the storage network reuse it.
 
     ``leaf_of[i]`` is the leaf of endpoint ``i`` (default: ``d`` consecutive endpoints per
     leaf); a leaf must not get more than its ``d`` down ports.
@@ -128,14 +135,14 @@ def build_plane(b: FabricBuilder, endpoints: IntArray, *, radix: int, port_bw: f
                                                                           / k))
     lanes_ls = u // n_sp
     leaf_idx = np.arange(n_leaves, dtype=np.int32)
-    leaves = b.add_nodes(NodeKind.LEAF, n_leaves, group=pod_offset + leaf_idx // pod_leaves,
+    leaves = b.add_nodes(node_kinds[0], n_leaves, group=pod_offset + leaf_idx // pod_leaves,
                          local=leaf_idx % pod_leaves)
     sp_idx = np.arange(pods * n_sp, dtype=np.int32)
-    spines = b.add_nodes(NodeKind.SPINE, pods * n_sp, group=pod_offset + sp_idx // n_sp,
+    spines = b.add_nodes(node_kinds[1], pods * n_sp, group=pod_offset + sp_idx // n_sp,
                          local=sp_idx % n_sp)
     if tiers == 3:
         c_idx = np.arange(n_sp * cores_pg, dtype=np.int32)
-        cores = b.add_nodes(NodeKind.CORE, n_sp * cores_pg, group=plane * n_sp + c_idx //
+        cores = b.add_nodes(node_kinds[2], n_sp * cores_pg, group=plane * n_sp + c_idx //
                             cores_pg, local=c_idx % cores_pg)
     else:
         cores = np.zeros(0, dtype=np.int32)
@@ -143,14 +150,14 @@ def build_plane(b: FabricBuilder, endpoints: IntArray, *, radix: int, port_bw: f
     # latency: charge the sending NIC and the leaf on the way up, the NIC on the way down
     up_nic, down_nic = b.add_links(
         endpoints, leaves[leaf_of], min(endpoint_bw, port_bw),
-        nic_latency + CABLE_DELAY + switch_latency, LinkKind.NIC_LEAF,
+        nic_latency + CABLE_DELAY + switch_latency, link_kinds[0],
         latency_back=CABLE_DELAY + nic_latency)
 
     li = np.repeat(leaf_idx, n_sp)
     sj = np.tile(np.arange(n_sp, dtype=np.int32), n_leaves)
     pod_of_leaf = li // pod_leaves
     fwd, rev = b.add_links(leaves[li], spines[pod_of_leaf * n_sp + sj], port_bw * lanes_ls,
-                           CABLE_DELAY + switch_latency, LinkKind.LEAF_SPINE, lanes=lanes_ls)
+                           CABLE_DELAY + switch_latency, link_kinds[1], lanes=lanes_ls)
     leaf_up = fwd.reshape(n_leaves, n_sp)
     leaf_down = rev.reshape(n_leaves, n_sp)
     if tiers == 3:
@@ -160,7 +167,7 @@ def build_plane(b: FabricBuilder, endpoints: IntArray, *, radix: int, port_bw: f
         c = np.tile(np.arange(cores_pg, dtype=np.int32), pods * n_sp)
         fwd, rev = b.add_links(spines[p * n_sp + j], cores[j * cores_pg + c],
                                port_bw * lanes_sc, CABLE_DELAY + switch_latency,
-                               LinkKind.SPINE_CORE, lanes=lanes_sc)
+                               link_kinds[2], lanes=lanes_sc)
         spine_up = fwd.reshape(pods, n_sp, cores_pg)
         spine_down = rev.reshape(pods, n_sp, cores_pg)
     else:

@@ -55,6 +55,7 @@ class Network:
     cables: Mapping[str, int] = field(default_factory=dict)
     planes: int = 1
     notes: tuple[str, ...] = ()
+    extra: Mapping[str, object] = field(default_factory=dict)
 
 
 class ShortestPathRouter:
@@ -192,3 +193,112 @@ class ScaleOutSpec:
     tiers: int | None = None
     planes: int | None = None
     params: Mapping[str, object] = field(default_factory=dict)
+
+
+class StructuralRouter:
+    """Base of the vectorised topology routers (dragonfly, torus).
+
+    Subclasses implement :meth:`_route_endpoints` (rows of link ids for NIC pairs, choice
+    among equal-cost paths by hash) and :meth:`n_choices`; this base routes every other
+    pair (switch to switch) by BFS over the network links given to :meth:`attach`, and
+    re-routes rows that cross a link that is down: first over the other equal-cost paths,
+    then over the shortest path that avoids every down link (non-minimal).
+    """
+
+    width: int = 1
+
+    def __init__(self, endpoints: IntArray, n_nodes_hint: int) -> None:
+        size = max(int(endpoints.max()) + 1 if endpoints.size else 0, n_nodes_hint)
+        self._pos = np.full(size, -1, dtype=np.int32)
+        self._pos[endpoints] = np.arange(endpoints.shape[0], dtype=np.int32)
+        self._fallback: ShortestPathRouter | None = None
+        self._fallback_args: tuple[IntArray, IntArray, IntArray, int] | None = None
+
+    # ------------------------------------------------------------- to implement
+    def _route_endpoints(self, a: IntArray, b: IntArray, h: NDArray[np.uint64]
+                         ) -> NDArray[np.int64]:
+        """Rows (width :attr:`width`, -1 padded) for endpoint positions ``a`` -> ``b``."""
+        raise NotImplementedError
+
+    def n_choices(self, a: int, b: int) -> int:
+        """Number of hash values that enumerate every equal-cost path from ``a`` to ``b``."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------- shared
+    def attach(self, link_src: IntArray, link_dst: IntArray, net_links: IntArray,
+               n_nodes: int) -> None:
+        """Give the router the whole fabric's arrays for non-endpoint routes."""
+        self._fallback_args = (link_src, link_dst, net_links, n_nodes)
+
+    def _fallback_router(self) -> ShortestPathRouter:
+        if self._fallback is None:
+            if self._fallback_args is None:
+                raise NoRouteError("router not attached to a fabric")
+            s, d, links, n = self._fallback_args
+            self._fallback = ShortestPathRouter(s, d, links, n)
+        return self._fallback
+
+    def position(self, nodes: IntArray) -> IntArray:
+        """Endpoint index of each node (-1 for nodes that are not endpoints)."""
+        out = np.full(nodes.shape, -1, dtype=np.int32)
+        ok = nodes < self._pos.shape[0]
+        out[ok] = self._pos[nodes[ok]]
+        return out
+
+    def route_padded(self, src: IntArray, dst: IntArray, hashes: NDArray[np.uint64],
+                     link_up: NDArray[np.bool_]) -> NDArray[np.int64]:
+        n = src.shape[0]
+        out = np.full((n, self.width), PAD, dtype=np.int64)
+        pa, pb = self.position(src), self.position(dst)
+        ep = (pa >= 0) & (pb >= 0)
+        if ep.all():
+            out = self._route_endpoints(pa, pb, hashes)
+        else:
+            sel = np.flatnonzero(ep)
+            if sel.size:
+                out[sel] = self._route_endpoints(pa[sel], pb[sel], hashes[sel])
+            idx = np.flatnonzero(~ep)
+            rows = self._fallback_router().route_padded(src[idx], dst[idx], hashes[idx],
+                                                        link_up)
+            if rows.shape[1] > out.shape[1]:
+                out = np.hstack([out, np.full((n, rows.shape[1] - out.shape[1]), PAD)])
+            out[idx] = PAD
+            out[idx, : rows.shape[1]] = rows
+        if not link_up.all():
+            hit = np.flatnonzero(((out >= 0) & ~link_up[np.maximum(out, 0)]).any(axis=1))
+            for i in hit:
+                row = self._reroute(int(src[i]), int(dst[i]), link_up)
+                if row.size > out.shape[1]:
+                    out = np.hstack([out, np.full((n, row.size - out.shape[1]), PAD)])
+                out[i] = PAD
+                out[i, : row.size] = row
+        return out
+
+    def _reroute(self, s: int, d: int, link_up: NDArray[np.bool_]) -> IntArray:
+        paths = self.ecmp(s, d, link_up, limit=1)
+        if paths:
+            return paths[0]
+        # no minimal path survives: shortest path over the links that are up
+        return np.asarray(self._fallback_router().route_one(s, d, 0, link_up), dtype=np.int32)
+
+    def ecmp(self, src: int, dst: int, link_up: NDArray[np.bool_], limit: int
+             ) -> list[IntArray]:
+        pa = int(self.position(np.array([src], dtype=np.int32))[0])
+        pb = int(self.position(np.array([dst], dtype=np.int32))[0])
+        if pa < 0 or pb < 0:
+            return self._fallback_router().ecmp(src, dst, link_up, limit)
+        k = self.n_choices(pa, pb)
+        hs = np.arange(k, dtype=np.uint64)
+        rows = self._route_endpoints(np.full(k, pa, dtype=np.int32),
+                                     np.full(k, pb, dtype=np.int32), hs)
+        seen: set[tuple[int, ...]] = set()
+        out: list[IntArray] = []
+        for r in rows:
+            path = tuple(int(x) for x in r if x >= 0)
+            if path in seen or not all(link_up[list(path)]):
+                continue
+            seen.add(path)
+            out.append(np.asarray(path, dtype=np.int32))
+            if len(out) >= limit:
+                break
+        return out

@@ -70,7 +70,8 @@ class Paths:
     def link_load(self, weights: FloatArray, n_links: int) -> FloatArray:
         """Sum of ``weights[i]`` over the links of each path ``i`` (bytes per link)."""
         w = np.asarray(weights, dtype=np.float64)
-        return np.bincount(self.links, weights=np.repeat(w, self.lengths()), minlength=n_links)
+        load = np.bincount(self.links, weights=np.repeat(w, self.lengths()), minlength=n_links)
+        return np.asarray(load, dtype=np.float64)
 
 
 @runtime_checkable
