@@ -1,0 +1,365 @@
+"""The compiled event loop of the flow backend.
+
+State lives in a :class:`Pool` of numpy arrays owned by the Python driver
+(:mod:`fabricsim.backends.flow.sim`): *jobs* (a transfer or a share of one: bytes left,
+activation time, group), *flows* (a job's path or paths; a job of several flows — adaptive
+routing — finishes when their summed progress covers its bytes) and CSR *entries*
+(flow → link, coefficient). :func:`advance` runs events — activations after the path
+latency, completions — until a group (one repetition of a step) completes, a time limit
+(the next external event: a step launch, a capacity change) is reached, or nothing can
+move (a stall).
+
+Rates change only where the set of flows on a link changes: the links of flows that
+started or finished (and links whose capacity the driver changed) seed a breadth-first
+search over link → flow → link; only the flows of that connected component are re-solved
+by progressive filling (:func:`~fabricsim.backends.flow.maxmin.fill_component`).
+
+Example
+-------
+>>> import numpy as np
+>>> p = Pool.empty(n_links=1)
+>>> p.add(np.array([1e9]), np.array([1e-6]), np.array([0]), np.array([0, 1]),
+...       np.array([0, 1]), np.array([0]), np.array([1.0]), np.array([1.0]), now=0.0)
+>>> code, now, done = p.run(0.0, np.inf, np.array([1e9]), n_groups=1)
+>>> code, round(now, 9), done.tolist()
+(1, 1.000001, [0])
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+from numpy.typing import NDArray
+
+from fabricsim.backends.flow.maxmin import fill_component
+
+F8 = NDArray[np.float64]
+I8 = NDArray[np.int64]
+
+PENDING, ACTIVE, DONE = 0, 1, 2
+#: Return codes of :func:`advance`.
+LIMIT, GROUPS, STALL = 0, 1, 2
+#: Two events closer than this (relative to the clock) are one event.
+TIME_RTOL = 1e-12
+
+
+@numba.njit(cache=True)
+def advance(now: float, t_limit: float,
+            j_rem: F8, j_act: F8, j_state: I8, j_group: I8, j_end: F8, j_rate: F8,
+            j_bneck: I8, j_fptr: I8,
+            f_w: F8, f_ptr: I8, e_link: I8, e_coef: F8, f_rate: F8, f_bneck: I8,
+            g_left: I8, g_end: F8, g_bneck: I8,
+            cap: F8, dirty: NDArray[np.bool_], link_bytes: F8,
+            s_rem: F8, s_demand: F8, s_nlive: I8, s_seen: NDArray[np.bool_],
+            out_groups: I8) -> tuple[int, float, int]:
+    """Run events from ``now`` until a group completes, ``t_limit`` or a stall.
+
+    Returns ``(code, now, n)``: ``out_groups[:n]`` are the groups that completed.
+    """
+    n_jobs = j_rem.shape[0]
+    n_links = cap.shape[0]
+    first = True
+    while True:
+        # ---------------------------------------------------------------- seed changes
+        aff = np.zeros(0, dtype=np.int64)
+        n_aff = 0
+        n_out = 0
+        if first:
+            first = False
+            cnt = 0
+            for l in range(n_links):
+                if dirty[l]:
+                    cnt += 1
+            aff = np.empty(cnt, dtype=np.int64)
+            for l in range(n_links):
+                if dirty[l]:
+                    aff[n_aff] = l
+                    n_aff += 1
+                    dirty[l] = False
+        # ---------------------------------------------------------------- next event
+        t_act = np.inf
+        t_fin = np.inf
+        for j in range(n_jobs):
+            s = j_state[j]
+            if s == PENDING:
+                if j_act[j] < t_act:
+                    t_act = j_act[j]
+            elif s == ACTIVE and j_rate[j] > 0.0:
+                tf = now + j_rem[j] / j_rate[j]
+                if tf < t_fin:
+                    t_fin = tf
+        t_next = min(t_act, t_fin)
+        if n_aff == 0:
+            if t_next > t_limit:
+                t_next = t_limit
+            if t_next == np.inf:
+                return STALL, now, 0
+        else:
+            t_next = now  # apply the driver's changes before moving
+        dt = t_next - now
+        tol = TIME_RTOL * max(abs(t_next), 1e-9)
+        # ---------------------------------------------------------------- progress
+        if dt > 0.0:
+            for j in range(n_jobs):
+                if j_state[j] != ACTIVE or j_rate[j] == 0.0:
+                    continue
+                j_rem[j] -= j_rate[j] * dt
+                for f in range(j_fptr[j], j_fptr[j + 1]):
+                    for e in range(f_ptr[f], f_ptr[f + 1]):
+                        link_bytes[e_link[e]] += e_coef[e] * f_rate[f] * dt
+        now = t_next
+        # ---------------------------------------------------------------- completions
+        n_ent = 0
+        for j in range(n_jobs):
+            s = j_state[j]
+            if ((s == PENDING and j_act[j] <= now + tol) or
+                    (s == ACTIVE and j_rate[j] > 0.0 and j_rem[j] <= j_rate[j] * tol)):
+                n_ent += f_ptr[j_fptr[j + 1]] - f_ptr[j_fptr[j]]
+        seeds = np.empty(n_ent + n_aff, dtype=np.int64)
+        seeds[:n_aff] = aff[:n_aff]
+        ns = n_aff
+        for j in range(n_jobs):
+            s = j_state[j]
+            fin = False
+            if s == PENDING and j_act[j] <= now + tol:
+                lo, hi = f_ptr[j_fptr[j]], f_ptr[j_fptr[j + 1]]
+                if hi == lo or j_rem[j] <= 0.0:
+                    fin = True
+                else:
+                    j_state[j] = ACTIVE
+                    for e in range(lo, hi):
+                        seeds[ns] = e_link[e]
+                        ns += 1
+            elif s == ACTIVE and j_rate[j] > 0.0 and j_rem[j] <= j_rate[j] * tol:
+                fin = True
+                for e in range(f_ptr[j_fptr[j]], f_ptr[j_fptr[j + 1]]):
+                    seeds[ns] = e_link[e]
+                    ns += 1
+            if fin:
+                j_state[j] = DONE
+                j_rem[j] = 0.0
+                j_end[j] = now
+                j_rate[j] = 0.0
+                g = j_group[j]
+                if g >= 0:
+                    g_left[g] -= 1
+                    if g_left[g] == 0:
+                        g_end[g] = now
+                        g_bneck[g] = j_bneck[j]
+                        out_groups[n_out] = g
+                        n_out += 1
+        if ns > 0:
+            _resolve(seeds[:ns], j_state, j_rate, j_bneck, j_fptr, f_w, f_ptr, e_link, e_coef,
+                     f_rate, f_bneck, cap, s_rem, s_demand, s_nlive, s_seen, n_links)
+        if n_out > 0:
+            return GROUPS, now, n_out
+        if now >= t_limit:
+            return LIMIT, now, 0
+
+
+@numba.njit(cache=True)
+def _resolve(seeds: I8, j_state: I8, j_rate: F8, j_bneck: I8, j_fptr: I8, f_w: F8, f_ptr: I8,
+             e_link: I8, e_coef: F8, f_rate: F8, f_bneck: I8, cap: F8, s_rem: F8,
+             s_demand: F8, s_nlive: I8, s_seen: NDArray[np.bool_], n_links: int) -> None:
+    """Re-solve the connected component of active flows reachable from ``seeds`` links."""
+    n_jobs = j_state.shape[0]
+    # link -> active flows incidence (counting sort over active entries)
+    lptr = np.zeros(n_links + 1, dtype=np.int64)
+    n_act = 0
+    for j in range(n_jobs):
+        if j_state[j] != ACTIVE:
+            continue
+        for f in range(j_fptr[j], j_fptr[j + 1]):
+            n_act += 1
+            for e in range(f_ptr[f], f_ptr[f + 1]):
+                lptr[e_link[e] + 1] += 1
+    for l in range(n_links):
+        lptr[l + 1] += lptr[l]
+    fill = lptr[:-1].copy()
+    lflow = np.empty(lptr[n_links], dtype=np.int64)
+    for j in range(n_jobs):
+        if j_state[j] != ACTIVE:
+            continue
+        for f in range(j_fptr[j], j_fptr[j + 1]):
+            for e in range(f_ptr[f], f_ptr[f + 1]):
+                l = e_link[e]
+                lflow[fill[l]] = f
+                fill[l] += 1
+    # breadth-first search link -> flow -> link
+    n_flows = f_w.shape[0]
+    fseen = np.zeros(n_flows, dtype=np.bool_)
+    queue = np.empty(seeds.shape[0] + lptr[n_links] + 1, dtype=np.int64)
+    comp_links = np.empty(n_links if n_links < queue.shape[0] else queue.shape[0],
+                          dtype=np.int64)
+    comp = np.empty(n_act, dtype=np.int64)
+    nq = 0
+    nc = 0
+    ncl = 0
+    for i in range(seeds.shape[0]):
+        l = seeds[i]
+        if not s_seen[l]:
+            s_seen[l] = True
+            queue[nq] = l
+            nq += 1
+    qi = 0
+    while qi < nq:
+        l = queue[qi]
+        qi += 1
+        comp_links[ncl] = l
+        ncl += 1
+        s_rem[l] = cap[l]
+        for k in range(lptr[l], lptr[l + 1]):
+            f = lflow[k]
+            if fseen[f]:
+                continue
+            fseen[f] = True
+            comp[nc] = f
+            nc += 1
+            for e in range(f_ptr[f], f_ptr[f + 1]):
+                m = e_link[e]
+                if not s_seen[m]:
+                    s_seen[m] = True
+                    queue[nq] = m
+                    nq += 1
+    for k in range(ncl):
+        s_seen[comp_links[k]] = False
+    if nc == 0:
+        return
+    flows = comp[:nc]
+    fill_component(flows, f_ptr, e_link, e_coef, f_w, s_rem, s_demand, s_nlive, f_rate,
+                   f_bneck)
+    # job rates: sum of their flows; job bottleneck: that of its slowest flow
+    for i in range(nc):
+        f = flows[i]
+        j = _job_of(f, j_fptr)
+        j_rate[j] = 0.0
+    for i in range(nc):
+        f = flows[i]
+        j = _job_of(f, j_fptr)
+        j_rate[j] += f_rate[f]
+    for i in range(nc):
+        f = flows[i]
+        j = _job_of(f, j_fptr)
+        best = -1
+        for g in range(j_fptr[j], j_fptr[j + 1]):
+            if best < 0 or f_rate[g] < f_rate[best]:
+                best = g
+        j_bneck[j] = f_bneck[best]
+
+
+@numba.njit(cache=True)
+def _job_of(f: int, j_fptr: I8) -> int:
+    """Index of the job owning flow ``f`` (binary search in ``j_fptr``)."""
+    return int(np.searchsorted(j_fptr, f, side="right")) - 1
+
+
+@dataclass
+class Pool:
+    """Live jobs, flows and entries, plus per-link scratch; grown and compacted by Python.
+
+    ``add`` appends jobs (each with its flows and entries); ``run`` calls :func:`advance`;
+    ``compact`` drops finished jobs and returns them.
+    """
+
+    j_rem: F8
+    j_size: F8
+    j_act: F8
+    j_start: F8
+    j_state: I8
+    j_group: I8
+    j_end: F8
+    j_rate: F8
+    j_bneck: I8
+    j_tag: I8
+    j_fptr: I8
+    f_w: F8
+    f_ptr: I8
+    e_link: I8
+    e_coef: F8
+    f_rate: F8
+    f_bneck: I8
+    scratch: tuple[F8, F8, I8, NDArray[np.bool_]]
+    link_bytes: F8
+    dirty: NDArray[np.bool_]
+
+    @staticmethod
+    def empty(n_links: int) -> Pool:
+        z, zi = np.zeros(0), np.zeros(0, dtype=np.int64)
+        return Pool(z, z, z, z, zi, zi, z, z, zi, zi, np.zeros(1, dtype=np.int64), z,
+                    np.zeros(1, dtype=np.int64), zi, z, z, zi,
+                    (np.zeros(n_links), np.zeros(n_links), np.zeros(n_links, dtype=np.int64),
+                     np.zeros(n_links, dtype=bool)),
+                    np.zeros(n_links), np.zeros(n_links, dtype=bool))
+
+    @property
+    def n_jobs(self) -> int:
+        return int(self.j_rem.shape[0])
+
+    def add(self, size: F8, act: F8, group: I8, job_fptr: I8, flow_ptr: I8, links: I8,
+            coef: F8, weight: F8, *, now: float, tag: I8 | None = None) -> None:
+        """Append jobs: ``job_fptr``/``flow_ptr`` are local CSR pointers (starting at 0)."""
+        n = size.shape[0]
+        self.j_rem = np.concatenate([self.j_rem, size])
+        self.j_size = np.concatenate([self.j_size, size])
+        self.j_act = np.concatenate([self.j_act, act])
+        self.j_start = np.concatenate([self.j_start, np.full(n, now)])
+        self.j_state = np.concatenate([self.j_state, np.zeros(n, dtype=np.int64)])
+        self.j_group = np.concatenate([self.j_group, group.astype(np.int64)])
+        self.j_end = np.concatenate([self.j_end, np.full(n, np.nan)])
+        self.j_rate = np.concatenate([self.j_rate, np.zeros(n)])
+        self.j_bneck = np.concatenate([self.j_bneck, np.full(n, -1, dtype=np.int64)])
+        self.j_tag = np.concatenate([self.j_tag, np.full(n, -1, dtype=np.int64)
+                                     if tag is None else tag.astype(np.int64)])
+        nf = int(self.f_w.shape[0])
+        ne = int(self.e_link.shape[0])
+        self.j_fptr = np.concatenate([self.j_fptr, job_fptr[1:].astype(np.int64) + nf])
+        self.f_w = np.concatenate([self.f_w, weight])
+        self.f_ptr = np.concatenate([self.f_ptr, flow_ptr[1:].astype(np.int64) + ne])
+        self.e_link = np.concatenate([self.e_link, links.astype(np.int64)])
+        self.e_coef = np.concatenate([self.e_coef, coef])
+        m = weight.shape[0]
+        self.f_rate = np.concatenate([self.f_rate, np.zeros(m)])
+        self.f_bneck = np.concatenate([self.f_bneck, np.full(m, -1, dtype=np.int64)])
+
+    def run(self, now: float, t_limit: float, cap: F8, n_groups: int,
+            g_left: I8 | None = None, g_end: F8 | None = None, g_bneck: I8 | None = None
+            ) -> tuple[int, float, I8]:
+        """Advance the pool (see :func:`advance`); returns (code, now, completed groups)."""
+        if g_left is None:
+            g_left = np.bincount(self.j_group[self.j_group >= 0], minlength=n_groups)
+            g_left = g_left.astype(np.int64)
+        g_end = np.full(n_groups, np.nan) if g_end is None else g_end
+        g_bneck = np.full(n_groups, -1, dtype=np.int64) if g_bneck is None else g_bneck
+        out = np.empty(max(n_groups, 1), dtype=np.int64)
+        code, t, n = advance(now, t_limit, self.j_rem, self.j_act, self.j_state, self.j_group,
+                             self.j_end, self.j_rate, self.j_bneck, self.j_fptr, self.f_w,
+                             self.f_ptr, self.e_link, self.e_coef, self.f_rate, self.f_bneck,
+                             g_left, g_end, g_bneck, cap, self.dirty, self.link_bytes,
+                             *self.scratch, out)
+        return int(code), float(t), out[:n].copy()
+
+    def compact(self) -> dict[str, F8 | I8]:
+        """Drop finished jobs (and their flows/entries); return their records."""
+        done = self.j_state == DONE
+        if not done.any():
+            return {}
+        rec: dict[str, F8 | I8] = {"start": self.j_start[done], "end": self.j_end[done],
+                                   "size": self.j_size[done], "tag": self.j_tag[done],
+                                   "group": self.j_group[done]}
+        keep = ~done
+        nf_per = np.diff(self.j_fptr)
+        fkeep = np.repeat(keep, nf_per)
+        ne_per = np.diff(self.f_ptr)
+        ekeep = np.repeat(fkeep, ne_per)
+        for name in ("j_rem", "j_size", "j_act", "j_start", "j_state", "j_group", "j_end",
+                     "j_rate", "j_bneck", "j_tag"):
+            setattr(self, name, getattr(self, name)[keep])
+        self.j_fptr = np.concatenate([[0], np.cumsum(nf_per[keep])]).astype(np.int64)
+        for name in ("f_w", "f_rate", "f_bneck"):
+            setattr(self, name, getattr(self, name)[fkeep])
+        self.f_ptr = np.concatenate([[0], np.cumsum(ne_per[fkeep])]).astype(np.int64)
+        self.e_link = self.e_link[ekeep]
+        self.e_coef = self.e_coef[ekeep]
+        return rec

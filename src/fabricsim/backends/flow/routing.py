@@ -1,0 +1,224 @@
+"""Turn transfers into jobs and flows: ECMP by hash, packet spraying, adaptive routing, QPs.
+
+A *job* is what completes (a transfer, or one queue pair's share of it); a *flow* is a rate
+on a set of links. Routing modes:
+
+``"ecmp"``
+    Each queue pair (``qps`` per transfer, each carrying ``nbytes/qps``) is hashed onto one
+    of the equal-cost paths, as switches do with the 5-tuple: collisions happen. Hashes
+    come from ``Step.hashes`` or :func:`~fabricsim.fabric.pair_hash` of (src, dst) seeded
+    with ``seed`` and the step's channel, so NCCL channels take different paths.
+``"spray"``
+    Packet spraying (Spectrum-X, EFA SRD, InfiniBand with per-packet AR): one flow split
+    evenly over all ECMP paths; it crosses each link with the fraction of paths using it.
+``"adaptive"``
+    Adaptive routing that follows congestion: one flow per ECMP path, all feeding the same
+    job, so the job's rate is the sum of what each path can give (a job ends when their
+    combined progress covers its bytes).
+
+Example
+-------
+>>> import numpy as np
+>>> from fabricsim.backends.flow.testing import host_fat_tree
+>>> fab = host_fat_tree(16)
+>>> ex = expand(fab, fab.gpus[:1], fab.gpus[5:6], np.array([1e6]), mode="spray")
+>>> ex.n_jobs, int(ex.flow_ptr[-1]), round(float(ex.latency[0]), 9)
+(1, 10, 4e-06)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from fabricsim.errors import ConfigError, NoRouteError
+from fabricsim.fabric.core import Fabric, pair_hash
+
+F8 = NDArray[np.float64]
+I8 = NDArray[np.int64]
+
+ROUTING_MODES = ("ecmp", "spray", "adaptive")
+#: At most this many equal-cost paths are used by spraying or adaptive routing.
+MAX_PATHS = 64
+
+
+@dataclass(frozen=True)
+class Expanded:
+    """Jobs of a set of transfers, ready for :meth:`~fabricsim.backends.flow.kernel.Pool.add`.
+
+    ``tag[j]`` is the transfer index of job ``j``; ``routable[j]`` is False where no route
+    exists (the job then stalls). Pointers are local (start at 0).
+    """
+
+    size: F8
+    latency: F8
+    tag: I8
+    src: I8
+    routable: NDArray[np.bool_]
+    job_fptr: I8
+    flow_ptr: I8
+    links: I8
+    coef: F8
+    weight: F8
+
+    @property
+    def n_jobs(self) -> int:
+        return int(self.size.shape[0])
+
+
+def mix_hash(h: NDArray[np.uint64], k: int) -> NDArray[np.uint64]:
+    """A new 64-bit hash from ``h`` and a small integer ``k`` (k = 0 returns ``h``)."""
+    if k == 0:
+        return h
+    lo = (h & np.uint64(0x7FFFFFFF)).astype(np.int32)
+    hi = ((h >> np.uint64(33)) & np.uint64(0x7FFFFFFF)).astype(np.int32)
+    out: NDArray[np.uint64] = pair_hash(lo, hi, seed=k)
+    return out
+
+
+def _route_each(fabric: Fabric, src: NDArray[np.int32], dst: NDArray[np.int32],
+                hashes: NDArray[np.uint64]) -> tuple[list[NDArray[np.int32]], NDArray[np.bool_]]:
+    """Route pairs one by one, marking those without a route (slow path after an error)."""
+    rows: list[NDArray[np.int32]] = []
+    ok = np.ones(src.shape[0], dtype=bool)
+    for i in range(src.shape[0]):
+        try:
+            rows.append(fabric.route(int(src[i]), int(dst[i]), flow_hash=int(hashes[i])))
+        except NoRouteError:
+            rows.append(np.zeros(0, dtype=np.int32))
+            ok[i] = False
+    return rows, ok
+
+
+def _route(fabric: Fabric, src: NDArray[np.int32], dst: NDArray[np.int32],
+           hashes: NDArray[np.uint64]) -> tuple[I8, I8, NDArray[np.bool_]]:
+    """CSR (ptr, links) of one path per pair, and which pairs have a route."""
+    same = src == dst
+    ok = np.ones(src.shape[0], dtype=bool)
+    idx = np.flatnonzero(~same)
+    lengths = np.zeros(src.shape[0], dtype=np.int64)
+    try:
+        paths = fabric.route_many(src[idx], dst[idx], hashes[idx])
+        lengths[idx] = paths.lengths()
+        links = paths.links.astype(np.int64)
+    except NoRouteError:
+        rows, ok_sub = _route_each(fabric, src[idx], dst[idx], hashes[idx])
+        ok[idx] = ok_sub
+        lengths[idx] = [len(r) for r in rows]
+        links = (np.concatenate(rows).astype(np.int64) if rows else np.zeros(0, np.int64))
+    ptr = np.zeros(src.shape[0] + 1, dtype=np.int64)
+    np.cumsum(lengths, out=ptr[1:])
+    return ptr, links, ok
+
+
+def expand(fabric: Fabric, src: NDArray[np.int32], dst: NDArray[np.int32], nbytes: F8, *,
+           hashes: NDArray[np.uint64] | None = None, mode: str = "ecmp", qps: int = 1,
+           seed: int = 0, channel: int = 0, weight: float = 1.0) -> Expanded:
+    """Jobs and flows of transfers ``src[i] -> dst[i]`` of ``nbytes[i]`` bytes.
+
+    Parameters
+    ----------
+    fabric
+        Where the transfers run (links that are down are avoided by its router).
+    src, dst, nbytes
+        Node ids and sizes of the transfers.
+    hashes
+        ECMP hash per transfer (default: pair hash seeded with ``seed`` and ``channel``).
+    mode
+        ``"ecmp"``, ``"spray"`` or ``"adaptive"`` (see the module docstring).
+    qps
+        Queue pairs per transfer; each carries ``nbytes/qps`` and hashes separately.
+    weight
+        Max-min weight of every flow (its traffic class weight).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fabricsim.backends.flow.testing import host_fat_tree
+    >>> fab = host_fat_tree(16)
+    >>> ex = expand(fab, fab.gpus[:2], fab.gpus[4:6], np.array([8.0, 8.0]), qps=4)
+    >>> ex.n_jobs, ex.size.tolist()[:2]
+    (8, [2.0, 2.0])
+    """
+    if mode not in ROUTING_MODES:
+        raise ConfigError(f"routing must be one of {', '.join(ROUTING_MODES)}, got {mode!r}",
+                          field="routing")
+    if qps < 1:
+        raise ConfigError(f"qps must be >= 1, got {qps}", field="qps")
+    src = np.asarray(src, dtype=np.int32)
+    dst = np.asarray(dst, dtype=np.int32)
+    n = src.shape[0]
+    base = (np.asarray(hashes, dtype=np.uint64) if hashes is not None else
+            pair_hash(src, dst, seed=seed * 7919 + channel))
+    rep_src = np.repeat(src, qps)
+    rep_dst = np.repeat(dst, qps)
+    tag = np.repeat(np.arange(n, dtype=np.int64), qps)
+    size = np.repeat(np.asarray(nbytes, dtype=np.float64) / qps, qps)
+    qp = np.tile(np.arange(qps), n)
+    h = base[tag].copy()
+    for k in range(1, qps):
+        sel = qp == k
+        h[sel] = mix_hash(base[tag[sel]], k)
+    nj = n * qps
+    if mode == "ecmp":
+        ptr, links, ok = _route(fabric, rep_src, rep_dst, h)
+        lat = np.add.reduceat(fabric.link_latency[links], ptr[:-1]) if links.size else \
+            np.zeros(nj)
+        lat = np.where(np.diff(ptr) > 0, lat, 0.0)
+        return Expanded(size=size, latency=lat, tag=tag, src=rep_src.astype(np.int64),
+                        routable=ok, job_fptr=np.arange(nj + 1, dtype=np.int64), flow_ptr=ptr,
+                        links=links, coef=np.ones(links.shape[0]),
+                        weight=np.full(nj, float(weight)))
+    return _multipath(fabric, rep_src, rep_dst, size, tag, mode, weight)
+
+
+def _multipath(fabric: Fabric, src: NDArray[np.int32], dst: NDArray[np.int32], size: F8,
+               tag: I8, mode: str, weight: float) -> Expanded:
+    """Spraying (one flow over all paths) or adaptive routing (one flow per path)."""
+    cache: dict[tuple[int, int], list[NDArray[np.int32]]] = {}
+    nj = src.shape[0]
+    lat = np.zeros(nj)
+    ok = np.ones(nj, dtype=bool)
+    job_nf = np.zeros(nj, dtype=np.int64)
+    flow_len: list[int] = []
+    links: list[NDArray[np.int64]] = []
+    coefs: list[F8] = []
+    for j in range(nj):
+        a, b = int(src[j]), int(dst[j])
+        if a == b:
+            continue
+        key = (a, b)
+        if key not in cache:
+            try:
+                cache[key] = fabric.ecmp_paths(a, b, MAX_PATHS)
+            except NoRouteError:
+                cache[key] = []
+        paths = cache[key]
+        if not paths:
+            ok[j] = False
+            continue
+        lat[j] = max(fabric.path_latency(p) for p in paths)
+        if mode == "spray":
+            allp = np.concatenate(paths).astype(np.int64)
+            uniq, cnt = np.unique(allp, return_counts=True)
+            job_nf[j] = 1
+            flow_len.append(int(uniq.shape[0]))
+            links.append(uniq)
+            coefs.append(cnt / len(paths))
+        else:
+            job_nf[j] = len(paths)
+            for p in paths:
+                flow_len.append(int(p.shape[0]))
+                links.append(p.astype(np.int64))
+                coefs.append(np.ones(p.shape[0]))
+    job_fptr = np.zeros(nj + 1, dtype=np.int64)
+    np.cumsum(job_nf, out=job_fptr[1:])
+    flow_ptr = np.zeros(len(flow_len) + 1, dtype=np.int64)
+    np.cumsum(np.asarray(flow_len, dtype=np.int64), out=flow_ptr[1:])
+    return Expanded(size=size, latency=lat, tag=tag, src=src.astype(np.int64), routable=ok,
+                    job_fptr=job_fptr, flow_ptr=flow_ptr,
+                    links=np.concatenate(links) if links else np.zeros(0, dtype=np.int64),
+                    coef=np.concatenate(coefs) if coefs else np.zeros(0),
+                    weight=np.full(len(flow_len), float(weight)))
