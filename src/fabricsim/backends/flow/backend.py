@@ -32,6 +32,7 @@ from fabricsim.backends.flow.faults import plan_faults
 from fabricsim.backends.flow.results import Timeline, bottlenecks
 from fabricsim.backends.flow.routing import ROUTING_MODES
 from fabricsim.backends.flow.sim import simulate
+from fabricsim.collectives.protocols import get_protocol
 from fabricsim.errors import ConfigError
 from fabricsim.fabric.core import Fabric
 from fabricsim.scenario.schema import BackgroundSpec, FaultSpec
@@ -59,6 +60,11 @@ class FlowBackend:
     exploit_repeats
         Skip epochs that replay the previous one exactly (see ``sim``); False solves every
         repetition.
+    protocol
+        NCCL protocol charged on the schedule's transfers (``"ll"``, ``"ll128"``,
+        ``"simple"``, ``"ideal"``), as the analytic backend does: link efficiency, hop
+        overhead per repetition, launch overhead. Default: the schedule's ``protocol``, and
+        ``"ideal"`` (pure physics) for a schedule that names none.
     """
 
     seed: int = 0
@@ -68,6 +74,7 @@ class FlowBackend:
     background: Sequence[BackgroundSpec | dict[str, Any]] = ()
     record_timeline: bool = False
     exploit_repeats: bool = True
+    protocol: str | None = None
     name: str = field(default="flow")
 
     def __post_init__(self) -> None:
@@ -79,18 +86,19 @@ class FlowBackend:
 
     def run(self, schedule: Schedule, fabric: Fabric) -> Result:
         """Simulate ``schedule`` on ``fabric`` with this backend's faults and traffic."""
+        proto = get_protocol(self.protocol or schedule.protocol or "ideal")
         plan = plan_faults(fabric, self.faults)
         bg = background_transfers(plan.fabric, self.background, seed=self.seed)
         out = simulate(schedule, plan, bg, routing=self.routing, qps=self.qps, seed=self.seed,
                        exploit_repeats=self.exploit_repeats,
-                       record_timeline=self.record_timeline)
+                       record_timeline=self.record_timeline, protocol=proto)
         tops = bottlenecks(plan.fabric, out.critical_time, out.link_bytes, out.time)
         extra: dict[str, Any] = {
             "transfers": out.transfers, "rep_start": out.rep_start, "rep_end": out.rep_end,
             "bottlenecks": tops, "critical_time": out.critical_time,
             "stalled_steps": out.stalled_steps, "stalled_transfers": out.stalled_transfers,
             "skipped_epochs": out.skipped_epochs, "kernel_calls": out.kernel_calls,
-            "routing": self.routing, "qps": self.qps,
+            "routing": self.routing, "qps": self.qps, "protocol": proto.name,
             "faults": [f.description for f in plan.faults],
             "fault_links": {f.description: f.links for f in plan.faults},
         }

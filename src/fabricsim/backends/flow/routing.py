@@ -28,18 +28,21 @@ Example
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from numpy.typing import NDArray
 
+from fabricsim.collectives.protocols import LINK_CLASSES, Protocol, link_class_of_kind
 from fabricsim.errors import ConfigError, NoRouteError
 from fabricsim.fabric.core import Fabric, pair_hash
+from fabricsim.fabric.kinds import NodeKind
 
 F8 = NDArray[np.float64]
 I8 = NDArray[np.int64]
 
 ROUTING_MODES = ("ecmp", "spray", "adaptive")
+_CLASS_OF_KIND = link_class_of_kind()
 #: At most this many equal-cost paths are used by spraying or adaptive routing.
 MAX_PATHS = 64
 
@@ -56,6 +59,7 @@ class Expanded:
     latency: F8
     tag: I8
     src: I8
+    dst: I8
     routable: NDArray[np.bool_]
     job_fptr: I8
     flow_ptr: I8
@@ -168,7 +172,8 @@ def expand(fabric: Fabric, src: NDArray[np.int32], dst: NDArray[np.int32], nbyte
             np.zeros(nj)
         lat = np.where(np.diff(ptr) > 0, lat, 0.0)
         return Expanded(size=size, latency=lat, tag=tag, src=rep_src.astype(np.int64),
-                        routable=ok, job_fptr=np.arange(nj + 1, dtype=np.int64), flow_ptr=ptr,
+                        dst=rep_dst.astype(np.int64), routable=ok,
+                        job_fptr=np.arange(nj + 1, dtype=np.int64), flow_ptr=ptr,
                         links=links, coef=np.ones(links.shape[0]),
                         weight=np.full(nj, float(weight)))
     return _multipath(fabric, rep_src, rep_dst, size, tag, mode, weight)
@@ -217,8 +222,42 @@ def _multipath(fabric: Fabric, src: NDArray[np.int32], dst: NDArray[np.int32], s
     np.cumsum(job_nf, out=job_fptr[1:])
     flow_ptr = np.zeros(len(flow_len) + 1, dtype=np.int64)
     np.cumsum(np.asarray(flow_len, dtype=np.int64), out=flow_ptr[1:])
-    return Expanded(size=size, latency=lat, tag=tag, src=src.astype(np.int64), routable=ok,
+    return Expanded(size=size, latency=lat, tag=tag, src=src.astype(np.int64),
+                    dst=dst.astype(np.int64), routable=ok,
                     job_fptr=job_fptr, flow_ptr=flow_ptr,
                     links=np.concatenate(links) if links else np.zeros(0, dtype=np.int64),
                     coef=np.concatenate(coefs) if coefs else np.zeros(0),
                     weight=np.full(len(flow_len), float(weight)))
+
+
+def apply_protocol(fabric: Fabric, ex: Expanded, proto: Protocol) -> Expanded:
+    """Charge an NCCL protocol (as the analytic backend does): every entry uses
+    ``1/efficiency`` of link capacity per payload byte for its link class (``innet`` for a
+    transfer to or from a switch: NVLS, SHARP) and every job waits the hop overhead of the
+    dearest class its paths cross, on top of their latency.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fabricsim.backends.flow.testing import host_fat_tree
+    >>> from fabricsim.collectives.protocols import get_protocol
+    >>> fab = host_fat_tree(4)
+    >>> ex = apply_protocol(fab, expand(fab, fab.gpus[:1], fab.gpus[1:2], np.array([1.0])),
+    ...                     get_protocol("simple"))
+    >>> round(float(ex.coef[0]), 4), round(float(ex.latency[0]) * 1e6, 3)
+    (1.0417, 16.0)
+    """
+    if ex.links.size == 0:
+        return ex
+    cls = _CLASS_OF_KIND[fabric.link_kind[ex.links]].astype(np.int64)
+    is_sw = np.array([k.is_switch for k in NodeKind], dtype=bool)
+    kinds = fabric.node_kind.astype(np.int64)
+    innet_job = is_sw[kinds[ex.src]] | is_sw[kinds[ex.dst]]
+    flow_job = np.repeat(np.arange(ex.n_jobs), np.diff(ex.job_fptr))
+    ent_job = np.repeat(flow_job, np.diff(ex.flow_ptr))
+    cls = np.where(innet_job[ent_job], LINK_CLASSES.index("innet"), cls)
+    coef = ex.coef / proto.eff_array()[cls]
+    rank = np.full(ex.n_jobs, -1, dtype=np.int64)
+    np.maximum.at(rank, ent_job, cls)
+    hop = np.where(rank >= 0, proto.hop_array()[np.maximum(rank, 0)], 0.0)
+    return replace(ex, coef=coef, latency=ex.latency + hop)

@@ -45,7 +45,8 @@ from numpy.typing import NDArray
 from fabricsim.backends.flow.background import BackgroundTransfers
 from fabricsim.backends.flow.faults import FaultPlan
 from fabricsim.backends.flow.kernel import STALL, Pool
-from fabricsim.backends.flow.routing import Expanded, expand
+from fabricsim.backends.flow.routing import Expanded, apply_protocol, expand
+from fabricsim.collectives.protocols import Protocol
 from fabricsim.schedule.core import Schedule
 
 F8 = NDArray[np.float64]
@@ -77,8 +78,12 @@ class SimOutput:
 def simulate(schedule: Schedule, plan: FaultPlan,
              background: Sequence[BackgroundTransfers] = (), *, routing: str = "ecmp",
              qps: int = 1, seed: int = 0, exploit_repeats: bool = True,
-             record_timeline: bool = False) -> SimOutput:
-    """Run ``schedule`` on ``plan.fabric`` (see the module docstring for the model)."""
+             record_timeline: bool = False, protocol: Protocol | None = None) -> SimOutput:
+    """Run ``schedule`` on ``plan.fabric`` (see the module docstring for the model).
+
+    With a ``protocol``, its launch overhead delays the first steps and its efficiencies
+    and hop overheads apply to the schedule's transfers (not to background traffic).
+    """
     fab = plan.fabric
     n_steps = len(schedule.steps)
     steps = schedule.steps
@@ -117,7 +122,7 @@ def simulate(schedule: Schedule, plan: FaultPlan,
 
     for i, s in enumerate(steps):
         if not s.deps:
-            push(s.delay, _LAUNCH, i, 0)
+            push(s.delay + (protocol.launch if protocol is not None else 0.0), _LAUNCH, i, 0)
     for k, fl in enumerate(plan.flaps):
         if not fl.is_up(0.0):
             cap[list(fl.links)] = base_cap[list(fl.links)] * fl.factor
@@ -141,6 +146,8 @@ def simulate(schedule: Schedule, plan: FaultPlan,
             s = steps[i]
             ex = expand(fab, s.src, s.dst, s.nbytes, hashes=s.hashes, mode=routing, qps=qps,
                         seed=seed, channel=s.channel)
+            if protocol is not None:
+                ex = apply_protocol(fab, ex, protocol)
             templates[i] = (ex, plan.delays(ex.src))
         return templates[i]
 
