@@ -36,17 +36,20 @@ def assert_reverse_pairs(fab: Fabric) -> None:
 def assert_valid_paths(fab: Fabric, src: np.ndarray, dst: np.ndarray, paths: Paths) -> None:
     """Every row is a chain of links from src to dst that visits no node twice."""
     assert len(paths) == src.size
-    for i in range(src.size):
-        row = paths.row(i)
-        if src[i] == dst[i]:
-            assert row.size == 0
-            continue
-        assert row.size > 0
-        s, d = fab.link_src[row], fab.link_dst[row]
-        assert s[0] == src[i] and d[-1] == dst[i], (i, fab.link_name(int(row[0])))
-        assert np.array_equal(s[1:], d[:-1]), f"row {i} is not a chain"
-        nodes = np.concatenate([s, d[-1:]])
-        assert np.unique(nodes).size == nodes.size, f"row {i} visits a node twice"
+    lengths = paths.lengths()
+    assert ((lengths == 0) == (src == dst)).all(), "empty path iff src == dst"
+    ne = np.flatnonzero(lengths > 0)
+    first = paths.links[paths.ptr[ne]]
+    last = paths.links[paths.ptr[ne + 1] - 1]
+    assert np.array_equal(fab.link_src[first], src[ne]), "a path does not start at src"
+    assert np.array_equal(fab.link_dst[last], dst[ne]), "a path does not end at dst"
+    rid = paths.row_ids()
+    s, d = fab.link_src[paths.links], fab.link_dst[paths.links]
+    inner = rid[1:] == rid[:-1]
+    assert np.array_equal(s[1:][inner], d[:-1][inner]), "a path is not a chain of links"
+    # no node twice: (row, node) pairs over link sources plus the destination are unique
+    key = np.concatenate([rid * fab.n_nodes + s, ne.astype(np.int64) * fab.n_nodes + dst[ne]])
+    assert np.unique(key).size == key.size, "a path visits a node twice"
 
 
 def kinds_of(fab: Fabric, path: np.ndarray) -> list[str]:

@@ -153,3 +153,17 @@ def test_storage_targets_reachable_over_storage_network_only():
     targets = fab.nodes_of(NodeKind.STORAGE_TARGET)
     comp = nx.node_connected_component(g, int(targets[0]))
     assert set(snics.tolist()) <= comp and set(targets.tolist()) <= comp
+
+
+def test_path_checker_catches_broken_paths():
+    from fabricsim.fabric import Paths
+
+    fab = build_cluster("dgx-h100", nodes=4, topology="fat-tree")
+    src, dst = fab.gpus[:1], fab.gpus[-1:]
+    good = fab.route_many(src, dst)
+    assert_valid_paths(fab, src, dst, good)
+    row = good.row(0).copy()
+    for bad in (row[:-1], row[1:], np.concatenate([row[:2], row[3:]]),
+                np.concatenate([row[:2], fab.reverse_link[row[1:2]], row[1:]])):
+        with pytest.raises(AssertionError):
+            assert_valid_paths(fab, src, dst, Paths.from_rows([bad]))

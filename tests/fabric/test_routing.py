@@ -100,10 +100,10 @@ def test_torus_dimension_order_minimal():
     hops = np.minimum(delta, 4 - delta).sum(axis=1)
     n_torus = np.array([kinds_of(fab, paths.row(i)).count("torus") for i in range(len(paths))])
     assert np.array_equal(n_torus[srv_a != srv_b], hops[srv_a != srv_b])
-    # opposite corners on a 4-ring: 2 ways per dimension -> 8 equal-cost paths
+    # opposite corners of a 4x4x4 torus: 2 ways per dimension x 2 orders -> 16 paths
     a = fab.gpus[0]
     b = fab.gpus[8 * (2 + 2 * 4 + 2 * 16)]
-    assert len(fab.ecmp_paths(a, b, limit=64)) == 8
+    assert len(fab.ecmp_paths(a, b, limit=64)) == 16
 
 
 def test_nvlink_domain_routes_over_nvlink():

@@ -14,8 +14,9 @@ Sizing: ``dims = (X, Y, Z)`` with ``X·Y·Z = servers``; the default is the most
 factorisation (smallest largest side). Bisection (one direction) cuts the largest
 dimension ``L``: ``2·(servers/L)·port_capacity`` (``L > 2``), capped by half the injection.
 
-Routing is dimension-order (x, then y, then z), each dimension the shorter way round;
-where both ways are equally short (``L`` even, distance ``L/2``) ECMP by hash picks one.
+Routing is dimension-order, each dimension the shorter way round; ECMP by hash picks the
+order (x-y-z or z-y-x, so that the reverse of every path is a path) and, where both ways
+round are equally short (``L`` even, distance ``L/2``), the way.
 
 Example
 -------
@@ -110,7 +111,7 @@ class TorusRouter(StructuralRouter):
         return np.stack([r64 % x, (r64 // x) % y, r64 // (x * y)], axis=1)
 
     def n_choices(self, a: int, b: int) -> int:
-        return 8  # one hash bit per dimension
+        return 16  # one hash bit per dimension for ties, one for the order
 
     def _route_endpoints(self, a: IntArray, b: IntArray, h: NDArray[np.uint64]
                          ) -> NDArray[np.int64]:
@@ -123,15 +124,19 @@ class TorusRouter(StructuralRouter):
         ca, cb = self.coords(ra), self.coords(rb)
         cur = ra.copy()
         stride = (1, self.dims[0], self.dims[0] * self.dims[1])
-        for d, size in enumerate(self.dims):
+        rev = ((h >> np.uint64(3)) & np.uint64(1)).astype(bool)
+        for step in range(6):  # x, y, z for rows in order; then z, y, x for reversed rows
+            d = step if step < 3 else 5 - step
+            size = self.dims[d]
             if size < 2:
                 continue
+            todo = ~rev if step < 3 else rev
             delta = (cb[:, d] - ca[:, d]) % size
             back = size - delta
             tie = (2 * delta == size) & (size > 2)
             bit = ((h >> np.uint64(d)) & np.uint64(1)).astype(bool)
             neg = (back < delta) | (tie & bit)
-            steps = np.where(neg, back, delta)
+            steps = np.where(neg, back, delta) * todo
             port = 2 * d + neg.astype(np.int64)
             pos = (cur // stride[d]) % size
             for k in range(size // 2):
