@@ -49,8 +49,8 @@ TIME_RTOL = 1e-12
 def advance(now: float, t_limit: float,
             j_rem: F8, j_act: F8, j_state: I8, j_group: I8, j_end: F8, j_rate: F8,
             j_bneck: I8, j_fptr: I8,
-            f_w: F8, f_ptr: I8, e_link: I8, e_coef: F8, f_rate: F8, f_bneck: I8,
-            g_left: I8, g_end: F8, g_bneck: I8,
+            f_w: F8, f_ptr: I8, e_link: I8, e_coef: F8, e_frac: F8, f_rate: F8,
+            f_bneck: I8, g_left: I8, g_end: F8, g_bneck: I8,
             cap: F8, dirty: NDArray[np.bool_], link_bytes: F8,
             s_rem: F8, s_demand: F8, s_nlive: I8, s_seen: NDArray[np.bool_],
             out_groups: I8) -> tuple[int, float, int]:
@@ -108,7 +108,7 @@ def advance(now: float, t_limit: float,
                 j_rem[j] -= j_rate[j] * dt
                 for f in range(j_fptr[j], j_fptr[j + 1]):
                     for e in range(f_ptr[f], f_ptr[f + 1]):
-                        link_bytes[e_link[e]] += e_coef[e] * f_rate[f] * dt
+                        link_bytes[e_link[e]] += e_frac[e] * f_rate[f] * dt
         now = t_next
         # ---------------------------------------------------------------- completions
         n_ent = 0
@@ -278,6 +278,7 @@ class Pool:
     f_ptr: I8
     e_link: I8
     e_coef: F8
+    e_frac: F8
     f_rate: F8
     f_bneck: I8
     scratch: tuple[F8, F8, I8, NDArray[np.bool_]]
@@ -288,7 +289,7 @@ class Pool:
     def empty(n_links: int) -> Pool:
         z, zi = np.zeros(0), np.zeros(0, dtype=np.int64)
         return Pool(z, z, z, z, zi, zi, z, z, zi, zi, np.zeros(1, dtype=np.int64), z,
-                    np.zeros(1, dtype=np.int64), zi, z, z, zi,
+                    np.zeros(1, dtype=np.int64), zi, z, z, z, zi,
                     (np.zeros(n_links), np.zeros(n_links), np.zeros(n_links, dtype=np.int64),
                      np.zeros(n_links, dtype=bool)),
                     np.zeros(n_links), np.zeros(n_links, dtype=bool))
@@ -298,8 +299,13 @@ class Pool:
         return int(self.j_rem.shape[0])
 
     def add(self, size: F8, act: F8, group: I8, job_fptr: I8, flow_ptr: I8, links: I8,
-            coef: F8, weight: F8, *, now: float, tag: I8 | None = None) -> None:
-        """Append jobs: ``job_fptr``/``flow_ptr`` are local CSR pointers (starting at 0)."""
+            coef: F8, weight: F8, *, now: float, tag: I8 | None = None,
+            frac: F8 | None = None) -> None:
+        """Append jobs: ``job_fptr``/``flow_ptr`` are local CSR pointers (starting at 0).
+
+        ``coef`` is the capacity an entry uses per byte/s of its flow; ``frac`` (default
+        ``coef``) the payload share counted in ``link_bytes``.
+        """
         n = size.shape[0]
         self.j_rem = np.concatenate([self.j_rem, size])
         self.j_size = np.concatenate([self.j_size, size])
@@ -319,6 +325,7 @@ class Pool:
         self.f_ptr = np.concatenate([self.f_ptr, flow_ptr[1:].astype(np.int64) + ne])
         self.e_link = np.concatenate([self.e_link, links.astype(np.int64)])
         self.e_coef = np.concatenate([self.e_coef, coef])
+        self.e_frac = np.concatenate([self.e_frac, coef if frac is None else frac])
         m = weight.shape[0]
         self.f_rate = np.concatenate([self.f_rate, np.zeros(m)])
         self.f_bneck = np.concatenate([self.f_bneck, np.full(m, -1, dtype=np.int64)])
@@ -335,7 +342,8 @@ class Pool:
         out = np.empty(max(n_groups, 1), dtype=np.int64)
         code, t, n = advance(now, t_limit, self.j_rem, self.j_act, self.j_state, self.j_group,
                              self.j_end, self.j_rate, self.j_bneck, self.j_fptr, self.f_w,
-                             self.f_ptr, self.e_link, self.e_coef, self.f_rate, self.f_bneck,
+                             self.f_ptr, self.e_link, self.e_coef, self.e_frac, self.f_rate,
+                             self.f_bneck,
                              g_left, g_end, g_bneck, cap, self.dirty, self.link_bytes,
                              *self.scratch, out)
         return int(code), float(t), out[:n].copy()
@@ -362,4 +370,5 @@ class Pool:
         self.f_ptr = np.concatenate([[0], np.cumsum(ne_per[fkeep])]).astype(np.int64)
         self.e_link = self.e_link[ekeep]
         self.e_coef = self.e_coef[ekeep]
+        self.e_frac = self.e_frac[ekeep]
         return rec

@@ -66,6 +66,7 @@ class Expanded:
     links: I8
     coef: F8
     weight: F8
+    frac: F8 | None = None
 
     @property
     def n_jobs(self) -> int:
@@ -260,4 +261,4 @@ def apply_protocol(fabric: Fabric, ex: Expanded, proto: Protocol) -> Expanded:
     rank = np.full(ex.n_jobs, -1, dtype=np.int64)
     np.maximum.at(rank, ent_job, cls)
     hop = np.where(rank >= 0, proto.hop_array()[np.maximum(rank, 0)], 0.0)
-    return replace(ex, coef=coef, latency=ex.latency + hop)
+    return replace(ex, coef=coef, frac=ex.coef, latency=ex.latency + hop)

@@ -184,7 +184,8 @@ def simulate(schedule: Schedule, plan: FaultPlan,
                      np.zeros(0), now=now)
             return
         pool.add(ex.size, act, np.full(ex.n_jobs, g, dtype=np.int64), ex.job_fptr,
-                 ex.flow_ptr, ex.links, ex.coef, ex.weight, now=now, tag=ex.tag)
+                 ex.flow_ptr, ex.links, ex.coef, ex.weight, now=now, tag=ex.tag,
+                 frac=ex.frac)
 
     while remaining > 0:
         tol = 1e-12 * max(t, 1e-9)
