@@ -1,0 +1,222 @@
+"""Compute time of one micro-batch on one GPU: tensor-core GEMMs plus memory-bound parts.
+
+GEMM time is FLOPs / (dense peak × achievable efficiency). The efficiency is
+
+``eff = MAMF(generation, precision) × n / (n + SHAPE_N0)``,
+
+where MAMF is the *maximum achievable matmul FLOPS* fraction of peak measured for large
+well-shaped BF16 GEMMs (stas00/ml-engineering, "Maximum Achievable Matmul FLOPS"
+table: A100 SXM 267.9/312 = 85.9 %, H100 SXM 792.1/989 = 80.1 %), and the second factor
+penalises thin GEMMs: ``n = sqrt(h · h/tp)`` is the geometric mean of a layer's weight
+matrix sides on one GPU. FlashAttention runs at :data:`ATTENTION_EFF` of the GEMM rate
+and computes only the causal half of the score matrix.
+
+Memory-bound work (norms, residual adds, rotary embedding, activation functions, MoE
+token permutation, the FP32 loss over the vocabulary, and the Adam update) is bytes /
+HBM bandwidth × :data:`HBM_EFF`.
+
+These few constants are per GPU generation and precision, never per model or per run.
+
+Example
+-------
+>>> from fabricsim.catalog import get_catalog
+>>> round(gemm_efficiency(get_catalog().gpu("h100-sxm"), "bf16", 8192, 8), 3)
+0.515
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from fabricsim.catalog.models import GpuSpec
+from fabricsim.errors import ModelError
+from fabricsim.workloads.flops import attention_flops, layer_forward_flops
+from fabricsim.workloads.models import TransformerSpec
+from fabricsim.workloads.parallel import ResolvedParallel
+
+__all__ = [
+    "ATTENTION_EFF",
+    "HBM_EFF",
+    "MAMF",
+    "SHAPE_N0",
+    "SUSTAINED",
+    "ComputeTimes",
+    "gemm_efficiency",
+    "generation",
+    "microbatch_compute",
+    "peak_flops",
+]
+
+#: Achievable fraction of dense peak for large GEMMs, by (generation, precision).
+#: Ampere and Hopper BF16 are the measured MAMF figures cited above; FP8 and Blackwell are
+#: estimates (FP8 GEMMs reach a smaller share of their doubled peak; B200 as Hopper).
+MAMF: dict[tuple[str, str], float] = {
+    ("volta", "bf16"): 0.80,
+    ("ampere", "bf16"): 0.859,
+    ("hopper", "bf16"): 0.801,
+    ("hopper", "fp8"): 0.70,
+    ("ada", "bf16"): 0.75,
+    ("ada", "fp8"): 0.65,
+    ("blackwell", "bf16"): 0.80,
+    ("blackwell", "fp8"): 0.70,
+}
+#: Sustained share of MAMF over a whole training step (clock throttling under sustained
+#: load, kernel launch gaps, communication kernels stealing SMs). Calibrated ONCE per
+#: generation on a point outside the accuracy benchmark: llm-foundry's MPT-30B, seq 2048,
+#: 8 GPUs, micro-batch 3, activation checkpointing (HFU 50.82 % on H100, 73.74 % on A100
+#: 80GB; near-zero communication on one node). Volta/Ada/Blackwell are not calibrated
+#: (Blackwell assumed like Hopper).
+SUSTAINED: dict[str, float] = {"volta": 0.85, "ampere": 0.915, "hopper": 0.70,
+                               "ada": 0.85, "blackwell": 0.70}
+#: Width (elements) at which a GEMM reaches half of its MAMF share; thin GEMMs run slower.
+SHAPE_N0 = 256.0
+#: FlashAttention throughput relative to the GEMM rate (FA2 on A100 reaches ~70 % of
+#: peak where cuBLAS reaches ~86 %; FA3 on H100 ~600–740 of 989 TFLOP/s).
+ATTENTION_EFF = 0.8
+#: Achievable fraction of HBM bandwidth for streaming elementwise kernels.
+HBM_EFF = 0.8
+#: Bytes the Adam update moves per parameter it owns (read fp32 weight, grad, m, v; write
+#: them back and the BF16 copy).
+ADAM_BYTES_PER_PARAM = 34.0
+
+
+def generation(gpu: GpuSpec) -> str:
+    """GPU generation of a catalog entry, from its key.
+
+    Examples
+    --------
+    >>> from fabricsim.catalog import get_catalog
+    >>> generation(get_catalog().gpu("a100-sxm")), generation(get_catalog().gpu("gb200"))
+    ('ampere', 'blackwell')
+    """
+    n = gpu.name
+    if n.startswith("v100"):
+        return "volta"
+    if n.startswith(("a100", "a800")):
+        return "ampere"
+    if n.startswith(("h100", "h800", "h200", "h20", "gh200")):
+        return "hopper"
+    if n.startswith(("b200", "gb200", "b100", "gb300", "b300")):
+        return "blackwell"
+    if n.startswith(("l40", "l4")):
+        return "ada"
+    return "hopper"
+
+
+def peak_flops(gpu: GpuSpec, precision: str) -> float:
+    """Dense tensor peak FLOP/s of ``gpu`` at ``precision`` (raises if unsupported).
+
+    Examples
+    --------
+    >>> from fabricsim.catalog import get_catalog
+    >>> peak_flops(get_catalog().gpu("h100-sxm"), "fp8") / 1e12
+    1978.9
+    """
+    if precision == "fp8":
+        if gpu.fp8_flops <= 0:
+            raise ModelError(f"{gpu.name} has no FP8 tensor cores; use precision bf16",
+                             field="training.precision")
+        return gpu.fp8_flops
+    return gpu.bf16_flops
+
+
+def gemm_efficiency(gpu: GpuSpec, precision: str, hidden: int, tp: int = 1) -> float:
+    """Achievable fraction of peak for the GEMMs of a layer of width ``hidden`` at ``tp``.
+
+    Examples
+    --------
+    >>> from fabricsim.catalog import get_catalog
+    >>> g = get_catalog().gpu("a100-sxm")
+    >>> gemm_efficiency(g, "bf16", 2048) < gemm_efficiency(g, "bf16", 12288)
+    True
+    """
+    gen = generation(gpu)
+    mamf = MAMF.get((gen, precision), MAMF.get((gen, "bf16"), 0.75))
+    n = math.sqrt(hidden * hidden / tp)
+    return mamf * SUSTAINED.get(gen, 0.75) * n / (n + SHAPE_N0)
+
+
+@dataclass(frozen=True)
+class ComputeTimes:
+    """Seconds of one micro-batch on one GPU of a pipeline stage.
+
+    ``fwd`` and ``bwd`` include memory-bound parts; ``recompute`` is the extra forward
+    work of activation recomputation (counted in ``bwd``); ``optimizer`` is per step.
+    """
+
+    fwd: float
+    bwd: float
+    recompute: float
+    optimizer: float
+    memory_bound: float
+    attn_layer: float = 0.0
+    """Forward attention-core time of one layer (the window ring attention hides in)."""
+    layer_fwd: float = 0.0
+    """Forward time of one layer (the window a ZeRO-3 prefetch hides in)."""
+
+
+def _elementwise_bytes_per_token(m: TransformerSpec, moe: bool) -> float:
+    """HBM bytes of the unfused elementwise kernels of one layer's forward, per token."""
+    h = m.hidden
+    q, kv = m.heads * m.d_head, m.n_kv * m.d_head
+    width = (m.top_k + m.shared_experts) * m.expert_ffn if moe else m.ffn
+    act = (6 if m.gated else 4) * width
+    perm = 4.0 * h * 2 * m.top_k if moe else 0.0  # dispatch and combine copies
+    return 20.0 * h + 4.0 * (q + 2 * kv) + act + perm
+
+
+def microbatch_compute(m: TransformerSpec, p: ResolvedParallel, gpu: GpuSpec,
+                       owned_params: float) -> ComputeTimes:
+    """Times of one micro-batch through one pipeline stage on one GPU.
+
+    ``owned_params`` is the number of parameters whose Adam update this GPU performs.
+
+    Examples
+    --------
+    >>> from fabricsim.catalog import get_catalog
+    >>> from fabricsim.workloads.models import get_model
+    >>> from fabricsim.workloads.parallel import ParallelConfig
+    >>> m = get_model("llama2-7b")
+    >>> p = ParallelConfig(micro_batch=1).resolve(m, world=1)
+    >>> t = microbatch_compute(m, p, get_catalog().gpu("h100-sxm"), m.params)
+    >>> round(t.bwd / t.fwd, 2)
+    2.0
+    """
+    cfg = p.cfg
+    peak = peak_flops(gpu, cfg.precision)
+    eff = gemm_efficiency(gpu, cfg.precision, m.hidden, p.tp)
+    tokens = cfg.micro_batch * p.seq / p.cp  # tokens this GPU's CP shard processes
+    layers = p.stage_layers
+    moe_frac = m.moe_layers / m.layers
+    split = p.tp
+
+    def layer_times(moe: bool) -> tuple[float, float, float]:
+        f = layer_forward_flops(m, p.seq, moe=moe)
+        gemm = (f["qkv"] + f["proj"] + f["mlp"]) * tokens / split
+        attn = attention_flops(m, p.seq, causal=True) * tokens / split
+        t_gemm = gemm / (peak * eff)
+        t_attn = attn / (peak * eff * ATTENTION_EFF)
+        t_mem = _elementwise_bytes_per_token(m, moe) * tokens / split / (
+            gpu.hbm_bandwidth * HBM_EFF)
+        return t_gemm, t_attn, t_mem
+
+    dg, da, dm = layer_times(False)
+    mg, ma, mm = layer_times(True) if m.moe_layers else (0.0, 0.0, 0.0)
+    per_gemm = (1 - moe_frac) * dg + moe_frac * mg
+    per_attn = (1 - moe_frac) * da + moe_frac * ma
+    per_mem = (1 - moe_frac) * dm + moe_frac * mm
+    fwd_layer = per_gemm + per_attn + per_mem
+    fwd = layers * fwd_layer
+    # output head and loss on the last stage (the slowest stage sets the pipeline's pace)
+    head = 2.0 * m.hidden * m.vocab * tokens / split / (peak * eff)
+    loss = 12.0 * m.vocab * tokens / split / (gpu.hbm_bandwidth * HBM_EFF)
+    fwd += head + loss  # stages are balanced by layers; the head adds to the last one
+    bwd = 2 * fwd
+    rc = cfg.recompute
+    recompute = layers * fwd_layer if rc == "full" else layers * per_attn if \
+        rc == "selective" else 0.0
+    opt = owned_params * ADAM_BYTES_PER_PARAM / (gpu.hbm_bandwidth * HBM_EFF)
+    mem = 3 * layers * per_mem + 3 * loss
+    return ComputeTimes(fwd=fwd, bwd=bwd + recompute, recompute=recompute, optimizer=opt,
+                        memory_bound=mem, attn_layer=per_attn, layer_fwd=fwd_layer)

@@ -1,0 +1,132 @@
+"""FLOP counts of a transformer, per token and per layer.
+
+Forward FLOPs per token of one dense layer (a multiply-add is 2 FLOPs), as in Narayanan et
+al. 2021 (arXiv 2104.04473, eq. 3) and Korthikanti et al. 2022 (arXiv 2205.05198):
+
+* QKV projections ``2·h·(q + 2·kv)``, output projection ``2·q·h`` (``q = heads·d``,
+  ``kv = kv_heads·d``);
+* attention scores and weighted values ``2·s·q + 2·s·q`` (``4·s·h`` for plain MHA; with a
+  causal mask the useful half is ``2·s·h``, see :func:`attention_flops`);
+* MLP ``2·(2 or 3)·h·ffn`` (times ``top_k`` plus shared experts for MoE, plus a router
+  ``2·h·experts``);
+* the output head ``2·h·vocab`` once per token.
+
+For GPT-3-like shapes this is ``24·h² + 4·s·h`` per layer and token, so a training step
+(forward + backward = 3× forward) is Narayanan's ``72·B·s·l·h²·(1 + s/6h + V/12hl)``;
+with full recomputation 4× forward (their ``96·...``). Model FLOPs (the MFU numerator)
+never count recomputation; hardware FLOPs do.
+
+Example
+-------
+>>> from fabricsim.workloads.models import get_model
+>>> m = get_model("gpt3-175b")
+>>> round(training_flops_per_token(m, 2048) / (6 * m.params), 3)
+1.028
+"""
+
+from __future__ import annotations
+
+from fabricsim.workloads.models import TransformerSpec
+
+__all__ = [
+    "RECOMPUTE",
+    "attention_flops",
+    "forward_flops_per_token",
+    "layer_forward_flops",
+    "recompute_flops_per_token",
+    "training_flops_per_token",
+]
+
+RECOMPUTE = ("none", "selective", "full")
+
+
+def attention_flops(m: TransformerSpec, seq: int, causal: bool = False) -> float:
+    """Forward FLOPs per token of the attention core (``QKᵀ`` and ``AV``) of one layer.
+
+    ``causal=False`` counts the full ``s×s`` matrix, as Megatron-LM's and MosaicML's MFU
+    formulas do; ``causal=True`` counts the useful lower triangle only.
+
+    Examples
+    --------
+    >>> from fabricsim.workloads.models import get_model
+    >>> attention_flops(get_model("gpt3-175b"), 2048) == 4 * 2048 * 12288
+    True
+    """
+    full = 4.0 * seq * m.heads * m.d_head
+    return full / 2 if causal else full
+
+
+def layer_forward_flops(m: TransformerSpec, seq: int, moe: bool = False) -> dict[str, float]:
+    """Forward FLOPs per token of one layer, by part (``qkv``, ``attn``, ``proj``, ``mlp``).
+
+    Examples
+    --------
+    >>> from fabricsim.workloads.models import get_model
+    >>> m = get_model("gpt3-175b")
+    >>> f = layer_forward_flops(m, 2048)
+    >>> (f["qkv"] + f["proj"] + f["mlp"]) == 24 * m.hidden ** 2
+    True
+    """
+    h, q, kv = m.hidden, m.heads * m.d_head, m.n_kv * m.d_head
+    if moe:
+        mlp = 2.0 * (m.top_k + m.shared_experts) * m.expert_params + 2.0 * h * m.experts
+    else:
+        mlp = 2.0 * m.mlp_params(m.ffn)
+    return {"qkv": 2.0 * h * (q + 2 * kv), "attn": attention_flops(m, seq),
+            "proj": 2.0 * q * h, "mlp": mlp}
+
+
+def forward_flops_per_token(m: TransformerSpec, seq: int) -> float:
+    """Forward FLOPs per token of the whole model (layers and output head).
+
+    Examples
+    --------
+    >>> from fabricsim.workloads.models import get_model
+    >>> m = get_model("llama2-7b")
+    >>> round(forward_flops_per_token(m, 4096) / 1e9, 2)
+    15.36
+    """
+    dense = m.layers - m.moe_layers
+    total = dense * sum(layer_forward_flops(m, seq).values())
+    if m.moe_layers:
+        total += m.moe_layers * sum(layer_forward_flops(m, seq, moe=True).values())
+    return total + 2.0 * m.hidden * m.vocab
+
+
+def recompute_flops_per_token(m: TransformerSpec, seq: int, recompute: str) -> float:
+    """Extra forward FLOPs per token that activation recomputation adds.
+
+    ``full`` reruns every layer's forward; ``selective`` reruns the attention core only
+    (Korthikanti et al. 2022); ``none`` adds nothing. The output head is never rerun.
+
+    Examples
+    --------
+    >>> from fabricsim.workloads.models import get_model
+    >>> m = get_model("gpt3-175b")
+    >>> recompute_flops_per_token(m, 2048, "none")
+    0.0
+    """
+    if recompute == "none":
+        return 0.0
+    if recompute == "selective":
+        return m.layers * attention_flops(m, seq)
+    if recompute == "full":
+        return forward_flops_per_token(m, seq) - 2.0 * m.hidden * m.vocab
+    raise ValueError(f"recompute must be one of {RECOMPUTE}, got {recompute!r}")
+
+
+def training_flops_per_token(m: TransformerSpec, seq: int, recompute: str = "none") -> float:
+    """FLOPs per token of one training step: 3× forward, plus recomputation.
+
+    With ``recompute="none"`` these are the model FLOPs of MFU; otherwise hardware FLOPs.
+
+    Examples
+    --------
+    >>> from fabricsim.workloads.models import get_model
+    >>> m = get_model("gpt3-175b")
+    >>> l, h, s, v = m.layers, m.hidden, 2048, m.vocab
+    >>> narayanan = 96 * s * l * h**2 * (1 + s / (6 * h) + v / (16 * l * h)) / s
+    >>> abs(training_flops_per_token(m, s, "full") / narayanan - 1) < 1e-9
+    True
+    """
+    return 3.0 * forward_flops_per_token(m, seq) + recompute_flops_per_token(m, seq, recompute)

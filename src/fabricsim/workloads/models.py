@@ -1,0 +1,290 @@
+"""Transformer model descriptions: presets and user-defined models.
+
+A :class:`TransformerSpec` holds the shape of a decoder-only transformer (dense or MoE).
+Parameter counts follow the layer shapes exactly (no biases, two norms per layer):
+
+* attention: ``h·(heads·d) + 2·h·(kv_heads·d) + (heads·d)·h`` (Q, K, V, O; GQA when
+  ``kv_heads < heads``);
+* MLP: ``3·h·ffn`` when gated (SwiGLU), ``2·h·ffn`` otherwise; MoE layers hold
+  ``experts + shared_experts`` such MLPs of width ``moe_ffn`` and a router ``h·experts``;
+* embeddings ``vocab·h``, plus the same again for an untied output head.
+
+Example
+-------
+>>> m = get_model("llama2-70b")
+>>> round(m.params / 1e9, 1)
+69.0
+>>> m = get_model("mixtral-8x7b")
+>>> round(m.params / 1e9, 1), round(m.active_params / 1e9, 1)
+(46.7, 12.9)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from fabricsim.errors import ConfigError, unknown
+
+__all__ = ["MODEL_FIELDS", "PRESETS", "TransformerSpec", "get_model", "model_names"]
+
+
+class TransformerSpec(BaseModel):
+    """Shape of a decoder-only transformer.
+
+    Parameters
+    ----------
+    name : str
+        Label used in reports.
+    layers, hidden, heads : int
+        Transformer layers, model width ``h`` and attention heads.
+    kv_heads : int or None
+        Key/value heads (grouped-query attention); ``None`` means ``heads``.
+    head_dim : int or None
+        Width of one head; ``None`` means ``hidden // heads``.
+    ffn : int
+        MLP inner width of dense layers.
+    vocab, seq : int
+        Vocabulary size and default training sequence length.
+    gated : bool
+        SwiGLU-style MLP (three matrices) instead of two.
+    tied_embeddings : bool
+        Output head shares the input embedding matrix.
+    experts, top_k, moe_ffn, shared_experts, dense_layers : int
+        Mixture of experts: routed experts per MoE layer, experts each token visits, the
+        inner width of one expert (0 means ``ffn``), always-on shared experts, and how
+        many leading layers stay dense. ``experts == 1`` is a dense model.
+
+    Examples
+    --------
+    >>> TransformerSpec(name="tiny", layers=2, hidden=64, heads=4, ffn=256, vocab=100,
+    ...                 seq=32).params
+    144192
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = "custom"
+    layers: int = Field(ge=1, le=10_000)
+    hidden: int = Field(ge=1)
+    heads: int = Field(ge=1)
+    kv_heads: int | None = Field(None, ge=1)
+    head_dim: int | None = Field(None, ge=1)
+    ffn: int = Field(ge=1)
+    vocab: int = Field(ge=1)
+    seq: int = Field(2048, ge=1)
+    gated: bool = True
+    tied_embeddings: bool = False
+    experts: int = Field(1, ge=1)
+    top_k: int = Field(1, ge=1)
+    moe_ffn: int = Field(0, ge=0)
+    shared_experts: int = Field(0, ge=0)
+    dense_layers: int = Field(0, ge=0)
+
+    @model_validator(mode="after")
+    def _check(self) -> TransformerSpec:
+        if self.kv_heads is not None and (self.kv_heads > self.heads
+                                          or self.heads % self.kv_heads):
+            raise ValueError(f"kv_heads ({self.kv_heads}) must divide heads ({self.heads})")
+        if self.head_dim is None and self.hidden % self.heads:
+            raise ValueError(f"hidden ({self.hidden}) must be a multiple of heads "
+                             f"({self.heads}), or give head_dim")
+        if self.top_k > self.experts:
+            raise ValueError(f"top_k ({self.top_k}) must be <= experts ({self.experts})")
+        if self.dense_layers > self.layers:
+            raise ValueError(f"dense_layers ({self.dense_layers}) must be <= layers")
+        return self
+
+    # --- derived shapes -------------------------------------------------------------
+    @property
+    def d_head(self) -> int:
+        """Width of one attention head."""
+        return self.head_dim or self.hidden // self.heads
+
+    @property
+    def n_kv(self) -> int:
+        """Key/value heads."""
+        return self.kv_heads or self.heads
+
+    @property
+    def is_moe(self) -> bool:
+        """True when some layers route tokens to experts."""
+        return self.experts > 1
+
+    @property
+    def moe_layers(self) -> int:
+        """Number of MoE layers."""
+        return self.layers - self.dense_layers if self.is_moe else 0
+
+    @property
+    def expert_ffn(self) -> int:
+        """Inner width of one expert."""
+        return self.moe_ffn or self.ffn
+
+    @property
+    def attn_params(self) -> int:
+        """Attention weights of one layer (Q, K, V, O)."""
+        h, q, kv = self.hidden, self.heads * self.d_head, self.n_kv * self.d_head
+        return h * q + 2 * h * kv + q * h
+
+    def mlp_params(self, width: int) -> int:
+        """Weights of one MLP of inner width ``width``."""
+        return (3 if self.gated else 2) * self.hidden * width
+
+    @property
+    def dense_layer_params(self) -> int:
+        """Weights of one dense layer (attention, MLP, two norms)."""
+        return self.attn_params + self.mlp_params(self.ffn) + 2 * self.hidden
+
+    @property
+    def expert_params(self) -> int:
+        """Weights of one routed expert."""
+        return self.mlp_params(self.expert_ffn)
+
+    @property
+    def moe_layer_params(self) -> int:
+        """Weights of one MoE layer: attention, all experts, shared experts, router."""
+        return (self.attn_params + (self.experts + self.shared_experts) * self.expert_params
+                + self.hidden * self.experts + 2 * self.hidden)
+
+    @property
+    def embedding_params(self) -> int:
+        """Input embedding plus (if untied) output head."""
+        return self.vocab * self.hidden * (1 if self.tied_embeddings else 2)
+
+    @property
+    def layer_params(self) -> int:
+        """Weights of all transformer layers."""
+        dense = self.layers - self.moe_layers
+        return dense * self.dense_layer_params + self.moe_layers * self.moe_layer_params
+
+    @property
+    def params(self) -> int:
+        """Total parameters."""
+        return self.layer_params + self.embedding_params + self.hidden
+
+    @property
+    def active_params(self) -> int:
+        """Parameters a token touches (MoE: ``top_k`` routed + shared experts)."""
+        if not self.is_moe:
+            return self.params
+        idle = self.moe_layers * (self.experts - self.top_k) * self.expert_params
+        return self.params - idle
+
+    @property
+    def expert_total_params(self) -> int:
+        """Weights of routed experts (sharded by expert parallelism)."""
+        return self.moe_layers * self.experts * self.expert_params
+
+
+#: Names of the fields a scenario's ``training:`` section may set to shape a model.
+MODEL_FIELDS = tuple(n for n in TransformerSpec.model_fields if n != "name")
+
+_P: dict[str, dict[str, Any]] = {
+    # GPT-3 175B (Brown et al. 2020, Table 2.1); learned positions ignored.
+    "gpt3-175b": dict(layers=96, hidden=12288, heads=96, ffn=49152, vocab=50257, seq=2048,
+                      gated=False, tied_embeddings=True),
+    # Llama 2 (Touvron et al. 2023) and Llama 3 (Meta 2024) model cards / config.json.
+    "llama2-7b": dict(layers=32, hidden=4096, heads=32, ffn=11008, vocab=32000, seq=4096),
+    "llama2-13b": dict(layers=40, hidden=5120, heads=40, ffn=13824, vocab=32000, seq=4096),
+    "llama2-70b": dict(layers=80, hidden=8192, heads=64, kv_heads=8, ffn=28672, vocab=32000,
+                       seq=4096),
+    "llama3-8b": dict(layers=32, hidden=4096, heads=32, kv_heads=8, ffn=14336, vocab=128256,
+                      seq=8192),
+    "llama3-70b": dict(layers=80, hidden=8192, heads=64, kv_heads=8, ffn=28672,
+                       vocab=128256, seq=8192),
+    "llama3-405b": dict(layers=126, hidden=16384, heads=128, kv_heads=8, ffn=53248,
+                        vocab=128256, seq=8192),
+    # Mixtral 8x7B (Jiang et al. 2024): 8 experts, top-2, Mistral-7B shapes.
+    "mixtral-8x7b": dict(layers=32, hidden=4096, heads=32, kv_heads=8, ffn=14336,
+                         vocab=32000, seq=4096, experts=8, top_k=2),
+    # DeepSeek-V3-like (DeepSeek-AI 2024): 61 layers, first 3 dense, 256 routed experts of
+    # width 2048 + 1 shared, top-8. Multi-head latent attention is approximated by plain
+    # multi-head attention of the same width (205M vs ~187M weights per layer), so the
+    # totals are 672B / 38.7B against the published 671B / 37B.
+    "deepseek-v3": dict(layers=61, hidden=7168, heads=128, ffn=18432, vocab=129280,
+                        seq=4096, experts=256, top_k=8, moe_ffn=2048, shared_experts=1,
+                        dense_layers=3),
+    # MPT (MosaicML llm-foundry yamls): GELU MLP of 4h, tied embeddings, ALiBi.
+    "mpt-1b": dict(layers=24, hidden=2048, heads=16, ffn=8192, vocab=50368, seq=2048,
+                   gated=False, tied_embeddings=True),
+    "mpt-7b": dict(layers=32, hidden=4096, heads=32, ffn=16384, vocab=50368, seq=2048,
+                   gated=False, tied_embeddings=True),
+    "mpt-13b": dict(layers=40, hidden=5120, heads=40, ffn=20480, vocab=50368, seq=2048,
+                    gated=False, tied_embeddings=True),
+    "mpt-30b": dict(layers=48, hidden=7168, heads=64, ffn=28672, vocab=50368, seq=2048,
+                    gated=False, tied_embeddings=True),
+    "mpt-70b": dict(layers=80, hidden=8192, heads=64, ffn=32768, vocab=50368, seq=2048,
+                    gated=False, tied_embeddings=True),
+    # BLOOM-176B (BigScience 2022): 70 layers, h=14336, 112 heads, vocab 250,880.
+    "bloom-176b": dict(layers=70, hidden=14336, heads=112, ffn=57344, vocab=250880,
+                       seq=2048, gated=False, tied_embeddings=True),
+}
+
+PRESETS: dict[str, TransformerSpec] = {
+    k: TransformerSpec(name=k, **v) for k, v in _P.items()
+}
+
+
+def model_names() -> list[str]:
+    """Names of the model presets.
+
+    Examples
+    --------
+    >>> "llama3-405b" in model_names()
+    True
+    """
+    return sorted(PRESETS)
+
+
+def get_model(name: str, field: str = "model") -> TransformerSpec:
+    """Return the preset ``name``; an unknown name raises with the nearest names.
+
+    Examples
+    --------
+    >>> get_model("gpt3-175b").layers
+    96
+    """
+    if isinstance(name, TransformerSpec):
+        return name
+    try:
+        return PRESETS[name]
+    except KeyError:
+        raise unknown("model", name, PRESETS, field=field) from None
+
+
+def custom_model(base: TransformerSpec | None, overrides: dict[str, Any],
+                 prefix: str = "training") -> TransformerSpec:
+    """Apply ``overrides`` (fields of :data:`MODEL_FIELDS`) to ``base`` and validate.
+
+    Errors name ``<prefix>.<field>``.
+
+    Examples
+    --------
+    >>> custom_model(get_model("llama2-7b"), {"layers": 16}).layers
+    16
+    >>> custom_model(None, {"layers": 2})
+    Traceback (most recent call last):
+    ...
+    fabricsim.errors.ConfigError: training.hidden: Field required
+    """
+    from pydantic import ValidationError
+
+    data: dict[str, Any] = base.model_dump() if base is not None else {}
+    data.update(overrides)
+    if base is not None and overrides:
+        data["name"] = f"{base.name}*"
+    try:
+        return TransformerSpec.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = ".".join(str(p) for p in err["loc"])
+        got = err.get("input")
+        got_s = f", got {got!r}" if got is not None and not isinstance(got, dict) else ""
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        first = msg.split(" ", 1)[0]
+        if not loc and first in TransformerSpec.model_fields:
+            loc = first  # a cross-field check names the field it is about first
+        raise ConfigError(f"{msg}{got_s}", field=f"{prefix}.{loc}" if loc else prefix) \
+            from None

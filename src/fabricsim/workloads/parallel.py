@@ -1,0 +1,245 @@
+"""Parallelism configuration, its validation, and rank placement on a fabric.
+
+Ranks are laid out in Megatron-LM's order, tensor-parallel fastest: rank =
+``tp_i + tp·(cp_i + cp·(dp_i + dp·pp_i))``. Because fabric ranks are numbered
+server-major, a TP group of size ≤ GPUs per server sits inside one server (and so inside
+its NVLink domain), CP and DP groups stride across servers, and PP stages are the
+outermost blocks. Expert parallelism splits the ``dp·cp`` ranks of a stage into groups of
+``ep`` consecutive data-parallel ranks (as Megatron-Core does).
+
+Example
+-------
+>>> from fabricsim.workloads.models import get_model
+>>> p = ParallelConfig(tp=8, pp=2, micro_batch=1, global_batch=64).resolve(
+...     get_model("llama2-70b"), world=64)
+>>> p.dp, p.num_micro
+(4, 16)
+>>> p.group("tp"), p.group("dp"), p.group("pp")
+([0, 1, 2, 3, 4, 5, 6, 7], [0, 8, 16, 24], [0, 32])
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from fabricsim.errors import ModelError
+from fabricsim.workloads.models import TransformerSpec
+
+__all__ = ["GROUP_KINDS", "ParallelConfig", "ResolvedParallel", "placement_warnings"]
+
+GROUP_KINDS = ("tp", "cp", "dp", "ep", "edp", "pp")
+
+
+class ParallelConfig(BaseModel):
+    """How a training job is split over GPUs (what the user asks for).
+
+    Parameters
+    ----------
+    tp, pp, cp, ep : int
+        Tensor, pipeline, context and expert parallel sizes.
+    dp : int or None
+        Data-parallel size; ``None`` derives it from the world size.
+    zero : {0, 1, 2, 3, "fsdp"}
+        ZeRO stage of the data-parallel optimizer (``fsdp`` is stage 3).
+    micro_batch, global_batch : int
+        Sequences per micro-batch and per step; ``global_batch=None`` picks
+        ``micro_batch·dp·(4·pp if pp > 1 else 1)``.
+    seq_len : int or None
+        Sequence length; ``None`` uses the model's.
+    precision : {"bf16", "fp8"}
+        Tensor-core precision of the GEMMs (weights and optimizer stay mixed precision).
+    recompute : {"none", "selective", "full"}
+        Activation recomputation.
+    interleave : int
+        Virtual pipeline stages per GPU (1 = plain 1F1B).
+    sequence_parallel : bool
+        Megatron sequence parallelism with TP (all-gather/reduce-scatter instead of
+        all-reduce; activations split over TP).
+    tp_overlap : float
+        Fraction of TP communication hidden behind GEMMs (0 = not overlapped).
+    grad_bytes : int
+        Bytes per gradient element on the wire for DP reduction (2 = BF16, 4 = FP32).
+
+    Examples
+    --------
+    >>> ParallelConfig(tp=4).zero_stage
+    1
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tp: int = Field(1, ge=1)
+    pp: int = Field(1, ge=1)
+    dp: int | None = Field(None, ge=1)
+    cp: int = Field(1, ge=1)
+    ep: int = Field(1, ge=1)
+    zero: Literal[0, 1, 2, 3, "fsdp"] = 1
+    micro_batch: int = Field(1, ge=1)
+    global_batch: int | None = Field(None, ge=1)
+    seq_len: int | None = Field(None, ge=1)
+    precision: Literal["bf16", "fp8"] = "bf16"
+    recompute: Literal["none", "selective", "full"] = "none"
+    interleave: int = Field(1, ge=1)
+    sequence_parallel: bool = True
+    tp_overlap: float = Field(0.0, ge=0.0, le=1.0)
+    grad_bytes: Literal[2, 4] = 2
+
+    @property
+    def zero_stage(self) -> int:
+        """ZeRO stage as an integer (``fsdp`` → 3)."""
+        return 3 if self.zero == "fsdp" else int(self.zero)
+
+    def resolve(self, model: TransformerSpec, world: int,
+                prefix: str = "training") -> ResolvedParallel:
+        """Check sizes against ``model`` and ``world`` GPUs; derive dp and micro-batches.
+
+        Raises :class:`~fabricsim.errors.ModelError` naming ``<prefix>.<field>``.
+        """
+        def bad(field: str, msg: str) -> ModelError:
+            return ModelError(msg, field=f"{prefix}.{field}")
+
+        tp, pp, cp, ep = self.tp, self.pp, self.cp, self.ep
+        mp = tp * pp * cp
+        if world % mp:
+            raise bad("tp", f"tp·pp·cp = {tp}·{pp}·{cp} = {mp} does not divide the {world} "
+                            f"GPUs; choose sizes whose product divides {world}")
+        dp = self.dp if self.dp is not None else world // mp
+        if dp * mp != world:
+            raise bad("dp", f"tp·pp·cp·dp = {mp * dp} but the cluster has {world} GPUs; set "
+                            f"dp = {world // mp} or change the cluster size")
+        if model.heads % tp:
+            raise bad("tp", f"tp={tp} must divide the model's {model.heads} attention heads")
+        if pp > model.layers:
+            raise bad("pp", f"pp={pp} exceeds the model's {model.layers} layers")
+        if self.interleave > 1 and model.layers % (pp * self.interleave):
+            raise bad("interleave", f"pp·interleave = {pp * self.interleave} must divide "
+                                    f"the model's {model.layers} layers")
+        if self.interleave > 1 and pp == 1:
+            raise bad("interleave", "interleave > 1 needs pp > 1")
+        if ep > 1 and not model.is_moe:
+            raise bad("ep", f"ep={ep} needs a mixture-of-experts model; {model.name} is dense")
+        if model.is_moe and model.experts % ep:
+            raise bad("ep", f"ep={ep} must divide the model's {model.experts} experts")
+        if (dp * cp) % ep:
+            raise bad("ep", f"ep={ep} must divide dp·cp = {dp * cp}")
+        seq = self.seq_len or model.seq
+        if seq % (cp * (tp if (self.sequence_parallel and tp > 1) else 1)):
+            raise bad("seq_len", f"seq_len={seq} must be divisible by cp·tp = {cp * tp}")
+        if cp > 1 and seq // cp < 2:
+            raise bad("cp", f"cp={cp} leaves fewer than 2 tokens per rank")
+        per_step = self.micro_batch * dp
+        gb = self.global_batch or per_step * (4 * pp if pp > 1 else 1)
+        if gb % per_step:
+            raise bad("global_batch", f"global_batch={gb} must be a multiple of "
+                                      f"micro_batch·dp = {self.micro_batch}·{dp} = {per_step}")
+        return ResolvedParallel(cfg=self, world=world, dp=dp, seq=seq, global_batch=gb,
+                                num_micro=gb // per_step,
+                                stage_layers=-(-model.layers // pp))
+
+
+@dataclass(frozen=True)
+class ResolvedParallel:
+    """A :class:`ParallelConfig` checked against a model and a world size.
+
+    Attributes mirror the config, with ``dp``, ``seq``, ``global_batch`` and
+    ``num_micro`` (micro-batches per step per pipeline) filled in.
+    """
+
+    cfg: ParallelConfig
+    world: int
+    dp: int
+    seq: int
+    global_batch: int
+    num_micro: int
+    stage_layers: int = 0
+    """Layers of the largest pipeline stage (``ceil(layers / pp)``; uneven splits, as
+    Megatron-DeepSpeed allows, leave the largest stage setting the pace)."""
+
+    @property
+    def tp(self) -> int:
+        return self.cfg.tp
+
+    @property
+    def pp(self) -> int:
+        return self.cfg.pp
+
+    @property
+    def cp(self) -> int:
+        return self.cfg.cp
+
+    @property
+    def ep(self) -> int:
+        return self.cfg.ep
+
+    @property
+    def sp(self) -> bool:
+        """Sequence parallelism in effect (needs tp > 1)."""
+        return self.cfg.sequence_parallel and self.cfg.tp > 1
+
+    def rank(self, tp_i: int = 0, cp_i: int = 0, dp_i: int = 0, pp_i: int = 0) -> int:
+        """Global rank of the given coordinates (Megatron order, TP fastest)."""
+        return tp_i + self.tp * (cp_i + self.cp * (dp_i + self.dp * pp_i))
+
+    def group(self, kind: str) -> list[int]:
+        """Ranks of the first group of ``kind`` (``tp``, ``cp``, ``dp``, ``ep``, ``edp``
+        — expert data parallel —, or ``pp``: the ranks of one pipeline).
+
+        ``dp`` is the group gradients of dense weights are reduced over: ``dp·cp`` ranks.
+
+        Examples
+        --------
+        >>> from fabricsim.workloads.models import get_model
+        >>> p = ParallelConfig(tp=2, ep=4).resolve(get_model("mixtral-8x7b"), world=16)
+        >>> p.group("ep"), p.group("edp")
+        ([0, 2, 4, 6], [0, 8])
+        """
+        if kind == "tp":
+            return [self.rank(tp_i=i) for i in range(self.tp)]
+        if kind == "cp":
+            return [self.rank(cp_i=i) for i in range(self.cp)]
+        if kind == "dp":
+            return [self.rank(cp_i=c, dp_i=d) for d in range(self.dp) for c in range(self.cp)]
+        dpcp = [self.rank(cp_i=c, dp_i=d) for d in range(self.dp) for c in range(self.cp)]
+        if kind == "ep":
+            return dpcp[:self.ep]
+        if kind == "edp":
+            return dpcp[::self.ep]
+        if kind == "pp":
+            return [self.rank(pp_i=i) for i in range(self.pp)]
+        raise ValueError(f"group kind must be one of {GROUP_KINDS}, got {kind!r}")
+
+
+def placement_warnings(p: ResolvedParallel, gpus_per_server: int,
+                       nvlink_domain_gpus: int) -> list[str]:
+    """Warnings about where the groups of ``p`` land on a fabric (empty when all is well).
+
+    TP beyond the NVLink domain is allowed but slow; a TP group that straddles servers
+    or NVLink domains unevenly is worse.
+
+    Examples
+    --------
+    >>> from fabricsim.workloads.models import get_model
+    >>> p = ParallelConfig(tp=16).resolve(get_model("llama2-70b"), world=16)
+    >>> placement_warnings(p, 8, 8)[0][:40]
+    'training.tp=16 spans beyond the NVLink d'
+    """
+    out: list[str] = []
+    tp = p.tp
+    if tp > nvlink_domain_gpus:
+        out.append(f"training.tp={tp} spans beyond the NVLink domain ({nvlink_domain_gpus} "
+                   f"GPU{'s' if nvlink_domain_gpus > 1 else ''}): every layer's tensor-parallel "
+                   f"traffic crosses {'PCIe' if tp <= gpus_per_server else 'the network'}; "
+                   f"keep tp <= {nvlink_domain_gpus} for speed")
+    if tp < gpus_per_server and gpus_per_server % tp:
+        out.append(f"training.tp={tp} does not divide the {gpus_per_server} GPUs per server: "
+                   f"some TP groups straddle two servers")
+    if tp > gpus_per_server and tp % gpus_per_server:
+        out.append(f"training.tp={tp} is not a multiple of the {gpus_per_server} GPUs per "
+                   f"server: TP groups straddle servers unevenly")
+    if p.cp > 1 and tp * p.cp > nvlink_domain_gpus:
+        out.append(f"context parallel ring (cp={p.cp}) leaves the NVLink domain: its KV "
+                   f"exchange crosses the network")
+    return out

@@ -1,0 +1,356 @@
+"""Step time of a training job: compute, exposed communication by kind, pipeline bubble.
+
+One step processes ``global_batch`` sequences as ``m = num_micro`` micro-batches per
+pipeline. Per micro-batch and stage, a GPU spends ``fwd + bwd`` in compute plus the
+communication that cannot hide:
+
+* **TP** (per layer): with sequence parallelism 2 all-gathers + 2 reduce-scatters of the
+  layer's activation ``b·s·h·2`` bytes forward and again backward (without SP, 2
+  all-reduces each way); full recomputation repeats the forward ones. Not overlapped
+  unless ``tp_overlap`` > 0.
+* **EP** (per MoE layer): all-to-all dispatch + combine forward and backward.
+* **CP** (per layer): ring attention passes K/V chunks ``cp − 1`` times forward (twice the
+  bytes backward), hidden behind the attention core where it is long enough.
+* **DP**: gradient reduce-scatter (ZeRO ≥ 1) or all-reduce (ZeRO-0) over ``dp·cp`` ranks,
+  overlapped with the backward pass of the last micro-batch, bucket by bucket, so at least
+  one layer's bucket stays exposed; ZeRO-1/2 all-gather updated weights overlapped with the
+  next forward; ZeRO-3 gathers weights for every micro-batch's forward and backward and
+  reduce-scatters gradients every micro-batch, prefetched behind compute.
+* **PP**: activations and gradients between stages; only the fill and drain of the
+  pipeline wait on them: ``2·(p·v − 1)`` transfers.
+
+Step = ``m·t_mb + (p − 1)/v · t_mb + PP + exposed DP + optimizer`` with ``t_mb`` the
+per-micro-batch stage time (1F1B bubble ``(p−1)/v`` micro-batch slots, Narayanan et al.
+2021).
+
+Example
+-------
+>>> import fabricsim as fs
+>>> from fabricsim.workloads.models import get_model
+>>> from fabricsim.workloads.parallel import ParallelConfig
+>>> fab = fs.build_cluster("dgx-h100", nodes=1, gpus_per_node=1)
+>>> r = simulate_step(get_model("llama2-7b"), ParallelConfig(recompute="full",
+...                   seq_len=2048), fab, check_memory=False)
+>>> r.breakdown["tp"] + r.breakdown["dp"] + r.breakdown["pp"]
+0.0
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from fabricsim.catalog import get_catalog
+from fabricsim.errors import ModelError
+from fabricsim.fabric import Fabric
+from fabricsim.workloads.comm import CommModel, EngineComm
+from fabricsim.workloads.compute import ComputeTimes, microbatch_compute, peak_flops
+from fabricsim.workloads.flops import training_flops_per_token
+from fabricsim.workloads.memory import MemoryEstimate, memory_per_gpu, stage_params
+from fabricsim.workloads.models import TransformerSpec
+from fabricsim.workloads.parallel import (
+    ParallelConfig,
+    ResolvedParallel,
+    placement_warnings,
+)
+
+__all__ = ["COMM_KINDS", "StepResult", "comm_cost", "simulate_step"]
+
+COMM_KINDS = ("tp", "ep", "cp", "pp", "dp")
+_GIB = 2**30
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """What one training step costs, and what it means in money.
+
+    ``breakdown`` holds seconds per step: ``compute`` (all micro-batches, including
+    recomputation), ``bubble`` (pipeline fill/drain), exposed ``tp``, ``ep``, ``cp``,
+    ``pp``, ``dp`` communication and ``optimizer``; they sum to ``step_time_s``.
+    """
+
+    model: str
+    world: int
+    parallel: dict[str, Any]
+    step_time_s: float
+    tokens_per_s: float
+    tflops_per_gpu: float
+    hw_tflops_per_gpu: float
+    mfu: float
+    hfu: float
+    breakdown: dict[str, float]
+    comm_total_s: dict[str, float]
+    memory: MemoryEstimate
+    gpu_memory_bytes: float
+    gpu_hour_usd: float
+    warnings: list[str] = field(default_factory=list)
+    total_tokens: float | None = None
+
+    @property
+    def memory_per_gpu_gib(self) -> float:
+        """Estimated memory per GPU in GiB."""
+        return self.memory.total / _GIB
+
+    @property
+    def exposed_comm_s(self) -> float:
+        """Seconds per step the GPUs wait on communication."""
+        return sum(self.breakdown[k] for k in COMM_KINDS)
+
+    @property
+    def comm_fraction(self) -> float:
+        """Share of the step lost to exposed communication."""
+        return self.exposed_comm_s / self.step_time_s
+
+    @property
+    def compute_fraction(self) -> float:
+        """Share of the step spent computing (the seed's "scaling efficiency")."""
+        return self.breakdown["compute"] / self.step_time_s
+
+    @property
+    def idle_gpus(self) -> float:
+        """GPU equivalents idle on communication: ``world × comm_fraction``."""
+        return self.world * self.comm_fraction
+
+    @property
+    def comm_usd_per_day(self) -> float:
+        """Money per day spent on GPUs waiting for the network."""
+        return self.idle_gpus * 24.0 * self.gpu_hour_usd
+
+    def run(self, total_tokens: float) -> dict[str, float]:
+        """Duration and cost of training on ``total_tokens`` tokens.
+
+        Examples
+        --------
+        >>> import fabricsim as fs
+        >>> from fabricsim.workloads.models import get_model
+        >>> fab = fs.build_cluster("dgx-h100", nodes=1, gpus_per_node=1)
+        >>> r = simulate_step(get_model("llama2-7b"), ParallelConfig(seq_len=2048,
+        ...                   recompute="full"), fab, check_memory=False)
+        >>> r.run(1e9)["comm_usd"]
+        0.0
+        """
+        seconds = total_tokens / self.tokens_per_s
+        hours = seconds / 3600.0
+        return {"tokens": total_tokens, "days": seconds / 86400.0,
+                "gpu_hours": hours * self.world,
+                "cost_usd": hours * self.world * self.gpu_hour_usd,
+                "comm_usd": hours * self.idle_gpus * self.gpu_hour_usd}
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready summary (SI units, with GiB where named)."""
+        d: dict[str, Any] = {
+            "model": self.model, "gpus": self.world, "parallel": self.parallel,
+            "step_time_s": self.step_time_s, "tokens_per_s": self.tokens_per_s,
+            "tokens_per_s_per_gpu": self.tokens_per_s / self.world,
+            "tflops_per_gpu": self.tflops_per_gpu, "hw_tflops_per_gpu": self.hw_tflops_per_gpu,
+            "mfu": self.mfu, "hfu": self.hfu, "breakdown": dict(self.breakdown),
+            "comm_total_s": dict(self.comm_total_s),
+            "exposed_comm_s": self.exposed_comm_s, "comm_fraction": self.comm_fraction,
+            "compute_fraction": self.compute_fraction,
+            "memory_per_gpu_gib": self.memory_per_gpu_gib,
+            "memory_gib": {k: v / _GIB for k, v in self.memory.as_dict().items()},
+            "gpu_memory_gib": self.gpu_memory_bytes / _GIB,
+            "idle_gpu_equivalent": self.idle_gpus, "gpu_hour_usd": self.gpu_hour_usd,
+            "comm_usd_per_day": self.comm_usd_per_day, "warnings": list(self.warnings),
+        }
+        if self.total_tokens:
+            d["run"] = self.run(self.total_tokens)
+        return d
+
+
+def _exposed(comm: float, window: float, floor_frac: float) -> float:
+    """Communication left over after hiding it behind ``window`` seconds of compute; at
+    least ``floor_frac`` of it (the last bucket) stays exposed."""
+    return max(comm - window, comm * floor_frac, 0.0)
+
+
+def comm_cost(m: TransformerSpec, p: ResolvedParallel, comm: CommModel,
+              ct: ComputeTimes) -> tuple[dict[str, float], dict[str, float]]:
+    """Exposed communication per micro-batch (``tp``, ``ep``, ``cp``, ``dp_mb``) and per
+    step (``pp``, ``dp``), and the total (hidden or not) per step, in seconds.
+
+    Examples
+    --------
+    >>> import fabricsim as fs
+    >>> from fabricsim.workloads.models import get_model
+    >>> from fabricsim.workloads.compute import ComputeTimes
+    >>> class Free:
+    ...     def time(self, collective, ranks, nbytes):
+    ...         return 0.0
+    >>> m = get_model("llama2-7b")
+    >>> p = ParallelConfig(tp=8).resolve(m, world=8)
+    >>> exp, tot = comm_cost(m, p, Free(), ComputeTimes(1, 2, 0, 0, 0))
+    >>> sum(exp.values())
+    0.0
+    """
+    cfg = p.cfg
+    b, h = cfg.micro_batch, m.hidden
+    s_local = p.seq / p.cp
+    act = b * s_local * h * 2.0
+    sp_split = p.tp if p.sp else 1
+    layers = p.stage_layers
+    moe_layers = m.moe_layers / p.pp
+    rc = cfg.recompute
+    fwd_passes = 2 if rc == "full" else 1
+    m_micro = p.num_micro
+
+    exp: dict[str, float] = {"tp": 0.0, "ep": 0.0, "cp": 0.0, "dp_mb": 0.0}
+    tot: dict[str, float] = {k: 0.0 for k in COMM_KINDS}
+
+    # --- tensor parallel -------------------------------------------------------------
+    if p.tp > 1:
+        g = p.group("tp")
+        if p.sp:
+            one = comm.time("all_gather", g, act) + comm.time("reduce_scatter", g, act)
+        else:
+            one = comm.time("all_reduce", g, act)
+        per_layer = 2 * one * (fwd_passes + 1)
+        tp_mb = layers * per_layer
+        tot["tp"] = tp_mb * m_micro
+        exp["tp"] = tp_mb * (1.0 - cfg.tp_overlap)
+
+    # --- expert parallel ---------------------------------------------------------------
+    if p.ep > 1 and m.is_moe:
+        g = p.group("ep")
+        tokens = b * s_local / sp_split
+        a2a = comm.time("alltoall", g, tokens * m.top_k * h * 2.0)
+        ep_mb = moe_layers * a2a * 2 * (fwd_passes + 1)
+        tot["ep"] = ep_mb * m_micro
+        exp["ep"] = ep_mb
+
+    # --- context parallel (ring attention) ---------------------------------------------
+    if p.cp > 1:
+        g = p.group("cp")
+        kv = b * s_local * 2 * m.n_kv * m.d_head * 2.0 / p.tp
+        t_sr = comm.time("sendrecv", g[:2], kv)
+        fwd_c = (p.cp - 1) * t_sr
+        bwd_c = 2 * fwd_c
+        per_layer = fwd_passes * fwd_c + bwd_c
+        tot["cp"] = layers * per_layer * m_micro
+        hidden_fwd = min(fwd_c, ct.attn_layer)
+        hidden_bwd = min(bwd_c, 2 * ct.attn_layer)
+        exp["cp"] = layers * (per_layer - fwd_passes * hidden_fwd - hidden_bwd)
+
+    # --- pipeline ----------------------------------------------------------------------
+    pp_exp = 0.0
+    if p.pp > 1:
+        g = p.group("pp")
+        t_p2p = comm.time("sendrecv", g[:2], act / sp_split)
+        tot["pp"] = 2 * m_micro * t_p2p * cfg.interleave
+        pp_exp = 2 * (p.pp * cfg.interleave - 1) * t_p2p
+
+    # --- data parallel -----------------------------------------------------------------
+    dense, expert = stage_params(m, p)
+    z = cfg.zero_stage
+    gbytes = float(cfg.grad_bytes)
+    dp_exp = 0.0
+    buckets = max(1, layers)
+    groups: list[tuple[list[int], float]] = []
+    if p.dp * p.cp > 1:
+        groups.append((p.group("dp"), dense))
+    if expert > 0 and p.dp * p.cp // p.ep > 1:
+        groups.append((p.group("edp"), expert))
+    for g, n in groups:
+        if z >= 3:
+            ag = comm.time("all_gather", g, n * 2.0)
+            rs = comm.time("reduce_scatter", g, n * gbytes)
+            # weights are gathered once for the forward and once for the backward
+            # (recomputation included), gradients reduce-scattered every micro-batch
+            tot["dp"] += (2 * ag + rs) * m_micro
+            exp["dp_mb"] += (_exposed(ag, ct.fwd, 1 / buckets)
+                             + _exposed(ag + rs, ct.bwd, 1 / buckets))
+        else:
+            if z == 0:
+                red = comm.time("all_reduce", g, n * gbytes)
+                ag = 0.0
+            else:
+                red = comm.time("reduce_scatter", g, n * gbytes)
+                ag = comm.time("all_gather", g, n * 2.0)
+            tot["dp"] += red + ag
+            dp_exp += _exposed(red, ct.bwd, 1 / buckets) + _exposed(ag, ct.fwd, 1 / buckets)
+
+    per_step = {"pp": pp_exp, "dp": dp_exp}
+    return {**exp, **per_step}, tot
+
+
+def simulate_step(model: TransformerSpec, cfg: ParallelConfig, fabric: Fabric,
+                  comm: CommModel | None = None, *, backend: str = "analytic",
+                  gpu_hour_usd: float | None = None, total_tokens: float | None = None,
+                  check_memory: bool = True, world: int | None = None) -> StepResult:
+    """Time one training step of ``model`` split as ``cfg`` on ``fabric``.
+
+    Parameters
+    ----------
+    model : TransformerSpec
+        The model (see :func:`~fabricsim.workloads.models.get_model`).
+    cfg : ParallelConfig
+        Parallelism, batch, precision and recomputation.
+    fabric : Fabric
+        The cluster; all its GPUs take part unless ``world`` says fewer.
+    comm : CommModel, optional
+        Where collective times come from; default :class:`EngineComm` on ``fabric`` with
+        ``backend``.
+    gpu_hour_usd : float, optional
+        Price of a GPU-hour; default the system preset's ``gpu_hour_usd``.
+    total_tokens : float, optional
+        Tokens of the whole run, for duration and cost per run.
+    check_memory : bool
+        Raise :class:`~fabricsim.errors.ModelError` when the estimate exceeds GPU memory.
+
+    Returns
+    -------
+    StepResult
+    """
+    world = world or fabric.n_gpus
+    p = cfg.resolve(model, world)
+    cat = get_catalog()
+    gpu = cat.gpu(fabric.info.gpu)
+    mem = memory_per_gpu(model, p)
+    if check_memory and mem.total > gpu.memory_bytes:
+        d = mem.as_dict()
+        parts = ", ".join(f"{k} {d[k] / _GIB:.1f}" for k in
+                          ("weights", "grads", "optimizer", "activations"))
+        raise ModelError(
+            f"{model.name} needs {mem.total / _GIB:.1f} GiB per GPU ({parts} GiB) but "
+            f"{gpu.name} has {gpu.memory_bytes / _GIB:.0f} GiB; raise tp or pp, use zero 3, "
+            f"recompute full, or a smaller micro_batch", field="training")
+    warnings = placement_warnings(p, fabric.info.gpus_per_server,
+                                  fabric.info.nvlink_domain_gpus)
+    comm = comm if comm is not None else EngineComm(fabric, backend=backend)
+    dense, expert = stage_params(model, p)
+    z = cfg.zero_stage
+    owned = (dense / (p.dp * p.cp) + expert / max(1, p.dp * p.cp // p.ep)) if z >= 1 \
+        else dense + expert
+    ct = microbatch_compute(model, p, gpu, owned)
+    exp, tot = comm_cost(model, p, comm, ct)
+    mb_comm = exp["tp"] + exp["ep"] + exp["cp"] + exp["dp_mb"]
+    t_mb = ct.fwd + ct.bwd + mb_comm
+    m = p.num_micro
+    bubble = (p.pp - 1) / cfg.interleave * t_mb
+    breakdown = {
+        "compute": m * (ct.fwd + ct.bwd),
+        "bubble": bubble,
+        "tp": m * exp["tp"], "ep": m * exp["ep"], "cp": m * exp["cp"],
+        "pp": exp["pp"], "dp": m * exp["dp_mb"] + exp["dp"],
+        "optimizer": ct.optimizer,
+    }
+    step = sum(breakdown.values())
+    tokens = p.global_batch * p.seq
+    model_flops = training_flops_per_token(model, p.seq) * tokens
+    hw_flops = training_flops_per_token(model, p.seq, cfg.recompute) * tokens
+    peak = peak_flops(gpu, cfg.precision)
+    price = gpu_hour_usd if gpu_hour_usd is not None else \
+        cat.system(fabric.info.system).gpu_hour_usd if fabric.info.system in cat.systems \
+        else 0.0
+    par = {"tp": p.tp, "pp": p.pp, "dp": p.dp, "cp": p.cp, "ep": p.ep,
+           "zero": cfg.zero, "micro_batch": cfg.micro_batch, "global_batch": p.global_batch,
+           "num_micro": m, "seq_len": p.seq, "precision": cfg.precision,
+           "recompute": cfg.recompute, "interleave": cfg.interleave}
+    return StepResult(
+        model=model.name, world=world, parallel=par, step_time_s=step,
+        tokens_per_s=tokens / step, tflops_per_gpu=model_flops / step / world / 1e12,
+        hw_tflops_per_gpu=hw_flops / step / world / 1e12,
+        mfu=model_flops / step / world / peak, hfu=hw_flops / step / world / peak,
+        breakdown=breakdown, comm_total_s=tot, memory=mem,
+        gpu_memory_bytes=float(gpu.memory_bytes), gpu_hour_usd=float(price),
+        warnings=warnings, total_tokens=total_tokens)

@@ -1,0 +1,57 @@
+import json
+
+import pytest
+
+from fabricsim.cli.app import main
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_train_json(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "train", "--system", "dgx-h100", "--nodes", "2", "--model",
+                         "llama2-13b", "--tp", "4", "--global-batch", "32", "--seq-len",
+                         "4096", "--recompute", "selective", "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    for k in ("step_time_s", "tokens_per_s", "tflops_per_gpu", "mfu", "memory_per_gpu_gib",
+              "breakdown", "idle_gpu_equivalent", "comm_usd_per_day"):
+        assert k in d
+    assert 0 < d["mfu"] < 1 and d["gpus"] == 16
+    assert d["gpu_hour_usd"] == 2.5  # dgx-h100 preset
+
+
+def test_train_table(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "train", "--model", "llama3-8b", "--seq-len", "4096",
+                       "--recompute", "full", "--gpu-hour-usd", "3")
+    assert code == 0 and "MFU" in out and "$3.00/GPU-hour" in out
+
+
+@pytest.mark.parametrize(("args", "field"), [
+    (["--tp", "3"], "training.tp"),
+    (["--model", "llama2-70b", "--zero", "0"], "training:"),
+    (["--zero", "5"], "training.zero"),
+    (["--model", "nope"], "training.model"),
+    (["--precision", "fp16"], "training.precision"),
+])
+def test_train_bad_input_exits_2(capsys: pytest.CaptureFixture[str], args: list[str],
+                                 field: str) -> None:
+    code, _, err = run(capsys, "train", "--nodes", "1", *args)
+    assert code == 2 and field in err and "Traceback" not in err
+
+
+def test_scale_and_plan_parallel(capsys: pytest.CaptureFixture[str], tmp_path) -> None:  # type: ignore[no-untyped-def]
+    png = tmp_path / "s.png"
+    code, out, err = run(capsys, "scale", "--model", "llama2-7b", "--gpus", "8,16",
+                         "--seq-len", "4096", "--recompute", "full", "--plot", str(png),
+                         "--json")
+    assert code == 0, err
+    pts = json.loads(out)["points"]
+    assert pts[0]["scaling_efficiency"] == 1.0 and png.exists()
+    code, out, err = run(capsys, "plan-parallel", "--nodes", "1", "--model", "llama2-13b",
+                         "--global-batch", "16", "--seq-len", "4096", "--top", "3", "--json")
+    assert code == 0, err
+    assert len(json.loads(out)["results"]) == 3

@@ -1,0 +1,91 @@
+import pytest
+
+from fabricsim.errors import ConfigError, ModelError
+from fabricsim.workloads.flops import training_flops_per_token
+from fabricsim.workloads.memory import memory_per_gpu
+from fabricsim.workloads.models import get_model
+from fabricsim.workloads.parallel import ParallelConfig
+from fabricsim.workloads.spec import training_from_section
+
+GIB = 2**30
+
+
+@pytest.mark.parametrize(("name", "published"), [
+    ("llama2-7b", 6.74e9), ("llama2-13b", 13.02e9), ("llama2-70b", 68.98e9),
+    ("llama3-8b", 8.03e9), ("llama3-405b", 405.8e9), ("gpt3-175b", 175e9),
+    ("mixtral-8x7b", 46.7e9), ("bloom-176b", 176.2e9), ("mpt-70b", 64.86e9),
+    ("deepseek-v3", 671e9)])
+def test_param_counts_match_published(name: str, published: float) -> None:
+    assert get_model(name).params == pytest.approx(published, rel=0.01)
+
+
+def test_moe_active_params() -> None:
+    assert get_model("mixtral-8x7b").active_params == pytest.approx(12.9e9, rel=0.01)
+    assert get_model("deepseek-v3").active_params == pytest.approx(37e9, rel=0.06)
+
+
+@pytest.mark.parametrize("name", ["llama2-70b", "gpt3-175b", "llama3-8b", "mixtral-8x7b"])
+def test_six_n_rule_at_short_sequence(name: str) -> None:
+    # 6 FLOPs per (active) weight a token touches; the input embedding is a lookup.
+    m = get_model(name)
+    n = m.active_params - (0 if m.tied_embeddings else m.vocab * m.hidden)
+    assert training_flops_per_token(m, seq=16) == pytest.approx(6 * n, rel=0.01)
+
+
+def test_attention_term_grows_with_sequence() -> None:
+    m = get_model("llama2-7b")
+    assert training_flops_per_token(m, 32768) > 1.5 * training_flops_per_token(m, 16)
+
+
+def test_recompute_adds_hardware_flops() -> None:
+    m = get_model("gpt3-175b")
+    base = training_flops_per_token(m, 2048)
+    assert base < training_flops_per_token(m, 2048, "selective") \
+        < training_flops_per_token(m, 2048, "full") == pytest.approx(base * 4 / 3, rel=0.01)
+
+
+def test_70b_bf16_adam_needs_sharding() -> None:
+    m = get_model("llama2-70b")
+    alone = memory_per_gpu(m, ParallelConfig(zero=0, recompute="full", seq_len=4096)
+                           .resolve(m, 64))
+    assert alone.weights + alone.grads + alone.optimizer == pytest.approx(16 * m.params)
+    assert alone.total > 80 * GIB
+    z3 = memory_per_gpu(m, ParallelConfig(zero=3, recompute="full", seq_len=4096)
+                        .resolve(m, 64))
+    assert z3.total < 80 * GIB
+    tp8 = memory_per_gpu(m, ParallelConfig(tp=8, zero=1, recompute="full", seq_len=4096)
+                         .resolve(m, 64))
+    assert tp8.total < 80 * GIB
+
+
+def test_zero_stages_shrink_memory_monotonically() -> None:
+    m = get_model("llama2-13b")
+    tot = [memory_per_gpu(m, ParallelConfig(zero=z, seq_len=4096).resolve(m, 32)).total
+           for z in (0, 1, 2, 3)]
+    assert tot == sorted(tot, reverse=True) and tot[0] > 2 * tot[3]
+
+
+def test_divisibility_errors_name_the_field() -> None:
+    m = get_model("llama2-70b")
+    with pytest.raises(ModelError, match=r"training\.tp"):
+        ParallelConfig(tp=3).resolve(m, 24)
+    with pytest.raises(ModelError, match=r"training\.global_batch"):
+        ParallelConfig(micro_batch=3, global_batch=64).resolve(m, 8)
+    with pytest.raises(ModelError, match=r"training\.ep"):
+        ParallelConfig(ep=2).resolve(m, 8)
+    with pytest.raises(ModelError, match=r"training\.dp"):
+        ParallelConfig(dp=3).resolve(m, 8)
+
+
+def test_training_section_validation() -> None:
+    m, cfg, _ = training_from_section({"layers": 4, "hidden": 256, "heads": 4, "ffn": 1024,
+                                       "vocab": 1000, "tp": 2})
+    assert m.layers == 4 and cfg.tp == 2
+    with pytest.raises(ConfigError, match=r"training\.hidden"):
+        training_from_section({"layers": 4})
+    with pytest.raises(ConfigError, match=r"training\.kv_heads"):
+        training_from_section({"model": "llama2-7b", "kv_heads": 5})
+    with pytest.raises(ConfigError, match=r"training\.bogus"):
+        training_from_section({"model": "llama2-7b", "bogus": 1})
+    with pytest.raises(ConfigError, match=r"training\.model.*did you mean"):
+        training_from_section({"model": "llama2-7"})

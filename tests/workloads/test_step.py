@@ -1,0 +1,121 @@
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import fabricsim as fs
+from fabricsim.errors import ModelError
+from fabricsim.workloads.comm import EngineComm, nic_sharing_factor
+from fabricsim.workloads.models import get_model
+from fabricsim.workloads.parallel import ParallelConfig
+from fabricsim.workloads.planner import plan_parallel
+from fabricsim.workloads.step import COMM_KINDS, simulate_step
+
+from .conftest import RingDouble
+
+H100_1 = fs.build_cluster("dgx-h100", 1, gpus_per_node=1)
+H100_2N = fs.build_cluster("dgx-h100", 2)
+
+
+def test_one_gpu_has_no_communication() -> None:
+    m = get_model("llama2-7b")
+    r = simulate_step(m, ParallelConfig(seq_len=2048, recompute="full"), H100_1,
+                      RingDouble(H100_1), check_memory=False)
+    assert all(r.breakdown[k] == 0 for k in COMM_KINDS)
+    assert sum(r.comm_total_s.values()) == 0
+    assert r.breakdown["bubble"] == 0
+    assert sum(r.breakdown.values()) == pytest.approx(r.step_time_s)
+    assert 0.2 < r.mfu < 0.6 and r.hfu > r.mfu
+
+
+def test_breakdown_sums_and_comm_appears() -> None:
+    m = get_model("llama2-13b")
+    cfg = ParallelConfig(tp=4, pp=2, micro_batch=1, global_batch=32, seq_len=4096,
+                         recompute="selective")
+    r = simulate_step(m, cfg, H100_2N, RingDouble(H100_2N))
+    assert sum(r.breakdown.values()) == pytest.approx(r.step_time_s)
+    assert r.breakdown["tp"] > 0 and r.breakdown["pp"] > 0 and r.breakdown["bubble"] > 0
+    assert r.tokens_per_s == pytest.approx(32 * 4096 / r.step_time_s)
+
+
+@settings(max_examples=15, deadline=None)
+@given(scale=st.floats(1.0, 20.0), tp=st.sampled_from([1, 2, 4, 8]),
+       zero=st.sampled_from([0, 1, 3]))
+def test_more_bandwidth_never_lowers_throughput(scale: float, tp: int, zero: int) -> None:
+    m = get_model("llama2-7b")
+    cfg = ParallelConfig(tp=tp, zero=zero, micro_batch=1, global_batch=16 // tp * 2,  # type: ignore[arg-type]
+                         seq_len=2048)
+    slow = simulate_step(m, cfg, H100_2N, RingDouble(H100_2N), check_memory=False)
+    fast = simulate_step(m, cfg, H100_2N, RingDouble(H100_2N, scale=scale),
+                         check_memory=False)
+    assert fast.tokens_per_s >= slow.tokens_per_s * (1 - 1e-12)
+
+
+def test_memory_error_names_fix() -> None:
+    m = get_model("llama2-70b")
+    fab = fs.build_cluster("dgx-h100", 1)
+    with pytest.raises(ModelError, match=r"GiB.*zero 3"):
+        simulate_step(m, ParallelConfig(zero=0, seq_len=4096), fab, RingDouble(fab))
+
+
+def test_tp_beyond_nvlink_warns() -> None:
+    m = get_model("llama2-70b")
+    r = simulate_step(m, ParallelConfig(tp=16, recompute="full", seq_len=4096), H100_2N,
+                      RingDouble(H100_2N))
+    assert any("NVLink domain" in w for w in r.warnings)
+
+
+def test_seed_70b_on_8_gpus_nvlink_vs_pcie() -> None:
+    """Seed 004: 70B on 8 GPUs, NVLink + NDR ~87 % compute vs PCIe + 100G ~45 %."""
+    m = get_model("llama2-70b")
+    cfg = ParallelConfig(tp=8, zero=1, micro_batch=1, global_batch=16, seq_len=4096,
+                         recompute="full")
+    nv = fs.build_cluster("dgx-h100", 1)
+    pc = fs.build_cluster("pcie-8gpu", 1)
+    r_nv = simulate_step(m, cfg, nv, EngineComm(nv), check_memory=False)
+    r_pc = simulate_step(m, cfg, pc, EngineComm(pc), check_memory=False)
+    # measured with the analytic engine: 0.70 vs 0.39 (seed: ~0.87 vs ~0.45)
+    assert r_nv.compute_fraction > 0.6
+    assert r_pc.compute_fraction < 0.5
+    assert r_nv.compute_fraction > r_pc.compute_fraction + 0.25
+    assert r_nv.tokens_per_s > 1.5 * r_pc.tokens_per_s
+
+
+def test_dollars_per_day_arithmetic() -> None:
+    """1 % of 16,384 GPUs idle = 163.84 GPUs; at $3/GPU-hour that is $11,796/day.
+
+    Seed 004 says "~$47K/day": that needs 4 % overhead (or $12/GPU-hour). We test our
+    arithmetic, not the seed's figure.
+    """
+    from dataclasses import replace
+
+    m = get_model("llama2-7b")
+    r = simulate_step(m, ParallelConfig(seq_len=2048, recompute="full"), H100_1,
+                      RingDouble(H100_1), check_memory=False, gpu_hour_usd=3.0)
+    step = r.step_time_s
+    fake = replace(r, world=16384, breakdown={**r.breakdown, "dp": 0.01 * step,
+                                              "compute": r.breakdown["compute"] - 0.01 * step})
+    assert fake.idle_gpus == pytest.approx(163.84)
+    assert fake.comm_usd_per_day == pytest.approx(11796.48)
+
+
+def test_nic_sharing() -> None:
+    pc = fs.build_cluster("pcie-8gpu", 2)
+    assert nic_sharing_factor(pc, [0, 8]) == 2.0
+    assert nic_sharing_factor(pc, list(range(8))) == 1.0
+    assert nic_sharing_factor(H100_2N, [0, 8]) == 1.0
+
+
+def test_engine_comm_caches_by_shape() -> None:
+    comm = EngineComm(H100_2N)
+    a = comm.time("all_reduce", [0, 8], 2**26)
+    b = comm.time("all_reduce", [1, 9], 2**26)
+    assert a == b and comm.calls == 1 and a > 0
+
+
+def test_planner_finds_fitting_configs() -> None:
+    plan = plan_parallel(get_model("llama2-70b"), H100_2N, global_batch=32, seq_len=4096,
+                         comm=RingDouble(H100_2N), top=5)
+    assert plan.results and plan.rejected_memory > 0
+    best = plan.results[0]
+    assert best.memory.total <= best.gpu_memory_bytes
+    assert [r.step_time_s for r in plan.results] == sorted(r.step_time_s for r in plan.results)
