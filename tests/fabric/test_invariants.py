@@ -87,7 +87,7 @@ def test_dragonfly_counts_closed_form():
     params = {"groups": 5, "routers_per_group": 4, "hosts_per_router": 4,
               "global_links_per_router": 2}
     fab = build_cluster("dgx-h100", nodes=9, topology="dragonfly", radix=12, params=params)
-    g, a, p, h = 5, 4, 4, 2
+    g, a, _p, h = 5, 4, 4, 2
     e = 72
     m = a * h // (g - 1)
     assert fab.count(NodeKind.ROUTER) == g * a

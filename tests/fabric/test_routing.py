@@ -46,7 +46,7 @@ def test_ecmp_spreads_over_all_spines(rail):
 def test_down_spine_link_is_avoided(rail):
     a, b = rail.gpus[3], rail.gpus[8 * 40 + 3]
     path = rail.route(a, b)
-    ls = [int(x) for x in path if rail.link_kind[x] == LinkKind.LEAF_SPINE][0]
+    ls = next(int(x) for x in path if rail.link_kind[x] == LinkKind.LEAF_SPINE)
     broken = rail.with_links_down([ls])
     for h in range(32):
         p2 = broken.route(a, b, flow_hash=h)
@@ -58,7 +58,7 @@ def test_down_spine_link_is_avoided(rail):
 
 def test_only_nic_link_down_raises(rail):
     a, b = rail.gpus[3], rail.gpus[8 * 40 + 3]
-    up = [int(x) for x in rail.route(a, b) if rail.link_kind[x] == LinkKind.NIC_LEAF][0]
+    up = next(int(x) for x in rail.route(a, b) if rail.link_kind[x] == LinkKind.NIC_LEAF)
     with pytest.raises(NoRouteError):
         rail.with_links_down([up]).route(a, b)
 
@@ -118,8 +118,8 @@ def test_nvlink_domain_routes_over_nvlink():
     ecmp = fab.ecmp_paths(a, same_domain, limit=10_000)
     assert len(ecmp) == 18 * 8  # rack switch x tier-2 switch of its plane
     # a tier-2 link down: still NVLink, avoiding it
-    up = [int(x) for x in fab.route(a, same_domain)
-          if fab.link_kind[x] == LinkKind.NVLINK_NETWORK][0]
+    up = next(int(x) for x in fab.route(a, same_domain)
+          if fab.link_kind[x] == LinkKind.NVLINK_NETWORK)
     p = fab.with_links_down([up]).route(a, same_domain)
     assert up not in p.tolist() and "nic-leaf" not in kinds_of(fab, p)
 

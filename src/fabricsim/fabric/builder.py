@@ -96,8 +96,9 @@ class FabricBuilder:
         }
 
     def build(self, *, gpus: IntArray, gpu_nics: IntArray, router: Router,
-              info: FabricInfo) -> Fabric:
-        a = self.arrays()
+              info: FabricInfo, arrays: dict[str, NDArray[np.generic]] | None = None) -> Fabric:
+        """Freeze into a Fabric (``arrays``: the result of :meth:`arrays`, if at hand)."""
+        a = self.arrays() if arrays is None else arrays
         return Fabric(
             node_kind=a["node_kind"].astype(np.int8),
             node_server=a["node_server"].astype(np.int32),

@@ -381,7 +381,7 @@ def build_cluster(system: str = "dgx-h100", nodes: int = 1, *, gpus_per_node: in
         bisection_bandwidth=net.bisection_bandwidth, switch_latency=fspec.switch_latency,
         nic_latency=fspec.nic_latency, cables=cables, extra=extra,
     )
-    return b.build(gpus=gpus, gpu_nics=gpu_nics, router=router, info=info)
+    return b.build(gpus=gpus, gpu_nics=gpu_nics, router=router, info=info, arrays=arrays)
 
 
 def _tile_servers(b: FabricBuilder, template: ServerTemplate, nodes: int
@@ -407,7 +407,7 @@ def _tile_servers(b: FabricBuilder, template: ServerTemplate, nodes: int
 
 
 #: Largest fabric (links) whose compute connectivity is checked at build time.
-CONNECTIVITY_CHECK_MAX_LINKS = 4_000_000
+CONNECTIVITY_CHECK_MAX_LINKS = 1_000_000
 
 
 def _check_connected(arrays: dict[str, NDArray[np.generic]], gpus: IntArray,
@@ -419,10 +419,11 @@ def _check_connected(arrays: dict[str, NDArray[np.generic]], gpus: IntArray,
     from scipy.sparse import coo_matrix
     from scipy.sparse.csgraph import connected_components
 
-    keep = ~np.isin(kinds, [int(LinkKind.STORAGE), int(LinkKind.MGMT)])
-    src = arrays["link_src"][keep].astype(np.int64)
-    dst = arrays["link_dst"][keep].astype(np.int64)
-    g = coo_matrix((np.ones(src.size, dtype=np.int8), (src, dst)), shape=(n_nodes, n_nodes))
+    s_all, d_all = arrays["link_src"], arrays["link_dst"]
+    # one direction of each cable is enough for undirected components
+    keep = ~np.isin(kinds, [int(LinkKind.STORAGE), int(LinkKind.MGMT)]) & (s_all < d_all)
+    src, dst = s_all[keep], d_all[keep]
+    g = coo_matrix((np.ones(src.size, dtype=np.float64), (src, dst)), shape=(n_nodes, n_nodes))
     _, label = connected_components(g, directed=False)
     parts = np.unique(label[gpus])
     if parts.size > 1:
