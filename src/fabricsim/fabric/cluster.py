@@ -419,7 +419,8 @@ def _check_connected(arrays: dict[str, NDArray[np.generic]], gpus: IntArray,
     from scipy.sparse import coo_matrix
     from scipy.sparse.csgraph import connected_components
 
-    s_all, d_all = arrays["link_src"], arrays["link_dst"]
+    s_all = np.asarray(arrays["link_src"], dtype=np.int64)
+    d_all = np.asarray(arrays["link_dst"], dtype=np.int64)
     # one direction of each cable is enough for undirected components
     keep = ~np.isin(kinds, [int(LinkKind.STORAGE), int(LinkKind.MGMT)]) & (s_all < d_all)
     src, dst = s_all[keep], d_all[keep]
