@@ -77,7 +77,10 @@ def candidates(model: TransformerSpec, world: int, gpus_per_server: int, *,
     """
     tps = [t for t in _pow2(max(gpus_per_server, 1) * 2) if model.heads % t == 0
            and world % t == 0]
-    pps = [p for p in _divisors(model.layers, max_pp) if world % p == 0]
+    # even splits, and powers of two with uneven stages (as Llama 3 405B's 126 layers
+    # over 16 stages)
+    pps = sorted({p for p in _divisors(model.layers, max_pp) + _pow2(max_pp)
+                  if world % p == 0 and p <= model.layers})
     cps = [c for c in _pow2(8) if seq_len % c == 0 and (c == 1 or seq_len >= 8192)]
     eps = _divisors(model.experts, 64) if model.is_moe else [1]
     out: list[ParallelConfig] = []
@@ -91,7 +94,8 @@ def candidates(model: TransformerSpec, world: int, gpus_per_server: int, *,
                 continue
             if seq_len % (cp * tp):
                 continue
-            inter = [1] if pp == 1 else [v for v in (1, 2, 4) if model.layers % (pp * v) == 0]
+            inter = [1] + ([v for v in (2, 4) if model.layers % (pp * v) == 0]
+                           if pp > 1 else [])
             for v in inter:
                 out.append(ParallelConfig(tp=tp, pp=pp, cp=cp, ep=ep, zero=z,
                                           micro_batch=mb, global_batch=global_batch,
