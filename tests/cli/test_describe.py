@@ -107,3 +107,35 @@ def test_validate(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     p.write_text("cluster:\n  system: dgx-h100\n  nodes: 4\n  radix: 2\n")
     code, _, err = run(capsys, "validate", str(p))
     assert code == 2 and "radix" in err
+
+
+def test_user_defined_system(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    # An A100 box re-fitted with 400G NICs: PCIe Gen4 (31.5 GB/s) now limits the path.
+    p = tmp_path / "custom.yaml"
+    p.write_text(
+        "systems:\n"
+        "  a100-ndr:\n"
+        "    base: dgx-a100\n"
+        "    nic: connectx-7\n"
+        "    nic_gbit_s: 400\n"
+        "    default_fabric: ib-ndr\n"
+        "cluster:\n  system: a100-ndr\n  nodes: 4\n")
+    code, out, err = run(capsys, "describe", str(p), "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["bottleneck"].startswith("pcie")
+    assert any("faster than the PCIe" in n for n in d["notes"])
+    p.write_text("systems:\n  x:\n    base: dgx-a100\n    gpu: h1000\ncluster:\n  system: x\n")
+    code, _, err = run(capsys, "describe", str(p))
+    assert code == 2 and "systems.x.gpu" in err and "h100" in err
+
+
+def test_storage_and_management_counted(capsys: pytest.CaptureFixture[str],
+                                        tmp_path: Path) -> None:
+    p = tmp_path / "aux.yaml"
+    p.write_text("cluster:\n  system: dgx-h100\n  nodes: 8\n  storage: true\n"
+                 "  management: true\n")
+    code, out, _ = run(capsys, "describe", str(p), "--json")
+    assert code == 0
+    sw = json.loads(out)["switches"]
+    assert sw.get("storage", 0) > 0 and sw.get("management", 0) > 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -63,11 +64,23 @@ def scenario_with_overrides(scenario: Path | None, *, system: str | None = None,
     return sc
 
 
-def fabric_from_cluster(c: ClusterSpec) -> Fabric:
-    """Build the Fabric a ClusterSpec describes."""
+def fabric_from_cluster(c: ClusterSpec, systems: Mapping[str, Mapping[str, Any]] | None = None
+                        ) -> Fabric:
+    """Build the Fabric a ClusterSpec describes (``systems``: user-defined presets)."""
+    catalog = None
+    if systems:
+        from fabricsim.catalog import get_catalog, with_systems
+
+        catalog = with_systems(get_catalog(), systems)
     return build_cluster(c.system, c.nodes, gpus_per_node=c.gpus_per_node, fabric=c.fabric,
                          topology=c.topology, oversubscription=c.oversubscription,
-                         tiers=c.tiers, planes=c.planes, radix=c.radix, params=dict(c.params))
+                         tiers=c.tiers, planes=c.planes, radix=c.radix, params=dict(c.params),
+                         storage=c.storage, management=c.management, catalog=catalog)
+
+
+def fabric_from_scenario(sc: Scenario) -> Fabric:
+    """Build the Fabric of a whole scenario (its cluster and user-defined systems)."""
+    return fabric_from_cluster(sc.cluster, sc.systems)
 
 
 def print_json(obj: Any) -> None:

@@ -15,7 +15,7 @@ from fabricsim.cli.common import (
     SystemOpt,
     TopologyOpt,
     console,
-    fabric_from_cluster,
+    fabric_from_scenario,
     print_json,
     scenario_with_overrides,
 )
@@ -41,7 +41,7 @@ def register(app: typer.Typer) -> None:
         sc = scenario_with_overrides(scenario, system=system, nodes=nodes,
                                      gpus_per_node=gpus_per_node, fabric=fabric,
                                      topology=topology, oversubscription=oversubscription)
-        summary = summarize(fabric_from_cluster(sc.cluster))
+        summary = summarize(fabric_from_scenario(sc))
         if json_out:
             print_json(summary.to_dict())
         else:

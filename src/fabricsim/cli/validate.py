@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from fabricsim.cli.common import console, fabric_from_cluster
+from fabricsim.cli.common import console, fabric_from_scenario
 from fabricsim.scenario import load_scenario
 
 
@@ -18,7 +18,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Validate a scenario file: schema, presets and that its cluster can be built."""
         sc = load_scenario(scenario)
-        fab = fabric_from_cluster(sc.cluster)
+        fab = fabric_from_scenario(sc)
         parts = [f"{fab.n_gpus} GPUs on {fab.info.servers} × {fab.info.system}",
                  f"{fab.info.fabric} {fab.info.topology}"]
         if sc.collective:

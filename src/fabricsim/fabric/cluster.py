@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -33,6 +33,9 @@ from fabricsim.fabric.nvlink_domain import NvlinkDomain, add_nvlink_domains
 from fabricsim.fabric.paths import IntArray, Paths
 from fabricsim.fabric.server import ServerTemplate
 from fabricsim.fabric.torus import torus_network
+
+if TYPE_CHECKING:
+    from fabricsim.catalog import Catalog
 
 ScaleOutBuilder = Callable[[FabricBuilder, NDArray[np.int32], ScaleOutSpec], Network]
 
@@ -253,7 +256,7 @@ def build_cluster(system: str = "dgx-h100", nodes: int = 1, *, gpus_per_node: in
                   oversubscription: float = 1.0, tiers: int | None = None,
                   planes: int | None = None, radix: int | None = None,
                   params: dict[str, object] | None = None, storage: bool = False,
-                  management: bool = False) -> Fabric:
+                  management: bool = False, catalog: Catalog | None = None) -> Fabric:
     """Build ``nodes`` servers of preset ``system`` on scale-out ``fabric`` and ``topology``.
 
     Defaults come from the system preset (its NICs, fabric and topology). ``params`` holds
@@ -261,7 +264,9 @@ def build_cluster(system: str = "dgx-h100", nodes: int = 1, *, gpus_per_node: in
     multi-server NVLink domain, e.g. 576 for GB200 NVL576) and the storage/management
     settings ``storage_targets`` and ``mgmt_servers_per_switch``. ``storage`` and
     ``management`` add those networks (counted in ``info``, never used by compute routes).
-    Raises ConfigError/TopologyError naming the field and a valid value on bad input.
+    ``catalog`` (default: the shipped one) lets user-defined systems be built (see
+    :func:`fabricsim.catalog.with_systems`). Raises ConfigError/TopologyError naming the
+    field and a valid value on bad input.
 
     Example
     -------
@@ -271,7 +276,7 @@ def build_cluster(system: str = "dgx-h100", nodes: int = 1, *, gpus_per_node: in
     """
     from fabricsim.catalog import get_catalog
 
-    cat = get_catalog()
+    cat = catalog if catalog is not None else get_catalog()
     sysp = cat.system(system)
     if not isinstance(nodes, int) or isinstance(nodes, bool) or nodes < 1:
         raise ConfigError(f"nodes must be an integer >= 1, got {nodes!r}", field="nodes")
@@ -298,7 +303,7 @@ def build_cluster(system: str = "dgx-h100", nodes: int = 1, *, gpus_per_node: in
     if not (oversubscription >= 1):
         raise ConfigError(f"oversubscription must be >= 1 (e.g. 1 for non-blocking, 2 for "
                           f"2:1), got {oversubscription}", field="oversubscription")
-    template = ServerTemplate.from_system(system, gpus=gpus_per_node)
+    template = ServerTemplate.from_system(system, gpus=gpus_per_node, catalog=cat)
     switch = cat.switch(fspec.switch)
     k = radix or switch.radix
     if k < 4:

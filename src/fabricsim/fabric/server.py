@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import NDArray
@@ -25,6 +26,9 @@ from numpy.typing import NDArray
 from fabricsim.errors import ConfigError, NoRouteError
 from fabricsim.fabric.kinds import LinkKind, NodeKind
 from fabricsim.fabric.paths import IntArray
+
+if TYPE_CHECKING:
+    from fabricsim.catalog import Catalog
 
 #: CPU-to-CPU socket interconnect per direction (bytes/s): Intel UPI 2.0, 4 links at
 #: 16 GT/s ≈ 64 GB/s per direction on Sapphire Rapids; AMD xGMI on EPYC is similar.
@@ -178,9 +182,10 @@ class ServerTemplate:
         )
 
     @staticmethod
-    def from_system(name: str, *, gpus: int | None = None) -> ServerTemplate:
+    def from_system(name: str, *, gpus: int | None = None, catalog: Catalog | None = None
+                    ) -> ServerTemplate:
         """Template of a catalog system preset (``gpus`` overrides GPUs per server)."""
-        return ServerTemplate.from_params(server_params(name, gpus=gpus))
+        return ServerTemplate.from_params(server_params(name, gpus=gpus, catalog=catalog))
 
     # ---------------------------------------------------------------- routing
     @cached_property
@@ -244,11 +249,12 @@ class ServerTemplate:
         return paths
 
 
-def server_params(name: str, *, gpus: int | None = None) -> ServerParams:
+def server_params(name: str, *, gpus: int | None = None, catalog: Catalog | None = None
+                  ) -> ServerParams:
     """Read a system preset's internal topology figures from the catalog."""
     from fabricsim.catalog import get_catalog
 
-    cat = get_catalog()
+    cat = catalog if catalog is not None else get_catalog()
     sysp = cat.system(name)
     gpu = cat.gpu(sysp.gpu)
     n_gpus = sysp.gpus if gpus is None else gpus

@@ -35,6 +35,8 @@ class ClusterSpec(_Model):
     planes: int | None = Field(None, ge=1)
     radix: int | None = Field(None, ge=4)
     params: dict[str, Any] = Field(default_factory=dict)
+    storage: bool = False
+    management: bool = False
 
 
 class CollectiveSpec(_Model):
