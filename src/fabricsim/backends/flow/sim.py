@@ -52,6 +52,8 @@ from fabricsim.schedule.core import Schedule
 F8 = NDArray[np.float64]
 I8 = NDArray[np.int64]
 _LAUNCH, _FLAP, _BG = 0, 1, 2
+#: The link timeline keeps at most about this many instants (older ones are thinned).
+MAX_SNAPSHOTS = 512
 
 
 @dataclass
@@ -287,6 +289,9 @@ def simulate(schedule: Schedule, plan: FaultPlan,
         if record_timeline:
             tl_t.append(t)
             tl_b.append(pool.link_bytes.copy())
+            if len(tl_t) > 2 * MAX_SNAPSHOTS:  # cumulative rows: dropping one coarsens only
+                tl_t[:] = tl_t[::2] if len(tl_t) % 2 else [*tl_t[::2], tl_t[-1]]
+                tl_b[:] = tl_b[::2] if len(tl_b) % 2 else [*tl_b[::2], tl_b[-1]]
     return SimOutput(
         time=float(np.inf if stalled_steps else np.nanmax(step_end, initial=0.0)),
         step_start=step_start, step_end=step_end, rep_start=rep_start, rep_end=rep_end,

@@ -1,0 +1,64 @@
+"""``fabricsim simulate``: slowdown, attribution and outputs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from fabricsim.cli.app import main
+
+SCEN = Path(__file__).resolve().parents[2] / "src" / "fabricsim" / "scenarios"
+
+
+def write(tmp: Path, faults: str, background: str = "") -> Path:
+    p = tmp / "s.yaml"
+    p.write_text(f"""
+name: small
+cluster: {{system: dgx-h100, nodes: 2, fabric: ib-ndr, topology: fat-tree}}
+collective: {{collective: all_reduce, maxbytes: 64MiB, algo: ring}}
+faults:
+{faults}
+{background}
+""")
+    return p
+
+
+def test_degraded_nic_slowdown_and_outputs(tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    sc = write(tmp_path, "  - {type: slow_nic, node: 0, index: 7, factor: 0.5}")
+    out = tmp_path / "out"
+    assert main(["simulate", str(sc), "--json", "--out", str(out)]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["slowdown"] > 1.3
+    assert d["causes"][0]["description"] == "server0/nic7 at 0.5 of its bandwidth"
+    assert d["bottlenecks"][0]["fault"] == "server0/nic7 at 0.5 of its bandwidth"
+    names = {Path(p).name for p in d["outputs"]}
+    assert names == {"link_utilization.parquet", "link_utilization.csv",
+                     "link_utilization.png", "summary.json"}
+    tab = pq.read_table(out / "link_utilization.parquet")
+    assert tab.num_rows > 0 and max(tab.column("utilization").to_pylist()) <= 1 + 1e-9
+
+
+def test_no_route_is_reported_as_stall(tmp_path: Path,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    faults = "\n".join(f"  - {{type: link_down, link: 'server0/nic7->leaf0.{i}'}}"
+                       for i in range(1))
+    sc = write(tmp_path, faults)
+    assert main(["simulate", str(sc), "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["stalled"] is True and d["time_s"] is None and d["stalled_transfers"]
+
+
+def test_human_output_and_packaged_scenario(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["simulate", str(SCEN / "flow-straggler.yaml"), "--size", "16MiB"]) == 0
+    text = capsys.readouterr().out
+    assert "slowdown" in text and "server 3 straggles by 20 us" in text
+
+
+def test_bad_fault_names_the_field(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    sc = write(tmp_path, "  - {type: link_degraded, link: 'leaf9->spine9', factor: 0.5}")
+    assert main(["simulate", str(sc)]) == 2
+    assert "faults[0].link" in capsys.readouterr().err
