@@ -139,3 +139,18 @@ def test_storage_and_management_counted(capsys: pytest.CaptureFixture[str],
     assert code == 0
     sw = json.loads(out)["switches"]
     assert sw.get("storage", 0) > 0 and sw.get("management", 0) > 0
+
+
+def test_export_json_and_graphml(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    import networkx as nx
+
+    j = tmp_path / "fab.json"
+    g = tmp_path / "fab.graphml"
+    assert main(["describe", "--nodes", "2", "--export", str(j)]) == 0
+    assert main(["describe", "--nodes", "2", "--export", str(g)]) == 0
+    data = json.loads(j.read_text())
+    assert len(data["gpus"]) == 16 and data["links"] and data["nodes"]
+    graph = nx.read_graphml(g)
+    assert graph.number_of_nodes() == len(data["nodes"])
+    assert main(["describe", "--export", str(tmp_path / "fab.csv")]) == 2
+    capsys.readouterr()

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Annotated
+
 import typer
 from rich.table import Table
 
@@ -19,6 +22,8 @@ from fabricsim.cli.common import (
     print_json,
     scenario_with_overrides,
 )
+from fabricsim.errors import ConfigError
+from fabricsim.fabric import Fabric
 from fabricsim.reports.cluster import ClusterSummary, summarize
 
 
@@ -33,6 +38,9 @@ def register(app: typer.Typer) -> None:
         topology: TopologyOpt = None,
         oversubscription: OversubOpt = None,
         json_out: JsonOpt = False,
+        export: Annotated[Path | None, typer.Option(
+            "--export", help="Also write the fabric's nodes and links: .json or .graphml.")
+        ] = None,
     ) -> None:
         """Describe a cluster: GPUs, switches per tier, cables, bisection, hierarchy, bottleneck.
 
@@ -41,11 +49,33 @@ def register(app: typer.Typer) -> None:
         sc = scenario_with_overrides(scenario, system=system, nodes=nodes,
                                      gpus_per_node=gpus_per_node, fabric=fabric,
                                      topology=topology, oversubscription=oversubscription)
-        summary = summarize(fabric_from_scenario(sc))
+        fab = fabric_from_scenario(sc)
+        if export is not None:
+            export_fabric(fab, export)
+        summary = summarize(fab)
         if json_out:
             print_json(summary.to_dict())
         else:
             print_summary(summary)
+
+
+def export_fabric(fab: Fabric, path: Path) -> None:
+    """Write ``fab`` as JSON (nodes, links, info) or GraphML (via networkx)."""
+    suffix = path.suffix.lower()
+    if suffix not in (".json", ".graphml"):
+        raise ConfigError(f"cannot export to {path.name!r}; use a .json or .graphml file",
+                          field="--export")
+    if fab.n_links > 2_000_000:
+        raise ConfigError(f"the fabric has {fab.n_links:,} links; export is limited to "
+                          "2,000,000 (use fewer nodes)", field="--export")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if suffix == ".json":
+        path.write_text(fab.to_json(), encoding="utf-8")
+    else:
+        import networkx as nx
+
+        g = fab.to_networkx()
+        nx.write_graphml(nx.DiGraph(g), path)
 
 
 def print_summary(s: ClusterSummary) -> None:
