@@ -307,6 +307,23 @@ class Pool:
         ``coef``) the payload share counted in ``link_bytes``.
         """
         n = size.shape[0]
+        if self.n_jobs == 0:  # fast path: the pool is empty between most repetitions
+            m = weight.shape[0]
+            self.j_rem, self.j_size, self.j_act = size.copy(), size, act
+            self.j_start = np.full(n, now)
+            self.j_state = np.zeros(n, dtype=np.int64)
+            self.j_group = group.astype(np.int64, copy=False)
+            self.j_end, self.j_rate = np.full(n, np.nan), np.zeros(n)
+            self.j_bneck = np.full(n, -1, dtype=np.int64)
+            self.j_tag = (np.full(n, -1, dtype=np.int64) if tag is None else
+                          tag.astype(np.int64, copy=False))
+            self.j_fptr = job_fptr.astype(np.int64, copy=False)
+            self.f_w, self.f_ptr = weight, flow_ptr.astype(np.int64, copy=False)
+            self.e_link = links.astype(np.int64, copy=False)
+            self.e_coef = coef
+            self.e_frac = coef if frac is None else frac
+            self.f_rate, self.f_bneck = np.zeros(m), np.full(m, -1, dtype=np.int64)
+            return
         self.j_rem = np.concatenate([self.j_rem, size])
         self.j_size = np.concatenate([self.j_size, size])
         self.j_act = np.concatenate([self.j_act, act])
@@ -356,6 +373,13 @@ class Pool:
         rec: dict[str, F8 | I8] = {"start": self.j_start[done], "end": self.j_end[done],
                                    "size": self.j_size[done], "tag": self.j_tag[done],
                                    "group": self.j_group[done]}
+        if done.all():
+            fresh = Pool.empty(0)
+            for name in ("j_rem", "j_size", "j_act", "j_start", "j_state", "j_group", "j_end",
+                         "j_rate", "j_bneck", "j_tag", "j_fptr", "f_w", "f_ptr", "e_link",
+                         "e_coef", "e_frac", "f_rate", "f_bneck"):
+                setattr(self, name, getattr(fresh, name))
+            return rec
         keep = ~done
         nf_per = np.diff(self.j_fptr)
         fkeep = np.repeat(keep, nf_per)
