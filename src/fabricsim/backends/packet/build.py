@@ -1,0 +1,339 @@
+"""Turn a Schedule, a Fabric and a :class:`PacketConfig` into the engine's state arrays.
+
+Example
+-------
+>>> import numpy as np
+>>> from fabricsim.schedule import Schedule, Step
+>>> from fabricsim.fabric import build_cluster
+>>> from fabricsim.backends.packet.config import PacketConfig
+>>> fab = build_cluster("dgx-h100", nodes=2)
+>>> sch = Schedule(steps=(Step(src=fab.gpus[:1], dst=fab.gpus[8:9], nbytes=[1e5]),))
+>>> st = build_state(sch, fab, PacketConfig(), mode="ib", seed=0)
+>>> int(st.FI.shape[0]), st.packets_estimate
+(1, 25)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from fabricsim.backends.packet import layout as L
+from fabricsim.backends.packet.config import PacketConfig
+from fabricsim.errors import ConfigError, SimulationError
+from fabricsim.fabric.core import Fabric, pair_hash
+from fabricsim.fabric.kinds import LinkKind, NodeKind
+from fabricsim.schedule.core import Schedule
+
+MODES = {"ib": L.MODE_IB, "roce": L.MODE_ROCE, "tcp": L.MODE_TCP, "srd": L.MODE_SRD}
+INTRA_LINKS = (LinkKind.NVLINK, LinkKind.PCIE, LinkKind.CPU_INTERCONNECT,
+               LinkKind.NVLINK_NETWORK)
+ETH_SWITCHES = (NodeKind.LEAF, NodeKind.SPINE, NodeKind.CORE, NodeKind.ROUTER,
+                NodeKind.STORAGE_SWITCH, NodeKind.MGMT_SWITCH)
+MAX_BITMAP = 400_000_000
+
+
+@dataclass
+class State:
+    """All arrays the engine reads and writes, plus what the report needs to read them."""
+
+    arrays: dict[str, Any]
+    FI: NDArray[np.int64]
+    n_flows: int
+    nprio: int
+    watched: NDArray[np.int64]
+    bin_dt: float
+    packets_estimate: int
+    events_estimate: float
+    flow_src: NDArray[np.int32]
+    flow_dst: NDArray[np.int32]
+    flow_step: NDArray[np.int64]
+    stuck_node: int = -1
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+def step_classes(schedule: Schedule, cfg: PacketConfig) -> list[int]:
+    """Traffic class of each step: ``schedule.meta['step_classes']`` (names or indices),
+    else class 0 (the RDMA class)."""
+    raw = schedule.meta.get("step_classes")
+    if raw is None:
+        return [0] * len(schedule.steps)
+    out = []
+    for v in raw:
+        out.append(int(v) if isinstance(v, int) else cfg.class_index(str(v)))
+    if len(out) != len(schedule.steps) or min(out, default=0) < 0 or \
+            max(out, default=0) >= len(cfg.classes):
+        raise ConfigError("schedule.meta['step_classes'] needs one valid class per step",
+                          field="packet.classes")
+    return out
+
+
+def build_state(schedule: Schedule, fabric: Fabric, cfg: PacketConfig, *, mode: str,
+                seed: int, stuck_node: int = -1, pool_scale: int = 1) -> State:
+    """Arrays for :func:`~fabricsim.backends.packet.engine.run_engine`."""
+    if mode not in MODES:
+        raise ConfigError(f"unknown transport {mode!r}; use ib, roce, tcp or srd",
+                          field="packet.transport")
+    NP = len(cfg.classes)
+    nl, nn = fabric.n_links, fabric.n_nodes
+    mtu = int(cfg.mtu)
+    wire = mtu + cfg.header_bytes
+    roce = mode == "roce"
+    # ---------------------------------------------------------------- flows
+    steps = schedule.steps
+    classes = step_classes(schedule, cfg)
+    src = np.concatenate([s.src for s in steps]) if steps else np.zeros(0, np.int32)
+    dst = np.concatenate([s.dst for s in steps]) if steps else np.zeros(0, np.int32)
+    nb = np.concatenate([s.nbytes for s in steps]) if steps else np.zeros(0)
+    nf = int(src.shape[0])
+    fstep = np.repeat(np.arange(len(steps)), [s.n for s in steps]).astype(np.int64)
+    reps = np.array([s.repeat for s in steps], dtype=np.int64)
+    spray = mode == "srd"
+    npath = cfg.paths if (spray or cfg.adaptive_routing) else 1
+    base_h = np.concatenate([s.hashes if s.hashes is not None else pair_hash(s.src, s.dst)
+                             for s in steps]) if steps else np.zeros(0, np.uint64)
+    rows = []
+    for k in range(npath):
+        h = base_h if k == 0 else pair_hash(src, dst, seed=k + 1000 * (seed + 1))
+        rows.append(fabric.route_many(src, dst, h))
+    # flat path table: flow f, alternative k -> PL[FPS[f, k]: FPS[f, k] + FPL[f, k]]
+    FPS = np.zeros((max(nf, 1), npath), dtype=np.int64)
+    FPL = np.zeros((max(nf, 1), npath), dtype=np.int64)
+    parts, off = [], 0
+    for k, p in enumerate(rows):
+        lens = p.lengths()
+        FPS[:nf, k] = off + p.ptr[:-1]
+        FPL[:nf, k] = lens
+        parts.append(p.links.astype(np.int64))
+        off += int(p.links.shape[0])
+    PL = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+    if PL.size == 0:
+        PL = np.zeros(1, np.int64)
+    p0 = rows[0] if rows else None
+    hops = p0.lengths() if p0 is not None else np.zeros(0, np.int64)
+    bad = (hops == 0) & (src != dst) & (nb > 0)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise SimulationError(f"no path from {fabric.node_name(int(src[i]))} to "
+                              f"{fabric.node_name(int(dst[i]))}")
+    if spray:  # keep only alternatives that leave through the same first link
+        first = PL[FPS[:nf, 0]] if nf else np.zeros(0, np.int64)
+        for k in range(1, npath):
+            diff = (PL[FPS[:nf, k]] != first) & (FPL[:nf, k] > 0)
+            FPS[:nf, k][diff] = FPS[:nf, 0][diff]
+            FPL[:nf, k][diff] = FPL[:nf, 0][diff]
+    cap = fabric.link_capacity.astype(np.float64)
+    lat = fabric.link_latency.astype(np.float64)
+    npkt = np.ceil(nb / mtu).astype(np.int64)
+    FI = np.zeros((max(nf, 1), L.N_FI), dtype=np.int64)
+    FF = np.zeros((max(nf, 1), L.N_FF), dtype=np.float64)
+    FI[:nf, L.F_SRC] = src
+    FI[:nf, L.F_DST] = dst
+    FI[:nf, L.F_PRIO] = np.asarray(classes, dtype=np.int64)[fstep] if nf else 0
+    FI[:nf, L.F_STEP] = fstep
+    FI[:nf, L.F_NPATH] = npath
+    FI[:, L.F_RTX] = -1
+    FI[:, L.F_MAX_SENT] = -1
+    FI[:, L.F_NAK_SENT] = -1
+    FI[:, L.F_REP] = -1
+    FI[:, L.F_DONE] = 1
+    selective = spray or cfg.adaptive_routing or mode == "tcp"
+    if selective:
+        if int(npkt.sum()) > MAX_BITMAP:
+            raise SimulationError(f"{int(npkt.sum()):,} packets per repetition exceed the "
+                                  "receive-bitmap limit; raise packet.mtu or shrink the "
+                                  "transfers")
+        bm_off = np.zeros(nf, dtype=np.int64)
+        if nf:
+            np.cumsum(npkt[:-1], out=bm_off[1:])
+        FI[:nf, L.F_BM] = bm_off
+        BM = np.zeros(max(int(npkt.sum()), 1), dtype=np.int8)
+    else:
+        FI[:, L.F_BM] = -1
+        BM = np.zeros(1, dtype=np.int8)
+    if nf:
+        bott = _path_min(cap, PL, FPS[:nf, 0], FPL[:nf, 0])
+        FF[:nf, L.FF_LINE] = bott
+        FF[:nf, L.FF_RATE] = bott
+        FF[:nf, L.FF_TARGET] = bott
+        FF[:nf, L.FF_ALPHA] = 1.0
+        FF[:nf, L.FF_LAST_CNP] = -1.0
+        FF[:nf, L.FF_RET_LAT] = _path_sum(lat, PL, FPS[:nf, 0], FPL[:nf, 0])
+        if mode == "tcp":
+            FF[:nf, L.FF_CWND] = cfg.init_cwnd
+            FF[:nf, L.FF_SSTHRESH] = 1e12
+    # ---------------------------------------------------------------- links
+    kind = fabric.link_kind
+    intra = np.isin(kind, np.array([int(k) for k in INTRA_LINKS]))
+    nkind = fabric.node_kind
+    eth_sw = np.isin(nkind, np.array([int(k) for k in ETH_SWITCHES]))
+    LI = np.zeros((nl, L.N_LI), dtype=np.int64)
+    LF = np.zeros((nl, L.N_LF), dtype=np.float64)
+    LI[:, L.LI_SRC] = fabric.link_src
+    LI[:, L.LI_DST] = fabric.link_dst
+    LI[:, L.LI_CREDIT] = (intra | (mode == "ib")).astype(np.int64)
+    LI[:, L.LI_LOSSY] = (~intra).astype(np.int64) if cfg.loss_rate > 0 else 0
+    LI[:, L.LI_ECN] = (eth_sw[fabric.link_src] & roce).astype(np.int64)
+    LI[:, L.LI_WATCH] = -1
+    LI[:, L.LI_TX_LOST] = -1
+    LI[:, L.LI_TX_INL] = -1
+    LF[:, L.LF_CAP] = np.where(fabric.link_up, cap, cap * 1e-9)
+    LF[:, L.LF_LAT] = lat
+    # credits: enough for a round trip at line rate plus a few packets
+    auto_credit = 2.0 * cap * lat * 1.25 + 4 * wire
+    credit = np.full(nl, cfg.credit_bytes) if cfg.credit_bytes else auto_credit
+    credit = np.maximum(credit, wire)
+    QI = np.zeros((nl * NP, L.N_QI), dtype=np.int64)
+    QF = np.zeros((nl * NP, L.N_QF), dtype=np.float64)
+    QF[:, L.QF_CRED] = np.repeat(credit, NP)
+    QF[:, L.QF_FIRST] = -1.0
+    CL = np.zeros((NP, L.N_CL), dtype=np.int64)
+    for i, c in enumerate(cfg.classes):
+        CL[i, L.CL_LOSSLESS] = int(c.lossless and cfg.pfc.enabled and roce)
+        CL[i, L.CL_ECN] = int(c.ecn and cfg.ecn.enabled and roce)
+    NDF = np.zeros((nn, L.N_NF), dtype=np.float64)
+    NDF[:, L.N_BUF] = np.where(eth_sw, cfg.switch_buffer, cfg.nic_buffer)
+    # ---------------------------------------------------------------- steps
+    ns = len(steps)
+    SI = np.zeros((max(ns, 1), L.N_SI), dtype=np.int64)
+    SF = np.zeros((max(ns, 1), L.N_SF), dtype=np.float64)
+    counts = np.array([s.n for s in steps], dtype=np.int64)
+    if ns:
+        SI[:ns, L.S_FOFF] = np.concatenate([[0], np.cumsum(counts)[:-1]])
+        SI[:ns, L.S_NF] = counts
+        SI[:ns, L.S_REPEAT] = reps
+        SI[:ns, L.S_REP] = -1
+        SI[:ns, L.S_NDEP] = [len(set(s.deps)) for s in steps]
+        SF[:ns, L.SF_DELAY] = [s.delay for s in steps]
+    dependents: list[list[int]] = [[] for _ in range(ns)]
+    for i, s in enumerate(steps):
+        for d in set(s.deps):
+            dependents[d].append(i)
+    DP = np.zeros(ns + 1, dtype=np.int64)
+    DP[1:] = np.cumsum([len(d) for d in dependents]) if ns else []
+    DI = np.array([j for d in dependents for j in d] or [0], dtype=np.int64)
+    # ---------------------------------------------------------------- estimates
+    per_rep_pkts = npkt * np.maximum(hops, 1)
+    hop_pkts = float((per_rep_pkts * reps[fstep]).sum()) if nf else 0.0
+    pkts = int((npkt * reps[fstep]).sum()) if nf else 0
+    events_est = 2.0 * hop_pkts + pkts / cfg.ack_every
+    load = p0.link_load(nb * reps[fstep], nl) if p0 is not None and nf else np.zeros(nl)
+    t_est = float((load / cap).max(initial=0.0)) + float(FF[:nf, L.FF_RET_LAT].max(
+        initial=0.0)) * float(reps.max(initial=1)) * 2
+    horizon = max(t_est * 2.0, 1e-6)
+    if cfg.stuck_receiver is not None and stuck_node >= 0:
+        horizon = max(horizon, cfg.stuck_receiver.end * 1.5 + t_est * 2)
+    if cfg.until is not None:
+        horizon = cfg.until
+    nbins = cfg.bins
+    bin_dt = horizon / nbins
+    # watched links: the most loaded ones (static estimate) and the links into the stuck node
+    util = load / cap
+    order = np.argsort(-util, kind="stable")
+    watched = [int(l) for l in order[:16] if util[l] > 0]
+    if stuck_node >= 0:
+        into = np.flatnonzero(fabric.link_dst == stuck_node)
+        watched += [int(l) for l in into if int(l) not in watched]
+    watched = watched[:32]
+    for w, l in enumerate(watched):
+        LI[l, L.LI_WATCH] = w
+    # ---------------------------------------------------------------- parameters
+    P = np.zeros(L.N_P)
+    P[L.P_MTU] = mtu
+    P[L.P_HDR] = cfg.header_bytes
+    P[L.P_XOFF] = cfg.pfc.xoff
+    P[L.P_XON] = cfg.pfc.xon if cfg.pfc.xon is not None else max(cfg.pfc.xoff - 2 * wire, 0)
+    eth = ~intra
+    auto_head = float((2 * cap[eth] * lat[eth]).max(initial=0.0)) + 3 * wire
+    P[L.P_HEADROOM] = cfg.pfc.headroom if cfg.pfc.headroom is not None else auto_head
+    P[L.P_LOSSY_Q] = cfg.lossy_queue
+    P[L.P_KMIN] = cfg.ecn.kmin
+    P[L.P_KMAX] = max(cfg.ecn.kmax, cfg.ecn.kmin + 1)
+    P[L.P_PMAX] = cfg.ecn.pmax
+    dc = cfg.dcqcn
+    P[L.P_G] = dc.g
+    line = float(FF[:nf, L.FF_LINE].max(initial=cap.max(initial=1.0)))
+    P[L.P_RAI] = dc.rai if dc.rai is not None else line * 1e-3
+    P[L.P_RHAI] = dc.rhai if dc.rhai is not None else line * 1e-2
+    P[L.P_T_INC] = dc.timer
+    P[L.P_T_ALPHA] = dc.alpha_timer
+    P[L.P_BYTE_CNT] = dc.byte_counter
+    P[L.P_CNP_INT] = dc.cnp_interval
+    P[L.P_MIN_RATE] = dc.min_rate
+    P[L.P_LOSS] = cfg.loss_rate
+    rto = cfg.rto if cfg.rto is not None else {"srd": 100e-6}.get(mode, 1e-3)
+    P[L.P_RTO] = rto
+    P[L.P_WD_TIME] = cfg.pfc.watchdog.detect
+    P[L.P_WD_RESTORE] = cfg.pfc.watchdog.restore
+    if cfg.stuck_receiver is not None:
+        P[L.P_STUCK_T0] = cfg.stuck_receiver.start
+        P[L.P_STUCK_T1] = cfg.stuck_receiver.end
+    P[L.P_UNTIL] = cfg.until if cfg.until is not None else np.inf
+    P[L.P_BIN_DT] = bin_dt
+    P[L.P_WINDOW] = cfg.window
+    P[L.P_CUT_HDR] = 64.0
+    IP = np.zeros(L.N_I, dtype=np.int64)
+    IP[L.I_NP] = NP
+    IP[L.I_MODE] = MODES[mode]
+    IP[L.I_DCQCN] = int(roce and dc.enabled and cfg.ecn.enabled)
+    IP[L.I_WD] = int(roce and cfg.pfc.enabled and cfg.pfc.watchdog.enabled)
+    IP[L.I_CUT] = int(cfg.switching == "cut-through")
+    IP[L.I_ADAPTIVE] = int(cfg.adaptive_routing and not spray)
+    IP[L.I_SPRAY] = int(spray)
+    IP[L.I_SELECTIVE] = int(selective)
+    IP[L.I_TCP] = int(mode == "tcp")
+    IP[L.I_ACK_EVERY] = cfg.ack_every
+    IP[L.I_BUDGET] = cfg.event_budget
+    IP[L.I_SEED] = seed
+    IP[L.I_NWATCH] = len(watched)
+    IP[L.I_NFLOW_TS] = min(nf, 64)
+    IP[L.I_NBINS] = nbins
+    # ---------------------------------------------------------------- pools
+    in_flight = int((cap * lat / (wire / 2)).sum()) + 2 * nl
+    pool = (2 * nf + in_flight + 4 * nl * NP + 65536) * pool_scale
+    PK = np.zeros((pool, L.N_PK), dtype=np.int64)
+    free = np.arange(pool - 1, -1, -1, dtype=np.int64)
+    heap_cap = (2 * pool + 8 * max(nf, 1) + 4 * nl * NP + 4 * ns + 1024)
+    C = np.zeros(L.N_C, dtype=np.int64)
+    C[L.C_FREE] = pool
+    nrec = int(min((counts * reps).sum() if ns else 0, 2_000_000))
+    stuck_links = (np.flatnonzero(fabric.link_dst == stuck_node).astype(np.int64)
+                   if stuck_node >= 0 else np.zeros(0, np.int64))
+    arrays: dict[str, Any] = dict(
+        LI=LI, LF=LF, QI=QI, QF=QF, CL=CL, NDF=NDF, PK=PK, free=free, FI=FI, FF=FF, FPS=FPS,
+        FPL=FPL, PL=PL, NB=np.concatenate([nb, [0.0]]), BM=BM, SI=SI, SF=SF, DP=DP, DI=DI,
+        RF=np.zeros((max(nrec, 1), 2), dtype=np.int64),
+        RT=np.zeros((max(nrec, 1), 2), dtype=np.float64),
+        TS_Q=np.zeros((nbins, max(len(watched), 1))),
+        TS_D=np.zeros(nbins), TS_F=np.zeros((nbins, max(min(nf, 64), 1))),
+        TS_NP=np.zeros(nbins), P=P, IP=IP,
+        HT=np.zeros(heap_cap), HI=np.zeros((heap_cap, 4), dtype=np.int64), C=C,
+        STUCK_L=stuck_links,
+    )
+    return State(arrays=arrays, FI=FI, n_flows=nf, nprio=NP,
+                 watched=np.asarray(watched, dtype=np.int64), bin_dt=bin_dt,
+                 packets_estimate=pkts, events_estimate=events_est, flow_src=src,
+                 flow_dst=dst, flow_step=fstep, stuck_node=stuck_node,
+                 meta={"hops": hops, "npath": npath, "credit": credit,
+                       "headroom": float(P[L.P_HEADROOM]), "rto": rto})
+
+
+def _path_min(vals: NDArray[np.float64], PL: NDArray[np.int64], start: NDArray[np.int64],
+              length: NDArray[np.int64]) -> NDArray[np.float64]:
+    out = np.full(start.shape[0], np.inf)
+    for h in range(int(length.max(initial=0))):
+        ok = length > h
+        out[ok] = np.minimum(out[ok], vals[PL[start[ok] + h]])
+    return np.where(np.isfinite(out), out, 1.0)
+
+
+def _path_sum(vals: NDArray[np.float64], PL: NDArray[np.int64], start: NDArray[np.int64],
+              length: NDArray[np.int64]) -> NDArray[np.float64]:
+    out = np.zeros(start.shape[0])
+    for h in range(int(length.max(initial=0))):
+        ok = length > h
+        out[ok] += vals[PL[start[ok] + h]]
+    return out

@@ -1,0 +1,242 @@
+"""Column indices of the engine's state arrays (shared by :mod:`engine` and :mod:`build`).
+
+The engine keeps its state in a handful of 2-D numpy arrays (one row per link, queue,
+flow, packet or step) so that numba can compile it; these integers name the columns.
+
+Example
+-------
+>>> E_TXDONE, E_ARRIVE
+(0, 1)
+"""
+
+# ---- event kinds
+E_TXDONE = 0      # a = link: serialisation of the packet on a link ended
+E_ARRIVE = 1      # a = packet: (head or whole of) a packet reached the next node
+E_PAUSE = 2       # a = queue (link * NP + prio), b = 1 pause / 0 resume, at the upstream end
+E_CREDIT = 3      # a = queue, b = bytes returned to the upstream end (credit-based links)
+E_INJECT = 4      # a = flow: pacing timer of the sender
+E_ACK = 5         # a = flow, b = rep << 32 | cumulative packet number
+E_NAK = 6         # a = flow, b = rep << 32 | expected packet number
+E_CNP = 7         # a = flow: congestion notification reached the sender
+E_DCQ_ALPHA = 8   # a = flow: DCQCN alpha-update timer
+E_DCQ_INC = 9     # a = flow, b = epoch: DCQCN rate-increase timer
+E_RTO = 10        # a = flow: retransmission timer
+E_STEP = 11       # a = step: start the next repetition of a step
+E_WD_CHECK = 12   # a = queue, b = pause epoch: PFC watchdog detection timer
+E_WD_RESTORE = 13  # a = queue: PFC watchdog restoration timer
+E_STUCK = 14      # b = 1 receiver stops draining / 0 resumes
+N_EVENT_KINDS = 15
+
+# ---- counters (int64 array C); 0..2 belong to the kernel
+C_FREE = 3
+C_EVENTS = 4
+C_ERR = 5
+C_DROP_LOSSLESS = 6
+C_DROP_LOSSY = 7
+C_DROP_WD = 8
+C_DROP_LOSS = 9
+C_RETX = 10
+C_TIMEOUTS = 11
+C_PAUSES = 12
+C_CNPS = 13
+C_DATA_PKTS = 14
+C_DELIVERED = 15
+C_ECN = 16
+C_WD_TRIG = 17
+C_NAKS = 18
+C_STEPS_DONE = 19
+C_NREC = 20
+C_NPAUSED = 21
+C_STALE = 22
+C_HOP_PKTS = 23
+C_POOL_HIGH = 24
+N_C = 25
+
+# ---- error codes (C[C_ERR])
+ERR_NONE = 0
+ERR_HEAP = 1
+ERR_POOL = 2
+ERR_BUDGET = 3
+ERR_DEADLOCK = 4
+ERR_UNTIL = 5
+
+# ---- float parameters P
+P_MTU = 0
+P_HDR = 1
+P_XOFF = 2
+P_XON = 3
+P_HEADROOM = 4
+P_LOSSY_Q = 5
+P_KMIN = 6
+P_KMAX = 7
+P_PMAX = 8
+P_G = 9
+P_RAI = 10
+P_RHAI = 11
+P_T_INC = 12
+P_T_ALPHA = 13
+P_BYTE_CNT = 14
+P_CNP_INT = 15
+P_MIN_RATE = 16
+P_LOSS = 17
+P_RTO = 18
+P_WD_TIME = 19
+P_WD_RESTORE = 20
+P_STUCK_T0 = 21
+P_STUCK_T1 = 22
+P_UNTIL = 23
+P_BIN_DT = 24
+P_INIT_CWND = 25
+P_WINDOW = 26
+P_CUT_HDR = 27
+N_P = 28
+
+# ---- int parameters IP
+I_NP = 0          # priorities (traffic classes)
+I_MODE = 1        # 0 ib, 1 roce, 2 tcp, 3 srd
+I_DCQCN = 2
+I_WD = 3
+I_CUT = 4         # cut-through switching
+I_ADAPTIVE = 5    # adaptive routing (least-queued path at injection)
+I_SPRAY = 6       # per-packet spraying over the flow's paths
+I_SELECTIVE = 7   # receiver accepts out-of-order packets (bitmap)
+I_TCP = 8         # TCP-like window, dup-ACK fast retransmit
+I_ACK_EVERY = 9
+I_BUDGET = 10
+I_SEED = 11
+I_NWATCH = 12
+I_NFLOW_TS = 13
+I_NBINS = 14
+N_I = 15
+
+MODE_IB, MODE_ROCE, MODE_TCP, MODE_SRD = 0, 1, 2, 3
+
+# ---- per link ints LI
+LI_SRC = 0
+LI_DST = 1
+LI_BUSY = 2
+LI_RR = 3
+LI_CREDIT = 4     # 1: credit-based flow control on this link
+LI_LOSSY = 5      # 1: random loss applies
+LI_ECN = 6        # 1: ECN marking at this egress
+LI_WATCH = 7      # watched-link index or -1
+LI_TX_INL = 8
+LI_TX_PRIO = 9
+LI_TX_SIZE = 10
+LI_TX_LOST = 11   # packet id when the packet in flight is lost, else -1
+LI_DST_EP = 12    # 1: the link enters an endpoint (flow destinations)
+N_LI = 13
+
+# ---- per link floats LF
+LF_CAP = 0
+LF_LAT = 1
+LF_QTOT = 2
+LF_BYTES = 3
+LF_QMAX = 4
+N_LF = 5
+
+# ---- per queue (link * NP + prio) ints QI
+Q_HEAD = 0
+Q_TAIL = 1
+Q_N = 2
+Q_PAUSED = 3       # paused by the downstream end
+Q_PAUSE_SENT = 4   # (as ingress at the downstream node) we asked upstream to pause
+Q_WD = 5           # watchdog storm state
+Q_EPOCH = 6
+N_QI = 7
+
+# ---- per queue floats QF
+QF_BYTES = 0      # egress queue bytes
+QF_IN = 1         # ingress bytes held at the downstream node (PFC accounting)
+QF_CRED = 2       # credits at the upstream end
+QF_T0 = 3         # pause start
+QF_PAUSE = 4      # total paused time
+QF_FIRST = 5      # first time paused (-1: never)
+N_QF = 6
+
+# ---- per class ints (CL)
+CL_LOSSLESS = 0   # PFC on this class (Ethernet links)
+CL_ECN = 1
+N_CL = 2
+
+# ---- per flow ints FI
+F_SRC = 0
+F_DST = 1
+F_PRIO = 2
+F_NPKT = 3
+F_SND_NEXT = 4
+F_SND_UNA = 5
+F_MAX_SENT = 6
+F_RCV_NEXT = 7
+F_RCV_CNT = 8
+F_QUEUED = 9
+F_INJ_PEND = 10
+F_STEP = 11
+F_REP = 12
+F_DONE = 13
+F_NPATH = 14
+F_DUP = 15
+F_INREC = 16
+F_RECOVER = 17
+F_NAK_SENT = 18
+F_BM = 19
+F_IT = 20
+F_IB = 21
+F_INC_EPOCH = 22
+F_ALPHA_ON = 23
+F_RTO_ON = 24
+F_ACKCNT = 25
+F_RTX = 26
+F_ACTIVE = 27
+N_FI = 28
+
+# ---- per flow floats FF
+FF_SIZE = 0
+FF_RATE = 1
+FF_TARGET = 2
+FF_ALPHA = 3
+FF_LINE = 4
+FF_NEXT_T = 5
+FF_BYTE_CNT = 6
+FF_LAST_CNP = 7
+FF_CNP_SEEN = 8
+FF_PROGRESS = 9
+FF_START = 10
+FF_RET_LAT = 11
+FF_CWND = 12
+FF_SSTHRESH = 13
+N_FF = 14
+
+# ---- per packet ints PK
+PK_FLOW = 0
+PK_SEQ = 1
+PK_SIZE = 2
+PK_HOP = 3
+PK_PBASE = 4
+PK_PLEN = 5
+PK_PRIO = 6
+PK_ECN = 7
+PK_REP = 8
+PK_INL = 9
+PK_NEXT = 10
+N_PK = 11
+
+# ---- per step ints SI / floats SF
+S_FOFF = 0
+S_NF = 1
+S_REPEAT = 2
+S_REP = 3
+S_REMAIN = 4
+S_NDEP = 5
+S_DONE = 6
+N_SI = 7
+SF_DELAY = 0
+SF_START = 1
+SF_END = 2
+N_SF = 3
+
+# ---- per node
+N_BUF = 0
+N_USED = 1
+N_MAXUSED = 2
+N_NF = 3

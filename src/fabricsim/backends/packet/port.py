@@ -1,0 +1,240 @@
+# mypy: allow-untyped-defs, allow-incomplete-defs, allow-untyped-calls
+# mypy: disable-error-code="no-any-return"
+"""Ports: per-priority output queues, transmission, buffer and credit accounting.
+
+A port is the sending end of a directed link. It holds one FIFO per priority (traffic
+class) as a linked list of packet ids, serves the classes round-robin one packet at a
+time, skips a class that is paused (PFC) or lacks credits (InfiniBand), and schedules the
+packet's serialisation end (``E_TXDONE``) and its arrival downstream (``E_ARRIVE``):
+store-and-forward arrives after ``size/capacity + latency``; cut-through after
+``header/capacity + latency`` when the next link is no faster than this one.
+
+All functions are numba-compiled; the state arrays and their columns are described in
+:mod:`fabricsim.backends.packet.layout`.
+
+Example
+-------
+>>> from fabricsim.backends.packet.layout import Q_HEAD
+>>> Q_HEAD
+0
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from fabricsim.backends.packet.kernel import push
+from fabricsim.backends.packet.layout import (
+    C_DATA_PKTS,
+    C_DROP_LOSS,
+    C_ERR,
+    C_FREE,
+    C_HOP_PKTS,
+    C_NPAUSED,
+    C_PAUSES,
+    C_POOL_HIGH,
+    C_RETX,
+    E_ARRIVE,
+    E_CREDIT,
+    E_PAUSE,
+    E_TXDONE,
+    ERR_POOL,
+    F_MAX_SENT,
+    F_QUEUED,
+    I_CUT,
+    I_NBINS,
+    I_NP,
+    LF_BYTES,
+    LF_CAP,
+    LF_LAT,
+    LF_QMAX,
+    LF_QTOT,
+    LI_BUSY,
+    LI_CREDIT,
+    LI_LOSSY,
+    LI_RR,
+    LI_TX_INL,
+    LI_TX_LOST,
+    LI_TX_PRIO,
+    LI_TX_SIZE,
+    LI_WATCH,
+    N_USED,
+    P_BIN_DT,
+    P_CUT_HDR,
+    P_LOSS,
+    P_XON,
+    PK_FLOW,
+    PK_HOP,
+    PK_INL,
+    PK_NEXT,
+    PK_PBASE,
+    PK_PLEN,
+    PK_PRIO,
+    PK_SEQ,
+    PK_SIZE,
+    Q_HEAD,
+    Q_N,
+    Q_PAUSE_SENT,
+    Q_PAUSED,
+    Q_TAIL,
+    Q_WD,
+    QF_BYTES,
+    QF_CRED,
+    QF_IN,
+)
+
+
+@njit(cache=True)
+def alloc_packet(PK, free, C):  # pragma: no cover
+    """Take a packet id from the free stack (-1 and ``ERR_POOL`` when exhausted)."""
+    top = C[C_FREE]
+    if top <= 0:
+        C[C_ERR] = ERR_POOL
+        return -1
+    top -= 1
+    C[C_FREE] = top
+    used = free.shape[0] - top
+    if used > C[C_POOL_HIGH]:
+        C[C_POOL_HIGH] = used
+    return free[top]
+
+
+@njit(cache=True)
+def free_packet(free, C, pk):  # pragma: no cover
+    """Return packet ``pk`` to the free stack."""
+    free[C[C_FREE]] = pk
+    C[C_FREE] += 1
+
+
+@njit(cache=True)
+def bin_of(t, P, IP):  # pragma: no cover
+    """Time-series bin of time ``t``."""
+    b = int(t / P[P_BIN_DT])
+    nb = IP[I_NBINS]
+    return b if b < nb else nb - 1
+
+
+@njit(cache=True)
+def enqueue(l, pk, now, LI, LF, QI, QF, PK, TS_Q, P, IP):  # pragma: no cover
+    """Append packet ``pk`` to the output queue of link ``l`` for its priority."""
+    lp = l * IP[I_NP] + PK[pk, PK_PRIO]
+    size = PK[pk, PK_SIZE]
+    PK[pk, PK_NEXT] = -1
+    if QI[lp, Q_N] == 0:
+        QI[lp, Q_HEAD] = pk
+    else:
+        PK[QI[lp, Q_TAIL], PK_NEXT] = pk
+    QI[lp, Q_TAIL] = pk
+    QI[lp, Q_N] += 1
+    QF[lp, QF_BYTES] += size
+    q = LF[l, LF_QTOT] + size
+    LF[l, LF_QTOT] = q
+    if q > LF[l, LF_QMAX]:
+        LF[l, LF_QMAX] = q
+    w = LI[l, LI_WATCH]
+    if w >= 0:
+        b = bin_of(now, P, IP)
+        if q > TS_Q[b, w]:
+            TS_Q[b, w] = q
+
+
+@njit(cache=True)
+def release(node, inl, prio, size, now, LI, LF, QI, QF, NDF, CL, P, IP, HT, HI,
+            C):  # pragma: no cover
+    """A packet that entered ``node`` over link ``inl`` left its buffer: free the space,
+    send XON upstream when the ingress count falls to the threshold, return credits."""
+    NDF[node, N_USED] -= size
+    lp = inl * IP[I_NP] + prio
+    QF[lp, QF_IN] -= size
+    if LI[inl, LI_CREDIT] == 1:
+        push(HT, HI, C, now + LF[inl, LF_LAT], E_CREDIT, lp, size)
+    elif QI[lp, Q_PAUSE_SENT] == 1 and QF[lp, QF_IN] <= P[P_XON]:
+        QI[lp, Q_PAUSE_SENT] = 0
+        push(HT, HI, C, now + LF[inl, LF_LAT], E_PAUSE, lp, 0)
+
+
+@njit(cache=True)
+def try_start_tx(l, now, LI, LF, QI, QF, PK, FI, CL, P, IP, HT, HI, C, PL, TS_Q
+                 ) -> int:  # pragma: no cover
+    """Start sending the next eligible packet on link ``l``; returns the source flow of
+    that packet when it left its sender's NIC queue (so the sender may inject), else -1."""
+    if LI[l, LI_BUSY] == 1:
+        return -1
+    NP = IP[I_NP]
+    r = LI[l, LI_RR]
+    for i in range(NP):
+        p = (r + i) % NP
+        lp = l * NP + p
+        if QI[lp, Q_N] == 0:
+            continue
+        if QI[lp, Q_PAUSED] == 1 and QI[lp, Q_WD] == 0:
+            continue
+        pk = QI[lp, Q_HEAD]
+        size = PK[pk, PK_SIZE]
+        credit = LI[l, LI_CREDIT] == 1
+        if credit and QF[lp, QF_CRED] < size:
+            continue
+        # dequeue
+        QI[lp, Q_HEAD] = PK[pk, PK_NEXT]
+        QI[lp, Q_N] -= 1
+        QF[lp, QF_BYTES] -= size
+        LF[l, LF_QTOT] -= size
+        if credit:
+            QF[lp, QF_CRED] -= size
+        LI[l, LI_RR] = (p + 1) % NP
+        LI[l, LI_BUSY] = 1
+        LI[l, LI_TX_INL] = PK[pk, PK_INL]
+        LI[l, LI_TX_PRIO] = p
+        LI[l, LI_TX_SIZE] = size
+        LI[l, LI_TX_LOST] = -1
+        cap = LF[l, LF_CAP]
+        ser = size / cap
+        LF[l, LF_BYTES] += size
+        C[C_HOP_PKTS] += 1
+        push(HT, HI, C, now + ser, E_TXDONE, l, 0)
+        hop = PK[pk, PK_HOP]
+        lost = False
+        if LI[l, LI_LOSSY] == 1 and P[P_LOSS] > 0.0 and np.random.random() < P[P_LOSS]:
+            lost = True
+        if lost:
+            LI[l, LI_TX_LOST] = pk
+            C[C_DROP_LOSS] += 1
+        else:
+            delay = ser
+            if IP[I_CUT] == 1 and hop + 1 < PK[pk, PK_PLEN]:
+                nxt = PL[PK[pk, PK_PBASE] + hop + 1]
+                if LF[nxt, LF_CAP] <= cap:
+                    hdr = P[P_CUT_HDR]
+                    delay = (hdr if hdr < size else size) / cap
+            push(HT, HI, C, now + delay + LF[l, LF_LAT], E_ARRIVE, pk, 0)
+        if hop == 0:
+            f = PK[pk, PK_FLOW]
+            FI[f, F_QUEUED] -= 1
+            C[C_DATA_PKTS] += 1
+            seq = PK[pk, PK_SEQ]
+            if seq <= FI[f, F_MAX_SENT]:
+                C[C_RETX] += 1
+            else:
+                FI[f, F_MAX_SENT] = seq
+            return f
+        return -1
+    return -1
+
+
+@njit(cache=True)
+def set_pause(lp, on, now, QI, QF, C):  # pragma: no cover
+    """Mark queue ``lp`` paused (``on``) or resumed and keep the pause-time totals."""
+    if on == 1:
+        if QI[lp, Q_PAUSED] == 0:
+            QI[lp, Q_PAUSED] = 1
+            QF[lp, 3] = now
+            if QF[lp, 5] < 0:
+                QF[lp, 5] = now
+            C[C_NPAUSED] += 1
+            C[C_PAUSES] += 1
+    else:
+        if QI[lp, Q_PAUSED] == 1:
+            QI[lp, Q_PAUSED] = 0
+            QF[lp, 4] += now - QF[lp, 3]
+            C[C_NPAUSED] -= 1
