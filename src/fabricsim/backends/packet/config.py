@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from fabricsim.errors import FabricsimError
 from fabricsim.units import parse_bandwidth, parse_size, parse_time
 
 
@@ -29,16 +30,23 @@ class _M(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+def _parse(fn: Any, v: Any) -> float:
+    try:
+        return float(fn(v))
+    except FabricsimError as e:  # pydantic reports ValueError under the field's path
+        raise ValueError(e.message) from None
+
+
 def _size(v: Any) -> float:
-    return float(parse_size(v)) if isinstance(v, str) else float(v)
+    return _parse(parse_size, v)
 
 
 def _time(v: Any) -> float:
-    return float(parse_time(v)) if isinstance(v, str) else float(v)
+    return _parse(parse_time, v)
 
 
 def _rate(v: Any) -> float:
-    return float(parse_bandwidth(v)) if isinstance(v, str) else float(v)
+    return _parse(parse_bandwidth, v)
 
 
 class WatchdogConfig(_M):
