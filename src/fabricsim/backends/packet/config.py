@@ -130,10 +130,12 @@ class StuckReceiver(_M):
 class TrafficSpec(_M):
     """Traffic a scenario generates when it has no collective: ``incast`` (``senders``
     ranks to rank ``receiver``), ``all_to_all`` or ``pairs`` (rank i to i + n/2), or
-    ``collective`` (the scenario's collective section, one size)."""
+    ``collective`` (a ring all-reduce). ``ranks`` lists the participating ranks explicitly
+    (the senders of an incast); otherwise the first ``senders`` ranks take part."""
 
     pattern: Literal["incast", "all_to_all", "pairs", "collective"] = "collective"
     senders: int | None = Field(None, ge=1)
+    ranks: list[int] | None = None
     receiver: int = Field(0, ge=0)
     nbytes: float = 16e6
     traffic_class: str | None = None
@@ -177,6 +179,7 @@ class PacketConfig(_M):
     bins: int = Field(200, ge=10, le=5000)
     event_budget: int = Field(200_000_000, ge=1000)
     seed: int | None = None
+    variants: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
     _s = field_validator("switch_buffer", "nic_buffer", "lossy_queue", mode="before")(_size)
     _c = field_validator("credit_bytes", mode="before")(
