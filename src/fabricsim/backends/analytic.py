@@ -1,0 +1,375 @@
+"""The analytic backend: a closed-form time for every step of a Schedule.
+
+Per repetition of a step, each transfer takes ``α + β``: ``α`` is its path latency (the sum
+of ``fabric.link_latency``, which already holds switch and NIC latency) plus the protocol's
+per-hop overhead for the dearest link class the path crosses; ``β`` is, over every link of
+its path, the bytes the step puts on that link divided by the link's usable rate
+(``capacity × protocol efficiency``) — so a link shared by several transfers of the step
+(oversubscription, a rail crossing, a PCIe switch or NIC shared by two GPUs) slows all of
+them. A step lasts as long as its slowest transfer. Steps that share dependencies, repeat
+count and delay run concurrently (NCCL channels) and are solved together; the DAG then
+gives start and end times. The protocol's launch overhead is added once.
+
+The per-link load pattern does not depend on the message size: it is cached per fabric and
+per step pattern, so a sweep of sizes routes each pattern once; :meth:`compile` returns a
+model whose :meth:`CompiledSchedule.time` evaluates any size scale in microseconds.
+
+Example
+-------
+>>> import numpy as np
+>>> from fabricsim.fabric import build_cluster
+>>> from fabricsim.schedule import Schedule, Step
+>>> fab = build_cluster("dgx-h100", nodes=1)
+>>> s = Step(src=fab.gpus[:1], dst=fab.gpus[1:2], nbytes=np.array([112.5e6]))
+>>> r = AnalyticBackend(protocol="ideal").run(Schedule(steps=(s,)), fab)
+>>> round(r.time * 1e6, 3), r.bottleneck_kind
+(1000.2, 'nvlink')
+"""
+
+from __future__ import annotations
+
+import hashlib
+import weakref
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+
+from fabricsim.backends.base import Result
+from fabricsim.collectives.protocols import LINK_CLASSES, Protocol, get_protocol, link_class_of_kind
+from fabricsim.fabric.core import Fabric, pair_hash
+from fabricsim.fabric.kinds import LinkKind
+from fabricsim.fabric.paths import Paths
+from fabricsim.schedule.core import Schedule, Step
+
+FloatArray = NDArray[np.float64]
+_CLASS_OF_KIND = link_class_of_kind()
+_INNET_OF = np.array([LINK_CLASSES.index("nvls"), LINK_CLASSES.index("pcie"),
+                      LINK_CLASSES.index("sharp")], dtype=np.int64)
+#: Order in which a path's link classes decide its hop overhead (dearest last).
+_CLASS_RANK = np.array([1, 2, 4, 3, 5], dtype=np.int8)  # nvlink < pcie < nvls < net < sharp
+
+
+@dataclass(frozen=True, eq=False)
+class GroupModel:
+    """Timing of one group of concurrent steps for a unit byte scale.
+
+    One repetition lasts ``max(alpha + scale * beta)``; ``links``/``load`` hold the bytes
+    per link for scale 1 and ``busy`` the time each of those links is busy (scale 1).
+    """
+
+    alpha: FloatArray
+    beta: FloatArray
+    links: NDArray[np.int32]
+    load: FloatArray
+    busy: FloatArray
+
+    def duration(self, scale: float) -> float:
+        if self.alpha.size == 0:
+            return 0.0
+        return float(np.max(self.alpha + scale * self.beta))
+
+
+@dataclass(frozen=True, eq=False)
+class CompiledSchedule:
+    """A schedule reduced to concurrency groups, each with a :class:`GroupModel`."""
+
+    groups: tuple[GroupModel, ...]
+    scales: FloatArray          # byte scale of each group for the compiled schedule
+    group_of_step: NDArray[np.int64]
+    deps: tuple[tuple[int, ...], ...]
+    repeat: NDArray[np.int64]
+    delay: FloatArray
+    launch: float
+    n_links: int
+
+    def step_times(self, factor: float = 1.0) -> tuple[FloatArray, FloatArray]:
+        """Start and end of every step when all byte counts are multiplied by ``factor``."""
+        dur = np.array([g.duration(s * factor) for g, s in zip(self.groups, self.scales,
+                                                                 strict=True)])
+        n = self.group_of_step.size
+        start = np.zeros(n)
+        end = np.zeros(n)
+        for i in range(n):
+            t0 = max((end[d] for d in self.deps[i]), default=0.0) + self.delay[i]
+            start[i] = t0
+            end[i] = t0 + self.repeat[i] * dur[self.group_of_step[i]]
+        return start, end
+
+    def time(self, factor: float = 1.0) -> float:
+        """Completion time (s) with byte counts multiplied by ``factor``."""
+        _, end = self.step_times(factor)
+        return float(end.max(initial=0.0)) + self.launch
+
+
+@dataclass(eq=False)
+class AnalyticBackend:
+    """α–β timing of a Schedule on a Fabric with protocol overheads and link sharing.
+
+    Parameters
+    ----------
+    protocol
+        Protocol name to use for every schedule (``"ll"``, ``"ll128"``, ``"simple"``,
+        ``"ideal"``); by default the schedule's own ``protocol`` (``"simple"`` if unset).
+    protocols
+        Override the protocol table (name -> :class:`Protocol`), e.g. for calibration.
+    """
+
+    protocol: str | None = None
+    protocols: Mapping[str, Protocol] | None = None
+    name: str = "analytic"
+    _cache: weakref.WeakKeyDictionary[Fabric, dict[bytes, GroupModel]] = field(
+        default_factory=weakref.WeakKeyDictionary, repr=False)
+    _structs: weakref.WeakKeyDictionary[Fabric, dict[bytes, _Structure]] = field(
+        default_factory=weakref.WeakKeyDictionary, repr=False)
+
+    def _proto(self, schedule: Schedule) -> Protocol:
+        name = (self.protocol or schedule.protocol or "simple").lower()
+        if self.protocols is not None and name in self.protocols:
+            return self.protocols[name]
+        return get_protocol(name)
+
+    def compile(self, schedule: Schedule, fabric: Fabric) -> CompiledSchedule:
+        """Group concurrent steps and solve each group's link loads (cached)."""
+        proto = self._proto(schedule)
+        keys: dict[tuple[tuple[int, ...], int, float], int] = {}
+        members: list[list[Step]] = []
+        group_of = np.zeros(len(schedule.steps), dtype=np.int64)
+        for i, s in enumerate(schedule.steps):
+            k = (s.deps, s.repeat, s.delay)
+            if k not in keys:
+                keys[k] = len(members)
+                members.append([])
+            members[keys[k]].append(s)
+            group_of[i] = keys[k]
+        cache = self._cache.setdefault(fabric, {})
+        groups: list[GroupModel] = []
+        scales = np.zeros(len(members))
+        for gi, steps in enumerate(members):
+            model, scale = self._group(fabric, steps, proto, cache)
+            groups.append(model)
+            scales[gi] = scale
+        return CompiledSchedule(
+            groups=tuple(groups), scales=scales, group_of_step=group_of,
+            deps=tuple(s.deps for s in schedule.steps),
+            repeat=np.array([s.repeat for s in schedule.steps], dtype=np.int64),
+            delay=np.array([s.delay for s in schedule.steps], dtype=np.float64),
+            launch=proto.launch if schedule.steps else 0.0, n_links=fabric.n_links)
+
+    def run(self, schedule: Schedule, fabric: Fabric) -> Result:
+        """Time ``schedule`` on ``fabric``; per-link bytes and the bottleneck link."""
+        comp = self.compile(schedule, fabric)
+        start, end = comp.step_times()
+        link_bytes = np.zeros(fabric.n_links)
+        busy = np.zeros(fabric.n_links)
+        reps = np.zeros(len(comp.groups))
+        for i, g in enumerate(comp.group_of_step):
+            reps[g] = max(reps[g], comp.repeat[i])
+        for g, model in enumerate(comp.groups):
+            w = reps[g] * comp.scales[g]
+            np.add.at(link_bytes, model.links, model.load * w)
+            np.add.at(busy, model.links, model.busy * w)
+        bott = int(np.argmax(busy)) if busy.size and busy.max() > 0 else -1
+        kind = LinkKind(int(fabric.link_kind[bott])).label if bott >= 0 else ""
+        return Result(time=float(end.max(initial=0.0)) + comp.launch, backend=self.name,
+                      step_start=start, step_end=end, link_bytes=link_bytes,
+                      bottleneck_link=bott, bottleneck_kind=kind,
+                      extra={"protocol": self._proto(schedule).name, "launch": comp.launch,
+                             "groups": len(comp.groups)})
+
+    def _group(self, fabric: Fabric, steps: list[Step], proto: Protocol,
+               cache: dict[bytes, GroupModel]) -> tuple[GroupModel, float]:
+        src = np.concatenate([s.src for s in steps])
+        dst = np.concatenate([s.dst for s in steps])
+        nb = np.concatenate([s.nbytes for s in steps])
+        hashes = np.concatenate([s.hashes if s.hashes is not None else pair_hash(s.src, s.dst)
+                                 for s in steps])
+        scale = float(nb.max(initial=0.0))
+        w = nb / scale if scale > 0 else nb
+        h = hashlib.blake2b(digest_size=20)
+        for arr in (src, dst, hashes, w):
+            h.update(np.ascontiguousarray(arr).tobytes())
+        key = h.digest()
+        pkey = key + repr(proto).encode()
+        hit = cache.get(pkey)
+        if hit is None:
+            st = self._structs.get(fabric, {}).get(key)
+            if st is None:
+                st = _structure(fabric, src, dst, hashes, w)
+                per = self._structs.setdefault(fabric, {})
+                if len(per) > 256:
+                    per.clear()
+                per[key] = st
+            hit = _model(fabric, st, proto)
+            if len(cache) > 4096:
+                cache.clear()
+            cache[pkey] = hit
+        return hit, scale
+
+
+@dataclass(frozen=True, eq=False)
+class _Structure:
+    """Routing of a group of transfers, independent of protocol and of the byte scale."""
+
+    ptr: NDArray[np.int64]          # CSR rows (transfers) of path entries
+    links: NDArray[np.int32]        # link of each entry (the first plane when sprayed)
+    cls: NDArray[np.int64]          # link class of each entry (innet classes applied)
+    sprayed: NDArray[np.bool_]      # entry striped over its NVSwitch planes
+    load: FloatArray                # bytes per link for unit scale (all links)
+    latency: FloatArray             # path latency of each transfer
+
+
+def _structure(fabric: Fabric, src: NDArray[np.int32], dst: NDArray[np.int32],
+               hashes: NDArray[np.uint64], w: FloatArray) -> _Structure:
+    from fabricsim.fabric.kinds import NodeKind
+
+    paths = _route(fabric, src, dst, hashes)
+    rows = paths.row_ids()
+    links = paths.links
+    is_sw = np.zeros(int(max(NodeKind)) + 1, dtype=bool)
+    for k in NodeKind:
+        is_sw[int(k)] = k.is_switch
+    kinds = fabric.node_kind.astype(np.int64)
+    innet_row = is_sw[kinds[src]] | is_sw[kinds[dst]]
+    group_of, size = _plane_groups(fabric)
+    sprayed = (size[links] > 1) & ~innet_row[rows]
+    wr = w[rows]
+    load = np.bincount(links[~sprayed], weights=wr[~sprayed],
+                       minlength=fabric.n_links).astype(np.float64)
+    if sprayed.any():
+        g = group_of[links[sprayed]]
+        per_group = np.bincount(g, weights=wr[sprayed], minlength=int(group_of.max()) + 1)
+        members = group_of >= 0
+        load[members] += per_group[group_of[members]] / size[members]
+    cls = _CLASS_OF_KIND[fabric.link_kind[links]].astype(np.int64)
+    cls = np.where(innet_row[rows], _INNET_OF[cls], cls)
+    latency = _row_reduce(np.add, fabric.link_latency[links], paths.ptr, 0.0)
+    return _Structure(ptr=paths.ptr, links=links, cls=cls, sprayed=sprayed, load=load,
+                      latency=latency)
+
+
+def _row_reduce(op: np.ufunc, values: FloatArray, ptr: NDArray[np.int64], empty: float
+                ) -> FloatArray:
+    """``op`` over each CSR row of ``values`` (``empty`` for empty rows)."""
+    n = ptr.size - 1
+    out = np.full(n, empty, dtype=np.float64)
+    nonempty = ptr[1:] > ptr[:-1]
+    if values.size and nonempty.any():
+        out[nonempty] = op.reduceat(values, ptr[:-1][nonempty])
+    return out
+
+
+def _model(fabric: Fabric, st: _Structure, proto: Protocol) -> GroupModel:
+    """Protocol-specific (α, β) envelope and link busy times of a routed group."""
+    n = st.ptr.size - 1
+    if n == 0:
+        z = np.zeros(0)
+        return GroupModel(z, z, np.zeros(0, dtype=np.int32), z, z)
+    eff = proto.eff_array()
+    group_of, _size = _plane_groups(fabric)
+    # busy time per link for unit scale, with the protocol's efficiency of its class
+    t_link = st.load / (fabric.link_capacity * eff[_CLASS_OF_KIND[fabric.link_kind]])
+    t_entry = st.load[st.links] / (fabric.link_capacity[st.links] * eff[st.cls])
+    if st.sprayed.any():
+        gmax = np.zeros(int(group_of.max()) + 1)
+        members = np.flatnonzero(group_of >= 0)
+        np.maximum.at(gmax, group_of[members], t_link[members])
+        t_entry[st.sprayed] = gmax[group_of[st.links[st.sprayed]]]
+    beta = _row_reduce(np.maximum, t_entry, st.ptr, 0.0)
+    rank = _row_reduce(np.maximum, _CLASS_RANK[st.cls].astype(np.float64), st.ptr, 0.0)
+    by_rank = np.argsort(_CLASS_RANK)
+    hop = proto.hop_array()
+    alpha = np.where(rank > 0, st.latency + hop[by_rank[np.maximum(rank.astype(np.int64) - 1,
+                                                                    0)]], 0.0)
+    alpha, beta = _envelope(alpha, beta)
+    used = np.flatnonzero(st.load > 0).astype(np.int32)
+    return GroupModel(alpha=alpha, beta=beta, links=used, load=st.load[used],
+                      busy=t_link[used])
+
+
+_ADJ: weakref.WeakKeyDictionary[Fabric, tuple[NDArray[np.int64], NDArray[np.int64]]] = \
+    weakref.WeakKeyDictionary()
+
+
+def _route(fabric: Fabric, src: NDArray[np.int32], dst: NDArray[np.int32],
+           hashes: NDArray[np.uint64]) -> Paths:
+    """Paths of all transfers; a transfer between two adjacent nodes takes their link
+    directly (cheap for hop-by-hop in-network trees, whose ends are switches)."""
+    adj = _ADJ.get(fabric)
+    if adj is None:
+        key = fabric.link_src.astype(np.int64) * fabric.n_nodes + fabric.link_dst
+        order = np.argsort(key, kind="stable")
+        adj = (key[order], order.astype(np.int64))
+        _ADJ[fabric] = adj
+    keys, order = adj
+    q = src.astype(np.int64) * fabric.n_nodes + dst
+    pos = np.clip(np.searchsorted(keys, q), 0, max(keys.size - 1, 0))
+    direct = (keys[pos] == q) if keys.size else np.zeros(q.size, dtype=bool)
+    direct &= fabric.link_up[order[pos]] if keys.size else direct
+    if direct.all():
+        return Paths(ptr=np.arange(q.size + 1, dtype=np.int64),
+                     links=order[pos].astype(np.int32))
+    rest = np.flatnonzero(~direct)
+    routed = fabric.route_many(src[rest], dst[rest], hashes[rest])
+    if not direct.any():
+        return routed
+    lengths = np.ones(q.size, dtype=np.int64)
+    lengths[rest] = routed.lengths()
+    ptr = np.zeros(q.size + 1, dtype=np.int64)
+    np.cumsum(lengths, out=ptr[1:])
+    links = np.empty(int(ptr[-1]), dtype=np.int32)
+    d_idx = np.flatnonzero(direct)
+    links[ptr[d_idx]] = order[pos[d_idx]]
+    starts = np.repeat(ptr[rest], routed.lengths())
+    within = np.arange(routed.links.size) - np.repeat(routed.ptr[:-1], routed.lengths())
+    links[starts + within] = routed.links
+    return Paths(ptr=ptr, links=links)
+
+
+_PLANES: weakref.WeakKeyDictionary[Fabric, tuple[NDArray[np.int64], NDArray[np.int64]]] = \
+    weakref.WeakKeyDictionary()
+
+
+def _plane_groups(fabric: Fabric) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """NVSwitch plane groups: per link, the id of its group (the links of one GPU in one
+    direction to every NVSwitch, ``-1`` for other links) and the group's size ``K``.
+
+    A GPU's NVLink ports reach all NVSwitch chips and traffic to a peer GPU is interleaved
+    over them, so GPU-to-GPU bytes on one of these links are spread over its whole group.
+    Transfers that target a switch (NVLS) are not spread.
+    """
+    hit = _PLANES.get(fabric)
+    if hit is not None:
+        return hit
+    from fabricsim.fabric.kinds import NodeKind
+
+    nk = fabric.node_kind
+    ls, ld = fabric.link_src, fabric.link_dst
+    nv = fabric.link_kind == LinkKind.NVLINK
+    up = nv & (nk[ls] == NodeKind.GPU) & (nk[ld] == NodeKind.NVSWITCH)
+    down = nv & (nk[ls] == NodeKind.NVSWITCH) & (nk[ld] == NodeKind.GPU)
+    key = np.where(up, ls, ld).astype(np.int64) * 2 + down.astype(np.int64)
+    cand = up | down
+    group_of = np.full(fabric.n_links, -1, dtype=np.int64)
+    size = np.zeros(fabric.n_links, dtype=np.int64)
+    if cand.any():
+        _, inv, counts = np.unique(key[cand], return_inverse=True, return_counts=True)
+        group_of[cand] = inv.ravel()
+        size[cand] = counts[inv.ravel()]
+    _PLANES[fabric] = (group_of, size)
+    return group_of, size
+
+
+def _envelope(alpha: FloatArray, beta: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Keep only (α, β) points not dominated by another (max over them is unchanged)."""
+    akey = np.round(alpha * 1e12).astype(np.int64)
+    uniq = np.unique(akey)
+    if uniq.size > 64:  # many distinct latencies: exact Pareto front by sorting
+        order = np.lexsort((beta, -alpha))
+        a, b = alpha[order], beta[order]
+    else:
+        a = np.array([alpha[akey == u].max() for u in uniq[::-1]])
+        b = np.array([beta[akey == u].max() for u in uniq[::-1]])
+    keep = b > np.concatenate([[-np.inf], np.maximum.accumulate(b)[:-1]])
+    return a[keep].copy(), b[keep].copy()

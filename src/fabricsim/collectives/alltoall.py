@@ -1,0 +1,77 @@
+"""All-to-all (direct and pairwise) and send/recv.
+
+``direct`` posts every rank's ``n−1`` sends at once (as NCCL groups its point-to-point
+calls); ``pairwise`` runs ``n−1`` rounds in which rank ``r`` sends to ``r+k``. ``S`` is each
+rank's send buffer, ``S/n`` goes to each peer. Send/recv (nccl-tests ``sendrecv_perf``):
+every rank sends ``S`` to its successor and receives from its predecessor.
+
+Example
+-------
+>>> from fabricsim.fabric import build_cluster
+>>> from fabricsim.collectives.registry import Group
+>>> g = Group.of(build_cluster("dgx-h100", 1), ranks=[0, 1, 2, 3])
+>>> s = direct_steps(g, "alltoall", 4e6, 1)
+>>> s[0].n, float(s[0].nbytes[0])
+(12, 1000000.0)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fabricsim.collectives.registry import Algorithm, Group, register, step
+from fabricsim.schedule.core import Step
+
+#: Largest number of point-to-point transfers an all-to-all schedule may hold.
+MAX_PAIRS = 8_000_000
+
+
+def _check(group: Group, collective: str) -> str | None:
+    n = group.n
+    if collective == "alltoall" and n * (n - 1) > MAX_PAIRS:
+        return (f"alltoall over {n} ranks is {n * (n - 1):,} transfers (limit {MAX_PAIRS:,});"
+                " simulate a smaller group (e.g. one expert-parallel group)")
+    return None
+
+
+def direct_steps(group: Group, collective: str, nbytes: float, channels: int) -> list[Step]:
+    """All sends at once (alltoall) or one send per rank to its successor (sendrecv)."""
+    n = group.n
+    f = group.fabric
+    if n == 1:
+        return []
+    if collective == "sendrecv":
+        return [step(f, group.nodes, np.roll(group.nodes, -1), nbytes / channels, channel=c,
+                     label=f"sendrecv ch{c}") for c in range(channels)]
+    i, k = np.meshgrid(np.arange(n), np.arange(1, n), indexing="ij")
+    src = group.nodes[i.ravel()]
+    dst = group.nodes[(i + k).ravel() % n]
+    return [step(f, src, dst, nbytes / n / channels, channel=c, label=f"alltoall ch{c}")
+            for c in range(channels)]
+
+
+def pairwise_steps(group: Group, collective: str, nbytes: float, channels: int
+                   ) -> list[Step]:
+    """``n−1`` rounds; in round ``k`` rank ``r`` sends ``S/n`` to rank ``r+k``."""
+    n = group.n
+    f = group.fabric
+    out: list[Step] = []
+    prev: tuple[int, ...] = ()
+    for k in range(1, n):
+        here = []
+        for c in range(channels):
+            here.append(len(out))
+            out.append(step(f, group.nodes, np.roll(group.nodes, -k), nbytes / n / channels,
+                            channel=c, deps=prev, label=f"pairwise round{k} ch{c}"))
+        prev = tuple(here)
+    return out
+
+
+DIRECT = register(Algorithm(
+    name="direct", build=direct_steps, check=_check,
+    collectives=frozenset({"alltoall", "sendrecv"}),
+    description="All point-to-point sends posted at once (NCCL's grouped send/recv)."))
+PAIRWISE = register(Algorithm(
+    name="pairwise", build=pairwise_steps, check=_check, collectives=frozenset({"alltoall"}),
+    description="n-1 rounds of shifted exchanges (rank r sends to r+k in round k).",
+    auto=False))

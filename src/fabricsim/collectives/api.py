@@ -1,0 +1,118 @@
+"""The public entry points: build, predict and run collectives.
+
+Example
+-------
+>>> from fabricsim.fabric import build_cluster
+>>> fab = build_cluster("dgx-h100", 1)
+>>> sched = build_schedule(fab, "all_reduce", 2**20, algo="ring", proto="simple")
+>>> sched.algorithm, sched.protocol, sched.meta["channels"]
+('ring', 'simple', 4)
+>>> r = run_collective(fab, "all_reduce", 2**30)
+>>> r.algorithm, 400e9 < r.busbw < 600e9
+('nvls', True)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from numpy.typing import ArrayLike
+
+from fabricsim.backends.base import Backend, Result
+from fabricsim.collectives.busbw import bandwidths
+from fabricsim.collectives.registry import Group, get_algorithm
+from fabricsim.collectives.tuner import (
+    REFERENCE_BYTES,
+    build,
+    check_collective,
+    check_nbytes,
+    choose,
+    model,
+)
+from fabricsim.fabric.core import Fabric
+from fabricsim.schedule.core import Schedule
+
+
+@dataclass(frozen=True, eq=False)
+class CollectiveResult:
+    """Outcome of one collective: time (s), algbw and busbw (bytes/s), choices, raw result."""
+
+    time: float
+    algbw: float
+    busbw: float
+    algorithm: str
+    protocol: str
+    result: Result
+
+
+def build_schedule(fabric: Fabric, collective: str, nbytes: float,
+                   ranks: ArrayLike | None = None, algo: str | None = None,
+                   proto: str | None = None, channels: int | None = None) -> Schedule:
+    """Compile ``collective`` of ``nbytes`` over ``ranks`` (default all GPUs) to a Schedule.
+
+    ``algo``/``proto`` force a choice; ``None`` picks the least predicted time. Raises
+    ConfigError (bad name or size) or ScheduleError (a forced choice that cannot apply).
+
+    Examples
+    --------
+    >>> from fabricsim.fabric import build_cluster
+    >>> s = build_schedule(build_cluster("dgx-a100", 1), "all_gather", 8e6, algo="ring")
+    >>> s.total_bytes() == 8 * 7 / 8 * 8e6
+    True
+    """
+    coll = check_collective(collective)
+    size = check_nbytes(nbytes)
+    group = Group.of(fabric, ranks)
+    c = choose(fabric, coll, size, group.ranks, algo, proto, channels)
+    return build(group, coll, size, get_algorithm(c.algorithm), c.protocol, channels)
+
+
+def predict_time(fabric: Fabric, collective: str, nbytes: float,
+                 ranks: ArrayLike | None = None, algo: str | None = None,
+                 proto: str | None = None) -> float:
+    """Predicted time (s) by the analytic model; cached per structure, so cheap to repeat.
+
+    Examples
+    --------
+    >>> from fabricsim.fabric import build_cluster
+    >>> fab = build_cluster("dgx-h100", 1)
+    >>> predict_time(fab, "all_reduce", 2**20) < predict_time(fab, "all_reduce", 2**30)
+    True
+    """
+    return choose(fabric, collective, nbytes, ranks, algo, proto).time
+
+
+def run_collective(fabric: Fabric, collective: str, nbytes: float,
+                   ranks: ArrayLike | None = None, algo: str | None = None,
+                   proto: str | None = None, backend: str | Backend = "analytic"
+                   ) -> CollectiveResult:
+    """Select (or take) an algorithm and protocol, build the schedule and run it.
+
+    ``backend`` is a name for :func:`fabricsim.backends.get_backend` or a Backend.
+
+    Examples
+    --------
+    >>> from fabricsim.fabric import build_cluster
+    >>> r = run_collective(build_cluster("dgx-a100", 1), "all_reduce", 2**30, algo="ring")
+    >>> r.protocol, round(r.busbw / 1e9)
+    ('simple', 237)
+    """
+    from fabricsim.backends import get_backend
+
+    coll = check_collective(collective)
+    size = check_nbytes(nbytes)
+    group = Group.of(fabric, ranks)
+    c = choose(fabric, coll, size, group.ranks, algo, proto)
+    sched = build(group, coll, size, get_algorithm(c.algorithm), c.protocol)
+    be = get_backend(backend) if isinstance(backend, str) else backend
+    if getattr(be, "name", "") == "analytic" and isinstance(backend, str):
+        res = be.run(sched, fabric)
+    else:
+        res = be.run(sched, fabric)
+    alg, bus = bandwidths(coll, size, res.time, group.n)
+    return CollectiveResult(time=res.time, algbw=alg, busbw=bus, algorithm=c.algorithm,
+                            protocol=c.protocol, result=res)
+
+
+__all__ = ["REFERENCE_BYTES", "CollectiveResult", "build_schedule", "model",
+           "predict_time", "run_collective"]

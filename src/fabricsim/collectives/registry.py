@@ -1,0 +1,216 @@
+"""The algorithm registry and the group of ranks an algorithm compiles for.
+
+Each algorithm is an :class:`Algorithm`: a name, the collectives it implements, a
+``build(group, collective, nbytes, channels) -> steps`` function, and a ``check`` that says
+why it cannot apply to a group (or ``None``). Lookup is by name in :data:`ALGORITHMS`;
+modules register their algorithms on import with :func:`register`.
+
+Example
+-------
+>>> from fabricsim.fabric import build_cluster
+>>> from fabricsim.collectives import ALGORITHMS
+>>> g = Group.of(build_cluster("dgx-h100", 1))
+>>> g.n, g.servers, g.per_server
+(8, 1, 8)
+>>> ALGORITHMS["ring"].check(g, "all_reduce") is None
+True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from fabricsim.errors import ConfigError, ScheduleError, unknown
+from fabricsim.fabric.core import Fabric, pair_hash
+from fabricsim.fabric.kinds import NodeKind
+from fabricsim.schedule.core import Step
+
+IntArray = NDArray[np.int32]
+
+
+@dataclass(frozen=True, eq=False)
+class Group:
+    """The ranks a collective runs over, with their placement on servers.
+
+    ``ranks`` are indices into ``fabric.gpus`` in ring order; ``nodes`` their node ids.
+    """
+
+    fabric: Fabric
+    ranks: IntArray
+    nodes: IntArray = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "nodes", self.fabric.gpus[self.ranks].astype(np.int32))
+
+    @staticmethod
+    def of(fabric: Fabric, ranks: ArrayLike | None = None) -> Group:
+        """Validate ``ranks`` (default: every GPU) and build the group."""
+        if ranks is None:
+            r = np.arange(fabric.n_gpus, dtype=np.int32)
+        else:
+            r = np.asarray(ranks).ravel()
+            if r.size and not np.issubdtype(r.dtype, np.integer):
+                raise ConfigError("ranks must be integer indices into fabric.gpus",
+                                  field="ranks")
+            r = r.astype(np.int32)
+        if r.size < 1:
+            raise ConfigError("a collective needs at least one rank", field="ranks")
+        if r.min() < 0 or r.max() >= fabric.n_gpus:
+            raise ConfigError(f"ranks must lie in 0..{fabric.n_gpus - 1} (the fabric has "
+                              f"{fabric.n_gpus} GPUs)", field="ranks")
+        if np.unique(r).size != r.size:
+            raise ConfigError("ranks must not repeat", field="ranks")
+        return Group(fabric=fabric, ranks=r)
+
+    @property
+    def n(self) -> int:
+        return int(self.ranks.shape[0])
+
+    @cached_property
+    def server_of(self) -> IntArray:
+        """Server index of every member (-1 if outside a server)."""
+        return self.fabric.node_server[self.nodes].astype(np.int32)
+
+    @cached_property
+    def by_server(self) -> list[IntArray]:
+        """Member positions grouped per server, servers in order of first appearance."""
+        _, first, inv = np.unique(self.server_of, return_index=True, return_inverse=True)
+        order = np.argsort(first, kind="stable")
+        rank_of_group = np.empty_like(order)
+        rank_of_group[order] = np.arange(order.size)
+        g = rank_of_group[inv.ravel()]
+        idx = np.argsort(g, kind="stable")
+        bounds = np.searchsorted(g[idx], np.arange(order.size + 1))
+        return [idx[bounds[i]:bounds[i + 1]].astype(np.int32) for i in range(order.size)]
+
+    @property
+    def servers(self) -> int:
+        return len(self.by_server)
+
+    @cached_property
+    def per_server(self) -> int:
+        """Members per server if every server holds the same number, else 0."""
+        sizes = {len(x) for x in self.by_server}
+        return sizes.pop() if len(sizes) == 1 else 0
+
+    def grid(self) -> IntArray:
+        """Member positions as a ``servers × per_server`` array (uniform groups only)."""
+        if not self.per_server:
+            raise ScheduleError("this algorithm needs the same number of ranks on every "
+                                "server; pass ranks that fill servers evenly", field="ranks")
+        return np.stack(self.by_server).astype(np.int32)
+
+    def nvswitches(self, server: int) -> IntArray:
+        """NVSwitch node ids inside ``server``."""
+        f = self.fabric
+        return np.flatnonzero((f.node_kind == NodeKind.NVSWITCH) & (f.node_server == server)
+                              ).astype(np.int32)
+
+    def nvswitch_grid(self, servers: IntArray) -> IntArray:
+        """NVSwitch node ids of each of ``servers`` (``len(servers) × K``), by plane."""
+        f = self.fabric
+        sw = np.flatnonzero(f.node_kind == NodeKind.NVSWITCH).astype(np.int32)
+        srv = f.node_server[sw]
+        order = np.lexsort((sw, srv))
+        sw, srv = sw[order], srv[order]
+        k = self.nvswitch_planes
+        if k == 0:
+            return np.zeros((len(servers), 0), dtype=np.int32)
+        start = np.searchsorted(srv, servers)
+        return np.asarray(sw[start[:, None] + np.arange(k)[None, :]], dtype=np.int32)
+
+    @cached_property
+    def nvswitch_planes(self) -> int:
+        """NVSwitch chips per server of this group (0 when GPUs are not on NVSwitches)."""
+        return int(self.nvswitches(int(self.server_of[0])).size) if self.server_of[0] >= 0 \
+            else 0
+
+
+def channel_hashes(fabric: Fabric, src: IntArray, dst: IntArray, channel: int) -> NDArray[
+        np.uint64]:
+    """Flow hashes for one channel: inside a server the channel index (so channel ``c``
+    rides NVSwitch plane ``c``), across the network a pair hash seeded by the channel."""
+    same = fabric.node_server[src] == fabric.node_server[dst]
+    h = pair_hash(src, dst, seed=channel + 1)
+    h[same] = np.uint64(channel)
+    return h
+
+
+def step(fabric: Fabric, src: ArrayLike, dst: ArrayLike, nbytes: float | ArrayLike, *,
+         channel: int = 0, repeat: int = 1, deps: tuple[int, ...] = (), reduce_at: str = "",
+         label: str = "") -> Step:
+    """A :class:`Step` with channel-aware flow hashes."""
+    s = np.asarray(src, dtype=np.int32).ravel()
+    d = np.asarray(dst, dtype=np.int32).ravel()
+    nb = np.broadcast_to(np.asarray(nbytes, dtype=np.float64), s.shape).copy()
+    return Step(src=s, dst=d, nbytes=nb, repeat=repeat, deps=deps, reduce_at=reduce_at,
+                label=label, channel=channel, hashes=channel_hashes(fabric, s, d, channel))
+
+
+Builder = Callable[[Group, str, float, int], list[Step]]
+Check = Callable[[Group, str], "str | None"]
+
+
+def _always(group: Group, collective: str) -> str | None:
+    return None
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    """A named way to run some collectives, compiled to schedule steps by ``build``."""
+
+    name: str
+    collectives: frozenset[str]
+    build: Builder
+    check: Check = _always
+    protocols: tuple[str, ...] = ("ll", "ll128", "simple")
+    description: str = ""
+    #: Considered by automatic selection (NCCL's own algorithms); others only when forced.
+    auto: bool = True
+    #: Automatic selection considers it only on groups spanning at least this many servers.
+    auto_min_servers: int = 1
+
+    def why_not(self, group: Group, collective: str) -> str | None:
+        """Why this algorithm cannot run ``collective`` on ``group`` (``None`` if it can)."""
+        if collective not in self.collectives:
+            return (f"{self.name} does not implement {collective} (it implements "
+                    f"{', '.join(sorted(self.collectives))})")
+        return self.check(group, collective)
+
+
+#: Algorithms by name. Filled by the algorithm modules on import.
+ALGORITHMS: dict[str, Algorithm] = {}
+
+
+def register(algo: Algorithm) -> Algorithm:
+    """Add ``algo`` to :data:`ALGORITHMS` (replacing one of the same name)."""
+    ALGORITHMS[algo.name] = algo
+    return algo
+
+
+def get_algorithm(name: str) -> Algorithm:
+    """The algorithm called ``name``; a did-you-mean error otherwise."""
+    key = name.lower().replace("-", "_")
+    if key not in ALGORITHMS:
+        raise unknown("algorithm", name, ALGORITHMS, field="algo")
+    return ALGORITHMS[key]
+
+
+def fill_step(fabric: Fabric, src: int, dst: int, hops: int, label: str) -> list[Step]:
+    """A zero-byte step repeated ``hops`` times: the pipeline fill of a chain or tree
+    (the first chunk crossing ``hops`` extra hops before the stream is steady)."""
+    if hops < 1:
+        return []
+    return [step(fabric, [src], [dst], 0.0, repeat=hops, label=label)]
+
+
+def shift_deps(steps: Sequence[Step], offset: int) -> list[Step]:
+    """Renumber the ``deps`` of ``steps`` by ``offset`` (to append them after others)."""
+    from dataclasses import replace
+
+    return [replace(s, deps=tuple(d + offset for d in s.deps)) for s in steps]

@@ -1,0 +1,87 @@
+"""Double binary tree all-reduce (NCCL's Tree algorithm).
+
+As NCCL builds it: inside each server the ranks form a chain whose head is the server's
+node in the inter-server trees; across servers two binary trees over the servers, the
+second the mirror of the first (a server that is a leaf in one is inner in the other), each
+carrying half of the buffer. Channel ``c`` starts its chains at local rank ``c``, so the
+inter-server edges of different channels use different rails. The reduction streams up and
+the broadcast streams down in chunks, so the steady state is one step in which every edge
+carries its share each way; a zero-byte pipeline-fill step adds the up-and-down depth in
+hops. Latency grows with ``log2`` of the server count (plus the chain inside a server).
+Groups that do not fill servers evenly use one binary tree pair over all ranks.
+
+Example
+-------
+>>> parents(7).tolist()
+[-1, 0, 0, 1, 1, 2, 2]
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numpy.typing import NDArray
+
+from fabricsim.collectives.registry import Algorithm, Group, fill_step, register, step
+from fabricsim.schedule.core import Step
+
+
+def parents(n: int) -> NDArray[np.int64]:
+    """Parent position of each position in a heap-ordered binary tree (-1 for the root)."""
+    p = (np.arange(n, dtype=np.int64) - 1) // 2
+    p[0] = -1
+    return p
+
+
+def _depth(n: int) -> int:
+    return max(0, math.ceil(math.log2(n + 1)) - 1)
+
+
+def tree_steps(group: Group, collective: str, nbytes: float, channels: int) -> list[Step]:
+    """Steps of a double-binary-tree all-reduce of ``nbytes`` over ``group``."""
+    n = group.n
+    f = group.fabric
+    if n == 1:
+        return []
+    if group.servers > 1 and group.per_server:
+        grid = group.grid()
+    else:
+        grid = np.arange(n, dtype=np.int32)[:, None]  # every rank its own "server"
+    m, g = grid.shape
+    child = np.arange(1, m)
+    par = parents(m)
+    depth = (g - 1) + _depth(m)
+    out = fill_step(f, int(group.nodes[grid[-1, -1]]), int(group.nodes[grid[0, 0]]),
+                    max(1, 2 * depth - 1), "tree pipeline fill")
+    deps = (0,) if out else ()
+    for c in range(channels):
+        cols = (np.arange(g) + c) % g
+        chains = group.nodes[grid[:, cols]]                   # m × g, head first
+        heads = chains[:, 0]
+        srcs: list[NDArray[np.int32]] = []
+        dsts: list[NDArray[np.int32]] = []
+        sizes: list[NDArray[np.float64]] = []
+        if g > 1:  # chain edges carry both trees' halves
+            a, b = chains[:, 1:].ravel(), chains[:, :-1].ravel()
+            srcs.append(a)
+            dsts.append(b)
+            sizes.append(np.full(a.size, nbytes / channels))
+        if m > 1:
+            for order in (heads, heads[::-1]):  # the mirror swaps leaves and inner servers
+                srcs.append(order[child])
+                dsts.append(order[par[child]])
+                sizes.append(np.full(child.size, nbytes / (2 * channels)))
+        up_s, up_d, size = np.concatenate(srcs), np.concatenate(dsts), np.concatenate(sizes)
+        out.append(step(f, up_s, up_d, size, channel=c, deps=deps, reduce_at="dst",
+                        label=f"tree reduce ch{c}"))
+        out.append(step(f, up_d, up_s, size, channel=c, deps=deps,
+                        label=f"tree broadcast ch{c}"))
+    return out
+
+
+TREE = register(Algorithm(
+    name="tree", build=tree_steps, collectives=frozenset({"all_reduce"}),
+    auto_min_servers=2,
+    description="NCCL double binary tree across servers with chains inside them: reduce up "
+                "and broadcast down, pipelined; latency ~ 2 log2(servers) network hops."))

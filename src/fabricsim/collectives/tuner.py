@@ -1,0 +1,176 @@
+"""Algorithm and protocol selection by least predicted time, as NCCL's tuner does.
+
+For a collective on a group, every registered algorithm that implements it and applies to
+the group is compiled once per protocol it supports (at a reference size) by the analytic
+backend; the compiled model then gives the time of any size in microseconds, so selection
+over a size sweep costs one compile per (algorithm, protocol). Compiled models are cached
+per fabric (weakly) and per (collective, ranks, algorithm, protocol, channels).
+
+Example
+-------
+>>> from fabricsim.fabric import build_cluster
+>>> fab = build_cluster("dgx-h100", 1)
+>>> small = choose(fab, "all_reduce", 1024)
+>>> big = choose(fab, "all_reduce", 2**30)
+>>> small.protocol in ("ll", "ll128"), big.algorithm
+(True, 'nvls')
+"""
+
+from __future__ import annotations
+
+import hashlib
+import weakref
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from fabricsim.collectives.busbw import COLLECTIVES
+from fabricsim.collectives.protocols import PROTOCOL_LABELS, get_protocol
+from fabricsim.collectives.registry import ALGORITHMS, Algorithm, Group, get_algorithm
+from fabricsim.errors import ConfigError, ScheduleError, unknown
+from fabricsim.fabric.core import Fabric
+from fabricsim.schedule.core import Schedule
+
+if TYPE_CHECKING:
+    from fabricsim.backends.analytic import AnalyticBackend, CompiledSchedule
+
+#: Size at which models are compiled (any size works: byte counts scale linearly).
+REFERENCE_BYTES = float(2**20)
+
+_MODELS: weakref.WeakKeyDictionary[Fabric, dict[tuple[object, ...], CompiledSchedule]] = \
+    weakref.WeakKeyDictionary()
+_BACKENDS: list[AnalyticBackend] = []
+
+
+def _backend() -> AnalyticBackend:
+    """The shared analytic backend (imported lazily: backends.analytic imports protocols)."""
+    if not _BACKENDS:
+        from fabricsim.backends.analytic import AnalyticBackend
+
+        _BACKENDS.append(AnalyticBackend())
+    return _BACKENDS[0]
+
+
+@dataclass(frozen=True)
+class Choice:
+    """An (algorithm, protocol) pair and its predicted time in seconds."""
+
+    algorithm: str
+    protocol: str
+    time: float
+
+
+def check_collective(collective: str) -> str:
+    """Normalise and validate a collective name (``allreduce`` -> ``all_reduce``)."""
+    key = collective.lower().replace("-", "_")
+    aliases = {"allreduce": "all_reduce", "allgather": "all_gather",
+               "reducescatter": "reduce_scatter", "all_to_all": "alltoall",
+               "send_recv": "sendrecv"}
+    key = aliases.get(key, key)
+    if key not in COLLECTIVES:
+        raise unknown("collective", collective, COLLECTIVES, field="collective")
+    return key
+
+
+def check_nbytes(nbytes: float) -> float:
+    """Validate a message size in bytes."""
+    try:
+        v = float(nbytes)
+    except (TypeError, ValueError):
+        raise ConfigError(f"message size must be a number of bytes, got {nbytes!r}",
+                          field="nbytes") from None
+    if not np.isfinite(v) or v < 0:
+        raise ConfigError(f"message size must be >= 0 bytes, got {nbytes!r}", field="nbytes")
+    return v
+
+
+def default_channels(group: Group) -> int:
+    """Channels: across servers one per rank of a server, so that every rail's NIC carries
+    a ring as with NCCL's channels; one inside a server (NVLink traffic to a peer is
+    striped over all NVSwitch planes by the backend, as by the hardware)."""
+    if group.servers > 1 and group.per_server:
+        return group.per_server
+    return 1
+
+
+def candidates(group: Group, collective: str, algo: str | None = None,
+               proto: str | None = None) -> list[tuple[Algorithm, str]]:
+    """The (algorithm, protocol) pairs to consider; clear errors for forced bad choices."""
+    if algo is not None:
+        a = get_algorithm(algo)
+        why = a.why_not(group, collective)
+        if why:
+            raise ScheduleError(why, field="algo")
+        algos = [a]
+    else:
+        algos = [a for a in ALGORITHMS.values()
+                 if a.auto and group.servers >= a.auto_min_servers
+                 and a.why_not(group, collective) is None]
+        if not algos:
+            raise ScheduleError(f"no algorithm implements {collective} on this group",
+                                field="algo")
+    if proto is not None:
+        p = get_protocol(proto).name
+        ok = [(a, p) for a in algos if p in a.protocols or p == "ideal"]
+        if not ok:
+            raise ScheduleError(f"{algos[0].name} does not run protocol "
+                                f"{PROTOCOL_LABELS.get(p, p)}; it supports "
+                                f"{', '.join(PROTOCOL_LABELS[x] for x in algos[0].protocols)}",
+                                field="proto")
+        return ok
+    return [(a, p) for a in algos for p in a.protocols]
+
+
+def build(group: Group, collective: str, nbytes: float, algo: Algorithm, proto: str,
+          channels: int | None = None) -> Schedule:
+    """Compile ``algo`` into a Schedule (no selection)."""
+    ch = channels if channels is not None else default_channels(group)
+    if ch < 1:
+        raise ConfigError(f"channels must be >= 1, got {ch}", field="channels")
+    steps = algo.build(group, collective, nbytes, ch)
+    return Schedule(steps=tuple(steps), collective=collective, algorithm=algo.name,
+                    protocol=proto, nbytes=int(nbytes), ranks=group.ranks,
+                    meta={"channels": ch, "group_size": group.n})
+
+
+def _ranks_key(group: Group) -> bytes:
+    return hashlib.blake2b(group.ranks.tobytes(), digest_size=16).digest()
+
+
+def model(group: Group, collective: str, algo: Algorithm, proto: str,
+          channels: int | None = None) -> CompiledSchedule:
+    """The cached compiled model of (collective, group, algorithm, protocol)."""
+    fab = group.fabric
+    key = (collective, _ranks_key(group), algo.name, proto, channels)
+    per = _MODELS.setdefault(fab, {})
+    hit = per.get(key)
+    if hit is None:
+        sched = build(group, collective, REFERENCE_BYTES, algo, proto, channels)
+        hit = _backend().compile(sched, fab)
+        per[key] = hit
+    return hit
+
+
+def choose(fabric: Fabric, collective: str, nbytes: float, ranks: ArrayLike | None = None,
+           algo: str | None = None, proto: str | None = None,
+           channels: int | None = None) -> Choice:
+    """The (algorithm, protocol) with the least predicted time for ``nbytes``."""
+    coll = check_collective(collective)
+    size = check_nbytes(nbytes)
+    group = Group.of(fabric, ranks)
+    best: Choice | None = None
+    for a, p in candidates(group, coll, algo, proto):
+        t = model(group, coll, a, p, channels).time(size / REFERENCE_BYTES)
+        if best is None or t < best.time:
+            best = Choice(a.name, p, t)
+    assert best is not None
+    return best
+
+
+def clear_cache() -> None:
+    """Forget compiled models (e.g. after changing protocol constants)."""
+    _MODELS.clear()
+    _backend()._cache.clear()
+    _backend()._structs.clear()
