@@ -53,8 +53,9 @@ def point_to_point(rate: float = 100e9 / 8, latency: float = 1e-6,
     h = b.add_nodes(NodeKind.GPU, 2)
     b.add_links(h[:1], h[1:], rate, latency, LinkKind.NIC_LEAF)
     a = b.arrays()
-    router = _Routes(ShortestPathRouter(a["link_src"].astype(np.int32), a["link_dst"].astype(np.int32),
-                                        np.arange(b.n_links, dtype=np.int32), b.n_nodes))
+    ls, ld = a["link_src"].astype(np.int32), a["link_dst"].astype(np.int32)
+    router = _Routes(ShortestPathRouter(ls, ld, np.arange(b.n_links, dtype=np.int32),
+                                        b.n_nodes))
     return b.build(gpus=h, gpu_nics=h.reshape(-1, 1), router=router,
                    info=_info(transport, 2, rate, "point-to-point"))
 
@@ -69,8 +70,8 @@ def star(n: int, rate: float = 100e9 / 8, latency: float = 1e-6,
     a = b.arrays()
     no_transit = np.ones(b.n_nodes, dtype=bool)
     no_transit[sw] = False
-    router = _Routes(ShortestPathRouter(a["link_src"].astype(np.int32), a["link_dst"].astype(np.int32),
-                                        np.arange(b.n_links, dtype=np.int32), b.n_nodes,
-                                        no_transit=no_transit))
+    ls, ld = a["link_src"].astype(np.int32), a["link_dst"].astype(np.int32)
+    router = _Routes(ShortestPathRouter(ls, ld, np.arange(b.n_links, dtype=np.int32),
+                                        b.n_nodes, no_transit=no_transit))
     return b.build(gpus=h, gpu_nics=h.reshape(-1, 1), router=router,
                    info=_info(transport, n, rate, "star"))

@@ -1,0 +1,107 @@
+"""``fabricsim packet SCENARIO``: run a packet-level scenario (and its variants).
+
+Example: ``fabricsim packet packet-pause-storm.yaml --out results/`` runs the base
+configuration and every variant of ``packet.variants``, prints them side by side and
+writes ``report.json`` and four figures (FCT CDF, throughput, queues/pauses, pause map).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from fabricsim.cli.common import JsonOpt, console, print_json
+from fabricsim.errors import ConfigError
+
+
+def _resolve(scenario: Path) -> Path:
+    if scenario.exists():
+        return scenario
+    from importlib.resources import files
+
+    packaged = Path(str(files("fabricsim") / "scenarios" / scenario.name))
+    if packaged.exists():
+        return packaged
+    raise ConfigError(f"scenario file {str(scenario)!r} does not exist (packaged packet "
+                      "scenarios: packet-incast-dcqcn.yaml, packet-pause-storm.yaml, "
+                      "packet-storage-class.yaml, packet-ecn-thresholds.yaml, "
+                      "packet-transports.yaml)")
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``packet`` command to ``app``."""
+
+    @app.command("packet")
+    def packet_cmd(
+        scenario: Annotated[Path, typer.Argument(help="Scenario YAML with a packet: section.")],
+        json_out: JsonOpt = False,
+        out: Annotated[Path | None, typer.Option("--out", help="Folder for report.json and "
+                                                 "plots.")] = None,
+        variant: Annotated[list[str] | None, typer.Option(
+            "--variant", help="Run only these variants ('base' for the base config).")] = None,
+    ) -> None:
+        """Packet-level simulation (IB credits, RoCE PFC/ECN/DCQCN, pause storms, loss)."""
+        from fabricsim.backends.packet.scenario import run_packet_scenario, variant_names
+        from fabricsim.scenario import load_scenario
+
+        sc = load_scenario(_resolve(scenario))
+        names: list[str | None] = [None, *variant_names(sc)]
+        if variant:
+            known = {"base", *variant_names(sc)}
+            for v in variant:
+                if v not in known:
+                    from fabricsim.errors import unknown
+
+                    raise unknown("variant", v, sorted(known), field="--variant")
+            names = [None if v == "base" else v for v in variant]
+        runs = [run_packet_scenario(sc, v) for v in names]
+        report = {"scenario": sc.name, "description": sc.description,
+                  "runs": [r.summary for r in runs]}
+        if out is not None:
+            from fabricsim.plots.packet import write_all
+
+            out.mkdir(parents=True, exist_ok=True)
+            (out / "report.json").write_text(json.dumps(report, indent=2, default=_default))
+            report["files"] = [str(p) for p in write_all(runs, out)] + [
+                str(out / "report.json")]
+        if json_out:
+            print_json(report)
+        else:
+            _print(report)
+
+
+def _default(o: Any) -> Any:
+    import numpy as np
+
+    if isinstance(o, np.generic):
+        return o.item()
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    raise TypeError(type(o).__name__)
+
+
+def _us(x: float | None) -> str:
+    return "—" if x is None else f"{x * 1e6:,.1f}"
+
+
+def _print(report: dict[str, Any]) -> None:
+    console.print(f"[bold]{report['scenario']}[/bold]  {report['description']}")
+    t = Table()
+    for col in ("variant", "time µs", "main µs", "p99 FCT µs", "drops", "retx", "paused µs",
+                "ports/hops", "CNPs", "wd"):
+        t.add_column(col, justify="left" if col == "variant" else "right")
+    for s in report["runs"]:
+        p99 = max((c["fct_p99_s"] for c in s["fct_by_class"].values()), default=None)
+        drops = sum(s["drops"].values())
+        t.add_row(f"{s['variant']} ({s['transport']})", _us(s["time_s"]),
+                  _us(s["main_traffic_time_s"]), _us(p99), f"{drops:,}",
+                  f"{s['retransmits']:,}", _us(s["pause"]["pause_time_total_s"]),
+                  f"{s['pause']['ports_paused']}/{s['pause']['max_hops']}", f"{s['cnps']:,}",
+                  str(s["watchdog_triggers"]))
+    console.print(t)
+    for f in report.get("files", []):
+        console.print(f"wrote {f}")
