@@ -20,7 +20,7 @@ Example
 >>> from fabricsim.fabric import build_cluster
 >>> from fabricsim.schedule import Schedule, Step
 >>> fab = build_cluster("dgx-h100", nodes=1)
->>> s = Step(src=fab.gpus[:1], dst=fab.gpus[1:2], nbytes=np.array([112.5e6]))
+>>> s = Step(src=fab.gpus[:1], dst=fab.gpus[1:2], nbytes=np.array([450e6]))
 >>> r = AnalyticBackend(protocol="ideal").run(Schedule(steps=(s,)), fab)
 >>> round(r.time * 1e6, 3), r.bottleneck_kind
 (1000.2, 'nvlink')

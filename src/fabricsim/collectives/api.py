@@ -6,7 +6,7 @@ Example
 >>> fab = build_cluster("dgx-h100", 1)
 >>> sched = build_schedule(fab, "all_reduce", 2**20, algo="ring", proto="simple")
 >>> sched.algorithm, sched.protocol, sched.meta["channels"]
-('ring', 'simple', 4)
+('ring', 'simple', 1)
 >>> r = run_collective(fab, "all_reduce", 2**30)
 >>> r.algorithm, 400e9 < r.busbw < 600e9
 ('nvls', True)
@@ -95,7 +95,7 @@ def run_collective(fabric: Fabric, collective: str, nbytes: float,
     >>> from fabricsim.fabric import build_cluster
     >>> r = run_collective(build_cluster("dgx-a100", 1), "all_reduce", 2**30, algo="ring")
     >>> r.protocol, round(r.busbw / 1e9)
-    ('simple', 237)
+    ('simple', 230)
     """
     from fabricsim.backends import get_backend
 
@@ -105,10 +105,7 @@ def run_collective(fabric: Fabric, collective: str, nbytes: float,
     c = choose(fabric, coll, size, group.ranks, algo, proto)
     sched = build(group, coll, size, get_algorithm(c.algorithm), c.protocol)
     be = get_backend(backend) if isinstance(backend, str) else backend
-    if getattr(be, "name", "") == "analytic" and isinstance(backend, str):
-        res = be.run(sched, fabric)
-    else:
-        res = be.run(sched, fabric)
+    res = be.run(sched, fabric)
     alg, bus = bandwidths(coll, size, res.time, group.n)
     return CollectiveResult(time=res.time, algbw=alg, busbw=bus, algorithm=c.algorithm,
                             protocol=c.protocol, result=res)

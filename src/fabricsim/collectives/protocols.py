@@ -86,39 +86,54 @@ class Protocol:
         return replace(self, **changes)
 
 
-# Calibrated constants (see docs/collectives.md, "Calibration"). Row ids refer to
-# /work/shared/reference/measurements.csv.
+# Calibrated constants. Row ids refer to /work/shared/reference/measurements.csv; the fit is
+# `python benchmarks/accuracy_nccl.py --fit` (least squares on log busbw over the included
+# rows, one launch overhead shared by all protocols), then rounded. See docs/collectives.md.
 #
-# Simple efficiency on NVLink: large-message ring all-reduce busbw / NVLink line rate;
-#   DGX A100 231.6/300 (row 24), 234.9/300 (row 102); H100 ~370/450 (rows 115, 117, 169);
-#   one value for both generations splits the difference (0.795: −3 % A100, +3 % H100).
-# Simple efficiency on the network: 24 GB/s per 200G NIC (25 GB/s line, row 132), 48-49
-#   GB/s per 400G NIC (row 141): 0.96.
+# launch 3.5 us (fit, rows 1-48): per call; small-message time is launch + hops x hop.
+# simple.efficiency.nvlink 0.794: large-message ring busbw / NVLink rate; fit of rows 20-24,
+#   101-102, 115, 117, 122, 169 (A100 231.6/300 = 0.772, H100 ~370/450 = 0.822: one value
+#   for both generations, -3 % / +3 %).
+# simple.efficiency.net 0.96: 24 GB/s per 200G NIC (25 GB/s line, rows 131/132) and 48-49
+#   GB/s per 400G NIC (row 141).
+# simple.efficiency.nvls 0.668: NVLS moves (1+1/n)*S per NVLink direction; H100 busbw
+#   478.9 (row 48) = algbw 273.6 -> 308 GB/s of 450 (0.685 by hand, 0.668 by the fit
+#   with rows 39-48); rows 116 (5..8 GPUs) confirm the link-bound form.
+# simple.hop_latency.nvlink 18.6 us, nvls 11.8 us (fit, rows 12-24 and 35-48): Simple's
+#   per-step cost is a chunk's pipeline latency, not a wire latency (NCCL's tuning table
+#   gives tens of us for Tree/Simple for the same reason).
+# ll128: hop 2.28 us, efficiency 0.453 on NVLink (fit, rows 9-16 and 30-38).
+# ll: not separable from LL128 by these rows (single-process -g 8 launches dominate the
+#   small sizes); set just below LL128's hop and to ~1/4 of Simple's bandwidth as NCCL's
+#   own table does (busBw x 1/4 for ring LL).
+# net / pcie / sharp hops and ll/ll128 net efficiencies: no reference rows resolve them;
+#   they keep NCCL's ordering (network hops dearer than NVLink) and are assumptions.
 # sharp efficiency: no SHARP measurement in the reference data; taken equal to the network
 #   efficiency (assumption, stated in docs/collectives.md).
-# nvls efficiency: H100 NVLS all-reduce moves (1+1/n)·S per NVLink direction;
-#   busbw 478.9 (row 48) = algbw 273.6 GB/s -> 308 GB/s per 450 GB/s GPU: 0.685; rows
-#   116 (5..8 GPUs give algbw 258..273, all ~308 GB/s per link) confirm the link-bound form.
-# Latencies: fitted to the small- and mid-size points of the A100 (rows 1-24, 97-102) and
-#   H100 (rows 25-48) curves by benchmarks/accuracy_nccl.py --fit.
+_LAUNCH = 3.5e-6
 PROTOCOLS: dict[str, Protocol] = {
     "ll": Protocol(
         name="ll",
-        hop_latency={"nvlink": 1.0e-6, "pcie": 1.5e-6, "net": 3.0e-6, "nvls": 1.0e-6, "sharp": 3.0e-6},
+        hop_latency={"nvlink": 2.0e-6, "pcie": 2.5e-6, "net": 4.0e-6, "nvls": 2.0e-6,
+                     "sharp": 4.0e-6},
         efficiency={"nvlink": 0.20, "pcie": 0.20, "net": 0.24, "nvls": 0.17, "sharp": 0.24},
-        launch=20e-6,
+        launch=_LAUNCH,
     ),
     "ll128": Protocol(
         name="ll128",
-        hop_latency={"nvlink": 1.5e-6, "pcie": 2.0e-6, "net": 4.0e-6, "nvls": 1.5e-6, "sharp": 4.0e-6},
-        efficiency={"nvlink": 0.55, "pcie": 0.55, "net": 0.70, "nvls": 0.47, "sharp": 0.70},
-        launch=25e-6,
+        hop_latency={"nvlink": 2.28e-6, "pcie": 2.8e-6, "net": 5.0e-6, "nvls": 2.28e-6,
+                     "sharp": 5.0e-6},
+        efficiency={"nvlink": 0.453, "pcie": 0.453, "net": 0.60, "nvls": 0.40,
+                    "sharp": 0.60},
+        launch=_LAUNCH,
     ),
     "simple": Protocol(
         name="simple",
-        hop_latency={"nvlink": 10e-6, "pcie": 10e-6, "net": 14e-6, "nvls": 10e-6, "sharp": 14e-6},
-        efficiency={"nvlink": 0.795, "pcie": 0.80, "net": 0.96, "nvls": 0.685, "sharp": 0.96},
-        launch=25e-6,
+        hop_latency={"nvlink": 18.6e-6, "pcie": 18.6e-6, "net": 20.0e-6, "nvls": 11.8e-6,
+                     "sharp": 20.0e-6},
+        efficiency={"nvlink": 0.794, "pcie": 0.80, "net": 0.96, "nvls": 0.668,
+                    "sharp": 0.96},
+        launch=_LAUNCH,
     ),
 }
 

@@ -153,15 +153,38 @@ def model(group: Group, collective: str, algo: Algorithm, proto: str,
     return hit
 
 
+_GROUPS: weakref.WeakKeyDictionary[Fabric, dict[bytes, Group]] = weakref.WeakKeyDictionary()
+_CANDS: weakref.WeakKeyDictionary[Group, dict[tuple[object, ...], list[tuple[Algorithm, str]]]
+                                  ] = weakref.WeakKeyDictionary()
+
+
+def group_of(fabric: Fabric, ranks: ArrayLike | None) -> Group:
+    """The (cached) :class:`Group` of ``ranks`` on ``fabric``."""
+    key = b"all" if ranks is None else np.asarray(ranks).tobytes()
+    per = _GROUPS.setdefault(fabric, {})
+    g = per.get(key)
+    if g is None:
+        g = Group.of(fabric, ranks)
+        if len(per) > 256:
+            per.clear()
+        per[key] = g
+    return g
+
+
 def choose(fabric: Fabric, collective: str, nbytes: float, ranks: ArrayLike | None = None,
            algo: str | None = None, proto: str | None = None,
            channels: int | None = None) -> Choice:
     """The (algorithm, protocol) with the least predicted time for ``nbytes``."""
     coll = check_collective(collective)
     size = check_nbytes(nbytes)
-    group = Group.of(fabric, ranks)
+    group = group_of(fabric, ranks)
+    per = _CANDS.setdefault(group, {})
+    ckey = (coll, algo, proto)
+    cands = per.get(ckey)
+    if cands is None:
+        cands = per[ckey] = candidates(group, coll, algo, proto)
     best: Choice | None = None
-    for a, p in candidates(group, coll, algo, proto):
+    for a, p in cands:
         t = model(group, coll, a, p, channels).time(size / REFERENCE_BYTES)
         if best is None or t < best.time:
             best = Choice(a.name, p, t)

@@ -1,0 +1,68 @@
+"""``fabricsim bench``: nccl-tests columns, JSON/CSV rows, plot, and clean errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from fabricsim.cli.app import main
+from fabricsim.cli.bench import parse_nccl_size, sweep_sizes
+
+
+def test_sizes_parse_like_nccl_tests() -> None:
+    assert parse_nccl_size("8") == 8
+    assert parse_nccl_size("1M") == 2**20
+    assert parse_nccl_size("1G") == 2**30
+    assert parse_nccl_size("128MiB") == 128 * 2**20
+    assert parse_nccl_size("4GB") == 4 * 10**9
+    assert sweep_sizes(8, 2**34, 2)[-1] == 2**34 and len(sweep_sizes(8, 2**34, 2)) == 32
+
+
+def test_table_has_nccl_columns_and_summary(capsys) -> None:
+    assert main(["bench", "all_reduce", "-b", "8", "-e", "1G", "-f", "8", "--system",
+                 "dgx-h100"]) == 0
+    out = capsys.readouterr().out
+    assert "size" in out and "busbw" in out and "algorithm" in out
+    assert "# Avg bus bandwidth" in out
+    rows = [ln for ln in out.splitlines() if ln and not ln.startswith("#")]
+    assert len(rows) == 10
+    assert rows[0].split()[2:4] == ["float", "sum"]
+
+
+def test_json_rows(capsys) -> None:
+    assert main(["bench", "all_gather", "-b", "1M", "-e", "4M", "-d", "half", "--system",
+                 "dgx-a100", "--nodes", "2", "--json"]) == 0
+    rows = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert [r["size_bytes"] for r in rows] == [2**20, 2**21, 2**22]
+    for r in rows:
+        assert set(r) >= {"size_bytes", "count", "type", "redop", "time_us", "algbw_gbps",
+                          "busbw_gbps", "algorithm", "protocol"}
+        assert r["count"] == r["size_bytes"] // 2 and r["redop"] == "none"
+        assert r["busbw_gbps"] == pytest.approx(r["algbw_gbps"] * 15 / 16, rel=1e-3)
+
+
+def test_csv_and_plot_with_two_algorithms(tmp_path, capsys) -> None:
+    png = tmp_path / "bw.png"
+    assert main(["bench", "all_reduce", "-b", "1M", "-e", "16M", "-f", "4", "--system",
+                 "dgx-h100", "--algo", "ring", "--algo", "nvls", "--csv", "--plot",
+                 str(png)]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0].startswith("size_bytes,count")
+    assert len(lines) == 1 + 2 * 3
+    assert png.exists() and png.stat().st_size > 1000
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["bench", "all_reduce", "--system", "dgx-a100", "--algo", "nvls"], "NVSwitch gen3"),
+    (["bench", "all_reduce", "--system", "dgx-h100", "--nodes", "2", "--fabric",
+      "roce-400g", "--algo", "sharp"], "SHARP"),
+    (["bench", "allreduc"], "all_reduce"),
+    (["bench", "all_reduce", "-b", "-8"], "size"),
+    (["bench", "all_reduce", "--algo", "rign"], "ring"),
+    (["bench", "all_reduce", "--proto", "LL64"], "did you mean"),
+    (["bench", "all_reduce", "--backend", "magic"], "analytic"),
+])
+def test_bad_input_exits_2_with_a_clear_message(argv, needle, capsys) -> None:
+    assert main(argv) == 2
+    assert needle in capsys.readouterr().err
