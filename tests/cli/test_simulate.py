@@ -62,3 +62,13 @@ def test_bad_fault_names_the_field(tmp_path: Path, capsys: pytest.CaptureFixture
     sc = write(tmp_path, "  - {type: link_degraded, link: 'leaf9->spine9', factor: 0.5}")
     assert main(["simulate", str(sc)]) == 2
     assert "faults[0].link" in capsys.readouterr().err
+
+
+def test_packaged_flow_scenarios_validate() -> None:
+    from fabricsim.scenario import load_scenario
+
+    files = sorted(SCEN.glob("flow-*.yaml"))
+    assert len(files) >= 2
+    for f in files:
+        sc = load_scenario(f)
+        assert sc.collective is not None and (sc.faults or sc.background)

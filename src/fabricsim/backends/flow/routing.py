@@ -36,7 +36,7 @@ from numpy.typing import NDArray
 from fabricsim.collectives.protocols import LINK_CLASSES, Protocol, link_class_of_kind
 from fabricsim.errors import ConfigError, NoRouteError
 from fabricsim.fabric.core import Fabric, pair_hash
-from fabricsim.fabric.kinds import NodeKind
+from fabricsim.fabric.kinds import LinkKind, NodeKind
 
 F8 = NDArray[np.float64]
 I8 = NDArray[np.int64]
@@ -231,11 +231,82 @@ def _multipath(fabric: Fabric, src: NDArray[np.int32], dst: NDArray[np.int32], s
                     weight=np.full(len(flow_len), float(weight)))
 
 
+def _is_switch_node(fabric: Fabric, nodes: I8) -> NDArray[np.bool_]:
+    is_sw = np.array([k.is_switch for k in NodeKind], dtype=bool)
+    out: NDArray[np.bool_] = is_sw[fabric.node_kind.astype(np.int64)[nodes]]
+    return out
+
+
+def nvswitch_groups(fabric: Fabric) -> tuple[I8, I8]:
+    """Per link: its NVSwitch plane group (the NVLink links of one GPU, one direction, to
+    every NVSwitch chip; -1 for other links) and the group's size."""
+    nk = fabric.node_kind
+    ls, ld = fabric.link_src, fabric.link_dst
+    nv = fabric.link_kind == LinkKind.NVLINK
+    up = nv & (nk[ls] == NodeKind.GPU) & (nk[ld] == NodeKind.NVSWITCH)
+    down = nv & (nk[ls] == NodeKind.NVSWITCH) & (nk[ld] == NodeKind.GPU)
+    group = np.full(fabric.n_links, -1, dtype=np.int64)
+    size = np.zeros(fabric.n_links, dtype=np.int64)
+    sel = up | down
+    if sel.any():
+        key = np.where(up, ls, ld).astype(np.int64)[sel] * 2 + down[sel]
+        _, inv, cnt = np.unique(key, return_inverse=True, return_counts=True)
+        group[sel] = inv.ravel()
+        size[sel] = cnt[inv.ravel()]
+    return group, size
+
+
+def stripe_planes(fabric: Fabric, ex: Expanded) -> Expanded:
+    """Interleave GPU-to-GPU traffic over every NVSwitch chip, as NVLink does: an entry on
+    one GPU↔NVSwitch link becomes the whole plane group at ``1/K`` each. Transfers to or
+    from a switch (NVLS) keep their one plane.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fabricsim.fabric import build_cluster
+    >>> fab = build_cluster("dgx-h100", nodes=1)
+    >>> ex = stripe_planes(fab, expand(fab, fab.gpus[:1], fab.gpus[1:2], np.array([1.0])))
+    >>> int(ex.flow_ptr[-1]), float(ex.coef.sum())
+    (8, 2.0)
+    """
+    group, size = nvswitch_groups(fabric)
+    if ex.links.size == 0 or not (size[ex.links] > 1).any():
+        return ex
+    members = np.argsort(group, kind="stable")
+    members = members[group[members] >= 0]
+    gptr = np.searchsorted(group[members], np.arange(int(group.max()) + 2))
+    flow_job = np.repeat(np.arange(ex.n_jobs), np.diff(ex.job_fptr))
+    ent_flow = np.repeat(np.arange(flow_job.shape[0]), np.diff(ex.flow_ptr))
+    innet = _is_switch_node(fabric, ex.src) | _is_switch_node(fabric, ex.dst)
+    spread = (size[ex.links] > 1) & ~innet[flow_job[ent_flow]]
+    reps = np.where(spread, size[ex.links], 1)
+    out_flow = np.repeat(ent_flow, reps)
+    coef = np.repeat(ex.coef / reps, reps)
+    frac = np.repeat((ex.coef if ex.frac is None else ex.frac) / reps, reps)
+    links = np.repeat(ex.links, reps)
+    idx = np.flatnonzero(np.repeat(spread, reps))
+    if idx.size:
+        e = np.repeat(np.flatnonzero(spread), size[ex.links[spread]])
+        start = np.concatenate([[0], np.cumsum(reps)[:-1]])
+        k = idx - start[e]
+        links[idx] = members[gptr[group[ex.links[e]]] + k]
+    ptr = np.zeros(ex.flow_ptr.shape[0], dtype=np.int64)
+    np.cumsum(np.bincount(out_flow, minlength=ptr.shape[0] - 1), out=ptr[1:])
+    return replace(ex, links=links.astype(np.int64), coef=coef, frac=frac, flow_ptr=ptr)
+
+
+#: Hop-overhead precedence of link classes (the dearest class a path crosses counts).
+_RANK = {"nvlink": 1, "pcie": 2, "nvls": 3, "net": 4, "sharp": 5}
+#: The class an entry takes when its transfer ends at a switch that reduces (NVLS, SHARP).
+_INNET = {"nvlink": "nvls", "pcie": "pcie", "net": "sharp"}
+
+
 def apply_protocol(fabric: Fabric, ex: Expanded, proto: Protocol) -> Expanded:
     """Charge an NCCL protocol (as the analytic backend does): every entry uses
-    ``1/efficiency`` of link capacity per payload byte for its link class (``innet`` for a
-    transfer to or from a switch: NVLS, SHARP) and every job waits the hop overhead of the
-    dearest class its paths cross, on top of their latency.
+    ``1/efficiency`` of link capacity per payload byte for its link class (``nvls`` or
+    ``sharp`` for a transfer to or from a switch) and every job waits the hop overhead of
+    the dearest class its paths cross, on top of their latency.
 
     Examples
     --------
@@ -243,22 +314,26 @@ def apply_protocol(fabric: Fabric, ex: Expanded, proto: Protocol) -> Expanded:
     >>> from fabricsim.backends.flow.testing import host_fat_tree
     >>> from fabricsim.collectives.protocols import get_protocol
     >>> fab = host_fat_tree(4)
-    >>> ex = apply_protocol(fab, expand(fab, fab.gpus[:1], fab.gpus[1:2], np.array([1.0])),
-    ...                     get_protocol("simple"))
-    >>> round(float(ex.coef[0]), 4), round(float(ex.latency[0]) * 1e6, 3)
-    (1.0417, 16.0)
+    >>> p = get_protocol("simple")
+    >>> ex = apply_protocol(fab, expand(fab, fab.gpus[:1], fab.gpus[1:2], np.array([1.0])), p)
+    >>> bool(np.isclose(ex.coef[0], 1 / p.efficiency["net"]))
+    True
     """
     if ex.links.size == 0:
         return ex
+    names = LINK_CLASSES
     cls = _CLASS_OF_KIND[fabric.link_kind[ex.links]].astype(np.int64)
-    is_sw = np.array([k.is_switch for k in NodeKind], dtype=bool)
-    kinds = fabric.node_kind.astype(np.int64)
-    innet_job = is_sw[kinds[ex.src]] | is_sw[kinds[ex.dst]]
+    innet_map = np.array([names.index(_INNET.get(c, c)) for c in names], dtype=np.int64)
+    rank = np.array([_RANK.get(c, 0) for c in names], dtype=np.int64)
+    innet_job = _is_switch_node(fabric, ex.src) | _is_switch_node(fabric, ex.dst)
     flow_job = np.repeat(np.arange(ex.n_jobs), np.diff(ex.job_fptr))
     ent_job = np.repeat(flow_job, np.diff(ex.flow_ptr))
-    cls = np.where(innet_job[ent_job], LINK_CLASSES.index("innet"), cls)
+    cls = np.where(innet_job[ent_job], innet_map[cls], cls)
     coef = ex.coef / proto.eff_array()[cls]
-    rank = np.full(ex.n_jobs, -1, dtype=np.int64)
-    np.maximum.at(rank, ent_job, cls)
-    hop = np.where(rank >= 0, proto.hop_array()[np.maximum(rank, 0)], 0.0)
-    return replace(ex, coef=coef, frac=ex.coef, latency=ex.latency + hop)
+    best = np.full(ex.n_jobs, -1, dtype=np.int64)
+    np.maximum.at(best, ent_job, rank[cls])
+    by_rank = {int(r): i for i, r in enumerate(rank)}
+    cls_of_best = np.array([by_rank.get(int(b), 0) for b in range(int(rank.max()) + 1)])
+    hop = np.where(best > 0, proto.hop_array()[cls_of_best[np.maximum(best, 0)]], 0.0)
+    return replace(ex, coef=coef, frac=ex.coef if ex.frac is None else ex.frac,
+                   latency=ex.latency + hop)

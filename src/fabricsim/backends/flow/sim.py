@@ -45,7 +45,7 @@ from numpy.typing import NDArray
 from fabricsim.backends.flow.background import BackgroundTransfers
 from fabricsim.backends.flow.faults import FaultPlan
 from fabricsim.backends.flow.kernel import STALL, Pool
-from fabricsim.backends.flow.routing import Expanded, apply_protocol, expand
+from fabricsim.backends.flow.routing import Expanded, apply_protocol, expand, stripe_planes
 from fabricsim.collectives.protocols import Protocol
 from fabricsim.schedule.core import Schedule
 
@@ -148,6 +148,7 @@ def simulate(schedule: Schedule, plan: FaultPlan,
             s = steps[i]
             ex = expand(fab, s.src, s.dst, s.nbytes, hashes=s.hashes, mode=routing, qps=qps,
                         seed=seed, channel=s.channel)
+            ex = stripe_planes(fab, ex)
             if protocol is not None:
                 ex = apply_protocol(fab, ex, protocol)
             templates[i] = (ex, plan.delays(ex.src))
@@ -209,10 +210,11 @@ def simulate(schedule: Schedule, plan: FaultPlan,
                 bg = background[a]
                 ex = expand(fab, bg.src, bg.dst, bg.nbytes, mode=routing, qps=qps, seed=seed,
                             channel=1000 + a, weight=bg.weight)
+                ex = stripe_planes(fab, ex)
                 ok = ex.routable
                 pool.add(ex.size, np.where(ok, t + ex.latency, np.inf),
                          np.full(ex.n_jobs, -1, dtype=np.int64), ex.job_fptr, ex.flow_ptr,
-                         ex.links, ex.coef, ex.weight, now=t)
+                         ex.links, ex.coef, ex.weight, now=t, frac=ex.frac)
                 bg_alive += int(ok.sum())
                 ext_count += 1
         if launches:
