@@ -46,12 +46,12 @@ class PacketRun:
     summary: dict[str, Any]
 
 
-def ring_all_reduce(ranks: np.ndarray, nbytes: float, *, label: str = "ring",  # type: ignore[type-arg]
+def ring_all_reduce(ranks: np.ndarray, nbytes: float, *, label: str = "ring",
                     deps: tuple[int, ...] = (), delay: float = 0.0) -> Step:
     """One step of a ring all-reduce: ``2(n-1)`` repetitions of ``nbytes/n`` to the next
     rank (reduce-scatter then all-gather)."""
     n = len(ranks)
-    return Step(src=ranks, dst=np.roll(ranks, -1), nbytes=[nbytes / max(n, 1)],
+    return Step(src=ranks, dst=np.roll(ranks, -1), nbytes=np.array([nbytes / max(n, 1)]),
                 repeat=max(2 * (n - 1), 1), label=label, deps=deps, delay=delay,
                 reduce_at="dst")
 
@@ -77,7 +77,7 @@ def traffic_steps(spec: TrafficSpec, fabric: Fabric, default_bytes: float | None
             raise ConfigError(f"{k} senders but only {len(others)} other ranks",
                               field="packet.traffic.senders")
         src = g[others[:k]]
-        return [Step(src=src, dst=np.full(k, g[spec.receiver]), nbytes=[nb],
+        return [Step(src=src, dst=np.full(k, g[spec.receiver]), nbytes=np.array([nb]),
                      repeat=spec.repeat, delay=spec.start, label="incast")]
     ranks = np.asarray(spec.ranks if spec.ranks is not None else
                        range(spec.senders or n), dtype=np.int64)
@@ -85,10 +85,10 @@ def traffic_steps(spec: TrafficSpec, fabric: Fabric, default_bytes: float | None
     if spec.pattern == "all_to_all":
         a, b = np.meshgrid(ranks, ranks, indexing="ij")
         m = a != b
-        return [Step(src=g[a[m]], dst=g[b[m]], nbytes=[nb], repeat=spec.repeat,
+        return [Step(src=g[a[m]], dst=g[b[m]], nbytes=np.array([nb]), repeat=spec.repeat,
                      delay=spec.start, label="all_to_all")]
     if spec.pattern == "pairs":
-        return [Step(src=g[ranks], dst=g[np.roll(ranks, -max(k // 2, 1))], nbytes=[nb],
+        return [Step(src=g[ranks], dst=g[np.roll(ranks, -max(k // 2, 1))], nbytes=np.array([nb]),
                      repeat=spec.repeat, delay=spec.start, label="pairs")]
     return [ring_all_reduce(g[ranks], nb, delay=spec.start, label="all_reduce")]
 
@@ -142,7 +142,7 @@ def pause_spread(fabric: Fabric, result: Result) -> dict[str, Any]:
     return out
 
 
-def _hops_from(fabric: Fabric, origin: int) -> np.ndarray:  # type: ignore[type-arg]
+def _hops_from(fabric: Fabric, origin: int) -> np.ndarray:
     dist = np.full(fabric.n_nodes, -1, dtype=np.int64)
     dist[origin] = 0
     adj: list[list[int]] = [[] for _ in range(fabric.n_nodes)]
