@@ -13,6 +13,7 @@ fabricsim.errors.ConfigError: training.tp: Input should be greater than or equal
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from pydantic import ValidationError
@@ -55,6 +56,9 @@ def training_from_section(section: dict[str, Any] | None, prefix: str = "trainin
         raise ConfigError(f"{err['msg']}{got_s}{hint}", field=f"{prefix}.{loc}") from None
     for k in ("total_tokens", "gpu_hour_usd"):
         v = extra[k]
+        if isinstance(v, str):  # YAML 1.1 reads 1.5e12 (no sign in the exponent) as text
+            with contextlib.suppress(ValueError):
+                v = extra[k] = float(v)
         if v is not None and (not isinstance(v, int | float) or v <= 0):
             raise ConfigError(f"must be a positive number, got {v!r}", field=f"{prefix}.{k}")
     return model, cfg, extra

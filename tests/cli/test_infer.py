@@ -1,0 +1,37 @@
+"""``fabricsim infer`` end to end."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from fabricsim.cli.app import main
+
+
+def test_infer_json(capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(["infer", "--model", "llama2-70b", "--tp", "8", "--batch", "4", "--json"])
+    assert rc == 0
+    d = json.loads(capsys.readouterr().out)
+    for k in ("prefill_s", "tpot_s", "tokens_per_s_per_request", "tokens_per_s_per_gpu",
+              "comm_share"):
+        assert d[k] > 0
+    assert d["tokens_per_s"] == pytest.approx(4 / d["tpot_s"])
+
+
+def test_infer_table(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["infer", "--model", "llama3-8b", "--tp", "2"]) == 0
+    assert "time per output token" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("args, field", [
+    (["--tp", "3"], "inference.tp"),
+    (["--tp", "1"], "inference.batch"),
+    (["--precision", "int4"], "--precision"),
+    (["--model", "llama9"], "--model"),
+])
+def test_infer_bad_input_exit_2(args: list[str], field: str,
+                                capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["infer", "--model", "llama2-70b", *args]) == 2
+    err = capsys.readouterr().err
+    assert field in err and "Traceback" not in err

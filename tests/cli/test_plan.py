@@ -1,0 +1,45 @@
+"""``fabricsim plan`` end to end."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from fabricsim.cli.app import main
+
+
+def test_plan_json_and_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "plan.png"
+    rc = main(["plan", "--model", "llama3-8b", "--gpus", "16", "--fabrics",
+               "ib-ndr,roce-400g", "--tp", "8", "--global-batch", "16", "--seq-len", "4096",
+               "--plot", str(out), "--json"])
+    assert rc == 0
+    d = json.loads(capsys.readouterr().out)
+    ib, roce = d["fabrics"]
+    assert (ib["fabric"], roce["fabric"]) == ("ib-ndr", "roce-400g")
+    assert ib["capex_usd"] > roce["capex_usd"]
+    assert ib["tokens_per_s"] >= roce["tokens_per_s"] * 0.99
+    assert ib["usd_per_1t_tokens"] == pytest.approx(ib["usd_per_token"] * 1e12)
+    assert not ib["planned"] and out.stat().st_size > 0
+
+
+def test_plan_uses_planner_without_layout(capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(["plan", "--model", "llama3-8b", "--nodes", "1", "--fabrics", "roce-400g",
+               "--global-batch", "8", "--seq-len", "2048"])
+    assert rc == 0
+    assert "planner" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("args, field", [
+    (["--fabrics", "ib-ndrr"], "fabrics"),
+    (["--gpus", "12"], "--gpus"),
+    (["--gpus", "16", "--nodes", "4"], "--gpus"),
+    (["--lifetime-years", "0"], "--lifetime-years"),
+])
+def test_plan_bad_input_exit_2(args: list[str], field: str,
+                               capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "--model", "llama3-8b", "--tp", "8", *args]) == 2
+    err = capsys.readouterr().err
+    assert field in err and "Traceback" not in err

@@ -1,0 +1,85 @@
+"""Tensor-parallel serving: roofline decode, latency-bound all-reduces, prefill."""
+
+from __future__ import annotations
+
+import pytest
+
+import fabricsim as fs
+from fabricsim.catalog import get_catalog
+from fabricsim.errors import ConfigError, ModelError
+from fabricsim.workloads.inference import simulate_inference
+from fabricsim.workloads.models import get_model
+
+
+@pytest.fixture(scope="module")
+def dgx2() -> fs.Fabric:
+    return fs.build_cluster("dgx-h100", 2)
+
+
+def test_decode_weights_time_is_bytes_over_bandwidth(dgx2: fs.Fabric) -> None:
+    m = get_model("llama3-8b")
+    r = simulate_inference(m, dgx2, tp=1, batch=1, prompt_len=128, output_len=16)
+    hbm = get_catalog().gpu("h100-sxm").hbm_bandwidth * 0.8
+    read = m.params - m.vocab * m.hidden  # input embedding is looked up, not read
+    assert r.decode.weights_s == pytest.approx(read * 2 / hbm, rel=1e-9)
+    assert r.decode.comm_s == 0.0 and r.prefill_comm_s == 0.0
+    assert r.tokens_per_s_per_request == pytest.approx(1 / r.tpot_s)
+
+
+def test_decode_falls_with_tp_until_comm_dominates(dgx2: fs.Fabric) -> None:
+    m = get_model("llama3-8b")
+    runs = {tp: simulate_inference(m, dgx2, tp=tp) for tp in (1, 2, 4, 8, 16)}
+    tpot = {t: r.tpot_s for t, r in runs.items()}
+    # weight reads halve with each doubling while the all-reduces are still cheap ...
+    assert tpot[1] > tpot[2] > tpot[4]
+    shares = [runs[t].comm_share for t in (1, 2, 4, 8, 16)]
+    assert shares == sorted(shares) and shares[0] == 0.0
+    # ... until communication dominates: TP 16 leaves the NVLink domain, its all-reduces
+    # cross InfiniBand and cost more than the halved weight reads save
+    assert tpot[16] > min(tpot.values())
+    assert runs[16].comm_share > 0.5
+    assert runs[16].warnings
+
+
+def test_nvlink_beats_pcie_for_70b_tp8() -> None:
+    m = get_model("llama2-70b")
+    nvl = fs.build_cluster("dgx-h100", 1)
+    pcie = fs.build_cluster("pcie-8gpu", 1, fabric="roce-100g")
+    kw = dict(tp=8, prompt_len=1024, output_len=256)
+    a1, b1 = (simulate_inference(m, f, batch=1, **kw) for f in (nvl, pcie))  # type: ignore[arg-type]
+    a16, b16 = (simulate_inference(m, f, batch=16, **kw) for f in (nvl, pcie))  # type: ignore[arg-type]
+    assert b1.prefill_s / a1.prefill_s > 2.5  # prefill all-reduces are bandwidth-bound
+    assert b16.tpot_s / a16.tpot_s > 1.6
+    assert b1.tpot_s / a1.tpot_s > 1.3  # batch 1: small messages, latency-bound
+    assert b16.decode.comm_s > a16.decode.comm_s
+
+
+def test_batch_raises_throughput_and_kv_time(dgx2: fs.Fabric) -> None:
+    m = get_model("llama2-70b")
+    r1 = simulate_inference(m, dgx2, tp=8, batch=1)
+    r32 = simulate_inference(m, dgx2, tp=8, batch=32)
+    assert r32.tokens_per_s > 10 * r1.tokens_per_s
+    assert r32.tpot_s > r1.tpot_s
+    assert r32.decode.kv_s == pytest.approx(32 * r1.decode.kv_s, rel=1e-9)
+    assert r32.decode_last.total_s > r32.decode_first.total_s
+
+
+def test_fp8_halves_weight_reads(dgx2: fs.Fabric) -> None:
+    m = get_model("llama2-70b")
+    a = simulate_inference(m, dgx2, tp=8, precision="bf16")
+    b = simulate_inference(m, dgx2, tp=8, precision="fp8")
+    assert b.decode.weights_s == pytest.approx(a.decode.weights_s / 2)
+
+
+def test_bad_inputs_name_the_field(dgx2: fs.Fabric) -> None:
+    m = get_model("llama2-70b")
+    with pytest.raises(ModelError, match=r"inference\.batch"):
+        simulate_inference(m, dgx2, tp=1)
+    with pytest.raises(ConfigError, match=r"inference\.tp"):
+        simulate_inference(m, dgx2, tp=3)
+    with pytest.raises(ConfigError, match=r"inference\.tp"):
+        simulate_inference(m, dgx2, tp=32)
+    with pytest.raises(ConfigError, match=r"inference\.precision"):
+        simulate_inference(m, dgx2, tp=8, precision="int4")
+    with pytest.raises(ConfigError, match=r"inference\.batch"):
+        simulate_inference(m, dgx2, tp=8, batch=0)
