@@ -144,11 +144,11 @@ def register(app: typer.Typer) -> None:
         """Simulate a scenario's collective with its faults and background traffic (flow
         backend); report the slowdown against the fault-free run and where it came from.
 
-        Example: fabricsim simulate flow-degraded-spine.yaml --out results/
+        Example: fabricsim simulate flow-degraded-link.yaml --out results/
         """
         if scenario is None:
             raise ConfigError("simulate needs a scenario file (see the scenarios shipped in "
-                              "fabricsim/scenarios, e.g. flow-degraded-spine.yaml)")
+                              "fabricsim/scenarios, e.g. flow-degraded-link.yaml)")
         if not scenario.exists():
             from importlib.resources import files
 
