@@ -231,6 +231,7 @@ SECTIONS: dict[str, Callable[[DemoContext], None]] = {
     "cluster": section_cluster,
     "allreduce": section_allreduce,
     "training": section_training,
+    "fault": section_fault,
 }
 
 
