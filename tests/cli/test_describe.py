@@ -154,3 +154,26 @@ def test_export_json_and_graphml(capsys: pytest.CaptureFixture[str], tmp_path: P
     assert graph.number_of_nodes() == len(data["nodes"])
     assert main(["describe", "--export", str(tmp_path / "fab.csv")]) == 2
     capsys.readouterr()
+
+
+@pytest.mark.parametrize(("body", "needle"), [
+    ("collective:\n  collective: allreduse\n", "all_reduce"),
+    ("collective:\n  maxbytes: lots\n", "collective.maxbytes"),
+    ("training:\n  model: llama3-70\n", "training.model"),
+    ("faults:\n  - type: link_down\n    kind: leaf-spine\n    index: 99999\n", "index"),
+])
+def test_validate_checks_sections(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                  body: str, needle: str) -> None:
+    p = tmp_path / "s.yaml"
+    p.write_text("cluster:\n  system: dgx-h100\n  nodes: 2\n" + body)
+    code, _, err = run(capsys, "validate", str(p))
+    assert code == 2, err
+    assert needle in err and "Traceback" not in err
+
+
+def test_validate_all_shipped_scenarios(capsys: pytest.CaptureFixture[str]) -> None:
+    files = sorted((ROOT / "examples").glob("*.yaml")) + sorted(
+        (ROOT / "src" / "fabricsim" / "scenarios").glob("*.yaml"))
+    for f in files:
+        code, _out, err = run(capsys, "validate", str(f))
+        assert code == 0, f"{f.name}: {err}"
