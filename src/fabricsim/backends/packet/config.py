@@ -13,7 +13,7 @@ Example
 >>> parse_packet_config({"mtu": 10})
 Traceback (most recent call last):
 ...
-fabricsim.errors.ConfigError: packet.mtu: Input should be greater than or equal to 64 (got 10)
+fabricsim.errors.ConfigError: packet.mtu: Input should be greater than or equal to 64, got 10
 """
 
 from __future__ import annotations
