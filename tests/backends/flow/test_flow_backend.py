@@ -127,6 +127,12 @@ def test_repeats_shortcut_is_exact_with_stragglers_and_flaps() -> None:
     slow = FlowBackend(faults=faults, exploit_repeats=False).run(sch, fab)
     assert fast.time == pytest.approx(slow.time, rel=1e-9)
     np.testing.assert_allclose(fast.link_bytes, slow.link_bytes, rtol=1e-9)
+    np.testing.assert_allclose(fast.extra["rep_end"][0], slow.extra["rep_end"][0], rtol=1e-9)
+    np.testing.assert_allclose(fast.extra["critical_time"], slow.extra["critical_time"],
+                               rtol=1e-9, atol=1e-15)
+    tr_f, tr_s = fast.extra["transfers"], slow.extra["transfers"]
+    assert (tr_f["rep"] == 29).all() and (tr_s["rep"] == 29).all()
+    np.testing.assert_allclose(tr_f["end"], tr_s["end"], rtol=1e-9)
     base = FlowBackend().run(sch, fab).time
     assert fast.time > base
 

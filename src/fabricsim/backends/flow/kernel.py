@@ -53,14 +53,21 @@ def advance(now: float, t_limit: float,
             f_bneck: I8, g_left: I8, g_end: F8, g_bneck: I8,
             cap: F8, dirty: NDArray[np.bool_], link_bytes: F8,
             s_rem: F8, s_demand: F8, s_nlive: I8, s_seen: NDArray[np.bool_],
-            out_groups: I8) -> tuple[int, float, int]:
+            out_groups: I8, j_size: F8, j_lat: F8, g_more: I8, g_flat: I8, g_start: F8,
+            rep_start: F8, rep_end: F8, crit: F8) -> tuple[int, float, int]:
     """Run events from ``now`` until a group completes, ``t_limit`` or a stall.
 
-    Returns ``(code, now, n)``: ``out_groups[:n]`` are the groups that completed.
+    A group with ``g_more[g] > 0`` more repetitions is re-armed in place when it
+    completes (its jobs start again after their latency ``j_lat``), recording the
+    repetition's end in ``rep_end[g_flat[g]]`` and its time in ``crit`` of its bottleneck;
+    only its last repetition is returned. Returns ``(code, now, n)``: ``out_groups[:n]``
+    are the groups that completed.
     """
     n_jobs = j_rem.shape[0]
     n_links = cap.shape[0]
     first = True
+    rearm = np.empty(max(g_left.shape[0], 1), dtype=np.int64)
+    n_re = 0
     while True:
         # ---------------------------------------------------------------- seed changes
         aff = np.zeros(0, dtype=np.int64)
@@ -148,11 +155,36 @@ def advance(now: float, t_limit: float,
                     if g_left[g] == 0:
                         g_end[g] = now
                         g_bneck[g] = j_bneck[j]
-                        out_groups[n_out] = g
-                        n_out += 1
+                        if g_more[g] > 0:
+                            rearm[n_re] = g
+                            n_re += 1
+                        else:
+                            out_groups[n_out] = g
+                            n_out += 1
         if ns > 0:
             _resolve(seeds[:ns], j_state, j_rate, j_bneck, j_fptr, f_w, f_ptr, e_link, e_coef,
                      f_rate, f_bneck, cap, s_rem, s_demand, s_nlive, s_seen, n_links)
+        for k in range(n_re):
+            g = rearm[k]
+            rep_end[g_flat[g]] = now
+            if g_bneck[g] >= 0:
+                crit[g_bneck[g]] += now - g_start[g]
+            g_flat[g] += 1
+            g_more[g] -= 1
+            rep_start[g_flat[g]] = now
+            g_start[g] = now
+            cnt = 0
+            for j in range(n_jobs):
+                if j_group[j] == g:
+                    j_state[j] = PENDING
+                    j_rem[j] = j_size[j]
+                    j_act[j] = now + j_lat[j]
+                    j_end[j] = np.nan
+                    j_rate[j] = 0.0
+                    j_bneck[j] = -1
+                    cnt += 1
+            g_left[g] = cnt
+        n_re = 0
         if n_out > 0:
             return GROUPS, now, n_out
         if now >= t_limit:
@@ -168,10 +200,12 @@ def _resolve(seeds: I8, j_state: I8, j_rate: F8, j_bneck: I8, j_fptr: I8, f_w: F
     # link -> active flows incidence (counting sort over active entries)
     lptr = np.zeros(n_links + 1, dtype=np.int64)
     n_act = 0
+    f_job = np.empty(f_w.shape[0], dtype=np.int64)
     for j in range(n_jobs):
         if j_state[j] != ACTIVE:
             continue
         for f in range(j_fptr[j], j_fptr[j + 1]):
+            f_job[f] = j
             n_act += 1
             for e in range(f_ptr[f], f_ptr[f + 1]):
                 lptr[e_link[e] + 1] += 1
@@ -232,27 +266,17 @@ def _resolve(seeds: I8, j_state: I8, j_rate: F8, j_bneck: I8, j_fptr: I8, f_w: F
                    f_bneck)
     # job rates: sum of their flows; job bottleneck: that of its slowest flow
     for i in range(nc):
-        f = flows[i]
-        j = _job_of(f, j_fptr)
-        j_rate[j] = 0.0
+        j_rate[f_job[flows[i]]] = 0.0
     for i in range(nc):
         f = flows[i]
-        j = _job_of(f, j_fptr)
-        j_rate[j] += f_rate[f]
+        j_rate[f_job[f]] += f_rate[f]
     for i in range(nc):
-        f = flows[i]
-        j = _job_of(f, j_fptr)
+        j = f_job[flows[i]]
         best = -1
         for g in range(j_fptr[j], j_fptr[j + 1]):
             if best < 0 or f_rate[g] < f_rate[best]:
                 best = g
         j_bneck[j] = f_bneck[best]
-
-
-@numba.njit(cache=True)
-def _job_of(f: int, j_fptr: I8) -> int:
-    """Index of the job owning flow ``f`` (binary search in ``j_fptr``)."""
-    return int(np.searchsorted(j_fptr, f, side="right")) - 1
 
 
 @dataclass
@@ -266,6 +290,7 @@ class Pool:
     j_rem: F8
     j_size: F8
     j_act: F8
+    j_lat: F8
     j_start: F8
     j_state: I8
     j_group: I8
@@ -288,7 +313,7 @@ class Pool:
     @staticmethod
     def empty(n_links: int) -> Pool:
         z, zi = np.zeros(0), np.zeros(0, dtype=np.int64)
-        return Pool(z, z, z, z, zi, zi, z, z, zi, zi, np.zeros(1, dtype=np.int64), z,
+        return Pool(z, z, z, z, z, zi, zi, z, z, zi, zi, np.zeros(1, dtype=np.int64), z,
                     np.zeros(1, dtype=np.int64), zi, z, z, z, zi,
                     (np.zeros(n_links), np.zeros(n_links), np.zeros(n_links, dtype=np.int64),
                      np.zeros(n_links, dtype=bool)),
@@ -310,6 +335,7 @@ class Pool:
         if self.n_jobs == 0:  # fast path: the pool is empty between most repetitions
             m = weight.shape[0]
             self.j_rem, self.j_size, self.j_act = size.copy(), size, act
+            self.j_lat = act - now
             self.j_start = np.full(n, now)
             self.j_state = np.zeros(n, dtype=np.int64)
             self.j_group = group.astype(np.int64, copy=False)
@@ -327,6 +353,7 @@ class Pool:
         self.j_rem = np.concatenate([self.j_rem, size])
         self.j_size = np.concatenate([self.j_size, size])
         self.j_act = np.concatenate([self.j_act, act])
+        self.j_lat = np.concatenate([self.j_lat, act - now])
         self.j_start = np.concatenate([self.j_start, np.full(n, now)])
         self.j_state = np.concatenate([self.j_state, np.zeros(n, dtype=np.int64)])
         self.j_group = np.concatenate([self.j_group, group.astype(np.int64)])
@@ -348,9 +375,16 @@ class Pool:
         self.f_bneck = np.concatenate([self.f_bneck, np.full(m, -1, dtype=np.int64)])
 
     def run(self, now: float, t_limit: float, cap: F8, n_groups: int,
-            g_left: I8 | None = None, g_end: F8 | None = None, g_bneck: I8 | None = None
-            ) -> tuple[int, float, I8]:
-        """Advance the pool (see :func:`advance`); returns (code, now, completed groups)."""
+            g_left: I8 | None = None, g_end: F8 | None = None, g_bneck: I8 | None = None,
+            repeats: tuple[I8, I8, F8, F8, F8, F8] | None = None) -> tuple[int, float, I8]:
+        """Advance the pool (see :func:`advance`); returns (code, now, completed groups).
+
+        ``repeats`` = ``(g_more, g_flat, g_start, rep_start, rep_end, crit)`` lets the
+        kernel run further repetitions of a group itself (default: none).
+        """
+        if repeats is None:
+            repeats = (np.zeros(n_groups, dtype=np.int64), np.zeros(n_groups, dtype=np.int64),
+                       np.zeros(n_groups), np.zeros(1), np.zeros(1), np.zeros(cap.shape[0]))
         if g_left is None:
             g_left = np.bincount(self.j_group[self.j_group >= 0], minlength=n_groups)
             g_left = g_left.astype(np.int64)
@@ -362,21 +396,28 @@ class Pool:
                              self.f_ptr, self.e_link, self.e_coef, self.e_frac, self.f_rate,
                              self.f_bneck,
                              g_left, g_end, g_bneck, cap, self.dirty, self.link_bytes,
-                             *self.scratch, out)
+                             *self.scratch, out, self.j_size, self.j_lat, repeats[0],
+                             repeats[1], repeats[2], repeats[3], repeats[4], repeats[5])
         return int(code), float(t), out[:n].copy()
 
-    def compact(self) -> dict[str, F8 | I8]:
-        """Drop finished jobs (and their flows/entries); return their records."""
+    def compact(self, g_more: I8 | None = None) -> dict[str, F8 | I8]:
+        """Drop finished jobs (and their flows/entries); return their records.
+
+        Jobs of groups with ``g_more > 0`` repetitions to go stay (they will be re-armed).
+        """
         done = self.j_state == DONE
+        if g_more is not None and done.any():
+            grp = self.j_group
+            done &= ~((grp >= 0) & (g_more[np.maximum(grp, 0)] > 0))
         if not done.any():
             return {}
-        rec: dict[str, F8 | I8] = {"start": self.j_start[done], "end": self.j_end[done],
-                                   "size": self.j_size[done], "tag": self.j_tag[done],
-                                   "group": self.j_group[done]}
+        rec: dict[str, F8 | I8] = {"start": self.j_act[done] - self.j_lat[done],
+                                   "end": self.j_end[done], "size": self.j_size[done],
+                                   "tag": self.j_tag[done], "group": self.j_group[done]}
         if done.all():
             fresh = Pool.empty(0)
-            for name in ("j_rem", "j_size", "j_act", "j_start", "j_state", "j_group", "j_end",
-                         "j_rate", "j_bneck", "j_tag", "j_fptr", "f_w", "f_ptr", "e_link",
+            for name in ("j_rem", "j_size", "j_act", "j_lat", "j_start", "j_state", "j_group",
+                         "j_end", "j_rate", "j_bneck", "j_tag", "j_fptr", "f_w", "f_ptr", "e_link",
                          "e_coef", "e_frac", "f_rate", "f_bneck"):
                 setattr(self, name, getattr(fresh, name))
             return rec
@@ -385,8 +426,8 @@ class Pool:
         fkeep = np.repeat(keep, nf_per)
         ne_per = np.diff(self.f_ptr)
         ekeep = np.repeat(fkeep, ne_per)
-        for name in ("j_rem", "j_size", "j_act", "j_start", "j_state", "j_group", "j_end",
-                     "j_rate", "j_bneck", "j_tag"):
+        for name in ("j_rem", "j_size", "j_act", "j_lat", "j_start", "j_state", "j_group",
+                     "j_end", "j_rate", "j_bneck", "j_tag"):
             setattr(self, name, getattr(self, name)[keep])
         self.j_fptr = np.concatenate([[0], np.cumsum(nf_per[keep])]).astype(np.int64)
         for name in ("f_w", "f_rate", "f_bneck"):

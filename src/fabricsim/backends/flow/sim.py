@@ -101,11 +101,19 @@ def simulate(schedule: Schedule, plan: FaultPlan,
     g_rep = np.zeros(n_groups, dtype=np.int64)
     n_g = 0
     templates: dict[int, tuple[Expanded, F8]] = {}
-    rep_start = [np.full(s.repeat, np.nan) for s in steps]
-    rep_end = [np.full(s.repeat, np.nan) for s in steps]
+    off = np.concatenate([[0], np.cumsum([s.repeat for s in steps])]).astype(np.int64)
+    rep_start_flat = np.full(int(off[-1]) + 1, np.nan)
+    rep_end_flat = np.full(int(off[-1]) + 1, np.nan)
+    rep_start = [rep_start_flat[off[i]:off[i + 1]] for i in range(n_steps)]
+    rep_end = [rep_end_flat[off[i]:off[i + 1]] for i in range(n_steps)]
+    # the general solver lets the kernel run a step's repetitions back to back itself
+    in_kernel = not exploit_repeats and not record_timeline
+    g_more = np.zeros(n_groups, dtype=np.int64)
+    g_flat = np.zeros(n_groups, dtype=np.int64)
     step_start = np.full(n_steps, np.nan)
     step_end = np.full(n_steps, np.nan)
     crit = np.zeros(fab.n_links)
+    step_repeat = np.array([s.repeat for s in steps], dtype=np.int64)
     dependents: list[list[int]] = [[] for _ in range(n_steps)]
     for i, s in enumerate(steps):
         for d in s.deps:
@@ -169,6 +177,8 @@ def simulate(schedule: Schedule, plan: FaultPlan,
         g = n_g
         n_g += 1
         g_step[g], g_rep[g], g_start[g] = i, r, now
+        g_flat[g] = off[i] + r
+        g_more[g] = steps[i].repeat - 1 - r if in_kernel else 0
         rep_start[i][r] = now
         if r == 0:
             step_start[i] = now
@@ -254,7 +264,9 @@ def simulate(schedule: Schedule, plan: FaultPlan,
             if remaining <= 0:
                 break
         t_limit = heap[0][0] if heap else np.inf
-        code, t_new, done = pool.run(t, t_limit, cap, n_groups, g_left, g_end, g_bneck)
+        code, t_new, done = pool.run(t, t_limit, cap, n_groups, g_left, g_end, g_bneck,
+                                     (g_more, g_flat, g_start, rep_start_flat, rep_end_flat,
+                                      crit))
         t = float(t_new)
         calls += 1
         if code == STALL:
@@ -265,7 +277,9 @@ def simulate(schedule: Schedule, plan: FaultPlan,
                     kill(i)
             break
         for g in done:
-            i, r = int(g_step[g]), int(g_rep[g])
+            i = int(g_step[g])
+            r = int(g_flat[g] - off[i])
+            g_rep[g] = r
             rep_end[i][r] = t
             if g_bneck[g] >= 0:
                 crit[g_bneck[g]] += t - g_start[g]
@@ -279,13 +293,15 @@ def simulate(schedule: Schedule, plan: FaultPlan,
                 if all(finished[x] for x in steps[dpt].deps) and not dead[dpt]:
                     push(max(step_end[x] for x in steps[dpt].deps) + steps[dpt].delay,
                          _LAUNCH, dpt, 0)
-        r_done = pool.compact()
+        r_done = pool.compact(g_more if in_kernel else None)
         if r_done:
             grp = r_done["group"]
             bg_alive -= int((grp < 0).sum())
             keep = grp >= 0
-            if not record_timeline:
-                keep &= g_rep[np.maximum(grp, 0)] == 0
+            gg = np.maximum(grp, 0)
+            r_done["rep"] = g_flat[gg] - off[g_step[gg]]
+            if not record_timeline:  # the last repetition of every step
+                keep &= r_done["rep"] == step_repeat[g_step[gg]] - 1
             if keep.any():
                 rec.append({k: v[keep] for k, v in r_done.items()})
         if record_timeline:
@@ -299,14 +315,13 @@ def simulate(schedule: Schedule, plan: FaultPlan,
         step_start=step_start, step_end=step_end, rep_start=rep_start, rep_end=rep_end,
         link_bytes=pool.link_bytes.copy(), critical_time=crit,
         stalled_steps=sorted(set(stalled_steps)), stalled_transfers=stalled_tr,
-        transfers=_transfers(rec, g_step, g_rep, g_start),
+        transfers=_transfers(rec, g_step),
         timeline_t=np.asarray(tl_t), timeline_bytes=(np.vstack(tl_b) if tl_b else
                                                       np.zeros((0, fab.n_links))),
         skipped_epochs=skipped, kernel_calls=calls)
 
 
-def _transfers(rec: list[dict[str, F8 | I8]], g_step: I8, g_rep: I8, g_start: F8
-               ) -> dict[str, F8 | I8]:
+def _transfers(rec: list[dict[str, F8 | I8]], g_step: I8) -> dict[str, F8 | I8]:
     """Per-transfer records (queue pairs of one transfer merged: latest end wins)."""
     if not rec:
         z = np.zeros(0)
@@ -316,7 +331,9 @@ def _transfers(rec: list[dict[str, F8 | I8]], g_step: I8, g_rep: I8, g_start: F8
     tag = np.concatenate([r["tag"] for r in rec]).astype(np.int64)
     end = np.concatenate([r["end"] for r in rec]).astype(np.float64)
     size = np.concatenate([r["size"] for r in rec]).astype(np.float64)
-    key = grp * (int(tag.max()) + 1) + tag
+    reps = np.concatenate([r["rep"] for r in rec]).astype(np.int64)
+    start = np.concatenate([r["start"] for r in rec]).astype(np.float64)
+    key = (grp * (int(reps.max()) + 1) + reps) * (int(tag.max()) + 1) + tag
     uniq, inv = np.unique(key, return_inverse=True)
     e = np.full(uniq.shape[0], -np.inf)
     np.maximum.at(e, inv, end)
@@ -324,5 +341,7 @@ def _transfers(rec: list[dict[str, F8 | I8]], g_step: I8, g_rep: I8, g_start: F8
     first = np.zeros(uniq.shape[0], dtype=np.int64)
     first[inv] = np.arange(inv.shape[0])
     g = grp[first]
-    return {"step": g_step[g], "rep": g_rep[g], "transfer": tag[first], "start": g_start[g],
+    s0 = np.full(uniq.shape[0], np.inf)
+    np.minimum.at(s0, inv, start)
+    return {"step": g_step[g], "rep": reps[first], "transfer": tag[first], "start": s0,
             "end": e, "nbytes": nb}
