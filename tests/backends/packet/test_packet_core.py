@@ -157,3 +157,23 @@ def test_config_errors_name_the_packet_field():  # type: ignore[no-untyped-def]
         parse_packet_config({"pfc": {"xoff": "lots"}})
     with pytest.raises(ConfigError, match="transport"):
         PacketBackend(transport="carrier-pigeon")
+
+
+def test_nvlink_flows_stripe_over_every_nvswitch():  # type: ignore[no-untyped-def]
+    """Inside a DGX a GPU spreads its traffic over all NVSwitches: a ring all-reduce runs at
+    the GPU's full NVLink bandwidth, as the closed form and the flow backend say."""
+    fab = build_cluster("dgx-h100", nodes=1)
+    g = fab.gpus
+    n, size = 8, 64e6
+    sch = Schedule(steps=(Step(src=g, dst=np.roll(g, -1), nbytes=[size / n],
+                               repeat=2 * (n - 1)),))
+    paths = fab.ecmp_paths(int(g[0]), int(g[1]))
+    bw = sum(float(fab.link_capacity[p].min()) for p in paths)
+    lat = float(fab.link_latency[paths[0]].sum())
+    r = PacketBackend(mtu=4096).run(sch, fab)
+    closed = 2 * (n - 1) * (size / n / bw + lat)
+    assert len(paths) > 1
+    assert r.time == pytest.approx(closed, rel=0.02)
+    flow = pytest.importorskip("fabricsim.backends.flow")
+    assert r.time == pytest.approx(flow.FlowBackend(protocol="ideal").run(sch, fab).time,
+                                   rel=0.02)

@@ -99,9 +99,26 @@ def build_state(schedule: Schedule, fabric: Fabric, cfg: PacketConfig, *, mode: 
     for k in range(npath):
         h = base_h if k == 0 else pair_hash(src, dst, seed=k + 1000 * (seed + 1))
         rows.append(fabric.route_many(src, dst, h))
+    # NVLink flows stripe their packets round-robin over every equal-cost path (as a GPU
+    # spreads NVLink traffic over all its links / NVSwitches); receivers take them in any
+    # order
+    p0 = rows[0] if rows else None
+    nvk = np.array([int(LinkKind.NVLINK), int(LinkKind.NVLINK_NETWORK)])
+    alts: dict[int, list[NDArray[np.int32]]] = {}
+    if p0 is not None and nf:
+        on_nv = np.isin(fabric.link_kind[p0.links], nvk)
+        nv_rows = np.unique(p0.row_ids()[on_nv]) if on_nv.any() else np.zeros(0, np.int64)
+        cache: dict[tuple[int, int], list[NDArray[np.int32]]] = {}
+        for i in nv_rows.tolist():
+            key = (int(src[i]), int(dst[i]))
+            if key not in cache:
+                cache[key] = fabric.ecmp_paths(key[0], key[1], limit=64)
+            if len(cache[key]) > 1:
+                alts[i] = cache[key]
+    width = max([npath, *(len(v) for v in alts.values())])
     # flat path table: flow f, alternative k -> PL[FPS[f, k]: FPS[f, k] + FPL[f, k]]
-    FPS = np.zeros((max(nf, 1), npath), dtype=np.int64)
-    FPL = np.zeros((max(nf, 1), npath), dtype=np.int64)
+    FPS = np.zeros((max(nf, 1), width), dtype=np.int64)
+    FPL = np.zeros((max(nf, 1), width), dtype=np.int64)
     parts, off = [], 0
     for k, p in enumerate(rows):
         lens = p.lengths()
@@ -109,10 +126,15 @@ def build_state(schedule: Schedule, fabric: Fabric, cfg: PacketConfig, *, mode: 
         FPL[:nf, k] = lens
         parts.append(p.links.astype(np.int64))
         off += int(p.links.shape[0])
+    for i, paths in alts.items():
+        for k, path in enumerate(paths):
+            FPS[i, k] = off
+            FPL[i, k] = len(path)
+            parts.append(np.asarray(path, dtype=np.int64))
+            off += len(path)
     PL = np.concatenate(parts) if parts else np.zeros(0, np.int64)
     if PL.size == 0:
         PL = np.zeros(1, np.int64)
-    p0 = rows[0] if rows else None
     hops = p0.lengths() if p0 is not None else np.zeros(0, np.int64)
     bad = (hops == 0) & (src != dst) & (nb > 0)
     if bad.any():
@@ -121,8 +143,10 @@ def build_state(schedule: Schedule, fabric: Fabric, cfg: PacketConfig, *, mode: 
                               f"{fabric.node_name(int(dst[i]))}")
     if spray:  # keep only alternatives that leave through the same first link
         first = PL[FPS[:nf, 0]] if nf else np.zeros(0, np.int64)
+        striped = np.zeros(nf, dtype=bool)
+        striped[list(alts)] = True
         for k in range(1, npath):
-            diff = (PL[FPS[:nf, k]] != first) & (FPL[:nf, k] > 0)
+            diff = (PL[FPS[:nf, k]] != first) & (FPL[:nf, k] > 0) & ~striped
             FPS[:nf, k][diff] = FPS[:nf, 0][diff]
             FPL[:nf, k][diff] = FPL[:nf, 0][diff]
     cap = fabric.link_capacity.astype(np.float64)
@@ -135,13 +159,18 @@ def build_state(schedule: Schedule, fabric: Fabric, cfg: PacketConfig, *, mode: 
     FI[:nf, L.F_PRIO] = np.asarray(classes, dtype=np.int64)[fstep] if nf else 0
     FI[:nf, L.F_STEP] = fstep
     FI[:nf, L.F_NPATH] = npath
+    FI[:nf, L.F_SPRAY] = 2 if spray else 0
+    for i, paths in alts.items():
+        FI[i, L.F_NPATH] = len(paths)
+        FI[i, L.F_SPRAY] = 1
     FI[:, L.F_RTX] = -1
     FI[:, L.F_MAX_SENT] = -1
     FI[:, L.F_NAK_SENT] = -1
     FI[:, L.F_REP] = -1
     FI[:, L.F_DONE] = 1
     selective = spray or cfg.adaptive_routing or mode == "tcp"
-    if selective:
+    needs_bm = np.full(nf, selective) | (FI[:nf, L.F_SPRAY] != 0)
+    if needs_bm.any():
         if int(npkt.sum()) > MAX_BITMAP:
             raise SimulationError(f"{int(npkt.sum()):,} packets per repetition exceed the "
                                   "receive-bitmap limit; raise packet.mtu or shrink the "
@@ -149,7 +178,7 @@ def build_state(schedule: Schedule, fabric: Fabric, cfg: PacketConfig, *, mode: 
         bm_off = np.zeros(nf, dtype=np.int64)
         if nf:
             np.cumsum(npkt[:-1], out=bm_off[1:])
-        FI[:nf, L.F_BM] = bm_off
+        FI[:nf, L.F_BM] = np.where(needs_bm, bm_off, -1)
         BM = np.zeros(max(int(npkt.sum()), 1), dtype=np.int8)
     else:
         FI[:, L.F_BM] = -1

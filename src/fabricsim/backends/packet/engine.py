@@ -144,9 +144,11 @@ def kick_link(l, now, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, PL, CL, P, IP, HT, H
 def kick_flow(f, now, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, PL, CL, P, IP, HT, HI, C, free,
               TS_Q) -> None:  # pragma: no cover
     """Let flow ``f`` inject a packet if it may, and start its first link."""
-    l0 = try_inject(f, now, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, PL, P, IP, HT, HI, C, free,
-                    TS_Q)
-    if l0 >= 0:
+    while True:
+        l0 = try_inject(f, now, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, PL, P, IP, HT, HI, C,
+                        free, TS_Q)
+        if l0 < 0:
+            return
         kick_link(l0, now, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, PL, CL, P, IP, HT, HI, C,
                   free, TS_Q)
 

@@ -188,7 +188,9 @@ F_RTO_ON = 24
 F_ACKCNT = 25
 F_RTX = 26
 F_ACTIVE = 27
-N_FI = 28
+F_SPRAY = 28       # 0 one path, 1 round-robin striping (NVLink), 2 random (SRD)
+F_RR = 29
+N_FI = 30
 
 # ---- per flow floats FF
 FF_SIZE = 0

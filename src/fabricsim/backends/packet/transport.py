@@ -60,10 +60,12 @@ from fabricsim.backends.packet.layout import (
     F_RCV_NEXT,
     F_RECOVER,
     F_REP,
+    F_RR,
     F_RTO_ON,
     F_RTX,
     F_SND_NEXT,
     F_SND_UNA,
+    F_SPRAY,
     F_SRC,
     F_STEP,
     FF_CWND,
@@ -81,7 +83,6 @@ from fabricsim.backends.packet.layout import (
     I_DCQCN,
     I_NFLOW_TS,
     I_SELECTIVE,
-    I_SPRAY,
     I_TCP,
     LF_QTOT,
     P_CNP_INT,
@@ -122,7 +123,12 @@ def choose_path(f, LF, FI, FPS, FPL, PL, IP):  # pragma: no cover
     n = FI[f, F_NPATH]
     if n <= 1:
         return 0
-    if IP[I_SPRAY] == 1:
+    sp = FI[f, F_SPRAY]
+    if sp == 1:
+        k = FI[f, F_RR] % n
+        FI[f, F_RR] = k + 1
+        return k
+    if sp == 2:
         return np.random.randint(0, n)
     if IP[I_ADAPTIVE] == 1:
         best = 0
@@ -144,7 +150,8 @@ def try_inject(f, now, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, PL, P, IP, HT, HI, 
                TS_Q) -> int:  # pragma: no cover
     """Put the next packet of flow ``f`` in its NIC queue if pacing, window and the
     one-packet-per-flow NIC slot allow; returns the first link used, or -1."""
-    if FI[f, F_DONE] == 1 or FI[f, F_ACTIVE] == 0 or FI[f, F_QUEUED] >= 1:
+    slots = 2 * FI[f, F_NPATH] if FI[f, F_SPRAY] == 1 else 1
+    if FI[f, F_DONE] == 1 or FI[f, F_ACTIVE] == 0 or FI[f, F_QUEUED] >= slots:
         return -1
     rtx = FI[f, F_RTX]
     seq = rtx
@@ -214,7 +221,7 @@ def deliver(pk, now, PK, FI, FF, SI, SF, DP, DI, BM, RF, RT, TS_D, TS_F, P, IP, 
         push(HT, HI, C, now + ret, E_CNP, f, 0)
     npkt = FI[f, F_NPKT]
     new = False
-    if IP[I_SELECTIVE] == 1:
+    if IP[I_SELECTIVE] == 1 or FI[f, F_SPRAY] != 0:
         b = FI[f, F_BM] + seq
         if BM[b] == 0:
             BM[b] = 1
