@@ -63,3 +63,10 @@ def test_shipped_examples_validate() -> None:
     assert files, "no example scenarios found"
     for f in files:
         load_scenario(f)
+
+
+def test_shipped_scenario_by_name() -> None:
+    s = load_scenario("train-llama3-70b-256")
+    assert s.cluster.nodes == 32
+    with pytest.raises(ConfigError, match="train-llama3-70b-256"):
+        load_scenario("train-llama3-70b-25")

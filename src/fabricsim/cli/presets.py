@@ -11,7 +11,7 @@ from fabricsim.catalog import get_catalog
 from fabricsim.cli.common import JsonOpt, console, print_json
 from fabricsim.errors import ConfigError
 
-KINDS = ("systems", "fabrics", "topologies", "gpus", "switches", "nics", "links")
+KINDS = ("systems", "fabrics", "topologies", "scenarios", "gpus", "switches", "nics", "links")
 
 
 def register(app: typer.Typer) -> None:
@@ -29,7 +29,7 @@ def register(app: typer.Typer) -> None:
 
             raise ConfigError(f"unknown preset kind {kind!r}; {did_you_mean(kind, KINDS)}",
                               field="kind")
-        wanted = [kind] if kind else ["systems", "fabrics", "topologies"]
+        wanted = [kind] if kind else ["systems", "fabrics", "topologies", "scenarios"]
         data: dict[str, list[dict[str, object]]] = {}
         if "systems" in wanted:
             data["systems"] = [
@@ -47,6 +47,12 @@ def register(app: typer.Typer) -> None:
         if "topologies" in wanted:
             data["topologies"] = [{"name": t.name, "description": t.description}
                                   for t in cat.topologies.values()]
+        if "scenarios" in wanted:
+            from fabricsim.scenario.loader import load_scenario_text, shipped_scenarios
+
+            data["scenarios"] = [
+                {"name": name, "description": load_scenario_text(text, name).description}
+                for name, text in shipped_scenarios().items()]
         for other in ("gpus", "switches", "nics", "links"):
             if other in wanted:
                 data[other] = [{"name": name, "source": spec.source}
@@ -58,7 +64,8 @@ def register(app: typer.Typer) -> None:
             if not rows:
                 continue
             table = Table(title=section, title_justify="left", show_lines=False)
-            cols = [c for c in rows[0] if c != "description" or section == "topologies"]
+            cols = [c for c in rows[0]
+                    if c != "description" or section in ("topologies", "scenarios")]
             for c in cols:
                 table.add_column(c)
             for r in rows:

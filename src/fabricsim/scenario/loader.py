@@ -98,11 +98,34 @@ def load_scenario_text(text: str, source: str = "<scenario>") -> Scenario:
         raise ConfigError(f"{err['msg']}{got_s}{more}", field=f"{path}{where}") from None
 
 
+def shipped_scenarios() -> dict[str, str]:
+    """Scenarios that ship with fabricsim: name -> YAML text.
+
+    >>> "train-llama3-70b-256" in shipped_scenarios()
+    True
+    """
+    from importlib import resources
+
+    folder = resources.files("fabricsim") / "scenarios"
+    out: dict[str, str] = {}
+    for f in folder.iterdir():
+        if f.name.endswith(".yaml"):
+            out[f.name[: -len(".yaml")]] = f.read_text(encoding="utf-8")
+    return dict(sorted(out.items()))
+
+
 def load_scenario(path: str | Path) -> Scenario:
-    """Read and validate a scenario file."""
+    """Read and validate a scenario file, or a shipped scenario by name."""
     p = Path(path)
     if not p.exists():
-        raise ConfigError(f"scenario file {str(p)!r} does not exist")
+        shipped = shipped_scenarios()
+        name = p.name[: -len(".yaml")] if p.name.endswith(".yaml") else p.name
+        if p.parent == Path(".") and name in shipped:
+            return load_scenario_text(shipped[name], source=name)
+        from fabricsim.errors import did_you_mean
+
+        raise ConfigError(f"scenario file {str(p)!r} does not exist and is not a shipped "
+                          f"scenario; {did_you_mean(name, shipped)}")
     if p.stat().st_size > MAX_SCENARIO_BYTES:
         raise ConfigError(f"{p}: scenario is {p.stat().st_size} bytes; the limit is "
                           f"{MAX_SCENARIO_BYTES}")
