@@ -19,7 +19,8 @@ from rich.console import Console
 from fabricsim.fabric import Fabric, build_cluster
 from fabricsim.scenario import ClusterSpec, Scenario, load_scenario
 
-console = Console()
+#: Tables keep their columns when output goes to a file or a pipe (rich would use 80).
+console = Console(width=None if sys.stdout.isatty() else 160)
 err_console = Console(stderr=True)
 
 ScenarioArg = Annotated[

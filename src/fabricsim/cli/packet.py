@@ -15,21 +15,6 @@ import typer
 from rich.table import Table
 
 from fabricsim.cli.common import JsonOpt, console, print_json
-from fabricsim.errors import ConfigError
-
-
-def _resolve(scenario: Path) -> Path:
-    if scenario.exists():
-        return scenario
-    from importlib.resources import files
-
-    packaged = Path(str(files("fabricsim") / "scenarios" / scenario.name))
-    if packaged.exists():
-        return packaged
-    raise ConfigError(f"scenario file {str(scenario)!r} does not exist (packaged packet "
-                      "scenarios: packet-incast-dcqcn.yaml, packet-pause-storm.yaml, "
-                      "packet-storage-class.yaml, packet-ecn-thresholds.yaml, "
-                      "packet-transports.yaml)")
 
 
 def register(app: typer.Typer) -> None:
@@ -37,7 +22,8 @@ def register(app: typer.Typer) -> None:
 
     @app.command("packet")
     def packet_cmd(
-        scenario: Annotated[Path, typer.Argument(help="Scenario YAML with a packet: section.")],
+        scenario: Annotated[Path, typer.Argument(
+            help="Scenario YAML with a packet: section, or a shipped scenario's name.")],
         json_out: JsonOpt = False,
         out: Annotated[Path | None, typer.Option("--out", help="Folder for report.json and "
                                                  "plots.")] = None,
@@ -48,7 +34,7 @@ def register(app: typer.Typer) -> None:
         from fabricsim.backends.packet.scenario import run_packet_scenario, variant_names
         from fabricsim.scenario import load_scenario
 
-        sc = load_scenario(_resolve(scenario))
+        sc = load_scenario(scenario)
         names: list[str | None] = [None, *variant_names(sc)]
         if variant:
             known = {"base", *variant_names(sc)}
