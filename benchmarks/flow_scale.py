@@ -10,8 +10,8 @@ Structural shortcuts used (both exact, see docs/flow.md):
 
 One JSON line per collective algorithm, with fabric build time, schedule build time,
 simulation wall time, completion time, epochs simulated/skipped and peak RSS. The
-``--general`` flag also times the general solver on the ring (every repetition simulated;
-slow at this scale: ~0.1 s per repetition).
+``--general`` flag also times the general solver on the ring (every one of its 32,766
+epochs of 131,072 jobs simulated: far beyond the 60 s budget on one core).
 
     python benchmarks/flow_scale.py [--nodes 2048] [--size 1GiB] [--algos ring,hierarchical]
 """
