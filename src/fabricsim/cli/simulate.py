@@ -149,12 +149,6 @@ def register(app: typer.Typer) -> None:
         if scenario is None:
             raise ConfigError("simulate needs a scenario file (see the scenarios shipped in "
                               "fabricsim/scenarios, e.g. flow-degraded-link.yaml)")
-        if not scenario.exists():
-            from importlib.resources import files
-
-            packaged = Path(str(files("fabricsim") / "scenarios" / scenario.name))
-            if packaged.exists():
-                scenario = packaged
         sc = scenario_with_overrides(scenario, system=system, nodes=nodes, fabric=fabric,
                                      topology=topology, oversubscription=oversubscription)
         s = simulate_scenario(sc, routing=routing, qps=qps, size=size, out=out)
