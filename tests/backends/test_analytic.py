@@ -115,3 +115,26 @@ def test_dependencies_serialise_steps(h100) -> None:
     r = AnalyticBackend(protocol="ideal").run(Schedule(steps=(a, b)), fab)
     assert r.step_start[1] == pytest.approx(r.step_end[0])
     assert r.time == pytest.approx(2 * (1e-3 + 2e-7))
+
+
+@pytest.mark.parametrize("algo", ["ring", "tree", "hierarchical", "nvls", "sharp"])
+def test_fast_structure_equals_general_path(algo):
+    """The template-tiling fast path gives the same link loads and (α, β) keys as routing
+    every transfer in full (random channel count, sizes and a 2:1 fabric)."""
+    from fabricsim.backends.analytic import _structure_general
+    from fabricsim.backends.analytic_fast import fast_structure
+    from fabricsim.collectives import build_schedule
+    from fabricsim.fabric import build_cluster
+
+    fab = build_cluster("dgx-h100", 12, oversubscription=2.0)
+    rng = np.random.default_rng(5)
+    sched = build_schedule(fab, "all_reduce", float(rng.integers(1, 2**30)), algo=algo,
+                           proto="simple", channels=int(rng.integers(1, 9)))
+    for s in sched.steps:
+        w = rng.random(s.src.size)
+        fast = fast_structure(fab, s.src, s.dst, s.hashes, w)
+        gen = _structure_general(fab, s.src, s.dst, s.hashes, w)
+        assert fast is not None
+        assert np.allclose(fast[0], gen.load, rtol=1e-12, atol=1e-12)
+        assert np.allclose(fast[1], gen.lat) and np.array_equal(fast[2], gen.rank)
+        assert np.allclose(fast[3], gen.cmax, rtol=1e-12, atol=1e-15)

@@ -32,6 +32,7 @@ import hashlib
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 from numpy.typing import NDArray
@@ -55,20 +56,35 @@ _CLASS_RANK = np.array([1, 2, 4, 3, 5], dtype=np.int8)  # nvlink < pcie < nvls <
 class GroupModel:
     """Timing of one group of concurrent steps for a unit byte scale.
 
-    One repetition lasts ``max(alpha + scale * beta)``; ``links``/``load`` hold the bytes
-    per link for scale 1 and ``busy`` the time each of those links is busy (scale 1).
+    One repetition lasts ``max(alpha + scale * beta)``; :attr:`links`/:attr:`load` hold the
+    bytes per link for scale 1 and :attr:`busy` the time each of those links is busy (scale
+    1), computed on first use (selection only needs ``alpha``/``beta``).
     """
 
     alpha: FloatArray
     beta: FloatArray
-    links: NDArray[np.int32]
-    load: FloatArray
-    busy: FloatArray
+    link_load: FloatArray          # bytes per link of the fabric (scale 1)
+    link_rate: FloatArray          # usable bytes/s per link under this protocol
 
     def duration(self, scale: float) -> float:
         if self.alpha.size == 0:
             return 0.0
         return float(np.max(self.alpha + scale * self.beta))
+
+    @cached_property
+    def links(self) -> NDArray[np.int32]:
+        """Links this group loads."""
+        return np.flatnonzero(self.link_load > 0).astype(np.int32)
+
+    @property
+    def load(self) -> FloatArray:
+        """Bytes on each of :attr:`links` for scale 1."""
+        return self.link_load[self.links]
+
+    @property
+    def busy(self) -> FloatArray:
+        """Busy time (s) of each of :attr:`links` for scale 1."""
+        return self.link_load[self.links] / self.link_rate[self.links]
 
 
 @dataclass(frozen=True, eq=False)
@@ -133,6 +149,11 @@ class AnalyticBackend:
     def compile(self, schedule: Schedule, fabric: Fabric) -> CompiledSchedule:
         """Group concurrent steps and solve each group's link loads (cached)."""
         proto = self._proto(schedule)
+        return self.compile_protocols(schedule, fabric, [proto])[0]
+
+    def compile_protocols(self, schedule: Schedule, fabric: Fabric,
+                          protocols: list[Protocol]) -> list[CompiledSchedule]:
+        """:meth:`compile` for several protocols at once (the routing is shared)."""
         keys: dict[tuple[tuple[int, ...], int, float], int] = {}
         members: list[list[Step]] = []
         group_of = np.zeros(len(schedule.steps), dtype=np.int64)
@@ -144,18 +165,21 @@ class AnalyticBackend:
             members[keys[k]].append(s)
             group_of[i] = keys[k]
         cache = self._cache.setdefault(fabric, {})
-        groups: list[GroupModel] = []
+        per_proto: list[list[GroupModel]] = [[] for _ in protocols]
         scales = np.zeros(len(members))
         for gi, steps in enumerate(members):
-            model, scale = self._group(fabric, steps, proto, cache)
-            groups.append(model)
+            models, scale = self._group(fabric, steps, protocols, cache)
+            for lst, m in zip(per_proto, models, strict=True):
+                lst.append(m)
             scales[gi] = scale
-        return CompiledSchedule(
-            groups=tuple(groups), scales=scales, group_of_step=group_of,
-            deps=tuple(s.deps for s in schedule.steps),
-            repeat=np.array([s.repeat for s in schedule.steps], dtype=np.int64),
-            delay=np.array([s.delay for s in schedule.steps], dtype=np.float64),
-            launch=proto.launch if schedule.steps else 0.0, n_links=fabric.n_links)
+        deps = tuple(s.deps for s in schedule.steps)
+        repeat = np.array([s.repeat for s in schedule.steps], dtype=np.int64)
+        delay = np.array([s.delay for s in schedule.steps], dtype=np.float64)
+        return [CompiledSchedule(groups=tuple(g), scales=scales, group_of_step=group_of,
+                                 deps=deps, repeat=repeat, delay=delay,
+                                 launch=p.launch if schedule.steps else 0.0,
+                                 n_links=fabric.n_links)
+                for g, p in zip(per_proto, protocols, strict=True)]
 
     def run(self, schedule: Schedule, fabric: Fabric) -> Result:
         """Time ``schedule`` on ``fabric``; per-link bytes and the bottleneck link."""
@@ -178,8 +202,8 @@ class AnalyticBackend:
                       extra={"protocol": self._proto(schedule).name, "launch": comp.launch,
                              "groups": len(comp.groups)})
 
-    def _group(self, fabric: Fabric, steps: list[Step], proto: Protocol,
-               cache: dict[bytes, GroupModel]) -> tuple[GroupModel, float]:
+    def _group(self, fabric: Fabric, steps: list[Step], protos: list[Protocol],
+               cache: dict[bytes, GroupModel]) -> tuple[list[GroupModel], float]:
         src = np.concatenate([s.src for s in steps])
         dst = np.concatenate([s.dst for s in steps])
         nb = np.concatenate([s.nbytes for s in steps])
@@ -191,47 +215,91 @@ class AnalyticBackend:
         for arr in (src, dst, hashes, w):
             h.update(np.ascontiguousarray(arr).tobytes())
         key = h.digest()
-        pkey = key + repr(proto).encode()
-        hit = cache.get(pkey)
-        if hit is None:
-            st = self._structs.get(fabric, {}).get(key)
-            if st is None:
-                st = _structure(fabric, src, dst, hashes, w)
-                per = self._structs.setdefault(fabric, {})
-                if len(per) > 256:
-                    per.clear()
-                per[key] = st
-            hit = _model(fabric, st, proto)
-            if len(cache) > 4096:
-                cache.clear()
-            cache[pkey] = hit
-        return hit, scale
+        out: list[GroupModel] = []
+        for proto in protos:
+            pkey = key + repr(proto).encode()
+            hit = cache.get(pkey)
+            if hit is None:
+                st = self._structs.get(fabric, {}).get(key)
+                if st is None:
+                    st = _structure(fabric, src, dst, hashes, w)
+                    per = self._structs.setdefault(fabric, {})
+                    if len(per) > 64:
+                        per.clear()
+                    per[key] = st
+                hit = _model(fabric, st, proto)
+                if len(cache) > 4096:
+                    cache.clear()
+                cache[pkey] = hit
+            out.append(hit)
+        return out, scale
 
 
 @dataclass(frozen=True, eq=False)
 class _Structure:
-    """Routing of a group of transfers, independent of protocol and of the byte scale."""
+    """Routing of a group of transfers, independent of protocol and of the byte scale.
 
-    ptr: NDArray[np.int64]          # CSR rows (transfers) of path entries
-    links: NDArray[np.int32]        # link of each entry (the first plane when sprayed)
-    cls: NDArray[np.int64]          # link class of each entry (innet classes applied)
-    sprayed: NDArray[np.bool_]      # entry striped over its NVSwitch planes
+    Transfers are reduced to keys of equal (path latency, dearest link class): per key the
+    largest latency and, per link class, the largest ``load / capacity`` over the links
+    of that class on any of its transfers' paths (for striped NVSwitch traffic, over the
+    whole plane group). One repetition of the group lasts
+    ``max_k latency_k + hop[class_k] + scale · max_c cmax[k, c] / eff[c]`` — exactly the
+    maximum over transfers, because max commutes with max.
+    """
+
     load: FloatArray                # bytes per link for unit scale (all links)
-    latency: FloatArray             # path latency of each transfer
+    lat: FloatArray                 # per key
+    rank: NDArray[np.int64]         # per key: class rank of the dearest link (0 = empty)
+    cmax: FloatArray                # per key × link class
+
+
+def _reduce_keys(lat: FloatArray, rank: NDArray[np.int64], cm: FloatArray
+                 ) -> tuple[FloatArray, NDArray[np.int64], FloatArray]:
+    """Collapse rows with the same (latency to 1 ps, rank): max latency, max per class."""
+    if lat.size == 0:
+        return lat, rank, cm
+    key = np.round(lat * 1e12).astype(np.int64) * 8 + rank
+    uniq, inv = np.unique(key, return_inverse=True)
+    inv = inv.ravel()
+    lat_k = np.zeros(uniq.size)
+    np.maximum.at(lat_k, inv, lat)
+    cm_k = np.zeros((uniq.size, cm.shape[1]))
+    np.maximum.at(cm_k, inv, cm)
+    return lat_k, (uniq % 8).astype(np.int64), cm_k
+
+
+_N_CLS = len(LINK_CLASSES)
 
 
 def _structure(fabric: Fabric, src: NDArray[np.int32], dst: NDArray[np.int32],
                hashes: NDArray[np.uint64], w: FloatArray) -> _Structure:
+    from fabricsim.backends.analytic_fast import fast_structure
+
+    fast = fast_structure(fabric, src, dst, hashes, w)
+    if fast is not None:
+        return _Structure(*fast)
+    return _structure_general(fabric, src, dst, hashes, w)
+
+
+def innet_rows(fabric: Fabric, src: NDArray[np.int32], dst: NDArray[np.int32]
+               ) -> NDArray[np.bool_]:
+    """Transfers that start or end at a switch (in-network reduction / multicast)."""
     from fabricsim.fabric.kinds import NodeKind
 
-    paths = _route(fabric, src, dst, hashes)
-    rows = paths.row_ids()
-    links = paths.links
     is_sw = np.zeros(int(max(NodeKind)) + 1, dtype=bool)
     for k in NodeKind:
         is_sw[int(k)] = k.is_switch
     kinds = fabric.node_kind.astype(np.int64)
-    innet_row = is_sw[kinds[src]] | is_sw[kinds[dst]]
+    return np.asarray(is_sw[kinds[src]] | is_sw[kinds[dst]])
+
+
+def _structure_general(fabric: Fabric, src: NDArray[np.int32], dst: NDArray[np.int32],
+                       hashes: NDArray[np.uint64], w: FloatArray) -> _Structure:
+    """Every transfer routed in full (any fabric, links down allowed)."""
+    paths = _route(fabric, src, dst, hashes)
+    rows = paths.row_ids()
+    links = paths.links
+    innet_row = innet_rows(fabric, src, dst)
     group_of, size = _plane_groups(fabric)
     sprayed = (size[links] > 1) & ~innet_row[rows]
     wr = w[rows]
@@ -244,9 +312,20 @@ def _structure(fabric: Fabric, src: NDArray[np.int32], dst: NDArray[np.int32],
         load[members] += per_group[group_of[members]] / size[members]
     cls = _CLASS_OF_KIND[fabric.link_kind[links]].astype(np.int64)
     cls = np.where(innet_row[rows], _INNET_OF[cls], cls)
+    ratio = load / fabric.link_capacity
+    m = ratio[links]
+    if sprayed.any():
+        gmax = np.zeros(int(group_of.max()) + 1)
+        mem = np.flatnonzero(group_of >= 0)
+        np.maximum.at(gmax, group_of[mem], ratio[mem])
+        m[sprayed] = gmax[group_of[links[sprayed]]]
+    n = src.shape[0]
+    cm = np.zeros((n, _N_CLS))
+    np.maximum.at(cm, (rows, cls), m)
     latency = _row_reduce(np.add, fabric.link_latency[links], paths.ptr, 0.0)
-    return _Structure(ptr=paths.ptr, links=links, cls=cls, sprayed=sprayed, load=load,
-                      latency=latency)
+    rank = _row_reduce(np.maximum, _CLASS_RANK[cls].astype(np.float64), paths.ptr, 0.0)
+    lat_k, rank_k, cm_k = _reduce_keys(latency, rank.astype(np.int64), cm)
+    return _Structure(load=load, lat=lat_k, rank=rank_k, cmax=cm_k)
 
 
 def _row_reduce(op: np.ufunc, values: FloatArray, ptr: NDArray[np.int64], empty: float
@@ -261,31 +340,18 @@ def _row_reduce(op: np.ufunc, values: FloatArray, ptr: NDArray[np.int64], empty:
 
 
 def _model(fabric: Fabric, st: _Structure, proto: Protocol) -> GroupModel:
-    """Protocol-specific (α, β) envelope and link busy times of a routed group."""
-    n = st.ptr.size - 1
-    if n == 0:
-        z = np.zeros(0)
-        return GroupModel(z, z, np.zeros(0, dtype=np.int32), z, z)
+    """Protocol-specific (α, β) envelope of a routed group."""
     eff = proto.eff_array()
-    group_of, _size = _plane_groups(fabric)
-    # busy time per link for unit scale, with the protocol's efficiency of its class
-    t_link = st.load / (fabric.link_capacity * eff[_CLASS_OF_KIND[fabric.link_kind]])
-    t_entry = st.load[st.links] / (fabric.link_capacity[st.links] * eff[st.cls])
-    if st.sprayed.any():
-        gmax = np.zeros(int(group_of.max()) + 1)
-        members = np.flatnonzero(group_of >= 0)
-        np.maximum.at(gmax, group_of[members], t_link[members])
-        t_entry[st.sprayed] = gmax[group_of[st.links[st.sprayed]]]
-    beta = _row_reduce(np.maximum, t_entry, st.ptr, 0.0)
-    rank = _row_reduce(np.maximum, _CLASS_RANK[st.cls].astype(np.float64), st.ptr, 0.0)
+    rate = fabric.link_capacity * eff[_CLASS_OF_KIND[fabric.link_kind]]
+    if st.lat.size == 0:
+        z = np.zeros(0)
+        return GroupModel(z, z, st.load, rate)
+    beta = (st.cmax / eff[None, :]).max(axis=1)
     by_rank = np.argsort(_CLASS_RANK)
     hop = proto.hop_array()
-    alpha = np.where(rank > 0, st.latency + hop[by_rank[np.maximum(rank.astype(np.int64) - 1,
-                                                                    0)]], 0.0)
+    alpha = np.where(st.rank > 0, st.lat + hop[by_rank[np.maximum(st.rank - 1, 0)]], 0.0)
     alpha, beta = _envelope(alpha, beta)
-    used = np.flatnonzero(st.load > 0).astype(np.int32)
-    return GroupModel(alpha=alpha, beta=beta, links=used, load=st.load[used],
-                      busy=t_link[used])
+    return GroupModel(alpha=alpha, beta=beta, link_load=st.load, link_rate=rate)
 
 
 _ADJ: weakref.WeakKeyDictionary[Fabric, tuple[NDArray[np.int64], NDArray[np.int64]]] = \

@@ -135,21 +135,35 @@ def build(group: Group, collective: str, nbytes: float, algo: Algorithm, proto: 
                     meta={"channels": ch, "group_size": group.n})
 
 
+_RKEYS: weakref.WeakKeyDictionary[Group, bytes] = weakref.WeakKeyDictionary()
+
+
 def _ranks_key(group: Group) -> bytes:
-    return hashlib.blake2b(group.ranks.tobytes(), digest_size=16).digest()
+    hit = _RKEYS.get(group)
+    if hit is None:
+        hit = _RKEYS[group] = hashlib.blake2b(group.ranks.tobytes(), digest_size=16).digest()
+    return hit
 
 
 def model(group: Group, collective: str, algo: Algorithm, proto: str,
           channels: int | None = None) -> CompiledSchedule:
-    """The cached compiled model of (collective, group, algorithm, protocol)."""
+    """The cached compiled model of (collective, group, algorithm, protocol).
+
+    On a miss the schedule is built once and compiled for every protocol ``algo`` runs
+    (routing is shared between protocols), so the other protocols are then cached too.
+    """
     fab = group.fabric
-    key = (collective, _ranks_key(group), algo.name, proto, channels)
+    rk = _ranks_key(group)
+    key = (collective, rk, algo.name, proto, channels)
     per = _MODELS.setdefault(fab, {})
     hit = per.get(key)
     if hit is None:
+        names = [proto] + [p for p in algo.protocols if p != proto]
         sched = build(group, collective, REFERENCE_BYTES, algo, proto, channels)
-        hit = _backend().compile(sched, fab)
-        per[key] = hit
+        comps = _backend().compile_protocols(sched, fab, [get_protocol(p) for p in names])
+        for p, c in zip(names, comps, strict=True):
+            per[(collective, rk, algo.name, p, channels)] = c
+        hit = comps[0]
     return hit
 
 

@@ -15,8 +15,8 @@ Example
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import NDArray
@@ -85,6 +85,53 @@ def register_topology(name: str, builder: ScaleOutBuilder,
     TOPOLOGY_PARAMS[name] = params
 
 
+@dataclass(frozen=True, eq=False)
+class RouteSegments:
+    """Routes of many transfers split into server-template parts and a global middle part.
+
+    Row ``i``'s path is: template path ``path_a[i]`` inside server ``server_a[i]`` (none
+    when ``-1``), then the global link ids ``mid[i]`` (``-1`` padded), then template path
+    ``path_b[i]`` inside server ``server_b[i]``. A template path is a row of ``table``
+    (local link ids, ``-1`` padded); its global ids are ``link_base + server ×
+    n_template_links + local``. Servers are identical copies of one template, so a
+    per-server pattern can be evaluated once and tiled (the analytic backend does).
+
+    Example
+    -------
+    >>> import numpy as np
+    >>> from fabricsim.fabric import build_cluster
+    >>> fab = build_cluster("dgx-h100", nodes=2)
+    >>> seg = fab.router.segments(fab.gpus[:1], fab.gpus[9:10], np.zeros(1, np.uint64),
+    ...                           fab.link_up)
+    >>> int(seg.server_a[0]), int(seg.server_b[0])
+    (0, 1)
+    >>> seg.paths().row(0).tolist() == fab.route(fab.gpus[0], fab.gpus[9], flow_hash=0).tolist()
+    True
+    """
+
+    server_a: NDArray[np.int64]
+    path_a: NDArray[np.int64]
+    mid: NDArray[np.int64]
+    server_b: NDArray[np.int64]
+    path_b: NDArray[np.int64]
+    table: NDArray[np.int64]
+    link_base: int
+    n_template_links: int
+
+    def _expand(self, server: NDArray[np.int64], path: NDArray[np.int64]) -> NDArray[np.int64]:
+        if self.table.shape[0] == 0 or not (path >= 0).any():
+            return np.full((path.shape[0], 1), PAD, dtype=np.int64)
+        local = self.table[np.maximum(path, 0)]
+        base = (self.link_base + server * self.n_template_links)[:, None]
+        return np.where((local >= 0) & (path >= 0)[:, None], local + base, PAD)
+
+    def paths(self) -> Paths:
+        """The full paths (global link ids) as :class:`Paths`."""
+        full = np.hstack([self._expand(self.server_a, self.path_a), self.mid,
+                          self._expand(self.server_b, self.path_b)])
+        return Paths.from_padded(full)
+
+
 @dataclass(eq=False)
 class ClusterRouter:
     """Intra-server template routes + a scale-out network router."""
@@ -99,32 +146,46 @@ class ClusterRouter:
     net: NetworkRouter
     nic_plane: Callable[[IntArray], IntArray] | None = None
     nvl: NvlinkDomain | None = None
+    # template path table, filled lazily per (local src, local dst) pair
+    _opt_start: NDArray[np.int64] | None = field(default=None, init=False, repr=False)
+    _opt_count: NDArray[np.int64] | None = field(default=None, init=False, repr=False)
+    _tp_rows: list[IntArray] = field(default_factory=list, init=False, repr=False)
+    _tp_table: NDArray[np.int64] = field(
+        default_factory=lambda: np.zeros((0, 1), dtype=np.int64), init=False, repr=False)
 
     def _local(self, nodes: IntArray) -> IntArray:
         srv = self.node_server[nodes]
         return (nodes - self.node_base - srv * self.template.n_nodes).astype(np.int32)
 
-    def _intra(self, srv: IntArray, a_local: IntArray, b_local: IntArray,
-               hashes: NDArray[np.uint64]) -> NDArray[np.int64]:
-        n = srv.shape[0]
-        if n == 0:
-            return np.zeros((0, 0), dtype=np.int64)
-        key = a_local.astype(np.int64) * self.template.n_nodes + b_local
-        uniq, inv = np.unique(key, return_inverse=True)
-        opts = [self.template.local_paths(int(k // self.template.n_nodes),
-                                          int(k % self.template.n_nodes)) for k in uniq]
-        width = max((len(p) for o in opts for p in o), default=0)
-        out = np.full((n, max(width, 1)), PAD, dtype=np.int64)
-        for u, o in enumerate(opts):
-            rows = np.flatnonzero(inv == u)
-            pick = (hashes[rows] % np.uint64(len(o))).astype(np.int64)
-            table = np.full((len(o), max(width, 1)), PAD, dtype=np.int64)
-            for i, p in enumerate(o):
+    def template_paths(self, a_local: IntArray, b_local: IntArray,
+                       hashes: NDArray[np.uint64]) -> NDArray[np.int64]:
+        """Ids (rows of :attr:`template_table`) of the template path from local node
+        ``a_local`` to ``b_local`` chosen among the equal-cost ones by ``hashes``."""
+        nt = self.template.n_nodes
+        if self._opt_start is None or self._opt_count is None:
+            self._opt_start = np.full(nt * nt, -1, dtype=np.int64)
+            self._opt_count = np.zeros(nt * nt, dtype=np.int64)
+        start, count = self._opt_start, self._opt_count
+        key = a_local.astype(np.int64) * nt + b_local
+        new = np.unique(key[start[key] < 0])
+        if new.size:
+            for k in new.tolist():
+                opts = self.template.local_paths(k // nt, k % nt)
+                start[k] = len(self._tp_rows)
+                count[k] = len(opts)
+                self._tp_rows.extend(opts)
+            width = max(max((len(p) for p in self._tp_rows), default=0), 1)
+            table = np.full((len(self._tp_rows), width), PAD, dtype=np.int64)
+            for i, p in enumerate(self._tp_rows):
                 table[i, : len(p)] = p
-            chosen = table[pick]
-            base = (self.link_base + srv[rows].astype(np.int64) * self.template.n_links)[:, None]
-            out[rows] = np.where(chosen >= 0, chosen + base, PAD)
-        return out
+            self._tp_table = table
+        pick = (hashes % count[key].astype(np.uint64)).astype(np.int64)
+        return np.asarray(start[key] + pick, dtype=np.int64)
+
+    @property
+    def template_table(self) -> NDArray[np.int64]:
+        """Template paths seen so far: rows of local link ids padded with -1."""
+        return self._tp_table
 
     def _nic_for(self, nodes: IntArray, hashes: NDArray[np.uint64]) -> IntArray:
         """The NIC a server-side node sends through (GPU affinity, by hash among ties)."""
@@ -145,13 +206,22 @@ class ClusterRouter:
             out[other] = self.node_base + srv * self.template.n_nodes + first
         return out
 
-    def route_many(self, src: IntArray, dst: IntArray, hashes: NDArray[np.uint64],
-                   link_up: NDArray[np.bool_]) -> Paths:
+    def segments(self, src: IntArray, dst: IntArray, hashes: NDArray[np.uint64],
+                 link_up: NDArray[np.bool_]) -> RouteSegments:
+        """Routes of ``src[i] -> dst[i]`` as template and network segments (see
+        :class:`RouteSegments`); :meth:`route_many` is ``segments(...).paths()``."""
         n = src.shape[0]
         ss, sd = self.node_server[src], self.node_server[dst]
         same = (ss >= 0) & (ss == sd)
-        parts: list[NDArray[np.int64]] = []
+        sa = np.full(n, -1, dtype=np.int64)
+        pa = np.full(n, -1, dtype=np.int64)
+        sb = np.full(n, -1, dtype=np.int64)
+        pb = np.full(n, -1, dtype=np.int64)
         rows_same = np.flatnonzero(same)
+        if rows_same.size:
+            sa[rows_same] = ss[rows_same]
+            pa[rows_same] = self.template_paths(self._local(src[rows_same]),
+                                                self._local(dst[rows_same]), hashes[rows_same])
         rows_nvl = np.zeros(0, dtype=np.int64)
         seg_nvl = np.zeros((0, 4), dtype=np.int64)
         if self.nvl is not None:
@@ -163,10 +233,13 @@ class ClusterRouter:
             seg_nvl = self.nvl.route_avoiding(ss[rows_nvl], sd[rows_nvl], rs[rows_nvl] % g,
                                               rd[rows_nvl] % g, hashes[rows_nvl], link_up)
             rows_net = np.flatnonzero(~same & ~dom)
+            if rows_nvl.size and (seg_nvl < 0).all(axis=1).any():
+                i = int(rows_nvl[np.flatnonzero((seg_nvl < 0).all(axis=1))[0]])
+                raise NoRouteError(f"no NVLink route from node {int(src[i])} to node "
+                                   f"{int(dst[i])} avoids the links that are down")
         else:
             rows_net = np.flatnonzero(~same)
-        seg_same = self._intra(ss[rows_same], self._local(src[rows_same]),
-                               self._local(dst[rows_same]), hashes[rows_same])
+        mid_net = np.zeros((0, 1), dtype=np.int64)
         if rows_net.size:
             s, d, h = src[rows_net], dst[rows_net], hashes[rows_net]
             s_in, d_in = ss[rows_net] >= 0, sd[rows_net] >= 0
@@ -185,36 +258,30 @@ class ClusterRouter:
                     loc = self._local(d_nic[fix])
                     s_nic[fix] = (self.node_base + ss[rows_net][fix] * self.template.n_nodes
                                   + loc)
-            seg1 = np.full((rows_net.size, 1), PAD, dtype=np.int64)
-            seg3 = np.full((rows_net.size, 1), PAD, dtype=np.int64)
             if s_in.any():
-                r = np.flatnonzero(s_in)
-                a = self._intra(ss[rows_net][r], self._local(s[r]), self._local(s_nic[r]), h[r])
-                seg1 = _place(seg1, r, a)
-            mid = self.net.route_padded(s_nic, d_nic, h, link_up)
+                r = rows_net[s_in]
+                sa[r] = ss[r]
+                pa[r] = self.template_paths(self._local(s[s_in]), self._local(s_nic[s_in]),
+                                            h[s_in])
+            mid_net = self.net.route_padded(s_nic, d_nic, h, link_up)
             if d_in.any():
-                r = np.flatnonzero(d_in)
-                a = self._intra(sd[rows_net][r], self._local(d_nic[r]), self._local(d[r]),
-                                h[r] >> np.uint64(13))
-                seg3 = _place(seg3, r, a)
-            net_rows = np.hstack([seg1, mid, seg3])
-        else:
-            net_rows = np.zeros((0, 1), dtype=np.int64)
-        width = max(seg_same.shape[1] if seg_same.size else 1, net_rows.shape[1],
-                    seg_nvl.shape[1] if rows_nvl.size else 1)
-        full = np.full((n, width), PAD, dtype=np.int64)
-        if rows_same.size:
-            full[rows_same, : seg_same.shape[1]] = seg_same
+                r = rows_net[d_in]
+                sb[r] = sd[r]
+                pb[r] = self.template_paths(self._local(d_nic[d_in]), self._local(d[d_in]),
+                                            h[d_in] >> np.uint64(13))
+        width = max(mid_net.shape[1], seg_nvl.shape[1] if rows_nvl.size else 1, 1)
+        mid = np.full((n, width), PAD, dtype=np.int64)
         if rows_nvl.size:
-            full[rows_nvl, :4] = seg_nvl
+            mid[rows_nvl, : seg_nvl.shape[1]] = seg_nvl
         if rows_net.size:
-            full[rows_net, : net_rows.shape[1]] = net_rows
-        paths = Paths.from_padded(full)
-        del parts
-        if rows_nvl.size and (seg_nvl < 0).all(axis=1).any():
-            i = int(rows_nvl[np.flatnonzero((seg_nvl < 0).all(axis=1))[0]])
-            raise NoRouteError(f"no NVLink route from node {int(src[i])} to node "
-                               f"{int(dst[i])} avoids the links that are down")
+            mid[rows_net, : mid_net.shape[1]] = mid_net
+        return RouteSegments(server_a=sa, path_a=pa, mid=mid, server_b=sb, path_b=pb,
+                             table=self._tp_table, link_base=self.link_base,
+                             n_template_links=self.template.n_links)
+
+    def route_many(self, src: IntArray, dst: IntArray, hashes: NDArray[np.uint64],
+                   link_up: NDArray[np.bool_]) -> Paths:
+        paths = self.segments(src, dst, hashes, link_up).paths()
         if not link_up.all() and paths.links.size and not link_up[paths.links].all():
             bad = np.unique(paths.row_ids()[~link_up[paths.links]])
             raise NoRouteError(
@@ -241,14 +308,6 @@ class ClusterRouter:
             if len(seen) >= limit:
                 break
         return [np.asarray(p, dtype=np.int32) for p in seen]
-
-
-def _place(seg: NDArray[np.int64], rows: NDArray[np.integer[Any]], vals: NDArray[np.int64]
-           ) -> NDArray[np.int64]:
-    if vals.shape[1] > seg.shape[1]:
-        seg = np.hstack([seg, np.full((seg.shape[0], vals.shape[1] - seg.shape[1]), PAD)])
-    seg[rows, : vals.shape[1]] = vals
-    return seg
 
 
 def build_cluster(system: str = "dgx-h100", nodes: int = 1, *, gpus_per_node: int | None = None,

@@ -1,0 +1,230 @@
+"""Fast path of the analytic backend for clusters of identical servers.
+
+Servers are copies of one template (global link id = ``link_base + server × n_template_links
++ local``), so a transfer's path is split by :meth:`ClusterRouter.segments` into template
+segments (``(server, template path)``) and a network segment. The per-link load of all
+template segments is one sparse product ``W[server, segment] · C[segment, local link]``
+(``C`` holds the NVSwitch plane striping), and the per-class ``load / capacity`` maximum of a
+template segment is evaluated per segment column over all servers at once. Transfers that
+stay inside a server collapse, per template segment, to one representative (same latency,
+largest per-class maximum over the servers that use it): the result equals the general
+path exactly (``tests/backends/test_analytic.py`` checks it on random schedules).
+
+Used only when every link is up, the fabric has no multi-server NVLink domain, and link
+latencies are the template's on every server; otherwise the general path runs.
+
+Example
+-------
+>>> import numpy as np
+>>> from fabricsim.fabric import build_cluster
+>>> fab = build_cluster("dgx-h100", 2)
+>>> st = fast_structure(fab, fab.gpus[:8], np.roll(fab.gpus[:8], -1),
+...                     np.zeros(8, np.uint64), np.ones(8))
+>>> st is not None and bool(st[0].sum() > 0)
+True
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy.sparse import csr_matrix
+
+from fabricsim.collectives.protocols import LINK_CLASSES, link_class_of_kind
+from fabricsim.fabric.cluster import ClusterRouter
+from fabricsim.fabric.core import Fabric
+
+FloatArray = NDArray[np.float64]
+I64 = NDArray[np.int64]
+_CLASS_OF_KIND = link_class_of_kind().astype(np.int64)
+_INNET_OF = np.array([LINK_CLASSES.index("nvls"), LINK_CLASSES.index("pcie"),
+                      LINK_CLASSES.index("sharp")], dtype=np.int64)
+_CLASS_RANK = np.array([1, 2, 4, 3, 5], dtype=np.int64)
+_N_CLS = len(LINK_CLASSES)
+
+_OK: weakref.WeakKeyDictionary[Fabric, bool] = weakref.WeakKeyDictionary()
+
+
+def _eligible(fabric: Fabric) -> bool:
+    hit = _OK.get(fabric)
+    if hit is not None:
+        return hit and bool(fabric.link_up.all())
+    r = fabric.router
+    ok = isinstance(r, ClusterRouter) and r.nvl is None
+    if ok and isinstance(r, ClusterRouter):
+        lt, s0 = int(r.template.n_links), int(r.link_base)
+        lat = fabric.link_latency[s0: s0 + lt * int(r.servers)].reshape(int(r.servers), lt)
+        ok = bool((lat == lat[0]).all())
+    _OK[fabric] = ok
+    return ok and bool(fabric.link_up.all())
+
+
+def fast_structure(fabric: Fabric, src: NDArray[np.int32], dst: NDArray[np.int32],
+                   hashes: NDArray[np.uint64], w: FloatArray
+                   ) -> tuple[FloatArray, FloatArray, I64, FloatArray] | None:
+    """(load per link, latency per key, class rank per key, per-class max per key), or
+    ``None`` when the fabric does not qualify (see the module docstring)."""
+    from fabricsim.backends.analytic import _ADJ, _plane_groups, _reduce_keys, _route, innet_rows
+
+    if not _eligible(fabric) or src.size == 0:
+        return None
+    r = fabric.router
+    assert isinstance(r, ClusterRouter)
+    lt, base, n_srv = int(r.template.n_links), int(r.link_base), int(r.servers)
+    hi = base + lt * n_srv
+    n = src.shape[0]
+    innet = innet_rows(fabric, src, dst)
+    # transfers between adjacent nodes take their link directly (as the general path)
+    _route(fabric, src[:0], dst[:0], hashes[:0])
+    keys, order = _ADJ[fabric]
+    q = src.astype(np.int64) * fabric.n_nodes + dst
+    pos = np.clip(np.searchsorted(keys, q), 0, max(keys.size - 1, 0))
+    direct = keys[pos] == q
+    dlink = order[pos]
+    sa = np.full(n, -1, dtype=np.int64)
+    pa = np.full(n, -1, dtype=np.int64)
+    sb = np.full(n, -1, dtype=np.int64)
+    pb = np.full(n, -1, dtype=np.int64)
+    mid = np.full((n, 1), -1, dtype=np.int64)
+    rest = np.flatnonzero(~direct)
+    seg = r.segments(src[rest], dst[rest], hashes[rest], fabric.link_up) if rest.size else None
+    table = r.template_table
+    n_tab = table.shape[0]
+    if seg is not None:
+        sa[rest], pa[rest], sb[rest], pb[rest] = seg.server_a, seg.path_a, seg.server_b, \
+            seg.path_b
+        mid = np.full((n, seg.mid.shape[1]), -1, dtype=np.int64)
+        mid[rest] = seg.mid
+    d_idx = np.flatnonzero(direct)
+    if d_idx.size:
+        dl = dlink[d_idx]
+        in_tpl = (dl >= base) & (dl < hi)
+        t_rows = d_idx[in_tpl]
+        sa[t_rows] = (dl[in_tpl] - base) // lt
+        pa[t_rows] = n_tab + (dl[in_tpl] - base) % lt      # single-link template paths
+        mid[d_idx[~in_tpl], 0] = dl[~in_tpl]
+    group_of, gsize = _plane_groups(fabric)
+    if (mid >= 0).any() and (gsize[mid[mid >= 0]] > 1).any():
+        return None  # striped NVLink links in a network segment: general path
+    # ---- template segments: variants (template path, innet) used by any transfer
+    width = max(table.shape[1], 1)
+    full_tab = np.full((n_tab + lt, width), -1, dtype=np.int64)
+    full_tab[:n_tab, : table.shape[1]] = table
+    full_tab[n_tab:, 0] = np.arange(lt)
+    has_a, has_b = pa >= 0, pb >= 0
+    var_a = pa * 2 + innet
+    var_b = pb * 2 + innet
+    used, inv = np.unique(np.concatenate([var_a[has_a], var_b[has_b]]), return_inverse=True)
+    inv = inv.ravel()
+    ja = np.full(n, -1, dtype=np.int64)
+    jb = np.full(n, -1, dtype=np.int64)
+    ja[has_a] = inv[: int(has_a.sum())]
+    jb[has_b] = inv[int(has_a.sum()):]
+    nv = used.size
+    # local plane groups (server 0) for striping
+    loc_group = group_of[base: base + lt]
+    loc_size = gsize[base: base + lt]
+    members: dict[int, I64] = {}
+    if (loc_group >= 0).any():
+        for g in np.unique(loc_group[loc_group >= 0]).tolist():
+            members[g] = np.flatnonzero(loc_group == g)
+    tkind = _CLASS_OF_KIND[fabric.link_kind[base: base + lt]]
+    tlat = fabric.link_latency[base: base + lt]
+    c_rows: list[int] = []
+    c_cols: list[int] = []
+    c_vals: list[float] = []
+    touch: list[list[tuple[I64, int]]] = []          # per variant: (local links, class)
+    v_lat = np.zeros(nv)
+    v_rank = np.zeros(nv, dtype=np.int64)
+    for j, v in enumerate(used.tolist()):
+        tp, inn = v // 2, bool(v % 2)
+        path = full_tab[tp][full_tab[tp] >= 0]
+        entries: list[tuple[I64, int]] = []
+        for link in path.tolist():
+            cls = int(tkind[link])
+            if inn:
+                cls = int(_INNET_OF[cls])
+            if loc_size[link] > 1 and not inn:
+                mem = members[int(loc_group[link])]
+                c_rows += [j] * mem.size
+                c_cols += mem.tolist()
+                c_vals += [1.0 / mem.size] * mem.size
+                entries.append((mem, cls))
+            else:
+                c_rows.append(j)
+                c_cols.append(link)
+                c_vals.append(1.0)
+                entries.append((np.array([link]), cls))
+            v_rank[j] = max(v_rank[j], int(_CLASS_RANK[cls]))
+        v_lat[j] = float(tlat[path].sum())
+        touch.append(entries)
+    wm = np.bincount(np.concatenate([sa[has_a] * nv + ja[has_a], sb[has_b] * nv + jb[has_b]]),
+                     weights=np.concatenate([w[has_a], w[has_b]]),
+                     minlength=n_srv * nv).reshape(n_srv, nv)
+    cmat = csr_matrix((c_vals, (c_rows, c_cols)), shape=(nv, lt))
+    load = np.zeros(fabric.n_links)
+    load[base:hi] = np.asarray((cmat.T @ wm.T).T).ravel()
+    mm = mid >= 0
+    if mm.any():
+        load += np.bincount(mid[mm], weights=np.broadcast_to(w[:, None], mid.shape)[mm],
+                            minlength=fabric.n_links)
+    ratio = load / fabric.link_capacity
+    ratio_t = ratio[base:hi].reshape(n_srv, lt)
+    # per class, per (server, variant): max load/capacity over the variant's links
+    metric: dict[int, FloatArray] = {}
+    for j, entries in enumerate(touch):
+        for links, cls in entries:
+            col = ratio_t[:, links].max(axis=1)
+            arr = metric.setdefault(cls, np.zeros((n_srv, nv)))
+            np.maximum(arr[:, j], col, out=arr[:, j])
+    # transfers inside one server: one representative per variant
+    intra = has_a & ~has_b & ~mm.any(axis=1)
+    lat_parts: list[FloatArray] = []
+    rank_parts: list[I64] = []
+    cm_parts: list[FloatArray] = []
+    if intra.any():
+        cnt = np.bincount(sa[intra] * nv + ja[intra], minlength=n_srv * nv).reshape(n_srv, nv)
+        seen = cnt > 0
+        rep = np.flatnonzero(seen.any(axis=0))
+        cm = np.zeros((rep.size, _N_CLS))
+        for cls, arr in metric.items():
+            cm[:, cls] = np.where(seen, arr, 0.0).max(axis=0)[rep]
+        lat_parts.append(v_lat[rep])
+        rank_parts.append(v_rank[rep])
+        cm_parts.append(cm)
+    empty = ~has_a & ~has_b & ~mm.any(axis=1)
+    if empty.any():
+        lat_parts.append(np.zeros(1))
+        rank_parts.append(np.zeros(1, dtype=np.int64))
+        cm_parts.append(np.zeros((1, _N_CLS)))
+    cross = np.flatnonzero(~intra & ~empty)
+    if cross.size:
+        mc = mid[cross]
+        ok = mc >= 0
+        safe = np.where(ok, mc, 0)
+        cls_m = _CLASS_OF_KIND[fabric.link_kind[safe]]
+        cls_m = np.where(innet[cross][:, None], _INNET_OF[cls_m], cls_m)
+        lat = np.where(ok, fabric.link_latency[safe], 0.0).sum(axis=1)
+        rank = np.where(ok, _CLASS_RANK[cls_m], 0).max(axis=1)
+        r_m = np.where(ok, ratio[safe], 0.0)
+        cm = np.zeros((cross.size, _N_CLS))
+        for cls in np.unique(cls_m[ok]).tolist():
+            cm[:, cls] = np.where(cls_m == cls, r_m, 0.0).max(axis=1)
+        for s_arr, j_arr in ((sa, ja), (sb, jb)):
+            jj = j_arr[cross]
+            hs = jj >= 0
+            if not hs.any():
+                continue
+            lat[hs] += v_lat[jj[hs]]
+            rank[hs] = np.maximum(rank[hs], v_rank[jj[hs]])
+            ss = s_arr[cross][hs]
+            for cls, arr in metric.items():
+                cm[hs, cls] = np.maximum(cm[hs, cls], arr[ss, jj[hs]])
+        lat_parts.append(lat)
+        rank_parts.append(rank.astype(np.int64))
+        cm_parts.append(cm)
+    lat_k, rank_k, cm_k = _reduce_keys(np.concatenate(lat_parts), np.concatenate(rank_parts),
+                                       np.concatenate(cm_parts))
+    return load, lat_k, rank_k, cm_k
