@@ -358,10 +358,10 @@ _ADJ: weakref.WeakKeyDictionary[Fabric, tuple[NDArray[np.int64], NDArray[np.int6
     weakref.WeakKeyDictionary()
 
 
-def _route(fabric: Fabric, src: NDArray[np.int32], dst: NDArray[np.int32],
-           hashes: NDArray[np.uint64]) -> Paths:
-    """Paths of all transfers; a transfer between two adjacent nodes takes their link
-    directly (cheap for hop-by-hop in-network trees, whose ends are switches)."""
+def _adjacent(fabric: Fabric, src: NDArray[np.int32], dst: NDArray[np.int32],
+              innet: NDArray[np.bool_]) -> tuple[NDArray[np.bool_], NDArray[np.int64]]:
+    """For transfers with a switch endpoint (``innet``) whose ends share an up link: that
+    link (hop-by-hop in-network trees); other transfers are routed by the fabric."""
     adj = _ADJ.get(fabric)
     if adj is None:
         key = fabric.link_src.astype(np.int64) * fabric.n_nodes + fabric.link_dst
@@ -369,13 +369,26 @@ def _route(fabric: Fabric, src: NDArray[np.int32], dst: NDArray[np.int32],
         adj = (key[order], order.astype(np.int64))
         _ADJ[fabric] = adj
     keys, order = adj
-    q = src.astype(np.int64) * fabric.n_nodes + dst
-    pos = np.clip(np.searchsorted(keys, q), 0, max(keys.size - 1, 0))
-    direct = (keys[pos] == q) if keys.size else np.zeros(q.size, dtype=bool)
-    direct &= fabric.link_up[order[pos]] if keys.size else direct
+    direct = np.zeros(src.size, dtype=bool)
+    link = np.zeros(src.size, dtype=np.int64)
+    idx = np.flatnonzero(innet)
+    if idx.size and keys.size:
+        q = src[idx].astype(np.int64) * fabric.n_nodes + dst[idx]
+        pos = np.clip(np.searchsorted(keys, q), 0, keys.size - 1)
+        ok = (keys[pos] == q) & fabric.link_up[order[pos]]
+        direct[idx] = ok
+        link[idx] = order[pos]
+    return direct, link
+
+
+def _route(fabric: Fabric, src: NDArray[np.int32], dst: NDArray[np.int32],
+           hashes: NDArray[np.uint64]) -> Paths:
+    """Paths of all transfers; a transfer between a switch and an adjacent node takes
+    their link directly (hop-by-hop in-network trees), others are routed."""
+    direct, dlink = _adjacent(fabric, src, dst, innet_rows(fabric, src, dst))
+    q = src
     if direct.all():
-        return Paths(ptr=np.arange(q.size + 1, dtype=np.int64),
-                     links=order[pos].astype(np.int32))
+        return Paths(ptr=np.arange(q.size + 1, dtype=np.int64), links=dlink.astype(np.int32))
     rest = np.flatnonzero(~direct)
     routed = fabric.route_many(src[rest], dst[rest], hashes[rest])
     if not direct.any():
@@ -386,7 +399,7 @@ def _route(fabric: Fabric, src: NDArray[np.int32], dst: NDArray[np.int32],
     np.cumsum(lengths, out=ptr[1:])
     links = np.empty(int(ptr[-1]), dtype=np.int32)
     d_idx = np.flatnonzero(direct)
-    links[ptr[d_idx]] = order[pos[d_idx]]
+    links[ptr[d_idx]] = dlink[d_idx]
     starts = np.repeat(ptr[rest], routed.lengths())
     within = np.arange(routed.links.size) - np.repeat(routed.ptr[:-1], routed.lengths())
     links[starts + within] = routed.links

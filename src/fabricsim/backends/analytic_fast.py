@@ -66,7 +66,7 @@ def fast_structure(fabric: Fabric, src: NDArray[np.int32], dst: NDArray[np.int32
                    ) -> tuple[FloatArray, FloatArray, I64, FloatArray] | None:
     """(load per link, latency per key, class rank per key, per-class max per key), or
     ``None`` when the fabric does not qualify (see the module docstring)."""
-    from fabricsim.backends.analytic import _ADJ, _plane_groups, _reduce_keys, _route, innet_rows
+    from fabricsim.backends.analytic import _adjacent, _plane_groups, _reduce_keys, innet_rows
 
     if not _eligible(fabric) or src.size == 0:
         return None
@@ -76,19 +76,18 @@ def fast_structure(fabric: Fabric, src: NDArray[np.int32], dst: NDArray[np.int32
     hi = base + lt * n_srv
     n = src.shape[0]
     innet = innet_rows(fabric, src, dst)
-    # transfers between adjacent nodes take their link directly (as the general path)
-    _route(fabric, src[:0], dst[:0], hashes[:0])
-    keys, order = _ADJ[fabric]
-    q = src.astype(np.int64) * fabric.n_nodes + dst
-    pos = np.clip(np.searchsorted(keys, q), 0, max(keys.size - 1, 0))
-    direct = keys[pos] == q
-    dlink = order[pos]
-    sa = np.full(n, -1, dtype=np.int64)
+    direct, dlink = _adjacent(fabric, src, dst, innet)
+    ss, sd = r.node_server[src].astype(np.int64), r.node_server[dst].astype(np.int64)
+    lean = ~direct & ~innet & (ss >= 0) & (ss == sd)   # inside one server: template only
+    sa = np.where(lean, ss, -1)
     pa = np.full(n, -1, dtype=np.int64)
+    li = np.flatnonzero(lean)
+    if li.size:
+        pa[li] = r.template_paths(r._local(src[li]), r._local(dst[li]), hashes[li])
     sb = np.full(n, -1, dtype=np.int64)
     pb = np.full(n, -1, dtype=np.int64)
     mid = np.full((n, 1), -1, dtype=np.int64)
-    rest = np.flatnonzero(~direct)
+    rest = np.flatnonzero(~direct & ~lean)
     seg = r.segments(src[rest], dst[rest], hashes[rest], fabric.link_up) if rest.size else None
     table = r.template_table
     n_tab = table.shape[0]
