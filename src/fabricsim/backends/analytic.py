@@ -99,11 +99,17 @@ class CompiledSchedule:
     delay: FloatArray
     launch: float
     n_links: int
+    #: Protocol whose size-dependent bandwidth ramp applies, and bytes per rank at factor 1.
+    protocol: Protocol | None = None
+    bytes_per_rank: float = 0.0
 
     def step_times(self, factor: float = 1.0) -> tuple[FloatArray, FloatArray]:
         """Start and end of every step when all byte counts are multiplied by ``factor``."""
-        dur = np.array([g.duration(s * factor) for g, s in zip(self.groups, self.scales,
-                                                                 strict=True)])
+        # the bandwidth (β) terms slow down by the protocol's ramp at this message size
+        bf = factor if self.protocol is None else \
+            factor / max(self.protocol.bandwidth_ramp(self.bytes_per_rank * factor), 1e-12)
+        dur = np.array([g.duration(s * bf) for g, s in zip(self.groups, self.scales,
+                                                             strict=True)])
         n = self.group_of_step.size
         start = np.zeros(n)
         end = np.zeros(n)
@@ -178,7 +184,8 @@ class AnalyticBackend:
         return [CompiledSchedule(groups=tuple(g), scales=scales, group_of_step=group_of,
                                  deps=deps, repeat=repeat, delay=delay,
                                  launch=p.launch if schedule.steps else 0.0,
-                                 n_links=fabric.n_links)
+                                 n_links=fabric.n_links, protocol=p,
+                                 bytes_per_rank=schedule.nbytes / max(len(schedule.ranks), 1))
                 for g, p in zip(per_proto, protocols, strict=True)]
 
     def run(self, schedule: Schedule, fabric: Fabric) -> Result:
@@ -341,7 +348,7 @@ def _row_reduce(op: np.ufunc, values: FloatArray, ptr: NDArray[np.int64], empty:
 
 def _model(fabric: Fabric, st: _Structure, proto: Protocol) -> GroupModel:
     """Protocol-specific (α, β) envelope of a routed group."""
-    eff = proto.eff_array()
+    eff = proto.eff_array(fabric)
     rate = fabric.link_capacity * eff[_CLASS_OF_KIND[fabric.link_kind]]
     if st.lat.size == 0:
         z = np.zeros(0)

@@ -30,15 +30,19 @@ True
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from fabricsim.errors import unknown
 from fabricsim.fabric.kinds import LinkKind
+
+if TYPE_CHECKING:
+    from fabricsim.fabric.core import Fabric
 
 #: Link classes the protocol tables are indexed by.
 LINK_CLASSES: tuple[str, ...] = ("nvlink", "pcie", "net", "nvls", "sharp")
@@ -62,28 +66,95 @@ class Protocol:
     link class ``c`` (the dearest class of the path counts). ``efficiency[c]``: fraction of
     a link's capacity this protocol moves as payload. ``launch``: once per collective call
     (kernel launch and group set-up, as nccl-tests measures it).
+
+    Two refinements follow NCCL's own tuning model:
+
+    * ``ramp_bytes`` / ``ramp_power``: the usable bandwidth grows with the message size, as
+      NCCL grows its chunk size and channel count with it (each chunk step carries a fixed
+      cost, so small chunks move less per second). The bandwidth terms of a collective whose
+      ranks each hold ``s`` bytes are divided by :meth:`bandwidth_ramp` ``(s)`` =
+      ``1 / (1 + (ramp_bytes / s) ** ramp_power)``; ``ramp_bytes = 0`` turns it off.
+    * ``nvls_scale``: factor on the ``nvls`` efficiency per NVSwitch generation (NCCL keeps
+      one NVLS efficiency per GPU architecture; Blackwell's is lower than Hopper's).
     """
 
     name: str
     hop_latency: Any = field(default_factory=dict)
     efficiency: Any = field(default_factory=dict)
     launch: float = 0.0
+    ramp_bytes: float = 0.0
+    ramp_power: float = 0.5
+    nvls_scale: Any = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "hop_latency", MappingProxyType(dict(self.hop_latency)))
         object.__setattr__(self, "efficiency", MappingProxyType(dict(self.efficiency)))
+        object.__setattr__(self, "nvls_scale", MappingProxyType(dict(self.nvls_scale)))
+
+    def __repr__(self) -> str:  # used as a cache key by the analytic backend
+        return (f"Protocol({self.name!r}, hop={dict(self.hop_latency)!r}, "
+                f"eff={dict(self.efficiency)!r}, launch={self.launch!r}, "
+                f"ramp=({self.ramp_bytes!r}, {self.ramp_power!r}), "
+                f"nvls_scale={dict(self.nvls_scale)!r})")
 
     def hop_array(self) -> NDArray[np.float64]:
         """``hop_latency`` as an array in :data:`LINK_CLASSES` order."""
         return np.array([self.hop_latency[c] for c in LINK_CLASSES], dtype=np.float64)
 
-    def eff_array(self) -> NDArray[np.float64]:
-        """``efficiency`` as an array in :data:`LINK_CLASSES` order."""
-        return np.array([self.efficiency[c] for c in LINK_CLASSES], dtype=np.float64)
+    def eff_array(self, fabric: Fabric | None = None) -> NDArray[np.float64]:
+        """``efficiency`` as an array in :data:`LINK_CLASSES` order.
+
+        With ``fabric``, the ``nvls`` entry is scaled by :attr:`nvls_scale` of the fabric's
+        NVSwitch generation (from the catalog entry of ``fabric.info.system``).
+        """
+        out = np.array([self.efficiency[c] for c in LINK_CLASSES], dtype=np.float64)
+        if fabric is not None and self.nvls_scale:
+            out[LINK_CLASSES.index("nvls")] *= self.nvls_scale.get(nvswitch_of(fabric), 1.0)
+        return out
+
+    def bandwidth_ramp(self, bytes_per_rank: float) -> float:
+        """Fraction (0, 1] of the asymptotic bandwidth reached when each rank holds
+        ``bytes_per_rank`` bytes.
+
+        Examples
+        --------
+        >>> p = Protocol("x", ramp_bytes=2**20, ramp_power=0.5)
+        >>> p.bandwidth_ramp(2**20), round(p.bandwidth_ramp(2**30), 3)
+        (0.5, 0.97)
+        >>> Protocol("y").bandwidth_ramp(1.0)
+        1.0
+        """
+        if self.ramp_bytes <= 0.0 or bytes_per_rank <= 0.0:  # off, or size unknown
+            return 1.0
+        return float(1.0 / (1.0 + (self.ramp_bytes / bytes_per_rank) ** self.ramp_power))
 
     def scaled(self, **changes: Any) -> Protocol:
         """A copy with some fields replaced (used by calibration)."""
         return replace(self, **changes)
+
+
+def nvswitch_of(fabric: Fabric) -> str:
+    """Catalog name of the NVSwitch chip of ``fabric``'s system (``""`` if none or unknown).
+
+    Examples
+    --------
+    >>> from fabricsim.fabric import build_cluster
+    >>> nvswitch_of(build_cluster("dgx-h100", 1))
+    'nvswitch-gen3'
+    """
+    hit = _NVSWITCH.get(fabric)
+    if hit is None:
+        from fabricsim.catalog import get_catalog
+
+        try:
+            hit = str(get_catalog().system(fabric.info.system).nvswitch or "")
+        except Exception:  # a custom fabric: no catalog entry
+            hit = ""
+        _NVSWITCH[fabric] = hit
+    return hit
+
+
+_NVSWITCH: weakref.WeakKeyDictionary[Fabric, str] = weakref.WeakKeyDictionary()
 
 
 # Calibrated constants. Row ids refer to /work/shared/reference/measurements.csv; the fit is
