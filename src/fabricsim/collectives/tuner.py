@@ -35,13 +35,23 @@ from fabricsim.schedule.core import Schedule
 
 if TYPE_CHECKING:
     from fabricsim.backends.analytic import AnalyticBackend, CompiledSchedule
+    from fabricsim.backends.analytic_bound import BoundModel
 
 #: Size at which models are compiled (any size works: byte counts scale linearly).
 REFERENCE_BYTES = float(2**20)
 
 _MODELS: weakref.WeakKeyDictionary[Fabric, dict[tuple[object, ...], CompiledSchedule]] = \
     weakref.WeakKeyDictionary()
+_BOUNDS: weakref.WeakKeyDictionary[Fabric, dict[tuple[object, ...], BoundModel]] = \
+    weakref.WeakKeyDictionary()
+_SCHEDS: weakref.WeakKeyDictionary[Fabric, dict[tuple[object, ...], Schedule]] = \
+    weakref.WeakKeyDictionary()
 _BACKENDS: list[AnalyticBackend] = []
+#: Relative margin by which a lower bound must exceed the best time to skip a candidate
+#: (guards against rounding; the bounds themselves are exact inequalities).
+PRUNE_MARGIN = 1e-9
+#: Skip candidates by their lower bound (exact); ``False`` compiles every candidate.
+BRANCH_AND_BOUND = True
 
 
 def _backend() -> AnalyticBackend:
@@ -145,6 +155,22 @@ def _ranks_key(group: Group) -> bytes:
     return hit
 
 
+def _sched_key(group: Group, collective: str, algo: Algorithm, channels: int | None
+               ) -> tuple[object, ...]:
+    return (collective, _ranks_key(group), algo.name, channels)
+
+
+def _schedule(group: Group, collective: str, algo: Algorithm, proto: str,
+              channels: int | None) -> Schedule:
+    """The reference-size schedule of ``algo`` (kept until its model is compiled)."""
+    per = _SCHEDS.setdefault(group.fabric, {})
+    key = _sched_key(group, collective, algo, channels)
+    hit = per.get(key)
+    if hit is None:
+        hit = per[key] = build(group, collective, REFERENCE_BYTES, algo, proto, channels)
+    return hit
+
+
 def model(group: Group, collective: str, algo: Algorithm, proto: str,
           channels: int | None = None) -> CompiledSchedule:
     """The cached compiled model of (collective, group, algorithm, protocol).
@@ -159,11 +185,33 @@ def model(group: Group, collective: str, algo: Algorithm, proto: str,
     hit = per.get(key)
     if hit is None:
         names = [proto] + [p for p in algo.protocols if p != proto]
-        sched = build(group, collective, REFERENCE_BYTES, algo, proto, channels)
+        sched = _schedule(group, collective, algo, proto, channels)
         comps = _backend().compile_protocols(sched, fab, [get_protocol(p) for p in names])
         for p, c in zip(names, comps, strict=True):
             per[(collective, rk, algo.name, p, channels)] = c
+        _SCHEDS.get(fab, {}).pop(_sched_key(group, collective, algo, channels), None)
         hit = comps[0]
+    return hit
+
+
+def lower_bound(group: Group, collective: str, algo: Algorithm, proto: str,
+                channels: int | None = None) -> BoundModel:
+    """A cached lower bound on :func:`model`'s time, computed without routing (see
+    :mod:`fabricsim.backends.analytic_bound`); all of ``algo``'s protocols at once."""
+    from fabricsim.backends.analytic_bound import bound_protocols
+
+    fab = group.fabric
+    rk = _ranks_key(group)
+    key = (collective, rk, algo.name, proto, channels)
+    per = _BOUNDS.setdefault(fab, {})
+    hit = per.get(key)
+    if hit is None:
+        names = [proto] + [p for p in algo.protocols if p != proto]
+        sched = _schedule(group, collective, algo, proto, channels)
+        bounds = bound_protocols(_backend(), sched, fab, [get_protocol(p) for p in names])
+        for p, b in zip(names, bounds, strict=True):
+            per[(collective, rk, algo.name, p, channels)] = b
+        hit = bounds[0]
     return hit
 
 
@@ -197,11 +245,34 @@ def choose(fabric: Fabric, collective: str, nbytes: float, ranks: ArrayLike | No
     cands = per.get(ckey)
     if cands is None:
         cands = per[ckey] = candidates(group, coll, algo, proto)
-    best: Choice | None = None
+    factor = size / REFERENCE_BYTES
+    if len(cands) == 1 or not BRANCH_AND_BOUND:
+        best: Choice | None = None
+        for a, p in cands:
+            t = model(group, coll, a, p, channels).time(factor)
+            if best is None or t < best.time:
+                best = Choice(a.name, p, t)
+        assert best is not None
+        return best
+    # branch and bound: candidates in order of a lower bound on their time; one whose
+    # bound exceeds the best time found is skipped (its time is larger still). Ties keep
+    # the first candidate in registry order, as a plain scan would.
+    models = _MODELS.get(fabric, {})
+    rk = _ranks_key(group)
+    lbs: list[float] = []
     for a, p in cands:
-        t = model(group, coll, a, p, channels).time(size / REFERENCE_BYTES)
-        if best is None or t < best.time:
-            best = Choice(a.name, p, t)
+        hit = models.get((coll, rk, a.name, p, channels))
+        lbs.append(hit.time(factor) if hit is not None
+                   else lower_bound(group, coll, a, p, channels).time(factor))
+    best = None
+    best_i = -1
+    for i in sorted(range(len(cands)), key=lbs.__getitem__):
+        if best is not None and lbs[i] * (1.0 - PRUNE_MARGIN) > best.time:
+            break
+        a, p = cands[i]
+        t = model(group, coll, a, p, channels).time(factor)
+        if best is None or t < best.time or (t == best.time and i < best_i):
+            best, best_i = Choice(a.name, p, t), i
     assert best is not None
     return best
 
@@ -209,5 +280,7 @@ def choose(fabric: Fabric, collective: str, nbytes: float, ranks: ArrayLike | No
 def clear_cache() -> None:
     """Forget compiled models (e.g. after changing protocol constants)."""
     _MODELS.clear()
+    _BOUNDS.clear()
+    _SCHEDS.clear()
     _backend()._cache.clear()
     _backend()._structs.clear()
