@@ -99,15 +99,15 @@ class CompiledSchedule:
     delay: FloatArray
     launch: float
     n_links: int
-    #: Protocol whose size-dependent bandwidth ramp applies, and bytes per rank at factor 1.
+    #: Protocol whose size-dependent bandwidth ramp applies, and message bytes at factor 1.
     protocol: Protocol | None = None
-    bytes_per_rank: float = 0.0
+    message_bytes: float = 0.0
 
     def step_times(self, factor: float = 1.0) -> tuple[FloatArray, FloatArray]:
         """Start and end of every step when all byte counts are multiplied by ``factor``."""
         # the bandwidth (β) terms slow down by the protocol's ramp at this message size
         bf = factor if self.protocol is None else \
-            factor / max(self.protocol.bandwidth_ramp(self.bytes_per_rank * factor), 1e-12)
+            factor / max(self.protocol.bandwidth_ramp(self.message_bytes * factor), 1e-12)
         dur = np.array([g.duration(s * bf) for g, s in zip(self.groups, self.scales,
                                                              strict=True)])
         n = self.group_of_step.size
@@ -185,7 +185,7 @@ class AnalyticBackend:
                                  deps=deps, repeat=repeat, delay=delay,
                                  launch=p.launch if schedule.steps else 0.0,
                                  n_links=fabric.n_links, protocol=p,
-                                 bytes_per_rank=schedule.nbytes / max(len(schedule.ranks), 1))
+                                 message_bytes=float(schedule.nbytes))
                 for g, p in zip(per_proto, protocols, strict=True)]
 
     def run(self, schedule: Schedule, fabric: Fabric) -> Result:
@@ -355,7 +355,7 @@ def _model(fabric: Fabric, st: _Structure, proto: Protocol) -> GroupModel:
         return GroupModel(z, z, st.load, rate)
     beta = (st.cmax / eff[None, :]).max(axis=1)
     by_rank = np.argsort(_CLASS_RANK)
-    hop = proto.hop_array()
+    hop = proto.hop_array(fabric)
     alpha = np.where(st.rank > 0, st.lat + hop[by_rank[np.maximum(st.rank - 1, 0)]], 0.0)
     alpha, beta = _envelope(alpha, beta)
     return GroupModel(alpha=alpha, beta=beta, link_load=st.load, link_rate=rate)

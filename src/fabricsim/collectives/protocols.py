@@ -71,11 +71,13 @@ class Protocol:
 
     * ``ramp_bytes`` / ``ramp_power``: the usable bandwidth grows with the message size, as
       NCCL grows its chunk size and channel count with it (each chunk step carries a fixed
-      cost, so small chunks move less per second). The bandwidth terms of a collective whose
-      ranks each hold ``s`` bytes are divided by :meth:`bandwidth_ramp` ``(s)`` =
+      cost, so small chunks move less per second). The bandwidth terms of a collective of
+      ``s`` bytes are divided by :meth:`bandwidth_ramp` ``(s)`` =
       ``1 / (1 + (ramp_bytes / s) ** ramp_power)``; ``ramp_bytes = 0`` turns it off.
     * ``nvls_scale``: factor on the ``nvls`` efficiency per NVSwitch generation (NCCL keeps
       one NVLS efficiency per GPU architecture; Blackwell's is lower than Hopper's).
+    * ``hop_scale``: factor on the ``nvlink`` and ``nvls`` hop overheads per NVLink
+      generation of the GPU (the per-step synchronisation cost differs between generations).
     """
 
     name: str
@@ -85,21 +87,31 @@ class Protocol:
     ramp_bytes: float = 0.0
     ramp_power: float = 0.5
     nvls_scale: Any = field(default_factory=dict)
+    hop_scale: Any = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "hop_latency", MappingProxyType(dict(self.hop_latency)))
         object.__setattr__(self, "efficiency", MappingProxyType(dict(self.efficiency)))
         object.__setattr__(self, "nvls_scale", MappingProxyType(dict(self.nvls_scale)))
+        object.__setattr__(self, "hop_scale", MappingProxyType(dict(self.hop_scale)))
 
     def __repr__(self) -> str:  # used as a cache key by the analytic backend
         return (f"Protocol({self.name!r}, hop={dict(self.hop_latency)!r}, "
                 f"eff={dict(self.efficiency)!r}, launch={self.launch!r}, "
                 f"ramp=({self.ramp_bytes!r}, {self.ramp_power!r}), "
-                f"nvls_scale={dict(self.nvls_scale)!r})")
+                f"nvls_scale={dict(self.nvls_scale)!r}, hop_scale={dict(self.hop_scale)!r})")
 
-    def hop_array(self) -> NDArray[np.float64]:
-        """``hop_latency`` as an array in :data:`LINK_CLASSES` order."""
-        return np.array([self.hop_latency[c] for c in LINK_CLASSES], dtype=np.float64)
+    def hop_array(self, fabric: Fabric | None = None) -> NDArray[np.float64]:
+        """``hop_latency`` as an array in :data:`LINK_CLASSES` order.
+
+        With ``fabric``, the ``nvlink`` and ``nvls`` entries are scaled by
+        :attr:`hop_scale` of the NVLink generation of the fabric's GPUs.
+        """
+        out = np.array([self.hop_latency[c] for c in LINK_CLASSES], dtype=np.float64)
+        if fabric is not None and self.hop_scale:
+            f = self.hop_scale.get(hardware_of(fabric)[1], 1.0)
+            out[[LINK_CLASSES.index("nvlink"), LINK_CLASSES.index("nvls")]] *= f
+        return out
 
     def eff_array(self, fabric: Fabric | None = None) -> NDArray[np.float64]:
         """``efficiency`` as an array in :data:`LINK_CLASSES` order.
@@ -109,12 +121,11 @@ class Protocol:
         """
         out = np.array([self.efficiency[c] for c in LINK_CLASSES], dtype=np.float64)
         if fabric is not None and self.nvls_scale:
-            out[LINK_CLASSES.index("nvls")] *= self.nvls_scale.get(nvswitch_of(fabric), 1.0)
+            out[LINK_CLASSES.index("nvls")] *= self.nvls_scale.get(hardware_of(fabric)[0], 1.0)
         return out
 
-    def bandwidth_ramp(self, bytes_per_rank: float) -> float:
-        """Fraction (0, 1] of the asymptotic bandwidth reached when each rank holds
-        ``bytes_per_rank`` bytes.
+    def bandwidth_ramp(self, nbytes: float) -> float:
+        """Fraction (0, 1] of the asymptotic bandwidth reached by a message of ``nbytes``.
 
         Examples
         --------
@@ -124,87 +135,94 @@ class Protocol:
         >>> Protocol("y").bandwidth_ramp(1.0)
         1.0
         """
-        if self.ramp_bytes <= 0.0 or bytes_per_rank <= 0.0:  # off, or size unknown
+        if self.ramp_bytes <= 0.0 or nbytes <= 0.0:  # off, or size unknown
             return 1.0
-        return float(1.0 / (1.0 + (self.ramp_bytes / bytes_per_rank) ** self.ramp_power))
+        return float(1.0 / (1.0 + (self.ramp_bytes / nbytes) ** self.ramp_power))
 
     def scaled(self, **changes: Any) -> Protocol:
         """A copy with some fields replaced (used by calibration)."""
         return replace(self, **changes)
 
 
-def nvswitch_of(fabric: Fabric) -> str:
-    """Catalog name of the NVSwitch chip of ``fabric``'s system (``""`` if none or unknown).
+def hardware_of(fabric: Fabric) -> tuple[str, str]:
+    """Catalog names of ``fabric``'s NVSwitch chip and of its GPUs' NVLink generation
+    (``""`` where there is none or the system is not in the catalog).
 
     Examples
     --------
     >>> from fabricsim.fabric import build_cluster
-    >>> nvswitch_of(build_cluster("dgx-h100", 1))
-    'nvswitch-gen3'
+    >>> hardware_of(build_cluster("dgx-h100", 1))
+    ('nvswitch-gen3', 'nvlink4')
     """
     hit = _NVSWITCH.get(fabric)
     if hit is None:
         from fabricsim.catalog import get_catalog
 
+        cat = get_catalog()
         try:
-            hit = str(get_catalog().system(fabric.info.system).nvswitch or "")
+            sysspec = cat.system(fabric.info.system)
+            chip = str(sysspec.nvswitch or "")
         except Exception:  # a custom fabric: no catalog entry
-            hit = ""
-        _NVSWITCH[fabric] = hit
+            chip, sysspec = "", None
+        try:
+            link = str(cat.gpu(sysspec.gpu).nvlink or "") if sysspec is not None else ""
+        except Exception:
+            link = ""
+        hit = _NVSWITCH[fabric] = (chip, link)
     return hit
 
 
-_NVSWITCH: weakref.WeakKeyDictionary[Fabric, str] = weakref.WeakKeyDictionary()
+_NVSWITCH: weakref.WeakKeyDictionary[Fabric, tuple[str, str]] = weakref.WeakKeyDictionary()
 
 
 # Calibrated constants. Row ids refer to /work/shared/reference/measurements.csv; the fit is
-# `python benchmarks/accuracy_nccl.py --fit` (least squares on log busbw over the included
-# rows, one launch overhead shared by all protocols), then rounded. See docs/collectives.md.
+# `python benchmarks/accuracy_nccl.py --fit` (least squares on log busbw over the primary
+# rows, >= 1 MiB weight 1, < 1 MiB 0.5; one launch overhead for all protocols), then rounded.
+# See docs/collectives.md for the table and the measured error.
 #
-# launch 3.5 us (fit, rows 1-48): per call; small-message time is launch + hops x hop.
-# simple.efficiency.nvlink 0.794: large-message ring busbw / NVLink rate; fit of rows 20-24,
-#   101-102, 115, 117, 122, 169 (A100 231.6/300 = 0.772, H100 ~370/450 = 0.822: one value
-#   for both generations, -3 % / +3 %).
-# simple.efficiency.net 0.96: 24 GB/s per 200G NIC (25 GB/s line, rows 131/132) and 48-49
-#   GB/s per 400G NIC (row 141).
-# simple.efficiency.nvls 0.668: NVLS moves (1+1/n)*S per NVLink direction; H100 busbw
-#   478.9 (row 48) = algbw 273.6 -> 308 GB/s of 450 (0.685 by hand, 0.668 by the fit
-#   with rows 39-48); rows 116 (5..8 GPUs) confirm the link-bound form.
-# simple.hop_latency.nvlink 18.6 us, nvls 11.8 us (fit, rows 12-24 and 35-48): Simple's
-#   per-step cost is a chunk's pipeline latency, not a wire latency (NCCL's tuning table
-#   gives tens of us for Tree/Simple for the same reason).
-# ll128: hop 2.28 us, efficiency 0.453 on NVLink (fit, rows 9-16 and 30-38).
-# ll: not separable from LL128 by these rows (single-process -g 8 launches dominate the
-#   small sizes); set just below LL128's hop and to ~1/4 of Simple's bandwidth as NCCL's
-#   own table does (busBw x 1/4 for ring LL).
+# launch 2.4 us (fit, rows 1-48). simple.efficiency.nvlink 0.796 (rows 19-24, 101-102, 115,
+#   117, 122, 169: A100 and H100 ring asymptotes, one value for both generations, +-3 %).
+# simple.efficiency.nvls 0.675 on NVSwitch gen3 (rows 39-48, 116, 117, 169, 171): NVLS moves
+#   (1+1/n)*S per NVLink direction. nvls_scale gen4 = 0.74/0.85: NCCL's own tuning model
+#   keeps a per-architecture NVLS efficiency and sets Blackwell's 13 % below Hopper's; we take
+#   that ratio rather than fit the one GB200 vendor-slide figure (row 170, secondary).
+# simple.ramp_bytes 10.4 MB, ramp_power 0.88 (fit, rows 11-19, 35-44): Simple's bandwidth
+#   grows with the message as NCCL grows chunk size and channels (marginal algbw on the
+#   Azure H100 curve rises from ~170 GB/s at 2-4 MiB to ~275 GB/s at >= 1 GiB, the A100
+#   curve from ~60 to ~130 GB/s). At small sizes the ramp acts as a slowly growing latency.
+# simple.hop nvlink 11.6 us, nvls 2.5 us (fit): a chunk step's pipeline latency.
+# ll128: hop 2.65 us, efficiency 0.464 on NVLink (fit, rows 1-16). ll: hop 2.65 us, eff 0.33
+#   (not separable from LL128 by these rows: single-process -g 8 launches dominate).
 # net / pcie / sharp hops and ll/ll128 net efficiencies: no reference rows resolve them;
 #   they keep NCCL's ordering (network hops dearer than NVLink) and are assumptions.
 # sharp efficiency: no SHARP measurement in the reference data; taken equal to the network
 #   efficiency (assumption, stated in docs/collectives.md).
-_LAUNCH = 3.5e-6
+_LAUNCH = 2.4e-6
+_NVLS_GEN4 = 0.74 / 0.85
 PROTOCOLS: dict[str, Protocol] = {
     "ll": Protocol(
         name="ll",
-        hop_latency={"nvlink": 2.0e-6, "pcie": 2.5e-6, "net": 4.0e-6, "nvls": 2.0e-6,
-                     "sharp": 4.0e-6},
-        efficiency={"nvlink": 0.20, "pcie": 0.20, "net": 0.24, "nvls": 0.17, "sharp": 0.24},
+        hop_latency={"nvlink": 2.65e-6, "pcie": 3.3e-6, "net": 5.3e-6, "nvls": 2.65e-6,
+                     "sharp": 5.3e-6},
+        efficiency={"nvlink": 0.33, "pcie": 0.33, "net": 0.24, "nvls": 0.28, "sharp": 0.24},
         launch=_LAUNCH,
     ),
     "ll128": Protocol(
         name="ll128",
-        hop_latency={"nvlink": 2.28e-6, "pcie": 2.8e-6, "net": 5.0e-6, "nvls": 2.28e-6,
-                     "sharp": 5.0e-6},
-        efficiency={"nvlink": 0.453, "pcie": 0.453, "net": 0.60, "nvls": 0.40,
+        hop_latency={"nvlink": 2.65e-6, "pcie": 3.3e-6, "net": 5.8e-6, "nvls": 2.65e-6,
+                     "sharp": 5.8e-6},
+        efficiency={"nvlink": 0.464, "pcie": 0.464, "net": 0.60, "nvls": 0.40,
                     "sharp": 0.60},
         launch=_LAUNCH,
     ),
     "simple": Protocol(
         name="simple",
-        hop_latency={"nvlink": 18.6e-6, "pcie": 18.6e-6, "net": 20.0e-6, "nvls": 11.8e-6,
-                     "sharp": 20.0e-6},
-        efficiency={"nvlink": 0.794, "pcie": 0.80, "net": 0.96, "nvls": 0.668,
+        hop_latency={"nvlink": 11.6e-6, "pcie": 11.6e-6, "net": 12.5e-6, "nvls": 2.5e-6,
+                     "sharp": 12.5e-6},
+        efficiency={"nvlink": 0.796, "pcie": 0.80, "net": 0.96, "nvls": 0.675,
                     "sharp": 0.96},
-        launch=_LAUNCH,
+        launch=_LAUNCH, ramp_bytes=10.4e6, ramp_power=0.88,
+        nvls_scale={"nvswitch-gen3": 1.0, "nvswitch-gen4": _NVLS_GEN4},
     ),
 }
 

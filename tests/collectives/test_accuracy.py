@@ -1,0 +1,68 @@
+"""Pins the summary of benchmarks/accuracy_nccl.py so a model regression fails.
+
+Bounds are issue 3's targets (>= 1 MiB: median <= 5 %, max <= 15 % on primary rows) plus
+a guard on small sizes; the secondary GB200 vendor-slide row is pinned as *still wrong*
+(so an improvement or a regression there shows up too).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CSV = Path("/work/shared/reference/measurements.csv")
+
+pytestmark = pytest.mark.skipif(not CSV.exists(), reason="reference data not present")
+
+
+def _bench() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("accuracy_nccl",
+                                                  ROOT / "benchmarks" / "accuracy_nccl.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["accuracy_nccl"] = mod  # dataclasses look their module up
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def results() -> tuple[ModuleType, list[dict[str, Any]]]:
+    b = _bench()
+    return b, b.evaluate(b.cases())
+
+
+def test_primary_targets(results: tuple[ModuleType, list[dict[str, Any]]]) -> None:
+    b, res = results
+    s = b.summary(res)["primary"]
+    assert s["ge_1MiB"]["rows"] >= 45
+    assert s["ge_1MiB"]["median_abs_rel_error"] <= 0.05
+    assert s["ge_1MiB"]["max_abs_rel_error"] <= 0.15
+    assert s["lt_1MiB"]["rows"] >= 20
+    assert s["lt_1MiB"]["median_abs_rel_error"] <= 0.06
+    assert s["lt_1MiB"]["max_abs_rel_error"] <= 0.30
+
+
+def test_secondary_rows_are_run_and_reported(
+        results: tuple[ModuleType, list[dict[str, Any]]]) -> None:
+    b, res = results
+    sec = [r for r in res if "secondary" in r]
+    assert {(r["row"], r["system"]) for r in sec} == set(b.SECONDARY)
+    gb200 = [r for r in sec if r["system"] == "gb200-nvl72" and r["algo"] == "nvls"]
+    # known wrong: the model is ~20 % above the vendor slide's 850 GB/s
+    assert 0.10 < gb200[0]["rel_error"] < 0.30
+    assert b.summary(res)["all"]["ge_1MiB"]["rows"] > b.summary(res)["primary"]["ge_1MiB"][
+        "rows"]
+
+
+def test_range_error_is_zero_inside() -> None:
+    b = _bench()
+    c = b.Case(0, "dgx-h100", 1, 2.0**30, 367.5, span=(365.0, 370.0))
+    assert b.rel_error(c, 368.0) == 0.0
+    assert b.rel_error(c, 380.0) == pytest.approx(10 / 370)
+    assert b.rel_error(c, 350.0) == pytest.approx(-15 / 365)

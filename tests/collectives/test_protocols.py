@@ -1,0 +1,76 @@
+"""Protocol constants: bandwidth ramp, per-generation NVLS efficiency, fabric-aware arrays."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from fabricsim.collectives import predict_time
+from fabricsim.collectives.protocols import (
+    LINK_CLASSES,
+    PROTOCOLS,
+    Protocol,
+    get_protocol,
+    hardware_of,
+)
+from fabricsim.errors import FabricsimError
+from fabricsim.fabric import build_cluster
+
+NVLS = LINK_CLASSES.index("nvls")
+
+
+def test_ramp_closed_form_and_monotone() -> None:
+    p = Protocol("x", ramp_bytes=4e6, ramp_power=0.5)
+    assert p.bandwidth_ramp(4e6) == pytest.approx(0.5)
+    assert p.bandwidth_ramp(16e6) == pytest.approx(1 / 1.5)
+    sizes = np.logspace(2, 11, 40)
+    r = [p.bandwidth_ramp(float(s)) for s in sizes]
+    assert all(0 < a < b <= 1 for a, b in itertools.pairwise(r))
+    assert Protocol("off").bandwidth_ramp(10.0) == 1.0
+    assert p.bandwidth_ramp(0.0) == 1.0  # unknown size: no ramp
+
+
+def test_ramp_slows_only_bandwidth_terms() -> None:
+    """With the ramp, time(S) = alpha + beta*S/ramp(S): a 2x larger message never takes less
+    time, and at large sizes busbw approaches the asymptote from below."""
+    fab = build_cluster("dgx-a100", 1)
+    t = [predict_time(fab, "all_reduce", 2.0**k, algo="ring", proto="simple")
+         for k in range(10, 34)]
+    assert all(b > a for a, b in itertools.pairwise(t))
+    bw = [2.0**k / x for k, x in zip(range(10, 34), t, strict=True)]
+    assert bw[-1] > bw[-5] > bw[-10]
+
+
+def test_nvls_efficiency_per_nvswitch_generation() -> None:
+    simple = get_protocol("simple")
+    h100, gb200 = build_cluster("dgx-h100", 1), build_cluster("gb200-nvl72", 1)
+    assert hardware_of(h100) == ("nvswitch-gen3", "nvlink4")
+    assert hardware_of(gb200)[0] == "nvswitch-gen4"
+    e3, e4 = simple.eff_array(h100)[NVLS], simple.eff_array(gb200)[NVLS]
+    assert e3 == pytest.approx(simple.efficiency["nvls"])
+    assert e4 == pytest.approx(e3 * 0.74 / 0.85)
+    # other classes untouched, and no fabric means the plain table
+    assert np.array_equal(np.delete(simple.eff_array(gb200), NVLS),
+                          np.delete(simple.eff_array(), NVLS))
+
+
+def test_protocol_ordering_kept() -> None:
+    ll, ll128, simple = (PROTOCOLS[k] for k in ("ll", "ll128", "simple"))
+    assert ll.efficiency["nvlink"] < ll128.efficiency["nvlink"] < simple.efficiency["nvlink"]
+    assert ll128.hop_latency["nvlink"] < simple.hop_latency["nvlink"]
+    for p in (ll, ll128, simple):
+        assert p.hop_latency["net"] > p.hop_latency["nvlink"]
+
+
+def test_repr_distinguishes_ramp_for_caching() -> None:
+    a = PROTOCOLS["simple"]
+    assert repr(a) != repr(a.scaled(ramp_bytes=a.ramp_bytes * 2))
+    assert repr(a) != repr(a.scaled(nvls_scale={}))
+
+
+def test_unknown_protocol_names_field() -> None:
+    with pytest.raises(FabricsimError) as e:
+        get_protocol("LL64")
+    assert "proto" in str(e.value) or getattr(e.value, "field", "") == "proto"
