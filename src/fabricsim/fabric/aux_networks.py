@@ -93,8 +93,8 @@ def add_storage_network(b: FabricBuilder, storage_nics: NDArray[np.int32], *, ra
                         node_kinds=(NodeKind.STORAGE_SWITCH,) * 3,
                         link_kinds=(LinkKind.STORAGE,) * 3)
     n_sw = int(plane.leaves.size + plane.spines.size + plane.cores.size)
-    up_cables = int(plane.leaves.size * plane.up)
-    core_cables = int(plane.pods * plane.spines_per_pod * (k - plane.pod_leaves)
+    up_cables = plane.uplink_cables
+    core_cables = int(plane.pods * plane.spines_per_pod * plane.spine_up_ports
                       if plane.tiers == 3 else 0)
     return AuxSummary(
         switches={"storage-switch": n_sw},

@@ -80,6 +80,9 @@ class FatTreePlane:
     leaves: IntArray
     spines: IntArray
     cores: IntArray
+    spine_up_ports: int = 0
+    ratio: float = 1.0  # down:up bandwidth of the fullest leaf, as built
+    uplink_cables: int = 0  # leaf-to-spine cables of the plane
 
 
 def build_plane(b: FabricBuilder, endpoints: IntArray, *, radix: int, port_bw: float,
@@ -108,8 +111,15 @@ def build_plane(b: FabricBuilder, endpoints: IntArray, *, radix: int, port_bw: f
         raise TopologyError(f"a leaf was given more than its {d} down ports", field="radix")
     max2 = k * d
     max3 = (k // 2) * k * d
+    # Uplinks carry what the leaf's endpoints can send: size them to the fullest leaf's
+    # down bandwidth (partly filled leaves, or NICs slower than the switch ports, need
+    # fewer), at the asked oversubscription, never more than the free ports.
+    ep_bw = min(endpoint_bw, port_bw)
+    max_load = int(np.bincount(leaf_of).max()) if e else 0
+    u = max(1, min(u, math.ceil(max_load * ep_bw / (oversubscription * port_bw) - 1e-9)))
+    ratio = max_load * ep_bw / (u * port_bw) if max_load else 1.0
     if tiers is None:
-        tiers = 2 if n_leaves <= k else 3
+        tiers = 1 if n_leaves <= 1 else 2 if n_leaves <= k else 3
     if tiers == 2 and n_leaves > k:
         raise TopologyError(
             f"2 tiers of radix-{k} switches at {oversubscription:g}:1 hold at most {max2} "
@@ -120,9 +130,12 @@ def build_plane(b: FabricBuilder, endpoints: IntArray, *, radix: int, port_bw: f
             f"3 tiers of radix-{k} switches at {oversubscription:g}:1 hold at most {max3} "
             f"endpoints per plane, {e} asked; use planes >= {math.ceil(e / max3)} or a "
             "larger radix", field="planes")
-    if tiers not in (2, 3):
+    if tiers not in (1, 2, 3) or (tiers == 1 and n_leaves > 1):
         raise TopologyError(f"fat-tree tiers must be 2 or 3, got {tiers}", field="tiers")
-    if tiers == 2:
+    spine_up_ports = 0
+    if tiers == 1:  # one leaf holds every endpoint: no spine needed
+        pod_leaves, pods, n_sp, cores_pg = max(n_leaves, 1), 1, 0, 0
+    elif tiers == 2:
         pod_leaves = n_leaves
         pods = 1
         n_sp = _smallest_divisor_at_least(u, math.ceil(n_leaves * u / k))
@@ -131,9 +144,18 @@ def build_plane(b: FabricBuilder, endpoints: IntArray, *, radix: int, port_bw: f
         pod_leaves = k // 2
         pods = math.ceil(n_leaves / pod_leaves)
         n_sp = u
-        cores_pg = _smallest_divisor_at_least(k - pod_leaves, math.ceil(pods * (k - pod_leaves)
-                                                                          / k))
-    lanes_ls = u // n_sp
+        # a pod spine has one cable from each leaf of its pod; as many go up (1:1 there)
+        spine_up_ports = min(k - pod_leaves, min(pod_leaves, n_leaves))
+        cores_pg = _smallest_divisor_at_least(spine_up_ports,
+                                              math.ceil(pods * spine_up_ports / k))
+    lanes_ls = u // n_sp if n_sp else 0
+    # leaves that are partly filled get fewer parallel cables to each spine (2 tiers)
+    loads = np.bincount(leaf_of, minlength=n_leaves) if e else np.zeros(n_leaves, np.int64)
+    if tiers == 2 and n_sp:
+        need = np.ceil(loads * ep_bw / (oversubscription * port_bw) - 1e-9)
+        lanes_leaf = np.clip(np.ceil(need / n_sp), 1, lanes_ls).astype(np.int16)
+    else:
+        lanes_leaf = np.full(n_leaves, max(lanes_ls, 1), dtype=np.int16)
     leaf_idx = np.arange(n_leaves, dtype=np.int32)
     leaves = b.add_nodes(node_kinds[0], n_leaves, group=pod_offset + leaf_idx // pod_leaves,
                          local=leaf_idx % pod_leaves)
@@ -156,12 +178,13 @@ def build_plane(b: FabricBuilder, endpoints: IntArray, *, radix: int, port_bw: f
     li = np.repeat(leaf_idx, n_sp)
     sj = np.tile(np.arange(n_sp, dtype=np.int32), n_leaves)
     pod_of_leaf = li // pod_leaves
-    fwd, rev = b.add_links(leaves[li], spines[pod_of_leaf * n_sp + sj], port_bw * lanes_ls,
-                           CABLE_DELAY + switch_latency, link_kinds[1], lanes=lanes_ls)
+    lanes_li = lanes_leaf[li]
+    fwd, rev = b.add_links(leaves[li], spines[pod_of_leaf * n_sp + sj], port_bw * lanes_li,
+                           CABLE_DELAY + switch_latency, link_kinds[1], lanes=lanes_li)
     leaf_up = fwd.reshape(n_leaves, n_sp)
     leaf_down = rev.reshape(n_leaves, n_sp)
     if tiers == 3:
-        lanes_sc = (k - pod_leaves) // cores_pg
+        lanes_sc = spine_up_ports // cores_pg
         p = np.repeat(np.arange(pods, dtype=np.int32), n_sp * cores_pg)
         j = np.tile(np.repeat(np.arange(n_sp, dtype=np.int32), cores_pg), pods)
         c = np.tile(np.arange(cores_pg, dtype=np.int32), pods * n_sp)
@@ -173,11 +196,12 @@ def build_plane(b: FabricBuilder, endpoints: IntArray, *, radix: int, port_bw: f
     else:
         spine_up = np.zeros((1, n_sp, 0), dtype=np.int32)
         spine_down = np.zeros((1, n_sp, 0), dtype=np.int32)
-    return FatTreePlane(tiers=tiers, down=d, up=u, pod_leaves=pod_leaves, pods=pods,
+    return FatTreePlane(tiers=tiers, down=d, up=u if n_sp else 0, pod_leaves=pod_leaves, pods=pods,
                         spines_per_pod=n_sp, cores_per_group=cores_pg, leaf_of=leaf_of,
                         up_nic=up_nic, down_nic=down_nic, leaf_up=leaf_up, leaf_down=leaf_down,
                         spine_up=spine_up, spine_down=spine_down, leaves=leaves, spines=spines,
-                        cores=cores)
+                        cores=cores, spine_up_ports=spine_up_ports, ratio=ratio,
+                        uplink_cables=int(lanes_li.sum()))
 
 
 class FatTreeRouter:
@@ -265,7 +289,7 @@ class FatTreeRouter:
         out[:, 0] = pl.up_nic[a]
         same_leaf = la == lb
         pa, pb = la // pl.pod_leaves, lb // pl.pod_leaves
-        s = (h % np.uint64(pl.spines_per_pod)).astype(np.int64)
+        s = (h % np.uint64(max(pl.spines_per_pod, 1))).astype(np.int64)
         same_pod = (~same_leaf) & (pa == pb)
         cross = (~same_leaf) & (pa != pb)
         # same leaf: up, down
@@ -277,7 +301,7 @@ class FatTreeRouter:
         out[i, 3] = pl.down_nic[b[i]]
         if cross.any():
             i = cross
-            c = ((h[i] // np.uint64(pl.spines_per_pod)) %
+            c = ((h[i] // np.uint64(max(pl.spines_per_pod, 1))) %
                  np.uint64(max(pl.cores_per_group, 1))).astype(np.int64)
             out[i, 1] = pl.leaf_up[la[i], s[i]]
             out[i, 2] = pl.spine_up[pa[i], s[i], c]
@@ -293,7 +317,7 @@ class FatTreeRouter:
         if ps < 0 or pd < 0 or ps != pd:
             return self._fallback_router().ecmp(src, dst, link_up, limit)
         pl = self.planes[ps]
-        width = pl.spines_per_pod * max(pl.cores_per_group, 1)
+        width = max(pl.spines_per_pod, 1) * max(pl.cores_per_group, 1)
         hs = np.arange(width, dtype=np.uint64)
         a = np.full(width, self._pos[src], dtype=np.int32)
         b = np.full(width, self._pos[dst], dtype=np.int32)
@@ -343,7 +367,7 @@ def fat_tree_network(b: FabricBuilder, nics: NDArray[np.int32], *, radix: int, p
     servers, per = nics.shape
     if radix < 4:
         raise TopologyError(f"switch radix must be >= 4, got {radix}", field="radix")
-    d, u = leaf_split(radix, oversubscription)
+    d, _u = leaf_split(radix, oversubscription)
     total = servers * per
     max3 = (radix // 2) * radix * d
     if planes is None:
@@ -381,15 +405,16 @@ def fat_tree_network(b: FabricBuilder, nics: NDArray[np.int32], *, radix: int, p
     # bisection (one direction): half of the capacity crossing the narrowest tier
     ep_bw = min(endpoint_bw, port_bw)
     bis = total / 2 * ep_bw
-    leaf_up_bw = sum(p.leaves.size * p.up for p in built) * port_bw
-    bis = min(bis, leaf_up_bw / 2)
+    if any(p.spines_per_pod for p in built):  # a single leaf is non-blocking inside
+        leaf_up_bw = sum(p.uplink_cables for p in built) * port_bw
+        bis = min(bis, leaf_up_bw / 2)
     if n_tiers == 3:
-        core_bw = sum(p.pods * p.spines_per_pod * (radix - p.pod_leaves) for p in built)
+        core_bw = sum(p.pods * p.spines_per_pod * p.spine_up_ports for p in built)
         bis = min(bis, core_bw * port_bw / 2)
     cables = {"nic-leaf": total,
-              "leaf-spine": int(sum(p.leaves.size * p.up for p in built)),
-              "spine-core": int(sum(p.pods * p.spines_per_pod * (radix - p.pod_leaves)
+              "leaf-spine": int(sum(p.uplink_cables for p in built)),
+              "spine-core": int(sum(p.pods * p.spines_per_pod * p.spine_up_ports
                                     for p in built) if n_tiers == 3 else 0)}
-    eff_os = d / u
+    eff_os = max(p.ratio for p in built)
     return Network(router=router, switches=switches, tiers=n_tiers, bisection_bandwidth=bis,
                    oversubscription=eff_os, cables=cables, planes=planes)
