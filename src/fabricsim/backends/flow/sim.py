@@ -158,7 +158,7 @@ def simulate(schedule: Schedule, plan: FaultPlan,
                         seed=seed, channel=s.channel)
             ex = stripe_planes(fab, ex)
             if protocol is not None:
-                ex = apply_protocol(fab, ex, protocol)
+                ex = apply_protocol(fab, ex, protocol, float(schedule.nbytes))
             templates[i] = (ex, plan.delays(ex.src))
         return templates[i]
 
