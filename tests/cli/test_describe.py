@@ -177,3 +177,27 @@ def test_validate_all_shipped_scenarios(capsys: pytest.CaptureFixture[str]) -> N
     for f in files:
         code, _out, err = run(capsys, "validate", str(f))
         assert code == 0, f"{f.name}: {err}"
+
+
+@pytest.mark.parametrize("value", ["inf", "nan", "1e9"])
+def test_oversubscription_must_be_finite(capsys: pytest.CaptureFixture[str], value: str
+                                         ) -> None:
+    code, out, err = run(capsys, "describe", "--oversubscription", value)
+    assert code == 2 and "oversubscription" in err and "Traceback" not in err + out
+
+
+def test_folder_as_scenario(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, _, err = run(capsys, "validate", str(tmp_path))
+    assert code == 2 and "folder" in err
+
+
+def test_radix_error_names_the_smallest_radix_that_fits() -> None:
+    from fabricsim.errors import TopologyError
+    from fabricsim.fabric import build_cluster
+
+    with pytest.raises(TopologyError, match="smallest radix that fits is") as e:
+        build_cluster("dgx-h100", 512, radix=8)
+    suggested = int(str(e.value).rsplit(" ", 1)[-1])
+    assert build_cluster("dgx-h100", 512, radix=suggested).n_gpus == 4096
+    with pytest.raises(TopologyError):
+        build_cluster("dgx-h100", 512, radix=suggested - 2)

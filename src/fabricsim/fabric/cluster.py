@@ -359,9 +359,10 @@ def build_cluster(system: str = "dgx-h100", nodes: int = 1, *, gpus_per_node: in
                 f"unknown {topo} param {extra_keys[0]!r}; "
                 f"{did_you_mean(extra_keys[0], allowed | CLUSTER_PARAMS)}",
                 field=f"params.{extra_keys[0]}")
-    if not (oversubscription >= 1):
-        raise ConfigError(f"oversubscription must be >= 1 (e.g. 1 for non-blocking, 2 for "
-                          f"2:1), got {oversubscription}", field="oversubscription")
+    if not (1 <= oversubscription <= 64):
+        raise ConfigError(f"oversubscription must be between 1 and 64 (e.g. 1 for "
+                          f"non-blocking, 2 for 2:1), got {oversubscription}",
+                          field="oversubscription")
     template = ServerTemplate.from_system(system, gpus=gpus_per_node, catalog=cat)
     switch = cat.switch(fspec.switch)
     k = radix or switch.radix

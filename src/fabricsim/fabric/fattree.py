@@ -375,10 +375,14 @@ def fat_tree_network(b: FabricBuilder, nics: NDArray[np.int32], *, radix: int, p
         while math.ceil(total / planes) > max3 or per % planes:
             planes += 1
             if planes > per:
+                need = math.ceil(total / per)
+                k = radix
+                while (k // 2) * k * leaf_split(k, oversubscription)[0] < need and k < 4096:
+                    k += 2
                 raise TopologyError(
                     f"{total} NIC ports exceed what 3 tiers of radix-{radix} switches hold "
-                    f"({max3} per plane) even with one plane per NIC; use a larger radix",
-                    field="radix")
+                    f"({max3} per plane) even with one plane per NIC; the smallest radix "
+                    f"that fits is {k}", field="radix")
     if planes < 1 or per % planes:
         raise TopologyError(f"planes must divide the {per} NICs per server, got {planes}",
                             field="planes")

@@ -117,6 +117,8 @@ def shipped_scenarios() -> dict[str, str]:
 def load_scenario(path: str | Path) -> Scenario:
     """Read and validate a scenario file, or a shipped scenario by name."""
     p = Path(path)
+    if p.is_dir():
+        raise ConfigError(f"{str(p)!r} is a folder; give a scenario file (.yaml)")
     if not p.exists():
         shipped = shipped_scenarios()
         name = p.name[: -len(".yaml")] if p.name.endswith(".yaml") else p.name

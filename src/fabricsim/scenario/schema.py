@@ -30,7 +30,7 @@ class ClusterSpec(_Model):
     gpus_per_node: int | None = Field(None, ge=1)
     fabric: str | None = None
     topology: str | None = None
-    oversubscription: float = Field(1.0, ge=1.0)
+    oversubscription: float = Field(1.0, ge=1.0, le=64.0, allow_inf_nan=False)
     tiers: int | None = Field(None, ge=2, le=3)
     planes: int | None = Field(None, ge=1)
     radix: int | None = Field(None, ge=4)
