@@ -190,6 +190,62 @@ def _hop_array(proto: Protocol, fabric: Fabric) -> FloatArray:
         return np.asarray(fn(), dtype=np.float64)
 
 
+#: Network transfers routed per large group by a refined bound (any subset gives a valid
+#: bound: a link's load from a subset of the transfers is at most its load from all).
+ROUTE_SAMPLE = 131072
+
+
+def _routed_beta(fabric: Fabric, steps: list[Step], protocols: list[Protocol]
+                 ) -> list[float]:
+    """Per protocol, a lower bound on the group's largest ``β`` from routed transfers.
+
+    Takes the group's GPU/NIC transfers between two servers (no in-network endpoint), up
+    to :data:`ROUTE_SAMPLE` of them, and routes only their network segments exactly as
+    the fast path does (:meth:`ClusterRouter.segments`, same flow hashes). Each network
+    link ``l`` they load carries at least that load in the full group, and a sampled
+    transfer crossing ``l`` has ``β ≥ load_l / (capacity_l × eff[class_l])``. Zero where
+    the fast path does not apply (links down, multi-server NVLink, striped links).
+    """
+    from fabricsim.backends.analytic import _plane_groups, innet_rows
+    from fabricsim.backends.analytic_fast import _eligible
+    from fabricsim.collectives.protocols import link_class_of_kind
+    from fabricsim.fabric.cluster import ClusterRouter
+    from fabricsim.fabric.core import pair_hash
+
+    zero = [0.0] * len(protocols)
+    r = fabric.router
+    if not _eligible(fabric) or not isinstance(r, ClusterRouter):
+        return zero
+    srv = fabric.node_server
+    parts: list[tuple[NDArray[np.int32], NDArray[np.int32], NDArray[np.uint64], FloatArray]] = []
+    taken = 0
+    for s in steps:
+        ss, sd = srv[s.src], srv[s.dst]
+        sel = (ss >= 0) & (sd >= 0) & (ss != sd) & (s.nbytes > 0)
+        if not sel.any():
+            continue
+        idx = np.flatnonzero(sel)
+        idx = idx[~innet_rows(fabric, s.src[idx], s.dst[idx])][: ROUTE_SAMPLE - taken]
+        h = s.hashes if s.hashes is not None else pair_hash(s.src, s.dst)
+        parts.append((s.src[idx], s.dst[idx], h[idx], s.nbytes[idx]))
+        taken += idx.size
+        if taken >= ROUTE_SAMPLE:
+            break
+    if not taken:
+        return zero
+    src, dst, hh, nb = (np.concatenate([p[k] for p in parts]) for k in range(4))
+    mid = r.segments(src, dst, hh, fabric.link_up).mid
+    ok = mid >= 0
+    load = np.bincount(mid[ok], weights=np.broadcast_to(nb[:, None], mid.shape)[ok],
+                       minlength=fabric.n_links)
+    links = np.flatnonzero(load > 0)
+    if not links.size or (_plane_groups(fabric)[1][links] > 1).any():
+        return zero
+    ratio = load[links] / fabric.link_capacity[links]
+    cls = link_class_of_kind().astype(np.intp)[fabric.link_kind[links]]
+    return [float((ratio / p.eff_array(fabric)[cls]).max()) for p in protocols]
+
+
 def _max_ratio(bytes_per: NDArray[Any], capeff: FloatArray) -> float:
     """``max(bytes / capacity)`` over entries that carry bytes (capacity 0: ignored)."""
     ok = (bytes_per > 0) & (capeff > 0)
@@ -198,14 +254,8 @@ def _max_ratio(bytes_per: NDArray[Any], capeff: FloatArray) -> float:
     return float((bytes_per[ok] / capeff[ok]).max())
 
 
-def bound_protocols(backend: AnalyticBackend, schedule: Schedule, fabric: Fabric,
-                    protocols: list[Protocol]) -> list[BoundModel]:
-    """One :class:`BoundModel` per protocol for ``schedule`` on ``fabric``.
-
-    ``backend`` solves the small groups exactly (and caches them as its compile does).
-    """
-    from fabricsim.collectives.protocols import LINK_CLASSES
-
+def _groups(schedule: Schedule) -> tuple[list[list[Step]], I64]:
+    """Concurrency groups as the analytic backend forms them (same deps, repeat, delay)."""
     keys: dict[tuple[tuple[int, ...], int, float], int] = {}
     members: list[list[Step]] = []
     group_of = np.zeros(len(schedule.steps), dtype=np.int64)
@@ -216,6 +266,20 @@ def bound_protocols(backend: AnalyticBackend, schedule: Schedule, fabric: Fabric
             members.append([])
         members[keys[k]].append(s)
         group_of[i] = keys[k]
+    return members, group_of
+
+
+def bound_protocols(backend: AnalyticBackend, schedule: Schedule, fabric: Fabric,
+                    protocols: list[Protocol], refine: bool = False) -> list[BoundModel]:
+    """One :class:`BoundModel` per protocol for ``schedule`` on ``fabric``.
+
+    ``backend`` solves the small groups exactly (and caches them as its compile does).
+    ``refine`` also routes up to :data:`ROUTE_SAMPLE` network transfers of every large
+    group (see :func:`_routed_beta`): tighter where ECMP collisions dominate, still cheap.
+    """
+    from fabricsim.collectives.protocols import LINK_CLASSES
+
+    members, group_of = _groups(schedule)
     caps = _caps(fabric)
     effs = [_eff_hi(p, fabric) for p in protocols]
     hops = [_hop_array(p, fabric) for p in protocols]
@@ -266,6 +330,9 @@ def bound_protocols(backend: AnalyticBackend, schedule: Schedule, fabric: Fabric
             a_max[pi, gi] = max(alphas)
             a_min[pi, gi] = min(alphas)
             b[pi, gi] = bb
+        if refine:
+            for pi, rb in enumerate(_routed_beta(fabric, steps, protocols)):
+                b[pi, gi] = max(b[pi, gi], rb)
     deps = tuple(s.deps for s in schedule.steps)
     repeat = np.array([s.repeat for s in schedule.steps], dtype=np.int64)
     delay = np.array([s.delay for s in schedule.steps], dtype=np.float64)

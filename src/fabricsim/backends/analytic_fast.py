@@ -61,6 +61,36 @@ def _eligible(fabric: Fabric) -> bool:
     return ok and bool(fabric.link_up.all())
 
 
+def _link_tables(fabric: Fabric) -> tuple[FloatArray, NDArray[np.int8]]:
+    """Per link (plus a pad entry at index ``-1``): latency (pad 0) and link class (pad
+    :data:`_N_CLS`)."""
+    hit = _TABLES.get(fabric)
+    if hit is None:
+        lat = np.append(fabric.link_latency.astype(np.float64), 0.0)
+        cls = np.append(_CLASS_OF_KIND[fabric.link_kind], _N_CLS).astype(np.int8)
+        hit = _TABLES[fabric] = (lat, cls)
+    return hit
+
+
+_TABLES: weakref.WeakKeyDictionary[Fabric, tuple[FloatArray, NDArray[np.int8]]] = \
+    weakref.WeakKeyDictionary()
+#: Class of a (base class, in-network) pair, with the pad class mapping to itself.
+_CLS_INNET = np.array([list(range(_N_CLS + 1)),
+                       [*_INNET_OF.tolist(), 3, 4, _N_CLS]], dtype=np.int64)
+#: Rank of a class (pad: 0).
+_RANK_PAD = np.append(_CLASS_RANK, 0)
+
+
+def _dense_ids(values: I64, size: int) -> tuple[I64, I64]:
+    """(sorted distinct values, index of each value among them) for ints in ``[0, size)``:
+    ``np.unique(values, return_inverse=True)`` without sorting."""
+    present = np.zeros(size, dtype=bool)
+    present[values] = True
+    used = np.flatnonzero(present)
+    rank = np.cumsum(present) - 1
+    return used, rank[values]
+
+
 def fast_structure(fabric: Fabric, src: NDArray[np.int32], dst: NDArray[np.int32],
                    hashes: NDArray[np.uint64], w: FloatArray
                    ) -> tuple[FloatArray, FloatArray, I64, FloatArray] | None:
@@ -77,25 +107,27 @@ def fast_structure(fabric: Fabric, src: NDArray[np.int32], dst: NDArray[np.int32
     n = src.shape[0]
     innet = innet_rows(fabric, src, dst)
     direct, dlink = _adjacent(fabric, src, dst, innet)
-    ss, sd = r.node_server[src].astype(np.int64), r.node_server[dst].astype(np.int64)
+    ss, sd = r.node_server[src], r.node_server[dst]
     lean = ~direct & ~innet & (ss >= 0) & (ss == sd)   # inside one server: template only
-    sa = np.where(lean, ss, -1)
+    sa = np.where(lean, ss, -1).astype(np.int64)
     pa = np.full(n, -1, dtype=np.int64)
     li = np.flatnonzero(lean)
     if li.size:
         pa[li] = r.template_paths(r._local(src[li]), r._local(dst[li]), hashes[li])
     sb = np.full(n, -1, dtype=np.int64)
     pb = np.full(n, -1, dtype=np.int64)
-    mid = np.full((n, 1), -1, dtype=np.int64)
+    # network segments, kept only for the rows that have one: mid_rows[k] -> mid[k]
     rest = np.flatnonzero(~direct & ~lean)
     seg = r.segments(src[rest], dst[rest], hashes[rest], fabric.link_up) if rest.size else None
     table = r.template_table
     n_tab = table.shape[0]
+    mids: list[I64] = []
+    mid_rows: list[I64] = []
     if seg is not None:
         sa[rest], pa[rest], sb[rest], pb[rest] = seg.server_a, seg.path_a, seg.server_b, \
             seg.path_b
-        mid = np.full((n, seg.mid.shape[1]), -1, dtype=np.int64)
-        mid[rest] = seg.mid
+        mids.append(seg.mid)
+        mid_rows.append(rest)
     d_idx = np.flatnonzero(direct)
     if d_idx.size:
         dl = dlink[d_idx]
@@ -103,10 +135,28 @@ def fast_structure(fabric: Fabric, src: NDArray[np.int32], dst: NDArray[np.int32
         t_rows = d_idx[in_tpl]
         sa[t_rows] = (dl[in_tpl] - base) // lt
         pa[t_rows] = n_tab + (dl[in_tpl] - base) % lt      # single-link template paths
-        mid[d_idx[~in_tpl], 0] = dl[~in_tpl]
+        if (~in_tpl).any():
+            mids.append(dl[~in_tpl][:, None])
+            mid_rows.append(d_idx[~in_tpl])
+    wmid = max([m.shape[1] for m in mids], default=1)
+    mid = np.full((sum(m.shape[0] for m in mids) + 1, wmid), -1, dtype=np.int64)  # + pad row
+    at = 0
+    for m in mids:
+        mid[at: at + m.shape[0], : m.shape[1]] = m
+        at += m.shape[0]
+    mid_row_ids = np.concatenate(mid_rows) if mid_rows else np.zeros(0, dtype=np.int64)
+    if len(mid_rows) > 1:  # ascending rows, so that loads are summed in row order
+        order = np.argsort(mid_row_ids, kind="stable")
+        mid_row_ids = mid_row_ids[order]
+        mid[:at] = mid[order]
+    mid_of = np.full(n, -1, dtype=np.int64)             # row -> row of ``mid`` (-1: pad row)
+    mid_of[mid_row_ids] = np.arange(at)
     group_of, gsize = _plane_groups(fabric)
-    if (mid >= 0).any() and (gsize[mid[mid >= 0]] > 1).any():
+    mm_all = mid >= 0
+    if mm_all.any() and (gsize[mid[mm_all]] > 1).any():
         return None  # striped NVLink links in a network segment: general path
+    has_mid = np.zeros(n, dtype=bool)
+    has_mid[mid_row_ids[mm_all[:at].any(axis=1)]] = True
     # ---- template segments: variants (template path, innet) used by any transfer
     width = max(table.shape[1], 1)
     full_tab = np.full((n_tab + lt, width), -1, dtype=np.int64)
@@ -115,12 +165,12 @@ def fast_structure(fabric: Fabric, src: NDArray[np.int32], dst: NDArray[np.int32
     has_a, has_b = pa >= 0, pb >= 0
     var_a = pa * 2 + innet
     var_b = pb * 2 + innet
-    used, inv = np.unique(np.concatenate([var_a[has_a], var_b[has_b]]), return_inverse=True)
-    inv = inv.ravel()
+    used, inv = _dense_ids(np.concatenate([var_a[has_a], var_b[has_b]]), 2 * (n_tab + lt))
     ja = np.full(n, -1, dtype=np.int64)
     jb = np.full(n, -1, dtype=np.int64)
-    ja[has_a] = inv[: int(has_a.sum())]
-    jb[has_b] = inv[int(has_a.sum()):]
+    n_has_a = int(np.count_nonzero(has_a))
+    ja[has_a] = inv[:n_has_a]
+    jb[has_b] = inv[n_has_a:]
     nv = used.size
     # local plane groups (server 0) for striping
     loc_group = group_of[base: base + lt]
@@ -165,9 +215,11 @@ def fast_structure(fabric: Fabric, src: NDArray[np.int32], dst: NDArray[np.int32
     cmat = csr_matrix((c_vals, (c_rows, c_cols)), shape=(nv, lt))
     load = np.zeros(fabric.n_links)
     load[base:hi] = np.asarray((cmat.T @ wm.T).T).ravel()
-    mm = mid >= 0
-    if mm.any():
-        load += np.bincount(mid[mm], weights=np.broadcast_to(w[:, None], mid.shape)[mm],
+    if has_mid.any():
+        rows_m = mid_row_ids
+        mm = mm_all[:at]
+        load += np.bincount(mid[:at][mm], weights=np.broadcast_to(w[rows_m][:, None],
+                                                                   mm.shape)[mm],
                             minlength=fabric.n_links)
     ratio = load / fabric.link_capacity
     ratio_t = ratio[base:hi].reshape(n_srv, lt)
@@ -179,7 +231,7 @@ def fast_structure(fabric: Fabric, src: NDArray[np.int32], dst: NDArray[np.int32
             arr = metric.setdefault(cls, np.zeros((n_srv, nv)))
             np.maximum(arr[:, j], col, out=arr[:, j])
     # transfers inside one server: one representative per variant
-    intra = has_a & ~has_b & ~mm.any(axis=1)
+    intra = has_a & ~has_b & ~has_mid
     lat_parts: list[FloatArray] = []
     rank_parts: list[I64] = []
     cm_parts: list[FloatArray] = []
@@ -193,21 +245,20 @@ def fast_structure(fabric: Fabric, src: NDArray[np.int32], dst: NDArray[np.int32
         lat_parts.append(v_lat[rep])
         rank_parts.append(v_rank[rep])
         cm_parts.append(cm)
-    empty = ~has_a & ~has_b & ~mm.any(axis=1)
+    empty = ~has_a & ~has_b & ~has_mid
     if empty.any():
         lat_parts.append(np.zeros(1))
         rank_parts.append(np.zeros(1, dtype=np.int64))
         cm_parts.append(np.zeros((1, _N_CLS)))
     cross = np.flatnonzero(~intra & ~empty)
     if cross.size:
-        mc = mid[cross]
+        lat_pad, cls_pad = _link_tables(fabric)
+        mc = mid[mid_of[cross]]                          # pad row / pad entries: -1
         ok = mc >= 0
-        safe = np.where(ok, mc, 0)
-        cls_m = _CLASS_OF_KIND[fabric.link_kind[safe]]
-        cls_m = np.where(innet[cross][:, None], _INNET_OF[cls_m], cls_m)
-        lat = np.where(ok, fabric.link_latency[safe], 0.0).sum(axis=1)
-        rank = np.where(ok, _CLASS_RANK[cls_m], 0).max(axis=1)
-        r_m = np.where(ok, ratio[safe], 0.0)
+        cls_m = _CLS_INNET[innet[cross].astype(np.int64)[:, None], cls_pad[mc]]
+        lat = lat_pad[mc].sum(axis=1)
+        rank = _RANK_PAD[cls_m].max(axis=1)
+        r_m = np.append(ratio, 0.0)[mc]
         cm = np.zeros((cross.size, _N_CLS))
         for cls in np.unique(cls_m[ok]).tolist():
             cm[:, cls] = np.where(cls_m == cls, r_m, 0.0).max(axis=1)
@@ -218,9 +269,9 @@ def fast_structure(fabric: Fabric, src: NDArray[np.int32], dst: NDArray[np.int32
                 continue
             lat[hs] += v_lat[jj[hs]]
             rank[hs] = np.maximum(rank[hs], v_rank[jj[hs]])
-            ss = s_arr[cross][hs]
+            srv_h = s_arr[cross][hs]
             for cls, arr in metric.items():
-                cm[hs, cls] = np.maximum(cm[hs, cls], arr[ss, jj[hs]])
+                cm[hs, cls] = np.maximum(cm[hs, cls], arr[srv_h, jj[hs]])
         lat_parts.append(lat)
         rank_parts.append(rank.astype(np.int64))
         cm_parts.append(cm)

@@ -195,22 +195,24 @@ def model(group: Group, collective: str, algo: Algorithm, proto: str,
 
 
 def lower_bound(group: Group, collective: str, algo: Algorithm, proto: str,
-                channels: int | None = None) -> BoundModel:
-    """A cached lower bound on :func:`model`'s time, computed without routing (see
+                channels: int | None = None, refine: bool = False) -> BoundModel:
+    """A cached lower bound on :func:`model`'s time, computed without routing, or with a
+    sample of the network transfers routed when ``refine`` (see
     :mod:`fabricsim.backends.analytic_bound`); all of ``algo``'s protocols at once."""
     from fabricsim.backends.analytic_bound import bound_protocols
 
     fab = group.fabric
     rk = _ranks_key(group)
-    key = (collective, rk, algo.name, proto, channels)
+    key = (collective, rk, algo.name, proto, channels, refine)
     per = _BOUNDS.setdefault(fab, {})
     hit = per.get(key)
     if hit is None:
         names = [proto] + [p for p in algo.protocols if p != proto]
         sched = _schedule(group, collective, algo, proto, channels)
-        bounds = bound_protocols(_backend(), sched, fab, [get_protocol(p) for p in names])
+        bounds = bound_protocols(_backend(), sched, fab, [get_protocol(p) for p in names],
+                                 refine)
         for p, b in zip(names, bounds, strict=True):
-            per[(collective, rk, algo.name, p, channels)] = b
+            per[(collective, rk, algo.name, p, channels, refine)] = b
         hit = bounds[0]
     return hit
 
@@ -255,21 +257,30 @@ def choose(fabric: Fabric, collective: str, nbytes: float, ranks: ArrayLike | No
         assert best is not None
         return best
     # branch and bound: candidates in order of a lower bound on their time; one whose
-    # bound exceeds the best time found is skipped (its time is larger still). Ties keep
-    # the first candidate in registry order, as a plain scan would.
-    models = _MODELS.get(fabric, {})
+    # bound exceeds the best time found is skipped (its time is larger still); before
+    # compiling one, a tighter bound that routes a sample of its transfers gets a second
+    # chance to skip it. Ties keep the first candidate in registry order, as a plain scan.
+    models = _MODELS.setdefault(fabric, {})
     rk = _ranks_key(group)
+    done: list[int] = []
+    todo: list[int] = []
     lbs: list[float] = []
-    for a, p in cands:
+    for i, (a, p) in enumerate(cands):
         hit = models.get((coll, rk, a.name, p, channels))
+        (done if hit is not None else todo).append(i)
         lbs.append(hit.time(factor) if hit is not None
                    else lower_bound(group, coll, a, p, channels).time(factor))
     best = None
     best_i = -1
-    for i in sorted(range(len(cands)), key=lbs.__getitem__):
-        if best is not None and lbs[i] * (1.0 - PRUNE_MARGIN) > best.time:
-            break
+    # compiled candidates first (their time is known), then the others by their bound
+    for i in done + sorted(todo, key=lbs.__getitem__):
         a, p = cands[i]
+        if best is not None and (coll, rk, a.name, p, channels) not in models:
+            if lbs[i] * (1.0 - PRUNE_MARGIN) > best.time:
+                break
+            lb = lower_bound(group, coll, a, p, channels, refine=True).time(factor)
+            if lb * (1.0 - PRUNE_MARGIN) > best.time:
+                continue
         t = model(group, coll, a, p, channels).time(factor)
         if best is None or t < best.time or (t == best.time and i < best_i):
             best, best_i = Choice(a.name, p, t), i
