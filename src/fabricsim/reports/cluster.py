@@ -114,23 +114,25 @@ def summarize(fabric: Fabric) -> ClusterSummary:
     if nic_per_gpu:
         net_levels.append(HierarchyLevel("nic", _gbps(nic_per_gpu),
                                          "GPU share of the server's NICs"))
-    up_kinds = [LinkKind.LEAF_SPINE, LinkKind.GLOBAL, LinkKind.TORUS]
-    up_bw = 0.0
-    up_name = ""
-    for k in up_kinds:
-        sel = fabric.links_of(k)
-        if sel.size:
-            # one direction of every cable bundle
-            up_bw = float(fabric.link_capacity[sel].sum()) / 2
-            up_name = {LinkKind.LEAF_SPINE: "spine", LinkKind.GLOBAL: "global",
-                       LinkKind.TORUS: "torus"}[k]
-            break
-    if up_bw and fabric.n_gpus:
-        net_levels.append(HierarchyLevel(up_name, _gbps(up_bw / fabric.n_gpus),
-                                         "GPU share of the uplinks above the leaves"))
+    # capacity above the NICs that GPUs send into, shared by all GPUs
+    tiers_above = (
+        (LinkKind.LEAF_SPINE, "spine", "GPU share of the leaf-to-spine uplinks"),
+        (LinkKind.SPINE_CORE, "core", "GPU share of the spine-to-core uplinks"),
+        (LinkKind.LOCAL, "local", "GPU share of the dragonfly group-local links"),
+        (LinkKind.GLOBAL, "global", "GPU share of the dragonfly global links"),
+        (LinkKind.TORUS, "torus", "GPU share of the torus links"),
+    )
+    for kind, name, scope in tiers_above:
+        sel = fabric.links_of(kind)
+        if sel.size and fabric.n_gpus:
+            # tree tiers: half the links point up; mesh links all leave some node
+            up = 2 if kind in (LinkKind.LEAF_SPINE, LinkKind.SPINE_CORE) else 1
+            bw = float(fabric.link_capacity[sel].sum()) / up
+            net_levels.append(HierarchyLevel(name, _gbps(bw / fabric.n_gpus), scope))
     levels.extend(net_levels)
     # bottleneck on the GPU -> network path
-    path = [lv for lv in levels if lv.name in ("pcie", "nic", "spine", "global", "torus")]
+    path = [lv for lv in levels
+            if lv.name in ("pcie", "nic", "spine", "core", "local", "global", "torus")]
     notes: list[str] = []
     if path:
         worst = min(path, key=lambda lv: lv.bandwidth_gbps)
