@@ -10,7 +10,8 @@ communication that cannot hide:
   unless ``tp_overlap`` > 0.
 * **EP** (per MoE layer): all-to-all dispatch + combine forward and backward.
 * **CP** (per layer): ring attention passes K/V chunks ``cp − 1`` times forward (twice the
-  bytes backward), hidden behind the attention core where it is long enough.
+  bytes backward), each step paced by the slowest hop of the ring (the one that leaves a
+  server, if any), hidden behind the attention core where it is long enough.
 * **DP**: gradient reduce-scatter (ZeRO ≥ 1) or all-reduce (ZeRO-0) over ``dp·cp`` ranks,
   overlapped with the backward pass of the last micro-batch, bucket by bucket, so at least
   one layer's bucket stays exposed; ZeRO-1/2 all-gather updated weights overlapped with the
@@ -54,7 +55,7 @@ from fabricsim.workloads.parallel import (
     placement_warnings,
 )
 
-__all__ = ["COMM_KINDS", "StepResult", "comm_cost", "simulate_step"]
+__all__ = ["COMM_KINDS", "StepResult", "comm_cost", "ring_hop_time", "simulate_step"]
 
 COMM_KINDS = ("tp", "ep", "cp", "pp", "dp")
 _GIB = 2**30
@@ -164,6 +165,31 @@ def _exposed(comm: float, window: float, floor_frac: float) -> float:
     return max(comm - window, comm * floor_frac, 0.0)
 
 
+def ring_hop_time(comm: CommModel, ranks: list[int], nbytes: float) -> float:
+    """Seconds of one step of a ring over ``ranks``: every rank sends ``nbytes`` to the next
+    at once, so the slowest hop (e.g. the one that leaves a server) sets the pace.
+
+    Every hop is asked for, the wrap-around back to the first rank included;
+    :class:`EngineComm` answers hops of the same shape (servers spanned, stride) from its
+    cache, so a ring costs a few engine calls whatever its size.
+
+    Examples
+    --------
+    >>> class Servers:  # 8 GPUs per server; leaving one costs 10x
+    ...     def time(self, collective, ranks, nbytes):
+    ...         return 1.0 if ranks[0] // 8 != ranks[1] // 8 else 0.1
+    >>> ring_hop_time(Servers(), [0, 2, 4, 6], 1e6)
+    0.1
+    >>> ring_hop_time(Servers(), [0, 2, 4, 6, 8, 10, 12, 14], 1e6)
+    1.0
+    """
+    n = len(ranks)
+    if n < 2:
+        return 0.0
+    hops = [(ranks[i], ranks[(i + 1) % n]) for i in range(n if n > 2 else 1)]
+    return max(comm.time("sendrecv", [a, b], nbytes) for a, b in hops)
+
+
 def comm_cost(m: TransformerSpec, p: ResolvedParallel, comm: CommModel,
               ct: ComputeTimes) -> tuple[dict[str, float], dict[str, float]]:
     """Exposed communication per micro-batch (``tp``, ``ep``, ``cp``, ``dp_mb``) and per
@@ -222,7 +248,7 @@ def comm_cost(m: TransformerSpec, p: ResolvedParallel, comm: CommModel,
     if p.cp > 1:
         g = p.group("cp")
         kv = b * s_local * 2 * m.n_kv * m.d_head * 2.0 / p.tp
-        t_sr = comm.time("sendrecv", g[:2], kv)
+        t_sr = ring_hop_time(comm, g, kv)
         fwd_c = (p.cp - 1) * t_sr
         bwd_c = 2 * fwd_c
         per_layer = fwd_passes * fwd_c + bwd_c
