@@ -21,6 +21,7 @@ import numpy as np
 
 from fabricsim.backends.base import Result
 from fabricsim.backends.packet import layout as L
+from fabricsim.backends.packet.budget import check_endpoints
 from fabricsim.backends.packet.build import MODES, State, build_state
 from fabricsim.backends.packet.config import PacketConfig, parse_packet_config
 from fabricsim.errors import ConfigError, SimulationError
@@ -38,7 +39,11 @@ class PacketBackend:
     seed
         Seed of every random choice (ECN marks, loss, spraying).
     event_budget
-        Refuse (up front, from bytes/MTU × hops) or stop a run beyond this many events.
+        Refuse up front (from a lower bound of the run's events: every transfer at least
+        one packet, per-hop, credit and ACK events; see
+        :mod:`~fabricsim.backends.packet.budget`) or stop a run beyond this many events.
+        Schedules with more than ``max_endpoints`` (config, default 1024) distinct
+        endpoints are refused before anything is built.
     transport
         ``"ib"`` (credits), ``"roce"`` (PFC + ECN + DCQCN), ``"tcp"`` (lossy, TCP-like) or
         ``"srd"`` (spraying); default: the fabric's own transport.
@@ -98,16 +103,11 @@ class PacketBackend:
         mode = self.transport_for(fabric)
         stuck = self.stuck_node(fabric)
         cfg = self.config
+        check_endpoints(schedule, cfg.max_endpoints)
         scale = 1
         for _attempt in range(4):
             st = build_state(schedule, fabric, cfg, mode=mode, seed=self.seed,
                              stuck_node=stuck, pool_scale=scale)
-            if st.events_estimate > cfg.event_budget:
-                raise SimulationError(
-                    f"this run needs about {st.events_estimate:,.0f} events "
-                    f"({st.packets_estimate:,} packets over their hops), beyond the event "
-                    f"budget of {cfg.event_budget:,}; raise packet.event_budget, use a larger "
-                    "packet.mtu, or shrink the transfers", field="packet.event_budget")
             t0 = _time.perf_counter()
             end = _run(st)
             wall = _time.perf_counter() - t0

@@ -22,6 +22,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from fabricsim.backends.packet import layout as L
+from fabricsim.backends.packet.budget import EventEstimate, check_budget, events_lower_bound
 from fabricsim.backends.packet.config import PacketConfig
 from fabricsim.errors import ConfigError, SimulationError
 from fabricsim.fabric.core import Fabric, pair_hash
@@ -99,10 +100,13 @@ def build_state(schedule: Schedule, fabric: Fabric, cfg: PacketConfig, *, mode: 
     for k in range(npath):
         h = base_h if k == 0 else pair_hash(src, dst, seed=k + 1000 * (seed + 1))
         rows.append(fabric.route_many(src, dst, h))
+    p0 = rows[0] if rows else None
+    hops = p0.lengths() if p0 is not None else np.zeros(0, np.int64)
+    est = _estimate(schedule, fabric, cfg, mode, p0, hops, nf)
+    check_budget(est, cfg.event_budget)
     # NVLink flows stripe their packets round-robin over every equal-cost path (as a GPU
     # spreads NVLink traffic over all its links / NVSwitches); receivers take them in any
     # order
-    p0 = rows[0] if rows else None
     nvk = np.array([int(LinkKind.NVLINK), int(LinkKind.NVLINK_NETWORK)])
     alts: dict[int, list[NDArray[np.int32]]] = {}
     if p0 is not None and nf:
@@ -135,7 +139,6 @@ def build_state(schedule: Schedule, fabric: Fabric, cfg: PacketConfig, *, mode: 
     PL = np.concatenate(parts) if parts else np.zeros(0, np.int64)
     if PL.size == 0:
         PL = np.zeros(1, np.int64)
-    hops = p0.lengths() if p0 is not None else np.zeros(0, np.int64)
     bad = (hops == 0) & (src != dst) & (nb > 0)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
@@ -245,10 +248,7 @@ def build_state(schedule: Schedule, fabric: Fabric, cfg: PacketConfig, *, mode: 
     DP[1:] = np.cumsum([len(d) for d in dependents]) if ns else []
     DI = np.array([j for d in dependents for j in d] or [0], dtype=np.int64)
     # ---------------------------------------------------------------- estimates
-    per_rep_pkts = npkt * np.maximum(hops, 1)
-    hop_pkts = float((per_rep_pkts * reps[fstep]).sum()) if nf else 0.0
-    pkts = int((npkt * reps[fstep]).sum()) if nf else 0
-    events_est = 2.0 * hop_pkts + pkts / cfg.ack_every
+    pkts, events_est = est.packets, est.events
     load = p0.link_load(nb * reps[fstep], nl) if p0 is not None and nf else np.zeros(nl)
     t_est = float((load / cap).max(initial=0.0)) + float(FF[:nf, L.FF_RET_LAT].max(
         initial=0.0)) * float(reps.max(initial=1)) * 2
@@ -348,6 +348,17 @@ def build_state(schedule: Schedule, fabric: Fabric, cfg: PacketConfig, *, mode: 
                  flow_dst=dst, flow_step=fstep, stuck_node=stuck_node,
                  meta={"hops": hops, "npath": npath, "credit": credit,
                        "headroom": float(P[L.P_HEADROOM]), "rto": rto})
+
+
+def _estimate(schedule: Schedule, fabric: Fabric, cfg: PacketConfig, mode: str, p0: Any,
+              hops: NDArray[np.int64], nf: int) -> EventEstimate:
+    credit_hops = np.zeros(nf, dtype=np.int64)
+    if p0 is not None and nf:
+        kind = fabric.link_kind[p0.links]
+        credit = np.isin(kind, np.array([int(k) for k in INTRA_LINKS])) | (mode == "ib")
+        credit_hops = np.bincount(p0.row_ids(), weights=credit, minlength=nf).astype(np.int64)
+    return events_lower_bound(schedule, hops, credit_hops, mtu=int(cfg.mtu),
+                              ack_every=cfg.ack_every, tcp=mode == "tcp")
 
 
 def _path_min(vals: NDArray[np.float64], PL: NDArray[np.int64], start: NDArray[np.int64],

@@ -1,0 +1,64 @@
+"""Up-front refusal of runs beyond the packet backend's endpoint limit and event budget."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from fabricsim.backends.packet import PacketBackend
+from fabricsim.backends.packet.build import build_state
+from fabricsim.backends.packet.scenario import ring_all_reduce, run_packet_scenario
+from fabricsim.errors import SimulationError
+from fabricsim.fabric import build_cluster
+from fabricsim.scenario import Scenario
+from fabricsim.schedule import Schedule
+
+
+def _big(packet: dict[str, object]) -> Scenario:
+    # the reviewer's case: 4,096 GPUs, a 1 MB all-reduce = 8,190 rounds of 244-byte packets
+    return Scenario.model_validate({
+        "cluster": {"system": "dgx-h100", "nodes": 512, "fabric": "roce-400g"},
+        "collective": {"op": "all_reduce", "maxbytes": "1MB"}, "packet": packet})
+
+
+def test_too_many_endpoints_is_refused_at_once() -> None:
+    t0 = time.perf_counter()
+    with pytest.raises(SimulationError, match=r"packet\.max_endpoints.*4,096 endpoints"):
+        run_packet_scenario(_big({}))
+    assert time.perf_counter() - t0 < 3.0
+
+
+def test_many_tiny_transfers_are_priced_up_front() -> None:
+    """With the endpoint limit raised, the run must still be refused before it starts:
+    33.5 M one-packet transfers cost ~294 M events (the old bytes/MTU x 2 hops estimate
+    said 189 M, under the 200 M budget, and the run failed after 242 s)."""
+    t0 = time.perf_counter()
+    with pytest.raises(SimulationError, match=r"packet\.event_budget: this run needs at "
+                       r"least 29\d,\d{3},\d{3} events"):
+        run_packet_scenario(_big({"max_endpoints": 5000}))
+    assert time.perf_counter() - t0 < 3.0
+
+
+@pytest.mark.parametrize(("nodes", "gpn", "nbytes", "mode"), [
+    (4, 8, 64e3, "roce"), (4, 8, 64e3, "ib"), (8, 1, 1e6, "tcp"), (16, 1, 16e3, "roce"),
+])
+def test_estimate_matches_the_events_of_an_uncongested_run(nodes: int, gpn: int,
+                                                           nbytes: float, mode: str) -> None:
+    """Without pauses, losses or DCQCN cuts, every event is one the estimate counts."""
+    fab = build_cluster("dgx-h100", nodes=nodes, gpus_per_node=gpn, fabric="roce-400g")
+    sch = Schedule(steps=(ring_all_reduce(fab.gpus, nbytes),))
+    be = PacketBackend(transport=mode)
+    st = build_state(sch, fab, be.config, mode=mode, seed=0)
+    r = be.run(sch, fab)
+    assert r.extra["status"] == "ok"
+    assert st.events_estimate <= r.extra["events"]
+    assert st.events_estimate >= 0.98 * r.extra["events"]
+
+
+def test_budget_between_estimate_and_old_estimate_refuses_up_front() -> None:
+    fab = build_cluster("dgx-h100", nodes=4, fabric="roce-400g")
+    sch = Schedule(steps=(ring_all_reduce(fab.gpus, 64e3),))   # 2 KB per transfer
+    events = PacketBackend(transport="roce").run(sch, fab).extra["events"]
+    with pytest.raises(SimulationError, match="needs at least"):
+        PacketBackend(transport="roce", event_budget=int(events * 0.9)).run(sch, fab)
