@@ -55,3 +55,44 @@ def test_scale_and_plan_parallel(capsys: pytest.CaptureFixture[str], tmp_path) -
                          "--global-batch", "16", "--seq-len", "4096", "--top", "3", "--json")
     assert code == 0, err
     assert len(json.loads(out)["results"]) == 3
+
+
+@pytest.mark.parametrize("price", ["-3", "nan", "inf", "0"])
+@pytest.mark.parametrize("cmd", [
+    ["train", "--system", "dgx-h100", "--nodes", "1", "--model", "llama2-7b", "--recompute",
+     "full", "--seq-len", "2048"],
+    ["scale", "--system", "dgx-h100", "--model", "llama2-7b", "--recompute", "full",
+     "--seq-len", "2048", "--gpus", "8"],
+    ["plan", "--model", "llama2-7b", "--gpus", "8", "--fabrics", "ib-ndr"],
+])
+def test_bad_gpu_hour_price_rejected(capsys: pytest.CaptureFixture[str], cmd: list[str],
+                                     price: str) -> None:
+    code, out, err = run(capsys, *cmd, f"--gpu-hour-usd={price}")
+    assert code == 2, out
+    assert "--gpu-hour-usd" in err and "positive" in err
+    assert "$-" not in out and "$nan" not in out
+
+
+@pytest.mark.parametrize("price", [".nan", "-3", ".inf"])
+def test_bad_scenario_training_price_rejected(capsys: pytest.CaptureFixture[str], tmp_path,  # type: ignore[no-untyped-def]
+                                              price: str) -> None:
+    f = tmp_path / "s.yaml"
+    f.write_text("name: s\ncluster: {system: dgx-h100, nodes: 1}\ntraining:\n"
+                 f"  model: llama2-7b\n  recompute: full\n  seq_len: 2048\n"
+                 f"  gpu_hour_usd: {price}\n")
+    code, out, err = run(capsys, "train", str(f))
+    assert code == 2, out
+    assert "training.gpu_hour_usd" in err
+
+
+def test_library_rejects_negative_price() -> None:
+    import fabricsim as fs
+    from fabricsim.errors import FabricsimError
+    from fabricsim.workloads.models import get_model
+    from fabricsim.workloads.parallel import ParallelConfig
+    from fabricsim.workloads.step import simulate_step
+
+    fab = fs.build_cluster("dgx-h100", nodes=1, gpus_per_node=1)
+    with pytest.raises(FabricsimError, match="gpu_hour_usd"):
+        simulate_step(get_model("llama2-7b"), ParallelConfig(recompute="full", seq_len=2048),
+                      fab, check_memory=False, gpu_hour_usd=float("nan"))

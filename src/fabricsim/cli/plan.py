@@ -30,6 +30,7 @@ from fabricsim.cli.train import (
     SeqOpt,
     TpOpt,
     job_from_cli,
+    price_from_cli,
 )
 from fabricsim.errors import ConfigError
 
@@ -105,7 +106,7 @@ def register(app: typer.Typer) -> None:
             oversubscription=c.oversubscription, gpus_per_node=c.gpus_per_node,
             cfg=cfg if fixed else None, global_batch=cfg.global_batch,
             seq_len=cfg.seq_len, precision=cfg.precision,
-            gpu_hour_usd=gpu_hour_usd or extra.get("gpu_hour_usd"),
+            gpu_hour_usd=price_from_cli(gpu_hour_usd, extra),
             lifetime_years=lifetime_years,
             backend=backend or extra.get("backend") or "analytic",
             cluster_params=dict(c.params))

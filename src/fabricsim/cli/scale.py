@@ -34,6 +34,7 @@ from fabricsim.cli.train import (
     TpOpt,
     ZeroOpt,
     job_from_cli,
+    price_from_cli,
 )
 from fabricsim.errors import ConfigError
 
@@ -75,7 +76,7 @@ def register(app: typer.Typer) -> None:
         pts = scaling_curve(m, c.system, _parse_gpus(gpus), cfg, fabric=c.fabric,
                             topology=c.topology, oversubscription=c.oversubscription,
                             backend=backend or extra.get("backend") or "analytic",
-                            gpu_hour_usd=gpu_hour_usd or extra.get("gpu_hour_usd"))
+                            gpu_hour_usd=price_from_cli(gpu_hour_usd, extra))
         if plot is not None:
             from fabricsim.plots.scaling import plot_scaling
 

@@ -25,7 +25,7 @@ from fabricsim.cli.common import (
 from fabricsim.errors import ConfigError
 from fabricsim.workloads.models import TransformerSpec
 from fabricsim.workloads.parallel import ParallelConfig
-from fabricsim.workloads.spec import training_from_section
+from fabricsim.workloads.spec import check_positive, training_from_section
 
 ModelOpt = Annotated[str | None,
                      typer.Option("--model", "-m", help="Model preset, e.g. llama3-70b.")]
@@ -65,8 +65,17 @@ def job_from_cli(scenario: Path | None, *, model: str | None, flags: dict[str, A
             section[k] = v
     m, cfg, extra = training_from_section(section)
     if extra.get("gpu_hour_usd") is None and sc.gpu_hour_usd is not None:
-        extra["gpu_hour_usd"] = sc.gpu_hour_usd
+        extra["gpu_hour_usd"] = check_positive(sc.gpu_hour_usd, "gpu_hour_usd")
     return sc, m, cfg, extra
+
+
+def price_from_cli(flag: float | None, extra: dict[str, Any]) -> float | None:
+    """The $/GPU-hour to use: ``--gpu-hour-usd`` if given (positive and finite, else a
+    :class:`~fabricsim.errors.ConfigError` naming the flag), else the scenario's."""
+    if flag is not None:
+        return check_positive(flag, "--gpu-hour-usd")
+    price = extra.get("gpu_hour_usd")
+    return float(price) if price is not None else None
 
 
 def register(app: typer.Typer) -> None:
@@ -90,7 +99,7 @@ def register(app: typer.Typer) -> None:
         sc, m, cfg, extra = job_from_cli(scenario, model=model, flags=flags)
         fab = fabric_from_cluster(sc.cluster)
         r = simulate_step(m, cfg, fab, backend=backend or extra.get("backend") or "analytic",
-                          gpu_hour_usd=gpu_hour_usd or extra.get("gpu_hour_usd"),
+                          gpu_hour_usd=price_from_cli(gpu_hour_usd, extra),
                           total_tokens=extra.get("total_tokens"))
         d = r.as_dict()
         if as_json:

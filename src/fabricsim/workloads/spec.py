@@ -14,6 +14,7 @@ fabricsim.errors.ConfigError: training.tp: Input should be greater than or equal
 from __future__ import annotations
 
 import contextlib
+import math
 from typing import Any
 
 from pydantic import ValidationError
@@ -22,7 +23,7 @@ from fabricsim.errors import ConfigError
 from fabricsim.workloads.models import MODEL_FIELDS, TransformerSpec, custom_model, get_model
 from fabricsim.workloads.parallel import ParallelConfig
 
-__all__ = ["EXTRA_FIELDS", "training_from_section"]
+__all__ = ["EXTRA_FIELDS", "check_positive", "training_from_section"]
 
 #: Keys of ``training:`` that are neither model shape nor parallelism.
 EXTRA_FIELDS = ("model", "total_tokens", "gpu_hour_usd", "backend")
@@ -59,6 +60,28 @@ def training_from_section(section: dict[str, Any] | None, prefix: str = "trainin
         if isinstance(v, str):  # YAML 1.1 reads 1.5e12 (no sign in the exponent) as text
             with contextlib.suppress(ValueError):
                 v = extra[k] = float(v)
-        if v is not None and (not isinstance(v, int | float) or v <= 0):
-            raise ConfigError(f"must be a positive number, got {v!r}", field=f"{prefix}.{k}")
+        extra[k] = check_positive(v, f"{prefix}.{k}")
     return model, cfg, extra
+
+
+def check_positive(value: object, field: str) -> float | None:
+    """``value`` as a float if it is a positive, finite number (``None`` passes through).
+
+    Raises :class:`~fabricsim.errors.ConfigError` naming ``field`` otherwise — a price of
+    $-3 or NaN per GPU-hour would print money that means nothing.
+
+    Examples
+    --------
+    >>> check_positive(2.5, "gpu_hour_usd")
+    2.5
+    >>> check_positive(float("nan"), "--gpu-hour-usd")
+    Traceback (most recent call last):
+    ...
+    fabricsim.errors.ConfigError: --gpu-hour-usd: must be a positive, finite number, got nan
+    """
+    if value is None:
+        return None
+    if (isinstance(value, bool) or not isinstance(value, int | float)
+            or not math.isfinite(value) or value <= 0):
+        raise ConfigError(f"must be a positive, finite number, got {value!r}", field=field)
+    return float(value)

@@ -38,6 +38,7 @@ Example
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -327,6 +328,9 @@ def simulate_step(model: TransformerSpec, cfg: ParallelConfig, fabric: Fabric,
     -------
     StepResult
     """
+    if gpu_hour_usd is not None and not (math.isfinite(gpu_hour_usd) and gpu_hour_usd >= 0):
+        raise ModelError(f"must be a finite price >= 0, got {gpu_hour_usd!r}",
+                         field="gpu_hour_usd")
     world = world or fabric.n_gpus
     p = cfg.resolve(model, world)
     cat = get_catalog()
