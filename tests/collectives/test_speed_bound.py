@@ -48,13 +48,12 @@ def test_bound_never_exceeds_the_compiled_time(system, nodes, kw):
         g = tu.group_of(fab, ranks)
         for coll in ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "alltoall"):
             for a, p in tu.candidates(g, coll):
-                lb = tu.lower_bound(g, coll, a, p)
-                rb = tu.lower_bound(g, coll, a, p, refine=True)
+                lb0, lb1, lb2 = (tu.lower_bound(g, coll, a, p, level=k) for k in (0, 1, 2))
                 ex = tu.model(g, coll, a, p)
                 for s in SIZES:
                     f = s / tu.REFERENCE_BYTES
-                    assert lb.time(f) <= rb.time(f) <= ex.time(f) * (1 + 1e-12), \
-                        (coll, a.name, p, s)
+                    assert lb0.time(f) <= lb1.time(f) <= lb2.time(f) <= \
+                        ex.time(f) * (1 + 1e-12), (coll, a.name, p, s)
                     checked += 1
     assert checked > 100
 
@@ -65,8 +64,8 @@ def test_bound_holds_with_links_down():
     g = tu.group_of(down, None)
     for a, p in tu.candidates(g, "all_reduce"):
         ex = tu.model(g, "all_reduce", a, p)
-        for refine in (False, True):
-            lb = tu.lower_bound(g, "all_reduce", a, p, refine=refine)
+        for level in (0, 1, 2):
+            lb = tu.lower_bound(g, "all_reduce", a, p, level=level)
             for s in SIZES:
                 f = s / tu.REFERENCE_BYTES
                 assert lb.time(f) <= ex.time(f) * (1 + 1e-12)
@@ -90,8 +89,8 @@ def test_routed_sample_tightens_the_bound_where_ecmp_collides():
     g = tu.group_of(fab, None)
     tree = tu.get_algorithm("tree")
     f = 2**34 / tu.REFERENCE_BYTES
-    cheap = tu.lower_bound(g, "all_reduce", tree, "simple").time(f)
-    routed = tu.lower_bound(g, "all_reduce", tree, "simple", refine=True).time(f)
+    cheap = tu.lower_bound(g, "all_reduce", tree, "simple", level=1).time(f)
+    routed = tu.lower_bound(g, "all_reduce", tree, "simple", level=2).time(f)
     exact = tu.model(g, "all_reduce", tree, "simple").time(f)
     assert cheap < routed <= exact
     assert routed > 1.5 * cheap

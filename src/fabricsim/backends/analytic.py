@@ -346,10 +346,29 @@ def _row_reduce(op: np.ufunc, values: FloatArray, ptr: NDArray[np.int64], empty:
     return out
 
 
+_RATES: weakref.WeakKeyDictionary[Fabric, dict[bytes, FloatArray]] = \
+    weakref.WeakKeyDictionary()
+
+
+def _link_rate(fabric: Fabric, eff: FloatArray) -> FloatArray:
+    """Usable rate of every link for the per-class efficiencies ``eff`` (cached: shared,
+    read-only, by every group model of the fabric)."""
+    per = _RATES.setdefault(fabric, {})
+    key = eff.tobytes()
+    hit = per.get(key)
+    if hit is None:
+        hit = fabric.link_capacity * eff[_CLASS_OF_KIND[fabric.link_kind]]
+        hit.flags.writeable = False
+        if len(per) > 32:
+            per.clear()
+        per[key] = hit
+    return hit
+
+
 def _model(fabric: Fabric, st: _Structure, proto: Protocol) -> GroupModel:
     """Protocol-specific (α, β) envelope of a routed group."""
     eff = proto.eff_array(fabric)
-    rate = fabric.link_capacity * eff[_CLASS_OF_KIND[fabric.link_kind]]
+    rate = _link_rate(fabric, eff)
     if st.lat.size == 0:
         z = np.zeros(0)
         return GroupModel(z, z, st.load, rate)
@@ -439,10 +458,12 @@ def _plane_groups(fabric: Fabric) -> tuple[NDArray[np.int64], NDArray[np.int64]]
     cand = up | down
     group_of = np.full(fabric.n_links, -1, dtype=np.int64)
     size = np.zeros(fabric.n_links, dtype=np.int64)
-    if cand.any():
-        _, inv, counts = np.unique(key[cand], return_inverse=True, return_counts=True)
-        group_of[cand] = inv.ravel()
-        size[cand] = counts[inv.ravel()]
+    if cand.any():  # ids in key order, as np.unique would number them (without sorting)
+        kc = key[cand]
+        counts = np.bincount(kc, minlength=2 * fabric.n_nodes)
+        ids = np.cumsum(counts > 0) - 1
+        group_of[cand] = ids[kc]
+        size[cand] = counts[kc]
     _PLANES[fabric] = (group_of, size)
     return group_of, size
 

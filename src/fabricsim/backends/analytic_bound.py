@@ -169,6 +169,33 @@ def _caps(fabric: Fabric) -> _FabricCaps:
     return hit
 
 
+_LAT: weakref.WeakKeyDictionary[Fabric, tuple[float, float, bool]] = \
+    weakref.WeakKeyDictionary()
+
+
+def _lat_caps(fabric: Fabric) -> tuple[float, float, bool]:
+    """(smallest link latency, smallest latency of a server-boundary link, every boundary
+    link is of class ``net``)."""
+    hit = _LAT.get(fabric)
+    if hit is None:
+        c = _caps(fabric) if fabric in _CAPS else None
+        if c is not None:
+            hit = (c.lat_min, c.boundary_lat_min, c.boundary_all_net)
+        else:
+            from fabricsim.collectives.protocols import LINK_CLASSES, link_class_of_kind
+
+            srv = fabric.node_server
+            s_s, s_d = srv[fabric.link_src], srv[fabric.link_dst]
+            bnd = (s_s != s_d) & ((s_s >= 0) | (s_d >= 0))
+            lat = fabric.link_latency
+            cls = link_class_of_kind()[fabric.link_kind[bnd]]
+            hit = (float(lat.min(initial=0.0)),
+                   float(lat[bnd].min(initial=0.0)) if bnd.any() else 0.0,
+                   bool(bnd.any() and (cls == LINK_CLASSES.index("net")).all()))
+        _LAT[fabric] = hit
+    return hit
+
+
 def _eff_hi(proto: Protocol, fabric: Fabric) -> FloatArray:
     """Per link class: the larger efficiency of the class and of its in-network class."""
     from fabricsim.collectives.protocols import LINK_CLASSES
@@ -270,17 +297,19 @@ def _groups(schedule: Schedule) -> tuple[list[list[Step]], I64]:
 
 
 def bound_protocols(backend: AnalyticBackend, schedule: Schedule, fabric: Fabric,
-                    protocols: list[Protocol], refine: bool = False) -> list[BoundModel]:
+                    protocols: list[Protocol], level: int = 1) -> list[BoundModel]:
     """One :class:`BoundModel` per protocol for ``schedule`` on ``fabric``.
 
     ``backend`` solves the small groups exactly (and caches them as its compile does).
-    ``refine`` also routes up to :data:`ROUTE_SAMPLE` network transfers of every large
-    group (see :func:`_routed_beta`): tighter where ECMP collisions dominate, still cheap.
+    ``level`` 0 bounds large groups by latency only (cheapest); 1 adds the capacity
+    bounds; 2 also routes up to :data:`ROUTE_SAMPLE` network transfers of every large
+    group (see :func:`_routed_beta`): tighter where ECMP collisions dominate.
     """
     from fabricsim.collectives.protocols import LINK_CLASSES
 
     members, group_of = _groups(schedule)
-    caps = _caps(fabric)
+    caps = _caps(fabric) if level >= 1 else None
+    lat_caps = _lat_caps(fabric)
     effs = [_eff_hi(p, fabric) for p in protocols]
     hops = [_hop_array(p, fabric) for p in protocols]
     net, sharp = LINK_CLASSES.index("net"), LINK_CLASSES.index("sharp")
@@ -310,6 +339,17 @@ def bound_protocols(backend: AnalyticBackend, schedule: Schedule, fabric: Fabric
         ss, sd = srv[src], srv[dst]
         cross = (ss != sd) & ((ss >= 0) | (sd >= 0))
         has_cross, has_local = bool(cross.any()), bool((~cross).any())
+        for pi, hop in enumerate(hops):
+            alphas = []
+            if has_local:
+                alphas.append(lat_caps[0] + float(hop.min()))
+            if has_cross:
+                h = min(hop[net], hop[sharp]) if lat_caps[2] else float(hop.min())
+                alphas.append(max(lat_caps[1], lat_caps[0]) + h)
+            a_max[pi, gi] = max(alphas)
+            a_min[pi, gi] = min(alphas)
+        if caps is None:
+            continue
         out_b = np.bincount(src, weights=nb, minlength=fabric.n_nodes)
         in_b = np.bincount(dst, weights=nb, minlength=fabric.n_nodes)
         so = cross & (ss >= 0)
@@ -317,20 +357,11 @@ def bound_protocols(backend: AnalyticBackend, schedule: Schedule, fabric: Fabric
         n_srv = caps.srv_out_cap.shape[0]
         srv_out_b = np.bincount(ss[so], weights=nb[so], minlength=n_srv)
         srv_in_b = np.bincount(sd[si], weights=nb[si], minlength=n_srv)
-        for pi, (eff, hop) in enumerate(zip(effs, hops, strict=True)):
+        for pi, eff in enumerate(effs):
             c_out, c_in, c_sout, c_sin = caps.capeff(eff)
-            bb = max(_max_ratio(out_b, c_out), _max_ratio(in_b, c_in),
-                     _max_ratio(srv_out_b, c_sout), _max_ratio(srv_in_b, c_sin))
-            alphas = []
-            if has_local:
-                alphas.append(caps.lat_min + float(hop.min()))
-            if has_cross:
-                h = min(hop[net], hop[sharp]) if caps.boundary_all_net else float(hop.min())
-                alphas.append(max(caps.boundary_lat_min, caps.lat_min) + h)
-            a_max[pi, gi] = max(alphas)
-            a_min[pi, gi] = min(alphas)
-            b[pi, gi] = bb
-        if refine:
+            b[pi, gi] = max(_max_ratio(out_b, c_out), _max_ratio(in_b, c_in),
+                            _max_ratio(srv_out_b, c_sout), _max_ratio(srv_in_b, c_sin))
+        if level >= 2:
             for pi, rb in enumerate(_routed_beta(fabric, steps, protocols)):
                 b[pi, gi] = max(b[pi, gi], rb)
     deps = tuple(s.deps for s in schedule.steps)

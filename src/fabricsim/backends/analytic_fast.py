@@ -209,26 +209,35 @@ def fast_structure(fabric: Fabric, src: NDArray[np.int32], dst: NDArray[np.int32
             v_rank[j] = max(v_rank[j], int(_CLASS_RANK[cls]))
         v_lat[j] = float(tlat[path].sum())
         touch.append(entries)
-    wm = np.bincount(np.concatenate([sa[has_a] * nv + ja[has_a], sb[has_b] * nv + jb[has_b]]),
+    # template parts only for the servers some transfer uses (u: index among them)
+    used_srv, u_ab = _dense_ids(np.concatenate([sa[has_a], sb[has_b]]), n_srv)
+    nu = used_srv.size
+    u_of = np.full(n_srv, -1, dtype=np.int64)
+    u_of[used_srv] = np.arange(nu)
+    wm = np.bincount(u_ab * nv + np.concatenate([ja[has_a], jb[has_b]]),
                      weights=np.concatenate([w[has_a], w[has_b]]),
-                     minlength=n_srv * nv).reshape(n_srv, nv)
+                     minlength=nu * nv).reshape(nu, nv)
     cmat = csr_matrix((c_vals, (c_rows, c_cols)), shape=(nv, lt))
     load = np.zeros(fabric.n_links)
-    load[base:hi] = np.asarray((cmat.T @ wm.T).T).ravel()
+    t_links = (base + used_srv[:, None] * lt + np.arange(lt)[None, :]).ravel() \
+        if nu < n_srv else slice(base, hi)
+    load[t_links] = np.asarray((cmat.T @ wm.T).T).ravel()
     if has_mid.any():
         rows_m = mid_row_ids
         mm = mm_all[:at]
-        load += np.bincount(mid[:at][mm], weights=np.broadcast_to(w[rows_m][:, None],
-                                                                   mm.shape)[mm],
-                            minlength=fabric.n_links)
-    ratio = load / fabric.link_capacity
-    ratio_t = ratio[base:hi].reshape(n_srv, lt)
-    # per class, per (server, variant): max load/capacity over the variant's links
+        m_links = mid[:at][mm]
+        m_w = np.broadcast_to(w[rows_m][:, None], mm.shape)[mm]
+        if 8 * m_links.size < fabric.n_links:  # few: no full-size temporary
+            np.add.at(load, m_links, m_w)
+        else:
+            load += np.bincount(m_links, weights=m_w, minlength=fabric.n_links)
+    ratio_t = (load[t_links] / fabric.link_capacity[t_links]).reshape(nu, lt)
+    # per class, per (used server, variant): max load/capacity over the variant's links
     metric: dict[int, FloatArray] = {}
     for j, entries in enumerate(touch):
         for links, cls in entries:
             col = ratio_t[:, links].max(axis=1)
-            arr = metric.setdefault(cls, np.zeros((n_srv, nv)))
+            arr = metric.setdefault(cls, np.zeros((nu, nv)))
             np.maximum(arr[:, j], col, out=arr[:, j])
     # transfers inside one server: one representative per variant
     intra = has_a & ~has_b & ~has_mid
@@ -236,7 +245,7 @@ def fast_structure(fabric: Fabric, src: NDArray[np.int32], dst: NDArray[np.int32
     rank_parts: list[I64] = []
     cm_parts: list[FloatArray] = []
     if intra.any():
-        cnt = np.bincount(sa[intra] * nv + ja[intra], minlength=n_srv * nv).reshape(n_srv, nv)
+        cnt = np.bincount(u_of[sa[intra]] * nv + ja[intra], minlength=nu * nv).reshape(nu, nv)
         seen = cnt > 0
         rep = np.flatnonzero(seen.any(axis=0))
         cm = np.zeros((rep.size, _N_CLS))
@@ -258,7 +267,7 @@ def fast_structure(fabric: Fabric, src: NDArray[np.int32], dst: NDArray[np.int32
         cls_m = _CLS_INNET[innet[cross].astype(np.int64)[:, None], cls_pad[mc]]
         lat = lat_pad[mc].sum(axis=1)
         rank = _RANK_PAD[cls_m].max(axis=1)
-        r_m = np.append(ratio, 0.0)[mc]
+        r_m = np.where(ok, load[mc] / fabric.link_capacity[mc], 0.0)
         cm = np.zeros((cross.size, _N_CLS))
         for cls in np.unique(cls_m[ok]).tolist():
             cm[:, cls] = np.where(cls_m == cls, r_m, 0.0).max(axis=1)
@@ -269,7 +278,7 @@ def fast_structure(fabric: Fabric, src: NDArray[np.int32], dst: NDArray[np.int32
                 continue
             lat[hs] += v_lat[jj[hs]]
             rank[hs] = np.maximum(rank[hs], v_rank[jj[hs]])
-            srv_h = s_arr[cross][hs]
+            srv_h = u_of[s_arr[cross][hs]]
             for cls, arr in metric.items():
                 cm[hs, cls] = np.maximum(cm[hs, cls], arr[srv_h, jj[hs]])
         lat_parts.append(lat)

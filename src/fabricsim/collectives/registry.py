@@ -103,6 +103,10 @@ class Group:
         if not self.per_server:
             raise ScheduleError("this algorithm needs the same number of ranks on every "
                                 "server; pass ranks that fill servers evenly", field="ranks")
+        return self._grid.copy()
+
+    @cached_property
+    def _grid(self) -> IntArray:
         return np.stack(self.by_server).astype(np.int32)
 
     def nvswitches(self, server: int) -> IntArray:

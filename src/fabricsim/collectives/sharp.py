@@ -26,6 +26,7 @@ import numpy as np
 
 from fabricsim.collectives.hierarchical import intra_ring
 from fabricsim.collectives.registry import Algorithm, Group, IntArray, register, step
+from fabricsim.fabric.core import Fabric
 from fabricsim.fabric.kinds import LinkKind, NodeKind
 from fabricsim.schedule.core import Step
 
@@ -41,6 +42,19 @@ def _check(group: Group, collective: str) -> str | None:
     if not group.per_server:
         return "SHARP needs the same number of ranks on every server"
     return None
+
+
+def _reverse(f: Fabric, links: IntArray) -> IntArray:
+    """The opposite-direction link of each of ``links`` (looked up in the analytic
+    backend's cached link table, which its compile of the same fabric needs anyway;
+    ``Fabric.reverse_link`` sorts every link again)."""
+    from fabricsim.backends.analytic import _adjacent
+
+    down = np.unique(links)
+    ok, rev = _adjacent(f, f.link_dst[down], f.link_src[down], np.ones(down.size, dtype=bool))
+    if not ok.all():  # a reverse link that is down: take the fabric's full table
+        return f.reverse_link[links]
+    return rev[np.searchsorted(down, links)].astype(np.int32)
 
 
 def _tree_edges(group: Group, grid: IntArray) -> tuple[IntArray, IntArray]:
@@ -71,7 +85,7 @@ def _tree_edges(group: Group, grid: IntArray) -> tuple[IntArray, IntArray]:
     before = pos <= top[rows]
     first_half = paths.links[before]
     # the far member's side: the down half, reversed, is its way up to the same root
-    second_half = f.reverse_link[paths.links[~before]]
+    second_half = _reverse(f, paths.links[~before])
     up = np.concatenate([first_half[is_up[first_half]], second_half[is_up[second_half]]])
     del nodes
     return np.unique(up).astype(np.int32), nic
