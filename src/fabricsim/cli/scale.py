@@ -64,7 +64,7 @@ def register(app: typer.Typer) -> None:
               plot: Annotated[Path | None, typer.Option("--plot", help="Write a PNG.")] = None,
               as_json: JsonOpt = False) -> None:
         """Throughput per GPU and scaling efficiency against one node, over GPU counts."""
-        from fabricsim.workloads.scaling import scaling_curve
+        from fabricsim.workloads.scaling import scaling_curve, weak_scaling_batch
 
         flags: dict[str, Any] = dict(
             system=system, nodes=nodes, gpus_per_node=gpus_per_node, fabric=fabric,
@@ -73,26 +73,63 @@ def register(app: typer.Typer) -> None:
             precision=precision, recompute=recompute)
         sc, m, cfg, extra = job_from_cli(scenario, model=model, flags=flags)
         c = sc.cluster
+        from fabricsim.catalog import get_catalog
+
+        world = c.nodes * (c.gpus_per_node or get_catalog().system(c.system).gpus)
+        spr = weak_scaling_batch(cfg, world)
+        notes: list[str] = []
+        mp = cfg.tp * cfg.pp * cfg.cp
+        if spr is not None:
+            notes.append(f"weak scaling: each data-parallel replica (tp·pp·cp = {mp} GPUs) "
+                         f"processes {spr} sequences of {cfg.seq_len or m.seq} tokens per "
+                         f"step at every size, as global_batch={cfg.global_batch} does on "
+                         f"{world} GPUs; the global batch grows with the GPU count (column "
+                         f"'global batch')")
+        else:
+            default = cfg.micro_batch * (4 * cfg.pp if cfg.pp > 1 else 1)
+            why = ("" if cfg.global_batch is None else
+                   f"the job's global_batch={cfg.global_batch} does not split evenly over "
+                   f"its {world} GPUs, so it is not used; ")
+            notes.append(f"weak scaling: {why}each data-parallel replica processes {default} "
+                         f"sequences per step at every size (micro_batch·"
+                         f"{'4·pp' if cfg.pp > 1 else '1'}); the global batch grows with "
+                         f"the GPU count (column 'global batch')")
         pts = scaling_curve(m, c.system, _parse_gpus(gpus), cfg, fabric=c.fabric,
                             topology=c.topology, oversubscription=c.oversubscription,
+                            seqs_per_replica=spr,
                             backend=backend or extra.get("backend") or "analytic",
                             gpu_hour_usd=price_from_cli(gpu_hour_usd, extra))
+        ok = [p for p in pts if p["feasible"]]
         if plot is not None:
             from fabricsim.plots.scaling import plot_scaling
 
-            plot_scaling(pts, plot, title=f"{m.name} on {c.system}")
+            plot_scaling(ok, plot, title=f"{m.name} on {c.system}")
         if as_json:
-            print_json({"model": m.name, "system": c.system, "points": pts})
+            print_json({"model": m.name, "system": c.system, "seqs_per_replica":
+                        ok[0]["global_batch"] // (ok[0]["gpus"] // mp), "notes": notes,
+                        "points": pts})
             return
-        t = Table(title=f"{m.name} on {c.system} (tp={cfg.tp} pp={cfg.pp})")
-        for col in ("GPUs", "tokens/s/GPU", "MFU", "scaling eff.", "comm share",
-                    "idle GPUs", "$/day on comm", "mem GiB"):
+        t = Table(title=f"{m.name} on {c.system} (tp={cfg.tp} pp={cfg.pp} cp={cfg.cp})")
+        for col in ("GPUs", "global batch", "tokens/s/GPU", "MFU", "scaling eff.",
+                    "comm share", "idle GPUs", "$/day on comm", "mem GiB"):
             t.add_column(col, justify="right")
         for p in pts:
-            t.add_row(str(p["gpus"]), f"{p['tokens_per_s_per_gpu']:,.0f}", f"{p['mfu']:.1%}",
+            if not p["feasible"]:
+                t.add_row(str(p["gpus"]), "-", "[yellow]infeasible[/]", "-", "-", "-", "-",
+                          "-", "-")
+                continue
+            t.add_row(str(p["gpus"]), f"{p['global_batch']:,}",
+                      f"{p['tokens_per_s_per_gpu']:,.0f}", f"{p['mfu']:.1%}",
                       f"{p['scaling_efficiency']:.1%}", f"{p['comm_fraction']:.1%}",
                       f"{p['idle_gpu_equivalent']:.1f}", f"{p['comm_usd_per_day']:,.0f}",
                       f"{p['memory_per_gpu_gib']:.1f}" + ("" if p["fits"] else " (!)"))
         console.print(t)
+        for p in pts:
+            if not p["feasible"]:
+                console.print(f"[yellow]skipped {p['gpus']} GPUs:[/] {p['reason']}")
+        if any(not p["fits"] for p in ok):
+            console.print("(!) the memory estimate exceeds the GPU's memory at this size")
+        for n in notes:
+            console.print(n)
         if plot is not None:
             console.print(f"plot written to {plot}")

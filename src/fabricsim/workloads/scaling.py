@@ -1,9 +1,20 @@
 """Scaling curves: throughput per GPU as a job grows, against one node.
 
-Weak scaling keeps the model split (TP, PP, CP, EP) and the micro-batch fixed and grows
-data parallelism; the global batch grows with it (``micro_batch·dp·accumulation``).
+Weak scaling keeps the model split (TP, PP, CP, EP), the micro-batch and the work of each
+data-parallel replica fixed and grows data parallelism: at every size a replica processes
+``seqs_per_replica`` sequences per step, so the global batch is ``seqs_per_replica·dp`` and
+tokens per GPU per step stay constant. ``seqs_per_replica`` defaults to
+``micro_batch·accumulation·(4·pp if pp > 1 else 1)``; :func:`weak_scaling_batch` derives
+it from a job's own global batch at its own size (what ``fabricsim scale`` does with a
+scenario's ``global_batch``).
+
+Sizes that cannot hold the split (not a whole number of servers, not a multiple of
+``tp·pp·cp``, EP not dividing ``dp·cp`` …) are returned as ``{"gpus": n, "feasible":
+False, "reason": …}`` and the others are still computed; only when no size is feasible
+is an error raised.
+
 Scaling efficiency at N GPUs = tokens/s per GPU at N / tokens/s per GPU on one node (or
-on the smallest size in the sweep when the model needs more than one node).
+on the smallest feasible size in the sweep when the model needs more than one node).
 
 Example
 -------
@@ -14,8 +25,13 @@ Example
 >>> pts = scaling_curve(get_model("llama2-7b"), "dgx-h100", [8, 64],
 ...                     ParallelConfig(micro_batch=1, seq_len=4096, recompute="full"),
 ...                     comm_factory=lambda fab: Flat())
->>> pts[0]["scaling_efficiency"]
-1.0
+>>> pts[0]["scaling_efficiency"], pts[1]["global_batch"]
+(1.0, 64)
+>>> pts = scaling_curve(get_model("llama2-7b"), "dgx-h100", [4, 12],
+...                     ParallelConfig(tp=8, seq_len=4096), comm_factory=lambda f: Flat())
+Traceback (most recent call last):
+...
+fabricsim.errors.ModelError: gpus: no GPU count in the sweep can hold this job: 4 GPUs: 4 GPUs cannot hold tp·pp·cp = 8; 12 GPUs: 12 GPUs is not a whole number of dgx-h100 servers (8 GPUs each)
 """
 
 from __future__ import annotations
@@ -23,61 +39,109 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from fabricsim.errors import ModelError
+from fabricsim.errors import FabricsimError, ModelError
 from fabricsim.fabric import Fabric, build_cluster
 from fabricsim.workloads.comm import CommModel, EngineComm
 from fabricsim.workloads.models import TransformerSpec
 from fabricsim.workloads.parallel import ParallelConfig
 
-__all__ = ["scaling_curve"]
+__all__ = ["scaling_curve", "weak_scaling_batch"]
+
+
+def weak_scaling_batch(cfg: ParallelConfig, world: int) -> int | None:
+    """Sequences per data-parallel replica implied by ``cfg.global_batch`` at ``world``
+    GPUs, or ``None`` when ``cfg`` has no global batch or it does not split evenly.
+
+    Examples
+    --------
+    >>> weak_scaling_batch(ParallelConfig(tp=8, pp=4, global_batch=512), 256)
+    64
+    >>> weak_scaling_batch(ParallelConfig(tp=8), 256) is None
+    True
+    """
+    mp = cfg.tp * cfg.pp * cfg.cp
+    if cfg.global_batch is None or world % mp:
+        return None
+    dp = cfg.dp or world // mp
+    if cfg.global_batch % (dp * cfg.micro_batch):
+        return None
+    return cfg.global_batch // dp
 
 
 def scaling_curve(model: TransformerSpec, system: str, gpus: Sequence[int],
                   cfg: ParallelConfig, *, fabric: str | None = None,
                   topology: str | None = None, oversubscription: float = 1.0,
-                  accumulation: int = 1, backend: str = "analytic",
-                  gpu_hour_usd: float | None = None,
+                  accumulation: int = 1, seqs_per_replica: int | None = None,
+                  backend: str = "analytic", gpu_hour_usd: float | None = None,
                   comm_factory: Callable[[Fabric], CommModel] | None = None
                   ) -> list[dict[str, Any]]:
     """Simulate ``model`` at each GPU count in ``gpus`` and report scaling efficiency.
 
-    Returns one dict per size with ``gpus``, ``tokens_per_s``, ``tokens_per_s_per_gpu``,
-    ``mfu``, ``step_time_s``, ``comm_fraction``, ``idle_gpu_equivalent``,
-    ``comm_usd_per_day`` and ``scaling_efficiency``.
+    Parameters
+    ----------
+    seqs_per_replica : int, optional
+        Sequences each data-parallel replica processes per step (a multiple of
+        ``micro_batch``); default ``micro_batch·accumulation·(4·pp if pp > 1 else 1)``.
+
+    Returns
+    -------
+    list of dict
+        One per size, sorted by GPUs. Feasible sizes have ``feasible=True``, ``gpus``,
+        ``global_batch``, ``num_micro``, ``tokens_per_s``, ``tokens_per_s_per_gpu``,
+        ``mfu``, ``step_time_s``, ``comm_fraction``, ``idle_gpu_equivalent``,
+        ``comm_usd_per_day``, ``memory_per_gpu_gib``, ``fits``, ``scaling_efficiency``
+        and ``baseline_gpus``; infeasible ones ``feasible=False`` and a ``reason``.
     """
     from fabricsim.catalog import get_catalog
     from fabricsim.workloads.step import simulate_step
 
     per_node = get_catalog().system(system).gpus
+    mp = cfg.tp * cfg.pp * cfg.cp
+    spr = seqs_per_replica or cfg.micro_batch * accumulation * (4 * cfg.pp if cfg.pp > 1
+                                                                 else 1)
+    if spr < 1 or spr % cfg.micro_batch:
+        raise ModelError(f"sequences per replica ({spr}) must be a positive multiple of "
+                         f"micro_batch = {cfg.micro_batch}", field="seqs_per_replica")
     out: list[dict[str, Any]] = []
     for n in sorted(set(gpus)):
         if n < 1:
             raise ModelError(f"GPU counts must be >= 1, got {n}", field="gpus")
+        reason = None
         if n >= per_node and n % per_node:
-            raise ModelError(f"{n} GPUs is not a whole number of {system} servers "
-                             f"({per_node} GPUs each)", field="gpus")
-        nodes, gpn = (n // per_node, None) if n >= per_node else (1, n)
-        fab = build_cluster(system, nodes, gpus_per_node=gpn, fabric=fabric,
-                            topology=topology, oversubscription=oversubscription)
-        mp = cfg.tp * cfg.pp * cfg.cp
-        if n % mp:
-            raise ModelError(f"{n} GPUs cannot hold tp·pp·cp = {mp}", field="gpus")
+            reason = (f"{n} GPUs is not a whole number of {system} servers "
+                      f"({per_node} GPUs each)")
+        elif n % mp:
+            reason = f"{n} GPUs cannot hold tp·pp·cp = {mp}"
+        if reason is not None:
+            out.append({"gpus": n, "feasible": False, "reason": reason})
+            continue
         dp = n // mp
-        c = cfg.model_copy(update={"dp": None,
-                                   "global_batch": cfg.micro_batch * dp * accumulation *
-                                   (4 * cfg.pp if cfg.pp > 1 else 1)})
+        c = cfg.model_copy(update={"dp": None, "global_batch": spr * dp})
+        try:
+            nodes, gpn = (n // per_node, None) if n >= per_node else (1, n)
+            fab = build_cluster(system, nodes, gpus_per_node=gpn, fabric=fabric,
+                                topology=topology, oversubscription=oversubscription)
+            c.resolve(model, n)
+        except FabricsimError as e:
+            out.append({"gpus": n, "feasible": False, "reason": str(e)})
+            continue
         comm = comm_factory(fab) if comm_factory else EngineComm(fab, backend=backend)
         r = simulate_step(model, c, fab, comm, gpu_hour_usd=gpu_hour_usd, check_memory=False)
-        out.append({"gpus": n, "tokens_per_s": r.tokens_per_s,
+        out.append({"gpus": n, "feasible": True, "global_batch": r.parallel["global_batch"],
+                    "num_micro": r.parallel["num_micro"], "tokens_per_s": r.tokens_per_s,
                     "tokens_per_s_per_gpu": r.tokens_per_s / n, "mfu": r.mfu,
                     "step_time_s": r.step_time_s, "comm_fraction": r.comm_fraction,
                     "idle_gpu_equivalent": r.idle_gpus, "comm_usd_per_day": r.comm_usd_per_day,
                     "memory_per_gpu_gib": r.memory_per_gpu_gib,
                     "fits": r.memory.total <= r.gpu_memory_bytes})
-    if out:
-        base_pt = next((p for p in out if p["gpus"] == per_node), out[0])
+    ok = [p for p in out if p["feasible"]]
+    if out and not ok:
+        raise ModelError("no GPU count in the sweep can hold this job: " + "; ".join(
+            f"{p['gpus']} GPUs: {p['reason']}" for p in out), field="gpus")
+    if ok:
+        base_pt = next((p for p in ok if p["gpus"] == per_node), ok[0])
         base = base_pt["tokens_per_s_per_gpu"]
-        for p in out:
+        for p in ok:
             p["scaling_efficiency"] = p["tokens_per_s_per_gpu"] / base
             p["baseline_gpus"] = base_pt["gpus"]
     return out

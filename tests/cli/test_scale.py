@@ -1,0 +1,44 @@
+"""``fabricsim scale``: infeasible sizes are skipped with a reason, the batch rule is said."""
+
+import json
+
+import pytest
+
+from fabricsim.cli.app import main
+
+SCEN = "src/fabricsim/scenarios/train-llama3-70b-256.yaml"
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_issue_example_skips_infeasible_size(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "scale", SCEN, "--gpus", "8,64,512,4096,16384", "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    pts = {p["gpus"]: p for p in d["points"]}
+    assert not pts[8]["feasible"] and "tp·pp·cp = 32" in pts[8]["reason"]
+    for n in (64, 512, 4096, 16384):
+        assert pts[n]["feasible"] and pts[n]["tokens_per_s_per_gpu"] > 0
+        # weak scaling: the scenario's 512 sequences on 256 GPUs = 64 per replica of 32
+        assert pts[n]["global_batch"] == 64 * n // 32
+    assert d["seqs_per_replica"] == 64
+    assert any("global_batch=512" in n for n in d["notes"])
+    # the baseline is the smallest feasible size (the model needs more than one node)
+    assert pts[64]["scaling_efficiency"] == 1.0 and pts[16384]["baseline_gpus"] == 64
+
+
+def test_table_says_skipped_and_batch_rule(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "scale", SCEN, "--gpus", "8,64")
+    assert code == 0, err
+    assert "infeasible" in out and "skipped 8 GPUs" in out and "tp·pp·cp = 32" in out
+    assert "weak scaling" in out and "global batch" in out
+
+
+def test_no_feasible_size_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "scale", SCEN, "--gpus", "8,16")
+    assert code == 2
+    assert "gpus" in err and "8 GPUs" in err and "16 GPUs" in err

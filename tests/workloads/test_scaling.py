@@ -1,0 +1,37 @@
+"""Weak-scaling curve: feasibility per size and the batch each size runs."""
+
+import pytest
+
+from fabricsim.errors import ModelError
+from fabricsim.workloads.models import get_model
+from fabricsim.workloads.parallel import ParallelConfig
+from fabricsim.workloads.scaling import scaling_curve, weak_scaling_batch
+
+from .conftest import RingDouble
+
+
+def test_tokens_per_gpu_constant_and_infeasible_sizes_listed() -> None:
+    cfg = ParallelConfig(tp=8, pp=2, micro_batch=1, global_batch=64, seq_len=4096)
+    spr = weak_scaling_batch(cfg, 32)  # dp = 2 at 32 GPUs -> 32 sequences per replica
+    assert spr == 32
+    pts = scaling_curve(get_model("llama2-13b"), "dgx-h100", [8, 20, 16, 64], cfg,
+                        seqs_per_replica=spr, comm_factory=lambda f: RingDouble(f))
+    by = {p["gpus"]: p for p in pts}
+    assert [p["gpus"] for p in pts] == [8, 16, 20, 64]
+    assert not by[8]["feasible"] and "tp·pp·cp = 16" in by[8]["reason"]
+    assert not by[20]["feasible"] and "whole number" in by[20]["reason"]
+    assert by[16]["global_batch"] == 32 and by[64]["global_batch"] == 128
+    assert by[16]["num_micro"] == by[64]["num_micro"] == 32
+    assert by[16]["scaling_efficiency"] == 1.0 and by[64]["baseline_gpus"] == 16
+    assert 0 < by[64]["scaling_efficiency"] <= 1.0 + 1e-9
+
+
+def test_all_infeasible_raises_with_every_reason() -> None:
+    with pytest.raises(ModelError, match="8 GPUs.*24 GPUs"):
+        scaling_curve(get_model("llama2-13b"), "dgx-h100", [8, 24],
+                      ParallelConfig(tp=8, pp=2), comm_factory=lambda f: RingDouble(f))
+
+
+def test_weak_scaling_batch_needs_even_split() -> None:
+    assert weak_scaling_batch(ParallelConfig(tp=8, global_batch=30), 32) is None
+    assert weak_scaling_batch(ParallelConfig(tp=8, global_batch=32, micro_batch=2), 32) == 8
