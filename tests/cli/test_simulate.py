@@ -37,9 +37,28 @@ def test_degraded_nic_slowdown_and_outputs(tmp_path: Path,
     assert d["bottlenecks"][0]["fault"] == "server0/nic7 at 0.5 of its bandwidth"
     names = {Path(p).name for p in d["outputs"]}
     assert names == {"link_utilization.parquet", "link_utilization.csv",
+                     "transfers.parquet", "transfers.csv",
                      "link_utilization.png", "summary.json"}
     tab = pq.read_table(out / "link_utilization.parquet")
     assert tab.num_rows > 0 and max(tab.column("utilization").to_pylist()) <= 1 + 1e-9
+    # per-transfer start/end: the last transfer ends when the collective does; every
+    # transfer of the schedule is there with its ranks
+    tr = pq.read_table(out / "transfers.parquet").to_pydict()
+    assert max(tr["end"]) == pytest.approx(d["time_s"], rel=1e-9)
+    assert all(e >= s0 for s0, e in zip(tr["start"], tr["end"], strict=True))
+    assert all(dur > 0 for dur in tr["duration"])
+    from fabricsim.collectives import build_schedule
+    from fabricsim.fabric import build_cluster
+
+    fab = build_cluster("dgx-h100", 2, fabric="ib-ndr", topology="fat-tree")
+    sch = build_schedule(fab, "all_reduce", 64 * 2**20, algo="ring")
+    want = {(i, t, int(st.src[t]), int(st.dst[t]))
+            for i, st in enumerate(sch.steps) for t in range(len(st.src))}
+    got = set(zip(tr["step"], tr["transfer"], tr["src"], tr["dst"], strict=True))
+    assert got == want
+    csv_rows = (out / "transfers.csv").read_text().splitlines()
+    assert csv_rows[0].split(",")[:5] == ['"step"', '"rep"', '"transfer"', '"src"', '"dst"']
+    assert len(csv_rows) == len(tr["start"]) + 1
 
 
 def test_no_route_is_reported_as_stall(tmp_path: Path,

@@ -15,7 +15,7 @@ from rich.table import Table
 from fabricsim.backends.base import Result
 from fabricsim.backends.flow import FlowBackend
 from fabricsim.backends.flow.background import background_transfers
-from fabricsim.backends.flow.results import Timeline
+from fabricsim.backends.flow.results import Timeline, write_transfers
 from fabricsim.backends.flow.routing import expand
 from fabricsim.cli.common import (
     FabricOpt,
@@ -38,7 +38,8 @@ from fabricsim.schedule.core import Schedule
 from fabricsim.units import format_bytes, format_time, parse_size
 
 OutOpt = Annotated[Path | None, typer.Option(
-    "--out", help="Folder for link utilisation (Parquet + CSV), heatmap PNG and summary.")]
+    "--out", help="Folder for link utilisation and per-transfer start/end (Parquet + CSV), "
+    "heatmap PNG and summary.")]
 RoutingOpt = Annotated[str, typer.Option(
     "--routing", help="ecmp (hash per queue pair), spray or adaptive.")]
 QpsOpt = Annotated[int, typer.Option("--qps", help="Queue pairs per connection.", min=1)]
@@ -114,6 +115,7 @@ def _write_outputs(out: Path, sc: Scenario, res: Result, fab: Fabric, sch: Sched
 
     tl: Timeline = res.extra["timeline"]
     paths = tl.write(out)
+    paths += write_transfers(res.extra["transfers"], out, sch)
     faulty = tuple(l for ls in res.extra["fault_links"].values() for l in ls)
     title = (f"{sc.name}: {sch.collective} {format_bytes(sch.nbytes)} ({sch.algorithm}), "
              "link utilisation")

@@ -43,6 +43,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from fabricsim.fabric.core import Fabric
+from fabricsim.schedule.core import Schedule
 
 F8 = NDArray[np.float64]
 
@@ -105,17 +106,82 @@ class Timeline:
 
     def write(self, out_dir: str | Path, stem: str = "link_utilization") -> list[Path]:
         """Write the table as Parquet and CSV (pyarrow) into ``out_dir``; returns paths."""
-        import pyarrow as pa
-        import pyarrow.csv as pacsv
-        import pyarrow.parquet as pq
+        return write_table(self.table(), out_dir, stem)
 
-        d = Path(out_dir)
-        d.mkdir(parents=True, exist_ok=True)
-        tab = pa.table(self.table())
-        pq_path, csv_path = d / f"{stem}.parquet", d / f"{stem}.csv"
-        pq.write_table(tab, pq_path)
-        pacsv.write_csv(tab, csv_path)
-        return [pq_path, csv_path]
+
+def write_table(columns: dict[str, Any], out_dir: str | Path, stem: str) -> list[Path]:
+    """Write equal-length ``columns`` as ``<stem>.parquet`` and ``<stem>.csv`` (pyarrow).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> [p.name for p in write_table({"a": [1, 2]}, tempfile.mkdtemp(), "x")]
+    ['x.parquet', 'x.csv']
+    """
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
+
+    d = Path(out_dir)
+    d.mkdir(parents=True, exist_ok=True)
+    tab = pa.table(columns)
+    pq_path, csv_path = d / f"{stem}.parquet", d / f"{stem}.csv"
+    pq.write_table(tab, pq_path)
+    pacsv.write_csv(tab, csv_path)
+    return [pq_path, csv_path]
+
+
+def transfers_table(transfers: dict[str, Any], schedule: Schedule | None = None
+                    ) -> dict[str, Any]:
+    """Per-transfer columns ``step, rep, transfer, src, dst, label, nbytes, start, end,
+    duration`` (seconds) from ``Result.extra["transfers"]``, sorted by start.
+
+    ``src``/``dst`` (global ranks) and ``label`` come from ``schedule`` (-1 and "" without
+    it).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> tr = {"step": np.array([0]), "rep": np.array([0]), "transfer": np.array([0]),
+    ...       "start": np.array([0.5]), "end": np.array([2.0]), "nbytes": np.array([8.0])}
+    >>> transfers_table(tr)["duration"].tolist()
+    [1.5]
+    """
+    step = np.asarray(transfers["step"], dtype=np.int64)
+    idx = np.asarray(transfers["transfer"], dtype=np.int64)
+    start = np.asarray(transfers["start"], dtype=np.float64)
+    order = np.lexsort((idx, step, start))
+    step, idx, start = step[order], idx[order], start[order]
+    end = np.asarray(transfers["end"], dtype=np.float64)[order]
+    src = np.full(step.shape, -1, dtype=np.int64)
+    dst = np.full(step.shape, -1, dtype=np.int64)
+    label = [""] * int(step.shape[0])
+    if schedule is not None:
+        for s_i, st in enumerate(schedule.steps):
+            rows = np.flatnonzero(step == s_i)
+            ok = rows[idx[rows] < st.src.shape[0]]
+            src[ok] = np.asarray(st.src)[idx[ok]]
+            dst[ok] = np.asarray(st.dst)[idx[ok]]
+            for r in ok.tolist():
+                label[r] = st.label
+    return {"step": step, "rep": np.asarray(transfers["rep"], dtype=np.int64)[order],
+            "transfer": idx, "src": src, "dst": dst, "label": label,
+            "nbytes": np.asarray(transfers["nbytes"], dtype=np.float64)[order],
+            "start": start, "end": end, "duration": end - start}
+
+
+def write_transfers(transfers: dict[str, Any], out_dir: str | Path,
+                    schedule: Schedule | None = None, stem: str = "transfers") -> list[Path]:
+    """Write :func:`transfers_table` as Parquet and CSV into ``out_dir``; returns paths.
+
+    Examples
+    --------
+    >>> import tempfile, numpy as np
+    >>> tr = {k: np.zeros(1) for k in ("step", "rep", "transfer", "start", "end", "nbytes")}
+    >>> [p.suffix for p in write_transfers(tr, tempfile.mkdtemp())]
+    ['.parquet', '.csv']
+    """
+    return write_table(transfers_table(transfers, schedule), out_dir, stem)
 
 
 def bottlenecks(fabric: Fabric, critical_time: F8, link_bytes: F8, total: float,
