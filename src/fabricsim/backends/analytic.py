@@ -266,13 +266,12 @@ def _reduce_keys(lat: FloatArray, rank: NDArray[np.int64], cm: FloatArray
     if lat.size == 0:
         return lat, rank, cm
     key = np.round(lat * 1e12).astype(np.int64) * 8 + rank
-    uniq, inv = np.unique(key, return_inverse=True)
-    inv = inv.ravel()
-    lat_k = np.zeros(uniq.size)
-    np.maximum.at(lat_k, inv, lat)
-    cm_k = np.zeros((uniq.size, cm.shape[1]))
-    np.maximum.at(cm_k, inv, cm)
-    return lat_k, (uniq % 8).astype(np.int64), cm_k
+    order = np.argsort(key, kind="stable")
+    ks = key[order]
+    starts = np.flatnonzero(np.concatenate([[True], ks[1:] != ks[:-1]]))
+    lat_k = np.maximum.reduceat(lat[order], starts)     # max: exact in any order
+    cm_k = np.maximum.reduceat(cm[order], starts, axis=0)
+    return lat_k, (ks[starts] % 8).astype(np.int64), cm_k
 
 
 _N_CLS = len(LINK_CLASSES)
@@ -450,20 +449,21 @@ def _plane_groups(fabric: Fabric) -> tuple[NDArray[np.int64], NDArray[np.int64]]
     from fabricsim.fabric.kinds import NodeKind
 
     nk = fabric.node_kind
-    ls, ld = fabric.link_src, fabric.link_dst
-    nv = fabric.link_kind == LinkKind.NVLINK
-    up = nv & (nk[ls] == NodeKind.GPU) & (nk[ld] == NodeKind.NVSWITCH)
-    down = nv & (nk[ls] == NodeKind.NVSWITCH) & (nk[ld] == NodeKind.GPU)
-    key = np.where(up, ls, ld).astype(np.int64) * 2 + down.astype(np.int64)
+    nvl = np.flatnonzero(fabric.link_kind == LinkKind.NVLINK)   # only these can qualify
+    ls, ld = fabric.link_src[nvl], fabric.link_dst[nvl]
+    ks, kd = nk[ls], nk[ld]
+    up = (ks == NodeKind.GPU) & (kd == NodeKind.NVSWITCH)
+    down = (ks == NodeKind.NVSWITCH) & (kd == NodeKind.GPU)
     cand = up | down
     group_of = np.full(fabric.n_links, -1, dtype=np.int64)
     size = np.zeros(fabric.n_links, dtype=np.int64)
     if cand.any():  # ids in key order, as np.unique would number them (without sorting)
-        kc = key[cand]
+        kc = np.where(up, ls, ld)[cand].astype(np.int64) * 2 + down[cand]
         counts = np.bincount(kc, minlength=2 * fabric.n_nodes)
         ids = np.cumsum(counts > 0) - 1
-        group_of[cand] = ids[kc]
-        size[cand] = counts[kc]
+        links = nvl[cand]
+        group_of[links] = ids[kc]
+        size[links] = counts[kc]
     _PLANES[fabric] = (group_of, size)
     return group_of, size
 

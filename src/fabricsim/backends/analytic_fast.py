@@ -221,7 +221,7 @@ def fast_structure(fabric: Fabric, src: NDArray[np.int32], dst: NDArray[np.int32
     load = np.zeros(fabric.n_links)
     t_links = (base + used_srv[:, None] * lt + np.arange(lt)[None, :]).ravel() \
         if nu < n_srv else slice(base, hi)
-    load[t_links] = np.asarray((cmat.T @ wm.T).T).ravel()
+    load[t_links] = np.asarray(cmat.T @ wm.T).T.ravel()
     if has_mid.any():
         rows_m = mid_row_ids
         mm = mm_all[:at]
