@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from fabricsim.backends import get_backend
 from fabricsim.backends.packet import PacketBackend, parse_packet_config
+from fabricsim.backends.packet.config import TRANSPORT_HEADER_BYTES
 from fabricsim.backends.packet.testbeds import point_to_point, star
 from fabricsim.errors import ConfigError, SimulationError
 from fabricsim.fabric import build_cluster
@@ -31,7 +32,8 @@ def test_one_packet_store_and_forward_is_exact(dgx2, transport):  # type: ignore
     path = fab.route(a, b)
     r = PacketBackend(mtu=4096, transport=transport, switching="store-and-forward").run(
         one(a, b, 1000), fab)
-    expect = float((1000 / fab.link_capacity[path] + fab.link_latency[path]).sum())
+    size = 1000 + TRANSPORT_HEADER_BYTES[transport]   # the transport's wire overhead
+    expect = float((size / fab.link_capacity[path] + fab.link_latency[path]).sum())
     assert r.time == pytest.approx(expect, rel=1e-12)
 
 
@@ -41,12 +43,13 @@ def test_one_packet_cut_through_forwards_after_the_header(dgx2):  # type: ignore
     path = fab.route(a, b)
     cap, lat = fab.link_capacity[path], fab.link_latency[path]
     r = PacketBackend(mtu=4096, switching="cut-through").run(one(a, b, 1000), fab)
+    assert fab.info.transport == "ib"
     # a hop forwards after the 64-byte header when the next link is no faster; else whole
     t = 0.0
     for h in range(len(path)):
         last = h == len(path) - 1
         cut = not last and cap[h + 1] <= cap[h]
-        t += (64 if cut else 1000) / cap[h] + lat[h]
+        t += (64 if cut else 1000 + 26) / cap[h] + lat[h]
     assert r.time == pytest.approx(t, rel=1e-12)
     assert r.time < PacketBackend(switching="store-and-forward").run(one(a, b, 1000), fab).time
 
@@ -60,8 +63,11 @@ def test_registry_builds_the_packet_backend():  # type: ignore[no-untyped-def]
 def test_long_flow_runs_at_line_rate():  # type: ignore[no-untyped-def]
     fab = point_to_point(rate=100e9 / 8, latency=1e-6)
     r = PacketBackend(mtu=9000, transport="roce").run(one(0, 1, 100e6), fab)
-    # 100 MB at 12.5 GB/s plus one packet's latency
-    assert r.time == pytest.approx(100e6 / 12.5e9 + 1e-6, rel=1e-6)
+    # 100 MB plus 82 B of RoCEv2 framing per packet at 12.5 GB/s, plus the link latency
+    wire = 100e6 + np.ceil(100e6 / 9000) * 82
+    assert r.time == pytest.approx(wire / 12.5e9 + 1e-6, rel=1e-9)
+    r0 = PacketBackend(mtu=9000, transport="roce", header_bytes=0).run(one(0, 1, 100e6), fab)
+    assert r0.time == pytest.approx(100e6 / 12.5e9 + 1e-6, rel=1e-9)
     assert r.extra["data_packets"] == int(np.ceil(100e6 / 9000))
 
 
@@ -177,3 +183,34 @@ def test_nvlink_flows_stripe_over_every_nvswitch():  # type: ignore[no-untyped-d
     flow = pytest.importorskip("fabricsim.backends.flow")
     assert r.time == pytest.approx(flow.FlowBackend(protocol="ideal").run(sch, fab).time,
                                    rel=0.02)
+
+
+def test_transports_differ_by_their_wire_overhead():  # type: ignore[no-untyped-def]
+    """Same wires, long flows: IB (26 B/packet), RoCEv2 (82 B incl. preamble/IFG) and TCP
+    (90 B) take payload + header per packet; the times scale with (mtu + header)."""
+    fab = star(3, rate=50e9, latency=1e-6, transport="roce")
+    g = fab.gpus
+    sch = Schedule(steps=(Step(src=g[[1, 2]], dst=g[[2, 1]], nbytes=[16e6, 16e6]),))
+    t = {tr: PacketBackend(mtu=4096, transport=tr).run(sch, fab).time
+         for tr in ("ib", "roce", "tcp")}
+    npkt = np.ceil(16e6 / 4096)
+    for tr, hdr in (("ib", 26), ("roce", 82)):   # + the switch's 64 B cut-through delay
+        assert t[tr] == pytest.approx((16e6 + npkt * hdr + 64) / 50e9 + 2e-6, rel=1e-9)
+    assert t["roce"] / t["ib"] == pytest.approx(4178 / 4122, rel=1e-4)
+    assert t["tcp"] > t["roce"]
+    same = {tr: PacketBackend(mtu=4096, transport=tr, header_bytes=0).run(sch, fab).time
+            for tr in ("ib", "roce")}
+    assert same["ib"] == same["roce"]
+
+
+def test_flows_inside_a_server_carry_no_network_header(dgx2):  # type: ignore[no-untyped-def]
+    fab = dgx2
+    a, b, c = int(fab.gpus[0]), int(fab.gpus[1]), int(fab.gpus[8])
+    be = PacketBackend(mtu=4096, switching="store-and-forward")
+    st_nv = be.run(one(a, b, 1000), fab)
+    path = fab.route(a, b)
+    assert st_nv.time == pytest.approx(float((1000 / fab.link_capacity[path] +
+                                              fab.link_latency[path]).sum()), rel=1e-12)
+    path = fab.route(a, c)
+    assert be.run(one(a, c, 1000), fab).time == pytest.approx(float(
+        (1026 / fab.link_capacity[path] + fab.link_latency[path]).sum()), rel=1e-12)

@@ -9,7 +9,7 @@ Example
 >>> sch = Schedule(steps=(Step(src=fab.gpus[:1], dst=fab.gpus[8:9], nbytes=[1e6]),))
 >>> r = PacketBackend(mtu=4096).run(sch, fab)
 >>> r.backend, r.extra["status"], round(r.time * 1e6, 1)
-('packet', 'ok', 21.4)
+('packet', 'ok', 21.5)
 """
 
 from __future__ import annotations

@@ -81,7 +81,8 @@ def build_state(schedule: Schedule, fabric: Fabric, cfg: PacketConfig, *, mode: 
     NP = len(cfg.classes)
     nl, nn = fabric.n_links, fabric.n_nodes
     mtu = int(cfg.mtu)
-    wire = mtu + cfg.header_bytes
+    hdr = cfg.header_for(mode)
+    wire = mtu + hdr
     roce = mode == "roce"
     # ---------------------------------------------------------------- flows
     steps = schedule.steps
@@ -186,7 +187,7 @@ def build_state(schedule: Schedule, fabric: Fabric, cfg: PacketConfig, *, mode: 
     else:
         FI[:, L.F_BM] = -1
         BM = np.zeros(1, dtype=np.int8)
-    if nf:
+    if nf and p0 is not None:
         bott = _path_min(cap, PL, FPS[:nf, 0], FPL[:nf, 0])
         FF[:nf, L.FF_LINE] = bott
         FF[:nf, L.FF_RATE] = bott
@@ -194,6 +195,10 @@ def build_state(schedule: Schedule, fabric: Fabric, cfg: PacketConfig, *, mode: 
         FF[:nf, L.FF_ALPHA] = 1.0
         FF[:nf, L.FF_LAST_CNP] = -1.0
         FF[:nf, L.FF_RET_LAT] = _path_sum(lat, PL, FPS[:nf, 0], FPL[:nf, 0])
+        # transport headers on flows that leave their server (see TRANSPORT_HEADER_BYTES)
+        ext = ~np.isin(fabric.link_kind[p0.links], np.array([int(k) for k in INTRA_LINKS]))
+        FF[:nf, L.FF_HDR] = np.where(np.bincount(p0.row_ids(), weights=ext, minlength=nf)
+                                     > 0, hdr, 0)
         if mode == "tcp":
             FF[:nf, L.FF_CWND] = cfg.init_cwnd
             FF[:nf, L.FF_SSTHRESH] = 1e12
@@ -272,7 +277,7 @@ def build_state(schedule: Schedule, fabric: Fabric, cfg: PacketConfig, *, mode: 
     # ---------------------------------------------------------------- parameters
     P = np.zeros(L.N_P)
     P[L.P_MTU] = mtu
-    P[L.P_HDR] = cfg.header_bytes
+    P[L.P_HDR] = hdr
     P[L.P_XOFF] = cfg.pfc.xoff
     P[L.P_XON] = cfg.pfc.xon if cfg.pfc.xon is not None else max(cfg.pfc.xoff - 2 * wire, 0)
     eth = ~intra
@@ -346,7 +351,7 @@ def build_state(schedule: Schedule, fabric: Fabric, cfg: PacketConfig, *, mode: 
                  watched=np.asarray(watched, dtype=np.int64), bin_dt=bin_dt,
                  packets_estimate=pkts, events_estimate=events_est, flow_src=src,
                  flow_dst=dst, flow_step=fstep, stuck_node=stuck_node,
-                 meta={"hops": hops, "npath": npath, "credit": credit,
+                 meta={"header_bytes": hdr, "hops": hops, "npath": npath, "credit": credit,
                        "headroom": float(P[L.P_HEADROOM]), "rto": rto})
 
 

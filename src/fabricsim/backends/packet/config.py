@@ -147,12 +147,38 @@ class TrafficSpec(_M):
     _t = field_validator("start", mode="before")(_time)
 
 
+#: Wire bytes each packet adds to its payload (``mtu`` is the payload), by transport:
+#: headers, trailers and, on Ethernet, the 20 B of preamble (7), start-of-frame
+#: delimiter (1) and minimum inter-frame gap (12) every frame occupies on the wire.
+#:
+#: * ``ib`` 26 B: LRH 8 + BTH 12 + ICRC 4 + VCRC 2 (InfiniBand Architecture Specification
+#:   Vol. 1, ch. 5-7; no GRH inside a subnet; the 16 B RETH of an RDMA WRITE is in the
+#:   first packet of a message only and is not modelled).
+#: * ``roce`` 82 B: Ethernet 14 + FCS 4 + IPv4 20 + UDP 8 + BTH 12 + ICRC 4 (IBTA RoCEv2
+#:   annex A17) + 20 B preamble/SFD/IFG (IEEE 802.3); no VLAN tag (DSCP-based PFC).
+#: * ``tcp`` 90 B: Ethernet 14 + FCS 4 + IPv4 20 + TCP 20 + 12 B timestamp option
+#:   (RFC 7323) + 20 B preamble/SFD/IFG.
+#: * ``srd`` 82 B, an estimate: Ethernet 14 + FCS 4 + IPv4 20 + UDP-like 8 + 16 B assumed
+#:   for the SRD header (AWS does not publish its format) + 20 B preamble/SFD/IFG.
+#:
+#: The header is charged on every link of a flow that leaves its server (including its
+#: PCIe hops); flows that stay on NVLink/PCIe inside a server carry none (their link
+#: rates in the fabric are data rates).
+TRANSPORT_HEADER_BYTES = {"ib": 26, "roce": 82, "tcp": 90, "srd": 82}
+
+
 class PacketConfig(_M):
-    """Everything the packet backend can be told by a scenario."""
+    """Everything the packet backend can be told by a scenario.
+
+    ``mtu`` is the payload (message bytes) per packet; ``header_bytes`` the wire bytes
+    added to each packet, by default the transport's (:data:`TRANSPORT_HEADER_BYTES`). An
+    Ethernet (IP) MTU of 1500 with TCP/IPv4 and timestamps is ``mtu: 1448``; RoCEv2 with
+    a 4096 B IB MTU needs an Ethernet MTU of at least 4096 + 48 (IP, UDP, BTH, ICRC).
+    """
 
     mtu: int = Field(4096, ge=64, le=65536)
     transport: Literal["ib", "roce", "tcp", "srd"] | None = None
-    header_bytes: int = Field(0, ge=0, le=512)
+    header_bytes: int | None = Field(None, ge=0, le=512)
     switching: Literal["cut-through", "store-and-forward"] = "cut-through"
     switch_buffer: float = 32 * 2**20
     nic_buffer: float = 4 * 2**20
@@ -215,6 +241,19 @@ class PacketConfig(_M):
             raise ConfigError(f"no traffic class holds DSCP {dscp}; add it to a class's "
                               "dscp list", field="packet.classes")
         return 0
+
+    def header_for(self, transport: str) -> int:
+        """Wire bytes per packet on ``transport``: ``header_bytes`` if set, else the
+        transport's default.
+
+        Example
+        -------
+        >>> PacketConfig().header_for("roce"), PacketConfig(header_bytes=0).header_for("ib")
+        (82, 0)
+        """
+        if self.header_bytes is not None:
+            return int(self.header_bytes)
+        return TRANSPORT_HEADER_BYTES[transport]
 
 
 def parse_packet_config(data: Any) -> PacketConfig:

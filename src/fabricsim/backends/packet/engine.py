@@ -8,6 +8,10 @@ reaching a port, returned InfiniBand credits, a sender's pacing timer, an ACK, N
 reaching a sender, DCQCN and retransmission timers, step starts and watchdog timers. A
 data packet crossing ``h`` links costs at least ``2h`` events.
 
+Numba's cache keys this module on its own source text only: after changing a function it
+calls (``transport``, ``port``, ``roce``, ``kernel``) or a column of ``layout``, change
+this stamp too, or a stale compiled engine is loaded. Cache stamp: 2 (per-flow header).
+
 Example
 -------
 >>> from fabricsim.backends.packet.layout import ERR_BUDGET

@@ -207,7 +207,8 @@ FF_START = 10
 FF_RET_LAT = 11
 FF_CWND = 12
 FF_SSTHRESH = 13
-N_FF = 14
+FF_HDR = 14       # wire bytes added to every packet of the flow (headers, framing)
+N_FF = 15
 
 # ---- per packet ints PK
 PK_FLOW = 0

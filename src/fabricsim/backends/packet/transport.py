@@ -69,6 +69,7 @@ from fabricsim.backends.packet.layout import (
     F_SRC,
     F_STEP,
     FF_CWND,
+    FF_HDR,
     FF_LAST_CNP,
     FF_LINE,
     FF_NEXT_T,
@@ -86,7 +87,6 @@ from fabricsim.backends.packet.layout import (
     I_TCP,
     LF_QTOT,
     P_CNP_INT,
-    P_HDR,
     P_MTU,
     P_RTO,
     P_WINDOW,
@@ -181,7 +181,7 @@ def try_inject(f, now, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, PL, P, IP, HT, HI, 
     payload = mtu if seq < npkt - 1 else int(FF[f, FF_SIZE]) - (npkt - 1) * mtu
     if payload <= 0:
         payload = 1
-    size = payload + int(P[P_HDR])
+    size = payload + int(FF[f, FF_HDR])
     k = choose_path(f, LF, FI, FPS, FPL, PL, IP)
     PK[pk, PK_FLOW] = f
     PK[pk, PK_SEQ] = seq
@@ -250,7 +250,7 @@ def deliver(pk, now, PK, FI, FF, SI, SF, DP, DI, BM, RF, RT, TS_D, TS_F, P, IP, 
             C[C_NAKS] += 1
             push(HT, HI, C, now + ret, E_NAK, f, tag | r)
     if new:
-        payload = PK[pk, PK_SIZE] - int(P[P_HDR])
+        payload = PK[pk, PK_SIZE] - int(FF[f, FF_HDR])
         C[C_DELIVERED] += payload
         bn = bin_of(now, P, IP)
         TS_D[bn] += payload
