@@ -1,11 +1,17 @@
 """Speed of automatic selection: a full nccl-tests sweep (8 B .. 16 GiB, factor 2, 32 sizes)
 of all_reduce on 16,384 GPUs (2048 x dgx-h100) and on 131,072 GPUs (16,384 x dgx-h100).
 
-Prints one JSON line per case: fabric build seconds (not counted) and the sweep's seconds
-(first call included: every candidate algorithm x protocol is compiled, then each size is
-evaluated from the cached model). Targets: < 1 s and < 5 s.
+Prints one JSON line per case: fabric build seconds (not counted), the first sweep's
+seconds (fresh process: every candidate is bounded, the ones that can win are compiled),
+a repeat sweep from the cached models, and which algorithms were compiled. Targets:
+< 1 s and < 5 s.
 
-Usage: python benchmarks/bench_speed.py [--nodes 2048 16384]
+``--check`` then clears the caches and repeats the sweep with the exhaustive scan
+(``tuner.BRANCH_AND_BOUND = False``: every candidate compiled) and reports the largest
+relative difference of the predicted times (must be 0: the pruning is exact) and whether
+every (algorithm, protocol) pick is the same.
+
+Usage: python benchmarks/bench_speed.py [--nodes 2048 16384] [--check]
 """
 
 from __future__ import annotations
@@ -15,13 +21,16 @@ import json
 import sys
 import time
 
-from fabricsim.collectives import choose
+import fabricsim.collectives.tuner as tuner
+from fabricsim.collectives import choose, clear_cache
 from fabricsim.fabric import build_cluster
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--nodes", type=int, nargs="*", default=[2048, 16384])
+    ap.add_argument("--check", action="store_true",
+                    help="compare with the exhaustive scan (slow at 131k GPUs)")
     args = ap.parse_args(argv)
     sizes = [8 * 2**i for i in range(32)]
     for nodes in args.nodes:
@@ -33,15 +42,29 @@ def main(argv: list[str] | None = None) -> int:
         again = [choose(fab, "all_reduce", s) for s in sizes]
         t3 = time.perf_counter()
         assert again == picks
-        print(json.dumps({
+        compiled = sorted({k[2] for k in tuner._MODELS.get(fab, {})})
+        row: dict[str, object] = {
             "case": "all_reduce auto sweep", "gpus": fab.n_gpus, "sizes": len(sizes),
             "build_s": round(t1 - t0, 3), "sweep_s": round(t2 - t1, 3),
             "cached_sweep_s": round(t3 - t2, 4),
             "target_s": 1.0 if fab.n_gpus <= 16384 else 5.0,
-            "algorithms": sorted({p.algorithm for p in picks}),
+            "algorithms": sorted({p.algorithm for p in picks}), "compiled": compiled,
             "t_8B_us": round(picks[0].time * 1e6, 2),
-            "t_16GiB_ms": round(picks[-1].time * 1e3, 2)}))
+            "t_16GiB_ms": round(picks[-1].time * 1e3, 2)}
+        if args.check:
+            clear_cache()
+            tuner.BRANCH_AND_BOUND = False
+            t4 = time.perf_counter()
+            full = [choose(fab, "all_reduce", s) for s in sizes]
+            row["exhaustive_s"] = round(time.perf_counter() - t4, 3)
+            tuner.BRANCH_AND_BOUND = True
+            row["same_picks"] = [(p.algorithm, p.protocol) for p in picks] == \
+                [(p.algorithm, p.protocol) for p in full]
+            row["max_rel_diff"] = max(abs(p.time - q.time) / q.time
+                                      for p, q in zip(picks, full, strict=True))
+        print(json.dumps(row))
         sys.stdout.flush()
+        clear_cache()
     return 0
 
 
