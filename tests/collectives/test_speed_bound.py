@@ -124,6 +124,26 @@ def test_pruning_skips_hopeless_candidates():
         assert choose(fab, "all_reduce", s, algo="hierarchical").time > p.time
 
 
+def test_a_bound_above_the_model_falls_back_to_the_exhaustive_scan(monkeypatch):
+    fab = build_cluster("dgx-h100", 16)
+    clear_cache()
+    tu.BRANCH_AND_BOUND = False
+    expect = [choose(fab, "all_reduce", s) for s in SIZES]
+    clear_cache()
+    tu.BRANCH_AND_BOUND = True
+    real = tu.lower_bound
+
+    def too_high(*args, **kw):  # a broken bound: 10x the truth
+        b = real(*args, **kw)
+        return type("B", (), {"time": lambda self, f: 10 * b.time(f)})()
+
+    monkeypatch.setattr(tu, "lower_bound", too_high)
+    monkeypatch.setitem(tu._STATE, "bounds_hold", True)
+    got = [choose(fab, "all_reduce", s) for s in SIZES]
+    assert got == expect
+    assert tu._STATE["bounds_hold"] is False
+
+
 @pytest.mark.parametrize("first", ["fabricsim.backends.analytic",
                                    "fabricsim.backends.analytic_fast",
                                    "fabricsim.backends.analytic_bound",

@@ -58,6 +58,9 @@ _BACKENDS: list[AnalyticBackend] = []
 PRUNE_MARGIN = 1e-9
 #: Skip candidates by their lower bound (exact); ``False`` compiles every candidate.
 BRANCH_AND_BOUND = True
+#: ``bounds_hold`` is cleared if a bound is ever found above a compiled time (selection
+#: then scans every candidate).
+_STATE = {"bounds_hold": True}
 
 
 def _backend() -> AnalyticBackend:
@@ -254,14 +257,8 @@ def choose(fabric: Fabric, collective: str, nbytes: float, ranks: ArrayLike | No
     if cands is None:
         cands = per[ckey] = candidates(group, coll, algo, proto)
     factor = size / REFERENCE_BYTES
-    if len(cands) == 1 or not BRANCH_AND_BOUND:
-        best: Choice | None = None
-        for a, p in cands:
-            t = model(group, coll, a, p, channels).time(factor)
-            if best is None or t < best.time:
-                best = Choice(a.name, p, t)
-        assert best is not None
-        return best
+    if len(cands) == 1 or not BRANCH_AND_BOUND or not _STATE["bounds_hold"]:
+        return _scan(group, coll, cands, channels, factor)
     # branch and bound: candidates in order of a lower bound on their time (latencies
     # only: cheap); one whose bound exceeds the best time found is skipped (its time is
     # larger still); before compiling one, a tighter bound (capacities, and a sample of
@@ -277,20 +274,38 @@ def choose(fabric: Fabric, collective: str, nbytes: float, ranks: ArrayLike | No
         (done if hit is not None else todo).append(i)
         lbs.append(hit.time(factor) if hit is not None
                    else lower_bound(group, coll, a, p, channels, level=0).time(factor))
-    best = None
+    best: Choice | None = None
     best_i = -1
     # compiled candidates first (their time is known), then the others by their bound
     for i in done + sorted(todo, key=lbs.__getitem__):
         a, p = cands[i]
+        lb = lbs[i]
         if best is not None and (coll, rk, a.name, p, channels) not in models:
-            if lbs[i] * (1.0 - PRUNE_MARGIN) > best.time:
+            if lb * (1.0 - PRUNE_MARGIN) > best.time:
                 break
             lb = lower_bound(group, coll, a, p, channels, level=2).time(factor)
             if lb * (1.0 - PRUNE_MARGIN) > best.time:
                 continue
         t = model(group, coll, a, p, channels).time(factor)
+        if lb * (1.0 - PRUNE_MARGIN) > t:
+            # a bound above a compiled time: the model has changed under the bounds
+            # (a test fails too); stay correct by scanning every candidate from now on
+            _STATE["bounds_hold"] = False
+            return _scan(group, coll, cands, channels, factor)
         if best is None or t < best.time or (t == best.time and i < best_i):
             best, best_i = Choice(a.name, p, t), i
+    assert best is not None
+    return best
+
+
+def _scan(group: Group, coll: str, cands: list[tuple[Algorithm, str]],
+          channels: int | None, factor: float) -> Choice:
+    """The exhaustive scan: every candidate compiled, the first of least time wins."""
+    best: Choice | None = None
+    for a, p in cands:
+        t = model(group, coll, a, p, channels).time(factor)
+        if best is None or t < best.time:
+            best = Choice(a.name, p, t)
     assert best is not None
     return best
 
