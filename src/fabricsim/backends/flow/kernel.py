@@ -27,7 +27,7 @@ Example
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numba
 import numpy as np
@@ -54,7 +54,7 @@ def advance(now: float, t_limit: float,
             cap: F8, dirty: NDArray[np.bool_], link_bytes: F8,
             s_rem: F8, s_demand: F8, s_nlive: I8, s_seen: NDArray[np.bool_],
             out_groups: I8, j_size: F8, j_lat: F8, g_more: I8, g_flat: I8, g_start: F8,
-            rep_start: F8, rep_end: F8, crit: F8) -> tuple[int, float, int]:
+            rep_start: F8, rep_end: F8, crit: F8, g_slow: F8) -> tuple[int, float, int]:
     """Run events from ``now`` until a group completes, ``t_limit`` or a stall.
 
     A group with ``g_more[g] > 0`` more repetitions is re-armed in place when it
@@ -62,6 +62,13 @@ def advance(now: float, t_limit: float,
     repetition's end in ``rep_end[g_flat[g]]`` and its time in ``crit`` of its bottleneck;
     only its last repetition is returned. Returns ``(code, now, n)``: ``out_groups[:n]``
     are the groups that completed.
+
+    Bottleneck attribution: a group's bottleneck ``g_bneck[g]`` is that of its
+    slowest-moving job (longest time from activation to end, ``g_slow[g]``), not of the
+    job that happened to end last — a straggler's late start is not link time. When a
+    group completes, ``g_start[g]`` is moved to ``end − g_slow[g]`` so that the time the
+    caller credits to the bottleneck (``end − g_start``) is the time that job spent moving
+    bytes: latency, launch overhead and straggler delay are credited to no link.
     """
     n_jobs = j_rem.shape[0]
     n_links = cap.shape[0]
@@ -151,10 +158,22 @@ def advance(now: float, t_limit: float,
                 j_rate[j] = 0.0
                 g = j_group[j]
                 if g >= 0:
+                    # slowest mover; among equals (to clock precision) the lowest link,
+                    # so the answer does not depend on the order jobs are stored in
+                    moving = now - j_act[j]
+                    b = j_bneck[j]
+                    if moving > g_slow[g] + 4.0 * tol:
+                        g_slow[g] = moving
+                        g_bneck[g] = b
+                    elif (moving >= g_slow[g] - 4.0 * tol and b >= 0
+                          and (g_bneck[g] < 0 or b < g_bneck[g])):
+                        g_slow[g] = max(g_slow[g], moving)
+                        g_bneck[g] = b
                     g_left[g] -= 1
                     if g_left[g] == 0:
                         g_end[g] = now
-                        g_bneck[g] = j_bneck[j]
+                        g_start[g] = now - max(g_slow[g], 0.0)
+                        g_slow[g] = -1.0
                         if g_more[g] > 0:
                             rearm[n_re] = g
                             n_re += 1
@@ -163,12 +182,13 @@ def advance(now: float, t_limit: float,
                             n_out += 1
         if ns > 0:
             _resolve(seeds[:ns], j_state, j_rate, j_bneck, j_fptr, f_w, f_ptr, e_link, e_coef,
-                     f_rate, f_bneck, cap, s_rem, s_demand, s_nlive, s_seen, n_links)
+                     e_frac, f_rate, f_bneck, cap, s_rem, s_demand, s_nlive, s_seen, n_links)
         for k in range(n_re):
             g = rearm[k]
             rep_end[g_flat[g]] = now
             if g_bneck[g] >= 0:
                 crit[g_bneck[g]] += now - g_start[g]
+            g_bneck[g] = -1
             g_flat[g] += 1
             g_more[g] -= 1
             rep_start[g_flat[g]] = now
@@ -193,9 +213,16 @@ def advance(now: float, t_limit: float,
 
 @numba.njit(cache=True)
 def _resolve(seeds: I8, j_state: I8, j_rate: F8, j_bneck: I8, j_fptr: I8, f_w: F8, f_ptr: I8,
-             e_link: I8, e_coef: F8, f_rate: F8, f_bneck: I8, cap: F8, s_rem: F8,
+             e_link: I8, e_coef: F8, e_frac: F8, f_rate: F8, f_bneck: I8, cap: F8, s_rem: F8,
              s_demand: F8, s_nlive: I8, s_seen: NDArray[np.bool_], n_links: int) -> None:
-    """Re-solve the connected component of active flows reachable from ``seeds`` links."""
+    """Re-solve the connected component of active flows reachable from ``seeds`` links.
+
+    A job's bottleneck is the link of its slowest flow whose capacity its flows fill the
+    most with payload (``Σ frac·rate / capacity``; a down link first). This differs from
+    the solver's freezing link when a protocol's per-class efficiency makes a lightly
+    loaded link bind on paper (e.g. PCIe at 46 % payload vs the NIC at 58 % on the same
+    path): the table then names the link the wire actually keeps busy.
+    """
     n_jobs = j_state.shape[0]
     # link -> active flows incidence (counting sort over active entries)
     lptr = np.zeros(n_links + 1, dtype=np.int64)
@@ -264,19 +291,33 @@ def _resolve(seeds: I8, j_state: I8, j_rate: F8, j_bneck: I8, j_fptr: I8, f_w: F
     flows = comp[:nc]
     fill_component(flows, f_ptr, e_link, e_coef, f_w, s_rem, s_demand, s_nlive, f_rate,
                    f_bneck)
-    # job rates: sum of their flows; job bottleneck: that of its slowest flow
+    # job rates: sum of their flows; job bottleneck: on its slowest flow, the link its
+    # component fills the most with payload (s_demand is zero here; used as scratch)
     for i in range(nc):
         j_rate[f_job[flows[i]]] = 0.0
     for i in range(nc):
         f = flows[i]
         j_rate[f_job[f]] += f_rate[f]
+        if np.isfinite(f_rate[f]):
+            for e in range(f_ptr[f], f_ptr[f + 1]):
+                s_demand[e_link[e]] += e_frac[e] * f_rate[f]
     for i in range(nc):
         j = f_job[flows[i]]
         best = -1
         for g in range(j_fptr[j], j_fptr[j + 1]):
             if best < 0 or f_rate[g] < f_rate[best]:
                 best = g
-        j_bneck[j] = f_bneck[best]
+        pick = f_bneck[best]
+        top = -1.0
+        for e in range(f_ptr[best], f_ptr[best + 1]):
+            l = e_link[e]
+            u = s_demand[l] / cap[l] if cap[l] > 0.0 else np.inf
+            if u > top or (u == top and l < pick):
+                top = u
+                pick = l
+        j_bneck[j] = pick
+    for k in range(ncl):
+        s_demand[comp_links[k]] = 0.0
 
 
 @dataclass
@@ -309,6 +350,8 @@ class Pool:
     scratch: tuple[F8, F8, I8, NDArray[np.bool_]]
     link_bytes: F8
     dirty: NDArray[np.bool_]
+    g_slow: F8 = field(default_factory=lambda: np.zeros(0))
+    """Per group: the longest activation-to-end time of its finished jobs (-1: none)."""
 
     @staticmethod
     def empty(n_links: int) -> Pool:
@@ -391,13 +434,17 @@ class Pool:
         g_end = np.full(n_groups, np.nan) if g_end is None else g_end
         g_bneck = np.full(n_groups, -1, dtype=np.int64) if g_bneck is None else g_bneck
         out = np.empty(max(n_groups, 1), dtype=np.int64)
+        if self.g_slow.shape[0] < n_groups:
+            self.g_slow = np.concatenate([self.g_slow,
+                                          np.full(n_groups - self.g_slow.shape[0], -1.0)])
         code, t, n = advance(now, t_limit, self.j_rem, self.j_act, self.j_state, self.j_group,
                              self.j_end, self.j_rate, self.j_bneck, self.j_fptr, self.f_w,
                              self.f_ptr, self.e_link, self.e_coef, self.e_frac, self.f_rate,
                              self.f_bneck,
                              g_left, g_end, g_bneck, cap, self.dirty, self.link_bytes,
                              *self.scratch, out, self.j_size, self.j_lat, repeats[0],
-                             repeats[1], repeats[2], repeats[3], repeats[4], repeats[5])
+                             repeats[1], repeats[2], repeats[3], repeats[4], repeats[5],
+                             self.g_slow)
         return int(code), float(t), out[:n].copy()
 
     def compact(self, g_more: I8 | None = None) -> dict[str, F8 | I8]:

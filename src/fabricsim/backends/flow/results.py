@@ -9,8 +9,10 @@
 ``rep_start`` / ``rep_end``
     list (one array per step) of the start and end of every repetition.
 ``bottlenecks``
-    list of dicts ``link, name, kind, critical_time, utilization``: links by the time of
-    the repetitions whose last transfer they limited (the critical path's bottlenecks).
+    list of dicts ``link, name, kind, critical_time, utilization``: links by the time the
+    slowest-moving transfer of each repetition spent moving bytes while they limited it
+    (the link of its path its traffic fills the most); latency and straggler delay are
+    credited to no link.
 ``critical_time``
     array by link id of that time (s).
 ``timeline``
