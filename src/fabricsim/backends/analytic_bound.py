@@ -329,16 +329,17 @@ def bound_protocols(backend: AnalyticBackend, schedule: Schedule, fabric: Fabric
                 exact[pi][gi] = m
             exact_scale[gi] = scale
             continue
-        src = np.concatenate([s.src for s in steps])
-        dst = np.concatenate([s.dst for s in steps])
-        nb = np.concatenate([s.nbytes for s in steps])
-        ne = src != dst
-        if not ne.any():
+        has_cross = has_local = False
+        for s in steps:  # which kinds of non-empty transfers the group has (stop when both)
+            x_s, x_d = srv[s.src], srv[s.dst]
+            x_c = (x_s != x_d) & ((x_s >= 0) | (x_d >= 0))
+            x_ne = s.src != s.dst
+            has_cross = has_cross or bool((x_c & x_ne).any())
+            has_local = has_local or bool((~x_c & x_ne).any())
+            if has_cross and has_local:
+                break
+        if not (has_cross or has_local):
             continue
-        src, dst, nb = src[ne], dst[ne], nb[ne]
-        ss, sd = srv[src], srv[dst]
-        cross = (ss != sd) & ((ss >= 0) | (sd >= 0))
-        has_cross, has_local = bool(cross.any()), bool((~cross).any())
         for pi, hop in enumerate(hops):
             alphas = []
             if has_local:
@@ -350,6 +351,13 @@ def bound_protocols(backend: AnalyticBackend, schedule: Schedule, fabric: Fabric
             a_min[pi, gi] = min(alphas)
         if caps is None:
             continue
+        src = np.concatenate([s.src for s in steps])
+        dst = np.concatenate([s.dst for s in steps])
+        nb = np.concatenate([s.nbytes for s in steps])
+        ne = src != dst
+        src, dst, nb = src[ne], dst[ne], nb[ne]
+        ss, sd = srv[src], srv[dst]
+        cross = (ss != sd) & ((ss >= 0) | (sd >= 0))
         out_b = np.bincount(src, weights=nb, minlength=fabric.n_nodes)
         in_b = np.bincount(dst, weights=nb, minlength=fabric.n_nodes)
         so = cross & (ss >= 0)

@@ -63,7 +63,7 @@ class Group:
         if r.min() < 0 or r.max() >= fabric.n_gpus:
             raise ConfigError(f"ranks must lie in 0..{fabric.n_gpus - 1} (the fabric has "
                               f"{fabric.n_gpus} GPUs)", field="ranks")
-        if np.unique(r).size != r.size:
+        if np.bincount(r, minlength=fabric.n_gpus).max() > 1:
             raise ConfigError("ranks must not repeat", field="ranks")
         return Group(fabric=fabric, ranks=r)
 

@@ -50,11 +50,14 @@ def _reverse(f: Fabric, links: IntArray) -> IntArray:
     ``Fabric.reverse_link`` sorts every link again)."""
     from fabricsim.backends.analytic import _adjacent
 
-    down = np.unique(links)
+    present = np.zeros(f.n_links, dtype=bool)
+    present[links] = True
+    down = np.flatnonzero(present)                      # = np.unique(links), no sorting
     ok, rev = _adjacent(f, f.link_dst[down], f.link_src[down], np.ones(down.size, dtype=bool))
     if not ok.all():  # a reverse link that is down: take the fabric's full table
         return f.reverse_link[links]
-    return rev[np.searchsorted(down, links)].astype(np.int32)
+    out: IntArray = rev[(np.cumsum(present) - 1)[links]].astype(np.int32)
+    return out
 
 
 def _tree_edges(group: Group, grid: IntArray) -> tuple[IntArray, IntArray]:
@@ -88,7 +91,9 @@ def _tree_edges(group: Group, grid: IntArray) -> tuple[IntArray, IntArray]:
     second_half = _reverse(f, paths.links[~before])
     up = np.concatenate([first_half[is_up[first_half]], second_half[is_up[second_half]]])
     del nodes
-    return np.unique(up).astype(np.int32), nic
+    present = np.zeros(f.n_links, dtype=bool)
+    present[up] = True
+    return np.flatnonzero(present).astype(np.int32), nic  # = np.unique(up)
 
 
 def sharp_steps(group: Group, collective: str, nbytes: float, channels: int) -> list[Step]:
