@@ -5,8 +5,9 @@ end, one for its arrival at the next node, one returned-credit event per credit-
 hop (InfiniBand, and NVLink/PCIe always), one ACK per ``ack_every`` packets of a
 transfer (every packet for TCP), one event per step repetition and one retransmission
 timer per flow. :func:`events_lower_bound` adds these up per transfer, with every
-transfer of ``0 < nbytes`` rounded up to at least one packet, so a schedule of many tiny
-transfers is priced correctly. Congestion control (DCQCN timers, pacing, CNPs), PFC
+transfer rounded up to at least one packet (a zero-byte transfer, such as a collective's
+pipeline-fill step, sends one header-only packet), so a schedule of many tiny transfers
+is priced correctly. Congestion control (DCQCN timers, pacing, CNPs), PFC
 frames and retransmissions only add to it, so the estimate is a lower bound of the run's
 events when nothing is lost or paused.
 
@@ -50,7 +51,7 @@ class EventEstimate:
 
 
 def schedule_endpoints(schedule: Schedule) -> int:
-    """Number of distinct nodes that send or receive bytes in ``schedule``.
+    """Number of distinct nodes that send to or receive from another node in ``schedule``.
 
     Example
     -------
@@ -60,7 +61,7 @@ def schedule_endpoints(schedule: Schedule) -> int:
     """
     ends = []
     for s in schedule.steps:
-        live = (np.asarray(s.nbytes) > 0) & (s.src != s.dst)
+        live = s.src != s.dst
         ends += [s.src[live], s.dst[live]]
     return int(np.unique(np.concatenate(ends)).size) if ends else 0
 
@@ -114,7 +115,7 @@ def events_lower_bound(schedule: Schedule, hops: NDArray[np.int64],
     dst = np.concatenate([s.dst for s in steps])
     reps = np.repeat(np.array([s.repeat for s in steps], dtype=np.int64),
                      [s.n for s in steps])
-    live = (nb > 0) & (src != dst)
+    live = src != dst
     npkt = np.where(live, np.maximum(np.ceil(nb / mtu), 1.0), 0.0).astype(np.int64)
     h = np.maximum(np.asarray(hops, dtype=np.int64), 1)
     acks = npkt if tcp else -(-npkt // ack_every)

@@ -140,7 +140,7 @@ def build_state(schedule: Schedule, fabric: Fabric, cfg: PacketConfig, *, mode: 
     PL = np.concatenate(parts) if parts else np.zeros(0, np.int64)
     if PL.size == 0:
         PL = np.zeros(1, np.int64)
-    bad = (hops == 0) & (src != dst) & (nb > 0)
+    bad = (hops == 0) & (src != dst)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         raise SimulationError(f"no path from {fabric.node_name(int(src[i]))} to "
@@ -155,7 +155,7 @@ def build_state(schedule: Schedule, fabric: Fabric, cfg: PacketConfig, *, mode: 
             FPL[:nf, k][diff] = FPL[:nf, 0][diff]
     cap = fabric.link_capacity.astype(np.float64)
     lat = fabric.link_latency.astype(np.float64)
-    npkt = np.ceil(nb / mtu).astype(np.int64)
+    npkt = np.maximum(np.ceil(nb / mtu), 1).astype(np.int64)  # zero bytes: one packet
     FI = np.zeros((max(nf, 1), L.N_FI), dtype=np.int64)
     FF = np.zeros((max(nf, 1), L.N_FF), dtype=np.float64)
     FI[:nf, L.F_SRC] = src

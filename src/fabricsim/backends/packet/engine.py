@@ -10,7 +10,8 @@ data packet crossing ``h`` links costs at least ``2h`` events.
 
 Numba's cache keys this module on its own source text only: after changing a function it
 calls (``transport``, ``port``, ``roce``, ``kernel``) or a column of ``layout``, change
-this stamp too, or a stale compiled engine is loaded. Cache stamp: 2 (per-flow header).
+this stamp too, or a stale compiled engine is loaded.
+Cache stamp: 3 (zero-byte transfers send one packet).
 
 Example
 -------

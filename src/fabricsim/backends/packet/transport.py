@@ -179,8 +179,8 @@ def try_inject(f, now, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, PL, P, IP, HT, HI, 
     mtu = int(P[P_MTU])
     npkt = FI[f, F_NPKT]
     payload = mtu if seq < npkt - 1 else int(FF[f, FF_SIZE]) - (npkt - 1) * mtu
-    if payload <= 0:
-        payload = 1
+    if payload < 0:
+        payload = 0
     size = payload + int(FF[f, FF_HDR])
     k = choose_path(f, LF, FI, FPS, FPL, PL, IP)
     PK[pk, PK_FLOW] = f
@@ -324,11 +324,11 @@ def start_step(s, now, SI, SF, FI, FF, NB, BM, DP, DI, RF, RT, P, HT, HI, C
         FF[f, FF_SIZE] = size
         FF[f, FF_START] = now
         FF[f, FF_PROGRESS] = now
-        npkt = int(np.ceil(size / mtu))
+        npkt = max(int(np.ceil(size / mtu)), 1)  # a zero-byte transfer: one header packet
         FI[f, F_NPKT] = npkt
         if FI[f, F_BM] >= 0:
             BM[FI[f, F_BM]:FI[f, F_BM] + npkt] = 0
-        if size <= 0 or FI[f, F_SRC] == FI[f, F_DST]:
+        if FI[f, F_SRC] == FI[f, F_DST]:
             FI[f, F_ACTIVE] = 0
             finish_flow(f, now, FI, FF, SI, SF, DP, DI, RF, RT, HT, HI, C)
             continue
