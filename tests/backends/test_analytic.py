@@ -7,6 +7,7 @@ import pytest
 
 from fabricsim.backends.analytic import AnalyticBackend
 from fabricsim.collectives import build_schedule, get_protocol
+from fabricsim.collectives.protocols import LINK_CLASSES
 from fabricsim.fabric import build_cluster
 from fabricsim.schedule import Schedule, Step
 
@@ -80,8 +81,10 @@ def test_ring_all_reduce_closed_form(h100, proto) -> None:
     n, size = 8, 2**28
     sched = build_schedule(fab, "all_reduce", size, algo="ring", proto=proto)
     p = get_protocol(proto)
-    alpha = 2 * 100e-9 + p.hop_latency["nvlink"]          # two NVLink hops per step
-    bw = 450e9 * p.efficiency["nvlink"]
+    nvl = LINK_CLASSES.index("nvlink")
+    # the protocol's constants as it applies them to this fabric (per-generation scales)
+    alpha = 2 * 100e-9 + p.hop_array(fab)[nvl]           # two NVLink hops per step
+    bw = 450e9 * p.eff_array(fab)[nvl] * p.bandwidth_ramp(size)  # ramp: size-dependent
     expect = 2 * (n - 1) / n * size / bw + 2 * (n - 1) * alpha + p.launch
     r = AnalyticBackend().run(sched, fab)
     assert r.time == pytest.approx(expect, rel=1e-9)

@@ -30,7 +30,6 @@ import weakref
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.sparse import csr_matrix
 
 from fabricsim.collectives.protocols import LINK_CLASSES, link_class_of_kind
 from fabricsim.fabric.cluster import ClusterRouter
@@ -79,6 +78,21 @@ _CLS_INNET = np.array([list(range(_N_CLS + 1)),
                        [*_INNET_OF.tolist(), 3, 4, _N_CLS]], dtype=np.int64)
 #: Rank of a class (pad: 0).
 _RANK_PAD = np.append(_CLASS_RANK, 0)
+
+
+def _template_loads(wm: NDArray[np.float64] | NDArray[np.int64], rows: list[int],
+                    cols: list[int], vals: list[float], lt: int) -> FloatArray:
+    """``wm @ C`` for the sparse ``C[variant, local link]`` given as (row, col, value)
+    entries: per output entry the products are added in increasing variant order, as a
+    sparse product does (a handful of entries per variant, so a loop over them)."""
+    coef: dict[tuple[int, int], float] = {}
+    for r_, c_, v_ in zip(rows, cols, vals, strict=True):
+        coef[(r_, c_)] = coef.get((r_, c_), 0.0) + v_
+    out = np.zeros((lt, wm.shape[0]))
+    wt = np.ascontiguousarray(wm.T)
+    for (r_, c_), v_ in sorted(coef.items()):
+        out[c_] += v_ * wt[r_]
+    return out.T
 
 
 def _dense_ids(values: I64, size: int) -> tuple[I64, I64]:
@@ -217,11 +231,10 @@ def fast_structure(fabric: Fabric, src: NDArray[np.int32], dst: NDArray[np.int32
     wm = np.bincount(u_ab * nv + np.concatenate([ja[has_a], jb[has_b]]),
                      weights=np.concatenate([w[has_a], w[has_b]]),
                      minlength=nu * nv).reshape(nu, nv)
-    cmat = csr_matrix((c_vals, (c_rows, c_cols)), shape=(nv, lt))
     load = np.zeros(fabric.n_links)
     t_links = (base + used_srv[:, None] * lt + np.arange(lt)[None, :]).ravel() \
         if nu < n_srv else slice(base, hi)
-    load[t_links] = np.asarray(cmat.T @ wm.T).T.ravel()
+    load[t_links] = _template_loads(wm, c_rows, c_cols, c_vals, lt).ravel()
     if has_mid.any():
         rows_m = mid_row_ids
         mm = mm_all[:at]
