@@ -57,3 +57,13 @@ def test_one_server_tree_differs_only_by_credit_back_pressure() -> None:
     assert float(np.max(small.extra["queue_max"])) < 60e3          # credit-limited queues
     assert big.time == pytest.approx(tf, rel=0.005)
     assert float(np.max(big.extra["queue_max"])) > 1e6
+
+
+@pytest.mark.parametrize(("nodes", "op"), [(1, "all_reduce"), (2, "all_reduce"),
+                                           (2, "all_gather")])
+def test_ring_schedules_agree_with_the_flow_backend(nodes: int, op: str) -> None:
+    fab = build_cluster("dgx-h100", nodes=nodes)
+    sch = build_schedule(fab, op, 64e6, algo="ring", proto="simple")
+    tp = PacketBackend(header_bytes=0).run(sch, fab).time
+    tf = flow.FlowBackend(protocol="ideal").run(sch, fab).time
+    assert tp == pytest.approx(tf, rel=0.02)
