@@ -38,11 +38,11 @@ def direct_steps(group: Group, collective: str, nbytes: float, channels: int) ->
     """All sends at once (alltoall) or one send per rank to its successor (sendrecv)."""
     n = group.n
     f = group.fabric
-    if n == 1:
-        return []
-    if collective == "sendrecv":
+    if collective == "sendrecv":  # one rank: it sends to itself (a local copy, as NCCL)
         return [step(f, group.nodes, np.roll(group.nodes, -1), nbytes / channels, channel=c,
                      label=f"sendrecv ch{c}") for c in range(channels)]
+    if n == 1:
+        return []
     i, k = np.meshgrid(np.arange(n), np.arange(1, n), indexing="ij")
     src = group.nodes[i.ravel()]
     dst = group.nodes[(i + k).ravel() % n]
