@@ -39,6 +39,6 @@ def test_table_says_skipped_and_batch_rule(capsys: pytest.CaptureFixture[str]) -
 
 
 def test_no_feasible_size_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run(capsys, "scale", SCEN, "--gpus", "8,16")
+    code, _out, err = run(capsys, "scale", SCEN, "--gpus", "8,16")
     assert code == 2
     assert "gpus" in err and "8 GPUs" in err and "16 GPUs" in err

@@ -27,7 +27,7 @@ def test_tokens_per_gpu_constant_and_infeasible_sizes_listed() -> None:
 
 
 def test_all_infeasible_raises_with_every_reason() -> None:
-    with pytest.raises(ModelError, match="8 GPUs.*24 GPUs"):
+    with pytest.raises(ModelError, match=r"8 GPUs.*24 GPUs"):
         scaling_curve(get_model("llama2-13b"), "dgx-h100", [8, 24],
                       ParallelConfig(tp=8, pp=2), comm_factory=lambda f: RingDouble(f))
 

@@ -31,7 +31,7 @@ Example
 ...                     ParallelConfig(tp=8, seq_len=4096), comm_factory=lambda f: Flat())
 Traceback (most recent call last):
 ...
-fabricsim.errors.ModelError: gpus: no GPU count in the sweep can hold this job: 4 GPUs: 4 GPUs cannot hold tp·pp·cp = 8; 12 GPUs: 12 GPUs is not a whole number of dgx-h100 servers (8 GPUs each)
+fabricsim.errors.ModelError: gpus: no GPU count in the sweep can hold this job: ...
 """
 
 from __future__ import annotations
