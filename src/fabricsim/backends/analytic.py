@@ -42,7 +42,7 @@ from fabricsim.collectives.protocols import LINK_CLASSES, Protocol, get_protocol
 from fabricsim.fabric.core import Fabric, pair_hash
 from fabricsim.fabric.kinds import LinkKind
 from fabricsim.fabric.paths import Paths
-from fabricsim.schedule.core import Schedule, Step
+from fabricsim.schedule.core import Schedule, Step, concurrency_groups
 
 FloatArray = NDArray[np.float64]
 _CLASS_OF_KIND = link_class_of_kind()
@@ -160,16 +160,7 @@ class AnalyticBackend:
     def compile_protocols(self, schedule: Schedule, fabric: Fabric,
                           protocols: list[Protocol]) -> list[CompiledSchedule]:
         """:meth:`compile` for several protocols at once (the routing is shared)."""
-        keys: dict[tuple[tuple[int, ...], int, float], int] = {}
-        members: list[list[Step]] = []
-        group_of = np.zeros(len(schedule.steps), dtype=np.int64)
-        for i, s in enumerate(schedule.steps):
-            k = (s.deps, s.repeat, s.delay)
-            if k not in keys:
-                keys[k] = len(members)
-                members.append([])
-            members[keys[k]].append(s)
-            group_of[i] = keys[k]
+        members, group_of = concurrency_groups(schedule)
         cache = self._cache.setdefault(fabric, {})
         per_proto: list[list[GroupModel]] = [[] for _ in protocols]
         scales = np.zeros(len(members))

@@ -56,7 +56,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from fabricsim.fabric.core import Fabric
-from fabricsim.schedule.core import Schedule, Step
+from fabricsim.schedule.core import Schedule, Step, concurrency_groups
 
 if TYPE_CHECKING:
     from fabricsim.backends.analytic import AnalyticBackend, GroupModel
@@ -283,17 +283,7 @@ def _max_ratio(bytes_per: NDArray[Any], capeff: FloatArray) -> float:
 
 def _groups(schedule: Schedule) -> tuple[list[list[Step]], I64]:
     """Concurrency groups as the analytic backend forms them (same deps, repeat, delay)."""
-    keys: dict[tuple[tuple[int, ...], int, float], int] = {}
-    members: list[list[Step]] = []
-    group_of = np.zeros(len(schedule.steps), dtype=np.int64)
-    for i, s in enumerate(schedule.steps):
-        k = (s.deps, s.repeat, s.delay)
-        if k not in keys:
-            keys[k] = len(members)
-            members.append([])
-        members[keys[k]].append(s)
-        group_of[i] = keys[k]
-    return members, group_of
+    return concurrency_groups(schedule)
 
 
 def bound_protocols(backend: AnalyticBackend, schedule: Schedule, fabric: Fabric,

@@ -36,7 +36,7 @@ from fabricsim.errors import NoRouteError, TopologyError
 from fabricsim.fabric.builder import FabricBuilder
 from fabricsim.fabric.kinds import LinkKind, NodeKind
 from fabricsim.fabric.network import PAD, Network, ShortestPathRouter
-from fabricsim.fabric.paths import IntArray
+from fabricsim.fabric.paths import IntArray, distinct_up_paths
 
 #: Propagation delay of one cable (s): ~5 ns/m over 10–30 m runs in a data hall.
 CABLE_DELAY = 100e-9
@@ -322,17 +322,7 @@ class FatTreeRouter:
         a = np.full(width, self._pos[src], dtype=np.int32)
         b = np.full(width, self._pos[dst], dtype=np.int32)
         rows = self._route_plane(pl, a, b, hs)
-        seen: set[tuple[int, ...]] = set()
-        out: list[IntArray] = []
-        for r in rows:
-            path = tuple(int(x) for x in r if x >= 0)
-            if path in seen or not all(link_up[list(path)]):
-                continue
-            seen.add(path)
-            out.append(np.asarray(path, dtype=np.int32))
-            if len(out) >= limit:
-                break
-        return out
+        return distinct_up_paths(rows, link_up, limit)
 
 
 def endpoint_order(nics: NDArray[np.int32], *, rail_optimized: bool, leaf_down: int

@@ -25,7 +25,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from fabricsim.errors import NoRouteError
-from fabricsim.fabric.paths import IntArray, Paths
+from fabricsim.fabric.paths import IntArray, Paths, distinct_up_paths
 
 PAD = -1
 
@@ -291,14 +291,4 @@ class StructuralRouter:
         hs = np.arange(k, dtype=np.uint64)
         rows = self._route_endpoints(np.full(k, pa, dtype=np.int32),
                                      np.full(k, pb, dtype=np.int32), hs)
-        seen: set[tuple[int, ...]] = set()
-        out: list[IntArray] = []
-        for r in rows:
-            path = tuple(int(x) for x in r if x >= 0)
-            if path in seen or not all(link_up[list(path)]):
-                continue
-            seen.add(path)
-            out.append(np.asarray(path, dtype=np.int32))
-            if len(out) >= limit:
-                break
-        return out
+        return distinct_up_paths(rows, link_up, limit)

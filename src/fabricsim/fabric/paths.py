@@ -89,3 +89,25 @@ class Router(Protocol):
     ]:
         """All equal-cost paths from ``src`` to ``dst`` (at most ``limit``)."""
         ...
+
+
+def distinct_up_paths(rows: NDArray[np.int64], link_up: NDArray[np.bool_], limit: int
+                      ) -> list[IntArray]:
+    """Distinct paths among ``rows`` (link ids padded with -1) whose links are all up.
+
+    >>> import numpy as np
+    >>> rows = np.array([[0, 1, -1], [0, 1, -1], [2, 3, -1]])
+    >>> [p.tolist() for p in distinct_up_paths(rows, np.array([True] * 4), 8)]
+    [[0, 1], [2, 3]]
+    """
+    seen: set[tuple[int, ...]] = set()
+    out: list[IntArray] = []
+    for r in rows:
+        path = tuple(int(x) for x in r if x >= 0)
+        if path in seen or not all(link_up[list(path)]):
+            continue
+        seen.add(path)
+        out.append(np.asarray(path, dtype=np.int32))
+        if len(out) >= limit:
+            break
+    return out

@@ -135,6 +135,30 @@ class Schedule:
         return max(best, default=(0, []), key=lambda x: x[0])[1]
 
 
+def concurrency_groups(schedule: Schedule) -> tuple[list[list[Step]], NDArray[np.int64]]:
+    """Steps that run side by side (same ``deps``, ``repeat`` and ``delay``: channels).
+
+    Returns the groups and, for every step, the index of its group.
+
+    >>> s = Step(src=[0], dst=[1], nbytes=[1.0])
+    >>> groups, of = concurrency_groups(Schedule(steps=(s, s, Step(src=[1], dst=[0],
+    ...                                          nbytes=[1.0], deps=(0,)))))
+    >>> len(groups), of.tolist()
+    (2, [0, 0, 1])
+    """
+    keys: dict[tuple[tuple[int, ...], int, float], int] = {}
+    members: list[list[Step]] = []
+    group_of = np.zeros(len(schedule.steps), dtype=np.int64)
+    for i, st in enumerate(schedule.steps):
+        k = (st.deps, st.repeat, st.delay)
+        if k not in keys:
+            keys[k] = len(members)
+            members.append([])
+        members[keys[k]].append(st)
+        group_of[i] = keys[k]
+    return members, group_of
+
+
 def chain(steps: list[Step]) -> list[Step]:
     """Make each step depend on the one before it (a sequential chain)."""
     out: list[Step] = []
