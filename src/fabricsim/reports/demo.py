@@ -144,20 +144,26 @@ def _training_inputs() -> tuple[TransformerSpec, ParallelConfig, float]:
 
 def section_training(ctx: DemoContext) -> None:
     """Section 3: one training step of Llama 3 70B on each fabric."""
+    from fabricsim.workloads.cost import fabric_capex
     from fabricsim.workloads.step import simulate_step
 
     ctx.progress("training step")
     model, cfg, price = _training_inputs()
     rows: list[list[object]] = []
+    results = {}
+    capex = {}
     for label, fab in ctx.fabrics.items():
         r = simulate_step(model, cfg, fab, gpu_hour_usd=price)
+        results[label] = r
+        capex[label] = fabric_capex(fab).total_usd
         b = r.breakdown
         comm = ", ".join(f"{k} {v * 1e3:.0f}" for k, v in b.items()
                          if k not in ("compute", "bubble", "optimizer") and v > 0)
         rows.append([label, f"{r.step_time_s:.2f}", f"{r.tokens_per_s:,.0f}",
                      f"{r.mfu * 100:.1f} %", f"{b['compute'] * 1e3:,.0f}",
                      f"{b['bubble'] * 1e3:,.0f}", comm or "-",
-                     f"{r.idle_gpus:.1f}", f"${r.comm_usd_per_day:,.0f}"])
+                     f"{r.idle_gpus:.1f}", f"${r.comm_usd_per_day:,.0f}",
+                     f"${capex[label] / 1e6:,.2f}M"])
     p = cfg.model_dump()
     ctx.add("## 3. A training step", "",
             f"Llama 3 70B, TP {p.get('tp')} × PP {p.get('pp')} (interleaved "
@@ -165,7 +171,20 @@ def section_training(ctx: DemoContext) -> None:
             f"global batch {p.get('global_batch')}, at ${price:g}/GPU-hour "
             f"(`fabricsim train {TRAINING_SCENARIO}`).", "")
     ctx.add(*_table(["fabric", "step (s)", "tokens/s", "MFU", "compute (ms)", "bubble (ms)",
-                     "exposed comm (ms)", "idle GPU equiv.", "lost to comm per day"], rows))
+                     "exposed comm (ms)", "idle GPU equiv.", "lost to comm per day",
+                     "fabric capex"], rows))
+    (la, ra), (lb, rb) = list(results.items())[:2]
+    net = {k: v.breakdown.get("pp", 0.0) + v.breakdown.get("dp", 0.0)
+           for k, v in results.items()}
+    faster = la if ra.step_time_s <= rb.step_time_s else lb
+    gap = abs(ra.step_time_s / rb.step_time_s - 1)
+    ctx.add(f"Exposed communication over the scale-out network (pipeline and data parallel) "
+            f"is {net[la] * 1e3:,.0f} ms on {la} and {net[lb] * 1e3:,.0f} ms on {lb} per "
+            f"step; tensor parallelism stays inside the NVLink domain. The steps differ by "
+            f"{abs(ra.step_time_s - rb.step_time_s) * 1e3:.1f} ms ({gap * 100:.4f} %, "
+            f"{faster} ahead), while the {lb} fabric costs "
+            f"{(1 - capex[lb] / capex[la]) * 100:.0f} % less than {la} "
+            f"(`fabricsim plan {TRAINING_SCENARIO} --fabrics ib-ndr,roce-400g,efa`).", "")
 
 
 class _FlowComm:
