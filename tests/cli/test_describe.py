@@ -201,3 +201,18 @@ def test_radix_error_names_the_smallest_radix_that_fits() -> None:
     assert build_cluster("dgx-h100", 512, radix=suggested).n_gpus == 4096
     with pytest.raises(TopologyError):
         build_cluster("dgx-h100", 512, radix=suggested - 2)
+
+
+def test_user_defined_system_reaches_every_command(capsys: pytest.CaptureFixture[str],
+                                                   tmp_path: Path) -> None:
+    p = tmp_path / "custom.yaml"
+    p.write_text("systems:\n  box:\n    base: dgx-h100\n    gpus: 4\n    nvlink_domain_gpus: 4\n"
+                 "    pcie_switches: 2\n    nics: 4\n"
+                 "cluster:\n  system: box\n  nodes: 2\n")
+    code, _out, err = run(capsys, "bench", "all_reduce", str(p), "-b", "1M", "-e", "1M",
+                          "--json")
+    assert code == 0, err
+    from fabricsim.backends.packet.scenario import fabric_of
+    from fabricsim.scenario import load_scenario
+
+    assert fabric_of(load_scenario(p)).n_gpus == 8

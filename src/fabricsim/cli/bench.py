@@ -24,7 +24,7 @@ from fabricsim.cli.common import (
     ScenarioArg,
     SystemOpt,
     TopologyOpt,
-    fabric_from_cluster,
+    fabric_from_scenario,
     print_json_line,
     scenario_with_overrides,
 )
@@ -205,7 +205,7 @@ def register(app: typer.Typer) -> None:
         sc = scenario_with_overrides(scenario, system=system, nodes=nodes,
                                      gpus_per_node=gpus_per_node, fabric=fabric,
                                      topology=topology, oversubscription=oversubscription)
-        fab = fabric_from_cluster(sc.cluster)
+        fab = fabric_from_scenario(sc)
         sizes = sweep_sizes(parse_nccl_size(minbytes), parse_nccl_size(maxbytes), stepfactor,
                             parse_nccl_size(stepbytes) if stepbytes else None)
         curves: dict[str, tuple[list[int], list[float]]] = {}

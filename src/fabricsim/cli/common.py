@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 
-from fabricsim.fabric import Fabric, build_cluster
 from fabricsim.scenario import ClusterSpec, Scenario, load_scenario
+from fabricsim.scenario.fabric import fabric_from_cluster as fabric_from_cluster
+from fabricsim.scenario.fabric import fabric_from_scenario as fabric_from_scenario
 
 #: Tables keep their columns when output goes to a file or a pipe (rich would use 80).
 console = Console(width=None if sys.stdout.isatty() else 160)
@@ -63,25 +63,6 @@ def scenario_with_overrides(scenario: Path | None, *, system: str | None = None,
         cluster = validate_section(ClusterSpec, data, "cluster")
         sc = sc.model_copy(update={"cluster": cluster})
     return sc
-
-
-def fabric_from_cluster(c: ClusterSpec, systems: Mapping[str, Mapping[str, Any]] | None = None
-                        ) -> Fabric:
-    """Build the Fabric a ClusterSpec describes (``systems``: user-defined presets)."""
-    catalog = None
-    if systems:
-        from fabricsim.catalog import get_catalog, with_systems
-
-        catalog = with_systems(get_catalog(), systems)
-    return build_cluster(c.system, c.nodes, gpus_per_node=c.gpus_per_node, fabric=c.fabric,
-                         topology=c.topology, oversubscription=c.oversubscription,
-                         tiers=c.tiers, planes=c.planes, radix=c.radix, params=dict(c.params),
-                         storage=c.storage, management=c.management, catalog=catalog)
-
-
-def fabric_from_scenario(sc: Scenario) -> Fabric:
-    """Build the Fabric of a whole scenario (its cluster and user-defined systems)."""
-    return fabric_from_cluster(sc.cluster, sc.systems)
 
 
 def print_json(obj: Any) -> None:

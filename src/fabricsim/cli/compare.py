@@ -23,7 +23,7 @@ from fabricsim.cli.common import (
     OversubOpt,
     SystemOpt,
     TopologyOpt,
-    fabric_from_cluster,
+    fabric_from_scenario,
     print_json_line,
     scenario_with_overrides,
 )
@@ -145,7 +145,7 @@ def register(app: typer.Typer) -> None:
         sc = scenario_with_overrides(scenario, system=system, nodes=nodes,
                                      gpus_per_node=gpus_per_node, fabric=fabric,
                                      topology=topology, oversubscription=oversubscription)
-        fab = fabric_from_cluster(sc.cluster)
+        fab = fabric_from_scenario(sc)
         n = parsed.ranks or fab.n_gpus
         if n > fab.n_gpus:
             raise ConfigError(f"the log has {n} ranks but the cluster has {fab.n_gpus} GPUs;"

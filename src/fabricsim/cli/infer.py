@@ -17,7 +17,7 @@ from fabricsim.cli.common import (
     SystemOpt,
     TopologyOpt,
     console,
-    fabric_from_cluster,
+    fabric_from_scenario,
     print_json,
     scenario_with_overrides,
 )
@@ -51,7 +51,7 @@ def register(app: typer.Typer) -> None:
         m = get_model(name, field="--model")
         if precision not in ("bf16", "fp8"):
             raise ConfigError(f"must be bf16 or fp8, got {precision!r}", field="--precision")
-        fab = fabric_from_cluster(sc.cluster)
+        fab = fabric_from_scenario(sc)
         r = simulate_inference(m, fab, tp=tp, batch=batch, prompt_len=prompt_len,
                                output_len=output_len, precision=precision)
         d = r.as_dict()

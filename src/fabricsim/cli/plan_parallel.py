@@ -17,7 +17,7 @@ from fabricsim.cli.common import (
     SystemOpt,
     TopologyOpt,
     console,
-    fabric_from_cluster,
+    fabric_from_scenario,
     print_json,
 )
 from fabricsim.cli.train import BackendOpt, GbOpt, ModelOpt, PrecOpt, SeqOpt, job_from_cli
@@ -41,7 +41,7 @@ def register(app: typer.Typer) -> None:
             topology=topology, oversubscription=oversubscription, seq_len=seq_len,
             precision=precision)
         sc, m, cfg, extra = job_from_cli(scenario, model=model, flags=flags)
-        fab = fabric_from_cluster(sc.cluster)
+        fab = fabric_from_scenario(sc)
         gb = global_batch or cfg.global_batch or max(fab.n_gpus, 512)
         plan = plan_parallel(m, fab, global_batch=gb, seq_len=cfg.seq_len,
                              precision=cfg.precision,

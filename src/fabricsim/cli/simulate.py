@@ -26,7 +26,7 @@ from fabricsim.cli.common import (
     SystemOpt,
     TopologyOpt,
     console,
-    fabric_from_cluster,
+    fabric_from_scenario,
     print_json,
     scenario_with_overrides,
 )
@@ -62,7 +62,7 @@ def simulate_scenario(sc: Scenario, *, routing: str = "ecmp", qps: int = 1,
 
     spec = sc.collective or CollectiveSpec()
     nbytes = parse_size(size if size is not None else spec.maxbytes, field="collective.maxbytes")
-    fab = fabric_from_cluster(sc.cluster)
+    fab = fabric_from_scenario(sc)
     sch = build_schedule(fab, spec.collective, nbytes, ranks=spec.ranks, algo=spec.algo,
                          proto=spec.proto)
     kw: dict[str, Any] = {"seed": sc.seed, "routing": routing, "qps": qps}

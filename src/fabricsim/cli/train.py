@@ -18,7 +18,7 @@ from fabricsim.cli.common import (
     SystemOpt,
     TopologyOpt,
     console,
-    fabric_from_cluster,
+    fabric_from_scenario,
     print_json,
     scenario_with_overrides,
 )
@@ -97,7 +97,7 @@ def register(app: typer.Typer) -> None:
             cp=cp, ep=ep, zero=zero, micro_batch=micro_batch, global_batch=global_batch,
             seq_len=seq_len, precision=precision, recompute=recompute)
         sc, m, cfg, extra = job_from_cli(scenario, model=model, flags=flags)
-        fab = fabric_from_cluster(sc.cluster)
+        fab = fabric_from_scenario(sc)
         r = simulate_step(m, cfg, fab, backend=backend or extra.get("backend") or "analytic",
                           gpu_hour_usd=price_from_cli(gpu_hour_usd, extra),
                           total_tokens=extra.get("total_tokens"))

@@ -29,7 +29,7 @@ from fabricsim.backends.packet.backend import PacketBackend
 from fabricsim.backends.packet.config import PacketConfig, TrafficSpec, parse_packet_config
 from fabricsim.backends.packet.report import jain
 from fabricsim.errors import ConfigError
-from fabricsim.fabric import Fabric, build_cluster
+from fabricsim.fabric import Fabric
 from fabricsim.scenario import Scenario
 from fabricsim.schedule import Schedule, Step
 from fabricsim.units import parse_size
@@ -113,11 +113,10 @@ def packet_schedule(sc: Scenario, fabric: Fabric, cfg: PacketConfig) -> tuple[Sc
 
 
 def fabric_of(sc: Scenario) -> Fabric:
-    """The fabric a scenario's cluster section describes."""
-    c = sc.cluster
-    return build_cluster(c.system, c.nodes, gpus_per_node=c.gpus_per_node, fabric=c.fabric,
-                         topology=c.topology, oversubscription=c.oversubscription,
-                         tiers=c.tiers, planes=c.planes, radix=c.radix, params=dict(c.params))
+    """The fabric a scenario describes (its cluster and user-defined systems)."""
+    from fabricsim.scenario.fabric import fabric_from_scenario
+
+    return fabric_from_scenario(sc)
 
 
 def pause_spread(fabric: Fabric, result: Result) -> dict[str, Any]:

@@ -1,0 +1,40 @@
+"""The Fabric a scenario describes: its ``cluster:`` section and user-defined ``systems:``.
+
+The one place a scenario turns into a Fabric, shared by the CLI commands and the
+backends' scenario runners.
+
+Example
+-------
+>>> from fabricsim.scenario import load_scenario_text
+>>> sc = load_scenario_text("systems:\\n  box:\\n    base: dgx-a100\\n"
+...                         "cluster:\\n  system: box\\n  nodes: 2\\n")
+>>> fabric_from_scenario(sc).n_gpus
+16
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from fabricsim.fabric import Fabric, build_cluster
+from fabricsim.scenario.schema import ClusterSpec, Scenario
+
+
+def fabric_from_cluster(c: ClusterSpec, systems: Mapping[str, Mapping[str, Any]] | None = None
+                        ) -> Fabric:
+    """Build the Fabric a ClusterSpec describes (``systems``: user-defined presets)."""
+    catalog = None
+    if systems:
+        from fabricsim.catalog import get_catalog, with_systems
+
+        catalog = with_systems(get_catalog(), systems)
+    return build_cluster(c.system, c.nodes, gpus_per_node=c.gpus_per_node, fabric=c.fabric,
+                         topology=c.topology, oversubscription=c.oversubscription,
+                         tiers=c.tiers, planes=c.planes, radix=c.radix, params=dict(c.params),
+                         storage=c.storage, management=c.management, catalog=catalog)
+
+
+def fabric_from_scenario(sc: Scenario) -> Fabric:
+    """Build the Fabric of a whole scenario (its cluster and user-defined systems)."""
+    return fabric_from_cluster(sc.cluster, sc.systems)
