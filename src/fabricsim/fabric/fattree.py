@@ -35,7 +35,7 @@ from numpy.typing import NDArray
 from fabricsim.errors import NoRouteError, TopologyError
 from fabricsim.fabric.builder import FabricBuilder
 from fabricsim.fabric.kinds import LinkKind, NodeKind
-from fabricsim.fabric.network import PAD, Network, ShortestPathRouter
+from fabricsim.fabric.network import PAD, FallbackRouting, Network
 from fabricsim.fabric.paths import IntArray, distinct_up_paths
 
 #: Propagation delay of one cable (s): ~5 ns/m over 10–30 m runs in a data hall.
@@ -204,7 +204,7 @@ def build_plane(b: FabricBuilder, endpoints: IntArray, *, radix: int, port_bw: f
                         uplink_cables=int(lanes_li.sum()))
 
 
-class FatTreeRouter:
+class FatTreeRouter(FallbackRouting):
     """Up/down routing over one or more fat-tree planes, ECMP by hash, vectorised."""
 
     def __init__(self, planes: list[FatTreePlane], endpoints: list[IntArray],
@@ -216,27 +216,12 @@ class FatTreeRouter:
         for p, ep in enumerate(endpoints):
             self._plane_of[ep] = p
             self._pos[ep] = np.arange(ep.shape[0], dtype=np.int32)
-        self._fallback: ShortestPathRouter | None = None
-        self._fallback_args: tuple[IntArray, IntArray, IntArray, int] | None = None
-
-    def attach(self, link_src: IntArray, link_dst: IntArray, net_links: IntArray,
-               n_nodes: int) -> None:
-        """Give the router the whole fabric's arrays for switch-to-switch routes."""
-        self._fallback_args = (link_src, link_dst, net_links, n_nodes)
 
     def plane_of(self, nodes: IntArray) -> IntArray:
         ok = nodes < self._plane_of.shape[0]
         out = np.full(nodes.shape, -1, dtype=np.int32)
         out[ok] = self._plane_of[nodes[ok]]
         return out
-
-    def _fallback_router(self) -> ShortestPathRouter:
-        if self._fallback is None:
-            if self._fallback_args is None:
-                raise NoRouteError("router not attached to a fabric")
-            s, d, links, n = self._fallback_args
-            self._fallback = ShortestPathRouter(s, d, links, n)
-        return self._fallback
 
     def route_padded(self, src: IntArray, dst: IntArray, hashes: NDArray[np.uint64],
                      link_up: NDArray[np.bool_]) -> NDArray[np.int64]:

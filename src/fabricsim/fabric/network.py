@@ -195,7 +195,31 @@ class ScaleOutSpec:
     params: Mapping[str, object] = field(default_factory=dict)
 
 
-class StructuralRouter:
+class FallbackRouting:
+    """Switch-to-switch routes by BFS over the network links a fabric gives :meth:`attach`.
+
+    Structured routers know their endpoints' paths in closed form; routes that start or
+    end at a switch (in-network reduction trees) come from here.
+    """
+
+    _fallback: ShortestPathRouter | None = None
+    _fallback_args: tuple[IntArray, IntArray, IntArray, int] | None = None
+
+    def attach(self, link_src: IntArray, link_dst: IntArray, net_links: IntArray,
+               n_nodes: int) -> None:
+        """Give the router the whole fabric's arrays for non-endpoint routes."""
+        self._fallback_args = (link_src, link_dst, net_links, n_nodes)
+
+    def _fallback_router(self) -> ShortestPathRouter:
+        if self._fallback is None:
+            if self._fallback_args is None:
+                raise NoRouteError("router not attached to a fabric")
+            s, d, links, n = self._fallback_args
+            self._fallback = ShortestPathRouter(s, d, links, n)
+        return self._fallback
+
+
+class StructuralRouter(FallbackRouting):
     """Base of the vectorised topology routers (dragonfly, torus).
 
     Subclasses implement :meth:`_route_endpoints` (rows of link ids for NIC pairs, choice
@@ -211,8 +235,6 @@ class StructuralRouter:
         size = max(int(endpoints.max()) + 1 if endpoints.size else 0, n_nodes_hint)
         self._pos = np.full(size, -1, dtype=np.int32)
         self._pos[endpoints] = np.arange(endpoints.shape[0], dtype=np.int32)
-        self._fallback: ShortestPathRouter | None = None
-        self._fallback_args: tuple[IntArray, IntArray, IntArray, int] | None = None
 
     # ------------------------------------------------------------- to implement
     def _route_endpoints(self, a: IntArray, b: IntArray, h: NDArray[np.uint64]
@@ -225,19 +247,6 @@ class StructuralRouter:
         raise NotImplementedError
 
     # ------------------------------------------------------------- shared
-    def attach(self, link_src: IntArray, link_dst: IntArray, net_links: IntArray,
-               n_nodes: int) -> None:
-        """Give the router the whole fabric's arrays for non-endpoint routes."""
-        self._fallback_args = (link_src, link_dst, net_links, n_nodes)
-
-    def _fallback_router(self) -> ShortestPathRouter:
-        if self._fallback is None:
-            if self._fallback_args is None:
-                raise NoRouteError("router not attached to a fabric")
-            s, d, links, n = self._fallback_args
-            self._fallback = ShortestPathRouter(s, d, links, n)
-        return self._fallback
-
     def position(self, nodes: IntArray) -> IntArray:
         """Endpoint index of each node (-1 for nodes that are not endpoints)."""
         out = np.full(nodes.shape, -1, dtype=np.int32)
