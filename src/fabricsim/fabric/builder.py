@@ -76,6 +76,28 @@ class FabricBuilder:
             self.n_links += n
         return fwd, rev
 
+    def add_node_block(self, kinds: NDArray[np.int8], server: IntArray, local: IntArray,
+                       group: IntArray) -> IntArray:
+        """Add nodes given one entry per node (mixed kinds); returns their ids."""
+        n = int(kinds.shape[0])
+        ids = np.arange(self.n_nodes, self.n_nodes + n, dtype=np.int32)
+        self._nodes.append((kinds.astype(np.int8), server.astype(np.int32),
+                            local.astype(np.int32), group.astype(np.int32)))
+        self.n_nodes += n
+        return ids
+
+    def add_link_block(self, src: IntArray, dst: IntArray, capacity: NDArray[np.float64],
+                       latency: NDArray[np.float64], kinds: NDArray[np.int8],
+                       lanes: NDArray[np.int16]) -> IntArray:
+        """Add directed links given one entry per link (mixed kinds); returns their ids."""
+        n = int(src.shape[0])
+        ids = np.arange(self.n_links, self.n_links + n, dtype=np.int32)
+        self._links.append((src.astype(np.int32), dst.astype(np.int32),
+                            capacity.astype(np.float64), latency.astype(np.float64),
+                            kinds.astype(np.int8), lanes.astype(np.int16)))
+        self.n_links += n
+        return ids
+
     def arrays(self) -> dict[str, NDArray[np.generic]]:
         """Concatenated node and link arrays built so far."""
         def cat(parts: list[NDArray[np.generic]], dtype: type) -> NDArray[np.generic]:

@@ -452,18 +452,15 @@ def build_cluster(system: str = "dgx-h100", nodes: int = 1, *, gpus_per_node: in
 def _tile_servers(b: FabricBuilder, template: ServerTemplate, nodes: int
                   ) -> tuple[IntArray, NDArray[np.int32], NDArray[np.int32]]:
     """Add ``nodes`` copies of the server template; returns (gpus, nics, gpu_nics)."""
-    nt, lt = template.n_nodes, template.n_links
-    b._nodes.append((np.tile(template.kinds, nodes),
+    nt = template.n_nodes
+    b.add_node_block(np.tile(template.kinds, nodes),
                      np.repeat(np.arange(nodes, dtype=np.int32), nt),
-                     np.tile(template.local_index, nodes), np.full(nodes * nt, -1, np.int32)))
-    b.n_nodes += nodes * nt
+                     np.tile(template.local_index, nodes), np.full(nodes * nt, -1, np.int32))
     offs = (np.arange(nodes, dtype=np.int32) * nt)[:, None]
-    b._links.append((
-        (template.link_src[None, :] + offs).ravel().astype(np.int32),
-        (template.link_dst[None, :] + offs).ravel().astype(np.int32),
+    b.add_link_block(
+        (template.link_src[None, :] + offs).ravel(), (template.link_dst[None, :] + offs).ravel(),
         np.tile(template.link_capacity, nodes), np.tile(template.link_latency, nodes),
-        np.tile(template.link_kind, nodes), np.tile(template.link_lanes, nodes)))
-    b.n_links += nodes * lt
+        np.tile(template.link_kind, nodes), np.tile(template.link_lanes, nodes))
     gpus = (offs + template.gpu_local[None, :]).ravel().astype(np.int32)
     nics = (offs + template.nic_local[None, :]).astype(np.int32)
     gpu_nics = (offs[:, :, None] + template.gpu_nic_local[None, :, :]).reshape(
