@@ -20,6 +20,8 @@ CASES = [
     dict(topology="fat-tree", nodes=24),
     dict(topology="rail-optimized", nodes=40),
     dict(topology="rail-optimized", nodes=20, radix=16),  # 3 tiers
+    # 24 part-filled rail leaves at radix 6 once gave core switches 8 ports (issue 9)
+    dict(topology="rail-optimized", nodes=9, oversubscription=2.0, radix=6),
     dict(topology="fat-tree", nodes=30, oversubscription=3.0, radix=16),
     dict(topology="dragonfly", nodes=24, radix=16),
     dict(topology="dragonfly", nodes=9, radix=12, params={"groups": 5, "routers_per_group": 4,

@@ -404,6 +404,8 @@ def build_cluster(system: str = "dgx-h100", nodes: int = 1, *, gpus_per_node: in
     arrays = b.arrays()
     n_nodes = b.n_nodes
     _check_connected(arrays, gpus, n_nodes)
+    _check_ports(arrays, k, (SCALE_OUT_SWITCHES if net.radix_bound else ())
+                 + ((NodeKind.STORAGE_SWITCH,) if storage else ()))
     rank_of = np.full(n_nodes, -1, dtype=np.int32)
     rank_of[gpus] = np.arange(gpus.size, dtype=np.int32)
     plane_fn = getattr(net.router, "plane_of", None)
@@ -466,6 +468,30 @@ def _tile_servers(b: FabricBuilder, template: ServerTemplate, nodes: int
     gpu_nics = (offs[:, :, None] + template.gpu_nic_local[None, :, :]).reshape(
         -1, template.gpu_nic_local.shape[1]).astype(np.int32)
     return gpus, nics, gpu_nics
+
+
+#: Switches of a scale-out network, built from the fabric's switch radix.
+SCALE_OUT_SWITCHES = (NodeKind.LEAF, NodeKind.SPINE, NodeKind.CORE, NodeKind.ROUTER)
+
+
+def _check_ports(arrays: dict[str, NDArray[np.generic]], radix: int,
+                 kinds: tuple[NodeKind, ...]) -> None:
+    """TopologyError if a builder gave a switch more cables than its ``radix`` ports.
+
+    A guard on every builder's output (a cable is one port; parallel cables count as
+    ``lanes``): a fabric whose switches exceed their radix cannot be built, so it must
+    never be timed.
+    """
+    node_kind = arrays["node_kind"]
+    ports = np.bincount(np.asarray(arrays["link_src"], dtype=np.int64),
+                        weights=arrays["link_lanes"], minlength=node_kind.shape[0])
+    for kind in kinds:
+        used = ports[node_kind == int(kind)]
+        if used.size and int(used.max()) > radix:
+            raise TopologyError(
+                f"the {kind.label} tier would use {int(used.max())} ports on a switch of "
+                f"radix {radix}; use a larger radix, more planes or a lower "
+                "oversubscription", field="radix")
 
 
 #: Largest fabric (links) whose compute connectivity is checked at build time.

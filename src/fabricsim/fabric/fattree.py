@@ -125,11 +125,13 @@ def build_plane(b: FabricBuilder, endpoints: IntArray, *, radix: int, port_bw: f
             f"2 tiers of radix-{k} switches at {oversubscription:g}:1 hold at most {max2} "
             f"endpoints per plane, {e} asked; use tiers=3, more planes or a larger radix",
             field="tiers")
-    if tiers == 3 and e > max3:
+    if tiers == 3 and (e > max3 or n_leaves > _max_leaves(k)):
         raise TopologyError(
             f"3 tiers of radix-{k} switches at {oversubscription:g}:1 hold at most {max3} "
-            f"endpoints per plane, {e} asked; use planes >= {math.ceil(e / max3)} or a "
-            "larger radix", field="planes")
+            f"endpoints in {_max_leaves(k)} leaves per plane; {e} endpoints in {n_leaves} "
+            f"leaves asked: each core switch would need {math.ceil(n_leaves / (k // 2))} "
+            f"ports (one per pod); use planes >= {math.ceil(e / max3)} or a larger radix",
+            field="planes")
     if tiers not in (1, 2, 3) or (tiers == 1 and n_leaves > 1):
         raise TopologyError(f"fat-tree tiers must be 2 or 3, got {tiers}", field="tiers")
     spine_up_ports = 0
@@ -334,6 +336,45 @@ def endpoint_order(nics: NDArray[np.int32], *, rail_optimized: bool, leaf_down: 
     return nics[order_srv, order_rail].astype(np.int32), leaf.astype(np.int32)
 
 
+def _plane_leaves(servers: int, rails: int, radix: int, oversubscription: float,
+                  rail_optimized: bool) -> int:
+    """Leaves one plane needs for ``servers`` x ``rails`` NICs (as :func:`endpoint_order`)."""
+    d = leaf_split(radix, oversubscription)[0]
+    if rail_optimized and rails > 1:
+        return -(-servers // d) * rails
+    return -(-(servers * rails) // d)
+
+
+def _max_leaves(radix: int) -> int:
+    """Leaves one plane of 3 tiers can hold: ``k`` pods of ``k/2`` leaves.
+
+    A core switch has one port towards every pod, so a plane holds at most ``k`` pods.
+    """
+    return radix * (radix // 2)
+
+
+def _tier_limit_text(radix: int) -> str:
+    return (f"the {_max_leaves(radix)} that radix-{radix} core switches can reach "
+            f"(one core port per pod of {radix // 2} leaves)")
+
+
+def _plane_fits(servers: int, rails: int, radix: int, oversubscription: float,
+                rail_optimized: bool) -> bool:
+    leaves = _plane_leaves(servers, rails, radix, oversubscription, rail_optimized)
+    return leaves <= _max_leaves(radix)
+
+
+def _smallest_fitting_radix(servers: int, per: int, radix: int, oversubscription: float,
+                            rail_optimized: bool, planes: int | None) -> int:
+    """The smallest even radix above ``radix`` at which the build fits (``planes`` or any)."""
+    choices = [planes] if planes else [p for p in range(1, per + 1) if per % p == 0]
+    k = radix + 1 + (radix + 1) % 2
+    while not any(_plane_fits(servers, per // p, k, oversubscription, rail_optimized)
+                  for p in choices):
+        k += 2
+    return k
+
+
 def fat_tree_network(b: FabricBuilder, nics: NDArray[np.int32], *, radix: int, port_bw: float,
                      endpoint_bw: float, switch_latency: float, nic_latency: float,
                      oversubscription: float = 1.0, tiers: int | None = None,
@@ -342,25 +383,30 @@ def fat_tree_network(b: FabricBuilder, nics: NDArray[np.int32], *, radix: int, p
     servers, per = nics.shape
     if radix < 4:
         raise TopologyError(f"switch radix must be >= 4, got {radix}", field="radix")
-    d, _u = leaf_split(radix, oversubscription)
     total = servers * per
-    max3 = (radix // 2) * radix * d
     if planes is None:
-        planes = 1
-        while math.ceil(total / planes) > max3 or per % planes:
-            planes += 1
-            if planes > per:
-                need = math.ceil(total / per)
-                k = radix
-                while (k // 2) * k * leaf_split(k, oversubscription)[0] < need and k < 4096:
-                    k += 2
-                raise TopologyError(
-                    f"{total} NIC ports exceed what 3 tiers of radix-{radix} switches hold "
-                    f"({max3} per plane) even with one plane per NIC; the smallest radix "
-                    f"that fits is {k}", field="radix")
+        planes = next((p for p in range(1, per + 1) if per % p == 0 and _plane_fits(
+            servers, per // p, radix, oversubscription, rail_optimized)), 0)
+        if not planes:
+            k = _smallest_fitting_radix(servers, per, radix, oversubscription, rail_optimized,
+                                        None)
+            leaves = _plane_leaves(servers, 1, radix, oversubscription, False)
+            raise TopologyError(
+                f"{total} NIC ports need {leaves} leaves per plane even with one plane per "
+                f"NIC, more than {_tier_limit_text(radix)}; the smallest radix that fits is "
+                f"{k}", field="radix")
     if planes < 1 or per % planes:
         raise TopologyError(f"planes must divide the {per} NICs per server, got {planes}",
                             field="planes")
+    if not _plane_fits(servers, per // planes, radix, oversubscription, rail_optimized):
+        k = _smallest_fitting_radix(servers, per, radix, oversubscription, rail_optimized,
+                                    planes)
+        n_leaves = _plane_leaves(servers, per // planes, radix, oversubscription, rail_optimized)
+        raise TopologyError(
+            f"{planes} plane(s) of radix-{radix} switches at {oversubscription:g}:1: each plane "
+            f"needs {n_leaves} leaves, more than {_tier_limit_text(radix)}; the smallest "
+            f"radix that fits is {k}", field="radix")
+    d, _u = leaf_split(radix, oversubscription)
     rails_per_plane = per // planes
     built: list[FatTreePlane] = []
     endpoints: list[IntArray] = []

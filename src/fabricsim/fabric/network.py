@@ -56,6 +56,9 @@ class Network:
     planes: int = 1
     notes: tuple[str, ...] = ()
     extra: Mapping[str, object] = field(default_factory=dict)
+    #: Its switches are radix-``k`` switches (false where a "router" stands for a server's
+    #: own ports, as in the torus): the build refuses any that uses more than ``k`` ports.
+    radix_bound: bool = True
 
 
 class ShortestPathRouter:

@@ -209,7 +209,7 @@ def torus_network(b: FabricBuilder, nics: NDArray[np.int32], spec: ScaleOutSpec)
         bis = 0.0
     return Network(
         router=router, switches={"torus-router": servers}, tiers=0, bisection_bandwidth=bis,
-        oversubscription=1.0, cables={"torus": cables},
+        oversubscription=1.0, cables={"torus": cables}, radix_bound=False,
         notes=(f"torus {dims[0]}x{dims[1]}x{dims[2]}: one node per server, {n_ports} ports "
                f"of {port_cap * 8 / 1e9:.0f} Gb/s",),
         extra={"torus": {"dims": list(dims), "ports_per_node": n_ports,
