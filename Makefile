@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test fuzz lint bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +21,12 @@ lint: $(STAMP)
 
 test: lint
 	$(BIN)/python -m pytest -q
+
+# The same Hypothesis properties with fresh random examples, 20x the CI budget, and an
+# example database in .hypothesis/ that replays any failure found until it is fixed.
+fuzz: $(STAMP)
+	HYPOTHESIS_PROFILE=fuzz FABRICSIM_FUZZ_SCALE=$${FABRICSIM_FUZZ_SCALE:-20} \
+		$(BIN)/python -m pytest -q -o addopts="-ra --strict-markers" $$(grep -rl '@given' tests)
 
 bench: $(STAMP)
 	for f in benchmarks/*.py; do $(BIN)/python $$f || exit 1; done

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 
 from fabricsim.collectives import (
     ALGORITHMS,
@@ -97,7 +98,7 @@ def _expected_gpu_bytes(collective: str, algo: str, n: int, size: float) -> floa
             "sendrecv": n * size}[collective]
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40))
 @given(fab_name=st.sampled_from(sorted(FABRICS)), n=st.integers(1, 16),
        collective=st.sampled_from(COLLECTIVES), algo=st.sampled_from(sorted(ALGORITHMS)),
        size=st.integers(0, 2**34))
@@ -126,7 +127,7 @@ def test_every_schedule_is_valid_and_conserves_bytes(fab_name, n, collective, al
     assert t >= 0 and np.isfinite(t)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25))
 @given(factor=st.floats(1.0, 8.0), size=st.integers(1, 2**33),
        algo=st.sampled_from(["ring", "tree", "hierarchical", "nvls", "sharp"]),
        kinds=st.sampled_from(["all", "net", "nvlink"]))

@@ -5,12 +5,13 @@ from __future__ import annotations
 import networkx as nx
 import numpy as np
 from fabric_checks import assert_ports_within_radix, assert_reverse_pairs, assert_valid_paths
-from hypothesis import assume, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 
 from fabricsim.fabric import LinkKind, NodeKind, build_cluster
 
-SETTINGS = settings(max_examples=25, deadline=None)
+SETTINGS = settings(max_examples=examples(25))
 
 
 @st.composite
@@ -29,13 +30,17 @@ def _build(kw):
 
     try:
         return build_cluster("dgx-h100", **kw)
-    except TopologyError:
+    except TopologyError as e:
+        if "would use" in str(e):  # the build-time radix guard: a builder bug, never skip
+            raise
         assume(False)
         raise
 
 
 @SETTINGS
 @given(fat_trees(), st.integers(0, 2**32))
+@example(dict(nodes=9, gpus_per_node=8, radix=6, oversubscription=2.0,
+              topology="rail-optimized"), 0)  # core switches once used 8 of 6 ports
 def test_fat_tree_ports_connectivity_symmetry(kw, seed):
     fab = _build(kw)
     assert_ports_within_radix(fab, kw["radix"])
@@ -70,7 +75,7 @@ def _cut_flow(fab, side_a, side_b) -> float:
     return float(nx.maximum_flow_value(g, "s", "t"))
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=examples(15))
 @given(st.sampled_from([8, 12, 16]), st.sampled_from([1.0, 2.0, 3.0]),
        st.integers(1, 6), st.booleans())
 def test_bisection_formula_matches_min_cut(radix, over, leaves_half, three):
@@ -98,7 +103,7 @@ def test_bisection_formula_matches_min_cut(radix, over, leaves_half, three):
     assert abs(flow - fab.info.bisection_bandwidth) <= 1e-6 * flow
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=examples(15))
 @given(st.integers(2, 40), st.integers(4, 24), st.integers(0, 2**32))
 def test_dragonfly_and_torus_properties(nodes, radix, seed):
     for topo in ("dragonfly", "torus3d"):

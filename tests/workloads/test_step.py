@@ -1,6 +1,7 @@
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 
 import fabricsim as fs
 from fabricsim.errors import ModelError
@@ -37,7 +38,7 @@ def test_breakdown_sums_and_comm_appears() -> None:
     assert r.tokens_per_s == pytest.approx(32 * 4096 / r.step_time_s)
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=examples(15))
 @given(scale=st.floats(1.0, 20.0), tp=st.sampled_from([1, 2, 4, 8]),
        zero=st.sampled_from([0, 1, 3]))
 def test_more_bandwidth_never_lowers_throughput(scale: float, tp: int, zero: int) -> None:

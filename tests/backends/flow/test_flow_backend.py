@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 
 from fabricsim.backends import get_backend
 from fabricsim.backends.flow import FlowBackend, host_fat_tree
@@ -206,7 +207,7 @@ def test_bytes_conserved_and_timeline_export(tmp_path: object) -> None:
     assert len(r.extra["transfers"]["end"]) == 16 * (30 - r.extra["skipped_epochs"])
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=examples(15))
 @given(st.integers(0, 63), st.floats(0.05, 1.0), st.floats(1.0, 4.0), st.integers(0, 3))
 def test_adding_capacity_never_slows_a_collective(link: int, f: float, g: float,
                                                   seed: int) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 
 from fabricsim.backends.flow.maxmin import maxmin_numba, maxmin_numpy
 
@@ -29,7 +30,7 @@ def problems(draw: st.DrawFn) -> tuple[np.ndarray, ...]:
     return ptr, links, coef, cap, w
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150))
 @given(problems())
 def test_maxmin_properties(p: tuple[np.ndarray, ...]) -> None:
     ptr, links, coef, cap, w = p

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 
 from fabricsim.backends import get_backend
 from fabricsim.backends.packet import PacketBackend, parse_packet_config
@@ -118,7 +119,7 @@ def _random_case(draw_seed: int, n_hosts: int, n_flows: int, transport: str):  #
                                      repeat=int(rng.integers(1, 3))),))
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(12), suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10_000), n_hosts=st.integers(2, 8), n_flows=st.integers(1, 12),
        transport=st.sampled_from(["ib", "roce"]),
        xoff=st.integers(8_000, 200_000))
