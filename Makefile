@@ -6,10 +6,10 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test fuzz lint bench clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints/ci.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -c constraints/ci.txt -e '.[dev]'
 	touch $(STAMP)
 
 demo: $(STAMP)

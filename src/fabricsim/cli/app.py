@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+from importlib.metadata import PackageNotFoundError, version
 
 import typer
 
@@ -18,9 +19,28 @@ app = typer.Typer(
     name="fabricsim",
     help="Simulate and plan the networks that GPU clusters train and serve models on.",
     no_args_is_help=True,
-    add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+def _version() -> str:
+    try:
+        return version("fabricsim")
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree
+        return "unknown (not installed)"
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        typer.echo(f"fabricsim {_version()}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: bool = typer.Option(  # noqa: B008 - typer's declaration style
+        False, "--version", "-V", help="Print fabricsim's version and exit.",
+        callback=_show_version, is_eager=True)) -> None:
+    """Simulate and plan the networks that GPU clusters train and serve models on."""
 
 #: Command modules, in the order their commands appear in --help.
 COMMAND_MODULES = (
@@ -29,13 +49,7 @@ COMMAND_MODULES = (
 )
 
 for _name in COMMAND_MODULES:
-    try:
-        _mod = importlib.import_module(f"fabricsim.cli.{_name}")
-    except ModuleNotFoundError as _e:  # a command whose module has not landed yet
-        if _e.name != f"fabricsim.cli.{_name}":
-            raise
-        continue
-    _mod.register(app)
+    importlib.import_module(f"fabricsim.cli.{_name}").register(app)
 
 
 def main(argv: list[str] | None = None) -> int:

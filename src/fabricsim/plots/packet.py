@@ -82,9 +82,8 @@ def queues(runs: Sequence[Any], path: str | Path) -> Path:
 def pause_map(runs: Sequence[Any], path: str | Path) -> Path:
     """Pause propagation: every switch/NIC port by hop distance from the origin, coloured
     by when it was first paused, sized by how long it stayed paused (one panel per run)."""
-    import matplotlib.pyplot as plt
-
     from fabricsim.backends.packet.scenario import _hops_from
+    from fabricsim.plots.style import plt
 
     n = len(runs)
     fig, axes = plt.subplots(1, max(n, 1), figsize=(4.2 * max(n, 1), 4.0), dpi=110,

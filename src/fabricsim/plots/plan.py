@@ -17,9 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import matplotlib.pyplot as plt
-
-from fabricsim.plots.style import COLORS, save
+from fabricsim.plots.style import COLORS, plt, save
 
 
 def plot_plan(rows: Sequence[dict[str, Any]], path: str | Path, title: str = "") -> Path:

@@ -34,7 +34,7 @@ def plot_scaling(points: Sequence[dict[str, Any]], path: str | Path, title: str 
     ax.legend()
     out = Path(path)
     fig.savefig(out, bbox_inches="tight")
-    import matplotlib.pyplot as plt
+    from fabricsim.plots.style import plt
 
     plt.close(fig)
     return out

@@ -12,11 +12,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import matplotlib
+from fabricsim._extras import require
 
+matplotlib = require("matplotlib", "plot", "plotting")
 matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt
+plt = require("matplotlib.pyplot", "plot", "plotting")
 
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#17becf")
 

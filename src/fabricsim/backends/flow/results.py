@@ -120,9 +120,11 @@ def write_table(columns: dict[str, Any], out_dir: str | Path, stem: str) -> list
     >>> [p.name for p in write_table({"a": [1, 2]}, tempfile.mkdtemp(), "x")]
     ['x.parquet', 'x.csv']
     """
-    import pyarrow as pa
-    import pyarrow.csv as pacsv
-    import pyarrow.parquet as pq
+    from fabricsim._extras import require
+
+    pa = require("pyarrow", "io", "writing Parquet/CSV tables")
+    pacsv = require("pyarrow.csv", "io", "writing Parquet/CSV tables")
+    pq = require("pyarrow.parquet", "io", "writing Parquet/CSV tables")
 
     d = Path(out_dir)
     d.mkdir(parents=True, exist_ok=True)
