@@ -37,7 +37,7 @@ def _show_version(value: bool) -> None:
 
 
 @app.callback()
-def _root(version: bool = typer.Option(  # noqa: B008 - typer's declaration style
+def _root(version: bool = typer.Option(
         False, "--version", "-V", help="Print fabricsim's version and exit.",
         callback=_show_version, is_eager=True)) -> None:
     """Simulate and plan the networks that GPU clusters train and serve models on."""
