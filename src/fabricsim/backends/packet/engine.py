@@ -8,10 +8,9 @@ reaching a port, returned InfiniBand credits, a sender's pacing timer, an ACK, N
 reaching a sender, DCQCN and retransmission timers, step starts and watchdog timers. A
 data packet crossing ``h`` links costs at least ``2h`` events.
 
-Numba's cache keys this module on its own source text only: after changing a function it
-calls (``transport``, ``port``, ``roce``, ``kernel``) or a column of ``layout``, change
-this stamp too, or a stale compiled engine is loaded.
-Cache stamp: 3 (zero-byte transfers send one packet).
+Numba's cache keys this module on its own source text only; at import,
+:mod:`~fabricsim.backends.packet.numba_cache` drops the cached engine when any module it
+compiles in (``transport``, ``port``, ``roce``, ``kernel``, ``layout``) has changed.
 
 Example
 -------
@@ -104,6 +103,7 @@ from fabricsim.backends.packet.layout import (
 from fabricsim.backends.packet.layout import (
     C_ECN as _C_ECN,
 )
+from fabricsim.backends.packet.numba_cache import drop_stale
 from fabricsim.backends.packet.port import (
     bin_of,
     enqueue,
@@ -345,3 +345,6 @@ def run_engine(LI, LF, QI, QF, CL, NDF, PK, free, FI, FF, FPS, FPL, PL, NB, BM, 
                 break
     _unused = (LI_DST, LI_ECN, Q_WD)
     return now
+
+
+drop_stale(run_engine)
