@@ -12,7 +12,7 @@ import importlib
 from typing import Any
 
 from fabricsim.backends.base import Backend, IdealBackend
-from fabricsim.errors import ConfigError, unknown
+from fabricsim.errors import unknown
 
 #: name -> "module:Class"; modules are imported on first use.
 BACKENDS: dict[str, str] = {
@@ -29,12 +29,5 @@ def get_backend(name: str, **options: Any) -> Backend:
     if name not in BACKENDS:
         raise unknown("backend", name, [*BACKENDS, "ideal"], field="backend")
     module, cls = BACKENDS[name].split(":")
-    try:
-        mod = importlib.import_module(module)
-    except ModuleNotFoundError as e:
-        if e.name != module:
-            raise
-        raise ConfigError(f"the {name} backend is not available in this build", field="backend"
-                          ) from None
-    backend: Backend = getattr(mod, cls)(**options)
+    backend: Backend = getattr(importlib.import_module(module), cls)(**options)
     return backend

@@ -113,20 +113,9 @@ class EngineComm:
         return t
 
     def _engine(self, collective: str, ranks: list[int], nbytes: float) -> float:
-        try:
-            from fabricsim import collectives as coll
-        except ModuleNotFoundError:  # pragma: no cover - the engine ships with fabricsim
-            raise ModelError("the collective engine (fabricsim.collectives) is not "
-                             "available in this installation") from None
+        from fabricsim.collectives import predict_time, run_collective
+
         if self.backend == "flow":
-            run = getattr(coll, "run_collective", None)
-            if run is None:
-                raise ModelError("this fabricsim has no flow-backend collectives yet; use "
-                                 "--backend analytic", field="backend")
-            res = run(self.fabric, collective, int(nbytes), ranks=ranks, backend="flow")
-            return float(getattr(res, "time", res))
-        predict = getattr(coll, "predict_time", None)
-        if predict is None:
-            raise ModelError("fabricsim.collectives.predict_time is not available yet; the "
-                             "collective engine has not landed in this build")
-        return float(predict(self.fabric, collective, int(nbytes), ranks=ranks))
+            return run_collective(self.fabric, collective, int(nbytes), ranks=ranks,
+                                  backend="flow").time
+        return predict_time(self.fabric, collective, int(nbytes), ranks=ranks)
