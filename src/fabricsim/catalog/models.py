@@ -209,6 +209,10 @@ class SwitchSpec(Spec):
     buffer_mib: float = NonNegFloat
     """Total packet buffer; 0 = not modelled (credit-limited or unknown)."""
     price_per_port_usd: float = NonNegFloat
+    in_network_reduction: bool = False
+    """The ASIC can sum flows inside the switch: NVLink SHARP (NVLS) on NVSwitch gen3+,
+    SHARP on NVIDIA Quantum InfiniBand switches. Whether a fabric uses it is the fabric's
+    setting; this says only that the hardware can."""
 
     @property
     def port_bandwidth(self) -> float:

@@ -25,21 +25,12 @@ from fabricsim.collectives.hierarchical import rail_ring
 from fabricsim.collectives.registry import Algorithm, Group, register, step
 from fabricsim.schedule.core import Step
 
-#: NVSwitch generations with in-switch reduction (NVLink SHARP): gen3 (Hopper) and later.
-NVLS_SWITCHES = frozenset({"nvswitch-gen3", "nvswitch-gen4"})
-
 
 def _check(group: Group, collective: str) -> str | None:
-    from fabricsim.catalog import get_catalog
-
     info = group.fabric.info
-    cat = get_catalog()
-    try:
-        chip = cat.system(info.system).nvswitch
-    except Exception:  # a custom fabric: no catalog entry to vouch for NVLS
-        chip = ""
-    if chip not in NVLS_SWITCHES:
-        what = f"{info.system} has {chip or 'no NVSwitch'}"
+    if not info.nvls:
+        what = (f"{info.system}'s {info.nvswitch} cannot reduce in the switch" if info.nvswitch
+                else f"{info.system} has no NVSwitch")
         return (f"NVLS needs NVSwitch gen3 or later (H100 and newer); {what}. Use ring or "
                 "tree")
     if group.nvswitch_planes == 0 or not group.per_server:

@@ -30,7 +30,6 @@ True
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
@@ -146,7 +145,7 @@ class Protocol:
 
 def hardware_of(fabric: Fabric) -> tuple[str, str]:
     """Catalog names of ``fabric``'s NVSwitch chip and of its GPUs' NVLink generation
-    (``""`` where there is none or the system is not in the catalog).
+    (``""`` where there is none), as the builder recorded them on ``fabric.info``.
 
     Examples
     --------
@@ -154,25 +153,7 @@ def hardware_of(fabric: Fabric) -> tuple[str, str]:
     >>> hardware_of(build_cluster("dgx-h100", 1))
     ('nvswitch-gen3', 'nvlink4')
     """
-    hit = _NVSWITCH.get(fabric)
-    if hit is None:
-        from fabricsim.catalog import get_catalog
-
-        cat = get_catalog()
-        try:
-            sysspec = cat.system(fabric.info.system)
-            chip = str(sysspec.nvswitch or "")
-        except Exception:  # a custom fabric: no catalog entry
-            chip, sysspec = "", None
-        try:
-            link = str(cat.gpu(sysspec.gpu).nvlink or "") if sysspec is not None else ""
-        except Exception:
-            link = ""
-        hit = _NVSWITCH[fabric] = (chip, link)
-    return hit
-
-
-_NVSWITCH: weakref.WeakKeyDictionary[Fabric, tuple[str, str]] = weakref.WeakKeyDictionary()
+    return fabric.info.nvswitch, fabric.info.nvlink
 
 
 # Calibrated constants. Row ids refer to /work/shared/reference/measurements.csv; the fit is

@@ -446,7 +446,11 @@ def build_cluster(system: str = "dgx-h100", nodes: int = 1, *, gpus_per_node: in
         lossless=fspec.lossless, sharp=fspec.sharp, nic_bandwidth=min(
             sysp.nic_bandwidth, switch.port_bandwidth),
         bisection_bandwidth=net.bisection_bandwidth, switch_latency=fspec.switch_latency,
-        nic_latency=fspec.nic_latency, cables=cables, extra=extra,
+        nic_latency=fspec.nic_latency, nvswitch=sysp.nvswitch, nvlink=gpu.nvlink or "",
+        nvls=bool(sysp.nvswitch) and cat.switch(sysp.nvswitch).in_network_reduction
+        and domain_gpus > 1,
+        nics_per_gpu=int(gpu_nics.shape[1]), pcie_switches=template.params.pcie_switches,
+        cables=cables, extra=extra,
     )
     return b.build(gpus=gpus, gpu_nics=gpu_nics, router=router, info=info, arrays=arrays)
 

@@ -38,6 +38,14 @@ class FabricInfo:
 
     Bandwidths are bytes/s; ``bisection_bandwidth`` is one direction across the worst
     even cut of the scale-out network.
+
+    Hardware facts the upper layers need (the tuner, the protocol model) are typed fields
+    set by the builder from the system it built, so a user-defined system behaves exactly
+    like the preset it derives from: ``nvswitch`` (catalog name of the NVSwitch chip, ``""``
+    for none), ``nvlink`` (the GPUs' NVLink generation, ``""`` for none), ``nvls`` (the
+    GPUs of a server share NVSwitches that can reduce in the switch), ``nics_per_gpu`` (NICs
+    on each GPU's PCIe switch, which NCCL spreads its channels over) and ``pcie_switches``
+    (per server).
     """
 
     system: str = "custom"
@@ -58,6 +66,11 @@ class FabricInfo:
     bisection_bandwidth: float = 0.0
     switch_latency: float = 0.0
     nic_latency: float = 0.0
+    nvswitch: str = ""
+    nvlink: str = ""
+    nvls: bool = False
+    nics_per_gpu: int = 0
+    pcie_switches: int = 0
     cables: Mapping[str, int] = field(default_factory=dict)
     extra: Mapping[str, Any] = field(default_factory=dict)
 

@@ -1,0 +1,41 @@
+"""Hardware facts live on the Fabric: a user-defined system is its preset (issue 10)."""
+
+from __future__ import annotations
+
+import pytest
+
+from fabricsim.catalog import get_catalog
+from fabricsim.catalog.loader import with_systems
+from fabricsim.collectives import choose
+from fabricsim.fabric import build_cluster
+
+
+@pytest.mark.parametrize(("system", "nvswitch", "nvlink", "nvls", "nics_per_gpu"), [
+    ("dgx-h100", "nvswitch-gen3", "nvlink4", True, 1),
+    ("dgx-a100", "nvswitch-gen2", "nvlink3", False, 1),
+    ("aws-p5", "nvswitch-gen3", "nvlink4", True, 4),
+])
+def test_builder_records_the_hardware(system: str, nvswitch: str, nvlink: str, nvls: bool,
+                                      nics_per_gpu: int) -> None:
+    info = build_cluster(system, 1).info
+    assert (info.nvswitch, info.nvlink, info.nvls, info.nics_per_gpu) == (
+        nvswitch, nvlink, nvls, nics_per_gpu)
+    assert info.pcie_switches == get_catalog().system(system).pcie_switches
+
+
+def test_one_gpu_per_server_has_no_nvls() -> None:
+    assert not build_cluster("dgx-h100", 2, gpus_per_node=1).info.nvls
+
+
+@pytest.mark.parametrize("nodes", [1, 2])
+def test_user_defined_system_behaves_like_its_base(nodes: int) -> None:
+    cat = with_systems(get_catalog(), {"box": {"base": "dgx-h100"}})
+    mine = build_cluster("box", nodes, catalog=cat)
+    preset = build_cluster("dgx-h100", nodes)
+    for field in ("nvswitch", "nvlink", "nvls", "nics_per_gpu", "pcie_switches", "sharp"):
+        assert getattr(mine.info, field) == getattr(preset.info, field), field
+    for size in (2**10, 2**33):
+        a, b = choose(mine, "all_reduce", size), choose(preset, "all_reduce", size)
+        assert (a.algorithm, a.protocol) == (b.algorithm, b.protocol)
+        assert a.time == pytest.approx(b.time, rel=1e-12)
+    assert choose(mine, "all_reduce", 2**33).algorithm == "nvls" or nodes > 1
