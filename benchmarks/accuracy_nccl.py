@@ -28,7 +28,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from fabricsim.collectives import predict_time
+from fabricsim.collectives import Tuner, predict_time
 from fabricsim.collectives.busbw import busbw_factor
 from fabricsim.fabric import build_cluster
 
@@ -130,12 +130,12 @@ def cases() -> list[Case]:
 _FABRICS: dict[tuple[Any, ...], Any] = {}
 
 
-def predict(c: Case) -> float:
+def predict(c: Case, tuner: Tuner | None = None) -> float:
     key = (c.system, c.nodes, tuple(sorted(c.cluster.items())))
     if key not in _FABRICS:
         _FABRICS[key] = build_cluster(c.system, c.nodes, **c.cluster)
     fab = _FABRICS[key]
-    t = predict_time(fab, c.collective, c.nbytes, algo=c.algo, proto=c.proto)
+    t = predict_time(fab, c.collective, c.nbytes, algo=c.algo, proto=c.proto, tuner=tuner)
     return c.nbytes / t * busbw_factor(c.collective, fab.n_gpus) / 1e9
 
 
@@ -152,10 +152,10 @@ def rel_error(c: Case, predicted: float) -> float:
     return (predicted - c.measured_busbw) / c.measured_busbw
 
 
-def evaluate(cs: list[Case]) -> list[dict[str, Any]]:
+def evaluate(cs: list[Case], tuner: Tuner | None = None) -> list[dict[str, Any]]:
     out = []
     for c in cs:
-        p = predict(c)
+        p = predict(c, tuner)
         out.append({"row": c.row, "system": c.system, "nodes": c.nodes, **c.cluster,
                     "size_bytes": int(c.nbytes), "algo": c.algo or "auto",
                     "measured_busbw_gbps": c.measured_busbw, "predicted_busbw_gbps": round(p, 2),
@@ -211,17 +211,18 @@ def _get(proto: Any, what: str) -> float:
     return float(proto.hop_latency[cls]) * 1e6 if kind == "hop" else float(proto.efficiency[cls])
 
 
-def fit(cs: list[Case]) -> None:  # pragma: no cover - calibration tool
+def fit(cs: list[Case]) -> Tuner:  # pragma: no cover - calibration tool
     """Least squares on log busbw over the primary rows (>= 1 MiB weight 1, < 1 MiB 0.5).
     Secondary rows (see SECONDARY) are left out of the fit as out of the summary."""
     import numpy as np
     from scipy.optimize import least_squares
 
-    from fabricsim.collectives import protocols, tuner
+    from fabricsim.collectives import protocols
 
     base = {k: protocols.PROTOCOLS[k] for k in ("ll", "ll128", "simple")}
+    fitted: dict[str, Tuner] = {}
 
-    def apply(x: Any) -> None:
+    def apply(x: Any) -> Tuner:
         new = dict(base)
         for (p, what), v in zip(FIT_PARAMS, np.exp(x), strict=True):
             for q in (("ll", "ll128", "simple") if p == "all" else (p,)):
@@ -243,22 +244,22 @@ def fit(cs: list[Case]) -> None:  # pragma: no cover - calibration tool
                     else:
                         eff[cls] = float(v)
                     new[q] = pr.scaled(hop_latency=hop, efficiency=eff)
-        protocols.PROTOCOLS.update(new)
-        tuner.clear_cache()
+        fitted["tuner"] = Tuner(new)  # a model of its own: the library's is not touched
+        return fitted["tuner"]
 
     use = [c for c in cs if not c.secondary]
     w = np.array([1.0 if c.nbytes >= MIB else 0.5 ** 0.5 for c in use])
 
     def resid(x: Any) -> Any:
-        apply(x)
-        return w * np.array([np.log1p(rel_error(c, predict(c))) for c in use])
+        t = apply(x)
+        return w * np.array([np.log1p(rel_error(c, predict(c, t))) for c in use])
 
     x0 = np.log([_get(base["simple" if p == "all" else p], what) for p, what in FIT_PARAMS])
     r = least_squares(resid, x0, diff_step=1e-3, max_nfev=400)
     print(json.dumps({"fit": {f"{p}.{what}": round(float(v), 4) for (p, what), v in
                               zip(FIT_PARAMS, np.exp(r.x), strict=True)},
                       "cost": float(r.cost), "nfev": int(r.nfev)}))
-    apply(r.x)
+    return apply(r.x)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -266,9 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fit", action="store_true")
     args = ap.parse_args(argv)
     cs = cases()
-    if args.fit:
-        fit(cs)
-    res = evaluate(cs)
+    res = evaluate(cs, fit(cs) if args.fit else None)
     for r in res:
         print(json.dumps(r))
     for rid, why in sorted(NOT_COVERED.items()):

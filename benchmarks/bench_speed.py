@@ -7,7 +7,7 @@ a repeat sweep from the cached models, and which algorithms were compiled. Targe
 < 1 s and < 5 s.
 
 ``--check`` then clears the caches and repeats the sweep with the exhaustive scan
-(``tuner.BRANCH_AND_BOUND = False``: every candidate compiled) and reports the largest
+(``Tuner(prune=False)``: every candidate compiled) and reports the largest
 relative difference of the predicted times (must be 0: the pruning is exact) and whether
 every (algorithm, protocol) pick is the same.
 
@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
         again = [choose(fab, "all_reduce", s) for s in sizes]
         t3 = time.perf_counter()
         assert again == picks
-        compiled = sorted({k[2] for k in tuner._MODELS.get(fab, {})})
+        compiled = sorted(tuner.default_tuner(fab).compiled(fab))
         row: dict[str, object] = {
             "case": "all_reduce auto sweep", "gpus": fab.n_gpus, "sizes": len(sizes),
             "build_s": round(t1 - t0, 3), "sweep_s": round(t2 - t1, 3),
@@ -52,19 +52,17 @@ def main(argv: list[str] | None = None) -> int:
             "t_8B_us": round(picks[0].time * 1e6, 2),
             "t_16GiB_ms": round(picks[-1].time * 1e3, 2)}
         if args.check:
-            clear_cache()
-            tuner.BRANCH_AND_BOUND = False
+            exhaustive = tuner.Tuner(prune=False)
             t4 = time.perf_counter()
-            full = [choose(fab, "all_reduce", s) for s in sizes]
+            full = [exhaustive.choose(fab, "all_reduce", s) for s in sizes]
             row["exhaustive_s"] = round(time.perf_counter() - t4, 3)
-            tuner.BRANCH_AND_BOUND = True
             row["same_picks"] = [(p.algorithm, p.protocol) for p in picks] == \
                 [(p.algorithm, p.protocol) for p in full]
             row["max_rel_diff"] = max(abs(p.time - q.time) / q.time
                                       for p, q in zip(picks, full, strict=True))
         print(json.dumps(row))
         sys.stdout.flush()
-        clear_cache()
+        clear_cache(fab)
     return 0
 
 

@@ -26,13 +26,6 @@ FABRICS = [
 ]
 
 
-@pytest.fixture(autouse=True)
-def _restore_flag():
-    yield
-    tu.BRANCH_AND_BOUND = True
-    clear_cache()
-
-
 def _group_cases(fab):
     yield None
     if fab.n_gpus >= 16:  # a group that does not fill servers evenly, in a shuffled order
@@ -43,13 +36,14 @@ def _group_cases(fab):
 @pytest.mark.parametrize("system,nodes,kw", FABRICS)
 def test_bound_never_exceeds_the_compiled_time(system, nodes, kw):
     fab = build_cluster(system, nodes, **kw)
+    t = tu.Tuner()
     checked = 0
     for ranks in _group_cases(fab):
-        g = tu.group_of(fab, ranks)
+        g = t.group_of(fab, ranks)
         for coll in ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "alltoall"):
             for a, p in tu.candidates(g, coll):
-                lb0, lb1, lb2 = (tu.lower_bound(g, coll, a, p, level=k) for k in (0, 1, 2))
-                ex = tu.model(g, coll, a, p)
+                lb0, lb1, lb2 = (t.lower_bound(g, coll, a, p, level=k) for k in (0, 1, 2))
+                ex = t.model(g, coll, a, p)
                 for s in SIZES:
                     f = s / tu.REFERENCE_BYTES
                     assert lb0.time(f) <= lb1.time(f) <= lb2.time(f) <= \
@@ -61,11 +55,12 @@ def test_bound_never_exceeds_the_compiled_time(system, nodes, kw):
 def test_bound_holds_with_links_down():
     fab = build_cluster("dgx-h100", 8)
     down = fab.with_links_down(np.flatnonzero(fab.link_kind == int(fab.link_kind.max()))[:3])
-    g = tu.group_of(down, None)
+    t = tu.Tuner()
+    g = t.group_of(down, None)
     for a, p in tu.candidates(g, "all_reduce"):
-        ex = tu.model(g, "all_reduce", a, p)
+        ex = t.model(g, "all_reduce", a, p)
         for level in (0, 1, 2):
-            lb = tu.lower_bound(g, "all_reduce", a, p, level=level)
+            lb = t.lower_bound(g, "all_reduce", a, p, level=level)
             for s in SIZES:
                 f = s / tu.REFERENCE_BYTES
                 assert lb.time(f) <= ex.time(f) * (1 + 1e-12)
@@ -75,10 +70,11 @@ def test_latency_bound_is_tight_for_a_ring():
     # every ring repetition crosses the network on a rail-optimised cluster: the bound's
     # per-repetition latency is within a few per cent of the compiled one at 8 bytes
     fab = build_cluster("dgx-h100", 32)
-    g = tu.group_of(fab, None)
+    t = tu.Tuner()
+    g = t.group_of(fab, None)
     ring = tu.get_algorithm("ring")
-    lb = tu.lower_bound(g, "all_reduce", ring, "ll").time(8 / tu.REFERENCE_BYTES)
-    ex = tu.model(g, "all_reduce", ring, "ll").time(8 / tu.REFERENCE_BYTES)
+    lb = t.lower_bound(g, "all_reduce", ring, "ll").time(8 / tu.REFERENCE_BYTES)
+    ex = t.model(g, "all_reduce", ring, "ll").time(8 / tu.REFERENCE_BYTES)
     assert 0.5 * ex < lb <= ex
 
 
@@ -86,12 +82,13 @@ def test_routed_sample_tightens_the_bound_where_ecmp_collides():
     # a tree's inter-server edges collide on leaf-spine links under ECMP; routing a sample
     # of them sees the collision, the routing-free bound cannot
     fab = build_cluster("dgx-h100", 256)
-    g = tu.group_of(fab, None)
+    t = tu.Tuner()
+    g = t.group_of(fab, None)
     tree = tu.get_algorithm("tree")
     f = 2**34 / tu.REFERENCE_BYTES
-    cheap = tu.lower_bound(g, "all_reduce", tree, "simple", level=1).time(f)
-    routed = tu.lower_bound(g, "all_reduce", tree, "simple", level=2).time(f)
-    exact = tu.model(g, "all_reduce", tree, "simple").time(f)
+    cheap = t.lower_bound(g, "all_reduce", tree, "simple", level=1).time(f)
+    routed = t.lower_bound(g, "all_reduce", tree, "simple", level=2).time(f)
+    exact = t.model(g, "all_reduce", tree, "simple").time(f)
     assert cheap < routed <= exact
     assert routed > 1.5 * cheap
 
@@ -101,47 +98,49 @@ def test_pruned_selection_equals_exhaustive_scan(system, nodes, kw):
     fab = build_cluster(system, nodes, **kw)
     for ranks in _group_cases(fab):
         for coll in ("all_reduce", "all_gather", "broadcast"):
-            clear_cache()
-            tu.BRANCH_AND_BOUND = True
-            fast = [choose(fab, coll, s, ranks) for s in SIZES]
-            clear_cache()
-            tu.BRANCH_AND_BOUND = False
-            full = [choose(fab, coll, s, ranks) for s in SIZES]
+            pruned, exhaustive = tu.Tuner(), tu.Tuner(prune=False)
+            fast = [pruned.choose(fab, coll, s, ranks) for s in SIZES]
+            full = [exhaustive.choose(fab, coll, s, ranks) for s in SIZES]
             assert fast == full  # same algorithm, protocol and time (bit for bit)
 
 
 def test_pruning_skips_hopeless_candidates():
     fab = build_cluster("dgx-h100", 128)
-    clear_cache()
-    picks = [choose(fab, "all_reduce", s) for s in SIZES]
-    compiled = {k[2] for k in tu._MODELS[fab]}
+    t = tu.Tuner()
+    picks = [t.choose(fab, "all_reduce", s) for s in SIZES]
+    compiled = t.compiled(fab)
     # 2(m-1) = 254 network repetitions per rail ring make hierarchical and nvls slower
     # than the winner at every size: their bounds say so and they are never compiled
     assert "hierarchical" not in compiled and "nvls" not in compiled
     assert {p.algorithm for p in picks} <= compiled
     # forcing one still compiles it, and it is indeed slower than the pick
     for s, p in zip(SIZES, picks, strict=True):
-        assert choose(fab, "all_reduce", s, algo="hierarchical").time > p.time
+        assert t.choose(fab, "all_reduce", s, algo="hierarchical").time > p.time
 
 
 def test_a_bound_above_the_model_falls_back_to_the_exhaustive_scan(monkeypatch):
     fab = build_cluster("dgx-h100", 16)
-    clear_cache()
-    tu.BRANCH_AND_BOUND = False
-    expect = [choose(fab, "all_reduce", s) for s in SIZES]
-    clear_cache()
-    tu.BRANCH_AND_BOUND = True
-    real = tu.lower_bound
+    expect = [tu.Tuner(prune=False).choose(fab, "all_reduce", s) for s in SIZES]
+    t = tu.Tuner()
+    real = t.lower_bound
 
     def too_high(*args, **kw):  # a broken bound: 10x the truth
         b = real(*args, **kw)
         return type("B", (), {"time": lambda self, f: 10 * b.time(f)})()
 
-    monkeypatch.setattr(tu, "lower_bound", too_high)
-    monkeypatch.setitem(tu._STATE, "bounds_hold", True)
-    got = [choose(fab, "all_reduce", s) for s in SIZES]
+    monkeypatch.setattr(t, "lower_bound", too_high)
+    got = [t.choose(fab, "all_reduce", s) for s in SIZES]
     assert got == expect
-    assert tu._STATE["bounds_hold"] is False
+    assert t.bounds_hold is False
+
+
+def test_the_default_tuner_lives_with_its_fabric():
+    fab = build_cluster("dgx-h100", 2)
+    first = choose(fab, "all_reduce", 2**20)
+    assert tu.default_tuner(fab) is tu.default_tuner(fab)
+    assert tu.default_tuner(fab) is not tu.default_tuner(build_cluster("dgx-h100", 2))
+    clear_cache(fab)
+    assert choose(fab, "all_reduce", 2**20) == first
 
 
 @pytest.mark.parametrize("first", ["fabricsim.backends.analytic",

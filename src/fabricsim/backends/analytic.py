@@ -336,14 +336,10 @@ def _row_reduce(op: np.ufunc, values: FloatArray, ptr: NDArray[np.int64], empty:
     return out
 
 
-_RATES: weakref.WeakKeyDictionary[Fabric, dict[bytes, FloatArray]] = \
-    weakref.WeakKeyDictionary()
-
-
 def _link_rate(fabric: Fabric, eff: FloatArray) -> FloatArray:
-    """Usable rate of every link for the per-class efficiencies ``eff`` (cached: shared,
-    read-only, by every group model of the fabric)."""
-    per = _RATES.setdefault(fabric, {})
+    """Usable rate of every link for the per-class efficiencies ``eff`` (cached with the
+    fabric: shared, read-only, by every group model of the fabric)."""
+    per: dict[bytes, FloatArray] = fabric.memo("analytic.link_rate", dict)
     key = eff.tobytes()
     hit = per.get(key)
     if hit is None:
@@ -370,21 +366,18 @@ def _model(fabric: Fabric, st: _Structure, proto: Protocol) -> GroupModel:
     return GroupModel(alpha=alpha, beta=beta, link_load=st.load, link_rate=rate)
 
 
-_ADJ: weakref.WeakKeyDictionary[Fabric, tuple[NDArray[np.int64], NDArray[np.int64]]] = \
-    weakref.WeakKeyDictionary()
+def _adjacency(fabric: Fabric) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """Links sorted by (src, dst) node key: (sorted keys, link ids)."""
+    key = fabric.link_src.astype(np.int64) * fabric.n_nodes + fabric.link_dst
+    order = np.argsort(key, kind="stable")
+    return key[order], order.astype(np.int64)
 
 
 def _adjacent(fabric: Fabric, src: NDArray[np.int32], dst: NDArray[np.int32],
               innet: NDArray[np.bool_]) -> tuple[NDArray[np.bool_], NDArray[np.int64]]:
     """For transfers with a switch endpoint (``innet``) whose ends share an up link: that
     link (hop-by-hop in-network trees); other transfers are routed by the fabric."""
-    adj = _ADJ.get(fabric)
-    if adj is None:
-        key = fabric.link_src.astype(np.int64) * fabric.n_nodes + fabric.link_dst
-        order = np.argsort(key, kind="stable")
-        adj = (key[order], order.astype(np.int64))
-        _ADJ[fabric] = adj
-    keys, order = adj
+    keys, order = fabric.memo("analytic.adjacency", lambda: _adjacency(fabric))
     direct = np.zeros(src.size, dtype=bool)
     link = np.zeros(src.size, dtype=np.int64)
     idx = np.flatnonzero(innet)
@@ -422,21 +415,20 @@ def _route(fabric: Fabric, src: NDArray[np.int32], dst: NDArray[np.int32],
     return Paths(ptr=ptr, links=links)
 
 
-_PLANES: weakref.WeakKeyDictionary[Fabric, tuple[NDArray[np.int64], NDArray[np.int64]]] = \
-    weakref.WeakKeyDictionary()
-
-
 def _plane_groups(fabric: Fabric) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     """NVSwitch plane groups: per link, the id of its group (the links of one GPU in one
     direction to every NVSwitch, ``-1`` for other links) and the group's size ``K``.
 
     A GPU's NVLink ports reach all NVSwitch chips and traffic to a peer GPU is interleaved
     over them, so GPU-to-GPU bytes on one of these links are spread over its whole group.
-    Transfers that target a switch (NVLS) are not spread.
+    Transfers that target a switch (NVLS) are not spread. Kept with the fabric.
     """
-    hit = _PLANES.get(fabric)
-    if hit is not None:
-        return hit
+    hit: tuple[NDArray[np.int64], NDArray[np.int64]] = fabric.memo(
+        "analytic.plane_groups", lambda: _find_plane_groups(fabric))
+    return hit
+
+
+def _find_plane_groups(fabric: Fabric) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     from fabricsim.fabric.kinds import NodeKind
 
     nk = fabric.node_kind
@@ -455,7 +447,6 @@ def _plane_groups(fabric: Fabric) -> tuple[NDArray[np.int64], NDArray[np.int64]]
         links = nvl[cand]
         group_of[links] = ids[kc]
         size[links] = counts[kc]
-    _PLANES[fabric] = (group_of, size)
     return group_of, size
 
 

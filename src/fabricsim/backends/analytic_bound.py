@@ -48,7 +48,6 @@ True
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -127,9 +126,6 @@ class _FabricCaps:
         return hit
 
 
-_CAPS: weakref.WeakKeyDictionary[Fabric, _FabricCaps] = weakref.WeakKeyDictionary()
-
-
 def _by_class(idx: NDArray[np.integer[Any]], cls: NDArray[np.integer[Any]], cap: FloatArray,
               rows: int, ncls: int) -> FloatArray:
     """``rows × ncls`` sums of ``cap`` by (``idx``, ``cls``)."""
@@ -138,9 +134,11 @@ def _by_class(idx: NDArray[np.integer[Any]], cls: NDArray[np.integer[Any]], cap:
 
 
 def _caps(fabric: Fabric) -> _FabricCaps:
-    hit = _CAPS.get(fabric)
-    if hit is not None:
-        return hit
+    hit: _FabricCaps = fabric.memo("analytic_bound.caps", lambda: _fabric_caps(fabric))
+    return hit
+
+
+def _fabric_caps(fabric: Fabric) -> _FabricCaps:
     from fabricsim.collectives.protocols import LINK_CLASSES, link_class_of_kind
 
     ncls = len(LINK_CLASSES)
@@ -161,38 +159,28 @@ def _caps(fabric: Fabric) -> _FabricCaps:
     bnd = leave | enter
     lat = fabric.link_latency
     net = LINK_CLASSES.index("net")
-    hit = _FabricCaps(out_cap=out_cap, in_cap=in_cap, srv_out_cap=srv_out, srv_in_cap=srv_in,
-                      lat_min=float(lat.min(initial=0.0)),
-                      boundary_lat_min=float(lat[bnd].min(initial=0.0)) if bnd.any() else 0.0,
-                      boundary_all_net=bool(bnd.any() and (cls[bnd] == net).all()))
-    _CAPS[fabric] = hit
-    return hit
-
-
-_LAT: weakref.WeakKeyDictionary[Fabric, tuple[float, float, bool]] = \
-    weakref.WeakKeyDictionary()
+    return _FabricCaps(out_cap=out_cap, in_cap=in_cap, srv_out_cap=srv_out, srv_in_cap=srv_in,
+                       lat_min=float(lat.min(initial=0.0)),
+                       boundary_lat_min=float(lat[bnd].min(initial=0.0)) if bnd.any() else 0.0,
+                       boundary_all_net=bool(bnd.any() and (cls[bnd] == net).all()))
 
 
 def _lat_caps(fabric: Fabric) -> tuple[float, float, bool]:
     """(smallest link latency, smallest latency of a server-boundary link, every boundary
     link is of class ``net``)."""
-    hit = _LAT.get(fabric)
-    if hit is None:
-        c = _caps(fabric) if fabric in _CAPS else None
-        if c is not None:
-            hit = (c.lat_min, c.boundary_lat_min, c.boundary_all_net)
-        else:
-            from fabricsim.collectives.protocols import LINK_CLASSES, link_class_of_kind
+    def make() -> tuple[float, float, bool]:
+        from fabricsim.collectives.protocols import LINK_CLASSES, link_class_of_kind
 
-            srv = fabric.node_server
-            s_s, s_d = srv[fabric.link_src], srv[fabric.link_dst]
-            bnd = (s_s != s_d) & ((s_s >= 0) | (s_d >= 0))
-            lat = fabric.link_latency
-            cls = link_class_of_kind()[fabric.link_kind[bnd]]
-            hit = (float(lat.min(initial=0.0)),
-                   float(lat[bnd].min(initial=0.0)) if bnd.any() else 0.0,
-                   bool(bnd.any() and (cls == LINK_CLASSES.index("net")).all()))
-        _LAT[fabric] = hit
+        srv = fabric.node_server
+        s_s, s_d = srv[fabric.link_src], srv[fabric.link_dst]
+        bnd = (s_s != s_d) & ((s_s >= 0) | (s_d >= 0))
+        lat = fabric.link_latency
+        cls = link_class_of_kind()[fabric.link_kind[bnd]]
+        return (float(lat.min(initial=0.0)),
+                float(lat[bnd].min(initial=0.0)) if bnd.any() else 0.0,
+                bool(bnd.any() and (cls == LINK_CLASSES.index("net")).all()))
+
+    hit: tuple[float, float, bool] = fabric.memo("analytic_bound.latencies", make)
     return hit
 
 

@@ -26,8 +26,6 @@ True
 
 from __future__ import annotations
 
-import weakref
-
 import numpy as np
 from numpy.typing import NDArray
 
@@ -43,36 +41,33 @@ _INNET_OF = np.array([LINK_CLASSES.index("nvls"), LINK_CLASSES.index("pcie"),
 _CLASS_RANK = np.array([1, 2, 4, 3, 5], dtype=np.int64)
 _N_CLS = len(LINK_CLASSES)
 
-_OK: weakref.WeakKeyDictionary[Fabric, bool] = weakref.WeakKeyDictionary()
-
-
 def _eligible(fabric: Fabric) -> bool:
-    hit = _OK.get(fabric)
-    if hit is not None:
-        return hit and bool(fabric.link_up.all())
+    ok: bool = fabric.memo("analytic_fast.eligible", lambda: _uniform_servers(fabric))
+    return ok and bool(fabric.link_up.all())
+
+
+def _uniform_servers(fabric: Fabric) -> bool:
+    """Every server is a copy of one template with the same latencies (no NVLink domain)."""
     r = fabric.router
     ok = isinstance(r, ClusterRouter) and r.nvl is None
     if ok and isinstance(r, ClusterRouter):
         lt, s0 = int(r.template.n_links), int(r.link_base)
         lat = fabric.link_latency[s0: s0 + lt * int(r.servers)].reshape(int(r.servers), lt)
         ok = bool((lat == lat[0]).all())
-    _OK[fabric] = ok
-    return ok and bool(fabric.link_up.all())
+    return ok
 
 
 def _link_tables(fabric: Fabric) -> tuple[FloatArray, NDArray[np.int8]]:
     """Per link (plus a pad entry at index ``-1``): latency (pad 0) and link class (pad
     :data:`_N_CLS`)."""
-    hit = _TABLES.get(fabric)
-    if hit is None:
+    def make() -> tuple[FloatArray, NDArray[np.int8]]:
         lat = np.append(fabric.link_latency.astype(np.float64), 0.0)
         cls = np.append(_CLASS_OF_KIND[fabric.link_kind], _N_CLS).astype(np.int8)
-        hit = _TABLES[fabric] = (lat, cls)
+        return lat, cls
+
+    hit: tuple[FloatArray, NDArray[np.int8]] = fabric.memo("analytic_fast.tables", make)
     return hit
 
-
-_TABLES: weakref.WeakKeyDictionary[Fabric, tuple[FloatArray, NDArray[np.int8]]] = \
-    weakref.WeakKeyDictionary()
 #: Class of a (base class, in-network) pair, with the pad class mapping to itself.
 _CLS_INNET = np.array([list(range(_N_CLS + 1)),
                        [*_INNET_OF.tolist(), 3, 4, _N_CLS]], dtype=np.int64)

@@ -32,7 +32,7 @@ from fabricsim.collectives.api import (
 from fabricsim.collectives.busbw import COLLECTIVES, bandwidths, busbw_factor
 from fabricsim.collectives.protocols import PROTOCOL_LABELS, PROTOCOLS, Protocol, get_protocol
 from fabricsim.collectives.registry import ALGORITHMS, Algorithm, Group, get_algorithm, register
-from fabricsim.collectives.tuner import Choice, choose, clear_cache
+from fabricsim.collectives.tuner import Choice, Tuner, choose, clear_cache
 
 __all__ = [
     "ALGORITHMS",
@@ -44,6 +44,7 @@ __all__ = [
     "CollectiveResult",
     "Group",
     "Protocol",
+    "Tuner",
     "bandwidths",
     "build_schedule",
     "busbw_factor",

@@ -23,11 +23,11 @@ from fabricsim.collectives.busbw import bandwidths
 from fabricsim.collectives.registry import Group, get_algorithm
 from fabricsim.collectives.tuner import (
     REFERENCE_BYTES,
+    Tuner,
     build,
     check_collective,
     check_nbytes,
     choose,
-    model,
 )
 from fabricsim.fabric.core import Fabric
 from fabricsim.schedule.core import Schedule
@@ -47,10 +47,12 @@ class CollectiveResult:
 
 def build_schedule(fabric: Fabric, collective: str, nbytes: float,
                    ranks: ArrayLike | None = None, algo: str | None = None,
-                   proto: str | None = None, channels: int | None = None) -> Schedule:
+                   proto: str | None = None, channels: int | None = None,
+                   tuner: Tuner | None = None) -> Schedule:
     """Compile ``collective`` of ``nbytes`` over ``ranks`` (default all GPUs) to a Schedule.
 
-    ``algo``/``proto`` force a choice; ``None`` picks the least predicted time. Raises
+    ``algo``/``proto`` force a choice; ``None`` picks the least predicted time (by
+    ``tuner``, default the fabric's own: see :class:`~fabricsim.collectives.Tuner`). Raises
     ConfigError (bad name or size) or ScheduleError (a forced choice that cannot apply).
 
     Examples
@@ -63,13 +65,13 @@ def build_schedule(fabric: Fabric, collective: str, nbytes: float,
     coll = check_collective(collective)
     size = check_nbytes(nbytes)
     group = Group.of(fabric, ranks)
-    c = choose(fabric, coll, size, group.ranks, algo, proto, channels)
+    c = choose(fabric, coll, size, group.ranks, algo, proto, channels, tuner=tuner)
     return build(group, coll, size, get_algorithm(c.algorithm), c.protocol, channels)
 
 
 def predict_time(fabric: Fabric, collective: str, nbytes: float,
                  ranks: ArrayLike | None = None, algo: str | None = None,
-                 proto: str | None = None) -> float:
+                 proto: str | None = None, tuner: Tuner | None = None) -> float:
     """Predicted time (s) by the analytic model; cached per structure, so cheap to repeat.
 
     Examples
@@ -79,13 +81,13 @@ def predict_time(fabric: Fabric, collective: str, nbytes: float,
     >>> predict_time(fab, "all_reduce", 2**20) < predict_time(fab, "all_reduce", 2**30)
     True
     """
-    return choose(fabric, collective, nbytes, ranks, algo, proto).time
+    return choose(fabric, collective, nbytes, ranks, algo, proto, tuner=tuner).time
 
 
 def run_collective(fabric: Fabric, collective: str, nbytes: float,
                    ranks: ArrayLike | None = None, algo: str | None = None,
-                   proto: str | None = None, backend: str | Backend = "analytic"
-                   ) -> CollectiveResult:
+                   proto: str | None = None, backend: str | Backend = "analytic",
+                   tuner: Tuner | None = None) -> CollectiveResult:
     """Select (or take) an algorithm and protocol, build the schedule and run it.
 
     ``backend`` is a name for :func:`fabricsim.backends.get_backend` or a Backend.
@@ -102,14 +104,17 @@ def run_collective(fabric: Fabric, collective: str, nbytes: float,
     coll = check_collective(collective)
     size = check_nbytes(nbytes)
     group = Group.of(fabric, ranks)
-    c = choose(fabric, coll, size, group.ranks, algo, proto)
+    c = choose(fabric, coll, size, group.ranks, algo, proto, tuner=tuner)
     sched = build(group, coll, size, get_algorithm(c.algorithm), c.protocol)
-    be = get_backend(backend) if isinstance(backend, str) else backend
+    if backend == "analytic" and tuner is not None:
+        be: Backend = tuner.backend  # the tuner's own protocol model
+    else:
+        be = get_backend(backend) if isinstance(backend, str) else backend
     res = be.run(sched, fabric)
     alg, bus = bandwidths(coll, size, res.time, group.n)
     return CollectiveResult(time=res.time, algbw=alg, busbw=bus, algorithm=c.algorithm,
                             protocol=c.protocol, result=res)
 
 
-__all__ = ["REFERENCE_BYTES", "CollectiveResult", "build_schedule", "model",
-           "predict_time", "run_collective"]
+__all__ = ["REFERENCE_BYTES", "CollectiveResult", "build_schedule", "predict_time",
+           "run_collective"]

@@ -1,16 +1,22 @@
 """Algorithm and protocol selection by least predicted time, as NCCL's tuner does.
 
-For a collective on a group, every registered algorithm that implements it and applies to
-the group is compiled once per protocol it supports (at a reference size) by the analytic
-backend; the compiled model then gives the time of any size in microseconds, so selection
-over a size sweep costs one compile per (algorithm, protocol). Compiled models are cached
-per fabric (weakly) and per (collective, ranks, algorithm, protocol, channels).
+A :class:`Tuner` owns everything selection needs: the protocol model it predicts with
+(:data:`~fabricsim.collectives.protocols.PROTOCOLS` unless given another, e.g. by
+calibration), an analytic backend built on that model, and its caches. For a collective on
+a group, every registered algorithm that implements it and applies to the group is compiled
+once per protocol it supports (at a reference size) by the analytic backend; the compiled
+model then gives the time of any size in microseconds, so selection over a size sweep
+costs one compile per (algorithm, protocol). Compiled models are cached per fabric (weakly)
+and per (collective, ranks, algorithm, protocol, channels).
 
 Selection is an exact branch and bound: a candidate is compiled only if a lower bound on
 its time (:mod:`fabricsim.backends.analytic_bound`: latencies, then capacities, then a
 routed sample of its network transfers) does not exceed the best time already found for
-that size, so the answer equals the exhaustive scan's (``BRANCH_AND_BOUND = False``) while
+that size, so the answer equals the exhaustive scan's (``Tuner(prune=False)``) while
 hopeless candidates (a 2(n-1)-step ring on 100k GPUs) are never routed.
+
+The module-level :func:`choose` uses the fabric's own default tuner (kept with the fabric,
+:meth:`~fabricsim.fabric.Fabric.memo`); pass ``tuner=`` to use another.
 
 Example
 -------
@@ -20,20 +26,25 @@ Example
 >>> big = choose(fab, "all_reduce", 2**30)
 >>> small.time < 50e-6 < big.time, big.algorithm
 (True, 'nvls')
+>>> exhaustive = Tuner(prune=False)
+>>> exhaustive.choose(fab, "all_reduce", 2**30) == big
+True
 """
 
 from __future__ import annotations
 
 import hashlib
 import weakref
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from fabricsim.collectives.busbw import COLLECTIVES
-from fabricsim.collectives.protocols import PROTOCOL_LABELS, get_protocol
+from fabricsim.collectives.protocols import IDEAL, PROTOCOL_LABELS, PROTOCOLS, Protocol
 from fabricsim.collectives.registry import ALGORITHMS, Algorithm, Group, get_algorithm
 from fabricsim.errors import ConfigError, ScheduleError, unknown
 from fabricsim.fabric.core import Fabric
@@ -45,31 +56,9 @@ if TYPE_CHECKING:
 
 #: Size at which models are compiled (any size works: byte counts scale linearly).
 REFERENCE_BYTES = float(2**20)
-
-_MODELS: weakref.WeakKeyDictionary[Fabric, dict[tuple[object, ...], CompiledSchedule]] = \
-    weakref.WeakKeyDictionary()
-_BOUNDS: weakref.WeakKeyDictionary[Fabric, dict[tuple[object, ...], BoundModel]] = \
-    weakref.WeakKeyDictionary()
-_SCHEDS: weakref.WeakKeyDictionary[Fabric, dict[tuple[object, ...], Schedule]] = \
-    weakref.WeakKeyDictionary()
-_BACKENDS: list[AnalyticBackend] = []
 #: Relative margin by which a lower bound must exceed the best time to skip a candidate
 #: (guards against rounding; the bounds themselves are exact inequalities).
 PRUNE_MARGIN = 1e-9
-#: Skip candidates by their lower bound (exact); ``False`` compiles every candidate.
-BRANCH_AND_BOUND = True
-#: ``bounds_hold`` is cleared if a bound is ever found above a compiled time (selection
-#: then scans every candidate).
-_STATE = {"bounds_hold": True}
-
-
-def _backend() -> AnalyticBackend:
-    """The shared analytic backend (imported lazily: backends.analytic imports protocols)."""
-    if not _BACKENDS:
-        from fabricsim.backends.analytic import AnalyticBackend
-
-        _BACKENDS.append(AnalyticBackend())
-    return _BACKENDS[0]
 
 
 @dataclass(frozen=True)
@@ -115,7 +104,8 @@ def default_channels(group: Group) -> int:
 
 
 def candidates(group: Group, collective: str, algo: str | None = None,
-               proto: str | None = None) -> list[tuple[Algorithm, str]]:
+               proto: str | None = None,
+               protocols: Mapping[str, Protocol] = PROTOCOLS) -> list[tuple[Algorithm, str]]:
     """The (algorithm, protocol) pairs to consider; clear errors for forced bad choices."""
     if algo is not None:
         a = get_algorithm(algo)
@@ -131,7 +121,7 @@ def candidates(group: Group, collective: str, algo: str | None = None,
             raise ScheduleError(f"no algorithm implements {collective} on this group",
                                 field="algo")
     if proto is not None:
-        p = get_protocol(proto).name
+        p = protocol_of(proto, protocols).name
         ok = [(a, p) for a in algos if p in a.protocols or p == "ideal"]
         if not ok:
             raise ScheduleError(f"{algos[0].name} does not run protocol "
@@ -154,166 +144,240 @@ def build(group: Group, collective: str, nbytes: float, algo: Algorithm, proto: 
                     meta={"channels": ch, "group_size": group.n})
 
 
-_RKEYS: weakref.WeakKeyDictionary[Group, bytes] = weakref.WeakKeyDictionary()
+def protocol_of(name: str, protocols: Mapping[str, Protocol] = PROTOCOLS) -> Protocol:
+    """The protocol called ``name`` in ``protocols`` (case-insensitive; ``ideal`` always)."""
+    key = name.lower()
+    if key == "ideal":
+        return IDEAL
+    if key not in protocols:
+        raise unknown("protocol", name, [PROTOCOL_LABELS.get(k, k) for k in protocols],
+                      field="proto")
+    return protocols[key]
 
 
 def _ranks_key(group: Group) -> bytes:
-    hit = _RKEYS.get(group)
-    if hit is None:
-        hit = _RKEYS[group] = hashlib.blake2b(group.ranks.tobytes(), digest_size=16).digest()
-    return hit
+    return hashlib.blake2b(group.ranks.tobytes(), digest_size=16).digest()
 
 
-def _sched_key(group: Group, collective: str, algo: Algorithm, channels: int | None
-               ) -> tuple[object, ...]:
-    return (collective, _ranks_key(group), algo.name, channels)
+class Tuner:
+    """Selection of (algorithm, protocol) by least predicted time, with its own caches.
 
+    ``protocols`` is the protocol model predictions use (default: the calibrated
+    :data:`~fabricsim.collectives.protocols.PROTOCOLS`); a calibration passes its own
+    instead of changing the shared one. ``prune=False`` compiles every candidate (the
+    exhaustive scan the branch and bound is checked against).
 
-def _schedule(group: Group, collective: str, algo: Algorithm, proto: str,
-              channels: int | None) -> Schedule:
-    """The reference-size schedule of ``algo`` (kept until its model is compiled)."""
-    per = _SCHEDS.setdefault(group.fabric, {})
-    key = _sched_key(group, collective, algo, channels)
-    hit = per.get(key)
-    if hit is None:
-        hit = per[key] = build(group, collective, REFERENCE_BYTES, algo, proto, channels)
-    return hit
-
-
-def model(group: Group, collective: str, algo: Algorithm, proto: str,
-          channels: int | None = None) -> CompiledSchedule:
-    """The cached compiled model of (collective, group, algorithm, protocol).
-
-    On a miss the schedule is built once and compiled for every protocol ``algo`` runs
-    (routing is shared between protocols), so the other protocols are then cached too.
+    Example
+    -------
+    >>> from fabricsim.fabric import build_cluster
+    >>> from fabricsim.collectives.protocols import PROTOCOLS
+    >>> fab = build_cluster("dgx-a100", 1)
+    >>> slow = dict(PROTOCOLS, simple=PROTOCOLS["simple"].scaled(launch=1e-3))
+    >>> base = Tuner().choose(fab, "all_reduce", 2**30)
+    >>> Tuner(slow).choose(fab, "all_reduce", 2**30).time > base.time
+    True
     """
-    fab = group.fabric
-    rk = _ranks_key(group)
-    key = (collective, rk, algo.name, proto, channels)
-    per = _MODELS.setdefault(fab, {})
-    hit = per.get(key)
-    if hit is None:
-        names = [proto] + [p for p in algo.protocols if p != proto]
-        sched = _schedule(group, collective, algo, proto, channels)
-        comps = _backend().compile_protocols(sched, fab, [get_protocol(p) for p in names])
-        for p, c in zip(names, comps, strict=True):
-            per[(collective, rk, algo.name, p, channels)] = c
-        _SCHEDS.get(fab, {}).pop(_sched_key(group, collective, algo, channels), None)
-        hit = comps[0]
-    return hit
+
+    def __init__(self, protocols: Mapping[str, Protocol] | None = None, *,
+                 prune: bool = True) -> None:
+        self.protocols: Mapping[str, Protocol] = MappingProxyType(
+            dict(PROTOCOLS if protocols is None else protocols))
+        self.prune = prune
+        #: cleared if a bound is ever found above a compiled time (selection then scans
+        #: every candidate)
+        self.bounds_hold = True
+        self._backend: AnalyticBackend | None = None
+        self._models: weakref.WeakKeyDictionary[
+            Fabric, dict[tuple[object, ...], CompiledSchedule]] = weakref.WeakKeyDictionary()
+        self._bounds: weakref.WeakKeyDictionary[
+            Fabric, dict[tuple[object, ...], BoundModel]] = weakref.WeakKeyDictionary()
+        self._scheds: weakref.WeakKeyDictionary[
+            Fabric, dict[tuple[object, ...], Schedule]] = weakref.WeakKeyDictionary()
+        self._groups: weakref.WeakKeyDictionary[Fabric, dict[bytes, Group]] = \
+            weakref.WeakKeyDictionary()
+        self._rkeys: weakref.WeakKeyDictionary[Group, bytes] = weakref.WeakKeyDictionary()
+        self._cands: weakref.WeakKeyDictionary[
+            Group, dict[tuple[object, ...], list[tuple[Algorithm, str]]]] = \
+            weakref.WeakKeyDictionary()
+
+    @property
+    def backend(self) -> AnalyticBackend:
+        """The analytic backend that compiles this tuner's models (on its protocols)."""
+        if self._backend is None:
+            from fabricsim.backends.analytic import AnalyticBackend
+
+            self._backend = AnalyticBackend(protocols=self.protocols)
+        return self._backend
+
+    def protocol(self, name: str) -> Protocol:
+        """The protocol called ``name`` in this tuner's model."""
+        return protocol_of(name, self.protocols)
+
+    def compiled(self, fabric: Fabric) -> set[str]:
+        """Names of the algorithms compiled so far on ``fabric``."""
+        return {str(k[2]) for k in self._models.get(fabric, {})}
+
+    def clear(self) -> None:
+        """Forget every compiled model, bound and schedule."""
+        for cache in (self._models, self._bounds, self._scheds, self._groups, self._rkeys,
+                      self._cands):
+            cache.clear()
+        self._backend = None
+        self.bounds_hold = True
+
+    # ------------------------------------------------------------------ caches
+    def _key(self, group: Group) -> bytes:
+        hit = self._rkeys.get(group)
+        if hit is None:
+            hit = self._rkeys[group] = _ranks_key(group)
+        return hit
+
+    def _schedule(self, group: Group, collective: str, algo: Algorithm, proto: str,
+                  channels: int | None) -> Schedule:
+        """The reference-size schedule of ``algo`` (kept until its model is compiled)."""
+        per = self._scheds.setdefault(group.fabric, {})
+        key = (collective, self._key(group), algo.name, channels)
+        hit = per.get(key)
+        if hit is None:
+            hit = per[key] = build(group, collective, REFERENCE_BYTES, algo, proto, channels)
+        return hit
+
+    def model(self, group: Group, collective: str, algo: Algorithm, proto: str,
+              channels: int | None = None) -> CompiledSchedule:
+        """The cached compiled model of (collective, group, algorithm, protocol).
+
+        On a miss the schedule is built once and compiled for every protocol ``algo`` runs
+        (routing is shared between protocols), so the other protocols are then cached too.
+        """
+        fab = group.fabric
+        rk = self._key(group)
+        per = self._models.setdefault(fab, {})
+        hit = per.get((collective, rk, algo.name, proto, channels))
+        if hit is None:
+            names = [proto] + [p for p in algo.protocols if p != proto]
+            sched = self._schedule(group, collective, algo, proto, channels)
+            comps = self.backend.compile_protocols(sched, fab,
+                                                   [self.protocol(p) for p in names])
+            for p, c in zip(names, comps, strict=True):
+                per[(collective, rk, algo.name, p, channels)] = c
+            self._scheds.get(fab, {}).pop((collective, rk, algo.name, channels), None)
+            hit = comps[0]
+        return hit
+
+    def lower_bound(self, group: Group, collective: str, algo: Algorithm, proto: str,
+                    channels: int | None = None, level: int = 1) -> BoundModel:
+        """A cached lower bound on :meth:`model`'s time: ``level`` 0 from latencies only,
+        1 adds capacity bounds (no routing), 2 also routes a sample of the network
+        transfers (see :mod:`fabricsim.backends.analytic_bound`); all of ``algo``'s
+        protocols at once."""
+        from fabricsim.backends.analytic_bound import bound_protocols
+
+        fab = group.fabric
+        rk = self._key(group)
+        per = self._bounds.setdefault(fab, {})
+        hit = per.get((collective, rk, algo.name, proto, channels, level))
+        if hit is None:
+            names = [proto] + [p for p in algo.protocols if p != proto]
+            sched = self._schedule(group, collective, algo, proto, channels)
+            bounds = bound_protocols(self.backend, sched, fab,
+                                     [self.protocol(p) for p in names], level)
+            for p, b in zip(names, bounds, strict=True):
+                per[(collective, rk, algo.name, p, channels, level)] = b
+            hit = bounds[0]
+        return hit
+
+    def group_of(self, fabric: Fabric, ranks: ArrayLike | None) -> Group:
+        """The (cached) :class:`Group` of ``ranks`` on ``fabric``."""
+        key = b"all" if ranks is None else np.asarray(ranks).tobytes()
+        per = self._groups.setdefault(fabric, {})
+        g = per.get(key)
+        if g is None:
+            g = Group.of(fabric, ranks)
+            if len(per) > 256:
+                per.clear()
+            per[key] = g
+        return g
+
+    # ------------------------------------------------------------------ selection
+    def choose(self, fabric: Fabric, collective: str, nbytes: float,
+               ranks: ArrayLike | None = None, algo: str | None = None,
+               proto: str | None = None, channels: int | None = None) -> Choice:
+        """The (algorithm, protocol) with the least predicted time for ``nbytes``."""
+        coll = check_collective(collective)
+        size = check_nbytes(nbytes)
+        group = self.group_of(fabric, ranks)
+        per = self._cands.setdefault(group, {})
+        ckey = (coll, algo, proto)
+        cands = per.get(ckey)
+        if cands is None:
+            cands = per[ckey] = candidates(group, coll, algo, proto, self.protocols)
+        factor = size / REFERENCE_BYTES
+        if len(cands) == 1 or not self.prune or not self.bounds_hold:
+            return self._scan(group, coll, cands, channels, factor)
+        # branch and bound: candidates in order of a lower bound on their time (latencies
+        # only: cheap); one whose bound exceeds the best time found is skipped (its time is
+        # larger still); before compiling one, a tighter bound (capacities, and a sample of
+        # its network transfers routed) gets a second chance to skip it. Ties keep the
+        # first candidate in registry order, as a plain scan would.
+        models = self._models.setdefault(fabric, {})
+        rk = self._key(group)
+        done: list[int] = []
+        todo: list[int] = []
+        lbs: list[float] = []
+        for i, (a, p) in enumerate(cands):
+            hit = models.get((coll, rk, a.name, p, channels))
+            (done if hit is not None else todo).append(i)
+            lbs.append(hit.time(factor) if hit is not None
+                       else self.lower_bound(group, coll, a, p, channels, level=0).time(factor))
+        best: Choice | None = None
+        best_i = -1
+        # compiled candidates first (their time is known), then the others by their bound
+        for i in done + sorted(todo, key=lbs.__getitem__):
+            a, p = cands[i]
+            lb = lbs[i]
+            if best is not None and (coll, rk, a.name, p, channels) not in models:
+                if lb * (1.0 - PRUNE_MARGIN) > best.time:
+                    break
+                lb = self.lower_bound(group, coll, a, p, channels, level=2).time(factor)
+                if lb * (1.0 - PRUNE_MARGIN) > best.time:
+                    continue
+            t = self.model(group, coll, a, p, channels).time(factor)
+            if lb * (1.0 - PRUNE_MARGIN) > t:
+                # a bound above a compiled time: the model has changed under the bounds
+                # (a test fails too); stay correct by scanning every candidate from now on
+                self.bounds_hold = False
+                return self._scan(group, coll, cands, channels, factor)
+            if best is None or t < best.time or (t == best.time and i < best_i):
+                best, best_i = Choice(a.name, p, t), i
+        assert best is not None
+        return best
+
+    def _scan(self, group: Group, coll: str, cands: list[tuple[Algorithm, str]],
+              channels: int | None, factor: float) -> Choice:
+        """The exhaustive scan: every candidate compiled, the first of least time wins."""
+        best: Choice | None = None
+        for a, p in cands:
+            t = self.model(group, coll, a, p, channels).time(factor)
+            if best is None or t < best.time:
+                best = Choice(a.name, p, t)
+        assert best is not None
+        return best
 
 
-def lower_bound(group: Group, collective: str, algo: Algorithm, proto: str,
-                channels: int | None = None, level: int = 1) -> BoundModel:
-    """A cached lower bound on :func:`model`'s time: ``level`` 0 from latencies only, 1
-    adds capacity bounds (no routing), 2 also routes a sample of the network transfers
-    (see :mod:`fabricsim.backends.analytic_bound`); all of ``algo``'s protocols at once."""
-    from fabricsim.backends.analytic_bound import bound_protocols
-
-    fab = group.fabric
-    rk = _ranks_key(group)
-    key = (collective, rk, algo.name, proto, channels, level)
-    per = _BOUNDS.setdefault(fab, {})
-    hit = per.get(key)
-    if hit is None:
-        names = [proto] + [p for p in algo.protocols if p != proto]
-        sched = _schedule(group, collective, algo, proto, channels)
-        bounds = bound_protocols(_backend(), sched, fab, [get_protocol(p) for p in names],
-                                 level)
-        for p, b in zip(names, bounds, strict=True):
-            per[(collective, rk, algo.name, p, channels, level)] = b
-        hit = bounds[0]
-    return hit
-
-
-_GROUPS: weakref.WeakKeyDictionary[Fabric, dict[bytes, Group]] = weakref.WeakKeyDictionary()
-_CANDS: weakref.WeakKeyDictionary[Group, dict[tuple[object, ...], list[tuple[Algorithm, str]]]
-                                  ] = weakref.WeakKeyDictionary()
-
-
-def group_of(fabric: Fabric, ranks: ArrayLike | None) -> Group:
-    """The (cached) :class:`Group` of ``ranks`` on ``fabric``."""
-    key = b"all" if ranks is None else np.asarray(ranks).tobytes()
-    per = _GROUPS.setdefault(fabric, {})
-    g = per.get(key)
-    if g is None:
-        g = Group.of(fabric, ranks)
-        if len(per) > 256:
-            per.clear()
-        per[key] = g
-    return g
+def default_tuner(fabric: Fabric) -> Tuner:
+    """The tuner kept with ``fabric`` (the calibrated protocol model, branch and bound)."""
+    return fabric.memo("collectives.tuner", Tuner)
 
 
 def choose(fabric: Fabric, collective: str, nbytes: float, ranks: ArrayLike | None = None,
            algo: str | None = None, proto: str | None = None,
-           channels: int | None = None) -> Choice:
-    """The (algorithm, protocol) with the least predicted time for ``nbytes``."""
-    coll = check_collective(collective)
-    size = check_nbytes(nbytes)
-    group = group_of(fabric, ranks)
-    per = _CANDS.setdefault(group, {})
-    ckey = (coll, algo, proto)
-    cands = per.get(ckey)
-    if cands is None:
-        cands = per[ckey] = candidates(group, coll, algo, proto)
-    factor = size / REFERENCE_BYTES
-    if len(cands) == 1 or not BRANCH_AND_BOUND or not _STATE["bounds_hold"]:
-        return _scan(group, coll, cands, channels, factor)
-    # branch and bound: candidates in order of a lower bound on their time (latencies
-    # only: cheap); one whose bound exceeds the best time found is skipped (its time is
-    # larger still); before compiling one, a tighter bound (capacities, and a sample of
-    # its network transfers routed) gets a second chance to skip it. Ties keep the first
-    # candidate in registry order, as a plain scan would.
-    models = _MODELS.setdefault(fabric, {})
-    rk = _ranks_key(group)
-    done: list[int] = []
-    todo: list[int] = []
-    lbs: list[float] = []
-    for i, (a, p) in enumerate(cands):
-        hit = models.get((coll, rk, a.name, p, channels))
-        (done if hit is not None else todo).append(i)
-        lbs.append(hit.time(factor) if hit is not None
-                   else lower_bound(group, coll, a, p, channels, level=0).time(factor))
-    best: Choice | None = None
-    best_i = -1
-    # compiled candidates first (their time is known), then the others by their bound
-    for i in done + sorted(todo, key=lbs.__getitem__):
-        a, p = cands[i]
-        lb = lbs[i]
-        if best is not None and (coll, rk, a.name, p, channels) not in models:
-            if lb * (1.0 - PRUNE_MARGIN) > best.time:
-                break
-            lb = lower_bound(group, coll, a, p, channels, level=2).time(factor)
-            if lb * (1.0 - PRUNE_MARGIN) > best.time:
-                continue
-        t = model(group, coll, a, p, channels).time(factor)
-        if lb * (1.0 - PRUNE_MARGIN) > t:
-            # a bound above a compiled time: the model has changed under the bounds
-            # (a test fails too); stay correct by scanning every candidate from now on
-            _STATE["bounds_hold"] = False
-            return _scan(group, coll, cands, channels, factor)
-        if best is None or t < best.time or (t == best.time and i < best_i):
-            best, best_i = Choice(a.name, p, t), i
-    assert best is not None
-    return best
+           channels: int | None = None, tuner: Tuner | None = None) -> Choice:
+    """The (algorithm, protocol) with the least predicted time for ``nbytes``
+    (by ``tuner``, default the fabric's own)."""
+    return (tuner or default_tuner(fabric)).choose(fabric, collective, nbytes, ranks, algo,
+                                                   proto, channels)
 
 
-def _scan(group: Group, coll: str, cands: list[tuple[Algorithm, str]],
-          channels: int | None, factor: float) -> Choice:
-    """The exhaustive scan: every candidate compiled, the first of least time wins."""
-    best: Choice | None = None
-    for a, p in cands:
-        t = model(group, coll, a, p, channels).time(factor)
-        if best is None or t < best.time:
-            best = Choice(a.name, p, t)
-    assert best is not None
-    return best
-
-
-def clear_cache() -> None:
-    """Forget compiled models (e.g. after changing protocol constants)."""
-    _MODELS.clear()
-    _BOUNDS.clear()
-    _SCHEDS.clear()
-    _backend()._cache.clear()
-    _backend()._structs.clear()
+def clear_cache(fabric: Fabric) -> None:
+    """Forget ``fabric``'s default tuner and everything it compiled."""
+    fabric.forget("collectives.tuner")

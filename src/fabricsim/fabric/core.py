@@ -19,10 +19,10 @@ Example
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -30,6 +30,8 @@ from numpy.typing import NDArray
 from fabricsim.errors import ConfigError, NoRouteError
 from fabricsim.fabric.kinds import LinkKind, NodeKind
 from fabricsim.fabric.paths import FloatArray, IntArray, Paths, Router
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -99,6 +101,32 @@ class Fabric:
     router: Router
     info: FabricInfo = field(default_factory=FabricInfo)
     link_up: NDArray[np.bool_] = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    _memo: dict[str, Any] = field(default_factory=dict, init=False, repr=False,
+                                  compare=False)
+
+    def memo(self, key: str, make: Callable[[], _T]) -> _T:
+        """A value derived from this fabric, computed once by ``make`` and kept with it.
+
+        Caches of derived data belong to the fabric they derive from (no module-level
+        state); a fabric made by :meth:`with_links_down` or :meth:`with_links_scaled` starts
+        with none. ``key`` names the owner, e.g. ``"analytic.adjacency"``.
+
+        Example
+        -------
+        >>> from fabricsim.fabric import build_cluster
+        >>> fab = build_cluster("dgx-h100", 1)
+        >>> fab.memo("doc.links", lambda: fab.n_links) is fab.memo("doc.links", list)
+        True
+        """
+        try:
+            hit: _T = self._memo[key]
+        except KeyError:
+            hit = self._memo[key] = make()
+        return hit
+
+    def forget(self, key: str) -> None:
+        """Drop what :meth:`memo` keeps under ``key`` (nothing if there is none)."""
+        self._memo.pop(key, None)
 
     def __post_init__(self) -> None:
         if self.link_up.shape[0] != self.link_src.shape[0]:
