@@ -10,6 +10,7 @@ from fabricsim.collectives import build_schedule, get_protocol
 from fabricsim.collectives.protocols import LINK_CLASSES
 from fabricsim.fabric import build_cluster
 from fabricsim.schedule import Schedule, Step
+from fabricsim.transport import framing_efficiency
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +33,10 @@ def test_one_flow_idle_nic_path_is_alpha_plus_bytes_over_bw(a100x2) -> None:
     src, dst = int(fab.gpus[0]), int(fab.gpus[8])
     path = fab.route(src, dst)
     alpha = float(fab.link_latency[path].sum())
-    bw = float(fab.link_capacity[path].min())
+    # packet framing of the transport on network links (PCIe carries data rates)
+    frame = framing_efficiency(fab.info.transport)
+    bw = min(float(fab.link_capacity[x]) * (1.0 if fab.link_label(int(x)) == "pcie" else frame)
+             for x in path)
     r = _one(fab, src, dst, 1e9)
     assert r.time == pytest.approx(alpha + 1e9 / bw, rel=1e-12)
     assert r.bottleneck_kind in ("nic-leaf", "leaf-spine")
@@ -48,7 +52,8 @@ def test_one_flow_with_protocol_overheads(a100x2) -> None:
     p = get_protocol("simple")
     alpha = float(fab.link_latency[path].sum()) + p.hop_latency["net"] + p.launch
     kinds = [fab.link_label(int(x)) for x in path]
-    eff = [p.efficiency["pcie"] if k == "pcie" else p.efficiency["net"] for k in kinds]
+    frame = framing_efficiency(fab.info.transport)
+    eff = [p.efficiency["pcie"] if k == "pcie" else p.efficiency["net"] * frame for k in kinds]
     bw = min(float(fab.link_capacity[x]) * e for x, e in zip(path, eff, strict=True))
     r = _one(fab, src, dst, 5e8, proto="simple")
     assert r.time == pytest.approx(alpha + 5e8 / bw, rel=1e-12)

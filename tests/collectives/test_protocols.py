@@ -17,6 +17,7 @@ from fabricsim.collectives.protocols import (
 )
 from fabricsim.errors import FabricsimError
 from fabricsim.fabric import build_cluster
+from fabricsim.transport import framing_efficiency
 
 NVLS = LINK_CLASSES.index("nvls")
 
@@ -51,9 +52,13 @@ def test_nvls_efficiency_per_nvswitch_generation() -> None:
     e3, e4 = simple.eff_array(h100)[NVLS], simple.eff_array(gb200)[NVLS]
     assert e3 == pytest.approx(simple.efficiency["nvls"])
     assert e4 == pytest.approx(e3 * 0.74 / 0.85)
-    # other classes untouched, and no fabric means the plain table
-    assert np.array_equal(np.delete(simple.eff_array(gb200), NVLS),
-                          np.delete(simple.eff_array(), NVLS))
+    # other classes untouched but for the transport's packet framing on the network classes,
+    # and no fabric means the plain table
+    frame = np.ones(len(LINK_CLASSES))
+    frame[[LINK_CLASSES.index("net"), LINK_CLASSES.index("sharp")]] = framing_efficiency(
+        gb200.info.transport)
+    assert np.allclose(np.delete(simple.eff_array(gb200), NVLS),
+                       np.delete(simple.eff_array() * frame, NVLS), rtol=1e-15)
 
 
 def test_protocol_ordering_kept() -> None:

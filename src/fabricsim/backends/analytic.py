@@ -133,7 +133,8 @@ class AnalyticBackend:
     ----------
     protocol
         Protocol name to use for every schedule (``"ll"``, ``"ll128"``, ``"simple"``,
-        ``"ideal"``); by default the schedule's own ``protocol`` (``"simple"`` if unset).
+        ``"ideal"``); by default the schedule's own ``protocol`` (``"ideal"`` if unset:
+        raw transfers, no NCCL overhead).
     protocols
         Override the protocol table (name -> :class:`Protocol`), e.g. for calibration.
     """
@@ -147,7 +148,7 @@ class AnalyticBackend:
         default_factory=weakref.WeakKeyDictionary, repr=False)
 
     def _proto(self, schedule: Schedule) -> Protocol:
-        name = (self.protocol or schedule.protocol or "simple").lower()
+        name = (self.protocol or schedule.protocol or "ideal").lower()
         if self.protocols is not None and name in self.protocols:
             return self.protocols[name]
         return get_protocol(name)

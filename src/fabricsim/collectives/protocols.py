@@ -38,10 +38,12 @@ import numpy as np
 from numpy.typing import NDArray
 
 from fabricsim.errors import unknown
-from fabricsim.fabric.kinds import LinkKind
+from fabricsim.fabric.kinds import LinkKind, NodeKind
+from fabricsim.transport import framing_efficiency
 
 if TYPE_CHECKING:
     from fabricsim.fabric.core import Fabric
+    from fabricsim.fabric.paths import Paths
 
 #: Link classes the protocol tables are indexed by.
 LINK_CLASSES: tuple[str, ...] = ("nvlink", "pcie", "net", "nvls", "sharp")
@@ -116,11 +118,16 @@ class Protocol:
         """``efficiency`` as an array in :data:`LINK_CLASSES` order.
 
         With ``fabric``, the ``nvls`` entry is scaled by :attr:`nvls_scale` of the fabric's
-        NVSwitch generation (from the catalog entry of ``fabric.info.system``).
+        NVSwitch generation, and the ``net`` and ``sharp`` entries by the packet framing of
+        its scale-out transport (:func:`fabricsim.transport.framing_efficiency`): the
+        packet backend sends those headers, the fluid backends charge them here.
         """
         out = np.array([self.efficiency[c] for c in LINK_CLASSES], dtype=np.float64)
         if fabric is not None and self.nvls_scale:
             out[LINK_CLASSES.index("nvls")] *= self.nvls_scale.get(hardware_of(fabric)[0], 1.0)
+        if fabric is not None:  # packet framing of the scale-out transport (fabricsim.transport)
+            out[[LINK_CLASSES.index("net"), LINK_CLASSES.index("sharp")]] *= \
+                framing_efficiency(fabric.info.transport)
         return out
 
     def bandwidth_ramp(self, nbytes: float) -> float:
@@ -178,6 +185,9 @@ def hardware_of(fabric: Fabric) -> tuple[str, str]:
 #   they keep NCCL's ordering (network hops dearer than NVLink) and are assumptions.
 # sharp efficiency: no SHARP measurement in the reference data; taken equal to the network
 #   efficiency (assumption, stated in docs/collectives.md).
+# net / sharp efficiencies leave out packet framing, which eff_array() multiplies in per
+#   transport (fabricsim.transport: IB x0.9937, RoCE/SRD x0.980): on InfiniBand they act
+#   as 0.24 / 0.60 / 0.96, the values before framing was split out.
 _LAUNCH = 2.4e-6
 _NVLS_GEN4 = 0.74 / 0.85
 PROTOCOLS: dict[str, Protocol] = {
@@ -185,23 +195,24 @@ PROTOCOLS: dict[str, Protocol] = {
         name="ll",
         hop_latency={"nvlink": 2.65e-6, "pcie": 3.3e-6, "net": 5.3e-6, "nvls": 2.65e-6,
                      "sharp": 5.3e-6},
-        efficiency={"nvlink": 0.33, "pcie": 0.33, "net": 0.24, "nvls": 0.28, "sharp": 0.24},
+        efficiency={"nvlink": 0.33, "pcie": 0.33, "net": 0.2415, "nvls": 0.28,
+                    "sharp": 0.2415},
         launch=_LAUNCH,
     ),
     "ll128": Protocol(
         name="ll128",
         hop_latency={"nvlink": 2.65e-6, "pcie": 3.3e-6, "net": 5.8e-6, "nvls": 2.65e-6,
                      "sharp": 5.8e-6},
-        efficiency={"nvlink": 0.464, "pcie": 0.464, "net": 0.60, "nvls": 0.40,
-                    "sharp": 0.60},
+        efficiency={"nvlink": 0.464, "pcie": 0.464, "net": 0.604, "nvls": 0.40,
+                    "sharp": 0.604},
         launch=_LAUNCH,
     ),
     "simple": Protocol(
         name="simple",
         hop_latency={"nvlink": 11.6e-6, "pcie": 11.6e-6, "net": 12.5e-6, "nvls": 2.5e-6,
                      "sharp": 12.5e-6},
-        efficiency={"nvlink": 0.796, "pcie": 0.80, "net": 0.96, "nvls": 0.675,
-                    "sharp": 0.96},
+        efficiency={"nvlink": 0.796, "pcie": 0.80, "net": 0.966, "nvls": 0.675,
+                    "sharp": 0.966},
         launch=_LAUNCH, ramp_bytes=10.4e6, ramp_power=0.88,
         nvls_scale={"nvswitch-gen3": 1.0, "nvswitch-gen4": _NVLS_GEN4},
     ),
@@ -229,3 +240,55 @@ def get_protocol(name: str) -> Protocol:
     if key not in PROTOCOLS:
         raise unknown("protocol", name, PROTOCOL_LABELS.values(), field="proto")
     return PROTOCOLS[key]
+
+
+#: Rank of each class (in :data:`LINK_CLASSES` order): the dearest class a transfer's path
+#: crosses sets its per-repetition hop overhead (nvlink < pcie < nvls < net < sharp).
+CLASS_RANK = np.array([1, 2, 4, 3, 5], dtype=np.int64)
+#: The class a link takes in a transfer that starts or ends at a reducing switch (NVLS on
+#: NVLink, SHARP on the network; PCIe stays PCIe).
+INNET_CLASS = np.array([3, 1, 4, 3, 4], dtype=np.int64)
+
+
+def switch_endpoint(fabric: Fabric, src: NDArray[np.int32], dst: NDArray[np.int32]
+                    ) -> NDArray[np.bool_]:
+    """Transfers that start or end at a switch (in-network reduction / multicast)."""
+    is_sw = np.array([k.is_switch for k in NodeKind], dtype=bool)
+    kinds = fabric.node_kind.astype(np.int64)
+    return np.asarray(is_sw[kinds[src]] | is_sw[kinds[dst]])
+
+
+def transfer_terms(fabric: Fabric, proto: Protocol, paths: Paths, innet: NDArray[np.bool_],
+                   message_bytes: float = 0.0) -> tuple[NDArray[np.float64],
+                                                        NDArray[np.float64]]:
+    """Per transfer (row of ``paths``): the payload rate ``proto`` reaches on its idle path
+    (bytes/s: the least ``capacity × efficiency`` of its links, times the protocol's ramp at
+    the collective's ``message_bytes``) and its hop overhead per repetition (s).
+
+    This is the one protocol charge every backend applies: the analytic and flow backends
+    through link efficiencies, the packet backend by pacing each flow at this rate.
+
+    Example
+    -------
+    >>> import numpy as np
+    >>> from fabricsim.fabric import build_cluster
+    >>> fab = build_cluster("dgx-h100", 2)
+    >>> src, dst = fab.gpus[:1], fab.gpus[8:9]
+    >>> rate, hop = transfer_terms(fab, PROTOCOLS["simple"], fab.route_many(src, dst),
+    ...                            np.zeros(1, bool))
+    >>> round(float(rate[0]) / 1e9, 1), bool(hop[0] == PROTOCOLS["simple"].hop_latency["net"])
+    (48.0, True)
+    """
+    rows = paths.row_ids()
+    n = len(paths)
+    cls = link_class_of_kind().astype(np.int64)[fabric.link_kind[paths.links]]
+    cls = np.where(innet[rows], INNET_CLASS[cls], cls)
+    ramp = max(proto.bandwidth_ramp(message_bytes), 1e-12)
+    rate_l = fabric.link_capacity[paths.links] * proto.eff_array(fabric)[cls] * ramp
+    rate = np.full(n, np.inf)
+    np.minimum.at(rate, rows, rate_l)
+    best = np.zeros(n, dtype=np.int64)
+    np.maximum.at(best, rows, CLASS_RANK[cls])
+    hop_by_rank = np.zeros(int(CLASS_RANK.max()) + 1)
+    hop_by_rank[CLASS_RANK] = proto.hop_array(fabric)
+    return rate, hop_by_rank[best]

@@ -34,7 +34,7 @@ def test_tree_all_reduce_agrees_with_the_flow_backend_on_two_servers() -> None:
     """Was -9.9 %: the packet backend skipped the 15 zero-byte pipeline-fill rounds
     (27.75 us) that the flow backend charges; the transfers themselves agreed."""
     fab, sch = _tree(2)
-    rp = PacketBackend(header_bytes=0).run(sch, fab)
+    rp = PacketBackend(header_bytes=0, protocol="ideal").run(sch, fab)
     rf = flow.FlowBackend(protocol="ideal").run(sch, fab)
     assert rp.time == pytest.approx(rf.time, rel=0.02)
     assert rp.step_end[0] == pytest.approx(rf.step_end[0], rel=1e-3)   # the fill step
@@ -51,8 +51,8 @@ def test_one_server_tree_differs_only_by_credit_back_pressure() -> None:
     the excess (16 MB: the queue peaks at ~6 MB) the two agree within 0.1 %."""
     fab, sch = _tree(1)
     tf = flow.FlowBackend(protocol="ideal").run(sch, fab).time
-    small = PacketBackend(header_bytes=0).run(sch, fab)
-    big = PacketBackend(header_bytes=0, credit_bytes=16e6).run(sch, fab)
+    small = PacketBackend(header_bytes=0, protocol="ideal").run(sch, fab)
+    big = PacketBackend(header_bytes=0, credit_bytes=16e6, protocol="ideal").run(sch, fab)
     assert small.time > 1.04 * tf
     assert float(np.max(small.extra["queue_max"])) < 60e3          # credit-limited queues
     assert big.time == pytest.approx(tf, rel=0.005)
@@ -64,6 +64,6 @@ def test_one_server_tree_differs_only_by_credit_back_pressure() -> None:
 def test_ring_schedules_agree_with_the_flow_backend(nodes: int, op: str) -> None:
     fab = build_cluster("dgx-h100", nodes=nodes)
     sch = build_schedule(fab, op, 64e6, algo="ring", proto="simple")
-    tp = PacketBackend(header_bytes=0).run(sch, fab).time
+    tp = PacketBackend(header_bytes=0, protocol="ideal").run(sch, fab).time
     tf = flow.FlowBackend(protocol="ideal").run(sch, fab).time
     assert tp == pytest.approx(tf, rel=0.02)

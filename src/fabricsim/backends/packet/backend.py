@@ -24,6 +24,7 @@ from fabricsim.backends.packet import layout as L
 from fabricsim.backends.packet.budget import check_endpoints
 from fabricsim.backends.packet.build import MODES, State, build_state
 from fabricsim.backends.packet.config import PacketConfig, parse_packet_config
+from fabricsim.collectives.protocols import get_protocol
 from fabricsim.errors import ConfigError, SimulationError
 from fabricsim.fabric.core import Fabric
 from fabricsim.schedule.core import Schedule
@@ -50,13 +51,18 @@ class PacketBackend:
     config
         A :class:`PacketConfig` or a ``packet:`` mapping; keyword ``options`` override its
         fields (``loss_rate=1e-4``, ``pfc={"enabled": False}``, ...).
+    protocol
+        NCCL protocol charged on the schedule's transfers, as by the analytic and flow
+        backends (``"ll"``, ``"ll128"``, ``"simple"``, ``"ideal"``); default: the
+        schedule's own, none for a schedule that names none (raw transfers).
     """
 
     name = "packet"
 
     def __init__(self, mtu: int | None = None, seed: int = 0, event_budget: int | None = None,
                  transport: str | None = None, config: PacketConfig | dict[str, Any] |
-                 None = None, **options: Any) -> None:
+                 None = None, protocol: str | None = None, **options: Any) -> None:
+        self.protocol = protocol
         base: dict[str, Any] = (config.model_dump() if isinstance(config, PacketConfig)
                                 else dict(config or {}))
         base.update(options)
@@ -104,10 +110,12 @@ class PacketBackend:
         stuck = self.stuck_node(fabric)
         cfg = self.config
         check_endpoints(schedule, cfg.max_endpoints)
+        name = self.protocol or schedule.protocol
+        proto = get_protocol(name) if name and name.lower() != "ideal" else None
         scale = 1
         for _attempt in range(4):
             st = build_state(schedule, fabric, cfg, mode=mode, seed=self.seed,
-                             stuck_node=stuck, pool_scale=scale)
+                             stuck_node=stuck, pool_scale=scale, protocol=proto)
             t0 = _time.perf_counter()
             end = _run(st)
             wall = _time.perf_counter() - t0

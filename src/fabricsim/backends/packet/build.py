@@ -24,9 +24,11 @@ from numpy.typing import NDArray
 from fabricsim.backends.packet import layout as L
 from fabricsim.backends.packet.budget import EventEstimate, check_budget, events_lower_bound
 from fabricsim.backends.packet.config import PacketConfig
+from fabricsim.collectives.protocols import Protocol, switch_endpoint, transfer_terms
 from fabricsim.errors import ConfigError, SimulationError
 from fabricsim.fabric.core import Fabric, pair_hash
 from fabricsim.fabric.kinds import LinkKind, NodeKind
+from fabricsim.fabric.paths import Paths
 from fabricsim.schedule.core import Schedule
 
 MODES = {"ib": L.MODE_IB, "roce": L.MODE_ROCE, "tcp": L.MODE_TCP, "srd": L.MODE_SRD}
@@ -73,8 +75,15 @@ def step_classes(schedule: Schedule, cfg: PacketConfig) -> list[int]:
 
 
 def build_state(schedule: Schedule, fabric: Fabric, cfg: PacketConfig, *, mode: str,
-                seed: int, stuck_node: int = -1, pool_scale: int = 1) -> State:
-    """Arrays for :func:`~fabricsim.backends.packet.engine.run_engine`."""
+                seed: int, stuck_node: int = -1, pool_scale: int = 1,
+                protocol: Protocol | None = None) -> State:
+    """Arrays for :func:`~fabricsim.backends.packet.engine.run_engine`.
+
+    With an NCCL ``protocol`` (the schedule's), each flow's sender is paced at the payload
+    rate the protocol reaches on its idle path and every step repetition waits its hop
+    overhead (:func:`~fabricsim.collectives.protocols.transfer_terms`, the charge the
+    analytic and flow backends make too); the launch overhead delays the first steps.
+    """
     if mode not in MODES:
         raise ConfigError(f"unknown transport {mode!r}; use ib, roce, tcp or srd",
                           field="packet.transport")
@@ -202,6 +211,17 @@ def build_state(schedule: Schedule, fabric: Fabric, cfg: PacketConfig, *, mode: 
         if mode == "tcp":
             FF[:nf, L.FF_CWND] = cfg.init_cwnd
             FF[:nf, L.FF_SSTHRESH] = 1e12
+    hop_of_flow = np.zeros(nf)
+    if protocol is not None and nf and p0 is not None:
+        innet = switch_endpoint(fabric, src, dst)
+        rate, hop_of_flow = transfer_terms(fabric, protocol, p0, innet,
+                                           float(schedule.nbytes))
+        for i, paths in alts.items():  # striped over every plane: the planes' rates add up
+            alt = Paths.from_rows([np.asarray(p, dtype=np.int32) for p in paths])
+            r_alt, _ = transfer_terms(fabric, protocol, alt, innet[[i] * len(paths)],
+                                      float(schedule.nbytes))
+            rate[i] = float(r_alt.sum())
+        FF[:nf, L.FF_PROTO] = np.where(np.isfinite(rate), rate, 0.0)
     # ---------------------------------------------------------------- links
     kind = fabric.link_kind
     intra = np.isin(kind, np.array([int(k) for k in INTRA_LINKS]))
@@ -245,6 +265,11 @@ def build_state(schedule: Schedule, fabric: Fabric, cfg: PacketConfig, *, mode: 
         SI[:ns, L.S_REP] = -1
         SI[:ns, L.S_NDEP] = [len(set(s.deps)) for s in steps]
         SF[:ns, L.SF_DELAY] = [s.delay for s in steps]
+        if protocol is not None:
+            hop = np.zeros(ns)
+            np.maximum.at(hop, fstep, hop_of_flow)
+            SF[:ns, L.SF_HOP] = hop
+            SF[:ns, L.SF_DELAY] += np.where(SI[:ns, L.S_NDEP] == 0, protocol.launch, 0.0)
     dependents: list[list[int]] = [[] for _ in range(ns)]
     for i, s in enumerate(steps):
         for d in set(s.deps):

@@ -99,6 +99,7 @@ from fabricsim.backends.packet.layout import (
     S_NDEP,
     S_NF,
     SF_DELAY,
+    SF_HOP,
 )
 from fabricsim.backends.packet.layout import (
     C_ECN as _C_ECN,
@@ -241,7 +242,7 @@ def run_engine(LI, LF, QI, QF, CL, NDF, PK, free, FI, FF, FPS, FPL, PL, NB, BM, 
     ns = SI.shape[0]
     for s in range(ns):
         if SI[s, S_NDEP] == 0:
-            push(HT, HI, C, SF[s, SF_DELAY], E_STEP, s, 0)
+            push(HT, HI, C, SF[s, SF_DELAY] + SF[s, SF_HOP], E_STEP, s, 0)
     if stuck_node >= 0:
         push(HT, HI, C, P[P_STUCK_T0], E_STUCK, 0, 1)
         if P[P_STUCK_T1] > P[P_STUCK_T0]:

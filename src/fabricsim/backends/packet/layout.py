@@ -208,7 +208,8 @@ FF_RET_LAT = 11
 FF_CWND = 12
 FF_SSTHRESH = 13
 FF_HDR = 14       # wire bytes added to every packet of the flow (headers, framing)
-N_FF = 15
+FF_PROTO = 15     # payload bytes/s the NCCL protocol lets the sender push (0: no limit)
+N_FF = 16
 
 # ---- per packet ints PK
 PK_FLOW = 0
@@ -236,7 +237,8 @@ N_SI = 7
 SF_DELAY = 0
 SF_START = 1
 SF_END = 2
-N_SF = 3
+SF_HOP = 3        # protocol overhead before every repetition (s)
+N_SF = 4
 
 # ---- per node
 N_BUF = 0

@@ -74,6 +74,7 @@ from fabricsim.backends.packet.layout import (
     FF_LINE,
     FF_NEXT_T,
     FF_PROGRESS,
+    FF_PROTO,
     FF_RATE,
     FF_RET_LAT,
     FF_SIZE,
@@ -109,6 +110,7 @@ from fabricsim.backends.packet.layout import (
     S_REPEAT,
     SF_DELAY,
     SF_END,
+    SF_HOP,
     SF_START,
 )
 from fabricsim.backends.packet.port import alloc_packet, bin_of, enqueue
@@ -163,7 +165,8 @@ def try_inject(f, now, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, PL, P, IP, HT, HI, 
         if seq - FI[f, F_SND_UNA] >= win:
             return -1
     rate = FF[f, FF_RATE]
-    paced = rate < FF[f, FF_LINE]
+    proto = FF[f, FF_PROTO]
+    paced = rate < FF[f, FF_LINE] or proto > 0.0
     if paced and FF[f, FF_NEXT_T] > now:
         if FI[f, F_INJ_PEND] == 0:
             FI[f, F_INJ_PEND] = 1
@@ -196,7 +199,10 @@ def try_inject(f, now, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, PL, P, IP, HT, HI, 
     FI[f, F_QUEUED] += 1
     if paced:
         t0 = FF[f, FF_NEXT_T] if FF[f, FF_NEXT_T] > now else now
-        FF[f, FF_NEXT_T] = t0 + size / rate
+        gap = size / rate if rate < FF[f, FF_LINE] else 0.0  # congestion control's rate
+        if proto > 0.0 and payload / proto > gap:  # the protocol's payload rate binds
+            gap = payload / proto
+        FF[f, FF_NEXT_T] = t0 + gap
     if IP[I_DCQCN] == 1:
         on_bytes_sent(f, size, FI, FF, P)
     l0 = PL[FPS[f, k]]
@@ -281,7 +287,7 @@ def finish_flow(f, now, FI, FF, SI, SF, DP, DI, RF, RT, HT, HI, C):  # pragma: n
 def step_rep_done(s, now, SI, SF, DP, DI, HT, HI, C):  # pragma: no cover
     """A repetition of step ``s`` ended: start the next one or release dependents."""
     if SI[s, S_REP] + 1 < SI[s, S_REPEAT]:
-        push(HT, HI, C, now, E_STEP, s, 0)
+        push(HT, HI, C, now + SF[s, SF_HOP], E_STEP, s, 0)
         return
     SI[s, S_DONE] = 1
     SF[s, SF_END] = now
@@ -290,7 +296,7 @@ def step_rep_done(s, now, SI, SF, DP, DI, HT, HI, C):  # pragma: no cover
         d = DI[j]
         SI[d, S_NDEP] -= 1
         if SI[d, S_NDEP] == 0:
-            push(HT, HI, C, now + SF[d, SF_DELAY], E_STEP, d, 0)
+            push(HT, HI, C, now + SF[d, SF_DELAY] + SF[d, SF_HOP], E_STEP, d, 0)
 
 
 @njit(cache=True)
