@@ -1,9 +1,10 @@
 """Accuracy of the collective model against published nccl-tests numbers.
 
 Runs every nccl_intranode / nccl_internode / sharp_nvls row of
-/work/shared/reference/measurements.csv that the model covers, on the matching system
-preset, and prints one JSON line per row (predicted vs measured busbw, relative error) and
-a summary: median and max relative busbw error for sizes >= 1 MiB and, apart, < 1 MiB.
+data/reference/measurements.csv (vendored published measurements) that the model covers,
+on the matching system preset, and prints one JSON line per row (predicted vs measured
+busbw, relative error) and a summary: median and max relative busbw error for sizes
+>= 1 MiB and, apart, < 1 MiB.
 
 Rows the model cannot run (no preset) print as {"not_covered": reason}. Secondary rows (a
 reason from the reference data's own notes: single user report, approximate, vendor slide)
@@ -26,13 +27,14 @@ import re
 import statistics
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from fabricsim.collectives import Tuner, predict_time
 from fabricsim.collectives.busbw import busbw_factor
 from fabricsim.fabric import build_cluster
 
-CSV = "/work/shared/reference/measurements.csv"
+CSV = Path(__file__).resolve().parents[1] / "data" / "reference" / "measurements.csv"
 MIB = 2**20
 
 

@@ -1,6 +1,6 @@
 """Accuracy of the training step model against published end-to-end runs.
 
-Runs every ``training_e2e`` row of shared/reference/measurements.csv the model covers and
+Runs every ``training_e2e`` row of data/reference/measurements.csv the model covers and
 prints one JSON line per case (predicted vs measured, relative error), then a summary line
 with the median absolute error. The same model constants serve every row: nothing here
 is tuned per row. Where a source gives no parallel configuration, the configuration is

@@ -23,7 +23,7 @@ from fabricsim.catalog.loader import FILES, data_dir
 from fabricsim.errors import ConfigError, UnknownPresetError
 
 NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
-REFERENCE_CSV = Path(__file__).resolve().parents[3] / "shared" / "reference" / "measurements.csv"
+REFERENCE_CSV = Path(__file__).resolve().parents[2] / "data" / "reference" / "measurements.csv"
 
 REQUIRED = {
     "links": [
@@ -376,7 +376,6 @@ def test_si_unit_properties(cat: Catalog) -> None:
     assert cat.nic("connectx-7").bandwidth == 50e9
 
 
-@pytest.mark.skipif(not REFERENCE_CSV.exists(), reason="shared reference data not present")
 def test_agrees_with_reference_link_facts(cat: Catalog) -> None:
     rows = {r["id"]: r for r in csv.DictReader(REFERENCE_CSV.open(encoding="utf-8"))}
     # rows 226-229: per-GPU NVLink bandwidth "uni|bidir" in GB/s

@@ -16,7 +16,8 @@ five classes: ``nvlink``, ``pcie`` (also CPU socket links), ``net`` (NIC and swi
 and for a transfer to or from a switch that reduces or multicasts, ``nvls`` (its NVLink
 links) and ``sharp`` (its network links).
 
-Every constant is calibrated against ``/work/shared/reference/measurements.csv``; the row
+Every constant is calibrated against ``data/reference/measurements.csv`` (published
+measurements vendored in the repository); the row
 ids are given beside each value and in ``docs/collectives.md``.
 
 Example
@@ -163,7 +164,7 @@ def hardware_of(fabric: Fabric) -> tuple[str, str]:
     return fabric.info.nvswitch, fabric.info.nvlink
 
 
-# Calibrated constants. Row ids refer to /work/shared/reference/measurements.csv; the fit is
+# Calibrated constants. Row ids refer to data/reference/measurements.csv; the fit is
 # `python benchmarks/accuracy_nccl.py --fit` (least squares on log busbw over the primary
 # rows, >= 1 MiB weight 1, < 1 MiB 0.5; one launch overhead for all protocols), then rounded.
 # See docs/collectives.md for the table and the measured error.

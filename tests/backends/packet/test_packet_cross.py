@@ -5,12 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import fabricsim.backends.flow as flow
 from fabricsim.backends.packet import PacketBackend
 from fabricsim.collectives import build_schedule
 from fabricsim.fabric import build_cluster
 from fabricsim.schedule import Schedule, Step
-
-flow = pytest.importorskip("fabricsim.backends.flow")
 
 
 def _tree(nodes: int):  # type: ignore[no-untyped-def]
