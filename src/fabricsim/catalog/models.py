@@ -21,8 +21,9 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
+from fabricsim._strict import StrictModel
 from fabricsim.units import GBPS, GBPS_BITS
 
 __all__ = [
@@ -56,7 +57,7 @@ _GIB = 2**30
 NonNegFloat = Field(ge=0.0)
 
 
-class Spec(BaseModel):
+class Spec(StrictModel):
     """Fields shared by every catalog record."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True)

@@ -8,6 +8,7 @@ plus the algorithm and protocol chosen for each size; sizes take nccl-tests' suf
 from __future__ import annotations
 
 import csv
+import math
 import re
 import sys
 from dataclasses import dataclass
@@ -36,6 +37,10 @@ DATATYPES = {"int8": 1, "char": 1, "uint8": 1, "int32": 4, "int": 4, "uint32": 4
              "double": 8, "float64": 8, "bfloat16": 2, "f8e4m3": 1, "f8e5m2": 1}
 #: nccl-tests reduction ops.
 REDOPS = ("sum", "prod", "min", "max", "avg")
+#: Largest message a sweep may ask for (1 PiB per rank: far beyond any GPU's memory).
+MAX_MESSAGE_BYTES = 2**50
+#: Most rows one sweep may have (nccl-tests' own default sweep has 31).
+MAX_SWEEP_POINTS = 1000
 _SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kKmMgGtT]?)(i?)([bB]?)\s*$")
 
 
@@ -57,7 +62,11 @@ def parse_nccl_size(text: str) -> int:
     num, prefix, binary, b = m.groups()
     power = " KMGT".index(prefix.upper()) if prefix else 0
     base = 1000 if (b and not binary and prefix) else 1024
-    return int(float(num) * base**power)
+    value = float(num) * base**power
+    if not value <= MAX_MESSAGE_BYTES:
+        raise ConfigError(f"size {text!r} is larger than the {MAX_MESSAGE_BYTES:,} B (1 PiB) "
+                          "a sweep may ask for", field="size")
+    return int(value)
 
 
 def sweep_sizes(minbytes: int, maxbytes: int, factor: float, stepbytes: int | None = None
@@ -73,9 +82,20 @@ def sweep_sizes(minbytes: int, maxbytes: int, factor: float, stepbytes: int | No
         raise ConfigError(f"need 0 <= minbytes <= maxbytes, got {minbytes} and {maxbytes}",
                           field="--minbytes")
     if stepbytes:
+        points = (maxbytes - minbytes) // stepbytes + 1
+    else:
+        if not (math.isfinite(factor) and factor > 1):
+            raise ConfigError(f"step factor must be a number > 1, got {factor}",
+                              field="--stepfactor")
+        lo = max(minbytes, 1)
+        points = int(math.log(max(maxbytes, lo) / lo) / math.log(factor) + 1e-9) + 1 + \
+            (minbytes == 0)
+    if points > MAX_SWEEP_POINTS:
+        raise ConfigError(f"this sweep has {points:,} sizes; the limit is {MAX_SWEEP_POINTS:,}."
+                          " Use a larger --stepfactor/--stepbytes or a narrower -b/-e range",
+                          field="--stepfactor" if not stepbytes else "--stepbytes")
+    if stepbytes:
         return list(range(minbytes, maxbytes + 1, stepbytes))
-    if factor <= 1:
-        raise ConfigError(f"step factor must be > 1, got {factor}", field="--stepfactor")
     out, s = [], float(max(minbytes, 1) if minbytes == 0 else minbytes)
     if minbytes == 0:
         out.append(0)
@@ -175,6 +195,13 @@ def register(app: typer.Typer) -> None:
                                                   help="Size multiplier per row.")] = 2.0,
         stepbytes: Annotated[str | None, typer.Option(
             "--stepbytes", "-i", help="Size increment (instead of a factor).")] = None,
+        iters: Annotated[int, typer.Option(
+            "--iters", "-n", min=1, help="nccl-tests' iteration count. A simulation is "
+            "deterministic, so it does not change the result; accepted so that nccl-tests "
+            "command lines run as they are (servers are --nodes).")] = 20,
+        warmup: Annotated[int, typer.Option(
+            "--warmup_iters", "-w", min=0, help="nccl-tests' warm-up iterations (accepted, "
+            "no effect on a simulation).")] = 5,
         datatype: Annotated[str, typer.Option("--datatype", "-d", help="nccl-tests type.")
                             ] = "float",
         op: Annotated[str, typer.Option("--op", "-o", help="Reduction op.")] = "sum",

@@ -29,7 +29,8 @@ ScenarioArg = Annotated[
 SystemOpt = Annotated[
     str | None, typer.Option("--system", "-s", help="System preset, e.g. dgx-h100.")
 ]
-NodesOpt = Annotated[int | None, typer.Option("--nodes", "-n", help="Number of servers.")]
+NodesOpt = Annotated[int | None, typer.Option(
+    "--nodes", help="Number of servers (never -n, which nccl-tests uses for iterations).")]
 GpusPerNodeOpt = Annotated[
     int | None, typer.Option("--gpus-per-node", help="GPUs used per server.")
 ]

@@ -46,11 +46,64 @@ class LogRow:
 
 @dataclass(frozen=True)
 class NcclLog:
-    """Parsed log: its rows, the rank count from the device list, and the collective."""
+    """Parsed log: its rows, the rank count from the device list, and the collective.
+
+    ``hosts`` and ``gpus`` hold, per rank of the ``Using devices`` list, the host name and
+    the GPU model nccl-tests printed (``NVIDIA A100-SXM4-80GB``).
+    """
 
     rows: list[LogRow]
     ranks: int
     collective: str | None
+    hosts: tuple[str, ...] = ()
+    gpus: tuple[str, ...] = ()
+
+    @property
+    def nodes(self) -> int:
+        """Distinct hosts in the device list (0 if the log has none)."""
+        return len(set(self.hosts))
+
+
+#: Largest log ``compare`` reads (nccl-tests logs are kilobytes; a 64 MiB one is a mistake).
+MAX_LOG_BYTES = 64 * 2**20
+_DEVICE = re.compile(r"#\s*Rank\s+\d+\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+"
+                     r"device\s+\d+\s+\[[^\]]*\]\s+(.+?)\s*$")
+#: GPU model words as nccl-tests prints them -> catalog GPU, most specific first.
+_GPU_WORDS = (("gb200", "gb200"), ("b200", "b200"), ("h200", "h200-sxm"),
+              ("h800", "h800-sxm"), ("h100 pcie", "h100-pcie"), ("h100", "h100-sxm"),
+              ("h20", "h20"), ("a800", "a800-sxm"), ("a100-sxm4-40gb", "a100-sxm-40gb"),
+              ("a100", "a100-sxm"), ("v100", "v100-sxm"), ("l40s", "l40s"))
+
+
+def catalog_gpu(model: str) -> str | None:
+    """The catalog GPU of a model name as nccl-tests prints it (None if unknown).
+
+    Examples
+    --------
+    >>> catalog_gpu("NVIDIA A100-SXM4-80GB"), catalog_gpu("NVIDIA H100 80GB HBM3")
+    ('a100-sxm', 'h100-sxm')
+    >>> catalog_gpu("Tesla K80") is None
+    True
+    """
+    low = model.lower()
+    return next((gpu for word, gpu in _GPU_WORDS if word in low), None)
+
+
+def system_for_log(parsed: NcclLog) -> str:
+    """The preset system whose GPU is the log's, or a ConfigError saying what to do."""
+    from fabricsim.catalog import get_catalog
+
+    if not parsed.gpus:
+        raise ConfigError("the log names no GPU (no 'Using devices' list); pass --system "
+                          "(e.g. --system dgx-a100)", field="--system")
+    model = parsed.gpus[0]
+    gpu = catalog_gpu(model)
+    systems = [name for name, s in get_catalog().systems.items() if s.gpu == gpu]
+    if gpu is None or not systems:
+        raise ConfigError(f"the log's GPU {model!r} is not in the catalog; pass --system, or "
+                          "define a system for it in a scenario's systems: section "
+                          "(docs/scenarios.md)", field="--system")
+    return systems[0]
 
 
 _COLLS = ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "alltoall",
@@ -74,10 +127,16 @@ def parse_nccl_log(text: str, name: str = "") -> NcclLog:
     """
     rows: list[LogRow] = []
     ranks = 0
+    hosts: list[str] = []
+    gpus: list[str] = []
     for line in text.splitlines():
         s = line.strip()
         if re.match(r"#\s*Rank\s+\d+", s):
             ranks += 1
+            dev = _DEVICE.match(s)
+            if dev:
+                hosts.append(dev.group(1))
+                gpus.append(dev.group(2))
             continue
         if not s or s.startswith("#"):
             continue
@@ -101,7 +160,8 @@ def parse_nccl_log(text: str, name: str = "") -> NcclLog:
         if c in low or c.replace("_", "") in low:
             coll = c
             break
-    return NcclLog(rows=rows, ranks=ranks, collective=coll)
+    return NcclLog(rows=rows, ranks=ranks, collective=coll, hosts=tuple(hosts),
+                   gpus=tuple(gpus))
 
 
 def register(app: typer.Typer) -> None:
@@ -133,15 +193,33 @@ def register(app: typer.Typer) -> None:
         from fabricsim.collectives import predict_time
         from fabricsim.collectives.busbw import busbw_factor
         from fabricsim.collectives.tuner import check_collective
+        from fabricsim.scenario.loader import read_text_file
 
-        if not log.exists():
+        if not log.exists() and not log.is_symlink():
             raise ConfigError(f"log file {str(log)!r} does not exist", field="LOG")
-        parsed = parse_nccl_log(log.read_text(encoding="utf-8", errors="replace"), log.name)
+        parsed = parse_nccl_log(read_text_file(log, MAX_LOG_BYTES, "nccl-tests log", "LOG"),
+                                log.name)
         coll_name = collective or parsed.collective
         if coll_name is None:
             raise ConfigError("cannot tell the collective from the file name; pass "
                               "--collective all_reduce (or another)", field="--collective")
         coll = check_collective(coll_name)
+        if scenario is None:  # the cluster comes from the log unless flags say otherwise
+            from fabricsim.catalog import get_catalog
+
+            found = system_for_log(parsed) if parsed.gpus or system is None else None
+            if system is None:
+                system = found
+            elif found is not None and get_catalog().system(system).gpu != \
+                    get_catalog().system(found).gpu:
+                raise ConfigError(
+                    f"--system {system} has {get_catalog().system(system).gpu} GPUs but the "
+                    f"log ran on {parsed.gpus[0]!r} ({found}); drop --system or pass one "
+                    "with that GPU", field="--system")
+            if nodes is None and parsed.nodes:
+                nodes = parsed.nodes
+            if gpus_per_node is None and parsed.nodes and parsed.ranks % parsed.nodes == 0:
+                gpus_per_node = parsed.ranks // parsed.nodes
         sc = scenario_with_overrides(scenario, system=system, nodes=nodes,
                                      gpus_per_node=gpus_per_node, fabric=fabric,
                                      topology=topology, oversubscription=oversubscription)

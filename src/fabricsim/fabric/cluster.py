@@ -310,6 +310,11 @@ class ClusterRouter:
         return [np.asarray(p, dtype=np.int32) for p in seen]
 
 
+#: Largest cluster :func:`build_cluster` builds (twice the largest benchmarked, 131,072 GPUs;
+#: a 131k-GPU three-tier build peaks at ~290 MiB), checked before any array is allocated.
+MAX_GPUS = 262_144
+
+
 def build_cluster(system: str = "dgx-h100", nodes: int = 1, *, gpus_per_node: int | None = None,
                   fabric: str | None = None, topology: str | None = None,
                   oversubscription: float = 1.0, tiers: int | None = None,
@@ -339,12 +344,16 @@ def build_cluster(system: str = "dgx-h100", nodes: int = 1, *, gpus_per_node: in
     sysp = cat.system(system)
     if not isinstance(nodes, int) or isinstance(nodes, bool) or nodes < 1:
         raise ConfigError(f"nodes must be an integer >= 1, got {nodes!r}", field="nodes")
-    if nodes > 1_000_000:
-        raise ConfigError(f"nodes={nodes} is beyond what fabricsim builds (1,000,000 servers)",
-                          field="nodes")
     if gpus_per_node is not None and (gpus_per_node < 1 or gpus_per_node > sysp.gpus):
         raise ConfigError(f"gpus_per_node must be 1..{sysp.gpus} for {system}, got "
                           f"{gpus_per_node}", field="gpus_per_node")
+    n_gpus = nodes * (gpus_per_node or sysp.gpus)
+    if n_gpus > MAX_GPUS:
+        raise ConfigError(
+            f"{nodes:,} x {gpus_per_node or sysp.gpus} GPUs = {n_gpus:,} GPUs is beyond the "
+            f"{MAX_GPUS:,} GPUs fabricsim builds (about 1 GiB of fabric arrays at most); use "
+            f"at most {MAX_GPUS // (gpus_per_node or sysp.gpus):,} nodes of {system}",
+            field="nodes")
     fabric_name = fabric or sysp.default_fabric
     fspec = cat.fabric(fabric_name)
     topo = topology or sysp.default_topology

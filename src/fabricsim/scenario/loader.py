@@ -23,7 +23,13 @@ from pydantic import BaseModel, ValidationError
 from fabricsim.errors import ConfigError
 from fabricsim.scenario.schema import Scenario
 
+#: Largest scenario file read (bytes); a larger one is refused before it is parsed.
 MAX_SCENARIO_BYTES = 1_000_000
+#: Most YAML nodes a scenario may expand to once aliases are followed (an "alias bomb" of
+#: nested anchors expands exponentially; real scenarios have a few hundred nodes).
+MAX_YAML_NODES = 100_000
+#: Deepest nesting of mappings and lists a scenario may have.
+MAX_YAML_DEPTH = 64
 _M = TypeVar("_M", bound=BaseModel)
 
 
@@ -34,12 +40,82 @@ class _LineLoader(yaml.SafeLoader):
 def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode, deep: bool = False
                        ) -> dict[Any, Any]:
     mapping = yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
-    lines = {}
+    lines: dict[Any, int] = {}
     for key_node, _ in node.value:
         key = loader.construct_object(key_node, deep=deep)
-        lines[key] = key_node.start_mark.line + 1
+        line = key_node.start_mark.line + 1
+        if isinstance(key, str | int | float | bool) and key in lines:
+            raise ConfigError(f"key {key!r} appears twice in one mapping (lines {lines[key]} "
+                              f"and {line}); keep one")
+        if isinstance(key, str | int | float | bool):
+            lines[key] = line
     mapping["__lines__"] = lines
     return mapping
+
+
+def _check_shape(root: yaml.Node, source: str) -> None:
+    """Refuse a document that nests too deeply or expands to too many nodes.
+
+    The expanded size counts a node once per path to it (what constructing and validating
+    the document costs), memoised per node, so the check itself stays linear.
+    """
+    size: dict[int, int] = {}
+    stack: list[tuple[yaml.Node, int, bool]] = [(root, 1, False)]
+    while stack:
+        node, depth, done = stack.pop()
+        if id(node) in size:
+            continue
+        if depth > MAX_YAML_DEPTH:
+            line = node.start_mark.line + 1
+            raise ConfigError(f"{source}: nested more than {MAX_YAML_DEPTH} levels deep "
+                              f"(line {line}); a scenario needs a handful")
+        if isinstance(node, yaml.ScalarNode):
+            size[id(node)] = 1
+            continue
+        kids = ([k for pair in node.value for k in pair] if isinstance(node, yaml.MappingNode)
+                else list(node.value))
+        if not done:
+            stack.append((node, depth, True))
+            stack.extend((k, depth + 1, False) for k in kids if id(k) not in size)
+            continue
+        total = 1 + sum(size[id(k)] for k in kids)
+        if total > MAX_YAML_NODES:
+            raise ConfigError(f"{source}: the document expands to more than "
+                              f"{MAX_YAML_NODES:,} values once its aliases (*name) are "
+                              "followed; a scenario needs far fewer (is it an alias bomb?)")
+        size[id(node)] = total
+
+
+def read_text_file(path: Path, limit: int, what: str, field: str | None = None) -> str:
+    """Read at most ``limit`` bytes of UTF-8 text, or a ConfigError saying why not.
+
+    Refuses folders, files larger than ``limit`` (also endless ones such as ``/dev/zero``:
+    only ``limit + 1`` bytes are ever read), binary data and other encodings (with the byte
+    offset of the first bad byte).
+    """
+    if path.is_dir():
+        raise ConfigError(f"{str(path)!r} is a folder; give a {what} file", field=field)
+    try:
+        with path.open("rb") as f:
+            data = f.read(limit + 1)
+    except OSError as e:
+        raise ConfigError(f"cannot read {what} {str(path)!r}: {e.strerror or e}",
+                          field=field) from None
+    if len(data) > limit:
+        raise ConfigError(f"{str(path)!r} is larger than the {limit:,}-byte limit for a "
+                          f"{what}", field=field)
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        raise ConfigError(f"{str(path)!r} is UTF-16 text; save it as UTF-8", field=field)
+    nul = data.find(b"\0")
+    if nul >= 0:
+        raise ConfigError(f"{str(path)!r} holds binary data (a NUL byte at offset {nul}); "
+                          f"a {what} is UTF-8 text", field=field)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{str(path)!r} is not UTF-8 text (byte {e.start}: "
+                          f"{data[e.start:e.start + 1]!r}); save it as UTF-8",
+                          field=field) from None
 
 
 _LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
@@ -72,15 +148,28 @@ def load_scenario_text(text: str, source: str = "<scenario>") -> Scenario:
     if len(text) > MAX_SCENARIO_BYTES:
         raise ConfigError(f"{source}: scenario is {len(text)} bytes; the limit is "
                           f"{MAX_SCENARIO_BYTES}")
+    loader = _LineLoader(text)
     try:
-        raw = yaml.load(text, Loader=_LineLoader)
+        node = loader.get_single_node()
+        if node is None:
+            raise ConfigError(f"{source}: the scenario is empty; write at least a cluster: "
+                              "section (see docs/scenarios.md)")
+        _check_shape(node, source)
+        raw = loader.construct_document(node)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
         problem = getattr(e, "problem", None) or str(e)
         raise ConfigError(f"{source}: malformed YAML{where}: {problem}") from None
-    if raw is None:
-        raw = {}
+    except RecursionError:
+        raise ConfigError(f"{source}: nested more than {MAX_YAML_DEPTH} levels deep; a "
+                          "scenario needs a handful") from None
+    except ConfigError as e:
+        if e.message.startswith(source):
+            raise
+        raise ConfigError(f"{source}: {e.message}", field=e.field) from None
+    finally:
+        loader.dispose()
     if not isinstance(raw, dict):
         raise ConfigError(f"{source}: a scenario must be a mapping of sections (cluster:, "
                           f"collective:, ...), got {type(raw).__name__}")
@@ -119,7 +208,7 @@ def load_scenario(path: str | Path) -> Scenario:
     p = Path(path)
     if p.is_dir():
         raise ConfigError(f"{str(p)!r} is a folder; give a scenario file (.yaml)")
-    if not p.exists():
+    if not p.exists() and not p.is_symlink():
         shipped = shipped_scenarios()
         name = p.name[: -len(".yaml")] if p.name.endswith(".yaml") else p.name
         if p.parent == Path(".") and name in shipped:
@@ -128,10 +217,7 @@ def load_scenario(path: str | Path) -> Scenario:
 
         raise ConfigError(f"scenario file {str(p)!r} does not exist and is not a shipped "
                           f"scenario; {did_you_mean(name, shipped)}")
-    if p.stat().st_size > MAX_SCENARIO_BYTES:
-        raise ConfigError(f"{p}: scenario is {p.stat().st_size} bytes; the limit is "
-                          f"{MAX_SCENARIO_BYTES}")
-    return load_scenario_text(p.read_text(encoding="utf-8"), source=str(p))
+    return load_scenario_text(read_text_file(p, MAX_SCENARIO_BYTES, "scenario"), source=str(p))
 
 
 def validate_section(model: type[_M], data: Any, prefix: str) -> _M:

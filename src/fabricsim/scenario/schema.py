@@ -15,10 +15,12 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, field_validator
+
+from fabricsim._strict import StrictModel
 
 
-class _Model(BaseModel):
+class _Model(StrictModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 

@@ -26,6 +26,7 @@ Example
 
 from __future__ import annotations
 
+from fabricsim.errors import ConfigError
 from fabricsim.workloads.models import TransformerSpec
 
 __all__ = [
@@ -112,7 +113,8 @@ def recompute_flops_per_token(m: TransformerSpec, seq: int, recompute: str) -> f
         return m.layers * attention_flops(m, seq)
     if recompute == "full":
         return forward_flops_per_token(m, seq) - 2.0 * m.hidden * m.vocab
-    raise ValueError(f"recompute must be one of {RECOMPUTE}, got {recompute!r}")
+    raise ConfigError(f"must be one of {', '.join(RECOMPUTE)}, got {recompute!r}",
+                      field="recompute")
 
 
 def training_flops_per_token(m: TransformerSpec, seq: int, recompute: str = "none") -> float:

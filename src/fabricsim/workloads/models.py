@@ -23,14 +23,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
+from fabricsim._strict import StrictModel
 from fabricsim.errors import ConfigError, unknown
 
 __all__ = ["MODEL_FIELDS", "PRESETS", "TransformerSpec", "get_model", "model_names"]
 
 
-class TransformerSpec(BaseModel):
+class TransformerSpec(StrictModel):
     """Shape of a decoder-only transformer.
 
     Parameters

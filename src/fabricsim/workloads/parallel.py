@@ -23,9 +23,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
-from fabricsim.errors import ModelError
+from fabricsim._strict import StrictModel
+from fabricsim.errors import ConfigError, ModelError
 from fabricsim.workloads.models import TransformerSpec
 
 __all__ = ["GROUP_KINDS", "ParallelConfig", "ResolvedParallel", "placement_warnings"]
@@ -33,7 +34,7 @@ __all__ = ["GROUP_KINDS", "ParallelConfig", "ResolvedParallel", "placement_warni
 GROUP_KINDS = ("tp", "cp", "dp", "ep", "edp", "pp")
 
 
-class ParallelConfig(BaseModel):
+class ParallelConfig(StrictModel):
     """How a training job is split over GPUs (what the user asks for).
 
     Parameters
@@ -209,7 +210,8 @@ class ResolvedParallel:
             return dpcp[::self.ep]
         if kind == "pp":
             return [self.rank(pp_i=i) for i in range(self.pp)]
-        raise ValueError(f"group kind must be one of {GROUP_KINDS}, got {kind!r}")
+        raise ConfigError(f"group kind must be one of {', '.join(GROUP_KINDS)}, got {kind!r}",
+                          field="kind")
 
 
 def placement_warnings(p: ResolvedParallel, gpus_per_server: int,

@@ -43,6 +43,9 @@ from fabricsim.fabric.kinds import LinkKind, NodeKind
 from fabricsim.scenario.schema import FaultSpec
 from fabricsim.units import parse_time
 
+#: Shortest flapping period accepted (s).
+MIN_FLAP_PERIOD = 1e-6
+
 
 @dataclass(frozen=True)
 class Flap:
@@ -191,6 +194,12 @@ def plan_faults(fabric: Fabric, faults: Sequence[FaultSpec | dict[str, Any]]) ->
                     raise ConfigError("link_flapping needs period (e.g. '2ms')",
                                       field=f"{where}.period")
                 period = parse_time(spec.period, field=f"{where}.period")
+                if not period >= MIN_FLAP_PERIOD:
+                    raise ConfigError(
+                        f"a flapping period of {period:g} s is shorter than "
+                        f"{MIN_FLAP_PERIOD * 1e6:g} us: a link needs microseconds to retrain, "
+                        "and every flap is two events of the simulation; use e.g. '2ms'",
+                        field=f"{where}.period")
                 duty = spec.duty if spec.duty is not None else 0.5
                 fac = spec.factor if spec.factor is not None else 0.0
                 flaps.append(Flap(tuple(links), fac, period, duty,

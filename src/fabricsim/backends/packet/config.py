@@ -20,13 +20,14 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, field_validator
 
+from fabricsim._strict import StrictModel
 from fabricsim.errors import FabricsimError
 from fabricsim.units import parse_bandwidth, parse_size, parse_time
 
 
-class _M(BaseModel):
+class _M(StrictModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 

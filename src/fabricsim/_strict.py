@@ -1,0 +1,62 @@
+"""The pydantic base of every model a user can build from Python.
+
+Built from Python (``ParallelConfig(tp=0)``), a model reports bad values through the
+project's error tree — a :class:`~fabricsim.errors.ConfigError` naming the field — not
+pydantic's ``ValidationError``. Loaders that validate files call ``model_validate`` and
+catch ``ValidationError`` themselves, to add file and line to the message.
+
+Example
+-------
+>>> from pydantic import Field
+>>> class Knob(StrictModel):
+...     turns: int = Field(1, ge=1)
+>>> Knob(turns=0)
+Traceback (most recent call last):
+...
+fabricsim.errors.ConfigError: Knob.turns: Input should be greater than or equal to 1, got 0
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ValidationError
+
+from fabricsim.errors import ConfigError
+
+
+def config_error(e: ValidationError, prefix: str = "") -> ConfigError:
+    """pydantic's first error as a ConfigError: ``<prefix>.<field>: <message>, got <value>``."""
+    err = e.errors()[0]
+    loc = ".".join(str(p) for p in err["loc"])
+    got = err.get("input")
+    got_s = f", got {got!r}" if got is not None and not isinstance(got, dict) else ""
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    more = len(e.errors()) - 1
+    tail = f" (and {more} more problem(s))" if more else ""
+    field = ".".join(x for x in (prefix, loc) if x)
+    return ConfigError(f"{msg}{got_s}{tail}", field=field or None)
+
+
+if TYPE_CHECKING:  # for the type checker only; at run time the class itself is taken
+    from pydantic._internal._model_construction import ModelMetaclass as _ModelMeta
+else:
+    _ModelMeta = type(BaseModel)  # pydantic's model metaclass, without its private module
+
+
+class _StrictMeta(_ModelMeta):
+    """Calling a model class (not ``model_validate``) reports errors as ConfigError.
+
+    Only the call is wrapped: ``__init__`` stays pydantic's, so nested models and the file
+    loaders' ``model_validate`` keep pydantic's errors with their locations.
+    """
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().__call__(*args, **kwargs)
+        except ValidationError as e:
+            raise config_error(e, cls.__name__) from None
+
+
+class StrictModel(BaseModel, metaclass=_StrictMeta):
+    """A pydantic model whose constructor raises :class:`~fabricsim.errors.ConfigError`."""

@@ -1,0 +1,178 @@
+"""Bad and hostile input gets a clear error naming the field, exit 2, before any work
+(issue 9, parts 6 and 7). Bounds are checked by construction (the refusal happens before
+the expensive step), never by timing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fabricsim.cli.app import main
+from fabricsim.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[2]
+LOGS = ROOT / "tests" / "data" / "nccl_logs"
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    code = main(list(args))
+    out = capsys.readouterr()
+    assert "Traceback" not in out.err + out.out
+    return code, out.err
+
+
+# ---------------------------------------------------------------- part 6
+def test_pydantic_models_built_from_python_raise_the_projects_errors() -> None:
+    from fabricsim.backends.packet.config import PacketConfig
+    from fabricsim.scenario import Scenario
+    from fabricsim.workloads.parallel import ParallelConfig
+
+    with pytest.raises(ConfigError, match=r"ParallelConfig\.tp.*greater than or equal to 1"):
+        ParallelConfig(tp=0)
+    with pytest.raises(ConfigError, match=r"PacketConfig\.mtu"):
+        PacketConfig(mtu=1)
+    with pytest.raises(ConfigError, match=r"Scenario\.cluster\.nodes"):
+        Scenario(cluster={"nodes": -1})  # type: ignore[arg-type]
+
+
+def test_workload_helpers_raise_the_projects_errors() -> None:
+    from fabricsim.workloads.flops import recompute_flops_per_token
+    from fabricsim.workloads.models import get_model
+
+    with pytest.raises(ConfigError, match=r"recompute.*got 'some'"):
+        recompute_flops_per_token(get_model("gpt3-175b"), 2048, "some")
+
+
+def test_compare_reads_the_gpu_from_the_log(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _ = run(capsys, "compare", str(LOGS / "all_reduce_perf_dgx_a100.log"))
+    assert code == 0
+    code, err = run(capsys, "compare", str(LOGS / "all_reduce_perf_dgx_a100.log"), "--system",
+                    "dgx-h100")
+    assert code == 2 and "--system" in err and "A100" in err
+
+
+def test_compare_without_a_gpu_in_the_log_asks_for_system(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    p = tmp_path / "all_reduce_perf.log"
+    p.write_text("  1048576  262144  float  sum  -1  50.0  20.97  36.70  0"
+                 "  49.0  21.40  37.45  0\n")
+    code, err = run(capsys, "compare", str(p))
+    assert code == 2 and "--system" in err
+
+
+def test_compare_with_a_gpu_the_catalog_lacks(capsys: pytest.CaptureFixture[str],
+                                              tmp_path: Path) -> None:
+    p = tmp_path / "all_reduce_perf.log"
+    p.write_text("#  Rank  0 Group  0 Pid  1 on h device  0 [0x07] Tesla K80\n"
+                 "  1048576  262144  float  sum  -1  50.0  20.97  36.70  0"
+                 "  49.0  21.40  37.45  0\n")
+    code, err = run(capsys, "compare", str(p))
+    assert code == 2 and "Tesla K80" in err and "systems:" in err
+
+
+def test_bench_n_is_iterations_not_nodes(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["bench", "all_reduce", "-b", "1M", "-e", "1M", "-n", "20", "--system",
+                 "dgx-h100"])
+    assert code == 0
+    assert "8 GPUs" in capsys.readouterr().out  # one server, not 20
+
+
+def test_nodes_has_no_short_option(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["describe", "-n", "4"])
+    assert code == 2
+
+
+# ---------------------------------------------------------------- part 7
+@pytest.mark.parametrize(("args", "field"), [
+    (["-b", "8", "-e", "8G", "-f", "1.0000001"], "--stepfactor"),
+    (["-b", "8", "-e", "8G", "-f", "nan"], "--stepfactor"),
+    (["-b", "8", "-e", "8G", "-f", "1"], "--stepfactor"),
+    (["-b", "8", "-e", "99999999999999999999999T"], "size"),
+    (["-b", "0", "-e", "1G", "-i", "1"], "--stepbytes"),
+])
+def test_bench_sweeps_are_bounded(capsys: pytest.CaptureFixture[str], args: list[str],
+                                  field: str) -> None:
+    code, err = run(capsys, "bench", "all_reduce", *args, "--system", "dgx-h100")
+    assert code == 2 and field in err
+
+
+def test_bench_zero_to_a_gigabyte_works(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _ = run(capsys, "bench", "all_reduce", "-b", "0", "-e", "1G", "--system",
+                  "dgx-h100", "--json")
+    assert code == 0
+
+
+@pytest.mark.parametrize("extra", [[], ["--topology", "torus3d"],
+                                   ["--system", "gb200-nvl72"]])
+def test_huge_clusters_are_refused_before_building(capsys: pytest.CaptureFixture[str],
+                                                   monkeypatch: pytest.MonkeyPatch,
+                                                   extra: list[str]) -> None:
+    import fabricsim.fabric.cluster as cluster
+
+    def must_not_build(*_a: object, **_k: object) -> None:
+        raise AssertionError("started building")
+
+    monkeypatch.setattr(cluster.ServerTemplate, "from_system", must_not_build)
+    code, err = run(capsys, "describe", "--nodes", "1000000", *extra)
+    assert code == 2 and "nodes" in err and "262,144" in err
+
+
+def _alias_bomb(levels: int) -> str:
+    text = 'a0: &a0 ["x","x","x","x","x","x","x","x","x","x"]\n'
+    for i in range(1, levels):
+        text += f"a{i}: &a{i} [" + ",".join([f"*a{i - 1}"] * 10) + "]\n"
+    return text + "cluster:\n  nodes: 1\n"
+
+
+@pytest.mark.parametrize(("text", "needle"), [
+    (_alias_bomb(9), "alias"),
+    ("cluster: " + "[" * 200 + "]" * 200 + "\n", "nested"),
+    ("cluster: " + "[" * 5000 + "]" * 5000 + "\n", "nested"),
+    ("cluster:\n  nodes: 2\n  nodes: 4\n", "appears twice"),
+    ("# nothing here\n", "empty"),
+    ("", "empty"),
+])
+def test_hostile_yaml_is_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                 text: str, needle: str) -> None:
+    p = tmp_path / "s.yaml"
+    p.write_text(text)
+    code, err = run(capsys, "validate", str(p))
+    assert code == 2 and needle in err
+
+
+@pytest.mark.parametrize(("data", "needle"), [
+    ("cluster:\n  nodes: 2\n".encode("utf-16"), "UTF-16"),
+    (b"cluster:\x00\x01", "binary"),
+    ("cluster:\n  name: caf\xe9\n".encode("latin-1"), "not UTF-8"),
+])
+def test_files_that_are_not_utf8_text(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                      data: bytes, needle: str) -> None:
+    p = tmp_path / "s.yaml"
+    p.write_bytes(data)
+    code, err = run(capsys, "validate", str(p))
+    assert code == 2 and needle in err
+
+
+@pytest.mark.parametrize("cmd", [["validate"], ["compare"]])
+def test_endless_files_are_read_only_up_to_the_limit(capsys: pytest.CaptureFixture[str],
+                                                     cmd: list[str]) -> None:
+    if not Path("/dev/zero").exists():
+        pytest.skip("no /dev/zero on this system")
+    code, err = run(capsys, *cmd, "/dev/zero", "--system", "dgx-a100") if cmd == ["compare"] \
+        else run(capsys, *cmd, "/dev/zero")
+    assert code == 2 and "larger than" in err
+
+
+def test_compare_on_a_folder(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, err = run(capsys, "compare", str(tmp_path), "--system", "dgx-a100")
+    assert code == 2 and "folder" in err
+
+
+def test_flapping_period_zero(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    p = tmp_path / "flap.yaml"
+    p.write_text("cluster: {system: dgx-h100, nodes: 2}\n"
+                 "collective: {collective: all_reduce, maxbytes: 1MiB, backend: flow}\n"
+                 "faults:\n  - {type: link_flapping, kind: nic-leaf, index: 0, period: 0}\n")
+    code, err = run(capsys, "simulate", str(p))
+    assert code == 2 and "faults[0].period" in err
