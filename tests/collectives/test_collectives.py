@@ -158,7 +158,7 @@ def test_run_collective_reports_bandwidths_and_bottleneck() -> None:
 def test_ring_multi_node_stays_on_rails() -> None:
     fab = FABRICS["h100x2"]
     s = build_schedule(fab, "all_reduce", 2**20, algo="ring", proto="simple")
-    for st_ in s.steps:
+    for st_ in (x for x in s.steps if x.label.startswith("ring ch")):
         # every hop to the next server stays on its rail (the wrap-around hop back to
         # server 0 may cross rails unless the server count is a multiple of 8)
         cross = (fab.node_server[st_.src] != fab.node_server[st_.dst]) & \

@@ -26,7 +26,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from fabricsim.errors import ConfigError, ScheduleError, unknown
-from fabricsim.fabric.core import Fabric, pair_hash
+from fabricsim.fabric.core import Fabric, pair_hash, with_nics
 from fabricsim.fabric.kinds import NodeKind
 from fabricsim.schedule.core import Step
 
@@ -135,25 +135,45 @@ class Group:
             else 0
 
 
-def channel_hashes(fabric: Fabric, src: IntArray, dst: IntArray, channel: int) -> NDArray[
-        np.uint64]:
+def channel_nic(fabric: Fabric, channel: int) -> int:
+    """The NIC index (among a GPU's NICs) that ``channel`` uses across servers.
+
+    As NCCL spreads channels over every NIC on a GPU's PCIe switch: channels
+    ``0..g-1`` (``g`` GPUs per server, one rail each) use each GPU's first NIC, the next
+    ``g`` its second, and so on, so ``g × nics_per_gpu`` channels use every NIC once.
+
+    >>> from fabricsim.fabric import build_cluster
+    >>> p5 = build_cluster("aws-p5", 2)
+    >>> [channel_nic(p5, c) for c in (0, 7, 8, 31, 32)]
+    [0, 0, 1, 3, 0]
+    """
+    k = max(fabric.info.nics_per_gpu, 1)
+    g = max(fabric.info.gpus_per_server, 1)
+    return (channel // g) % k
+
+
+def channel_hashes(fabric: Fabric, src: IntArray, dst: IntArray, channel: int,
+                   nic: int | None = None) -> NDArray[np.uint64]:
     """Flow hashes for one channel: inside a server the channel index (so channel ``c``
-    rides NVSwitch plane ``c``), across the network a pair hash seeded by the channel."""
+    rides NVSwitch plane ``c``), across the network a pair hash seeded by the channel that
+    leaves and enters through NIC ``nic`` (default :func:`channel_nic`) of each GPU."""
     same = fabric.node_server[src] == fabric.node_server[dst]
-    h = pair_hash(src, dst, seed=channel + 1)
+    h = with_nics(pair_hash(src, dst, seed=channel + 1),
+                  channel_nic(fabric, channel) if nic is None else nic)
     h[same] = np.uint64(channel)
     return h
 
 
 def step(fabric: Fabric, src: ArrayLike, dst: ArrayLike, nbytes: float | ArrayLike, *,
          channel: int = 0, repeat: int = 1, deps: tuple[int, ...] = (), reduce_at: str = "",
-         label: str = "") -> Step:
-    """A :class:`Step` with channel-aware flow hashes."""
+         label: str = "", nic: int | None = None) -> Step:
+    """A :class:`Step` with channel-aware flow hashes (``nic``: the NIC index its
+    cross-server transfers use, default the channel's)."""
     s = np.asarray(src, dtype=np.int32).ravel()
     d = np.asarray(dst, dtype=np.int32).ravel()
     nb = np.broadcast_to(np.asarray(nbytes, dtype=np.float64), s.shape).copy()
     return Step(src=s, dst=d, nbytes=nb, repeat=repeat, deps=deps, reduce_at=reduce_at,
-                label=label, channel=channel, hashes=channel_hashes(fabric, s, d, channel))
+                label=label, channel=channel, hashes=channel_hashes(fabric, s, d, channel, nic))
 
 
 Builder = Callable[[Group, str, float, int], list[Step]]

@@ -1,8 +1,12 @@
 """Ring algorithms (multi-channel, pipelined), as NCCL runs them.
 
 All-reduce is a reduce-scatter followed by an all-gather around the ring: every rank sends
-``S/n`` per step to its successor, ``2(n−1)`` steps. Channels split the buffer and run
-concurrently (inside a server, channel ``c`` rides NVSwitch plane ``c``). Broadcast and
+``S/n`` per step to its successor, ``2(n−1)`` steps. The steps pipeline (a rank forwards a
+chunk as soon as it has it), so the schedule is one steady-state step in which every ring
+link carries its ``2(n−1)·S/n`` behind a zero-byte fill of ``2(n−1)−1`` hops: the latency
+adds up along the ring, network hops only where the ring crosses servers. Channels split
+the buffer and run concurrently (inside a server, channel ``c`` rides NVSwitch plane
+``c``). Broadcast and
 reduce stream the buffer down a chain in small chunks: one steady-state step in which every
 ring link carries ``S`` plus a zero-byte pipeline-fill step of ``n−2`` hops.
 
@@ -11,11 +15,13 @@ Example
 >>> from fabricsim.fabric import build_cluster
 >>> from fabricsim.collectives.registry import Group
 >>> steps = ring_steps(Group.of(build_cluster("dgx-h100", 1)), "all_reduce", 8e6, 4)
->>> len(steps), steps[0].repeat, float(steps[0].nbytes[0])
-(4, 14, 250000.0)
+>>> len(steps), steps[0].repeat, float(steps[1].nbytes[0])
+(5, 13, 3500000.0)
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 from numpy.typing import NDArray
@@ -44,6 +50,32 @@ def ring_order(group: Group, channel: int) -> NDArray[np.int32]:
     return group.nodes[np.take_along_axis(grid, cols, axis=1).ravel()]
 
 
+def _ring_fill(group: Group, hops: int) -> list[Step]:
+    """The latency of ``hops + 1`` ring steps: ``hops`` zero-byte fill steps ahead of the
+    data step, which pays the last. A chunk crosses the ring hop by hop (each rank forwards
+    as soon as it has received), so latency adds up along the ring rather than every step
+    paying its dearest hop: the share of hops that cross servers (``servers/n`` of a
+    rail-aligned ring's) pays the network's hop, one of them in the data step itself; the
+    rest pay NVLink's."""
+    f = group.fabric
+    n, m = group.n, group.servers
+    inter = max(round((hops + 1) * m / n) - 1, 0) if m > 1 else 0
+    intra = hops - inter
+    by_srv = group.by_server
+    out: list[Step] = []
+    if intra > 0:
+        big = max(by_srv, key=len)
+        a, b = (big[0], big[1]) if len(big) > 1 else (0, 1)
+        out += fill_step(f, int(group.nodes[a]), int(group.nodes[b]), intra,
+                         "ring fill (inside servers)")
+    if inter > 0:
+        a, b = int(by_srv[0][0]), int(by_srv[1][0])
+        out += [replace(x, deps=(len(out) - 1,) if out else ())
+                for x in fill_step(f, int(group.nodes[a]), int(group.nodes[b]), inter,
+                                   "ring fill (between servers)")]
+    return out
+
+
 def ring_steps(group: Group, collective: str, nbytes: float, channels: int) -> list[Step]:
     """Steps of a ``channels``-channel ring ``collective`` of ``nbytes`` over ``group``."""
     n = group.n
@@ -53,22 +85,31 @@ def ring_steps(group: Group, collective: str, nbytes: float, channels: int) -> l
     nodes = group.nodes
     if collective in _REPEATS:
         red = "" if collective == "all_gather" else "dst"
-        out = []
+        rounds = _REPEATS[collective](n)
+        out = _ring_fill(group, rounds - 1)
+        deps = (len(out) - 1,) if out else ()
         for c in range(channels):
             order = ring_order(group, c)
-            out.append(step(f, order, np.roll(order, -1), nbytes / (n * channels),
-                            channel=c, repeat=_REPEATS[collective](n), reduce_at=red,
-                            label=f"ring ch{c}"))
+            out.append(replace(
+                step(f, order, np.roll(order, -1), rounds * nbytes / (n * channels),
+                     channel=c, deps=deps, reduce_at=red, label=f"ring ch{c}"),
+                rounds=rounds))
         return out
-    # broadcast (root = first rank, chain forward) and reduce (chain toward the root)
-    if collective == "broadcast":
-        src, dst, red = nodes[:-1], nodes[1:], ""
-    else:
-        src, dst, red = nodes[1:][::-1], nodes[:-1][::-1], "dst"
-    out = fill_step(f, int(src[0]), int(dst[0]), n - 2, "pipeline fill")
+    # broadcast (root = first rank, chain forward) and reduce (chain toward the root):
+    # channel c chains its own ring order from the root, so across servers the channels'
+    # server-to-server hops use different rails and NICs, as NCCL's rings do
+    chains = []
+    for c in range(channels):
+        order = ring_order(group, c)
+        order = np.roll(order, -int(np.flatnonzero(order == nodes[0])[0]))
+        chains.append((order[:-1], order[1:]) if collective == "broadcast"
+                      else (order[1:][::-1], order[:-1][::-1]))
+    red = "" if collective == "broadcast" else "dst"
+    src0, dst0 = chains[0]
+    out = fill_step(f, int(src0[0]), int(dst0[0]), n - 2, "pipeline fill")
     deps = (0,) if out else ()
     out += [step(f, src, dst, nbytes / channels, channel=c, deps=deps, reduce_at=red,
-                 label=f"chain ch{c}") for c in range(channels)]
+                 label=f"chain ch{c}") for c, (src, dst) in enumerate(chains)]
     return out
 
 

@@ -7,7 +7,8 @@ carrying half of the buffer. Channel ``c`` starts its chains at local rank ``c``
 inter-server edges of different channels use different rails. The reduction streams up and
 the broadcast streams down in chunks, so the steady state is one step in which every edge
 carries its share each way; a zero-byte pipeline-fill step adds the up-and-down depth in
-hops. Latency grows with ``log2`` of the server count (plus the chain inside a server).
+hops: along the chains inside servers at NVLink cost, between servers at network cost.
+Latency grows with ``log2`` of the server count (plus the chain inside a server).
 Groups that do not fill servers evenly use one binary tree pair over all ranks.
 
 Example
@@ -19,6 +20,7 @@ Example
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 from numpy.typing import NDArray
@@ -51,10 +53,16 @@ def tree_steps(group: Group, collective: str, nbytes: float, channels: int) -> l
     m, g = grid.shape
     child = np.arange(1, m)
     par = parents(m)
-    depth = (g - 1) + _depth(m)
-    out = fill_step(f, int(group.nodes[grid[-1, -1]]), int(group.nodes[grid[0, 0]]),
-                    max(1, 2 * depth - 1), "tree pipeline fill")
-    deps = (0,) if out else ()
+    # pipeline fill, up the tree and down again: 2(g-1) hops along the chains inside the
+    # servers (NVLink-class latency) and 2·log2(m) - 1 between servers (network class)
+    out = fill_step(f, int(group.nodes[grid[0, -1]]), int(group.nodes[grid[0, 0]]),
+                    2 * (g - 1), "tree fill (chains)")
+    inter = fill_step(f, int(group.nodes[grid[-1, 0]]), int(group.nodes[grid[0, 0]]),
+                      max(1, 2 * _depth(m) - 1) if m > 1 else 0, "tree fill (servers)")
+    if out and inter:
+        inter = [replace(inter[0], deps=(0,))]
+    out += inter
+    deps = (len(out) - 1,) if out else ()
     for c in range(channels):
         cols = (np.arange(g) + c) % g
         chains = group.nodes[grid[:, cols]]                   # m × g, head first

@@ -95,11 +95,13 @@ def check_nbytes(nbytes: float) -> float:
 
 
 def default_channels(group: Group) -> int:
-    """Channels: across servers one per rank of a server, so that every rail's NIC carries
-    a ring as with NCCL's channels; one inside a server (NVLink traffic to a peer is
-    striped over all NVSwitch planes by the backend, as by the hardware)."""
+    """Channels: across servers one per rank of a server and NIC of its GPU, so that every
+    NIC carries a ring as with NCCL's channels (aws-p5: 8 GPUs x 4 EFA = 32 channels;
+    :func:`~fabricsim.collectives.registry.channel_nic`); one inside a server (NVLink
+    traffic to a peer is striped over all NVSwitch planes by the backend, as by the
+    hardware)."""
     if group.servers > 1 and group.per_server:
-        return group.per_server
+        return group.per_server * max(group.fabric.info.nics_per_gpu, 1)
     return 1
 
 

@@ -24,7 +24,7 @@ from numpy.typing import NDArray
 from fabricsim.errors import ConfigError, NoRouteError, TopologyError, did_you_mean, unknown
 from fabricsim.fabric.aux_networks import AuxSummary, add_management_network, add_storage_network
 from fabricsim.fabric.builder import FabricBuilder
-from fabricsim.fabric.core import Fabric, FabricInfo
+from fabricsim.fabric.core import Fabric, FabricInfo, nic_pick
 from fabricsim.fabric.dragonfly import dragonfly_network
 from fabricsim.fabric.fattree import fat_tree_network
 from fabricsim.fabric.kinds import LinkKind, NodeKind
@@ -187,14 +187,16 @@ class ClusterRouter:
         """Template paths seen so far: rows of local link ids padded with -1."""
         return self._tp_table
 
-    def _nic_for(self, nodes: IntArray, hashes: NDArray[np.uint64]) -> IntArray:
-        """The NIC a server-side node sends through (GPU affinity, by hash among ties)."""
+    def _nic_for(self, nodes: IntArray, hashes: NDArray[np.uint64], receiver: bool = False
+                 ) -> IntArray:
+        """The NIC a server-side node sends (or receives) through: one of its GPU's NICs,
+        chosen by the hash's NIC byte (:func:`~fabricsim.fabric.core.with_nics`)."""
         out = nodes.copy()
         ranks = self.rank_of[nodes]
         is_gpu = ranks >= 0
         if is_gpu.any():
             k = self.gpu_nics.shape[1]
-            pick = (hashes[is_gpu] % np.uint64(k)).astype(np.int64)
+            pick = nic_pick(hashes[is_gpu], k, receiver=receiver)
             out[is_gpu] = self.gpu_nics[ranks[is_gpu], pick]
         kinds_local = self.template.kinds[self._local(nodes)]
         other = (~is_gpu) & (kinds_local != NodeKind.NIC)
@@ -250,7 +252,7 @@ class ClusterRouter:
             if s_in.any():
                 s_nic[s_in] = self._nic_for(s[s_in], h[s_in])
             if d_in.any():
-                d_nic[d_in] = self._nic_for(d[d_in], h[d_in] >> np.uint64(7))
+                d_nic[d_in] = self._nic_for(d[d_in], h[d_in], receiver=True)
             if self.nic_plane is not None and s_in.any() and d_in.any():
                 ps, pd = self.nic_plane(s_nic), self.nic_plane(d_nic)
                 fix = s_in & d_in & (ps != pd)

@@ -281,6 +281,40 @@ class Fabric:
         return json.dumps(self.to_json_dict())
 
 
+#: A flow hash's top two bytes choose the NIC at each end among the GPU's NICs (byte 6 the
+#: sender's, byte 7 the receiver's, modulo the NIC count); the other bits spread flows
+#: over equal-cost paths. :func:`with_nics` sets them (as a channel picks its NIC).
+NIC_SHIFT_SRC = np.uint64(48)
+NIC_SHIFT_DST = np.uint64(56)
+_NIC_MASK = np.uint64(0xFFFF) << NIC_SHIFT_SRC
+
+
+def with_nics(hashes: NDArray[np.uint64], src_nic: int, dst_nic: int | None = None
+              ) -> NDArray[np.uint64]:
+    """``hashes`` with their NIC bytes set: the sender uses its NIC ``src_nic`` and the
+    receiver its NIC ``dst_nic`` (default the same index: rail-aligned), each modulo the
+    GPU's NIC count.
+
+    Example
+    -------
+    >>> import numpy as np
+    >>> h = with_nics(np.array([12345], dtype=np.uint64), 2)
+    >>> int(nic_pick(h, 4)[0]), int(nic_pick(h, 4, receiver=True)[0])
+    (2, 2)
+    """
+    d = src_nic if dst_nic is None else dst_nic
+    field = (np.uint64(src_nic & 0xFF) << NIC_SHIFT_SRC) | (np.uint64(d & 0xFF) << NIC_SHIFT_DST)
+    out: NDArray[np.uint64] = (hashes & ~_NIC_MASK) | field
+    return out
+
+
+def nic_pick(hashes: NDArray[np.uint64], k: int, receiver: bool = False) -> NDArray[np.int64]:
+    """Which of ``k`` NICs each flow uses at the sending (or receiving) end."""
+    shift = NIC_SHIFT_DST if receiver else NIC_SHIFT_SRC
+    out: NDArray[np.int64] = ((hashes >> shift) & np.uint64(0xFF)).astype(np.int64) % k
+    return out
+
+
 def pair_hash(src: IntArray, dst: IntArray, seed: int = 0) -> NDArray[np.uint64]:
     """Deterministic 64-bit hash of (src, dst, seed) pairs (splitmix64), vectorised."""
     x = (src.astype(np.uint64) << np.uint64(32)) ^ dst.astype(np.uint64)

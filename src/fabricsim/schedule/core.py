@@ -39,7 +39,12 @@ FloatArray = NDArray[np.float64]
 
 @dataclass(frozen=True, eq=False)
 class Step:
-    """Concurrent transfers ``src[i] -> dst[i]`` of ``nbytes[i]`` bytes, run ``repeat`` times."""
+    """Concurrent transfers ``src[i] -> dst[i]`` of ``nbytes[i]`` bytes, run ``repeat`` times.
+
+    ``rounds`` says how many pipelined algorithm steps one repetition stands for (a ring's
+    ``2(n-1)`` steps folded into one steady-state step): per-step costs that are not
+    latency, such as a straggler's delay, are charged that many times.
+    """
 
     src: IntArray
     dst: IntArray
@@ -51,6 +56,7 @@ class Step:
     channel: int = 0
     hashes: NDArray[np.uint64] | None = None
     delay: float = 0.0
+    rounds: int = 1
 
     def __post_init__(self) -> None:
         src = np.asarray(self.src, dtype=np.int32).ravel()
@@ -70,6 +76,8 @@ class Step:
             raise ScheduleError(f"step {self.label!r}: repeat must be >= 1, got {self.repeat}")
         if self.delay < 0:
             raise ScheduleError(f"step {self.label!r}: delay must be >= 0")
+        if self.rounds < 1:
+            raise ScheduleError(f"step {self.label!r}: rounds must be >= 1, got {self.rounds}")
         if self.reduce_at not in ("", "dst", "switch"):
             raise ScheduleError(f"reduce_at must be '', 'dst' or 'switch', got "
                                 f"{self.reduce_at!r}")

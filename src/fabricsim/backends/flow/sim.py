@@ -159,7 +159,7 @@ def simulate(schedule: Schedule, plan: FaultPlan,
             ex = stripe_planes(fab, ex)
             if protocol is not None:
                 ex = apply_protocol(fab, ex, protocol, float(schedule.nbytes))
-            templates[i] = (ex, plan.delays(ex.src))
+            templates[i] = (ex, plan.delays(ex.src) * s.rounds)
         return templates[i]
 
     def kill(i: int) -> None:
