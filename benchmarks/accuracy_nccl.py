@@ -35,6 +35,7 @@ from fabricsim.collectives.busbw import busbw_factor
 from fabricsim.fabric import build_cluster
 
 CSV = Path(__file__).resolve().parents[1] / "data" / "reference" / "measurements.csv"
+CSV2 = CSV.with_name("measurements_2.csv")
 MIB = 2**20
 
 
@@ -52,6 +53,8 @@ class Case:
     note: str = ""
     #: measured range (lo, hi) in GB/s where the source gives one; error is 0 inside it
     span: tuple[float, float] | None = None
+    #: a small-message latency row: the measured time (us) is compared, not busbw
+    measured_time_us: float | None = None
 
     @property
     def secondary(self) -> str:
@@ -126,24 +129,74 @@ def cases() -> list[Case]:
         Case(170, "gb200-nvl72", 1, g8, 680, algo="ring"),
         Case(171, "aws-p5", 1, g8, 480, algo="nvls"),
     ]
+    return out + scale_out_cases()
+
+
+#: Azure NDmv4 (8 x A100, 8 x HDR per VM) is the dgx-a100 preset.
+_NDV4 = "dgx-a100"
+
+
+def scale_out_cases() -> list[Case]:
+    """Rows of measurements_2.csv: multi-node busbw and small-message latency."""
+    with open(CSV2, encoding="utf-8") as fh:
+        rows = {int(r["id"]): r for r in csv.DictReader(fh)}
+
+    def val(rid: int) -> float:
+        return float(rows[rid]["value"].split("|")[0])
+
+    g1, g4 = float(2**30), float(4 * 2**30)
+    out = [
+        Case(1015, _NDV4, 1, g1, val(1015), collective="alltoall"),
+        Case(1016, _NDV4, 2, g1, val(1016), collective="alltoall"),
+        Case(1017, _NDV4, 2, g1, val(1017), collective="alltoall",
+             cluster={"gpus_per_node": 1}),
+        Case(1046, _NDV4, 2, g1, val(1046), collective="all_gather"),
+        Case(1047, _NDV4, 2, g4, val(1047), collective="all_gather"),
+        Case(1085, _NDV4, 2, g1, val(1085)),
+        Case(1086, _NDV4, 2, g4, val(1086)),
+    ]
+    for rid in range(1078, 1083):  # 2 x 8 H100 on NDR, NCCL's default algorithm
+        out.append(Case(rid, "dgx-h100", 2, _size(rows[rid]["config"]) or 0.0, val(rid)))
+    for rid in (1083, 1084):  # NCCL_ALGO=NVLSTree: our automatic choice is compared
+        out.append(Case(rid, "dgx-h100", 2, _size(rows[rid]["config"]) or 0.0, val(rid),
+                        note="NCCL forced NVLSTree; model: automatic choice"))
+    # row 1087: 1 KiB latency (us) per collective, three shapes (notes carry two of them)
+    lat = {"2x8": ((2, {}), (33.74, 35.85, 49.75)),
+           "1x8": ((1, {}), (12.53, 16.96, 9.34)),
+           "2x1": ((2, {"gpus_per_node": 1}), (16.08, 21.27, 29.84))}
+    for (nodes, cl), times in lat.values():
+        for coll, t in zip(("all_gather", "all_reduce", "alltoall"), times, strict=True):
+            out.append(Case(1087, _NDV4, nodes, 1024.0, 0.0, collective=coll, cluster=cl,
+                            measured_time_us=t))
     return out
 
 
 _FABRICS: dict[tuple[Any, ...], Any] = {}
 
 
-def predict(c: Case, tuner: Tuner | None = None) -> float:
+def predict_us(c: Case, tuner: Tuner | None = None) -> float:
     key = (c.system, c.nodes, tuple(sorted(c.cluster.items())))
     if key not in _FABRICS:
         _FABRICS[key] = build_cluster(c.system, c.nodes, **c.cluster)
     fab = _FABRICS[key]
-    t = predict_time(fab, c.collective, c.nbytes, algo=c.algo, proto=c.proto, tuner=tuner)
-    return c.nbytes / t * busbw_factor(c.collective, fab.n_gpus) / 1e9
+    return predict_time(fab, c.collective, c.nbytes, algo=c.algo, proto=c.proto,
+                        tuner=tuner) * 1e6
+
+
+def predict(c: Case, tuner: Tuner | None = None) -> float:
+    """Predicted busbw (GB/s), or for a latency row the predicted time (us)."""
+    t = predict_us(c, tuner)
+    if c.measured_time_us is not None:
+        return t
+    n = _FABRICS[(c.system, c.nodes, tuple(sorted(c.cluster.items())))].n_gpus
+    return c.nbytes / (t * 1e-6) * busbw_factor(c.collective, n) / 1e9
 
 
 def rel_error(c: Case, predicted: float) -> float:
-    """Relative busbw error; inside a published range it is 0, outside it is measured from
-    the nearer end."""
+    """Relative busbw error (time error for latency rows); inside a published range it is
+    0, outside it is measured from the nearer end."""
+    if c.measured_time_us is not None:
+        return (predicted - c.measured_time_us) / c.measured_time_us
     if c.span is not None:
         lo, hi = c.span
         if predicted < lo:
@@ -158,9 +211,12 @@ def evaluate(cs: list[Case], tuner: Tuner | None = None) -> list[dict[str, Any]]
     out = []
     for c in cs:
         p = predict(c, tuner)
+        what = ({"measured_time_us": c.measured_time_us, "predicted_time_us": round(p, 2)}
+                if c.measured_time_us is not None else
+                {"measured_busbw_gbps": c.measured_busbw, "predicted_busbw_gbps": round(p, 2)})
         out.append({"row": c.row, "system": c.system, "nodes": c.nodes, **c.cluster,
-                    "size_bytes": int(c.nbytes), "algo": c.algo or "auto",
-                    "measured_busbw_gbps": c.measured_busbw, "predicted_busbw_gbps": round(p, 2),
+                    "collective": c.collective, "size_bytes": int(c.nbytes),
+                    "algo": c.algo or "auto", **what,
                     "rel_error": round(rel_error(c, p), 4),
                     **({"note": c.note} if c.note else {}),
                     **({"secondary": c.secondary} if c.secondary else {})})
@@ -169,9 +225,14 @@ def evaluate(cs: list[Case], tuner: Tuner | None = None) -> list[dict[str, Any]]
 
 def _stats(res: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for name, sel in (("ge_1MiB", lambda r: r["size_bytes"] >= MIB),
-                      ("lt_1MiB", lambda r: r["size_bytes"] < MIB)):
-        sub = [r for r in res if sel(r)]
+    bw = [r for r in res if "measured_time_us" not in r]
+    for name, sub in (("ge_1MiB", [r for r in bw if r["size_bytes"] >= MIB]),
+                      ("lt_1MiB", [r for r in bw if r["size_bytes"] < MIB]),
+                      ("single_node_ge_1MiB", [r for r in bw if r["size_bytes"] >= MIB
+                                               and r["nodes"] == 1]),
+                      ("multi_node_ge_1MiB", [r for r in bw if r["size_bytes"] >= MIB
+                                              and r["nodes"] > 1]),
+                      ("latency", [r for r in res if "measured_time_us" in r])):
         if sub:
             errs = [abs(r["rel_error"]) for r in sub]
             worst = max(sub, key=lambda r: abs(r["rel_error"]))

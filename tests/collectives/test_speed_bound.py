@@ -109,9 +109,10 @@ def test_pruning_skips_hopeless_candidates():
     t = tu.Tuner()
     picks = [t.choose(fab, "all_reduce", s) for s in SIZES]
     compiled = t.compiled(fab)
-    # 2(m-1) = 254 network repetitions per rail ring make hierarchical and nvls slower
-    # than the winner at every size: their bounds say so and they are never compiled
-    assert "hierarchical" not in compiled and "nvls" not in compiled
+    # 2(m-1) = 254 network repetitions per rail ring, in sequence with its NVLink
+    # phases, make hierarchical slower than the winner at every size: its bound says so
+    # and it is never compiled
+    assert "hierarchical" not in compiled
     assert {p.algorithm for p in picks} <= compiled
     # forcing one still compiles it, and it is indeed slower than the pick
     for s, p in zip(SIZES, picks, strict=True):
