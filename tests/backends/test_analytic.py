@@ -134,7 +134,7 @@ def test_fast_structure_equals_general_path(algo):
     from fabricsim.collectives import build_schedule
     from fabricsim.fabric import build_cluster
 
-    fab = build_cluster("dgx-h100", 12, oversubscription=2.0)
+    fab = build_cluster("dgx-h100", 12, oversubscription=2.0, params={"sharp": True})
     rng = np.random.default_rng(5)
     sched = build_schedule(fab, "all_reduce", float(rng.integers(1, 2**30)), algo=algo,
                            proto="simple", channels=int(rng.integers(1, 9)))

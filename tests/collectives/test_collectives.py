@@ -23,7 +23,7 @@ from fabricsim.fabric import build_cluster
 
 FABRICS = {
     "h100x1": build_cluster("dgx-h100", 1),
-    "h100x2": build_cluster("dgx-h100", 2),
+    "h100x2": build_cluster("dgx-h100", 2, params={"sharp": True}),
     "a100x2": build_cluster("dgx-a100", 2),
 }
 
@@ -59,7 +59,7 @@ def test_auto_never_slower_than_any_forced_choice() -> None:
     fab = FABRICS["h100x2"]
     for size in (8, 2**16, 2**24, 2**32):
         best = predict_time(fab, "all_reduce", size)
-        for a in ("ring", "tree", "nvls", "sharp", "hierarchical"):
+        for a in ("ring", "tree", "nvls", "nvlstree", "sharp", "hierarchical"):
             assert best <= predict_time(fab, "all_reduce", size, algo=a) * (1 + 1e-12)
 
 

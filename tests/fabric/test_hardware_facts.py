@@ -39,3 +39,20 @@ def test_user_defined_system_behaves_like_its_base(nodes: int) -> None:
         assert (a.algorithm, a.protocol) == (b.algorithm, b.protocol)
         assert a.time == pytest.approx(b.time, rel=1e-12)
     assert choose(mine, "all_reduce", 2**33).algorithm == "nvls" or nodes > 1
+
+
+def test_sharp_is_off_unless_asked_and_refused_where_it_cannot_exist() -> None:
+    from fabricsim.errors import ConfigError, ScheduleError
+
+    assert not build_cluster("dgx-h100", 4).info.sharp          # shipping default
+    assert build_cluster("dgx-h100", 4, params={"sharp": True}).info.sharp
+    for kw, why in ((dict(fabric="roce-400g"), "transport"),
+                    (dict(topology="torus3d"), "aggregation tree"),
+                    (dict(fabric="efa"), "transport")):
+        with pytest.raises(ConfigError, match=why):
+            build_cluster("dgx-h100", 4, params={"sharp": True}, **kw)
+    with pytest.raises(ConfigError, match="true or false"):
+        build_cluster("dgx-h100", 4, params={"sharp": "yes"})
+    with pytest.raises(ScheduleError, match="sharp: true"):
+        choose(build_cluster("dgx-h100", 4, topology="torus3d"), "all_reduce", 2**20,
+               algo="sharp")

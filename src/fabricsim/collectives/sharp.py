@@ -34,9 +34,11 @@ from fabricsim.schedule.core import Step
 def _check(group: Group, collective: str) -> str | None:
     info = group.fabric.info
     if not info.sharp:
-        return (f"SHARP in-network reduction needs an InfiniBand fabric with SHARP; "
-                f"{info.fabric or 'this fabric'} ({info.transport or 'unknown transport'}) "
-                "has none. Use ring, tree or hierarchical")
+        return (f"SHARP in-network reduction is off on {info.fabric or 'this fabric'} "
+                f"({info.transport or 'unknown transport'}, {info.topology or 'no topology'}):"
+                " it needs an InfiniBand fat-tree with aggregating switches and the "
+                "cluster parameter sharp: true (off by default, as shipping clusters run "
+                "NCCL without the CollNet plugin). Use ring, tree or nvlstree")
     if group.servers < 2:
         return "SHARP reduces across servers; this group is on one server (use nvls or ring)"
     if not group.per_server:

@@ -71,7 +71,10 @@ TOPOLOGY_PARAMS: dict[str, frozenset[str] | None] = {
     "torus3d": frozenset({"dims"}),
 }
 #: ``params`` keys read by build_cluster itself (NVLink domains, storage, management).
-CLUSTER_PARAMS = frozenset({"nvlink_domain", "storage_targets", "mgmt_servers_per_switch"})
+CLUSTER_PARAMS = frozenset({"nvlink_domain", "storage_targets", "mgmt_servers_per_switch",
+                            "sharp"})
+#: Topologies whose switches can form SHARP aggregation trees (InfiniBand fat-trees).
+SHARP_TOPOLOGIES = frozenset({"fat-tree", "rail-optimized"})
 
 #: Links of compute scale-out networks (never STORAGE, MGMT or NVLINK_NETWORK).
 NETWORK_LINK_KINDS = (LinkKind.NIC_LEAF, LinkKind.LEAF_SPINE, LinkKind.SPINE_CORE,
@@ -376,6 +379,8 @@ def build_cluster(system: str = "dgx-h100", nodes: int = 1, *, gpus_per_node: in
                           field="oversubscription")
     template = ServerTemplate.from_system(system, gpus=gpus_per_node, catalog=cat)
     switch = cat.switch(fspec.switch)
+    sharp = _sharp_setting(prm.get("sharp", False), fabric_name, fspec.sharp,
+                           switch.in_network_reduction, fspec.switch, topo)
     k = radix or switch.radix
     if k < 4:
         raise TopologyError(f"switch radix must be >= 4, got {k}", field="radix")
@@ -454,7 +459,7 @@ def build_cluster(system: str = "dgx-h100", nodes: int = 1, *, gpus_per_node: in
         gpus_per_server=template.n_gpus, nvlink_domain_gpus=domain_gpus,
         nics_per_server=template.n_nics, oversubscription=net.oversubscription,
         tiers=net.tiers, planes=net.planes, transport=fspec.transport,
-        lossless=fspec.lossless, sharp=fspec.sharp, nic_bandwidth=min(
+        lossless=fspec.lossless, sharp=sharp, nic_bandwidth=min(
             sysp.nic_bandwidth, switch.port_bandwidth),
         bisection_bandwidth=net.bisection_bandwidth, switch_latency=fspec.switch_latency,
         nic_latency=fspec.nic_latency, nvswitch=sysp.nvswitch, nvlink=gpu.nvlink or "",
@@ -464,6 +469,25 @@ def build_cluster(system: str = "dgx-h100", nodes: int = 1, *, gpus_per_node: in
         cables=cables, extra=extra,
     )
     return b.build(gpus=gpus, gpu_nics=gpu_nics, router=router, info=info, arrays=arrays)
+
+
+def _sharp_setting(asked: object, fabric: str, fabric_sharp: bool, switch_reduces: bool,
+                   switch: str, topology: str) -> bool:
+    """Whether SHARP (in-network reduction) is on: only if asked (``params.sharp``, off by
+    default as on shipping clusters) and the fabric can (InfiniBand with aggregating
+    switches in a fat-tree)."""
+    if not isinstance(asked, bool):
+        raise ConfigError(f"sharp must be true or false, got {asked!r}", field="params.sharp")
+    if not asked:
+        return False
+    why = ("its transport has no SHARP" if not fabric_sharp else
+           f"its switch {switch} cannot aggregate" if not switch_reduces else
+           f"a {topology} has no switch aggregation tree" if topology not in SHARP_TOPOLOGIES
+           else "")
+    if why:
+        raise ConfigError(f"SHARP cannot be enabled on {fabric}: {why}; it needs an "
+                          "InfiniBand fat-tree (ib-hdr, ib-ndr, ib-xdr)", field="params.sharp")
+    return True
 
 
 def _tile_servers(b: FabricBuilder, template: ServerTemplate, nodes: int
