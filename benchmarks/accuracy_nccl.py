@@ -13,7 +13,9 @@ without them and "all" statistics with them. Published ranges (rows 115, 141) co
 0 error inside the range.
 
 ``--fit`` re-fits the protocol constants (least squares on log busbw error over the
-primary rows) and prints the fitted values; the library's constants were set from it.
+primary single-server rows, including the 1 KiB latencies of row 1087 measured with one
+process per GPU; multi-node rows are held out) and prints the fitted values; the library's
+constants were set from it.
 
 Usage: python benchmarks/accuracy_nccl.py [--fit]
 """
@@ -55,6 +57,8 @@ class Case:
     span: tuple[float, float] | None = None
     #: a small-message latency row: the measured time (us) is compared, not busbw
     measured_time_us: float | None = None
+    #: GPUs one nccl-tests thread drove (``-g``): rows 1-48 ran ``-g 8`` in one process
+    gpus_per_thread: int = 1
 
     @property
     def secondary(self) -> str:
@@ -99,10 +103,11 @@ def cases() -> list[Case]:
         if size is None:
             continue
         value = r["value"].split("|")[-1]
+        gpt = int(m.group(1)) if (m := re.search(r"-g (\d+)", r["config"])) else 1
         if "A100" in r["config"]:
-            out.append(Case(rid, "dgx-a100", 1, size, float(value)))
+            out.append(Case(rid, "dgx-a100", 1, size, float(value), gpus_per_thread=gpt))
         elif "H100" in r["config"]:
-            out.append(Case(rid, "dgx-h100", 1, size, float(value)))
+            out.append(Case(rid, "dgx-h100", 1, size, float(value), gpus_per_thread=gpt))
     g8 = 8 * 2**30
     out += [
         Case(115, "dgx-h100", 1, 4 * 2**30, 367.5, algo="ring", note="range 365-370",
@@ -180,7 +185,7 @@ def predict_us(c: Case, tuner: Tuner | None = None) -> float:
         _FABRICS[key] = build_cluster(c.system, c.nodes, **c.cluster)
     fab = _FABRICS[key]
     return predict_time(fab, c.collective, c.nbytes, algo=c.algo, proto=c.proto,
-                        tuner=tuner) * 1e6
+                        tuner=tuner, gpus_per_thread=c.gpus_per_thread) * 1e6
 
 
 def predict(c: Case, tuner: Tuner | None = None) -> float:
@@ -256,7 +261,7 @@ def summary(res: list[dict[str, Any]]) -> dict[str, Any]:
 #: Constants the fit may move: (protocol or "all", field). "<class>_hop" / "<class>_eff" are
 #: entries of hop_latency (us) / efficiency; launch (us) is shared by every protocol.
 FIT_PARAMS: tuple[tuple[str, str], ...] = (
-    ("all", "launch"), ("ll", "nvlink_hop"), ("ll", "nvlink_eff"),
+    ("all", "launch"), ("all", "launch_per_gpu"), ("ll", "nvlink_hop"), ("ll", "nvlink_eff"),
     ("ll128", "nvlink_hop"), ("ll128", "nvlink_eff"),
     ("simple", "nvlink_hop"), ("simple", "nvlink_eff"), ("simple", "nvls_hop"),
     ("simple", "nvls_eff"), ("simple", "ramp_bytes"), ("simple", "ramp_power"),
@@ -264,8 +269,8 @@ FIT_PARAMS: tuple[tuple[str, str], ...] = (
 
 
 def _get(proto: Any, what: str) -> float:
-    if what == "launch":
-        return float(proto.launch) * 1e6
+    if what in ("launch", "launch_per_gpu"):
+        return max(float(getattr(proto, what)) * 1e6, 0.1)
     if what in ("ramp_bytes", "ramp_power"):
         return float(getattr(proto, what))
     if what.startswith("hopscale_"):
@@ -290,8 +295,8 @@ def fit(cs: list[Case]) -> Tuner:  # pragma: no cover - calibration tool
         for (p, what), v in zip(FIT_PARAMS, np.exp(x), strict=True):
             for q in (("ll", "ll128", "simple") if p == "all" else (p,)):
                 pr = new[q]
-                if what == "launch":
-                    new[q] = pr.scaled(launch=float(v) * 1e-6)
+                if what in ("launch", "launch_per_gpu"):
+                    new[q] = pr.scaled(**{what: float(v) * 1e-6})
                 elif what in ("ramp_bytes", "ramp_power"):
                     new[q] = pr.scaled(**{what: float(v)})
                 elif what == "hopscale_nvlink4":  # Hopper and Blackwell share the value
@@ -310,8 +315,11 @@ def fit(cs: list[Case]) -> Tuner:  # pragma: no cover - calibration tool
         fitted["tuner"] = Tuner(new)  # a model of its own: the library's is not touched
         return fitted["tuner"]
 
-    use = [c for c in cs if not c.secondary]
-    w = np.array([1.0 if c.nbytes >= MIB else 0.5 ** 0.5 for c in use])
+    # one server only: the fitted constants are NVLink's and the launch's; multi-node rows
+    # and the two-server latencies are held out to validate the network model
+    use = [c for c in cs if not c.secondary and c.nodes == 1]
+    w = np.array([1.0 if c.nbytes >= MIB or c.measured_time_us else 0.5 ** 0.5
+                  for c in use])
 
     def resid(x: Any) -> Any:
         t = apply(x)

@@ -176,3 +176,14 @@ def test_flapping_period_zero(capsys: pytest.CaptureFixture[str], tmp_path: Path
                  "faults:\n  - {type: link_flapping, kind: nic-leaf, index: 0, period: 0}\n")
     code, err = run(capsys, "simulate", str(p))
     assert code == 2 and "faults[0].period" in err
+
+
+def test_bench_g_is_gpus_per_thread(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    times = []
+    for g in ("1", "8"):
+        assert main(["bench", "all_reduce", "-b", "1K", "-e", "1K", "-g", g, "--system",
+                     "dgx-a100", "--json"]) == 0
+        times.append(json.loads(capsys.readouterr().out.splitlines()[0])["time_us"])
+    assert times[1] - times[0] == pytest.approx(7 * 3.18, rel=0.01)  # 7 more launches

@@ -126,7 +126,7 @@ class Row:
 
 def run_sweep(fabric: Any, collective: str, sizes: list[int], *, datatype: str = "float",
               op: str = "sum", algo: str | None = None, proto: str | None = None,
-              backend: str = "analytic") -> list[Row]:
+              backend: str = "analytic", gpus_per_thread: int = 1) -> list[Row]:
     """Simulate ``collective`` at every size (aligned as nccl-tests aligns them)."""
     from fabricsim.collectives import run_collective
     from fabricsim.collectives.busbw import bandwidths
@@ -146,7 +146,8 @@ def run_sweep(fabric: Any, collective: str, sizes: list[int], *, datatype: str =
     for s in sizes:
         size = (s // align) * align
         if backend == "analytic":
-            c = choose(fabric, coll, size, None, algo, proto)
+            c = choose(fabric, coll, size, None, algo, proto,
+                       gpus_per_thread=gpus_per_thread)
             t, alg_name, pr = c.time, c.algorithm, c.protocol
         else:
             r = run_collective(fabric, coll, size, algo=algo, proto=proto, backend=backend)
@@ -202,6 +203,10 @@ def register(app: typer.Typer) -> None:
         warmup: Annotated[int, typer.Option(
             "--warmup_iters", "-w", min=0, help="nccl-tests' warm-up iterations (accepted, "
             "no effect on a simulation).")] = 5,
+        ngpus: Annotated[int, typer.Option(
+            "--ngpus", "-g", min=1, max=72, help="nccl-tests' GPUs per thread: one process "
+            "launching g GPUs pays the launch overhead g-1 more times (default 1: one "
+            "process per GPU, as mpirun runs it).")] = 1,
         datatype: Annotated[str, typer.Option("--datatype", "-d", help="nccl-tests type.")
                             ] = "float",
         op: Annotated[str, typer.Option("--op", "-o", help="Reduction op.")] = "sum",
@@ -242,7 +247,7 @@ def register(app: typer.Typer) -> None:
         choices: list[str | None] = list(algo) if algo else [None]
         for a in choices:
             rows = run_sweep(fab, collective, sizes, datatype=datatype, op=op, algo=a,
-                             proto=proto, backend=backend)
+                             proto=proto, backend=backend, gpus_per_thread=ngpus)
             curves[a or "auto"] = ([r.size_bytes for r in rows], [r.busbw_gbps for r in rows])
             if json_out:
                 for r in rows:

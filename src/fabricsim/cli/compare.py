@@ -57,6 +57,8 @@ class NcclLog:
     collective: str | None
     hosts: tuple[str, ...] = ()
     gpus: tuple[str, ...] = ()
+    #: GPUs each nccl-tests thread drove (``-g``, printed as ``nGpus`` in the header)
+    gpus_per_thread: int = 1
 
     @property
     def nodes(self) -> int:
@@ -129,8 +131,12 @@ def parse_nccl_log(text: str, name: str = "") -> NcclLog:
     ranks = 0
     hosts: list[str] = []
     gpus: list[str] = []
+    gpt = 1
     for line in text.splitlines():
         s = line.strip()
+        if s.startswith("#") and (hdr := re.search(r"\bnGpus\s+(\d+)", s)):
+            gpt = max(int(hdr.group(1)), 1)
+            continue
         if re.match(r"#\s*Rank\s+\d+", s):
             ranks += 1
             dev = _DEVICE.match(s)
@@ -161,7 +167,7 @@ def parse_nccl_log(text: str, name: str = "") -> NcclLog:
             coll = c
             break
     return NcclLog(rows=rows, ranks=ranks, collective=coll, hosts=tuple(hosts),
-                   gpus=tuple(gpus))
+                   gpus=tuple(gpus), gpus_per_thread=gpt)
 
 
 def register(app: typer.Typer) -> None:
@@ -233,7 +239,8 @@ def register(app: typer.Typer) -> None:
         out_rows: list[dict[str, Any]] = []
         for r in parsed.rows:
             meas = r.busbw_gbps_inplace if in_place else r.busbw_gbps
-            t = predict_time(fab, coll, r.size_bytes, ranks=ranks, algo=algo, proto=proto)
+            t = predict_time(fab, coll, r.size_bytes, ranks=ranks, algo=algo, proto=proto,
+                             gpus_per_thread=parsed.gpus_per_thread)
             pred = r.size_bytes / t * busbw_factor(coll, n) / 1e9 if t > 0 else float("inf")
             err = (pred - meas) / meas if meas > 0 else float("nan")
             if err == err:

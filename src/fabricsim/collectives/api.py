@@ -71,7 +71,8 @@ def build_schedule(fabric: Fabric, collective: str, nbytes: float,
 
 def predict_time(fabric: Fabric, collective: str, nbytes: float,
                  ranks: ArrayLike | None = None, algo: str | None = None,
-                 proto: str | None = None, tuner: Tuner | None = None) -> float:
+                 proto: str | None = None, tuner: Tuner | None = None,
+                 gpus_per_thread: int = 1) -> float:
     """Predicted time (s) by the analytic model; cached per structure, so cheap to repeat.
 
     Examples
@@ -81,7 +82,8 @@ def predict_time(fabric: Fabric, collective: str, nbytes: float,
     >>> predict_time(fab, "all_reduce", 2**20) < predict_time(fab, "all_reduce", 2**30)
     True
     """
-    return choose(fabric, collective, nbytes, ranks, algo, proto, tuner=tuner).time
+    return choose(fabric, collective, nbytes, ranks, algo, proto, tuner=tuner,
+                  gpus_per_thread=gpus_per_thread).time
 
 
 def run_collective(fabric: Fabric, collective: str, nbytes: float,

@@ -303,8 +303,23 @@ class Tuner:
     # ------------------------------------------------------------------ selection
     def choose(self, fabric: Fabric, collective: str, nbytes: float,
                ranks: ArrayLike | None = None, algo: str | None = None,
-               proto: str | None = None, channels: int | None = None) -> Choice:
-        """The (algorithm, protocol) with the least predicted time for ``nbytes``."""
+               proto: str | None = None, channels: int | None = None,
+               gpus_per_thread: int = 1) -> Choice:
+        """The (algorithm, protocol) with the least predicted time for ``nbytes``.
+
+        ``gpus_per_thread`` > 1 (nccl-tests ``-g``) adds the protocol's launch overhead per
+        additional GPU one thread drives; it is the same for every candidate, so it does
+        not change the choice.
+        """
+        best = self._choose(fabric, collective, nbytes, ranks, algo, proto, channels)
+        if gpus_per_thread > 1:
+            extra = self.protocol(best.protocol).launch_per_gpu * (gpus_per_thread - 1)
+            best = Choice(best.algorithm, best.protocol, best.time + extra)
+        return best
+
+    def _choose(self, fabric: Fabric, collective: str, nbytes: float,
+                ranks: ArrayLike | None, algo: str | None, proto: str | None,
+                channels: int | None) -> Choice:
         coll = check_collective(collective)
         size = check_nbytes(nbytes)
         group = self.group_of(fabric, ranks)
@@ -373,11 +388,12 @@ def default_tuner(fabric: Fabric) -> Tuner:
 
 def choose(fabric: Fabric, collective: str, nbytes: float, ranks: ArrayLike | None = None,
            algo: str | None = None, proto: str | None = None,
-           channels: int | None = None, tuner: Tuner | None = None) -> Choice:
+           channels: int | None = None, tuner: Tuner | None = None,
+           gpus_per_thread: int = 1) -> Choice:
     """The (algorithm, protocol) with the least predicted time for ``nbytes``
-    (by ``tuner``, default the fabric's own)."""
+    (by ``tuner``, default the fabric's own; see :meth:`Tuner.choose`)."""
     return (tuner or default_tuner(fabric)).choose(fabric, collective, nbytes, ranks, algo,
-                                                   proto, channels)
+                                                   proto, channels, gpus_per_thread)
 
 
 def clear_cache(fabric: Fabric) -> None:
