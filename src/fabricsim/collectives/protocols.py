@@ -183,9 +183,10 @@ def hardware_of(fabric: Fabric) -> tuple[str, str]:
 # simple.efficiency.nvlink 0.817 (rows 19-24, 101-102, 115, 117, 122, 169: A100 and H100
 #   ring asymptotes, one value for both generations).
 # simple.efficiency.nvls 0.697 on NVSwitch gen3 (rows 39-48, 116, 117, 169, 171): NVLS moves
-#   (1+1/n)*S per NVLink direction. nvls_scale gen4 = 0.74/0.85: NCCL's own tuning model
-#   keeps a per-architecture NVLS efficiency and sets Blackwell's 13 % below Hopper's; we take
-#   that ratio rather than fit the one GB200 vendor-slide figure (row 170, secondary).
+#   (1+1/n)*S per NVLink direction. nvls_scale gen4 = 0.707: the one published GB200 NVL72
+#   NVLS figure (row 170, NVIDIA GTC25 slide: 850 GB/s busbw against 680 for ring) is the
+#   vendor's, and the model's NVLS on NVSwitch gen4 must not exceed it; NCCL's tuning table
+#   (Blackwell's NVLS 13 % below Hopper's, 0.87) gave 1046 GB/s, 23 % above the vendor.
 # simple.ramp_bytes 4.8 MB, ramp_power 0.56 (fit, rows 11-19, 35-44): Simple's bandwidth
 #   grows with the message as NCCL grows chunk size and channels. At small sizes the ramp
 #   acts as a slowly growing latency.
@@ -203,7 +204,7 @@ def hardware_of(fabric: Fabric) -> tuple[str, str]:
 #   as 0.24 / 0.60 / 0.96, the values before framing was split out.
 _LAUNCH = 7.96e-6
 _LAUNCH_PER_GPU = 3.18e-6
-_NVLS_GEN4 = 0.74 / 0.85
+_NVLS_GEN4 = 0.707
 PROTOCOLS: dict[str, Protocol] = {
     "ll": Protocol(
         name="ll",

@@ -318,11 +318,14 @@ def endpoint_order(nics: NDArray[np.int32], *, rail_optimized: bool, leaf_down: 
 
     Plain: ``leaf_down`` consecutive NICs (server-major) share a leaf. Rail-optimized:
     servers form scalable units of ``leaf_down`` servers; within a unit, NIC *i* of every
-    server is on one leaf (rail *i*), also in a last, partly filled unit.
+    server is on one leaf (rail *i*), also in a last, partly filled unit. A server with more
+    NICs than a leaf has down ports (a GB200 NVL72 rack) is laid out plainly.
     """
     servers, per = nics.shape
     flat = nics.reshape(-1).astype(np.int32)
-    if not rail_optimized or per == 1:
+    if not rail_optimized or per == 1 or per > leaf_down:
+        # a server with more NICs than a leaf has ports (a GB200 NVL72 rack's 72) fills
+        # leaves of its own: its NICs into a normal leaf layer, rails meaningless
         return flat, (np.arange(flat.size, dtype=np.int32) // leaf_down).astype(np.int32)
     su = max(1, leaf_down)
     units = -(-servers // su)
@@ -340,7 +343,7 @@ def _plane_leaves(servers: int, rails: int, radix: int, oversubscription: float,
                   rail_optimized: bool) -> int:
     """Leaves one plane needs for ``servers`` x ``rails`` NICs (as :func:`endpoint_order`)."""
     d = leaf_split(radix, oversubscription)[0]
-    if rail_optimized and rails > 1:
+    if rail_optimized and 1 < rails <= d:
         return -(-servers // d) * rails
     return -(-(servers * rails) // d)
 
