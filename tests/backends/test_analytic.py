@@ -7,8 +7,8 @@ import pytest
 
 from fabricsim.backends.analytic import AnalyticBackend
 from fabricsim.collectives import build_schedule, get_protocol
-from fabricsim.collectives.protocols import LINK_CLASSES
 from fabricsim.fabric import build_cluster
+from fabricsim.protocols import LINK_CLASSES
 from fabricsim.schedule import Schedule, Step
 from fabricsim.transport import framing_efficiency
 

@@ -212,7 +212,7 @@ def test_user_defined_system_reaches_every_command(capsys: pytest.CaptureFixture
     code, _out, err = run(capsys, "bench", "all_reduce", str(p), "-b", "1M", "-e", "1M",
                           "--json")
     assert code == 0, err
-    from fabricsim.backends.packet.scenario import fabric_of
     from fabricsim.scenario import load_scenario
+    from fabricsim.scenario.packet import fabric_of
 
     assert fabric_of(load_scenario(p)).n_gpus == 8

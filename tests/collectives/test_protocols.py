@@ -8,15 +8,15 @@ import numpy as np
 import pytest
 
 from fabricsim.collectives import predict_time
-from fabricsim.collectives.protocols import (
+from fabricsim.errors import FabricsimError
+from fabricsim.fabric import build_cluster
+from fabricsim.protocols import (
     LINK_CLASSES,
     PROTOCOLS,
     Protocol,
     get_protocol,
     hardware_of,
 )
-from fabricsim.errors import FabricsimError
-from fabricsim.fabric import build_cluster
 from fabricsim.transport import framing_efficiency
 
 NVLS = LINK_CLASSES.index("nvls")

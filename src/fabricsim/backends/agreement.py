@@ -3,7 +3,7 @@
 Physics says that where no two transfers share a link at the same time, the analytic
 (α–β), flow (max-min) and packet backends time a schedule alike: each transfer takes its
 path latency, its protocol's hop overhead and its bytes over the protocol's payload rate
-on its bottleneck link (:func:`~fabricsim.collectives.protocols.transfer_terms`). This
+on its bottleneck link (:func:`~fabricsim.protocols.transfer_terms`). This
 module draws such schedules (a chain of steps, each a set of transfers between distinct
 GPUs whose paths share no link) for the property test and for
 ``benchmarks/backend_agreement.py``.

@@ -38,10 +38,10 @@ import numpy as np
 from numpy.typing import NDArray
 
 from fabricsim.backends.base import Result
-from fabricsim.collectives.protocols import LINK_CLASSES, Protocol, get_protocol, link_class_of_kind
 from fabricsim.fabric.core import Fabric, pair_hash
 from fabricsim.fabric.kinds import LinkKind
 from fabricsim.fabric.paths import Paths
+from fabricsim.protocols import CLASS_RANK, LINK_CLASSES, Protocol, get_protocol, link_class_of_kind
 from fabricsim.schedule.core import Schedule, Step, concurrency_groups
 
 FloatArray = NDArray[np.float64]
@@ -49,7 +49,7 @@ _CLASS_OF_KIND = link_class_of_kind()
 _INNET_OF = np.array([LINK_CLASSES.index("nvls"), LINK_CLASSES.index("pcie"),
                       LINK_CLASSES.index("sharp")], dtype=np.int64)
 #: Order in which a path's link classes decide its hop overhead (dearest last).
-_CLASS_RANK = np.array([1, 2, 4, 3, 5], dtype=np.int8)  # nvlink < pcie < nvls < net < sharp
+_CLASS_RANK = CLASS_RANK.astype(np.int8)  # nvlink < pcie < nvls < net < sharp
 
 
 @dataclass(frozen=True, eq=False)

@@ -59,7 +59,7 @@ from fabricsim.schedule.core import Schedule, Step, concurrency_groups
 
 if TYPE_CHECKING:
     from fabricsim.backends.analytic import AnalyticBackend, GroupModel
-    from fabricsim.collectives.protocols import Protocol
+    from fabricsim.protocols import Protocol
 
 FloatArray = NDArray[np.float64]
 I64 = NDArray[np.int64]
@@ -139,7 +139,7 @@ def _caps(fabric: Fabric) -> _FabricCaps:
 
 
 def _fabric_caps(fabric: Fabric) -> _FabricCaps:
-    from fabricsim.collectives.protocols import LINK_CLASSES, link_class_of_kind
+    from fabricsim.protocols import LINK_CLASSES, link_class_of_kind
 
     ncls = len(LINK_CLASSES)
     cls = link_class_of_kind().astype(np.intp)[fabric.link_kind]
@@ -169,7 +169,7 @@ def _lat_caps(fabric: Fabric) -> tuple[float, float, bool]:
     """(smallest link latency, smallest latency of a server-boundary link, every boundary
     link is of class ``net``)."""
     def make() -> tuple[float, float, bool]:
-        from fabricsim.collectives.protocols import LINK_CLASSES, link_class_of_kind
+        from fabricsim.protocols import LINK_CLASSES, link_class_of_kind
 
         srv = fabric.node_server
         s_s, s_d = srv[fabric.link_src], srv[fabric.link_dst]
@@ -186,7 +186,7 @@ def _lat_caps(fabric: Fabric) -> tuple[float, float, bool]:
 
 def _eff_hi(proto: Protocol, fabric: Fabric) -> FloatArray:
     """Per link class: the larger efficiency of the class and of its in-network class."""
-    from fabricsim.collectives.protocols import LINK_CLASSES
+    from fabricsim.protocols import LINK_CLASSES
 
     eff = proto.eff_array(fabric)
     innet = np.array([LINK_CLASSES.index(c) for c in ("nvls", "pcie", "sharp")])
@@ -223,9 +223,9 @@ def _routed_beta(fabric: Fabric, steps: list[Step], protocols: list[Protocol]
     """
     from fabricsim.backends.analytic import _plane_groups, innet_rows
     from fabricsim.backends.analytic_fast import _eligible
-    from fabricsim.collectives.protocols import link_class_of_kind
     from fabricsim.fabric.cluster import ClusterRouter
     from fabricsim.fabric.core import pair_hash
+    from fabricsim.protocols import link_class_of_kind
 
     zero = [0.0] * len(protocols)
     r = fabric.router
@@ -283,7 +283,7 @@ def bound_protocols(backend: AnalyticBackend, schedule: Schedule, fabric: Fabric
     bounds; 2 also routes up to :data:`ROUTE_SAMPLE` network transfers of every large
     group (see :func:`_routed_beta`): tighter where ECMP collisions dominate.
     """
-    from fabricsim.collectives.protocols import LINK_CLASSES
+    from fabricsim.protocols import LINK_CLASSES
 
     members, group_of = _groups(schedule)
     caps = _caps(fabric) if level >= 1 else None

@@ -29,16 +29,16 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from fabricsim.collectives.protocols import LINK_CLASSES, link_class_of_kind
 from fabricsim.fabric.cluster import ClusterRouter
 from fabricsim.fabric.core import Fabric
+from fabricsim.protocols import CLASS_RANK, LINK_CLASSES, link_class_of_kind
 
 FloatArray = NDArray[np.float64]
 I64 = NDArray[np.int64]
 _CLASS_OF_KIND = link_class_of_kind().astype(np.int64)
 _INNET_OF = np.array([LINK_CLASSES.index("nvls"), LINK_CLASSES.index("pcie"),
                       LINK_CLASSES.index("sharp")], dtype=np.int64)
-_CLASS_RANK = np.array([1, 2, 4, 3, 5], dtype=np.int64)
+_CLASS_RANK = CLASS_RANK
 _N_CLS = len(LINK_CLASSES)
 
 def _eligible(fabric: Fabric) -> bool:

@@ -130,8 +130,8 @@ def run_sweep(fabric: Any, collective: str, sizes: list[int], *, datatype: str =
     """Simulate ``collective`` at every size (aligned as nccl-tests aligns them)."""
     from fabricsim.collectives import run_collective
     from fabricsim.collectives.busbw import bandwidths
-    from fabricsim.collectives.protocols import PROTOCOL_LABELS
     from fabricsim.collectives.tuner import check_collective, choose
+    from fabricsim.protocols import PROTOCOL_LABELS
 
     coll = check_collective(collective)
     if datatype not in DATATYPES:
@@ -164,7 +164,7 @@ def run_sweep(fabric: Any, collective: str, sizes: list[int], *, datatype: str =
 
 def format_table(rows: list[Row], header: str) -> str:
     """The rows as nccl-tests prints them, with algorithm/protocol columns appended."""
-    from fabricsim.collectives.protocols import PROTOCOL_LABELS
+    from fabricsim.protocols import PROTOCOL_LABELS
 
     lines = [header, "#",
              f"#{'size':>11} {'count':>12} {'type':>8} {'redop':>6} {'root':>5} {'time':>9} "

@@ -31,8 +31,8 @@ def register(app: typer.Typer) -> None:
             "--variant", help="Run only these variants ('base' for the base config).")] = None,
     ) -> None:
         """Packet-level simulation (IB credits, RoCE PFC/ECN/DCQCN, pause storms, loss)."""
-        from fabricsim.backends.packet.scenario import run_packet_scenario, variant_names
         from fabricsim.scenario import load_scenario
+        from fabricsim.scenario.packet import run_packet_scenario, variant_names
 
         sc = load_scenario(scenario)
         names: list[str | None] = [None, *variant_names(sc)]

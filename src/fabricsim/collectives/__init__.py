@@ -30,9 +30,9 @@ from fabricsim.collectives.api import (
     run_collective,
 )
 from fabricsim.collectives.busbw import COLLECTIVES, bandwidths, busbw_factor
-from fabricsim.collectives.protocols import PROTOCOL_LABELS, PROTOCOLS, Protocol, get_protocol
 from fabricsim.collectives.registry import ALGORITHMS, Algorithm, Group, get_algorithm, register
 from fabricsim.collectives.tuner import Choice, Tuner, choose, clear_cache
+from fabricsim.protocols import PROTOCOL_LABELS, PROTOCOLS, Protocol, get_protocol
 
 __all__ = [
     "ALGORITHMS",

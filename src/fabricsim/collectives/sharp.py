@@ -47,18 +47,9 @@ def _check(group: Group, collective: str) -> str | None:
 
 
 def _reverse(f: Fabric, links: IntArray) -> IntArray:
-    """The opposite-direction link of each of ``links`` (looked up in the analytic
-    backend's cached link table, which its compile of the same fabric needs anyway;
-    ``Fabric.reverse_link`` sorts every link again)."""
-    from fabricsim.backends.analytic import _adjacent
-
-    present = np.zeros(f.n_links, dtype=bool)
-    present[links] = True
-    down = np.flatnonzero(present)                      # = np.unique(links), no sorting
-    ok, rev = _adjacent(f, f.link_dst[down], f.link_src[down], np.ones(down.size, dtype=bool))
-    if not ok.all():  # a reverse link that is down: take the fabric's full table
-        return f.reverse_link[links]
-    out: IntArray = rev[(np.cumsum(present) - 1)[links]].astype(np.int32)
+    """The opposite-direction link of each of ``links`` (the fabric's own table, built
+    once per fabric)."""
+    out: IntArray = f.reverse_link[links].astype(np.int32)
     return out
 
 

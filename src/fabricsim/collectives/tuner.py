@@ -1,7 +1,7 @@
 """Algorithm and protocol selection by least predicted time, as NCCL's tuner does.
 
 A :class:`Tuner` owns everything selection needs: the protocol model it predicts with
-(:data:`~fabricsim.collectives.protocols.PROTOCOLS` unless given another, e.g. by
+(:data:`~fabricsim.protocols.PROTOCOLS` unless given another, e.g. by
 calibration), an analytic backend built on that model, and its caches. For a collective on
 a group, every registered algorithm that implements it and applies to the group is compiled
 once per protocol it supports (at a reference size) by the analytic backend; the compiled
@@ -44,10 +44,10 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from fabricsim.collectives.busbw import COLLECTIVES
-from fabricsim.collectives.protocols import IDEAL, PROTOCOL_LABELS, PROTOCOLS, Protocol
 from fabricsim.collectives.registry import ALGORITHMS, Algorithm, Group, get_algorithm
 from fabricsim.errors import ConfigError, ScheduleError, unknown
 from fabricsim.fabric.core import Fabric
+from fabricsim.protocols import IDEAL, PROTOCOL_LABELS, PROTOCOLS, Protocol
 from fabricsim.schedule.core import Schedule
 
 if TYPE_CHECKING:
@@ -165,14 +165,14 @@ class Tuner:
     """Selection of (algorithm, protocol) by least predicted time, with its own caches.
 
     ``protocols`` is the protocol model predictions use (default: the calibrated
-    :data:`~fabricsim.collectives.protocols.PROTOCOLS`); a calibration passes its own
+    :data:`~fabricsim.protocols.PROTOCOLS`); a calibration passes its own
     instead of changing the shared one. ``prune=False`` compiles every candidate (the
     exhaustive scan the branch and bound is checked against).
 
     Example
     -------
     >>> from fabricsim.fabric import build_cluster
-    >>> from fabricsim.collectives.protocols import PROTOCOLS
+    >>> from fabricsim.protocols import PROTOCOLS
     >>> fab = build_cluster("dgx-a100", 1)
     >>> slow = dict(PROTOCOLS, simple=PROTOCOLS["simple"].scaled(launch=1e-3))
     >>> base = Tuner().choose(fab, "all_reduce", 2**30)

@@ -14,6 +14,9 @@ from __future__ import annotations
 
 from enum import IntEnum
 
+import numpy as np
+from numpy.typing import NDArray
+
 
 class NodeKind(IntEnum):
     """What a node of a fabric is."""
@@ -91,3 +94,24 @@ _LINK_LABELS = {
     LinkKind.STORAGE: "storage",
     LinkKind.MGMT: "management",
 }
+
+
+#: Classes of link the protocol model is indexed by (:mod:`fabricsim.protocols`): NVLink,
+#: PCIe (and CPU socket links), network, and for a transfer to or from a switch that
+#: reduces or multicasts, ``nvls`` (its NVLink links) and ``sharp`` (its network links).
+LINK_CLASSES: tuple[str, ...] = ("nvlink", "pcie", "net", "nvls", "sharp")
+
+
+def link_class_of_kind() -> NDArray[np.int8]:
+    """Array mapping ``LinkKind`` value -> index into :data:`LINK_CLASSES` (without the
+    in-network classes, which depend on the transfer).
+
+    >>> LINK_CLASSES[link_class_of_kind()[LinkKind.NIC_LEAF]]
+    'net'
+    """
+    out = np.full(max(int(k) for k in LinkKind) + 1, 2, dtype=np.int8)
+    out[int(LinkKind.NVLINK)] = 0
+    out[int(LinkKind.NVLINK_NETWORK)] = 0
+    out[int(LinkKind.PCIE)] = 1
+    out[int(LinkKind.CPU_INTERCONNECT)] = 1
+    return out

@@ -1,13 +1,13 @@
 """Figures of packet-backend runs: FCT CDF, throughput, queues and pauses, pause map.
 
-Each function takes one or more :class:`~fabricsim.backends.packet.scenario.PacketRun`
+Each function takes one or more :class:`~fabricsim.scenario.packet.PacketRun`
 (labelled by their variant) and writes a PNG.
 
 Example
 -------
 >>> import tempfile, pathlib
 >>> from fabricsim.scenario import Scenario
->>> from fabricsim.backends.packet.scenario import run_packet_scenario
+>>> from fabricsim.scenario.packet import run_packet_scenario
 >>> sc = Scenario.model_validate({"cluster": {"system": "dgx-h100", "nodes": 4,
 ...     "gpus_per_node": 1, "fabric": "roce-400g"}, "packet": {"traffic": {
 ...     "pattern": "incast", "nbytes": "1MB"}}})
@@ -82,8 +82,8 @@ def queues(runs: Sequence[Any], path: str | Path) -> Path:
 def pause_map(runs: Sequence[Any], path: str | Path) -> Path:
     """Pause propagation: every switch/NIC port by hop distance from the origin, coloured
     by when it was first paused, sized by how long it stayed paused (one panel per run)."""
-    from fabricsim.backends.packet.scenario import _hops_from
     from fabricsim.plots.style import plt
+    from fabricsim.scenario.packet import hops_from
 
     n = len(runs)
     fig, axes = plt.subplots(1, max(n, 1), figsize=(4.2 * max(n, 1), 4.0), dpi=110,
@@ -101,7 +101,7 @@ def pause_map(runs: Sequence[Any], path: str | Path) -> Path:
             continue
         origin = e["stuck_node"] if e["stuck_node"] >= 0 else int(
             fab.link_dst[paused[np.argmin(first[paused])]])
-        hops = _hops_from(fab, origin)[fab.link_src[paused]]
+        hops = hops_from(fab, origin)[fab.link_src[paused]]
         size = 20 + 300 * ptime[paused] / max(float(ptime[paused].max()), 1e-12)
         sc = ax.scatter(hops, first[paused] * 1e6, s=size, c=ptime[paused] * 1e6,
                         cmap="inferno_r", alpha=0.8)

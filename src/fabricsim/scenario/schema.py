@@ -15,9 +15,11 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field
 
 from fabricsim._strict import StrictModel
+from fabricsim.backends.flow.specs import BackgroundSpec as BackgroundSpec
+from fabricsim.backends.flow.specs import FaultSpec as FaultSpec
 
 
 class _Model(StrictModel):
@@ -54,49 +56,6 @@ class CollectiveSpec(_Model):
     proto: str | None = None
     backend: Literal["analytic", "flow", "packet"] = "analytic"
     ranks: list[int] | None = None
-
-
-class FaultSpec(_Model):
-    """Something that goes wrong.
-
-    ``link`` names a link as ``"<node>-><node>"`` with node names as
-    :meth:`~fabricsim.fabric.Fabric.node_name` prints them (``server0/nic3->leaf0.0``), or
-    selects by ``kind`` (a link class such as ``leaf-spine``) and ``index`` (the n-th link
-    of that class). ``gpu`` is a rank, ``node`` a server index.
-    """
-
-    type: Literal["link_down", "link_degraded", "link_flapping", "slow_gpu", "slow_node",
-                  "slow_nic"]
-    link: str | None = None
-    kind: str | None = None
-    index: int | None = Field(None, ge=0)
-    factor: float | None = Field(None, gt=0)
-    gpu: int | None = Field(None, ge=0)
-    node: int | None = Field(None, ge=0)
-    delay: str | float | None = None
-    period: str | float | None = None
-    duty: float | None = Field(None, gt=0, le=1)
-    start: str | float = 0.0
-
-    @field_validator("factor")
-    @classmethod
-    def _factor(cls, v: float | None) -> float | None:
-        if v is not None and v > 1:
-            raise ValueError("factor is the fraction of capacity left (0 < factor <= 1)")
-        return v
-
-
-class BackgroundSpec(_Model):
-    """Traffic from another source sharing the fabric (storage, other jobs)."""
-
-    name: str = "background"
-    traffic_class: str = "storage"
-    pattern: Literal["incast", "permutation", "all_to_all", "pairs"] = "permutation"
-    src: list[int] | None = None
-    dst: list[int] | None = None
-    nbytes: int | str = "1GiB"
-    weight: float = Field(1.0, gt=0)
-    start: str | float = 0.0
 
 
 class Scenario(_Model):

@@ -6,10 +6,10 @@ import pytest
 
 from fabricsim.backends.packet import PacketBackend
 from fabricsim.backends.packet.build import build_state
-from fabricsim.backends.packet.scenario import ring_all_reduce, run_packet_scenario
 from fabricsim.errors import SimulationError
 from fabricsim.fabric import build_cluster
 from fabricsim.scenario import Scenario
+from fabricsim.scenario.packet import ring_all_reduce, run_packet_scenario
 from fabricsim.schedule import Schedule
 
 

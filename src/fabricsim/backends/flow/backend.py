@@ -32,10 +32,10 @@ from fabricsim.backends.flow.faults import plan_faults
 from fabricsim.backends.flow.results import Timeline, bottlenecks
 from fabricsim.backends.flow.routing import ROUTING_MODES
 from fabricsim.backends.flow.sim import simulate
-from fabricsim.collectives.protocols import get_protocol
+from fabricsim.backends.flow.specs import BackgroundSpec, FaultSpec
 from fabricsim.errors import ConfigError
 from fabricsim.fabric.core import Fabric
-from fabricsim.scenario.schema import BackgroundSpec, FaultSpec
+from fabricsim.protocols import get_protocol
 from fabricsim.schedule.core import Schedule
 
 

@@ -16,7 +16,7 @@ Background flows do not count toward the completion time; they stop with the sch
 Example
 -------
 >>> from fabricsim.backends.flow.testing import host_fat_tree
->>> from fabricsim.scenario.schema import BackgroundSpec
+>>> from fabricsim.backends.flow.specs import BackgroundSpec
 >>> bg = background_transfers(host_fat_tree(4), [BackgroundSpec(pattern="incast",
 ...                           src=[1, 2, 3], dst=[0], nbytes="1MB")], seed=0)
 >>> bg[0].src.tolist(), bg[0].dst.tolist(), float(bg[0].nbytes[0])
@@ -32,9 +32,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from fabricsim.backends.flow.specs import BackgroundSpec
 from fabricsim.errors import ConfigError
 from fabricsim.fabric.core import Fabric
-from fabricsim.scenario.schema import BackgroundSpec
 from fabricsim.units import parse_size, parse_time
 
 

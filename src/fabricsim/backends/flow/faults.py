@@ -20,7 +20,7 @@ that class, e.g. ``kind: leaf-spine``).
 Example
 -------
 >>> from fabricsim.backends.flow.testing import host_fat_tree
->>> from fabricsim.scenario.schema import FaultSpec
+>>> from fabricsim.backends.flow.specs import FaultSpec
 >>> fab = host_fat_tree(16)
 >>> plan = plan_faults(fab, [FaultSpec(type="link_degraded", kind="leaf-spine", index=0,
 ...                                    factor=0.5)])
@@ -37,10 +37,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from fabricsim.backends.flow.specs import FaultSpec
 from fabricsim.errors import ConfigError
 from fabricsim.fabric.core import Fabric
 from fabricsim.fabric.kinds import LinkKind, NodeKind
-from fabricsim.scenario.schema import FaultSpec
 from fabricsim.units import parse_time
 
 #: Shortest flapping period accepted (s).

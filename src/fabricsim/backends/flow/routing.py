@@ -33,10 +33,10 @@ from dataclasses import dataclass, replace
 import numpy as np
 from numpy.typing import NDArray
 
-from fabricsim.collectives.protocols import LINK_CLASSES, Protocol, link_class_of_kind
 from fabricsim.errors import ConfigError, NoRouteError
 from fabricsim.fabric.core import NIC_SHIFT_SRC, Fabric, pair_hash
 from fabricsim.fabric.kinds import LinkKind, NodeKind
+from fabricsim.protocols import LINK_CLASSES, Protocol, link_class_of_kind
 
 F8 = NDArray[np.float64]
 I8 = NDArray[np.int64]
@@ -317,7 +317,7 @@ def apply_protocol(fabric: Fabric, ex: Expanded, proto: Protocol, nbytes: float 
     --------
     >>> import numpy as np
     >>> from fabricsim.backends.flow.testing import host_fat_tree
-    >>> from fabricsim.collectives.protocols import get_protocol
+    >>> from fabricsim.protocols import get_protocol
     >>> fab = host_fat_tree(4)
     >>> p = get_protocol("simple")
     >>> ex = apply_protocol(fab, expand(fab, fab.gpus[:1], fab.gpus[1:2], np.array([1.0])), p)

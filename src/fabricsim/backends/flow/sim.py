@@ -46,7 +46,7 @@ from fabricsim.backends.flow.background import BackgroundTransfers
 from fabricsim.backends.flow.faults import FaultPlan
 from fabricsim.backends.flow.kernel import STALL, Pool
 from fabricsim.backends.flow.routing import Expanded, apply_protocol, expand, stripe_planes
-from fabricsim.collectives.protocols import Protocol
+from fabricsim.protocols import Protocol
 from fabricsim.schedule.core import Schedule
 
 F8 = NDArray[np.float64]

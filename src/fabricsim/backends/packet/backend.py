@@ -24,9 +24,9 @@ from fabricsim.backends.packet import layout as L
 from fabricsim.backends.packet.budget import check_endpoints
 from fabricsim.backends.packet.build import MODES, State, build_state
 from fabricsim.backends.packet.config import PacketConfig, parse_packet_config
-from fabricsim.collectives.protocols import get_protocol
 from fabricsim.errors import ConfigError, SimulationError
 from fabricsim.fabric.core import Fabric
+from fabricsim.protocols import get_protocol
 from fabricsim.schedule.core import Schedule
 
 

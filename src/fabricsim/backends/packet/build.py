@@ -24,11 +24,11 @@ from numpy.typing import NDArray
 from fabricsim.backends.packet import layout as L
 from fabricsim.backends.packet.budget import EventEstimate, check_budget, events_lower_bound
 from fabricsim.backends.packet.config import PacketConfig
-from fabricsim.collectives.protocols import Protocol, switch_endpoint, transfer_terms
 from fabricsim.errors import ConfigError, SimulationError
 from fabricsim.fabric.core import Fabric, pair_hash
 from fabricsim.fabric.kinds import LinkKind, NodeKind
 from fabricsim.fabric.paths import Paths
+from fabricsim.protocols import Protocol, switch_endpoint, transfer_terms
 from fabricsim.schedule.core import Schedule
 
 MODES = {"ib": L.MODE_IB, "roce": L.MODE_ROCE, "tcp": L.MODE_TCP, "srd": L.MODE_SRD}
@@ -81,7 +81,7 @@ def build_state(schedule: Schedule, fabric: Fabric, cfg: PacketConfig, *, mode: 
 
     With an NCCL ``protocol`` (the schedule's), each flow's sender is paced at the payload
     rate the protocol reaches on its idle path and every step repetition waits its hop
-    overhead (:func:`~fabricsim.collectives.protocols.transfer_terms`, the charge the
+    overhead (:func:`~fabricsim.protocols.transfer_terms`, the charge the
     analytic and flow backends make too); the launch overhead delays the first steps.
     """
     if mode not in MODES:

@@ -259,6 +259,11 @@ class PacketConfig(_M):
 
 def parse_packet_config(data: Any) -> PacketConfig:
     """Validate a ``packet:`` mapping (``None`` gives the defaults)."""
-    from fabricsim.scenario.loader import validate_section
+    from pydantic import ValidationError
 
-    return validate_section(PacketConfig, data or {}, "packet")
+    from fabricsim._strict import config_error
+
+    try:
+        return PacketConfig.model_validate(data or {})
+    except ValidationError as e:
+        raise config_error(e, "packet") from None

@@ -39,26 +39,14 @@ import numpy as np
 from numpy.typing import NDArray
 
 from fabricsim.errors import unknown
-from fabricsim.fabric.kinds import LinkKind, NodeKind
+from fabricsim.fabric.kinds import LINK_CLASSES as LINK_CLASSES
+from fabricsim.fabric.kinds import NodeKind
+from fabricsim.fabric.kinds import link_class_of_kind as link_class_of_kind
 from fabricsim.transport import framing_efficiency
 
 if TYPE_CHECKING:
     from fabricsim.fabric.core import Fabric
     from fabricsim.fabric.paths import Paths
-
-#: Link classes the protocol tables are indexed by.
-LINK_CLASSES: tuple[str, ...] = ("nvlink", "pcie", "net", "nvls", "sharp")
-
-
-def link_class_of_kind() -> NDArray[np.int8]:
-    """Array mapping ``LinkKind`` value -> index into :data:`LINK_CLASSES` (without innet)."""
-    out = np.full(max(int(k) for k in LinkKind) + 1, 2, dtype=np.int8)
-    out[int(LinkKind.NVLINK)] = 0
-    out[int(LinkKind.NVLINK_NETWORK)] = 0
-    out[int(LinkKind.PCIE)] = 1
-    out[int(LinkKind.CPU_INTERCONNECT)] = 1
-    return out
-
 
 @dataclass(frozen=True)
 class Protocol:

@@ -133,7 +133,7 @@ def pause_spread(fabric: Fabric, result: Result) -> dict[str, Any]:
         return out
     origin = e["stuck_node"] if e["stuck_node"] >= 0 else int(
         fabric.link_dst[paused[np.argmin(first[paused])]])
-    dist = _hops_from(fabric, origin)
+    dist = hops_from(fabric, origin)
     d = dist[fabric.link_src[paused]]
     out.update(max_hops=int(d[d >= 0].max(initial=0)), first_pause_s=float(first[paused].min()),
                last_pause_s=float(first[paused].max()),
@@ -141,7 +141,7 @@ def pause_spread(fabric: Fabric, result: Result) -> dict[str, Any]:
     return out
 
 
-def _hops_from(fabric: Fabric, origin: int) -> np.ndarray:
+def hops_from(fabric: Fabric, origin: int) -> np.ndarray:
     dist = np.full(fabric.n_nodes, -1, dtype=np.int64)
     dist[origin] = 0
     adj: list[list[int]] = [[] for _ in range(fabric.n_nodes)]

@@ -1,0 +1,100 @@
+"""Layers depend one way (docs/architecture.md): a module never imports a layer above it,
+and no module imports another package's private names. Checked on the source's imports
+(including those inside functions), so a lazy import cannot hide a cycle."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "fabricsim"
+
+#: Collective algorithms: pure schedule builders, below the backends.
+ALGORITHMS = ("fabricsim.collectives.registry", "fabricsim.collectives.busbw",
+              "fabricsim.collectives.ring", "fabricsim.collectives.tree",
+              "fabricsim.collectives.alltoall", "fabricsim.collectives.halving_doubling",
+              "fabricsim.collectives.hierarchical", "fabricsim.collectives.nvls",
+              "fabricsim.collectives.sharp")
+_TOP = ("fabricsim.workloads", "fabricsim.scenario", "fabricsim.cli", "fabricsim.reports",
+        "fabricsim.plots")
+_MODEL = ("fabricsim.protocols", "fabricsim.backends", "fabricsim.collectives", *_TOP)
+
+#: module prefix -> prefixes it must not import (the longest matching prefix rules)
+FORBIDDEN: dict[str, tuple[str, ...]] = {
+    "fabricsim.errors": ("fabricsim.",),
+    "fabricsim.units": ("fabricsim.catalog", "fabricsim.fabric", *_MODEL),
+    "fabricsim.transport": ("fabricsim.catalog", "fabricsim.fabric", *_MODEL),
+    "fabricsim.catalog": ("fabricsim.fabric", "fabricsim.schedule", *_MODEL),
+    "fabricsim.fabric": ("fabricsim.schedule", *_MODEL),
+    "fabricsim.schedule": _MODEL,
+    "fabricsim.protocols": ("fabricsim.backends", "fabricsim.collectives", *_TOP),
+    **{a: ("fabricsim.backends", "fabricsim.collectives.tuner", "fabricsim.collectives.api",
+           *_TOP) for a in ALGORITHMS},
+    "fabricsim.backends": ("fabricsim.collectives", *_TOP),
+    "fabricsim.collectives.tuner": _TOP,
+    "fabricsim.collectives.api": _TOP,
+    "fabricsim.collectives": _TOP,
+    "fabricsim.workloads": ("fabricsim.scenario", "fabricsim.cli", "fabricsim.reports",
+                            "fabricsim.plots"),
+    "fabricsim.scenario": ("fabricsim.cli", "fabricsim.reports", "fabricsim.plots"),
+    "fabricsim.plots": ("fabricsim.cli", "fabricsim.reports.demo"),
+    "fabricsim.reports": ("fabricsim.cli",),
+}
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for p in SRC.rglob("*.py"):
+        parts = p.relative_to(SRC.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        out[name] = p
+    return out
+
+
+def _imports(path: Path) -> list[tuple[str, list[str]]]:
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.append((node.module, [a.name for a in node.names]))
+        elif isinstance(node, ast.Import):
+            out += [(a.name, []) for a in node.names]
+    return out
+
+
+def _rule(module: str) -> tuple[str, ...]:
+    keys = [k for k in FORBIDDEN if module == k or module.startswith(k + ".")]
+    return FORBIDDEN[max(keys, key=len)] if keys else ()
+
+
+def _hits(target: str, prefixes: tuple[str, ...]) -> bool:
+    return any(target == p.rstrip(".") or target.startswith(p if p.endswith(".") else p + ".")
+               for p in prefixes)
+
+
+def test_layers_import_downward_only() -> None:
+    bad = []
+    for mod, path in _modules().items():
+        forbidden = _rule(mod)
+        for target, _ in _imports(path):
+            if target.startswith("fabricsim") and _hits(target, forbidden):
+                bad.append(f"{mod} imports {target}")
+    assert not bad, "\n".join(sorted(bad))
+
+
+def test_no_private_name_crosses_packages() -> None:
+    bad = []
+    for mod, path in _modules().items():
+        pkg = ".".join(mod.split(".")[:2])
+        for target, names in _imports(path):
+            if not target.startswith("fabricsim.") or target.startswith(pkg + ".") or \
+                    target == pkg:
+                continue
+            bad += [f"{mod} imports {target}.{n}" for n in names
+                    if n.startswith("_") and not n.startswith("__")]
+    assert not bad, "\n".join(sorted(bad))
+
+
+def test_the_checker_sees_a_violation() -> None:
+    assert _hits("fabricsim.backends.analytic", _rule("fabricsim.collectives.ring"))
+    assert not _hits("fabricsim.backends.analytic", _rule("fabricsim.collectives.tuner"))
+    assert _hits("fabricsim.collectives.ring", _rule("fabricsim.backends.flow.sim"))
