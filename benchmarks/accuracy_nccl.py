@@ -285,7 +285,7 @@ def fit(cs: list[Case]) -> Tuner:  # pragma: no cover - calibration tool
     import numpy as np
     from scipy.optimize import least_squares
 
-    from fabricsim.collectives import protocols
+    from fabricsim import protocols
 
     base = {k: protocols.PROTOCOLS[k] for k in ("ll", "ll128", "simple")}
     fitted: dict[str, Tuner] = {}
