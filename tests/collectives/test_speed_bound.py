@@ -81,7 +81,7 @@ def test_latency_bound_is_tight_for_a_ring():
 def test_routed_sample_tightens_the_bound_where_ecmp_collides():
     # a tree's inter-server edges collide on leaf-spine links under ECMP; routing a sample
     # of them sees the collision, the routing-free bound cannot
-    fab = build_cluster("dgx-h100", 256)
+    fab = build_cluster("dgx-h100", 256, params={"routing": "ecmp"})
     t = tu.Tuner()
     g = t.group_of(fab, None)
     tree = tu.get_algorithm("tree")

@@ -34,13 +34,21 @@ def test_rail_aligned_pair_crosses_one_leaf(rail):
     assert len(leaves) == 1
 
 
-def test_ecmp_spreads_over_all_spines(rail):
-    a, b = rail.gpus[3], rail.gpus[8 * 40 + 3]  # different scalable units
+def test_ecmp_spreads_over_all_spines():
+    eth = build_cluster("dgx-h100", nodes=64, topology="rail-optimized", fabric="roce-400g")
+    a, b = eth.gpus[3], eth.gpus[8 * 40 + 3]  # different scalable units
     n = 512
+    paths = eth.route_many(np.full(n, a), np.full(n, b), np.arange(n, dtype=np.uint64) * 7919)
+    spines = {int(eth.link_dst[x]) for x in paths.links
+              if eth.node_kind[eth.link_dst[x]] == NodeKind.SPINE}
+    assert len(spines) == eth.count(NodeKind.SPINE)
+
+
+def test_infiniband_tables_give_one_path_per_destination(rail):
+    a, b = rail.gpus[3], rail.gpus[8 * 40 + 3]
+    n = 64
     paths = rail.route_many(np.full(n, a), np.full(n, b), np.arange(n, dtype=np.uint64) * 7919)
-    spines = {int(rail.link_dst[x]) for x in paths.links
-              if rail.node_kind[rail.link_dst[x]] == NodeKind.SPINE}
-    assert len(spines) == rail.count(NodeKind.SPINE)
+    assert len({tuple(paths.row(i).tolist()) for i in range(n)}) == 1
 
 
 def test_down_spine_link_is_avoided(rail):

@@ -28,7 +28,14 @@ from fabricsim.fabric.core import Fabric, FabricInfo, nic_pick
 from fabricsim.fabric.dragonfly import dragonfly_network
 from fabricsim.fabric.fattree import fat_tree_network
 from fabricsim.fabric.kinds import LinkKind, NodeKind
-from fabricsim.fabric.network import PAD, Network, NetworkRouter, ScaleOutSpec
+from fabricsim.fabric.network import (
+    PAD,
+    ROUTING_BY_TRANSPORT,
+    ROUTINGS,
+    Network,
+    NetworkRouter,
+    ScaleOutSpec,
+)
 from fabricsim.fabric.nvlink_domain import NvlinkDomain, add_nvlink_domains
 from fabricsim.fabric.paths import IntArray, Paths
 from fabricsim.fabric.server import ServerTemplate
@@ -44,14 +51,16 @@ def _fat_tree(b: FabricBuilder, nics: NDArray[np.int32], s: ScaleOutSpec) -> Net
     return fat_tree_network(b, nics, radix=s.radix, port_bw=s.port_bw,
                             endpoint_bw=s.endpoint_bw, switch_latency=s.switch_latency,
                             nic_latency=s.nic_latency, oversubscription=s.oversubscription,
-                            tiers=s.tiers, planes=s.planes, rail_optimized=False)
+                            tiers=s.tiers, planes=s.planes, rail_optimized=False,
+                            routing=s.routing)
 
 
 def _rail(b: FabricBuilder, nics: NDArray[np.int32], s: ScaleOutSpec) -> Network:
     return fat_tree_network(b, nics, radix=s.radix, port_bw=s.port_bw,
                             endpoint_bw=s.endpoint_bw, switch_latency=s.switch_latency,
                             nic_latency=s.nic_latency, oversubscription=s.oversubscription,
-                            tiers=s.tiers, planes=s.planes, rail_optimized=True)
+                            tiers=s.tiers, planes=s.planes, rail_optimized=True,
+                            routing=s.routing)
 
 
 #: Scale-out builders by topology preset name. Other modules register theirs here.
@@ -72,7 +81,7 @@ TOPOLOGY_PARAMS: dict[str, frozenset[str] | None] = {
 }
 #: ``params`` keys read by build_cluster itself (NVLink domains, storage, management).
 CLUSTER_PARAMS = frozenset({"nvlink_domain", "storage_targets", "mgmt_servers_per_switch",
-                            "sharp"})
+                            "sharp", "routing"})
 #: Topologies whose switches can form SHARP aggregation trees (InfiniBand fat-trees).
 SHARP_TOPOLOGIES = frozenset({"fat-tree", "rail-optimized"})
 
@@ -381,6 +390,9 @@ def build_cluster(system: str = "dgx-h100", nodes: int = 1, *, gpus_per_node: in
     switch = cat.switch(fspec.switch)
     sharp = _sharp_setting(prm.get("sharp", False), fabric_name, fspec.sharp,
                            switch.in_network_reduction, fspec.switch, topo)
+    routing = prm.get("routing", ROUTING_BY_TRANSPORT.get(fspec.transport, "ecmp"))
+    if routing not in ROUTINGS:
+        raise unknown("routing", str(routing), ROUTINGS, field="params.routing")
     k = radix or switch.radix
     if k < 4:
         raise TopologyError(f"switch radix must be >= 4, got {k}", field="radix")
@@ -401,7 +413,7 @@ def build_cluster(system: str = "dgx-h100", nodes: int = 1, *, gpus_per_node: in
     spec = ScaleOutSpec(radix=k, port_bw=switch.port_bandwidth,
                         endpoint_bw=sysp.nic_bandwidth, switch_latency=fspec.switch_latency,
                         nic_latency=fspec.nic_latency, oversubscription=oversubscription,
-                        tiers=tiers, planes=planes,
+                        tiers=tiers, planes=planes, routing=routing,
                         params={x: v for x, v in prm.items() if x not in CLUSTER_PARAMS})
     net = TOPOLOGIES[topo](b, nics, spec)
     aux: list[AuxSummary] = []

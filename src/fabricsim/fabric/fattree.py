@@ -207,11 +207,19 @@ def build_plane(b: FabricBuilder, endpoints: IntArray, *, radix: int, port_bw: f
 
 
 class FatTreeRouter(FallbackRouting):
-    """Up/down routing over one or more fat-tree planes, ECMP by hash, vectorised."""
+    """Up/down routing over one or more fat-tree planes, vectorised.
+
+    ``routing="ecmp"`` picks spine and core by the flow's hash (Ethernet); ``"dmodk"`` by
+    the destination (an InfiniBand subnet manager's table: the spine is the destination's
+    index modulo the spines, the core the quotient modulo the cores), so every
+    spine-to-leaf downlink serves its own destinations and flows to different destinations
+    spread evenly.
+    """
 
     def __init__(self, planes: list[FatTreePlane], endpoints: list[IntArray],
-                 n_nodes_hint: int) -> None:
+                 n_nodes_hint: int, routing: str = "ecmp") -> None:
         self.planes = planes
+        self.routing = routing
         size = max([int(ep.max()) + 1 for ep in endpoints if ep.size] + [n_nodes_hint])
         self._plane_of = np.full(size, -1, dtype=np.int32)
         self._pos = np.full(size, -1, dtype=np.int32)
@@ -267,9 +275,8 @@ class FatTreeRouter(FallbackRouting):
         row[: len(paths[0])] = paths[0]
         return row
 
-    @staticmethod
-    def _route_plane(pl: FatTreePlane, a: IntArray, b: IntArray, h: NDArray[np.uint64]
-                     ) -> NDArray[np.int64]:
+    def _route_plane(self, pl: FatTreePlane, a: IntArray, b: IntArray,
+                     h: NDArray[np.uint64], every_path: bool = False) -> NDArray[np.int64]:
         n = a.shape[0]
         out = np.full((n, 6), PAD, dtype=np.int64)
         la, lb = pl.leaf_of[a], pl.leaf_of[b]
@@ -277,6 +284,9 @@ class FatTreeRouter(FallbackRouting):
         same_leaf = la == lb
         pa, pb = la // pl.pod_leaves, lb // pl.pod_leaves
         s = (h % np.uint64(max(pl.spines_per_pod, 1))).astype(np.int64)
+        if self.routing == "dmodk" and not every_path:  # the destination picks the way up
+            h = b.astype(np.uint64)
+            s = (h % np.uint64(max(pl.spines_per_pod, 1))).astype(np.int64)
         same_pod = (~same_leaf) & (pa == pb)
         cross = (~same_leaf) & (pa != pb)
         # same leaf: up, down
@@ -308,7 +318,7 @@ class FatTreeRouter(FallbackRouting):
         hs = np.arange(width, dtype=np.uint64)
         a = np.full(width, self._pos[src], dtype=np.int32)
         b = np.full(width, self._pos[dst], dtype=np.int32)
-        rows = self._route_plane(pl, a, b, hs)
+        rows = self._route_plane(pl, a, b, hs, every_path=True)
         return distinct_up_paths(rows, link_up, limit)
 
 
@@ -381,7 +391,8 @@ def _smallest_fitting_radix(servers: int, per: int, radix: int, oversubscription
 def fat_tree_network(b: FabricBuilder, nics: NDArray[np.int32], *, radix: int, port_bw: float,
                      endpoint_bw: float, switch_latency: float, nic_latency: float,
                      oversubscription: float = 1.0, tiers: int | None = None,
-                     planes: int | None = None, rail_optimized: bool = False) -> Network:
+                     planes: int | None = None, rail_optimized: bool = False,
+                     routing: str = "ecmp") -> Network:
     """Build a (multi-plane) fat-tree over ``nics[server, i]`` and return its Network."""
     servers, per = nics.shape
     if radix < 4:
@@ -424,7 +435,7 @@ def fat_tree_network(b: FabricBuilder, nics: NDArray[np.int32], *, radix: int, p
         pod_offset += pl.pods
         built.append(pl)
         endpoints.append(ep)
-    router = FatTreeRouter(built, endpoints, b.n_nodes)
+    router = FatTreeRouter(built, endpoints, b.n_nodes, routing=routing)
     n_tiers = built[0].tiers
     switches = {"leaf": sum(p.leaves.size for p in built),
                 "spine": sum(p.spines.size for p in built)}

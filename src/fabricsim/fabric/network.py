@@ -196,6 +196,17 @@ class ScaleOutSpec:
     tiers: int | None = None
     planes: int | None = None
     params: Mapping[str, object] = field(default_factory=dict)
+    #: ``"dmodk"``: deterministic, destination-balanced up/down tables (an InfiniBand subnet
+    #: manager's); ``"ecmp"``: per-flow hashing (Ethernet)
+    routing: str = "ecmp"
+
+
+#: Routing of a scale-out network by transport: InfiniBand's subnet manager programs
+#: destination-balanced tables (OpenSM ftree/updn d-mod-k); Ethernet hashes each flow over
+#: the equal-cost paths (ECMP); AWS SRD sprays every flow's packets over many paths, which
+#: balances like a destination-spread table rather than like one hash per flow.
+ROUTING_BY_TRANSPORT = {"ib": "dmodk", "srd": "dmodk", "roce": "ecmp", "tcp": "ecmp"}
+ROUTINGS = ("dmodk", "ecmp")
 
 
 class FallbackRouting:
