@@ -253,8 +253,8 @@ CLASS_RANK = np.array([1, 2, 4, 3, 5], dtype=np.int64)
 INNET_CLASS = np.array([3, 1, 4, 3, 4], dtype=np.int64)
 
 
-def switch_endpoint(fabric: Fabric, src: NDArray[np.int32], dst: NDArray[np.int32]
-                    ) -> NDArray[np.bool_]:
+def switch_endpoint(fabric: Fabric, src: NDArray[np.integer[Any]],
+                    dst: NDArray[np.integer[Any]]) -> NDArray[np.bool_]:
     """Transfers that start or end at a switch (in-network reduction / multicast)."""
     is_sw = np.array([k.is_switch for k in NodeKind], dtype=bool)
     kinds = fabric.node_kind.astype(np.int64)

@@ -41,7 +41,14 @@ from fabricsim.backends.base import Result
 from fabricsim.fabric.core import Fabric, pair_hash
 from fabricsim.fabric.kinds import LinkKind
 from fabricsim.fabric.paths import Paths
-from fabricsim.protocols import CLASS_RANK, LINK_CLASSES, Protocol, get_protocol, link_class_of_kind
+from fabricsim.protocols import (
+    CLASS_RANK,
+    LINK_CLASSES,
+    Protocol,
+    get_protocol,
+    link_class_of_kind,
+    switch_endpoint,
+)
 from fabricsim.schedule.core import Schedule, Step, concurrency_groups
 
 FloatArray = NDArray[np.float64]
@@ -282,13 +289,7 @@ def _structure(fabric: Fabric, src: NDArray[np.int32], dst: NDArray[np.int32],
 def innet_rows(fabric: Fabric, src: NDArray[np.int32], dst: NDArray[np.int32]
                ) -> NDArray[np.bool_]:
     """Transfers that start or end at a switch (in-network reduction / multicast)."""
-    from fabricsim.fabric.kinds import NodeKind
-
-    is_sw = np.zeros(int(max(NodeKind)) + 1, dtype=bool)
-    for k in NodeKind:
-        is_sw[int(k)] = k.is_switch
-    kinds = fabric.node_kind.astype(np.int64)
-    return np.asarray(is_sw[kinds[src]] | is_sw[kinds[dst]])
+    return switch_endpoint(fabric, src, dst)
 
 
 def _structure_general(fabric: Fabric, src: NDArray[np.int32], dst: NDArray[np.int32],

@@ -36,7 +36,7 @@ from numpy.typing import NDArray
 from fabricsim.errors import ConfigError, NoRouteError
 from fabricsim.fabric.core import NIC_SHIFT_SRC, Fabric, pair_hash
 from fabricsim.fabric.kinds import LinkKind, NodeKind
-from fabricsim.protocols import LINK_CLASSES, Protocol, link_class_of_kind
+from fabricsim.protocols import LINK_CLASSES, Protocol, link_class_of_kind, switch_endpoint
 
 F8 = NDArray[np.float64]
 I8 = NDArray[np.int64]
@@ -235,9 +235,7 @@ def _multipath(fabric: Fabric, src: NDArray[np.int32], dst: NDArray[np.int32], s
 
 
 def _is_switch_node(fabric: Fabric, nodes: I8) -> NDArray[np.bool_]:
-    is_sw = np.array([k.is_switch for k in NodeKind], dtype=bool)
-    out: NDArray[np.bool_] = is_sw[fabric.node_kind.astype(np.int64)[nodes]]
-    return out
+    return switch_endpoint(fabric, nodes, nodes)
 
 
 def nvswitch_groups(fabric: Fabric) -> tuple[I8, I8]:
