@@ -18,36 +18,144 @@ fabricsim.errors.ConfigError: packet.mtu: Input should be greater than or equal 
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from functools import partial
 from typing import Any, Literal
 
-from pydantic import ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from fabricsim._strict import StrictModel
-from fabricsim.errors import FabricsimError
-from fabricsim.units import parse_bandwidth, parse_size, parse_time
+from fabricsim.errors import ConfigError, FabricsimError
+from fabricsim.units import format_bytes, format_time, parse_bandwidth, parse_size, parse_time
+
+#: Largest buffer, queue threshold, credit or byte counter accepted (bytes): more than the
+#: deepest switch buffer built (deep-buffer routers carry a few GB of HBM).
+MAX_BUFFER_BYTES = 16 * 2**30
+#: Largest transfer a traffic spec may move (bytes): more than any GPU's memory.
+MAX_TRANSFER_BYTES = 2**40
+#: Longest time setting accepted (s): the packet backend covers milliseconds to seconds of
+#: a fabric at about a million events per wall-second.
+MAX_TIME_S = 60.0
+#: Fastest rate setting accepted (bytes/s): 1.6 Tb/s, above any NIC port.
+MAX_RATE = 1.6e12 / 8
+#: Shortest DCQCN, watchdog or retransmission timer (s): NIC and switch timers tick in
+#: microseconds, and a shorter one adds an event per flow every few nanoseconds.
+MIN_TIMER_S = 1e-6
+#: Per-link loss rate above which a run is refused unless forced (``--force``).
+MAX_PLAUSIBLE_LOSS = 0.01
 
 
 class _M(StrictModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+# ------------------------------------------------------------------ physical-validity rules
+
+#: A rule's check: yields ``(field, what is wrong)`` for each violation it finds.
+Check = Callable[[Any], Iterable[tuple[str, str]]]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A physical-validity rule: which ``field`` it constrains, the ``rule`` in words and
+    the ``reason`` (what a run would otherwise show that no hardware can).
+
+    ``extreme`` rules describe settings that are legal but far outside what a working
+    fabric does; a run that breaks one is refused unless it is forced (``--force``).
+    The whole list, with the scenario-level rules, is
+    :data:`fabricsim.scenario.rules.RULES`; docs/scenarios.md tabulates it.
+    """
+
+    name: str
+    field: str
+    rule: str
+    reason: str
+    check: Check
+    extreme: bool = False
+
+    def error(self, field: str, detail: str) -> ConfigError:
+        """The ConfigError of one violation: ``<field>: <detail>: <reason> [rule <name>]``."""
+        return ConfigError(f"{detail}: {self.reason} [rule {self.name}]", field=field)
+
+    def violations(self, subject: Any) -> list[ConfigError]:
+        """Every violation of this rule by ``subject``, as ConfigErrors."""
+        return [self.error(f, d) for f, d in self.check(subject)]
+
+
+def register_rule(registry: list[Rule], name: str, field: str, rule: str, reason: str, *,
+                  extreme: bool = False) -> Callable[[Check], Check]:
+    """Decorator: register the decorated check as a named rule in ``registry``."""
+    def add(check: Check) -> Check:
+        registry.append(Rule(name, field, rule, reason, check, extreme))
+        return check
+    return add
+
+
+def _no_check(_subject: Any) -> Iterator[tuple[str, str]]:
+    return iter(())
+
+
+#: Rules the packet section obeys on its own (no fabric needed), in checking order.
+PACKET_RULES: list[Rule] = [
+    Rule("finite", "packet.* (every size, time and rate)", "a finite number",
+         "NaN and infinity are no physical quantity", _no_check),
+    Rule("size-maximum", "packet buffers, thresholds, credits, byte_counter",
+         f"at most {format_bytes(MAX_BUFFER_BYTES)}",
+         "no switch or NIC has a deeper buffer (deep-buffer routers carry a few GB)",
+         _no_check),
+    Rule("transfer-maximum", "packet.traffic.nbytes, packet.background[i].nbytes",
+         f"at most {format_bytes(MAX_TRANSFER_BYTES)}",
+         "no GPU's memory holds a larger transfer", _no_check),
+    Rule("time-maximum", "packet.* (every time)", f"at most {MAX_TIME_S:g} s",
+         "the packet backend covers milliseconds to seconds of a fabric; longer settings "
+         "only stretch the time series", _no_check),
+    Rule("rate-maximum", "packet.dcqcn.rai, rhai, min_rate", "at most 1.6 Tb/s",
+         "no NIC port is faster", _no_check),
+]
+_packet_rule = partial(register_rule, PACKET_RULES)
+
+
+def _bounded(v: float, limit: float, name: str, show: Callable[[float], str]) -> float:
+    if not math.isfinite(v):
+        raise ValueError(f"{v} is not a finite number: NaN and infinity are no physical "
+                         "quantity [rule finite]")
+    if v > limit:
+        rule = next(r for r in PACKET_RULES if r.name == name)
+        raise ValueError(f"{show(v)} is above the maximum of {show(limit)}: {rule.reason} "
+                         f"[rule {name}]")
+    return v
+
+
 def _parse(fn: Any, v: Any) -> float:
+    if isinstance(v, float) and not math.isfinite(v):
+        _bounded(v, math.inf, "finite", str)
     try:
         return float(fn(v))
     except FabricsimError as e:  # pydantic reports ValueError under the field's path
         raise ValueError(e.message) from None
+    except OverflowError:  # "1e400" reads as infinity
+        raise ValueError(f"{v!r} is not a finite number: NaN and infinity are no physical "
+                         "quantity [rule finite]") from None
 
 
 def _size(v: Any) -> float:
-    return _parse(parse_size, v)
+    return _bounded(_parse(parse_size, v), MAX_BUFFER_BYTES, "size-maximum", show_bytes)
+
+
+def _transfer(v: Any) -> float:
+    return _bounded(_parse(parse_size, v), MAX_TRANSFER_BYTES, "transfer-maximum",
+                    show_bytes)
 
 
 def _time(v: Any) -> float:
-    return _parse(parse_time, v)
+    return _bounded(_parse(parse_time, v), MAX_TIME_S, "time-maximum", format_time)
 
 
 def _rate(v: Any) -> float:
-    return _parse(parse_bandwidth, v)
+    return _bounded(_parse(parse_bandwidth, v), MAX_RATE, "rate-maximum",
+                    lambda x: f"{x * 8 / 1e9:g} Gb/s")
 
 
 class WatchdogConfig(_M):
@@ -144,7 +252,7 @@ class TrafficSpec(_M):
     start: float = 0.0
     repeat: int = Field(1, ge=1)
 
-    _s = field_validator("nbytes", mode="before")(_size)
+    _s = field_validator("nbytes", mode="before")(_transfer)
     _t = field_validator("start", mode="before")(_time)
 
 
@@ -175,9 +283,12 @@ class PacketConfig(_M):
     added to each packet, by default the transport's (:data:`TRANSPORT_HEADER_BYTES`). An
     Ethernet (IP) MTU of 1500 with TCP/IPv4 and timestamps is ``mtu: 1448``; RoCEv2 with
     a 4096 B IB MTU needs an Ethernet MTU of at least 4096 + 48 (IP, UDP, BTH, ICRC).
+    ``fabric`` names a scale-out fabric preset that replaces the cluster's for this run (a
+    variant can compare InfiniBand on its own fabric with RoCE on Ethernet).
     """
 
     mtu: int = Field(4096, ge=64, le=65536)
+    fabric: str | None = None
     transport: Literal["ib", "roce", "tcp", "srd"] | None = None
     header_bytes: int | None = Field(None, ge=0, le=512)
     switching: Literal["cut-through", "store-and-forward"] = "cut-through"
@@ -225,6 +336,17 @@ class PacketConfig(_M):
             raise ValueError("traffic class names must be unique")
         return v
 
+    @model_validator(mode="after")
+    def _physical(self) -> PacketConfig:
+        """Refuse the first violated rule of :data:`PACKET_RULES` (extreme ones excepted:
+        :func:`extreme_violations` reports those)."""
+        for rule in PACKET_RULES:
+            if not rule.extreme:
+                errs = rule.violations(self)
+                if errs:
+                    raise errs[0]
+        return self
+
     def class_index(self, name: str | None = None, dscp: int | None = None) -> int:
         """Index of the class called ``name`` or holding ``dscp`` (default: class 0)."""
         from fabricsim.errors import ConfigError, unknown
@@ -255,6 +377,264 @@ class PacketConfig(_M):
         if self.header_bytes is not None:
             return int(self.header_bytes)
         return TRANSPORT_HEADER_BYTES[transport]
+
+
+def show_bytes(x: float) -> str:
+    """A size as a user wrote it: binary prefixes for multiples of 1024, else decimal.
+
+    >>> show_bytes(200e3), show_bytes(65536), show_bytes(12)
+    ('200 KB', '64 KiB', '12 B')
+    """
+    if x >= 1024 and x % 1024 == 0:
+        return format_bytes(x)
+    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if x >= scale:
+            return f"{x / scale:.6g} {unit}"
+    return f"{x:g} B"
+
+
+_b = show_bytes
+
+
+def _t(x: float) -> str:
+    return format_time(x)
+
+
+def _wire(c: PacketConfig) -> float:
+    """Bytes of one full packet on the wire, with the transport's header (IB's, the
+    smallest, when the transport is the fabric's and not known here)."""
+    return c.mtu + c.header_for(c.transport or "ib")
+
+
+@_packet_rule("pfc-xon-below-xoff", "packet.pfc.xon", "below packet.pfc.xoff",
+              "a paused port resumes only when its queue falls below XON, so XON at or above "
+              "XOFF would pause and resume on the same byte (or never resume)")
+def _xon(c: PacketConfig) -> Iterator[tuple[str, str]]:
+    if c.pfc.xon is not None and c.pfc.xon >= c.pfc.xoff:
+        yield "packet.pfc.xon", f"{_b(c.pfc.xon)} is not below packet.pfc.xoff ({_b(c.pfc.xoff)})"
+
+
+@_packet_rule("pfc-xoff-one-packet", "packet.pfc.xoff", "at least one packet (mtu + header)",
+              "a port that pauses before one whole packet has arrived stops its sender in "
+              "the middle of every packet")
+def _xoff(c: PacketConfig) -> Iterator[tuple[str, str]]:
+    if c.pfc.xoff < _wire(c):
+        yield "packet.pfc.xoff", (f"{_b(c.pfc.xoff)} is less than one packet "
+                                  f"({_b(_wire(c))} on the wire)")
+
+
+@_packet_rule("pfc-headroom-one-packet", "packet.pfc.headroom",
+              "at least one packet (mtu + header)",
+              "headroom absorbs what is in flight after a pause is sent, at least the packet "
+              "being serialised; less would drop lossless packets")
+def _headroom(c: PacketConfig) -> Iterator[tuple[str, str]]:
+    if c.pfc.headroom is not None and c.pfc.headroom < _wire(c):
+        yield "packet.pfc.headroom", (f"{_b(c.pfc.headroom)} is less than one packet "
+                                      f"({_b(_wire(c))} on the wire)")
+
+
+@_packet_rule("pfc-fits-buffer", "packet.pfc.xoff + packet.pfc.headroom",
+              "at most packet.switch_buffer and packet.nic_buffer",
+              "one port's lossless queue (XOFF plus the headroom behind it) must fit in the "
+              "buffer, or a paused port still drops lossless packets")
+def _fits(c: PacketConfig) -> Iterator[tuple[str, str]]:
+    if not c.pfc.enabled:
+        return
+    need = c.pfc.xoff + (c.pfc.headroom or 0.0)
+    what = ("packet.pfc.xoff + packet.pfc.headroom" if c.pfc.headroom is not None
+            else "packet.pfc.xoff")
+    for name, buf in (("switch_buffer", c.switch_buffer), ("nic_buffer", c.nic_buffer)):
+        if need > buf:
+            yield f"packet.{name}", f"{_b(buf)} is less than {what} ({_b(need)})"
+            return
+
+
+@_packet_rule("buffer-one-packet", "packet.switch_buffer, nic_buffer, lossy_queue",
+              "at least one packet (mtu + header)",
+              "a buffer or queue that cannot hold one packet drops every packet it receives")
+def _buffers(c: PacketConfig) -> Iterator[tuple[str, str]]:
+    for name in ("switch_buffer", "nic_buffer", "lossy_queue"):
+        v = float(getattr(c, name))
+        if v < _wire(c):
+            yield f"packet.{name}", f"{_b(v)} is less than one packet ({_b(_wire(c))} on the wire)"
+
+
+@_packet_rule("ecn-kmin-below-kmax", "packet.ecn.kmin",
+              "below packet.ecn.kmax (equal only with pmax = 1, DCTCP-style step marking)",
+              "RED marks with a probability rising from 0 at Kmin to Pmax at Kmax; with "
+              "Kmin >= Kmax there is no ramp and Pmax is never used")
+def _kmin(c: PacketConfig) -> Iterator[tuple[str, str]]:
+    e = c.ecn
+    if e.kmin > e.kmax or (e.kmin == e.kmax and e.pmax < 1):
+        yield "packet.ecn.kmin", (f"{_b(e.kmin)} is not below packet.ecn.kmax "
+                                  f"({_b(e.kmax)}; pmax {e.pmax:g})")
+
+
+@_packet_rule("ecn-kmin-in-buffer", "packet.ecn.kmin", "below packet.switch_buffer",
+              "an egress queue can never grow past the switch buffer, so ECN would never mark")
+def _kmin_buf(c: PacketConfig) -> Iterator[tuple[str, str]]:
+    if c.ecn.enabled and c.ecn.kmin >= c.switch_buffer:
+        yield "packet.ecn.kmin", (f"{_b(c.ecn.kmin)} is not below packet.switch_buffer "
+                                  f"({_b(c.switch_buffer)})")
+
+
+@_packet_rule("timers-positive", "packet.dcqcn.timer, alpha_timer, cnp_interval, "
+              "packet.pfc.watchdog.detect, restore", f"at least {MIN_TIMER_S * 1e6:g} µs",
+              "NIC and switch timers tick in microseconds; a zero timer would fire without "
+              "end at one instant (and a zero CNP interval send a CNP per marked packet)")
+def _timers(c: PacketConfig) -> Iterator[tuple[str, str]]:
+    vals = {"packet.dcqcn.timer": c.dcqcn.timer, "packet.dcqcn.alpha_timer":
+            c.dcqcn.alpha_timer, "packet.dcqcn.cnp_interval": c.dcqcn.cnp_interval,
+            "packet.pfc.watchdog.detect": c.pfc.watchdog.detect,
+            "packet.pfc.watchdog.restore": c.pfc.watchdog.restore}
+    for f, v in vals.items():
+        if v < MIN_TIMER_S:
+            yield f, f"{_t(v)} is shorter than {MIN_TIMER_S * 1e6:g} µs"
+
+
+@_packet_rule("rto-minimum", "packet.rto", f"at least {MIN_TIMER_S * 1e6:g} µs",
+              "a retransmission timer shorter than a network round trip (microseconds even "
+              "inside one rack) fires before any ACK can return and resends every packet")
+def _rto(c: PacketConfig) -> Iterator[tuple[str, str]]:
+    if c.rto is not None and c.rto < MIN_TIMER_S:
+        yield "packet.rto", f"{_t(c.rto)} is shorter than {MIN_TIMER_S * 1e6:g} µs"
+
+
+@_packet_rule("dcqcn-byte-counter-one-packet", "packet.dcqcn.byte_counter",
+              "at least one packet (mtu)",
+              "the byte counter raises the rate once per byte_counter bytes sent; below one "
+              "packet every packet (or, at 0, no byte at all) would be a rate increase")
+def _byte_counter(c: PacketConfig) -> Iterator[tuple[str, str]]:
+    if c.dcqcn.byte_counter < c.mtu:
+        yield "packet.dcqcn.byte_counter", (f"{_b(c.dcqcn.byte_counter)} is less than one "
+                                            f"packet ({_b(c.mtu)})")
+
+
+@_packet_rule("dcqcn-rai-below-rhai", "packet.dcqcn.rai", "at most packet.dcqcn.rhai",
+              "hyper increase is the faster of DCQCN's two increase steps")
+def _rai(c: PacketConfig) -> Iterator[tuple[str, str]]:
+    d = c.dcqcn
+    if d.rai is not None and d.rhai is not None and d.rai > d.rhai:
+        yield "packet.dcqcn.rai", (f"{d.rai * 8 / 1e6:g} Mb/s is above packet.dcqcn.rhai "
+                                   f"({d.rhai * 8 / 1e6:g} Mb/s)")
+
+
+@_packet_rule("credits-one-packet", "packet.credit_bytes", "at least one packet (mtu + header)",
+              "a sender needs credits for a whole packet before it starts one; fewer credits "
+              "than a packet would never let the link send")
+def _credits(c: PacketConfig) -> Iterator[tuple[str, str]]:
+    if c.credit_bytes is not None and c.credit_bytes < _wire(c):
+        yield "packet.credit_bytes", (f"{_b(c.credit_bytes)} is less than one packet "
+                                      f"({_b(_wire(c))} on the wire)")
+
+
+@_packet_rule("stuck-receiver-times-ordered", "packet.stuck_receiver.end",
+              "after packet.stuck_receiver.start",
+              "a receiver cannot recover before it hangs")
+def _stuck_times(c: PacketConfig) -> Iterator[tuple[str, str]]:
+    s = c.stuck_receiver
+    if s is not None and s.end <= s.start:
+        yield "packet.stuck_receiver.end", (f"{_t(s.end)} is not after "
+                                            f"packet.stuck_receiver.start ({_t(s.start)})")
+
+
+@_packet_rule("stuck-receiver-one-endpoint", "packet.stuck_receiver",
+              "rank or node, not both", "one stuck endpoint is named once")
+def _stuck_one(c: PacketConfig) -> Iterator[tuple[str, str]]:
+    s = c.stuck_receiver
+    if s is not None and s.rank is not None and s.node is not None:
+        yield "packet.stuck_receiver", f"both rank {s.rank} and node {s.node!r} are given"
+
+
+def _traffic(c: PacketConfig) -> Iterator[tuple[str, TrafficSpec]]:
+    if c.traffic is not None:
+        yield "packet.traffic", c.traffic
+    for i, b in enumerate(c.background):
+        yield f"packet.background[{i}]", b
+
+
+@_packet_rule("traffic-moves-bytes", "packet.traffic.nbytes, packet.background[i].nbytes",
+              "above 0", "a transfer of zero bytes moves no data: its 'completion time' "
+              "is one header-only packet's latency, not an incast or a collective")
+def _nbytes(c: PacketConfig) -> Iterator[tuple[str, str]]:
+    for where, t in _traffic(c):
+        if t.nbytes <= 0:
+            yield f"{where}.nbytes", f"it is {_b(t.nbytes)}"
+
+
+@_packet_rule("incast-receiver-not-sender", "packet.traffic.ranks",
+              "without packet.traffic.receiver (incast)",
+              "a rank sending to itself never leaves its GPU, so it is no incast sender")
+def _self_send(c: PacketConfig) -> Iterator[tuple[str, str]]:
+    for where, t in _traffic(c):
+        if t.pattern == "incast" and t.ranks is not None and t.receiver in t.ranks:
+            yield f"{where}.ranks", f"the receiver, rank {t.receiver}, is among {t.ranks}"
+
+
+@_packet_rule("traffic-ranks-exist", "packet.traffic.ranks, senders",
+              "ranks >= 0, senders at most len(ranks)",
+              "only existing ranks can send, and an incast has one sender per listed rank")
+def _ranks(c: PacketConfig) -> Iterator[tuple[str, str]]:
+    for where, t in _traffic(c):
+        if t.ranks is not None:
+            if any(r < 0 for r in t.ranks):
+                yield f"{where}.ranks", f"{t.ranks} holds a negative rank"
+            elif not t.ranks:
+                yield f"{where}.ranks", "the list is empty"
+            elif t.senders is not None and t.senders > len(t.ranks):
+                yield f"{where}.senders", (f"{t.senders} senders but only {len(t.ranks)} "
+                                           "ranks are listed")
+
+
+@_packet_rule("until-after-start", "packet.until",
+              "after 0 and after the first traffic start",
+              "a run that stops before any traffic starts simulates nothing and reports "
+              "empty statistics")
+def _until(c: PacketConfig) -> Iterator[tuple[str, str]]:
+    if c.until is None:
+        return
+    first = min((t.start for _, t in _traffic(c)), default=0.0)
+    if c.until <= first:
+        yield "packet.until", (f"{_t(c.until)} is not after the first traffic start "
+                               f"({_t(first)})")
+
+
+@_packet_rule("dscp-valid", "packet.classes[i].dscp",
+              "values 0..63, each in one class only",
+              "DSCP is a 6-bit field of the IP header and a switch maps each value to one "
+              "priority")
+def _dscp(c: PacketConfig) -> Iterator[tuple[str, str]]:
+    seen: dict[int, str] = {}
+    for i, k in enumerate(c.classes):
+        for d in k.dscp:
+            if not 0 <= d <= 63:
+                yield f"packet.classes[{i}].dscp", f"DSCP {d} is outside 0..63"
+            elif d in seen:
+                yield f"packet.classes[{i}].dscp", (f"DSCP {d} is also in class "
+                                                    f"{seen[d]!r}")
+            seen.setdefault(d, k.name)
+
+
+@_packet_rule("cwnd-within-window", "packet.init_cwnd", "at most packet.window",
+              "the initial congestion window cannot exceed the largest window")
+def _cwnd(c: PacketConfig) -> Iterator[tuple[str, str]]:
+    if c.init_cwnd > c.window:
+        yield "packet.init_cwnd", f"{c.init_cwnd} is above packet.window ({c.window})"
+
+
+@_packet_rule("loss-plausible", "packet.loss_rate", f"at most {MAX_PLAUSIBLE_LOSS:.0%} "
+              "(more needs --force)",
+              "a link that drops more than 1 % of its packets is broken and taken out of "
+              "service; go-back-N over several such links retransmits most of the run",
+              extreme=True)
+def _loss(c: PacketConfig) -> Iterator[tuple[str, str]]:
+    if c.loss_rate > MAX_PLAUSIBLE_LOSS:
+        yield "packet.loss_rate", f"{c.loss_rate:g} ({c.loss_rate:.1%} per link)"
+
+
+def extreme_violations(cfg: PacketConfig) -> list[tuple[Rule, str, str]]:
+    """``(rule, field, detail)`` of every extreme (legal, but forced only) setting."""
+    return [(r, f, d) for r in PACKET_RULES if r.extreme for f, d in r.check(cfg)]
 
 
 def parse_packet_config(data: Any) -> PacketConfig:
