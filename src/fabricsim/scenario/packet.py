@@ -196,32 +196,63 @@ def summarize(run_fabric: Fabric, schedule: Schedule, result: Result, main_idx: 
     }
 
 
-def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    """Deep-merge mapping ``over`` into a copy of ``base``."""
-    out = dict(base)
-    for k, v in over.items():
-        out[k] = merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) \
-            else v
-    return out
+def loss_estimate(fabric: Fabric, schedule: Schedule, cfg: PacketConfig, transport: str
+                  ) -> str:
+    """What a run's ``loss_rate`` costs: the scale-out links of its longest path, the share
+    of packets lost on the way, and the events that implies against the budget."""
+    from fabricsim.backends.packet.budget import events_lower_bound
+    from fabricsim.backends.packet.build import INTRA_LINKS
+
+    steps = schedule.steps
+    src = np.concatenate([s.src for s in steps])
+    dst = np.concatenate([s.dst for s in steps])
+    paths = fabric.route_many(src, dst)
+    intra = np.isin(fabric.link_kind[paths.links], np.array([int(k) for k in INTRA_LINKS]))
+    rows = paths.row_ids()
+    ext = np.bincount(rows, weights=~intra, minlength=len(src)).astype(np.int64)
+    credit = np.bincount(rows, weights=intra | (transport == "ib"),
+                         minlength=len(src)).astype(np.int64)
+    h = int(ext.max(initial=0))
+    q = (1.0 - cfg.loss_rate) ** h
+    est = events_lower_bound(schedule, paths.lengths(), credit, mtu=int(cfg.mtu),
+                             ack_every=cfg.ack_every, tcp=transport == "tcp")
+    need = est.events / max(q, 1e-300)
+    return (f"over the {h} scale-out links of the longest path {1 - q:.1%} of packets are "
+            f"lost, each delivered packet is sent about {1 / max(q, 1e-300):,.3g} times "
+            "(more with go-back-N), so the run needs at least "
+            f"{need:,.3g} events against the budget of {cfg.event_budget:,}")
 
 
-def run_packet_scenario(sc: Scenario, variant: str | None = None, **overrides: Any
-                        ) -> PacketRun:
+def run_packet_scenario(sc: Scenario, variant: str | None = None, *, force: bool = False,
+                        **overrides: Any) -> PacketRun:
     """Simulate ``sc`` with the packet backend: its ``packet:`` section, patched by the
-    named ``variant`` (from ``packet.variants``) and by ``overrides``."""
-    data = dict(sc.packet or {})
-    variants = data.pop("variants", {}) or {}
-    if variant is not None:
-        if variant not in variants:
-            from fabricsim.errors import unknown
+    named ``variant`` (from ``packet.variants``) and by ``overrides``.
 
-            raise unknown("variant", variant, list(variants), field="packet.variants")
-        data = merge(data, variants[variant])
-    data = merge(data, overrides)
+    A legal but extreme setting (``loss_rate`` above
+    :data:`~fabricsim.backends.packet.config.MAX_PLAUSIBLE_LOSS`) is refused with its
+    estimated cost unless ``force``.
+    """
+    from fabricsim.backends.packet.config import extreme_violations
+    from fabricsim.scenario.rules import check_scenario, packet_data
+
+    data = merge(packet_data(sc, variant), overrides)
     cfg = parse_packet_config(data)
+    if cfg.fabric is not None:
+        sc = sc.model_copy(update={"cluster": sc.cluster.model_copy(
+            update={"fabric": cfg.fabric})})
+    if overrides or cfg.fabric is not None:  # the scenario's rules on what actually runs
+        check_scenario(sc.model_copy(update={"packet": data}))
     fabric = fabric_of(sc)
     schedule, main_idx = packet_schedule(sc, fabric, cfg)
     backend = PacketBackend(config=cfg, seed=sc.seed)
+    extreme = extreme_violations(cfg)
+    if extreme and not force:
+        rule, field, detail = extreme[0]
+        cost = loss_estimate(fabric, schedule, cfg, backend.transport_for(fabric)) \
+            if rule.name == "loss-plausible" and schedule.steps else ""
+        err = rule.error(field, detail + (f"; {cost}" if cost else ""))
+        raise ConfigError(f"{err.message}; the setting is legal but extreme: pass --force "
+                          "to run it anyway", field=field)
     result = backend.run(schedule, fabric)
     summary = summarize(fabric, schedule, result, main_idx, cfg)
     summary["variant"] = variant or "base"
@@ -236,3 +267,10 @@ def variant_names(sc: Scenario) -> list[str]:
         raise ConfigError("variants must map a name to packet overrides",
                           field="packet.variants")
     return [str(k) for k in v]
+
+
+def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """Deep-merge mapping ``over`` into a copy of ``base``."""
+    from fabricsim.scenario.rules import merge as _merge
+
+    return _merge(base, over)

@@ -1,6 +1,8 @@
 """The YAML scenario schema: cluster, workload, faults and background traffic.
 
-Validated once at the boundary with pydantic; inner code trusts the types. Sections owned
+Validated once at the boundary with pydantic; inner code trusts the types. Values are also
+checked against physics (thresholds in order, transports the fabric carries, ...) by the
+rules of :mod:`fabricsim.scenario.rules`, applied when a Scenario is validated. Sections owned
 by a workload (``training``, ``packet``) are plain mappings here and are validated by the
 module that reads them, which reports errors under the same dotted field path.
 
@@ -15,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, model_validator
 
 from fabricsim._strict import StrictModel
 from fabricsim.backends.flow.specs import BackgroundSpec as BackgroundSpec
@@ -73,3 +75,12 @@ class Scenario(_Model):
     background: list[BackgroundSpec] = Field(default_factory=list)
     seed: int = 0
     gpu_hour_usd: float | None = Field(None, gt=0)
+
+    @model_validator(mode="after")
+    def _physical(self) -> Scenario:
+        """Apply the physical-validity rules (:mod:`fabricsim.scenario.rules`): a value no
+        real fabric can have is a ConfigError naming its field, even if its type is right."""
+        from fabricsim.scenario.rules import check_scenario
+
+        check_scenario(self)
+        return self
