@@ -29,6 +29,12 @@ def register(app: typer.Typer) -> None:
                                                  "plots.")] = None,
         variant: Annotated[list[str] | None, typer.Option(
             "--variant", help="Run only these variants ('base' for the base config).")] = None,
+        force: Annotated[bool, typer.Option(
+            "--force", help="Run settings that are legal but extreme (loss_rate above 1 %), "
+            "which are otherwise refused with their estimated cost.")] = False,
+        event_budget: Annotated[int | None, typer.Option(
+            "--event-budget", min=1000, help="Events a run may take (overrides "
+            "packet.event_budget; a run estimated beyond it is refused up front).")] = None,
     ) -> None:
         """Packet-level simulation (IB credits, RoCE PFC/ECN/DCQCN, pause storms, loss)."""
         from fabricsim.scenario import load_scenario
@@ -44,7 +50,8 @@ def register(app: typer.Typer) -> None:
 
                     raise unknown("variant", v, sorted(known), field="--variant")
             names = [None if v == "base" else v for v in variant]
-        runs = [run_packet_scenario(sc, v) for v in names]
+        over: dict[str, Any] = {} if event_budget is None else {"event_budget": event_budget}
+        runs = [_run(run_packet_scenario, sc, v, force, over) for v in names]
         report = {"scenario": sc.name, "description": sc.description,
                   "runs": [r.summary for r in runs]}
         if out is not None:
@@ -58,6 +65,19 @@ def register(app: typer.Typer) -> None:
             print_json(report)
         else:
             _print(report)
+
+
+def _run(run: Any, sc: Any, variant: str | None, force: bool, over: dict[str, Any]) -> Any:
+    """One run; a refusal for the event budget also names the command-line flags."""
+    from fabricsim.errors import SimulationError
+
+    try:
+        return run(sc, variant, force=force, **over)
+    except SimulationError as e:
+        if e.field != "packet.event_budget":
+            raise
+        raise SimulationError(f"{e.message} (on the command line: --event-budget N)",
+                              field=e.field) from None
 
 
 def _default(o: Any) -> Any:

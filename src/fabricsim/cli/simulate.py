@@ -61,7 +61,14 @@ def simulate_scenario(sc: Scenario, *, routing: str = "ecmp", qps: int = 1,
     from fabricsim.collectives import build_schedule
 
     spec = sc.collective or CollectiveSpec()
-    nbytes = parse_size(size if size is not None else spec.maxbytes, field="collective.maxbytes")
+    if size is not None:  # --size replaces collective.maxbytes: the same rules apply
+        from fabricsim.scenario.rules import check_scenario
+
+        spec = spec.model_copy(update={"maxbytes": size, "minbytes": min(
+            parse_size(spec.minbytes, field="collective.minbytes"),
+            parse_size(size, field="--size"))})
+        check_scenario(sc.model_copy(update={"collective": spec}))
+    nbytes = parse_size(spec.maxbytes, field="collective.maxbytes")
     fab = fabric_from_scenario(sc)
     sch = build_schedule(fab, spec.collective, nbytes, ranks=spec.ranks, algo=spec.algo,
                          proto=spec.proto)
@@ -142,6 +149,9 @@ def register(app: typer.Typer) -> None:
         size: SizeOpt = None,
         out: OutOpt = None,
         json_out: JsonOpt = False,
+        force: Annotated[bool, typer.Option(
+            "--force", help="Run faults that are legal but extreme (a link or NIC below 1 % "
+            "of its rate, a straggler delay above 1 s), otherwise refused.")] = False,
     ) -> None:
         """Simulate a scenario's collective with its faults and background traffic (flow
         backend); report the slowdown against the fault-free run and where it came from.
@@ -153,6 +163,9 @@ def register(app: typer.Typer) -> None:
                               "fabricsim/scenarios, e.g. flow-degraded-link.yaml)")
         sc = scenario_with_overrides(scenario, system=system, nodes=nodes, fabric=fabric,
                                      topology=topology, oversubscription=oversubscription)
+        from fabricsim.scenario.rules import check_extreme
+
+        check_extreme(sc, force=force)
         s = simulate_scenario(sc, routing=routing, qps=qps, size=size, out=out)
         if json_out:
             print_json(s)
