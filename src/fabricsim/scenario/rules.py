@@ -96,6 +96,16 @@ class Context:
         except FabricsimError:
             return None
 
+    def n_gpus(self) -> int | None:
+        """Ranks (GPUs) of the cluster, as the builder will make them."""
+        if self.catalog is None:
+            return None
+        c = self.scenario.cluster
+        try:
+            return c.nodes * (c.gpus_per_node or self.catalog.system(c.system).gpus)
+        except FabricsimError:
+            return None
+
     def gpu_memory(self) -> tuple[str, float] | None:
         """``(GPU name, its memory in bytes)`` of the cluster's system."""
         if self.catalog is None:
@@ -141,6 +151,32 @@ def _mtu(ctx: Context) -> Iterator[tuple[str, str]]:
             yield _where(v, "packet.mtu"), f"{cfg.mtu} B is no {t} path MTU"
         elif t in ("tcp", "srd") and cfg.mtu > MAX_ETHERNET_MTU:
             yield _where(v, "packet.mtu"), f"{cfg.mtu} B is more than a jumbo frame holds"
+
+
+@_scenario_rule("packet-ranks-exist", "packet.traffic.ranks, receiver, senders, "
+                "packet.stuck_receiver.rank", "below the cluster's number of GPUs",
+                "only a GPU the cluster has can send, receive or hang")
+def _packet_ranks(ctx: Context) -> Iterator[tuple[str, str]]:
+    n = ctx.n_gpus()
+    if n is None:
+        return
+    for v, cfg in ctx.packet.items():
+        items: list[tuple[str, int]] = []
+        if cfg.stuck_receiver is not None and cfg.stuck_receiver.rank is not None:
+            items.append(("packet.stuck_receiver.rank", cfg.stuck_receiver.rank))
+        specs = ([("packet.traffic", cfg.traffic)] if cfg.traffic is not None else []) + [
+            (f"packet.background[{i}]", b) for i, b in enumerate(cfg.background)]
+        for where, t in specs:
+            items += [(f"{where}.ranks", r) for r in t.ranks or []]
+            if t.pattern == "incast":
+                items.append((f"{where}.receiver", t.receiver))
+            if t.senders is not None:
+                items.append((f"{where}.senders", t.senders - 1))
+        for field, r in items:
+            if r >= n:
+                what = f"{r + 1} senders" if field.endswith("senders") else f"rank {r}"
+                yield _where(v, field), f"{what} on a cluster of {n} GPUs"
+                break
 
 
 def _size(value: Any, field: str) -> float | None:
@@ -219,6 +255,15 @@ def _bg_bytes(ctx: Context) -> Iterator[tuple[str, str]]:
         n = _size(b.nbytes, f"background[{i}].nbytes")
         if n is not None and not 0 < n <= MAX_TRANSFER_BYTES:
             yield f"background[{i}].nbytes", f"it is {show_bytes(n)}"
+
+
+@_scenario_rule("background-weight-finite", "background[i].weight", "finite",
+                "a share of a link is a finite weight; an infinite one would starve every "
+                "other flow")
+def _bg_weight(ctx: Context) -> Iterator[tuple[str, str]]:
+    for i, b in enumerate(ctx.scenario.background):
+        if not math.isfinite(b.weight):
+            yield f"background[{i}].weight", f"it is {b.weight}"
 
 
 @_scenario_rule("fault-factor-plausible", "faults[i].factor (link_degraded, slow_nic)",

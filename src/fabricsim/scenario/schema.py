@@ -74,7 +74,7 @@ class Scenario(_Model):
     faults: list[FaultSpec] = Field(default_factory=list)
     background: list[BackgroundSpec] = Field(default_factory=list)
     seed: int = 0
-    gpu_hour_usd: float | None = Field(None, gt=0)
+    gpu_hour_usd: float | None = Field(None, gt=0, allow_inf_nan=False)
 
     @model_validator(mode="after")
     def _physical(self) -> Scenario:
