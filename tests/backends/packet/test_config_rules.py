@@ -1,0 +1,193 @@
+"""Physical-validity rules of the packet section (backends/packet/config.py PACKET_RULES):
+one case per rule, each asserting the error names the field, the reason and the rule."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis_budget import examples
+
+from fabricsim.backends.packet.config import (
+    PACKET_RULES,
+    PacketConfig,
+    extreme_violations,
+    parse_packet_config,
+)
+from fabricsim.errors import ConfigError, SimulationError
+
+#: rule name -> (packet overrides that break it, field named, words of the reason)
+CASES: dict[str, tuple[dict[str, Any], str, str]] = {
+    "finite": ({"switch_buffer": float("nan")}, "packet.switch_buffer", "finite"),
+    "size-maximum": ({"switch_buffer": "1TB"}, "packet.switch_buffer", "deeper buffer"),
+    "transfer-maximum": ({"traffic": {"nbytes": "2TiB"}}, "packet.traffic.nbytes",
+                         "GPU's memory"),
+    "time-maximum": ({"until": 120}, "packet.until", "milliseconds to seconds"),
+    "rate-maximum": ({"dcqcn": {"min_rate": "2Tbps"}}, "packet.dcqcn.min_rate",
+                     "no NIC port is faster"),
+    "pfc-xon-below-xoff": ({"pfc": {"xoff": "10KB", "xon": "200KB"}}, "packet.pfc.xon",
+                           "never resume"),
+    "pfc-xoff-one-packet": ({"pfc": {"xoff": 1000}}, "packet.pfc.xoff",
+                            "middle of every packet"),
+    "pfc-headroom-one-packet": ({"pfc": {"headroom": 100}}, "packet.pfc.headroom",
+                                "drop lossless packets"),
+    "pfc-fits-buffer": ({"pfc": {"xoff": "10MB"}, "nic_buffer": "4MB"}, "packet.nic_buffer",
+                        "must fit in the buffer"),
+    "buffer-one-packet": ({"lossy_queue": 1000}, "packet.lossy_queue",
+                          "drops every packet"),
+    "ecn-kmin-below-kmax": ({"ecn": {"kmin": "300KB", "kmax": "200KB"}}, "packet.ecn.kmin",
+                            "no ramp"),
+    "ecn-kmin-in-buffer": ({"ecn": {"kmin": "40MB", "kmax": "50MB"}}, "packet.ecn.kmin",
+                           "never mark"),
+    "timers-positive": ({"dcqcn": {"cnp_interval": 0}}, "packet.dcqcn.cnp_interval",
+                        "tick in microseconds"),
+    "rto-minimum": ({"rto": "100ns"}, "packet.rto", "before any ACK can return"),
+    "dcqcn-byte-counter-one-packet": ({"dcqcn": {"byte_counter": 0}},
+                                      "packet.dcqcn.byte_counter", "rate increase"),
+    "dcqcn-rai-below-rhai": ({"dcqcn": {"rai": "400Mbps", "rhai": "40Mbps"}},
+                             "packet.dcqcn.rai", "hyper increase"),
+    "credits-one-packet": ({"credit_bytes": 0}, "packet.credit_bytes",
+                           "never let the link send"),
+    "stuck-receiver-times-ordered": ({"stuck_receiver": {"rank": 1, "start": "1ms",
+                                                         "end": "10us"}},
+                                     "packet.stuck_receiver.end", "recover before it hangs"),
+    "stuck-receiver-one-endpoint": ({"stuck_receiver": {"rank": 1, "node": "leaf0"}},
+                                    "packet.stuck_receiver", "named once"),
+    "traffic-moves-bytes": ({"traffic": {"pattern": "incast", "nbytes": 0}},
+                            "packet.traffic.nbytes", "moves no data"),
+    "incast-receiver-not-sender": ({"traffic": {"pattern": "incast", "ranks": [0, 1, 2],
+                                                "receiver": 0}},
+                                   "packet.traffic.ranks", "never leaves its GPU"),
+    "traffic-ranks-exist": ({"traffic": {"pattern": "incast", "ranks": [1, 2],
+                                         "senders": 3}},
+                            "packet.traffic.senders", "one sender per listed rank"),
+    "until-after-start": ({"until": 0}, "packet.until", "simulates nothing"),
+    "dscp-valid": ({"classes": [{"name": "a", "dscp": [64]}]}, "packet.classes[0].dscp",
+                   "6-bit field"),
+    "cwnd-within-window": ({"window": 4, "init_cwnd": 10}, "packet.init_cwnd",
+                           "largest window"),
+}
+
+
+def test_every_packet_rule_has_a_case() -> None:
+    hard = {r.name for r in PACKET_RULES if not r.extreme}
+    assert set(CASES) == hard
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_rule_refuses_with_field_and_reason(name: str) -> None:
+    data, field, reason = CASES[name]
+    with pytest.raises(ConfigError) as e:
+        parse_packet_config(data)
+    assert e.value.field == field, str(e.value)
+    assert reason in str(e.value) and f"rule {name}" in str(e.value)
+
+
+def test_rules_apply_to_configs_built_in_python() -> None:
+    with pytest.raises(ConfigError, match=r"packet\.pfc\.xon.*never resume"):
+        PacketConfig(pfc={"xoff": 10_000, "xon": 200_000})
+
+
+@pytest.mark.parametrize("data", [
+    {"ecn": {"kmin": "100KB", "kmax": "100KB", "pmax": 1}},      # DCTCP-style step marking
+    {"pfc": {"xoff": "256KB", "xon": "200KB", "headroom": "100KB"}},
+    {"credit_bytes": 4122, "transport": "ib"},                  # exactly one IB packet
+    {"stuck_receiver": {"rank": 1, "start": 0, "end": "1us"}},
+    {"until": "1us", "traffic": {"start": 0}},
+])
+def test_edges_that_exist_are_accepted(data: dict[str, Any]) -> None:
+    parse_packet_config(data)
+
+
+def test_equal_thresholds_refused_unless_step_marking() -> None:
+    with pytest.raises(ConfigError, match=r"packet\.ecn\.kmin: 200 KB is not below "
+                       r"packet\.ecn\.kmax \(200 KB"):
+        parse_packet_config({"ecn": {"kmin": "200KB", "kmax": "200KB"}})
+
+
+def test_overflowing_size_string_is_not_a_traceback() -> None:
+    with pytest.raises(ConfigError, match=r"packet\.switch_buffer.*finite"):
+        parse_packet_config({"switch_buffer": "1e400"})
+
+
+def test_loss_above_one_percent_is_extreme_not_invalid() -> None:
+    cfg = parse_packet_config({"loss_rate": 0.5})
+    [(rule, field, detail)] = extreme_violations(cfg)
+    assert (rule.name, field) == ("loss-plausible", "packet.loss_rate") and "50.0%" in detail
+    assert extreme_violations(parse_packet_config({"loss_rate": 0.01})) == []
+
+
+# ---------------------------------------------------------------- property
+
+def _maybe(strategy: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.one_of(st.none(), strategy)
+
+
+_time = st.floats(1e-6, 2e-4, allow_nan=False)
+
+
+@st.composite
+def _packet(draw: st.DrawFn) -> dict[str, Any]:
+    """A packet section near the edges of the rules, valid or not (about half pass);
+    ``None`` leaves a default."""
+    xoff = draw(st.integers(4_000, 1_000_000))
+    kmin = draw(st.integers(0, 2_000_000))
+    kmax = kmin + draw(st.integers(1, 2_000_000))
+    t0 = draw(_time)
+    raw: dict[str, Any] = {
+        "fabric": draw(st.sampled_from([None, "roce-400g", "ib-ndr"])),
+        "transport": draw(st.sampled_from([None, "roce", "tcp", "ib"])),
+        "mtu": draw(st.sampled_from([1024, 2048, 4096, 1500])),
+        "switch_buffer": draw(_maybe(st.integers(500_000, 40_000_000))),
+        "credit_bytes": draw(_maybe(st.integers(3_000, 500_000))),
+        "loss_rate": draw(st.sampled_from([0.0, 0.0, 1e-3, 0.03])),
+        "rto": draw(_maybe(_time)),
+        "until": draw(_maybe(st.floats(1e-6, 1e-3, allow_nan=False))),
+        "pfc": {"xoff": xoff, "xon": draw(_maybe(st.integers(0, xoff + 10_000))),
+                "headroom": draw(_maybe(st.integers(3_000, 1_000_000))),
+                "watchdog": {"enabled": draw(st.booleans()), "detect": draw(_time)}},
+        "ecn": {"kmin": kmin, "kmax": kmax, "pmax": draw(st.sampled_from([0.01, 0.2, 1.0]))},
+        "dcqcn": {"enabled": draw(st.booleans()), "timer": draw(_time),
+                  "cnp_interval": draw(_time),
+                  "byte_counter": draw(st.integers(4_000, 10_000_000))},
+        "stuck_receiver": draw(_maybe(st.fixed_dictionaries({
+            "rank": st.integers(0, 3), "start": st.just(t0),
+            "end": st.just(t0 + draw(st.floats(0, 5e-4, allow_nan=False)))}))),
+        "traffic": {"pattern": draw(st.sampled_from(["incast", "pairs", "collective"])),
+                    "nbytes": draw(st.integers(1, 300_000)),
+                    "start": draw(st.sampled_from([0.0, 1e-6, 5e-5]))},
+        "event_budget": 3_000_000,
+    }
+
+    def prune(d: dict[str, Any]) -> dict[str, Any]:
+        return {k: prune(v) if isinstance(v, dict) else v for k, v in d.items()
+                if v is not None}
+    return prune(raw)
+
+
+@settings(max_examples=examples(12), deadline=None)
+@given(packet=_packet(), nodes=st.integers(2, 4))
+def test_a_scenario_that_validates_runs_inside_its_budget(packet: dict[str, Any],
+                                                          nodes: int) -> None:
+    """Whatever passes the rules runs to the end without a traceback; the only refusal
+    left is the event budget (a clean SimulationError naming packet.event_budget)."""
+    from fabricsim.scenario import Scenario
+    from fabricsim.scenario.packet import run_packet_scenario
+
+    try:
+        sc = Scenario.model_validate({
+            "cluster": {"system": "dgx-h100", "nodes": nodes, "gpus_per_node": 1,
+                        "fabric": "roce-400g"}, "packet": packet})
+    except ConfigError:
+        return
+    try:
+        run = run_packet_scenario(sc, force=True)
+    except SimulationError as e:
+        assert e.field == "packet.event_budget", str(e)
+        return
+    s = run.summary
+    assert s["status"] in ("ok", "until") and s["events"] <= packet["event_budget"]
+    if s["status"] == "ok":
+        assert s["complete"] and s["drops"]["lossless"] == 0
