@@ -225,6 +225,48 @@ PROTOCOLS: dict[str, Protocol] = {
 IDEAL = Protocol(name="ideal", hop_latency=dict.fromkeys(LINK_CLASSES, 0.0),
                  efficiency=dict.fromkeys(LINK_CLASSES, 1.0), launch=0.0)
 
+#: Most algorithm bandwidth (GB/s) one channel of NCCL's tree all-reduce sustains, by GPU
+#: architecture (its NVLink generation) and by the servers the tree spans: 1, 2, 3 or more.
+#: A tree channel is one thread block that receives, reduces and forwards up the tree while
+#: it forwards down: its rate is bounded by the block, not the links. Source: NCCL's tuning
+#: model (``src/graph/tuning.cc``, ``perChMaxTreeBws``: NVIDIA's figures for its own tree
+#: kernels, in bus bandwidth; halved here to algorithm bandwidth, as NCCL converts them).
+#: Rows 1085-1086 and 134 (two servers of A100: NCCL's default lands at ring's figure,
+#: not at the tree's link bound, 33 % above) check it; see docs/collectives.md.
+TREE_CHANNEL_GBYTE_S: dict[str, tuple[float, float, float]] = {
+    "nvlink2": (13.25, 9.25, 5.0),    # Volta
+    "nvlink3": (12.0, 11.8, 8.9),     # Ampere
+    "nvlink4": (19.35, 20.7, 18.0),   # Hopper
+    "nvlink5": (35.0, 21.4, 12.0),    # Blackwell
+}
+
+
+#: Across servers a tree channel moves at most this share of its NIC's line rate as
+#: algorithm bandwidth (NCCL's tuning model: 0.92 of the channel's bandwidth, halved from
+#: bus to algorithm bandwidth; the same source as above).
+TREE_NIC_SHARE = 0.46
+
+
+def tree_kernel_rate(fabric: Fabric, servers: int, channels: int) -> float:
+    """Most message bytes/s a tree all-reduce with ``channels`` channels over ``servers``
+    servers moves on ``fabric``'s GPUs (0: no limit): the channels' kernel rate
+    (:data:`TREE_CHANNEL_GBYTE_S`) and, across servers, :data:`TREE_NIC_SHARE` of the
+    server's NICs.
+
+    >>> from fabricsim.fabric import build_cluster
+    >>> round(tree_kernel_rate(build_cluster("dgx-a100", 2), 2, 8) / 1e9, 1)
+    92.0
+    """
+    gen = fabric.info.nvlink
+    row = next((v for k, v in TREE_CHANNEL_GBYTE_S.items() if gen.startswith(k)), None)
+    rates = []
+    if row is not None and channels >= 1:
+        rates.append(row[min(max(servers, 1), 3) - 1] * 1e9 * channels)
+    if servers > 1 and fabric.info.nics_per_server > 0 and fabric.info.nic_bandwidth > 0:
+        rates.append(TREE_NIC_SHARE * fabric.info.nic_bandwidth * fabric.info.nics_per_server)
+    return min(rates, default=0.0)
+
+
 #: Display names as NCCL prints them.
 PROTOCOL_LABELS = {"ll": "LL", "ll128": "LL128", "simple": "Simple"}
 

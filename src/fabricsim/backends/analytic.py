@@ -37,7 +37,7 @@ from functools import cached_property
 import numpy as np
 from numpy.typing import NDArray
 
-from fabricsim.backends.base import Result
+from fabricsim.backends.base import Result, kernel_floor
 from fabricsim.fabric.core import Fabric, pair_hash
 from fabricsim.fabric.kinds import LinkKind
 from fabricsim.fabric.paths import Paths
@@ -109,6 +109,8 @@ class CompiledSchedule:
     #: Protocol whose size-dependent bandwidth ramp applies, and message bytes at factor 1.
     protocol: Protocol | None = None
     message_bytes: float = 0.0
+    #: Least time (s, at factor 1) the kernels need (:meth:`Schedule.kernel_floor`).
+    kernel_floor: float = 0.0
 
     def step_times(self, factor: float = 1.0) -> tuple[FloatArray, FloatArray]:
         """Start and end of every step when all byte counts are multiplied by ``factor``."""
@@ -129,7 +131,7 @@ class CompiledSchedule:
     def time(self, factor: float = 1.0) -> float:
         """Completion time (s) with byte counts multiplied by ``factor``."""
         _, end = self.step_times(factor)
-        return float(end.max(initial=0.0)) + self.launch
+        return max(float(end.max(initial=0.0)), self.kernel_floor * factor) + self.launch
 
 
 @dataclass(eq=False)
@@ -184,7 +186,8 @@ class AnalyticBackend:
                                  deps=deps, repeat=repeat, delay=delay,
                                  launch=p.launch if schedule.steps else 0.0,
                                  n_links=fabric.n_links, protocol=p,
-                                 message_bytes=float(schedule.nbytes))
+                                 message_bytes=float(schedule.nbytes),
+                                 kernel_floor=kernel_floor(schedule, p.name))
                 for g, p in zip(per_proto, protocols, strict=True)]
 
     def run(self, schedule: Schedule, fabric: Fabric) -> Result:
@@ -202,7 +205,7 @@ class AnalyticBackend:
             np.add.at(busy, model.links, model.busy * w)
         bott = int(np.argmax(busy)) if busy.size and busy.max() > 0 else -1
         kind = LinkKind(int(fabric.link_kind[bott])).label if bott >= 0 else ""
-        return Result(time=float(end.max(initial=0.0)) + comp.launch, backend=self.name,
+        return Result(time=comp.time(), backend=self.name,
                       step_start=start, step_end=end, link_bytes=link_bytes,
                       bottleneck_link=bott, bottleneck_kind=kind,
                       extra={"protocol": self._proto(schedule).name, "launch": comp.launch,
@@ -423,7 +426,9 @@ def _plane_groups(fabric: Fabric) -> tuple[NDArray[np.int64], NDArray[np.int64]]
 
     A GPU's NVLink ports reach all NVSwitch chips and traffic to a peer GPU is interleaved
     over them, so GPU-to-GPU bytes on one of these links are spread over its whole group.
-    Transfers that target a switch (NVLS) are not spread. Kept with the fabric.
+    Under adaptive routing the fabric's router adds its network spray groups (a leaf's
+    uplinks, the downlinks into a leaf, ...). Transfers that target a switch (NVLS, SHARP)
+    are not spread. Kept with the fabric.
     """
     hit: tuple[NDArray[np.int64], NDArray[np.int64]] = fabric.memo(
         "analytic.plane_groups", lambda: _find_plane_groups(fabric))
@@ -449,6 +454,14 @@ def _find_plane_groups(fabric: Fabric) -> tuple[NDArray[np.int64], NDArray[np.in
         links = nvl[cand]
         group_of[links] = ids[kc]
         size[links] = counts[kc]
+    # adaptive routing / packet spraying: a flow's bytes spread over equal-cost network links
+    spray = getattr(fabric.router, "spray_groups", None)
+    groups = spray() if spray is not None else []
+    nxt = int(group_of.max()) + 1
+    for g in groups:
+        group_of[g] = nxt
+        size[g] = g.size
+        nxt += 1
     return group_of, size
 
 

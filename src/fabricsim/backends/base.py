@@ -78,6 +78,21 @@ class Result:
         return out
 
 
+def kernel_floor(schedule: Schedule, protocol_name: str | None) -> float:
+    """The least time (s) ``schedule``'s kernels need (:meth:`Schedule.kernel_floor`), under
+    a real protocol; 0 under ``"ideal"`` (physics only) or none. Every backend applies it
+    the same way: ``time = max(network time, floor + launch)``.
+
+    >>> from fabricsim.schedule import Schedule
+    >>> s = Schedule(steps=(), nbytes=10**9, kernel_bytes_per_s=1e11)
+    >>> kernel_floor(s, "simple"), kernel_floor(s, "ideal")
+    (0.01, 0.0)
+    """
+    if not protocol_name or protocol_name.lower() == "ideal":
+        return 0.0
+    return schedule.kernel_floor()
+
+
 @runtime_checkable
 class Backend(Protocol):
     """Anything with a name and ``run(schedule, fabric) -> Result``."""

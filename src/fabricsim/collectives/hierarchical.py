@@ -1,10 +1,13 @@
 """Hierarchical all-reduce: NVLink inside servers, one ring per rail across them.
 
-As NCCL does across rails: (1) reduce-scatter inside every server over NVLink, so local
+The structure of Horovod's hierarchical all-reduce and of NCCL's CollNet without the
+in-network reduction: (1) reduce-scatter inside every server over NVLink, so local
 rank ``j`` holds shard ``j`` (``S/g``); (2) an all-reduce of each shard across servers on
 rail ``j`` (the GPUs with local index ``j`` share a NIC rail); (3) all-gather inside every
 server. Network traffic per NIC is ``2(m−1)/m · S/g`` instead of a flat ring's, and network
-latency grows with the server count ``m`` only.
+latency grows with the server count ``m`` only. NCCL has no such algorithm of its own, so
+automatic selection (which predicts what NCCL runs) leaves it out; ``--algo hierarchical``
+runs it.
 
 Example
 -------
@@ -71,6 +74,6 @@ def hier_steps(group: Group, collective: str, nbytes: float, channels: int) -> l
 
 HIERARCHICAL = register(Algorithm(
     name="hierarchical", build=hier_steps, check=_check,
-    collectives=frozenset({"all_reduce"}),
+    collectives=frozenset({"all_reduce"}), auto=False,
     description="Reduce-scatter over NVLink, all-reduce of each shard on its rail across "
                 "servers, all-gather over NVLink."))

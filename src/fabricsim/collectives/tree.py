@@ -26,6 +26,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from fabricsim.collectives.registry import Algorithm, Group, fill_step, register, step
+from fabricsim.protocols import tree_kernel_rate
 from fabricsim.schedule.core import Step
 
 
@@ -88,8 +89,13 @@ def tree_steps(group: Group, collective: str, nbytes: float, channels: int) -> l
     return out
 
 
+def _kernel_rate(group: Group, channels: int) -> float:
+    """The tree kernels' own rate limit (:func:`fabricsim.protocols.tree_kernel_rate`)."""
+    return tree_kernel_rate(group.fabric, max(group.servers, 1), channels)
+
+
 TREE = register(Algorithm(
     name="tree", build=tree_steps, collectives=frozenset({"all_reduce"}),
-    auto_min_servers=2,
+    auto_min_servers=2, kernel_rate=_kernel_rate,
     description="NCCL double binary tree across servers with chains inside them: reduce up "
                 "and broadcast down, pipelined; latency ~ 2 log2(servers) network hops."))

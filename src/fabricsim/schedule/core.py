@@ -107,8 +107,15 @@ class Schedule:
     nbytes: int = 0
     ranks: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int32))
     meta: Mapping[str, Any] = field(default_factory=dict)
+    #: Most message bytes per second the collective's kernels can move, whatever the links
+    #: allow (0: no limit). A GPU's thread blocks reduce and forward data at a finite rate;
+    #: where that rate is below the network's (NCCL's tree kernels), it sets the time.
+    kernel_bytes_per_s: float = 0.0
 
     def __post_init__(self) -> None:
+        if not (self.kernel_bytes_per_s >= 0.0):  # also rejects NaN
+            raise ScheduleError(f"kernel_bytes_per_s must be >= 0, got "
+                                f"{self.kernel_bytes_per_s!r}")
         object.__setattr__(self, "steps", tuple(self.steps))
         object.__setattr__(self, "ranks", np.asarray(self.ranks, dtype=np.int32))
         for i, s in enumerate(self.steps):
@@ -130,6 +137,18 @@ class Schedule:
     def n_transfers(self) -> int:
         """Transfers counting every repetition."""
         return int(sum(s.n * s.repeat for s in self.steps))
+
+    def kernel_floor(self) -> float:
+        """Least time (s) the kernels need to move :attr:`nbytes` (0 without a limit).
+
+        Every backend reports ``max(network time, kernel_floor() + launch)``.
+
+        >>> Schedule(steps=(), nbytes=10**9, kernel_bytes_per_s=1e11).kernel_floor()
+        0.01
+        """
+        if self.kernel_bytes_per_s <= 0.0:
+            return 0.0
+        return float(self.nbytes) / self.kernel_bytes_per_s
 
     def with_meta(self, **meta: Any) -> Schedule:
         return replace(self, meta={**self.meta, **meta})

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from fabricsim.backends.base import Result
+from fabricsim.backends.base import Result, kernel_floor
 from fabricsim.backends.flow.background import background_transfers
 from fabricsim.backends.flow.faults import plan_faults
 from fabricsim.backends.flow.results import Timeline, bottlenecks
@@ -49,7 +49,10 @@ class FlowBackend:
         Seeds ECMP hashing (when steps give no hashes) and background permutations.
     routing
         ``"ecmp"`` (hash per queue pair), ``"spray"`` (even split over all equal-cost
-        paths) or ``"adaptive"`` (one flow per path feeding the same transfer).
+        paths) or ``"adaptive"`` (one flow per path feeding the same transfer); ``"auto"``
+        (default) follows the fabric: ``"spray"`` on a fabric built with
+        ``routing="adaptive"``, else ``"ecmp"`` over the fabric's own routes (its InfiniBand
+        tables or Ethernet hashing).
     qps
         Queue pairs (NCCL channels' connections) per transfer, each ``nbytes/qps``.
     faults, background
@@ -68,7 +71,7 @@ class FlowBackend:
     """
 
     seed: int = 0
-    routing: str = "ecmp"
+    routing: str = "auto"
     qps: int = 1
     faults: Sequence[FaultSpec | dict[str, Any]] = ()
     background: Sequence[BackgroundSpec | dict[str, Any]] = ()
@@ -78,18 +81,26 @@ class FlowBackend:
     name: str = field(default="flow")
 
     def __post_init__(self) -> None:
-        if self.routing not in ROUTING_MODES:
-            raise ConfigError(f"routing must be one of {', '.join(ROUTING_MODES)}, got "
+        if self.routing not in (*ROUTING_MODES, "auto"):
+            raise ConfigError(f"routing must be auto or one of {', '.join(ROUTING_MODES)}, got "
                               f"{self.routing!r}", field="routing")
         if self.qps < 1:
             raise ConfigError(f"qps must be >= 1, got {self.qps}", field="qps")
+
+    def routing_for(self, fabric: Fabric) -> str:
+        """The routing mode this backend uses on ``fabric`` (resolves ``"auto"``)."""
+        if self.routing != "auto":
+            return self.routing
+        spray = getattr(fabric.router, "spray_groups", None)
+        return "spray" if spray is not None and spray() else "ecmp"
 
     def run(self, schedule: Schedule, fabric: Fabric) -> Result:
         """Simulate ``schedule`` on ``fabric`` with this backend's faults and traffic."""
         proto = get_protocol(self.protocol or schedule.protocol or "ideal")
         plan = plan_faults(fabric, self.faults)
         bg = background_transfers(plan.fabric, self.background, seed=self.seed)
-        out = simulate(schedule, plan, bg, routing=self.routing, qps=self.qps, seed=self.seed,
+        routing = self.routing_for(fabric)
+        out = simulate(schedule, plan, bg, routing=routing, qps=self.qps, seed=self.seed,
                        exploit_repeats=self.exploit_repeats,
                        record_timeline=self.record_timeline, protocol=proto)
         tops = bottlenecks(plan.fabric, out.critical_time, out.link_bytes, out.time)
@@ -98,7 +109,7 @@ class FlowBackend:
             "bottlenecks": tops, "critical_time": out.critical_time,
             "stalled_steps": out.stalled_steps, "stalled_transfers": out.stalled_transfers,
             "skipped_epochs": out.skipped_epochs, "kernel_calls": out.kernel_calls,
-            "routing": self.routing, "qps": self.qps, "protocol": proto.name,
+            "routing": routing, "qps": self.qps, "protocol": proto.name,
             "faults": [f.description for f in plan.faults],
             "fault_links": {f.description: f.links for f in plan.faults},
         }
@@ -106,7 +117,10 @@ class FlowBackend:
             extra["timeline"] = Timeline.from_snapshots(plan.fabric, out.timeline_t,
                                                         out.timeline_bytes)
         b = tops[0]["link"] if tops else -1
-        return Result(time=out.time, backend=self.name,
+        # the kernels' own rate bounds the run (Schedule.kernel_floor), after the launch
+        floor = kernel_floor(schedule, proto.name)
+        time = max(out.time, floor + proto.launch) if floor > 0 else out.time
+        return Result(time=time, backend=self.name,
                       step_start=np.nan_to_num(out.step_start, nan=np.inf),
                       step_end=np.nan_to_num(out.step_end, nan=np.inf),
                       link_bytes=out.link_bytes, bottleneck_link=b,

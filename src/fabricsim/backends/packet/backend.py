@@ -15,11 +15,12 @@ Example
 from __future__ import annotations
 
 import time as _time
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
-from fabricsim.backends.base import Result
+from fabricsim.backends.base import Result, kernel_floor
 from fabricsim.backends.packet import layout as L
 from fabricsim.backends.packet.budget import check_endpoints
 from fabricsim.backends.packet.build import MODES, State, build_state
@@ -141,8 +142,13 @@ class PacketBackend:
                 "(packet.pfc.watchdog.enabled) or set packet.until to see the state")
         from fabricsim.backends.packet.report import make_result
 
-        return make_result(st, fabric, end=end, wall=wall, mode=mode,
-                           status="until" if err == L.ERR_UNTIL else "ok")
+        res = make_result(st, fabric, end=end, wall=wall, mode=mode,
+                          status="until" if err == L.ERR_UNTIL else "ok")
+        floor = kernel_floor(schedule, proto.name if proto else None)
+        if floor > 0 and res.extra.get("complete", False):
+            # the kernels' own rate bounds the run (Schedule.kernel_floor), after the launch
+            res = replace(res, time=max(res.time, floor + (proto.launch if proto else 0.0)))
+        return res
 
 
 def _run(st: State) -> float:
