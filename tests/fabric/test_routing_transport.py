@@ -63,3 +63,42 @@ def test_tree_on_infiniband_does_not_collapse_at_scale() -> None:
         fab = build_cluster("dgx-h100", n)
         bw[n] = s / choose(fab, "all_reduce", s, algo="tree").time
     assert bw[128] == pytest.approx(bw[64], rel=0.03)
+
+
+# ---------------------------------------------------------------- adaptive routing
+def _ring_busbw(routing: str, backend: str = "analytic") -> float:
+    from fabricsim.collectives import run_collective
+
+    fab = build_cluster("dgx-h100", 8, topology="fat-tree", fabric="roce-400g", radix=8,
+                        params={"routing": routing})
+    r = run_collective(fab, "all_reduce", 2**28, algo="ring", proto="simple",
+                       backend=backend)
+    return r.busbw
+
+
+def test_adaptive_declares_spray_groups_only_when_asked() -> None:
+    for routing in ("ecmp", "dmodk"):
+        assert build_cluster("dgx-h100", 32, params={"routing": routing}
+                             ).router.spray_groups() == []
+    fab = build_cluster("dgx-h100", 32, params={"routing": "adaptive"})
+    groups = fab.router.spray_groups()
+    assert groups
+    # every group: network links of one kind, disjoint from the others
+    allg = np.concatenate(groups)
+    assert np.unique(allg).size == allg.size
+    for g in groups:
+        assert np.unique(fab.link_kind[g]).size == 1
+
+
+def test_adaptive_removes_hash_collisions_and_backends_agree() -> None:
+    """Ring all-reduce on a radix-8 fat-tree of RoCE: per-flow hashing collides on
+    leaf uplinks; spreading every flow over its equal-cost paths does not."""
+    ecmp, adaptive = _ring_busbw("ecmp"), _ring_busbw("adaptive")
+    assert adaptive > 1.5 * ecmp
+    assert _ring_busbw("adaptive", "flow") == pytest.approx(adaptive, rel=1e-6)
+    assert _ring_busbw("ecmp", "flow") == pytest.approx(ecmp, rel=1e-6)
+
+
+def test_adaptive_needs_a_fat_tree() -> None:
+    with pytest.raises(ConfigError, match=r"fat-tree.*torus3d"):
+        build_cluster("dgx-h100", 8, topology="torus3d", params={"routing": "adaptive"})

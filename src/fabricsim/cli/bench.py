@@ -20,6 +20,7 @@ import typer
 from fabricsim.cli.common import (
     FabricOpt,
     GpusPerNodeOpt,
+    NetRoutingOpt,
     NodesOpt,
     OversubOpt,
     ScenarioArg,
@@ -216,6 +217,7 @@ def register(app: typer.Typer) -> None:
         fabric: FabricOpt = None,
         topology: TopologyOpt = None,
         oversubscription: OversubOpt = None,
+        routing: NetRoutingOpt = None,
         algo: Annotated[list[str] | None, typer.Option(
             "--algo", help="Force an algorithm (repeat to overlay several; default auto).")
         ] = None,
@@ -236,7 +238,8 @@ def register(app: typer.Typer) -> None:
             raise unknown("backend", backend, BACKENDS, field="--backend")
         sc = scenario_with_overrides(scenario, system=system, nodes=nodes,
                                      gpus_per_node=gpus_per_node, fabric=fabric,
-                                     topology=topology, oversubscription=oversubscription)
+                                     topology=topology, oversubscription=oversubscription,
+                                     routing=routing)
         fab = fabric_from_scenario(sc)
         sizes = sweep_sizes(parse_nccl_size(minbytes), parse_nccl_size(maxbytes), stepfactor,
                             parse_nccl_size(stepbytes) if stepbytes else None)

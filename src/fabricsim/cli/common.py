@@ -44,21 +44,29 @@ TopologyOpt = Annotated[
 OversubOpt = Annotated[
     float | None, typer.Option("--oversubscription", help="Leaf down:up ratio (1 = non-blocking).")
 ]
+NetRoutingOpt = Annotated[str | None, typer.Option(
+    "--routing", help="Scale-out routing: dmodk (InfiniBand tables; default on IB/EFA), "
+    "ecmp (per-flow hashing; default on Ethernet) or adaptive (IB adaptive routing, "
+    "Spectrum-X/UEC spraying; fat-tree and rail topologies).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
 
 
 def scenario_with_overrides(scenario: Path | None, *, system: str | None = None,
                             nodes: int | None = None, gpus_per_node: int | None = None,
                             fabric: str | None = None, topology: str | None = None,
-                            oversubscription: float | None = None) -> Scenario:
-    """Load ``scenario`` (or an empty one) and apply cluster flags on top."""
+                            oversubscription: float | None = None,
+                            routing: str | None = None) -> Scenario:
+    """Load ``scenario`` (or an empty one) and apply cluster flags on top (``routing`` goes
+    to ``cluster.params.routing``)."""
     sc = load_scenario(scenario) if scenario is not None else Scenario()
     over: dict[str, Any] = {k: v for k, v in {
         "system": system, "nodes": nodes, "gpus_per_node": gpus_per_node, "fabric": fabric,
         "topology": topology, "oversubscription": oversubscription}.items() if v is not None}
-    if over:
+    if over or routing is not None:
         data = sc.cluster.model_dump()
         data.update(over)
+        if routing is not None:
+            data["params"] = {**(data.get("params") or {}), "routing": routing}
         from fabricsim.scenario.loader import validate_section
 
         cluster = validate_section(ClusterSpec, data, "cluster")

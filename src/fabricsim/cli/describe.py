@@ -12,6 +12,7 @@ from fabricsim.cli.common import (
     FabricOpt,
     GpusPerNodeOpt,
     JsonOpt,
+    NetRoutingOpt,
     NodesOpt,
     OversubOpt,
     ScenarioArg,
@@ -37,6 +38,7 @@ def register(app: typer.Typer) -> None:
         fabric: FabricOpt = None,
         topology: TopologyOpt = None,
         oversubscription: OversubOpt = None,
+        routing: NetRoutingOpt = None,
         json_out: JsonOpt = False,
         export: Annotated[Path | None, typer.Option(
             "--export", help="Also write the fabric's nodes and links: .json or .graphml.")
@@ -48,7 +50,8 @@ def register(app: typer.Typer) -> None:
         """
         sc = scenario_with_overrides(scenario, system=system, nodes=nodes,
                                      gpus_per_node=gpus_per_node, fabric=fabric,
-                                     topology=topology, oversubscription=oversubscription)
+                                     topology=topology, oversubscription=oversubscription,
+                                     routing=routing)
         fab = fabric_from_scenario(sc)
         if export is not None:
             export_fabric(fab, export)

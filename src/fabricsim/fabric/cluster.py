@@ -29,6 +29,7 @@ from fabricsim.fabric.dragonfly import dragonfly_network
 from fabricsim.fabric.fattree import fat_tree_network
 from fabricsim.fabric.kinds import LinkKind, NodeKind
 from fabricsim.fabric.network import (
+    ADAPTIVE_TOPOLOGIES,
     PAD,
     ROUTING_BY_TRANSPORT,
     ROUTINGS,
@@ -164,6 +165,12 @@ class ClusterRouter:
     _tp_rows: list[IntArray] = field(default_factory=list, init=False, repr=False)
     _tp_table: NDArray[np.int64] = field(
         default_factory=lambda: np.zeros((0, 1), dtype=np.int64), init=False, repr=False)
+
+    def spray_groups(self) -> list[NDArray[np.int64]]:
+        """Sets of network links an adaptive router spreads a flow over (see
+        :meth:`fabricsim.fabric.fattree.FatTreeRouter.spray_groups`); none otherwise."""
+        fn = getattr(self.net, "spray_groups", None)
+        return list(fn()) if fn is not None else []
 
     def _local(self, nodes: IntArray) -> IntArray:
         srv = self.node_server[nodes]
@@ -393,6 +400,10 @@ def build_cluster(system: str = "dgx-h100", nodes: int = 1, *, gpus_per_node: in
     routing = prm.get("routing", ROUTING_BY_TRANSPORT.get(fspec.transport, "ecmp"))
     if routing not in ROUTINGS:
         raise unknown("routing", str(routing), ROUTINGS, field="params.routing")
+    if routing == "adaptive" and topo not in ADAPTIVE_TOPOLOGIES:
+        raise ConfigError(f"routing 'adaptive' spreads flows over a fat-tree's up/down paths; "
+                          f"topology {topo!r} has none: use {' or '.join(ADAPTIVE_TOPOLOGIES)}"
+                          f", or routing 'ecmp'/'dmodk'", field="params.routing")
     k = radix or switch.radix
     if k < 4:
         raise TopologyError(f"switch radix must be >= 4, got {k}", field="radix")

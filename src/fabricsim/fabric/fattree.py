@@ -213,8 +213,37 @@ class FatTreeRouter(FallbackRouting):
     the destination (an InfiniBand subnet manager's table: the spine is the destination's
     index modulo the spines, the core the quotient modulo the cores), so every
     spine-to-leaf downlink serves its own destinations and flows to different destinations
-    spread evenly.
+    spread evenly. ``"adaptive"`` routes like ``"ecmp"`` but declares :meth:`spray_groups`:
+    the links a flow's bytes spread over evenly (adaptive routing, packet spraying), which
+    the analytic backend charges as one pool.
     """
+
+    def spray_groups(self) -> list[NDArray[np.int64]]:
+        """Under ``routing="adaptive"``, the sets of links among which a flow's bytes spread
+        evenly: a leaf's uplinks, the downlinks into a leaf, a pod's spine-to-core links and
+        the core-to-spine links into a pod (each set's links are equal-cost alternatives
+        for every flow that uses one of them). Empty under other routings.
+
+        >>> from fabricsim.fabric import build_cluster
+        >>> fab = build_cluster("dgx-h100", 32, params={"routing": "adaptive"})
+        >>> len(fab.router.spray_groups()) > 0
+        True
+        """
+        if self.routing != "adaptive":
+            return []
+        out: list[NDArray[np.int64]] = []
+        for pl in self.planes:
+            for arr in (pl.leaf_up, pl.leaf_down):
+                for row in arr:
+                    g = np.unique(row[row >= 0]).astype(np.int64)
+                    if g.size > 1:
+                        out.append(g)
+            for arr in (pl.spine_up, pl.spine_down):
+                for pod in arr:
+                    g = np.unique(pod[pod >= 0]).astype(np.int64)
+                    if g.size > 1:
+                        out.append(g)
+        return out
 
     def __init__(self, planes: list[FatTreePlane], endpoints: list[IntArray],
                  n_nodes_hint: int, routing: str = "ecmp") -> None:

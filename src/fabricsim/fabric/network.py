@@ -197,7 +197,9 @@ class ScaleOutSpec:
     planes: int | None = None
     params: Mapping[str, object] = field(default_factory=dict)
     #: ``"dmodk"``: deterministic, destination-balanced up/down tables (an InfiniBand subnet
-    #: manager's); ``"ecmp"``: per-flow hashing (Ethernet)
+    #: manager's); ``"ecmp"``: per-flow hashing (Ethernet); ``"adaptive"``: every flow
+    #: spread over all its equal-cost up/down paths (InfiniBand adaptive routing on NDR/XDR,
+    #: Spectrum-X / Ultra Ethernet packet spraying; fat-tree and rail topologies)
     routing: str = "ecmp"
 
 
@@ -206,7 +208,9 @@ class ScaleOutSpec:
 #: the equal-cost paths (ECMP); AWS SRD sprays every flow's packets over many paths, which
 #: balances like a destination-spread table rather than like one hash per flow.
 ROUTING_BY_TRANSPORT = {"ib": "dmodk", "srd": "dmodk", "roce": "ecmp", "tcp": "ecmp"}
-ROUTINGS = ("dmodk", "ecmp")
+ROUTINGS = ("dmodk", "ecmp", "adaptive")
+#: Topologies that implement ``routing="adaptive"`` (spreading over up/down paths).
+ADAPTIVE_TOPOLOGIES = ("fat-tree", "rail-optimized")
 
 
 class FallbackRouting:
