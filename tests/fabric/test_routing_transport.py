@@ -102,3 +102,52 @@ def test_adaptive_removes_hash_collisions_and_backends_agree() -> None:
 def test_adaptive_needs_a_fat_tree() -> None:
     with pytest.raises(ConfigError, match=r"fat-tree.*torus3d"):
         build_cluster("dgx-h100", 8, topology="torus3d", params={"routing": "adaptive"})
+
+
+# ---------------------------------------------------------------- parallel cables
+def test_ecmp_splits_parallel_cables_into_links() -> None:
+    """16 DGX H100 on a radix-64 RoCE fat-tree: each leaf has 16 cables to each of 2
+    spines. Under per-flow hashing they are 16 links (hashes collide on them); under
+    InfiniBand tables and adaptive routing one link with 16 lanes (traffic spreads)."""
+    kw = {"topology": "fat-tree", "fabric": "roce-400g"}
+    split = build_cluster("dgx-h100", 16, **kw)
+    merged = build_cluster("dgx-h100", 16, params={"routing": "dmodk"}, **kw)
+    ls_split = split.links_of(LinkKind.LEAF_SPINE)
+    ls_merged = merged.links_of(LinkKind.LEAF_SPINE)
+    assert (split.link_lanes[ls_split] == 1).all()
+    assert merged.link_lanes[ls_merged].max() > 1
+    assert split.link_lanes[ls_split].sum() == merged.link_lanes[ls_merged].sum()
+    assert split.link_capacity[ls_split].sum() == pytest.approx(
+        merged.link_capacity[ls_merged].sum())
+    assert split.info.cables == merged.info.cables
+    rev = split.reverse_link
+    assert np.array_equal(rev[rev], np.arange(split.n_links))
+
+
+def test_hash_collisions_on_parallel_cables_cost_bandwidth() -> None:
+    from fabricsim.collectives import predict_time
+
+    kw = {"topology": "fat-tree", "fabric": "roce-400g"}
+    bus = {}
+    for routing in ("ecmp", "dmodk", "adaptive"):
+        fab = build_cluster("dgx-h100", 16, params={"routing": routing}, **kw)
+        t = predict_time(fab, "all_reduce", 2**32, algo="ring", proto="simple")
+        bus[routing] = 2**32 / t * 2 * (fab.n_gpus - 1) / fab.n_gpus
+    assert bus["ecmp"] < 0.6 * bus["dmodk"]
+    assert bus["adaptive"] == pytest.approx(bus["dmodk"], rel=0.01)
+
+
+def test_spraying_over_split_cables_uses_every_cable() -> None:
+    """The flow backend's spraying over an ECMP fabric's separate cables moves what the
+    analytic backend gives when those cables are pooled (adaptive routing)."""
+    from fabricsim.backends.flow import FlowBackend
+    from fabricsim.collectives import run_collective
+
+    kw = {"topology": "fat-tree", "fabric": "roce-400g"}
+    ecmp = build_cluster("dgx-h100", 4, radix=16, **kw)
+    assert ecmp.link_lanes[ecmp.links_of(LinkKind.LEAF_SPINE)].max() == 1
+    pooled = build_cluster("dgx-h100", 4, radix=16, params={"routing": "adaptive"}, **kw)
+    sprayed = run_collective(ecmp, "all_reduce", 2**26, algo="ring", proto="simple",
+                             backend=FlowBackend(routing="spray")).time
+    want = run_collective(pooled, "all_reduce", 2**26, algo="ring", proto="simple").time
+    assert sprayed == pytest.approx(want, rel=1e-3)

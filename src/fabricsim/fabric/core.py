@@ -214,16 +214,25 @@ class Fabric:
     # ------------------------------------------------------------------ derived
     @cached_property
     def reverse_link(self) -> IntArray:
-        """For each link, the id of the link in the opposite direction (or -1)."""
+        """For each link, the id of the link in the opposite direction (or -1).
+
+        Parallel links between two nodes (separate cables) pair up in id order: the k-th
+        link a→b with the k-th link b→a.
+        """
         n = self.n_nodes
         key = self.link_src.astype(np.int64) * n + self.link_dst
         rkey = self.link_dst.astype(np.int64) * n + self.link_src
         order = np.argsort(key, kind="stable")
-        pos = np.searchsorted(key[order], rkey)
-        pos = np.clip(pos, 0, len(order) - 1)
-        found = key[order][pos] == rkey
-        out = np.where(found, order[pos], -1).astype(np.int32)
-        return out
+        skey = key[order]
+        first = np.searchsorted(skey, skey, side="left")      # group start, sorted order
+        rank = np.empty(key.size, dtype=np.int64)
+        rank[order] = np.arange(key.size) - first             # k: position among parallels
+        lo = np.searchsorted(skey, rkey, side="left")
+        hi = np.searchsorted(skey, rkey, side="right")
+        pos = lo + rank
+        found = pos < hi
+        out = np.where(found, order[np.clip(pos, 0, max(len(order) - 1, 0))], -1)
+        return out.astype(np.int32)
 
     def with_links_scaled(self, links: IntArray | list[int], factor: float) -> Fabric:
         """A copy whose ``links`` have capacity × ``factor`` (a degraded link)."""

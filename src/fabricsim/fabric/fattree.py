@@ -83,6 +83,14 @@ class FatTreePlane:
     spine_up_ports: int = 0
     ratio: float = 1.0  # down:up bandwidth of the fullest leaf, as built
     uplink_cables: int = 0  # leaf-to-spine cables of the plane
+    #: With separate parallel cables (``split_cables``): every cable's link id,
+    #: ``[L, S, lanes]`` / ``[pods, S, C, lanes]`` padded with -1, and each leaf's count.
+    #: ``leaf_up`` etc. then hold cable 0. ``None`` when parallel cables are one link.
+    leaf_up_cables: NDArray[np.int32] | None = None
+    leaf_down_cables: NDArray[np.int32] | None = None
+    spine_up_cables: NDArray[np.int32] | None = None
+    spine_down_cables: NDArray[np.int32] | None = None
+    lanes_leaf: NDArray[np.int16] | None = None
 
 
 def build_plane(b: FabricBuilder, endpoints: IntArray, *, radix: int, port_bw: float,
@@ -93,10 +101,13 @@ def build_plane(b: FabricBuilder, endpoints: IntArray, *, radix: int, port_bw: f
                     NodeKind.LEAF, NodeKind.SPINE, NodeKind.CORE),
                 link_kinds: tuple[LinkKind, LinkKind, LinkKind] = (
                     LinkKind.NIC_LEAF, LinkKind.LEAF_SPINE, LinkKind.SPINE_CORE),
+                split_cables: bool = False,
                 ) -> FatTreePlane:
     """Add one fat-tree plane over ``endpoints`` (NIC node ids) to the builder.
 
     ``node_kinds``/``link_kinds`` (leaf, spine, core) let the storage network reuse it.
+    ``split_cables``: parallel cables between two switches are separate links (one port
+    each), so per-flow hashing can collide on them; otherwise one link with ``lanes``.
 
     ``leaf_of[i]`` is the leaf of endpoint ``i`` (default: ``d`` consecutive endpoints per
     leaf); a leaf must not get more than its ``d`` down ports.
@@ -181,20 +192,45 @@ def build_plane(b: FabricBuilder, endpoints: IntArray, *, radix: int, port_bw: f
     sj = np.tile(np.arange(n_sp, dtype=np.int32), n_leaves)
     pod_of_leaf = li // pod_leaves
     lanes_li = lanes_leaf[li]
-    fwd, rev = b.add_links(leaves[li], spines[pod_of_leaf * n_sp + sj], port_bw * lanes_li,
-                           CABLE_DELAY + switch_latency, link_kinds[1], lanes=lanes_li)
-    leaf_up = fwd.reshape(n_leaves, n_sp)
-    leaf_down = rev.reshape(n_leaves, n_sp)
+    cables: dict[str, NDArray[np.int32]] = {}
+    split = split_cables and n_sp > 0 and int(lanes_li.max(initial=1)) > 1
+    if split:  # one link per cable: pair p's cables are links p*lmax .. p*lmax+lanes-1
+        lmax = int(lanes_li.max())
+        pair = np.repeat(np.arange(li.size), lanes_li)
+        k_of = np.arange(pair.size) - np.repeat(np.cumsum(lanes_li) - lanes_li, lanes_li)
+        fwd1, rev1 = b.add_links(leaves[li[pair]], spines[(pod_of_leaf * n_sp + sj)[pair]],
+                                 port_bw, CABLE_DELAY + switch_latency, link_kinds[1])
+        up_c = np.full((li.size, lmax), -1, dtype=np.int32)
+        dn_c = np.full((li.size, lmax), -1, dtype=np.int32)
+        up_c[pair, k_of], dn_c[pair, k_of] = fwd1, rev1
+        cables["leaf_up"] = up_c.reshape(n_leaves, n_sp, lmax)
+        cables["leaf_down"] = dn_c.reshape(n_leaves, n_sp, lmax)
+        leaf_up, leaf_down = cables["leaf_up"][:, :, 0], cables["leaf_down"][:, :, 0]
+    else:
+        fwd, rev = b.add_links(leaves[li], spines[pod_of_leaf * n_sp + sj],
+                               port_bw * lanes_li, CABLE_DELAY + switch_latency,
+                               link_kinds[1], lanes=lanes_li)
+        leaf_up = fwd.reshape(n_leaves, n_sp)
+        leaf_down = rev.reshape(n_leaves, n_sp)
     if tiers == 3:
         lanes_sc = spine_up_ports // cores_pg
         p = np.repeat(np.arange(pods, dtype=np.int32), n_sp * cores_pg)
         j = np.tile(np.repeat(np.arange(n_sp, dtype=np.int32), cores_pg), pods)
         c = np.tile(np.arange(cores_pg, dtype=np.int32), pods * n_sp)
-        fwd, rev = b.add_links(spines[p * n_sp + j], cores[j * cores_pg + c],
-                               port_bw * lanes_sc, CABLE_DELAY + switch_latency,
-                               link_kinds[2], lanes=lanes_sc)
-        spine_up = fwd.reshape(pods, n_sp, cores_pg)
-        spine_down = rev.reshape(pods, n_sp, cores_pg)
+        if split_cables and lanes_sc > 1:
+            rep = np.repeat(np.arange(p.size), lanes_sc)
+            fwd, rev = b.add_links(spines[(p * n_sp + j)[rep]], cores[(j * cores_pg + c)[rep]],
+                                   port_bw, CABLE_DELAY + switch_latency, link_kinds[2])
+            cables["spine_up"] = fwd.reshape(pods, n_sp, cores_pg, lanes_sc)
+            cables["spine_down"] = rev.reshape(pods, n_sp, cores_pg, lanes_sc)
+            spine_up = cables["spine_up"][..., 0]
+            spine_down = cables["spine_down"][..., 0]
+        else:
+            fwd, rev = b.add_links(spines[p * n_sp + j], cores[j * cores_pg + c],
+                                   port_bw * lanes_sc, CABLE_DELAY + switch_latency,
+                                   link_kinds[2], lanes=lanes_sc)
+            spine_up = fwd.reshape(pods, n_sp, cores_pg)
+            spine_down = rev.reshape(pods, n_sp, cores_pg)
     else:
         spine_up = np.zeros((1, n_sp, 0), dtype=np.int32)
         spine_down = np.zeros((1, n_sp, 0), dtype=np.int32)
@@ -203,7 +239,12 @@ def build_plane(b: FabricBuilder, endpoints: IntArray, *, radix: int, port_bw: f
                         up_nic=up_nic, down_nic=down_nic, leaf_up=leaf_up, leaf_down=leaf_down,
                         spine_up=spine_up, spine_down=spine_down, leaves=leaves, spines=spines,
                         cores=cores, spine_up_ports=spine_up_ports, ratio=ratio,
-                        uplink_cables=int(lanes_li.sum()))
+                        uplink_cables=int(lanes_li.sum()),
+                        leaf_up_cables=cables.get("leaf_up"),
+                        leaf_down_cables=cables.get("leaf_down"),
+                        spine_up_cables=cables.get("spine_up"),
+                        spine_down_cables=cables.get("spine_down"),
+                        lanes_leaf=lanes_leaf if "leaf_up" in cables else None)
 
 
 class FatTreeRouter(FallbackRouting):
@@ -318,21 +359,51 @@ class FatTreeRouter(FallbackRouting):
             s = (h % np.uint64(max(pl.spines_per_pod, 1))).astype(np.int64)
         same_pod = (~same_leaf) & (pa == pb)
         cross = (~same_leaf) & (pa != pb)
+        # parallel cables as separate links: each hop picks its cable by other hash bits
+        # (every_path: by the path index above spines x cores, so that the first paths
+        # cover every cable equally)
+        if every_path:
+            k_up = k_dn = k_sc = (h // np.uint64(max(pl.spines_per_pod, 1) *
+                                        max(pl.cores_per_group, 1))).astype(np.int64)
+        else:
+            k_up = (h >> np.uint64(24)).astype(np.int64)
+            k_dn = (h >> np.uint64(40)).astype(np.int64)
+            k_sc = (h >> np.uint64(52)).astype(np.int64)
+
+        def up(i: NDArray[np.bool_]) -> NDArray[np.int64]:
+            if pl.leaf_up_cables is None or pl.lanes_leaf is None:
+                return pl.leaf_up[la[i], s[i]].astype(np.int64)
+            out_up: NDArray[np.int64] = pl.leaf_up_cables[
+                la[i], s[i], k_up[i] % pl.lanes_leaf[la[i]]].astype(np.int64)
+            return out_up
+
+        def down(i: NDArray[np.bool_]) -> NDArray[np.int64]:
+            if pl.leaf_down_cables is None or pl.lanes_leaf is None:
+                return pl.leaf_down[lb[i], s[i]].astype(np.int64)
+            out_dn: NDArray[np.int64] = pl.leaf_down_cables[
+                lb[i], s[i], k_dn[i] % pl.lanes_leaf[lb[i]]].astype(np.int64)
+            return out_dn
+
         # same leaf: up, down
         out[same_leaf, 1] = pl.down_nic[b[same_leaf]]
         # same pod: up, leaf->spine, spine->leaf, down
         i = same_pod
-        out[i, 1] = pl.leaf_up[la[i], s[i]]
-        out[i, 2] = pl.leaf_down[lb[i], s[i]]
+        out[i, 1] = up(i)
+        out[i, 2] = down(i)
         out[i, 3] = pl.down_nic[b[i]]
         if cross.any():
             i = cross
             c = ((h[i] // np.uint64(max(pl.spines_per_pod, 1))) %
                  np.uint64(max(pl.cores_per_group, 1))).astype(np.int64)
-            out[i, 1] = pl.leaf_up[la[i], s[i]]
-            out[i, 2] = pl.spine_up[pa[i], s[i], c]
-            out[i, 3] = pl.spine_down[pb[i], s[i], c]
-            out[i, 4] = pl.leaf_down[lb[i], s[i]]
+            out[i, 1] = up(i)
+            if pl.spine_up_cables is not None and pl.spine_down_cables is not None:
+                lsc = pl.spine_up_cables.shape[3]
+                out[i, 2] = pl.spine_up_cables[pa[i], s[i], c, k_sc[i] % lsc]
+                out[i, 3] = pl.spine_down_cables[pb[i], s[i], c, k_up[i] % lsc]
+            else:
+                out[i, 2] = pl.spine_up[pa[i], s[i], c]
+                out[i, 3] = pl.spine_down[pb[i], s[i], c]
+            out[i, 4] = down(i)
             out[i, 5] = pl.down_nic[b[i]]
         return out
 
@@ -344,6 +415,9 @@ class FatTreeRouter(FallbackRouting):
             return self._fallback_router().ecmp(src, dst, link_up, limit)
         pl = self.planes[ps]
         width = max(pl.spines_per_pod, 1) * max(pl.cores_per_group, 1)
+        lanes = [x.shape[-1] for x in (pl.leaf_up_cables, pl.spine_up_cables)
+                 if x is not None]
+        width *= max(lanes, default=1)  # every parallel cable is its own path
         hs = np.arange(width, dtype=np.uint64)
         a = np.full(width, self._pos[src], dtype=np.int32)
         b = np.full(width, self._pos[dst], dtype=np.int32)
@@ -460,7 +534,8 @@ def fat_tree_network(b: FabricBuilder, nics: NDArray[np.int32], *, radix: int, p
         pl = build_plane(b, ep, radix=radix, port_bw=port_bw, endpoint_bw=endpoint_bw,
                          switch_latency=switch_latency, nic_latency=nic_latency,
                          oversubscription=oversubscription, tiers=tiers, plane=p,
-                         pod_offset=pod_offset, leaf_of=leaf_of)
+                         pod_offset=pod_offset, leaf_of=leaf_of,
+                         split_cables=routing == "ecmp")
         pod_offset += pl.pods
         built.append(pl)
         endpoints.append(ep)
