@@ -1,11 +1,20 @@
 """In-network all-reduce over InfiniBand SHARP (NCCL's CollNet), reduction in the switches.
 
-Inside each server the buffer is reduce-scattered over NVLink, so local rank ``j`` holds
-shard ``j`` (``S/g``). Each rail then runs one SHARP aggregation tree: every GPU sends its
-shard through its NIC to its leaf switch, which sums and forwards one copy to the tree's
-root (the highest switch on the rail's path), which sums again and multicasts the result
-down the same tree; then an all-gather over NVLink. Every NIC carries ``S/g`` each way —
-half of a ring's ``2(m−1)/m · S/g`` — and latency does not grow with the server count.
+``sharp`` (CollNet): inside each server the buffer is reduce-scattered over NVLink, so
+local rank ``j`` holds shard ``j`` (``S/g``). Each rail then runs one SHARP aggregation
+tree: every GPU sends its shard through its NIC to its leaf switch, which sums and forwards
+one copy to the tree's root (the highest switch on the rail's path), which sums again and
+multicasts the result down the same tree; then an all-gather over NVLink. Every NIC carries
+``S/g`` each way — half of a ring's ``2(m−1)/m · S/g`` — and latency does not grow with the
+server count.
+
+``nvls_sharp`` (NCCL's NVLS with CollNet, "NVLS+SHARP"): the reduce-scatter and the
+all-gather inside servers are NVLS's in-switch reduction and multicast, and each rail's
+shard is reduced by SHARP between them.
+
+As NCCL runs them, the phases pipeline chunk by chunk: a latency fill (the chain or switch
+hops inside the server, the aggregation tree's depth up and down) ahead of one
+steady-state step that holds every phase, so the slowest sets the pace.
 
 Simplification: on a three-tier fabric a leaf's shard travels to the root over its
 leaf→spine→core path without an intermediate reduction at the spine, which over-counts
@@ -17,18 +26,20 @@ Example
 >>> from fabricsim.collectives.registry import Group
 >>> g = Group.of(build_cluster("dgx-h100", 4))
 >>> [x.label for x in sharp_steps(g, "all_reduce", 64e6, 1)]
-['intra reduce-scatter ch0', 'sharp fill', 'sharp aggregate+multicast', 'intra all-gather ch0']
+['sharp fill (NVLink)', 'sharp fill (tree)', 'reduce-scatter + sharp + all-gather']
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from fabricsim.collectives.hierarchical import intra_ring
-from fabricsim.collectives.registry import Algorithm, Group, IntArray, register, step
+from fabricsim.collectives.registry import Algorithm, Group, IntArray, fill_step, register, step
 from fabricsim.fabric.core import Fabric
 from fabricsim.fabric.kinds import LinkKind, NodeKind
-from fabricsim.schedule.core import Step
+from fabricsim.schedule.core import FloatArray, Step
 
 
 def _check(group: Group, collective: str) -> str | None:
@@ -89,41 +100,92 @@ def _tree_edges(group: Group, grid: IntArray) -> tuple[IntArray, IntArray]:
     return np.flatnonzero(present).astype(np.int32), nic  # = np.unique(up)
 
 
-def sharp_steps(group: Group, collective: str, nbytes: float, channels: int) -> list[Step]:
-    """Intra reduce-scatter, SHARP aggregation per rail, intra all-gather."""
+def _sharp_parts(group: Group, grid: IntArray, shard: float
+                 ) -> tuple[list[IntArray], list[IntArray], list[FloatArray], int]:
+    """Every rail's aggregation tree as concurrent (src, dst, bytes) parts: GPU to NIC,
+    each tree edge up and down, NIC to GPU, ``shard`` bytes each; and the tree's depth."""
     f = group.fabric
-    grid = group.grid()
-    _m, g = grid.shape
-    shard = nbytes / g
-    out: list[Step] = []
-    if g > 1:
-        s, d = intra_ring(group, grid)
-        out += [step(f, s, d, shard / channels, channel=c, repeat=g - 1, reduce_at="dst",
-                     label=f"intra reduce-scatter ch{c}") for c in range(channels)]
-    prev = tuple(range(len(out)))
     up, nic = _tree_edges(group, grid)
     gpus = group.nodes[grid].ravel()
     nics = nic.ravel()
     a, b = f.link_src[up], f.link_dst[up]
-    # every tree edge carries the shard once each way; GPU<->NIC inside the server too
-    src = np.concatenate([gpus, a, b, nics])
-    dst = np.concatenate([nics, b, a, gpus])
-    fill = len(out)
+    srcs = [gpus, a, b, nics]
+    dsts = [nics, b, a, gpus]
+    sizes = [np.full(x.size, shard) for x in srcs]
     depth = int(np.unique(f.node_kind[b]).size)  # tree levels: leaf, spine, core
-    out.append(step(f, [int(a[0])], [int(b[0])], 0.0, repeat=2 * depth, deps=prev,
-                    label="sharp fill"))
-    out.append(step(f, src, dst, shard, deps=(fill,), reduce_at="switch",
-                    label="sharp aggregate+multicast"))
-    if g > 1:
-        s, d = intra_ring(group, grid)
-        out += [step(f, s, d, shard / channels, channel=c, repeat=g - 1, deps=(fill + 1,),
-                     label=f"intra all-gather ch{c}") for c in range(channels)]
+    return srcs, dsts, sizes, depth
+
+
+def _pipelined(group: Group, parts: tuple[list[IntArray], list[IntArray], list[FloatArray]],
+               fills: list[list[Step]], label: str) -> list[Step]:
+    """Fill steps one after another, then one steady-state step holding every phase."""
+    out: list[Step] = []
+    for fs in fills:
+        for x in fs:
+            out.append(replace(x, deps=(len(out) - 1,) if out else ()))
+    srcs, dsts, sizes = parts
+    out.append(step(group.fabric, np.concatenate(srcs), np.concatenate(dsts),
+                    np.concatenate(sizes), deps=(len(out) - 1,) if out else (),
+                    reduce_at="switch", label=label))
     return out
+
+
+def sharp_steps(group: Group, collective: str, nbytes: float, channels: int) -> list[Step]:
+    """NVLink reduce-scatter, SHARP aggregation per rail and NVLink all-gather, pipelined."""
+    f = group.fabric
+    grid = group.grid()
+    _m, g = grid.shape
+    shard = nbytes / g
+    srcs, dsts, sizes, depth = _sharp_parts(group, grid, shard)
+    fills: list[list[Step]] = []
+    if g > 1:  # the ring inside each server carries (g-1) shards for each of RS and AG
+        s, d = intra_ring(group, grid)
+        srcs.append(s)
+        dsts.append(d)
+        sizes.append(np.full(s.size, 2 * (g - 1) * shard))
+        nodes = group.nodes[grid]
+        fills.append(fill_step(f, int(nodes[0, 0]), int(nodes[0, 1]), 2 * (g - 1),
+                               "sharp fill (NVLink)"))
+    a, b = int(srcs[1][0]), int(dsts[1][0])
+    fills.append([step(f, [a], [b], 0.0, repeat=2 * depth, label="sharp fill (tree)")])
+    return _pipelined(group, (srcs, dsts, sizes), fills,
+                      "reduce-scatter + sharp + all-gather")
+
+
+def nvls_sharp_steps(group: Group, collective: str, nbytes: float, channels: int
+                     ) -> list[Step]:
+    """NVLS+SHARP: in-switch reduce-scatter inside servers, SHARP per rail, in-switch
+    multicast; pipelined."""
+    from fabricsim.collectives.nvls import _nvls_parts
+
+    f = group.fabric
+    grid = group.grid()
+    _m, g = grid.shape
+    n_s, n_d, n_b = _nvls_parts(group, grid, nbytes)
+    s_s, s_d, s_b, depth = _sharp_parts(group, grid, nbytes / g)
+    gpus = group.nodes[grid]
+    sw = group.nvswitch_grid(group.server_of[grid[:, 0]])
+    fills = [[step(f, [int(gpus[0, 0])], [int(sw[0, 0])], 0.0, repeat=3, label="nvls fill")],
+             [step(f, [int(s_s[1][0])], [int(s_d[1][0])], 0.0, repeat=2 * depth,
+                   label="sharp fill (tree)")]]
+    return _pipelined(group, ([*n_s, *s_s], [*n_d, *s_d], [*n_b, *s_b]), fills,
+                      "nvls reduce-scatter + sharp + multicast")
+
+
+def _check_nvls_sharp(group: Group, collective: str) -> str | None:
+    from fabricsim.collectives.nvls import _check as nvls_check
+
+    return _check(group, collective) or nvls_check(group, collective)
 
 
 SHARP = register(Algorithm(
     name="sharp", build=sharp_steps, check=_check, collectives=frozenset({"all_reduce"}),
-    protocols=("ll", "simple"),
+    protocols=("ll", "simple"), auto_min_servers=2,
     description="InfiniBand SHARP / CollNet: per-rail reduction in the switch tree "
                 "(leaf, then root), multicast back; NVLink reduce-scatter/all-gather inside "
-                "servers."))
+                "servers; pipelined."))
+NVLS_SHARP = register(Algorithm(
+    name="nvls_sharp", build=nvls_sharp_steps, check=_check_nvls_sharp,
+    collectives=frozenset({"all_reduce"}), protocols=("simple",), auto_min_servers=2,
+    description="NVLS+SHARP (NCCL's NVLS with CollNet): in-switch reduction inside servers "
+                "and in the InfiniBand switches across them, pipelined (H100+, SHARP on)."))
