@@ -11,6 +11,13 @@ the data flows: NCCL's proxy posts one network send and receive per peer, one af
 other, so a zero-byte step repeated once per remote peer (on a network pair) precedes the
 transfers. Peers on NVLink cost no such round.
 
+PXN (NCCL's PCI × NVLink, on by default since NCCL 2.12): a send to a peer on another
+server whose NIC is on a different rail first crosses NVLink to the sender's server-mate
+on the peer's rail, which sends it over its own NIC, so network traffic stays on rails (on
+a rail-optimized fabric it never climbs to the spines). Used where servers have NVLink
+and the group holds the same number of ranks on every server; the relay and its NVLink
+hop run in the same pipelined step as the network transfer.
+
 Example
 -------
 >>> from fabricsim.fabric import build_cluster
@@ -24,6 +31,7 @@ Example
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import NDArray
 
 from fabricsim.collectives.registry import Algorithm, Group, fill_step, register, step
 from fabricsim.schedule.core import Step
@@ -65,8 +73,36 @@ def direct_steps(group: Group, collective: str, nbytes: float, channels: int) ->
         a = int(np.flatnonzero(srv != srv[0])[0])
         out = fill_step(f, int(group.nodes[0]), int(group.nodes[a]), remote, "peer setup")
     deps = (0,) if out else ()
+    src, dst = _pxn(group, src, dst)
     return out + [step(f, src, dst, nbytes / n / k, deps=deps, nic=j,
                        label=f"alltoall nic{j}") for j in range(k)]
+
+
+def _pxn(group: Group, src: NDArray[np.int32], dst: NDArray[np.int32]
+         ) -> tuple[NDArray[np.int32], NDArray[np.int32]]:
+    """Transfers between servers whose endpoints sit on different rails, relayed PXN-style:
+    ``a → b`` becomes ``a → r`` over NVLink and ``r → b`` over the network, where ``r`` is
+    ``a``'s server-mate in ``b``'s column of the group's grid (its rail)."""
+    f = group.fabric
+    if group.servers < 2 or not group.per_server or not f.info.nvlink:
+        return src, dst
+    grid = group.grid()
+    row = np.empty(group.n, dtype=np.int64)
+    col = np.empty(group.n, dtype=np.int64)
+    r_idx, c_idx = np.indices(grid.shape)
+    row[grid.ravel()] = r_idx.ravel()
+    col[grid.ravel()] = c_idx.ravel()
+    pos = np.full(f.n_nodes, -1, dtype=np.int64)
+    pos[group.nodes] = np.arange(group.n)
+    ps, pd = pos[src], pos[dst]
+    relay = (row[ps] != row[pd]) & (col[ps] != col[pd])
+    if not relay.any():
+        return src, dst
+    mid = group.nodes[grid[row[ps[relay]], col[pd[relay]]]]
+    keep = ~relay
+    new_src = np.concatenate([src[keep], src[relay], mid]).astype(np.int32)
+    new_dst = np.concatenate([dst[keep], mid, dst[relay]]).astype(np.int32)
+    return new_src, new_dst
 
 
 def pairwise_steps(group: Group, collective: str, nbytes: float, channels: int
