@@ -154,6 +154,9 @@ class ComputeTimes:
     """Forward attention-core time of one layer (the window ring attention hides in)."""
     layer_fwd: float = 0.0
     """Forward time of one layer (the window a ZeRO-3 prefetch hides in)."""
+    gemm: float = 0.0
+    """GEMM time of the stage's layers, forward and backward (recomputation included):
+    the window TP communication overlap hides in."""
 
 
 def _elementwise_bytes_per_token(m: TransformerSpec, moe: bool) -> float:
@@ -207,16 +210,21 @@ def microbatch_compute(m: TransformerSpec, p: ResolvedParallel, gpu: GpuSpec,
     per_attn = (1 - moe_frac) * da + moe_frac * ma
     per_mem = (1 - moe_frac) * dm + moe_frac * mm
     fwd_layer = per_gemm + per_attn + per_mem
-    fwd = layers * fwd_layer
-    # output head and loss on the last stage (the slowest stage sets the pipeline's pace)
+    # output head and loss on the last stage; the slowest stage sets the pipeline's pace
+    # (a last stage with fewer layers, as Megatron's first/last-stage split allows, can
+    # absorb the head)
     head = 2.0 * m.hidden * m.vocab * tokens / split / (peak * eff)
     loss = 12.0 * m.vocab * tokens / split / (gpu.hbm_bandwidth * HBM_EFF)
-    fwd += head + loss  # stages are balanced by layers; the head adds to the last one
+    last = p.last_stage_layers if p.pp > 1 else layers
+    fwd = max(layers * fwd_layer, last * fwd_layer + head + loss)
     bwd = 2 * fwd
     rc = cfg.recompute
-    recompute = layers * fwd_layer if rc == "full" else layers * per_attn if \
+    n_rc = min(cfg.recompute_layers or layers, layers)  # block recomputation: N layers
+    recompute = n_rc * fwd_layer if rc == "full" else layers * per_attn if \
         rc == "selective" else 0.0
     opt = owned_params * ADAM_BYTES_PER_PARAM / (gpu.hbm_bandwidth * HBM_EFF)
     mem = 3 * layers * per_mem + 3 * loss
+    gemm = layers * per_gemm * (3 + (n_rc / layers if rc == "full" else 0.0))
     return ComputeTimes(fwd=fwd, bwd=bwd + recompute, recompute=recompute, optimizer=opt,
-                        memory_bound=mem, attn_layer=per_attn, layer_fwd=fwd_layer)
+                        memory_bound=mem, attn_layer=per_attn, layer_fwd=fwd_layer,
+                        gemm=gemm)

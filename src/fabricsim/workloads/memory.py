@@ -31,11 +31,12 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from fabricsim.errors import ConfigError, ModelError
 from fabricsim.workloads.models import TransformerSpec
 from fabricsim.workloads.parallel import ResolvedParallel
 
 __all__ = ["FRAMEWORK_RESERVE_BYTES", "MemoryEstimate", "activation_bytes_per_layer",
-           "memory_per_gpu", "stage_params"]
+           "cheapest_fit", "memory_per_gpu", "stage_params"]
 
 #: CUDA context, NCCL buffers, allocator fragmentation: a flat reserve per GPU (estimate;
 #: PyTorch jobs typically lose 1–3 GiB of an 80 GB card to these).
@@ -135,11 +136,44 @@ def _s2(m: TransformerSpec, p: ResolvedParallel) -> float:
     return 5.0 * m.heads * s * s * p.cfg.micro_batch / p.tp
 
 
+def _stage_params(m: TransformerSpec, p: ResolvedParallel, stage: int) -> tuple[float, float]:
+    """Parameters one GPU of pipeline stage ``stage`` holds (dense, expert), as
+    :func:`stage_params` does for the largest stage."""
+    counts = p.stage_layer_counts or (p.stage_layers,)
+    if p.pp == 1:
+        return stage_params(m, p)
+    layers = counts[stage]
+    expert = m.expert_total_params
+    dense_layers = m.layer_params - expert + m.hidden
+    emb = m.vocab * m.hidden
+    dense = dense_layers * layers / m.layers
+    if stage == 0:
+        dense += emb
+    if stage == p.pp - 1:
+        dense += emb  # the output head (its own copy when tied, as Megatron keeps it)
+    return dense / p.tp, expert * layers / m.layers / p.tp / p.ep
+
+
+def _fp8_saving(m: TransformerSpec, p: ResolvedParallel, moe: bool) -> float:
+    """Bytes per layer and micro-batch that FP8 saves: Transformer Engine keeps the inputs
+    of the linear layers for the backward in FP8 (1 byte) instead of BF16 (2 bytes): the
+    QKV and projection inputs, the MLP's first input and its activation output."""
+    s = p.seq / p.cp
+    b = p.cfg.micro_batch
+    width = (m.top_k + m.shared_experts) * m.expert_ffn if moe else m.ffn
+    saved = s * b * (3 * m.hidden + width)
+    return saved / p.tp  # the MLP input and activation live in TP regions
+
+
 def memory_per_gpu(m: TransformerSpec, p: ResolvedParallel, *, flash: bool = True
                    ) -> MemoryEstimate:
-    """Estimate the memory of the most loaded GPU (first or last pipeline stage).
+    """Estimate the memory of the most loaded GPU (every pipeline stage is evaluated: its
+    layers, parameters and micro-batches in flight; the largest total is returned).
 
-    ``flash=False`` stores attention scores when ``recompute == "none"``.
+    ``flash=False`` stores attention scores when ``recompute == "none"``. With
+    ``recompute="full"`` and ``recompute_layers=N`` only ``N`` layers of each stage are
+    recomputed (the others keep all their activations). With ``precision="fp8"`` the
+    linear layers' saved inputs are FP8 (Transformer Engine).
 
     Examples
     --------
@@ -152,38 +186,108 @@ def memory_per_gpu(m: TransformerSpec, p: ResolvedParallel, *, flash: bool = Tru
     """
     cfg = p.cfg
     z = cfg.zero_stage
-    dense, expert = stage_params(m, p)
     shard_dense = p.dp * p.cp
     shard_expert = max(1, shard_dense // p.ep)
     gb = cfg.grad_bytes
-
-    def part(nbytes: float, stage_min: int) -> float:
-        if z >= stage_min:
-            return nbytes * dense / shard_dense + nbytes * expert / shard_expert
-        return nbytes * (dense + expert)
-
-    weights = part(2.0, 3)
-    grads = part(float(gb), 2)
-    optimizer = part(12.0, 1)
-    if z >= 3:  # gathered weights of the layers in flight (prefetch of ~2 layers)
-        per_layer = (dense + expert) / p.stage_layers
-        weights += 2 * 2.0 * per_layer
-
-    layers = p.stage_layers
     moe_frac = m.moe_layers / m.layers
-    per_layer = ((1 - moe_frac) * activation_bytes_per_layer(m, p)
-                 + moe_frac * activation_bytes_per_layer(m, p, moe=True))
-    if cfg.recompute == "none" and not flash:
-        per_layer += _s2(m, p)
-    in_flight: float = min(p.pp, p.num_micro)
-    if cfg.interleave > 1 and p.pp > 1:
-        in_flight *= 1 + (p.pp - 1) / (p.pp * cfg.interleave)
-    acts = layers * per_layer * in_flight
-    if cfg.recompute == "full":  # one layer's full working set while it is recomputed
-        acts += activation_bytes_per_layer(m, p, recompute="selective")
+    block = cfg.recompute == "full" and cfg.recompute_layers is not None
+
+    def per_layer_of(rc: str) -> float:
+        out = ((1 - moe_frac) * activation_bytes_per_layer(m, p, recompute=rc)
+               + moe_frac * activation_bytes_per_layer(m, p, moe=True, recompute=rc))
+        if rc != "full" and cfg.precision == "fp8":
+            out -= (1 - moe_frac) * _fp8_saving(m, p, False) + moe_frac * _fp8_saving(
+                m, p, True)
+        if rc == "none" and not flash:
+            out += _s2(m, p)
+        return out
+
+    full_layer = per_layer_of("full")
+    # layers that are not recomputed keep everything (block recomputation's other layers)
+    kept_layer = per_layer_of("none" if block else cfg.recompute)
+    counts = p.stage_layer_counts or (p.stage_layers,)
+    vp_factor = 1 + (p.pp - 1) / (p.pp * cfg.interleave) if cfg.interleave > 1 and \
+        p.pp > 1 else 1.0
     logits = 4.0 * (p.seq / p.cp) * cfg.micro_batch * m.vocab / p.tp
-    acts_first = acts
-    acts_last = layers * per_layer + logits if p.pp > 1 else acts + logits
-    return MemoryEstimate(weights=weights, grads=grads, optimizer=optimizer,
-                          activations=max(acts_first, acts_last),
-                          reserve=FRAMEWORK_RESERVE_BYTES)
+    best: MemoryEstimate | None = None
+    for i, layers in enumerate(counts):
+        dense, expert = _stage_params(m, p, i)
+
+        def part(nbytes: float, stage_min: int, dense: float = dense,
+                 expert: float = expert) -> float:
+            if z >= stage_min:
+                return nbytes * dense / shard_dense + nbytes * expert / shard_expert
+            return nbytes * (dense + expert)
+
+        weights = part(2.0, 3)
+        grads = part(float(gb), 2)
+        optimizer = part(12.0, 1)
+        if z >= 3:  # gathered weights of the layers in flight (prefetch of ~2 layers)
+            weights += 2 * 2.0 * (dense + expert) / max(layers, 1)
+        if block:  # N layers recomputed, the rest keep all their activations
+            n_rc = min(cfg.recompute_layers or layers, layers)
+            stage_acts = n_rc * full_layer + (layers - n_rc) * kept_layer
+        else:
+            stage_acts = layers * kept_layer
+        in_flight = float(min(p.pp - i, p.num_micro)) * (vp_factor if i == 0 else 1.0)
+        acts = stage_acts * in_flight
+        if cfg.recompute == "full":  # one layer's full working set while it is recomputed
+            acts += activation_bytes_per_layer(m, p, recompute="selective")
+        if i == len(counts) - 1:
+            acts += logits
+        est = MemoryEstimate(weights=weights, grads=grads, optimizer=optimizer,
+                             activations=acts, reserve=FRAMEWORK_RESERVE_BYTES)
+        if best is None or est.total > best.total:
+            best = est
+    assert best is not None
+    return best
+
+
+def cheapest_fit(m: TransformerSpec, p: ResolvedParallel, capacity: float) -> str:
+    """Changes that make the job fit ``capacity`` bytes per GPU, each with the memory it
+    leaves and its price, joined by ``"; or "`` (``""`` if none tried fits): sharding
+    weights and gradients too (ZeRO-3/FSDP: more data-parallel traffic, no extra
+    compute), block recomputation of the fewest layers per stage, a smaller micro-batch,
+    full recomputation.
+
+    Examples
+    --------
+    >>> from fabricsim.workloads.models import get_model
+    >>> from fabricsim.workloads.parallel import ParallelConfig
+    >>> m = get_model("llama3-405b")
+    >>> p = ParallelConfig(tp=8, pp=16, dp=64, global_batch=2048, seq_len=8192,
+    ...                    first_stage_layers=7, last_stage_layers=7).resolve(m, 8192)
+    >>> cheapest_fit(m, p, 80 * 2**30).split("; or ")[0]
+    '--zero fsdp (74.5 GiB)'
+    """
+    cfg = p.cfg
+
+    def fits(**change: object) -> MemoryEstimate | None:
+        try:
+            q = cfg.model_copy(update=change).resolve(m, p.world)
+        except (ModelError, ConfigError):  # a change that does not apply is skipped
+            return None
+        est = memory_per_gpu(m, q)
+        return est if est.total <= capacity else None
+
+    out: list[str] = []
+    if cfg.zero_stage < 3 and (est := fits(zero="fsdp")) is not None:
+        out.append(f"--zero fsdp ({est.total / 2**30:.1f} GiB)")
+    layers = p.stage_layers
+    if cfg.recompute != "full" or cfg.recompute_layers:
+        for n in range(max(cfg.recompute_layers or 0, 0) + 1, layers):
+            if (est := fits(recompute="full", recompute_layers=n)) is not None:
+                out.append(f"--recompute full --recompute-layers {n} (block recomputation "
+                           f"of {n} of each stage's {layers} layers: "
+                           f"{est.total / 2**30:.1f} GiB, about +{n / layers / 3:.0%} "
+                           f"compute)")
+                break
+    for mb in range(cfg.micro_batch - 1, 0, -1):
+        if p.global_batch % (mb * p.dp) == 0 and (est := fits(micro_batch=mb)) is not None:
+            out.append(f"--micro-batch {mb} ({est.total / 2**30:.1f} GiB)")
+            break
+    if (cfg.recompute != "full" or cfg.recompute_layers) and not any(
+            "recompute" in o for o in out) and (
+            est := fits(recompute="full", recompute_layers=None)) is not None:
+        out.append(f"--recompute full ({est.total / 2**30:.1f} GiB, about +33% compute)")
+    return "; or ".join(out)

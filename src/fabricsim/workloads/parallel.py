@@ -20,6 +20,7 @@ Example
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -54,13 +55,41 @@ class ParallelConfig(StrictModel):
         Tensor-core precision of the GEMMs (weights and optimizer stay mixed precision).
     recompute : {"none", "selective", "full"}
         Activation recomputation.
+    recompute_layers : int or None
+        With ``recompute="full"``: how many layers of each stage are recomputed
+        (Megatron's ``--recompute-method block --recompute-num-layers N``); ``None``: all.
     interleave : int
-        Virtual pipeline stages per GPU (1 = plain 1F1B).
+        Virtual pipeline stages per GPU (1 = plain 1F1B; Megatron's
+        ``--virtual-pipeline-model-parallel-size``, the CLI's ``--vp``).
+    first_stage_layers, last_stage_layers : int or None
+        Layers of the first / last pipeline stage when they differ from the others
+        (Megatron's ``--decoder-first-pipeline-num-layers`` / ``--decoder-last-...``);
+        the other stages share the rest evenly.
+    account_for_embedding_loss : bool
+        Count the embedding and the loss as one layer each when splitting the pipeline
+        (Megatron's ``--account-for-embedding-in-pipeline-split`` and
+        ``--account-for-loss-in-pipeline-split``): ``layers + 2`` must divide by
+        ``pp·interleave``; the first and last stages hold one layer fewer.
     sequence_parallel : bool
         Megatron sequence parallelism with TP (all-gather/reduce-scatter instead of
         all-reduce; activations split over TP).
     tp_overlap : float
-        Fraction of TP communication hidden behind GEMMs (0 = not overlapped).
+        Fraction of TP communication hidden behind GEMMs (0 = not overlapped), when given
+        explicitly; ``tp_comm_overlap`` sets it from the GPU generation instead.
+    tp_comm_overlap : bool
+        Megatron/NeMo's TP communication overlap (userbuffers, ``--tp-comm-overlap``):
+        the share of TP traffic hidden is the GPU generation's overlap efficiency
+        (:data:`fabricsim.workloads.step.TP_OVERLAP_EFFICIENCY`). Needs ``tp > 1`` and
+        sequence parallelism.
+    ep_overlap : bool
+        Overlap expert-parallel dispatch/combine all-to-all of one micro-batch with the
+        compute of another (DeepSeek-V3's DualPipe; Megatron's
+        ``--overlap-moe-expert-parallel-comm``); needs ``ep > 1``.
+    overlap_grad_reduce, overlap_param_gather : bool
+        Overlap the data-parallel gradient reduce-scatter with the backward pass and the
+        parameter all-gather with the next forward (Megatron's ``--overlap-grad-reduce``,
+        ``--overlap-param-gather``; on by default, as NeMo's recipes ship). Off: the whole
+        collective waits.
     grad_bytes : int
         Bytes per gradient element on the wire for DP reduction (2 = BF16, 4 = FP32).
 
@@ -83,9 +112,17 @@ class ParallelConfig(StrictModel):
     seq_len: int | None = Field(None, ge=1)
     precision: Literal["bf16", "fp8"] = "bf16"
     recompute: Literal["none", "selective", "full"] = "none"
+    recompute_layers: int | None = Field(None, ge=1)
     interleave: int = Field(1, ge=1)
+    first_stage_layers: int | None = Field(None, ge=1)
+    last_stage_layers: int | None = Field(None, ge=1)
+    account_for_embedding_loss: bool = False
     sequence_parallel: bool = True
     tp_overlap: float = Field(0.0, ge=0.0, le=1.0)
+    tp_comm_overlap: bool = False
+    ep_overlap: bool = False
+    overlap_grad_reduce: bool = True
+    overlap_param_gather: bool = True
     grad_bytes: Literal[2, 4] = 2
 
     @property
@@ -115,11 +152,21 @@ class ParallelConfig(StrictModel):
             raise bad("tp", f"tp={tp} must divide the model's {model.heads} attention heads")
         if pp > model.layers:
             raise bad("pp", f"pp={pp} exceeds the model's {model.layers} layers")
-        if self.interleave > 1 and model.layers % (pp * self.interleave):
-            raise bad("interleave", f"pp·interleave = {pp * self.interleave} must divide "
-                                    f"the model's {model.layers} layers")
         if self.interleave > 1 and pp == 1:
-            raise bad("interleave", "interleave > 1 needs pp > 1")
+            raise bad("interleave", "interleave (--vp) > 1 needs pp > 1")
+        counts = self._stage_layers(model.layers, bad)
+        if self.recompute_layers is not None and self.recompute != "full":
+            raise bad("recompute_layers", "recompute_layers (block recomputation) needs "
+                                          "recompute='full'; set --recompute full")
+        if self.tp_comm_overlap and tp == 1:
+            raise bad("tp_comm_overlap", "tp_comm_overlap needs tp > 1 (there is no "
+                                         "tensor-parallel traffic to hide)")
+        if self.ep_overlap and ep == 1:
+            raise bad("ep_overlap", "ep_overlap needs ep > 1 (no expert all-to-all to hide)")
+        if self.tp_comm_overlap and not self.sequence_parallel:
+            raise bad("tp_comm_overlap", "tp_comm_overlap needs sequence parallelism (as "
+                                         "Megatron's userbuffers overlap does); drop "
+                                         "--no-sequence-parallel")
         if ep > 1 and not model.is_moe:
             raise bad("ep", f"ep={ep} needs a mixture-of-experts model; {model.name} is dense")
         if model.is_moe and model.experts % ep:
@@ -137,8 +184,59 @@ class ParallelConfig(StrictModel):
             raise bad("global_batch", f"global_batch={gb} must be a multiple of "
                                       f"micro_batch·dp = {self.micro_batch}·{dp} = {per_step}")
         return ResolvedParallel(cfg=self, world=world, dp=dp, seq=seq, global_batch=gb,
-                                num_micro=gb // per_step,
-                                stage_layers=-(-model.layers // pp))
+                                num_micro=gb // per_step, stage_layers=max(counts),
+                                stage_layer_counts=counts)
+
+    def _stage_layers(self, layers: int, bad: Callable[[str, str], ModelError]
+                      ) -> tuple[int, ...]:
+        """Layers of every pipeline stage, as Megatron splits them (see the fields)."""
+        pp, v = self.pp, self.interleave
+        first, last = self.first_stage_layers, self.last_stage_layers
+        if self.account_for_embedding_loss:
+            if first is not None or last is not None:
+                raise bad("account_for_embedding_loss", "give either first/last stage "
+                          "layers or account_for_embedding_loss, not both")
+            total = layers + 2
+            if pp == 1 or total % (pp * v):
+                raise bad("account_for_embedding_loss",
+                          f"layers + embedding + loss = {total} must divide by pp·vp = "
+                          f"{pp * v} (and pp > 1)")
+            per = total // pp
+            counts = [per] * pp
+            counts[0] -= 1
+            counts[-1] -= 1
+            return tuple(counts)
+        if first is not None or last is not None:
+            if pp == 1:
+                raise bad("first_stage_layers", "first/last stage layers need pp > 1")
+            given = [x for x in (first, last) if x is not None]
+            rest, middle = layers - sum(given), pp - len(given)
+            if rest < 0 or (middle == 0 and rest) or (middle and (rest <= 0 or rest % middle)):
+                raise bad("first_stage_layers",
+                          f"the other {middle} stage(s) must share the remaining {rest} of "
+                          f"{layers} layers evenly; e.g. first = last = "
+                          f"{_even_ends(layers, pp)}")
+            mid = rest // middle if middle else 0
+            counts = [mid] * pp
+            if first is not None:
+                counts[0] = first
+            if last is not None:
+                counts[-1] = last
+            if v > 1 and any(c % v for c in counts):
+                raise bad("interleave", f"every stage's layers {sorted(set(counts))} must "
+                          f"divide by vp={v}; use account_for_embedding_loss (layers + 2 = "
+                          f"{layers + 2} over pp·vp = {pp * v}) or other stage sizes")
+            return tuple(counts)
+        if v > 1 and layers % (pp * v):
+            hint = (f"; or count the embedding and loss as layers "
+                    f"(--account-for-embedding-loss: {layers + 2} = {pp * v}·"
+                    f"{(layers + 2) // (pp * v)})" if (layers + 2) % (pp * v) == 0 else "")
+            raise bad("interleave", f"pp·vp = {pp * v} must divide the model's {layers} "
+                      f"layers, or set first/last stage layers so that every stage's count "
+                      f"divides by vp{hint}")
+        base, extra = divmod(layers, pp)
+        # Megatron-DeepSpeed style uneven split: the first stages take one more layer
+        return tuple(base + (1 if i < extra else 0) for i in range(pp))
 
 
 @dataclass(frozen=True)
@@ -156,8 +254,15 @@ class ResolvedParallel:
     global_batch: int
     num_micro: int
     stage_layers: int = 0
-    """Layers of the largest pipeline stage (``ceil(layers / pp)``; uneven splits, as
-    Megatron-DeepSpeed allows, leave the largest stage setting the pace)."""
+    """Layers of the largest pipeline stage (uneven splits leave the largest stage
+    setting the pace)."""
+    stage_layer_counts: tuple[int, ...] = ()
+    """Layers of every pipeline stage, first to last."""
+
+    @property
+    def last_stage_layers(self) -> int:
+        """Layers of the last stage (which also runs the output head and the loss)."""
+        return self.stage_layer_counts[-1] if self.stage_layer_counts else self.stage_layers
 
     @property
     def tp(self) -> int:
@@ -212,6 +317,16 @@ class ResolvedParallel:
             return [self.rank(pp_i=i) for i in range(self.pp)]
         raise ConfigError(f"group kind must be one of {', '.join(GROUP_KINDS)}, got {kind!r}",
                           field="kind")
+
+
+def _even_ends(layers: int, pp: int) -> int:
+    """First/last stage size that lets the middle stages split the rest evenly (the
+    largest such size not above ``ceil(layers/pp)``), for error messages."""
+    for e in range(-(-layers // pp), 0, -1):
+        rest = layers - 2 * e
+        if pp > 2 and rest > 0 and rest % (pp - 2) == 0:
+            return e
+    return -(-layers // pp)
 
 
 def placement_warnings(p: ResolvedParallel, gpus_per_server: int,

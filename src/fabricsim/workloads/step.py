@@ -46,9 +46,19 @@ from fabricsim.catalog import get_catalog
 from fabricsim.errors import ModelError
 from fabricsim.fabric import Fabric
 from fabricsim.workloads.comm import CommModel, EngineComm
-from fabricsim.workloads.compute import ComputeTimes, microbatch_compute, peak_flops
+from fabricsim.workloads.compute import (
+    ComputeTimes,
+    generation,
+    microbatch_compute,
+    peak_flops,
+)
 from fabricsim.workloads.flops import training_flops_per_token
-from fabricsim.workloads.memory import MemoryEstimate, memory_per_gpu, stage_params
+from fabricsim.workloads.memory import (
+    MemoryEstimate,
+    cheapest_fit,
+    memory_per_gpu,
+    stage_params,
+)
 from fabricsim.workloads.models import TransformerSpec
 from fabricsim.workloads.parallel import (
     ParallelConfig,
@@ -56,10 +66,34 @@ from fabricsim.workloads.parallel import (
     placement_warnings,
 )
 
-__all__ = ["COMM_KINDS", "StepResult", "comm_cost", "ring_hop_time", "simulate_step"]
+__all__ = [
+    "COMM_KINDS",
+    "EP_OVERLAP_EFFICIENCY",
+    "TP_OVERLAP_EFFICIENCY",
+    "StepResult",
+    "comm_cost",
+    "ring_hop_time",
+    "simulate_step",
+]
 
 COMM_KINDS = ("tp", "ep", "cp", "pp", "dp")
 _GIB = 2**30
+
+#: Share of the GEMM time of a layer under which Megatron/NeMo's TP communication overlap
+#: (Transformer Engine userbuffers: GEMMs split into chunks whose all-gather /
+#: reduce-scatter run beside the previous chunk's GEMM) can hide TP traffic, per GPU
+#: generation. Communication kernels take SMs and memory bandwidth from the GEMMs, so not
+#: all of it is usable. Assumption (no reference row isolates it): Hopper and Blackwell,
+#: with copy-engine/multimem collectives, 0.8; Ampere, SM-driven collectives only, 0.6.
+#: Checked, not fitted, by the Megatron GPT-3 rows (174) of benchmarks/accuracy_training.py.
+TP_OVERLAP_EFFICIENCY = {"volta": 0.5, "ampere": 0.6, "ada": 0.6, "hopper": 0.8,
+                         "blackwell": 0.8}
+#: The same for expert-parallel all-to-all hidden behind the other micro-batch's compute
+#: when dispatch/combine are overlapped (DeepSeek-V3's DualPipe, Megatron's
+#: ``--overlap-moe-expert-parallel-comm``): the share of a micro-batch's forward+backward
+#: compute the all-to-all can hide under (assumption, as above).
+EP_OVERLAP_EFFICIENCY = {"volta": 0.5, "ampere": 0.6, "ada": 0.6, "hopper": 0.8,
+                         "blackwell": 0.8}
 
 
 @dataclass(frozen=True)
@@ -192,7 +226,8 @@ def ring_hop_time(comm: CommModel, ranks: list[int], nbytes: float) -> float:
 
 
 def comm_cost(m: TransformerSpec, p: ResolvedParallel, comm: CommModel,
-              ct: ComputeTimes) -> tuple[dict[str, float], dict[str, float]]:
+              ct: ComputeTimes, generation: str = "hopper"
+              ) -> tuple[dict[str, float], dict[str, float]]:
     """Exposed communication per micro-batch (``tp``, ``ep``, ``cp``, ``dp_mb``) and per
     step (``pp``, ``dp``), and the total (hidden or not) per step, in seconds.
 
@@ -234,7 +269,13 @@ def comm_cost(m: TransformerSpec, p: ResolvedParallel, comm: CommModel,
         per_layer = 2 * one * (fwd_passes + 1)
         tp_mb = layers * per_layer
         tot["tp"] = tp_mb * m_micro
-        exp["tp"] = tp_mb * (1.0 - cfg.tp_overlap)
+        if cfg.tp_overlap > 0:  # an explicit share hidden
+            exp["tp"] = tp_mb * (1.0 - cfg.tp_overlap)
+        elif cfg.tp_comm_overlap:  # hidden under the GEMMs' usable share
+            window = TP_OVERLAP_EFFICIENCY.get(generation, 0.6) * ct.gemm
+            exp["tp"] = max(tp_mb - window, 0.0)
+        else:
+            exp["tp"] = tp_mb
 
     # --- expert parallel ---------------------------------------------------------------
     if p.ep > 1 and m.is_moe:
@@ -243,7 +284,11 @@ def comm_cost(m: TransformerSpec, p: ResolvedParallel, comm: CommModel,
         a2a = comm.time("alltoall", g, tokens * m.top_k * h * 2.0)
         ep_mb = moe_layers * a2a * 2 * (fwd_passes + 1)
         tot["ep"] = ep_mb * m_micro
-        exp["ep"] = ep_mb
+        if cfg.ep_overlap:  # dispatch/combine of one micro-batch under another's compute
+            window = EP_OVERLAP_EFFICIENCY.get(generation, 0.6) * (ct.fwd + ct.bwd)
+            exp["ep"] = max(ep_mb - window, 0.0)
+        else:
+            exp["ep"] = ep_mb
 
     # --- context parallel (ring attention) ---------------------------------------------
     if p.cp > 1:
@@ -294,7 +339,10 @@ def comm_cost(m: TransformerSpec, p: ResolvedParallel, comm: CommModel,
                 red = comm.time("reduce_scatter", g, n * gbytes)
                 ag = comm.time("all_gather", g, n * 2.0)
             tot["dp"] += red + ag
-            dp_exp += _exposed(red, ct.bwd, 1 / buckets) + _exposed(ag, ct.fwd, 1 / buckets)
+            dp_exp += (_exposed(red, ct.bwd, 1 / buckets) if cfg.overlap_grad_reduce
+                       else red)
+            dp_exp += (_exposed(ag, ct.fwd, 1 / buckets) if cfg.overlap_param_gather
+                       else ag)
 
     per_step = {"pp": pp_exp, "dp": dp_exp}
     return {**exp, **per_step}, tot
@@ -340,10 +388,13 @@ def simulate_step(model: TransformerSpec, cfg: ParallelConfig, fabric: Fabric,
         d = mem.as_dict()
         parts = ", ".join(f"{k} {d[k] / _GIB:.1f}" for k in
                           ("weights", "grads", "optimizer", "activations"))
+        fix = cheapest_fit(model, p, gpu.memory_bytes)
         raise ModelError(
-            f"{model.name} needs {mem.total / _GIB:.1f} GiB per GPU ({parts} GiB) but "
-            f"{gpu.name} has {gpu.memory_bytes / _GIB:.0f} GiB; raise tp or pp, use zero 3, "
-            f"recompute full, or a smaller micro_batch", field="training")
+            f"{model.name} needs {mem.total / _GIB:.1f} GiB per GPU on its fullest "
+            f"pipeline stage ({parts} GiB) but {gpu.name} has "
+            f"{gpu.memory_bytes / _GIB:.0f} GiB; "
+            + (f"fits with {fix}" if fix else "raise tp or pp, or use fewer layers per "
+               "stage"), field="training")
     warnings = placement_warnings(p, fabric.info.gpus_per_server,
                                   fabric.info.nvlink_domain_gpus)
     comm = comm if comm is not None else EngineComm(fabric, backend=backend)
@@ -352,7 +403,7 @@ def simulate_step(model: TransformerSpec, cfg: ParallelConfig, fabric: Fabric,
     owned = (dense / (p.dp * p.cp) + expert / max(1, p.dp * p.cp // p.ep)) if z >= 1 \
         else dense + expert
     ct = microbatch_compute(model, p, gpu, owned)
-    exp, tot = comm_cost(model, p, comm, ct)
+    exp, tot = comm_cost(model, p, comm, ct, generation(gpu))
     mb_comm = exp["tp"] + exp["ep"] + exp["cp"] + exp["dp_mb"]
     t_mb = ct.fwd + ct.bwd + mb_comm
     m = p.num_micro
@@ -368,6 +419,9 @@ def simulate_step(model: TransformerSpec, cfg: ParallelConfig, fabric: Fabric,
     tokens = p.global_batch * p.seq
     model_flops = training_flops_per_token(model, p.seq) * tokens
     hw_flops = training_flops_per_token(model, p.seq, cfg.recompute) * tokens
+    if cfg.recompute == "full" and cfg.recompute_layers:  # block: only N of each stage's
+        share = min(cfg.recompute_layers, p.stage_layers) / p.stage_layers
+        hw_flops = model_flops + (hw_flops - model_flops) * share
     peak = peak_flops(gpu, cfg.precision)
     price = gpu_hour_usd if gpu_hour_usd is not None else \
         cat.system(fabric.info.system).gpu_hour_usd if fabric.info.system in cat.systems \
@@ -375,7 +429,12 @@ def simulate_step(model: TransformerSpec, cfg: ParallelConfig, fabric: Fabric,
     par = {"tp": p.tp, "pp": p.pp, "dp": p.dp, "cp": p.cp, "ep": p.ep,
            "zero": cfg.zero, "micro_batch": cfg.micro_batch, "global_batch": p.global_batch,
            "num_micro": m, "seq_len": p.seq, "precision": cfg.precision,
-           "recompute": cfg.recompute, "interleave": cfg.interleave}
+           "recompute": cfg.recompute, "interleave": cfg.interleave,
+           "stage_layers": list(p.stage_layer_counts),
+           "recompute_layers": cfg.recompute_layers,
+           "tp_comm_overlap": cfg.tp_comm_overlap or cfg.tp_overlap > 0,
+           "overlap_grad_reduce": cfg.overlap_grad_reduce,
+           "overlap_param_gather": cfg.overlap_param_gather, "ep_overlap": cfg.ep_overlap}
     return StepResult(
         model=model.name, world=world, parallel=par, step_time_s=step,
         tokens_per_s=tokens / step, tflops_per_gpu=model_flops / step / world / 1e12,

@@ -1,0 +1,105 @@
+"""Megatron/NeMo layouts: uneven stages, virtual pipelines, block recomputation, overlap
+flags, and the memory model that explains Llama 3 405B's layout (issue 11)."""
+
+from __future__ import annotations
+
+import pytest
+
+import fabricsim as fs
+from fabricsim.errors import ModelError
+from fabricsim.workloads.memory import cheapest_fit, memory_per_gpu
+from fabricsim.workloads.models import get_model
+from fabricsim.workloads.parallel import ParallelConfig
+from fabricsim.workloads.step import simulate_step
+
+GIB = 2**30
+L405 = get_model("llama3-405b")
+META = {"tp": 8, "pp": 16, "dp": 64, "global_batch": 2048, "micro_batch": 1,
+        "seq_len": 8192}
+
+
+def _resolve(**kw: object) -> object:
+    return ParallelConfig(**{**META, **kw}).resolve(L405, 8192)  # type: ignore[arg-type]
+
+
+def test_stage_splits_follow_megatron() -> None:
+    assert _resolve().stage_layer_counts == (8,) * 14 + (7, 7)  # uneven: front-loaded
+    meta = _resolve(first_stage_layers=7, last_stage_layers=7)
+    assert meta.stage_layer_counts == (7,) + (8,) * 14 + (7,)
+    emb = _resolve(account_for_embedding_loss=True, interleave=8)
+    assert emb.stage_layer_counts == meta.stage_layer_counts
+    assert sum(emb.stage_layer_counts) == 126
+
+
+@pytest.mark.parametrize(("kw", "match"), [
+    ({"interleave": 8}, r"account-for-embedding-loss: 128"),
+    ({"first_stage_layers": 5, "last_stage_layers": 7}, r"first = last = 7"),
+    ({"first_stage_layers": 7, "last_stage_layers": 7, "interleave": 2},
+     r"divide by vp=2"),
+    ({"account_for_embedding_loss": True, "interleave": 3}, r"128 must divide by pp·vp"),
+    ({"recompute_layers": 2}, r"needs recompute='full'"),
+    ({"tp": 1, "dp": 512, "tp_comm_overlap": True}, r"tp_comm_overlap needs tp > 1"),
+    ({"ep_overlap": True}, r"ep_overlap needs ep > 1"),
+])
+def test_layouts_that_do_not_apply_name_the_flag_and_fix(kw: dict[str, object],
+                                                         match: str) -> None:
+    with pytest.raises(ModelError, match=match):
+        _resolve(**kw)
+
+
+def test_meta_llama3_405b_layout_fits_and_the_plain_one_says_how() -> None:
+    """Llama 3's paper: FSDP as the data-parallel dimension and one layer fewer on the
+    first and last stages. That fits 80 GiB; the same sizes with ZeRO-1 and an even split
+    do not, and the error names the changes that fit."""
+    meta = _resolve(zero="fsdp", first_stage_layers=7, last_stage_layers=7)
+    assert memory_per_gpu(L405, meta).total < 80 * GIB  # type: ignore[arg-type]
+    plain = _resolve()
+    assert memory_per_gpu(L405, plain).total > 80 * GIB  # type: ignore[arg-type]
+    fix = cheapest_fit(L405, plain, 80 * GIB)  # type: ignore[arg-type]
+    assert fix.startswith("--zero fsdp") and "--recompute-layers" in fix
+
+
+def test_block_recompute_trades_memory_for_compute() -> None:
+    mems, hfus = [], []
+    fab = fs.build_cluster("dgx-h100", 2)
+    m = get_model("llama2-70b")
+    for n in (1, 4, 10, None):
+        cfg = ParallelConfig(tp=8, pp=2, global_batch=32, seq_len=4096,
+                             recompute="full", recompute_layers=n)
+        r = simulate_step(m, cfg, fab, check_memory=False)
+        mems.append(r.memory.activations)
+        hfus.append(r.hw_tflops_per_gpu / r.tflops_per_gpu)
+    assert mems == sorted(mems, reverse=True)   # more recomputed layers, less memory
+    assert hfus == sorted(hfus)                 # ... and more hardware FLOPs
+    assert hfus[-1] == pytest.approx(4 / 3, rel=0.02)  # full: one more forward
+
+
+def test_overlap_flags_move_time_between_exposed_and_hidden() -> None:
+    fab = fs.build_cluster("dgx-h100", 4)
+    m = get_model("llama2-70b")
+    base = ParallelConfig(tp=8, pp=2, global_batch=64, seq_len=4096, recompute="selective")
+    plain = simulate_step(m, base, fab, check_memory=False)
+    tpo = simulate_step(m, base.model_copy(update={"tp_comm_overlap": True}), fab,
+                        check_memory=False)
+    assert tpo.breakdown["tp"] < 0.5 * plain.breakdown["tp"]
+    assert tpo.comm_total_s["tp"] == pytest.approx(plain.comm_total_s["tp"])
+    no_dp = simulate_step(m, base.model_copy(update={"overlap_grad_reduce": False,
+                                                      "overlap_param_gather": False}),
+                          fab, check_memory=False)
+    assert no_dp.breakdown["dp"] > plain.breakdown["dp"]
+    assert no_dp.breakdown["dp"] == pytest.approx(plain.comm_total_s["dp"])
+
+
+def test_a_lighter_last_stage_absorbs_the_output_head() -> None:
+    """The last stage also runs the output head and the loss: with 7 layers it paces like
+    the 8-layer stages (Meta's reason for trimming it); with 8 it is the slowest."""
+    from fabricsim.catalog import get_catalog
+    from fabricsim.workloads.compute import microbatch_compute
+
+    gpu = get_catalog().gpu("h100-sxm")
+    light = _resolve(first_stage_layers=7, last_stage_layers=7)
+    heavy = _resolve(first_stage_layers=6, last_stage_layers=8)
+    t_light = microbatch_compute(L405, light, gpu, 1.0)  # type: ignore[arg-type]
+    t_heavy = microbatch_compute(L405, heavy, gpu, 1.0)  # type: ignore[arg-type]
+    assert t_heavy.fwd > t_light.fwd
+    assert t_light.fwd == pytest.approx(8 * t_light.layer_fwd, rel=0.05)
