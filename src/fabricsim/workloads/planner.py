@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from fabricsim.catalog import get_catalog
 from fabricsim.errors import FabricsimError, ModelError
@@ -107,7 +109,8 @@ def candidates(model: TransformerSpec, world: int, gpus_per_server: int, *,
 def plan_parallel(model: TransformerSpec, fabric: Fabric, *, global_batch: int,
                   seq_len: int | None = None, precision: str = "bf16",
                   zero: tuple[int | str, ...] = (1,), comm: CommModel | None = None,
-                  backend: str = "analytic", top: int = 10, max_pp: int = 64) -> Plan:
+                  backend: str = "analytic", top: int = 10, max_pp: int = 64,
+                  options: Mapping[str, Any] | None = None) -> Plan:
     """Find the fastest configurations of ``model`` on ``fabric`` that fit in memory.
 
     Parameters
@@ -124,6 +127,9 @@ def plan_parallel(model: TransformerSpec, fabric: Fabric, *, global_batch: int,
         Default: one cached :class:`EngineComm` shared by all candidates.
     top : int
         How many results to keep.
+    options : mapping, optional
+        Other :class:`ParallelConfig` fields every candidate gets (e.g.
+        ``{"tp_comm_overlap": True}``; overlap flags only where their traffic exists).
     """
     t0 = time.perf_counter()
     seq = seq_len or model.seq
@@ -135,6 +141,12 @@ def plan_parallel(model: TransformerSpec, fabric: Fabric, *, global_batch: int,
     results: list[StepResult] = []
     rej_mem = rej_shape = 0
     for cfg in cands:
+        if options:  # overlap flags only where there is traffic of their kind
+            opts = {k: v for k, v in options.items()
+                    if not (k == "tp_comm_overlap"
+                            and not 1 < cfg.tp <= fabric.info.nvlink_domain_gpus)
+                    and not (k == "ep_overlap" and cfg.ep == 1)}
+            cfg = ParallelConfig.model_validate({**cfg.model_dump(), **opts})
         try:
             p = cfg.resolve(model, world)
         except ModelError:

@@ -395,6 +395,11 @@ def simulate_step(model: TransformerSpec, cfg: ParallelConfig, fabric: Fabric,
             f"{gpu.memory_bytes / _GIB:.0f} GiB; "
             + (f"fits with {fix}" if fix else "raise tp or pp, or use fewer layers per "
                "stage"), field="training")
+    if cfg.tp_comm_overlap and p.tp > fabric.info.nvlink_domain_gpus:
+        raise ModelError(f"tp_comm_overlap (userbuffers) overlaps TP traffic over NVLink; "
+                         f"tp={p.tp} spans beyond the {fabric.info.nvlink_domain_gpus}-GPU "
+                         f"NVLink domain: keep tp <= {fabric.info.nvlink_domain_gpus} or "
+                         f"drop --tp-comm-overlap", field="training.tp_comm_overlap")
     warnings = placement_warnings(p, fabric.info.gpus_per_server,
                                   fabric.info.nvlink_domain_gpus)
     comm = comm if comm is not None else EngineComm(fabric, backend=backend)

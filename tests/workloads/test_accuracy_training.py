@@ -1,0 +1,56 @@
+"""Pins benchmarks/accuracy_training.py where the model stands, so a change shows.
+
+Issue 11's targets are median <= 8 % and max <= 20 %; neither is met yet (median 9.4 %
+over 25 rows; BLOOM at global batch 16 is +94 %). These bounds say by how much, and pin
+the rows the issue names.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import statistics
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _bench() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("accuracy_training",
+                                                  ROOT / "benchmarks" / "accuracy_training.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["accuracy_training"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def rows() -> list[dict[str, Any]]:
+    from fabricsim.workloads.comm import EngineComm
+
+    return list(_bench().run(lambda fab: EngineComm(fab)))
+
+
+def test_summary_as_it_stands(rows: list[dict[str, Any]]) -> None:
+    errs = [abs(r["rel_error"]) for r in rows]
+    assert len(rows) == 25
+    assert statistics.median(errs) <= 0.10
+    assert max(errs) <= 1.0
+
+
+def test_rows_the_issue_names(rows: list[dict[str, Any]]) -> None:
+    by = {r["case"]: r for r in rows}
+    # Megatron GPT-3 175B strong scaling, 4608 H100: TP overlap as Megatron runs it
+    assert abs(by["GPT-3 175B 4608xH100 (Megatron)"]["rel_error"]) <= 0.08
+    # MegaScale 12,288 A100 and the A100 MPT family after the held-out-checked refit
+    assert abs(by["175B 12288xA100 (MegaScale)"]["rel_error"]) <= 0.10
+    for r in rows:
+        if r["case"].startswith("MPT") and "a100" in r["case"]:
+            assert abs(r["rel_error"]) <= 0.10, r["case"]
+    # torchtitan's 405B with TP8 x PP8 x FSDP8 (interleaved, FP8, async TP)
+    assert abs(by["torchtitan Llama3.1-405B 512xH100 TP8 PP8 FSDP8"]["rel_error"]) <= 0.20
