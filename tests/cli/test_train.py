@@ -96,3 +96,64 @@ def test_library_rejects_negative_price() -> None:
     with pytest.raises(FabricsimError, match="gpu_hour_usd"):
         simulate_step(get_model("llama2-7b"), ParallelConfig(recompute="full", seq_len=2048),
                       fab, check_memory=False, gpu_hour_usd=float("nan"))
+
+
+# ---------------------------------------------------------------- Megatron/NeMo flags
+_405B = ["train", "--system", "dgx-h100", "--nodes", "1024", "--fabric", "roce-400g",
+         "--model", "llama3-405b", "--tp", "8", "--pp", "16", "--dp", "64",
+         "--global-batch", "2048", "--micro-batch", "1", "--seq-len", "8192"]
+
+
+def test_llama3_405b_misfit_names_what_fits(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, *_405B)
+    assert code == 2
+    assert "90.5 GiB" in err and "fits with --zero fsdp" in err and "--recompute-layers" in err
+
+
+def test_llama3_405b_as_meta_ran_it(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, *_405B, "--zero", "fsdp", "--first-stage-layers", "7",
+                         "--last-stage-layers", "7", "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["parallel"]["stage_layers"][:2] == [7, 8] and d["memory_per_gpu_gib"] < 80
+    g = d["goodput"]
+    assert 0.5 < g["goodput"] < 1 and g["failures_per_day"] > 1
+    json.dumps(d, allow_nan=False)
+
+
+def test_from_megatron_equals_the_same_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["train", "--system", "dgx-h100", "--nodes", "16", "--model", "llama3-70b",
+            "--json"]
+    args = ("--tensor-model-parallel-size 8 --pipeline-model-parallel-size 4 "
+            "--virtual-pipeline-model-parallel-size 5 --sequence-parallel "
+            "--use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather "
+            "--tp-comm-overlap --micro-batch-size 1 --global-batch-size 512 "
+            "--seq-length 8192 --bf16 --lr 1e-4")
+    code, out_m, err = run(capsys, *base, "--from-megatron", args)
+    assert code == 0, err
+    code, out_f, err = run(capsys, *base, "--tp", "8", "--pp", "4", "--vp", "5", "--zero",
+                           "1", "--global-batch", "512", "--seq-len", "8192",
+                           "--tp-comm-overlap")
+    assert code == 0, err
+    dm, df = json.loads(out_m), json.loads(out_f)
+    assert dm["step_time_s"] == df["step_time_s"]
+    assert dm["notes"] and "--lr 1e-4" in dm["notes"][0]
+    # an explicit flag overrides the pasted list
+    code, out_o, _ = run(capsys, *base, "--from-megatron", args, "--no-tp-comm-overlap")
+    assert json.loads(out_o)["breakdown"]["tp"] > dm["breakdown"]["tp"]
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["--tp", "8", "--pp", "4", "--vp", "3"], "training.interleave"),
+    (["--fp8", "--precision", "bf16"], "--fp8"),
+    (["--from-megatron", "--tensor-model-parallel-size x"], "--from-megatron"),
+    (["--from-megatron", "--recompute-granularity everything"], "--from-megatron"),
+    (["--recompute-layers", "2"], "training.recompute_layers"),
+    (["--tp", "1", "--tp-comm-overlap"], "training.tp_comm_overlap"),
+    (["--checkpoint-gbps", "-1"], "--checkpoint-gbps"),
+])
+def test_layout_flags_bad_input_exits_2(capsys: pytest.CaptureFixture[str], args: list[str],
+                                        needle: str) -> None:
+    code, _, err = run(capsys, "train", "--system", "dgx-h100", "--nodes", "16", "--model",
+                       "llama3-70b", "--global-batch", "512", *args)
+    assert code == 2 and needle in err and "Traceback" not in err

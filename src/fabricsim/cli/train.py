@@ -40,6 +40,40 @@ GbOpt = Annotated[int | None, typer.Option("--global-batch", help="Sequences per
 SeqOpt = Annotated[int | None, typer.Option("--seq-len", help="Sequence length.")]
 PrecOpt = Annotated[str | None, typer.Option("--precision", help="bf16 or fp8.")]
 RcOpt = Annotated[str | None, typer.Option("--recompute", help="none, selective or full.")]
+VpOpt = Annotated[int | None, typer.Option(
+    "--vp", help="Virtual pipeline stages per GPU (interleaved 1F1B; Megatron's "
+    "--virtual-pipeline-model-parallel-size).")]
+FirstOpt = Annotated[int | None, typer.Option(
+    "--first-stage-layers", help="Layers of the first pipeline stage (Megatron's "
+    "--decoder-first-pipeline-num-layers).")]
+LastOpt = Annotated[int | None, typer.Option(
+    "--last-stage-layers", help="Layers of the last pipeline stage (it also runs the "
+    "output head).")]
+AccOpt = Annotated[bool | None, typer.Option(
+    "--account-for-embedding-loss", help="Count the embedding and the loss as a layer "
+    "each when splitting the pipeline (layers + 2 must divide by pp x vp).")]
+RcLayersOpt = Annotated[int | None, typer.Option(
+    "--recompute-layers", help="With --recompute full: layers of each stage to recompute "
+    "(Megatron's block method); default all.")]
+TpcOpt = Annotated[bool | None, typer.Option(
+    "--tp-comm-overlap/--no-tp-comm-overlap",
+    help="Hide TP communication under the GEMMs (userbuffers).")]
+EpoOpt = Annotated[bool | None, typer.Option(
+    "--ep-overlap/--no-ep-overlap",
+    help="Hide expert all-to-all under another micro-batch's compute (DualPipe).")]
+OgrOpt = Annotated[bool | None, typer.Option(
+    "--overlap-grad-reduce/--no-overlap-grad-reduce",
+    help="Overlap the DP gradient reduce-scatter with the backward (default on).")]
+OpgOpt = Annotated[bool | None, typer.Option(
+    "--overlap-param-gather/--no-overlap-param-gather",
+    help="Overlap the DP parameter all-gather with the forward (default on).")]
+SpOpt = Annotated[bool | None, typer.Option(
+    "--sequence-parallel/--no-sequence-parallel",
+    help="Megatron sequence parallelism with TP (default on).")]
+Fp8Opt = Annotated[bool, typer.Option("--fp8", help="FP8 GEMMs (same as --precision fp8).")]
+MegatronOpt = Annotated[str | None, typer.Option(
+    "--from-megatron", help="A Megatron-LM/NeMo argument list, pasted as one string; "
+    "explicit flags given here override it.")]
 BackendOpt = Annotated[str | None, typer.Option("--backend", help="analytic or flow.")]
 PriceOpt = Annotated[float | None, typer.Option("--gpu-hour-usd", help="Price of a GPU-hour.")]
 
@@ -52,6 +86,21 @@ def job_from_cli(scenario: Path | None, *, model: str | None, flags: dict[str, A
         gpus_per_node=flags.pop("gpus_per_node"), fabric=flags.pop("fabric"),
         topology=flags.pop("topology"), oversubscription=flags.pop("oversubscription"))
     section = dict(sc.training or {})
+    megatron = flags.pop("from_megatron", None)
+    if megatron:
+        from fabricsim.workloads.megatron import parse_megatron_args
+
+        parsed, ignored = parse_megatron_args(megatron)
+        section.update(parsed)
+        extra_notes = [f"--from-megatron ignored (no effect on the step time): "
+                       f"{', '.join(ignored)}"] if ignored else []
+    else:
+        extra_notes = []
+    if flags.pop("fp8", False):
+        if flags.get("precision") not in (None, "fp8"):
+            raise ConfigError("--fp8 and --precision bf16 contradict each other; give one",
+                              field="--fp8")
+        flags["precision"] = "fp8"
     if model is not None:
         section["model"] = model
     zero = flags.pop("zero", None)
@@ -66,7 +115,67 @@ def job_from_cli(scenario: Path | None, *, model: str | None, flags: dict[str, A
     m, cfg, extra = training_from_section(section)
     if extra.get("gpu_hour_usd") is None and sc.gpu_hour_usd is not None:
         extra["gpu_hour_usd"] = check_positive(sc.gpu_hour_usd, "gpu_hour_usd")
+    extra["notes"] = extra_notes
     return sc, m, cfg, extra
+
+
+def layout_flags(*, vp: int | None = None, first_stage_layers: int | None = None,
+                 last_stage_layers: int | None = None,
+                 account_for_embedding_loss: bool | None = None,
+                 recompute_layers: int | None = None, tp_comm_overlap: bool | None = None,
+                 ep_overlap: bool | None = None, overlap_grad_reduce: bool | None = None,
+                 overlap_param_gather: bool | None = None,
+                 sequence_parallel: bool | None = None, fp8: bool = False,
+                 from_megatron: str | None = None) -> dict[str, Any]:
+    """The Megatron/NeMo layout flags as ``training:`` fields (unset ones left out)."""
+    return {"interleave": vp, "first_stage_layers": first_stage_layers,
+            "last_stage_layers": last_stage_layers,
+            "account_for_embedding_loss": account_for_embedding_loss,
+            "recompute_layers": recompute_layers, "tp_comm_overlap": tp_comm_overlap,
+            "ep_overlap": ep_overlap, "overlap_grad_reduce": overlap_grad_reduce,
+            "overlap_param_gather": overlap_param_gather,
+            "sequence_parallel": sequence_parallel, "fp8": fp8,
+            "from_megatron": from_megatron}
+
+
+CkptOpt = Annotated[float | None, typer.Option(
+    "--checkpoint-gbps", help="Aggregate checkpoint write bandwidth to storage, GB/s "
+    "(default: the servers' storage NICs, at most 2,000 GB/s: the sustained throughput "
+    "of Meta's Llama 3 storage, Tectonic).")]
+#: Default ceiling of a storage system's sustained write throughput (bytes/s): Llama 3
+#: paper, Sec. 3.3.1 (Tectonic: 2 TB/s sustained, 7 TB/s peak over 7,500 servers).
+STORAGE_WRITE_CAP = 2e12
+RestartOpt = Annotated[float, typer.Option(
+    "--restart-min", help="Minutes to detect a failure, reschedule and reload.")]
+
+
+def run_goodput(fab: Any, params: float, step_time_s: float, price: float, world: int, *,
+                checkpoint_gbps: float | None, restart_min: float) -> Any:
+    """Goodput of a run on ``fab`` (:func:`fabricsim.workloads.goodput.goodput`) with the
+    fabric's own switch and cable counts; the checkpoint write bandwidth defaults to the
+    servers' storage NICs."""
+    from fabricsim.catalog import get_catalog
+    from fabricsim.workloads.goodput import checkpoint_size_bytes, goodput
+
+    info = fab.info
+    if checkpoint_gbps is not None:
+        write = check_positive(checkpoint_gbps, "--checkpoint-gbps") * 1e9  # type: ignore[operator]
+    else:
+        cat = get_catalog()
+        sysp = cat.systems.get(info.system)
+        per = (sysp.storage_nics * cat.nic(sysp.storage_nic).bandwidth
+               if sysp is not None and sysp.storage_nics and sysp.storage_nic
+               else info.nic_bandwidth)
+        write = min(max(per, 1.0) * max(info.servers, 1), STORAGE_WRITE_CAP)
+    restart = check_positive(restart_min, "--restart-min")
+    assert restart is not None
+    return goodput(world, switches=int(sum((info.extra.get("switches") or {}).values())),
+                   links=int(sum(dict(info.cables).values())), step_time_s=step_time_s,
+                   checkpoint_bytes=checkpoint_size_bytes(params),
+                   checkpoint_write_bytes_per_s=write,
+                   gpus_per_server=max(info.gpus_per_server, 1),
+                   nics_per_server=max(info.nics_per_server, 1), restart_s=restart * 60.0,
+                   gpu_hour_usd=max(price, 0.0) or 1e-9)
 
 
 def price_from_cli(flag: float | None, extra: dict[str, Any]) -> float | None:
@@ -86,22 +195,50 @@ def register(app: typer.Typer) -> None:
               model: ModelOpt = None, tp: TpOpt = None, pp: PpOpt = None, dp: DpOpt = None,
               cp: CpOpt = None, ep: EpOpt = None, zero: ZeroOpt = None,
               micro_batch: MbOpt = None, global_batch: GbOpt = None, seq_len: SeqOpt = None,
-              precision: PrecOpt = None, recompute: RcOpt = None, backend: BackendOpt = None,
-              gpu_hour_usd: PriceOpt = None, as_json: JsonOpt = False) -> None:
-        """Time one training step: throughput, MFU, breakdown, memory, cost of the network."""
+              precision: PrecOpt = None, recompute: RcOpt = None, vp: VpOpt = None,
+              first_stage_layers: FirstOpt = None, last_stage_layers: LastOpt = None,
+              account_for_embedding_loss: AccOpt = None,
+              recompute_layers: RcLayersOpt = None, tp_comm_overlap: TpcOpt = None,
+              ep_overlap: EpoOpt = None, overlap_grad_reduce: OgrOpt = None,
+              overlap_param_gather: OpgOpt = None, sequence_parallel: SpOpt = None,
+              fp8: Fp8Opt = False, from_megatron: MegatronOpt = None,
+              backend: BackendOpt = None, gpu_hour_usd: PriceOpt = None,
+              checkpoint_gbps: CkptOpt = None, restart_min: RestartOpt = 10.0,
+              as_json: JsonOpt = False) -> None:
+        """Time one training step: throughput, MFU, breakdown, memory, cost of the network,
+        and the goodput once failures and restarts are counted.
+
+        Example: fabricsim train --system dgx-h100 --nodes 16 --model llama3-70b --tp 8
+        --pp 4 --vp 5 --global-batch 512 --tp-comm-overlap
+        """
         from fabricsim.workloads.step import simulate_step
 
+        check_positive(checkpoint_gbps, "--checkpoint-gbps")  # before any work
+        check_positive(restart_min, "--restart-min")
         flags: dict[str, Any] = dict(
             system=system, nodes=nodes, gpus_per_node=gpus_per_node, fabric=fabric,
             topology=topology, oversubscription=oversubscription, tp=tp, pp=pp, dp=dp,
             cp=cp, ep=ep, zero=zero, micro_batch=micro_batch, global_batch=global_batch,
-            seq_len=seq_len, precision=precision, recompute=recompute)
+            seq_len=seq_len, precision=precision, recompute=recompute,
+            **layout_flags(vp=vp, first_stage_layers=first_stage_layers,
+                           last_stage_layers=last_stage_layers,
+                           account_for_embedding_loss=account_for_embedding_loss,
+                           recompute_layers=recompute_layers,
+                           tp_comm_overlap=tp_comm_overlap, ep_overlap=ep_overlap,
+                           overlap_grad_reduce=overlap_grad_reduce,
+                           overlap_param_gather=overlap_param_gather,
+                           sequence_parallel=sequence_parallel, fp8=fp8,
+                           from_megatron=from_megatron))
         sc, m, cfg, extra = job_from_cli(scenario, model=model, flags=flags)
         fab = fabric_from_scenario(sc)
         r = simulate_step(m, cfg, fab, backend=backend or extra.get("backend") or "analytic",
                           gpu_hour_usd=price_from_cli(gpu_hour_usd, extra),
                           total_tokens=extra.get("total_tokens"))
+        gp = run_goodput(fab, m.params, r.step_time_s, r.gpu_hour_usd, r.world,
+                         checkpoint_gbps=checkpoint_gbps, restart_min=restart_min)
         d = r.as_dict()
+        d["goodput"] = gp.to_dict()
+        d["notes"] = extra.get("notes", [])
         if as_json:
             print_json(d)
             return
@@ -130,5 +267,10 @@ def register(app: typer.Typer) -> None:
             console.print(f"run of {run['tokens']:.3g} tokens: {run['days']:.1f} days, "
                           f"${run['cost_usd']:,.0f}, of which ${run['comm_usd']:,.0f} waiting "
                           f"on the network")
-        for w in r.warnings:
+        console.print(
+            f"goodput {gp.goodput:.1%} of wall time trains: {gp.failures_per_day:.2f} "
+            f"failures/day (job MTBF {gp.job_mtbf_hours:.1f} h), checkpoint every "
+            f"{gp.checkpoint_interval_s / 60:.0f} min; lost ${gp.usd_lost_per_day:,.0f}/day"
+            f" (docs/goodput.md)")
+        for w in r.warnings + list(extra.get("notes", [])):
             console.print(f"[yellow]warning:[/] {w}")

@@ -1,0 +1,167 @@
+"""Read a Megatron-LM / NeMo argument list into a ``training:`` section.
+
+Users run Megatron with a long list of flags; ``fabricsim train --from-megatron "..."``
+takes that list as it is pasted and maps the flags that shape the job (parallel sizes,
+batch, sequence, pipeline split, recomputation, precision, overlap, model shape) onto
+fabricsim's fields. Flags that do not change the step time (learning rate, data paths,
+logging) are reported as ignored, never dropped silently.
+
+Example
+-------
+>>> section, ignored = parse_megatron_args(
+...     "--tensor-model-parallel-size 8 --pipeline-model-parallel-size 16 "
+...     "--num-layers-per-virtual-pipeline-stage 1 --num-layers 126 --sequence-parallel "
+...     "--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split "
+...     "--recompute-granularity full --recompute-method block --recompute-num-layers 2 "
+...     "--micro-batch-size 1 --global-batch-size 2048 --seq-length 8192 --lr 8e-5")
+>>> section["tp"], section["pp"], section["interleave"], section["recompute_layers"]
+(8, 16, 8, 2)
+>>> ignored
+['--lr 8e-5']
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Callable
+from typing import Any
+
+from fabricsim.errors import ConfigError
+
+__all__ = ["MEGATRON_FLAGS", "parse_megatron_args"]
+
+
+def _int(v: str, flag: str) -> int:
+    try:
+        return int(v)
+    except ValueError:
+        raise ConfigError(f"{flag} takes an integer, got {v!r}", field="--from-megatron") \
+            from None
+
+
+#: Megatron flag -> (fabricsim field, converter). ``None`` as converter: a switch (no
+#: value) that sets the field to True.
+MEGATRON_FLAGS: dict[str, tuple[str, Callable[[str, str], Any] | None]] = {
+    "--tensor-model-parallel-size": ("tp", _int),
+    "--pipeline-model-parallel-size": ("pp", _int),
+    "--context-parallel-size": ("cp", _int),
+    "--expert-model-parallel-size": ("ep", _int),
+    "--virtual-pipeline-model-parallel-size": ("interleave", _int),
+    "--num-layers-per-virtual-pipeline-stage": ("_layers_per_vstage", _int),
+    "--micro-batch-size": ("micro_batch", _int),
+    "--global-batch-size": ("global_batch", _int),
+    "--seq-length": ("seq_len", _int),
+    "--sequence-parallel": ("sequence_parallel", None),
+    "--recompute-granularity": ("recompute", lambda v, f: v),
+    "--recompute-method": ("_recompute_method", lambda v, f: v),
+    "--recompute-num-layers": ("_recompute_num_layers", _int),
+    "--fp8-format": ("_fp8", lambda v, f: v),
+    "--bf16": ("precision", None),
+    "--use-distributed-optimizer": ("zero", None),
+    "--overlap-grad-reduce": ("overlap_grad_reduce", None),
+    "--overlap-param-gather": ("overlap_param_gather", None),
+    "--tp-comm-overlap": ("tp_comm_overlap", None),
+    "--decoder-first-pipeline-num-layers": ("first_stage_layers", _int),
+    "--decoder-last-pipeline-num-layers": ("last_stage_layers", _int),
+    "--account-for-embedding-in-pipeline-split": ("_acc_emb", None),
+    "--account-for-loss-in-pipeline-split": ("_acc_loss", None),
+    "--num-layers": ("layers", _int),
+    "--hidden-size": ("hidden", _int),
+    "--ffn-hidden-size": ("ffn", _int),
+    "--num-attention-heads": ("heads", _int),
+    "--num-query-groups": ("kv_heads", _int),
+    "--num-experts": ("experts", _int),
+    "--moe-router-topk": ("top_k", _int),
+}
+
+#: Switches whose field takes a value other than True.
+_SWITCH_VALUES = {"--bf16": "bf16", "--use-distributed-optimizer": 1}
+
+
+def parse_megatron_args(text: str) -> tuple[dict[str, Any], list[str]]:
+    """Map a Megatron/NeMo argument list onto ``training:`` fields.
+
+    Returns the fields and the arguments that were ignored (as given). Both
+    ``--flag value`` and ``--flag=value`` are read. Raises
+    :class:`~fabricsim.errors.ConfigError` (field ``--from-megatron``) on a value that
+    is not a number where one is needed, or on settings fabricsim cannot express.
+
+    >>> s = parse_megatron_args("--tensor-model-parallel-size=4 --bf16 --fp8-format hybrid")[0]
+    >>> s["tp"], s["precision"], s["sequence_parallel"], s["zero"]
+    (4, 'fp8', False, 0)
+    """
+    try:
+        words = shlex.split(text)
+    except ValueError as e:
+        raise ConfigError(f"cannot split the argument list: {e}", field="--from-megatron") \
+            from None
+    out: dict[str, Any] = {}
+    ignored: list[str] = []
+    i = 0
+    while i < len(words):
+        w = words[i]
+        flag, eq, val = w.partition("=")
+        spec = MEGATRON_FLAGS.get(flag)
+        if spec is None:
+            j = i + 1
+            while j < len(words) and not words[j].startswith("--"):
+                j += 1
+            ignored.append(" ".join(words[i:j]))
+            i = j
+            continue
+        field, conv = spec
+        if conv is None:
+            out[field] = _SWITCH_VALUES.get(flag, True)
+            i += 1
+            continue
+        if not eq:
+            if i + 1 >= len(words) or words[i + 1].startswith("--"):
+                raise ConfigError(f"{flag} needs a value", field="--from-megatron")
+            val = words[i + 1]
+            i += 2
+        else:
+            i += 1
+        out[field] = conv(val, flag)
+    return _finish(out), ignored
+
+
+def _finish(raw: dict[str, Any]) -> dict[str, Any]:
+    """Turn Megatron's forms into fabricsim's fields."""
+    out = {k: v for k, v in raw.items() if not k.startswith("_")}
+    if raw.get("_fp8"):
+        out["precision"] = "fp8"
+    # Megatron's defaults where fabricsim's differ (fabricsim follows NeMo's recipes):
+    # no sequence parallelism, no overlap, plain data parallelism unless asked
+    for key, default in (("sequence_parallel", False), ("overlap_grad_reduce", False),
+                         ("overlap_param_gather", False), ("zero", 0)):
+        out.setdefault(key, default)
+    per_vstage = raw.get("_layers_per_vstage")
+    if per_vstage is not None:
+        layers, pp = out.get("layers"), out.get("pp", 1)
+        if layers is None:
+            raise ConfigError("--num-layers-per-virtual-pipeline-stage needs --num-layers "
+                              "in the same list (or use --virtual-pipeline-model-parallel-"
+                              "size)", field="--from-megatron")
+        extra = 2 if raw.get("_acc_emb") and raw.get("_acc_loss") else 0
+        if (layers + extra) % (pp * per_vstage):
+            raise ConfigError(f"{layers + extra} layers do not split into pp={pp} stages of "
+                              f"{per_vstage}-layer virtual stages", field="--from-megatron")
+        out["interleave"] = (layers + extra) // (pp * per_vstage)
+    if raw.get("_acc_emb") or raw.get("_acc_loss"):
+        if not (raw.get("_acc_emb") and raw.get("_acc_loss")):
+            raise ConfigError("fabricsim counts the embedding and the loss together: give "
+                              "both --account-for-embedding-in-pipeline-split and "
+                              "--account-for-loss-in-pipeline-split", field="--from-megatron")
+        out["account_for_embedding_loss"] = True
+    method, n = raw.get("_recompute_method"), raw.get("_recompute_num_layers")
+    if out.get("recompute") not in (None, "full", "selective"):
+        raise ConfigError(f"--recompute-granularity must be full or selective, got "
+                          f"{out['recompute']!r}", field="--from-megatron")
+    if method == "block" and n is not None:
+        out["recompute_layers"] = n
+    elif method == "uniform" and n not in (None, 1):
+        raise ConfigError("--recompute-method uniform with --recompute-num-layers > 1 "
+                          "recomputes groups of layers, which fabricsim models as full "
+                          "recomputation; drop --recompute-num-layers or use block",
+                          field="--from-megatron")
+    return out

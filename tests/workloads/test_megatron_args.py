@@ -1,0 +1,49 @@
+"""The Megatron/NeMo argument-list reader (fabricsim.workloads.megatron)."""
+
+from __future__ import annotations
+
+import pytest
+
+from fabricsim.errors import ConfigError
+from fabricsim.workloads.megatron import parse_megatron_args
+
+
+def test_reads_both_spellings_and_reports_what_it_ignores() -> None:
+    s, ignored = parse_megatron_args(
+        "--tensor-model-parallel-size=8 --pipeline-model-parallel-size 4 "
+        "--virtual-pipeline-model-parallel-size 5 --micro-batch-size 1 "
+        "--global-batch-size 512 --seq-length 8192 --use-distributed-optimizer "
+        "--overlap-grad-reduce --tp-comm-overlap --data-path /data/x --split 99,1,0 "
+        "--log-interval 1")
+    assert (s["tp"], s["pp"], s["interleave"], s["global_batch"]) == (8, 4, 5, 512)
+    assert s["zero"] == 1 and s["overlap_grad_reduce"] is True
+    assert s["overlap_param_gather"] is False  # Megatron's default, not NeMo's
+    assert ignored == ["--data-path /data/x", "--split 99,1,0", "--log-interval 1"]
+
+
+def test_model_shape_and_block_recompute() -> None:
+    s, _ = parse_megatron_args(
+        "--num-layers 32 --hidden-size 4096 --ffn-hidden-size 14336 "
+        "--num-attention-heads 32 --num-query-groups 8 --recompute-granularity full "
+        "--recompute-method block --recompute-num-layers 4 --fp8-format hybrid --bf16")
+    assert (s["layers"], s["hidden"], s["ffn"], s["heads"], s["kv_heads"]) == \
+        (32, 4096, 14336, 32, 8)
+    assert s["recompute"] == "full" and s["recompute_layers"] == 4
+    assert s["precision"] == "fp8"
+
+
+@pytest.mark.parametrize(("text", "match"), [
+    ("--tensor-model-parallel-size", "needs a value"),
+    ("--micro-batch-size one", "integer"),
+    ("--num-layers-per-virtual-pipeline-stage 2", "needs --num-layers"),
+    ("--num-layers 126 --pipeline-model-parallel-size 16 "
+     "--num-layers-per-virtual-pipeline-stage 1", "do not split"),
+    ("--account-for-embedding-in-pipeline-split", "give both"),
+    ("--recompute-granularity everything", "full or selective"),
+    ("--recompute-method uniform --recompute-num-layers 2", "block"),
+    ("--lr 'unterminated", "cannot split"),
+])
+def test_bad_lists_are_clear_errors(text: str, match: str) -> None:
+    with pytest.raises(ConfigError, match=match) as e:
+        parse_megatron_args(text)
+    assert e.value.field == "--from-megatron"
