@@ -105,6 +105,19 @@ def cases() -> list[Case]:
                     "ib-ndr", "mfu", 0.42, None, global_batch=1152, options=megatron,
                     note="TP comm overlap on, as Megatron-LM's published runs"))
     out += torchtitan_cases()
+    # DeepSeek-V3 technical report (arXiv 2412.19437), Table 1 and Sec. 3: pre-training on
+    # 14.8T tokens took 2,664K H800 GPU-hours on 2,048 H800 (8 per node, 400G IB per GPU):
+    # 1,543 tokens/s per GPU averaged over the run (failures and evaluation included, so
+    # an upper-bound step model should sit a little above it). PP 16, EP 64, no TP, ZeRO-1,
+    # FP8 GEMMs and FP8 dispatch, DualPipe (computation-communication overlap), routing
+    # limited to 4 nodes, recomputation of norms and up-projections (modelled as block
+    # recomputation of 2 layers per stage, which fits 80 GB).
+    out.append(Case(0, "DeepSeek-V3 2048xH800 (tech report)", get_model("deepseek-v3"),
+                    "dgx-h800", 256, "ib-ndr", "tokens_per_gpu", 1543.0,
+                    ParallelConfig(pp=16, ep=64, micro_batch=1, global_batch=15360,
+                                   seq_len=4096, precision="fp8", recompute="full",
+                                   recompute_layers=2, ep_overlap=True, moe_node_limit=4),
+                    note="source outside the reference data: DeepSeek-V3 report, Table 1"))
     out.append(Case(175, "175B 12288xA100 (MegaScale)", gpt3, "dgx-a100", 1536, "ib-hdr",
                     "mfu", 0.552,
                     ParallelConfig(tp=8, pp=8, micro_batch=1, global_batch=6144,

@@ -1,7 +1,7 @@
 """Pins benchmarks/accuracy_training.py where the model stands, so a change shows.
 
-Issue 11's targets are median <= 8 % and max <= 20 %; neither is met yet (median 9.4 %
-over 25 rows; BLOOM at global batch 16 is +94 %). These bounds say by how much, and pin
+Issue 11's targets are median <= 8 % and max <= 20 %; neither is met yet (median 8.7 %
+over 26 rows; BLOOM at global batch 16 is +94 %). These bounds say by how much, and pin
 the rows the issue names.
 """
 
@@ -38,7 +38,7 @@ def rows() -> list[dict[str, Any]]:
 
 def test_summary_as_it_stands(rows: list[dict[str, Any]]) -> None:
     errs = [abs(r["rel_error"]) for r in rows]
-    assert len(rows) == 25
+    assert len(rows) == 26
     assert statistics.median(errs) <= 0.10
     assert max(errs) <= 1.0
 
@@ -52,5 +52,8 @@ def test_rows_the_issue_names(rows: list[dict[str, Any]]) -> None:
     for r in rows:
         if r["case"].startswith("MPT") and "a100" in r["case"]:
             assert abs(r["rel_error"]) <= 0.10, r["case"]
+    # DeepSeek-V3 on 2,048 H800: FP8 dispatch, node-limited routing, DualPipe overlap
+    # (682 tokens/s/GPU with 51 % waiting on the network before them; published 1,543)
+    assert abs(by["DeepSeek-V3 2048xH800 (tech report)"]["rel_error"]) <= 0.10
     # torchtitan's 405B with TP8 x PP8 x FSDP8 (interleaved, FP8, async TP)
     assert abs(by["torchtitan Llama3.1-405B 512xH100 TP8 PP8 FSDP8"]["rel_error"]) <= 0.20

@@ -103,3 +103,23 @@ def test_a_lighter_last_stage_absorbs_the_output_head() -> None:
     t_heavy = microbatch_compute(L405, heavy, gpu, 1.0)  # type: ignore[arg-type]
     assert t_heavy.fwd > t_light.fwd
     assert t_light.fwd == pytest.approx(8 * t_light.layer_fwd, rel=0.05)
+
+
+def test_moe_dispatch_precision_node_limit_and_overlap() -> None:
+    """DeepSeek-V3's three all-to-all savings, each visible on its own: FP8 dispatch,
+    node-limited routing (one network copy per server) and DualPipe-style overlap."""
+    fab = fs.build_cluster("dgx-h800", 32, fabric="ib-ndr")
+    m = get_model("deepseek-v3")
+    base = ParallelConfig(pp=4, ep=64, micro_batch=1, global_batch=64, seq_len=4096,
+                          recompute="full")
+
+    def ep(**kw: object) -> float:
+        cfg = base.model_copy(update=kw)
+        return simulate_step(m, cfg, fab, check_memory=False).breakdown["ep"]
+
+    plain = ep()
+    assert ep(precision="fp8") < plain                     # dispatch bytes halved
+    assert ep(moe_node_limit=4) < 0.75 * plain            # 8 copies -> at most 4
+    assert ep(ep_overlap=True) < plain
+    with pytest.raises(ModelError, match="ep_overlap needs ep > 1"):
+        ParallelConfig(ep_overlap=True).resolve(get_model("llama3-8b"), 8)

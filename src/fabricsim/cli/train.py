@@ -61,6 +61,9 @@ TpcOpt = Annotated[bool | None, typer.Option(
 EpoOpt = Annotated[bool | None, typer.Option(
     "--ep-overlap/--no-ep-overlap",
     help="Hide expert all-to-all under another micro-batch's compute (DualPipe).")]
+NodeLimitOpt = Annotated[int | None, typer.Option(
+    "--moe-node-limit", help="Node-limited MoE routing (DeepSeek-V3: 4): a token crosses "
+    "the network once per server it visits.")]
 OgrOpt = Annotated[bool | None, typer.Option(
     "--overlap-grad-reduce/--no-overlap-grad-reduce",
     help="Overlap the DP gradient reduce-scatter with the backward (default on).")]
@@ -123,7 +126,8 @@ def layout_flags(*, vp: int | None = None, first_stage_layers: int | None = None
                  last_stage_layers: int | None = None,
                  account_for_embedding_loss: bool | None = None,
                  recompute_layers: int | None = None, tp_comm_overlap: bool | None = None,
-                 ep_overlap: bool | None = None, overlap_grad_reduce: bool | None = None,
+                 ep_overlap: bool | None = None, moe_node_limit: int | None = None,
+                 overlap_grad_reduce: bool | None = None,
                  overlap_param_gather: bool | None = None,
                  sequence_parallel: bool | None = None, fp8: bool = False,
                  from_megatron: str | None = None) -> dict[str, Any]:
@@ -132,7 +136,8 @@ def layout_flags(*, vp: int | None = None, first_stage_layers: int | None = None
             "last_stage_layers": last_stage_layers,
             "account_for_embedding_loss": account_for_embedding_loss,
             "recompute_layers": recompute_layers, "tp_comm_overlap": tp_comm_overlap,
-            "ep_overlap": ep_overlap, "overlap_grad_reduce": overlap_grad_reduce,
+            "ep_overlap": ep_overlap, "moe_node_limit": moe_node_limit,
+            "overlap_grad_reduce": overlap_grad_reduce,
             "overlap_param_gather": overlap_param_gather,
             "sequence_parallel": sequence_parallel, "fp8": fp8,
             "from_megatron": from_megatron}
@@ -199,7 +204,8 @@ def register(app: typer.Typer) -> None:
               first_stage_layers: FirstOpt = None, last_stage_layers: LastOpt = None,
               account_for_embedding_loss: AccOpt = None,
               recompute_layers: RcLayersOpt = None, tp_comm_overlap: TpcOpt = None,
-              ep_overlap: EpoOpt = None, overlap_grad_reduce: OgrOpt = None,
+              ep_overlap: EpoOpt = None, moe_node_limit: NodeLimitOpt = None,
+              overlap_grad_reduce: OgrOpt = None,
               overlap_param_gather: OpgOpt = None, sequence_parallel: SpOpt = None,
               fp8: Fp8Opt = False, from_megatron: MegatronOpt = None,
               backend: BackendOpt = None, gpu_hour_usd: PriceOpt = None,
@@ -225,6 +231,7 @@ def register(app: typer.Typer) -> None:
                            account_for_embedding_loss=account_for_embedding_loss,
                            recompute_layers=recompute_layers,
                            tp_comm_overlap=tp_comm_overlap, ep_overlap=ep_overlap,
+                           moe_node_limit=moe_node_limit,
                            overlap_grad_reduce=overlap_grad_reduce,
                            overlap_param_gather=overlap_param_gather,
                            sequence_parallel=sequence_parallel, fp8=fp8,

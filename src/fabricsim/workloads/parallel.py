@@ -85,6 +85,10 @@ class ParallelConfig(StrictModel):
         Overlap expert-parallel dispatch/combine all-to-all of one micro-batch with the
         compute of another (DeepSeek-V3's DualPipe; Megatron's
         ``--overlap-moe-expert-parallel-comm``); needs ``ep > 1``.
+    moe_node_limit : int or None
+        Node-limited routing (DeepSeek-V3, DeepEP): each token goes to experts on at most
+        this many servers, and crosses the network once per server (its copies for
+        several experts there fan out over NVLink). ``None``: one copy per expert.
     overlap_grad_reduce, overlap_param_gather : bool
         Overlap the data-parallel gradient reduce-scatter with the backward pass and the
         parameter all-gather with the next forward (Megatron's ``--overlap-grad-reduce``,
@@ -121,6 +125,7 @@ class ParallelConfig(StrictModel):
     tp_overlap: float = Field(0.0, ge=0.0, le=1.0)
     tp_comm_overlap: bool = False
     ep_overlap: bool = False
+    moe_node_limit: int | None = Field(None, ge=1)
     overlap_grad_reduce: bool = True
     overlap_param_gather: bool = True
     grad_bytes: Literal[2, 4] = 2

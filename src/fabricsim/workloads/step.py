@@ -8,7 +8,9 @@ communication that cannot hide:
   layer's activation ``b·s·h·2`` bytes forward and again backward (without SP, 2
   all-reduces each way); full recomputation repeats the forward ones. Not overlapped
   unless ``tp_overlap`` > 0.
-* **EP** (per MoE layer): all-to-all dispatch + combine forward and backward.
+* **EP** (per MoE layer): all-to-all dispatch + combine forward and backward (dispatch in
+  FP8 under ``precision="fp8"``; one copy per server with ``moe_node_limit``); hidden
+  under another micro-batch's compute with ``ep_overlap`` (DualPipe).
 * **CP** (per layer): ring attention passes K/V chunks ``cp − 1`` times forward (twice the
   bytes backward), each step paced by the slowest hop of the ring (the one that leaves a
   server, if any), hidden behind the attention core where it is long enough.
@@ -281,7 +283,13 @@ def comm_cost(m: TransformerSpec, p: ResolvedParallel, comm: CommModel,
     if p.ep > 1 and m.is_moe:
         g = p.group("ep")
         tokens = b * s_local / sp_split
-        a2a = comm.time("alltoall", g, tokens * m.top_k * h * 2.0)
+        # copies of a token that cross the EP group: one per routed expert, or one per
+        # server with node-limited routing (deduplicated, fanned out over NVLink)
+        fan = min(m.top_k, cfg.moe_node_limit) if cfg.moe_node_limit else m.top_k
+        dispatch_b = 1.0 if cfg.precision == "fp8" else 2.0  # FP8 dispatch, BF16 combine
+        a2a_d = comm.time("alltoall", g, tokens * fan * h * dispatch_b)
+        a2a_c = comm.time("alltoall", g, tokens * fan * h * 2.0)
+        a2a = (a2a_d + a2a_c) / 2  # mean of one dispatch and one combine
         ep_mb = moe_layers * a2a * 2 * (fwd_passes + 1)
         tot["ep"] = ep_mb * m_micro
         if cfg.ep_overlap:  # dispatch/combine of one micro-batch under another's compute
