@@ -42,3 +42,22 @@ def test_no_feasible_size_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     code, _out, err = run(capsys, "scale", SCEN, "--gpus", "8,16")
     assert code == 2
     assert "gpus" in err and "8 GPUs" in err and "16 GPUs" in err
+
+
+def test_strong_scaling_flag(capsys) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    from fabricsim.cli.app import main
+
+    code = main(["scale", "--model", "llama3-70b", "--tp", "8", "--pp", "4", "--seq-len",
+                 "8192", "--gpus", "64,16384", "--strong", "--global-batch", "1024",
+                 "--json"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    d = json.loads(out.out)
+    assert d["mode"] == "strong"
+    assert [p["global_batch"] for p in d["points"]] == [1024, 1024]
+    assert d["points"][1]["main_loss"] == "bubble"
+    code = main(["scale", "--model", "llama3-70b", "--tp", "8", "--gpus", "64", "--strong"])
+    err = capsys.readouterr().err
+    assert code == 2 and "--global-batch" in err

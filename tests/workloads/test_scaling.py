@@ -35,3 +35,24 @@ def test_all_infeasible_raises_with_every_reason() -> None:
 def test_weak_scaling_batch_needs_even_split() -> None:
     assert weak_scaling_batch(ParallelConfig(tp=8, global_batch=30), 32) is None
     assert weak_scaling_batch(ParallelConfig(tp=8, global_batch=32, micro_batch=2), 32) == 8
+
+
+def test_strong_scaling_keeps_the_batch_and_names_the_growing_loss() -> None:
+    """Fixed global batch: at 16k GPUs each replica has 2 micro-batches, so the pipeline
+    bubble, not the network, is what costs most; weak scaling stays near 100 %."""
+    from fabricsim.workloads.models import get_model
+    from fabricsim.workloads.parallel import ParallelConfig
+    from fabricsim.workloads.scaling import scaling_curve
+
+    cfg = ParallelConfig(tp=8, pp=4, interleave=5, seq_len=8192, recompute="selective")
+    m = get_model("llama3-70b")
+    strong = scaling_curve(m, "dgx-h100", [64, 1024, 16384], cfg, global_batch=1024)
+    assert [p["global_batch"] for p in strong] == [1024] * 3
+    eff = [p["scaling_efficiency"] for p in strong]
+    assert eff == sorted(eff, reverse=True) and eff[-1] < 0.85
+    assert strong[-1]["main_loss"] == "bubble"
+    assert strong[-1]["losses"]["bubble"] > 5 * strong[0]["losses"]["bubble"]
+    weak = scaling_curve(m, "dgx-h100", [64, 16384], cfg)
+    assert weak[-1]["scaling_efficiency"] > eff[-1]
+    bad = scaling_curve(m, "dgx-h100", [64, 96 * 8], cfg, global_batch=1024)
+    assert not bad[1]["feasible"] and "does not split" in bad[1]["reason"]

@@ -24,6 +24,7 @@ from fabricsim.cli.train import (
     BackendOpt,
     CpOpt,
     EpOpt,
+    GbOpt,
     MbOpt,
     ModelOpt,
     PpOpt,
@@ -61,25 +62,42 @@ def register(app: typer.Typer) -> None:
               ep: EpOpt = None, zero: ZeroOpt = None, micro_batch: MbOpt = None,
               seq_len: SeqOpt = None, precision: PrecOpt = None, recompute: RcOpt = None,
               backend: BackendOpt = None, gpu_hour_usd: PriceOpt = None,
+              global_batch: GbOpt = None,
+              strong: Annotated[bool, typer.Option(
+                  "--strong", help="Strong scaling: keep the global batch (--global-batch "
+                  "or the scenario's) fixed at every size, as a training run does.")] = False,
               plot: Annotated[Path | None, typer.Option("--plot", help="Write a PNG.")] = None,
               as_json: JsonOpt = False) -> None:
-        """Throughput per GPU and scaling efficiency against one node, over GPU counts."""
+        """Throughput per GPU and scaling efficiency against one node, over GPU counts,
+        with the loss that grows named per size (bubble, TP, EP, CP, PP, DP).
+
+        Example: fabricsim scale --model llama3-70b --tp 8 --pp 4 --seq-len 8192
+        --gpus 64,1024,16384 --strong --global-batch 1024
+        """
         from fabricsim.workloads.scaling import scaling_curve, weak_scaling_batch
 
         flags: dict[str, Any] = dict(
             system=system, nodes=nodes, gpus_per_node=gpus_per_node, fabric=fabric,
             topology=topology, oversubscription=oversubscription, tp=tp, pp=pp, cp=cp,
             ep=ep, zero=zero, micro_batch=micro_batch, seq_len=seq_len,
-            precision=precision, recompute=recompute)
+            precision=precision, recompute=recompute, global_batch=global_batch)
         sc, m, cfg, extra = job_from_cli(scenario, model=model, flags=flags)
+        if strong and cfg.global_batch is None:
+            raise ConfigError("--strong keeps the global batch fixed: give --global-batch "
+                              "(or global_batch in the scenario)", field="--global-batch")
         c = sc.cluster
         from fabricsim.catalog import get_catalog
 
         world = c.nodes * (c.gpus_per_node or get_catalog().system(c.system).gpus)
-        spr = weak_scaling_batch(cfg, world)
+        spr = weak_scaling_batch(cfg, world) if not strong else None
         notes: list[str] = []
         mp = cfg.tp * cfg.pp * cfg.cp
-        if spr is not None:
+        if strong:
+            notes.append(f"strong scaling: global_batch={cfg.global_batch} sequences per "
+                         f"step at every size; more GPUs mean fewer micro-batches per "
+                         f"replica, so the bubble and the exposed communication grow "
+                         f"(column 'main loss')")
+        elif spr is not None:
             notes.append(f"weak scaling: each data-parallel replica (tp·pp·cp = {mp} GPUs) "
                          f"processes {spr} sequences of {cfg.seq_len or m.seq} tokens per "
                          f"step at every size, as global_batch={cfg.global_batch} does on "
@@ -97,6 +115,7 @@ def register(app: typer.Typer) -> None:
         pts = scaling_curve(m, c.system, _parse_gpus(gpus), cfg, fabric=c.fabric,
                             topology=c.topology, oversubscription=c.oversubscription,
                             seqs_per_replica=spr,
+                            global_batch=cfg.global_batch if strong else None,
                             backend=backend or extra.get("backend") or "analytic",
                             gpu_hour_usd=price_from_cli(gpu_hour_usd, extra))
         ok = [p for p in pts if p["feasible"]]
@@ -105,22 +124,25 @@ def register(app: typer.Typer) -> None:
 
             plot_scaling(ok, plot, title=f"{m.name} on {c.system}")
         if as_json:
-            print_json({"model": m.name, "system": c.system, "seqs_per_replica":
+            print_json({"model": m.name, "system": c.system, "mode":
+                        "strong" if strong else "weak", "seqs_per_replica":
                         ok[0]["global_batch"] // (ok[0]["gpus"] // mp), "notes": notes,
                         "points": pts})
             return
         t = Table(title=f"{m.name} on {c.system} (tp={cfg.tp} pp={cfg.pp} cp={cfg.cp})")
         for col in ("GPUs", "global batch", "tokens/s/GPU", "MFU", "scaling eff.",
-                    "comm share", "idle GPUs", "$/day on comm", "mem GiB"):
+                    "comm share", "main loss", "idle GPUs", "$/day on comm", "mem GiB"):
             t.add_column(col, justify="right")
         for p in pts:
             if not p["feasible"]:
                 t.add_row(str(p["gpus"]), "-", "[yellow]infeasible[/]", "-", "-", "-", "-",
-                          "-", "-")
+                          "-", "-", "-")
                 continue
+            ml = p["main_loss"]
             t.add_row(str(p["gpus"]), f"{p['global_batch']:,}",
                       f"{p['tokens_per_s_per_gpu']:,.0f}", f"{p['mfu']:.1%}",
                       f"{p['scaling_efficiency']:.1%}", f"{p['comm_fraction']:.1%}",
+                      f"{ml} {p['losses'][ml]:.0%}" if ml != "none" else "-",
                       f"{p['idle_gpu_equivalent']:.1f}", f"{p['comm_usd_per_day']:,.0f}",
                       f"{p['memory_per_gpu_gib']:.1f}" + ("" if p["fits"] else " (!)"))
         console.print(t)

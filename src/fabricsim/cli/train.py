@@ -147,40 +147,23 @@ CkptOpt = Annotated[float | None, typer.Option(
     "--checkpoint-gbps", help="Aggregate checkpoint write bandwidth to storage, GB/s "
     "(default: the servers' storage NICs, at most 2,000 GB/s: the sustained throughput "
     "of Meta's Llama 3 storage, Tectonic).")]
-#: Default ceiling of a storage system's sustained write throughput (bytes/s): Llama 3
-#: paper, Sec. 3.3.1 (Tectonic: 2 TB/s sustained, 7 TB/s peak over 7,500 servers).
-STORAGE_WRITE_CAP = 2e12
 RestartOpt = Annotated[float, typer.Option(
     "--restart-min", help="Minutes to detect a failure, reschedule and reload.")]
 
 
 def run_goodput(fab: Any, params: float, step_time_s: float, price: float, world: int, *,
                 checkpoint_gbps: float | None, restart_min: float) -> Any:
-    """Goodput of a run on ``fab`` (:func:`fabricsim.workloads.goodput.goodput`) with the
-    fabric's own switch and cable counts; the checkpoint write bandwidth defaults to the
-    servers' storage NICs."""
-    from fabricsim.catalog import get_catalog
-    from fabricsim.workloads.goodput import checkpoint_size_bytes, goodput
+    """Goodput of the run (:func:`fabricsim.workloads.goodput.goodput_on_fabric`) with the
+    CLI's checkpoint bandwidth (GB/s) and restart time (minutes)."""
+    from fabricsim.workloads.goodput import goodput_on_fabric
 
-    info = fab.info
-    if checkpoint_gbps is not None:
-        write = check_positive(checkpoint_gbps, "--checkpoint-gbps") * 1e9  # type: ignore[operator]
-    else:
-        cat = get_catalog()
-        sysp = cat.systems.get(info.system)
-        per = (sysp.storage_nics * cat.nic(sysp.storage_nic).bandwidth
-               if sysp is not None and sysp.storage_nics and sysp.storage_nic
-               else info.nic_bandwidth)
-        write = min(max(per, 1.0) * max(info.servers, 1), STORAGE_WRITE_CAP)
+    write = check_positive(checkpoint_gbps, "--checkpoint-gbps")
     restart = check_positive(restart_min, "--restart-min")
     assert restart is not None
-    return goodput(world, switches=int(sum((info.extra.get("switches") or {}).values())),
-                   links=int(sum(dict(info.cables).values())), step_time_s=step_time_s,
-                   checkpoint_bytes=checkpoint_size_bytes(params),
-                   checkpoint_write_bytes_per_s=write,
-                   gpus_per_server=max(info.gpus_per_server, 1),
-                   nics_per_server=max(info.nics_per_server, 1), restart_s=restart * 60.0,
-                   gpu_hour_usd=max(price, 0.0) or 1e-9)
+    return goodput_on_fabric(fab, params=params, step_time_s=step_time_s, gpus=world,
+                             gpu_hour_usd=max(price, 0.0),
+                             checkpoint_write_bytes_per_s=write * 1e9 if write else None,
+                             restart_s=restart * 60.0)
 
 
 def price_from_cli(flag: float | None, extra: dict[str, Any]) -> float | None:

@@ -39,8 +39,12 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import asdict, dataclass, fields
+from typing import TYPE_CHECKING
 
 from fabricsim.errors import ConfigError, ModelError, unknown
+
+if TYPE_CHECKING:
+    from fabricsim.fabric import Fabric
 
 __all__ = [
     "CHECKPOINT_BYTES_PER_PARAM",
@@ -54,11 +58,13 @@ __all__ = [
     "LLAMA3_NICS",
     "LLAMA3_SERVERS",
     "LLAMA3_SWITCHES",
+    "STORAGE_WRITE_CAP",
     "SWITCH_SURVIVAL_3_MONTHS",
     "FailureRates",
     "GoodputResult",
     "checkpoint_size_bytes",
     "goodput",
+    "goodput_on_fabric",
     "young_daly_interval_s",
 ]
 
@@ -506,3 +512,47 @@ the job
         checkpoint_interval_steps=steps, restart_s=restart, lost_checkpoint=lost_ckpt,
         lost_work=lost_work, lost_restart=lost_restart, goodput=1.0 - lost,
         gpu_hour_usd=price, usd_lost_per_day=n * 24.0 * price * lost)
+
+
+#: Ceiling of a storage system's sustained checkpoint write throughput (bytes/s) when the
+#: caller gives none: Llama 3 paper, Sec. 3.3.1 (Tectonic: 2 TB/s sustained, 7 TB/s peak
+#: over 7,500 servers).
+STORAGE_WRITE_CAP = 2e12
+
+
+def goodput_on_fabric(fabric: Fabric, *, params: float, step_time_s: float,
+                      gpus: int | None = None, gpu_hour_usd: float = DEFAULT_GPU_HOUR_USD,
+                      checkpoint_write_bytes_per_s: float | None = None,
+                      restart_s: float = DEFAULT_RESTART_S) -> GoodputResult:
+    """:func:`goodput` of a job of a ``params``-parameter model on a built ``fabric``: its
+    switch and cable counts, GPUs and NICs per server come from ``fabric.info``; the
+    checkpoint (:func:`checkpoint_size_bytes`) is written at
+    ``checkpoint_write_bytes_per_s``, by default every server's storage NICs at line rate,
+    at most :data:`STORAGE_WRITE_CAP`.
+
+    Example
+    -------
+    >>> from fabricsim.fabric import build_cluster
+    >>> r = goodput_on_fabric(build_cluster("dgx-h100", 128), params=70e9, step_time_s=5.0)
+    >>> 0.9 < r.goodput < 1.0, r.servers
+    (True, 128)
+    """
+    from fabricsim.catalog import get_catalog
+
+    info = fabric.info
+    if checkpoint_write_bytes_per_s is None:
+        cat = get_catalog()
+        sysp = cat.systems.get(info.system)
+        per = (sysp.storage_nics * cat.nic(sysp.storage_nic).bandwidth
+               if sysp is not None and sysp.storage_nics and sysp.storage_nic
+               else info.nic_bandwidth)
+        checkpoint_write_bytes_per_s = min(max(per, 1.0) * max(info.servers, 1),
+                                           STORAGE_WRITE_CAP)
+    return goodput(gpus or fabric.n_gpus,
+                   switches=int(sum((info.extra.get("switches") or {}).values())),
+                   links=int(sum(dict(info.cables).values())), step_time_s=step_time_s,
+                   checkpoint_bytes=checkpoint_size_bytes(params),
+                   checkpoint_write_bytes_per_s=checkpoint_write_bytes_per_s,
+                   gpus_per_server=max(info.gpus_per_server, 1),
+                   nics_per_server=max(info.nics_per_server, 0), restart_s=restart_s,
+                   gpu_hour_usd=gpu_hour_usd)

@@ -1,7 +1,11 @@
 """Scaling curves: throughput per GPU as a job grows, against one node.
 
-Weak scaling keeps the model split (TP, PP, CP, EP), the micro-batch and the work of each
-data-parallel replica fixed and grows data parallelism: at every size a replica processes
+Two questions. **Strong scaling** (``global_batch=``: what a training run asks) keeps the
+global batch fixed: more GPUs mean more data-parallel replicas, each with fewer
+micro-batches per step, so the pipeline bubble, the exposed data-parallel traffic and the
+all-to-all grow as a share of the step. **Weak scaling** (the default) keeps the model
+split (TP, PP, CP, EP), the micro-batch and the work of each data-parallel replica fixed
+and grows data parallelism: at every size a replica processes
 ``seqs_per_replica`` sequences per step, so the global batch is ``seqs_per_replica·dp`` and
 tokens per GPU per step stay constant. ``seqs_per_replica`` defaults to
 ``micro_batch·accumulation·(4·pp if pp > 1 else 1)``; :func:`weak_scaling_batch` derives
@@ -15,6 +19,8 @@ is an error raised.
 
 Scaling efficiency at N GPUs = tokens/s per GPU at N / tokens/s per GPU on one node (or
 on the smallest feasible size in the sweep when the model needs more than one node).
+Every point names where its step time goes (``losses``: shares of the step for the
+pipeline bubble and each exposed communication kind) and its largest loss.
 
 Example
 -------
@@ -72,6 +78,7 @@ def scaling_curve(model: TransformerSpec, system: str, gpus: Sequence[int],
                   cfg: ParallelConfig, *, fabric: str | None = None,
                   topology: str | None = None, oversubscription: float = 1.0,
                   accumulation: int = 1, seqs_per_replica: int | None = None,
+                  global_batch: int | None = None,
                   backend: str = "analytic", gpu_hour_usd: float | None = None,
                   comm_factory: Callable[[Fabric], CommModel] | None = None
                   ) -> list[dict[str, Any]]:
@@ -82,6 +89,9 @@ def scaling_curve(model: TransformerSpec, system: str, gpus: Sequence[int],
     seqs_per_replica : int, optional
         Sequences each data-parallel replica processes per step (a multiple of
         ``micro_batch``); default ``micro_batch·accumulation·(4·pp if pp > 1 else 1)``.
+    global_batch : int, optional
+        Strong scaling: this many sequences per step at every size (sizes it does not
+        split over are infeasible, with the reason); ``seqs_per_replica`` is then unused.
 
     Returns
     -------
@@ -89,8 +99,10 @@ def scaling_curve(model: TransformerSpec, system: str, gpus: Sequence[int],
         One per size, sorted by GPUs. Feasible sizes have ``feasible=True``, ``gpus``,
         ``global_batch``, ``num_micro``, ``tokens_per_s``, ``tokens_per_s_per_gpu``,
         ``mfu``, ``step_time_s``, ``comm_fraction``, ``idle_gpu_equivalent``,
-        ``comm_usd_per_day``, ``memory_per_gpu_gib``, ``fits``, ``scaling_efficiency``
-        and ``baseline_gpus``; infeasible ones ``feasible=False`` and a ``reason``.
+        ``comm_usd_per_day``, ``memory_per_gpu_gib``, ``fits``, ``scaling_efficiency``,
+        ``baseline_gpus``, ``losses`` (share of the step per loss: ``bubble``, ``tp``,
+        ``ep``, ``cp``, ``pp``, ``dp``) and ``main_loss``; infeasible ones
+        ``feasible=False`` and a ``reason``.
     """
     from fabricsim.catalog import get_catalog
     from fabricsim.workloads.step import simulate_step
@@ -99,6 +111,9 @@ def scaling_curve(model: TransformerSpec, system: str, gpus: Sequence[int],
     mp = cfg.tp * cfg.pp * cfg.cp
     spr = seqs_per_replica or cfg.micro_batch * accumulation * (4 * cfg.pp if cfg.pp > 1
                                                                  else 1)
+    if global_batch is not None and global_batch < 1:
+        raise ModelError(f"global_batch must be >= 1, got {global_batch}",
+                         field="global_batch")
     if spr < 1 or spr % cfg.micro_batch:
         raise ModelError(f"sequences per replica ({spr}) must be a positive multiple of "
                          f"micro_batch = {cfg.micro_batch}", field="seqs_per_replica")
@@ -116,7 +131,13 @@ def scaling_curve(model: TransformerSpec, system: str, gpus: Sequence[int],
             out.append({"gpus": n, "feasible": False, "reason": reason})
             continue
         dp = n // mp
-        c = cfg.model_copy(update={"dp": None, "global_batch": spr * dp})
+        if global_batch is not None and global_batch % (dp * cfg.micro_batch):
+            out.append({"gpus": n, "feasible": False, "reason": (
+                f"global batch {global_batch} does not split over dp={dp} replicas of "
+                f"micro-batch {cfg.micro_batch}")})
+            continue
+        gb = global_batch if global_batch is not None else spr * dp
+        c = cfg.model_copy(update={"dp": None, "global_batch": gb})
         try:
             nodes, gpn = (n // per_node, None) if n >= per_node else (1, n)
             fab = build_cluster(system, nodes, gpus_per_node=gpn, fabric=fabric,
@@ -133,7 +154,11 @@ def scaling_curve(model: TransformerSpec, system: str, gpus: Sequence[int],
                     "step_time_s": r.step_time_s, "comm_fraction": r.comm_fraction,
                     "idle_gpu_equivalent": r.idle_gpus, "comm_usd_per_day": r.comm_usd_per_day,
                     "memory_per_gpu_gib": r.memory_per_gpu_gib,
-                    "fits": r.memory.total <= r.gpu_memory_bytes})
+                    "fits": r.memory.total <= r.gpu_memory_bytes,
+                    "losses": (losses := {k: r.breakdown[k] / r.step_time_s for k in
+                                          ("bubble", "tp", "ep", "cp", "pp", "dp")}),
+                    "main_loss": max(losses, key=lambda k: losses[k])
+                    if max(losses.values()) > 0 else "none"})
     ok = [p for p in out if p["feasible"]]
     if out and not ok:
         raise ModelError("no GPU count in the sweep can hold this job: " + "; ".join(
