@@ -54,5 +54,8 @@ def test_strong_scaling_keeps_the_batch_and_names_the_growing_loss() -> None:
     assert strong[-1]["losses"]["bubble"] > 5 * strong[0]["losses"]["bubble"]
     weak = scaling_curve(m, "dgx-h100", [64, 16384], cfg)
     assert weak[-1]["scaling_efficiency"] > eff[-1]
+    # failures cost more of the wall time at 16k GPUs than at 64
+    assert strong[-1]["goodput"] < strong[0]["goodput"] < 1.0
+    assert strong[-1]["effective_tokens_per_s_per_gpu"] < strong[-1]["tokens_per_s_per_gpu"]
     bad = scaling_curve(m, "dgx-h100", [64, 96 * 8], cfg, global_batch=1024)
     assert not bad[1]["feasible"] and "does not split" in bad[1]["reason"]

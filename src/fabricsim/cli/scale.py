@@ -131,18 +131,20 @@ def register(app: typer.Typer) -> None:
             return
         t = Table(title=f"{m.name} on {c.system} (tp={cfg.tp} pp={cfg.pp} cp={cfg.cp})")
         for col in ("GPUs", "global batch", "tokens/s/GPU", "MFU", "scaling eff.",
-                    "comm share", "main loss", "idle GPUs", "$/day on comm", "mem GiB"):
+                    "comm share", "main loss", "goodput", "idle GPUs", "$/day on comm",
+                    "mem GiB"):
             t.add_column(col, justify="right")
         for p in pts:
             if not p["feasible"]:
                 t.add_row(str(p["gpus"]), "-", "[yellow]infeasible[/]", "-", "-", "-", "-",
-                          "-", "-", "-")
+                          "-", "-", "-", "-")
                 continue
             ml = p["main_loss"]
             t.add_row(str(p["gpus"]), f"{p['global_batch']:,}",
                       f"{p['tokens_per_s_per_gpu']:,.0f}", f"{p['mfu']:.1%}",
                       f"{p['scaling_efficiency']:.1%}", f"{p['comm_fraction']:.1%}",
                       f"{ml} {p['losses'][ml]:.0%}" if ml != "none" else "-",
+                      f"{p['goodput']:.1%}",
                       f"{p['idle_gpu_equivalent']:.1f}", f"{p['comm_usd_per_day']:,.0f}",
                       f"{p['memory_per_gpu_gib']:.1f}" + ("" if p["fits"] else " (!)"))
         console.print(t)

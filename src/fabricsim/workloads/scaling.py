@@ -48,6 +48,7 @@ from typing import Any
 from fabricsim.errors import FabricsimError, ModelError
 from fabricsim.fabric import Fabric, build_cluster
 from fabricsim.workloads.comm import CommModel, EngineComm
+from fabricsim.workloads.goodput import goodput_on_fabric
 from fabricsim.workloads.models import TransformerSpec
 from fabricsim.workloads.parallel import ParallelConfig
 
@@ -102,7 +103,10 @@ def scaling_curve(model: TransformerSpec, system: str, gpus: Sequence[int],
         ``comm_usd_per_day``, ``memory_per_gpu_gib``, ``fits``, ``scaling_efficiency``,
         ``baseline_gpus``, ``losses`` (share of the step per loss: ``bubble``, ``tp``,
         ``ep``, ``cp``, ``pp``, ``dp``) and ``main_loss``; infeasible ones
-        ``feasible=False`` and a ``reason``.
+        ``feasible=False`` and a ``reason``. ``goodput`` is the share of wall time that
+        trains once failures, checkpoints and restarts are counted
+        (:func:`~fabricsim.workloads.goodput.goodput_on_fabric`);
+        ``effective_tokens_per_s_per_gpu`` multiplies it in.
     """
     from fabricsim.catalog import get_catalog
     from fabricsim.workloads.step import simulate_step
@@ -148,13 +152,20 @@ def scaling_curve(model: TransformerSpec, system: str, gpus: Sequence[int],
             continue
         comm = comm_factory(fab) if comm_factory else EngineComm(fab, backend=backend)
         r = simulate_step(model, c, fab, comm, gpu_hour_usd=gpu_hour_usd, check_memory=False)
+        try:  # failures and restarts: what share of wall time trains at this size
+            gp: float | None = goodput_on_fabric(fab, params=model.params,
+                                                 step_time_s=r.step_time_s, gpus=n,
+                                                 gpu_hour_usd=r.gpu_hour_usd).goodput
+        except ModelError:  # failures outpace progress: the job would not finish
+            gp = 0.0
         out.append({"gpus": n, "feasible": True, "global_batch": r.parallel["global_batch"],
                     "num_micro": r.parallel["num_micro"], "tokens_per_s": r.tokens_per_s,
                     "tokens_per_s_per_gpu": r.tokens_per_s / n, "mfu": r.mfu,
                     "step_time_s": r.step_time_s, "comm_fraction": r.comm_fraction,
                     "idle_gpu_equivalent": r.idle_gpus, "comm_usd_per_day": r.comm_usd_per_day,
                     "memory_per_gpu_gib": r.memory_per_gpu_gib,
-                    "fits": r.memory.total <= r.gpu_memory_bytes,
+                    "fits": r.memory.total <= r.gpu_memory_bytes, "goodput": gp,
+                    "effective_tokens_per_s_per_gpu": r.tokens_per_s / n * (gp or 0.0),
                     "losses": (losses := {k: r.breakdown[k] / r.step_time_s for k in
                                           ("bubble", "tp", "ep", "cp", "pp", "dp")}),
                     "main_loss": max(losses, key=lambda k: losses[k])
