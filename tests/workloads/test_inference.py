@@ -7,7 +7,7 @@ import pytest
 import fabricsim as fs
 from fabricsim.catalog import get_catalog
 from fabricsim.errors import ConfigError, ModelError
-from fabricsim.workloads.inference import simulate_inference
+from fabricsim.workloads.inference import SERVE_HBM_EFF, simulate_inference
 from fabricsim.workloads.models import get_model
 
 
@@ -19,7 +19,7 @@ def dgx2() -> fs.Fabric:
 def test_decode_weights_time_is_bytes_over_bandwidth(dgx2: fs.Fabric) -> None:
     m = get_model("llama3-8b")
     r = simulate_inference(m, dgx2, tp=1, batch=1, prompt_len=128, output_len=16)
-    hbm = get_catalog().gpu("h100-sxm").hbm_bandwidth * 0.8
+    hbm = get_catalog().gpu("h100-sxm").hbm_bandwidth * SERVE_HBM_EFF
     read = m.params - m.vocab * m.hidden  # input embedding is looked up, not read
     assert r.decode.weights_s == pytest.approx(read * 2 / hbm, rel=1e-9)
     assert r.decode.comm_s == 0.0 and r.prefill_comm_s == 0.0
