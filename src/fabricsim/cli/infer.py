@@ -1,8 +1,15 @@
-"""``fabricsim infer``: prefill and per-token latency of tensor-parallel serving."""
+"""``fabricsim infer``: serving a model — TTFT, time per output token, batching, KV cache.
+
+One instance of ``--tp × --pp`` GPUs (``--ep`` splits a MoE model's experts inside the TP
+group). Without further flags a static batch is timed; ``--tpot-target`` adds the
+continuous-batching throughput at that latency; ``--prefill-tp`` adds disaggregated
+serving (a prefill instance on other servers ships each request's KV cache over the
+scale-out network).
+"""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -25,11 +32,31 @@ from fabricsim.cli.train import ModelOpt
 from fabricsim.errors import ConfigError
 from fabricsim.workloads.models import get_model
 
-TpOpt = Annotated[int, typer.Option("--tp", help="Tensor-parallel size of the serving group.")]
+TpOpt = Annotated[int, typer.Option("--tp", help="Tensor-parallel size of the instance.")]
+PpOpt = Annotated[int, typer.Option("--pp", help="Pipeline stages of the instance.")]
+EpOpt = Annotated[int, typer.Option(
+    "--ep", help="Expert-parallel groups inside the TP group (MoE models; divides --tp).")]
 BatchOpt = Annotated[int, typer.Option("--batch", help="Sequences decoded together.")]
 PromptOpt = Annotated[int, typer.Option("--prompt-len", help="Prompt tokens per sequence.")]
 OutputOpt = Annotated[int, typer.Option("--output-len", help="Output tokens per sequence.")]
-PrecOpt = Annotated[str, typer.Option("--precision", help="bf16 or fp8 weights and KV cache.")]
+PrecOpt = Annotated[str, typer.Option(
+    "--precision", help="bf16, fp8, or fp8-weights (FP8 weights, 16-bit math).")]
+KvPrecOpt = Annotated[str | None, typer.Option(
+    "--kv-precision", help="KV-cache precision, bf16 or fp8 (default: fp8 with --precision "
+    "fp8, else bf16).")]
+EngineOpt = Annotated[str, typer.Option(
+    "--engine", help="Serving engine's host costs and kernels: trtllm, trtllm-python, "
+    "trtllm-0.6, vllm-0.5 or ideal.")]
+TpotOpt = Annotated[float | None, typer.Option(
+    "--tpot-target", help="Continuous batching: the largest batch whose time per output "
+    "token stays within this many ms.")]
+MaxBatchOpt = Annotated[int | None, typer.Option(
+    "--max-batch", help="Cap on the continuous batch (vLLM's --max-num-seqs).")]
+PrefillTpOpt = Annotated[int | None, typer.Option(
+    "--prefill-tp", help="Disaggregated serving: a prefill instance of this many GPUs on "
+    "other servers sends each request's KV cache to the decode instance.")]
+
+PRECISION_CHOICES = ("bf16", "fp8", "fp8-weights")
 
 
 def register(app: typer.Typer) -> None:
@@ -38,29 +65,61 @@ def register(app: typer.Typer) -> None:
                   nodes: NodesOpt = None, gpus_per_node: GpusPerNodeOpt = None,
                   fabric: FabricOpt = None, topology: TopologyOpt = None,
                   oversubscription: OversubOpt = None, model: ModelOpt = None,
-                  tp: TpOpt = 8, batch: BatchOpt = 1, prompt_len: PromptOpt = 1024,
-                  output_len: OutputOpt = 256, precision: PrecOpt = "bf16",
+                  tp: TpOpt = 8, pp: PpOpt = 1, ep: EpOpt = 1, batch: BatchOpt = 1,
+                  prompt_len: PromptOpt = 1024, output_len: OutputOpt = 256,
+                  precision: PrecOpt = "bf16", kv_precision: KvPrecOpt = None,
+                  engine: EngineOpt = "trtllm", tpot_target: TpotOpt = None,
+                  max_batch: MaxBatchOpt = None, prefill_tp: PrefillTpOpt = None,
                   as_json: JsonOpt = False) -> None:
-        """Serve a model with tensor parallelism: TTFT, time per output token, tokens/s."""
-        from fabricsim.workloads.inference import simulate_inference
+        """Serve a model: TTFT, time per output token, tokens/s, KV-cache limits."""
+        from fabricsim.workloads.comm import EngineComm
+        from fabricsim.workloads.inference import (
+            continuous_batching,
+            disaggregated_serving,
+            simulate_inference,
+        )
 
         sc = scenario_with_overrides(
             scenario, system=system, nodes=nodes, gpus_per_node=gpus_per_node,
             fabric=fabric, topology=topology, oversubscription=oversubscription)
         name = model or str((sc.training or {}).get("model") or "llama3-70b")
         m = get_model(name, field="--model")
-        if precision not in ("bf16", "fp8"):
-            raise ConfigError(f"must be bf16 or fp8, got {precision!r}", field="--precision")
+        if precision not in PRECISION_CHOICES:
+            raise ConfigError(f"must be {', '.join(PRECISION_CHOICES)}, got {precision!r}",
+                              field="--precision")
+        if kv_precision is not None and kv_precision not in ("bf16", "fp8"):
+            raise ConfigError(f"must be bf16 or fp8, got {kv_precision!r}",
+                              field="--kv-precision")
+        if tpot_target is not None and not tpot_target > 0:
+            raise ConfigError(f"must be a positive number of milliseconds, got "
+                              f"{tpot_target!r}", field="--tpot-target")
         fab = fabric_from_scenario(sc)
-        r = simulate_inference(m, fab, tp=tp, batch=batch, prompt_len=prompt_len,
-                               output_len=output_len, precision=precision)
+        comm = EngineComm(fab)
+        kw: dict[str, Any] = dict(tp=tp, pp=pp, ep=ep, precision=precision,
+                                  kv_precision=kv_precision, engine=engine, comm=comm)
+        r = simulate_inference(m, fab, batch=batch, prompt_len=prompt_len,
+                               output_len=output_len, **kw)
         d = r.as_dict()
+        cont = None
+        if tpot_target is not None or max_batch is not None:
+            cont = continuous_batching(
+                m, fab, prompt_len=prompt_len, output_len=output_len,
+                tpot_target_s=tpot_target / 1e3 if tpot_target is not None else None,
+                max_batch=max_batch, **kw)
+            d["continuous"] = cont.as_dict()
+        dis = None
+        if prefill_tp is not None:
+            dis = disaggregated_serving(m, fab, prefill_tp=prefill_tp, batch=batch,
+                                        prompt_len=prompt_len, output_len=output_len, **kw)
+            d["disaggregated"] = dis.as_dict()
         if as_json:
             print_json(d)
             return
-        console.print(f"[bold]{m.name}[/] ({m.params / 1e9:.1f}B) served by tp={tp} x "
+        par = f"tp={tp}" + (f" x pp={pp}" if pp > 1 else "") + (f" ep={ep}" if ep > 1 else "")
+        console.print(f"[bold]{m.name}[/] ({m.params / 1e9:.1f}B) served by {par} x "
                       f"{fab.info.gpu} ({fab.info.system}), batch {batch}, prompt "
-                      f"{prompt_len}, output {output_len}, {precision}")
+                      f"{prompt_len}, output {output_len}, {precision} weights, "
+                      f"{r.kv_precision} KV cache, engine {r.engine}")
         t = Table(show_header=True)
         t.add_column("metric")
         t.add_column("value", justify="right")
@@ -69,14 +128,39 @@ def register(app: typer.Typer) -> None:
         t.add_row("time per output token", f"{r.tpot_s * 1e3:.2f} ms  (first "
                   f"{d['tpot_first_s'] * 1e3:.2f}, last {d['tpot_last_s'] * 1e3:.2f})")
         for k, v in d["decode_breakdown_s"].items():
-            t.add_row(f"  decode {k.removesuffix('_s')}", f"{v * 1e3:.2f} ms")
-        t.add_row("TP communication share of decode", f"{r.comm_share:.1%}")
+            if v:
+                t.add_row(f"  decode {k.removesuffix('_s')}", f"{v * 1e3:.2f} ms")
+        t.add_row("communication share of decode", f"{r.comm_share:.1%}")
         t.add_row("tokens/s per request", f"{r.tokens_per_s_per_request:,.1f}")
-        t.add_row("tokens/s (batch)", f"{r.tokens_per_s:,.0f}")
+        t.add_row("tokens/s (batch, decode)", f"{r.tokens_per_s:,.0f}")
         t.add_row("tokens/s per GPU", f"{r.tokens_per_s_per_gpu:,.1f}")
         t.add_row("request latency", f"{r.latency_s:.2f} s")
         t.add_row("memory per GPU", f"{d['memory_per_gpu_gib']:.1f} of "
                   f"{d['gpu_memory_gib']:.0f} GiB")
+        t.add_row("KV cache capacity", f"{r.kv_capacity_tokens:,.0f} tokens  (max batch "
+                  f"{r.max_batch} at this context)")
+        if cont is not None:
+            lim = f"{tpot_target:g} ms" if tpot_target is not None else "no target"
+            t.add_row(f"[bold]continuous batching[/] (TPOT {lim})",
+                      f"batch {cont.batch}  (limited by {cont.limited_by})")
+            t.add_row("  time per output token", f"{cont.tpot_s * 1e3:.2f} ms  (prefill "
+                      f"share {cont.prefill_share_s * 1e3:.2f})")
+            t.add_row("  tokens/s (per GPU)", f"{cont.tokens_per_s:,.0f}  "
+                      f"({cont.tokens_per_s_per_gpu:,.1f})")
+            t.add_row("  time to first token", f"{cont.ttft_s * 1e3:.1f} ms")
+        if dis is not None:
+            t.add_row(f"[bold]disaggregated[/] prefill tp={dis.prefill_tp} -> decode",
+                      f"GPUs {dis.prefill_ranks[0]}-{dis.prefill_ranks[1]} -> "
+                      f"{dis.decode_ranks[0]}-{dis.decode_ranks[1]}")
+            t.add_row("  KV cache per request", f"{dis.kv_bytes_per_request / 2**20:,.1f} MiB"
+                      f"  ({'scale-out network' if dis.crosses_servers else 'same server'})")
+            t.add_row("  KV transfer (exposed)", f"{dis.kv_transfer_s * 1e3:.2f} ms  "
+                      f"({dis.kv_exposed_s * 1e3:.2f} ms)")
+            t.add_row("  time to first token", f"{dis.ttft_s * 1e3:.1f} ms")
+            t.add_row("  time per output token", f"{dis.tpot_s * 1e3:.2f} ms")
+            t.add_row("  tokens/s per GPU (both instances)",
+                      f"{dis.tokens_per_s_per_gpu:,.1f}  (prefill instances per decode "
+                      f"{dis.prefill_instances_per_decode:.2f})")
         console.print(t)
         for w in r.warnings:
             console.print(f"[yellow]warning:[/] {w}")

@@ -1,0 +1,74 @@
+"""``fabricsim infer`` with pipeline/expert parallelism, continuous batching and
+disaggregated serving; bad input exits 2 with the flag and the fix, never a traceback."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from fabricsim.cli.app import main
+
+
+def _json(args: list[str], capsys: pytest.CaptureFixture[str]) -> dict[str, object]:
+    assert main(["infer", *args, "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert isinstance(d, dict)
+    return d
+
+
+def test_pp_ep_and_kv_limits_in_json(capsys: pytest.CaptureFixture[str]) -> None:
+    d = _json(["--model", "llama3-70b", "--tp", "4", "--pp", "2", "--batch", "8",
+               "--precision", "fp8"], capsys)
+    assert (d["tp"], d["pp"], d["gpus"], d["kv_precision"]) == (4, 2, 8, "fp8")
+    assert d["max_batch"] > 8 and d["kv_capacity_tokens"] > 0
+    assert d["decode_breakdown_s"]["p2p_s"] > 0  # type: ignore[index]
+    d = _json(["--model", "mixtral-8x7b", "--tp", "8", "--ep", "4"], capsys)
+    assert d["ep"] == 4
+
+
+def test_continuous_batching_and_disaggregation(capsys: pytest.CaptureFixture[str]) -> None:
+    d = _json(["--model", "llama3-70b", "--precision", "fp8", "--tpot-target", "25",
+               "--prompt-len", "1000", "--output-len", "200"], capsys)
+    c = d["continuous"]
+    assert isinstance(c, dict)
+    assert c["tpot_s"] <= 0.025 and c["limited_by"] == "tpot-target"
+    d = _json(["--model", "llama3-70b", "--nodes", "2", "--prefill-tp", "8", "--batch", "32",
+               "--precision", "fp8", "--engine", "trtllm"], capsys)
+    dis = d["disaggregated"]
+    assert isinstance(dis, dict)
+    assert dis["crosses_servers"] and dis["kv_transfer_s"] > 0
+
+
+def test_table_shows_the_new_sections(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["infer", "--model", "llama3-8b", "--tp", "2", "--nodes", "2",
+                 "--tpot-target", "20", "--prefill-tp", "2", "--engine", "vllm-0.5"]) == 0
+    out = capsys.readouterr().out
+    for text in ("KV cache capacity", "continuous batching", "disaggregated",
+                 "KV transfer", "engine vllm-0.5"):
+        assert text in out
+
+
+@pytest.mark.parametrize("args, needles", [
+    (["--nodes", "3", "--pp", "3"], ["inference.pp", "80 layers", "--pp 1, 2, 4"]),
+    (["--pp", "2"], ["inference.pp", "add --nodes"]),
+    (["--pp", "0"], ["inference.pp", "--pp must be a positive integer"]),
+    (["--ep", "2"], ["inference.ep", "mixture-of-experts"]),
+    (["--model", "mixtral-8x7b", "--tp", "4", "--ep", "8"], ["inference.ep", "divide tp=4"]),
+    (["--model", "mixtral-8x7b", "--tp", "8", "--ep", "3"], ["inference.ep", "divide"]),
+    (["--prefill-tp", "8"], ["inference.prefill_tp", "raise --nodes"]),
+    (["--tpot-target", "0.5"], ["inference.tpot_target", "no batch meets"]),
+    (["--tpot-target", "-2"], ["--tpot-target", "positive"]),
+    (["--max-batch", "0"], ["inference.max_batch", "--max-batch"]),
+    (["--kv-precision", "int4"], ["--kv-precision", "bf16 or fp8"]),
+    (["--engine", "sglang"], ["inference.engine", "trtllm"]),
+    (["--system", "dgx-a100", "--precision", "fp8"], ["inference.precision", "fp8-weights"]),
+    (["--batch", "100000"], ["inference.batch", "lower --batch to"]),
+])
+def test_bad_input_exits_2(args: list[str], needles: list[str],
+                           capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["infer", "--model", "llama3-70b", *args]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    for n in needles:
+        assert n in err, (n, err)
