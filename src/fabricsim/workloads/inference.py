@@ -214,6 +214,13 @@ class DecodeTimes:
     """Seconds of one decode iteration (one token for each sequence of the batch), by part.
 
     Parts are summed over the pipeline stages a token passes.
+
+    Examples
+    --------
+    >>> DecodeTimes(weights_s=3.0, kv_s=1.0, compute_s=2.0, comm_s=1.0).total_s
+    5.0
+    >>> DecodeTimes(3.0, 1.0, 2.0, 1.0, launch_s=10.0, host_s=0.5).total_s  # launch-bound
+    10.5
     """
 
     weights_s: float
@@ -244,7 +251,13 @@ class DecodeTimes:
 
 @dataclass(frozen=True)
 class PrefillTimes:
-    """Seconds of one prefill of a batch of prompts, by part (pipeline fill included)."""
+    """Seconds of one prefill of a batch of prompts, by part (pipeline fill included).
+
+    Examples
+    --------
+    >>> PrefillTimes(gemm_s=2.0, attention_s=0.5, comm_s=0.5, host_s=0.25).total_s
+    3.25
+    """
 
     gemm_s: float
     """GEMMs: FLOPs at the achievable rate (or the weight reads, when longer)."""
@@ -711,7 +724,17 @@ def simulate_inference(model: TransformerSpec, fabric: Fabric, *, tp: int = 8,
 # --------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class ContinuousResult:
-    """Steady-state continuous batching: the largest batch that meets the TPOT target."""
+    """Steady-state continuous batching: the largest batch that meets the TPOT target.
+
+    Examples
+    --------
+    >>> r = ContinuousResult(batch=8, tpot_s=0.02, decode_s=0.015, prefill_share_s=0.005,
+    ...                      ttft_s=0.1, tokens_per_s=400.0, gpus=8,
+    ...                      limited_by="tpot-target", kv_capacity_tokens=1e6,
+    ...                      max_batch_kv=500)
+    >>> r.tokens_per_s_per_gpu
+    50.0
+    """
 
     batch: int
     """Sequences decoding together."""
@@ -832,7 +855,17 @@ def continuous_batching(model: TransformerSpec, fabric: Fabric, *, prompt_len: i
 # --------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class TraceResult:
-    """A request trace served by an iteration-level scheduler (all requests at t = 0)."""
+    """A request trace served by an iteration-level scheduler (all requests at t = 0).
+
+    Examples
+    --------
+    >>> r = TraceResult(requests=2, duration_s=2.0, output_tokens=800, tokens_per_s=400.0,
+    ...                 mean_itl_s=0.03, median_itl_s=0.02, mean_ttft_s=0.1,
+    ...                 mean_batch=2.0, iterations=401, prefill_iterations=1,
+    ...                 kv_capacity_tokens=1e6, gpus=4)
+    >>> r.tokens_per_s_per_gpu
+    100.0
+    """
 
     requests: int
     duration_s: float
@@ -964,7 +997,19 @@ def serve_requests(model: TransformerSpec, fabric: Fabric,
 # --------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class DisaggregatedResult:
-    """Prefill on one instance, decode on another; the KV cache moves between them."""
+    """Prefill on one instance, decode on another; the KV cache moves between them.
+
+    Examples
+    --------
+    >>> r = DisaggregatedResult(
+    ...     prefill_tp=8, prefill_gpus=8, decode_gpus=8, prefill_ranks=(0, 7),
+    ...     decode_ranks=(8, 15), kv_bytes_per_request=2**28, kv_transfer_s=0.001,
+    ...     kv_exposed_s=0.0001, prefill_s=0.1, ttft_s=0.1001, tpot_s=0.01, batch=64,
+    ...     prefill_requests_per_s=10.0, decode_requests_per_s=25.0, tokens_per_s=2560.0,
+    ...     crosses_servers=True)
+    >>> r.prefill_instances_per_decode, r.tokens_per_s_per_gpu
+    (2.5, 160.0)
+    """
 
     prefill_tp: int
     prefill_gpus: int
