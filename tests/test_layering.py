@@ -39,6 +39,7 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "fabricsim.scenario": ("fabricsim.cli", "fabricsim.reports", "fabricsim.plots"),
     "fabricsim.plots": ("fabricsim.cli", "fabricsim.reports.demo"),
     "fabricsim.reports": ("fabricsim.cli",),
+    "fabricsim.interop": ("fabricsim.cli", "fabricsim.reports", "fabricsim.plots"),
 }
 
 

@@ -1,8 +1,12 @@
 """``fabricsim bench``: an nccl-tests style sweep of one collective on a simulated cluster.
 
-Columns as nccl-tests prints them (size, count, type, redop, root, time, algbw, busbw)
-plus the algorithm and protocol chosen for each size; sizes take nccl-tests' suffixes
-(``K``/``M``/``G`` are binary, as in nccl-tests) or ``KiB``/``MB`` forms.
+Output in nccl-tests' layout (:func:`fabricsim.interop.nccl_tests.format_nccl_tests`):
+the run header, ``Using devices``, out-of-place and in-place columns (one simulated time
+for both) with ``#wrong`` as ``N/A``, plus the algorithm and protocol chosen for each
+size; sizes take nccl-tests' suffixes (``K``/``M``/``G`` are binary) or ``KiB``/``MB``.
+``NCCL_ALGO``, ``NCCL_PROTO``, ``NCCL_NVLS_ENABLE`` and ``NCCL_COLLNET_ENABLE`` in the
+environment restrict the choice as NCCL does. ``bench SCENARIO`` runs the scenario's
+``collective:`` sweep (flags on the command line override it).
 """
 
 from __future__ import annotations
@@ -125,13 +129,41 @@ class Row:
         return dict(self.__dict__)
 
 
+def _best(fabric: Any, coll: str, size: int, algos: list[str | None],
+          protos: list[str | None], gpus_per_thread: int) -> Any:
+    """The fastest allowed (algorithm, protocol) at ``size`` (NCCL's environment
+    restrictions applied by the caller as lists; ``None`` = the tuner's own choice)."""
+    from fabricsim.collectives.tuner import choose
+    from fabricsim.errors import ScheduleError
+
+    best, why = None, ""
+    for a in algos:
+        for p in protos:
+            try:
+                c = choose(fabric, coll, size, None, a, p, gpus_per_thread=gpus_per_thread)
+            except ScheduleError as e:
+                why = str(e)
+                continue
+            if best is None or c.time < best.time:
+                best = c
+    if best is None:
+        raise ConfigError(f"no allowed algorithm/protocol runs {coll} here: {why}",
+                          field="NCCL_ALGO")
+    return best
+
+
 def run_sweep(fabric: Any, collective: str, sizes: list[int], *, datatype: str = "float",
               op: str = "sum", algo: str | None = None, proto: str | None = None,
-              backend: str = "analytic", gpus_per_thread: int = 1) -> list[Row]:
-    """Simulate ``collective`` at every size (aligned as nccl-tests aligns them)."""
-    from fabricsim.collectives import run_collective
+              backend: Any = "analytic", gpus_per_thread: int = 1,
+              env: Any = None) -> list[Row]:
+    """Simulate ``collective`` at every size (aligned as nccl-tests aligns them).
+
+    ``env`` (:class:`fabricsim.interop.nccl_tests.NcclEnv`) restricts the algorithms and
+    protocols as NCCL's environment variables do; ``algo``/``proto`` force one.
+    """
+    from fabricsim.collectives import ALGORITHMS, run_collective
     from fabricsim.collectives.busbw import bandwidths
-    from fabricsim.collectives.tuner import check_collective, choose
+    from fabricsim.collectives.tuner import check_collective
     from fabricsim.protocols import PROTOCOL_LABELS
 
     coll = check_collective(collective)
@@ -139,6 +171,18 @@ def run_sweep(fabric: Any, collective: str, sizes: list[int], *, datatype: str =
         raise unknown("datatype", datatype, DATATYPES, field="--datatype")
     if op not in REDOPS:
         raise unknown("reduction op", op, REDOPS, field="--op")
+    algos: list[str | None] = [algo]
+    protos: list[str | None] = [proto]
+    if env is not None and algo is None and (env.algorithms is not None or
+                                             env.nvls is False or env.collnet):
+        auto = [a.name for a in ALGORITHMS.values() if a.auto]
+        extra = ["sharp", "nvls_sharp"] if env.collnet else []
+        algos = list(env.allowed_algorithms([*auto, *extra]))
+        if not algos:
+            raise ConfigError("NCCL_ALGO/NCCL_NVLS_ENABLE leave no algorithm to run",
+                              field="NCCL_ALGO")
+    if env is not None and proto is None and env.protocols is not None:
+        protos = sorted(env.protocols)
     tsize = DATATYPES[datatype]
     n = fabric.n_gpus
     align = tsize * (n if coll in ("all_gather", "reduce_scatter", "alltoall") else 1)
@@ -147,11 +191,15 @@ def run_sweep(fabric: Any, collective: str, sizes: list[int], *, datatype: str =
     for s in sizes:
         size = (s // align) * align
         if backend == "analytic":
-            c = choose(fabric, coll, size, None, algo, proto,
-                       gpus_per_thread=gpus_per_thread)
+            c = _best(fabric, coll, size, algos, protos, gpus_per_thread)
             t, alg_name, pr = c.time, c.algorithm, c.protocol
         else:
-            r = run_collective(fabric, coll, size, algo=algo, proto=proto, backend=backend)
+            if len(algos) > 1 or len(protos) > 1:
+                c = _best(fabric, coll, size, algos, protos, gpus_per_thread)
+                a_run, p_run = c.algorithm, c.protocol
+            else:
+                a_run, p_run = algos[0], protos[0]
+            r = run_collective(fabric, coll, size, algo=a_run, proto=p_run, backend=backend)
             t, alg_name, pr = r.time, r.algorithm, r.protocol
         alg, bus = bandwidths(coll, size, t, n)
         pr = PROTOCOL_LABELS.get(pr, pr)
@@ -163,23 +211,47 @@ def run_sweep(fabric: Any, collective: str, sizes: list[int], *, datatype: str =
     return rows
 
 
-def format_table(rows: list[Row], header: str) -> str:
-    """The rows as nccl-tests prints them, with algorithm/protocol columns appended."""
+def format_table(rows: list[Row], header: str, collective: str = "all_reduce",
+                 fabric: Any = None, gpus_per_thread: int = 1) -> str:
+    """The rows in nccl-tests' layout: out-of-place and in-place columns (the model has one
+    time for both), ``#wrong`` as ``N/A`` (nothing is validated), then the algorithm and
+    protocol chosen as two extra columns."""
+    from fabricsim.interop.nccl_tests import Row as LogRow
+    from fabricsim.interop.nccl_tests import format_nccl_tests
     from fabricsim.protocols import PROTOCOL_LABELS
 
-    lines = [header, "#",
-             f"#{'size':>11} {'count':>12} {'type':>8} {'redop':>6} {'root':>5} {'time':>9} "
-             f"{'algbw':>7} {'busbw':>7}  {'algorithm':<13} {'protocol':<8}",
-             f"#{'(B)':>11} {'(elements)':>12} {'':>8} {'':>6} {'':>5} {'(us)':>9} "
-             f"{'(GB/s)':>7} {'(GB/s)':>7}"]
-    for r in rows:
-        lines.append(f"{r.size_bytes:>12} {r.count:>12} {r.type:>8} {r.redop:>6} "
-                     f"{r.root:>5} {r.time_us:>9.2f} {r.algbw_gbps:>7.2f} "
-                     f"{r.busbw_gbps:>7.2f}  {r.algorithm:<13} "
-                     f"{PROTOCOL_LABELS.get(r.protocol, r.protocol):<8}")
-    avg = sum(r.busbw_gbps for r in rows) / max(len(rows), 1)
-    lines.append(f"# Avg bus bandwidth    : {avg:.4f}")
-    return "\n".join(lines)
+    out = [LogRow(r.size_bytes, r.count, r.type, r.redop, r.root, r.time_us, r.algbw_gbps,
+                  r.busbw_gbps, None, r.time_us, r.algbw_gbps, r.busbw_gbps, None,
+                  extra=(r.algorithm, PROTOCOL_LABELS.get(r.protocol, r.protocol)))
+           for r in rows]
+    devices: list[tuple[str, int, str]] = []
+    if fabric is not None and fabric.n_gpus <= 4096:
+        import numpy as np
+
+        srv = fabric.node_server[fabric.gpus]
+        local = fabric.node_local[fabric.gpus]
+        model = _gpu_label(fabric.info.gpu)
+        devices = [(f"node{int(a):04d}", int(b), model) for a, b in
+                   zip(np.asarray(srv), np.asarray(local), strict=True)]
+    return format_nccl_tests(out, collective=collective, header=[header.lstrip("# ")],
+                             devices=devices, gpus_per_thread=gpus_per_thread,
+                             extra_columns=("algorithm", "protocol"))
+
+
+def _gpu_label(gpu: str) -> str:
+    """The GPU model as nccl-tests prints it, for the catalog GPU ``gpu``."""
+    labels = {"h100-sxm": "NVIDIA H100 80GB HBM3", "a100-sxm": "NVIDIA A100-SXM4-80GB",
+              "a100-sxm-40gb": "NVIDIA A100-SXM4-40GB", "h200-sxm": "NVIDIA H200",
+              "h800-sxm": "NVIDIA H800", "a800-sxm": "NVIDIA A800-SXM4-80GB",
+              "b200": "NVIDIA B200", "gb200": "NVIDIA GB200", "v100-sxm": "Tesla V100-SXM2-32GB",
+              "h20": "NVIDIA H20", "h100-pcie": "NVIDIA H100 PCIe", "l40s": "NVIDIA L40S"}
+    return labels.get(gpu, gpu)
+
+
+def _coll_name(collective: str) -> str:
+    from fabricsim.collectives.tuner import check_collective
+
+    return check_collective(collective)
 
 
 def register(app: typer.Typer) -> None:
@@ -223,8 +295,9 @@ def register(app: typer.Typer) -> None:
         ] = None,
         proto: Annotated[str | None, typer.Option(
             "--proto", help="Force a protocol: LL, LL128 or Simple.")] = None,
-        backend: Annotated[str, typer.Option(
-            "--backend", help="analytic, flow or packet.")] = "analytic",
+        backend: Annotated[str | None, typer.Option(
+            "--backend", help="analytic, flow or packet (default: the scenario's, else "
+            "analytic).")] = None,
         json_out: Annotated[bool, typer.Option("--json", help="One JSON object per row.")
                             ] = False,
         csv_out: Annotated[bool, typer.Option("--csv", help="CSV rows.")] = False,
@@ -232,15 +305,54 @@ def register(app: typer.Typer) -> None:
             "--plot", help="Write busbw vs size to this PNG.")] = None,
     ) -> None:
         """Simulate an nccl-tests sweep (all_reduce_perf etc.) on a cluster."""
-        from fabricsim.backends.registry import BACKENDS
+        import os
 
-        if backend not in BACKENDS:
+        from fabricsim.backends.registry import BACKENDS
+        from fabricsim.interop.nccl_tests import nccl_env
+
+        if backend is not None and backend not in BACKENDS:
             raise unknown("backend", backend, BACKENDS, field="--backend")
+        env = nccl_env(os.environ)
         sc = scenario_with_overrides(scenario, system=system, nodes=nodes,
                                      gpus_per_node=gpus_per_node, fabric=fabric,
                                      topology=topology, oversubscription=oversubscription,
                                      routing=routing)
+        if env.collnet:  # NCCL_COLLNET_ENABLE=1: the fabric's SHARP switches take part
+            params = {**(sc.cluster.params or {}), "sharp": True}
+            sc = sc.model_copy(update={"cluster": sc.cluster.model_copy(
+                update={"params": params})})
         fab = fabric_from_scenario(sc)
+        spec = sc.collective
+        if spec is not None:  # the scenario's sweep, unless flags on the line say otherwise
+            given = {a.split("=")[0] for a in sys.argv[1:]}
+            if not given & {"-b", "--minbytes"}:
+                minbytes = str(spec.minbytes)
+            if not given & {"-e", "--maxbytes"}:
+                maxbytes = str(spec.maxbytes)
+            if not given & {"-f", "--stepfactor"}:
+                stepfactor = float(spec.stepfactor)
+            if not given & {"-d", "--datatype"}:
+                datatype = spec.datatype
+            if not given & {"-o", "--op"}:
+                op = spec.op
+            if algo is None and spec.algo:
+                algo = [spec.algo]
+            if proto is None and spec.proto:
+                proto = spec.proto
+            if collective == "scenario":
+                collective = spec.collective
+            backend = backend or spec.backend
+        backend = backend or "analytic"
+        runner: Any = backend
+        if sc.faults or sc.background:  # the scenario's faults and traffic are kept
+            if backend != "flow":
+                raise ConfigError(f"the scenario's faults/background traffic need the flow "
+                                  f"backend; run with --backend flow (got {backend})",
+                                  field="--backend")
+            from fabricsim.backends.flow import FlowBackend
+
+            runner = FlowBackend(faults=list(sc.faults), background=list(sc.background),
+                                 seed=sc.seed)
         sizes = sweep_sizes(parse_nccl_size(minbytes), parse_nccl_size(maxbytes), stepfactor,
                             parse_nccl_size(stepbytes) if stepbytes else None)
         curves: dict[str, tuple[list[int], list[float]]] = {}
@@ -250,7 +362,7 @@ def register(app: typer.Typer) -> None:
         choices: list[str | None] = list(algo) if algo else [None]
         for a in choices:
             rows = run_sweep(fab, collective, sizes, datatype=datatype, op=op, algo=a,
-                             proto=proto, backend=backend, gpus_per_thread=ngpus)
+                             proto=proto, backend=runner, gpus_per_thread=ngpus, env=env)
             curves[a or "auto"] = ([r.size_bytes for r in rows], [r.busbw_gbps for r in rows])
             if json_out:
                 for r in rows:
@@ -264,7 +376,8 @@ def register(app: typer.Typer) -> None:
                 header = (f"# fabricsim bench {collective}: {fab.n_gpus} GPUs ({c.system} x "
                           f"{c.nodes}, {fab.info.fabric}, {fab.info.topology}), backend "
                           f"{backend}, algorithm {a or 'auto'}")
-                typer.echo(format_table(rows, header))
+                typer.echo(format_table(rows, header, collective=_coll_name(collective),
+                                        fabric=fab, gpus_per_thread=ngpus))
         if plot is not None:
             from fabricsim.plots.busbw import plot_busbw
 

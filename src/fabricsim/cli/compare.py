@@ -8,6 +8,7 @@ with the relative error, then the median and max error.
 
 from __future__ import annotations
 
+import math
 import re
 import statistics
 from dataclasses import dataclass
@@ -28,31 +29,15 @@ from fabricsim.cli.common import (
     scenario_with_overrides,
 )
 from fabricsim.errors import ConfigError
-
-
-@dataclass(frozen=True)
-class LogRow:
-    """One size of an nccl-tests log: out-of-place and in-place time (us) and busbw (GB/s)."""
-
-    size_bytes: int
-    count: int
-    type: str
-    redop: str
-    time_us: float
-    busbw_gbps: float
-    time_us_inplace: float
-    busbw_gbps_inplace: float
+from fabricsim.interop.nccl_tests import NcclTest, Row, parse_nccl_tests
 
 
 @dataclass(frozen=True)
 class NcclLog:
-    """Parsed log: its rows, the rank count from the device list, and the collective.
+    """One test of a log, as ``compare`` uses it (see
+    :class:`fabricsim.interop.nccl_tests.NcclTest`)."""
 
-    ``hosts`` and ``gpus`` hold, per rank of the ``Using devices`` list, the host name and
-    the GPU model nccl-tests printed (``NVIDIA A100-SXM4-80GB``).
-    """
-
-    rows: list[LogRow]
+    rows: list[Row]
     ranks: int
     collective: str | None
     hosts: tuple[str, ...] = ()
@@ -64,6 +49,11 @@ class NcclLog:
     def nodes(self) -> int:
         """Distinct hosts in the device list (0 if the log has none)."""
         return len(set(self.hosts))
+
+    @classmethod
+    def of(cls, t: NcclTest) -> NcclLog:
+        return cls(rows=list(t.rows), ranks=t.ranks, collective=t.collective, hosts=t.hosts,
+                   gpus=t.gpus, gpus_per_thread=t.gpus_per_thread)
 
 
 #: Largest log ``compare`` reads (nccl-tests logs are kilobytes; a 64 MiB one is a mistake).
@@ -108,72 +98,55 @@ def system_for_log(parsed: NcclLog) -> str:
     return systems[0]
 
 
-_COLLS = ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "alltoall",
-          "sendrecv")
-
-
-def _num(tok: str) -> float:
-    return float("nan") if tok.upper() == "N/A" else float(tok)
-
-
 def parse_nccl_log(text: str, name: str = "") -> NcclLog:
-    """Parse nccl-tests output. ``name`` (the file name) helps guess the collective.
+    """The first test with results of an nccl-tests log
+    (:func:`fabricsim.interop.nccl_tests.parse_nccl_tests` reads them all).
 
     Examples
     --------
-    >>> log = parse_nccl_log("#  Rank  0 Group  0 Pid 1 on h device  0 [0x07] GPU\\n"
+    >>> log = parse_nccl_log("#  Rank  0 Group  0 Pid 1 on h device  0 [0x07] GPU\n"
     ...                      "  1048576  262144  float  sum  -1  50.0  20.97  36.70  0"
-    ...                      "  49.0  21.40  37.45  0\\n", "all_reduce_perf.log")
+    ...                      "  49.0  21.40  37.45  0\n", "all_reduce_perf.log")
     >>> log.collective, log.ranks, log.rows[0].busbw_gbps_inplace
     ('all_reduce', 1, 37.45)
     """
-    rows: list[LogRow] = []
-    ranks = 0
-    hosts: list[str] = []
-    gpus: list[str] = []
-    gpt = 1
-    for line in text.splitlines():
-        s = line.strip()
-        if s.startswith("#") and (hdr := re.search(r"\bnGpus\s+(\d+)", s)):
-            gpt = max(int(hdr.group(1)), 1)
-            continue
-        if re.match(r"#\s*Rank\s+\d+", s):
-            ranks += 1
-            dev = _DEVICE.match(s)
-            if dev:
-                hosts.append(dev.group(1))
-                gpus.append(dev.group(2))
-            continue
-        if not s or s.startswith("#"):
-            continue
-        tok = s.split()
-        if len(tok) < 12 or not tok[0].isdigit() or not tok[1].isdigit():
-            continue
-        try:
-            out_t, _, out_bus = _num(tok[-8]), _num(tok[-7]), _num(tok[-6])
-            in_t, _, in_bus = _num(tok[-4]), _num(tok[-3]), _num(tok[-2])
-        except ValueError:
-            continue
-        rows.append(LogRow(int(tok[0]), int(tok[1]), tok[2], tok[3], out_t, out_bus, in_t,
-                           in_bus))
-    if not rows:
-        raise ConfigError("no nccl-tests result rows found (expected lines such as "
-                          "'1048576 262144 float sum -1 50.0 20.97 36.70 0 ...')",
-                          field="LOG")
-    coll = None
-    low = name.lower().replace("-", "_")
-    for c in sorted(_COLLS, key=len, reverse=True):
-        if c in low or c.replace("_", "") in low:
-            coll = c
-            break
-    return NcclLog(rows=rows, ranks=ranks, collective=coll, hosts=tuple(hosts),
-                   gpus=tuple(gpus), gpus_per_thread=gpt)
+    f = parse_nccl_tests(text, name)
+    t = next((t for t in f.tests if t.rows), None)
+    if t is None:
+        raise ConfigError("the log holds no result rows: " + "; ".join(f.notes or (
+            "every test failed",)), field="LOG")
+    return NcclLog.of(t)
+
+
+def _cluster_for(t: NcclTest, parsed_name: str, *, system: str | None,
+                 nodes: int | None, gpus_per_node: int | None) -> tuple[str | None,
+                                                                         int | None,
+                                                                         int | None]:
+    """System, nodes and GPUs per node of a test: from its device list unless given."""
+    from fabricsim.catalog import get_catalog
+
+    log = NcclLog.of(t)
+    found = system_for_log(log) if log.gpus or system is None else None
+    if system is None:
+        system = found
+    elif found is not None and get_catalog().system(system).gpu != \
+            get_catalog().system(found).gpu:
+        raise ConfigError(
+            f"--system {system} has {get_catalog().system(system).gpu} GPUs but the "
+            f"log ran on {log.gpus[0]!r} ({found}); drop --system or pass one "
+            "with that GPU", field="--system")
+    if nodes is None and log.nodes:
+        nodes = log.nodes
+    if gpus_per_node is None and log.nodes and log.ranks % log.nodes == 0:
+        gpus_per_node = log.ranks // log.nodes
+    return system, nodes, gpus_per_node
 
 
 def register(app: typer.Typer) -> None:
     @app.command("compare")
     def compare(
-        log: Annotated[Path, typer.Argument(help="nccl-tests output (e.g. all_reduce_perf).")],
+        log: Annotated[Path, typer.Argument(
+            help="nccl-tests output (e.g. all_reduce_perf), or fabricsim bench --json.")],
         scenario: Annotated[Path | None, typer.Argument(help="Scenario YAML (optional).")
                             ] = None,
         system: SystemOpt = None,
@@ -183,8 +156,8 @@ def register(app: typer.Typer) -> None:
         topology: TopologyOpt = None,
         oversubscription: OversubOpt = None,
         collective: Annotated[str | None, typer.Option(
-            "--collective", "-c", help="Collective of the log (default: from the file name).")
-        ] = None,
+            "--collective", "-c", help="Collective of the log (default: from the log or "
+            "the file name).")] = None,
         algo: Annotated[str | None, typer.Option("--algo", help="Force an algorithm.")
                         ] = None,
         proto: Annotated[str | None, typer.Option("--proto", help="Force a protocol.")
@@ -192,82 +165,121 @@ def register(app: typer.Typer) -> None:
         in_place: Annotated[bool, typer.Option(
             "--in-place", help="Compare the in-place columns (default out-of-place).")
         ] = False,
+        threshold: Annotated[float, typer.Option(
+            "--threshold", help="Flag sizes whose time is off by more than this share "
+            "(0.2 = 20 %).")] = 0.2,
+        plot: Annotated[Path | None, typer.Option(
+            "--plot", help="Write measured vs model busbw (log size axis) to this PNG.")
+        ] = None,
         json_out: Annotated[bool, typer.Option("--json", help="One JSON object per row.")
                             ] = False,
     ) -> None:
-        """Compare a measured nccl-tests log with the model, size by size."""
+        """Compare a measured nccl-tests log with the model, size by size: time and busbw,
+        sizes off by more than --threshold flagged; every test in the file, each on the
+        cluster its log describes (GPU model, hosts, ranks) unless flags say otherwise.
+
+        Example: fabricsim compare all_reduce_perf.log --plot compare.png
+        """
         from fabricsim.collectives import predict_time
         from fabricsim.collectives.busbw import busbw_factor
         from fabricsim.collectives.tuner import check_collective
         from fabricsim.scenario.loader import read_text_file
 
+        if not (math.isfinite(threshold) and threshold > 0):
+            raise ConfigError(f"--threshold must be a positive share (0.2 = 20 %), got "
+                              f"{threshold}", field="--threshold")
         if not log.exists() and not log.is_symlink():
             raise ConfigError(f"log file {str(log)!r} does not exist", field="LOG")
-        parsed = parse_nccl_log(read_text_file(log, MAX_LOG_BYTES, "nccl-tests log", "LOG"),
-                                log.name)
-        coll_name = collective or parsed.collective
-        if coll_name is None:
-            raise ConfigError("cannot tell the collective from the file name; pass "
-                              "--collective all_reduce (or another)", field="--collective")
-        coll = check_collective(coll_name)
-        if scenario is None:  # the cluster comes from the log unless flags say otherwise
-            from fabricsim.catalog import get_catalog
-
-            found = system_for_log(parsed) if parsed.gpus or system is None else None
-            if system is None:
-                system = found
-            elif found is not None and get_catalog().system(system).gpu != \
-                    get_catalog().system(found).gpu:
-                raise ConfigError(
-                    f"--system {system} has {get_catalog().system(system).gpu} GPUs but the "
-                    f"log ran on {parsed.gpus[0]!r} ({found}); drop --system or pass one "
-                    "with that GPU", field="--system")
-            if nodes is None and parsed.nodes:
-                nodes = parsed.nodes
-            if gpus_per_node is None and parsed.nodes and parsed.ranks % parsed.nodes == 0:
-                gpus_per_node = parsed.ranks // parsed.nodes
-        sc = scenario_with_overrides(scenario, system=system, nodes=nodes,
-                                     gpus_per_node=gpus_per_node, fabric=fabric,
-                                     topology=topology, oversubscription=oversubscription)
-        fab = fabric_from_scenario(sc)
-        n = parsed.ranks or fab.n_gpus
-        if n > fab.n_gpus:
-            raise ConfigError(f"the log has {n} ranks but the cluster has {fab.n_gpus} GPUs;"
-                              " pass --nodes/--gpus-per-node to match", field="--nodes")
-        ranks = list(range(n))
-        errs: list[float] = []
-        out_rows: list[dict[str, Any]] = []
-        for r in parsed.rows:
-            meas = r.busbw_gbps_inplace if in_place else r.busbw_gbps
-            t = predict_time(fab, coll, r.size_bytes, ranks=ranks, algo=algo, proto=proto,
-                             gpus_per_thread=parsed.gpus_per_thread)
-            pred = r.size_bytes / t * busbw_factor(coll, n) / 1e9 if t > 0 else float("inf")
-            err = (pred - meas) / meas if meas > 0 else float("nan")
-            if err == err:
-                errs.append(abs(err))
-            out_rows.append({"size_bytes": r.size_bytes, "measured_busbw_gbps": meas,
-                             "predicted_busbw_gbps": round(pred, 3),
-                             "predicted_time_us": round(t * 1e6, 3),
-                             "rel_error": round(err, 4)})
-        if json_out:
-            for row in out_rows:
-                print_json_line(row)
-        else:
-            typer.echo(f"# {log.name}: {coll} on {n} ranks vs {sc.cluster.system} x "
-                       f"{sc.cluster.nodes} ({fab.info.fabric}); "
-                       f"{'in-place' if in_place else 'out-of-place'} busbw")
-            typer.echo(f"#{'size':>11} {'measured':>10} {'predicted':>10} {'error':>8}")
-            typer.echo(f"#{'(B)':>11} {'(GB/s)':>10} {'(GB/s)':>10} {'(%)':>8}")
-            for row in out_rows:
-                typer.echo(f"{row['size_bytes']:>12} {row['measured_busbw_gbps']:>10.2f} "
-                           f"{row['predicted_busbw_gbps']:>10.2f} "
-                           f"{100 * row['rel_error']:>8.1f}")
-        if errs:
-            summ = {"rows": len(errs), "median_abs_rel_error": round(statistics.median(errs), 4),
-                    "max_abs_rel_error": round(max(errs), 4)}
+        parsed = parse_nccl_tests(read_text_file(log, MAX_LOG_BYTES, "nccl-tests log",
+                                                 "LOG"), log.name)
+        for note in parsed.notes:
+            typer.echo(f"warning: {note}", err=True)
+        tests = [t for t in parsed.tests if t.rows]
+        if not tests:
+            raise ConfigError("the log holds no result rows: " + "; ".join(
+                parsed.notes or ("every test failed",)), field="LOG")
+        curves: dict[str, tuple[list[int], list[float]]] = {}
+        for k, t in enumerate(tests):
+            coll_name = collective or t.collective
+            if coll_name is None:
+                raise ConfigError("cannot tell the collective from the log or the file "
+                                  "name; pass --collective all_reduce (or another)",
+                                  field="--collective")
+            coll = check_collective(coll_name)
+            sys_k, nodes_k, gpn_k = system, nodes, gpus_per_node
+            if scenario is None:
+                sys_k, nodes_k, gpn_k = _cluster_for(t, log.name, system=system, nodes=nodes,
+                                                     gpus_per_node=gpus_per_node)
+            sc = scenario_with_overrides(scenario, system=sys_k, nodes=nodes_k,
+                                         gpus_per_node=gpn_k, fabric=fabric,
+                                         topology=topology,
+                                         oversubscription=oversubscription)
+            fab = fabric_from_scenario(sc)
+            n = t.ranks or fab.n_gpus
+            if n > fab.n_gpus:
+                raise ConfigError(f"the log has {n} ranks but the cluster has {fab.n_gpus} "
+                                  "GPUs; pass --nodes/--gpus-per-node to match",
+                                  field="--nodes")
+            ranks = list(range(n))
+            errs: list[float] = []
+            flagged = 0
+            out_rows: list[dict[str, Any]] = []
+            for r in t.rows:
+                meas_t = r.time_us_inplace if in_place else r.time_us
+                meas_b = r.busbw_gbps_inplace if in_place else r.busbw_gbps
+                tp = predict_time(fab, coll, r.size_bytes, ranks=ranks, algo=algo,
+                                  proto=proto, gpus_per_thread=t.gpus_per_thread)
+                pred_b = r.size_bytes / tp * busbw_factor(coll, n) / 1e9 if tp > 0 else 0.0
+                err = (tp * 1e6 - meas_t) / meas_t if meas_t > 0 else math.nan
+                flag = bool(err == err and abs(err) > threshold)
+                flagged += flag
+                if err == err:
+                    errs.append(abs(err))
+                out_rows.append({"test": k + 1, "collective": coll, "size_bytes": r.size_bytes,
+                                 "measured_time_us": meas_t,
+                                 "predicted_time_us": round(tp * 1e6, 3),
+                                 "time_error": round(err, 4) if err == err else None,
+                                 "measured_busbw_gbps": None if math.isnan(meas_b) else meas_b,
+                                 "predicted_busbw_gbps": round(pred_b, 3), "flag": flag})
+            label = f"{coll} #{k + 1}" if len(tests) > 1 else coll
+            curves[f"{label} measured"] = ([x["size_bytes"] for x in out_rows], [
+                x["measured_busbw_gbps"] or 0.0 for x in out_rows])
+            curves[f"{label} model"] = ([x["size_bytes"] for x in out_rows],
+                                        [x["predicted_busbw_gbps"] for x in out_rows])
+            summ = {"test": k + 1, "collective": coll, "rows": len(errs),
+                    "median_abs_time_error": round(statistics.median(errs), 4) if errs
+                    else None, "max_abs_time_error": round(max(errs), 4) if errs else None,
+                    "flagged": flagged, "threshold": threshold,
+                    "cluster": f"{sc.cluster.system} x {sc.cluster.nodes}"}
             if json_out:
+                for row in out_rows:
+                    print_json_line(row)
                 print_json_line({"summary": summ})
-            else:
-                typer.echo(f"# median |error| {100 * summ['median_abs_rel_error']:.1f} %, "
-                           f"max |error| {100 * summ['max_abs_rel_error']:.1f} % over "
-                           f"{len(errs)} sizes")
+                continue
+            typer.echo(f"# {log.name} test {k + 1}: {coll} on {n} ranks vs "
+                       f"{sc.cluster.system} x {sc.cluster.nodes} ({fab.info.fabric}); "
+                       f"{'in-place' if in_place else 'out-of-place'}; '*' = time off by "
+                       f"more than {threshold:.0%}")
+            typer.echo(f"#{'size':>11} {'time':>10} {'model':>10} {'error':>7} "
+                       f"{'busbw':>8} {'model':>8}")
+            typer.echo(f"#{'(B)':>11} {'(us)':>10} {'(us)':>10} {'(%)':>7} "
+                       f"{'(GB/s)':>8} {'(GB/s)':>8}")
+            for row in out_rows:
+                e = row["time_error"]
+                mb = row["measured_busbw_gbps"]
+                typer.echo(f"{row['size_bytes']:>12} {row['measured_time_us']:>10.2f} "
+                           f"{row['predicted_time_us']:>10.2f} "
+                           f"{'n/a' if e is None else f'{100 * e:.1f}':>7} "
+                           f"{'n/a' if mb is None else f'{mb:.2f}':>8} "
+                           f"{row['predicted_busbw_gbps']:>8.2f}"
+                           f"{'  *' if row['flag'] else ''}")
+            if errs:
+                typer.echo(f"# median |error| {100 * statistics.median(errs):.1f} %, "
+                           f"max |error| {100 * max(errs):.1f} % over {len(errs)} sizes; "
+                           f"{flagged} flagged")
+        if plot is not None:
+            from fabricsim.plots.busbw import plot_busbw
+
+            plot_busbw(curves, plot, title=f"{log.name}: measured vs model")
+            if not json_out:
+                typer.echo(f"# wrote {plot}")

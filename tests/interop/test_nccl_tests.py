@@ -1,0 +1,117 @@
+"""nccl-tests logs in and out (fabricsim.interop.nccl_tests), and NCCL's environment."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from fabricsim.cli.app import main
+from fabricsim.errors import ConfigError
+from fabricsim.interop.nccl_tests import (
+    Row,
+    format_nccl_tests,
+    nccl_env,
+    parse_nccl_tests,
+)
+
+LOGS = Path(__file__).resolve().parents[1] / "data" / "nccl_logs"
+
+
+def test_three_tests_one_failed() -> None:
+    f = parse_nccl_tests((LOGS / "nccl_tests_2x8_h100_three_tests.log").read_text())
+    assert f.version == "2.13.9"
+    assert [t.collective for t in f.tests] == ["all_reduce", "all_gather", "alltoall"]
+    ar, ag, a2a = f.tests
+    assert (ar.ranks, ar.nodes, ar.gpus_per_node) == (16, 2, 8)
+    assert ar.gpu_model == "NVIDIA H100 80GB HBM3" and ar.complete
+    assert ar.rows[0].time_us == 2432.7 and ar.rows[0].busbw_gbps_inplace == 422.54
+    assert ag.rows[0].wrong is None and ag.rows[0].redop == "none"
+    assert a2a.failed and not a2a.rows and "Test NCCL failure" in a2a.failures[0]
+    assert any("failed" in n for n in f.notes)
+
+
+def test_truncated_and_old_format() -> None:
+    text = (LOGS / "all_reduce_perf_dgx_a100.log").read_text()
+    cut = "\n".join(line for line in text.splitlines() if "Avg bus" not in line)
+    f = parse_nccl_tests(cut, "all_reduce_perf.log")
+    assert not f.tests[0].complete and any("truncated" in n for n in f.notes)
+    old = parse_nccl_tests((LOGS / "all_gather_perf_2gpu_oldformat.log").read_text(),
+                           "all_gather_perf.log")
+    t = old.tests[0]
+    assert t.collective == "all_gather" and t.ranks == 2 and t.rows[0].root == -1
+    assert t.gpus_per_thread == 2
+
+
+def test_not_a_log_is_a_clear_error() -> None:
+    with pytest.raises(ConfigError, match="nccl-tests output"):
+        parse_nccl_tests("hello\nworld\n")
+
+
+def test_format_round_trips_with_extra_columns() -> None:
+    rows = [Row(2**20, 2**18, "float", "sum", -1, 40.0, 26.2, 49.2, None, 41.0, 25.6, 48.0,
+                None, extra=("ring", "LL128")),
+            Row(2**30, 2**28, "float", "sum", -1, 4000.0, 268.4, 503.3, 0, 4010.0, 267.8,
+                502.0, 0, extra=("nvls", "Simple"))]
+    out = format_nccl_tests(rows, collective="all_reduce",
+                            devices=[("n0", 0, "NVIDIA H100 80GB HBM3"),
+                                     ("n1", 0, "NVIDIA H100 80GB HBM3")],
+                            extra_columns=("algorithm", "protocol"))
+    t = parse_nccl_tests(out).tests[0]
+    assert list(t.rows) == rows and t.nodes == 2 and t.complete
+
+
+def test_bench_output_is_nccl_tests_output(capsys) -> None:
+    assert main(["bench", "all_reduce", "-b", "1M", "-e", "4M", "--nodes", "2"]) == 0
+    f = parse_nccl_tests(capsys.readouterr().out)
+    t = f.tests[0]
+    assert t.collective == "all_reduce" and (t.ranks, t.nodes) == (16, 2)
+    assert [r.size_bytes for r in t.rows] == [2**20, 2**21, 2**22]
+    assert all(r.wrong is None and r.time_us == r.time_us_inplace for r in t.rows)
+    assert all(len(r.extra) == 2 for r in t.rows)   # algorithm and protocol
+
+
+def test_nccl_env_as_nccl_reads_it() -> None:
+    e = nccl_env({"NCCL_ALGO": "Ring,Tree", "NCCL_PROTO": "^LL"})
+    assert e.algorithms == {"ring", "tree"} and e.protocols == {"ll128", "simple"}
+    assert nccl_env({}).algorithms is None
+    assert nccl_env({"NCCL_ALGO": "CollNetDirect", "NCCL_COLLNET_ENABLE": "1"}
+                    ).allowed_algorithms(["ring", "sharp", "nvls_sharp"]) == \
+        ["sharp", "nvls_sharp"]
+    for bad in ({"NCCL_ALGO": "fast"}, {"NCCL_PROTO": "LL256"},
+                {"NCCL_NVLS_ENABLE": "yes"}, {"NCCL_ALGO": "allreduce:ring"}):
+        with pytest.raises(ConfigError, match=next(iter(bad))):
+            nccl_env(bad)
+
+
+def _bench_algos(capsys, monkeypatch, env: dict[str, str], *args: str) -> list[str]:
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    code = main(["bench", "all_reduce", "--json", *args])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    return [json.loads(x)["algorithm"] for x in out.out.splitlines()]
+
+
+def test_bench_honours_the_nccl_environment(capsys, monkeypatch) -> None:
+    sweep = ["-b", "1M", "-e", "1G", "-f", "32", "--nodes", "2"]
+    assert set(_bench_algos(capsys, monkeypatch, {"NCCL_ALGO": "Ring"}, *sweep)) == {"ring"}
+    assert "nvls" not in _bench_algos(capsys, monkeypatch, {"NCCL_ALGO": "",
+                                                            "NCCL_NVLS_ENABLE": "0"}, *sweep)
+    assert "nvlstree" not in _bench_algos(capsys, monkeypatch, {}, *sweep)
+    big = _bench_algos(capsys, monkeypatch, {"NCCL_NVLS_ENABLE": "1",
+                                             "NCCL_COLLNET_ENABLE": "1"},
+                       "-b", "8G", "-e", "8G", "--nodes", "16")
+    assert big == ["nvls_sharp"]
+    monkeypatch.setenv("NCCL_COLLNET_ENABLE", "1")
+    assert main(["bench", "all_reduce", "--nodes", "2", "--fabric", "roce-400g"]) == 2
+    assert "sharp" in capsys.readouterr().err.lower()
+
+
+def test_bench_scenario_runs_its_sweep(capsys) -> None:
+    scen = Path(__file__).resolve().parents[2] / "src/fabricsim/scenarios/flow-degraded-link.yaml"
+    assert main(["bench", "scenario", str(scen), "--json"]) == 0
+    rows = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert len(rows) > 1 and not math.isnan(rows[0]["busbw_gbps"])
