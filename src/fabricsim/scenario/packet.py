@@ -242,7 +242,7 @@ def run_packet_scenario(sc: Scenario, variant: str | None = None, *, force: bool
             update={"fabric": cfg.fabric})})
     if overrides or cfg.fabric is not None:  # the scenario's rules on what actually runs
         check_scenario(sc.model_copy(update={"packet": data}))
-    fabric = fabric_of(sc)
+    fabric, applied = apply_faults([*sc.faults, *cfg.faults], fabric_of(sc))
     schedule, main_idx = packet_schedule(sc, fabric, cfg)
     backend = PacketBackend(config=cfg, seed=sc.seed)
     extreme = extreme_violations(cfg)
@@ -256,8 +256,30 @@ def run_packet_scenario(sc: Scenario, variant: str | None = None, *, force: bool
     result = backend.run(schedule, fabric)
     summary = summarize(fabric, schedule, result, main_idx, cfg)
     summary["variant"] = variant or "base"
+    if applied:
+        summary["faults"] = applied
     return PacketRun(fabric=fabric, config=cfg, schedule=schedule, result=result,
                      summary=summary)
+
+
+def apply_faults(faults: list[Any], fabric: Fabric) -> tuple[Fabric, list[str]]:
+    """The fabric with static link faults applied (the scenario's ``faults`` and
+    ``packet.faults``, which a variant can override; ``link_down`` and ``link_degraded``
+    as the flow backend reads them) and their descriptions. Faults the packet backend
+    does not model yet are refused, naming the fault."""
+    if not faults:
+        return fabric, []
+    from fabricsim.backends.flow.faults import plan_faults
+    from fabricsim.backends.flow.specs import FaultSpec
+
+    specs = [f if isinstance(f, FaultSpec) else FaultSpec.model_validate(f) for f in faults]
+    for i, f in enumerate(specs):
+        if f.type not in ("link_down", "link_degraded"):
+            raise ConfigError(f"fault type {f.type!r} is not modelled by the packet backend "
+                              "(link_down and link_degraded are); run it with the flow "
+                              "backend", field=f"faults[{i}].type")
+    plan = plan_faults(fabric, specs)
+    return plan.fabric, [a.description for a in plan.faults]
 
 
 def variant_names(sc: Scenario) -> list[str]:

@@ -159,4 +159,5 @@ def _run(st: State) -> float:
         a["LI"], a["LF"], a["QI"], a["QF"], a["CL"], a["NDF"], a["PK"], a["free"], a["FI"],
         a["FF"], a["FPS"], a["FPL"], a["PL"], a["NB"], a["BM"], a["SI"], a["SF"], a["DP"],
         a["DI"], a["RF"], a["RT"], a["TS_Q"], a["TS_D"], a["TS_F"], a["TS_NP"], a["P"],
-        a["IP"], a["HT"], a["HI"], a["C"], a["STUCK_L"], np.int64(st.stuck_node)))
+        a["IP"], a["HT"], a["HI"], a["C"], a["STUCK_L"], np.int64(st.stuck_node), a["SQ"],
+        a["SPF"]))

@@ -37,6 +37,10 @@ INTRA_LINKS = (LinkKind.NVLINK, LinkKind.PCIE, LinkKind.CPU_INTERCONNECT,
 ETH_SWITCHES = (NodeKind.LEAF, NodeKind.SPINE, NodeKind.CORE, NodeKind.ROUTER,
                 NodeKind.STORAGE_SWITCH, NodeKind.MGMT_SWITCH)
 MAX_BITMAP = 400_000_000
+#: Largest per-packet sender state of SRD flows (bytes): 4 float64 per packet per
+#: repetition (send time, state, path, serial) beside the receive bitmap.
+MAX_SRD_STATE_BYTES = 4 * 2**30
+SRD_BYTES_PER_PACKET = 8 * L.N_SQ
 
 
 @dataclass
@@ -114,6 +118,8 @@ def build_state(schedule: Schedule, fabric: Fabric, cfg: PacketConfig, *, mode: 
     hops = p0.lengths() if p0 is not None else np.zeros(0, np.int64)
     est = _estimate(schedule, fabric, cfg, mode, p0, hops, nf)
     check_budget(est, cfg.event_budget)
+    if mode == "srd" and cfg.srd.congestion_control:
+        check_srd_state(int(np.maximum(np.ceil(nb / mtu), 1).sum()))
     # NVLink flows stripe their packets round-robin over every equal-cost path (as a GPU
     # spreads NVLink traffic over all its links / NVSwitches); receivers take them in any
     # order
@@ -196,6 +202,9 @@ def build_state(schedule: Schedule, fabric: Fabric, cfg: PacketConfig, *, mode: 
     else:
         FI[:, L.F_BM] = -1
         BM = np.zeros(1, dtype=np.int8)
+    srdcc = spray and cfg.srd.congestion_control
+    SQ = np.zeros((int(npkt.sum()) if srdcc and nf else 1, L.N_SQ))
+    SPF = np.zeros((max(nf, 1) if srdcc else 1, npath if srdcc else 1, L.N_SPF))
     if nf and p0 is not None:
         bott = _path_min(cap, PL, FPS[:nf, 0], FPL[:nf, 0])
         FF[:nf, L.FF_LINE] = bott
@@ -211,6 +220,21 @@ def build_state(schedule: Schedule, fabric: Fabric, cfg: PacketConfig, *, mode: 
         if mode == "tcp":
             FF[:nf, L.FF_CWND] = cfg.init_cwnd
             FF[:nf, L.FF_SSTHRESH] = 1e12
+    if srdcc and nf:
+        # per path: the unloaded RTT (store-and-forward, ACK back over path 0's latency)
+        # and an initial window of the path's share of the bandwidth-delay product
+        cap_ = fabric.link_capacity.astype(np.float64)
+        ser = np.where(fabric.link_up, (mtu + FF[:nf, L.FF_HDR].max(initial=0.0)) / cap_,
+                       np.inf)
+        for k in range(npath):
+            rtt = _path_sum(ser + fabric.link_latency, PL, FPS[:nf, k], FPL[:nf, k]) + \
+                FF[:nf, L.FF_RET_LAT]
+            bdp = FF[:nf, L.FF_LINE] * rtt / wire
+            SPF[:nf, k, L.SP_INIT] = np.maximum(bdp / npath * cfg.srd.init_window, 1.0)
+            SPF[:nf, k, L.SP_CWND] = SPF[:nf, k, L.SP_INIT]
+            SPF[:nf, k, L.SP_SRTT] = rtt
+            SPF[:nf, k, L.SP_BASE] = rtt
+            SPF[:nf, k, L.SP_LDEC] = -1.0
     hop_of_flow = np.zeros(nf)
     if protocol is not None and nf and p0 is not None:
         innet = switch_endpoint(fabric, src, dst)
@@ -334,6 +358,11 @@ def build_state(schedule: Schedule, fabric: Fabric, cfg: PacketConfig, *, mode: 
     P[L.P_BIN_DT] = bin_dt
     P[L.P_WINDOW] = cfg.window
     P[L.P_CUT_HDR] = 64.0
+    P[L.P_SRD_TARGET] = cfg.srd.target_delay
+    P[L.P_SRD_AI] = cfg.srd.ai
+    P[L.P_SRD_BETA] = cfg.srd.beta
+    P[L.P_SRD_MDF] = cfg.srd.max_decrease
+    P[L.P_SRD_MINCW] = cfg.srd.min_cwnd
     IP = np.zeros(L.N_I, dtype=np.int64)
     IP[L.I_NP] = NP
     IP[L.I_MODE] = MODES[mode]
@@ -350,6 +379,7 @@ def build_state(schedule: Schedule, fabric: Fabric, cfg: PacketConfig, *, mode: 
     IP[L.I_NWATCH] = len(watched)
     IP[L.I_NFLOW_TS] = min(nf, 64)
     IP[L.I_NBINS] = nbins
+    IP[L.I_SRDCC] = int(srdcc)
     # ---------------------------------------------------------------- pools
     in_flight = int((cap * lat / (wire / 2)).sum()) + 2 * nl
     pool = (2 * nf + in_flight + 4 * nl * NP + 65536) * pool_scale
@@ -370,7 +400,7 @@ def build_state(schedule: Schedule, fabric: Fabric, cfg: PacketConfig, *, mode: 
         TS_D=np.zeros(nbins), TS_F=np.zeros((nbins, max(min(nf, 64), 1))),
         TS_NP=np.zeros(nbins), P=P, IP=IP,
         HT=np.zeros(heap_cap), HI=np.zeros((heap_cap, 4), dtype=np.int64), C=C,
-        STUCK_L=stuck_links,
+        STUCK_L=stuck_links, SQ=SQ, SPF=SPF,
     )
     return State(arrays=arrays, FI=FI, n_flows=nf, nprio=NP,
                  watched=np.asarray(watched, dtype=np.int64), bin_dt=bin_dt,
@@ -380,6 +410,25 @@ def build_state(schedule: Schedule, fabric: Fabric, cfg: PacketConfig, *, mode: 
                        "headroom": float(P[L.P_HEADROOM]), "rto": rto})
 
 
+def check_srd_state(packets: int) -> None:
+    """Refuse an SRD run whose per-packet sender state would exceed
+    :data:`MAX_SRD_STATE_BYTES` (raised before anything is allocated).
+
+    >>> check_srd_state(1000)
+    >>> check_srd_state(10**9)
+    Traceback (most recent call last):
+    ...
+    fabricsim.errors.SimulationError: packet.mtu: SRD keeps 32 B of sender state per ...
+    """
+    need = packets * SRD_BYTES_PER_PACKET
+    if need > MAX_SRD_STATE_BYTES:
+        raise SimulationError(
+            f"SRD keeps {SRD_BYTES_PER_PACKET} B of sender state per packet of a "
+            f"repetition: {packets:,} packets need {need / 2**30:,.1f} GiB, beyond the "
+            f"limit of {MAX_SRD_STATE_BYTES / 2**30:g} GiB; raise packet.mtu, shrink the "
+            "transfers or use the flow backend", field="packet.mtu")
+
+
 def _estimate(schedule: Schedule, fabric: Fabric, cfg: PacketConfig, mode: str, p0: Any,
               hops: NDArray[np.int64], nf: int) -> EventEstimate:
     credit_hops = np.zeros(nf, dtype=np.int64)
@@ -387,8 +436,9 @@ def _estimate(schedule: Schedule, fabric: Fabric, cfg: PacketConfig, mode: str, 
         kind = fabric.link_kind[p0.links]
         credit = np.isin(kind, np.array([int(k) for k in INTRA_LINKS])) | (mode == "ib")
         credit_hops = np.bincount(p0.row_ids(), weights=credit, minlength=nf).astype(np.int64)
+    per_packet_acks = mode == "tcp" or (mode == "srd" and cfg.srd.congestion_control)
     return events_lower_bound(schedule, hops, credit_hops, mtu=int(cfg.mtu),
-                              ack_every=cfg.ack_every, tcp=mode == "tcp")
+                              ack_every=cfg.ack_every, tcp=per_packet_acks)
 
 
 def _path_min(vals: NDArray[np.float64], PL: NDArray[np.int64], start: NDArray[np.int64],

@@ -214,6 +214,22 @@ class DcqcnConfig(_M):
     _s = field_validator("byte_counter", mode="before")(_size)
 
 
+class SrdConfig(_M):
+    """SRD (EFA) sender: per-path delay-based windows and selective retransmission
+    (:mod:`~fabricsim.backends.packet.srd`). ``congestion_control: false`` restores the
+    earlier model (uniform random spraying, no window, go-back from the first hole)."""
+
+    congestion_control: bool = True
+    target_delay: float = 10e-6
+    ai: float = Field(1.0, gt=0, le=64)
+    beta: float = Field(0.8, gt=0, le=1)
+    max_decrease: float = Field(0.5, gt=0, lt=1)
+    min_cwnd: float = Field(0.01, gt=0, le=1)
+    init_window: float = Field(1.0, gt=0, le=4)
+
+    _t = field_validator("target_delay", mode="before")(_time)
+
+
 class TrafficClass(_M):
     """A priority / traffic class: which DSCP values map to it, lossless (PFC) or not,
     ECN marking or not."""
@@ -301,6 +317,7 @@ class PacketConfig(_M):
     pfc: PfcConfig = Field(default_factory=PfcConfig)
     ecn: EcnConfig = Field(default_factory=EcnConfig)
     dcqcn: DcqcnConfig = Field(default_factory=DcqcnConfig)
+    srd: SrdConfig = Field(default_factory=SrdConfig)
     classes: list[TrafficClass] = Field(default_factory=lambda: [
         TrafficClass(name="rdma", dscp=[26], lossless=True, ecn=True),
         TrafficClass(name="default", dscp=[0], lossless=False, ecn=False),
@@ -313,6 +330,7 @@ class PacketConfig(_M):
     stuck_receiver: StuckReceiver | None = None
     traffic: TrafficSpec | None = None
     background: list[TrafficSpec] = Field(default_factory=list)
+    faults: list[dict[str, Any]] = Field(default_factory=list)
     until: float | None = None
     bins: int = Field(200, ge=10, le=5000)
     event_budget: int = Field(200_000_000, ge=1000)

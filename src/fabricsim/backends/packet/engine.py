@@ -10,7 +10,7 @@ data packet crossing ``h`` links costs at least ``2h`` events.
 
 Numba's cache keys this module on its own source text only; at import,
 :mod:`~fabricsim.backends.packet.numba_cache` drops the cached engine when any module it
-compiles in (``transport``, ``port``, ``roce``, ``kernel``, ``layout``) has changed.
+compiles in (``transport``, ``srd``, ``port``, ``roce``, ``kernel``, ``layout``) has changed.
 
 Example
 -------
@@ -55,10 +55,12 @@ from fabricsim.backends.packet.layout import (
     ERR_HEAP,
     ERR_UNTIL,
     F_INJ_PEND,
+    F_SPRAY,
     I_BUDGET,
     I_DCQCN,
     I_NP,
     I_SEED,
+    I_SRDCC,
     I_WD,
     LF_LAT,
     LI_BUSY,
@@ -121,6 +123,7 @@ from fabricsim.backends.packet.roce import (
     on_wd_check,
     on_wd_restore,
 )
+from fabricsim.backends.packet.srd import srd_on_ack, srd_on_rto
 from fabricsim.backends.packet.transport import (
     deliver,
     on_ack,
@@ -135,12 +138,12 @@ _ = (_C_ECN, P_LOSS)
 
 @njit(cache=True)
 def kick_link(l, now, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, PL, CL, P, IP, HT, HI, C,
-              free, TS_Q) -> None:  # pragma: no cover
+              free, TS_Q, SQ, SPF) -> None:  # pragma: no cover
     """Start link ``l`` if idle; refill the NIC slot of the flow whose packet left."""
     f = try_start_tx(l, now, LI, LF, QI, QF, PK, FI, CL, P, IP, HT, HI, C, PL, TS_Q)
     while f >= 0:
         l0 = try_inject(f, now, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, PL, P, IP, HT, HI, C,
-                        free, TS_Q)
+                        free, TS_Q, SQ, SPF)
         if l0 < 0:
             return
         f = try_start_tx(l0, now, LI, LF, QI, QF, PK, FI, CL, P, IP, HT, HI, C, PL, TS_Q)
@@ -148,20 +151,20 @@ def kick_link(l, now, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, PL, CL, P, IP, HT, H
 
 @njit(cache=True)
 def kick_flow(f, now, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, PL, CL, P, IP, HT, HI, C, free,
-              TS_Q) -> None:  # pragma: no cover
+              TS_Q, SQ, SPF) -> None:  # pragma: no cover
     """Let flow ``f`` inject a packet if it may, and start its first link."""
     while True:
         l0 = try_inject(f, now, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, PL, P, IP, HT, HI, C,
-                        free, TS_Q)
+                        free, TS_Q, SQ, SPF)
         if l0 < 0:
             return
         kick_link(l0, now, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, PL, CL, P, IP, HT, HI, C,
-                  free, TS_Q)
+                  free, TS_Q, SQ, SPF)
 
 
 @njit(cache=True)
 def arrive(pk, now, stuck_on, stuck_node, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, PL, CL,
-           NDF, SI, SF, DP, DI, BM, RF, RT, TS_Q, TS_D, TS_F, P, IP, HT, HI, C, free
+           NDF, SI, SF, DP, DI, BM, RF, RT, TS_Q, TS_D, TS_F, P, IP, HT, HI, C, free, SQ, SPF
            ) -> None:  # pragma: no cover
     """A packet reached the node at the end of its current link."""
     NP = IP[I_NP]
@@ -227,13 +230,13 @@ def arrive(pk, now, stuck_on, stuck_node, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, 
     PK[pk, PK_HOP] = h + 1
     enqueue(l_out, pk, now, LI, LF, QI, QF, PK, TS_Q, P, IP)
     kick_link(l_out, now, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, PL, CL, P, IP, HT, HI, C,
-              free, TS_Q)
+              free, TS_Q, SQ, SPF)
 
 
 @njit(cache=True)
 def run_engine(LI, LF, QI, QF, CL, NDF, PK, free, FI, FF, FPS, FPL, PL, NB, BM, SI, SF, DP,
-               DI, RF, RT, TS_Q, TS_D, TS_F, TS_NP, P, IP, HT, HI, C, STUCK_L, stuck_node
-               ) -> float:  # pragma: no cover
+               DI, RF, RT, TS_Q, TS_D, TS_F, TS_NP, P, IP, HT, HI, C, STUCK_L, stuck_node,
+               SQ, SPF) -> float:  # pragma: no cover
     """Run until every step has ended (or an error, the budget or ``until``); returns the
     time of the last event processed."""
     np.random.seed(IP[I_SEED])
@@ -274,10 +277,11 @@ def run_engine(LI, LF, QI, QF, CL, NDF, PK, free, FI, FF, FPS, FPL, PL, NB, BM, 
                 free_packet(free, C, lost)
                 LI[l, LI_TX_LOST] = -1
             kick_link(l, now, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, PL, CL, P, IP, HT, HI, C,
-                      free, TS_Q)
+                      free, TS_Q, SQ, SPF)
         elif kind == E_ARRIVE:
             arrive(a, now, stuck_on, stuck_node, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, PL, CL,
-                   NDF, SI, SF, DP, DI, BM, RF, RT, TS_Q, TS_D, TS_F, P, IP, HT, HI, C, free)
+                   NDF, SI, SF, DP, DI, BM, RF, RT, TS_Q, TS_D, TS_F, P, IP, HT, HI, C, free,
+                   SQ, SPF)
         elif kind == E_PAUSE:
             set_pause(a, b, now, QI, QF, C)
             bn = bin_of(now, P, IP)
@@ -289,22 +293,24 @@ def run_engine(LI, LF, QI, QF, CL, NDF, PK, free, FI, FF, FPS, FPL, PL, NB, BM, 
                     arm_watchdog(a, now, QI, P, HT, HI, C)
             else:
                 kick_link(l, now, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, PL, CL, P, IP, HT, HI,
-                          C, free, TS_Q)
+                          C, free, TS_Q, SQ, SPF)
         elif kind == E_CREDIT:
             QF[a, QF_CRED] += b
             kick_link(a // NP, now, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, PL, CL, P, IP, HT,
-                      HI, C, free, TS_Q)
+                      HI, C, free, TS_Q, SQ, SPF)
         elif kind == E_INJECT:
             FI[a, F_INJ_PEND] = 0
             kick_flow(a, now, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, PL, CL, P, IP, HT, HI, C,
-                      free, TS_Q)
+                      free, TS_Q, SQ, SPF)
         elif kind in (E_ACK, E_NAK):
-            if kind == E_ACK:
+            if kind == E_ACK and IP[I_SRDCC] == 1 and FI[a, F_SPRAY] == 2:
+                srd_on_ack(a, b, now, FI, FF, SQ, SPF, P)
+            elif kind == E_ACK:
                 on_ack(a, b, now, FI, FF, IP)
             else:
                 on_nak(a, b, now, FI, FF)
             kick_flow(a, now, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, PL, CL, P, IP, HT, HI, C,
-                      free, TS_Q)
+                      free, TS_Q, SQ, SPF)
         elif kind == E_CNP:
             if IP[I_DCQCN] == 1:
                 on_cnp(a, now, FI, FF, P, HT, HI, C)
@@ -313,17 +319,22 @@ def run_engine(LI, LF, QI, QF, CL, NDF, PK, free, FI, FF, FPS, FPL, PL, NB, BM, 
         elif kind == E_DCQ_INC:
             on_inc_timer(a, b, now, FI, FF, P, HT, HI, C)
             kick_flow(a, now, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, PL, CL, P, IP, HT, HI, C,
-                      free, TS_Q)
+                      free, TS_Q, SQ, SPF)
         elif kind == E_RTO:
-            if on_rto(a, now, FI, FF, P, HT, HI, C):
+            if IP[I_SRDCC] == 1 and FI[a, F_SPRAY] == 2:
+                fired = srd_on_rto(a, now, FI, FF, SQ, SPF, P, HT, HI, C)
+            else:
+                fired = on_rto(a, now, FI, FF, P, HT, HI, C)
+            if fired:
                 kick_flow(a, now, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, PL, CL, P, IP, HT, HI,
-                          C, free, TS_Q)
+                          C, free, TS_Q, SQ, SPF)
         elif kind == E_STEP:
-            start_step(a, now, SI, SF, FI, FF, NB, BM, DP, DI, RF, RT, P, HT, HI, C)
+            start_step(a, now, SI, SF, FI, FF, NB, BM, DP, DI, RF, RT, P, IP, HT, HI, C, SQ,
+                       SPF)
             f0 = SI[a, S_FOFF]
             for f in range(f0, f0 + SI[a, S_NF]):
                 kick_flow(f, now, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, PL, CL, P, IP, HT, HI,
-                          C, free, TS_Q)
+                          C, free, TS_Q, SQ, SPF)
         elif kind == E_WD_CHECK:
             on_wd_check(a, b, now, LI, LF, QI, QF, PK, NDF, CL, P, IP, HT, HI, C, free)
         elif kind == E_WD_RESTORE:

@@ -89,7 +89,12 @@ P_BIN_DT = 24
 P_INIT_CWND = 25
 P_WINDOW = 26
 P_CUT_HDR = 27
-N_P = 28
+P_SRD_TARGET = 28  # SRD: queueing delay allowed above a path's base RTT (s)
+P_SRD_AI = 29      # SRD: additive increase, packets per RTT per path
+P_SRD_BETA = 30    # SRD: multiplicative decrease per unit of excess delay
+P_SRD_MDF = 31     # SRD: largest decrease factor per RTT (and on a loss)
+P_SRD_MINCW = 32   # SRD: smallest per-path window (packets; below 1 the path is paced)
+N_P = 33
 
 # ---- int parameters IP
 I_NP = 0          # priorities (traffic classes)
@@ -107,7 +112,8 @@ I_SEED = 11
 I_NWATCH = 12
 I_NFLOW_TS = 13
 I_NBINS = 14
-N_I = 15
+I_SRDCC = 15       # SRD per-path congestion control + selective retransmission
+N_I = 16
 
 MODE_IB, MODE_ROCE, MODE_TCP, MODE_SRD = 0, 1, 2, 3
 
@@ -190,7 +196,8 @@ F_RTX = 26
 F_ACTIVE = 27
 F_SPRAY = 28       # 0 one path, 1 round-robin striping (NVLink), 2 random (SRD)
 F_RR = 29
-N_FI = 30
+F_NLOST = 30       # SRD: packets declared lost and not yet retransmitted
+N_FI = 31
 
 # ---- per flow floats FF
 FF_SIZE = 0
@@ -223,7 +230,28 @@ PK_ECN = 7
 PK_REP = 8
 PK_INL = 9
 PK_NEXT = 10
-N_PK = 11
+PK_PATH = 11      # index of the flow's path the packet took
+N_PK = 12
+
+# ---- SRD per sent packet (SQ, float rows; offset FI[f, F_BM] + seq)
+SQ_T = 0          # time of the latest transmission
+SQ_ST = 1         # 0 not sent, 1 in flight, 2 acknowledged, 3 lost (to retransmit)
+SQ_K = 2          # path index of the latest transmission
+SQ_SER = 3        # its serial number on that path
+N_SQ = 4
+SQ_INFLIGHT, SQ_ACKED, SQ_LOST = 1, 2, 3
+
+# ---- SRD per flow and path (SPF[f, k, :])
+SP_INFL = 0       # packets in flight on the path
+SP_NSER = 1       # next serial number on the path
+SP_EXP = 2        # lowest serial not yet acknowledged or declared lost (in order)
+SP_CWND = 3       # congestion window (packets)
+SP_SRTT = 4       # smoothed RTT
+SP_BASE = 5       # lowest RTT seen (the path's base RTT)
+SP_LDEC = 6       # time of the last window decrease
+SP_NEXT = 7       # earliest next send when the window is below one packet
+SP_INIT = 8       # initial window (path's share of the bandwidth-delay product)
+N_SPF = 9
 
 # ---- per step ints SI / floats SF
 S_FOFF = 0

@@ -10,8 +10,11 @@
   and ACKs every packet cumulatively; three duplicate ACKs trigger a fast retransmit and
   halve the window (slow start / congestion avoidance otherwise); a timeout goes back to
   the first unacknowledged packet with a window of one.
-* ``srd`` (EFA-like): packets are sprayed over several paths and accepted out of order;
-  losses are repaired by a short retransmission timer.
+* ``srd`` (EFA-like): packets are spread over several paths and accepted out of order;
+  every packet is ACKed with its path; the sender keeps a delay-based window per path and
+  retransmits only lost packets (:mod:`~fabricsim.backends.packet.srd`). With
+  ``srd.congestion_control: false`` the earlier model: uniform random spraying, no
+  window, repair by a short timer going back to the first hole.
 
 Control packets (ACK, NAK, CNP) are not queued in the fabric: they reach the sender after
 the path's latency. A sender keeps at most one packet in its NIC queue per flow, so flows
@@ -85,6 +88,7 @@ from fabricsim.backends.packet.layout import (
     I_DCQCN,
     I_NFLOW_TS,
     I_SELECTIVE,
+    I_SRDCC,
     I_TCP,
     LF_QTOT,
     P_CNP_INT,
@@ -95,6 +99,7 @@ from fabricsim.backends.packet.layout import (
     PK_FLOW,
     PK_HOP,
     PK_INL,
+    PK_PATH,
     PK_PBASE,
     PK_PLEN,
     PK_PRIO,
@@ -115,6 +120,7 @@ from fabricsim.backends.packet.layout import (
 )
 from fabricsim.backends.packet.port import alloc_packet, bin_of, enqueue
 from fabricsim.backends.packet.roce import on_bytes_sent
+from fabricsim.backends.packet.srd import srd_next_seq, srd_pick_path, srd_reset, srd_sent
 
 MASK32 = (1 << 32) - 1
 
@@ -149,15 +155,24 @@ def choose_path(f, LF, FI, FPS, FPL, PL, IP):  # pragma: no cover
 
 @njit(cache=True)
 def try_inject(f, now, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, PL, P, IP, HT, HI, C, free,
-               TS_Q) -> int:  # pragma: no cover
+               TS_Q, SQ, SPF) -> int:  # pragma: no cover
     """Put the next packet of flow ``f`` in its NIC queue if pacing, window and the
     one-packet-per-flow NIC slot allow; returns the first link used, or -1."""
     slots = 2 * FI[f, F_NPATH] if FI[f, F_SPRAY] == 1 else 1
     if FI[f, F_DONE] == 1 or FI[f, F_ACTIVE] == 0 or FI[f, F_QUEUED] >= slots:
         return -1
+    srd = IP[I_SRDCC] == 1 and FI[f, F_SPRAY] == 2
     rtx = FI[f, F_RTX]
     seq = rtx
-    if rtx < 0:
+    k = 0
+    if srd:
+        seq = srd_next_seq(f, FI, SQ, P)
+        if seq < 0:
+            return -1
+        k = srd_pick_path(f, now, FI, SPF, HT, HI, C)
+        if k < 0:
+            return -1
+    elif rtx < 0:
         seq = FI[f, F_SND_NEXT]
         if seq >= FI[f, F_NPKT]:
             return -1
@@ -172,20 +187,24 @@ def try_inject(f, now, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, PL, P, IP, HT, HI, 
             FI[f, F_INJ_PEND] = 1
             push(HT, HI, C, FF[f, FF_NEXT_T], E_INJECT, f, 0)
         return -1
-    if rtx >= 0:
-        FI[f, F_RTX] = -1
-    else:
-        FI[f, F_SND_NEXT] = seq + 1
     pk = alloc_packet(PK, free, C)
     if pk < 0:
         return -1
+    if srd:
+        srd_sent(f, seq, k, now, FI, SQ, SPF)
+    elif rtx >= 0:
+        FI[f, F_RTX] = -1
+    else:
+        FI[f, F_SND_NEXT] = seq + 1
     mtu = int(P[P_MTU])
     npkt = FI[f, F_NPKT]
     payload = mtu if seq < npkt - 1 else int(FF[f, FF_SIZE]) - (npkt - 1) * mtu
     if payload < 0:
         payload = 0
     size = payload + int(FF[f, FF_HDR])
-    k = choose_path(f, LF, FI, FPS, FPL, PL, IP)
+    if not srd:
+        k = choose_path(f, LF, FI, FPS, FPL, PL, IP)
+    PK[pk, PK_PATH] = k
     PK[pk, PK_FLOW] = f
     PK[pk, PK_SEQ] = seq
     PK[pk, PK_SIZE] = size
@@ -238,7 +257,10 @@ def deliver(pk, now, PK, FI, FF, SI, SF, DP, DI, BM, RF, RT, TS_D, TS_F, P, IP, 
                 r += 1
             FI[f, F_RCV_NEXT] = r
         FI[f, F_ACKCNT] += 1
-        if IP[I_TCP] == 1 or FI[f, F_ACKCNT] >= IP[I_ACK_EVERY] or FI[f, F_RCV_CNT] == npkt:
+        if IP[I_SRDCC] == 1 and FI[f, F_SPRAY] == 2:  # SRD: every packet, with its path
+            FI[f, F_ACKCNT] = 0
+            push(HT, HI, C, now + ret, E_ACK, f, (rep << 40) | (PK[pk, PK_PATH] << 32) | seq)
+        elif IP[I_TCP] == 1 or FI[f, F_ACKCNT] >= IP[I_ACK_EVERY] or FI[f, F_RCV_CNT] == npkt:
             FI[f, F_ACKCNT] = 0
             push(HT, HI, C, now + ret, E_ACK, f, tag | FI[f, F_RCV_NEXT])
     else:
@@ -300,7 +322,7 @@ def step_rep_done(s, now, SI, SF, DP, DI, HT, HI, C):  # pragma: no cover
 
 
 @njit(cache=True)
-def start_step(s, now, SI, SF, FI, FF, NB, BM, DP, DI, RF, RT, P, HT, HI, C
+def start_step(s, now, SI, SF, FI, FF, NB, BM, DP, DI, RF, RT, P, IP, HT, HI, C, SQ, SPF
                ) -> None:  # pragma: no cover
     """Begin the next repetition of step ``s``: reset and activate its flows (the caller
     then injects their first packets)."""
@@ -334,6 +356,8 @@ def start_step(s, now, SI, SF, FI, FF, NB, BM, DP, DI, RF, RT, P, HT, HI, C
         FI[f, F_NPKT] = npkt
         if FI[f, F_BM] >= 0:
             BM[FI[f, F_BM]:FI[f, F_BM] + npkt] = 0
+        if IP[I_SRDCC] == 1 and FI[f, F_SPRAY] == 2:
+            srd_reset(f, FI, SQ, SPF)
         if FI[f, F_SRC] == FI[f, F_DST]:
             FI[f, F_ACTIVE] = 0
             finish_flow(f, now, FI, FF, SI, SF, DP, DI, RF, RT, HT, HI, C)
