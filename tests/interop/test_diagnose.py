@@ -1,0 +1,85 @@
+"""Fault localisation from pairwise runs (fabricsim.interop.diagnose, fabricsim diagnose)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from fabricsim.cli.app import main
+from fabricsim.errors import ConfigError
+from fabricsim.interop.diagnose import PairRun, diagnose
+
+ROOT = Path(__file__).resolve().parents[2]
+PAIRS = sorted((ROOT / "tests" / "data" / "nccl_logs" / "pairs").glob("*.log"))
+
+
+def test_cli_names_the_degraded_host(capsys) -> None:
+    assert main(["diagnose", *map(str, PAIRS), "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["identified"] and d["hosts"] == 6 and d["system"] == "dgx-h100"
+    top = d["suspects"][0]
+    assert top["component"] == "host h100-04" and len(top["slow_runs"]) == 5
+    assert all(r["slower_by"] > 0.5 for r in top["slow_runs"])
+
+
+def test_healthy_runs_give_no_suspect_and_say_why() -> None:
+    runs = [PairRun((f"n{a}", f"n{b}"), "all_reduce", 2**28, 1000.0)
+            for a in range(4) for b in range(a + 1, 4)]
+    rep = diagnose(runs, baseline_us=lambda r: 1000.0)
+    assert not rep.suspects and not rep.identified and "nothing to suspect" in rep.why
+
+
+def test_failures_are_evidence() -> None:
+    runs = [PairRun(("n0", "n1"), "all_reduce", 2**28, 1000.0),
+            PairRun(("n1", "n2"), "all_reduce", 2**28, None, "Test NCCL failure"),
+            PairRun(("n2", "n3"), "all_reduce", 2**28, None, "Test NCCL failure"),
+            PairRun(("n0", "n3"), "all_reduce", 2**28, 1000.0),
+            PairRun(("n1", "n3"), "all_reduce", 2**28, 1000.0),
+            PairRun(("n0", "n2"), "all_reduce", 2**28, None, "Test NCCL failure")]
+    rep = diagnose(runs, baseline_us=lambda r: 1000.0)
+    assert rep.identified and rep.suspects[0].component == "host n2"
+    assert len(rep.suspects[0].failed_runs) == 3
+
+
+def test_what_runs_cannot_separate_is_said() -> None:
+    """n0 and n1 meet only each other: their slow run cannot say which of them is bad."""
+    runs = [PairRun(("n0", "n1"), "all_reduce", 2**28, 3000.0),
+            PairRun(("n2", "n3"), "all_reduce", 2**28, 1000.0),
+            PairRun(("n4", "n5"), "all_reduce", 2**28, 1000.0)]
+    rep = diagnose(runs, baseline_us=lambda r: 1000.0)
+    assert not rep.identified and "cannot tell apart" in rep.why
+    assert set(rep.suspects[0].names()) == {"host n0", "host n1"}
+
+
+def test_bad_input(capsys, tmp_path) -> None:
+    with pytest.raises(ConfigError, match="two-host runs"):
+        diagnose([])
+    one = ROOT / "tests" / "data" / "nccl_logs" / "all_reduce_perf_dgx_a100.log"
+    assert main(["diagnose", str(one)]) == 2
+    assert "two hosts" in capsys.readouterr().err
+    assert main(["diagnose", str(tmp_path / "none.log")]) == 2
+
+
+def _bench():  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location("diagnose_faults",
+                                                  ROOT / "benchmarks" / "diagnose_faults.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["diagnose_faults"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize(("kind", "seed"), [("nic_degraded", 2012),
+                                            ("leaf_spine_degraded", 1019),
+                                            ("nic_flapping", 2012)])
+def test_simulated_faults_are_found(kind: str, seed: int) -> None:
+    """One trial of benchmarks/diagnose_faults.py per fault type (8 servers each): the
+    faulty host or link is in the top suspect group (a spine port that serves one host
+    alone is crossed by exactly that host's cross-leaf runs, so the two may share it)."""
+    row = _bench().trial(kind, seed)
+    assert row["servers"] == 8 and row["found"]
