@@ -56,7 +56,7 @@ def test_shipped_scenarios_validate() -> None:
     from fabricsim.scenario import load_scenario
 
     paths = sorted(Path(str(files("fabricsim") / "scenarios")).glob("packet-*.yaml"))
-    assert len(paths) == 5
+    assert len(paths) == 6
     for p in paths:
         sc = load_scenario(p)
         data = dict(sc.packet or {})
