@@ -104,9 +104,9 @@ def parse_nccl_log(text: str, name: str = "") -> NcclLog:
 
     Examples
     --------
-    >>> log = parse_nccl_log("#  Rank  0 Group  0 Pid 1 on h device  0 [0x07] GPU\n"
+    >>> log = parse_nccl_log("#  Rank  0 Group  0 Pid 1 on h device  0 [0x07] GPU\\n"
     ...                      "  1048576  262144  float  sum  -1  50.0  20.97  36.70  0"
-    ...                      "  49.0  21.40  37.45  0\n", "all_reduce_perf.log")
+    ...                      "  49.0  21.40  37.45  0\\n", "all_reduce_perf.log")
     >>> log.collective, log.ranks, log.rows[0].busbw_gbps_inplace
     ('all_reduce', 1, 37.45)
     """
