@@ -106,6 +106,9 @@ class Protocol:
         if fabric is not None and self.hop_scale:
             f = self.hop_scale.get(hardware_of(fabric)[1], 1.0)
             out[[LINK_CLASSES.index("nvlink"), LINK_CLASSES.index("nvls")]] *= f
+        if fabric is not None and fabric.info.calibration and self.name != "ideal":
+            cal = fabric.info.calibration  # fitted to this cluster (not physics: not ideal)
+            out *= np.array([cal.get(f"{c}.hop", 1.0) for c in LINK_CLASSES])
         return out
 
     def eff_array(self, fabric: Fabric | None = None) -> NDArray[np.float64]:
@@ -122,6 +125,10 @@ class Protocol:
         if fabric is not None:  # packet framing of the scale-out transport (fabricsim.transport)
             out[[LINK_CLASSES.index("net"), LINK_CLASSES.index("sharp")]] *= \
                 framing_efficiency(fabric.info.transport)
+        if fabric is not None and fabric.info.calibration and self.name != "ideal":
+            cal = fabric.info.calibration  # fitted to this cluster (not physics: not ideal)
+            out = np.minimum(out * np.array([cal.get(f"{c}.efficiency", 1.0)
+                                             for c in LINK_CLASSES]), 1.0)
         return out
 
     def bandwidth_ramp(self, nbytes: float) -> float:

@@ -82,7 +82,34 @@ TOPOLOGY_PARAMS: dict[str, frozenset[str] | None] = {
 }
 #: ``params`` keys read by build_cluster itself (NVLink domains, storage, management).
 CLUSTER_PARAMS = frozenset({"nvlink_domain", "storage_targets", "mgmt_servers_per_switch",
-                            "sharp", "routing"})
+                            "sharp", "routing", "calibration"})
+#: Link classes a calibration may scale, and what it scales.
+CALIBRATION_KEYS = frozenset(f"{c}.{what}" for c in ("nvlink", "pcie", "net", "nvls", "sharp")
+                             for what in ("efficiency", "hop"))
+
+
+def check_calibration(raw: object) -> dict[str, float]:
+    """``params.calibration`` as a checked mapping: known keys, factors in (0, 10].
+
+    >>> check_calibration({"net.efficiency": 0.95})
+    {'net.efficiency': 0.95}
+    """
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"calibration must be a mapping such as {{net.efficiency: 0.95}}, "
+                          f"got {raw!r}", field="params.calibration")
+    out: dict[str, float] = {}
+    for k, v in raw.items():
+        if k not in CALIBRATION_KEYS:
+            raise unknown("calibration factor", str(k), sorted(CALIBRATION_KEYS),
+                          field="params.calibration")
+        if isinstance(v, bool) or not isinstance(v, int | float) or not 0 < v <= 10 \
+                or v != v:
+            raise ConfigError(f"calibration {k} must be a factor in (0, 10], got {v!r}",
+                              field=f"params.calibration.{k}")
+        out[str(k)] = float(v)
+    return out
 #: Topologies whose switches can form SHARP aggregation trees (InfiniBand fat-trees).
 SHARP_TOPOLOGIES = frozenset({"fat-tree", "rail-optimized"})
 
@@ -489,7 +516,7 @@ def build_cluster(system: str = "dgx-h100", nodes: int = 1, *, gpus_per_node: in
         nvls=bool(sysp.nvswitch) and cat.switch(sysp.nvswitch).in_network_reduction
         and domain_gpus > 1,
         nics_per_gpu=int(gpu_nics.shape[1]), pcie_switches=template.params.pcie_switches,
-        cables=cables, extra=extra,
+        cables=cables, calibration=check_calibration(prm.get("calibration")), extra=extra,
     )
     return b.build(gpus=gpus, gpu_nics=gpu_nics, router=router, info=info, arrays=arrays)
 

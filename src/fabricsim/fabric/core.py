@@ -47,7 +47,8 @@ class FabricInfo:
     for none), ``nvlink`` (the GPUs' NVLink generation, ``""`` for none), ``nvls`` (the
     GPUs of a server share NVSwitches that can reduce in the switch), ``nics_per_gpu`` (NICs
     on each GPU's PCIe switch, which NCCL spreads its channels over) and ``pcie_switches``
-    (per server).
+    (per server); ``calibration`` holds factors fitted to the cluster's own nccl-tests
+    logs (``fabricsim calibrate``), applied by every backend through the protocol model.
     """
 
     system: str = "custom"
@@ -74,6 +75,10 @@ class FabricInfo:
     nics_per_gpu: int = 0
     pcie_switches: int = 0
     cables: Mapping[str, int] = field(default_factory=dict)
+    #: Factors a calibration to this cluster's own measurements applies to the protocol
+    #: model (``fabricsim calibrate``): ``"<class>.efficiency"`` and ``"<class>.hop"`` for
+    #: the link classes ``nvlink``, ``pcie``, ``net``, ``nvls``, ``sharp``. Empty: none.
+    calibration: Mapping[str, float] = field(default_factory=dict)
     extra: Mapping[str, Any] = field(default_factory=dict)
 
 

@@ -1,0 +1,76 @@
+"""``fabricsim calibrate``: fit the model to a cluster's nccl-tests logs, write a scenario."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from fabricsim.cli.common import JsonOpt, SystemOpt, console, print_json
+from fabricsim.errors import ConfigError
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("calibrate")
+    def calibrate_cmd(
+        logs: Annotated[list[Path], typer.Argument(
+            help="nccl-tests logs of this cluster (any collectives, sizes and node counts).")],
+        output: Annotated[Path | None, typer.Option(
+            "--output", "-o", help="Write the calibrated cluster as a scenario YAML that "
+            "every command accepts.")] = None,
+        system: SystemOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """Fit per-class efficiency and per-step overhead factors to the logs (every other
+        size fitted, the rest held out), report the error before and after on both, and
+        write a scenario whose cluster carries the calibration.
+
+        Example: fabricsim calibrate all_reduce_perf.log all_gather_perf.log -o my.yaml
+        """
+        import yaml
+
+        from fabricsim.cli.compare import MAX_LOG_BYTES, NcclLog, system_for_log
+        from fabricsim.interop.calibrate import calibrate
+        from fabricsim.interop.nccl_tests import parse_nccl_tests
+        from fabricsim.scenario.loader import read_text_file
+
+        tests = []
+        for p in logs:
+            if not p.exists():
+                raise ConfigError(f"log file {str(p)!r} does not exist", field="LOGS")
+            f = parse_nccl_tests(read_text_file(p, MAX_LOG_BYTES, "nccl-tests log", "LOGS"),
+                                 p.name)
+            for note in f.notes:
+                typer.echo(f"warning: {p.name}: {note}", err=True)
+            tests += [t for t in f.tests if t.rows]
+        if system is None:
+            with_gpu = next((t for t in tests if t.gpus), None)
+            if with_gpu is None:
+                raise ConfigError("the logs name no GPU; pass --system", field="--system")
+            system = system_for_log(NcclLog.of(with_gpu))
+        if output is not None and output.exists() and output.is_dir():
+            raise ConfigError(f"--output {str(output)!r} is a folder; give a .yaml file",
+                              field="--output")
+        res = calibrate(tests, system=system)
+        if output is not None:
+            output.write_text(yaml.safe_dump(res.scenario(output.stem), sort_keys=False),
+                              encoding="utf-8")
+        if as_json:
+            print_json({**res.to_dict(), "output": str(output) if output else None})
+            return
+        console.print(f"calibrated {system} on {res.fitted_rows} rows, checked on "
+                      f"{res.held_out_rows} held out")
+        for k, v in res.factors.items():
+            se = res.stderr.get(k)
+            loose = se is not None and se > 0.25
+            console.print(f"  {k:<18} {v:.3f}" + (f" ± {se:.3f}" if se is not None else "")
+                          + ("  (not determined by these logs)" if loose else ""))
+        console.print(f"median |time error|: fitted {res.fit_error_before:.1%} -> "
+                      f"{res.fit_error_after:.1%}; held out {res.held_out_error_before:.1%}"
+                      f" -> {res.held_out_error_after:.1%}")
+        for n in res.notes:
+            console.print(f"note: {n}")
+        if output is not None:
+            console.print(f"wrote {output} (use it as the scenario of any command, e.g. "
+                          f"fabricsim bench all_reduce {output})")
