@@ -193,6 +193,10 @@ def register(app: typer.Typer) -> None:
               fp8: Fp8Opt = False, from_megatron: MegatronOpt = None,
               backend: BackendOpt = None, gpu_hour_usd: PriceOpt = None,
               checkpoint_gbps: CkptOpt = None, restart_min: RestartOpt = 10.0,
+              chakra: Annotated[Path | None, typer.Option(
+                  "--chakra", help="Also write the step as Chakra execution traces "
+                  "(ASTRA-sim's input): PREFIX.<rank>.et for the first rank of every "
+                  "pipeline stage.")] = None,
               as_json: JsonOpt = False) -> None:
         """Time one training step: throughput, MFU, breakdown, memory, cost of the network,
         and the goodput once failures and restarts are counted.
@@ -229,6 +233,15 @@ def register(app: typer.Typer) -> None:
         d = r.as_dict()
         d["goodput"] = gp.to_dict()
         d["notes"] = extra.get("notes", [])
+        if chakra is not None:
+            from fabricsim.interop.chakra import step_trace, write_traces
+
+            par = r.parallel
+            first = {par["tp"] * par["cp"] * par["dp"] * st: step_trace(r, m, stage=st)
+                     for st in range(par["pp"])}
+            paths = write_traces(first, chakra, {"model": m.name, "fabric": fab.info.fabric,
+                                                 "system": fab.info.system})
+            d["chakra_traces"] = [str(x) for x in paths]
         if as_json:
             print_json(d)
             return
@@ -262,5 +275,8 @@ def register(app: typer.Typer) -> None:
             f"failures/day (job MTBF {gp.job_mtbf_hours:.1f} h), checkpoint every "
             f"{gp.checkpoint_interval_s / 60:.0f} min; lost ${gp.usd_lost_per_day:,.0f}/day"
             f" (docs/goodput.md)")
+        if chakra is not None:
+            console.print(f"wrote {len(d['chakra_traces'])} Chakra trace(s): "
+                          f"{d['chakra_traces'][0]} ...")
         for w in r.warnings + list(extra.get("notes", [])):
             console.print(f"[yellow]warning:[/] {w}")
