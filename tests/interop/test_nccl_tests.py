@@ -115,3 +115,12 @@ def test_bench_scenario_runs_its_sweep(capsys) -> None:
     assert main(["bench", "scenario", str(scen), "--json"]) == 0
     rows = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
     assert len(rows) > 1 and not math.isnan(rows[0]["busbw_gbps"])
+
+
+def test_an_nccl_tests_command_line_runs_as_is(capsys) -> None:
+    """all_reduce_perf -b 1M -e 1M -c 0 -n 10 -w 2 -g 1 -d half -o max: every flag is
+    nccl-tests' own."""
+    assert main(["bench", "all_reduce", "-b", "1M", "-e", "1M", "-c", "0", "-n", "10",
+                 "-w", "2", "-g", "1", "-d", "half", "-o", "max"]) == 0
+    row = parse_nccl_tests(capsys.readouterr().out).tests[0].rows[0]
+    assert (row.type, row.redop, row.count) == ("half", "max", 2**19)

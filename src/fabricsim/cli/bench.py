@@ -276,6 +276,9 @@ def register(app: typer.Typer) -> None:
         warmup: Annotated[int, typer.Option(
             "--warmup_iters", "-w", min=0, help="nccl-tests' warm-up iterations (accepted, "
             "no effect on a simulation).")] = 5,
+        check: Annotated[int, typer.Option(
+            "--check", "-c", min=0, max=1, help="nccl-tests' data check (accepted; a "
+            "simulation moves no data, so #wrong is N/A).")] = 1,
         ngpus: Annotated[int, typer.Option(
             "--ngpus", "-g", min=1, max=72, help="nccl-tests' GPUs per thread: one process "
             "launching g GPUs pays the launch overhead g-1 more times (default 1: one "
