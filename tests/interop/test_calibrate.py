@@ -53,12 +53,33 @@ def test_cli_writes_a_scenario_every_command_accepts(capsys, tmp_path) -> None:
     err = d["median_abs_time_error"]
     assert err["held_out_after"] < err["held_out_before"]
     sc = yaml.safe_load(out.read_text())
-    assert sc["cluster"]["system"] == "dgx-h100" and sc["cluster"]["params"]["calibration"]
+    assert sc["cluster"]["system"] == "my-cluster" and sc["cluster"]["params"]["calibration"]
+    assert sc["systems"]["my-cluster"]["base"] == "dgx-h100"   # a user-defined system
     assert main(["bench", "all_reduce", str(out), "--nodes", "2", "-b", "1G", "-e", "1G",
                  "--json"]) == 0
     assert main(["describe", str(out), "--nodes", "2"]) == 0
     assert main(["train", str(out), "--nodes", "2", "--model", "llama3-8b",
                  "--global-batch", "16", "--zero", "fsdp"]) == 0
+
+
+def test_nics_in_use_are_fitted() -> None:
+    """Logs from A100 servers that use 4 of their 8 HDR NICs (synthetic: the model on a
+    4-NIC system): calibrating against dgx-a100 finds the 4."""
+    from fabricsim.catalog import get_catalog, with_systems
+    from fabricsim.interop.calibrate import calibrate
+    from fabricsim.interop.nccl_tests import NcclTest, Row
+
+    cat = with_systems(get_catalog(), {"a100-4nic": {"base": "dgx-a100", "nics": 4}})
+    fab = build_cluster("a100-4nic", 2, catalog=cat)
+    rows = []
+    for k in range(20, 34, 2):
+        t = predict_time(fab, "all_reduce", 2**k) * 1e6
+        rows.append(Row(2**k, 2**k // 4, "float", "sum", -1, t, 0, 0, None, t, 0, 0, None))
+    hosts = ("a",) * 8 + ("b",) * 8
+    test = NcclTest("all_reduce", tuple(rows), hosts, ("NVIDIA A100-SXM4-80GB",) * 16)
+    res = calibrate([test], system="dgx-a100")
+    assert res.nics == 4 and res.held_out_error_after < 0.02
+    assert any("4 of the system's 8" in n for n in res.notes)
 
 
 def test_too_little_is_a_clear_error(capsys, tmp_path) -> None:

@@ -65,9 +65,11 @@ class CalibrationResult:
     held_out_error_before: float
     held_out_error_after: float
     notes: tuple[str, ...] = field(default_factory=tuple)
+    #: compute NICs per server the fit found in use (multi-node logs), else the system's
+    nics: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"system": self.system,
+        return {"system": self.system, "nics_in_use": self.nics,
                 "factors": {k: round(v, 4) for k, v in self.factors.items()},
                 "stderr": {k: round(v, 4) for k, v in self.stderr.items()},
                 "fitted_rows": self.fitted_rows, "held_out_rows": self.held_out_rows,
@@ -81,12 +83,18 @@ class CalibrationResult:
     def scenario(self, name: str = "calibrated-cluster") -> dict[str, Any]:
         """A scenario mapping (for YAML) whose cluster carries the calibration: every
         command that takes a scenario uses it (``--nodes`` etc. still override)."""
+        system: dict[str, Any] = {"base": self.system,
+                                  "note": "calibrated to nccl-tests logs (fabricsim "
+                                          "calibrate)"}
+        if self.nics is not None:
+            system["nics"] = self.nics
         return {"name": name,
                 "description": f"{self.system} calibrated to nccl-tests logs "
                                f"(held-out median time error "
                                f"{self.held_out_error_before:.1%} -> "
                                f"{self.held_out_error_after:.1%})",
-                "cluster": {"system": self.system,
+                "systems": {name: system},
+                "cluster": {"system": name,
                             "params": {"calibration": {k: round(v, 4) for k, v in
                                                        self.factors.items()}}}}
 
@@ -121,14 +129,10 @@ def calibrate(tests: Sequence[Any], *, system: str, catalog: Any = None,
               max_evaluations: int = 80) -> CalibrationResult:
     """Fit the calibration factors to ``tests`` (parsed nccl-tests tests on ``system``).
 
-    Raises :class:`~fabricsim.errors.ConfigError` (field ``LOGS``) with fewer than 2
-    usable rows.
+    With multi-node logs the compute NICs per server in use are fitted too: the system's
+    count, half or a quarter of it, whichever fits the fitted rows best. Raises
+    :class:`~fabricsim.errors.ConfigError` (field ``LOGS``) with fewer than 2 usable rows.
     """
-    from scipy.optimize import least_squares
-
-    from fabricsim.collectives import predict_time
-    from fabricsim.fabric import build_cluster
-
     pts = _points(tests)
     if len(pts) < 2:
         raise ConfigError(f"calibration needs at least 2 timed rows with a known collective;"
@@ -144,6 +148,36 @@ def calibrate(tests: Sequence[Any], *, system: str, catalog: Any = None,
         held_idx += js[1::2]
     shapes = sorted({(p.nodes, p.gpus_per_node) for p in pts})
     multi = any(n > 1 for n, _ in shapes)
+    if multi:  # NICs in use: the system's, or fewer (unused rails, a NIC per two GPUs)
+        from fabricsim.catalog import get_catalog, with_systems
+
+        base_cat = catalog if catalog is not None else get_catalog()
+        full = base_cat.system(system).nics
+        best: CalibrationResult | None = None
+        for k in sorted({full, full // 2, full // 4} - {0}, reverse=True):
+            cat = with_systems(base_cat, {"calibrating": {"base": system, "nics": k}})
+            res = _fit(pts, fit_idx, held_idx, shapes, "calibrating", cat,
+                       max_evaluations, multi)
+            if best is None or res.fit_error_after < best.fit_error_after - 1e-4:
+                best = CalibrationResult(**{**res.__dict__, "system": system, "nics": k})
+        assert best is not None
+        if best.nics != full:
+            best = CalibrationResult(**{**best.__dict__, "notes": (
+                *best.notes, f"the logs fit best with {best.nics} of the system's {full} "
+                             f"NICs per server in use")})
+        return best
+    return _fit(pts, fit_idx, held_idx, shapes, system, catalog, max_evaluations, multi)
+
+
+def _fit(pts: list[_Point], fit_idx: list[int], held_idx: list[int],
+         shapes: list[tuple[int, int]], system: str, catalog: Any, max_evaluations: int,
+         multi: bool) -> CalibrationResult:
+    """The factor fit on one system definition (see :func:`calibrate`)."""
+    from scipy.optimize import least_squares
+
+    from fabricsim.collectives import predict_time
+    from fabricsim.fabric import build_cluster
+
     probe = build_cluster(system, shapes[0][0], gpus_per_node=shapes[0][1], catalog=catalog)
     active = [f for f in FACTORS if (multi or not f.startswith("net"))
               and (probe.info.nvls or not f.startswith("nvls"))]
