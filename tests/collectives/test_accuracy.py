@@ -7,25 +7,18 @@ a guard on small sizes; the secondary GB200 vendor-slide row is pinned as *still
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
+from benchmark_module import load
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("accuracy_nccl",
-                                                  ROOT / "benchmarks" / "accuracy_nccl.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["accuracy_nccl"] = mod  # dataclasses look their module up
-    spec.loader.exec_module(mod)
-    return mod
+    return load("accuracy_nccl")
 
 
 @pytest.fixture(scope="module")

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from benchmark_module import load
 
 from fabricsim.cli.app import main
 from fabricsim.collectives import predict_time
@@ -91,12 +90,7 @@ def test_too_little_is_a_clear_error(capsys, tmp_path) -> None:
 
 
 def test_reference_benchmark_cuts_held_out_error() -> None:
-    spec = importlib.util.spec_from_file_location(
-        "calibrate_reference", ROOT / "benchmarks" / "calibrate_reference.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["calibrate_reference"] = mod
-    spec.loader.exec_module(mod)
+    mod = load("calibrate_reference")
     from fabricsim.interop.calibrate import calibrate
 
     for system, nodes, gpn, coll, cases in mod.groups():

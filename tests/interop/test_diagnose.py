@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
+from benchmark_module import load
 
 from fabricsim.cli.app import main
 from fabricsim.errors import ConfigError
@@ -65,13 +64,7 @@ def test_bad_input(capsys, tmp_path) -> None:
 
 
 def _bench():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("diagnose_faults",
-                                                  ROOT / "benchmarks" / "diagnose_faults.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["diagnose_faults"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load("diagnose_faults")
 
 
 @pytest.mark.parametrize(("kind", "seed"), [("nic_degraded", 2012),

@@ -7,26 +7,19 @@ the rows the issue names.
 
 from __future__ import annotations
 
-import importlib.util
 import statistics
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
+from benchmark_module import load
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("accuracy_training",
-                                                  ROOT / "benchmarks" / "accuracy_training.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["accuracy_training"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load("accuracy_training")
 
 
 @pytest.fixture(scope="module")

@@ -8,25 +8,18 @@ A100) is pinned as *still wrong*, so that an improvement or a regression there s
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
+from benchmark_module import load
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "accuracy_inference", ROOT / "benchmarks" / "accuracy_inference.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["accuracy_inference"] = mod  # dataclasses look their module up
-    spec.loader.exec_module(mod)
-    return mod
+    return load("accuracy_inference")
 
 
 @pytest.fixture(scope="module")

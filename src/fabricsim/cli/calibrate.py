@@ -30,20 +30,10 @@ def register(app: typer.Typer) -> None:
         """
         import yaml
 
-        from fabricsim.cli.compare import MAX_LOG_BYTES, NcclLog, system_for_log
+        from fabricsim.cli.compare import NcclLog, read_logs, system_for_log
         from fabricsim.interop.calibrate import calibrate
-        from fabricsim.interop.nccl_tests import parse_nccl_tests
-        from fabricsim.scenario.loader import read_text_file
 
-        tests = []
-        for p in logs:
-            if not p.exists():
-                raise ConfigError(f"log file {str(p)!r} does not exist", field="LOGS")
-            f = parse_nccl_tests(read_text_file(p, MAX_LOG_BYTES, "nccl-tests log", "LOGS"),
-                                 p.name)
-            for note in f.notes:
-                typer.echo(f"warning: {p.name}: {note}", err=True)
-            tests += [t for t in f.tests if t.rows]
+        tests = [t for t in read_logs(logs) if t.rows]
         if system is None:
             with_gpu = next((t for t in tests if t.gpus), None)
             if with_gpu is None:

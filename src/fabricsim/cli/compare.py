@@ -98,6 +98,24 @@ def system_for_log(parsed: NcclLog) -> str:
     return systems[0]
 
 
+def read_logs(paths: list[Path], *, warn: bool = True) -> list[NcclTest]:
+    """Every test of every log in ``paths`` (bounded reads; a missing file is a
+    ConfigError naming LOGS), with each file's notes (failed, truncated tests) on stderr."""
+    from fabricsim.scenario.loader import read_text_file
+
+    tests: list[NcclTest] = []
+    for p in paths:
+        if not p.exists():
+            raise ConfigError(f"log file {str(p)!r} does not exist", field="LOGS")
+        f = parse_nccl_tests(read_text_file(p, MAX_LOG_BYTES, "nccl-tests log", "LOGS"),
+                             p.name)
+        if warn:
+            for note in f.notes:
+                typer.echo(f"warning: {p.name}: {note}", err=True)
+        tests += list(f.tests)
+    return tests
+
+
 def parse_nccl_log(text: str, name: str = "") -> NcclLog:
     """The first test with results of an nccl-tests log
     (:func:`fabricsim.interop.nccl_tests.parse_nccl_tests` reads them all).

@@ -35,19 +35,11 @@ def register(app: typer.Typer) -> None:
         Example: fabricsim diagnose pair-*.log --system dgx-h100
         """
         from fabricsim.catalog import get_catalog
-        from fabricsim.cli.compare import MAX_LOG_BYTES, NcclLog, system_for_log
+        from fabricsim.cli.compare import NcclLog, read_logs, system_for_log
         from fabricsim.fabric import build_cluster
         from fabricsim.interop.diagnose import diagnose, runs_from_tests
-        from fabricsim.interop.nccl_tests import parse_nccl_tests
-        from fabricsim.scenario.loader import read_text_file
 
-        tests = []
-        for p in logs:
-            if not p.exists():
-                raise ConfigError(f"log file {str(p)!r} does not exist", field="LOGS")
-            f = parse_nccl_tests(read_text_file(p, MAX_LOG_BYTES, "nccl-tests log", "LOGS"),
-                                 p.name)
-            tests += list(f.tests)
+        tests = read_logs(logs, warn=False)
         runs, skipped = runs_from_tests(tests)
         for skip in skipped:
             typer.echo(f"warning: skipped {skip}", err=True)

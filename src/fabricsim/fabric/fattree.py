@@ -370,19 +370,21 @@ class FatTreeRouter(FallbackRouting):
             k_dn = (h >> np.uint64(40)).astype(np.int64)
             k_sc = (h >> np.uint64(52)).astype(np.int64)
 
+        def cable(i: NDArray[np.bool_], merged: NDArray[np.int32],
+                  split: NDArray[np.int32] | None, leaf: IntArray,
+                  k: NDArray[np.int64]) -> NDArray[np.int64]:
+            """The leaf-spine link of rows ``i``: the merged link, or the hashed cable."""
+            if split is None or pl.lanes_leaf is None:
+                return merged[leaf[i], s[i]].astype(np.int64)
+            picked: NDArray[np.int64] = split[
+                leaf[i], s[i], k[i] % pl.lanes_leaf[leaf[i]]].astype(np.int64)
+            return picked
+
         def up(i: NDArray[np.bool_]) -> NDArray[np.int64]:
-            if pl.leaf_up_cables is None or pl.lanes_leaf is None:
-                return pl.leaf_up[la[i], s[i]].astype(np.int64)
-            out_up: NDArray[np.int64] = pl.leaf_up_cables[
-                la[i], s[i], k_up[i] % pl.lanes_leaf[la[i]]].astype(np.int64)
-            return out_up
+            return cable(i, pl.leaf_up, pl.leaf_up_cables, la, k_up)
 
         def down(i: NDArray[np.bool_]) -> NDArray[np.int64]:
-            if pl.leaf_down_cables is None or pl.lanes_leaf is None:
-                return pl.leaf_down[lb[i], s[i]].astype(np.int64)
-            out_dn: NDArray[np.int64] = pl.leaf_down_cables[
-                lb[i], s[i], k_dn[i] % pl.lanes_leaf[lb[i]]].astype(np.int64)
-            return out_dn
+            return cable(i, pl.leaf_down, pl.leaf_down_cables, lb, k_dn)
 
         # same leaf: up, down
         out[same_leaf, 1] = pl.down_nic[b[same_leaf]]
