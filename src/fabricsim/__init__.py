@@ -30,6 +30,41 @@ from fabricsim.schedule import Schedule, Step
 
 __version__ = "0.1.0"
 
+
+def sweep(spec: object, *, store: object = "results.duckdb", workers: int = 1) -> object:
+    """Run a design-space sweep (a :class:`fabricsim.sweeps.SweepSpec`, a mapping of its
+    fields, or a sweep YAML path) into the DuckDB ``store`` and return every row of the
+    store as a pandas DataFrame (the ``store`` extra). Points already in the store are
+    not run again.
+
+    >>> import fabricsim, tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> df = fabricsim.sweep({"kind": "bench", "scenario": {"cluster": {"nodes": 2},
+    ...     "collective": {"maxbytes": "256MiB"}},
+    ...     "axes": {"cluster.fabric": ["ib-ndr", "roce-400g"]}}, store=d / "r.duckdb")
+    >>> sorted(df["in__cluster__fabric"]), (df["busbw_gbps"] > 0).all()
+    (['ib-ndr', 'roce-400g'], np.True_)
+    """
+    from pathlib import Path
+
+    import yaml
+
+    from fabricsim.sweeps import SweepSpec, read_results, run_sweep
+
+    root = None
+    if isinstance(spec, SweepSpec):
+        sw = spec
+    elif isinstance(spec, str | Path):
+        path = Path(spec)
+        root = path.parent
+        sw = SweepSpec.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
+    else:
+        sw = SweepSpec.model_validate(spec)
+    out = Path(str(store))
+    run_sweep(sw, out, workers=workers, root=root)
+    return read_results(out)
+
+
 __all__ = [
     "Backend",
     "ConfigError",
@@ -55,4 +90,5 @@ __all__ = [
     "get_backend",
     "get_catalog",
     "load_scenario",
+    "sweep",
 ]

@@ -44,7 +44,7 @@ def _root(version: bool = typer.Option(
 
 #: Command modules, in the order their commands appear in --help.
 COMMAND_MODULES = (
-    "presets", "describe", "validate", "bench", "compare", "diagnose", "calibrate",
+    "presets", "describe", "validate", "bench", "compare", "diagnose", "calibrate", "sweep",
     "simulate", "train",
     "scale",
     "plan_parallel", "plan", "infer", "packet", "demo",

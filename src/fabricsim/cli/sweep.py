@@ -1,0 +1,110 @@
+"""``fabricsim sweep`` and ``fabricsim results``: design-space sweeps and their store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from fabricsim.cli.common import JsonOpt, console, print_json
+from fabricsim.errors import ConfigError
+
+StoreOpt = Annotated[Path, typer.Option(
+    "--store", help="The DuckDB results file (one per study).")]
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("sweep")
+    def sweep_cmd(
+        spec: Annotated[Path, typer.Argument(help="Sweep YAML: base scenario, axes, kind.")],
+        store: StoreOpt = Path("results.duckdb"),
+        workers: Annotated[int, typer.Option(
+            "--workers", min=1, max=256, help="Local worker processes.")] = 1,
+        ray: Annotated[bool, typer.Option(
+            "--ray", help="Run on a Ray cluster (not built yet: use --workers).")] = False,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """Run every point of a sweep not yet in the store (a killed sweep resumes), with a
+        progress bar; failed points are stored with their error.
+
+        Example: fabricsim sweep examples/sweep-tp-pp-70b.yaml --workers 2
+        """
+        import yaml
+        from pydantic import ValidationError
+        from rich.progress import BarColumn, Progress, TimeRemainingColumn
+
+        from fabricsim.scenario.loader import MAX_SCENARIO_BYTES, read_text_file
+        from fabricsim.sweeps import SweepSpec, run_sweep
+
+        if ray:
+            raise ConfigError("the Ray runner is not built yet; run on this machine with "
+                              "--workers N", field="--ray")
+        raw = yaml.safe_load(read_text_file(spec, MAX_SCENARIO_BYTES, "sweep file", "SPEC"))
+        if not isinstance(raw, dict):
+            raise ConfigError("a sweep file is a mapping (name, kind, base, scenario, axes)",
+                              field="SPEC")
+        try:
+            sw = SweepSpec.model_validate(raw)
+        except ValidationError as e:
+            err = e.errors()[0]
+            raise ConfigError(err["msg"], field=".".join(str(p) for p in err["loc"])
+                              ) from None
+        with Progress("[progress.description]{task.description}", BarColumn(),
+                      "{task.completed}/{task.total}", TimeRemainingColumn(),
+                      console=console, disable=as_json) as bar:
+            task = bar.add_task(f"sweep {sw.name}", total=None)
+
+            def tick(done: int, total: int) -> None:
+                bar.update(task, completed=done, total=total)
+
+            counts = run_sweep(sw, store, workers=workers, root=spec.parent, progress=tick)
+        if as_json:
+            print_json({**counts, "store": str(store)})
+            return
+        console.print(f"{counts['points']} points: {counts['run']} run now "
+                      f"({counts['failed']} failed), {counts['skipped']} already in "
+                      f"{store}; see them with fabricsim results {store}")
+
+    @app.command("results")
+    def results_cmd(
+        store: Annotated[Path, typer.Argument(help="The DuckDB results file.")] = Path(
+            "results.duckdb"),
+        sql: Annotated[str | None, typer.Option(
+            "--sql", help="A query over table 'points' (default: every row).")] = None,
+        columns: Annotated[str | None, typer.Option(
+            "--columns", help="Comma-separated columns to show.")] = None,
+        parquet: Annotated[Path | None, typer.Option(
+            "--parquet", help="Also write the rows to this Parquet file.")] = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """Query a sweep's results store: a table, JSON rows, or Parquet.
+
+        Example: fabricsim results results.duckdb --sql "SELECT * FROM points ORDER BY mfu
+        DESC LIMIT 5"
+        """
+        from rich.table import Table
+
+        from fabricsim.sweeps import read_results
+
+        df = read_results(store, sql)
+        if columns:
+            want = [c.strip() for c in columns.split(",") if c.strip()]
+            bad = [c for c in want if c not in df.columns]
+            if bad:
+                raise ConfigError(f"unknown column(s) {', '.join(bad)}; the store has "
+                                  f"{', '.join(map(str, df.columns))}", field="--columns")
+            df = df[want]
+        if parquet is not None:
+            df.to_parquet(parquet)
+        if as_json:
+            import json
+
+            print_json(json.loads(df.to_json(orient="records")))
+            return
+        t = Table(title=f"{store} ({len(df)} rows)")
+        for c in df.columns:
+            t.add_column(str(c), overflow="fold")
+        for row in df.itertuples(index=False):
+            t.add_row(*[f"{v:.4g}" if isinstance(v, float) else str(v) for v in row])
+        console.print(t)

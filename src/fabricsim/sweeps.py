@@ -1,0 +1,381 @@
+"""Design-space sweeps: many scenarios, one flat row each, kept in a DuckDB file.
+
+A sweep is a base scenario plus axes — any scenario field, by its dotted name
+(``cluster.fabric``, ``cluster.nodes``, ``training.tp``, ``collective.maxbytes``) — run as
+a grid (every combination) or as ``samples`` random combinations. Every point is the base
+with its values set, validated as a scenario and keyed by a hash of that resolved
+scenario; a point already in the store is not run again, so a killed sweep continues where
+it stopped. Points run in a local process pool (``workers``) and are written as each
+finishes; a point that fails is stored with its error and the sweep goes on.
+
+Each point computes what the sweep's ``kind`` names: ``train`` (a training step:
+throughput, MFU, memory, the step's breakdown, exposed communication and its cost,
+goodput) or ``bench`` (a collective at the sweep's size: time, algorithm bandwidth, bus
+bandwidth, the algorithm and protocol chosen). Rows have every axis as a column and every
+figure in a typed column with its unit in the name.
+
+Example
+-------
+>>> spec = {"name": "demo", "kind": "bench",
+...         "scenario": {"cluster": {"system": "dgx-h100", "nodes": 2},
+...                      "collective": {"collective": "all_reduce", "maxbytes": "1GiB"}},
+...         "axes": {"cluster.fabric": ["ib-ndr", "roce-400g"]}}
+>>> pts = points(SweepSpec.model_validate(spec))
+>>> [p.values for p in pts]
+[{'cluster.fabric': 'ib-ndr'}, {'cluster.fabric': 'roce-400g'}]
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+import random
+import time
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field
+
+from fabricsim._strict import StrictModel
+from fabricsim.errors import ConfigError, FabricsimError
+
+__all__ = ["STORE_VERSION", "Point", "SweepSpec", "points", "read_results", "run_point",
+           "run_sweep"]
+
+#: Format of the results store; a store of another version is refused with a clear error.
+STORE_VERSION = 1
+#: Most points one sweep may have.
+MAX_POINTS = 100_000
+#: Results are written at least this often (seconds) and in batches of at most this many.
+FLUSH_S = 1.0
+FLUSH_ROWS = 200
+
+
+class SweepSpec(StrictModel):
+    """A sweep file: the base scenario (``base``: a file, ``scenario``: inline, merged
+    over it), the axes, how to combine them, and what each point computes."""
+
+    name: str = "sweep"
+    kind: Literal["train", "bench"] = "train"
+    base: str | None = None
+    scenario: dict[str, Any] = Field(default_factory=dict)
+    axes: dict[str, list[Any]] = Field(default_factory=dict)
+    mode: Literal["grid", "random"] = "grid"
+    samples: int = Field(16, ge=1, le=MAX_POINTS)
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class Point:
+    """One combination: its axis values, resolved scenario (a mapping) and key."""
+
+    values: dict[str, Any]
+    scenario: dict[str, Any]
+    key: str
+
+
+def _set(tree: dict[str, Any], dotted: str, value: Any) -> None:
+    parts = dotted.split(".")
+    node = tree
+    for p in parts[:-1]:
+        node = node.setdefault(p, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"axis {dotted!r}: {p!r} is not a section", field="axes")
+    node[parts[-1]] = value
+
+
+def _base(spec: SweepSpec, root: Path | None) -> dict[str, Any]:
+    import copy
+
+    import yaml
+
+    base: dict[str, Any] = {}
+    if spec.base:
+        from fabricsim.scenario.loader import MAX_SCENARIO_BYTES, read_text_file
+
+        path = Path(spec.base)
+        if not path.is_absolute() and root is not None:
+            path = root / path
+        text = read_text_file(path, MAX_SCENARIO_BYTES, "base scenario", "base")
+        loaded = yaml.safe_load(text)
+        if not isinstance(loaded, dict):
+            raise ConfigError("the base scenario must be a mapping of sections", field="base")
+        base = loaded
+    out = copy.deepcopy(base)
+    for k, v in spec.scenario.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = {**out[k], **v}
+        else:
+            out[k] = v
+    return out
+
+
+def points(spec: SweepSpec, root: Path | None = None) -> list[Point]:
+    """Every point of ``spec``, validated; raises ConfigError naming the axis for a field
+    the scenario does not have or a value it refuses, and for an empty sweep."""
+    import copy
+
+    from pydantic import ValidationError
+
+    from fabricsim.scenario.schema import Scenario
+
+    if not spec.axes:
+        raise ConfigError("the sweep has no axes; give at least one, e.g. "
+                          "axes: {cluster.fabric: [ib-ndr, roce-400g]}", field="axes")
+    empty = [k for k, v in spec.axes.items() if not v]
+    if empty:
+        raise ConfigError(f"axis {empty[0]!r} has no values", field=f"axes.{empty[0]}")
+    names = list(spec.axes)
+    size = math.prod(len(v) for v in spec.axes.values())
+    if spec.mode == "grid":
+        if size > MAX_POINTS:
+            raise ConfigError(f"the grid has {size:,} points; the limit is {MAX_POINTS:,}: "
+                              "use mode: random with samples, or fewer values",
+                              field="axes")
+        combos = list(itertools.product(*(spec.axes[n] for n in names)))
+    else:
+        rng = random.Random(spec.seed)
+        combos = [tuple(rng.choice(spec.axes[n]) for n in names)
+                  for _ in range(spec.samples)]
+    base = _base(spec, root)
+    out: list[Point] = []
+    seen: set[str] = set()
+    for combo in combos:
+        sc = copy.deepcopy(base)
+        values = dict(zip(names, combo, strict=True))
+        for k, v in values.items():
+            _set(sc, k, v)
+        try:
+            Scenario.model_validate(sc)
+        except ValidationError as e:
+            err = e.errors()[0]
+            loc = ".".join(str(p) for p in err["loc"])
+            axis = next((n for n in names if loc.startswith(n) or n.startswith(loc)), None)
+            raise ConfigError(f"{err['msg']} ({loc})", field=f"axes.{axis}" if axis
+                              else "scenario") from None
+        except ConfigError as e:
+            raise ConfigError(f"{e.message}", field=f"axes ({e.field})") from None
+        if spec.kind == "train":  # the training section's own fields, checked up front
+            from fabricsim.workloads.spec import training_from_section
+
+            try:
+                training_from_section(sc.get("training"))
+            except ConfigError as e:
+                axis = next((n for n in names if e.field and e.field.startswith(n)), None)
+                raise ConfigError(e.message, field=f"axes.{axis}" if axis else e.field
+                                  ) from None
+        key = hashlib.sha256(json.dumps({"kind": spec.kind, "scenario": sc},
+                                        sort_keys=True, default=str).encode()).hexdigest()[:24]
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append(Point(values=values, scenario=sc, key=key))
+    return out
+
+
+def _column(name: str) -> str:
+    return name.replace(".", "__").replace("-", "_")
+
+
+def run_point(kind: str, scenario: dict[str, Any]) -> dict[str, Any]:
+    """The figures of one point (flat, JSON-safe), or ``{"error": ...}``."""
+    from fabricsim.scenario.fabric import fabric_from_scenario
+    from fabricsim.scenario.schema import Scenario
+
+    try:
+        sc = Scenario.model_validate(scenario)
+        fab = fabric_from_scenario(sc)
+        if kind == "bench":
+            from fabricsim.collectives import run_collective
+            from fabricsim.units import parse_size
+
+            c = sc.collective
+            if c is None:
+                raise ConfigError("a bench sweep needs a collective: section",
+                                  field="collective")
+            size = parse_size(c.maxbytes, field="collective.maxbytes")
+            cr = run_collective(fab, c.collective, size, algo=c.algo, proto=c.proto)
+            return {"gpus": fab.n_gpus, "size_bytes": size, "time_us": cr.time * 1e6,
+                    "algbw_gbps": cr.algbw / 1e9, "busbw_gbps": cr.busbw / 1e9,
+                    "algorithm": cr.algorithm, "protocol": cr.protocol}
+        from fabricsim.workloads.goodput import goodput_on_fabric
+        from fabricsim.workloads.spec import training_from_section
+        from fabricsim.workloads.step import simulate_step
+
+        m, cfg, extra = training_from_section(sc.training)
+        r = simulate_step(m, cfg, fab, gpu_hour_usd=extra.get("gpu_hour_usd"))
+        gp = goodput_on_fabric(fab, params=m.params, step_time_s=r.step_time_s,
+                               gpu_hour_usd=r.gpu_hour_usd)
+        out: dict[str, Any] = {
+            "gpus": r.world, "model": m.name, "step_time_s": r.step_time_s,
+            "tokens_per_s": r.tokens_per_s, "tokens_per_s_per_gpu": r.tokens_per_s / r.world,
+            "mfu": r.mfu, "memory_per_gpu_gib": r.memory_per_gpu_gib,
+            "comm_fraction": r.comm_fraction, "comm_usd_per_day": r.comm_usd_per_day,
+            "gpu_hour_usd": r.gpu_hour_usd, "goodput": gp.goodput,
+            "usd_per_million_tokens": r.gpu_hour_usd * r.world / 3600.0
+            / max(r.tokens_per_s * gp.goodput, 1e-12) * 1e6}
+        out.update({f"{k}_s": v for k, v in r.breakdown.items()})
+        return out
+    except FabricsimError as e:
+        return {"error": str(e)}
+
+
+class _Store:
+    """The DuckDB file: one table ``points`` (a row per point) and ``meta``."""
+
+    def __init__(self, path: Path) -> None:
+        import duckdb
+
+        self.path = path
+        self.db = duckdb.connect(str(path))
+        self.db.execute("CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, "
+                        "value VARCHAR)")
+        got = self.db.execute("SELECT value FROM meta WHERE key = 'store_version'"
+                              ).fetchone()
+        if got is None:
+            self.db.execute("INSERT INTO meta VALUES ('store_version', ?)",
+                            [str(STORE_VERSION)])
+        elif got[0] != str(STORE_VERSION):
+            self.db.close()
+            raise ConfigError(f"{path} is a results store of format {got[0]}; this fabricsim"
+                              f" writes format {STORE_VERSION}: use another --store file",
+                              field="--store")
+
+    def done(self) -> set[str]:
+        tables = {r[0] for r in self.db.execute("SHOW TABLES").fetchall()}
+        if "points" not in tables:
+            return set()
+        return {r[0] for r in self.db.execute("SELECT point_key FROM points").fetchall()}
+
+    def add(self, rows: list[dict[str, Any]]) -> None:
+        import pandas as pd
+
+        df = pd.DataFrame(rows)
+        tables = {r[0] for r in self.db.execute("SHOW TABLES").fetchall()}
+        self.db.register("incoming", df)
+        try:
+            if "points" not in tables:
+                self.db.execute("CREATE TABLE points AS SELECT * FROM incoming")
+                return
+            have = {r[0] for r in self.db.execute("DESCRIBE points").fetchall()}
+            types = {r[0]: r[1] for r in self.db.execute("DESCRIBE incoming").fetchall()}
+            for col in df.columns:
+                if col not in have:
+                    self.db.execute(f'ALTER TABLE points ADD COLUMN "{col}" {types[col]}')
+            self.db.execute("INSERT INTO points BY NAME SELECT * FROM incoming")
+        finally:
+            self.db.unregister("incoming")
+
+    def close(self) -> None:
+        self.db.close()
+
+
+def _caster(values: list[Any]) -> Callable[[Any], Any]:
+    """One column type per axis: int, float or bool when every value is one, else text
+    (an axis of 0 and "fsdp" is stored as "0" and "fsdp")."""
+    if all(isinstance(v, bool) for v in values):
+        return bool
+    if all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        return int
+    if all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+        return float
+    return str
+
+
+def _row(spec: SweepSpec, p: Point, figures: dict[str, Any], wall: float) -> dict[str, Any]:
+    row: dict[str, Any] = {"point_key": p.key, "sweep": spec.name, "kind": spec.kind,
+                           "status": "error" if "error" in figures else "ok",
+                           "error": figures.get("error", ""), "wall_s": wall}
+    row.update({f"in__{_column(k)}": _caster(spec.axes[k])(v) for k, v in p.values.items()})
+    row.update({_column(k): v for k, v in figures.items() if k != "error"})
+    return row
+
+
+def _need_store() -> None:
+    from fabricsim._extras import require
+
+    require("duckdb", "store", "the sweep results store")
+    require("pandas", "store", "sweep results as DataFrames")
+
+
+def _work(kind: str, scenario: dict[str, Any]) -> tuple[dict[str, Any], float]:
+    t0 = time.perf_counter()
+    out = run_point(kind, scenario)
+    return out, time.perf_counter() - t0
+
+
+def run_sweep(spec: SweepSpec, store: Path, *, workers: int = 1, root: Path | None = None,
+              progress: Callable[[int, int], None] | None = None,
+              limit: int | None = None) -> dict[str, int]:
+    """Run every point of ``spec`` not yet in ``store``; returns counts (points, skipped
+    as already done, run, failed). ``limit`` stops after that many new points."""
+    _need_store()
+    pts = points(spec, root)
+    db = _Store(store)
+    try:
+        done = db.done()
+        todo = [p for p in pts if p.key not in done]
+        if limit is not None:
+            todo = todo[:limit]
+        failed = 0
+        finished = 0
+        buffer: list[dict[str, Any]] = []
+        last = time.perf_counter()
+
+        def record(p: Point, figures: dict[str, Any], wall: float) -> None:
+            # rows are written in batches (every FLUSH_S seconds or FLUSH_ROWS rows): a
+            # killed sweep recomputes at most the last batch, never stores a point twice
+            nonlocal failed, finished, last
+            buffer.append(_row(spec, p, figures, wall))
+            failed += "error" in figures
+            finished += 1
+            if len(buffer) >= FLUSH_ROWS or time.perf_counter() - last >= FLUSH_S:
+                db.add(buffer)
+                buffer.clear()
+                last = time.perf_counter()
+            if progress:
+                progress(finished, len(todo))
+
+        if progress:
+            progress(0, len(todo))
+        if workers <= 1:
+            for p in todo:
+                record(p, *_work(spec.kind, p.scenario))
+        else:
+            with ProcessPoolExecutor(max_workers=workers) as pool:
+                futs = {pool.submit(_work, spec.kind, p.scenario): p for p in todo}
+                for fut in as_completed(futs):
+                    record(futs[fut], *fut.result())
+        if buffer:
+            db.add(buffer)
+        return {"points": len(pts), "skipped": sum(p.key in done for p in pts),
+                "run": finished, "failed": failed}
+    finally:
+        db.close()
+
+
+def read_results(store: Path, sql: str | None = None) -> Any:
+    """The store's rows as a pandas DataFrame (``sql`` over table ``points``)."""
+    _need_store()
+    import duckdb
+
+    if not store.exists():
+        raise ConfigError(f"results store {str(store)!r} does not exist", field="STORE")
+    db = duckdb.connect(str(store), read_only=True)
+    try:
+        got = db.execute("SELECT value FROM meta WHERE key = 'store_version'").fetchone()
+        if got is None or got[0] != str(STORE_VERSION):
+            raise ConfigError(f"{store} is not a fabricsim results store of format "
+                              f"{STORE_VERSION}", field="STORE")
+        try:
+            return db.execute(sql or "SELECT * FROM points ORDER BY sweep, point_key").df()
+        except duckdb.Error as e:
+            raise ConfigError(f"the query failed: {e}", field="--sql") from None
+    finally:
+        db.close()
+

@@ -1,0 +1,150 @@
+"""Design-space sweeps (fabricsim.sweeps; fabricsim sweep / results; fabricsim.sweep)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from fabricsim.cli.app import main
+from fabricsim.errors import ConfigError
+from fabricsim.sweeps import SweepSpec, points, read_results, run_sweep
+
+BASE = {"cluster": {"system": "dgx-h100", "nodes": 2},
+        "training": {"model": "llama3-8b", "global_batch": 16, "seq_len": 4096,
+                     "zero": "fsdp"}}
+
+
+def _spec(**kw: object) -> SweepSpec:
+    return SweepSpec.model_validate({"name": "t", "kind": "train", "scenario": BASE,
+                                     "axes": {"training.tp": [1, 2, 8],
+                                              "cluster.fabric": ["ib-ndr", "roce-400g"]},
+                                     **kw})
+
+
+def test_grid_resume_and_one_row_per_point(tmp_path: Path) -> None:
+    store = tmp_path / "r.duckdb"
+    first = run_sweep(_spec(), store, limit=2)
+    assert first == {"points": 6, "skipped": 0, "run": 2, "failed": 0}
+    second = run_sweep(_spec(), store, workers=2)
+    assert second["skipped"] == 2 and second["run"] == 4
+    assert run_sweep(_spec(), store)["run"] == 0
+    df = read_results(store)
+    assert len(df) == 6 and df["point_key"].is_unique
+    assert set(df["in__training__tp"]) == {1, 2, 8}
+    assert (df["status"] == "ok").all() and (df["mfu"] > 0).all()
+    for col in ("step_time_s", "tokens_per_s_per_gpu", "goodput", "usd_per_million_tokens",
+                "compute_s", "tp_s"):
+        assert col in df.columns
+
+
+def test_workers_change_nothing_but_speed(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.duckdb", tmp_path / "b.duckdb"
+    run_sweep(_spec(), a)
+    run_sweep(_spec(), b, workers=2)
+    da = read_results(a).sort_values("point_key").reset_index(drop=True)
+    db = read_results(b).sort_values("point_key").reset_index(drop=True)
+    assert list(da["step_time_s"]) == list(db["step_time_s"])
+
+
+def test_failed_points_are_kept_with_their_error(tmp_path: Path) -> None:
+    spec = _spec(axes={"training.tp": [8], "training.zero": [0, "fsdp"],
+                       "training.model": ["llama3-70b"], "cluster.nodes": [4]})
+    counts = run_sweep(spec, tmp_path / "r.duckdb")
+    assert counts["failed"] == 1 and counts["run"] == 2
+    df = read_results(tmp_path / "r.duckdb")
+    bad = df[df["status"] == "error"]
+    assert len(bad) == 1 and "GiB" in bad["error"].iloc[0]
+    assert set(df["in__training__zero"]) == {"0", "fsdp"}   # a mixed axis is text
+
+
+@pytest.mark.parametrize(("axes", "match"), [
+    ({"training.nope": [1]}, "axes"),
+    ({"cluster.nodes": [-1]}, "axes.cluster.nodes"),
+    ({}, "no axes"),
+    ({"training.tp": []}, "no values"),
+])
+def test_bad_sweeps_name_the_axis(axes: dict[str, list[object]], match: str) -> None:
+    with pytest.raises(ConfigError, match=match.split(".")[0]) as e:
+        points(_spec(axes=axes))
+    assert match in (e.value.field or "") + e.value.message
+
+
+def test_a_store_of_another_version_is_refused(tmp_path: Path) -> None:
+    import duckdb
+
+    store = tmp_path / "old.duckdb"
+    db = duckdb.connect(str(store))
+    db.execute("CREATE TABLE meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
+    db.execute("INSERT INTO meta VALUES ('store_version', '0')")
+    db.close()
+    with pytest.raises(ConfigError, match="format 0"):
+        run_sweep(_spec(), store)
+    with pytest.raises(ConfigError, match="format"):
+        read_results(store)
+
+
+def test_a_killed_sweep_continues_where_it_stopped(tmp_path: Path) -> None:
+    """Kill the CLI mid-sweep (SIGKILL once some points are stored), run it again: every
+    point ends up stored exactly once."""
+    spec = tmp_path / "s.yaml"
+    spec.write_text(json.dumps({"name": "k", "kind": "bench",
+                                "scenario": {"cluster": {"system": "dgx-h100"},
+                                             "collective": {"maxbytes": "64MiB"}},
+                                "axes": {"cluster.nodes": list(range(1, 25))}}))
+    store = tmp_path / "k.duckdb"
+    cmd = [sys.executable, "-c", "from fabricsim.cli.app import run; run()", "sweep",
+           str(spec), "--store", str(store), "--json"]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+        if store.exists() and _rows(store) >= 3:
+            proc.send_signal(signal.SIGKILL)
+            break
+    proc.wait(timeout=60)
+    before = _rows(store)
+    assert 0 < before <= 24
+    assert main(["sweep", str(spec), "--store", str(store), "--json"]) == 0
+    df = read_results(store)
+    assert len(df) == 24 and df["point_key"].is_unique
+
+
+def _rows(store: Path) -> int:
+    import duckdb
+
+    try:
+        db = duckdb.connect(str(store), read_only=True)
+    except duckdb.Error:
+        return 0
+    try:
+        return int(db.execute("SELECT count(*) FROM points").fetchone()[0])  # type: ignore[index]
+    except duckdb.Error:
+        return 0
+    finally:
+        db.close()
+
+
+def test_cli_results_and_bad_input(capsys, tmp_path: Path) -> None:
+    spec = Path(__file__).resolve().parents[1] / "examples" / "sweep-tp-pp-70b.yaml"
+    store = tmp_path / "r.duckdb"
+    assert main(["sweep", str(spec), "--store", str(store), "--json"]) == 0
+    counts = json.loads(capsys.readouterr().out)
+    assert counts["points"] == 24 and counts["run"] == 24
+    assert main(["results", str(store), "--columns", "in__training__tp,mfu", "--json",
+                 "--parquet", str(tmp_path / "r.parquet")]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert len(rows) == 24 and set(rows[0]) == {"in__training__tp", "mfu"}
+    assert (tmp_path / "r.parquet").stat().st_size > 0
+    assert main(["results", str(store), "--columns", "nope"]) == 2
+    assert main(["results", str(store), "--sql", "SELECT * FROM nowhere"]) == 2
+    assert main(["sweep", str(spec), "--ray"]) == 2
+    assert main(["results", str(tmp_path / "missing.duckdb")]) == 2
