@@ -146,5 +146,18 @@ def test_cli_results_and_bad_input(capsys, tmp_path: Path) -> None:
     assert (tmp_path / "r.parquet").stat().st_size > 0
     assert main(["results", str(store), "--columns", "nope"]) == 2
     assert main(["results", str(store), "--sql", "SELECT * FROM nowhere"]) == 2
-    assert main(["sweep", str(spec), "--ray"]) == 2
+    assert main(["sweep", str(spec), "--ray-address", "ray://nowhere:1"]) == 2
     assert main(["results", str(tmp_path / "missing.duckdb")]) == 2
+
+
+def test_ray_local_mode_gives_the_same_rows(tmp_path: Path) -> None:
+    """The Ray path (a local Ray instance, as on a cluster) stores what the pool does."""
+    pytest.importorskip("ray")
+    local, on_ray = tmp_path / "l.duckdb", tmp_path / "r.duckdb"
+    spec = _spec(axes={"training.tp": [1, 8]})
+    run_sweep(spec, local)
+    counts = run_sweep(spec, on_ray, ray=True, workers=2)
+    assert counts["run"] == 2
+    a = read_results(local).sort_values("point_key").reset_index(drop=True)
+    b = read_results(on_ray).sort_values("point_key").reset_index(drop=True)
+    assert list(a["step_time_s"]) == list(b["step_time_s"])

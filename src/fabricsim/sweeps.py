@@ -33,7 +33,7 @@ import json
 import math
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
@@ -309,11 +309,43 @@ def _work(kind: str, scenario: dict[str, Any]) -> tuple[dict[str, Any], float]:
     return out, time.perf_counter() - t0
 
 
+def _ray_results(todo: list[Point], kind: str, workers: int, address: str | None
+                 ) -> Iterator[tuple[Point, tuple[dict[str, Any], float]]]:
+    """Run the points as Ray tasks; yield each (point, result) as it completes."""
+    from fabricsim._extras import require
+
+    ray = require("ray", "ray", "running a sweep on Ray")
+    started = not ray.is_initialized()
+    if started:
+        kw: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
+        if address is None:
+            kw["num_cpus"] = max(workers, 1)
+        try:
+            ray.init(address=address, **kw)
+        except (ConnectionError, ValueError, RuntimeError) as e:
+            raise ConfigError(f"cannot reach the Ray cluster at {address!r}: {e}",
+                              field="--ray-address") from None
+    try:
+        task = ray.remote(_work)
+        pending = {task.remote(kind, p.scenario): p for p in todo}
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            for ref in ready:
+                yield pending.pop(ref), ray.get(ref)
+    finally:
+        if started:
+            ray.shutdown()
+
+
 def run_sweep(spec: SweepSpec, store: Path, *, workers: int = 1, root: Path | None = None,
               progress: Callable[[int, int], None] | None = None,
-              limit: int | None = None) -> dict[str, int]:
+              limit: int | None = None, ray: bool = False,
+              ray_address: str | None = None) -> dict[str, int]:
     """Run every point of ``spec`` not yet in ``store``; returns counts (points, skipped
-    as already done, run, failed). ``limit`` stops after that many new points."""
+    as already done, run, failed). ``limit`` stops after that many new points. With
+    ``ray`` the points run as Ray tasks (the ``ray`` extra): on the cluster at
+    ``ray_address``, or on a local Ray instance of ``workers`` CPUs when it is ``None``;
+    results are stored here as they come back, as with the local pool."""
     _need_store()
     pts = points(spec, root)
     db = _Store(store)
@@ -343,7 +375,10 @@ def run_sweep(spec: SweepSpec, store: Path, *, workers: int = 1, root: Path | No
 
         if progress:
             progress(0, len(todo))
-        if workers <= 1:
+        if ray:
+            for p, result in _ray_results(todo, spec.kind, workers, ray_address):
+                record(p, *result)
+        elif workers <= 1:
             for p in todo:
                 record(p, *_work(spec.kind, p.scenario))
         else:

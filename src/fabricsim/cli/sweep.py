@@ -22,7 +22,11 @@ def register(app: typer.Typer) -> None:
         workers: Annotated[int, typer.Option(
             "--workers", min=1, max=256, help="Local worker processes.")] = 1,
         ray: Annotated[bool, typer.Option(
-            "--ray", help="Run on a Ray cluster (not built yet: use --workers).")] = False,
+            "--ray", help="Run the points as Ray tasks (the 'ray' extra): on a local Ray "
+            "instance of --workers CPUs, or on --ray-address.")] = False,
+        ray_address: Annotated[str | None, typer.Option(
+            "--ray-address", help="Address of a running Ray cluster (e.g. ray://head:10001)."
+            )] = None,
         as_json: JsonOpt = False,
     ) -> None:
         """Run every point of a sweep not yet in the store (a killed sweep resumes), with a
@@ -37,9 +41,8 @@ def register(app: typer.Typer) -> None:
         from fabricsim.scenario.loader import MAX_SCENARIO_BYTES, read_text_file
         from fabricsim.sweeps import SweepSpec, run_sweep
 
-        if ray:
-            raise ConfigError("the Ray runner is not built yet; run on this machine with "
-                              "--workers N", field="--ray")
+        if ray_address and not ray:
+            raise ConfigError("--ray-address needs --ray", field="--ray-address")
         raw = yaml.safe_load(read_text_file(spec, MAX_SCENARIO_BYTES, "sweep file", "SPEC"))
         if not isinstance(raw, dict):
             raise ConfigError("a sweep file is a mapping (name, kind, base, scenario, axes)",
@@ -58,7 +61,8 @@ def register(app: typer.Typer) -> None:
             def tick(done: int, total: int) -> None:
                 bar.update(task, completed=done, total=total)
 
-            counts = run_sweep(sw, store, workers=workers, root=spec.parent, progress=tick)
+            counts = run_sweep(sw, store, workers=workers, root=spec.parent, progress=tick,
+                               ray=ray, ray_address=ray_address)
         if as_json:
             print_json({**counts, "store": str(store)})
             return
