@@ -161,3 +161,19 @@ def test_ray_local_mode_gives_the_same_rows(tmp_path: Path) -> None:
     a = read_results(local).sort_values("point_key").reset_index(drop=True)
     b = read_results(on_ray).sort_values("point_key").reset_index(drop=True)
     assert list(a["step_time_s"]) == list(b["step_time_s"])
+
+
+def test_latin_hypercube_covers_every_value_evenly() -> None:
+    spec = _spec(mode="lhs", samples=6, axes={"training.tp": [1, 2, 8],
+                                              "cluster.nodes": [1, 2]})
+    vals = [p.values for p in points(spec)]
+    tps = [v["training.tp"] for v in vals]
+    assert sorted(set(tps)) == [1, 2, 8]
+    assert len(vals) >= 3
+
+
+def test_fabric_repr_is_one_line() -> None:
+    from fabricsim.fabric import build_cluster
+
+    r = repr(build_cluster("dgx-h100", 2))
+    assert "\n" not in r and r.startswith("Fabric(dgx-h100 x 2") and "16 GPUs" in r

@@ -2,7 +2,8 @@
 
 A sweep is a base scenario plus axes — any scenario field, by its dotted name
 (``cluster.fabric``, ``cluster.nodes``, ``training.tp``, ``collective.maxbytes``) — run as
-a grid (every combination) or as ``samples`` random combinations. Every point is the base
+a grid (every combination), ``samples`` random combinations, or a Latin hypercube of
+``samples`` points (``mode: lhs``: each axis's values equally represented). Every point is the base
 with its values set, validated as a scenario and keyed by a hash of that resolved
 scenario; a point already in the store is not run again, so a killed sweep continues where
 it stopped. Points run in a local process pool (``workers``) and are written as each
@@ -65,7 +66,7 @@ class SweepSpec(StrictModel):
     base: str | None = None
     scenario: dict[str, Any] = Field(default_factory=dict)
     axes: dict[str, list[Any]] = Field(default_factory=dict)
-    mode: Literal["grid", "random"] = "grid"
+    mode: Literal["grid", "random", "lhs"] = "grid"
     samples: int = Field(16, ge=1, le=MAX_POINTS)
     seed: int = 0
 
@@ -138,10 +139,16 @@ def points(spec: SweepSpec, root: Path | None = None) -> list[Point]:
                               "use mode: random with samples, or fewer values",
                               field="axes")
         combos = list(itertools.product(*(spec.axes[n] for n in names)))
-    else:
+    elif spec.mode == "random":
         rng = random.Random(spec.seed)
         combos = [tuple(rng.choice(spec.axes[n]) for n in names)
                   for _ in range(spec.samples)]
+    else:  # Latin hypercube over the value indices: every value of an axis equally often
+        from scipy.stats import qmc
+
+        u = qmc.LatinHypercube(d=len(names), seed=spec.seed).random(spec.samples)
+        combos = [tuple(spec.axes[n][min(int(x * len(spec.axes[n])), len(spec.axes[n]) - 1)]
+                        for n, x in zip(names, row, strict=True)) for row in u]
     base = _base(spec, root)
     out: list[Point] = []
     seen: set[str] = set()

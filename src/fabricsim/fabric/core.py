@@ -150,6 +150,18 @@ class Fabric:
     def n_links(self) -> int:
         return int(self.link_src.shape[0])
 
+    def __repr__(self) -> str:
+        """A one-line summary (the arrays are too long to print).
+
+        >>> from fabricsim.fabric import build_cluster
+        >>> build_cluster("dgx-h100", 4)
+        Fabric(dgx-h100 x 4, ib-ndr rail-optimized, 32 GPUs, 121 nodes, 520 links)
+        """
+        i = self.info
+        net = f"{i.fabric} {i.topology}".strip() or "no scale-out network"
+        return (f"Fabric({i.system} x {i.servers}, {net}, {self.n_gpus} GPUs, "
+                f"{self.n_nodes} nodes, {self.n_links} links)")
+
     @property
     def n_gpus(self) -> int:
         return int(self.gpus.shape[0])
