@@ -12,7 +12,8 @@ move (a stall).
 Rates change only where the set of flows on a link changes: the links of flows that
 started or finished (and links whose capacity the driver changed) seed a breadth-first
 search over link → flow → link; only the flows of that connected component are re-solved
-by progressive filling (:func:`~fabricsim.backends.flow.maxmin.fill_component`).
+by progressive filling (:func:`~fabricsim.backends.flow.maxmin.fill_component`, driven by
+the links that saturate at each water level).
 
 Example
 -------
