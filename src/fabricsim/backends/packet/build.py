@@ -212,6 +212,8 @@ def build_state(schedule: Schedule, fabric: Fabric, cfg: PacketConfig, *, mode: 
         FF[:nf, L.FF_TARGET] = bott
         FF[:nf, L.FF_ALPHA] = 1.0
         FF[:nf, L.FF_LAST_CNP] = -1.0
+        FF[:nf, L.FF_ALPHA_T] = -1.0
+        FF[:nf, L.FF_LAST_DEC] = -1.0
         FF[:nf, L.FF_RET_LAT] = _path_sum(lat, PL, FPS[:nf, 0], FPL[:nf, 0])
         # transport headers on flows that leave their server (see TRANSPORT_HEADER_BYTES)
         ext = ~np.isin(fabric.link_kind[p0.links], np.array([int(k) for k in INTRA_LINKS]))
@@ -346,6 +348,9 @@ def build_state(schedule: Schedule, fabric: Fabric, cfg: PacketConfig, *, mode: 
     P[L.P_BYTE_CNT] = dc.byte_counter
     P[L.P_CNP_INT] = dc.cnp_interval
     P[L.P_MIN_RATE] = dc.min_rate
+    P[L.P_DEC_PERIOD] = dc.rate_reduce_period
+    P[L.P_FR_STEPS] = dc.fast_recovery_steps
+    P[L.P_CLAMP] = {"never": 0.0, "after_timer": 1.0, "always": 2.0}[dc.clamp_target]
     P[L.P_LOSS] = cfg.loss_rate
     rto = cfg.rto if cfg.rto is not None else {"srd": 100e-6}.get(mode, 1e-3)
     P[L.P_RTO] = rto

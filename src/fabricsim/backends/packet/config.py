@@ -1,9 +1,10 @@
 """The ``packet:`` section of a scenario, validated (errors name ``packet.<field>``).
 
 Sizes accept numbers of bytes or strings (``"64KiB"``), times numbers of seconds or
-strings (``"55us"``), rates numbers of bytes/s or strings (``"40Mbps"``). Defaults follow
-the DCQCN paper (Zhu et al., SIGCOMM 2015: Kmin 5 KB, Kmax 200 KB, Pmax 1 %, g = 1/256,
-55 µs timers, 10 MB byte counter, 50 µs CNP interval, R_AI 40 Mb/s at 40 Gb/s).
+strings (``"55us"``), rates numbers of bytes/s or strings (``"40Mbps"``). ECN defaults
+follow the DCQCN paper (Zhu et al., SIGCOMM 2015: Kmin 5 KB, Kmax 200 KB, Pmax 1 %); DCQCN
+defaults are NVIDIA ConnectX firmware's (:class:`DcqcnConfig`; the paper's are
+:data:`DCQCN_PAPER`).
 
 Example
 -------
@@ -194,24 +195,43 @@ class EcnConfig(_M):
 
 
 class DcqcnConfig(_M):
-    """DCQCN reaction point at the sender NIC. ``rai``/``rhai`` default to 1/1000 and 1/100
-    of the line rate (the paper's 40 Mb/s and 400 Mb/s at 40 Gb/s)."""
+    """DCQCN reaction point at the sender NIC. Defaults are NVIDIA ConnectX firmware's
+    (mlxconfig / DOCA "DCQCN CC parameters"): ``g`` = 5/1024 (``dce_tcp_g`` 1019) every
+    1 µs (``dce_tcp_rtt``), a decrease at most every 4 µs
+    (``rate_reduce_monitor_period``), 300 µs increase timer (``rpg_time_reset``), 32767 B
+    byte counter (``rpg_byte_reset``), one fast-recovery step (``rpg_threshold``), R_AI
+    5 Mb/s and R_HAI 50 Mb/s, 1 Mb/s minimum, a CNP at most every 4 µs per flow
+    (``min_time_between_cnps``) and the target rate clamped only after a timer increase
+    (``clamp_tgt_rate`` 0, ``clamp_tgt_rate_after_time_inc`` 1). ``rai``/``rhai`` set to
+    null mean 1/1000 and 1/100 of the line rate (the paper's 40/400 Mb/s at 40 Gb/s)."""
 
     enabled: bool = True
-    g: float = Field(1 / 256, gt=0, lt=1)
-    rai: float | None = None
-    rhai: float | None = None
-    timer: float = 55e-6
-    alpha_timer: float = 55e-6
-    byte_counter: float = 10e6
-    cnp_interval: float = 50e-6
-    min_rate: float = 100e6 / 8
+    g: float = Field(5 / 1024, gt=0, lt=1)
+    rai: float | None = 5e6 / 8
+    rhai: float | None = 50e6 / 8
+    timer: float = 300e-6
+    alpha_timer: float = 1e-6
+    byte_counter: float = 32767.0
+    cnp_interval: float = 4e-6
+    rate_reduce_period: float = 4e-6
+    fast_recovery_steps: int = Field(1, ge=1, le=100)
+    clamp_target: Literal["never", "after_timer", "always"] = "after_timer"
+    min_rate: float = 1e6 / 8
 
     _r = field_validator("min_rate", mode="before")(_rate)
     _ro = field_validator("rai", "rhai", mode="before")(lambda v: None if v is None else
                                                        _rate(v))
-    _t = field_validator("timer", "alpha_timer", "cnp_interval", mode="before")(_time)
+    _t = field_validator("timer", "alpha_timer", "cnp_interval", "rate_reduce_period",
+                         mode="before")(_time)
     _s = field_validator("byte_counter", mode="before")(_size)
+
+
+#: The DCQCN paper's parameters (Zhu et al., SIGCOMM 2015), the defaults before the
+#: ConnectX calibration (a ``packet.dcqcn`` mapping; scenarios spell it out).
+DCQCN_PAPER: dict[str, Any] = {
+    "g": 1 / 256, "rai": None, "rhai": None, "timer": "55us", "alpha_timer": "55us",
+    "byte_counter": "10MB", "cnp_interval": "50us", "rate_reduce_period": "1us",
+    "fast_recovery_steps": 5, "clamp_target": "always", "min_rate": "100Mbps"}
 
 
 class SrdConfig(_M):
@@ -497,12 +517,14 @@ def _kmin_buf(c: PacketConfig) -> Iterator[tuple[str, str]]:
 
 
 @_packet_rule("timers-positive", "packet.dcqcn.timer, alpha_timer, cnp_interval, "
+              "rate_reduce_period, "
               "packet.pfc.watchdog.detect, restore", f"at least {MIN_TIMER_S * 1e6:g} µs",
               "NIC and switch timers tick in microseconds; a zero timer would fire without "
               "end at one instant (and a zero CNP interval send a CNP per marked packet)")
 def _timers(c: PacketConfig) -> Iterator[tuple[str, str]]:
     vals = {"packet.dcqcn.timer": c.dcqcn.timer, "packet.dcqcn.alpha_timer":
             c.dcqcn.alpha_timer, "packet.dcqcn.cnp_interval": c.dcqcn.cnp_interval,
+            "packet.dcqcn.rate_reduce_period": c.dcqcn.rate_reduce_period,
             "packet.pfc.watchdog.detect": c.pfc.watchdog.detect,
             "packet.pfc.watchdog.restore": c.pfc.watchdog.restore}
     for f, v in vals.items():

@@ -29,11 +29,9 @@ from fabricsim.backends.packet.layout import (
     C_DROP_LOSSLESS,
     C_DROP_LOSSY,
     C_DROP_WD,
-    C_ECN,
     C_ERR,
     C_EVENTS,
     C_NPAUSED,
-    CL_ECN,
     CL_LOSSLESS,
     E_ACK,
     E_ARRIVE,
@@ -76,15 +74,11 @@ from fabricsim.backends.packet.layout import (
     N_MAXUSED,
     N_USED,
     P_HEADROOM,
-    P_KMAX,
-    P_KMIN,
     P_LOSS,
-    P_PMAX,
     P_STUCK_T0,
     P_STUCK_T1,
     P_UNTIL,
     P_XOFF,
-    PK_ECN,
     PK_HOP,
     PK_INL,
     PK_PBASE,
@@ -216,17 +210,6 @@ def arrive(pk, now, stuck_on, stuck_node, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, 
     if pfc_in and QF[lp_in, QF_IN] > P[P_XOFF] and QI[lp_in, Q_PAUSE_SENT] == 0:
         QI[lp_in, Q_PAUSE_SENT] = 1
         push(HT, HI, C, now + LF[l_in, LF_LAT], E_PAUSE, lp_in, 1)
-    if LI[l_out, LI_ECN] == 1 and CL[p, CL_ECN] == 1 and PK[pk, PK_ECN] == 0:
-        q = QF[lp_out, QF_BYTES]
-        if q > P[P_KMIN]:
-            if q >= P[P_KMAX]:
-                mark = True
-            else:
-                mark = np.random.random() < P[P_PMAX] * (q - P[P_KMIN]) / (P[P_KMAX] -
-                                                                          P[P_KMIN])
-            if mark:
-                PK[pk, PK_ECN] = 1
-                C[C_ECN] += 1
     PK[pk, PK_HOP] = h + 1
     enqueue(l_out, pk, now, LI, LF, QI, QF, PK, TS_Q, P, IP)
     kick_link(l_out, now, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, PL, CL, P, IP, HT, HI, C,

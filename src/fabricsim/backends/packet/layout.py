@@ -94,7 +94,10 @@ P_SRD_AI = 29      # SRD: additive increase, packets per RTT per path
 P_SRD_BETA = 30    # SRD: multiplicative decrease per unit of excess delay
 P_SRD_MDF = 31     # SRD: largest decrease factor per RTT (and on a loss)
 P_SRD_MINCW = 32   # SRD: smallest per-path window (packets; below 1 the path is paced)
-N_P = 33
+P_DEC_PERIOD = 33  # DCQCN: shortest time between two rate decreases (rate_reduce_monitor_period)
+P_FR_STEPS = 34    # DCQCN: increase events of fast recovery (rpg_threshold, the paper's F)
+P_CLAMP = 35       # DCQCN: target rate on a decrease: 0 kept, 1 after a timer increase, 2 always
+N_P = 36
 
 # ---- int parameters IP
 I_NP = 0          # priorities (traffic classes)
@@ -216,7 +219,9 @@ FF_CWND = 12
 FF_SSTHRESH = 13
 FF_HDR = 14       # wire bytes added to every packet of the flow (headers, framing)
 FF_PROTO = 15     # payload bytes/s the NCCL protocol lets the sender push (0: no limit)
-N_FF = 16
+FF_ALPHA_T = 16   # DCQCN: time alpha was last brought up to date (-1: no CNP yet)
+FF_LAST_DEC = 17  # DCQCN: time of the last rate decrease (-1: none)
+N_FF = 18
 
 # ---- per packet ints PK
 PK_FLOW = 0

@@ -28,6 +28,7 @@ from fabricsim.backends.packet.kernel import push
 from fabricsim.backends.packet.layout import (
     C_DATA_PKTS,
     C_DROP_LOSS,
+    C_ECN,
     C_ERR,
     C_FREE,
     C_HOP_PKTS,
@@ -35,6 +36,7 @@ from fabricsim.backends.packet.layout import (
     C_PAUSES,
     C_POOL_HIGH,
     C_RETX,
+    CL_ECN,
     E_ARRIVE,
     E_CREDIT,
     E_PAUSE,
@@ -52,6 +54,7 @@ from fabricsim.backends.packet.layout import (
     LF_QTOT,
     LI_BUSY,
     LI_CREDIT,
+    LI_ECN,
     LI_LOSSY,
     LI_RR,
     LI_TX_INL,
@@ -62,8 +65,12 @@ from fabricsim.backends.packet.layout import (
     N_USED,
     P_BIN_DT,
     P_CUT_HDR,
+    P_KMAX,
+    P_KMIN,
     P_LOSS,
+    P_PMAX,
     P_XON,
+    PK_ECN,
     PK_FLOW,
     PK_HOP,
     PK_INL,
@@ -155,6 +162,22 @@ def release(node, inl, prio, size, now, LI, LF, QI, QF, NDF, CL, P, IP, HT, HI,
 
 
 @njit(cache=True)
+def mark_ecn(pk, q, PK, P, C):  # pragma: no cover
+    """RED-style ECN at dequeue from the egress queue (``q`` bytes left behind the
+    packet), as the switch's egress pipeline (and ns-3's DCQCN/HPCC model) marks: none
+    below Kmin, ``pmax·(q-Kmin)/(Kmax-Kmin)`` up to Kmax, every packet above."""
+    if q <= P[P_KMIN]:
+        return
+    if q >= P[P_KMAX]:
+        mark = True
+    else:
+        mark = np.random.random() < P[P_PMAX] * (q - P[P_KMIN]) / (P[P_KMAX] - P[P_KMIN])
+    if mark:
+        PK[pk, PK_ECN] = 1
+        C[C_ECN] += 1
+
+
+@njit(cache=True)
 def try_start_tx(l, now, LI, LF, QI, QF, PK, FI, CL, P, IP, HT, HI, C, PL, TS_Q
                  ) -> int:  # pragma: no cover
     """Start sending the next eligible packet on link ``l``; returns the source flow of
@@ -183,6 +206,8 @@ def try_start_tx(l, now, LI, LF, QI, QF, PK, FI, CL, P, IP, HT, HI, C, PL, TS_Q
         if credit:
             QF[lp, QF_CRED] -= size
         LI[l, LI_RR] = (p + 1) % NP
+        if LI[l, LI_ECN] == 1 and CL[p, CL_ECN] == 1 and PK[pk, PK_ECN] == 0:
+            mark_ecn(pk, QF[lp, QF_BYTES], PK, P, C)
         LI[l, LI_BUSY] = 1
         LI[l, LI_TX_INL] = PK[pk, PK_INL]
         LI[l, LI_TX_PRIO] = p

@@ -3,15 +3,25 @@
 """RoCEv2 congestion control: DCQCN at the sender and the PFC watchdog at the switch.
 
 DCQCN (Zhu et al., "Congestion Control for Large-Scale RDMA Deployments", SIGCOMM 2015)
-as implemented here, per flow (queue pair):
+as NVIDIA ConnectX NICs run it (their firmware parameters, see docs/packet.md), per flow
+(queue pair):
 
-* on a CNP: ``Rt = Rc``; ``Rc = Rc (1 - α/2)``; ``α = (1-g) α + g``; the rate-increase
-  timer and byte counter restart;
-* every ``alpha_timer`` without a CNP: ``α = (1-g) α``;
+* on a CNP: α is first decayed by ``(1-g)`` per ``alpha_timer`` period elapsed since it
+  was last updated, then ``α = (1-g) α + g``; if the last rate decrease is at least
+  ``rate_reduce_period`` ago, ``Rc = Rc (1 - α/2)`` (never below ``min_rate``) and the
+  increase counters and timer restart. The target rate follows ``clamp_target``:
+  ``always`` sets ``Rt = Rc`` before the cut (the paper), ``after_timer`` only when a
+  timer-driven increase happened since the last decrease (ConnectX
+  ``clamp_tgt_rate_after_time_inc``), ``never`` keeps it;
 * every ``timer`` (T) or ``byte_counter`` (B) bytes sent, one increase event: while both
-  counters are below ``F`` (=5) *fast recovery* ``Rc = (Rt+Rc)/2``; when both exceed F
-  *hyper increase* ``Rt += i·R_HAI``; otherwise *additive increase* ``Rt += R_AI``; then
-  ``Rc = (Rt+Rc)/2``. Rates never exceed the line rate nor fall below ``min_rate``.
+  counters are below ``F`` (``fast_recovery_steps``) *fast recovery* ``Rc = (Rt+Rc)/2``;
+  when both exceed F *hyper increase* ``Rt += i·R_HAI``; otherwise *additive increase*
+  ``Rt += R_AI``; then ``Rc = (Rt+Rc)/2``. Rates never exceed the line rate.
+
+α is brought up to date lazily (a per-flow timer every microsecond would cost an event
+per flow per microsecond); the result equals the periodic update when at most one CNP
+arrives per period, which the receiver's ``cnp_interval`` guarantees when it is at least
+``alpha_timer``.
 
 PFC watchdog: a queue paused continuously for ``watchdog.detect`` enters the storm state:
 its packets are dropped (queued and arriving) so the buffers upstream drain, until a
@@ -32,26 +42,33 @@ from fabricsim.backends.packet.kernel import push
 from fabricsim.backends.packet.layout import (
     C_DROP_WD,
     C_WD_TRIG,
-    E_DCQ_ALPHA,
     E_DCQ_INC,
     E_WD_CHECK,
     E_WD_RESTORE,
     F_ALPHA_ON,
     F_IB,
     F_INC_EPOCH,
+    F_INJ_PEND,
     F_IT,
     FF_ALPHA,
+    FF_ALPHA_T,
     FF_BYTE_CNT,
-    FF_CNP_SEEN,
+    FF_HDR,
+    FF_LAST_DEC,
     FF_LINE,
+    FF_NEXT_T,
     FF_RATE,
     FF_TARGET,
     I_NP,
     LF_QTOT,
     LI_SRC,
     P_BYTE_CNT,
+    P_CLAMP,
+    P_DEC_PERIOD,
+    P_FR_STEPS,
     P_G,
     P_MIN_RATE,
+    P_MTU,
     P_RAI,
     P_RHAI,
     P_T_ALPHA,
@@ -71,8 +88,6 @@ from fabricsim.backends.packet.layout import (
 )
 from fabricsim.backends.packet.port import free_packet, release
 
-FAST_RECOVERY_STEPS = 5
-
 
 @njit(cache=True)
 def rate_increase(f, FI, FF, P):  # pragma: no cover
@@ -82,10 +97,11 @@ def rate_increase(f, FI, FF, P):  # pragma: no cover
     line = FF[f, FF_LINE]
     hi = it if it > ib else ib
     lo = it if it < ib else ib
-    if hi < FAST_RECOVERY_STEPS:
+    fr = int(P[P_FR_STEPS])
+    if hi < fr:
         pass
-    elif lo > FAST_RECOVERY_STEPS:
-        FF[f, FF_TARGET] += (lo - FAST_RECOVERY_STEPS) * P[P_RHAI]
+    elif lo > fr:
+        FF[f, FF_TARGET] += (lo - fr) * P[P_RHAI]
     else:
         FF[f, FF_TARGET] += P[P_RAI]
     if FF[f, FF_TARGET] > line:
@@ -97,33 +113,45 @@ def rate_increase(f, FI, FF, P):  # pragma: no cover
 
 @njit(cache=True)
 def on_cnp(f, now, FI, FF, P, HT, HI, C):  # pragma: no cover
-    """Rate decrease when a CNP reaches the sender of flow ``f``."""
+    """A CNP reached the sender of flow ``f``: update α, cut the rate (at most once per
+    ``rate_reduce_period``)."""
     g = P[P_G]
-    FF[f, FF_TARGET] = FF[f, FF_RATE]
+    t_a = FF[f, FF_ALPHA_T]
+    if t_a >= 0.0 and now > t_a:
+        FF[f, FF_ALPHA] *= (1.0 - g) ** ((now - t_a) / P[P_T_ALPHA])
+    FF[f, FF_ALPHA_T] = now
+    FF[f, FF_ALPHA] = (1.0 - g) * FF[f, FF_ALPHA] + g
+    last = FF[f, FF_LAST_DEC]
+    if last >= 0.0 and now - last < P[P_DEC_PERIOD] * (1.0 - 1e-9):
+        return
+    FF[f, FF_LAST_DEC] = now
+    clamp = P[P_CLAMP]
+    if clamp == 2.0 or (clamp == 1.0 and FI[f, F_IT] > 0):
+        FF[f, FF_TARGET] = FF[f, FF_RATE]
     r = FF[f, FF_RATE] * (1.0 - 0.5 * FF[f, FF_ALPHA])
     FF[f, FF_RATE] = r if r > P[P_MIN_RATE] else P[P_MIN_RATE]
-    FF[f, FF_ALPHA] = (1.0 - g) * FF[f, FF_ALPHA] + g
-    FF[f, FF_CNP_SEEN] = 1.0
     FI[f, F_IT] = 0
     FI[f, F_IB] = 0
     FF[f, FF_BYTE_CNT] = 0.0
     FI[f, F_INC_EPOCH] += 1
     push(HT, HI, C, now + P[P_T_INC], E_DCQ_INC, f, FI[f, F_INC_EPOCH])
-    if FI[f, F_ALPHA_ON] == 0:
-        FI[f, F_ALPHA_ON] = 1
-        push(HT, HI, C, now + P[P_T_ALPHA], E_DCQ_ALPHA, f, 0)
 
 
 @njit(cache=True)
 def on_alpha_timer(f, now, FI, FF, P, HT, HI, C):  # pragma: no cover
-    """Alpha decays when no CNP arrived during the last period."""
-    if FF[f, FF_CNP_SEEN] == 0.0:
-        FF[f, FF_ALPHA] *= 1.0 - P[P_G]
-    FF[f, FF_CNP_SEEN] = 0.0
-    if FF[f, FF_RATE] < FF[f, FF_LINE] or FF[f, FF_ALPHA] > 1e-3:
-        push(HT, HI, C, now + P[P_T_ALPHA], E_DCQ_ALPHA, f, 0)
-    else:
-        FI[f, F_ALPHA_ON] = 0
+    """Kept for event kind ``E_DCQ_ALPHA`` (no longer scheduled: α decays lazily)."""
+    FI[f, F_ALPHA_ON] = 0
+
+
+@njit(cache=True)
+def repace(f, now, FI, FF, P):  # pragma: no cover
+    """After a rate increase the NIC's rate limiter applies the new rate at once: a
+    packet held back by the old (slower) rate waits at most one packet time at the new
+    one (the caller's ``kick_flow`` then re-arms the pacing timer)."""
+    gap = (P[P_MTU] + FF[f, FF_HDR]) / FF[f, FF_RATE]
+    if FF[f, FF_NEXT_T] > now + gap:
+        FF[f, FF_NEXT_T] = now + gap
+        FI[f, F_INJ_PEND] = 0
 
 
 @njit(cache=True)
@@ -133,6 +161,7 @@ def on_inc_timer(f, epoch, now, FI, FF, P, HT, HI, C):  # pragma: no cover
         return
     FI[f, F_IT] += 1
     rate_increase(f, FI, FF, P)
+    repace(f, now, FI, FF, P)
     if FF[f, FF_RATE] < FF[f, FF_LINE]:
         push(HT, HI, C, now + P[P_T_INC], E_DCQ_INC, f, epoch)
 
