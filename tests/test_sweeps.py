@@ -134,7 +134,7 @@ def _rows(store: Path) -> int:
 
 
 def test_cli_results_and_bad_input(capsys, tmp_path: Path) -> None:
-    spec = Path(__file__).resolve().parents[1] / "examples" / "sweep-tp-pp-70b.yaml"
+    spec = Path(__file__).resolve().parents[1] / "examples" / "sweeps" / "tp-pp-70b.yaml"
     store = tmp_path / "r.duckdb"
     assert main(["sweep", str(spec), "--store", str(store), "--json"]) == 0
     counts = json.loads(capsys.readouterr().out)

@@ -32,7 +32,7 @@ def register(app: typer.Typer) -> None:
         """Run every point of a sweep not yet in the store (a killed sweep resumes), with a
         progress bar; failed points are stored with their error.
 
-        Example: fabricsim sweep examples/sweep-tp-pp-70b.yaml --workers 2
+        Example: fabricsim sweep examples/sweeps/tp-pp-70b.yaml --workers 2
         """
         import yaml
         from pydantic import ValidationError
