@@ -177,3 +177,30 @@ def test_fabric_repr_is_one_line() -> None:
 
     r = repr(build_cluster("dgx-h100", 2))
     assert "\n" not in r and r.startswith("Fabric(dgx-h100 x 2") and "16 GPUs" in r
+
+
+def test_results_plots(capsys, tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    spec = Path(__file__).resolve().parents[1] / "examples" / "sweeps" / "tp-pp-70b.yaml"
+    store = tmp_path / "r.duckdb"
+    assert main(["sweep", str(spec), "--store", str(store), "--json"]) == 0
+    capsys.readouterr()
+    hm, pf = tmp_path / "hm.png", tmp_path / "pf.png"
+    assert main(["results", str(store), "--heatmap", "in__training__tp,in__training__pp,mfu",
+                 "--plot", str(hm), "--json"]) == 0
+    assert main(["results", str(store), "--pareto",
+                 "usd_per_million_tokens,tokens_per_s_per_gpu", "--plot", str(pf),
+                 "--json"]) == 0
+    assert hm.stat().st_size > 5000 and pf.stat().st_size > 5000
+    assert main(["results", str(store), "--pareto", "mfu"]) == 2
+    assert main(["results", str(store), "--pareto", "nope,mfu"]) == 2
+
+
+def test_pareto_front_is_the_undominated_rows() -> None:
+    import pandas as pd
+
+    from fabricsim.plots.sweep import pareto_front
+
+    df = pd.DataFrame({"cost": [1.0, 2.0, 2.0, 3.0, 4.0], "speed": [1.0, 3.0, 2.0, 3.0, 5.0]})
+    front = pareto_front(df, "cost", "speed")
+    assert list(front.index) == [0, 1, 4]   # (3, 3) is beaten by (2, 3); (2, 2) by (2, 3)

@@ -80,6 +80,15 @@ def register(app: typer.Typer) -> None:
             "--columns", help="Comma-separated columns to show.")] = None,
         parquet: Annotated[Path | None, typer.Option(
             "--parquet", help="Also write the rows to this Parquet file.")] = None,
+        pareto: Annotated[str | None, typer.Option(
+            "--pareto", help="X,Y: plot Y (higher is better) against X (lower is better) "
+            "with the Pareto front, e.g. usd_per_million_tokens,tokens_per_s_per_gpu.")
+        ] = None,
+        heatmap: Annotated[str | None, typer.Option(
+            "--heatmap", help="X,Y,VALUE: VALUE over two axes, e.g. "
+            "in__training__tp,in__training__pp,mfu.")] = None,
+        plot: Annotated[Path, typer.Option(
+            "--plot", help="PNG file for --pareto or --heatmap.")] = Path("results.png"),
         as_json: JsonOpt = False,
     ) -> None:
         """Query a sweep's results store: a table, JSON rows, or Parquet.
@@ -92,6 +101,18 @@ def register(app: typer.Typer) -> None:
         from fabricsim.sweeps import read_results
 
         df = read_results(store, sql)
+        if pareto or heatmap:
+            from fabricsim.plots.sweep import plot_heatmap, plot_pareto
+
+            spec = (pareto or heatmap or "").split(",")
+            if len(spec) != (2 if pareto else 3):
+                raise ConfigError("give --pareto X,Y or --heatmap X,Y,VALUE (column names)",
+                                  field="--pareto" if pareto else "--heatmap")
+            ok = df[df["status"] == "ok"] if "status" in df.columns else df
+            out = plot_pareto(ok, spec[0], spec[1], plot) if pareto else \
+                plot_heatmap(ok, spec[0], spec[1], spec[2], plot)
+            if not as_json:
+                console.print(f"wrote {out}")
         if columns:
             want = [c.strip() for c in columns.split(",") if c.strip()]
             bad = [c for c in want if c not in df.columns]
