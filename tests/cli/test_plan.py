@@ -43,3 +43,17 @@ def test_plan_bad_input_exit_2(args: list[str], field: str,
     assert main(["plan", "--model", "llama3-8b", "--tp", "8", *args]) == 2
     err = capsys.readouterr().err
     assert field in err and "Traceback" not in err
+
+
+def test_plan_reports_goodput_per_fabric(capsys) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    from fabricsim.cli.app import main
+
+    assert main(["plan", "--model", "llama3-8b", "--gpus", "64", "--fabrics",
+                 "ib-ndr,roce-400g", "--global-batch", "64", "--seq-len", "4096",
+                 "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["fabrics"]
+    for r in rows:
+        assert 0.9 < r["goodput"] < 1.0
+        assert r["effective_tokens_per_s"] == r["tokens_per_s"] * r["goodput"]

@@ -130,15 +130,16 @@ def register(app: typer.Typer) -> None:
                         "plot": str(plot) if plot is not None else None})
             return
         t = Table(title=title)
-        for col in ("fabric", "tp/pp/dp/cp", "tok/s/GPU", "MFU", "comm", "capex/GPU",
-                    "$/1T tok", "fabric%"):
+        for col in ("fabric", "tp/pp/dp/cp", "tok/s/GPU", "MFU", "comm", "goodput",
+                    "capex/GPU", "$/1T tok", "fabric%"):
             t.add_column(col, justify="left" if col == "fabric" else "right", no_wrap=True)
         for o, d in zip(opts, rows, strict=True):
             p = o.step.parallel
             lay = (f"{p['tp']}/{p['pp']}/{p['dp']}/{p['cp']}"
                    + (f" ep{p['ep']}" if p["ep"] > 1 else "") + ("*" if o.planned else ""))
             t.add_row(o.fabric, lay, f"{d['tokens_per_s_per_gpu']:,.0f}", f"{d['mfu']:.1%}",
-                      f"{d['comm_fraction']:.1%}", f"${d['capex_per_gpu_usd']:,.0f}",
+                      f"{d['comm_fraction']:.1%}", f"{d['goodput']:.1%}",
+                      f"${d['capex_per_gpu_usd']:,.0f}",
                       f"${d['usd_per_1t_tokens']:,.0f}", f"{d['fabric_share']:.1%}")
         console.print(t)
         if any(o.planned for o in opts):

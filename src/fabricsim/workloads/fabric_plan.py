@@ -28,6 +28,7 @@ from fabricsim.catalog import get_catalog
 from fabricsim.errors import ConfigError, ModelError, unknown
 from fabricsim.fabric import build_cluster
 from fabricsim.workloads.cost import FabricCapex, fabric_capex, token_cost
+from fabricsim.workloads.goodput import goodput_on_fabric
 from fabricsim.workloads.models import TransformerSpec
 from fabricsim.workloads.parallel import ParallelConfig
 from fabricsim.workloads.planner import plan_parallel
@@ -46,6 +47,10 @@ class FabricOption:
     cost: dict[str, float]
     planned: bool
     """True when the parallel configuration came from the planner."""
+    goodput: float = 1.0
+    """Share of wall time that trains once failures, checkpoints and restarts are counted
+    (:func:`fabricsim.workloads.goodput.goodput_on_fabric`; the fabric's own switch and
+    cable counts enter the failure rate)."""
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready summary."""
@@ -53,8 +58,9 @@ class FabricOption:
         return {"fabric": self.fabric, "planned": self.planned, "parallel": s.parallel,
                 "step_time_s": s.step_time_s, "tokens_per_s": s.tokens_per_s,
                 "tokens_per_s_per_gpu": s.tokens_per_s / s.world, "mfu": s.mfu,
-                "comm_fraction": s.comm_fraction, "capex": self.capex.as_dict(),
-                **self.cost}
+                "comm_fraction": s.comm_fraction, "goodput": self.goodput,
+                "effective_tokens_per_s": s.tokens_per_s * self.goodput,
+                "capex": self.capex.as_dict(), **self.cost}
 
 
 def compare_fabrics(model: TransformerSpec, *, system: str, nodes: int,
@@ -119,6 +125,8 @@ def compare_fabrics(model: TransformerSpec, *, system: str, nodes: int,
         capex = fabric_capex(fab, cloud_proxy=cloud_proxy)
         cost = token_cost(step.tokens_per_s, step.world, float(price), capex.total_usd,
                           lifetime_years)
+        gp = goodput_on_fabric(fab, params=model.params, step_time_s=step.step_time_s,
+                               gpus=step.world, gpu_hour_usd=float(price)).goodput
         out.append(FabricOption(fabric=f, step=step, capex=capex, cost=cost,
-                                planned=planned))
+                                planned=planned, goodput=gp))
     return out
