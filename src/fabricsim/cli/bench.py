@@ -306,6 +306,9 @@ def register(app: typer.Typer) -> None:
         csv_out: Annotated[bool, typer.Option("--csv", help="CSV rows.")] = False,
         plot: Annotated[Path | None, typer.Option(
             "--plot", help="Write busbw vs size to this PNG.")] = None,
+        time_limit: Annotated[float | None, typer.Option(
+            "--time-limit", help="Flow backend: stop with an explained error after this "
+            "many seconds of wall time per size.")] = None,
     ) -> None:
         """Simulate an nccl-tests sweep (all_reduce_perf etc.) on a cluster."""
         import os
@@ -347,15 +350,19 @@ def register(app: typer.Typer) -> None:
             backend = backend or spec.backend
         backend = backend or "analytic"
         runner: Any = backend
-        if sc.faults or sc.background:  # the scenario's faults and traffic are kept
+        if time_limit is not None and (backend != "flow" or not time_limit > 0):
+            raise ConfigError("--time-limit takes seconds > 0 and applies to the flow "
+                              "backend (--backend flow)", field="--time-limit")
+        if sc.faults or sc.background or time_limit is not None:
             if backend != "flow":
                 raise ConfigError(f"the scenario's faults/background traffic need the flow "
                                   f"backend; run with --backend flow (got {backend})",
                                   field="--backend")
             from fabricsim.backends.flow import FlowBackend
 
+            # the scenario's faults and traffic are kept
             runner = FlowBackend(faults=list(sc.faults), background=list(sc.background),
-                                 seed=sc.seed)
+                                 seed=sc.seed, time_limit_s=time_limit)
         sizes = sweep_sizes(parse_nccl_size(minbytes), parse_nccl_size(maxbytes), stepfactor,
                             parse_nccl_size(stepbytes) if stepbytes else None)
         curves: dict[str, tuple[list[int], list[float]]] = {}

@@ -52,11 +52,15 @@ def _finite(x: float) -> float | None:
 
 
 def simulate_scenario(sc: Scenario, *, routing: str = "ecmp", qps: int = 1,
-                      size: str | None = None, out: Path | None = None) -> dict[str, Any]:
+                      size: str | None = None, out: Path | None = None,
+                      time_limit_s: float | None = None,
+                      progress: Any = None) -> dict[str, Any]:
     """Run ``sc`` with and without its faults/background; a JSON-ready summary.
 
     Each fault and background source is also run alone when there are several, so the
-    slowdown can be attributed to them one by one.
+    slowdown can be attributed to them one by one. ``time_limit_s`` bounds the wall time
+    of all the runs together (a SimulationError naming ``--time-limit`` when reached);
+    ``progress`` is the flow backend's progress callback.
     """
     from fabricsim.collectives import build_schedule
 
@@ -72,21 +76,34 @@ def simulate_scenario(sc: Scenario, *, routing: str = "ecmp", qps: int = 1,
     fab = fabric_from_scenario(sc)
     sch = build_schedule(fab, spec.collective, nbytes, ranks=spec.ranks, algo=spec.algo,
                          proto=spec.proto)
-    kw: dict[str, Any] = {"seed": sc.seed, "routing": routing, "qps": qps}
-    base = FlowBackend(**kw).run(sch, fab)
+    import time
+
+    deadline = time.perf_counter() + time_limit_s if time_limit_s is not None else None
+
+    kw: dict[str, Any] = {"seed": sc.seed, "routing": routing, "qps": qps,
+                          "progress": progress}
+
+    def left() -> dict[str, Any]:
+        """The wall time left of the whole command, for each run in turn."""
+        return {"time_limit_s": None if deadline is None
+                else max(deadline - time.perf_counter(), 1e-3)}
+
+    base = FlowBackend(**kw, **left()).run(sch, fab)
     hit = FlowBackend(faults=sc.faults, background=sc.background, record_timeline=out is not None,
-                      **kw).run(sch, fab)
+                      **kw, **left()).run(sch, fab)
     causes: list[dict[str, Any]] = []
     descs: list[str] = list(hit.extra["faults"])
     fault_links: dict[str, list[int]] = hit.extra["fault_links"]
     several = len(sc.faults) + len(sc.background) > 1
     for i, (f, desc) in enumerate(zip(sc.faults, descs, strict=True)):
-        alone = (FlowBackend(faults=[f], **kw).run(sch, fab).time if several else hit.time)
+        alone = (FlowBackend(faults=[f], **kw, **left()).run(sch, fab).time if several
+                 else hit.time)
         causes.append({"kind": "fault", "index": i, "type": f.type, "description": desc,
                        "links": [fab.link_name(l) for l in fault_links[desc]],
                        "slowdown_alone": _finite(alone / base.time)})
     for i, b in enumerate(sc.background):
-        alone = (FlowBackend(background=[b], **kw).run(sch, fab).time if several else hit.time)
+        alone = (FlowBackend(background=[b], **kw, **left()).run(sch, fab).time if several
+                 else hit.time)
         causes.append({"kind": "background", "index": i, "description":
                        f"{b.name} ({b.traffic_class}, {b.pattern}, {b.nbytes} per flow, "
                        f"weight {b.weight:g})", "slowdown_alone": _finite(alone / base.time)})
@@ -152,6 +169,9 @@ def register(app: typer.Typer) -> None:
         force: Annotated[bool, typer.Option(
             "--force", help="Run faults that are legal but extreme (a link or NIC below 1 % "
             "of its rate, a straggler delay above 1 s), otherwise refused.")] = False,
+        time_limit: Annotated[float | None, typer.Option(
+            "--time-limit", help="Stop with an explained error after this many seconds of "
+            "wall time (all runs together).")] = None,
     ) -> None:
         """Simulate a scenario's collective with its faults and background traffic (flow
         backend); report the slowdown against the fault-free run and where it came from.
@@ -166,7 +186,22 @@ def register(app: typer.Typer) -> None:
         from fabricsim.scenario.rules import check_extreme
 
         check_extreme(sc, force=force)
-        s = simulate_scenario(sc, routing=routing, qps=qps, size=size, out=out)
+        if time_limit is not None and not time_limit > 0:
+            raise ConfigError(f"--time-limit must be > 0 seconds, got {time_limit}",
+                              field="--time-limit")
+        from rich.progress import Progress, SpinnerColumn, TimeElapsedColumn
+
+        with Progress(SpinnerColumn(), "[progress.description]{task.description}",
+                      TimeElapsedColumn(), console=console, transient=True,
+                      disable=json_out) as bar:
+            task = bar.add_task("flow simulation", total=None)
+
+            def tick(done: int, steps: int, t: float, calls: int) -> None:
+                bar.update(task, description=f"flow simulation: {done}/{steps} steps, "
+                                             f"simulated {t * 1e3:.3f} ms")
+
+            s = simulate_scenario(sc, routing=routing, qps=qps, size=size, out=out,
+                                  time_limit_s=time_limit, progress=tick)
         if json_out:
             print_json(s)
         else:

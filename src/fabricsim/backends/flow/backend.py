@@ -20,7 +20,7 @@ Example
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,6 +78,11 @@ class FlowBackend:
     record_timeline: bool = False
     exploit_repeats: bool = True
     protocol: str | None = None
+    #: Stop with a SimulationError (field ``--time-limit``) after this much wall time.
+    time_limit_s: float | None = None
+    #: Called every few thousand events with (steps done, steps, simulated time, events).
+    progress: Callable[[int, int, float, int], None] | None = field(
+        default=None, compare=False, repr=False)
     name: str = field(default="flow")
 
     def __post_init__(self) -> None:
@@ -86,6 +91,9 @@ class FlowBackend:
                               f"{self.routing!r}", field="routing")
         if self.qps < 1:
             raise ConfigError(f"qps must be >= 1, got {self.qps}", field="qps")
+        if self.time_limit_s is not None and not self.time_limit_s > 0:
+            raise ConfigError(f"the time limit must be > 0 seconds, got {self.time_limit_s}",
+                              field="--time-limit")
 
     def routing_for(self, fabric: Fabric) -> str:
         """The routing mode this backend uses on ``fabric`` (resolves ``"auto"``)."""
@@ -102,7 +110,8 @@ class FlowBackend:
         routing = self.routing_for(fabric)
         out = simulate(schedule, plan, bg, routing=routing, qps=self.qps, seed=self.seed,
                        exploit_repeats=self.exploit_repeats,
-                       record_timeline=self.record_timeline, protocol=proto)
+                       record_timeline=self.record_timeline, protocol=proto,
+                       time_limit_s=self.time_limit_s, progress=self.progress)
         tops = bottlenecks(plan.fabric, out.critical_time, out.link_bytes, out.time)
         extra: dict[str, Any] = {
             "transfers": out.transfers, "rep_start": out.rep_start, "rep_end": out.rep_end,

@@ -40,8 +40,9 @@ F8 = NDArray[np.float64]
 I8 = NDArray[np.int64]
 
 PENDING, ACTIVE, DONE = 0, 1, 2
-#: Return codes of :func:`advance`.
-LIMIT, GROUPS, STALL = 0, 1, 2
+#: Return codes of :func:`advance` (BUDGET: ``max_events`` events done, state consistent;
+#: call again to go on — how the driver checks its wall-clock limit and shows progress).
+LIMIT, GROUPS, STALL, BUDGET = 0, 1, 2, 3
 #: Two events closer than this (relative to the clock) are one event.
 TIME_RTOL = 1e-12
 
@@ -55,7 +56,8 @@ def advance(now: float, t_limit: float,
             cap: F8, dirty: NDArray[np.bool_], link_bytes: F8,
             s_rem: F8, s_demand: F8, s_nlive: I8, s_seen: NDArray[np.bool_],
             out_groups: I8, j_size: F8, j_lat: F8, g_more: I8, g_flat: I8, g_start: F8,
-            rep_start: F8, rep_end: F8, crit: F8, g_slow: F8) -> tuple[int, float, int]:
+            rep_start: F8, rep_end: F8, crit: F8, g_slow: F8,
+            max_events: int = 1 << 62) -> tuple[int, float, int]:
     """Run events from ``now`` until a group completes, ``t_limit`` or a stall.
 
     A group with ``g_more[g] > 0`` more repetitions is re-armed in place when it
@@ -76,6 +78,7 @@ def advance(now: float, t_limit: float,
     first = True
     rearm = np.empty(max(g_left.shape[0], 1), dtype=np.int64)
     n_re = 0
+    events = 0
     while True:
         # ---------------------------------------------------------------- seed changes
         aff = np.zeros(0, dtype=np.int64)
@@ -210,6 +213,9 @@ def advance(now: float, t_limit: float,
             return GROUPS, now, n_out
         if now >= t_limit:
             return LIMIT, now, 0
+        events += 1
+        if events >= max_events:
+            return BUDGET, now, 0
 
 
 @numba.njit(cache=True)
@@ -420,8 +426,10 @@ class Pool:
 
     def run(self, now: float, t_limit: float, cap: F8, n_groups: int,
             g_left: I8 | None = None, g_end: F8 | None = None, g_bneck: I8 | None = None,
-            repeats: tuple[I8, I8, F8, F8, F8, F8] | None = None) -> tuple[int, float, I8]:
+            repeats: tuple[I8, I8, F8, F8, F8, F8] | None = None,
+            max_events: int = 1 << 62) -> tuple[int, float, I8]:
         """Advance the pool (see :func:`advance`); returns (code, now, completed groups).
+        ``max_events`` returns :data:`BUDGET` after that many events (call again).
 
         ``repeats`` = ``(g_more, g_flat, g_start, rep_start, rep_end, crit)`` lets the
         kernel run further repetitions of a group itself (default: none).
@@ -445,7 +453,7 @@ class Pool:
                              g_left, g_end, g_bneck, cap, self.dirty, self.link_bytes,
                              *self.scratch, out, self.j_size, self.j_lat, repeats[0],
                              repeats[1], repeats[2], repeats[3], repeats[4], repeats[5],
-                             self.g_slow)
+                             self.g_slow, max_events)
         return int(code), float(t), out[:n].copy()
 
     def compact(self, g_more: I8 | None = None) -> dict[str, F8 | I8]:

@@ -36,7 +36,8 @@ Example
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+import time as _time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -44,8 +45,9 @@ from numpy.typing import NDArray
 
 from fabricsim.backends.flow.background import BackgroundTransfers
 from fabricsim.backends.flow.faults import FaultPlan
-from fabricsim.backends.flow.kernel import STALL, Pool
+from fabricsim.backends.flow.kernel import BUDGET, STALL, Pool
 from fabricsim.backends.flow.routing import Expanded, apply_protocol, expand, stripe_planes
+from fabricsim.errors import SimulationError
 from fabricsim.protocols import Protocol
 from fabricsim.schedule.core import Schedule
 
@@ -77,15 +79,31 @@ class SimOutput:
     notes: list[str] = field(default_factory=list)
 
 
+#: Most events the kernel runs between two looks at the wall clock (with a time limit or
+#: a progress callback; the driver also looks after every kernel call).
+EVENT_CHUNK = 64
+#: Seconds between two progress reports.
+PROGRESS_S = 0.25
+
+
 def simulate(schedule: Schedule, plan: FaultPlan,
              background: Sequence[BackgroundTransfers] = (), *, routing: str = "ecmp",
              qps: int = 1, seed: int = 0, exploit_repeats: bool = True,
-             record_timeline: bool = False, protocol: Protocol | None = None) -> SimOutput:
+             record_timeline: bool = False, protocol: Protocol | None = None,
+             time_limit_s: float | None = None,
+             progress: Callable[[int, int, float, int], None] | None = None) -> SimOutput:
     """Run ``schedule`` on ``plan.fabric`` (see the module docstring for the model).
 
     With a ``protocol``, its launch overhead delays the first steps and its efficiencies
     and hop overheads apply to the schedule's transfers (not to background traffic).
+    ``time_limit_s`` stops the run with a :class:`~fabricsim.errors.SimulationError`
+    (field ``--time-limit``) once that much wall time has passed; ``progress`` is called
+    about every :data:`PROGRESS_S` seconds with (steps done, steps, simulated time,
+    solver calls).
     """
+    wall0 = last_report = _time.perf_counter()
+    chunk = EVENT_CHUNK if (time_limit_s is not None or progress is not None) else 1 << 62
+    events_done = 0
     fab = plan.fabric
     n_steps = len(schedule.steps)
     steps = schedule.steps
@@ -266,9 +284,25 @@ def simulate(schedule: Schedule, plan: FaultPlan,
         t_limit = heap[0][0] if heap else np.inf
         code, t_new, done = pool.run(t, t_limit, cap, n_groups, g_left, g_end, g_bneck,
                                      (g_more, g_flat, g_start, rep_start_flat, rep_end_flat,
-                                      crit))
+                                      crit), max_events=chunk)
         t = float(t_new)
         calls += 1
+        if code == BUDGET:
+            events_done += chunk
+        if time_limit_s is not None or progress is not None:
+            now_wall = _time.perf_counter()
+            if progress is not None and now_wall - last_report >= PROGRESS_S:
+                last_report = now_wall
+                progress(n_steps - remaining, n_steps, t, calls)
+            if time_limit_s is not None and now_wall - wall0 > time_limit_s:
+                raise SimulationError(
+                    f"time limit of {time_limit_s:g} s reached after {calls:,} solver "
+                    f"calls, at simulated t = {t * 1e6:.1f} us with "
+                    f"{n_steps - remaining} of {n_steps} steps done; raise --time-limit, "
+                    "use the analytic backend, or simulate a smaller group",
+                    field="--time-limit")
+        if code == BUDGET:  # the kernel paused mid-group: go on from where it stopped
+            continue
         if code == STALL:
             for g in range(n_g):
                 i = int(g_step[g])
