@@ -18,3 +18,10 @@ def test_demo_writes_report_and_plots(tmp_path: Path, capsys: pytest.CaptureFixt
 def test_demo_unknown_section(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["demo", "--out", str(tmp_path), "--section", "clstr"]) == 2
     assert "cluster" in capsys.readouterr().err
+
+
+def test_demo_training_section_has_its_picture(tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "--out", str(tmp_path), "--section", "training"]) == 0
+    assert (tmp_path / "training.png").stat().st_size > 5000
+    assert "![training step breakdown](training.png)" in (tmp_path / "report.md").read_text()

@@ -173,6 +173,12 @@ def section_training(ctx: DemoContext) -> None:
     ctx.add(*_table(["fabric", "step (s)", "tokens/s", "MFU", "compute (ms)", "bubble (ms)",
                      "exposed comm (ms)", "idle GPU equiv.", "lost to comm per day",
                      "fabric capex"], rows))
+    from fabricsim.plots.training import plot_step_breakdown
+
+    plot_step_breakdown({k: v.breakdown for k, v in results.items()},
+                        ctx.out / "training.png",
+                        title="Llama 3 70B step: where the time goes")
+    ctx.add("![training step breakdown](training.png)", "")
     (la, ra), (lb, rb) = list(results.items())[:2]
     net = {k: v.breakdown.get("pp", 0.0) + v.breakdown.get("dp", 0.0)
            for k, v in results.items()}
