@@ -9,7 +9,6 @@ with the relative error, then the median and max error.
 from __future__ import annotations
 
 import math
-import re
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,8 +57,6 @@ class NcclLog:
 
 #: Largest log ``compare`` reads (nccl-tests logs are kilobytes; a 64 MiB one is a mistake).
 MAX_LOG_BYTES = 64 * 2**20
-_DEVICE = re.compile(r"#\s*Rank\s+\d+\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+"
-                     r"device\s+\d+\s+\[[^\]]*\]\s+(.+?)\s*$")
 #: GPU model words as nccl-tests prints them -> catalog GPU, most specific first.
 _GPU_WORDS = (("gb200", "gb200"), ("b200", "b200"), ("h200", "h200-sxm"),
               ("h800", "h800-sxm"), ("h100 pcie", "h100-pcie"), ("h100", "h100-sxm"),

@@ -103,7 +103,6 @@ def simulate(schedule: Schedule, plan: FaultPlan,
     """
     wall0 = last_report = _time.perf_counter()
     chunk = EVENT_CHUNK if (time_limit_s is not None or progress is not None) else 1 << 62
-    events_done = 0
     fab = plan.fabric
     n_steps = len(schedule.steps)
     steps = schedule.steps
@@ -287,8 +286,6 @@ def simulate(schedule: Schedule, plan: FaultPlan,
                                       crit), max_events=chunk)
         t = float(t_new)
         calls += 1
-        if code == BUDGET:
-            events_done += chunk
         if time_limit_s is not None or progress is not None:
             now_wall = _time.perf_counter()
             if progress is not None and now_wall - last_report >= PROGRESS_S:
