@@ -26,6 +26,7 @@ E_WD_CHECK = 12   # a = queue, b = pause epoch: PFC watchdog detection timer
 E_WD_RESTORE = 13  # a = queue: PFC watchdog restoration timer
 E_STUCK = 14      # b = 1 receiver stops draining / 0 resumes
 N_EVENT_KINDS = 15
+MASK32 = (1 << 32) - 1  # the low 32 bits of an ACK/NAK payload: the packet number
 
 # ---- counters (int64 array C); 0..2 belong to the kernel
 C_FREE = 3

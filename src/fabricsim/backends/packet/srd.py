@@ -51,6 +51,7 @@ from fabricsim.backends.packet.layout import (
     F_SND_NEXT,
     F_SND_UNA,
     FF_PROGRESS,
+    MASK32,
     P_RTO,
     P_SRD_AI,
     P_SRD_BETA,
@@ -74,8 +75,6 @@ from fabricsim.backends.packet.layout import (
     SQ_ST,
     SQ_T,
 )
-
-MASK32 = (1 << 32) - 1
 
 
 @njit(cache=True)

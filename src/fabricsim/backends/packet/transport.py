@@ -91,6 +91,7 @@ from fabricsim.backends.packet.layout import (
     I_SRDCC,
     I_TCP,
     LF_QTOT,
+    MASK32,
     P_CNP_INT,
     P_MTU,
     P_RTO,
@@ -121,8 +122,6 @@ from fabricsim.backends.packet.layout import (
 from fabricsim.backends.packet.port import alloc_packet, bin_of, enqueue
 from fabricsim.backends.packet.roce import on_bytes_sent
 from fabricsim.backends.packet.srd import srd_next_seq, srd_pick_path, srd_reset, srd_sent
-
-MASK32 = (1 << 32) - 1
 
 
 @njit(cache=True)
