@@ -274,6 +274,46 @@ def tree_kernel_rate(fabric: Fabric, servers: int, channels: int) -> float:
     return min(rates, default=0.0)
 
 
+#: Most bus bandwidth (GB/s) one head of NCCL's NVLSTree all-reduce sustains across
+#: 2 servers, and across 3 or more, by GPU architecture (its NVLink generation). Each head
+#: is one GPU:NIC pair of a server (at most 32, NCCL's NVLS arity): it pulls its reduced
+#: shard out of the switch, feeds the tree between servers and multicasts the result back,
+#: all in one kernel, so the kernel, not the links, sets its pace. Source: NCCL's tuning
+#: model (``src/graph/tuning.cc``, ``perChMaxNVLSTreeBws``: NVIDIA's figures for its own
+#: NVLSTree kernels, in bus bandwidth). Rows 1078-1084 (two DGX H100: NVLSTree peaks 9 %
+#: below NVLS on one server, whose algorithm bandwidth the links alone would keep) check it;
+#: see docs/collectives.md.
+NVLSTREE_HEAD_BUSBW_GBYTE_S: dict[str, tuple[float, float]] = {
+    "nvlink4": (57.7, 45.5),    # Hopper
+    "nvlink5": (96.0, 80.0),    # Blackwell
+}
+
+#: NCCL's most NVLS heads per server (``NCCL_MAX_NVLS_ARITY``).
+NVLS_MAX_HEADS = 32
+
+
+def nvlstree_kernel_rate(fabric: Fabric, servers: int, ranks: int) -> float:
+    """Most message bytes/s an NVLSTree all-reduce of ``ranks`` GPUs over ``servers``
+    servers moves on ``fabric`` (0: no limit): :data:`NVLSTREE_HEAD_BUSBW_GBYTE_S` per
+    head, one head per GPU:NIC pair of a server, converted from bus to algorithm bandwidth
+    (``n / (2(n - 1))``, as for any all-reduce).
+
+    >>> from fabricsim.fabric import build_cluster
+    >>> f = build_cluster("dgx-h100", 2)
+    >>> round(nvlstree_kernel_rate(f, 2, 16) * 2 * 15 / 16 / 1e9, 1)  # as busbw
+    461.6
+    """
+    row = next((v for k, v in NVLSTREE_HEAD_BUSBW_GBYTE_S.items()
+                if fabric.info.nvlink.startswith(k)), None)
+    info = fabric.info
+    heads = min(info.gpus_per_server, info.nics_per_server or info.gpus_per_server,
+                NVLS_MAX_HEADS)
+    if row is None or servers < 2 or ranks < 2 or heads < 1:
+        return 0.0
+    busbw = row[0 if servers == 2 else 1] * 1e9 * heads
+    return busbw * ranks / (2 * (ranks - 1))
+
+
 #: Display names as NCCL prints them.
 PROTOCOL_LABELS = {"ll": "LL", "ll128": "LL128", "simple": "Simple"}
 

@@ -42,18 +42,19 @@ def test_primary_targets(results: tuple[ModuleType, list[dict[str, Any]]]) -> No
 def test_scale_out_rows_as_they_stand(results: tuple[ModuleType, list[dict[str, Any]]]
                                       ) -> None:
     """Multi-node busbw and small-message latency (measurements_2.csv), pinned where the
-    model stands so that a change shows. Issue 10's latency target (median <= 25 %) is
-    met; its multi-node busbw target (median <= 8 %) is not yet: these bounds say by how
-    much (2 x 8 H100 NVLSTree +10 %, 2 x 1 A100 all-to-all +48 %)."""
+    model stands so that a change shows. Issue 10's targets: latency median <= 25 %,
+    multi-node busbw median <= 8 % (the 2 x 1 A100 all-to-all, +48 %, is the outlier)."""
     b, res = results
     s = b.summary(res)["primary"]
     multi, lat = s["multi_node_ge_1MiB"], s["latency"]
     assert multi["rows"] >= 19 and lat["rows"] == 9
-    assert multi["median_abs_rel_error"] <= 0.10
+    assert multi["median_abs_rel_error"] <= 0.05
     assert lat["median_abs_rel_error"] <= 0.10
     by_row = {(r["row"], r["size_bytes"]): r for r in res}
-    # 2 x 8 H100, NCCL's default (NVLSTree) at 8 GiB
-    assert abs(by_row[(1082, 2**33)]["rel_error"]) <= 0.11
+    # 2 x 8 H100, NCCL's default (NVLSTree, bound by its kernels) from 1 to 8 GiB
+    for size in (2**30, 2**31, 2**32, 2**33):
+        rid = 1079 + (size.bit_length() - 31)
+        assert abs(by_row[(rid, size)]["rel_error"]) <= 0.04
     # 2 x 8 A100: NCCL's tree kernels are slower than the tree's links allow, so NCCL's
     # default measures its ring's figure (the tree-kernel rate, protocols.tree_kernel_rate)
     for rid, size in ((1085, 2**30), (1086, 2**32)):

@@ -56,11 +56,19 @@ def test_selection_moves_from_latency_to_bandwidth_bound() -> None:
 
 
 def test_auto_never_slower_than_any_forced_choice() -> None:
+    # Among the algorithms NCCL would pick from on two servers: NVLS with rail rings is
+    # fabricsim's own (NCCL runs NVLS across servers only with SHARP) and not a candidate.
     fab = FABRICS["h100x2"]
     for size in (8, 2**16, 2**24, 2**32):
         best = predict_time(fab, "all_reduce", size)
-        for a in ("ring", "tree", "nvls", "nvlstree", "sharp", "hierarchical"):
+        for a in ("ring", "tree", "nvlstree", "sharp"):
             assert best <= predict_time(fab, "all_reduce", size, algo=a) * (1 + 1e-12)
+
+
+def test_nvls_is_chosen_on_one_server_and_nvlstree_across_servers() -> None:
+    one = choose(build_cluster("dgx-h100", 1), "all_reduce", 2**33)
+    two = choose(build_cluster("dgx-h100", 2), "all_reduce", 2**33)
+    assert (one.algorithm, two.algorithm) == ("nvls", "nvlstree")
 
 
 def test_errors_are_clear() -> None:

@@ -108,14 +108,18 @@ def test_busbw_factor_is_what_nccl_tests_uses() -> None:
 
 def test_nvlstree_is_as_fast_as_its_slowest_phase() -> None:
     """NVLSTree pipelines NVLS inside servers with per-rail trees across them: on 2 x DGX
-    H100 its time is the NVLS phase's (the network carries S/8 per NIC each way, less
-    than NVLink's share), within the fill; run in sequence it was 203 GB/s busbw."""
+    H100 the links alone would keep one server's NVLS algorithm bandwidth (the network
+    carries S/8 per NIC each way, less than NVLink's share; run in sequence it was 203 GB/s
+    busbw); NCCL's NVLSTree kernels cap it at 57.7 GB/s of busbw per head (8 heads), which
+    is what two DGX H100 measure (rows 1078-1084: 467 GB/s)."""
     two = build_cluster("dgx-h100", 2)
     one = build_cluster("dgx-h100", 1)
     s = 2**33
     t2 = choose(two, "all_reduce", s, algo="nvlstree").time
     t1 = choose(one, "all_reduce", s, algo="nvls").time
-    assert t2 == pytest.approx(t1, rel=0.01)
+    cap = s * busbw_factor("all_reduce", 16) / (8 * 57.7e9)
+    assert cap > t1
+    assert t2 == pytest.approx(cap, rel=0.01)
     net = s / 8 / (50e9 * framing_efficiency("ib"))
     assert net < t2
     assert choose(two, "all_reduce", s).time < choose(two, "all_reduce", s, algo="ring").time

@@ -50,7 +50,8 @@ def test_cli_writes_a_scenario_every_command_accepts(capsys, tmp_path) -> None:
     assert main(["calibrate", str(LOG), "-o", str(out), "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     err = d["median_abs_time_error"]
-    assert err["held_out_after"] < err["held_out_before"]
+    # the model already lands within a few per cent of this log: calibrating must not hurt
+    assert err["held_out_after"] <= err["held_out_before"] < 0.05
     sc = yaml.safe_load(out.read_text())
     assert sc["cluster"]["system"] == "my-cluster" and sc["cluster"]["params"]["calibration"]
     assert sc["systems"]["my-cluster"]["base"] == "dgx-h100"   # a user-defined system

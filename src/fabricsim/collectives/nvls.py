@@ -30,6 +30,7 @@ import numpy as np
 
 from fabricsim.collectives.hierarchical import rail_ring
 from fabricsim.collectives.registry import Algorithm, Group, IntArray, register, step
+from fabricsim.protocols import nvlstree_kernel_rate
 from fabricsim.schedule.core import FloatArray, Step
 
 
@@ -135,6 +136,11 @@ def nvlstree_steps(group: Group, collective: str, nbytes: float, channels: int
                       max(1, 2 * _depth(m) - 1), "nvls reduce-scatter + rail trees + multicast")
 
 
+def _nvlstree_rate(group: Group, channels: int) -> float:
+    """The NVLSTree kernels' own rate limit (:func:`fabricsim.protocols.nvlstree_kernel_rate`)."""
+    return nvlstree_kernel_rate(group.fabric, group.servers, group.n)
+
+
 def _check_tree(group: Group, collective: str) -> str | None:
     why = _check(group, collective)
     if why is None and group.servers < 2:
@@ -144,12 +150,14 @@ def _check_tree(group: Group, collective: str) -> str | None:
 
 NVLS = register(Algorithm(
     name="nvls", build=nvls_steps, check=_check, collectives=frozenset({"all_reduce"}),
-    protocols=("simple",),
+    protocols=("simple",), auto_max_servers=1,
     description="NVLink SHARP: reduction and multicast inside NVSwitch (H100+); rings per "
-                "rail across servers, pipelined with both."))
+                "rail across servers, pipelined with both (chosen automatically on one "
+                "server only: across servers NCCL runs NVLSTree, or NVLS with SHARP)."))
 NVLSTREE = register(Algorithm(
     name="nvlstree", build=nvlstree_steps, check=_check_tree,
     collectives=frozenset({"all_reduce"}), protocols=("simple",), auto_min_servers=2,
+    kernel_rate=_nvlstree_rate,
     description="NCCL's NVLSTree: NVLS inside servers, a double binary tree per rail "
                 "across them, all phases pipelined (the fastest H100 all-reduce at 2+ "
                 "servers)."))

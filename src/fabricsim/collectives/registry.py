@@ -198,6 +198,8 @@ class Algorithm:
     auto: bool = True
     #: Automatic selection considers it only on groups spanning at least this many servers.
     auto_min_servers: int = 1
+    #: ... and at most this many (0: no limit).
+    auto_max_servers: int = 0
     #: Most message bytes/s its kernels move on a group with this many channels
     #: (:attr:`Schedule.kernel_bytes_per_s`); ``None``: only the links bound it.
     kernel_rate: Callable[[Group, int], float] | None = None

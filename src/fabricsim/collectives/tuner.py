@@ -118,6 +118,7 @@ def candidates(group: Group, collective: str, algo: str | None = None,
     else:
         algos = [a for a in ALGORITHMS.values()
                  if a.auto and group.servers >= a.auto_min_servers
+                 and (a.auto_max_servers == 0 or group.servers <= a.auto_max_servers)
                  and a.why_not(group, collective) is None]
         if not algos:
             raise ScheduleError(f"no algorithm implements {collective} on this group",
