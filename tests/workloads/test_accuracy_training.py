@@ -1,7 +1,7 @@
 """Pins benchmarks/accuracy_training.py where the model stands, so a change shows.
 
-Issue 11's targets are median <= 8 % and max <= 20 %; neither is met yet (median 8.7 %
-over 26 rows; BLOOM at global batch 16 is +94 %). These bounds say by how much, and pin
+Issue 11's targets are median <= 8 % and max <= 20 %: the median is met (7.9 % over 26
+rows), the max is not (MPT-13B on 64 H100, +26 %). These bounds say by how much, and pin
 the rows the issue names.
 """
 
@@ -32,8 +32,8 @@ def rows() -> list[dict[str, Any]]:
 def test_summary_as_it_stands(rows: list[dict[str, Any]]) -> None:
     errs = [abs(r["rel_error"]) for r in rows]
     assert len(rows) == 26
-    assert statistics.median(errs) <= 0.10
-    assert max(errs) <= 1.0
+    assert statistics.median(errs) <= 0.08
+    assert max(errs) <= 0.27
 
 
 def test_rows_the_issue_names(rows: list[dict[str, Any]]) -> None:
@@ -50,3 +50,7 @@ def test_rows_the_issue_names(rows: list[dict[str, Any]]) -> None:
     assert abs(by["DeepSeek-V3 2048xH800 (tech report)"]["rel_error"]) <= 0.10
     # torchtitan's 405B with TP8 x PP8 x FSDP8 (interleaved, FP8, async TP)
     assert abs(by["torchtitan Llama3.1-405B 512xH100 TP8 PP8 FSDP8"]["rel_error"]) <= 0.20
+    # BLOOM-176B, global batch 2048 / 192 / 16: plain 1F1B waits on every pipeline
+    # exchange over Jean Zay's measured 135 Gb/s per node; was +19 / +36 / +94 %
+    for gbs, bound in ((2048, 0.06), (192, 0.06), (16, 0.25)):
+        assert abs(by[f"BLOOM-176B 384xA100 GBS {gbs}"]["rel_error"]) <= bound

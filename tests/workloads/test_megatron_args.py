@@ -21,6 +21,14 @@ def test_reads_both_spellings_and_reports_what_it_ignores() -> None:
     assert ignored == ["--data-path /data/x", "--split 99,1,0", "--log-interval 1"]
 
 
+@pytest.mark.parametrize(("flag", "value"), [("--overlap-p2p-communication", True),
+                                             ("--no-overlap-p2p-communication", False),
+                                             ("", None)])
+def test_pipeline_overlap_switches(flag: str, value: bool | None) -> None:
+    s, ignored = parse_megatron_args(f"--pipeline-model-parallel-size 4 {flag}")
+    assert s.get("overlap_p2p_comm") is value and not ignored
+
+
 def test_model_shape_and_block_recompute() -> None:
     s, _ = parse_megatron_args(
         "--num-layers 32 --hidden-size 4096 --ffn-hidden-size 14336 "

@@ -126,3 +126,35 @@ def test_planner_finds_fitting_configs() -> None:
     best = plan.results[0]
     assert best.memory.total <= best.gpu_memory_bytes
     assert [r.step_time_s for r in plan.results] == sorted(r.step_time_s for r in plan.results)
+
+
+class _SendsOnly:
+    """A communication model where only pipeline sends cost anything: 1 ms each."""
+
+    def time(self, collective: str, ranks: list[int], nbytes: float) -> float:
+        return 1e-3 if collective == "sendrecv" else 0.0
+
+
+@pytest.mark.parametrize(("interleave", "overlap", "exposed_sends"), [
+    (1, None, 2 * 16 + 2 * 3),   # plain 1F1B: 2 per micro-batch + fill/drain
+    (2, None, 2 * (4 * 2 - 1)),  # interleaved: Megatron overlaps them, fill/drain only
+    (1, True, 2 * (4 - 1)),      # DualPipe-like overlap without virtual stages
+    (2, False, 2 * 2 * 16 + 2 * 3),  # interleaved, overlap switched off
+])
+def test_pipeline_sends_wait_unless_overlapped(interleave: int, overlap: bool | None,
+                                                exposed_sends: int) -> None:
+    fab = fs.build_cluster("dgx-h100", nodes=4)
+    cfg = ParallelConfig(tp=8, pp=4, micro_batch=1, global_batch=16, seq_len=2048,
+                         interleave=interleave, overlap_p2p_comm=overlap)
+    r = simulate_step(get_model("llama2-7b"), cfg, fab, _SendsOnly(), check_memory=False)
+    # the bubble holds the sends of its (p-1)/v micro-batch slots when they wait
+    pp = r.breakdown["pp"] + (r.breakdown["bubble"] - (4 - 1) / interleave
+                              * r.breakdown["compute"] / 16)
+    assert pp == pytest.approx(exposed_sends * 1e-3, rel=1e-9)
+    assert r.parallel["overlap_p2p_comm"] is (overlap if overlap is not None
+                                              else interleave > 1)
+
+
+def test_overlap_p2p_comm_needs_a_pipeline() -> None:
+    with pytest.raises(ModelError, match=r"overlap_p2p_comm.*pp > 1"):
+        ParallelConfig(overlap_p2p_comm=True).resolve(get_model("llama2-7b"), world=8)

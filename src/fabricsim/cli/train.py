@@ -70,6 +70,10 @@ OgrOpt = Annotated[bool | None, typer.Option(
 OpgOpt = Annotated[bool | None, typer.Option(
     "--overlap-param-gather/--no-overlap-param-gather",
     help="Overlap the DP parameter all-gather with the forward (default on).")]
+P2pOpt = Annotated[bool | None, typer.Option(
+    "--overlap-p2p-comm/--no-overlap-p2p-comm",
+    help="Hide pipeline sends/receives behind compute (default: with --vp > 1 only, as "
+    "Megatron-LM; plain 1F1B waits on them every micro-batch).")]
 SpOpt = Annotated[bool | None, typer.Option(
     "--sequence-parallel/--no-sequence-parallel",
     help="Megatron sequence parallelism with TP (default on).")]
@@ -129,6 +133,7 @@ def layout_flags(*, vp: int | None = None, first_stage_layers: int | None = None
                  ep_overlap: bool | None = None, moe_node_limit: int | None = None,
                  overlap_grad_reduce: bool | None = None,
                  overlap_param_gather: bool | None = None,
+                 overlap_p2p_comm: bool | None = None,
                  sequence_parallel: bool | None = None, fp8: bool = False,
                  from_megatron: str | None = None) -> dict[str, Any]:
     """The Megatron/NeMo layout flags as ``training:`` fields (unset ones left out)."""
@@ -139,6 +144,7 @@ def layout_flags(*, vp: int | None = None, first_stage_layers: int | None = None
             "ep_overlap": ep_overlap, "moe_node_limit": moe_node_limit,
             "overlap_grad_reduce": overlap_grad_reduce,
             "overlap_param_gather": overlap_param_gather,
+            "overlap_p2p_comm": overlap_p2p_comm,
             "sequence_parallel": sequence_parallel, "fp8": fp8,
             "from_megatron": from_megatron}
 
@@ -189,7 +195,8 @@ def register(app: typer.Typer) -> None:
               recompute_layers: RcLayersOpt = None, tp_comm_overlap: TpcOpt = None,
               ep_overlap: EpoOpt = None, moe_node_limit: NodeLimitOpt = None,
               overlap_grad_reduce: OgrOpt = None,
-              overlap_param_gather: OpgOpt = None, sequence_parallel: SpOpt = None,
+              overlap_param_gather: OpgOpt = None, overlap_p2p_comm: P2pOpt = None,
+              sequence_parallel: SpOpt = None,
               fp8: Fp8Opt = False, from_megatron: MegatronOpt = None,
               backend: BackendOpt = None, gpu_hour_usd: PriceOpt = None,
               checkpoint_gbps: CkptOpt = None, restart_min: RestartOpt = 10.0,
@@ -221,6 +228,7 @@ def register(app: typer.Typer) -> None:
                            moe_node_limit=moe_node_limit,
                            overlap_grad_reduce=overlap_grad_reduce,
                            overlap_param_gather=overlap_param_gather,
+                           overlap_p2p_comm=overlap_p2p_comm,
                            sequence_parallel=sequence_parallel, fp8=fp8,
                            from_megatron=from_megatron))
         sc, m, cfg, extra = job_from_cli(scenario, model=model, flags=flags)

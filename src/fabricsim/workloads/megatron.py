@@ -61,6 +61,8 @@ MEGATRON_FLAGS: dict[str, tuple[str, Callable[[str, str], Any] | None]] = {
     "--overlap-grad-reduce": ("overlap_grad_reduce", None),
     "--overlap-param-gather": ("overlap_param_gather", None),
     "--tp-comm-overlap": ("tp_comm_overlap", None),
+    "--overlap-p2p-communication": ("overlap_p2p_comm", None),
+    "--no-overlap-p2p-communication": ("overlap_p2p_comm", None),
     "--decoder-first-pipeline-num-layers": ("first_stage_layers", _int),
     "--decoder-last-pipeline-num-layers": ("last_stage_layers", _int),
     "--account-for-embedding-in-pipeline-split": ("_acc_emb", None),
@@ -75,7 +77,8 @@ MEGATRON_FLAGS: dict[str, tuple[str, Callable[[str, str], Any] | None]] = {
 }
 
 #: Switches whose field takes a value other than True.
-_SWITCH_VALUES = {"--bf16": "bf16", "--use-distributed-optimizer": 1}
+_SWITCH_VALUES = {"--bf16": "bf16", "--use-distributed-optimizer": 1,
+                  "--no-overlap-p2p-communication": False}
 
 
 def parse_megatron_args(text: str) -> tuple[dict[str, Any], list[str]]:

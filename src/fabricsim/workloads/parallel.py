@@ -94,6 +94,13 @@ class ParallelConfig(StrictModel):
         parameter all-gather with the next forward (Megatron's ``--overlap-grad-reduce``,
         ``--overlap-param-gather``; on by default, as NeMo's recipes ship). Off: the whole
         collective waits.
+    overlap_p2p_comm : bool or None
+        Pipeline sends and receives hidden behind compute in the steady state (Megatron's
+        ``--overlap-p2p-communication``). ``None`` (default): as Megatron-LM runs it, hidden
+        with interleaving (``interleave > 1``), and on the critical path of every
+        micro-batch without it (plain 1F1B waits on each exchange: two transfers per
+        micro-batch). ``True`` also suits schedules that overlap it without interleaving
+        (DeepSeek-V3's DualPipe); needs ``pp > 1``.
     grad_bytes : int
         Bytes per gradient element on the wire for DP reduction (2 = BF16, 4 = FP32).
 
@@ -128,7 +135,19 @@ class ParallelConfig(StrictModel):
     moe_node_limit: int | None = Field(None, ge=1)
     overlap_grad_reduce: bool = True
     overlap_param_gather: bool = True
+    overlap_p2p_comm: bool | None = None
     grad_bytes: Literal[2, 4] = 2
+
+    @property
+    def p2p_overlapped(self) -> bool:
+        """Pipeline sends/receives hidden behind compute in the steady state.
+
+        >>> ParallelConfig(pp=4).p2p_overlapped, ParallelConfig(pp=4, interleave=2).p2p_overlapped
+        (False, True)
+        """
+        if self.overlap_p2p_comm is not None:
+            return self.overlap_p2p_comm
+        return self.interleave > 1
 
     @property
     def zero_stage(self) -> int:
@@ -166,6 +185,10 @@ class ParallelConfig(StrictModel):
         if self.tp_comm_overlap and tp == 1:
             raise bad("tp_comm_overlap", "tp_comm_overlap needs tp > 1 (there is no "
                                          "tensor-parallel traffic to hide)")
+        if self.overlap_p2p_comm and pp == 1:
+            raise bad("overlap_p2p_comm", "overlap_p2p_comm (--overlap-p2p-comm) needs "
+                                          "pp > 1 (no pipeline sends to hide): drop it "
+                                          "or set --pp")
         if self.ep_overlap and ep == 1:
             raise bad("ep_overlap", "ep_overlap needs ep > 1 (no expert all-to-all to hide)")
         if self.tp_comm_overlap and not self.sequence_parallel:

@@ -19,8 +19,10 @@ communication that cannot hide:
   one layer's bucket stays exposed; ZeRO-1/2 all-gather updated weights overlapped with the
   next forward; ZeRO-3 gathers weights for every micro-batch's forward and backward and
   reduce-scatters gradients every micro-batch, prefetched behind compute.
-* **PP**: activations and gradients between stages; only the fill and drain of the
-  pipeline wait on them: ``2·(p·v − 1)`` transfers.
+* **PP**: activations and gradients between stages. Plain 1F1B (Megatron-LM without
+  interleaving) waits on each exchange: two transfers per micro-batch sit on the critical
+  path. Interleaved 1F1B overlaps them (``overlap_p2p_comm``, Megatron's default with
+  virtual stages), so only the fill and drain wait: ``2·(p·v − 1)`` transfers.
 
 Step = ``m·t_mb + (p − 1)/v · t_mb + PP + exposed DP + optimizer`` with ``t_mb`` the
 per-micro-batch stage time (1F1B bubble ``(p−1)/v`` micro-batch slots, Narayanan et al.
@@ -258,7 +260,7 @@ def comm_cost(m: TransformerSpec, p: ResolvedParallel, comm: CommModel,
     fwd_passes = 2 if rc == "full" else 1
     m_micro = p.num_micro
 
-    exp: dict[str, float] = {"tp": 0.0, "ep": 0.0, "cp": 0.0, "dp_mb": 0.0}
+    exp: dict[str, float] = {"tp": 0.0, "ep": 0.0, "cp": 0.0, "dp_mb": 0.0, "pp_mb": 0.0}
     tot: dict[str, float] = {k: 0.0 for k in COMM_KINDS}
 
     # --- tensor parallel -------------------------------------------------------------
@@ -317,7 +319,10 @@ def comm_cost(m: TransformerSpec, p: ResolvedParallel, comm: CommModel,
         g = p.group("pp")
         t_p2p = comm.time("sendrecv", g[:2], act / sp_split)
         tot["pp"] = 2 * m_micro * t_p2p * cfg.interleave
-        pp_exp = 2 * (p.pp * cfg.interleave - 1) * t_p2p
+        if cfg.p2p_overlapped:  # only the fill and drain wait
+            pp_exp = 2 * (p.pp * cfg.interleave - 1) * t_p2p
+        else:  # every micro-batch slot waits on its two exchanges (fill/drain included)
+            exp["pp_mb"] = 2 * cfg.interleave * t_p2p
 
     # --- data parallel -----------------------------------------------------------------
     dense, expert = stage_params(m, p)
@@ -417,7 +422,7 @@ def simulate_step(model: TransformerSpec, cfg: ParallelConfig, fabric: Fabric,
         else dense + expert
     ct = microbatch_compute(model, p, gpu, owned)
     exp, tot = comm_cost(model, p, comm, ct, generation(gpu))
-    mb_comm = exp["tp"] + exp["ep"] + exp["cp"] + exp["dp_mb"]
+    mb_comm = exp["tp"] + exp["ep"] + exp["cp"] + exp["dp_mb"] + exp["pp_mb"]
     t_mb = ct.fwd + ct.bwd + mb_comm
     m = p.num_micro
     bubble = (p.pp - 1) / cfg.interleave * t_mb
@@ -425,7 +430,7 @@ def simulate_step(model: TransformerSpec, cfg: ParallelConfig, fabric: Fabric,
         "compute": m * (ct.fwd + ct.bwd),
         "bubble": bubble,
         "tp": m * exp["tp"], "ep": m * exp["ep"], "cp": m * exp["cp"],
-        "pp": exp["pp"], "dp": m * exp["dp_mb"] + exp["dp"],
+        "pp": m * exp["pp_mb"] + exp["pp"], "dp": m * exp["dp_mb"] + exp["dp"],
         "optimizer": ct.optimizer,
     }
     step = sum(breakdown.values())
@@ -447,7 +452,8 @@ def simulate_step(model: TransformerSpec, cfg: ParallelConfig, fabric: Fabric,
            "recompute_layers": cfg.recompute_layers,
            "tp_comm_overlap": cfg.tp_comm_overlap or cfg.tp_overlap > 0,
            "overlap_grad_reduce": cfg.overlap_grad_reduce,
-           "overlap_param_gather": cfg.overlap_param_gather, "ep_overlap": cfg.ep_overlap}
+           "overlap_param_gather": cfg.overlap_param_gather, "ep_overlap": cfg.ep_overlap,
+           "overlap_p2p_comm": cfg.p2p_overlapped}
     return StepResult(
         model=model.name, world=world, parallel=par, step_time_s=step,
         tokens_per_s=tokens / step, tflops_per_gpu=model_flops / step / world / 1e12,
