@@ -158,3 +158,23 @@ def test_pipeline_sends_wait_unless_overlapped(interleave: int, overlap: bool | 
 def test_overlap_p2p_comm_needs_a_pipeline() -> None:
     with pytest.raises(ModelError, match=r"overlap_p2p_comm.*pp > 1"):
         ParallelConfig(overlap_p2p_comm=True).resolve(get_model("llama2-7b"), world=8)
+
+
+def test_moe_imbalance_slows_the_busiest_rank_and_everyone_waits() -> None:
+    fab = fs.build_cluster("dgx-h800", nodes=8)
+    m = get_model("deepseek-v3")
+
+    def step(imb: float) -> dict[str, float]:
+        cfg = ParallelConfig(pp=8, ep=8, global_batch=64, seq_len=4096, precision="fp8",
+                             recompute="full", moe_imbalance=imb)
+        return simulate_step(m, cfg, fab, check_memory=False).breakdown
+
+    even, skew = step(1.0), step(1.5)
+    assert skew["ep"] == pytest.approx(1.5 * even["ep"], rel=1e-9)
+    # routed experts are most of a MoE layer's GEMMs, attention and the rest are not
+    assert 1.1 * even["compute"] < skew["compute"] < 1.5 * even["compute"]
+
+
+def test_moe_imbalance_needs_experts() -> None:
+    with pytest.raises(ModelError, match=r"moe_imbalance.*dense"):
+        ParallelConfig(moe_imbalance=1.2).resolve(get_model("llama2-7b"), world=8)

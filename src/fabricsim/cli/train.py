@@ -64,6 +64,9 @@ EpoOpt = Annotated[bool | None, typer.Option(
 NodeLimitOpt = Annotated[int | None, typer.Option(
     "--moe-node-limit", help="Node-limited MoE routing (DeepSeek-V3: 4): a token crosses "
     "the network once per server it visits.")]
+ImbalanceOpt = Annotated[float | None, typer.Option(
+    "--moe-imbalance", help="MoE routing imbalance: the busiest expert-parallel rank's "
+    "tokens over the mean (default 1.0, balanced).")]
 OgrOpt = Annotated[bool | None, typer.Option(
     "--overlap-grad-reduce/--no-overlap-grad-reduce",
     help="Overlap the DP gradient reduce-scatter with the backward (default on).")]
@@ -131,6 +134,7 @@ def layout_flags(*, vp: int | None = None, first_stage_layers: int | None = None
                  account_for_embedding_loss: bool | None = None,
                  recompute_layers: int | None = None, tp_comm_overlap: bool | None = None,
                  ep_overlap: bool | None = None, moe_node_limit: int | None = None,
+                 moe_imbalance: float | None = None,
                  overlap_grad_reduce: bool | None = None,
                  overlap_param_gather: bool | None = None,
                  overlap_p2p_comm: bool | None = None,
@@ -142,6 +146,7 @@ def layout_flags(*, vp: int | None = None, first_stage_layers: int | None = None
             "account_for_embedding_loss": account_for_embedding_loss,
             "recompute_layers": recompute_layers, "tp_comm_overlap": tp_comm_overlap,
             "ep_overlap": ep_overlap, "moe_node_limit": moe_node_limit,
+            "moe_imbalance": moe_imbalance,
             "overlap_grad_reduce": overlap_grad_reduce,
             "overlap_param_gather": overlap_param_gather,
             "overlap_p2p_comm": overlap_p2p_comm,
@@ -194,7 +199,7 @@ def register(app: typer.Typer) -> None:
               account_for_embedding_loss: AccOpt = None,
               recompute_layers: RcLayersOpt = None, tp_comm_overlap: TpcOpt = None,
               ep_overlap: EpoOpt = None, moe_node_limit: NodeLimitOpt = None,
-              overlap_grad_reduce: OgrOpt = None,
+              moe_imbalance: ImbalanceOpt = None, overlap_grad_reduce: OgrOpt = None,
               overlap_param_gather: OpgOpt = None, overlap_p2p_comm: P2pOpt = None,
               sequence_parallel: SpOpt = None,
               fp8: Fp8Opt = False, from_megatron: MegatronOpt = None,
@@ -225,7 +230,7 @@ def register(app: typer.Typer) -> None:
                            account_for_embedding_loss=account_for_embedding_loss,
                            recompute_layers=recompute_layers,
                            tp_comm_overlap=tp_comm_overlap, ep_overlap=ep_overlap,
-                           moe_node_limit=moe_node_limit,
+                           moe_node_limit=moe_node_limit, moe_imbalance=moe_imbalance,
                            overlap_grad_reduce=overlap_grad_reduce,
                            overlap_param_gather=overlap_param_gather,
                            overlap_p2p_comm=overlap_p2p_comm,

@@ -217,6 +217,9 @@ def microbatch_compute(m: TransformerSpec, p: ResolvedParallel, gpu: GpuSpec,
 
     def layer_times(moe: bool) -> tuple[float, float, float]:
         f = layer_forward_flops(m, p.seq, moe=moe)
+        if moe and cfg.moe_imbalance > 1.0:  # the busiest rank's routed experts set the pace
+            f = {**f, "mlp": f["mlp"] + (cfg.moe_imbalance - 1.0) * 2.0 * m.top_k
+                 * m.expert_params}
         gemm = (f["qkv"] + f["proj"] + f["mlp"]) * tokens / split
         attn = attention_flops(m, p.seq, causal=True) * tokens / split
         t_gemm = gemm / (peak * eff)

@@ -89,6 +89,11 @@ class ParallelConfig(StrictModel):
         Node-limited routing (DeepSeek-V3, DeepEP): each token goes to experts on at most
         this many servers, and crosses the network once per server (its copies for
         several experts there fan out over NVLink). ``None``: one copy per expert.
+    moe_imbalance : float
+        Tokens of the busiest expert-parallel rank over the mean (1.0: perfectly
+        balanced routing). The step waits for that rank: its routed-expert GEMMs and its
+        share of the dispatch/combine all-to-all take this much longer. Measure it from
+        the router's load statistics of your own run; needs a mixture-of-experts model.
     overlap_grad_reduce, overlap_param_gather : bool
         Overlap the data-parallel gradient reduce-scatter with the backward pass and the
         parameter all-gather with the next forward (Megatron's ``--overlap-grad-reduce``,
@@ -133,6 +138,7 @@ class ParallelConfig(StrictModel):
     tp_comm_overlap: bool = False
     ep_overlap: bool = False
     moe_node_limit: int | None = Field(None, ge=1)
+    moe_imbalance: float = Field(1.0, ge=1.0, le=64.0)
     overlap_grad_reduce: bool = True
     overlap_param_gather: bool = True
     overlap_p2p_comm: bool | None = None
@@ -195,6 +201,9 @@ class ParallelConfig(StrictModel):
             raise bad("tp_comm_overlap", "tp_comm_overlap needs sequence parallelism (as "
                                          "Megatron's userbuffers overlap does); drop "
                                          "--no-sequence-parallel")
+        if self.moe_imbalance > 1.0 and not model.is_moe:
+            raise bad("moe_imbalance", f"moe_imbalance needs a mixture-of-experts model; "
+                                       f"{model.name} is dense: drop --moe-imbalance")
         if ep > 1 and not model.is_moe:
             raise bad("ep", f"ep={ep} needs a mixture-of-experts model; {model.name} is dense")
         if model.is_moe and model.experts % ep:

@@ -10,7 +10,9 @@ communication that cannot hide:
   unless ``tp_overlap`` > 0.
 * **EP** (per MoE layer): all-to-all dispatch + combine forward and backward (dispatch in
   FP8 under ``precision="fp8"``; one copy per server with ``moe_node_limit``); hidden
-  under another micro-batch's compute with ``ep_overlap`` (DualPipe).
+  under another micro-batch's compute with ``ep_overlap`` (DualPipe). With
+  ``moe_imbalance`` > 1 the busiest rank's all-to-all share and routed-expert GEMMs grow
+  by that factor, and the step waits for it.
 * **CP** (per layer): ring attention passes K/V chunks ``cp − 1`` times forward (twice the
   bytes backward), each step paced by the slowest hop of the ring (the one that leaves a
   server, if any), hidden behind the attention core where it is long enough.
@@ -291,7 +293,9 @@ def comm_cost(m: TransformerSpec, p: ResolvedParallel, comm: CommModel,
         dispatch_b = 1.0 if cfg.precision == "fp8" else 2.0  # FP8 dispatch, BF16 combine
         a2a_d = comm.time("alltoall", g, tokens * fan * h * dispatch_b)
         a2a_c = comm.time("alltoall", g, tokens * fan * h * 2.0)
-        a2a = (a2a_d + a2a_c) / 2  # mean of one dispatch and one combine
+        # mean of one dispatch and one combine; the busiest rank receives (and sends
+        # back) moe_imbalance times the mean, and every rank waits for it
+        a2a = (a2a_d + a2a_c) / 2 * cfg.moe_imbalance
         ep_mb = moe_layers * a2a * 2 * (fwd_passes + 1)
         tot["ep"] = ep_mb * m_micro
         if cfg.ep_overlap:  # dispatch/combine of one micro-batch under another's compute
@@ -453,7 +457,7 @@ def simulate_step(model: TransformerSpec, cfg: ParallelConfig, fabric: Fabric,
            "tp_comm_overlap": cfg.tp_comm_overlap or cfg.tp_overlap > 0,
            "overlap_grad_reduce": cfg.overlap_grad_reduce,
            "overlap_param_gather": cfg.overlap_param_gather, "ep_overlap": cfg.ep_overlap,
-           "overlap_p2p_comm": cfg.p2p_overlapped}
+           "overlap_p2p_comm": cfg.p2p_overlapped, "moe_imbalance": cfg.moe_imbalance}
     return StepResult(
         model=model.name, world=world, parallel=par, step_time_s=step,
         tokens_per_s=tokens / step, tflops_per_gpu=model_flops / step / world / 1e12,
