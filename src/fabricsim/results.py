@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["MAX_ITEMS", "Tabular", "flatten", "frame"]
+__all__ = ["MAX_ITEMS", "Tabular", "flatten", "frame", "scalars"]
 
 #: Sequences and arrays longer than this are not spread over columns by :func:`flatten`.
 MAX_ITEMS = 64
@@ -101,6 +101,24 @@ def flatten(value: Any, prefix: str = "") -> dict[str, _Scalar]:
                 out.update(flatten(v, key(i)))
     else:
         out[prefix or "value"] = str(value)
+    return out
+
+
+def scalars(mapping: Mapping[str, Any]) -> dict[str, Any]:
+    """Only the scalar leaves of ``mapping`` (nested mappings kept, lists, arrays and
+    objects dropped): for records whose per-link or per-flow arrays do not belong in a row.
+
+    >>> scalars({"status": "done", "queue": np.zeros(3), "drops": {"lossy": 0, "t": [1]}})
+    {'status': 'done', 'drops': {'lossy': 0}}
+    """
+    out: dict[str, Any] = {}
+    for k, v in mapping.items():
+        if isinstance(v, Mapping):
+            inner = scalars(v)
+            if inner:
+                out[str(k)] = inner
+        elif _scalar(v)[0]:
+            out[str(k)] = v
     return out
 
 

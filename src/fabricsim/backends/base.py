@@ -27,6 +27,7 @@ from numpy.typing import NDArray
 
 from fabricsim.fabric.core import Fabric
 from fabricsim.fabric.kinds import LinkKind
+from fabricsim.results import Tabular, scalars
 from fabricsim.schedule.core import Schedule
 
 FloatArray = NDArray[np.float64]
@@ -44,8 +45,19 @@ class LinkReport:
 
 
 @dataclass(frozen=True, eq=False)
-class Result:
-    """What a backend returns. Times in seconds, bytes in bytes."""
+class Result(Tabular):
+    """What a backend returns. Times in seconds, bytes in bytes.
+
+    ``to_dict()`` / ``to_pandas()`` give one row: the time, the bottleneck, step and byte
+    totals and the scalar figures of ``extra`` (per-link and per-flow arrays stay here).
+
+    >>> import numpy as np
+    >>> r = Result(time=2e-3, backend="analytic", step_start=np.zeros(2),
+    ...            step_end=np.array([1e-3, 2e-3]), link_bytes=np.array([4e6, 0.0]),
+    ...            extra={"protocol": "simple", "queue": np.zeros(2)})
+    >>> r.to_dict()["extra.protocol"], r.to_dict()["link_bytes_total"], "extra.queue" in r.to_dict()
+    ('simple', 4000000.0, False)
+    """
 
     time: float
     backend: str
@@ -55,6 +67,13 @@ class Result:
     bottleneck_link: int = -1
     bottleneck_kind: str = ""
     extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def _record(self) -> dict[str, Any]:
+        return {"time_s": self.time, "backend": self.backend,
+                "steps": int(self.step_start.shape[0]),
+                "link_bytes_total": float(self.link_bytes.sum()),
+                "bottleneck_link": self.bottleneck_link,
+                "bottleneck_kind": self.bottleneck_kind, "extra": scalars(self.extra)}
 
     def link_utilization(self, fabric: Fabric) -> FloatArray:
         """Mean utilization of every link over the run (0..1)."""
