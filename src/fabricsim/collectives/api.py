@@ -15,6 +15,7 @@ Example
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from numpy.typing import ArrayLike
 
@@ -30,12 +31,21 @@ from fabricsim.collectives.tuner import (
     choose,
 )
 from fabricsim.fabric.core import Fabric
+from fabricsim.results import Tabular
 from fabricsim.schedule.core import Schedule
 
 
 @dataclass(frozen=True, eq=False)
-class CollectiveResult:
-    """Outcome of one collective: time (s), algbw and busbw (bytes/s), choices, raw result."""
+class CollectiveResult(Tabular):
+    """Outcome of one collective: time (s), algbw and busbw (bytes/s), choices, raw result.
+
+    ``to_dict()`` / ``to_pandas()``: one row, the backend's figures under ``result.``.
+
+    >>> from fabricsim.fabric import build_cluster
+    >>> d = run_collective(build_cluster("dgx-h100", 1), "all_reduce", 2**20).to_dict()
+    >>> d["algorithm"], d["result.backend"], d["time_s"] > 0
+    ('nvls', 'analytic', True)
+    """
 
     time: float
     algbw: float
@@ -43,6 +53,11 @@ class CollectiveResult:
     algorithm: str
     protocol: str
     result: Result
+
+    def _record(self) -> dict[str, Any]:
+        return {"time_s": self.time, "algbw_Bps": self.algbw, "busbw_Bps": self.busbw,
+                "algorithm": self.algorithm, "protocol": self.protocol,
+                "result": self.result}
 
 
 def build_schedule(fabric: Fabric, collective: str, nbytes: float,
