@@ -64,6 +64,7 @@ from fabricsim.catalog import get_catalog
 from fabricsim.catalog.models import GpuSpec
 from fabricsim.errors import ConfigError, ModelError, unknown
 from fabricsim.fabric import Fabric
+from fabricsim.results import Tabular
 from fabricsim.workloads.comm import CommModel, EngineComm
 from fabricsim.workloads.compute import ATTENTION_EFF, generation, peak_flops
 from fabricsim.workloads.memory import FRAMEWORK_RESERVE_BYTES
@@ -552,7 +553,7 @@ def _span_warning(lay: _Layout) -> list[str]:
 # static batch
 # --------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class InferenceResult:
+class InferenceResult(Tabular):
     """Prefill and decode times of one static batch of requests on one instance."""
 
     model: str
@@ -723,7 +724,7 @@ def simulate_inference(model: TransformerSpec, fabric: Fabric, *, tp: int = 8,
 # continuous batching at a latency target
 # --------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class ContinuousResult:
+class ContinuousResult(Tabular):
     """Steady-state continuous batching: the largest batch that meets the TPOT target.
 
     Examples
@@ -854,7 +855,7 @@ def continuous_batching(model: TransformerSpec, fabric: Fabric, *, prompt_len: i
 # a request trace through an iteration-level scheduler
 # --------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class TraceResult:
+class TraceResult(Tabular):
     """A request trace served by an iteration-level scheduler (all requests at t = 0).
 
     Examples
@@ -863,8 +864,8 @@ class TraceResult:
     ...                 mean_itl_s=0.03, median_itl_s=0.02, mean_ttft_s=0.1,
     ...                 mean_batch=2.0, iterations=401, prefill_iterations=1,
     ...                 kv_capacity_tokens=1e6, gpus=4)
-    >>> r.tokens_per_s_per_gpu
-    100.0
+    >>> r.tokens_per_s_per_gpu, r.to_dict()["tokens_per_s_per_gpu"]
+    (100.0, 100.0)
     """
 
     requests: int
@@ -996,7 +997,7 @@ def serve_requests(model: TransformerSpec, fabric: Fabric,
 # disaggregated prefill and decode
 # --------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class DisaggregatedResult:
+class DisaggregatedResult(Tabular):
     """Prefill on one instance, decode on another; the KV cache moves between them.
 
     Examples
