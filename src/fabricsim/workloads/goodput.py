@@ -42,6 +42,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING
 
 from fabricsim.errors import ConfigError, ModelError, unknown
+from fabricsim.results import Tabular
 
 if TYPE_CHECKING:
     from fabricsim.fabric import Fabric
@@ -309,7 +310,7 @@ def young_daly_interval_s(blocking_s: float, mtbf_s: float) -> float:
 # --- Result --------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
-class GoodputResult:
+class GoodputResult(Tabular):
     """What failures cost a training job (SI units; fractions of wall-clock time).
 
     Examples
@@ -319,6 +320,8 @@ class GoodputResult:
     >>> r.goodput + r.lost_fraction
     1.0
     >>> sorted(r.failures_per_day_by_class) == sorted(COMPONENT_CLASSES)
+    True
+    >>> float(r.to_pandas()["goodput"].iloc[0]) == r.goodput
     True
     """
 
