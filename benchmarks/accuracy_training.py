@@ -37,8 +37,12 @@ from fabricsim.workloads.planner import plan_parallel
 from fabricsim.workloads.step import simulate_step
 
 #: Systems no preset matches, defined as a user would (catalog.with_systems): Jean Zay's
-#: A100 nodes (BLOOM) with 4 scale-out ports of 100G.
-CATALOG = with_systems(get_catalog(), {"a100-4x100g": {"base": "dgx-a100", "nics": 4}})
+#: A100 nodes (BLOOM) with 4 scale-out ports of 100G; Meta's Grand Teton H100 hosts
+#: (torchtitan), whose GPUs run capped at 500 W.
+CATALOG = with_systems(get_catalog(), {
+    "a100-4x100g": {"base": "dgx-a100", "nics": 4},
+    "grand-teton-h100": {"base": "dgx-h100", "gpu_power_w": 500},
+})
 #: The Simple protocol's efficiency on network links (a calibration factor multiplies it).
 _NET_EFF = PROTOCOLS["simple"].efficiency["net"]
 
@@ -148,11 +152,12 @@ def cases() -> list[Case]:
 def torchtitan_cases() -> list[Case]:
     """measurements_2.csv rows 1139-1146: torchtitan (FSDP2, TP, PP) on H100/H200/A100.
 
-    Meta's Grand Teton H100s (96 GB HBM2e, 500 W cap) are modelled as DGX H100 on RoCE
-    400G; torchtitan's Llama 3 default sequence length (8192) is used where the table does
-    not state it; "Float8" runs use FP8 GEMMs; "local batch" is per data-parallel rank.
+    Meta's Grand Teton H100s (96 GB HBM2e, 500 W cap) are modelled as DGX H100 with the
+    500 W cap (a user-defined system) on RoCE 400G; torchtitan's Llama 3 default sequence
+    length (8192) is used where the table does not state it; "Float8" runs use FP8 GEMMs;
+    "local batch" is per data-parallel rank.
     """
-    gt = "Grand Teton H100 96GB/500W modelled as dgx-h100 (80 GB, 700 W)"
+    gt = "Grand Teton H100 96GB/500W modelled as dgx-h100 (80 GB) capped at 500 W"
     l8, l70, l405 = get_model("llama3-8b"), get_model("llama3-70b"), get_model("llama3-405b")
     tok = "tokens_per_gpu"
 
@@ -161,23 +166,23 @@ def torchtitan_cases() -> list[Case]:
         return ParallelConfig(**{**base, **kw})
 
     return [
-        Case(1139, "torchtitan Llama3.1-8B 128xH100 FSDP fp8", l8, "dgx-h100", 16,
+        Case(1139, "torchtitan Llama3.1-8B 128xH100 FSDP fp8", l8, "grand-teton-h100", 16,
              "roce-400g", tok, 8380, cfg(micro_batch=2, global_batch=256,
                                          recompute="selective"), note=gt),
-        Case(1140, "torchtitan Llama3.1-8B 8xH100 FSDP fp8", l8, "dgx-h100", 1,
+        Case(1140, "torchtitan Llama3.1-8B 8xH100 FSDP fp8", l8, "grand-teton-h100", 1,
              "roce-400g", tok, 8532, cfg(micro_batch=2, global_batch=16,
                                          recompute="selective"), note=gt),
-        Case(1141, "torchtitan Llama3.1-70B 256xH100 FSDP32xTP8", l70, "dgx-h100", 32,
+        Case(1141, "torchtitan Llama3.1-70B 256xH100 FSDP32xTP8", l70, "grand-teton-h100", 32,
              "roce-400g", tok, 829, cfg(tp=8, micro_batch=16, global_batch=512,
                                         recompute="full"), note=gt),
-        Case(1142, "torchtitan Llama3.1-405B 512xH100 TP8 PP8 FSDP8", l405, "dgx-h100", 64,
+        Case(1142, "torchtitan Llama3.1-405B 512xH100 TP8 PP8 FSDP8", l405, "grand-teton-h100", 64,
              "roce-400g", tok, 128, cfg(tp=8, pp=8, micro_batch=1, global_batch=256,
                                         recompute="full", interleave=2,
                                         account_for_embedding_loss=True,
                                         tp_comm_overlap=True),
              note=gt + "; AsyncTP as tp_comm_overlap; embedding and loss counted as "
                        "layers so that 128 split into 8 stages x 2 virtual"),
-        Case(1143, "torchtitan Llama3.1-405B 512xH100 seq 32k", l405, "dgx-h100", 64,
+        Case(1143, "torchtitan Llama3.1-405B 512xH100 seq 32k", l405, "grand-teton-h100", 64,
              "roce-400g", tok, 76, cfg(tp=8, pp=8, micro_batch=1, global_batch=64,
                                        seq_len=32768, recompute="full", tp_comm_overlap=True),
              note=gt + "; AsyncTP as tp_comm_overlap"),

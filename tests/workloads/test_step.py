@@ -178,3 +178,26 @@ def test_moe_imbalance_slows_the_busiest_rank_and_everyone_waits() -> None:
 def test_moe_imbalance_needs_experts() -> None:
     with pytest.raises(ModelError, match=r"moe_imbalance.*dense"):
         ParallelConfig(moe_imbalance=1.2).resolve(get_model("llama2-7b"), world=8)
+
+
+def test_a_power_cap_slows_compute_by_the_cube_root_and_keeps_mfu_honest() -> None:
+    from fabricsim.catalog import get_catalog, with_systems
+
+    cat = with_systems(get_catalog(), {"capped": {"base": "dgx-h100", "gpu_power_w": 500}})
+    cfg = ParallelConfig(tp=8, global_batch=8, seq_len=4096, recompute="full")
+    full = simulate_step(get_model("llama2-7b"), cfg, fs.build_cluster("dgx-h100", 1),
+                         check_memory=False)
+    capped = simulate_step(get_model("llama2-7b"), cfg,
+                           fs.build_cluster("capped", 1, catalog=cat), check_memory=False)
+    slow = capped.breakdown["compute"] / full.breakdown["compute"]
+    # GEMMs and attention run (500/700)^(1/3) slower; memory-bound work does not
+    assert 1.0 < slow < (700 / 500) ** (1 / 3) + 1e-9
+    assert capped.mfu < full.mfu   # MFU is against the datasheet peak, not the capped one
+
+
+def test_a_cap_above_the_tdp_is_refused() -> None:
+    from fabricsim.catalog import get_catalog, with_systems
+    from fabricsim.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"gpu_power_w.*TDP"):
+        with_systems(get_catalog(), {"hot": {"base": "dgx-h100", "gpu_power_w": 900}})

@@ -317,6 +317,11 @@ def _check_refs(cat: Catalog) -> None:
         _check_ref("fabrics.toml", n, "nic", f.nic, "nic", cat.nics)
     for n, s in cat.systems.items():
         _check_ref(_SYS, n, "gpu", s.gpu, "gpu", cat.gpus)
+        if s.gpu_power_w > cat.gpus[s.gpu].tdp_w:
+            raise ConfigError(
+                f"gpu_power_w {s.gpu_power_w:g} W exceeds {s.gpu}'s TDP of "
+                f"{cat.gpus[s.gpu].tdp_w:g} W; a cap can only lower it (0: the TDP)",
+                field=_where(_SYS, n, ("gpu_power_w",)))
         _check_ref(_SYS, n, "nvswitch", s.nvswitch, "switch", cat.switches, allow_empty=True,
                    want=_is_nvswitch, want_desc="an nvswitch")
         _check_ref(_SYS, n, "pcie", s.pcie, "link", cat.links, want=_is_pcie,

@@ -300,6 +300,9 @@ class SystemSpec(Spec):
     """Key into fabrics."""
     default_topology: TopologyName
     gpu_hour_usd: float = NonNegFloat
+    gpu_power_w: float = Field(0.0, ge=0.0)
+    """Power cap the box runs its GPUs at, W (0: the GPU's TDP). Meta's Grand Teton caps
+    its H100s at 500 W; a cap below the TDP lowers the tensor-core clock."""
 
     @model_validator(mode="after")
     def _counts_consistent(self) -> SystemSpec:

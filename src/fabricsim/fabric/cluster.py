@@ -516,7 +516,8 @@ def build_cluster(system: str = "dgx-h100", nodes: int = 1, *, gpus_per_node: in
         nvls=bool(sysp.nvswitch) and cat.switch(sysp.nvswitch).in_network_reduction
         and domain_gpus > 1,
         nics_per_gpu=int(gpu_nics.shape[1]), pcie_switches=template.params.pcie_switches,
-        cables=cables, calibration=check_calibration(prm.get("calibration")), extra=extra,
+        gpu_power_w=sysp.gpu_power_w, cables=cables,
+        calibration=check_calibration(prm.get("calibration")), extra=extra,
     )
     return b.build(gpus=gpus, gpu_nics=gpu_nics, router=router, info=info, arrays=arrays)
 

@@ -74,6 +74,8 @@ class FabricInfo:
     nvls: bool = False
     nics_per_gpu: int = 0
     pcie_switches: int = 0
+    #: The GPUs' power cap, W (0: their TDP), from the system.
+    gpu_power_w: float = 0.0
     cables: Mapping[str, int] = field(default_factory=dict)
     #: Factors a calibration to this cluster's own measurements applies to the protocol
     #: model (``fabricsim calibrate``): ``"<class>.efficiency"`` and ``"<class>.hop"`` for

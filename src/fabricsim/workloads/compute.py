@@ -128,6 +128,30 @@ def peak_flops(gpu: GpuSpec, precision: str) -> float:
     return gpu.bf16_flops
 
 
+def power_capped(gpu: GpuSpec, power_w: float) -> GpuSpec:
+    """``gpu`` running under a power cap of ``power_w`` watts (0 or at least the TDP: as
+    shipped). Tensor-core throughput scales with the clock, and under DVFS dynamic power
+    grows about as the cube of the clock (``P ∝ f·V²`` with the voltage following the
+    clock), so a capped GPU runs at ``(cap / TDP)^(1/3)`` of its dense peak; HBM
+    bandwidth is on its own clock and is unchanged. A first-principles estimate (static
+    and memory power, which the cap does not lower, make the real loss a little larger).
+
+    Examples
+    --------
+    >>> from fabricsim.catalog import get_catalog
+    >>> h100 = get_catalog().gpu("h100-sxm")
+    >>> round(power_capped(h100, 500).bf16_dense_tflops / h100.bf16_dense_tflops, 3)
+    0.894
+    >>> power_capped(h100, 0) is h100
+    True
+    """
+    if power_w <= 0 or power_w >= gpu.tdp_w:
+        return gpu
+    f = (power_w / gpu.tdp_w) ** (1.0 / 3.0)
+    return gpu.model_copy(update={"bf16_dense_tflops": gpu.bf16_dense_tflops * f,
+                                  "fp8_dense_tflops": gpu.fp8_dense_tflops * f})
+
+
 def gemm_efficiency(gpu: GpuSpec, precision: str, hidden: int, tp: int = 1) -> float:
     """Achievable fraction of peak for the GEMMs of a layer of width ``hidden`` at ``tp``.
 

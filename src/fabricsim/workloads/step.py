@@ -57,6 +57,7 @@ from fabricsim.workloads.compute import (
     generation,
     microbatch_compute,
     peak_flops,
+    power_capped,
 )
 from fabricsim.workloads.flops import training_flops_per_token
 from fabricsim.workloads.memory import (
@@ -424,7 +425,8 @@ def simulate_step(model: TransformerSpec, cfg: ParallelConfig, fabric: Fabric,
     z = cfg.zero_stage
     owned = (dense / (p.dp * p.cp) + expert / max(1, p.dp * p.cp // p.ep)) if z >= 1 \
         else dense + expert
-    ct = microbatch_compute(model, p, gpu, owned)
+    # a power cap lowers the clock the kernels run at; MFU stays against the datasheet
+    ct = microbatch_compute(model, p, power_capped(gpu, fabric.info.gpu_power_w), owned)
     exp, tot = comm_cost(model, p, comm, ct, generation(gpu))
     mb_comm = exp["tp"] + exp["ep"] + exp["cp"] + exp["dp_mb"] + exp["pp_mb"]
     t_mb = ct.fwd + ct.bwd + mb_comm
