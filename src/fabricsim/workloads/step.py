@@ -51,6 +51,7 @@ from typing import Any
 from fabricsim.catalog import get_catalog
 from fabricsim.errors import ModelError
 from fabricsim.fabric import Fabric
+from fabricsim.results import Tabular
 from fabricsim.workloads.comm import CommModel, EngineComm
 from fabricsim.workloads.compute import (
     ComputeTimes,
@@ -104,12 +105,14 @@ EP_OVERLAP_EFFICIENCY = {"volta": 0.5, "ampere": 0.6, "ada": 0.6, "hopper": 0.8,
 
 
 @dataclass(frozen=True)
-class StepResult:
+class StepResult(Tabular):
     """What one training step costs, and what it means in money.
 
     ``breakdown`` holds seconds per step: ``compute`` (all micro-batches, including
     recomputation), ``bubble`` (pipeline fill/drain), exposed ``tp``, ``ep``, ``cp``,
     ``pp``, ``dp`` communication and ``optimizer``; they sum to ``step_time_s``.
+    ``to_dict()`` / ``to_pandas()`` flatten :meth:`as_dict` into one row
+    (``breakdown.compute``, ``parallel.tp``, ...).
     """
 
     model: str
