@@ -27,6 +27,7 @@ from typing import Any
 from fabricsim.catalog import get_catalog
 from fabricsim.errors import ConfigError, ModelError, unknown
 from fabricsim.fabric import build_cluster
+from fabricsim.results import Tabular
 from fabricsim.workloads.cost import FabricCapex, fabric_capex, token_cost
 from fabricsim.workloads.goodput import goodput_on_fabric
 from fabricsim.workloads.models import TransformerSpec
@@ -38,8 +39,10 @@ __all__ = ["FabricOption", "compare_fabrics"]
 
 
 @dataclass(frozen=True)
-class FabricOption:
-    """One fabric's outcome: the step it runs, what it costs, and the cost of a token."""
+class FabricOption(Tabular):
+    """One fabric's outcome: the step it runs, what it costs, and the cost of a token.
+    ``to_dict()`` / ``to_pandas()`` flatten :meth:`as_dict` into one row; for all the
+    options of :func:`compare_fabrics` at once, :func:`fabricsim.results.frame`."""
 
     fabric: str
     step: StepResult

@@ -17,6 +17,8 @@ Example
 ...                      comm=Flat(), top=3)
 >>> len(plan.results), plan.results[0].step_time_s <= plan.results[-1].step_time_s
 (3, True)
+>>> list(plan.to_pandas()["rank"]), plan.to_dict()["kept"]
+([1, 2, 3], 3)
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from typing import Any
 from fabricsim.catalog import get_catalog
 from fabricsim.errors import FabricsimError, ModelError
 from fabricsim.fabric import Fabric
+from fabricsim.results import Tabular, flatten
 from fabricsim.workloads.comm import CommModel, EngineComm
 from fabricsim.workloads.memory import memory_per_gpu
 from fabricsim.workloads.models import TransformerSpec
@@ -40,8 +43,12 @@ __all__ = ["Plan", "candidates", "plan_parallel"]
 
 
 @dataclass
-class Plan:
-    """Outcome of a search: the best results first, and what was tried."""
+class Plan(Tabular):
+    """Outcome of a search: the best results first, and what was tried.
+
+    ``to_dict()`` is one row (the search's counts and the best result as ``best.*``);
+    ``to_pandas()`` has a row per result kept, ranked from 1.
+    """
 
     results: list[StepResult]
     evaluated: int
@@ -50,6 +57,19 @@ class Plan:
     seconds: float
     comm_calls: int = 0
     notes: list[str] = field(default_factory=list)
+
+    def _record(self) -> dict[str, Any]:
+        rec: dict[str, Any] = {"evaluated": self.evaluated, "kept": len(self.results),
+                               "rejected_memory": self.rejected_memory,
+                               "rejected_shape": self.rejected_shape,
+                               "seconds": self.seconds, "comm_calls": self.comm_calls,
+                               "notes": list(self.notes)}
+        if self.results:
+            rec["best"] = self.results[0].as_dict()
+        return rec
+
+    def _rows(self) -> list[dict[str, Any]]:
+        return [{"rank": i, **flatten(r.as_dict())} for i, r in enumerate(self.results, 1)]
 
 
 def _divisors(n: int, cap: int) -> list[int]:
