@@ -72,8 +72,8 @@ def flatten(value: Any, prefix: str = "") -> dict[str, _Scalar]:
 
     >>> flatten({"a": {"b": 1, "c": [2.5, float("inf")]}, "tags": ["x", "y"]})
     {'a.b': 1, 'a.c.0': 2.5, 'a.c.1': None, 'tags': 'x; y'}
-    >>> flatten({"big": list(range(MAX_ITEMS + 1)), "ok": True})
-    {'ok': True}
+    >>> flatten({"big": list(range(MAX_ITEMS + 1)), "none": [], "ok": True})
+    {'none': '', 'ok': True}
     """
     out: dict[str, _Scalar] = {}
 
@@ -94,7 +94,7 @@ def flatten(value: Any, prefix: str = "") -> dict[str, _Scalar]:
             out.update(flatten(getattr(value, f.name), key(f.name)))
     elif isinstance(value, list | tuple | np.ndarray):
         items = value.tolist() if isinstance(value, np.ndarray) else list(value)
-        if items and all(isinstance(i, str) for i in items):
+        if all(isinstance(i, str) for i in items):  # an empty list too: ""
             out[prefix or "value"] = "; ".join(items)
         elif len(items) <= MAX_ITEMS:
             for i, v in enumerate(items):

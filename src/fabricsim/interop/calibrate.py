@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from fabricsim.errors import ConfigError
+from fabricsim.results import Tabular, flatten
 
 __all__ = ["CalibrationResult", "calibrate"]
 
@@ -52,8 +53,12 @@ FACTORS = ("net.efficiency", "net.hop", "nvlink.efficiency", "nvlink.hop",
 
 
 @dataclass(frozen=True)
-class CalibrationResult:
-    """Fitted factors with standard errors, and the error before/after on both halves."""
+class CalibrationResult(Tabular):
+    """Fitted factors with standard errors, and the error before/after on both halves.
+
+    :meth:`as_dict` is the nested JSON the CLI prints; ``to_pandas()`` is one flat row
+    (``factors.<name>``, ``stderr.<name>``, ``median_abs_time_error.<half>``).
+    """
 
     system: str
     factors: dict[str, float]
@@ -68,7 +73,18 @@ class CalibrationResult:
     #: compute NICs per server the fit found in use (multi-node logs), else the system's
     nics: int | None = None
 
+    def _record(self) -> dict[str, Any]:
+        return self.as_dict()
+
+    def _rows(self) -> list[dict[str, Any]]:
+        return [flatten(self._record())]
+
     def to_dict(self) -> dict[str, Any]:
+        """The nested :meth:`as_dict` (what ``fabricsim calibrate --json`` prints)."""
+        return self.as_dict()
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready summary: factors, their errors, the fit's time errors."""
         return {"system": self.system, "nics_in_use": self.nics,
                 "factors": {k: round(v, 4) for k, v in self.factors.items()},
                 "stderr": {k: round(v, 4) for k, v in self.stderr.items()},

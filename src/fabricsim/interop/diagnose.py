@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from fabricsim.errors import ConfigError
+from fabricsim.results import Tabular, flatten
 
 __all__ = ["DiagnoseReport", "PairRun", "Suspect", "diagnose", "runs_from_tests"]
 
@@ -88,10 +89,13 @@ class Suspect:
 
 
 @dataclass(frozen=True)
-class DiagnoseReport:
+class DiagnoseReport(Tabular):
     """Suspects, best first; ``identified`` when the top one stands out (its slowdown at
     least twice the next and above the noise) and is a single component (no other is
-    crossed by exactly the same runs); ``why`` says what is missing otherwise."""
+    crossed by exactly the same runs); ``why`` says what is missing otherwise.
+
+    :meth:`as_dict` is the nested JSON the CLI prints; ``to_pandas()`` has a row per
+    suspect (best first) with the report's figures on each."""
 
     suspects: tuple[Suspect, ...]
     runs: int
@@ -100,7 +104,26 @@ class DiagnoseReport:
     why: str = ""
     notes: tuple[str, ...] = field(default_factory=tuple)
 
+    def _record(self) -> dict[str, Any]:
+        return {"runs": self.runs, "baseline_ratio": self.baseline_ratio,
+                "identified": self.identified, "why": self.why, "notes": list(self.notes),
+                "suspects": len(self.suspects)}
+
+    def _rows(self) -> list[dict[str, Any]]:
+        base = flatten(self._record())
+        return [{**base, "rank": i, **flatten({"component": s.component,
+                                               "also": list(s.also), "slowdown": s.slowdown,
+                                               "runs_crossing": s.runs,
+                                               "slow_runs": len(s.slow_runs),
+                                               "failed_runs": len(s.failed_runs)})}
+                for i, s in enumerate(self.suspects, 1)] or [base]
+
     def to_dict(self) -> dict[str, Any]:
+        """The nested :meth:`as_dict` (what ``fabricsim diagnose --json`` prints)."""
+        return self.as_dict()
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready summary with every suspect."""
         return {"runs": self.runs, "baseline_ratio": round(self.baseline_ratio, 4),
                 "identified": self.identified, "why": self.why, "notes": list(self.notes),
                 "suspects": [s.to_dict() for s in self.suspects]}

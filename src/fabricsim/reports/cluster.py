@@ -25,6 +25,7 @@ import numpy as np
 
 from fabricsim.catalog import get_catalog
 from fabricsim.fabric import Fabric, LinkKind, NodeKind
+from fabricsim.results import Tabular, flatten
 
 
 @dataclass(frozen=True)
@@ -37,8 +38,12 @@ class HierarchyLevel:
 
 
 @dataclass(frozen=True)
-class ClusterSummary:
-    """Stable, JSON-ready description of a cluster (see module docs for units)."""
+class ClusterSummary(Tabular):
+    """Stable, JSON-ready description of a cluster (see module docs for units).
+
+    :meth:`as_dict` is the nested JSON ``fabricsim describe --json`` prints;
+    ``to_pandas()`` is one flat row (``switches.leaf``, ``hierarchy_gbps.<level>``, ...).
+    """
 
     system: str
     gpu: str
@@ -64,7 +69,21 @@ class ClusterSummary:
     sharp: bool
     notes: list[str] = field(default_factory=list)
 
+    def _record(self) -> dict[str, Any]:
+        rec = self.as_dict()
+        rec["hierarchy_gbps"] = {h.name: h.bandwidth_gbps for h in self.hierarchy}
+        del rec["hierarchy"]
+        return rec
+
+    def _rows(self) -> list[dict[str, Any]]:
+        return [flatten(self._record())]
+
     def to_dict(self) -> dict[str, Any]:
+        """The nested :meth:`as_dict` (what ``fabricsim describe --json`` prints)."""
+        return self.as_dict()
+
+    def as_dict(self) -> dict[str, Any]:
+        """Every field, nested (the hierarchy as a list of levels)."""
         return asdict(self)
 
 
