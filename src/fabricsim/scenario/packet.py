@@ -30,20 +30,27 @@ from fabricsim.backends.packet.config import PacketConfig, TrafficSpec, parse_pa
 from fabricsim.backends.packet.report import jain
 from fabricsim.errors import ConfigError
 from fabricsim.fabric import Fabric
+from fabricsim.results import Tabular, scalars
 from fabricsim.scenario import Scenario
 from fabricsim.schedule import Schedule, Step
 from fabricsim.units import parse_size
 
 
 @dataclass
-class PacketRun:
-    """A finished packet scenario: its fabric, config, schedule, Result and summary."""
+class PacketRun(Tabular):
+    """A finished packet scenario: its fabric, config, schedule, Result and summary.
+
+    ``to_dict()`` / ``to_pandas()``: one row of the summary's scalar figures
+    (``summary.drops.lossless``, ...) and the Result's (``result.*``)."""
 
     fabric: Fabric
     config: PacketConfig
     schedule: Schedule
     result: Result
     summary: dict[str, Any]
+
+    def _record(self) -> dict[str, Any]:
+        return {"summary": scalars(self.summary), "result": self.result}
 
 
 def ring_all_reduce(ranks: np.ndarray, nbytes: float, *, label: str = "ring",

@@ -48,6 +48,7 @@ from fabricsim.catalog import get_catalog
 from fabricsim.catalog.models import CableSpec
 from fabricsim.errors import ConfigError, ModelError
 from fabricsim.fabric import Fabric
+from fabricsim.results import Tabular
 
 __all__ = [
     "AUX_CABLES",
@@ -101,7 +102,7 @@ class CapexItem:
 
 
 @dataclass(frozen=True)
-class FabricCapex:
+class FabricCapex(Tabular):
     """Bill of materials and capital cost of one fabric.
 
     Examples
@@ -109,6 +110,8 @@ class FabricCapex:
     >>> c = FabricCapex("ib-ndr", "dgx-h100", 8, [CapexItem("nic", "x", 8, 1000.0)])
     >>> c.total_usd, c.per_gpu_usd, c.by_kind()["nics"]
     (8000.0, 1000.0, 8000.0)
+    >>> c.to_dict()["by_kind_usd.nics"], c.to_dict()["items"]
+    (8000.0, 1)
     """
 
     fabric: str
@@ -133,6 +136,9 @@ class FabricCapex:
         for i in self.items:
             out[i.kind] += i.total_usd
         return out
+
+    def _record(self) -> dict[str, Any]:  # one row: the bill of materials is counted
+        return {**self.as_dict(), "items": len(self.items)}
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready summary."""

@@ -32,6 +32,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from fabricsim.errors import ConfigError, ModelError
+from fabricsim.results import Tabular
 from fabricsim.workloads.models import TransformerSpec
 from fabricsim.workloads.parallel import ResolvedParallel
 
@@ -44,13 +45,13 @@ FRAMEWORK_RESERVE_BYTES = 2 * 2**30
 
 
 @dataclass(frozen=True)
-class MemoryEstimate:
+class MemoryEstimate(Tabular):
     """Bytes per GPU of the most loaded pipeline stage, by kind.
 
     Examples
     --------
-    >>> MemoryEstimate(1, 2, 3, 4, 5).total
-    15
+    >>> MemoryEstimate(1, 2, 3, 4, 5).total, MemoryEstimate(1, 2, 3, 4, 5).to_dict()["total"]
+    (15, 15)
     """
 
     weights: float
