@@ -34,7 +34,7 @@ FloatArray = NDArray[np.float64]
 
 
 @dataclass(frozen=True)
-class LinkReport:
+class LinkReport(Tabular):
     """One link's share of a result (bytes, utilization of its capacity over the run)."""
 
     link: int
