@@ -204,3 +204,100 @@ def test_pareto_front_is_the_undominated_rows() -> None:
     df = pd.DataFrame({"cost": [1.0, 2.0, 2.0, 3.0, 4.0], "speed": [1.0, 3.0, 2.0, 3.0, 5.0]})
     front = pareto_front(df, "cost", "speed")
     assert list(front.index) == [0, 1, 4]   # (3, 3) is beaten by (2, 3); (2, 2) by (2, 3)
+
+
+def test_shared_fabrics_give_the_same_figures() -> None:
+    from fabricsim.sweeps import FabricCache, run_point
+
+    pts = points(_spec())
+    cache = FabricCache()
+    shared = [run_point("train", p.scenario, cache) for p in pts]
+    assert shared == [run_point("train", p.scenario) for p in pts]
+
+
+def test_tasks_hold_every_point_once_grouped_by_cluster() -> None:
+    from fabricsim.sweeps import chunks, fabric_key
+
+    pts = points(_spec(axes={"training.tp": [1, 2, 4, 8],
+                             "cluster.fabric": ["ib-ndr", "roce-400g"],
+                             "cluster.nodes": [1, 2]}))
+    tasks = chunks(pts, 2)
+    flat = [p.key for c in tasks for p in c]
+    assert sorted(flat) == sorted(p.key for p in pts) and len(tasks) > 2
+    keys = [fabric_key(p.scenario) for c in tasks for p in c]
+    assert keys == sorted(keys)   # points of one cluster run one after another
+
+
+def test_an_internal_error_is_stored_and_the_sweep_goes_on(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import fabricsim.sweeps as sweeps
+
+    real = sweeps._figures
+
+    def flaky(kind: str, sc: object, scenario: dict[str, object], fabrics: object
+              ) -> dict[str, object]:
+        if scenario["training"]["tp"] == 2:  # type: ignore[index]
+            raise ZeroDivisionError("a bug")
+        return real(kind, sc, scenario, fabrics)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(sweeps, "_figures", flaky)
+    counts = run_sweep(_spec(), tmp_path / "r.duckdb")
+    assert counts == {"points": 6, "skipped": 0, "run": 6, "failed": 2}
+    df = read_results(tmp_path / "r.duckdb")
+    bad = df[df["status"] == "error"]
+    assert set(bad["in__training__tp"]) == {2}
+    assert (bad["error"] == "internal error (ZeroDivisionError: a bug)").all()
+    assert df[df["status"] == "ok"]["mfu"].notna().all()
+
+
+def test_stores_that_are_not_ours_are_refused(tmp_path: Path) -> None:
+    import duckdb
+
+    text = tmp_path / "notes.duckdb"
+    text.write_text("not a database\n" * 100)
+    with pytest.raises(ConfigError, match="cannot open") as e:
+        run_sweep(_spec(), text)
+    assert e.value.field == "--store"
+    with pytest.raises(ConfigError, match="cannot open"):
+        read_results(text)
+    other = tmp_path / "other.duckdb"
+    db = duckdb.connect(str(other))
+    db.execute("CREATE TABLE sales (x INTEGER)")
+    db.close()
+    with pytest.raises(ConfigError, match="not a fabricsim results store"):
+        run_sweep(_spec(), other)
+    with pytest.raises(ConfigError, match="not a fabricsim results store"):
+        read_results(other)
+
+
+def test_an_empty_store_reads_as_no_rows(tmp_path: Path) -> None:
+    store = tmp_path / "r.duckdb"
+    assert run_sweep(_spec(), store, limit=0)["run"] == 0
+    assert len(read_results(store)) == 0
+
+
+@pytest.mark.parametrize(("spec", "field"), [
+    ({"axis": {"training.tp": [1]}}, "axis"),                # a typo is not ignored
+    ({"axes": {"training.tp": [1]}, "samples": 0}, "samples"),
+    ({"axes": {"training.tp": [1]}, "mode": "sobol"}, "mode"),
+    (["training.tp"], "spec"),
+])
+def test_python_sweep_bad_specs_name_the_field(tmp_path: Path, spec: object,
+                                               field: str) -> None:
+    import fabricsim
+
+    with pytest.raises(ConfigError) as e:
+        fabricsim.sweep(spec, store=tmp_path / "r.duckdb")
+    assert e.value.field == field
+
+
+def test_cli_sweep_bad_files_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]
+                                    ) -> None:
+    for name, text in (("list.yaml", "- a\n- b\n"), ("typo.yaml", "axis: {training.tp: [1]}\n"),
+                       ("bad.yaml", "axes: [\n")):
+        (tmp_path / name).write_text(text)
+        assert main(["sweep", str(tmp_path / name), "--store",
+                     str(tmp_path / "r.duckdb")]) == 2
+    err = capsys.readouterr().err
+    assert "mapping" in err and "axis" in err and "YAML" in err
+    assert "Traceback" not in err

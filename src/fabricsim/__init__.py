@@ -25,6 +25,7 @@ from fabricsim.errors import (
     UnknownPresetError,
 )
 from fabricsim.fabric import Fabric, FabricInfo, LinkKind, NodeKind, build_cluster
+from fabricsim.results import frame
 from fabricsim.scenario import Scenario, load_scenario
 from fabricsim.schedule import Schedule, Step
 
@@ -47,19 +48,15 @@ def sweep(spec: object, *, store: object = "results.duckdb", workers: int = 1) -
     """
     from pathlib import Path
 
-    import yaml
-
-    from fabricsim.sweeps import SweepSpec, read_results, run_sweep
+    from fabricsim.sweeps import load_sweep, read_results, run_sweep, sweep_spec
 
     root = None
-    if isinstance(spec, SweepSpec):
-        sw = spec
-    elif isinstance(spec, str | Path):
+    if isinstance(spec, str | Path):
         path = Path(spec)
         root = path.parent
-        sw = SweepSpec.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
+        sw = load_sweep(path)
     else:
-        sw = SweepSpec.model_validate(spec)
+        sw = sweep_spec(spec, field_name="spec")
     out = Path(str(store))
     run_sweep(sw, out, workers=workers, root=root)
     return read_results(out)
@@ -87,6 +84,7 @@ __all__ = [
     "UnknownPresetError",
     "__version__",
     "build_cluster",
+    "frame",
     "get_backend",
     "get_catalog",
     "load_scenario",

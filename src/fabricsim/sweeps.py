@@ -36,30 +36,37 @@ import random
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
-from fabricsim._strict import StrictModel
+from fabricsim._strict import StrictModel, config_error
 from fabricsim.errors import ConfigError, FabricsimError
 
-__all__ = ["STORE_VERSION", "Point", "SweepSpec", "points", "read_results", "run_point",
-           "run_sweep"]
+__all__ = ["STORE_VERSION", "FabricCache", "Point", "SweepSpec", "chunks", "fabric_key",
+           "load_sweep", "points", "read_results", "run_point", "run_sweep", "sweep_spec"]
 
 #: Format of the results store; a store of another version is refused with a clear error.
 STORE_VERSION = 1
 #: Most points one sweep may have.
 MAX_POINTS = 100_000
 #: Results are written at least this often (seconds) and in batches of at most this many.
-FLUSH_S = 1.0
-FLUSH_ROWS = 200
+FLUSH_S = 2.0
+FLUSH_ROWS = 2000
+#: Figures stored as integers; every other number is a float, whatever type it came as,
+#: so a column's type does not depend on which point was written first.
+INT_FIGURES = frozenset({"gpus"})
+#: Most points in one task of a pool or Ray (they share the task's start-up and Fabrics).
+CHUNK_MAX = 256
 
 
 class SweepSpec(StrictModel):
     """A sweep file: the base scenario (``base``: a file, ``scenario``: inline, merged
     over it), the axes, how to combine them, and what each point computes."""
+
+    model_config = ConfigDict(extra="forbid")
 
     name: str = "sweep"
     kind: Literal["train", "bench"] = "train"
@@ -73,11 +80,55 @@ class SweepSpec(StrictModel):
 
 @dataclass(frozen=True)
 class Point:
-    """One combination: its axis values, resolved scenario (a mapping) and key."""
+    """One combination: its axis values, resolved scenario (a mapping) and key; ``model``
+    is the validated Scenario (reused when the point runs in this process)."""
 
     values: dict[str, Any]
     scenario: dict[str, Any]
     key: str
+    model: Any = field(default=None, compare=False, repr=False)
+
+
+def sweep_spec(data: Any, *, field_name: str = "SPEC") -> SweepSpec:
+    """A SweepSpec from a mapping (a sweep file's contents); a ConfigError naming the
+    field for anything else or an unknown or bad field.
+
+    >>> sweep_spec({"axes": {"training.tp": [1, 2]}}).kind
+    'train'
+    >>> sweep_spec({"axis": {"training.tp": [1, 2]}})
+    Traceback (most recent call last):
+    ...
+    fabricsim.errors.ConfigError: axis: Extra inputs are not permitted
+    >>> sweep_spec({"axes": {"training.tp": [1]}, "mode": "grid", "samples": 0})
+    Traceback (most recent call last):
+    ...
+    fabricsim.errors.ConfigError: samples: Input should be greater than or equal to 1, got 0
+    """
+    from pydantic import ValidationError
+
+    if isinstance(data, SweepSpec):
+        return data
+    if not isinstance(data, dict):
+        raise ConfigError("a sweep is a mapping (name, kind, base, scenario, axes, mode, "
+                          f"samples, seed), got {type(data).__name__}", field=field_name)
+    try:
+        return SweepSpec.model_validate(data)
+    except ValidationError as e:
+        raise config_error(e) from None
+
+
+def load_sweep(path: Path) -> SweepSpec:
+    """Read and check a sweep YAML file (see :func:`sweep_spec`)."""
+    import yaml
+
+    from fabricsim.scenario.loader import MAX_SCENARIO_BYTES, read_text_file
+
+    text = read_text_file(path, MAX_SCENARIO_BYTES, "sweep file", "SPEC")
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path} is not valid YAML: {e}", field="SPEC") from None
+    return sweep_spec(data)
 
 
 def _set(tree: dict[str, Any], dotted: str, value: Any) -> None:
@@ -158,7 +209,7 @@ def points(spec: SweepSpec, root: Path | None = None) -> list[Point]:
         for k, v in values.items():
             _set(sc, k, v)
         try:
-            Scenario.model_validate(sc)
+            model = Scenario.model_validate(sc)
         except ValidationError as e:
             err = e.errors()[0]
             loc = ".".join(str(p) for p in err["loc"])
@@ -181,7 +232,7 @@ def points(spec: SweepSpec, root: Path | None = None) -> list[Point]:
         if key in seen:
             continue
         seen.add(key)
-        out.append(Point(values=values, scenario=sc, key=key))
+        out.append(Point(values=values, scenario=sc, key=key, model=model))
     return out
 
 
@@ -189,14 +240,60 @@ def _column(name: str) -> str:
     return name.replace(".", "__").replace("-", "_")
 
 
-def run_point(kind: str, scenario: dict[str, Any]) -> dict[str, Any]:
-    """The figures of one point (flat, JSON-safe), or ``{"error": ...}``."""
-    from fabricsim.scenario.fabric import fabric_from_scenario
+class FabricCache:
+    """The Fabrics of the last few distinct cluster sections, for points that share one.
+
+    Building a cluster and compiling its collectives is most of a training point's cost;
+    points with the same ``cluster:`` and ``systems:`` sections get the same Fabric (and
+    so its cached collective models), which gives bit-identical figures. A sweep runs its
+    points sorted by cluster, so a few entries suffice; one cache per run or task.
+
+    >>> cache = FabricCache()
+    >>> sc = {"cluster": {"system": "dgx-h100", "nodes": 2}}
+    >>> cache.get(sc) is cache.get({"cluster": {"nodes": 2, "system": "dgx-h100"}})
+    True
+    """
+
+    def __init__(self, size: int = 4) -> None:
+        self.size = size
+        self._fabrics: dict[str, Any] = {}
+
+    def get(self, scenario: dict[str, Any]) -> Any:
+        """The Fabric of ``scenario`` (a mapping), built on first use."""
+        key = fabric_key(scenario)
+        fab = self._fabrics.pop(key, None)
+        if fab is None:
+            from fabricsim.scenario.fabric import fabric_from_scenario
+            from fabricsim.scenario.schema import Scenario
+
+            fab = fabric_from_scenario(Scenario.model_validate(
+                {k: scenario[k] for k in ("cluster", "systems") if k in scenario}))
+            if len(self._fabrics) >= self.size:
+                self._fabrics.pop(next(iter(self._fabrics)))
+        self._fabrics[key] = fab
+        return fab
+
+
+def fabric_key(scenario: dict[str, Any]) -> str:
+    """What the Fabric of ``scenario`` depends on: its cluster and systems sections."""
+    return json.dumps([scenario.get("cluster"), scenario.get("systems")], sort_keys=True,
+                      default=str)
+
+
+def run_point(kind: str, scenario: dict[str, Any],
+              fabrics: FabricCache | None = None) -> dict[str, Any]:
+    """The figures of one point (flat, JSON-safe), or ``{"error": ...}``; ``fabrics``
+    shares clusters between points (a fresh Fabric per point without it)."""
     from fabricsim.scenario.schema import Scenario
 
+    return _figures(kind, Scenario.model_validate(scenario), scenario, fabrics)
+
+
+def _figures(kind: str, sc: Any, scenario: dict[str, Any], fabrics: FabricCache | None
+             ) -> dict[str, Any]:
+    """:func:`run_point` of the validated Scenario ``sc`` of ``scenario``."""
     try:
-        sc = Scenario.model_validate(scenario)
-        fab = fabric_from_scenario(sc)
+        fab = (fabrics or FabricCache(1)).get(scenario)
         if kind == "bench":
             from fabricsim.collectives import run_collective
             from fabricsim.units import parse_size
@@ -232,14 +329,32 @@ def run_point(kind: str, scenario: dict[str, Any]) -> dict[str, Any]:
         return {"error": str(e)}
 
 
+def _connect(path: Path, *, read_only: bool) -> Any:
+    """A DuckDB connection to ``path``, or a ConfigError saying why not (not a DuckDB
+    file, in use by another process, a directory)."""
+    import duckdb
+
+    try:
+        return duckdb.connect(str(path), read_only=read_only)
+    except duckdb.Error as e:
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise ConfigError(f"cannot open {str(path)!r} as a results store: {first}",
+                          field="--store" if not read_only else "STORE") from None
+
+
 class _Store:
     """The DuckDB file: one table ``points`` (a row per point) and ``meta``."""
 
     def __init__(self, path: Path) -> None:
-        import duckdb
 
         self.path = path
-        self.db = duckdb.connect(str(path))
+        self.db = _connect(path, read_only=False)
+        tables = {r[0] for r in self.db.execute("SHOW TABLES").fetchall()}
+        if tables and "meta" not in tables:
+            self.db.close()
+            raise ConfigError(f"{path} is a DuckDB file but not a fabricsim results store "
+                              f"(tables: {', '.join(sorted(tables))}): use another --store "
+                              "file", field="--store")
         self.db.execute("CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, "
                         "value VARCHAR)")
         got = self.db.execute("SELECT value FROM meta WHERE key = 'store_version'"
@@ -262,7 +377,8 @@ class _Store:
     def add(self, rows: list[dict[str, Any]]) -> None:
         import pandas as pd
 
-        df = pd.DataFrame(rows)
+        # a column no row of the batch has a value for says nothing and has no type
+        df = pd.DataFrame(rows).dropna(axis=1, how="all")
         tables = {r[0] for r in self.db.execute("SHOW TABLES").fetchall()}
         self.db.register("incoming", df)
         try:
@@ -294,12 +410,18 @@ def _caster(values: list[Any]) -> Callable[[Any], Any]:
     return str
 
 
-def _row(spec: SweepSpec, p: Point, figures: dict[str, Any], wall: float) -> dict[str, Any]:
+def _casters(spec: SweepSpec) -> dict[str, Callable[[Any], Any]]:
+    return {k: _caster(v) for k, v in spec.axes.items()}
+
+
+def _row(spec: SweepSpec, casters: dict[str, Callable[[Any], Any]], p: Point,
+         figures: dict[str, Any], wall: float) -> dict[str, Any]:
     row: dict[str, Any] = {"point_key": p.key, "sweep": spec.name, "kind": spec.kind,
                            "status": "error" if "error" in figures else "ok",
                            "error": figures.get("error", ""), "wall_s": wall}
-    row.update({f"in__{_column(k)}": _caster(spec.axes[k])(v) for k, v in p.values.items()})
-    row.update({_column(k): v for k, v in figures.items() if k != "error"})
+    row.update({f"in__{_column(k)}": casters[k](v) for k, v in p.values.items()})
+    row.update({_column(k): float(v) if type(v) is int and k not in INT_FIGURES else v
+                for k, v in figures.items() if k != "error"})
     return row
 
 
@@ -310,15 +432,72 @@ def _need_store() -> None:
     require("pandas", "store", "sweep results as DataFrames")
 
 
-def _work(kind: str, scenario: dict[str, Any]) -> tuple[dict[str, Any], float]:
+def _warm(kind: str) -> None:
+    """Import what a point needs and load the catalog: run in the parent before a pool
+    forks (the workers inherit it) and as each worker's initializer (other start
+    methods, Ray)."""
+    import fabricsim.scenario.fabric
+    from fabricsim.catalog import get_catalog
+
+    if kind == "bench":
+        import fabricsim.collectives
+    else:
+        import fabricsim.workloads.goodput
+        import fabricsim.workloads.step  # noqa: F401
+    get_catalog()
+
+
+def _run_one(kind: str, scenario: dict[str, Any], fabrics: FabricCache,
+             model: Any = None) -> tuple[dict[str, Any], float]:
+    """One point's figures and wall time (``model``: its validated Scenario, if at hand).
+    An error that is not the user's (a bug) is recorded with its type rather than raised,
+    so one bad point cannot stop a long sweep."""
     t0 = time.perf_counter()
-    out = run_point(kind, scenario)
-    return out, time.perf_counter() - t0
+    try:
+        figures = run_point(kind, scenario, fabrics) if model is None else \
+            _figures(kind, model, scenario, fabrics)
+    except Exception as e:  # stored with the point, see above
+        figures = {"error": f"internal error ({type(e).__name__}: {e})"}
+    return figures, time.perf_counter() - t0
+
+
+def _work_chunk(kind: str, scenarios: list[dict[str, Any]]
+                ) -> list[tuple[dict[str, Any], float]]:
+    """A task: its points in order, sharing Fabrics."""
+    fabrics = FabricCache()
+    return [_run_one(kind, sc, fabrics) for sc in scenarios]
+
+
+def chunks(todo: list[Point], workers: int) -> list[list[Point]]:
+    """``todo`` sorted by cluster (points sharing a Fabric run together) and cut into
+    tasks: about 8 per worker, at most :data:`CHUNK_MAX` points each.
+
+    >>> pts = [Point({}, {"cluster": {"nodes": n % 2}}, str(n)) for n in range(10)]
+    >>> [[p.key for p in c] for c in chunks(pts, 1)]
+    [['0', '2'], ['4', '6'], ['8', '1'], ['3', '5'], ['7', '9']]
+    """
+    ordered = sorted(todo, key=lambda p: fabric_key(p.scenario))
+    size = max(1, min(CHUNK_MAX, math.ceil(len(ordered) / (8 * max(workers, 1)))))
+    return [ordered[i:i + size] for i in range(0, len(ordered), size)]
+
+
+def _pool_results(todo: list[Point], kind: str, workers: int
+                  ) -> Iterator[tuple[Point, tuple[dict[str, Any], float]]]:
+    """Run the points on a local process pool, a task per chunk; yield each
+    (point, result) as its chunk completes."""
+    _warm(kind)
+    with ProcessPoolExecutor(max_workers=workers, initializer=_warm,
+                             initargs=(kind,)) as pool:
+        futs = {pool.submit(_work_chunk, kind, [p.scenario for p in c]): c
+                for c in chunks(todo, workers)}
+        for fut in as_completed(futs):
+            yield from zip(futs[fut], fut.result(), strict=True)
 
 
 def _ray_results(todo: list[Point], kind: str, workers: int, address: str | None
                  ) -> Iterator[tuple[Point, tuple[dict[str, Any], float]]]:
-    """Run the points as Ray tasks; yield each (point, result) as it completes."""
+    """Run the points as Ray tasks, a task per chunk; yield each (point, result) as its
+    chunk completes."""
     from fabricsim._extras import require
 
     ray = require("ray", "ray", "running a sweep on Ray")
@@ -333,12 +512,14 @@ def _ray_results(todo: list[Point], kind: str, workers: int, address: str | None
             raise ConfigError(f"cannot reach the Ray cluster at {address!r}: {e}",
                               field="--ray-address") from None
     try:
-        task = ray.remote(_work)
-        pending = {task.remote(kind, p.scenario): p for p in todo}
+        cpus = max(1, int(ray.cluster_resources().get("CPU", workers)))
+        task = ray.remote(_work_chunk)
+        pending = {task.remote(kind, [p.scenario for p in c]): c
+                   for c in chunks(todo, cpus)}
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1)
             for ref in ready:
-                yield pending.pop(ref), ray.get(ref)
+                yield from zip(pending.pop(ref), ray.get(ref), strict=True)
     finally:
         if started:
             ray.shutdown()
@@ -352,8 +533,15 @@ def run_sweep(spec: SweepSpec, store: Path, *, workers: int = 1, root: Path | No
     as already done, run, failed). ``limit`` stops after that many new points. With
     ``ray`` the points run as Ray tasks (the ``ray`` extra): on the cluster at
     ``ray_address``, or on a local Ray instance of ``workers`` CPUs when it is ``None``;
-    results are stored here as they come back, as with the local pool."""
+    results are stored here as they come back, as with the local pool.
+
+    Points run sorted by cluster, those sharing one on the same Fabric
+    (:class:`FabricCache`); on a pool or Ray they go in tasks of several points
+    (:func:`chunks`), so a worker pays the start-up and a cluster's build once per task.
+    """
     _need_store()
+    if workers < 1:
+        raise ConfigError(f"workers must be at least 1, got {workers}", field="workers")
     pts = points(spec, root)
     db = _Store(store)
     try:
@@ -361,6 +549,7 @@ def run_sweep(spec: SweepSpec, store: Path, *, workers: int = 1, root: Path | No
         todo = [p for p in pts if p.key not in done]
         if limit is not None:
             todo = todo[:limit]
+        casters = _casters(spec)
         failed = 0
         finished = 0
         buffer: list[dict[str, Any]] = []
@@ -370,7 +559,7 @@ def run_sweep(spec: SweepSpec, store: Path, *, workers: int = 1, root: Path | No
             # rows are written in batches (every FLUSH_S seconds or FLUSH_ROWS rows): a
             # killed sweep recomputes at most the last batch, never stores a point twice
             nonlocal failed, finished, last
-            buffer.append(_row(spec, p, figures, wall))
+            buffer.append(_row(spec, casters, p, figures, wall))
             failed += "error" in figures
             finished += 1
             if len(buffer) >= FLUSH_ROWS or time.perf_counter() - last >= FLUSH_S:
@@ -382,17 +571,17 @@ def run_sweep(spec: SweepSpec, store: Path, *, workers: int = 1, root: Path | No
 
         if progress:
             progress(0, len(todo))
+        results: Iterator[tuple[Point, tuple[dict[str, Any], float]]]
         if ray:
-            for p, result in _ray_results(todo, spec.kind, workers, ray_address):
-                record(p, *result)
-        elif workers <= 1:
-            for p in todo:
-                record(p, *_work(spec.kind, p.scenario))
+            results = _ray_results(todo, spec.kind, workers, ray_address)
+        elif workers <= 1 or len(todo) <= 1:
+            fabrics = FabricCache()
+            results = ((p, _run_one(spec.kind, p.scenario, fabrics, p.model))
+                       for p in sorted(todo, key=lambda p: fabric_key(p.scenario)))
         else:
-            with ProcessPoolExecutor(max_workers=workers) as pool:
-                futs = {pool.submit(_work, spec.kind, p.scenario): p for p in todo}
-                for fut in as_completed(futs):
-                    record(futs[fut], *fut.result())
+            results = _pool_results(todo, spec.kind, workers)
+        for p, (figures, wall) in results:
+            record(p, figures, wall)
         if buffer:
             db.add(buffer)
         return {"points": len(pts), "skipped": sum(p.key in done for p in pts),
@@ -408,12 +597,22 @@ def read_results(store: Path, sql: str | None = None) -> Any:
 
     if not store.exists():
         raise ConfigError(f"results store {str(store)!r} does not exist", field="STORE")
-    db = duckdb.connect(str(store), read_only=True)
+    db = _connect(store, read_only=True)
     try:
-        got = db.execute("SELECT value FROM meta WHERE key = 'store_version'").fetchone()
-        if got is None or got[0] != str(STORE_VERSION):
-            raise ConfigError(f"{store} is not a fabricsim results store of format "
-                              f"{STORE_VERSION}", field="STORE")
+        tables = {r[0] for r in db.execute("SHOW TABLES").fetchall()}
+        got = db.execute("SELECT value FROM meta WHERE key = 'store_version'").fetchone() \
+            if "meta" in tables else None
+        if got is None:
+            raise ConfigError(f"{store} is not a fabricsim results store (no format "
+                              "version in it)", field="STORE")
+        if got[0] != str(STORE_VERSION):
+            raise ConfigError(f"{store} is a results store of format {got[0]}; this "
+                              f"fabricsim reads format {STORE_VERSION}: re-run the sweep "
+                              "into a new store", field="STORE")
+        if sql is None and "points" not in tables:  # a sweep that stored nothing yet
+            import pandas as pd
+
+            return pd.DataFrame()
         try:
             return db.execute(sql or "SELECT * FROM points ORDER BY sweep, point_key").df()
         except duckdb.Error as e:

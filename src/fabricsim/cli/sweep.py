@@ -34,25 +34,13 @@ def register(app: typer.Typer) -> None:
 
         Example: fabricsim sweep examples/sweeps/tp-pp-70b.yaml --workers 2
         """
-        import yaml
-        from pydantic import ValidationError
         from rich.progress import BarColumn, Progress, TimeRemainingColumn
 
-        from fabricsim.scenario.loader import MAX_SCENARIO_BYTES, read_text_file
-        from fabricsim.sweeps import SweepSpec, run_sweep
+        from fabricsim.sweeps import load_sweep, run_sweep
 
         if ray_address and not ray:
             raise ConfigError("--ray-address needs --ray", field="--ray-address")
-        raw = yaml.safe_load(read_text_file(spec, MAX_SCENARIO_BYTES, "sweep file", "SPEC"))
-        if not isinstance(raw, dict):
-            raise ConfigError("a sweep file is a mapping (name, kind, base, scenario, axes)",
-                              field="SPEC")
-        try:
-            sw = SweepSpec.model_validate(raw)
-        except ValidationError as e:
-            err = e.errors()[0]
-            raise ConfigError(err["msg"], field=".".join(str(p) for p in err["loc"])
-                              ) from None
+        sw = load_sweep(spec)
         with Progress("[progress.description]{task.description}", BarColumn(),
                       "{task.completed}/{task.total}", TimeRemainingColumn(),
                       console=console, disable=as_json) as bar:
