@@ -18,28 +18,40 @@ from pathlib import Path
 
 import numpy as np
 
-from fabricsim.plots.style import COLORS, new_figure, save
+from fabricsim.plots.style import colors_for, label_bars, new_figure, save
 from fabricsim.reports.cluster import ClusterSummary
 
 
-def plot_hierarchy(summaries: Mapping[str, ClusterSummary], path: str | Path) -> Path:
-    """Grouped bars of GB/s per GPU for each level of each cluster."""
+def plot_hierarchy(summaries: Mapping[str, ClusterSummary], path: str | Path, *,
+                   title: str = "") -> Path:
+    """Grouped bars of GB/s per GPU for each level of each cluster (log scale), with the
+    value on every bar; levels where every cluster has the same bandwidth are drawn once
+    per cluster but say so in the title."""
     names: list[str] = []
     for s in summaries.values():
         for lv in s.hierarchy:
             if lv.name not in names:
                 names.append(lv.name)
-    fig, ax = new_figure()
+    fig, ax = new_figure(width=8.0, height=4.4)
     width = 0.8 / max(len(summaries), 1)
     x = np.arange(len(names))
-    for i, (label, s) in enumerate(summaries.items()):
-        bw = {lv.name: lv.bandwidth_gbps for lv in s.hierarchy}
-        vals = [bw.get(n, 0.0) for n in names]
-        ax.bar(x + i * width - 0.4 + width / 2, vals, width, label=label,
-               color=COLORS[i % len(COLORS)])
+    values = {label: {lv.name: lv.bandwidth_gbps for lv in s.hierarchy}
+              for label, s in summaries.items()}
+    for i, (label, c) in enumerate(zip(summaries, colors_for(list(summaries)), strict=True)):
+        vals = [values[label].get(n, 0.0) for n in names]
+        bars = ax.bar(x + i * width - 0.4 + width / 2, vals, width, label=label, color=c)
+        label_bars(ax, bars, "{:,.0f}")
     ax.set_yscale("log")
     ax.set_xticks(x, names)
-    ax.set_ylabel("GB/s per GPU, one direction")
-    ax.set_title("Bandwidth hierarchy")
-    ax.legend()
+    ax.set_xlabel("level, from the GPU outwards")
+    ax.set_ylabel("GB/s per GPU, one direction (log)")
+    top = max((v for d in values.values() for v in d.values()), default=1.0)
+    low = min((v for d in values.values() for v in d.values() if v > 0), default=1.0)
+    ax.set_ylim(10 ** np.floor(np.log10(low / 2)), top * 3)
+    same = len(summaries) > 1 and all(values[k] == values[next(iter(values))]
+                                      for k in values)
+    ax.set_title(title or ("Bandwidth hierarchy per GPU"
+                           + (" (the same on every fabric compared)" if same else "")),
+                 fontsize=10)
+    ax.legend(fontsize=8)
     return save(fig, path)

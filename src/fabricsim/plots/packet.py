@@ -1,7 +1,9 @@
 """Figures of packet-backend runs: FCT CDF, throughput, queues and pauses, pause map.
 
 Each function takes one or more :class:`~fabricsim.scenario.packet.PacketRun`
-(labelled by their variant) and writes a PNG.
+(labelled by their variant) and writes a PNG. Figures with a panel per run put every
+panel on one colour scale and one time axis, so runs compare at a glance; every variant
+has the same colour in every figure.
 
 Example
 -------
@@ -25,92 +27,164 @@ from typing import Any
 
 import numpy as np
 
-from fabricsim.plots.style import COLORS, new_figure, save
+from fabricsim.plots.style import colors_for, new_figure, plt, save, thin_ticks
+
+__all__ = ["fct_cdf", "pause_map", "queues", "throughput", "write_all"]
 
 
 def _label(run: Any) -> str:
     return str(run.summary.get("variant", "base"))
 
 
-def fct_cdf(runs: Sequence[Any], path: str | Path) -> Path:
+def _colors(runs: Sequence[Any]) -> list[str]:
+    return colors_for([_label(r) for r in runs])
+
+
+def _title(what: str, name: str) -> str:
+    return f"{name}: {what}" if name else what
+
+
+def fct_cdf(runs: Sequence[Any], path: str | Path, *, title: str = "") -> Path:
     """CDF of flow completion times, one curve per run."""
     fig, ax = new_figure()
-    for i, run in enumerate(runs):
+    for run, c in zip(runs, _colors(runs), strict=True):
         f = run.result.extra["fct"]
         d = np.sort(f["end"] - f["start"]) * 1e6
         if d.size:
-            ax.step(d, np.arange(1, d.size + 1) / d.size, where="post",
-                    color=COLORS[i % len(COLORS)], label=_label(run))
+            ax.step(d, np.arange(1, d.size + 1) / d.size, where="post", color=c,
+                    label=_label(run), lw=1.6)
     ax.set_xscale("log")
-    ax.set_xlabel("flow completion time (µs)")
-    ax.set_ylabel("fraction of flows")
-    ax.legend()
+    ax.set_xlabel("flow completion time (µs, log)")
+    ax.set_ylabel("fraction of flows completed")
+    ax.set_ylim(0, 1.02)
+    ax.set_title(_title("flow completion times", title), fontsize=10)
+    ax.legend(fontsize=8, loc="lower right")
     return save(fig, path)
 
 
-def throughput(runs: Sequence[Any], path: str | Path) -> Path:
+def throughput(runs: Sequence[Any], path: str | Path, *, title: str = "") -> Path:
     """Delivered goodput over time (all flows), one curve per run."""
     fig, ax = new_figure()
-    for i, run in enumerate(runs):
+    for run, c in zip(runs, _colors(runs), strict=True):
         ts = run.result.extra["ts"]
-        ax.plot(ts["t"] * 1e6, ts["delivered_Bps"] * 8 / 1e9, color=COLORS[i % len(COLORS)],
+        ax.plot(ts["t"] * 1e3, ts["delivered_Bps"] * 8 / 1e9, color=c, lw=1.4,
                 label=_label(run), drawstyle="steps-post")
-    ax.set_xlabel("time (µs)")
-    ax.set_ylabel("goodput (Gb/s)")
-    ax.legend()
+    ax.set_xlabel("time (ms)")
+    ax.set_ylabel("goodput delivered (Gb/s)")
+    ax.set_ylim(bottom=0)
+    thin_ticks(ax)
+    ax.set_title(_title("rate over time (all flows)", title), fontsize=10)
+    ax.legend(fontsize=8, loc="upper right")
     return save(fig, path)
 
 
-def queues(runs: Sequence[Any], path: str | Path) -> Path:
-    """Deepest watched queue and number of paused port queues over time."""
-    fig, ax = new_figure()
-    ax2 = ax.twinx()
-    for i, run in enumerate(runs):
-        ts = run.result.extra["ts"]
-        c = COLORS[i % len(COLORS)]
-        q = ts["queue"].max(axis=1) if ts["queue"].size else np.zeros_like(ts["t"])
-        ax.plot(ts["t"] * 1e6, q / 1e3, color=c, label=f"{_label(run)}: max queue")
-        ax2.plot(ts["t"] * 1e6, ts["paused_ports"], color=c, linestyle=":",
-                 label=f"{_label(run)}: paused queues")
-    ax.set_xlabel("time (µs)")
-    ax.set_ylabel("queue depth (KB)")
-    ax2.set_ylabel("paused port queues (dotted)")
-    ax.legend(loc="upper right", fontsize=8)
-    return save(fig, path)
+def queues(runs: Sequence[Any], path: str | Path, *, title: str = "") -> Path:
+    """Per run (one column each, one colour scale, one time axis): queue depth of every
+    watched link over time (top), and the number of paused port queues (bottom)."""
+    n = max(len(runs), 1)
+    fig, axes = plt.subplots(2, n, figsize=(5.0 * n + 1.0, 6.2), dpi=110, squeeze=False,
+                             sharex=True, gridspec_kw={"height_ratios": [3, 1.1],
+                                                       "wspace": 0.75})
+    vmax = max((float(np.max(r.result.extra["ts"]["queue"], initial=0.0)) for r in runs),
+               default=0.0) / 1e3 or 1.0
+    t_end = max((float(r.result.extra["ts"]["t"][-1] + r.result.extra["ts"]["dt"])
+                 for r in runs if r.result.extra["ts"]["t"].size), default=1e-6) * 1e3
+    ymax = max((float(np.max(r.result.extra["ts"]["paused_ports"], initial=0.0))
+                for r in runs), default=0.0)
+    img = None
+    for i, (run, c) in enumerate(zip(runs, _colors(runs), strict=True)):
+        ts, fab = run.result.extra["ts"], run.fabric
+        top, bot = axes[0, i], axes[1, i]
+        q = np.asarray(ts["queue"], dtype=np.float64).T / 1e3
+        names = [fab.link_name(int(l)) for l in ts["watched"]] or ["(none)"]
+        end = float(ts["t"][-1] + ts["dt"]) * 1e3 if ts["t"].size else t_end
+        img = top.imshow(q if q.size else np.zeros((1, 1)), aspect="auto",
+                         interpolation="nearest", cmap="magma", vmin=0.0, vmax=vmax,
+                         extent=(0.0, end, len(names) - 0.5, -0.5))
+        top.set_yticks(range(len(names)))
+        top.set_yticklabels(names, fontsize=5.5)
+        top.set_facecolor("#e8e8e8")
+        top.set_title(f"{_label(run)}: deepest {float(np.max(q, initial=0.0)):,.0f} KB",
+                      fontsize=9, color=c)
+        bot.plot(ts["t"] * 1e3, ts["paused_ports"], drawstyle="steps-post", color=c)
+        bot.fill_between(ts["t"] * 1e3, ts["paused_ports"], step="post", color=c,
+                         alpha=0.25)
+        bot.set_ylim(0, max(ymax, 1.0) * 1.1)
+        bot.set_xlim(0, t_end)
+        bot.grid(True, alpha=0.3)
+        bot.set_xlabel("time (ms)")
+        thin_ticks(bot, n=5)
+        if i == 0:
+            top.set_ylabel("watched link (queue at its sender)", fontsize=8)
+            bot.set_ylabel("paused port\nqueues", fontsize=8)
+    if img is not None:
+        fig.colorbar(img, ax=list(axes[0, :]), label="queue depth (KB), one scale",
+                     fraction=0.03, pad=0.02)
+    fig.suptitle(_title("queue depth and PFC pauses over time", title), fontsize=10.5)
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, bbox_inches="tight")
+    plt.close(fig)
+    return out
 
 
-def pause_map(runs: Sequence[Any], path: str | Path) -> Path:
+def pause_map(runs: Sequence[Any], path: str | Path, *, title: str = "") -> Path:
     """Pause propagation: every switch/NIC port by hop distance from the origin, coloured
-    by when it was first paused, sized by how long it stayed paused (one panel per run)."""
-    from fabricsim.plots.style import plt
+    by how long it stayed paused (one colour scale for all panels), one panel per run."""
     from fabricsim.scenario.packet import hops_from
 
-    n = len(runs)
-    fig, axes = plt.subplots(1, max(n, 1), figsize=(4.2 * max(n, 1), 4.0), dpi=110,
-                             squeeze=False)
-    for i, run in enumerate(runs):
+    n = max(len(runs), 1)
+    fig, axes = plt.subplots(1, n, figsize=(3.9 * n + 1.4, 4.0), dpi=110, squeeze=False,
+                             sharex=True, sharey=True)
+    vmax = max((float(np.nanmax(r.result.extra["pause_time"], initial=0.0)) for r in runs),
+               default=0.0) * 1e6 or 1.0
+    sc = None
+    top_hop = 1
+    for i, (run, c) in enumerate(zip(runs, _colors(runs), strict=True)):
         ax = axes[0, i]
         e, fab = run.result.extra, run.fabric
         first, ptime = e["pause_first"], e["pause_time"]
         paused = np.flatnonzero(np.isfinite(first))
-        ax.set_title(_label(run), fontsize=9)
-        ax.set_xlabel("hops from origin")
-        ax.set_ylabel("first paused (µs)")
+        ax.set_xlabel("hops from the origin")
+        ax.grid(True, alpha=0.3)
+        if i == 0:
+            ax.set_ylabel("first paused (µs)")
         if paused.size == 0:
+            ax.set_title(f"{_label(run)}: no pauses", fontsize=9, color=c)
             ax.text(0.5, 0.5, "no pauses", ha="center", transform=ax.transAxes)
             continue
         origin = e["stuck_node"] if e["stuck_node"] >= 0 else int(
             fab.link_dst[paused[np.argmin(first[paused])]])
         hops = hops_from(fab, origin)[fab.link_src[paused]]
-        size = 20 + 300 * ptime[paused] / max(float(ptime[paused].max()), 1e-12)
-        sc = ax.scatter(hops, first[paused] * 1e6, s=size, c=ptime[paused] * 1e6,
-                        cmap="inferno_r", alpha=0.8)
-        fig.colorbar(sc, ax=ax, label="paused (µs)")
-    return save(fig, path)
+        top_hop = max(top_hop, int(hops.max(initial=0)))
+        pt = ptime[paused] * 1e6
+        sc = ax.scatter(hops, first[paused] * 1e6, s=25 + 250 * pt / vmax, c=pt,
+                        cmap="inferno_r", vmin=0.0, vmax=vmax, alpha=0.85,
+                        edgecolors="black", linewidths=0.4)
+        ax.set_title(f"{_label(run)}: {paused.size} ports, {int(hops.max(initial=0))} hops",
+                     fontsize=9, color=c)
+    for ax in axes[0]:
+        ax.set_xticks(range(0, top_hop + 1))
+        ax.set_xlim(-0.5, top_hop + 0.5)
+        thin_ticks(ax, "y", n=6)
+    if sc is not None:
+        fig.colorbar(sc, ax=list(axes[0, :]), label="time paused (µs), one scale",
+                     fraction=0.03, pad=0.02)
+    fig.suptitle(_title("PFC pause spread (size and colour: time paused)", title),
+                 fontsize=10.5)
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, bbox_inches="tight")
+    plt.close(fig)
+    return out
 
 
-def write_all(runs: Sequence[Any], out: str | Path) -> list[Path]:
-    """All four figures into folder ``out``."""
+def write_all(runs: Sequence[Any], out: str | Path, *, prefix: str = "", title: str = ""
+              ) -> list[Path]:
+    """All four figures into folder ``out`` (file names ``<prefix>pause_map.png`` ...;
+    ``title``, e.g. the scenario's name, leads every figure title)."""
     d = Path(out)
-    return [fct_cdf(runs, d / "fct_cdf.png"), throughput(runs, d / "throughput.png"),
-            queues(runs, d / "queues.png"), pause_map(runs, d / "pause_map.png")]
+    return [pause_map(runs, d / f"{prefix}pause_map.png", title=title),
+            queues(runs, d / f"{prefix}queues.png", title=title),
+            throughput(runs, d / f"{prefix}throughput.png", title=title),
+            fct_cdf(runs, d / f"{prefix}fct_cdf.png", title=title)]
