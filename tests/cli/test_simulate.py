@@ -30,15 +30,16 @@ def test_degraded_nic_slowdown_and_outputs(tmp_path: Path,
                                            capsys: pytest.CaptureFixture[str]) -> None:
     sc = write(tmp_path, "  - {type: slow_nic, node: 0, index: 7, factor: 0.5}")
     out = tmp_path / "out"
-    assert main(["simulate", str(sc), "--json", "--out", str(out)]) == 0
+    assert main(["simulate", str(sc), "--json", "--out", str(out), "--csv"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert d["slowdown"] > 1.3
     assert d["causes"][0]["description"] == "server0/nic7 at 0.5 of its bandwidth"
     assert d["bottlenecks"][0]["fault"] == "server0/nic7 at 0.5 of its bandwidth"
-    names = {Path(p).name for p in d["outputs"]}
+    names = {Path(o["path"]).name for o in d["outputs"]}
     assert names == {"link_utilization.parquet", "link_utilization.csv",
-                     "transfers.parquet", "transfers.csv",
-                     "link_utilization.png", "summary.json"}
+                     "transfers.parquet", "transfers.csv", "link_utilization.png",
+                     "fault_impact.png", "summary.json"}
+    assert all(o["bytes"] == Path(o["path"]).stat().st_size for o in d["outputs"])
     tab = pq.read_table(out / "link_utilization.parquet")
     assert tab.num_rows > 0 and max(tab.column("utilization").to_pylist()) <= 1 + 1e-9
     # per-transfer start/end: the last transfer ends when the collective does; every
@@ -59,6 +60,44 @@ def test_degraded_nic_slowdown_and_outputs(tmp_path: Path,
     csv_rows = (out / "transfers.csv").read_text().splitlines()
     assert csv_rows[0].split(",")[:5] == ['"step"', '"rep"', '"transfer"', '"src"', '"dst"']
     assert len(csv_rows) == len(tr["start"]) + 1
+
+
+def test_outputs_default_to_parquet_resampled(tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """Without --csv no CSV is written; without --full the link table has one row per
+    link per resampled interval, with --full one per link per instant of the run."""
+    from fabricsim.reports.flow import DEFAULT_BINS
+
+    sc = write(tmp_path, "  - {type: slow_nic, node: 0, index: 7, factor: 0.5}")
+    small, full = tmp_path / "small", tmp_path / "full"
+    assert main(["simulate", str(sc), "--out", str(small), "--quiet"]) == 0
+    assert capsys.readouterr().out == ""
+    assert not list(small.glob("*.csv"))
+    assert {p.name for p in small.iterdir()} == {
+        "link_utilization.parquet", "transfers.parquet", "link_utilization.png",
+        "fault_impact.png", "summary.json"}
+    rows = pq.read_table(small / "link_utilization.parquet").to_pydict()
+    links = len(set(rows["link"]))
+    assert len(rows["link"]) == links * DEFAULT_BINS
+    assert main(["simulate", str(sc), "--out", str(full), "--full", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    whole = pq.read_table(full / "link_utilization.parquet").to_pydict()
+    # the same bytes cross each link, however finely the time is cut
+    by_link = {l: 0.0 for l in set(rows["link"])}
+    for l, b in zip(whole["link"], whole["bytes"], strict=True):
+        by_link[l] += b
+    for l, b in zip(rows["link"], rows["bytes"], strict=True):
+        by_link[l] -= b
+    assert max(abs(v) for v in by_link.values()) < 1e-6 * max(whole["bytes"])
+    assert d["outputs"] and "link_utilization.parquet" in d["outputs"][1]["path"]
+
+
+def test_human_output_lists_files_and_sizes(tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    sc = write(tmp_path, "  - {type: slow_nic, node: 0, index: 7, factor: 0.5}")
+    assert main(["simulate", str(sc), "--out", str(tmp_path / "o")]) == 0
+    text = capsys.readouterr().out
+    assert "wrote 5 files" in text and "transfers.parquet" in text and "KiB" in text
 
 
 def test_no_route_is_reported_as_stall(tmp_path: Path,
@@ -91,3 +130,17 @@ def test_packaged_flow_scenarios_validate() -> None:
     for f in files:
         sc = load_scenario(f)
         assert sc.collective is not None and (sc.faults or sc.background)
+
+
+@pytest.mark.parametrize("name", ["flow-degraded-link", "flow-flapping-storage",
+                                  "flow-straggler"])
+def test_shipped_scenarios_default_outputs_stay_small(name: str, tmp_path: Path) -> None:
+    """Issue 16: a shipped scenario once wrote 413 MB; by default its outputs stay under
+    20 MB (Parquet, resampled link utilisation) and summary.json lists every file."""
+    out = tmp_path / name
+    assert main(["simulate", name, "--out", str(out), "--quiet"]) == 0
+    total = sum(p.stat().st_size for p in out.iterdir())
+    assert 0 < total < 20 * 2**20
+    listed = json.loads((out / "summary.json").read_text())["outputs"]
+    assert {Path(o["path"]).name for o in listed} | {"summary.json"} == {
+        p.name for p in out.iterdir()}

@@ -59,7 +59,7 @@ def register(app: typer.Typer) -> None:
 
             out.mkdir(parents=True, exist_ok=True)
             (out / "report.json").write_text(json.dumps(report, indent=2, default=_default))
-            report["files"] = [str(p) for p in write_all(runs, out)] + [
+            report["files"] = [str(p) for p in write_all(runs, out, title=sc.name)] + [
                 str(out / "report.json")]
         if json_out:
             print_json(report)

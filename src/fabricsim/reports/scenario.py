@@ -1,0 +1,355 @@
+"""The report of any scenario: one section per thing the scenario asks, with figures.
+
+:func:`write_report` writes ``report.md``, a self-contained ``report.html`` (figures
+embedded) and the PNGs into a folder. Sections, in order, when the scenario has them:
+
+- **cluster** — always: what the cluster is and its bandwidth hierarchy;
+- **collective** — a ``collective:`` sweep: bus bandwidth and time against size with the
+  algorithm/protocol chosen at each size (analytic backend);
+- **faults** — ``faults:`` or ``background:`` (without ``packet:``): the flow-level run
+  with and without them, the slowdown by cause, the links that limited it (the links the
+  scenario names always shown) and the tables (Parquet);
+- **training** — a ``training:`` job: one step, where its time goes (NVLink vs
+  scale-out communication), and the fabric presets compared on speed and cost;
+- **packet** — a ``packet:`` experiment: every variant side by side, queues, pauses,
+  throughput and flow completion times.
+
+Example
+-------
+>>> import tempfile
+>>> from fabricsim.scenario import Scenario
+>>> sc = Scenario.model_validate({"name": "tiny", "cluster": {"system": "dgx-h100",
+...     "nodes": 2}, "collective": {"minbytes": "1MiB", "maxbytes": "16MiB"}})
+>>> files = write_report(sc, tempfile.mkdtemp())
+>>> files.sections
+['1. The cluster', '2. all_reduce against message size', 'Files written']
+>>> sorted(p.name for p in files.files)
+['collective.png', 'hierarchy.png', 'report.html', 'report.md']
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from fabricsim.fabric import Fabric
+from fabricsim.reports.document import Doc, ReportFiles
+from fabricsim.scenario import Scenario
+from fabricsim.units import format_bytes, parse_size
+
+__all__ = ["MAX_SWEEP_POINTS", "kinds", "section_cluster", "section_collective",
+           "section_faults", "section_packet", "section_training", "write_report"]
+
+#: Sizes one collective sweep of a report draws at most (a wider sweep takes every
+#: k-th size).
+MAX_SWEEP_POINTS = 40
+
+
+def kinds(sc: Scenario) -> list[str]:
+    """The sections a scenario gets, in report order.
+
+    >>> kinds(Scenario.model_validate({"collective": {}, "faults": [{"type": "slow_node",
+    ...     "node": 0, "delay": "1us"}]}))
+    ['cluster', 'collective', 'faults']
+    """
+    out = ["cluster"]
+    if sc.collective is not None:
+        out.append("collective")
+    if (sc.faults or sc.background) and sc.packet is None:
+        out.append("faults")
+    if sc.training is not None:
+        out.append("training")
+    if sc.packet is not None:
+        out.append("packet")
+    return out
+
+
+def _n(doc: Doc) -> int:
+    return sum(1 for line in doc.lines if line.startswith("## ")) + 1
+
+
+def section_cluster(doc: Doc, fabrics: dict[str, Fabric], *, stem: str = "hierarchy"
+                    ) -> None:
+    """What the cluster is (one row per fabric) and its bandwidth hierarchy per GPU."""
+    from fabricsim.plots.hierarchy import plot_hierarchy
+    from fabricsim.reports.cluster import summarize
+
+    doc.step("cluster")
+    sums = {label: summarize(f) for label, f in fabrics.items()}
+    first = next(iter(sums.values()))
+    doc.add(f"## {_n(doc)}. The cluster", "",
+            f"{first.servers} × {first.system} ({first.gpus} × {first.gpu}), "
+            f"{first.nvlink_domain_gpus}-GPU NVLink domains, {first.nics_per_server} NICs per "
+            f"server, {first.topology} {first.tiers}-tier network at "
+            f"{first.oversubscription:g}:1.", "")
+    rows = []
+    for label, s in sums.items():
+        rows.append([label, s.transport, "yes" if s.lossless else "no",
+                     ", ".join(f"{k} {v}" for k, v in s.switches.items()
+                               if k not in ("nvswitch", "pcie-switch")) or "-",
+                     sum(s.cables.values()), s.transceivers,
+                     f"{s.bisection_bandwidth_gbps:,.0f}", s.bottleneck])
+    doc.table(["fabric", "transport", "lossless", "network switches", "cables", "optics",
+               "bisection GB/s", "GPU→network bottleneck"], rows)
+    doc.add("Bandwidth hierarchy for one GPU (GB/s, one direction):", "")
+    doc.table([lv.name for lv in first.hierarchy],
+              [[f"{lv.bandwidth_gbps:,.1f}" for lv in first.hierarchy]])
+    doc.figure(plot_hierarchy(sums, doc.out / f"{stem}.png"), "bandwidth hierarchy")
+
+
+def sweep_sizes(minbytes: int, maxbytes: int, factor: int = 2,
+                limit: int = MAX_SWEEP_POINTS) -> list[int]:
+    """nccl-tests' sizes from ``minbytes`` to ``maxbytes`` by ``factor``, at most ``limit``
+    of them (every k-th, always ending at ``maxbytes``).
+
+    >>> sweep_sizes(1024, 2**20, 4)
+    [1024, 4096, 16384, 65536, 262144, 1048576]
+    >>> len(sweep_sizes(8, 2**40, 2, limit=10)) <= 11
+    True
+    """
+    sizes = [max(int(minbytes), 1)]
+    while sizes[-1] * factor <= maxbytes:
+        sizes.append(sizes[-1] * factor)
+    if sizes[-1] != maxbytes and maxbytes > sizes[-1]:
+        sizes.append(int(maxbytes))
+    if len(sizes) > limit:
+        k = -(-len(sizes) // limit)
+        keep = sizes[::k]
+        sizes = keep if keep[-1] == sizes[-1] else [*keep, sizes[-1]]
+    return sizes
+
+
+def collective_sweep(fab: Fabric, collective: str, sizes: Sequence[int], *,
+                     ranks: Sequence[int] | None = None, algo: str | None = None,
+                     proto: str | None = None) -> Any:
+    """A :class:`~fabricsim.plots.busbw.Sweep` on the analytic backend."""
+    from fabricsim.collectives import run_collective
+    from fabricsim.plots.busbw import Sweep
+
+    bw, ts, ch = [], [], []
+    for size in sizes:
+        r = run_collective(fab, collective, size, ranks, algo=algo, proto=proto)
+        bw.append(r.busbw / 1e9)
+        ts.append(r.time)
+        ch.append(f"{r.algorithm}/{r.protocol}")
+    return Sweep(sizes=list(sizes), busbw_gbps=bw, time_s=ts, choice=ch)
+
+
+def section_collective(doc: Doc, sc: Scenario, fab: Fabric) -> None:
+    """The scenario's collective sweep: busbw and time against size, choices marked."""
+    from fabricsim.plots.busbw import choice_spans, plot_collective
+    from fabricsim.scenario.schema import CollectiveSpec
+
+    doc.step("collective sweep")
+    spec = sc.collective or CollectiveSpec()
+    lo = parse_size(spec.minbytes, field="collective.minbytes")
+    hi = parse_size(spec.maxbytes, field="collective.maxbytes")
+    sizes = sweep_sizes(lo, hi, spec.stepfactor)
+    label = fab.info.fabric or "fabric"
+    sw = collective_sweep(fab, spec.collective, sizes, ranks=spec.ranks, algo=spec.algo,
+                          proto=spec.proto)
+    n = len(spec.ranks) if spec.ranks else fab.n_gpus
+    fixed = " (fixed by the scenario)" if spec.algo or spec.proto else \
+        " (chosen by least predicted time, as NCCL's tuner does)"
+    doc.add(f"## {_n(doc)}. {spec.collective} against message size", "",
+            f"{n} ranks on {label}, {format_bytes(lo)} to {format_bytes(hi)}; analytic "
+            f"backend, nccl-tests' bus bandwidth; algorithm and protocol{fixed}. The same "
+            f"sweep as nccl-tests output: `fabricsim bench {spec.collective} "
+            f"SCENARIO.yaml`.", "")
+    spans = choice_spans(sw.sizes, sw.choice)
+    doc.table(["sizes", "algorithm/protocol", "busbw at the largest (GB/s)",
+               "time at the largest"],
+              [[f"{format_bytes(a)} – {format_bytes(b)}", c,
+                f"{sw.busbw_gbps[sw.sizes.index(b)]:,.1f}",
+                _time(sw.time_s[sw.sizes.index(b)])] for a, b, c in spans])
+    doc.figure(plot_collective({label: sw}, doc.out / "collective.png",
+                               title=f"{spec.collective}, {n} GPUs on {label}"),
+               f"{spec.collective} bus bandwidth and time against size")
+
+
+def _time(s: float) -> str:
+    from fabricsim.units import format_time
+
+    return format_time(s).replace("us", "µs")
+
+
+def section_faults(doc: Doc, sc: Scenario) -> None:
+    """Faults and background traffic on the flow backend: slowdown, causes, the links
+    that limited the run, and the tables."""
+    from fabricsim.reports.flow import run_scenario, write_flow_outputs
+
+    doc.step("flow simulation with faults")
+    run = run_scenario(sc, record=True, time_limit_s=doc.time_left())
+    s = run.summary
+    paths = write_flow_outputs(run, doc.out)
+    doc.written.extend(p for p in paths if p.suffix != ".png")
+    doc.add(f"## {_n(doc)}. Faults and background traffic", "",
+            f"{s['collective']} of {format_bytes(s['nbytes'])} ({s['algorithm']}, "
+            f"{s['protocol']}) on the flow backend (max-min fair sharing, {s['routing']} "
+            f"routing), with and without what the scenario adds "
+            f"(`fabricsim simulate SCENARIO.yaml --out DIR` writes the same tables).", "")
+    slow = "stalls (a transfer has no route)" if s["stalled"] else f"×{s['slowdown']:.3f}"
+    rows: list[list[object]] = [["fault-free", _time(s["baseline_time_s"]), "×1"],
+                                ["with everything", "—" if s["stalled"] else
+                                 _time(s["time_s"]), slow]]
+    for c in s["causes"]:
+        sl = c["slowdown_alone"]
+        rows.append([f"alone: {c['description']}", "—" if sl is None else
+                     _time(s["baseline_time_s"] * sl), "stall" if sl is None else f"×{sl:.3f}"])
+    doc.table(["run", "time", "slowdown"], rows)
+    doc.figure(doc.out / "fault_impact.png", "fault-free vs degraded")
+    named = sorted({n for c in s["causes"] for n in c.get("links", [])})
+    doc.add("Links that limited the run (by the time they held back the slowest transfer"
+            + (f"; the scenario's own link{'s' if len(named) > 1 else ''} "
+               + ", ".join(f"`{x}`" for x in named) + " always shown" if named else "")
+            + "):", "")
+    doc.table(["link", "kind", "time limiting", "utilisation", "cause"],
+              [[f"`{b['name']}`", b["kind"], _time(b["critical_time"]),
+                f"{b['utilization']:.0%}", b["fault"] or ""] for b in s["bottlenecks"]])
+    doc.figure(doc.out / "link_utilization.png", "link utilisation heatmap")
+
+
+def training_parts(fab: Fabric, result: Any) -> tuple[dict[str, float], set[str]]:
+    """A step's breakdown and the communication kinds that ran on NVLink (TP, and CP with
+    it, while ``tp × cp`` fits the NVLink domain)."""
+    par = result.parallel
+    dom = fab.info.nvlink_domain_gpus
+    nv = set()
+    if par.get("tp", 1) <= dom:
+        nv.add("tp")
+        if par.get("tp", 1) * par.get("cp", 1) <= dom:
+            nv.add("cp")
+    return dict(result.breakdown), nv
+
+
+def section_training(doc: Doc, sc: Scenario, fab: Fabric, *,
+                     compare: Sequence[str] = ("ib-ndr", "roce-400g", "efa")) -> None:
+    """One training step, where its time goes, and the fabrics compared on cost."""
+    from fabricsim.plots.training import comm_by_network, plot_step_breakdown
+    from fabricsim.workloads.spec import training_from_section
+    from fabricsim.workloads.step import simulate_step
+
+    doc.step("training step")
+    model, cfg, extra = training_from_section(dict(sc.training or {}))
+    price = extra.get("gpu_hour_usd") or sc.gpu_hour_usd
+    backend = extra.get("backend") or "analytic"
+    r = simulate_step(model, cfg, fab, backend=backend, gpu_hour_usd=price)
+    parts, nv = training_parts(fab, r)
+    p = r.parallel
+    label = fab.info.fabric or "fabric"
+    split = comm_by_network(parts, nv)
+    doc.add(f"## {_n(doc)}. A training step", "",
+            f"{r.model} on {r.world} GPUs: TP {p['tp']} × PP {p['pp']} × DP {p['dp']}"
+            + (f" × CP {p['cp']}" if p.get("cp", 1) > 1 else "")
+            + (f", EP {p['ep']}" if p.get("ep", 1) > 1 else "")
+            + f"; {backend} backend (`fabricsim train SCENARIO.yaml`).", "")
+    doc.table(["step", "tokens/s", "MFU", "compute", "bubble", "exposed comm on NVLink",
+               "exposed comm on scale-out", "idle GPU equiv.", "lost to comm per day"],
+              [[_time(r.step_time_s), f"{r.tokens_per_s:,.0f}", f"{r.mfu:.1%}",
+                _time(parts.get("compute", 0.0)), _time(parts.get("bubble", 0.0)),
+                _time(split["NVLink"]), _time(split["scale-out"]), f"{r.idle_gpus:.1f}",
+                f"${r.comm_usd_per_day:,.0f}"]])
+    designs = {label: parts}
+    names = [f for f in compare if f != label]
+    rows = []
+    if names and doc.deadline_allows(20.0):
+        from fabricsim.workloads.fabric_plan import compare_fabrics
+
+        doc.step("fabrics compared")
+        c = sc.cluster
+        opts = compare_fabrics(model, system=c.system, nodes=c.nodes,
+                               fabrics=[label, *names], topology=c.topology,
+                               oversubscription=c.oversubscription,
+                               gpus_per_node=c.gpus_per_node, cfg=cfg, gpu_hour_usd=price,
+                               backend=backend, cluster_params=dict(c.params))
+        for o in opts:
+            d = o.as_dict()
+            designs.setdefault(o.fabric, dict(o.step.breakdown))
+            rows.append({**d, "capex_per_gpu_usd": o.capex.per_gpu_usd,
+                         "capex_usd": o.capex.total_usd})
+    doc.figure(plot_step_breakdown(designs, doc.out / "training.png", nvlink=nv,
+                                   title=f"{r.model}, {r.world} GPUs: where a step's time "
+                                   "goes"), "training step breakdown")
+    if rows:
+        from fabricsim.plots.plan import plot_plan
+
+        doc.add("The same job on other fabric presets (same layout; fabric capex amortised "
+                "over 4 years; `fabricsim plan SCENARIO.yaml --fabrics "
+                + ",".join([label, *names]) + "`):", "")
+        doc.table(["fabric", "tokens/s per GPU", "MFU", "fabric capex per GPU",
+                   "fabric capex", "USD per 1T tokens", "fabric share"],
+                  [[d["fabric"], f"{d['tokens_per_s_per_gpu']:,.1f}", f"{d['mfu']:.2%}",
+                    f"${d['capex_per_gpu_usd']:,.0f}", f"${d['capex_usd'] / 1e6:,.2f}M",
+                    f"${d['usd_per_1t_tokens']:,.0f}", f"{d['fabric_share']:.1%}"]
+                   for d in rows])
+        doc.figure(plot_plan(rows, doc.out / "fabrics.png",
+                             title=f"{r.model} on {r.world} GPUs: fabrics compared"),
+                   "fabric comparison with cost")
+
+
+def section_packet(doc: Doc, sc: Scenario, *, variants: Sequence[str | None] | None = None,
+                   prefix: str = "packet_", title: str = "") -> list[Any]:
+    """A packet-level experiment: every variant side by side, and its four figures."""
+    from fabricsim.plots.packet import write_all
+    from fabricsim.scenario.packet import run_packet_scenario, variant_names
+
+    names: list[str | None] = list(variants) if variants is not None else [
+        None, *variant_names(sc)]
+    runs = []
+    for v in names:
+        doc.step(f"packet run: {v or 'base'}")
+        runs.append(run_packet_scenario(sc, v))
+    doc.add(f"## {_n(doc)}. {title or 'Packet level'}", "",
+            f"{sc.description or sc.name}: the packet backend (every packet, queue, PFC "
+            f"pause and ECN mark), {len(runs)} configuration"
+            f"{'s' if len(runs) > 1 else ''} (`fabricsim packet {sc.name}`).", "")
+    rows = []
+    for run in runs:
+        s = run.summary
+        p99 = max((c["fct_p99_s"] for c in s["fct_by_class"].values()), default=None)
+        main = s.get("main_traffic_time_s")
+        rows.append([s["variant"], s["transport"], _time(s["time_s"]),
+                     "—" if main is None else _time(main),
+                     "—" if p99 is None else _time(p99), f"{sum(s['drops'].values()):,}",
+                     _time(s["pause"]["pause_time_total_s"]),
+                     f"{s['pause']['ports_paused']} / {s['pause']['max_hops']}",
+                     f"{s['cnps']:,}", str(s["watchdog_triggers"])])
+    doc.table(["variant", "transport", "run time", "main traffic done", "p99 FCT",
+               "drops", "time paused (all ports)", "ports paused / hops", "CNPs",
+               "watchdog trips"], rows)
+    files = write_all(runs, doc.out, prefix=prefix, title=sc.name)
+    alts = {"pause_map": "pause spread over hops", "queues": "queue depth and pauses",
+            "throughput": "goodput over time", "fct_cdf": "flow completion times"}
+    for f in files:
+        key = f.stem[len(prefix):] if f.stem.startswith(prefix) else f.stem
+        doc.figure(f, alts.get(key, key))
+    return runs
+
+
+def write_report(sc: Scenario, out: str | Path, *, time_limit_s: float | None = None,
+                 progress: Callable[[str], None] | None = None) -> ReportFiles:
+    """Write the report of ``sc`` into folder ``out`` (see the module docs)."""
+    from fabricsim.scenario.fabric import fabric_from_scenario
+
+    doc = Doc(Path(out), progress=progress or (lambda m: None),
+              deadline=None if time_limit_s is None else time.perf_counter() + time_limit_s)
+    doc.out.mkdir(parents=True, exist_ok=True)
+    parts = kinds(sc)
+    doc.add(f"# fabricsim report: {sc.name}", "")
+    if sc.description:
+        doc.add(sc.description, "")
+    doc.add("Sections: " + ", ".join(parts) + ". Every figure is computed by fabricsim as "
+            "this report is written.", "")
+    fab = fabric_from_scenario(sc)
+    section_cluster(doc, {fab.info.fabric or "fabric": fab})
+    if "collective" in parts:
+        section_collective(doc, sc, fab)
+    if "faults" in parts:
+        section_faults(doc, sc)
+    if "training" in parts:
+        section_training(doc, sc, fab)
+    if "packet" in parts:
+        section_packet(doc, sc)
+    return doc.write()
