@@ -1,3 +1,4 @@
+import re
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,8 @@ def test_demo_writes_report_and_plots(tmp_path: Path, capsys: pytest.CaptureFixt
     report = (tmp_path / "report.md").read_text()
     assert "InfiniBand NDR" in report and "RoCEv2 400G" in report
     assert (tmp_path / "hierarchy.png").stat().st_size > 1000
-    assert "report.md" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "report.md" in out and "report.html" in out
 
 
 def test_demo_unknown_section(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -25,3 +27,32 @@ def test_demo_training_section_has_its_picture(tmp_path: Path,
     assert main(["demo", "--out", str(tmp_path), "--section", "training"]) == 0
     assert (tmp_path / "training.png").stat().st_size > 5000
     assert "![training step breakdown](training.png)" in (tmp_path / "report.md").read_text()
+
+
+def test_full_demo_shows_every_capability(tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """The shop window (issue 16): every section with its figures, one self-contained
+    HTML page, and the files it wrote listed with their sizes."""
+    assert main(["demo", "--out", str(tmp_path), "--quiet"]) == 0
+    assert capsys.readouterr().out.split() == [str(tmp_path / "report.html"),
+                                               str(tmp_path / "report.md")]
+    md = (tmp_path / "report.md").read_text()
+    heads = re.findall(r"^## (.+)$", md, re.M)
+    assert heads == ["1. The cluster", "2. All-reduce on 256 GPUs", "3. A training step",
+                     "4. Which fabric is worth its price",
+                     "5. A fault, its bottleneck and its cost",
+                     "6. A PFC pause storm and the watchdog", "Files written"]
+    figures = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", md)
+    assert len(figures) >= 11 and all((tmp_path / f).stat().st_size > 5000 for f in figures)
+    for f in figures:  # the files table names every figure
+        assert f"| `{f}` |" in md
+    page = (tmp_path / "report.html").read_text()
+    assert page.count('src="data:image/png;base64,') == len(figures)
+    assert "http://" not in page and "https://" not in page  # nothing fetched at view time
+    for h in heads:
+        assert h in page
+    # the fault section names the degraded link and the cost; the packet section the
+    # watchdog; the plan section the three fabrics
+    assert "server0/nic0->leaf0.0" in md and "idle GPUs" in md
+    assert "no-watchdog" in md and "tripped" in md
+    assert all(f in md for f in ("| ib-ndr |", "| roce-400g |", "| efa |"))

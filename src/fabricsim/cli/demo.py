@@ -17,8 +17,12 @@ def register(app: typer.Typer) -> None:
         out: Annotated[Path, typer.Option("--out", "-o", help="Output folder.")] = Path("out"),
         section: Annotated[list[str] | None, typer.Option(
             "--section", help=f"Only these sections: {', '.join(SECTIONS)}.")] = None,
+        quiet: Annotated[bool, typer.Option(
+            "--quiet", "-q", help="No progress and no report on stdout; only the paths "
+            "written.")] = False,
     ) -> None:
-        """Run the 256-GPU reference design (IB NDR vs RoCEv2) and write out/report.md."""
+        """Run the 256-GPU reference design (IB NDR vs RoCEv2) and write out/report.html
+        (self-contained, figures embedded), out/report.md and the PNGs."""
         if section:
             from fabricsim.errors import unknown
 
@@ -26,7 +30,15 @@ def register(app: typer.Typer) -> None:
                 if s not in SECTIONS:
                     raise unknown("section", s, SECTIONS, field="--section")
         with console.status("building the report") as status:
+            if quiet:
+                status.stop()
             path = write_demo(out, sections=section,
-                              progress=lambda m: status.update(f"section: {m}"))
+                              progress=None if quiet else
+                              (lambda m: status.update(f"section: {m}")))
+        html = path.with_suffix(".html")
+        if quiet:
+            typer.echo(f"{html}\n{path}")
+            return
         typer.echo(path.read_text(encoding="utf-8"))
-        console.print(f"wrote {path} and its plots")
+        console.print(f"wrote {html} (open it in a browser: figures embedded), {path} and "
+                      "its plots")

@@ -68,7 +68,7 @@ def plot_flow_fault(base: Any, hit: Any, path: str | Path, *,
     a1.set_title("progress over time", fontsize=9)
     a1.grid(True, alpha=0.3)
     a1.legend(loc="lower right", fontsize=8)
-    names = ["fault-free", "with all faults"]
+    names = ["fault-free", "degraded"]
     vals = [base.time * 1e3, hit.time * 1e3 if finite else 0.0]
     cols = [color("fault-free"), color("degraded")]
     if len(causes) > 1:

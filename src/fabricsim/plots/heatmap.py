@@ -61,12 +61,14 @@ def _score(timeline: Timeline, rank: str, critical: Any) -> np.ndarray:
 def ranked_links(timeline: Timeline, *, top: int = 30, rank: str = "bytes",
                  critical: Sequence[float] | None = None,
                  highlight: Sequence[int] = ()) -> list[int]:
-    """Column indices into ``timeline.links``: the ``top`` links by ``rank`` (links with
-    a zero score are left out), with every link of ``highlight`` that the timeline holds
-    added (the total stays ``top`` when there are enough, highlighted links displacing the
-    lowest-ranked)."""
+    """Column indices into ``timeline.links``: the ``top`` links by ``rank`` (ties broken
+    by mean utilisation; idle links left out), with every link of ``highlight`` that the
+    timeline holds added (the total stays ``top`` when there are enough, highlighted
+    links displacing the lowest-ranked)."""
     score = _score(timeline, rank, critical)
-    order = [int(k) for k in np.argsort(-score, kind="stable") if score[k] > 0]
+    # ties (links that never limited the run, for rank="critical") by mean utilisation
+    tie = _score(timeline, "utilization", None) if rank == "critical" else score
+    order = [int(k) for k in np.lexsort((-tie, -score)) if score[k] > 0 or tie[k] > 0]
     pos = {int(l): k for k, l in enumerate(timeline.links.tolist())}
     must = [pos[int(h)] for h in highlight if int(h) in pos]
     rest = [k for k in order if k not in must]
@@ -126,7 +128,7 @@ def link_heatmap(timeline: Timeline, path: str | Path, *, top: int = 30, bins: i
     right.set_yticklabels([f"{score[k]:,.3g}" for k in order] or [""], fontsize=6.5)
     right.set_ylabel(f"rank: {RANKS.get(rank, rank)}", fontsize=8)
     ax.set_xlabel("time (ms)")
-    ax.set_ylabel("link (▶ = named by the scenario)" if marked else "link")
+    ax.set_ylabel("link (red ▶: named by the scenario)" if marked else "link")
     ax.set_title(title, fontsize=10)
     fig.colorbar(img, ax=ax, label="utilisation (0–1)", pad=0.12, fraction=0.04)
     return save(fig, path)

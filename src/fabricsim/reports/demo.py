@@ -1,15 +1,19 @@
 """The demo report: the seeds' 256-GPU reference design, InfiniBand NDR vs RoCEv2.
 
 32 DGX H100 servers (256 GPUs), rail-optimized and non-blocking, on the two fabrics the
-seeds weigh against each other. :func:`write_demo` writes ``report.md`` and its plots to a
-folder; every number in it is computed by fabricsim when the report is written.
+seeds weigh against each other. :func:`write_demo` writes ``report.md``, the
+self-contained ``report.html`` (figures embedded) and the PNGs to a folder; every number
+in it is computed by fabricsim when the report is written. Sections: the cluster, the
+all-reduce curve, a training step, the fabrics compared on cost, a degraded link with
+the bottleneck it creates and its cost, and a packet-level PFC pause storm with and
+without the watchdog.
 
 Example
 -------
 >>> import tempfile
 >>> out = write_demo(tempfile.mkdtemp(), sections=("cluster",))
->>> out.name
-'report.md'
+>>> out.name, out.with_suffix(".html").exists()
+('report.md', True)
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fabricsim.fabric import Fabric, build_cluster
-from fabricsim.reports.cluster import summarize
+from fabricsim.reports.document import Doc
 from fabricsim.scenario import FaultSpec
 from fabricsim.workloads.models import TransformerSpec
 from fabricsim.workloads.parallel import ParallelConfig
@@ -31,51 +35,17 @@ NODES = 32
 
 
 @dataclass
-class DemoContext:
-    """What the sections share: output folder, fabrics, and the report's lines."""
+class DemoContext(Doc):
+    """What the sections share: the report being written and the fabrics compared."""
 
-    out: Path
-    fabrics: dict[str, Fabric]
-    lines: list[str] = field(default_factory=list)
-    progress: Callable[[str], None] = lambda msg: None
-
-    def add(self, *lines: str) -> None:
-        self.lines.extend(lines)
-
-
-def _table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:
-    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    out += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
-    return [*out, ""]
+    fabrics: dict[str, Fabric] = field(default_factory=dict)
 
 
 def section_cluster(ctx: DemoContext) -> None:
     """Section 1: what the cluster is, on each fabric."""
-    from fabricsim.plots.hierarchy import plot_hierarchy
+    from fabricsim.reports.scenario import section_cluster as cluster
 
-    ctx.progress("cluster")
-    sums = {label: summarize(f) for label, f in ctx.fabrics.items()}
-    first = next(iter(sums.values()))
-    ctx.add("## 1. The cluster", "",
-            f"{first.servers} × {first.system} ({first.gpus} × {first.gpu}), "
-            f"{first.nvlink_domain_gpus}-GPU NVLink domains, {first.nics_per_server} NICs per "
-            f"server, {first.topology} {first.tiers}-tier network at "
-            f"{first.oversubscription:g}:1.", "")
-    rows = []
-    for label, s in sums.items():
-        rows.append([label, s.transport, "yes" if s.lossless else "no",
-                     ", ".join(f"{k} {v}" for k, v in s.switches.items()
-                               if k not in ("nvswitch", "pcie-switch")),
-                     sum(s.cables.values()), s.transceivers,
-                     f"{s.bisection_bandwidth_gbps:,.0f}", s.bottleneck])
-    ctx.add(*_table(["fabric", "transport", "lossless", "network switches", "cables",
-                     "optics", "bisection GB/s", "GPU→network bottleneck"], rows))
-    levels = first.hierarchy
-    ctx.add("Bandwidth hierarchy for one GPU (GB/s, one direction):", "")
-    ctx.add(*_table([lv.name for lv in levels], [[f"{lv.bandwidth_gbps:,.1f}"
-                                                   for lv in levels]]))
-    plot_hierarchy(sums, ctx.out / "hierarchy.png")
-    ctx.add("![bandwidth hierarchy](hierarchy.png)", "")
+    cluster(ctx, ctx.fabrics)
 
 
 #: Sizes of the all-reduce sweep (bytes): 1 KiB to 8 GiB, factor 2.
@@ -86,37 +56,8 @@ TRAINING_SCENARIO = "train-llama3-70b-256.yaml"
 #: port that trained down to 100G), both directions.
 FAULT_LINK = "server0/nic0<->leaf0.0"
 FAULT_FACTOR = 0.25
-
-
-def section_allreduce(ctx: DemoContext) -> None:
-    """Section 2: all-reduce bus bandwidth against size, with the algorithm NCCL would pick."""
-    from fabricsim.collectives import run_collective
-    from fabricsim.plots.busbw import plot_busbw
-
-    ctx.progress("all-reduce sweep")
-    curves: dict[str, tuple[list[float], list[float]]] = {}
-    rows: list[list[object]] = []
-    shown = {2**20, 2**26, 2**30, 2**33}
-    for label, fab in ctx.fabrics.items():
-        sizes: list[float] = []
-        bws: list[float] = []
-        for size in SWEEP:
-            r = run_collective(fab, "all_reduce", size)
-            sizes.append(size)
-            bws.append(r.busbw / 1e9)
-            if size in shown:
-                rows.append([label, _size(size), f"{r.time * 1e6:,.1f}",
-                             f"{r.busbw / 1e9:,.1f}", f"{r.algorithm}/{r.protocol}",
-                             r.result.bottleneck_kind or "-"])
-        curves[label] = (sizes, bws)
-    ctx.add("## 2. All-reduce on 256 GPUs", "",
-            "nccl-tests conventions (busbw = algbw × 2(n−1)/n); the algorithm and protocol "
-            "are chosen by least predicted time, as NCCL's tuner does. Run the same with "
-            "`fabricsim bench all_reduce --system dgx-h100 --nodes 32 --fabric ib-ndr`.", "")
-    ctx.add(*_table(["fabric", "size", "time (µs)", "busbw (GB/s)", "algorithm/protocol",
-                     "bottleneck link class"], rows))
-    plot_busbw(curves, ctx.out / "allreduce.png", title="all_reduce, 32 × DGX H100")
-    ctx.add("![all-reduce bus bandwidth](allreduce.png)", "")
+#: The packet-level section's scenario (shipped).
+PAUSE_SCENARIO = "packet-pause-storm"
 
 
 def _size(n: int) -> str:
@@ -125,8 +66,39 @@ def _size(n: int) -> str:
     return format_bytes(n)
 
 
-def _fault() -> FaultSpec:
-    return FaultSpec(type="link_degraded", link=FAULT_LINK, factor=FAULT_FACTOR)
+def _ms(s: float) -> str:
+    return f"{s * 1e3:,.2f} ms"
+
+
+def section_allreduce(ctx: DemoContext) -> None:
+    """Section 2: all-reduce bus bandwidth and time against size, with the algorithm and
+    protocol NCCL would pick at each size."""
+    from fabricsim.plots.busbw import choice_spans, plot_collective
+    from fabricsim.reports.scenario import collective_sweep
+
+    ctx.step("all-reduce sweep")
+    curves = {label: collective_sweep(fab, "all_reduce", SWEEP)
+              for label, fab in ctx.fabrics.items()}
+    ctx.heading("All-reduce on 256 GPUs")
+    ctx.add("nccl-tests conventions (busbw = algbw × 2(n−1)/n); the algorithm and protocol "
+            "are chosen by least predicted time, as NCCL's tuner does. Run the same with "
+            "`fabricsim bench all_reduce --system dgx-h100 --nodes 32 --fabric ib-ndr`.", "")
+    shown = (2**20, 2**26, 2**30, 2**33)
+    rows: list[list[object]] = []
+    for label, sw in curves.items():
+        for size in shown:
+            k = list(sw.sizes).index(size)
+            rows.append([label, _size(size), f"{sw.time_s[k] * 1e6:,.1f}",
+                         f"{sw.busbw_gbps[k]:,.1f}", sw.choice[k]])
+    ctx.table(["fabric", "size", "time (µs)", "busbw (GB/s)", "algorithm/protocol"], rows)
+    switches = {label: ", ".join(f"{c} from {_size(int(a))}"
+                                 for a, _b, c in choice_spans(sw.sizes, sw.choice))
+                for label, sw in curves.items()}
+    ctx.add("Choices over the sweep: " + "; ".join(f"{k}: {v}" for k, v in switches.items())
+            + ".", "")
+    ctx.figure(plot_collective(curves, ctx.out / "allreduce.png",
+                               title="all_reduce, 32 × DGX H100 (256 GPUs)"),
+               "all-reduce bus bandwidth and time against size")
 
 
 def _training_inputs() -> tuple[TransformerSpec, ParallelConfig, float]:
@@ -144,53 +116,83 @@ def _training_inputs() -> tuple[TransformerSpec, ParallelConfig, float]:
 
 def section_training(ctx: DemoContext) -> None:
     """Section 3: one training step of Llama 3 70B on each fabric."""
-    from fabricsim.workloads.cost import fabric_capex
+    from fabricsim.plots.training import comm_by_network, plot_step_breakdown
+    from fabricsim.reports.scenario import training_parts
     from fabricsim.workloads.step import simulate_step
 
-    ctx.progress("training step")
+    ctx.step("training step")
     model, cfg, price = _training_inputs()
     rows: list[list[object]] = []
-    results = {}
-    capex = {}
+    parts = {}
+    nvlink: set[str] = set()
+    steps = {}
     for label, fab in ctx.fabrics.items():
         r = simulate_step(model, cfg, fab, gpu_hour_usd=price)
-        results[label] = r
-        capex[label] = fabric_capex(fab).total_usd
-        b = r.breakdown
-        comm = ", ".join(f"{k} {v * 1e3:.0f}" for k, v in b.items()
-                         if k not in ("compute", "bubble", "optimizer") and v > 0)
-        rows.append([label, f"{r.step_time_s:.2f}", f"{r.tokens_per_s:,.0f}",
-                     f"{r.mfu * 100:.1f} %", f"{b['compute'] * 1e3:,.0f}",
-                     f"{b['bubble'] * 1e3:,.0f}", comm or "-",
-                     f"{r.idle_gpus:.1f}", f"${r.comm_usd_per_day:,.0f}",
-                     f"${capex[label] / 1e6:,.2f}M"])
+        steps[label] = r.step_time_s
+        parts[label], nvlink = training_parts(fab, r)
+        split = comm_by_network(parts[label], nvlink)
+        rows.append([label, f"{r.step_time_s:.3f}", f"{r.tokens_per_s:,.0f}",
+                     f"{r.mfu * 100:.1f} %", f"{r.breakdown['compute'] * 1e3:,.0f}",
+                     f"{r.breakdown['bubble'] * 1e3:,.0f}", f"{split['NVLink'] * 1e3:,.0f}",
+                     f"{split['scale-out'] * 1e3:,.1f}", f"{r.idle_gpus:.1f}",
+                     f"${r.comm_usd_per_day:,.0f}"])
     p = cfg.model_dump()
-    ctx.add("## 3. A training step", "",
-            f"Llama 3 70B, TP {p.get('tp')} × PP {p.get('pp')} (interleaved "
+    ctx.heading("A training step")
+    ctx.add(f"Llama 3 70B, TP {p.get('tp')} × PP {p.get('pp')} (interleaved "
             f"{p.get('interleave')}) × DP, ZeRO-{p.get('zero')}, sequence {p.get('seq_len')}, "
             f"global batch {p.get('global_batch')}, at ${price:g}/GPU-hour "
             f"(`fabricsim train {TRAINING_SCENARIO}`).", "")
-    ctx.add(*_table(["fabric", "step (s)", "tokens/s", "MFU", "compute (ms)", "bubble (ms)",
-                     "exposed comm (ms)", "idle GPU equiv.", "lost to comm per day",
-                     "fabric capex"], rows))
-    from fabricsim.plots.training import plot_step_breakdown
+    ctx.table(["fabric", "step (s)", "tokens/s", "MFU", "compute (ms)", "bubble (ms)",
+               "exposed comm on NVLink (ms)", "exposed comm on scale-out (ms)",
+               "idle GPU equiv.", "lost to comm per day"], rows)
+    ctx.figure(plot_step_breakdown(parts, ctx.out / "training.png", nvlink=nvlink,
+                                   title="Llama 3 70B step: where the time goes"),
+               "training step breakdown")
+    (la, sa), (lb, sb) = list(steps.items())[:2]
+    net = {k: comm_by_network(v, nvlink)["scale-out"] for k, v in parts.items()}
+    ctx.add("Tensor-parallel traffic stays inside the NVLink domain and is the same on both "
+            "fabrics; what the fabric changes is the exposed communication over the "
+            f"scale-out network (pipeline and data parallel): {net[la] * 1e3:,.1f} ms on {la} "
+            f"and {net[lb] * 1e3:,.1f} ms on {lb} per step. The steps differ by "
+            f"{abs(sa - sb) * 1e3:.1f} ms ({abs(sa / sb - 1) * 100:.3f} %).", "")
 
-    plot_step_breakdown({k: v.breakdown for k, v in results.items()},
-                        ctx.out / "training.png",
-                        title="Llama 3 70B step: where the time goes")
-    ctx.add("![training step breakdown](training.png)", "")
-    (la, ra), (lb, rb) = list(results.items())[:2]
-    net = {k: v.breakdown.get("pp", 0.0) + v.breakdown.get("dp", 0.0)
-           for k, v in results.items()}
-    faster = la if ra.step_time_s <= rb.step_time_s else lb
-    gap = abs(ra.step_time_s / rb.step_time_s - 1)
-    ctx.add(f"Exposed communication over the scale-out network (pipeline and data parallel) "
-            f"is {net[la] * 1e3:,.0f} ms on {la} and {net[lb] * 1e3:,.0f} ms on {lb} per "
-            f"step; tensor parallelism stays inside the NVLink domain. The steps differ by "
-            f"{abs(ra.step_time_s - rb.step_time_s) * 1e3:.1f} ms ({gap * 100:.4f} %, "
-            f"{faster} ahead), while the {lb} fabric costs "
-            f"{(1 - capex[lb] / capex[la]) * 100:.0f} % less than {la} "
-            f"(`fabricsim plan {TRAINING_SCENARIO} --fabrics ib-ndr,roce-400g,efa`).", "")
+
+def section_plan(ctx: DemoContext) -> None:
+    """Section 4: the fabrics compared on throughput, capex and cost per token."""
+    from fabricsim.plots.plan import plot_plan
+    from fabricsim.workloads.fabric_plan import compare_fabrics
+
+    ctx.step("fabrics compared")
+    model, cfg, price = _training_inputs()
+    names = [name for _label, name in DESIGNS] + ["efa"]
+    opts = compare_fabrics(model, system=SYSTEM, nodes=NODES, fabrics=names,
+                           topology="rail-optimized", cfg=cfg, gpu_hour_usd=price)
+    rows = []
+    for o in opts:
+        rows.append({**o.as_dict(), "capex_per_gpu_usd": o.capex.per_gpu_usd,
+                     "capex_usd": o.capex.total_usd})
+    ctx.heading("Which fabric is worth its price")
+    ctx.add(f"The same job on each fabric preset, fabric capex (switches, cables, optics, "
+            f"NICs) amortised over 4 years, GPUs at ${price:g}/hour "
+            f"(`fabricsim plan {TRAINING_SCENARIO} --fabrics {','.join(names)}`).", "")
+    ctx.table(["fabric", "tokens/s per GPU", "MFU", "fabric capex", "capex per GPU",
+               "USD per 1T tokens", "fabric share of it"],
+              [[d["fabric"], f"{d['tokens_per_s_per_gpu']:,.1f}", f"{d['mfu']:.2%}",
+                f"${d['capex_usd'] / 1e6:,.2f}M", f"${d['capex_per_gpu_usd']:,.0f}",
+                f"${d['usd_per_1t_tokens']:,.0f}", f"{d['fabric_share']:.1%}"]
+               for d in rows])
+    cheap = min(rows, key=lambda d: d["usd_per_1t_tokens"])
+    dear = max(rows, key=lambda d: d["usd_per_1t_tokens"])
+    ctx.figure(plot_plan(rows, ctx.out / "fabrics.png",
+                         title="Llama 3 70B on 256 × H100: fabrics compared"),
+               "fabric comparison with cost")
+    ctx.add(f"At equal speed the cost of a token follows the capex: {cheap['fabric']} trains "
+            f"1T tokens for ${dear['usd_per_1t_tokens'] - cheap['usd_per_1t_tokens']:,.0f} "
+            f"less than {dear['fabric']}.", "")
+
+
+def _fault() -> FaultSpec:
+    return FaultSpec(type="link_degraded", link=FAULT_LINK, factor=FAULT_FACTOR)
 
 
 class _FlowComm:
@@ -216,39 +218,85 @@ class _FlowComm:
 
 
 def section_fault(ctx: DemoContext) -> None:
-    """Section 4: one degraded NIC link, simulated on the flow backend, and what it costs."""
+    """Section 5: one degraded NIC link on the flow backend, the bottleneck it makes, and
+    what it costs a training job."""
+    from fabricsim.backends.flow import FlowBackend
     from fabricsim.collectives import run_collective
+    from fabricsim.plots.fault import plot_flow_fault
+    from fabricsim.plots.heatmap import link_heatmap
+    from fabricsim.plots.training import plot_step_breakdown
     from fabricsim.workloads.step import simulate_step
 
-    ctx.progress("fault")
+    ctx.step("fault")
     label, fab = next(iter(ctx.fabrics.items()))
     model, cfg, price = _training_inputs()
     ranks = list(range(0, 64, 8))  # one rank per server of the first 8: a DP-like group
-    from fabricsim.backends.flow import FlowBackend
-
-    ok = run_collective(fab, "all_reduce", 2**30, ranks, backend=FlowBackend())
-    bad = run_collective(fab, "all_reduce", 2**30, ranks, backend=FlowBackend(
-        faults=[_fault()]))
+    ok = run_collective(fab, "all_reduce", 2**30, ranks,
+                        backend=FlowBackend(record_timeline=True))
+    hurt_backend = FlowBackend(faults=[_fault()], record_timeline=True)
+    bad = run_collective(fab, "all_reduce", 2**30, ranks, backend=hurt_backend)
     base = simulate_step(model, cfg, fab, comm=_FlowComm(fab, []), gpu_hour_usd=price)
     hurt = simulate_step(model, cfg, fab, comm=_FlowComm(fab, [_fault()]), gpu_hour_usd=price)
     slow = hurt.step_time_s / base.step_time_s - 1
     lost_gpus = fab.n_gpus * (1 - base.step_time_s / hurt.step_time_s)
-    ctx.add("## 4. A fault and its cost", "",
-            f"On the {label} design, one NIC link (`{FAULT_LINK}`) runs at "
+    ctx.heading("A fault, its bottleneck and its cost")
+    ctx.add(f"On the {label} design, one NIC link (`{FAULT_LINK}`) runs at "
             f"{FAULT_FACTOR * 100:g} % of its speed — a port that trained down, "
             "or a dirty optic. NCCL does not route around it: every collective whose ring "
             "crosses that NIC runs at its pace (the flow backend, max-min fair sharing).", "")
-    ctx.add(*_table(["", "fault-free", "degraded", "slowdown"], [
-        ["1 GiB all-reduce over 8 servers (rail 0)", f"{ok.time * 1e3:.2f} ms",
-         f"{bad.time * 1e3:.2f} ms", f"{bad.time / ok.time:.2f}×"],
+    ctx.table(["", "fault-free", "degraded", "slowdown"], [
+        ["1 GiB all-reduce over 8 servers (rail 0)", _ms(ok.time), _ms(bad.time),
+         f"{bad.time / ok.time:.2f}×"],
         ["training step (Llama 3 70B)", f"{base.step_time_s:.3f} s",
          f"{hurt.step_time_s:.3f} s", f"+{slow * 100:.1f} %"],
-    ]))
+    ])
+    res = bad.result
+    ctx.figure(plot_flow_fault(ok.result, res, ctx.out / "fault.png",
+                               title="1 GiB all-reduce over 8 servers: fault-free vs one "
+                               "link at 25 %"), "fault-free vs degraded all-reduce")
+    faulty = tuple(int(l) for ls in res.extra["fault_links"].values() for l in ls)
+    top = res.extra["bottlenecks"][0] if res.extra["bottlenecks"] else None
+    if top is not None:
+        ctx.add(f"The bottleneck: `{top['name']}` ({top['kind']}) held back the slowest "
+                f"transfer for {_ms(top['critical_time'])} of the {_ms(res.time)} — the "
+                "degraded link, marked ▶ below with the links that limited the run next "
+                "(`fabricsim simulate flow-degraded-link --out results/` draws the same for "
+                "the whole 256-GPU ring).", "")
+    ctx.figure(link_heatmap(res.extra["timeline"], ctx.out / "bottleneck.png",
+                            highlight=faulty, rank="critical",
+                            critical=res.extra["critical_time"], top=16,
+                            title="degraded all-reduce: links by the time they limited it"),
+               "bottleneck link heatmap")
+    ctx.figure(plot_step_breakdown({"fault-free": dict(base.breakdown),
+                                    "degraded": dict(hurt.breakdown)},
+                                   ctx.out / "fault_step.png",
+                                   title="Llama 3 70B step, fault-free vs one degraded link"),
+               "training step with and without the fault")
     per_day = lost_gpus * 24 * price
     ctx.add(f"The whole synchronous job waits for the slowest group: the fault costs the "
             f"equivalent of **{lost_gpus:.1f} idle GPUs**, **${per_day:,.0f} per day** at "
-            f"${price:g}/GPU-hour, until someone finds the link (`fabricsim simulate` "
-            "names it among the top bottleneck links).", "")
+            f"${price:g}/GPU-hour, until someone finds the link.", "")
+
+
+def section_packet(ctx: DemoContext) -> None:
+    """Section 6: a PFC pause storm at packet level, with and without the watchdog."""
+    from fabricsim.reports.scenario import section_packet as packet
+    from fabricsim.scenario import load_scenario
+
+    sc = load_scenario(PAUSE_SCENARIO)
+    runs = packet(ctx, sc, prefix="storm_", title="A PFC pause storm and the watchdog")
+    by = {r.summary["variant"]: r.summary for r in runs}
+    base, bare = by.get("base"), by.get("no-watchdog")
+    if base is not None and bare is not None:
+        wd = base["watchdog_triggers"]
+        ctx.add(f"A receiver that hangs keeps pausing its switch port. Without the PFC "
+                f"watchdog the pause reaches {bare['pause']['ports_paused']} ports up to "
+                f"{bare['pause']['max_hops']} hops from it, and ports stay paused for "
+                f"{bare['pause']['pause_time_total_s'] * 1e3:,.1f} ms in all; with it "
+                f"(tripped {wd} time{'s' if wd != 1 else ''}, dropping the stuck port's "
+                f"traffic rather than pausing on) "
+                f"{base['pause']['pause_time_total_s'] * 1e3:,.1f} ms. RoCEv2 only: "
+                "InfiniBand's credit-based flow control has no pause frames to storm.", "")
 
 
 #: Sections in report order.
@@ -256,13 +304,16 @@ SECTIONS: dict[str, Callable[[DemoContext], None]] = {
     "cluster": section_cluster,
     "allreduce": section_allreduce,
     "training": section_training,
+    "plan": section_plan,
     "fault": section_fault,
+    "packet": section_packet,
 }
 
 
 def write_demo(out: str | Path, *, sections: Sequence[str] | None = None,
                progress: Callable[[str], None] | None = None) -> Path:
-    """Write ``report.md`` and plots for the reference design into ``out``."""
+    """Write ``report.md``, ``report.html`` and plots for the reference design into
+    ``out``; returns the path of ``report.md``."""
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
     fabrics = {label: build_cluster(SYSTEM, NODES, fabric=name, topology="rail-optimized")
@@ -273,6 +324,4 @@ def write_demo(out: str | Path, *, sections: Sequence[str] | None = None,
             "computed by fabricsim as this report is written.", "")
     for name in sections or list(SECTIONS):
         SECTIONS[name](ctx)
-    path = folder / "report.md"
-    path.write_text("\n".join(ctx.lines) + "\n", encoding="utf-8")
-    return path
+    return ctx.write().markdown

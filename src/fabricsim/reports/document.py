@@ -60,6 +60,11 @@ class Doc:
     def add(self, *lines: str) -> None:
         self.lines.extend(lines)
 
+    def heading(self, title: str) -> None:
+        """A numbered section heading (``## 3. title``) and a blank line."""
+        n = sum(1 for line in self.lines if line.startswith("## ")) + 1
+        self.add(f"## {n}. {title}", "")
+
     def table(self, header: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
         """A Markdown table and a blank line."""
         self.add("| " + " | ".join(header) + " |", "|" + "---|" * len(header))

@@ -66,10 +66,6 @@ def kinds(sc: Scenario) -> list[str]:
     return out
 
 
-def _n(doc: Doc) -> int:
-    return sum(1 for line in doc.lines if line.startswith("## ")) + 1
-
-
 def section_cluster(doc: Doc, fabrics: dict[str, Fabric], *, stem: str = "hierarchy"
                     ) -> None:
     """What the cluster is (one row per fabric) and its bandwidth hierarchy per GPU."""
@@ -79,8 +75,8 @@ def section_cluster(doc: Doc, fabrics: dict[str, Fabric], *, stem: str = "hierar
     doc.step("cluster")
     sums = {label: summarize(f) for label, f in fabrics.items()}
     first = next(iter(sums.values()))
-    doc.add(f"## {_n(doc)}. The cluster", "",
-            f"{first.servers} × {first.system} ({first.gpus} × {first.gpu}), "
+    doc.heading("The cluster")
+    doc.add(f"{first.servers} × {first.system} ({first.gpus} × {first.gpu}), "
             f"{first.nvlink_domain_gpus}-GPU NVLink domains, {first.nics_per_server} NICs per "
             f"server, {first.topology} {first.tiers}-tier network at "
             f"{first.oversubscription:g}:1.", "")
@@ -153,8 +149,8 @@ def section_collective(doc: Doc, sc: Scenario, fab: Fabric) -> None:
     n = len(spec.ranks) if spec.ranks else fab.n_gpus
     fixed = " (fixed by the scenario)" if spec.algo or spec.proto else \
         " (chosen by least predicted time, as NCCL's tuner does)"
-    doc.add(f"## {_n(doc)}. {spec.collective} against message size", "",
-            f"{n} ranks on {label}, {format_bytes(lo)} to {format_bytes(hi)}; analytic "
+    doc.heading(f"{spec.collective} against message size")
+    doc.add(f"{n} ranks on {label}, {format_bytes(lo)} to {format_bytes(hi)}; analytic "
             f"backend, nccl-tests' bus bandwidth; algorithm and protocol{fixed}. The same "
             f"sweep as nccl-tests output: `fabricsim bench {spec.collective} "
             f"SCENARIO.yaml`.", "")
@@ -185,8 +181,8 @@ def section_faults(doc: Doc, sc: Scenario) -> None:
     s = run.summary
     paths = write_flow_outputs(run, doc.out)
     doc.written.extend(p for p in paths if p.suffix != ".png")
-    doc.add(f"## {_n(doc)}. Faults and background traffic", "",
-            f"{s['collective']} of {format_bytes(s['nbytes'])} ({s['algorithm']}, "
+    doc.heading("Faults and background traffic")
+    doc.add(f"{s['collective']} of {format_bytes(s['nbytes'])} ({s['algorithm']}, "
             f"{s['protocol']}) on the flow backend (max-min fair sharing, {s['routing']} "
             f"routing), with and without what the scenario adds "
             f"(`fabricsim simulate SCENARIO.yaml --out DIR` writes the same tables).", "")
@@ -194,7 +190,7 @@ def section_faults(doc: Doc, sc: Scenario) -> None:
     rows: list[list[object]] = [["fault-free", _time(s["baseline_time_s"]), "×1"],
                                 ["with everything", "—" if s["stalled"] else
                                  _time(s["time_s"]), slow]]
-    for c in s["causes"]:
+    for c in s["causes"] if len(s["causes"]) > 1 else []:
         sl = c["slowdown_alone"]
         rows.append([f"alone: {c['description']}", "—" if sl is None else
                      _time(s["baseline_time_s"] * sl), "stall" if sl is None else f"×{sl:.3f}"])
@@ -240,8 +236,8 @@ def section_training(doc: Doc, sc: Scenario, fab: Fabric, *,
     p = r.parallel
     label = fab.info.fabric or "fabric"
     split = comm_by_network(parts, nv)
-    doc.add(f"## {_n(doc)}. A training step", "",
-            f"{r.model} on {r.world} GPUs: TP {p['tp']} × PP {p['pp']} × DP {p['dp']}"
+    doc.heading("A training step")
+    doc.add(f"{r.model} on {r.world} GPUs: TP {p['tp']} × PP {p['pp']} × DP {p['dp']}"
             + (f" × CP {p['cp']}" if p.get("cp", 1) > 1 else "")
             + (f", EP {p['ep']}" if p.get("ep", 1) > 1 else "")
             + f"; {backend} backend (`fabricsim train SCENARIO.yaml`).", "")
@@ -301,8 +297,8 @@ def section_packet(doc: Doc, sc: Scenario, *, variants: Sequence[str | None] | N
     for v in names:
         doc.step(f"packet run: {v or 'base'}")
         runs.append(run_packet_scenario(sc, v))
-    doc.add(f"## {_n(doc)}. {title or 'Packet level'}", "",
-            f"{sc.description or sc.name}: the packet backend (every packet, queue, PFC "
+    doc.heading(title or "Packet level")
+    doc.add(f"{sc.description or sc.name}: the packet backend (every packet, queue, PFC "
             f"pause and ECN mark), {len(runs)} configuration"
             f"{'s' if len(runs) > 1 else ''} (`fabricsim packet {sc.name}`).", "")
     rows = []
