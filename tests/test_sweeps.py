@@ -301,3 +301,16 @@ def test_cli_sweep_bad_files_exit_2(tmp_path: Path, capsys: pytest.CaptureFixtur
     err = capsys.readouterr().err
     assert "mapping" in err and "axis" in err and "YAML" in err
     assert "Traceback" not in err
+
+
+def test_points_carry_the_scenario_full_validation_gives() -> None:
+    from fabricsim.scenario.schema import Scenario
+
+    pts = points(_spec(axes={"training.tp": [1, 2], "training.seq_len": [2048, 4096],
+                             "cluster.fabric": ["ib-ndr", "roce-400g"]}))
+    assert len(pts) == 8
+    for p in pts:
+        assert p.model == Scenario.model_validate(p.scenario)
+    with pytest.raises(ConfigError) as e:
+        points(_spec(axes={"training": ["not a section"]}))
+    assert e.value.field == "axes.training"

@@ -167,6 +167,30 @@ def _base(spec: SweepSpec, root: Path | None) -> dict[str, Any]:
     return out
 
 
+class _Checker:
+    """Validates scenario mappings as :class:`Scenario`, the part other than ``training``
+    once per distinct value: the scenario rules do not read the workload sections
+    (``training`` is a plain mapping in the schema, checked by training_from_section), so
+    points that differ only there share one validation. Raises pydantic's
+    ValidationError or a ConfigError (a rule), as ``Scenario.model_validate`` does."""
+
+    def __init__(self) -> None:
+        self._checked: dict[str, Any] = {}
+
+    def __call__(self, sc: dict[str, Any]) -> Any:
+        from fabricsim.scenario.schema import Scenario
+
+        training = sc.get("training")
+        rest = json.dumps({k: v for k, v in sc.items() if k != "training"},
+                          sort_keys=True, default=str)
+        model = self._checked.get(rest)
+        if model is not None and isinstance(training, dict) and \
+                all(isinstance(k, str) for k in training):
+            return model.model_copy(update={"training": training})
+        model = self._checked[rest] = Scenario.model_validate(sc)
+        return model
+
+
 def points(spec: SweepSpec, root: Path | None = None) -> list[Point]:
     """Every point of ``spec``, validated; raises ConfigError naming the axis for a field
     the scenario does not have or a value it refuses, and for an empty sweep."""
@@ -174,7 +198,6 @@ def points(spec: SweepSpec, root: Path | None = None) -> list[Point]:
 
     from pydantic import ValidationError
 
-    from fabricsim.scenario.schema import Scenario
 
     if not spec.axes:
         raise ConfigError("the sweep has no axes; give at least one, e.g. "
@@ -203,25 +226,14 @@ def points(spec: SweepSpec, root: Path | None = None) -> list[Point]:
     base = _base(spec, root)
     out: list[Point] = []
     seen: set[str] = set()
-    # The scenario rules do not read the workload sections (``training`` is a plain
-    # mapping in the schema, checked by training_from_section below), so points that
-    # differ only there share one validation of the rest.
-    checked: dict[str, Any] = {}
+    check = _Checker()
     for combo in combos:
         sc = copy.deepcopy(base)
         values = dict(zip(names, combo, strict=True))
         for k, v in values.items():
             _set(sc, k, v)
-        training = sc.get("training")
-        rest = json.dumps({k: v for k, v in sc.items() if k != "training"},
-                          sort_keys=True, default=str)
-        model = checked.get(rest)
         try:
-            if model is not None and isinstance(training, dict) and \
-                    all(isinstance(k, str) for k in training):
-                model = model.model_copy(update={"training": training})
-            else:
-                model = checked[rest] = Scenario.model_validate(sc)
+            model = check(sc)
         except ValidationError as e:
             err = e.errors()[0]
             loc = ".".join(str(p) for p in err["loc"])
@@ -475,9 +487,17 @@ def _run_one(kind: str, scenario: dict[str, Any], fabrics: FabricCache,
 
 def _work_chunk(kind: str, scenarios: list[dict[str, Any]]
                 ) -> list[tuple[dict[str, Any], float]]:
-    """A task: its points in order, sharing Fabrics."""
+    """A task: its points in order, sharing Fabrics and validations."""
     fabrics = FabricCache()
-    return [_run_one(kind, sc, fabrics) for sc in scenarios]
+    check = _Checker()
+    out = []
+    for sc in scenarios:
+        try:
+            model = check(sc)
+        except Exception:  # run_point validates again, and reports it
+            model = None
+        out.append(_run_one(kind, sc, fabrics, model))
+    return out
 
 
 def chunks(todo: list[Point], workers: int) -> list[list[Point]]:
