@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from fabricsim.plots.style import COLORS, plt, save
+from fabricsim.plots.style import colors_for, label_bars, plt, save
 
 
 def plot_plan(rows: Sequence[dict[str, Any]], path: str | Path, title: str = "") -> Path:
@@ -29,24 +29,28 @@ def plot_plan(rows: Sequence[dict[str, Any]], path: str | Path, title: str = "")
     """
     names = [r["fabric"] for r in rows]
     x = list(range(len(rows)))
-    colors = [COLORS[i % len(COLORS)] for i in x]
+    colors = colors_for(names)
     fig, axes = plt.subplots(1, 3, figsize=(11.0, 3.8), dpi=110)
-    panels = (("tokens_per_s_per_gpu", "tokens/s per GPU"),
-              ("capex_per_gpu_usd", "fabric capex per GPU (USD)"),
-              ("usd_per_1t_tokens", "USD per 1T trained tokens"))
-    for ax, (key, label) in zip(axes, panels, strict=True):
+    from matplotlib.ticker import FuncFormatter
+
+    panels = (("tokens_per_s_per_gpu", "tokens/s per GPU", "{:,.0f}", "tokens/s"),
+              ("capex_per_gpu_usd", "fabric capex per GPU", "${:,.0f}", "USD"),
+              ("usd_per_1t_tokens", "cost per 1T trained tokens", "${:,.0f}", "USD"))
+    for ax, (key, label, fmt, unit) in zip(axes, panels, strict=True):
         vals = [float(r[key]) for r in rows]
-        ax.bar(x, vals, color=colors)
+        label_bars(ax, ax.bar(x, vals, color=colors), fmt)
+        ax.set_ylim(0, max(vals, default=1.0) * 1.25)
+        ax.set_ylabel(unit, fontsize=8)
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"{v:,.0f}"))
         if key == "usd_per_1t_tokens":
             fab = [v * float(r["fabric_share"]) for v, r in zip(vals, rows, strict=True)]
             ax.bar(x, fab, color="none", edgecolor="black", hatch="//",
                    label="fabric (amortised)")
-            ax.set_ylim(0, max(vals) * 1.25)
             ax.legend(loc="upper right", fontsize=8)
         ax.set_xticks(x)
         ax.set_xticklabels(names, rotation=20)
+        ax.set_xlabel("fabric")
         ax.set_title(label, fontsize=10)
         ax.grid(True, axis="y", alpha=0.3)
-    if title:
-        fig.suptitle(title, fontsize=11)
+    fig.suptitle(title or "fabrics compared: speed, capex and cost per token", fontsize=11)
     return save(fig, path)

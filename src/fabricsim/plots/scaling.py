@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from fabricsim.plots.style import COLORS, new_figure
+from fabricsim.plots.style import COLORS, new_figure, save
 
 
 def plot_scaling(points: Sequence[dict[str, Any]], path: str | Path, title: str = ""
@@ -30,11 +30,11 @@ def plot_scaling(points: Sequence[dict[str, Any]], path: str | Path, title: str 
     ax.set_xlabel("GPUs")
     ax.set_ylabel("%")
     ax.set_ylim(0, 105)
-    ax.set_title(title or "scaling")
-    ax.legend()
-    out = Path(path)
-    fig.savefig(out, bbox_inches="tight")
-    from fabricsim.plots.style import plt
-
-    plt.close(fig)
-    return out
+    ax.set_xticks(x, [f"{g:,}" for g in x])
+    ax.minorticks_off()
+    for g, p in zip(x, points, strict=True):
+        ax.annotate(f"{100 * p['scaling_efficiency']:.0f}%", (g, 100 * p["scaling_efficiency"]),
+                    xytext=(0, 5), textcoords="offset points", ha="center", fontsize=7)
+    ax.set_title(title or "scaling efficiency and MFU against GPU count", fontsize=10)
+    ax.legend(loc="lower left", fontsize=8)
+    return save(fig, path)
