@@ -195,11 +195,13 @@ def summarize(run_fabric: Fabric, schedule: Schedule, result: Result, main_idx: 
         "drops": e["drops"], "retransmits": e["retransmits"], "timeouts": e["timeouts"],
         "naks": e["naks"], "cnps": e["cnps"], "ecn_marks": e["ecn_marks"],
         "pause_frames": e["pause_frames"], "watchdog_triggers": e["watchdog_triggers"],
+        "link_changes": e["link_changes"],
         "fct_by_class": per_class, "jain_throughput": jain(thr),
         "queue_max_bytes": float(e["queue_max"].max(initial=0.0)),
         "bottleneck": run_fabric.link_name(result.bottleneck_link)
         if result.bottleneck_link >= 0 else None,
         "pause": pause_spread(run_fabric, result),
+        **{k: e[k] for k in ("deadlock", "stalled", "retry_exceeded") if k in e},
     }
 
 
@@ -249,8 +251,13 @@ def run_packet_scenario(sc: Scenario, variant: str | None = None, *, force: bool
             update={"fabric": cfg.fabric})})
     if overrides or cfg.fabric is not None:  # the scenario's rules on what actually runs
         check_scenario(sc.model_copy(update={"packet": data}))
-    fabric, applied = apply_faults([*sc.faults, *cfg.faults], fabric_of(sc))
+    base = fabric_of(sc)
+    fabric, applied = apply_faults(sc.faults, cfg.faults, base)
     schedule, main_idx = packet_schedule(sc, fabric, cfg)
+    # the backend applies every fault itself (static ones to the fabric, timed ones in
+    # the engine): hand it the fabric as built and the scenario's faults with its own
+    cfg = cfg.model_copy(update={"faults": [
+        *(f.model_dump() for f in sc.faults), *cfg.faults]})
     backend = PacketBackend(config=cfg, seed=sc.seed)
     extreme = extreme_violations(cfg)
     if extreme and not force:
@@ -260,7 +267,7 @@ def run_packet_scenario(sc: Scenario, variant: str | None = None, *, force: bool
         err = rule.error(field, detail + (f"; {cost}" if cost else ""))
         raise ConfigError(f"{err.message}; the setting is legal but extreme: pass --force "
                           "to run it anyway", field=field)
-    result = backend.run(schedule, fabric)
+    result = backend.run(schedule, base)
     summary = summarize(fabric, schedule, result, main_idx, cfg)
     summary["variant"] = variant or "base"
     if applied:
@@ -269,24 +276,18 @@ def run_packet_scenario(sc: Scenario, variant: str | None = None, *, force: bool
                      summary=summary)
 
 
-def apply_faults(faults: list[Any], fabric: Fabric) -> tuple[Fabric, list[str]]:
-    """The fabric with static link faults applied (the scenario's ``faults`` and
-    ``packet.faults``, which a variant can override; ``link_down`` and ``link_degraded``
-    as the flow backend reads them) and their descriptions. Faults the packet backend
-    does not model yet are refused, naming the fault."""
-    if not faults:
-        return fabric, []
-    from fabricsim.backends.flow.faults import plan_faults
-    from fabricsim.backends.flow.specs import FaultSpec
+def apply_faults(faults: list[Any], packet_faults: list[Any], fabric: Fabric
+                 ) -> tuple[Fabric, list[str]]:
+    """The fabric with the static link faults applied (the scenario's ``faults`` and
+    ``packet.faults``, which a variant can override) and the descriptions of every fault,
+    timed ones included (:mod:`~fabricsim.backends.packet.faults`). Errors name the field
+    (``faults[i].link`` or ``packet.faults[i].link``); faults the packet backend does not
+    model are refused, naming the fault."""
+    from fabricsim.backends.packet.faults import plan_packet_faults
 
-    specs = [f if isinstance(f, FaultSpec) else FaultSpec.model_validate(f) for f in faults]
-    for i, f in enumerate(specs):
-        if f.type not in ("link_down", "link_degraded"):
-            raise ConfigError(f"fault type {f.type!r} is not modelled by the packet backend "
-                              "(link_down and link_degraded are); run it with the flow "
-                              "backend", field=f"faults[{i}].type")
-    plan = plan_faults(fabric, specs)
-    return plan.fabric, [a.description for a in plan.faults]
+    a = plan_packet_faults(fabric, faults, "faults")
+    b = plan_packet_faults(a.fabric, packet_faults, "packet.faults")
+    return b.fabric, [*a.descriptions, *b.descriptions]
 
 
 def variant_names(sc: Scenario) -> list[str]:

@@ -60,7 +60,7 @@ def test_srd_balanced_traffic_drops_nothing():  # type: ignore[no-untyped-def]
     sch = Schedule(steps=(Step(src=g[:8], dst=g[8:], nbytes=[2e6]),))
     new = _run(fab, sch)
     e = new.extra
-    assert e["drops"] == {"lossless": 0, "lossy": 0, "watchdog": 0, "random_loss": 0}
+    assert set(e["drops"].values()) == {0}, e["drops"]
     assert e["retransmits"] == 0 and e["timeouts"] == 0
     assert new.time < 1.15 * 2e6 * WIRE / CAP   # line rate + ramp and path collisions
     assert _run(fab, sch, cc=False).extra["drops"]["lossy"] > 0     # the earlier model

@@ -107,16 +107,24 @@ class PacketBackend:
     def run(self, schedule: Schedule, fabric: Fabric) -> Result:
         """Simulate ``schedule`` on ``fabric``; see :mod:`fabricsim.backends.packet.report`
         for what ``Result.extra`` holds."""
+        from fabricsim.backends.packet.faults import fault_table, nopfc_mask, plan_packet_faults
+
         mode = self.transport_for(fabric)
         stuck = self.stuck_node(fabric)
         cfg = self.config
         check_endpoints(schedule, cfg.max_endpoints)
+        plan = plan_packet_faults(fabric, cfg.faults, "packet.faults")
+        fabric = plan.fabric
+        ft = fault_table(plan.timed)
+        nopfc = nopfc_mask(fabric, cfg.pfc.mismatch, [c.name for c in cfg.classes],
+                           [c.lossless for c in cfg.classes])
         name = self.protocol or schedule.protocol
         proto = get_protocol(name) if name and name.lower() != "ideal" else None
         scale = 1
         for _attempt in range(4):
             st = build_state(schedule, fabric, cfg, mode=mode, seed=self.seed,
-                             stuck_node=stuck, pool_scale=scale, protocol=proto)
+                             stuck_node=stuck, pool_scale=scale, protocol=proto,
+                             link_faults=ft, nopfc=nopfc)
             t0 = _time.perf_counter()
             end = _run(st)
             wall = _time.perf_counter() - t0
@@ -142,8 +150,33 @@ class PacketBackend:
                 "(packet.pfc.watchdog.enabled) or set packet.until to see the state")
         from fabricsim.backends.packet.report import make_result
 
-        res = make_result(st, fabric, end=end, wall=wall, mode=mode,
-                          status="until" if err == L.ERR_UNTIL else "ok")
+        status = {L.ERR_UNTIL: "until", L.ERR_PFC_DEADLOCK: "pfc_deadlock",
+                  L.ERR_STALL: "stalled", L.ERR_RETRY: "retry_exceeded"}.get(err, "ok")
+        res = make_result(st, fabric, end=end, wall=wall, mode=mode, status=status)
+        more: dict[str, Any] = {"faults": plan.descriptions}
+        if err == L.ERR_PFC_DEADLOCK:
+            from fabricsim.backends.packet.deadlock import describe_deadlock
+
+            more["deadlock"] = describe_deadlock(st, fabric, cfg, end)
+        if err == L.ERR_RETRY:
+            f = int(st.arrays["C"][L.C_RETRY_FLOW])
+            more["retry_exceeded"] = {
+                "t_s": end, "flow": f,
+                "src": fabric.node_name(int(st.flow_src[f])),
+                "dst": fabric.node_name(int(st.flow_dst[f])),
+                "timeouts_in_a_row": int(st.arrays["FI"][f, L.F_NTO]),
+                "reason": "the flow's retransmission timer expired more than retry_limit "
+                          "times in a row without progress (an RDMA queue pair then goes "
+                          "to error)"}
+        if err == L.ERR_STALL:
+            down = np.flatnonzero(st.arrays["LI"][:, L.LI_DOWN] == 1)
+            more["stalled"] = {
+                "t_s": end, "window_s": cfg.pfc.deadlock_window,
+                "links_down": [fabric.link_name(int(l)) for l in down],
+                "reason": "nothing was sent on any link for a whole window while these "
+                          "links were down: the credit-based ports in front of them wait "
+                          "for the link to return (no rerouting is modelled)"}
+        res = replace(res, extra={**res.extra, **more})
         floor = kernel_floor(schedule, proto.name if proto else None)
         if floor > 0 and res.extra.get("complete", False):
             # the kernels' own rate bounds the run (Schedule.kernel_floor), after the launch
@@ -160,4 +193,4 @@ def _run(st: State) -> float:
         a["FF"], a["FPS"], a["FPL"], a["PL"], a["NB"], a["BM"], a["SI"], a["SF"], a["DP"],
         a["DI"], a["RF"], a["RT"], a["TS_Q"], a["TS_D"], a["TS_F"], a["TS_NP"], a["P"],
         a["IP"], a["HT"], a["HI"], a["C"], a["STUCK_L"], np.int64(st.stuck_node), a["SQ"],
-        a["SPF"]))
+        a["SPF"], a["FT"]))

@@ -37,6 +37,11 @@ INTRA_LINKS = (LinkKind.NVLINK, LinkKind.PCIE, LinkKind.CPU_INTERCONNECT,
 ETH_SWITCHES = (NodeKind.LEAF, NodeKind.SPINE, NodeKind.CORE, NodeKind.ROUTER,
                 NodeKind.STORAGE_SWITCH, NodeKind.MGMT_SWITCH)
 MAX_BITMAP = 400_000_000
+#: Retransmission timeouts in a row (no progress between) a flow survives by default:
+#: 7 for RDMA, the largest ``retry_cnt`` of an InfiniBand/RoCE queue pair (then the QP
+#: goes to error, ``IBV_WC_RETRY_EXC_ERR``), 15 for TCP (Linux ``tcp_retries2``); SRD's
+#: spray-only model has no limit.
+RETRY_LIMIT = {"ib": 7, "roce": 7, "tcp": 15}
 #: Largest per-packet sender state of SRD flows (bytes): 4 float64 per packet per
 #: repetition (send time, state, path, serial) beside the receive bitmap.
 MAX_SRD_STATE_BYTES = 4 * 2**30
@@ -80,13 +85,18 @@ def step_classes(schedule: Schedule, cfg: PacketConfig) -> list[int]:
 
 def build_state(schedule: Schedule, fabric: Fabric, cfg: PacketConfig, *, mode: str,
                 seed: int, stuck_node: int = -1, pool_scale: int = 1,
-                protocol: Protocol | None = None) -> State:
+                protocol: Protocol | None = None,
+                link_faults: NDArray[np.float64] | None = None,
+                nopfc: NDArray[np.int64] | None = None) -> State:
     """Arrays for :func:`~fabricsim.backends.packet.engine.run_engine`.
 
     With an NCCL ``protocol`` (the schedule's), each flow's sender is paced at the payload
     rate the protocol reaches on its idle path and every step repetition waits its hop
     overhead (:func:`~fabricsim.protocols.transfer_terms`, the charge the
     analytic and flow backends make too); the launch overhead delays the first steps.
+    ``link_faults`` is the timed-fault table (:func:`~fabricsim.backends.packet.faults.
+    fault_table`), ``nopfc`` the per-link mask of classes a misconfigured port does not
+    pause (:func:`~fabricsim.backends.packet.faults.nopfc_mask`).
     """
     if mode not in MODES:
         raise ConfigError(f"unknown transport {mode!r}; use ib, roce, tcp or srd",
@@ -264,6 +274,10 @@ def build_state(schedule: Schedule, fabric: Fabric, cfg: PacketConfig, *, mode: 
     LI[:, L.LI_TX_LOST] = -1
     LI[:, L.LI_TX_INL] = -1
     LF[:, L.LF_CAP] = np.where(fabric.link_up, cap, cap * 1e-9)
+    LF[:, L.LF_CAP0] = LF[:, L.LF_CAP]
+    if nopfc is not None:
+        LI[:, L.LI_NOPFC] = nopfc
+    FT = link_faults if link_faults is not None else np.zeros((0, L.N_FT))
     LF[:, L.LF_LAT] = lat
     # credits: enough for a round trip at line rate plus a few packets
     auto_credit = 2.0 * cap * lat * 1.25 + 4 * wire
@@ -368,6 +382,8 @@ def build_state(schedule: Schedule, fabric: Fabric, cfg: PacketConfig, *, mode: 
     P[L.P_SRD_BETA] = cfg.srd.beta
     P[L.P_SRD_MDF] = cfg.srd.max_decrease
     P[L.P_SRD_MINCW] = cfg.srd.min_cwnd
+    dlw = cfg.pfc.deadlock_window
+    P[L.P_DL_WINDOW] = dlw if dlw is not None else np.inf
     IP = np.zeros(L.N_I, dtype=np.int64)
     IP[L.I_NP] = NP
     IP[L.I_MODE] = MODES[mode]
@@ -385,12 +401,15 @@ def build_state(schedule: Schedule, fabric: Fabric, cfg: PacketConfig, *, mode: 
     IP[L.I_NFLOW_TS] = min(nf, 64)
     IP[L.I_NBINS] = nbins
     IP[L.I_SRDCC] = int(srdcc)
+    IP[L.I_DL] = int(dlw is not None)
+    IP[L.I_RETRY] = (cfg.retry_limit if cfg.retry_limit is not None else
+                     RETRY_LIMIT.get(mode, 1 << 40))
     # ---------------------------------------------------------------- pools
     in_flight = int((cap * lat / (wire / 2)).sum()) + 2 * nl
     pool = (2 * nf + in_flight + 4 * nl * NP + 65536) * pool_scale
     PK = np.zeros((pool, L.N_PK), dtype=np.int64)
     free = np.arange(pool - 1, -1, -1, dtype=np.int64)
-    heap_cap = (2 * pool + 8 * max(nf, 1) + 4 * nl * NP + 4 * ns + 1024)
+    heap_cap = (2 * pool + 8 * max(nf, 1) + 4 * nl * NP + 4 * ns + 2 * len(FT) + 1024)
     C = np.zeros(L.N_C, dtype=np.int64)
     C[L.C_FREE] = pool
     nrec = int(min((counts * reps).sum() if ns else 0, 2_000_000))
@@ -405,7 +424,7 @@ def build_state(schedule: Schedule, fabric: Fabric, cfg: PacketConfig, *, mode: 
         TS_D=np.zeros(nbins), TS_F=np.zeros((nbins, max(min(nf, 64), 1))),
         TS_NP=np.zeros(nbins), P=P, IP=IP,
         HT=np.zeros(heap_cap), HI=np.zeros((heap_cap, 4), dtype=np.int64), C=C,
-        STUCK_L=stuck_links, SQ=SQ, SPF=SPF,
+        STUCK_L=stuck_links, SQ=SQ, SPF=SPF, FT=FT,
     )
     return State(arrays=arrays, FI=FI, n_flows=nf, nprio=NP,
                  watched=np.asarray(watched, dtype=np.int64), bin_dt=bin_dt,

@@ -169,17 +169,36 @@ class WatchdogConfig(_M):
     _t = field_validator("detect", "restore", mode="before")(_time)
 
 
+class PfcMismatch(_M):
+    """Switch ingress ports whose PFC priorities do not match the NIC's marking: they never
+    pause ``classes`` (default: every lossless class), so those packets meet a lossy
+    queue there. ``node`` names a switch (all its ingress ports) or ``link`` one ingress
+    link (``"<node>-><node>"``, ``<->`` for both directions), as faults name links."""
+
+    node: str | None = None
+    link: str | None = None
+    classes: list[str] | None = None
+
+
 class PfcConfig(_M):
-    """Priority flow control: per ingress port and priority XOFF/XON thresholds (bytes)."""
+    """Priority flow control: per ingress port and priority XOFF/XON thresholds (bytes).
+
+    ``deadlock_window``: a cycle of paused ports that sends nothing for this long is a PFC
+    deadlock and stops the run with the cycle reported (``null``: never checked).
+    ``mismatch``: misconfigured ports (:class:`PfcMismatch`)."""
 
     enabled: bool = True
     xoff: float = 256e3
     xon: float | None = None
     headroom: float | None = None
     watchdog: WatchdogConfig = Field(default_factory=WatchdogConfig)
+    deadlock_window: float | None = 1e-3
+    mismatch: list[PfcMismatch] = Field(default_factory=list)
 
     _s = field_validator("xoff", "xon", "headroom", mode="before")(
         lambda v: None if v is None else _size(v))
+    _w = field_validator("deadlock_window", mode="before")(
+        lambda v: None if v is None else _time(v))
 
 
 class EcnConfig(_M):
@@ -344,6 +363,7 @@ class PacketConfig(_M):
     ])
     loss_rate: float = Field(0.0, ge=0, lt=1)
     rto: float | None = None
+    retry_limit: int | None = Field(None, ge=0, le=1000)
     ack_every: int = Field(8, ge=1)
     window: int = Field(1 << 30, ge=1)
     init_cwnd: int = Field(10, ge=1)
@@ -518,7 +538,8 @@ def _kmin_buf(c: PacketConfig) -> Iterator[tuple[str, str]]:
 
 @_packet_rule("timers-positive", "packet.dcqcn.timer, alpha_timer, cnp_interval, "
               "rate_reduce_period, "
-              "packet.pfc.watchdog.detect, restore", f"at least {MIN_TIMER_S * 1e6:g} µs",
+              "packet.pfc.watchdog.detect, restore, deadlock_window",
+              f"at least {MIN_TIMER_S * 1e6:g} µs",
               "NIC and switch timers tick in microseconds; a zero timer would fire without "
               "end at one instant (and a zero CNP interval send a CNP per marked packet)")
 def _timers(c: PacketConfig) -> Iterator[tuple[str, str]]:
@@ -526,7 +547,8 @@ def _timers(c: PacketConfig) -> Iterator[tuple[str, str]]:
             c.dcqcn.alpha_timer, "packet.dcqcn.cnp_interval": c.dcqcn.cnp_interval,
             "packet.dcqcn.rate_reduce_period": c.dcqcn.rate_reduce_period,
             "packet.pfc.watchdog.detect": c.pfc.watchdog.detect,
-            "packet.pfc.watchdog.restore": c.pfc.watchdog.restore}
+            "packet.pfc.watchdog.restore": c.pfc.watchdog.restore,
+            "packet.pfc.deadlock_window": c.pfc.deadlock_window or MIN_TIMER_S}
     for f, v in vals.items():
         if v < MIN_TIMER_S:
             yield f, f"{_t(v)} is shorter than {MIN_TIMER_S * 1e6:g} µs"

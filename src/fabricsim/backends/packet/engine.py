@@ -28,10 +28,12 @@ from fabricsim.backends.packet.kernel import C_HN, C_OVERFLOW, pop, push
 from fabricsim.backends.packet.layout import (
     C_DROP_LOSSLESS,
     C_DROP_LOSSY,
+    C_DROP_NOPFC,
     C_DROP_WD,
     C_ERR,
     C_EVENTS,
     C_NPAUSED,
+    C_STEPS_DONE,
     CL_LOSSLESS,
     E_ACK,
     E_ARRIVE,
@@ -39,7 +41,9 @@ from fabricsim.backends.packet.layout import (
     E_CREDIT,
     E_DCQ_ALPHA,
     E_DCQ_INC,
+    E_DL_CHECK,
     E_INJECT,
+    E_LINK,
     E_NAK,
     E_PAUSE,
     E_RTO,
@@ -54,6 +58,10 @@ from fabricsim.backends.packet.layout import (
     ERR_UNTIL,
     F_INJ_PEND,
     F_SPRAY,
+    FT_DUTY,
+    FT_FACTOR,
+    FT_PERIOD,
+    FT_START,
     I_BUDGET,
     I_DCQCN,
     I_NP,
@@ -65,6 +73,7 @@ from fabricsim.backends.packet.layout import (
     LI_CREDIT,
     LI_DST,
     LI_ECN,
+    LI_NOPFC,
     LI_SRC,
     LI_TX_INL,
     LI_TX_LOST,
@@ -105,14 +114,17 @@ from fabricsim.backends.packet.port import (
     bin_of,
     enqueue,
     free_packet,
+    on_link_fault,
     release,
     set_pause,
     try_start_tx,
 )
 from fabricsim.backends.packet.roce import (
+    arm_deadlock_check,
     arm_watchdog,
     on_alpha_timer,
     on_cnp,
+    on_deadlock_check,
     on_inc_timer,
     on_wd_check,
     on_wd_restore,
@@ -188,7 +200,8 @@ def arrive(pk, now, stuck_on, stuck_node, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, 
             push(HT, HI, C, now + LF[l_in, LF_LAT], E_CREDIT, lp_in, size)
         free_packet(free, C, pk)
         return
-    pfc_in = (not credit_in) and CL[p, CL_LOSSLESS] == 1
+    lossless = CL[p, CL_LOSSLESS] == 1
+    pfc_in = (not credit_in) and lossless and (LI[l_in, LI_NOPFC] >> p) & 1 == 0
     used = NDF[node, N_USED]
     if not credit_in:
         if pfc_in:
@@ -198,7 +211,10 @@ def arrive(pk, now, stuck_on, stuck_node, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, 
                 free_packet(free, C, pk)
                 return
         elif used + size > NDF[node, N_BUF] or QF[lp_out, QF_BYTES] + size > P[5]:
-            C[C_DROP_LOSSY] += 1
+            if lossless:  # a lossless class on a port that does not pause it
+                C[C_DROP_NOPFC] += 1
+            else:
+                C[C_DROP_LOSSY] += 1
             free_packet(free, C, pk)
             return
     used += size
@@ -219,9 +235,10 @@ def arrive(pk, now, stuck_on, stuck_node, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, 
 @njit(cache=True)
 def run_engine(LI, LF, QI, QF, CL, NDF, PK, free, FI, FF, FPS, FPL, PL, NB, BM, SI, SF, DP,
                DI, RF, RT, TS_Q, TS_D, TS_F, TS_NP, P, IP, HT, HI, C, STUCK_L, stuck_node,
-               SQ, SPF) -> float:  # pragma: no cover
-    """Run until every step has ended (or an error, the budget or ``until``); returns the
-    time of the last event processed."""
+               SQ, SPF, FT) -> float:  # pragma: no cover
+    """Run until every step has ended (or an error, the budget, ``until``, a PFC
+    deadlock or a stall behind a down link); returns the time of the last event
+    processed."""
     np.random.seed(IP[I_SEED])
     out = np.zeros(3, np.int64)
     NP = IP[I_NP]
@@ -233,6 +250,11 @@ def run_engine(LI, LF, QI, QF, CL, NDF, PK, free, FI, FF, FPS, FPL, PL, NB, BM, 
         push(HT, HI, C, P[P_STUCK_T0], E_STUCK, 0, 1)
         if P[P_STUCK_T1] > P[P_STUCK_T0]:
             push(HT, HI, C, P[P_STUCK_T1], E_STUCK, 0, 0)
+    for r in range(FT.shape[0]):  # timed link faults: first change
+        if np.isfinite(FT[r, FT_PERIOD]):
+            push(HT, HI, C, FT[r, FT_START] + FT[r, FT_DUTY] * FT[r, FT_PERIOD], E_LINK, r, 1)
+        else:
+            push(HT, HI, C, FT[r, FT_START], E_LINK, r, 1)
     stuck_on = False
     now = 0.0
     while C[C_HN] > 0:
@@ -274,6 +296,7 @@ def run_engine(LI, LF, QI, QF, CL, NDF, PK, free, FI, FF, FPS, FPL, PL, NB, BM, 
             if b == 1:
                 if IP[I_WD] == 1 and LI[l, LI_CREDIT] == 0:
                     arm_watchdog(a, now, QI, P, HT, HI, C)
+                arm_deadlock_check(now, IP, P, HT, HI, C)
             else:
                 kick_link(l, now, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, PL, CL, P, IP, HT, HI,
                           C, free, TS_Q, SQ, SPF)
@@ -307,7 +330,7 @@ def run_engine(LI, LF, QI, QF, CL, NDF, PK, free, FI, FF, FPS, FPL, PL, NB, BM, 
             if IP[I_SRDCC] == 1 and FI[a, F_SPRAY] == 2:
                 fired = srd_on_rto(a, now, FI, FF, SQ, SPF, P, HT, HI, C)
             else:
-                fired = on_rto(a, now, FI, FF, P, HT, HI, C)
+                fired = on_rto(a, now, FI, FF, P, IP, HT, HI, C)
             if fired:
                 kick_flow(a, now, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, PL, CL, P, IP, HT, HI,
                           C, free, TS_Q, SQ, SPF)
@@ -322,6 +345,19 @@ def run_engine(LI, LF, QI, QF, CL, NDF, PK, free, FI, FF, FPS, FPL, PL, NB, BM, 
             on_wd_check(a, b, now, LI, LF, QI, QF, PK, NDF, CL, P, IP, HT, HI, C, free)
         elif kind == E_WD_RESTORE:
             on_wd_restore(a, now, QI, P, HT, HI, C)
+        elif kind == E_LINK:
+            l = on_link_fault(a, b, FT, LI, LF, C)
+            period = FT[a, FT_PERIOD]
+            if C[C_STEPS_DONE] < ns and np.isfinite(period):
+                up = FT[a, FT_DUTY] * period
+                push(HT, HI, C, now + (period - up if b == 1 else up), E_LINK, a, 1 - b)
+            if b == 0:
+                kick_link(l, now, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, PL, CL, P, IP, HT, HI,
+                          C, free, TS_Q, SQ, SPF)
+            elif FT[a, FT_FACTOR] == 0.0:
+                arm_deadlock_check(now, IP, P, HT, HI, C)
+        elif kind == E_DL_CHECK:
+            on_deadlock_check(now, C[C_STEPS_DONE] < ns, LI, QI, PK, P, IP, HT, HI, C)
         elif kind == E_STUCK:
             stuck_on = b == 1
             for i in range(STUCK_L.shape[0]):

@@ -25,7 +25,9 @@ E_STEP = 11       # a = step: start the next repetition of a step
 E_WD_CHECK = 12   # a = queue, b = pause epoch: PFC watchdog detection timer
 E_WD_RESTORE = 13  # a = queue: PFC watchdog restoration timer
 E_STUCK = 14      # b = 1 receiver stops draining / 0 resumes
-N_EVENT_KINDS = 15
+E_LINK = 15       # a = timed link fault (row of FT), b = 1 enters its fault / 0 recovers
+E_DL_CHECK = 16   # PFC deadlock / stall check (every P_DL_WINDOW while ports are paused)
+N_EVENT_KINDS = 17
 MASK32 = (1 << 32) - 1  # the low 32 bits of an ACK/NAK payload: the packet number
 
 # ---- counters (int64 array C); 0..2 belong to the kernel
@@ -51,7 +53,14 @@ C_NPAUSED = 21
 C_STALE = 22
 C_HOP_PKTS = 23
 C_POOL_HIGH = 24
-N_C = 25
+C_DROP_DOWN = 25   # packets sent onto a link that is down (Ethernet: blackholed)
+C_DROP_NOPFC = 26  # lossless-class packets dropped where a port does not pause the class
+C_DL_ARMED = 27    # 1 while a deadlock check is pending
+C_DL_TXC = 28      # transmissions counted at the last deadlock check
+C_NDOWN = 29       # links currently down
+C_LINK_FLIPS = 30  # timed link faults entered or recovered
+C_RETRY_FLOW = 31  # the flow that exceeded its retry limit (ERR_RETRY)
+N_C = 32
 
 # ---- error codes (C[C_ERR])
 ERR_NONE = 0
@@ -60,6 +69,9 @@ ERR_POOL = 2
 ERR_BUDGET = 3
 ERR_DEADLOCK = 4
 ERR_UNTIL = 5
+ERR_PFC_DEADLOCK = 6  # a cycle of paused ports made no progress for a whole window
+ERR_STALL = 7         # nothing moved for a whole window while a link was down
+ERR_RETRY = 8         # a flow timed out more than retry_limit times in a row (QP error)
 
 # ---- float parameters P
 P_MTU = 0
@@ -98,7 +110,8 @@ P_SRD_MINCW = 32   # SRD: smallest per-path window (packets; below 1 the path is
 P_DEC_PERIOD = 33  # DCQCN: shortest time between two rate decreases (rate_reduce_monitor_period)
 P_FR_STEPS = 34    # DCQCN: increase events of fast recovery (rpg_threshold, the paper's F)
 P_CLAMP = 35       # DCQCN: target rate on a decrease: 0 kept, 1 after a timer increase, 2 always
-N_P = 36
+P_DL_WINDOW = 36   # PFC deadlock detection: no progress for this long (s; inf: off)
+N_P = 37
 
 # ---- int parameters IP
 I_NP = 0          # priorities (traffic classes)
@@ -117,7 +130,9 @@ I_NWATCH = 12
 I_NFLOW_TS = 13
 I_NBINS = 14
 I_SRDCC = 15       # SRD per-path congestion control + selective retransmission
-N_I = 16
+I_DL = 16          # PFC deadlock / stall detection on
+I_RETRY = 17       # timeouts in a row a go-back-N / TCP flow survives
+N_I = 18
 
 MODE_IB, MODE_ROCE, MODE_TCP, MODE_SRD = 0, 1, 2, 3
 
@@ -135,7 +150,12 @@ LI_TX_PRIO = 9
 LI_TX_SIZE = 10
 LI_TX_LOST = 11   # packet id when the packet in flight is lost, else -1
 LI_DST_EP = 12    # 1: the link enters an endpoint (flow destinations)
-N_LI = 13
+LI_DOWN = 13      # 1: the link is down (timed fault): credit links stall, others lose
+LI_NOPFC = 14     # bit p set: the downstream port does not pause class p (misconfigured)
+LI_TXC = 15       # packets started on the link (progress, for the deadlock check)
+LI_TXC_LAST = 16  # LI_TXC at the previous deadlock check
+LI_DLK = 17       # 1: the link's port is part of a detected deadlock
+N_LI = 18
 
 # ---- per link floats LF
 LF_CAP = 0
@@ -143,7 +163,8 @@ LF_LAT = 1
 LF_QTOT = 2
 LF_BYTES = 3
 LF_QMAX = 4
-N_LF = 5
+LF_CAP0 = 5       # nominal capacity (a timed degradation scales LF_CAP from it)
+N_LF = 6
 
 # ---- per queue (link * NP + prio) ints QI
 Q_HEAD = 0
@@ -201,7 +222,8 @@ F_ACTIVE = 27
 F_SPRAY = 28       # 0 one path, 1 round-robin striping (NVLink), 2 random (SRD)
 F_RR = 29
 F_NLOST = 30       # SRD: packets declared lost and not yet retransmitted
-N_FI = 31
+F_NTO = 31         # retransmission timeouts in a row without progress
+N_FI = 32
 
 # ---- per flow floats FF
 FF_SIZE = 0
@@ -279,3 +301,10 @@ N_BUF = 0
 N_USED = 1
 N_MAXUSED = 2
 N_NF = 3
+# ---- timed link faults FT (float rows, one per faulted link)
+FT_LINK = 0       # link id
+FT_START = 1      # first time the fault can act (s)
+FT_PERIOD = 2     # flapping period (s; inf: a permanent fault from FT_START)
+FT_DUTY = 3       # share of every period the link is up (0 for a permanent fault)
+FT_FACTOR = 4     # capacity left while faulted (0: down)
+N_FT = 5

@@ -27,11 +27,14 @@ from numba import njit
 from fabricsim.backends.packet.kernel import push
 from fabricsim.backends.packet.layout import (
     C_DATA_PKTS,
+    C_DROP_DOWN,
     C_DROP_LOSS,
     C_ECN,
     C_ERR,
     C_FREE,
     C_HOP_PKTS,
+    C_LINK_FLIPS,
+    C_NDOWN,
     C_NPAUSED,
     C_PAUSES,
     C_POOL_HIGH,
@@ -44,16 +47,20 @@ from fabricsim.backends.packet.layout import (
     ERR_POOL,
     F_MAX_SENT,
     F_QUEUED,
+    FT_FACTOR,
+    FT_LINK,
     I_CUT,
     I_NBINS,
     I_NP,
     LF_BYTES,
     LF_CAP,
+    LF_CAP0,
     LF_LAT,
     LF_QMAX,
     LF_QTOT,
     LI_BUSY,
     LI_CREDIT,
+    LI_DOWN,
     LI_ECN,
     LI_LOSSY,
     LI_RR,
@@ -61,6 +68,7 @@ from fabricsim.backends.packet.layout import (
     LI_TX_LOST,
     LI_TX_PRIO,
     LI_TX_SIZE,
+    LI_TXC,
     LI_WATCH,
     N_USED,
     P_BIN_DT,
@@ -181,8 +189,15 @@ def mark_ecn(pk, q, PK, P, C):  # pragma: no cover
 def try_start_tx(l, now, LI, LF, QI, QF, PK, FI, CL, P, IP, HT, HI, C, PL, TS_Q
                  ) -> int:  # pragma: no cover
     """Start sending the next eligible packet on link ``l``; returns the source flow of
-    that packet when it left its sender's NIC queue (so the sender may inject), else -1."""
+    that packet when it left its sender's NIC queue (so the sender may inject), else -1.
+
+    A link that is down (a timed fault) sends nothing if it is credit-based (InfiniBand,
+    NVLink, PCIe: the queue waits and credits stall upstream); an Ethernet link keeps
+    draining its queue at line rate into the void (the packets are lost)."""
     if LI[l, LI_BUSY] == 1:
+        return -1
+    down = LI[l, LI_DOWN] == 1
+    if down and LI[l, LI_CREDIT] == 1:
         return -1
     NP = IP[I_NP]
     r = LI[l, LI_RR]
@@ -216,15 +231,19 @@ def try_start_tx(l, now, LI, LF, QI, QF, PK, FI, CL, P, IP, HT, HI, C, PL, TS_Q
         cap = LF[l, LF_CAP]
         ser = size / cap
         LF[l, LF_BYTES] += size
+        LI[l, LI_TXC] += 1
         C[C_HOP_PKTS] += 1
         push(HT, HI, C, now + ser, E_TXDONE, l, 0)
         hop = PK[pk, PK_HOP]
         lost = False
-        if LI[l, LI_LOSSY] == 1 and P[P_LOSS] > 0.0 and np.random.random() < P[P_LOSS]:
+        if down:
             lost = True
+            C[C_DROP_DOWN] += 1
+        elif LI[l, LI_LOSSY] == 1 and P[P_LOSS] > 0.0 and np.random.random() < P[P_LOSS]:
+            lost = True
+            C[C_DROP_LOSS] += 1
         if lost:
             LI[l, LI_TX_LOST] = pk
-            C[C_DROP_LOSS] += 1
         else:
             delay = ser
             if IP[I_CUT] == 1 and hop + 1 < PK[pk, PK_PLEN]:
@@ -263,3 +282,27 @@ def set_pause(lp, on, now, QI, QF, C):  # pragma: no cover
             QI[lp, Q_PAUSED] = 0
             QF[lp, 4] += now - QF[lp, 3]
             C[C_NPAUSED] -= 1
+
+
+@njit(cache=True)
+def on_link_fault(row, on, FT, LI, LF, C):  # pragma: no cover
+    """Timed link fault ``row`` of ``FT`` starts (``on`` 1) or ends (0); returns the link.
+
+    A fault with capacity factor 0 takes the link down (:func:`try_start_tx` then stalls
+    or loses what it would send); a positive factor scales its capacity from the nominal
+    one. The change applies from the next packet the link starts."""
+    l = int(FT[row, FT_LINK])
+    fac = FT[row, FT_FACTOR]
+    C[C_LINK_FLIPS] += 1
+    if on == 1:
+        if fac > 0.0:
+            LF[l, LF_CAP] = LF[l, LF_CAP0] * fac
+        elif LI[l, LI_DOWN] == 0:
+            LI[l, LI_DOWN] = 1
+            C[C_NDOWN] += 1
+    else:
+        LF[l, LF_CAP] = LF[l, LF_CAP0]
+        if LI[l, LI_DOWN] == 1:
+            LI[l, LI_DOWN] = 0
+            C[C_NDOWN] -= 1
+    return l

@@ -2,13 +2,19 @@
 
 ``Result.extra`` of the packet backend holds:
 
-* ``status`` (``ok`` or ``until``), ``complete``, ``transport``, ``events``,
-  ``data_packets`` (packets leaving senders, retransmissions included), ``hop_packets``
-  (packet transmissions on all links), ``wall_s``, ``events_per_s``;
+* ``status`` (``ok``, ``until``, ``pfc_deadlock`` or ``stalled``), ``complete``,
+  ``transport``, ``events``, ``data_packets`` (packets leaving senders, retransmissions
+  included), ``hop_packets`` (packet transmissions on all links), ``wall_s``,
+  ``events_per_s``;
 * ``fct`` — flow completion records: ``flow``, ``rep``, ``start``, ``end``, ``src``, ``dst``;
 * ``drops`` — ``lossless`` (must stay 0), ``lossy`` (tail drops), ``watchdog``,
-  ``random_loss``; ``retransmits``, ``timeouts``, ``naks``, ``cnps``, ``ecn_marks``,
-  ``pause_frames``, ``watchdog_triggers``;
+  ``random_loss``, ``link_down`` (sent onto an Ethernet link while it was down),
+  ``pfc_mismatch`` (a lossless class dropped where a port does not pause it);
+  ``retransmits``, ``timeouts``, ``naks``, ``cnps``, ``ecn_marks``, ``pause_frames``,
+  ``watchdog_triggers``, ``link_changes`` (timed link faults entered or left);
+* ``faults`` (descriptions); with ``status`` ``pfc_deadlock`` a ``deadlock`` entry
+  (ports, ``cycle``, detection time; see :mod:`~fabricsim.backends.packet.deadlock`),
+  with ``stalled`` a ``stalled`` entry (the down links);
 * per link arrays: ``pause_time`` (s paused, summed over classes), ``pause_first`` (first
   pause, NaN if never), ``queue_max`` (bytes); per node ``buffer_max``;
 * ``ts`` — time series of ``bins`` bins: ``t`` (bin starts), ``delivered_Bps``,
@@ -81,7 +87,10 @@ def make_result(st: State, fabric: Fabric, *, end: float, wall: float, mode: str
         "fct": {"flow": fl, "rep": RF[:, 1], "start": RT[:, 0], "end": RT[:, 1],
                 "src": st.flow_src[fl], "dst": st.flow_dst[fl]},
         "drops": {"lossless": int(C[L.C_DROP_LOSSLESS]), "lossy": int(C[L.C_DROP_LOSSY]),
-                  "watchdog": int(C[L.C_DROP_WD]), "random_loss": int(C[L.C_DROP_LOSS])},
+                  "watchdog": int(C[L.C_DROP_WD]), "random_loss": int(C[L.C_DROP_LOSS]),
+                  "link_down": int(C[L.C_DROP_DOWN]),
+                  "pfc_mismatch": int(C[L.C_DROP_NOPFC])},
+        "link_changes": int(C[L.C_LINK_FLIPS]),
         "retransmits": int(C[L.C_RETX]), "timeouts": int(C[L.C_TIMEOUTS]),
         "naks": int(C[L.C_NAKS]), "cnps": int(C[L.C_CNPS]), "ecn_marks": int(C[L.C_ECN]),
         "pause_frames": int(C[L.C_PAUSES]), "watchdog_triggers": int(C[L.C_WD_TRIG]),

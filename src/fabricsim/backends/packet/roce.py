@@ -23,6 +23,16 @@ per flow per microsecond); the result equals the periodic update when at most on
 arrives per period, which the receiver's ``cnp_interval`` guarantees when it is at least
 ``alpha_timer``.
 
+PFC deadlock detection (Hu et al., "Deadlocks in Datacenter Networks: Why Do They Form,
+and How to Avoid Them", HotNets 2016; Guo et al., "RDMA over Commodity Ethernet at
+Scale", SIGCOMM 2016): while any port is paused, a check every ``pfc.deadlock_window``
+finds the *stalled* ports — a paused class with packets queued and no packet sent on the
+link since the previous check — and the waits-for edges between them (port ``a`` waits on
+port ``b`` when a packet that entered ``b``'s switch over ``a``'s link is queued at ``b``:
+``a`` is paused because that buffer is full). Ports that wait on nothing stalled are
+peeled off (they drain once what they wait on moves); what remains waits in a cycle, a
+deadlock, and the run stops (``ERR_PFC_DEADLOCK``) with those ports marked.
+
 PFC watchdog: a queue paused continuously for ``watchdog.detect`` enters the storm state:
 its packets are dropped (queued and arriving) so the buffers upstream drain, until a
 restore check finds the pause gone (every ``watchdog.restore``).
@@ -36,15 +46,24 @@ Example
 
 from __future__ import annotations
 
+import numpy as np
 from numba import njit
 
 from fabricsim.backends.packet.kernel import push
 from fabricsim.backends.packet.layout import (
+    C_DL_ARMED,
+    C_DL_TXC,
     C_DROP_WD,
+    C_ERR,
+    C_NDOWN,
+    C_NPAUSED,
     C_WD_TRIG,
     E_DCQ_INC,
+    E_DL_CHECK,
     E_WD_CHECK,
     E_WD_RESTORE,
+    ERR_PFC_DEADLOCK,
+    ERR_STALL,
     F_ALPHA_ON,
     F_IB,
     F_INC_EPOCH,
@@ -59,12 +78,17 @@ from fabricsim.backends.packet.layout import (
     FF_NEXT_T,
     FF_RATE,
     FF_TARGET,
+    I_DL,
     I_NP,
     LF_QTOT,
+    LI_DLK,
     LI_SRC,
+    LI_TXC,
+    LI_TXC_LAST,
     P_BYTE_CNT,
     P_CLAMP,
     P_DEC_PERIOD,
+    P_DL_WINDOW,
     P_FR_STEPS,
     P_G,
     P_MIN_RATE,
@@ -222,3 +246,86 @@ def on_wd_restore(lp, now, QI, P, HT, HI, C):  # pragma: no cover
         push(HT, HI, C, now + P[P_WD_RESTORE], E_WD_RESTORE, lp, 0)
     else:
         QI[lp, Q_WD] = 0
+
+
+@njit(cache=True)
+def arm_deadlock_check(now, IP, P, HT, HI, C):  # pragma: no cover
+    """Schedule a deadlock/stall check one window from now unless one is pending."""
+    if IP[I_DL] == 1 and C[C_DL_ARMED] == 0:
+        C[C_DL_ARMED] = 1
+        push(HT, HI, C, now + P[P_DL_WINDOW], E_DL_CHECK, 0, 0)
+
+
+@njit(cache=True)
+def on_deadlock_check(now, steps_left, LI, QI, PK, P, IP, HT, HI, C):  # pragma: no cover
+    """One deadlock check (see the module text): sets ``ERR_PFC_DEADLOCK`` and marks the
+    ports of the cycle (``LI_DLK``), or ``ERR_STALL`` when nothing at all moved for the
+    window while a link is down; otherwise checks again a window later while ports are
+    paused or links down."""
+    C[C_DL_ARMED] = 0
+    nl = LI.shape[0]
+    NP = IP[I_NP]
+    total = 0
+    for l in range(nl):
+        total += LI[l, LI_TXC]
+    moved = total != C[C_DL_TXC]
+    C[C_DL_TXC] = total
+    idx = np.full(nl, -1, np.int64)
+    members = np.zeros(nl, np.int64)
+    ns = 0
+    for l in range(nl):
+        if LI[l, LI_TXC] != LI[l, LI_TXC_LAST]:
+            continue
+        for p in range(NP):
+            lp = l * NP + p
+            if QI[lp, Q_PAUSED] == 1 and QI[lp, Q_WD] == 0 and QI[lp, Q_N] > 0:
+                idx[l] = ns
+                members[ns] = l
+                ns += 1
+                break
+    for l in range(nl):
+        LI[l, LI_TXC_LAST] = LI[l, LI_TXC]
+    if ns > 0:
+        adj = np.zeros((ns, ns), np.int8)
+        outdeg = np.zeros(ns, np.int64)
+        for j in range(ns):
+            l2 = members[j]
+            for p in range(NP):
+                lp = l2 * NP + p
+                pk = QI[lp, Q_HEAD]
+                for _ in range(QI[lp, Q_N]):
+                    inl = PK[pk, PK_INL]
+                    if inl >= 0 and idx[inl] >= 0 and adj[idx[inl], j] == 0:
+                        adj[idx[inl], j] = 1
+                        outdeg[idx[inl]] += 1
+                    pk = PK[pk, PK_NEXT]
+        alive = np.ones(ns, np.int8)
+        stack = np.zeros(ns, np.int64)
+        top = 0
+        for i in range(ns):
+            if outdeg[i] == 0:
+                stack[top] = i
+                top += 1
+        left = ns
+        while top > 0:
+            top -= 1
+            j = stack[top]
+            alive[j] = 0
+            left -= 1
+            for i in range(ns):
+                if alive[i] == 1 and adj[i, j] == 1:
+                    outdeg[i] -= 1
+                    if outdeg[i] == 0:
+                        stack[top] = i
+                        top += 1
+        if left > 0:
+            for i in range(ns):
+                if alive[i] == 1:
+                    LI[members[i], LI_DLK] = 1
+            C[C_ERR] = ERR_PFC_DEADLOCK
+            return
+    if not moved and C[C_NDOWN] > 0 and steps_left:
+        C[C_ERR] = ERR_STALL
+        return
+    if steps_left and (C[C_NPAUSED] > 0 or C[C_NDOWN] > 0):
+        arm_deadlock_check(now, IP, P, HT, HI, C)

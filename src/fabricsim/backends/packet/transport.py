@@ -36,8 +36,10 @@ from fabricsim.backends.packet.kernel import push
 from fabricsim.backends.packet.layout import (
     C_CNPS,
     C_DELIVERED,
+    C_ERR,
     C_NAKS,
     C_NREC,
+    C_RETRY_FLOW,
     C_STEPS_DONE,
     C_TIMEOUTS,
     E_ACK,
@@ -46,6 +48,7 @@ from fabricsim.backends.packet.layout import (
     E_NAK,
     E_RTO,
     E_STEP,
+    ERR_RETRY,
     F_ACKCNT,
     F_ACTIVE,
     F_BM,
@@ -57,6 +60,7 @@ from fabricsim.backends.packet.layout import (
     F_NAK_SENT,
     F_NPATH,
     F_NPKT,
+    F_NTO,
     F_PRIO,
     F_QUEUED,
     F_RCV_CNT,
@@ -87,6 +91,7 @@ from fabricsim.backends.packet.layout import (
     I_ADAPTIVE,
     I_DCQCN,
     I_NFLOW_TS,
+    I_RETRY,
     I_SELECTIVE,
     I_SRDCC,
     I_TCP,
@@ -348,6 +353,7 @@ def start_step(s, now, SI, SF, FI, FF, NB, BM, DP, DI, RF, RT, P, IP, HT, HI, C,
         FI[f, F_INREC] = 0
         FI[f, F_RTX] = -1
         FI[f, F_ACKCNT] = 0
+        FI[f, F_NTO] = 0
         FF[f, FF_SIZE] = size
         FF[f, FF_START] = now
         FF[f, FF_PROGRESS] = now
@@ -377,6 +383,7 @@ def on_ack(f, b, now, FI, FF, IP) -> None:  # pragma: no cover
     if seq > una:
         FI[f, F_SND_UNA] = seq
         FF[f, FF_PROGRESS] = now
+        FI[f, F_NTO] = 0
         FI[f, F_DUP] = 0
         if FI[f, F_SND_NEXT] < seq:
             FI[f, F_SND_NEXT] = seq
@@ -410,14 +417,17 @@ def on_nak(f, b, now, FI, FF) -> None:  # pragma: no cover
     seq = b & MASK32
     if seq > FI[f, F_SND_UNA]:
         FI[f, F_SND_UNA] = seq
+        FI[f, F_NTO] = 0
     if FI[f, F_SND_NEXT] > seq:
         FI[f, F_SND_NEXT] = seq
     FF[f, FF_PROGRESS] = now
 
 
 @njit(cache=True)
-def on_rto(f, now, FI, FF, P, HT, HI, C) -> bool:  # pragma: no cover
-    """Retransmission timer; returns True when it fired (go back to the first un-ACKed)."""
+def on_rto(f, now, FI, FF, P, IP, HT, HI, C) -> bool:  # pragma: no cover
+    """Retransmission timer; returns True when it fired (go back to the first un-ACKed).
+    More than ``retry_limit`` timeouts in a row without progress end the run with
+    ``ERR_RETRY`` (an RDMA queue pair's retry counter exceeded: the QP goes to error)."""
     if FI[f, F_DONE] == 1 or FI[f, F_ACTIVE] == 0:
         FI[f, F_RTO_ON] = 0
         return False
@@ -426,6 +436,11 @@ def on_rto(f, now, FI, FF, P, HT, HI, C) -> bool:  # pragma: no cover
         push(HT, HI, C, due, E_RTO, f, 0)
         return False
     C[C_TIMEOUTS] += 1
+    FI[f, F_NTO] += 1
+    if FI[f, F_NTO] > IP[I_RETRY]:
+        C[C_ERR] = ERR_RETRY
+        C[C_RETRY_FLOW] = f
+        return False
     FI[f, F_SND_NEXT] = FI[f, F_SND_UNA]
     FI[f, F_RTX] = -1
     FI[f, F_NAK_SENT] = -1
