@@ -35,6 +35,9 @@ def register(app: typer.Typer) -> None:
         event_budget: Annotated[int | None, typer.Option(
             "--event-budget", min=1000, help="Events a run may take (overrides "
             "packet.event_budget; a run estimated beyond it is refused up front).")] = None,
+        quiet: Annotated[bool, typer.Option(
+            "--quiet", "-q", help="No progress display and no table (--json still "
+            "prints).")] = False,
     ) -> None:
         """Packet-level simulation (IB credits, RoCE PFC/ECN/DCQCN, pause storms, loss)."""
         from fabricsim.scenario import load_scenario
@@ -51,7 +54,14 @@ def register(app: typer.Typer) -> None:
                     raise unknown("variant", v, sorted(known), field="--variant")
             names = [None if v == "base" else v for v in variant]
         over: dict[str, Any] = {} if event_budget is None else {"event_budget": event_budget}
-        runs = [_run(run_packet_scenario, sc, v, force, over) for v in names]
+        with console.status("packet simulation") as status:
+            if quiet or json_out:
+                status.stop()
+            runs = []
+            for i, name in enumerate(names):
+                status.update(f"packet simulation: {name or 'base'} "
+                              f"({i + 1} of {len(names)})")
+                runs.append(_run(run_packet_scenario, sc, name, force, over))
         report = {"scenario": sc.name, "description": sc.description,
                   "runs": [r.summary for r in runs]}
         if out is not None:
@@ -63,7 +73,7 @@ def register(app: typer.Typer) -> None:
                 str(out / "report.json")]
         if json_out:
             print_json(report)
-        else:
+        elif not quiet:
             _print(report)
 
 
