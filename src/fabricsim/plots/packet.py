@@ -105,7 +105,7 @@ def queues(runs: Sequence[Any], path: str | Path, *, title: str = "") -> Path:
         top.set_yticklabels(names, fontsize=5.5)
         top.set_facecolor("#e8e8e8")
         top.set_title(f"{_label(run)}: deepest {float(np.max(q, initial=0.0)):,.0f} KB",
-                      fontsize=9, color=c)
+                      fontsize=9)
         bot.plot(ts["t"] * 1e3, ts["paused_ports"], drawstyle="steps-post", color=c)
         bot.fill_between(ts["t"] * 1e3, ts["paused_ports"], step="post", color=c,
                          alpha=0.25)
@@ -140,7 +140,7 @@ def pause_map(runs: Sequence[Any], path: str | Path, *, title: str = "") -> Path
                default=0.0) * 1e6 or 1.0
     sc = None
     top_hop = 1
-    for i, (run, c) in enumerate(zip(runs, _colors(runs), strict=True)):
+    for i, run in enumerate(runs):
         ax = axes[0, i]
         e, fab = run.result.extra, run.fabric
         first, ptime = e["pause_first"], e["pause_time"]
@@ -150,7 +150,7 @@ def pause_map(runs: Sequence[Any], path: str | Path, *, title: str = "") -> Path
         if i == 0:
             ax.set_ylabel("first paused (µs)")
         if paused.size == 0:
-            ax.set_title(f"{_label(run)}: no pauses", fontsize=9, color=c)
+            ax.set_title(f"{_label(run)}: no pauses", fontsize=9)
             ax.text(0.5, 0.5, "no pauses", ha="center", transform=ax.transAxes)
             continue
         origin = e["stuck_node"] if e["stuck_node"] >= 0 else int(
@@ -162,7 +162,7 @@ def pause_map(runs: Sequence[Any], path: str | Path, *, title: str = "") -> Path
                         cmap="inferno_r", vmin=0.0, vmax=vmax, alpha=0.85,
                         edgecolors="black", linewidths=0.4)
         ax.set_title(f"{_label(run)}: {paused.size} ports, {int(hops.max(initial=0))} hops",
-                     fontsize=9, color=c)
+                     fontsize=9)
     for ax in axes[0]:
         ax.set_xticks(range(0, top_hop + 1))
         ax.set_xlim(-0.5, top_hop + 0.5)

@@ -168,7 +168,7 @@ def section_collective(doc: Doc, sc: Scenario, fab: Fabric) -> None:
 def _time(s: float) -> str:
     from fabricsim.units import format_time
 
-    return format_time(s).replace("us", "µs")
+    return "0" if s == 0 else format_time(s).replace("us", "µs")
 
 
 def section_faults(doc: Doc, sc: Scenario) -> None:
