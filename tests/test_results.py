@@ -141,7 +141,8 @@ def _summary() -> Any:
 CASES: dict[str, tuple[Callable[[], Any], set[str], int]] = {
     "Result-analytic": (lambda: _collective().result,
                         {"time_s", "backend", "steps", "extra.protocol"}, 1),
-    "Result-flow": (_flow_result, {"time_s", "bottleneck_kind", "extra.routing"}, 1),
+    "Result-flow": (_flow_result, {"time_s", "bottleneck_kind", "extra.routing",
+                                   "extra.faults"}, 1),
     "LinkReport": (lambda: _collective().result.top_links(_fab())[0],
                    {"link", "name", "kind", "bytes", "utilization"}, 1),
     "CollectiveResult": (_collective, {"time_s", "busbw_Bps", "algorithm",

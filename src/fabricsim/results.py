@@ -105,11 +105,13 @@ def flatten(value: Any, prefix: str = "") -> dict[str, _Scalar]:
 
 
 def scalars(mapping: Mapping[str, Any]) -> dict[str, Any]:
-    """Only the scalar leaves of ``mapping`` (nested mappings kept, lists, arrays and
-    objects dropped): for records whose per-link or per-flow arrays do not belong in a row.
+    """Only the scalar leaves of ``mapping`` (nested mappings and lists of strings kept;
+    other lists, arrays and objects dropped): for records whose per-link or per-flow
+    arrays do not belong in a row.
 
-    >>> scalars({"status": "done", "queue": np.zeros(3), "drops": {"lossy": 0, "t": [1]}})
-    {'status': 'done', 'drops': {'lossy': 0}}
+    >>> scalars({"status": "done", "queue": np.zeros(3), "drops": {"lossy": 0, "t": [1]},
+    ...          "faults": ["link 3 down"]})
+    {'status': 'done', 'drops': {'lossy': 0}, 'faults': ['link 3 down']}
     """
     out: dict[str, Any] = {}
     for k, v in mapping.items():
@@ -117,7 +119,8 @@ def scalars(mapping: Mapping[str, Any]) -> dict[str, Any]:
             inner = scalars(v)
             if inner:
                 out[str(k)] = inner
-        elif _scalar(v)[0]:
+        elif _scalar(v)[0] or (isinstance(v, list | tuple)
+                               and all(isinstance(i, str) for i in v)):
             out[str(k)] = v
     return out
 
