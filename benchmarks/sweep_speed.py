@@ -65,8 +65,19 @@ def spec(n: int = 10_000) -> SweepSpec:
         "axes": axes})
 
 
+def cpu_pressure() -> float | None:
+    """Share of the last 10 s some task waited for a CPU (Linux PSI), if available: high
+    values mean other work shared the cores during the measurement."""
+    try:
+        line = Path("/proc/pressure/cpu").read_text().splitlines()[0]
+    except (OSError, IndexError):
+        return None
+    return float(line.split("avg10=")[1].split()[0]) / 100
+
+
 def emit(**fields: Any) -> None:
     fields["load_avg_1m"] = round(os.getloadavg()[0], 2)
+    fields["cpu_pressure_10s"] = cpu_pressure()
     sys.stdout.write(json.dumps(fields) + "\n")
     sys.stdout.flush()
 
@@ -125,6 +136,8 @@ def main(argv: list[str] | None = None) -> int:
     out["overhead_1w"] = round(out["sweep_1w_s"] / loop - 1, 3)
     out["speedup_2w"] = round(out["sweep_1w_s"] / out["sweep_2w_s"], 3)
     out["speedup_2w_best"] = round(out["sweep_1w_best_s"] / out["sweep_2w_best_s"], 3)
+    out["speedup_2w_per_repeat"] = [round(x / y, 3) for x, y in zip(times[1], times[2],
+                                                                    strict=True)]
     out["speedup_2w_vs_loop"] = round(loop / out["sweep_2w_s"], 3)
 
     if a.ray_points > 0:
