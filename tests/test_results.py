@@ -244,3 +244,24 @@ def test_missing_pandas_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None
         _collective().to_pandas()
     with pytest.raises(ConfigError, match=r"fabricsim\[store\]"):
         frame([{"a": 1}])
+
+
+def test_every_result_class_is_tabular() -> None:
+    """A new ``*Result`` class anywhere in the package gets to_dict()/to_pandas() too."""
+    import ast
+    import importlib
+    from pathlib import Path
+
+    src = Path(fs.__file__).parent
+    found = []
+    for path in sorted(src.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in tree.body:
+            if isinstance(node, ast.ClassDef) and node.name.endswith("Result") \
+                    and not node.name.startswith("_"):
+                mod = ".".join(path.relative_to(src.parent).with_suffix("").parts)
+                found.append(getattr(importlib.import_module(mod), node.name))
+    assert len(found) >= 8
+    assert [c.__name__ for c in found if not issubclass(c, Tabular)] == []
+    covered = {name.split("-")[0] for name in CASES}
+    assert {c.__name__ for c in found} <= covered
