@@ -139,7 +139,7 @@ def cases() -> list[Case]:
                     ParallelConfig(pp=16, ep=64, micro_batch=1, global_batch=15360,
                                    seq_len=4096, precision="fp8", recompute="full",
                                    recompute_layers=2, ep_overlap=True, moe_node_limit=4,
-                                   overlap_p2p_comm=True),
+                                   overlap_p2p_comm=True, fp8_recipe="blockwise"),
                     note="source outside the reference data: DeepSeek-V3 report, Table 1"))
     out.append(Case(175, "175B 12288xA100 (MegaScale)", gpt3, "dgx-a100", 1536, "ib-hdr",
                     "mfu", 0.552,
@@ -162,7 +162,8 @@ def torchtitan_cases() -> list[Case]:
     tok = "tokens_per_gpu"
 
     def cfg(**kw: Any) -> ParallelConfig:
-        base: dict[str, Any] = {"zero": "fsdp", "seq_len": 8192, "precision": "fp8"}
+        base: dict[str, Any] = {"zero": "fsdp", "seq_len": 8192, "precision": "fp8",
+                                "fp8_recipe": "torchao"}
         return ParallelConfig(**{**base, **kw})
 
     return [
@@ -225,18 +226,23 @@ def run(comm_factory: Callable[[Fabric], CommModel]) -> list[dict[str, Any]]:
 
 
 def hw_class(c: Case) -> tuple[str, str]:
-    """(GPU generation, GEMM precision) of a case: the unit constants are fitted per."""
+    """(GPU generation, GEMM precision or FP8 recipe) of a case: the constants are fitted
+    per class. FP8 cases are classed by recipe (``fp8/torchao``...): the FP8 GEMM share
+    itself is fitted on NVIDIA's NeMo tables (``accuracy_nemo.py --fit``)."""
     from fabricsim.workloads.compute import generation
 
     gpu = CATALOG.gpu(CATALOG.system(c.system).gpu)
-    return generation(gpu), c.cfg.precision if c.cfg is not None else "bf16"
+    if c.cfg is None or c.cfg.precision == "bf16":
+        return generation(gpu), "bf16"
+    return generation(gpu), f"fp8/{c.cfg.fp8_recipe}"
 
 
 def fit(comm_factory: Callable[[Fabric], CommModel]) -> dict[str, Any]:  # pragma: no cover
     """Fit one multiplier per (generation, precision) on half of each class's cases (every
     other case in row order) by the median absolute log error, and report the error on
     the held-out half before and after. BF16 classes scale ``SUSTAINED[generation]``;
-    FP8 classes (fitted after BF16) scale ``MAMF[(generation, "fp8")]``."""
+    torchao FP8 cases (fitted after BF16) scale ``FP8_RECIPE_EFF["torchao"]``; other
+    FP8 recipes here (DeepSeek-V3's blockwise, one row) are not fitted."""
     import math
 
     import fabricsim.workloads.compute as comp
@@ -264,23 +270,26 @@ def fit(comm_factory: Callable[[Fabric], CommModel]) -> dict[str, Any]:  # pragm
         return out
 
     report: dict[str, Any] = {}
-    order = sorted(by_class, key=lambda k: k[1] == "fp8")  # BF16 first
+    order = sorted((k for k in by_class if k[1] in ("bf16", "fp8/torchao")),
+                   key=lambda k: k[1] != "bf16")  # BF16 first
     for key in order:
         idx = by_class[key]
         fit_idx, held = idx[::2], idx[1::2]
         gen, prec = key
-        table, tkey = (comp.SUSTAINED, gen) if prec == "bf16" else (comp.MAMF, key)
-        base = table[tkey]  # type: ignore[index]
+        table: dict[Any, float]
+        table, tkey = ((comp.SUSTAINED, gen) if prec == "bf16"
+                       else (comp.FP8_RECIPE_EFF, "torchao"))
+        base = table[tkey]
         before = [abs(e) for e in errors(held)] if held else []
         best = (math.inf, 1.0)
         for k in [0.70 + 0.01 * j for j in range(51)]:
-            table[tkey] = base * k  # type: ignore[index]
+            table[tkey] = base * k
             score = statistics.median(abs(e) for e in errors(fit_idx))
             best = min(best, (score, k))
-        table[tkey] = base * best[1]  # type: ignore[index]
+        table[tkey] = base * best[1]
         after = [abs(e) for e in errors(held)] if held else []
         report[f"{gen}/{prec}"] = {
-            "constant": f"{'SUSTAINED' if prec == 'bf16' else 'MAMF'}[{tkey!r}]",
+            "constant": f"{'SUSTAINED' if prec == 'bf16' else 'FP8_RECIPE_EFF'}[{tkey!r}]",
             "was": base, "fitted": round(base * best[1], 3), "fit_rows": len(fit_idx),
             "held_out_rows": len(held),
             "held_out_median_log_error_before": round(statistics.median(before), 4)

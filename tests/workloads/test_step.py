@@ -201,3 +201,21 @@ def test_a_cap_above_the_tdp_is_refused() -> None:
 
     with pytest.raises(ConfigError, match=r"gpu_power_w.*TDP"):
         with_systems(get_catalog(), {"hot": {"base": "dgx-h100", "gpu_power_w": 900}})
+
+
+def test_fp8_recipes_set_the_share_of_the_fp8_gemm_rate() -> None:
+    from fabricsim.workloads.compute import FP8_RECIPE_EFF
+
+    fab = fs.build_cluster("dgx-h100", 1)
+
+    def tps(recipe: str) -> float:
+        cfg = ParallelConfig(zero="fsdp", global_batch=128, seq_len=8192, precision="fp8",
+                             fp8_recipe=recipe)
+        r = simulate_step(get_model("llama3-8b"), cfg, fab, check_memory=False)
+        assert r.parallel["fp8_recipe"] == recipe
+        return r.tokens_per_s
+
+    te, ao = tps("tensorwise"), tps("torchao")
+    assert tps("delayed") == te
+    # only the linear layers' GEMMs slow down: attention and memory-bound work do not
+    assert te * FP8_RECIPE_EFF["torchao"] < ao < te

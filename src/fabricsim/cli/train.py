@@ -81,6 +81,9 @@ SpOpt = Annotated[bool | None, typer.Option(
     "--sequence-parallel/--no-sequence-parallel",
     help="Megatron sequence parallelism with TP (default on).")]
 Fp8Opt = Annotated[bool, typer.Option("--fp8", help="FP8 GEMMs (same as --precision fp8).")]
+Fp8RecipeOpt = Annotated[str | None, typer.Option(
+    "--fp8-recipe", help="FP8 scaling: tensorwise (TE current scaling, default), delayed, "
+    "blockwise, mxfp8 (Blackwell) or torchao (torchtitan's Float8).")]
 MegatronOpt = Annotated[str | None, typer.Option(
     "--from-megatron", help="A Megatron-LM/NeMo argument list, pasted as one string; "
     "explicit flags given here override it.")]
@@ -139,6 +142,7 @@ def layout_flags(*, vp: int | None = None, first_stage_layers: int | None = None
                  overlap_param_gather: bool | None = None,
                  overlap_p2p_comm: bool | None = None,
                  sequence_parallel: bool | None = None, fp8: bool = False,
+                 fp8_recipe: str | None = None,
                  from_megatron: str | None = None) -> dict[str, Any]:
     """The Megatron/NeMo layout flags as ``training:`` fields (unset ones left out)."""
     return {"interleave": vp, "first_stage_layers": first_stage_layers,
@@ -150,7 +154,7 @@ def layout_flags(*, vp: int | None = None, first_stage_layers: int | None = None
             "overlap_grad_reduce": overlap_grad_reduce,
             "overlap_param_gather": overlap_param_gather,
             "overlap_p2p_comm": overlap_p2p_comm,
-            "sequence_parallel": sequence_parallel, "fp8": fp8,
+            "sequence_parallel": sequence_parallel, "fp8": fp8, "fp8_recipe": fp8_recipe,
             "from_megatron": from_megatron}
 
 
@@ -202,7 +206,8 @@ def register(app: typer.Typer) -> None:
               moe_imbalance: ImbalanceOpt = None, overlap_grad_reduce: OgrOpt = None,
               overlap_param_gather: OpgOpt = None, overlap_p2p_comm: P2pOpt = None,
               sequence_parallel: SpOpt = None,
-              fp8: Fp8Opt = False, from_megatron: MegatronOpt = None,
+              fp8: Fp8Opt = False, fp8_recipe: Fp8RecipeOpt = None,
+              from_megatron: MegatronOpt = None,
               backend: BackendOpt = None, gpu_hour_usd: PriceOpt = None,
               checkpoint_gbps: CkptOpt = None, restart_min: RestartOpt = 10.0,
               chakra: Annotated[Path | None, typer.Option(
@@ -235,6 +240,7 @@ def register(app: typer.Typer) -> None:
                            overlap_param_gather=overlap_param_gather,
                            overlap_p2p_comm=overlap_p2p_comm,
                            sequence_parallel=sequence_parallel, fp8=fp8,
+                           fp8_recipe=fp8_recipe,
                            from_megatron=from_megatron))
         sc, m, cfg, extra = job_from_cli(scenario, model=model, flags=flags)
         fab = fabric_from_scenario(sc)

@@ -39,6 +39,7 @@ from fabricsim.workloads.parallel import ResolvedParallel
 
 __all__ = [
     "ATTENTION_EFF",
+    "FP8_RECIPE_EFF",
     "HBM_EFF",
     "MAMF",
     "SHAPE_N0",
@@ -51,21 +52,23 @@ __all__ = [
 ]
 
 #: Achievable fraction of dense peak for large GEMMs, by (generation, precision).
-#: Ampere and Hopper BF16 are the measured MAMF figures cited above. Hopper FP8 is fitted
-#: (``python benchmarks/accuracy_training.py --fit``: half of the FP8 training rows,
-#: measurements_2.csv 1139-1146, fitted by median log error, the other half held out:
-#: held-out median error 20.8 % -> 14.1 %; the earlier estimate was 0.70): FP8 GEMMs
-#: reach a smaller share of their doubled peak, and per-tensor scaling costs more than the
-#: casts charged as memory traffic. Blackwell as Hopper (not calibrated).
+#: Ampere and Hopper BF16 are the measured MAMF figures cited above. FP8 is fitted on
+#: NVIDIA's own NeMo / Megatron-Bridge tables (Transformer Engine FP8;
+#: ``python benchmarks/accuracy_nemo.py --fit``: every other dense row of a generation
+#: fitted by median log error, the other half held out). Hopper 0.81 (13 DGX-H100 rows:
+#: held-out median error 26.9 % -> 8.6 %; the share of its doubled peak FP8 reaches is
+#: BF16's), Blackwell 0.68 (26 B200/GB200 rows: 18.0 % -> 3.3 %). Recipes other than
+#: Transformer Engine's scale it by :data:`FP8_RECIPE_EFF`. Blackwell BF16 as Hopper
+#: (not calibrated: one BF16 row, MoE).
 MAMF: dict[tuple[str, str], float] = {
     ("volta", "bf16"): 0.80,
     ("ampere", "bf16"): 0.859,
     ("hopper", "bf16"): 0.801,
-    ("hopper", "fp8"): 0.52,
+    ("hopper", "fp8"): 0.81,
     ("ada", "bf16"): 0.75,
     ("ada", "fp8"): 0.65,
     ("blackwell", "bf16"): 0.80,
-    ("blackwell", "fp8"): 0.52,
+    ("blackwell", "fp8"): 0.68,
 }
 #: Sustained share of MAMF over a whole training step (clock throttling under sustained
 #: load, kernel launch gaps, communication kernels stealing SMs). Hopper: calibrated on a
@@ -76,6 +79,17 @@ MAMF: dict[tuple[str, str], float] = {
 #: which is used. Volta/Ada/Blackwell are not calibrated (Blackwell assumed like Hopper).
 SUSTAINED: dict[str, float] = {"volta": 0.85, "ampere": 0.86, "hopper": 0.70,
                                "ada": 0.85, "blackwell": 0.70}
+#: Share of the FP8 GEMM rate each FP8 recipe keeps (``ParallelConfig.fp8_recipe``).
+#: Transformer Engine's recipes are the reference (1.0: ``MAMF[(gen, "fp8")]`` is fitted
+#: on NVIDIA's own NeMo tables, which use them). ``mxfp8``: the median of NeMo's paired
+#: runs of the same layout in FP8-CS and FP8-MX on B200/GB200 (0.945, 0.964, 0.944, 0.957;
+#: ``benchmarks/accuracy_nemo.py``). ``blockwise``: NeMo's paired DeepSeek-V3 run on H100
+#: (330 vs 338 TFLOP/s/GPU). ``torchao``: 0.61, fitted on torchtitan's Float8 runs on
+#: H100/H200 (rows 1139-1146, every other one fitted, the rest held out: held-out median
+#: error 22.6 % -> 3.2 %; ``accuracy_training.py --fit``): dynamic tensorwise scaling
+#: outside fused kernels and FSDP2's FP8 all-gathers cost more than TE's fused casts.
+FP8_RECIPE_EFF: dict[str, float] = {"tensorwise": 1.0, "delayed": 1.0, "blockwise": 0.976,
+                                    "mxfp8": 0.95, "torchao": 0.61}
 #: Width (elements) at which a GEMM reaches half of its MAMF share; thin GEMMs run slower.
 SHAPE_N0 = 256.0
 #: FlashAttention throughput relative to the GEMM rate (FA2 on A100 reaches ~70 % of
@@ -228,6 +242,8 @@ def microbatch_compute(m: TransformerSpec, p: ResolvedParallel, gpu: GpuSpec,
     cfg = p.cfg
     peak = peak_flops(gpu, cfg.precision)
     eff = gemm_efficiency(gpu, cfg.precision, m.hidden, p.tp)
+    if cfg.precision == "fp8":
+        eff *= FP8_RECIPE_EFF[cfg.fp8_recipe]
     tokens = cfg.micro_batch * p.seq / p.cp  # tokens this GPU's CP shard processes
     layers = p.stage_layers
     moe_frac = m.moe_layers / m.layers
@@ -239,11 +255,17 @@ def microbatch_compute(m: TransformerSpec, p: ResolvedParallel, gpu: GpuSpec,
     bf16_peak = peak_flops(gpu, "bf16")
     bf16_eff = gemm_efficiency(gpu, "bf16", m.hidden, p.tp)
 
+    # routed experts run grouped GEMMs whose rows are the tokens one expert receives per
+    # micro-batch: the EP group's tokens x top_k over the experts. Thin ones run slower,
+    # by the same shape law as a thin hidden size (SHAPE_N0).
+    rows_per_expert = p.ep * tokens * m.top_k / m.experts if m.experts else 0.0
+    thin = (rows_per_expert + SHAPE_N0) / rows_per_expert if rows_per_expert else 1.0
+
     def layer_times(moe: bool) -> tuple[float, float, float]:
         f = layer_forward_flops(m, p.seq, moe=moe)
-        if moe and cfg.moe_imbalance > 1.0:  # the busiest rank's routed experts set the pace
-            f = {**f, "mlp": f["mlp"] + (cfg.moe_imbalance - 1.0) * 2.0 * m.top_k
-                 * m.expert_params}
+        if moe:  # the busiest rank's routed experts set the pace, at their shape's rate
+            routed = 2.0 * m.top_k * m.expert_params
+            f = {**f, "mlp": f["mlp"] + routed * (cfg.moe_imbalance * thin - 1.0)}
         gemm = (f["qkv"] + f["proj"] + f["mlp"]) * tokens / split
         attn = attention_flops(m, p.seq, causal=True) * tokens / split
         t_gemm = gemm / (peak * eff)

@@ -53,7 +53,7 @@ def attention_flops(m: TransformerSpec, seq: int, causal: bool = False) -> float
     >>> attention_flops(get_model("gpt3-175b"), 2048) == 4 * 2048 * 12288
     True
     """
-    full = 4.0 * seq * m.heads * m.d_head
+    full = 2.0 * seq * m.heads * m.core_width
     return full / 2 if causal else full
 
 

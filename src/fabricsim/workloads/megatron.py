@@ -56,6 +56,7 @@ MEGATRON_FLAGS: dict[str, tuple[str, Callable[[str, str], Any] | None]] = {
     "--recompute-method": ("_recompute_method", lambda v, f: v),
     "--recompute-num-layers": ("_recompute_num_layers", _int),
     "--fp8-format": ("_fp8", lambda v, f: v),
+    "--fp8-recipe": ("fp8_recipe", lambda v, f: v),
     "--bf16": ("precision", None),
     "--use-distributed-optimizer": ("zero", None),
     "--overlap-grad-reduce": ("overlap_grad_reduce", None),

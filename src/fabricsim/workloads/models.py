@@ -72,6 +72,7 @@ class TransformerSpec(StrictModel):
     heads: int = Field(ge=1)
     kv_heads: int | None = Field(None, ge=1)
     head_dim: int | None = Field(None, ge=1)
+    attn_core_width: int | None = Field(None, ge=1)
     ffn: int = Field(ge=1)
     vocab: int = Field(ge=1)
     seq: int = Field(2048, ge=1)
@@ -102,6 +103,13 @@ class TransformerSpec(StrictModel):
     def d_head(self) -> int:
         """Width of one attention head."""
         return self.head_dim or self.hidden // self.heads
+
+    @property
+    def core_width(self) -> int:
+        """Query-key plus value width of one head in the attention core (``QKᵀ`` and
+        ``AV``): ``2·d_head``, or ``attn_core_width`` where they differ (DeepSeek's MLA:
+        192 + 128)."""
+        return self.attn_core_width or 2 * self.d_head
 
     @property
     def n_kv(self) -> int:
@@ -204,9 +212,11 @@ _P: dict[str, dict[str, Any]] = {
     # width 2048 + 1 shared, top-8. Multi-head latent attention is approximated by plain
     # multi-head attention of the same width (205M vs ~187M weights per layer), so the
     # totals are 672B / 38.7B against the published 671B / 37B.
+    # Multi-head latent attention: queries and keys of 192 (128 + 64 RoPE), values of 128
+    # per head in the attention core; its projections are counted as plain attention.
     "deepseek-v3": dict(layers=61, hidden=7168, heads=128, ffn=18432, vocab=129280,
                         seq=4096, experts=256, top_k=8, moe_ffn=2048, shared_experts=1,
-                        dense_layers=3),
+                        dense_layers=3, attn_core_width=192 + 128),
     # MPT (MosaicML llm-foundry yamls): GELU MLP of 4h, tied embeddings, ALiBi.
     "mpt-1b": dict(layers=24, hidden=2048, heads=16, ffn=8192, vocab=50368, seq=2048,
                    gated=False, tied_embeddings=True),

@@ -53,6 +53,12 @@ class ParallelConfig(StrictModel):
         Sequence length; ``None`` uses the model's.
     precision : {"bf16", "fp8"}
         Tensor-core precision of the GEMMs (weights and optimizer stay mixed precision).
+    fp8_recipe : {"tensorwise", "delayed", "blockwise", "mxfp8", "torchao"}
+        How FP8 is scaled, with ``precision="fp8"``: Transformer Engine's per-tensor
+        current scaling (``tensorwise``, NeMo's FP8-CS, the default), delayed scaling,
+        1×128/128×128 blocks (``blockwise``, DeepSeek-V3's), MX blocks of 32 (``mxfp8``,
+        Blackwell), or torchao's dynamic Float8 as torchtitan runs it (``torchao``). Each
+        sets a share of the FP8 GEMM rate (:data:`fabricsim.workloads.compute.FP8_RECIPE_EFF`).
     recompute : {"none", "selective", "full"}
         Activation recomputation.
     recompute_layers : int or None
@@ -127,6 +133,8 @@ class ParallelConfig(StrictModel):
     global_batch: int | None = Field(None, ge=1)
     seq_len: int | None = Field(None, ge=1)
     precision: Literal["bf16", "fp8"] = "bf16"
+    fp8_recipe: Literal["tensorwise", "delayed", "blockwise", "mxfp8", "torchao"] = \
+        "tensorwise"
     recompute: Literal["none", "selective", "full"] = "none"
     recompute_layers: int | None = Field(None, ge=1)
     interleave: int = Field(1, ge=1)

@@ -1,0 +1,39 @@
+"""Pins benchmarks/accuracy_nemo.py (NVIDIA's NeMo / Megatron-Bridge tables) where the
+model stands, so a change shows."""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+import pytest
+from benchmark_module import load
+
+
+@pytest.fixture(scope="module")
+def results() -> list[dict[str, Any]]:
+    return list(load("accuracy_nemo").run())
+
+
+def test_dense_fp8_runs_on_hopper_and_blackwell(results: list[dict[str, Any]]) -> None:
+    s = load("accuracy_nemo").summary(results)
+    assert s["DGX-H100/fp8/dense"]["rows"] >= 10
+    # the FP8 GEMM share is fitted on half of these rows, the other half held out
+    assert s["DGX-H100/fp8/dense"]["median_abs_error"] <= 0.08
+    assert s["DGX-B200/fp8/dense"]["median_abs_error"] <= 0.08
+    assert s["DGX-GB200/fp8/dense"]["median_abs_error"] <= 0.05
+
+
+def test_every_covered_row_is_run_or_says_why(results: list[dict[str, Any]]) -> None:
+    missing = [r for r in results if "rel_error" not in r]
+    assert all("pp·vp" in r["not_covered"] for r in missing)   # DeepSeek-V3's 61 layers
+    assert len(missing) < len(results) / 4
+
+
+def test_moe_rows_stand_where_they_are(results: list[dict[str, Any]]) -> None:
+    """MoE training is optimistic (a known gap, docs/training.md): DeepSeek-V3 on B200
+    predicted well above NVIDIA's figures, Mixtral close."""
+    ds = [r["rel_error"] for r in results if "DeepSeekV3" in r["case"] and "rel_error" in r]
+    mx = [r["rel_error"] for r in results if "Mixtral" in r["case"]]
+    assert ds and statistics.median(ds) > 0.3
+    assert mx and max(abs(e) for e in mx) <= 0.15
