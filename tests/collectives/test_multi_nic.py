@@ -132,3 +132,14 @@ def test_nvlstree_needs_nvls_and_servers() -> None:
         choose(build_cluster("dgx-a100", 2), "all_reduce", 2**20, algo="nvlstree")
     with pytest.raises(ScheduleError, match="one server"):
         choose(build_cluster("dgx-h100", 1), "all_reduce", 2**20, algo="nvlstree")
+
+
+@pytest.mark.parametrize("backend", ["analytic", "flow"])
+def test_results_say_when_kernels_not_links_set_the_time(backend: str) -> None:
+    from fabricsim.collectives import run_collective
+
+    two = build_cluster("dgx-h100", 2)
+    tree = run_collective(two, "all_reduce", 2**33, algo="nvlstree", backend=backend)
+    ring = run_collective(two, "all_reduce", 2**33, algo="ring", backend=backend)
+    assert (tree.result.extra["limited_by"], ring.result.extra["limited_by"]) == \
+        ("kernels", "links")

@@ -205,11 +205,14 @@ class AnalyticBackend:
             np.add.at(busy, model.links, model.busy * w)
         bott = int(np.argmax(busy)) if busy.size and busy.max() > 0 else -1
         kind = LinkKind(int(fabric.link_kind[bott])).label if bott >= 0 else ""
+        # the kernels' own rate (tree, NVLSTree) may set the time instead of any link
+        kernels = comp.kernel_floor > float(end.max(initial=0.0))
         return Result(time=comp.time(), backend=self.name,
                       step_start=start, step_end=end, link_bytes=link_bytes,
                       bottleneck_link=bott, bottleneck_kind=kind,
                       extra={"protocol": self._proto(schedule).name, "launch": comp.launch,
-                             "groups": len(comp.groups)})
+                             "groups": len(comp.groups),
+                             "limited_by": "kernels" if kernels else "links"})
 
     def _group(self, fabric: Fabric, steps: list[Step], protos: list[Protocol],
                cache: dict[bytes, GroupModel]) -> tuple[list[GroupModel], float]:

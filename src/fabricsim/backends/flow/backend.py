@@ -129,6 +129,7 @@ class FlowBackend:
         # the kernels' own rate bounds the run (Schedule.kernel_floor), after the launch
         floor = kernel_floor(schedule, proto.name)
         time = max(out.time, floor + proto.launch) if floor > 0 else out.time
+        extra["limited_by"] = "kernels" if time > out.time else "links"
         return Result(time=time, backend=self.name,
                       step_start=np.nan_to_num(out.step_start, nan=np.inf),
                       step_end=np.nan_to_num(out.step_end, nan=np.inf),
