@@ -46,7 +46,8 @@ def test_fault_figure(tmp_path: Path, drawn: Callable[[], list[Any]]) -> None:
     (fig,) = drawn()
     prog, bars = fig.axes
     assert fig._suptitle.get_text() == "a slow link"
-    assert prog.get_xlabel() == "time (ms)" and "%" in prog.get_ylabel()
+    assert prog.get_xlabel() == "time (ms)" and "to carry" in prog.get_ylabel()
+    assert prog.get_yscale() == "log"
     assert line_labels(prog) == ["fault-free", "degraded"]
     assert bars.get_xlabel() == "completion time (ms)" and bars.get_title()
     names = [t.get_text() for t in bars.get_yticklabels()]

@@ -2,9 +2,9 @@
 
 :func:`plot_flow_fault` takes the flow backend's fault-free and degraded Results (both
 with ``record_timeline=True`` for the progress panel): on the left the share of all link
-traffic carried over time, on the right the completion times — fault-free, with every
-fault and background source, and each cause alone — with the values and slowdowns on the
-bars.
+traffic still to carry over time (log scale, so that a slow tail shows), on the right
+the completion times — fault-free, with every fault and background source, and each
+cause alone — with the values and slowdowns on the bars.
 
 Example
 -------
@@ -61,13 +61,16 @@ def plot_flow_fault(base: Any, hit: Any, path: str | Path, *,
     for res, label in ((base, "fault-free"), (hit, "degraded")):
         t, frac = progress(res)
         if t.size:
-            a1.plot(t * 1e3, frac * 100, color=color(label), lw=1.8, label=label)
+            left = np.clip(1.0 - frac, 1e-5, 1.0) * 100
+            a1.plot(t * 1e3, left, color=color(label), lw=1.8, label=label)
+    a1.set_yscale("log")
+    a1.set_ylim(1e-3, 150)
+    a1.yaxis.set_major_formatter(lambda v, _p: f"{v:g} %")
     a1.set_xlabel("time (ms)")
-    a1.set_ylabel("link traffic carried (%)")
-    a1.set_ylim(0, 102)
-    a1.set_title("progress over time", fontsize=9)
+    a1.set_ylabel("link traffic still to carry (log)")
+    a1.set_title("progress: what is left to send (a fault shows as a tail)", fontsize=9)
     a1.grid(True, alpha=0.3)
-    a1.legend(loc="lower right", fontsize=8)
+    a1.legend(loc="upper right", fontsize=8)
     names = ["fault-free", "degraded"]
     vals = [base.time * 1e3, hit.time * 1e3 if finite else 0.0]
     cols = [color("fault-free"), color("degraded")]
