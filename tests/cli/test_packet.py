@@ -49,6 +49,31 @@ def test_packet_bad_input_is_a_clean_error(tmp_path: Path, capsys) -> None:  # t
     assert main(["packet", "no-such-file.yaml"]) == 2
 
 
+def test_packet_fault_on_an_unknown_link_is_exit_2(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "s.yaml"
+    fault = "  faults: [{type: link_flapping, link: leaf0.0->nowhere, period: 1ms}]\n"
+    f.write_text(SMALL.replace("  variants:", fault + "  variants:"))
+    assert main(["packet", str(f)]) == 2
+    err = capsys.readouterr().err
+    assert "packet.faults[0].link" in err and "nowhere" in err and "--export" in err
+
+
+def test_packet_deadlock_is_reported_as_json(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "ring.yaml"
+    f.write_text("""
+name: ring
+cluster: {system: dgx-h100, nodes: 5, gpus_per_node: 1, fabric: roce-400g,
+          topology: torus3d, params: {dims: [5, 1, 1]}}
+packet:
+  traffic: {pattern: pairs, nbytes: 1MB}
+  pfc: {deadlock_window: 100us}
+""")
+    assert main(["packet", str(f), "--json"]) == 0
+    run = json.loads(capsys.readouterr().out)["runs"][0]
+    assert run["status"] == "pfc_deadlock"
+    assert len(run["deadlock"]["cycle"]) == 5
+
+
 def test_shipped_scenarios_validate() -> None:
     from importlib.resources import files
 
@@ -56,7 +81,7 @@ def test_shipped_scenarios_validate() -> None:
     from fabricsim.scenario import load_scenario
 
     paths = sorted(Path(str(files("fabricsim") / "scenarios")).glob("packet-*.yaml"))
-    assert len(paths) == 6
+    assert len(paths) == 10
     for p in paths:
         sc = load_scenario(p)
         data = dict(sc.packet or {})

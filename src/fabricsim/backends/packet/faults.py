@@ -134,7 +134,7 @@ def plan_packet_faults(fabric: Fabric, faults: Sequence[Any], prefix: str = "fau
     seen: dict[int, int] = {}
     for i, raw in enumerate(faults):
         where = f"{prefix}[{i}]"
-        spec = raw if isinstance(raw, FaultSpec) else FaultSpec.model_validate(raw)
+        spec = raw if isinstance(raw, FaultSpec) else _spec(raw, where)
         if spec.type not in PACKET_FAULTS:
             raise ConfigError(f"fault type {spec.type!r} is not modelled by the packet backend "
                               f"({', '.join(PACKET_FAULTS)} are); run it with the flow "
@@ -181,6 +181,21 @@ def plan_packet_faults(fabric: Fabric, faults: Sequence[Any], prefix: str = "fau
             what = "down" if fac == 0 else f"degraded to {fac:g} of capacity"
             desc.append(f"{names} {what} from {start * 1e6:g} us (routes unchanged)")
     return PacketFaultPlan(fabric=fab, timed=tuple(timed), descriptions=desc)
+
+
+def _spec(raw: Any, where: str) -> Any:
+    """A FaultSpec from a mapping; a bad value is a ConfigError naming its field."""
+    from pydantic import ValidationError
+
+    from fabricsim.backends.flow.specs import FaultSpec
+
+    try:
+        return FaultSpec.model_validate(raw)
+    except ValidationError as e:
+        first = e.errors()[0]
+        loc = ".".join(str(x) for x in first["loc"])
+        raise ConfigError(f"{first['msg']} (got {first.get('input')!r})",
+                          field=f"{where}.{loc}" if loc else where) from None
 
 
 def fault_table(timed: Sequence[TimedFault]) -> NDArray[np.float64]:

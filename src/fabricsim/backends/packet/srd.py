@@ -19,8 +19,10 @@ lost. This module models that at the sender of every ``srd`` flow:
   ``max_decrease``) once per RTT; a loss shrinks it by ``max_decrease``.
 * **Loss detection and selective retransmission**: packets on one path are FIFO, so an
   ACK for serial ``s`` on a path declares that path's earlier unacknowledged packets lost;
-  a timer (``rto``, or 4 smoothed RTTs of the path when longer) catches tail losses. Only
-  the lost packets are sent again, on whatever path has room then.
+  a timer (``rto``, or 4 smoothed RTTs of the path when longer) catches tail losses and,
+  since nothing later on that path was ACKed for so long, drops the path's window to
+  ``min_cwnd`` (a failed or blackholing path is then only probed). Only the lost packets
+  are sent again, on whatever path has room then.
 
 Example
 -------
@@ -228,7 +230,8 @@ def srd_on_ack(f, b, now, FI, FF, SQ, SPF, P) -> None:  # pragma: no cover
 @njit(cache=True)
 def srd_on_rto(f, now, FI, FF, SQ, SPF, P, HT, HI, C) -> bool:  # pragma: no cover
     """Periodic check: packets in flight longer than ``max(rto, 4 srtt)`` of their path
-    are lost (tail losses no later ACK reveals). Returns True when some were."""
+    are lost (tail losses no later ACK reveals) and their path's window falls to
+    ``min_cwnd``. Returns True when some were."""
     if FI[f, F_DONE] == 1 or FI[f, F_ACTIVE] == 0:
         FI[f, F_RTO_ON] = 0
         return False
@@ -241,8 +244,12 @@ def srd_on_rto(f, now, FI, FF, SQ, SPF, P, HT, HI, C) -> bool:  # pragma: no cov
             k = int(SQ[j, SQ_K])
             lim = 4.0 * SPF[f, k, SP_SRTT]
             if now - SQ[j, SQ_T] >= (lim if lim > rto else rto) * (1.0 - 1e-12):
+                # no later packet of this FIFO path was ACKed for a whole timeout: the
+                # path is silent (failed or blackholing), so it drops to the smallest
+                # window and is only probed until it answers again
                 _lose(f, j, SQ, SPF, FI)
-                _decrease(f, k, 1.0 - P[P_SRD_MDF], now, SPF, P)
+                SPF[f, k, SP_CWND] = P[P_SRD_MINCW]
+                SPF[f, k, SP_LDEC] = now
                 found = True
     if found:
         C[C_TIMEOUTS] += 1
