@@ -30,3 +30,17 @@ def test_colors_in_one_figure_are_distinct() -> None:
                                          (3 * 2**30, "3G"), (1536, "1.5K")])
 def test_size_ticks(n: int, text: str) -> None:
     assert format_size(n) == text
+
+
+def test_log_axis_labels_do_not_pile_up() -> None:
+    from fabricsim.plots.style import log_axis, plt
+
+    fig, ax = plt.subplots()
+    ax.plot([150, 6000], [0, 1])
+    log_axis(ax, "x")
+    fig.canvas.draw()
+    labels = [t.get_text() for t in ax.get_xticklabels(minor=True)]
+    assert set(labels) <= {""}
+    shown = {t.get_text() for t in ax.get_xticklabels()}
+    assert {"200", "500", "1,000", "2,000", "5,000"} <= shown
+    plt.close(fig)

@@ -25,7 +25,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fabricsim.plots.style import color, colors_for, new_figure, plt, save, size_axis
+from fabricsim.plots.style import (
+    color,
+    colors_for,
+    log_axis,
+    new_figure,
+    plt,
+    save,
+    size_axis,
+)
 
 __all__ = ["Sweep", "choice_spans", "plot_busbw", "plot_collective"]
 
@@ -133,7 +141,7 @@ def plot_collective(curves: Mapping[str, Sweep], path: str | Path, *, title: str
     a1.set_title(title or "collective against message size")
     a1.legend(loc="upper left", fontsize=8, title="◇ = algorithm/protocol switch",
               title_fontsize=7.5)
-    a2.set_yscale("log")
+    log_axis(a2, "y")
     a2.set_ylabel("time (µs, log)")
     _strip(a3, curves)
     size_axis(a3)

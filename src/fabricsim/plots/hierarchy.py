@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fabricsim.plots.style import colors_for, label_bars, new_figure, save
+from fabricsim.plots.style import colors_for, label_bars, log_axis, new_figure, save
 from fabricsim.reports.cluster import ClusterSummary
 
 
@@ -41,7 +41,7 @@ def plot_hierarchy(summaries: Mapping[str, ClusterSummary], path: str | Path, *,
         vals = [values[label].get(n, 0.0) for n in names]
         bars = ax.bar(x + i * width - 0.4 + width / 2, vals, width, label=label, color=c)
         label_bars(ax, bars, "{:,.0f}")
-    ax.set_yscale("log")
+    log_axis(ax, "y")
     ax.set_xticks(x, names)
     ax.set_xlabel("level, from the GPU outwards")
     ax.set_ylabel("GB/s per GPU, one direction (log)")

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from fabricsim.plots.style import colors_for, new_figure, plt, save, thin_ticks
+from fabricsim.plots.style import colors_for, log_axis, new_figure, plt, save, thin_ticks
 
 __all__ = ["fct_cdf", "pause_map", "queues", "throughput", "write_all"]
 
@@ -53,7 +53,7 @@ def fct_cdf(runs: Sequence[Any], path: str | Path, *, title: str = "") -> Path:
         if d.size:
             ax.step(d, np.arange(1, d.size + 1) / d.size, where="post", color=c,
                     label=_label(run), lw=1.6)
-    ax.set_xscale("log")
+    log_axis(ax, "x")
     ax.set_xlabel("flow completion time (µs, log)")
     ax.set_ylabel("fraction of flows completed")
     ax.set_ylim(0, 1.02)

@@ -110,6 +110,17 @@ def size_axis(ax: Any, axis: str = "x", label: str = "message size (bytes)") -> 
     (ax.set_xlabel if axis == "x" else ax.set_ylabel)(label)
 
 
+def log_axis(ax: Any, axis: str = "y") -> None:
+    """A log₁₀ axis labelled at 1, 2 and 5 times the powers of ten (``200``, ``500``,
+    ``1,000``) and nowhere else, so that labels never pile up."""
+    ticker = require("matplotlib.ticker", "plot", "plotting")
+    (ax.set_xscale if axis == "x" else ax.set_yscale)("log")
+    target = ax.xaxis if axis == "x" else ax.yaxis
+    target.set_major_locator(ticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0), numticks=12))
+    target.set_major_formatter(ticker.FuncFormatter(lambda v, _p: f"{v:,.10g}"))
+    target.set_minor_formatter(ticker.NullFormatter())
+
+
 def label_bars(ax: Any, bars: Any, fmt: str = "{:,.3g}", *, inside: bool = False,
                fontsize: float = 7.5) -> None:
     """Write each bar's value on it (above it, or centred inside when ``inside``)."""
