@@ -56,3 +56,11 @@ def test_full_demo_shows_every_capability(tmp_path: Path,
     assert "server0/nic0->leaf0.0" in md and "idle GPUs" in md
     assert "no-watchdog" in md and "tripped" in md
     assert all(f in md for f in ("| ib-ndr |", "| roce-400g |", "| efa |"))
+
+
+def test_demo_time_limit_is_explained(tmp_path: Path,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "--out", str(tmp_path), "--time-limit", "1e-6"]) == 2
+    err = capsys.readouterr().err
+    assert "--time-limit" in err and "stopped before: cluster" in err
+    assert main(["demo", "--out", str(tmp_path), "--time-limit", "-1"]) == 2

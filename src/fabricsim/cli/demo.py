@@ -20,9 +20,17 @@ def register(app: typer.Typer) -> None:
         quiet: Annotated[bool, typer.Option(
             "--quiet", "-q", help="No progress and no report on stdout; only the paths "
             "written.")] = False,
+        time_limit: Annotated[float | None, typer.Option(
+            "--time-limit", help="Stop with an explained error after this many seconds of "
+            "wall time.")] = None,
     ) -> None:
         """Run the 256-GPU reference design (IB NDR vs RoCEv2) and write out/report.html
         (self-contained, figures embedded), out/report.md and the PNGs."""
+        if time_limit is not None and not time_limit > 0:
+            from fabricsim.errors import ConfigError
+
+            raise ConfigError(f"--time-limit must be > 0 seconds, got {time_limit}",
+                              field="--time-limit")
         if section:
             from fabricsim.errors import unknown
 
@@ -32,7 +40,7 @@ def register(app: typer.Typer) -> None:
         with console.status("building the report") as status:
             if quiet:
                 status.stop()
-            path = write_demo(out, sections=section,
+            path = write_demo(out, sections=section, time_limit_s=time_limit,
                               progress=None if quiet else
                               (lambda m: status.update(f"section: {m}")))
         html = path.with_suffix(".html")

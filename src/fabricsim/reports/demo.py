@@ -311,14 +311,21 @@ SECTIONS: dict[str, Callable[[DemoContext], None]] = {
 
 
 def write_demo(out: str | Path, *, sections: Sequence[str] | None = None,
-               progress: Callable[[str], None] | None = None) -> Path:
+               progress: Callable[[str], None] | None = None,
+               time_limit_s: float | None = None) -> Path:
     """Write ``report.md``, ``report.html`` and plots for the reference design into
-    ``out``; returns the path of ``report.md``."""
+    ``out``; returns the path of ``report.md``. ``time_limit_s`` stops it (a
+    SimulationError naming ``--time-limit``) before a section once that much wall time
+    has passed."""
+    import time
+
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
     fabrics = {label: build_cluster(SYSTEM, NODES, fabric=name, topology="rail-optimized")
                for label, name in DESIGNS}
-    ctx = DemoContext(out=folder, fabrics=fabrics, progress=progress or (lambda m: None))
+    ctx = DemoContext(out=folder, fabrics=fabrics, progress=progress or (lambda m: None),
+                      deadline=None if time_limit_s is None
+                      else time.perf_counter() + time_limit_s)
     ctx.add("# fabricsim demo: 256 × H100, InfiniBand NDR vs RoCEv2", "",
             "The seeds' reference design: 32 servers of 8 H100 GPUs. Every figure below is "
             "computed by fabricsim as this report is written.", "")
