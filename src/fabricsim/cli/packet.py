@@ -119,5 +119,7 @@ def _print(report: dict[str, Any]) -> None:
                   f"{s['pause']['ports_paused']}/{s['pause']['max_hops']}", f"{s['cnps']:,}",
                   str(s["watchdog_triggers"]))
     console.print(t)
+    from fabricsim.reports.flow import human_size
+
     for f in report.get("files", []):
-        console.print(f"wrote {f}")
+        console.print(f"wrote {f} ({human_size(Path(f).stat().st_size)})")
