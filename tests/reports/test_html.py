@@ -39,3 +39,32 @@ def test_sections() -> None:
 def test_separator_rows_are_not_cells(tmp_path: Path) -> None:
     page = markdown_to_html("| a |\n|---|\n| 1 |\n", tmp_path)
     assert "---" not in page and "<th>a</th>" in page and "<td>1</td>" in page
+
+
+def test_tags_balance(tmp_path: Path) -> None:
+    from html.parser import HTMLParser
+
+    (tmp_path / "a.png").write_bytes(PNG)
+    page = markdown_to_html("# T\n\n## 1. A\n\n| `a|b` |\n|---|\n| **x** |\n\n![f](a.png)\n\n"
+                            "- `y`\n\ntext [link](#t)\n", tmp_path)
+
+    class Balance(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.open: list[str] = []
+            self.bad: list[str] = []
+
+        def handle_starttag(self, tag: str, attrs: object) -> None:
+            if tag not in ("img", "meta"):
+                self.open.append(tag)
+
+        def handle_endtag(self, tag: str) -> None:
+            if self.open and self.open[-1] == tag:
+                self.open.pop()
+            else:
+                self.bad.append(tag)
+
+    b = Balance()
+    b.feed(page)
+    assert b.bad == [] and b.open == []
+    assert '<a href="#t">link</a>' in page
