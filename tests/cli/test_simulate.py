@@ -100,6 +100,15 @@ def test_human_output_lists_files_and_sizes(tmp_path: Path,
     assert "wrote 5 files" in text and "transfers.parquet" in text and "KiB" in text
 
 
+def test_heatmap_rank(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    sc = write(tmp_path, "  - {type: slow_nic, node: 0, index: 7, factor: 0.5}")
+    assert main(["simulate", str(sc), "--heatmap-rank", "hot"]) == 2
+    assert "--heatmap-rank" in capsys.readouterr().err
+    assert main(["simulate", str(sc), "--out", str(tmp_path / "o"), "-q",
+                 "--heatmap-rank", "bytes"]) == 0
+    assert (tmp_path / "o" / "link_utilization.png").stat().st_size > 5000
+
+
 def test_no_route_is_reported_as_stall(tmp_path: Path,
                                        capsys: pytest.CaptureFixture[str]) -> None:
     faults = "\n".join(f"  - {{type: link_down, link: 'server0/nic7->leaf0.{i}'}}"

@@ -35,6 +35,10 @@ CsvOpt = Annotated[bool, typer.Option(
 FullOpt = Annotated[bool, typer.Option(
     "--full", help="Link utilisation at every instant a rate changed (can be hundreds of "
     "MB) instead of 200 equal time intervals.")]
+RankOpt = Annotated[str, typer.Option(
+    "--heatmap-rank", help="Order of the heatmap's links: critical (the time each limited "
+    "the run, its share of the slowdown), utilization or bytes; links the scenario names "
+    "are always shown.")]
 QuietOpt = Annotated[bool, typer.Option(
     "--quiet", "-q", help="No progress display and no table: only errors (and --json).")]
 RoutingOpt = Annotated[str, typer.Option(
@@ -59,6 +63,7 @@ def register(app: typer.Typer) -> None:
         out: OutOpt = None,
         csv: CsvOpt = False,
         full: FullOpt = False,
+        heatmap_rank: RankOpt = "critical",
         json_out: JsonOpt = False,
         quiet: QuietOpt = False,
         force: Annotated[bool, typer.Option(
@@ -87,6 +92,12 @@ def register(app: typer.Typer) -> None:
         if time_limit is not None and not time_limit > 0:
             raise ConfigError(f"--time-limit must be > 0 seconds, got {time_limit}",
                               field="--time-limit")
+        from fabricsim.plots.heatmap import RANKS
+
+        if heatmap_rank not in RANKS:
+            from fabricsim.errors import unknown
+
+            raise unknown("ranking", heatmap_rank, list(RANKS), field="--heatmap-rank")
         from rich.progress import Progress, SpinnerColumn, TimeElapsedColumn
 
         with Progress(SpinnerColumn(), "[progress.description]{task.description}",
@@ -100,7 +111,7 @@ def register(app: typer.Typer) -> None:
 
             s = simulate_scenario(sc, routing=routing, qps=qps, size=size, out=out,
                                   time_limit_s=time_limit, progress=tick, csv=csv,
-                                  full=full)
+                                  full=full, rank=heatmap_rank)
         if json_out:
             print_json(s)
         elif not quiet:

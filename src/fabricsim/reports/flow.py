@@ -172,7 +172,7 @@ def simulate_scenario(sc: Scenario, *, routing: str = "ecmp", qps: int = 1,
                       size: str | None = None, out: Path | None = None,
                       time_limit_s: float | None = None,
                       progress: Callable[..., None] | None = None, csv: bool = False,
-                      full: bool = False) -> dict[str, Any]:
+                      full: bool = False, rank: str = "critical") -> dict[str, Any]:
     """Run ``sc`` with and without its faults/background; a JSON-ready summary.
 
     Each fault and background source is also run alone when there are several, so the
@@ -185,7 +185,7 @@ def simulate_scenario(sc: Scenario, *, routing: str = "ecmp", qps: int = 1,
     run = run_scenario(sc, routing=routing, qps=qps, size=size, record=out is not None,
                        time_limit_s=time_limit_s, progress=progress)
     if out is not None:
-        write_flow_outputs(run, out, csv=csv, full=full)
+        write_flow_outputs(run, out, csv=csv, full=full, rank=rank)
     return run.summary
 
 
@@ -262,9 +262,10 @@ def scenario_links(run: FlowRun) -> tuple[int, ...]:
 
 
 def write_flow_outputs(run: FlowRun, out: Path, *, csv: bool = False, full: bool = False,
-                       figures: bool = True) -> list[Path]:
+                       figures: bool = True, rank: str = "critical") -> list[Path]:
     """Write the tables, figures and ``summary.json`` of ``run`` into ``out``; fills
-    ``run.summary["outputs"]`` with ``{"path", "bytes"}`` of each file written."""
+    ``run.summary["outputs"]`` with ``{"path", "bytes"}`` of each file written. ``rank``
+    orders the heatmap's links (:data:`fabricsim.plots.heatmap.RANKS`)."""
     from fabricsim.plots.fault import plot_flow_fault
     from fabricsim.plots.heatmap import link_heatmap
 
@@ -276,10 +277,12 @@ def write_flow_outputs(run: FlowRun, out: Path, *, csv: bool = False, full: bool
     table = full_table(tl) if full else resampled_table(tl)
     paths += write_table(table, out, "link_utilization", csv=csv)
     if figures:
+        how = {"critical": "the time they limited the run", "utilization":
+               "mean utilisation", "bytes": "bytes carried"}.get(rank, rank)
         title = (f"{s['scenario']}: {sch.collective} {format_bytes(sch.nbytes)} "
-                 f"({sch.algorithm}), links by the time they limited the run")
+                 f"({sch.algorithm}), links by {how}")
         paths.append(link_heatmap(tl, out / "link_utilization.png", title=title,
-                                  highlight=scenario_links(run), rank="critical",
+                                  highlight=scenario_links(run), rank=rank,
                                   critical=run.hit.extra["critical_time"]))
         paths.append(plot_flow_fault(run.base, run.hit, out / "fault_impact.png",
                                      causes=s["causes"], title=f"{s['scenario']}: "
