@@ -325,6 +325,11 @@ def build_state(schedule: Schedule, fabric: Fabric, cfg: PacketConfig, *, mode: 
     horizon = max(t_est * 2.0, 1e-6)
     if cfg.stuck_receiver is not None and stuck_node >= 0:
         horizon = max(horizon, cfg.stuck_receiver.end * 1.5 + t_est * 2)
+    if FT.shape[0]:  # timed faults slow the run: stretch the bins by the worst up share
+        flap = np.isfinite(FT[:, L.FT_PERIOD])
+        share = FT[flap, L.FT_DUTY] + (1 - FT[flap, L.FT_DUTY]) * FT[flap, L.FT_FACTOR]
+        horizon /= max(float(share.min(initial=1.0)), 0.1)
+        horizon = max(horizon, float(FT[:, L.FT_START].max()) * 1.5)
     if cfg.until is not None:
         horizon = cfg.until
     nbins = cfg.bins

@@ -279,7 +279,8 @@ SP_BASE = 5       # lowest RTT seen (the path's base RTT)
 SP_LDEC = 6       # time of the last window decrease
 SP_NEXT = 7       # earliest next send when the window is below one packet
 SP_INIT = 8       # initial window (path's share of the bandwidth-delay product)
-N_SPF = 9
+SP_LACK = 9       # time of the path's latest ACK (a silent path has none for a timeout)
+N_SPF = 10
 
 # ---- per step ints SI / floats SF
 S_FOFF = 0

@@ -19,10 +19,11 @@ lost. This module models that at the sender of every ``srd`` flow:
   ``max_decrease``) once per RTT; a loss shrinks it by ``max_decrease``.
 * **Loss detection and selective retransmission**: packets on one path are FIFO, so an
   ACK for serial ``s`` on a path declares that path's earlier unacknowledged packets lost;
-  a timer (``rto``, or 4 smoothed RTTs of the path when longer) catches tail losses and,
-  since nothing later on that path was ACKed for so long, drops the path's window to
-  ``min_cwnd`` (a failed or blackholing path is then only probed). Only the lost packets
-  are sent again, on whatever path has room then.
+  a timer (``rto``, or 4 smoothed RTTs of the path when longer) catches tail losses; a
+  path that ACKed nothing at all for ``rto`` while another path of the flow did, with no
+  queueing, has failed (or blackholes) and its window drops to ``min_cwnd``, so it is
+  only probed.
+  Only the lost packets are sent again, on whatever path has room then.
 
 Example
 -------
@@ -53,6 +54,7 @@ from fabricsim.backends.packet.layout import (
     F_SND_NEXT,
     F_SND_UNA,
     FF_PROGRESS,
+    FF_START,
     MASK32,
     P_RTO,
     P_SRD_AI,
@@ -65,6 +67,7 @@ from fabricsim.backends.packet.layout import (
     SP_CWND,
     SP_EXP,
     SP_INFL,
+    SP_LACK,
     SP_LDEC,
     SP_NEXT,
     SP_NSER,
@@ -193,6 +196,7 @@ def srd_on_ack(f, b, now, FI, FF, SQ, SPF, P) -> None:  # pragma: no cover
         return
     k = (b >> 32) & 0xFF
     seq = b & MASK32
+    SPF[f, k, SP_LACK] = now
     base = FI[f, F_BM]
     i = base + seq
     st = SQ[i, SQ_ST]
@@ -228,10 +232,32 @@ def srd_on_ack(f, b, now, FI, FF, SQ, SPF, P) -> None:  # pragma: no cover
 
 
 @njit(cache=True)
+def _silent(f, k, now, rto, FF, SPF):  # pragma: no cover
+    """Path ``k`` has ACKed nothing for ``rto`` (counting from the flow's start)."""
+    heard = SPF[f, k, SP_LACK]
+    if heard < FF[f, FF_START]:
+        heard = FF[f, FF_START]
+    return now - heard >= rto * (1.0 - 1e-12)
+
+
+@njit(cache=True)
+def _others_heard(f, k, now, rto, FI, FF, SPF, P):  # pragma: no cover
+    """Some other path of flow ``f`` delivered an ACK within the last ``rto`` and shows
+    no queueing (smoothed RTT within target of its base): the losses on path ``k`` are
+    its own, not congestion that every path of the flow shares (an incast)."""
+    for j in range(FI[f, F_NPATH]):
+        if j != k and not _silent(f, j, now, rto, FF, SPF) and \
+                SPF[f, j, SP_SRTT] < SPF[f, j, SP_BASE] + P[P_SRD_TARGET]:
+            return True
+    return False
+
+
+@njit(cache=True)
 def srd_on_rto(f, now, FI, FF, SQ, SPF, P, HT, HI, C) -> bool:  # pragma: no cover
     """Periodic check: packets in flight longer than ``max(rto, 4 srtt)`` of their path
-    are lost (tail losses no later ACK reveals) and their path's window falls to
-    ``min_cwnd``. Returns True when some were."""
+    are lost (tail losses no later ACK reveals); their path's window falls to
+    ``min_cwnd`` when the path ACKed nothing for ``rto`` while another, uncongested path
+    did (the path failed), else by ``max_decrease``. Returns True when some were."""
     if FI[f, F_DONE] == 1 or FI[f, F_ACTIVE] == 0:
         FI[f, F_RTO_ON] = 0
         return False
@@ -244,12 +270,16 @@ def srd_on_rto(f, now, FI, FF, SQ, SPF, P, HT, HI, C) -> bool:  # pragma: no cov
             k = int(SQ[j, SQ_K])
             lim = 4.0 * SPF[f, k, SP_SRTT]
             if now - SQ[j, SQ_T] >= (lim if lim > rto else rto) * (1.0 - 1e-12):
-                # no later packet of this FIFO path was ACKed for a whole timeout: the
-                # path is silent (failed or blackholing), so it drops to the smallest
-                # window and is only probed until it answers again
                 _lose(f, j, SQ, SPF, FI)
-                SPF[f, k, SP_CWND] = P[P_SRD_MINCW]
-                SPF[f, k, SP_LDEC] = now
+                if _silent(f, k, now, rto, FF, SPF) and _others_heard(f, k, now, rto, FI,
+                                                                      FF, SPF, P):
+                    # this path ACKed nothing for a whole timeout while another path
+                    # did: the path failed (or blackholes), not the receiver's side, so
+                    # it drops to the smallest window and is only probed from now on
+                    SPF[f, k, SP_CWND] = P[P_SRD_MINCW]
+                    SPF[f, k, SP_LDEC] = now
+                else:
+                    _decrease(f, k, 1.0 - P[P_SRD_MDF], now, SPF, P)
                 found = True
     if found:
         C[C_TIMEOUTS] += 1
