@@ -67,3 +67,13 @@ def test_budget_between_estimate_and_old_estimate_refuses_up_front() -> None:
     events = PacketBackend(transport="roce").run(sch, fab).extra["events"]
     with pytest.raises(SimulationError, match="needs at least"):
         PacketBackend(transport="roce", event_budget=int(events * 0.9)).run(sch, fab)
+
+
+def test_a_faulted_run_is_priced_up_front_too(no_event_loop: None) -> None:
+    """Timed faults only add events (two per flap): a flapping link does not let an
+    oversized run past the estimate, which is quoted with the limit."""
+    flap = {"type": "link_flapping", "link": "leaf0.0->spine0.0", "period": "300us",
+            "duty": 0.7}
+    with pytest.raises(SimulationError, match=r"packet\.event_budget: this run needs at "
+                       r"least 29\d,\d{3},\d{3} events.*200,000,000"):
+        run_packet_scenario(_big({"max_endpoints": 5000, "faults": [flap]}))
