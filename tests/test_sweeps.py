@@ -226,6 +226,7 @@ def test_tasks_hold_every_point_once_grouped_by_cluster() -> None:
     assert sorted(flat) == sorted(p.key for p in pts) and len(tasks) > 2
     keys = [fabric_key(p.scenario) for c in tasks for p in c]
     assert keys == sorted(keys)   # points of one cluster run one after another
+    assert all(len({fabric_key(p.scenario) for p in c}) == 1 for c in tasks)
 
 
 def test_an_internal_error_is_stored_and_the_sweep_goes_on(

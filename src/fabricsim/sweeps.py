@@ -501,16 +501,22 @@ def _work_chunk(kind: str, scenarios: list[dict[str, Any]]
 
 
 def chunks(todo: list[Point], workers: int) -> list[list[Point]]:
-    """``todo`` sorted by cluster (points sharing a Fabric run together) and cut into
-    tasks: about 8 per worker, at most :data:`CHUNK_MAX` points each.
+    """``todo`` cut into tasks of one cluster each (its points share a Fabric), about 8
+    per worker in all, at most :data:`CHUNK_MAX` points each; clusters in sorted order.
 
     >>> pts = [Point({}, {"cluster": {"nodes": n % 2}}, str(n)) for n in range(10)]
     >>> [[p.key for p in c] for c in chunks(pts, 1)]
-    [['0', '2'], ['4', '6'], ['8', '1'], ['3', '5'], ['7', '9']]
+    [['0', '2'], ['4', '6'], ['8'], ['1', '3'], ['5', '7'], ['9']]
     """
-    ordered = sorted(todo, key=lambda p: fabric_key(p.scenario))
-    size = max(1, min(CHUNK_MAX, math.ceil(len(ordered) / (8 * max(workers, 1)))))
-    return [ordered[i:i + size] for i in range(0, len(ordered), size)]
+    groups: dict[str, list[Point]] = {}
+    for p in todo:
+        groups.setdefault(fabric_key(p.scenario), []).append(p)
+    size = max(1, min(CHUNK_MAX, math.ceil(len(todo) / (8 * max(workers, 1)))))
+    out: list[list[Point]] = []
+    for key in sorted(groups):
+        group = groups[key]
+        out += [group[i:i + size] for i in range(0, len(group), size)]
+    return out
 
 
 def _pool_results(todo: list[Point], kind: str, workers: int
