@@ -66,7 +66,7 @@ cluster: {system: dgx-h100, nodes: 5, gpus_per_node: 1, fabric: roce-400g,
           topology: torus3d, params: {dims: [5, 1, 1]}}
 packet:
   traffic: {pattern: pairs, nbytes: 1MB}
-  pfc: {deadlock_window: 100us}
+  pfc: {deadlock_window: 100us, watchdog: {enabled: false}}
 """)
     assert main(["packet", str(f), "--json"]) == 0
     run = json.loads(capsys.readouterr().out)["runs"][0]

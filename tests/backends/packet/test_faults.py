@@ -174,7 +174,8 @@ def test_cyclic_buffer_dependency_deadlocks_and_is_reported() -> None:
     """Two-hop writes on a 5-router ring: every ring port pauses the previous one; the
     detector names the 5 ring links as the cycle, between one and two windows after the
     cycle closed, and stops the run."""
-    run = run_packet_scenario(_ring(pfc={"deadlock_window": "200us"}))
+    run = run_packet_scenario(_ring(pfc={"deadlock_window": "200us",
+                                         "watchdog": {"enabled": False}}))
     s = run.summary
     assert s["status"] == "pfc_deadlock" and not s["complete"]
     d = s["deadlock"]
@@ -186,8 +187,10 @@ def test_cyclic_buffer_dependency_deadlocks_and_is_reported() -> None:
 
 
 def test_watchdog_breaks_the_deadlock_and_one_hop_traffic_never_forms_one() -> None:
-    wd = run_packet_scenario(_ring(pfc={"watchdog": {"enabled": True, "detect": "100us",
-                                                     "restore": "200us"}}))
+    """With the watchdog on, the detection window is at least its detection time: the
+    watchdog flushes the cycle first and the writes complete (with drops)."""
+    wd = run_packet_scenario(_ring(pfc={"deadlock_window": "50us", "watchdog": {
+        "enabled": True, "detect": "100us", "restore": "200us"}}))
     assert wd.summary["complete"] and wd.summary["drops"]["watchdog"] > 0
     hop = run_packet_scenario(_ring(traffic={"pattern": "collective", "nbytes": "5MB"}))
     assert hop.summary["complete"] and hop.summary["status"] == "ok"

@@ -388,6 +388,8 @@ def build_state(schedule: Schedule, fabric: Fabric, cfg: PacketConfig, *, mode: 
     P[L.P_SRD_MDF] = cfg.srd.max_decrease
     P[L.P_SRD_MINCW] = cfg.srd.min_cwnd
     dlw = cfg.pfc.deadlock_window
+    if dlw is not None and roce and cfg.pfc.enabled and cfg.pfc.watchdog.enabled:
+        dlw = max(dlw, cfg.pfc.watchdog.detect)   # a watchdog that is on acts first
     P[L.P_DL_WINDOW] = dlw if dlw is not None else np.inf
     IP = np.zeros(L.N_I, dtype=np.int64)
     IP[L.I_NP] = NP

@@ -184,7 +184,8 @@ class PfcConfig(_M):
     """Priority flow control: per ingress port and priority XOFF/XON thresholds (bytes).
 
     ``deadlock_window``: a cycle of paused ports that sends nothing for this long is a PFC
-    deadlock and stops the run with the cycle reported (``null``: never checked).
+    deadlock and stops the run with the cycle reported (``null``: never checked); with the
+    watchdog on, the window is at least ``watchdog.detect``, so the watchdog acts first.
     ``mismatch``: misconfigured ports (:class:`PfcMismatch`)."""
 
     enabled: bool = True
