@@ -39,7 +39,7 @@ from fabricsim.reports.document import Doc, ReportFiles
 from fabricsim.scenario import Scenario
 from fabricsim.units import format_bytes, parse_size
 
-__all__ = ["MAX_SWEEP_POINTS", "kinds", "section_cluster", "section_collective",
+__all__ = ["DEFAULT_SWEEP", "MAX_SWEEP_POINTS", "kinds", "section_cluster", "section_collective",
            "section_faults", "section_packet", "section_training", "write_report"]
 
 #: Sizes one collective sweep of a report draws at most (a wider sweep takes every
@@ -47,12 +47,19 @@ __all__ = ["MAX_SWEEP_POINTS", "kinds", "section_cluster", "section_collective",
 MAX_SWEEP_POINTS = 40
 
 
+#: The sweep shown when a scenario names nothing to run but its cluster.
+DEFAULT_SWEEP = {"collective": "all_reduce", "minbytes": "1KiB", "maxbytes": "1GiB"}
+
+
 def kinds(sc: Scenario) -> list[str]:
-    """The sections a scenario gets, in report order.
+    """The sections a scenario gets, in report order (a scenario with only a cluster
+    gets an all-reduce sweep, :data:`DEFAULT_SWEEP`).
 
     >>> kinds(Scenario.model_validate({"collective": {}, "faults": [{"type": "slow_node",
     ...     "node": 0, "delay": "1us"}]}))
     ['cluster', 'collective', 'faults']
+    >>> kinds(Scenario.model_validate({"cluster": {"nodes": 2}}))
+    ['cluster', 'collective']
     """
     out = ["cluster"]
     if sc.collective is not None:
@@ -63,6 +70,8 @@ def kinds(sc: Scenario) -> list[str]:
         out.append("training")
     if sc.packet is not None:
         out.append("packet")
+    if out == ["cluster"]:
+        out.append("collective")
     return out
 
 
@@ -139,7 +148,7 @@ def section_collective(doc: Doc, sc: Scenario, fab: Fabric) -> None:
     from fabricsim.scenario.schema import CollectiveSpec
 
     doc.step("collective sweep")
-    spec = sc.collective or CollectiveSpec()
+    spec = sc.collective or CollectiveSpec.model_validate(DEFAULT_SWEEP)
     lo = parse_size(spec.minbytes, field="collective.minbytes")
     hi = parse_size(spec.maxbytes, field="collective.maxbytes")
     sizes = sweep_sizes(lo, hi, spec.stepfactor)
@@ -149,6 +158,8 @@ def section_collective(doc: Doc, sc: Scenario, fab: Fabric) -> None:
     n = len(spec.ranks) if spec.ranks else fab.n_gpus
     fixed = " (fixed by the scenario)" if spec.algo or spec.proto else \
         " (chosen by least predicted time, as NCCL's tuner does)"
+    if sc.collective is None:
+        fixed += ". The scenario names no workload, so this is the all-reduce NCCL would run"
     doc.heading(f"{spec.collective} against message size")
     doc.add(f"{n} ranks on {label}, {format_bytes(lo)} to {format_bytes(hi)}; analytic "
             f"backend, nccl-tests' bus bandwidth; algorithm and protocol{fixed}. The same "
