@@ -4,7 +4,8 @@
 embedded) and the PNGs into a folder. Sections, in order, when the scenario has them:
 
 - **cluster** — always: what the cluster is and its bandwidth hierarchy;
-- **collective** — a ``collective:`` sweep: bus bandwidth and time against size with the
+- **collective** — a ``collective:`` sweep (all-reduce from 1 KiB to 1 GiB when the
+  scenario has nothing but a cluster): bus bandwidth and time against size with the
   algorithm/protocol chosen at each size (analytic backend);
 - **faults** — ``faults:`` or ``background:`` (without ``packet:``): the flow-level run
   with and without them, the slowdown by cause, the links that limited it (the links the
