@@ -30,11 +30,32 @@ def _commands() -> dict[str, Any]:
 COMMANDS = _commands()
 
 
+def _row(p: Any) -> str:
+    """A draft table row for parameter ``p`` (the example left to write)."""
+    if p.param_type_name == "option":
+        names = ", ".join(f"`{o}`" for o in [*p.opts, *p.secondary_opts])
+    else:
+        names = f"`{p.name.upper()}`"
+    text = " ".join((getattr(p, "help", None) or "").split()).replace("|", "\\|")
+    default = "" if p.default in (None, False, (), []) else f"`{p.default}`"
+    return f"| {names} | {text} | {default} | `EXAMPLE` |"
+
+
+def _draft(name: str) -> str:
+    """A section to paste into docs/cli.md for command ``name`` (examples to fill in)."""
+    cmd = COMMANDS[name]
+    first = " ".join((cmd.help or "").split("\n\n")[0].split())
+    return "\n".join([f"### fabricsim {name}", "", first, "",
+                      f"Example: `fabricsim {name} ...`", "",
+                      "| option | what it does | default | example |", "|---|---|---|---|",
+                      *(_row(p) for p in cmd.params)])
+
+
 def _section(name: str) -> str:
     m = re.search(rf"^### fabricsim {re.escape(name)}\n(.*?)(?=^### |\Z)", REFERENCE,
                   re.M | re.S)
-    assert m, f"docs/cli.md has no '### fabricsim {name}' section under 'Every command " \
-              "and option'"
+    assert m, (f"docs/cli.md has no '### fabricsim {name}' section under 'Every command "
+               f"and option'; a draft to complete:\n\n{_draft(name)}\n")
     return m.group(1)
 
 
@@ -86,7 +107,11 @@ def test_every_option_has_a_row_and_an_example(name: str) -> None:
     rows = _rows(name)
     documented = {n for names, _ in rows for n in names}
     have = _names(COMMANDS[name])
-    assert have - documented == set(), f"{name}: options without a row"
+    missing = have - documented
+    assert not missing, f"{name}: options without a row; drafts:\n" + "\n".join(
+        _row(p) for p in COMMANDS[name].params
+        if ({*getattr(p, "opts", ()), *getattr(p, "secondary_opts", ())}
+            | ({p.name.upper()} if p.param_type_name == "argument" else set())) & missing)
     assert documented - have == set(), f"{name}: rows for options it does not have"
     required = [p for p in COMMANDS[name].params
                 if p.param_type_name == "argument" and p.required]
@@ -108,6 +133,7 @@ def test_every_option_has_a_row_and_an_example(name: str) -> None:
 def test_every_command_has_a_whole_example(name: str) -> None:
     m = re.search(r"^Example: `(fabricsim [^`]+)`$", _section(name), re.M)
     assert m, f"{name}: no 'Example: `fabricsim {name} ...`' line"
+    assert "..." not in m.group(1), f"{name}: the example is still a draft"
     words = shlex.split(m.group(1))
     assert words[1] == name
     _parse(name, words[2:])
