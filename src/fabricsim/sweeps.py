@@ -28,6 +28,7 @@ Example
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import itertools
 import json
@@ -131,6 +132,16 @@ def load_sweep(path: Path) -> SweepSpec:
     return sweep_spec(data)
 
 
+def _tree_copy(x: Any) -> Any:
+    """A copy of a YAML-like tree (mappings and lists are copied, scalars shared): the
+    base scenario, copied once per point, faster than copy.deepcopy."""
+    if isinstance(x, dict):
+        return {k: _tree_copy(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_tree_copy(v) for v in x]
+    return copy.deepcopy(x) if not isinstance(x, str | int | float | bool | None) else x
+
+
 def _set(tree: dict[str, Any], dotted: str, value: Any) -> None:
     parts = dotted.split(".")
     node = tree
@@ -142,8 +153,6 @@ def _set(tree: dict[str, Any], dotted: str, value: Any) -> None:
 
 
 def _base(spec: SweepSpec, root: Path | None) -> dict[str, Any]:
-    import copy
-
     import yaml
 
     base: dict[str, Any] = {}
@@ -194,8 +203,6 @@ class _Checker:
 def points(spec: SweepSpec, root: Path | None = None) -> list[Point]:
     """Every point of ``spec``, validated; raises ConfigError naming the axis for a field
     the scenario does not have or a value it refuses, and for an empty sweep."""
-    import copy
-
     from pydantic import ValidationError
 
 
@@ -228,7 +235,7 @@ def points(spec: SweepSpec, root: Path | None = None) -> list[Point]:
     seen: set[str] = set()
     check = _Checker()
     for combo in combos:
-        sc = copy.deepcopy(base)
+        sc = _tree_copy(base)
         values = dict(zip(names, combo, strict=True))
         for k, v in values.items():
             _set(sc, k, v)
