@@ -69,7 +69,7 @@ def test_srd_balanced_traffic_drops_nothing():  # type: ignore[no-untyped-def]
 def test_srd_path_degraded_to_10_percent_costs_under_one_percent():  # type: ignore[no-untyped-def]
     """Two flows from leaf 0 and leaf 1 spread over all four spines; leaf0->spine0 runs at
     10 %. The NIC, not the uplinks, bounds the flows, so an ideal transport loses nothing:
-    per-path windows shrink on the slow path (+0.35 %); uniform spraying waited for it
+    per-path windows shrink on the slow path (+0.56 %); uniform spraying waited for it
     (3.9x)."""
     g = _fab().gpus
     sch = Schedule(steps=(Step(src=g[[0, 4]], dst=g[[8, 12]], nbytes=[8e6]),))
