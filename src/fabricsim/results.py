@@ -83,9 +83,8 @@ def flatten(value: Any, prefix: str = "") -> dict[str, _Scalar]:
     is_scalar, s = _scalar(value)
     if is_scalar:
         out[prefix or "value"] = s
-    elif isinstance(value, Tabular):
-        for k, v in value.to_dict().items():
-            out[key(k)] = v
+    elif isinstance(value, Tabular):  # its own record, flattened even if nested
+        out.update(flatten(value.to_dict(), prefix))
     elif isinstance(value, Mapping):
         for k, v in value.items():
             out.update(flatten(v, key(k)))
