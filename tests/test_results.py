@@ -265,3 +265,9 @@ def test_every_result_class_is_tabular() -> None:
     assert [c.__name__ for c in found if not issubclass(c, Tabular)] == []
     covered = {name.split("-")[0] for name in CASES}
     assert {c.__name__ for c in found} <= covered
+
+
+def test_a_result_inside_a_record_is_flattened() -> None:
+    out = flatten({"cluster": _summary(), "run": _collective()})
+    _flat_json(out)
+    assert out["cluster.gpus"] == 16 and out["run.result.backend"] == "analytic"
