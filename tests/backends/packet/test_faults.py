@@ -186,6 +186,22 @@ def test_cyclic_buffer_dependency_deadlocks_and_is_reported() -> None:
     assert all(p["classes"] == ["rdma"] for p in d["ports"])
 
 
+def test_time_to_deadlock_grows_with_xoff_at_half_the_ring_rate() -> None:
+    """Each ring link carries a write that ends at the next router and one that goes on;
+    the second fills the next router's ingress buffer at about half the ring rate
+    (12.5 GB/s) while the egress ahead of it is saturated, so the cycle closes
+    XOFF / 12.5 GB/s later per XOFF (measured 11.6 GB/s: a little still drains)."""
+    closed = []
+    for xoff in (64e3, 128e3):
+        run = run_packet_scenario(_ring(pfc={"xoff": xoff, "deadlock_window": "100us",
+                                             "watchdog": {"enabled": False}},
+                                        dcqcn={"enabled": False}))
+        assert run.summary["status"] == "pfc_deadlock"
+        closed.append(run.summary["deadlock"]["closed_at_s"])
+    per = 64e3 / 12.5e9
+    assert 1.0 * per <= closed[1] - closed[0] <= 1.15 * per
+
+
 def test_watchdog_breaks_the_deadlock_and_one_hop_traffic_never_forms_one() -> None:
     """With the watchdog on, the detection window is at least its detection time: the
     watchdog flushes the cycle first and the writes complete (with drops)."""
