@@ -6,6 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 pytest.importorskip("matplotlib")
@@ -73,3 +74,24 @@ def test_rate_and_fct(runs: list[Any], tmp_path: Path,
     # a variant has the same colour in both figures
     assert [ln.get_color() for ln in rate.get_lines()] == [
         ln.get_color() for ln in fct.get_lines()]
+
+
+def test_many_runs_wrap_and_no_pauses_say_so(runs: list[Any], tmp_path: Path,
+                                             drawn: Callable[[], list[Any]]) -> None:
+    ib = Scenario.model_validate({
+        "name": "ib", "cluster": {"system": "dgx-h100", "nodes": 5, "gpus_per_node": 1,
+                                  "fabric": "ib-ndr"},
+        "packet": {"traffic": {"pattern": "incast", "nbytes": "1MB"}, "bins": 20}})
+    quiet = run_packet_scenario(ib)
+    assert not np.isfinite(quiet.result.extra["pause_first"]).any()  # credits: no PFC
+    pause_map([quiet], tmp_path / "none.png", title="ib")
+    queues([quiet], tmp_path / "q1.png")
+    queues([*runs, *runs], tmp_path / "q4.png")
+    none, q1, q4 = drawn()
+    assert [t.get_text() for t in none.axes[0].texts] == ["No PFC pause in any run (base)."]
+    assert "no PFC pauses" in q1._suptitle.get_text()
+    assert len([ax for ax in q1.axes if ax.get_lines()]) == 0  # no empty pause panel
+    heat = [ax for ax in q4.axes if ax.get_visible() and ax.get_images()]
+    assert len(heat) == 4
+    rows = sorted({round(ax.get_position().y0, 3) for ax in heat})
+    assert len(rows) == 2  # three a row, the fourth on the next
