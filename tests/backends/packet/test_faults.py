@@ -104,6 +104,17 @@ def test_ib_link_down_for_good_is_reported_as_a_stall() -> None:
     assert 20e-6 + 1e-3 <= r.time <= 20e-6 + 2e-3 + 1e-5
 
 
+def test_ib_link_down_longer_than_the_window_but_coming_back_is_no_stall() -> None:
+    """Down 5.88 ms of every 6 ms (longer than the 1 ms stall window): IB waits for each
+    120 us up window and completes where the up windows have carried the bytes."""
+    fab = host_fat_tree(4)
+    r = PacketBackend(transport="ib", faults=[_flap("gpu0->leaf0", "6ms", 0.02)]).run(
+        _one_flow(fab, 16e6), fab)
+    assert r.extra["status"] == "ok" and r.extra["complete"]
+    wire = 16e6 + np.ceil(16e6 / MTU) * 26
+    assert r.time == pytest.approx(_up_time_reached(wire / R, 6e-3, 0.02), abs=5e-6)
+
+
 def test_srd_avoids_a_failed_path() -> None:
     """A leaf-spine link of one of SRD's 4 paths fails at 20 us: the path's window falls
     to the minimum at its first timeout and the write finishes within 10 % of the

@@ -60,7 +60,8 @@ C_DL_TXC = 28      # transmissions counted at the last deadlock check
 C_NDOWN = 29       # links currently down
 C_LINK_FLIPS = 30  # timed link faults entered or recovered
 C_RETRY_FLOW = 31  # the flow that exceeded its retry limit (ERR_RETRY)
-N_C = 32
+C_NDOWN_PERM = 32  # links down for good (a timed link_down that never recovers)
+N_C = 33
 
 # ---- error codes (C[C_ERR])
 ERR_NONE = 0
@@ -70,7 +71,7 @@ ERR_BUDGET = 3
 ERR_DEADLOCK = 4
 ERR_UNTIL = 5
 ERR_PFC_DEADLOCK = 6  # a cycle of paused ports made no progress for a whole window
-ERR_STALL = 7         # nothing moved for a whole window while a link was down
+ERR_STALL = 7         # nothing moved for a whole window while a link was down for good
 ERR_RETRY = 8         # a flow timed out more than retry_limit times in a row (QP error)
 
 # ---- float parameters P

@@ -35,6 +35,7 @@ from fabricsim.backends.packet.layout import (
     C_HOP_PKTS,
     C_LINK_FLIPS,
     C_NDOWN,
+    C_NDOWN_PERM,
     C_NPAUSED,
     C_PAUSES,
     C_POOL_HIGH,
@@ -49,6 +50,7 @@ from fabricsim.backends.packet.layout import (
     F_QUEUED,
     FT_FACTOR,
     FT_LINK,
+    FT_PERIOD,
     I_CUT,
     I_NBINS,
     I_NP,
@@ -300,6 +302,8 @@ def on_link_fault(row, on, FT, LI, LF, C):  # pragma: no cover
         elif LI[l, LI_DOWN] == 0:
             LI[l, LI_DOWN] = 1
             C[C_NDOWN] += 1
+            if not np.isfinite(FT[row, FT_PERIOD]):
+                C[C_NDOWN_PERM] += 1
     else:
         LF[l, LF_CAP] = LF[l, LF_CAP0]
         if LI[l, LI_DOWN] == 1:

@@ -56,6 +56,7 @@ from fabricsim.backends.packet.layout import (
     C_DROP_WD,
     C_ERR,
     C_NDOWN,
+    C_NDOWN_PERM,
     C_NPAUSED,
     C_WD_TRIG,
     E_DCQ_INC,
@@ -260,8 +261,8 @@ def arm_deadlock_check(now, IP, P, HT, HI, C):  # pragma: no cover
 def on_deadlock_check(now, steps_left, LI, QI, PK, P, IP, HT, HI, C):  # pragma: no cover
     """One deadlock check (see the module text): sets ``ERR_PFC_DEADLOCK`` and marks the
     ports of the cycle (``LI_DLK``), or ``ERR_STALL`` when nothing at all moved for the
-    window while a link is down; otherwise checks again a window later while ports are
-    paused or links down."""
+    window while a link is down for good; otherwise checks again a window later while
+    ports are paused or links down."""
     C[C_DL_ARMED] = 0
     nl = LI.shape[0]
     NP = IP[I_NP]
@@ -324,7 +325,7 @@ def on_deadlock_check(now, steps_left, LI, QI, PK, P, IP, HT, HI, C):  # pragma:
                     LI[members[i], LI_DLK] = 1
             C[C_ERR] = ERR_PFC_DEADLOCK
             return
-    if not moved and C[C_NDOWN] > 0 and steps_left:
+    if not moved and C[C_NDOWN_PERM] > 0 and steps_left:
         C[C_ERR] = ERR_STALL
         return
     if steps_left and (C[C_NPAUSED] > 0 or C[C_NDOWN] > 0):
