@@ -107,8 +107,9 @@ def resolve_links(fabric: Fabric, name: str, field: str) -> list[int]:
     ends = []
     for end in (a.strip(), b.strip()):
         if end not in names:
+            src = names.get(a.strip())
             raise ConfigError(f"no node named {end!r} in this fabric, so no link {name!r}; "
-                              f"{_suggest(fabric, None)}; {LIST_LINKS_HINT}", field=field)
+                              f"{_suggest(fabric, src)}; {LIST_LINKS_HINT}", field=field)
         ends.append(names[end])
     out = []
     for s, d in ((ends[0], ends[1]), (ends[1], ends[0]))[:2 if both else 1]:
