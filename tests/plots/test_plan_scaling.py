@@ -42,6 +42,20 @@ def test_scaling(tmp_path: Path, drawn: Callable[[], list[Any]]) -> None:
     plot_scaling(pts, tmp_path / "s.png")
     (fig,) = drawn()
     ax = fig.axes[0]
+    assert fig._suptitle.get_text() == "scaling"
     assert ax.get_title() and ax.get_xlabel() == "GPUs" and ax.get_ylabel() == "%"
     assert line_labels(ax) == ["scaling efficiency vs one node", "MFU"]
     assert texts(ax) == ["100%", "90%"]
+    assert len(fig.axes) == 1
+
+
+def test_scaling_with_cost(tmp_path: Path, drawn: Callable[[], list[Any]]) -> None:
+    pts = [{"gpus": 8, "scaling_efficiency": 1.0, "mfu": 0.5, "comm_usd_per_day": 120.0},
+           {"gpus": 64, "scaling_efficiency": 0.9, "mfu": 0.45,
+            "comm_usd_per_day": 2400.0}]
+    plot_scaling(pts, tmp_path / "s.png", title="llama")
+    (fig,) = drawn()
+    _eff, cost = fig.axes
+    assert cost.get_ylabel() == "USD per day" and cost.get_xlabel() == "GPUs"
+    assert "communication" in cost.get_title()
+    assert texts(cost) == ["$120", "$2,400"]
