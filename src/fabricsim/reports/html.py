@@ -10,8 +10,10 @@ Example
 >>> import tempfile, pathlib
 >>> page = markdown_to_html("# Title\\n\\nA `flag` and **this**.\\n\\n| a | b |\\n|---|---|\\n"
 ...                         "| 1 | 2 |\\n", pathlib.Path(tempfile.mkdtemp()))
->>> "<h1 id=\\"title\\">Title</h1>" in page, "<code>flag</code>" in page, "<td>2</td>" in page
-(True, True, True)
+>>> "<h1 id=\\"title\\">Title</h1>" in page, "<code>flag</code>" in page
+(True, True)
+>>> '<td class="n">2</td>' in page  # numbers are right-aligned
+True
 >>> sections("# R\\n## 1. The cluster\\ntext\\n## 2. Faults\\n")
 ['1. The cluster', '2. Faults']
 """
@@ -37,7 +39,11 @@ code{background:#f1f1f1;padding:0 .25em;border-radius:3px;font-size:.92em}
 img{max-width:100%;height:auto;display:block;margin:.8em 0;border:1px solid #eee}
 nav{background:#f7f7f7;padding:.5em 1em;border-radius:4px}
 nav a{margin-right:1em}
+td.n{text-align:right;font-variant-numeric:tabular-nums}
 """
+
+#: A cell that reads as a number (with a currency, sign or unit): right-aligned.
+_NUMBER = re.compile(r"[$×+\-]?[\d][\d,.]*( ?[%×]|[ µ]?[a-zA-Z/]{1,4}|M)?")
 
 
 def _slug(text: str) -> str:
@@ -141,7 +147,9 @@ def _table(rows: list[str]) -> str:
     out = ["<table><thead><tr>", *(f"<th>{_inline(c)}</th>" for c in head), "</tr></thead>",
            "<tbody>"]
     for r in body:
-        out.append("<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in _cells(r)) + "</tr>")
+        out.append("<tr>" + "".join(
+            f'<td class="n">{_inline(c)}</td>' if _NUMBER.fullmatch(c) else
+            f"<td>{_inline(c)}</td>" for c in _cells(r)) + "</tr>")
     out.append("</tbody></table>")
     return "".join(out)
 
