@@ -58,3 +58,18 @@ def test_time_limit_names_the_flag(tmp_path: Path) -> None:
     with pytest.raises(SimulationError, match="time limit") as e:
         write_report(sc, tmp_path, time_limit_s=1e-9)
     assert e.value.field == "--time-limit"
+
+
+def test_packet_section_names_a_deadlock(tmp_path: Path) -> None:
+    from fabricsim.reports.document import Doc
+    from fabricsim.reports.scenario import section_packet
+    from fabricsim.scenario import load_scenario
+
+    doc = Doc(tmp_path)
+    (run,) = section_packet(doc, load_scenario("packet-pfc-deadlock"), variants=[None])
+    md = "\n".join(doc.lines)
+    assert run.summary["status"] == "pfc_deadlock"
+    assert "| base | pfc deadlock |" in md
+    cycle = run.summary["deadlock"]["cycle"]
+    assert "**base: PFC deadlock.** The pause cycle " + " → ".join(
+        f"`{x}`" for x in cycle) in md

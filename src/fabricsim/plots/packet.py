@@ -58,7 +58,10 @@ def fct_cdf(runs: Sequence[Any], path: str | Path, *, title: str = "") -> Path:
     ax.set_ylabel("fraction of flows completed")
     ax.set_ylim(0, 1.02)
     ax.set_title(_title("flow completion times", title), fontsize=10)
-    ax.legend(fontsize=8, loc="lower right")
+    if ax.get_lines():
+        ax.legend(fontsize=8, loc="lower right")
+    else:
+        ax.text(0.5, 0.5, "no flow completed", ha="center", transform=ax.transAxes)
     return save(fig, path)
 
 

@@ -318,15 +318,24 @@ def section_packet(doc: Doc, sc: Scenario, *, variants: Sequence[str | None] | N
         s = run.summary
         p99 = max((c["fct_p99_s"] for c in s["fct_by_class"].values()), default=None)
         main = s.get("main_traffic_time_s")
-        rows.append([s["variant"], s["transport"], _time(s["time_s"]),
+        rows.append([s["variant"], str(s.get("status", "")).replace("_", " "),
+                     s["transport"], _time(s["time_s"]),
                      "—" if main is None else _time(main),
                      "—" if p99 is None else _time(p99), f"{sum(s['drops'].values()):,}",
                      _time(s["pause"]["pause_time_total_s"]),
                      f"{s['pause']['ports_paused']} / {s['pause']['max_hops']}",
                      f"{s['cnps']:,}", str(s["watchdog_triggers"])])
-    doc.table(["variant", "transport", "run time", "main traffic done", "p99 FCT",
+    doc.table(["variant", "status", "transport", "run time", "main traffic done", "p99 FCT",
                "drops", "time paused (all ports)", "ports paused / hops", "CNPs",
                "watchdog trips"], rows)
+    for run in runs:
+        dead = run.summary.get("deadlock")
+        if dead:
+            cycle = " → ".join(f"`{x}`" for x in dead.get("cycle", []))
+            doc.add(f"**{run.summary['variant']}: PFC deadlock.** The pause cycle {cycle} "
+                    f"closed at {_time(float(dead.get('closed_at_s') or 0.0))}; nothing on "
+                    f"it moves again (detected at "
+                    f"{_time(float(dead.get('t_detect_s') or 0.0))}).", "")
     files = write_all(runs, doc.out, prefix=prefix, title=sc.name)
     alts = {"pause_map": "pause spread over hops", "queues": "queue depth and pauses",
             "throughput": "goodput over time", "fct_cdf": "flow completion times"}
