@@ -197,6 +197,24 @@ def test_cyclic_buffer_dependency_deadlocks_and_is_reported() -> None:
     assert all(p["classes"] == ["rdma"] for p in d["ports"])
 
 
+def test_rerouting_around_a_failed_link_closes_a_cycle() -> None:
+    """Writes 2->3, 3->1 and 4->2 form no cycle on the ring; with router2->router3 down,
+    2->3 goes the long way round (2->1->0->4->3) and the counter-clockwise ring deadlocks."""
+    def ring(nbytes: str, faults: list[dict[str, Any]]) -> Any:
+        one = {"pattern": "incast", "nbytes": nbytes}
+        return run_packet_scenario(_ring(
+            traffic={**one, "ranks": [2], "receiver": 3},
+            background=[{**one, "ranks": [3], "receiver": 1},
+                        {**one, "ranks": [4], "receiver": 2}],
+            faults=faults, pfc={"deadlock_window": "200us",
+                                "watchdog": {"enabled": False}})).summary
+    assert ring("16MB", [])["complete"]
+    after = ring("64MB", [{"type": "link_down", "link": "router2->router3"}])
+    assert after["status"] == "pfc_deadlock"
+    assert after["deadlock"]["cycle"] == [f"router{i}->router{(i - 1) % 5}"
+                                          for i in (2, 1, 0, 4, 3)]
+
+
 def test_time_to_deadlock_grows_with_xoff_at_half_the_ring_rate() -> None:
     """Each ring link carries a write that ends at the next router and one that goes on;
     the second fills the next router's ingress buffer at about half the ring rate
