@@ -161,6 +161,21 @@ def test_pfc_priority_mismatch_drops_on_the_lossless_class() -> None:
     assert bad.extra["complete"] and bad.time > ok.time
 
 
+def test_pfc_mismatch_on_one_port_or_on_another_class() -> None:
+    """One ingress port (gpu1's) not pausing the RDMA class is enough to drop its
+    packets; a mismatch on a class the traffic does not use changes nothing; an unknown
+    class is refused naming the field."""
+    _, ok = _incast(lossy_queue="128KB")
+    _, port = _incast(lossy_queue="128KB", pfc={"mismatch": [{"link": "gpu1->leaf0"}]})
+    _, other = _incast(lossy_queue="128KB",
+                       pfc={"mismatch": [{"node": "leaf0", "classes": ["default"]}]})
+    assert port.extra["drops"]["pfc_mismatch"] > 0
+    assert sum(other.extra["drops"].values()) == 0 and other.time == ok.time
+    with pytest.raises(ConfigError) as err:
+        _incast(pfc={"mismatch": [{"node": "leaf0", "classes": ["gold"]}]})
+    assert err.value.field == "packet.pfc.mismatch[0].classes"
+
+
 def test_headroom_below_a_round_trip_drops_on_the_lossless_class() -> None:
     """Headroom of 2·rate·latency + 64 B + 2 packets (what arrives while XOFF travels up
     and the upstream finishes its packet) loses nothing; half a round trip does."""
