@@ -286,47 +286,71 @@ def on_deadlock_check(now, steps_left, LI, QI, PK, P, IP, HT, HI, C):  # pragma:
                 break
     for l in range(nl):
         LI[l, LI_TXC_LAST] = LI[l, LI_TXC]
-    if ns > 0:
-        adj = np.zeros((ns, ns), np.int8)
-        outdeg = np.zeros(ns, np.int64)
-        for j in range(ns):
-            l2 = members[j]
-            for p in range(NP):
-                lp = l2 * NP + p
-                pk = QI[lp, Q_HEAD]
-                for _ in range(QI[lp, Q_N]):
-                    inl = PK[pk, PK_INL]
-                    if inl >= 0 and idx[inl] >= 0 and adj[idx[inl], j] == 0:
-                        adj[idx[inl], j] = 1
-                        outdeg[idx[inl]] += 1
-                    pk = PK[pk, PK_NEXT]
-        alive = np.ones(ns, np.int8)
-        stack = np.zeros(ns, np.int64)
-        top = 0
-        for i in range(ns):
-            if outdeg[i] == 0:
-                stack[top] = i
-                top += 1
-        left = ns
-        while top > 0:
-            top -= 1
-            j = stack[top]
-            alive[j] = 0
-            left -= 1
-            for i in range(ns):
-                if alive[i] == 1 and adj[i, j] == 1:
-                    outdeg[i] -= 1
-                    if outdeg[i] == 0:
-                        stack[top] = i
-                        top += 1
-        if left > 0:
-            for i in range(ns):
-                if alive[i] == 1:
-                    LI[members[i], LI_DLK] = 1
-            C[C_ERR] = ERR_PFC_DEADLOCK
-            return
+    if ns > 0 and _peel_waits_for(ns, members, idx, LI, QI, PK, NP) > 0:
+        C[C_ERR] = ERR_PFC_DEADLOCK
+        return
     if not moved and C[C_NDOWN_PERM] > 0 and steps_left:
         C[C_ERR] = ERR_STALL
         return
     if steps_left and (C[C_NPAUSED] > 0 or C[C_NDOWN] > 0):
         arm_deadlock_check(now, IP, P, HT, HI, C)
+
+
+@njit(cache=True)
+def _peel_waits_for(ns, members, idx, LI, QI, PK, NP):  # pragma: no cover
+    """Peel the stalled links (``members``; ``idx`` maps a link to its position) that
+    wait on no stalled link, repeatedly; mark what remains (``LI_DLK``) and return its
+    size. Edges come from the queues (a packet that entered over link ``a`` queued on
+    stalled link ``b``: ``a`` waits on ``b``) as a list, so memory grows with the
+    queued packets, not with the square of the stalled links."""
+    ne = 0
+    for j in range(ns):
+        l2 = members[j]
+        for p in range(NP):
+            lp = l2 * NP + p
+            pk = QI[lp, Q_HEAD]
+            for _ in range(QI[lp, Q_N]):
+                inl = PK[pk, PK_INL]
+                if inl >= 0 and idx[inl] >= 0:
+                    ne += 1
+                pk = PK[pk, PK_NEXT]
+    src = np.empty(ne, np.int64)
+    outdeg = np.zeros(ns, np.int64)
+    start = np.zeros(ns + 1, np.int64)   # edges grouped by their target
+    e = 0
+    for j in range(ns):
+        l2 = members[j]
+        for p in range(NP):
+            lp = l2 * NP + p
+            pk = QI[lp, Q_HEAD]
+            for _ in range(QI[lp, Q_N]):
+                inl = PK[pk, PK_INL]
+                if inl >= 0 and idx[inl] >= 0:
+                    src[e] = idx[inl]
+                    outdeg[idx[inl]] += 1
+                    e += 1
+                pk = PK[pk, PK_NEXT]
+        start[j + 1] = e
+    stack = np.zeros(ns, np.int64)
+    alive = np.ones(ns, np.int8)
+    top = 0
+    for i in range(ns):
+        if outdeg[i] == 0:
+            stack[top] = i
+            top += 1
+    left = ns
+    while top > 0:
+        top -= 1
+        j = stack[top]
+        alive[j] = 0
+        left -= 1
+        for k in range(start[j], start[j + 1]):
+            i = src[k]
+            outdeg[i] -= 1
+            if outdeg[i] == 0:
+                stack[top] = i
+                top += 1
+    for i in range(ns):
+        if alive[i] == 1:
+            LI[members[i], LI_DLK] = 1
+    return left
