@@ -51,7 +51,11 @@ class PacketBackend:
         ``"srd"`` (spraying); default: the fabric's own transport.
     config
         A :class:`PacketConfig` or a ``packet:`` mapping; keyword ``options`` override its
-        fields (``loss_rate=1e-4``, ``pfc={"enabled": False}``, ...).
+        fields (``loss_rate=1e-4``, ``pfc={"enabled": False}``, ...). Its ``faults``
+        (link down, degraded, flapping; :mod:`~fabricsim.backends.packet.faults`) are
+        applied to the fabric given to :meth:`run`; a run can end with ``status``
+        ``pfc_deadlock``, ``stalled`` or ``retry_exceeded`` (see
+        :mod:`~fabricsim.backends.packet.report`).
     protocol
         NCCL protocol charged on the schedule's transfers, as by the analytic and flow
         backends (``"ll"``, ``"ll128"``, ``"simple"``, ``"ideal"``); default: the
