@@ -70,3 +70,30 @@ def test_shipped_scenario_by_name() -> None:
     assert s.cluster.nodes == 32
     with pytest.raises(ConfigError, match="train-llama3-70b-256"):
         load_scenario("train-llama3-70b-25")
+
+
+def test_control_characters_are_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="not YAML text: unacceptable character #x001f"):
+        load_scenario_text("cluster:\n  nodes: 2\x1f\n")
+
+
+def test_field_line_finds_fields_of_late_validated_sections() -> None:
+    from fabricsim.scenario.loader import field_line
+
+    text = "cluster:\n  nodes: 2\ntraining:\n  model: llama3-8b\n  tp: x\n"
+    assert field_line(text, "training.tp") == 5
+    assert field_line(text, "training.pp") == 3  # not written: its section's line
+    assert field_line(text, "cluster.nodes (line 2)") == 2
+    assert field_line("a: [", "a") is None
+    assert field_line("\x1f", "a") is None
+
+
+def test_check_sections_builds_and_checks_every_section() -> None:
+    from fabricsim.scenario.check import check_sections
+
+    sc = load_scenario_text("cluster: {nodes: 2}\ntraining: {model: llama3-8b, tp: 8}\n")
+    assert check_sections(sc)[-1] == "training llama3-8b"
+    bad = load_scenario_text("cluster: {nodes: 2}\ntraining: {model: llama3-8bb}\n")
+    with pytest.raises(ConfigError, match="did you mean 'llama3-8b'") as e:
+        check_sections(bad)  # the loader leaves training: to its module; this checks it
+    assert e.value.field == "training.model"

@@ -143,12 +143,43 @@ def _line_of(obj: Any, loc: tuple[int | str, ...]) -> int | None:
     return line
 
 
+def field_line(text: str, field: str | None) -> int | None:
+    """The line of ``text`` (scenario YAML) where the dotted ``field`` (``training.tp``,
+    ``faults.0.node``) is written, or None when it is not found or the text is not YAML.
+    Errors of the sections validated after loading (``training:``, ``packet:``) name a
+    field but no line; this finds it (or the line of its nearest written parent).
+
+    >>> field_line("cluster:\\n  nodes: 2\\ntraining:\\n  model: x\\n  tp: y\\n", "training.tp")
+    5
+    """
+    import re
+
+    if not field or len(text) > MAX_SCENARIO_BYTES:
+        return None
+    loc: list[int | str] = [int(p) if p.isdigit() else p
+                            for p in re.findall(r"[^.\[\]\s]+", field.split(" (")[0])]
+    try:
+        loader = _LineLoader(text)
+    except yaml.YAMLError:
+        return None
+    try:
+        raw = loader.get_single_data()
+    except (yaml.YAMLError, ConfigError, RecursionError):
+        return None
+    finally:
+        loader.dispose()
+    return _line_of(raw, tuple(loc))  # the deepest part of the path that exists
+
+
 def load_scenario_text(text: str, source: str = "<scenario>") -> Scenario:
     """Parse and validate scenario YAML text."""
     if len(text) > MAX_SCENARIO_BYTES:
         raise ConfigError(f"{source}: scenario is {len(text)} bytes; the limit is "
                           f"{MAX_SCENARIO_BYTES}")
-    loader = _LineLoader(text)
+    try:
+        loader = _LineLoader(text)  # reads the text: control characters fail here
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{source}: not YAML text: {e}".replace("\n", " ")) from None
     try:
         node = loader.get_single_node()
         if node is None:
