@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test fuzz lint bench clean
+.PHONY: demo test fuzz lint bench clean browser serve
 
 $(STAMP): pyproject.toml constraints/ci.txt
 	$(PYTHON) -m venv $(VENV)
@@ -14,6 +14,19 @@ $(STAMP): pyproject.toml constraints/ci.txt
 
 demo: $(STAMP)
 	$(BIN)/fabricsim demo --out out
+	@echo "The same designs in the browser: make serve, then open http://127.0.0.1:8000/"
+
+# The web app on this machine only (jobs kept in fabricsim-web.duckdb).
+serve: $(STAMP)
+	$(BIN)/fabricsim serve --port 8000
+
+# Debian's Chromium for the browser tests (tests/web/test_browser.py), when missing.
+browser:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+	{ SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q chromium >/dev/null || \
+	  { $$SUDO apt-get update -q >/dev/null && \
+	    DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q chromium >/dev/null; }; }
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks

@@ -16,7 +16,7 @@ ALGORITHMS = ("fabricsim.collectives.registry", "fabricsim.collectives.busbw",
               "fabricsim.collectives.hierarchical", "fabricsim.collectives.nvls",
               "fabricsim.collectives.sharp")
 _TOP = ("fabricsim.workloads", "fabricsim.scenario", "fabricsim.cli", "fabricsim.reports",
-        "fabricsim.plots")
+        "fabricsim.plots", "fabricsim.web")
 _MODEL = ("fabricsim.protocols", "fabricsim.backends", "fabricsim.collectives", *_TOP)
 
 #: module prefix -> prefixes it must not import (the longest matching prefix rules)
@@ -35,11 +35,15 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "fabricsim.collectives.api": _TOP,
     "fabricsim.collectives": _TOP,
     "fabricsim.workloads": ("fabricsim.scenario", "fabricsim.cli", "fabricsim.reports",
-                            "fabricsim.plots"),
-    "fabricsim.scenario": ("fabricsim.cli", "fabricsim.reports", "fabricsim.plots"),
-    "fabricsim.plots": ("fabricsim.cli", "fabricsim.reports.demo"),
-    "fabricsim.reports": ("fabricsim.cli",),
-    "fabricsim.interop": ("fabricsim.cli", "fabricsim.reports", "fabricsim.plots"),
+                            "fabricsim.plots", "fabricsim.web"),
+    "fabricsim.scenario": ("fabricsim.cli", "fabricsim.reports", "fabricsim.plots",
+                           "fabricsim.web"),
+    "fabricsim.plots": ("fabricsim.cli", "fabricsim.reports.demo", "fabricsim.web"),
+    "fabricsim.reports": ("fabricsim.cli", "fabricsim.web"),
+    "fabricsim.interop": ("fabricsim.cli", "fabricsim.reports", "fabricsim.plots",
+                          "fabricsim.web"),
+    # the web app sits beside the CLI: both on top, neither imports the other
+    "fabricsim.web": ("fabricsim.cli",),
 }
 
 

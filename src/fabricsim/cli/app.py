@@ -47,7 +47,7 @@ COMMAND_MODULES = (
     "presets", "describe", "validate", "bench", "compare", "diagnose", "calibrate", "sweep",
     "simulate", "train",
     "scale",
-    "plan_parallel", "plan", "infer", "packet", "report", "demo",
+    "plan_parallel", "plan", "infer", "packet", "report", "serve", "demo",
 )
 
 for _name in COMMAND_MODULES:

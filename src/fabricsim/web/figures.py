@@ -1,0 +1,307 @@
+"""The web page's charts, as Plotly figure specifications (``{"data", "layout"}``).
+
+Built here rather than in the browser so that every chart has a title, labelled axes with
+units, log-scaled size axes and the project's colours per fabric, algorithm and part of a
+step (:func:`fabricsim.plots.style.color`), and so that tests can check them. The page
+hands each one to ``Plotly.react``. With two designs, each series is labelled ``A: …`` or
+``B: …`` and B is dashed.
+
+Example
+-------
+>>> from fabricsim.web.jobs import run_job
+>>> out = run_job("describe", ["cluster: {system: dgx-h100, nodes: 2}"])
+>>> sorted(out["figures"])
+['hierarchy', 'topology']
+>>> out["figures"]["hierarchy"]["layout"]["title"]["text"]
+'Bandwidth hierarchy per GPU'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from fabricsim.plots.style import COLORS, color
+
+__all__ = ["figures"]
+
+Fig = dict[str, Any]
+
+#: Parts of a training step, in stacking order.
+STEP_PARTS = ("compute", "bubble", "tp", "cp", "ep", "pp", "dp", "optimizer")
+DASH = ("solid", "dash")
+
+
+def _layout(title: str, x: str, y: str, *, xlog: bool = False, ylog: bool = False,
+            **more: Any) -> dict[str, Any]:
+    return {"title": {"text": title}, "xaxis": {"title": {"text": x},
+                                                **({"type": "log"} if xlog else {})},
+            "yaxis": {"title": {"text": y}, **({"type": "log", "dtick": 1} if ylog else {})},
+            "legend": {"orientation": "h", "y": -0.22, "yanchor": "top"},
+            "margin": {"t": 50, "b": 40},
+            **more}
+
+
+def _tag(designs: Sequence[dict[str, Any]], i: int, label: str) -> str:
+    return f"{'AB'[i]}: {label}" if len(designs) > 1 else label
+
+
+def _size_ticks() -> dict[str, Any]:
+    vals = [2.0 ** k for k in range(0, 41, 4)]
+    text = []
+    for v in vals:
+        for unit, div in (("GiB", 2 ** 30), ("MiB", 2 ** 20), ("KiB", 2 ** 10), ("B", 1)):
+            if v >= div:
+                text.append(f"{v / div:g} {unit}")
+                break
+    return {"tickvals": vals, "ticktext": text}
+
+
+def hierarchy(designs: Sequence[dict[str, Any]]) -> Fig:
+    """Bandwidth per GPU at each level of the hierarchy, one bar series per design."""
+    data = []
+    for i, d in enumerate(designs):
+        s = d["cluster"]["summary"]
+        lv = s["hierarchy"]
+        data.append({"type": "bar", "name": _tag(designs, i, s["fabric"]),
+                     "x": [h["name"] for h in lv], "y": [h["bandwidth_gbps"] for h in lv],
+                     "text": [f"{h['bandwidth_gbps']:,.0f}" for h in lv],
+                     "textposition": "outside", "marker": {"color": color(s["fabric"])},
+                     "marker_pattern_shape": "/" if i else ""})
+    return {"data": data, "layout": _layout("Bandwidth hierarchy per GPU", "level",
+                                            "GB/s per GPU, one direction", ylog=True,
+                                            barmode="group")}
+
+
+def topology(design: dict[str, Any], tag: str = "") -> Fig:
+    """The tiers as rows of boxes (servers at the bottom), uplinks coloured by rail."""
+    topo = design["cluster"]["topology"]
+    tiers = topo["tiers"]
+
+    def xy(t: int, p: int) -> tuple[float, float]:
+        n = len(tiers[t]["drawn"])
+        return ((p + 0.5) / max(n, 1), float(t))
+
+    data: list[dict[str, Any]] = []
+    by_rail: dict[Any, tuple[list[float | None], list[float | None]]] = {}
+    for e in topo["edges"]:
+        (x0, y0), (x1, y1) = xy(*e["from"]), xy(*e["to"])
+        xs, ys = by_rail.setdefault(e["rail"], ([], []))
+        xs += [x0, x1, None]
+        ys += [y0, y1, None]
+    for rail, (xs, ys) in sorted(by_rail.items(), key=lambda kv: (kv[0] is None, kv[0])):
+        name = f"rail {rail}" if rail is not None else "switch links"
+        data.append({"type": "scatter", "mode": "lines", "x": xs, "y": ys, "name": name,
+                     "hoverinfo": "skip", "line": {"width": 1, "color": "#999999"
+                                                   if rail is None else
+                                                   COLORS[rail % len(COLORS)]}})
+    for t, tier in enumerate(tiers):
+        pts = [xy(t, p) for p in range(len(tier["drawn"]))]
+        data.append({"type": "scatter", "mode": "markers", "name": tier["name"],
+                     "x": [p[0] for p in pts], "y": [p[1] for p in pts],
+                     "text": tier["drawn"], "hovertemplate": "%{text}<extra></extra>",
+                     "marker": {"symbol": "square", "size": 14 if t else 18,
+                                "color": "#444444" if t else "#4c72b0"},
+                     "showlegend": False})
+    labels = [f"{t['name']} ({t['count']:,}" +
+              (f", {len(t['drawn'])} drawn)" if len(t["drawn"]) < t["count"] else ")")
+              for t in tiers]
+    lay = _layout(f"{tag}Topology: {topo['topology']}, {topo['rails']} rails per server",
+                  "", "")
+    lay["xaxis"] = {"visible": False, "range": [0, 1]}
+    lay["margin"] = {"l": 170, "t": 50, "b": 40}
+    lay["yaxis"] = {"tickvals": list(range(len(tiers))), "ticktext": labels,
+                    "range": [-0.5, len(tiers) - 0.5]}
+    return {"data": data, "layout": lay}
+
+
+def busbw(designs: Sequence[dict[str, Any]]) -> tuple[Fig, Fig]:
+    """Bus bandwidth and time against size: one line per algorithm (the tuner's choice
+    bold, with the algorithm/protocol it picked at each size on hover)."""
+    bw: list[dict[str, Any]] = []
+    tm: list[dict[str, Any]] = []
+    coll = ""
+    for i, d in enumerate(designs):
+        b = d["bench"]
+        coll = b["collective"]
+        fab = d["cluster"]["summary"]["fabric"]
+        for c in b["curves"]:
+            auto = c["name"] == "auto"
+            name = _tag(designs, i, f"{fab} {'tuner' if auto else c['name']}")
+            common = {"type": "scatter", "mode": "lines+markers" if auto else "lines",
+                      "name": name, "x": c["sizes"], "customdata": c["choice"],
+                      "line": {"color": color(fab) if auto else color(c["name"]),
+                               "width": 3 if auto else 1.5, "dash": DASH[i % 2]},
+                      "visible": True if auto or len(designs) == 1 else "legendonly"}
+            bw.append({**common, "y": c["busbw_gbps"], "hovertemplate":
+                       "%{x:.3s}B: %{y:.1f} GB/s (%{customdata})<extra>" + name +
+                       "</extra>"})
+            tm.append({**common, "y": c["time_us"], "hovertemplate":
+                       "%{x:.3s}B: %{y:.3s} µs (%{customdata})<extra>" + name +
+                       "</extra>"})
+    n = designs[0]["bench"]["gpus"]
+    f1: Fig = {"data": bw, "layout": _layout(f"{coll} bus bandwidth, {n} GPUs",
+                                        "message size", "bus bandwidth (GB/s)", xlog=True)}
+    f2: Fig = {"data": tm, "layout": _layout(f"{coll} time, {n} GPUs", "message size",
+                                        "time (µs)", xlog=True, ylog=True)}
+    for f in (f1, f2):
+        f["layout"]["xaxis"].update(_size_ticks())
+    return f1, f2
+
+
+def breakdown(designs: Sequence[dict[str, Any]]) -> Fig:
+    """Where a training step's time goes, stacked: compute, bubble, and each kind of
+    exposed communication, split between NVLink and the scale-out network."""
+    names = [_tag(designs, i, d["cluster"]["summary"]["fabric"])
+             for i, d in enumerate(designs)]
+    data = []
+    for part in STEP_PARTS:
+        for where in ("nvlink", "scale-out") if part in ("tp", "cp", "ep", "pp", "dp") \
+                else ("",):
+            ys = []
+            for d in designs:
+                t = d["train"]
+                v = float(t["breakdown_s"].get(part, 0.0))
+                on_nv = part in t["nvlink_kinds"]
+                if where and (where == "nvlink") != on_nv:
+                    v = 0.0
+                ys.append(v)
+            if not any(ys):
+                continue
+            label = f"{part.upper()} on {where}" if where else part
+            data.append({"type": "bar", "name": label, "x": names, "y": ys,
+                         "marker": {"color": color(part),
+                                    "pattern": {"shape": "/" if where == "scale-out"
+                                                else ""}},
+                         "hovertemplate": "%{y:.3f} s<extra>" + label + "</extra>"})
+    model = designs[0]["train"]["model"]
+    return {"data": data, "layout": _layout(f"One training step of {model}: where the "
+                                            "time goes", "design", "seconds per step",
+                                            barmode="stack")}
+
+
+def scaling(designs: Sequence[dict[str, Any]]) -> tuple[Fig, Fig]:
+    """Scaling efficiency and the daily cost of exposed communication against GPUs."""
+    eff, cost = [], []
+    for i, d in enumerate(designs):
+        pts = [p for p in d["scale"]["points"] if p.get("feasible")]
+        fab = d["cluster"]["summary"]["fabric"]
+        name = _tag(designs, i, fab)
+        xs = [p["gpus"] for p in pts]
+        line = {"color": color(fab), "dash": DASH[i % 2]}
+        eff.append({"type": "scatter", "mode": "lines+markers", "name": name, "x": xs,
+                    "y": [p["scaling_efficiency"] for p in pts], "line": line,
+                    "customdata": [p["main_loss"] for p in pts],
+                    "hovertemplate": "%{x} GPUs: %{y:.1%} (main loss %{customdata})"
+                    "<extra></extra>"})
+        cost.append({"type": "scatter", "mode": "lines+markers", "name": name, "x": xs,
+                     "y": [p["comm_usd_per_day"] for p in pts], "line": line})
+    model = designs[0]["scale"]["model"]
+    f1: Fig = {"data": eff, "layout": _layout(f"Scaling efficiency of {model} (weak scaling)",
+                                         "GPUs", "efficiency vs the smallest size",
+                                         xlog=True)}
+    f1["layout"]["yaxis"]["tickformat"] = ".0%"
+    f2: Fig = {"data": cost, "layout": _layout("GPU time lost to exposed communication",
+                                          "GPUs", "US$ per day", xlog=True)}
+    return f1, f2
+
+
+def plan(designs: Sequence[dict[str, Any]]) -> tuple[Fig, Fig]:
+    """Step time and cost per million tokens for each fabric compared."""
+    t, c = [], []
+    for i, d in enumerate(designs):
+        opts = d["plan"]["options"]
+        xs = [_tag(designs, i, o["fabric"]) for o in opts]
+        cols = [color(o["fabric"]) for o in opts]
+        t.append({"type": "bar", "name": _tag(designs, i, "step time"), "x": xs,
+                  "y": [o["step_time_s"] for o in opts], "marker": {"color": cols},
+                  "text": [f"{o['step_time_s']:.2f} s" for o in opts],
+                  "textposition": "outside"})
+        usd = [o["usd_per_token"] * 1e6 if o.get("usd_per_token") is not None else None
+               for o in opts]
+        c.append({"type": "bar", "name": _tag(designs, i, "cost"), "x": xs, "y": usd,
+                  "marker": {"color": cols}, "textposition": "outside",
+                  "text": [f"${u:,.2f}" if u is not None else "" for u in usd]})
+    model = designs[0]["plan"]["model"]
+    return ({"data": t, "layout": _layout(f"{model}: step time per fabric", "fabric",
+                                          "seconds per step", showlegend=False)},
+            {"data": c, "layout": _layout(f"{model}: cost per million tokens", "fabric",
+                                          "US$ per million tokens", showlegend=False)})
+
+
+def bottlenecks(designs: Sequence[dict[str, Any]], top: int = 10) -> tuple[Fig, Fig]:
+    """The links that limited the degraded run (the scenario's faulty links marked) and
+    the slowdown of each fault or background source alone."""
+    data, causes = [], []
+    for i, d in enumerate(designs):
+        s = d["simulate"]
+        rows = s["bottlenecks"][:top][::-1]
+        data.append({"type": "bar", "orientation": "h", "name": _tag(designs, i, "links"),
+                     "y": [_tag(designs, i, r["name"]) for r in rows],
+                     "x": [r["critical_time"] * 1e3 for r in rows],
+                     "marker": {"color": ["#d62728" if r.get("fault") else "#1f77b4"
+                                          for r in rows]},
+                     "customdata": [r.get("fault") or "" for r in rows],
+                     "hovertemplate": "%{y}: %{x:.3f} ms on the critical path "
+                     "%{customdata}<extra></extra>"})
+        causes.append({"type": "bar", "name": _tag(designs, i, "slowdown"),
+                       "x": [_tag(designs, i, c["description"][:40]) for c in s["causes"]],
+                       "y": [c["slowdown_alone"] for c in s["causes"]],
+                       "text": [f"{c['slowdown_alone']:.2f}×" if c["slowdown_alone"]
+                                else "stalled" for c in s["causes"]],
+                       "textposition": "outside", "marker": {"color": "#d62728"}})
+    f1 = {"data": data, "layout": _layout("Top bottleneck links (faulty ones in red)",
+                                          "time on the critical path (ms)", "",
+                                          showlegend=False, margin={"l": 220, "t": 50})}
+    f2 = {"data": causes, "layout": _layout("Slowdown by cause, each alone", "cause",
+                                            "× the fault-free time", showlegend=False)}
+    return f1, f2
+
+
+def packet(designs: Sequence[dict[str, Any]]) -> tuple[Fig, Fig]:
+    """How far PFC pauses spread (ports paused, switches reached, hops) and what the run
+    lost (drops, retransmits, watchdog triggers), per variant."""
+    spread, loss = [], []
+    for i, d in enumerate(designs):
+        runs = d["packet"]["runs"]
+        xs = [_tag(designs, i, r["variant"]) for r in runs]
+        for key, label, col in (("ports_paused", "ports paused", "#d62728"),
+                                ("switches_reached", "switches reached", "#ff7f0e"),
+                                ("max_hops", "hops from the source", "#9467bd")):
+            spread.append({"type": "bar", "name": _tag(designs, i, label), "x": xs,
+                           "y": [r["pause"].get(key) or 0 for r in runs],
+                           "marker": {"color": col}})
+        for key, label, col in (("drops", "drops", "#d62728"),
+                                ("retransmits", "retransmits", "#ff7f0e"),
+                                ("pause_frames", "pause frames", "#1f77b4")):
+            ys = [sum(r[key].values()) if isinstance(r[key], dict) else r[key]
+                  for r in runs]
+            loss.append({"type": "bar", "name": _tag(designs, i, label), "x": xs, "y": ys,
+                         "marker": {"color": col}})
+    return ({"data": spread, "layout": _layout("PFC pause spread per variant", "variant",
+                                               "count", barmode="group")},
+            {"data": loss, "layout": _layout("Drops, retransmits and pauses per variant",
+                                             "variant", "count (log)", ylog=True,
+                                             barmode="group")})
+
+
+def figures(kind: str, designs: Sequence[dict[str, Any]]) -> dict[str, Fig]:
+    """Every chart of a job's result, by name, in the order the page shows them."""
+    out: dict[str, Fig] = {}
+    if kind == "bench":
+        out["busbw"], out["time"] = busbw(designs)
+    elif kind == "train":
+        out["breakdown"] = breakdown(designs)
+    elif kind == "scale":
+        out["scaling"], out["cost"] = scaling(designs)
+    elif kind == "plan":
+        out["plan_time"], out["plan_cost"] = plan(designs)
+    elif kind == "simulate":
+        out["bottlenecks"], out["causes"] = bottlenecks(designs)
+    elif kind == "packet":
+        out["pause_spread"], out["packet_loss"] = packet(designs)
+    out["hierarchy"] = hierarchy(designs)
+    for i, d in enumerate(designs):
+        out["topology" if i == 0 else "topology_b"] = topology(
+            d, f"{'AB'[i]}: " if len(designs) > 1 else "")
+    return out

@@ -1,0 +1,151 @@
+"""What web jobs compute, and the figures drawn from it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from web_designs import SMALL, TRAIN
+
+from fabricsim.errors import ConfigError
+from fabricsim.scenario.loader import shipped_scenarios
+from fabricsim.web.jobs import json_safe, parse_design, run_job, topology_view
+from fabricsim.web.limits import Limits
+
+LIM = Limits(max_sizes=6)
+
+
+def _check_figure(fig: dict, series: int | None = None) -> None:
+    lay = fig["layout"]
+    assert lay["title"]["text"], "every chart has a title"
+    if lay["xaxis"].get("visible", True):
+        assert lay["xaxis"]["title"]["text"] or lay["yaxis"]["title"]["text"]
+    if series is not None:
+        assert len(fig["data"]) == series
+
+
+def test_bench_curves_per_algorithm_and_the_tuners_choice() -> None:
+    out = run_job("bench", [SMALL], limits=LIM)
+    b = out["designs"][0]["bench"]
+    names = [c["name"] for c in b["curves"]]
+    assert names[0] == "auto" and "ring" in names and "nvlstree" in names
+    assert "sharp" in b["skipped"]  # not on this fabric, and said why
+    from fabricsim.collectives import ALGORITHMS
+
+    auto = b["curves"][0]
+    for c in b["curves"][1:]:  # the tuner picks the fastest it may pick (within 1 %)
+        alg = ALGORITHMS[c["name"]]  # two servers
+        if not alg.auto or alg.auto_min_servers > 2 or 0 < alg.auto_max_servers < 2:
+            continue
+        assert all(a >= x * 0.99 for a, x in zip(auto["busbw_gbps"], c["busbw_gbps"],
+                                                 strict=True)), c["name"]
+    assert len(auto["sizes"]) <= LIM.max_sizes + 1
+    fig = out["figures"]["busbw"]
+    _check_figure(fig, series=len(names))
+    assert fig["layout"]["xaxis"]["type"] == "log"
+    _check_figure(out["figures"]["time"], series=len(names))
+    json.dumps(out, allow_nan=False)
+
+
+def test_two_designs_are_compared_series_by_series() -> None:
+    roce = SMALL.replace("ib-ndr", "roce-400g")
+    out = run_job("train", [TRAIN, TRAIN.replace("ib-ndr", "roce-400g")], limits=LIM)
+    a, b = out["designs"]
+    assert a["cluster"]["summary"]["fabric"] == "ib-ndr"
+    assert b["cluster"]["summary"]["fabric"] == "roce-400g"
+    fig = out["figures"]["breakdown"]
+    _check_figure(fig)
+    assert all(len(t["y"]) == 2 for t in fig["data"])
+    total = [sum(t["y"][i] for t in fig["data"]) for i in range(2)]
+    for i, d in enumerate((a, b)):  # the stack adds up to the step
+        assert total[i] == pytest.approx(sum(d["train"]["breakdown_s"].values()), rel=1e-9)
+    assert {"topology", "topology_b", "hierarchy"} <= set(out["figures"])
+    assert run_job("describe", [SMALL, roce])["figures"]["hierarchy"]["data"][1]["name"] \
+        == "B: roce-400g"
+
+
+def test_train_splits_nvlink_from_scale_out() -> None:
+    t = run_job("train", [TRAIN])["designs"][0]["train"]
+    assert t["nvlink_kinds"] == ["cp", "tp"]  # TP 8 inside one server
+    comm = sum(v for k, v in t["breakdown_s"].items()
+               if k not in ("compute", "bubble", "optimizer"))
+    assert t["exposed_nvlink_s"] + t["exposed_scale_out_s"] == pytest.approx(comm)
+    assert t["exposed_nvlink_s"] > 0 and 0 < t["mfu"] < 1
+
+
+def test_scale_and_plan() -> None:
+    big = TRAIN.replace("nodes: 2", "nodes: 16")
+    s = run_job("scale", [big])
+    pts = s["designs"][0]["scale"]["points"]
+    assert [p["gpus"] for p in pts] == [16, 32, 64, 128]
+    _check_figure(s["figures"]["scaling"], series=1)
+    p = run_job("plan", [TRAIN])
+    fabrics = [o["fabric"] for o in p["designs"][0]["plan"]["options"]]
+    assert set(fabrics) == {"ib-ndr", "roce-400g"}
+    cost = p["figures"]["plan_cost"]["data"][0]["y"]
+    assert all(c is not None and c > 0 for c in cost)
+
+
+def test_simulate_names_the_faulty_link_among_the_bottlenecks() -> None:
+    out = run_job("simulate", [shipped_scenarios()["flow-degraded-link"]])
+    s = out["designs"][0]["simulate"]
+    assert s["slowdown"] > 1.5
+    assert s["bottlenecks"][0]["fault"] is not None  # the degraded link limits the run
+    fig = out["figures"]["bottlenecks"]
+    assert "#d62728" in fig["data"][0]["marker"]["color"]
+
+
+def test_packet_job_reports_pause_spread() -> None:
+    text = shipped_scenarios()["packet-pause-storm"]
+    out = run_job("packet", [text], limits=Limits(max_variants=1))
+    run = out["designs"][0]["packet"]["runs"][0]
+    assert run["variant"] == "base" and run["pause"]["ports_paused"] > 0
+    _check_figure(out["figures"]["pause_spread"], series=3)
+
+
+def test_topology_view_of_a_rail_fabric() -> None:
+    import fabricsim as fs
+
+    v = topology_view(fs.build_cluster("dgx-h100", nodes=32), max_drawn=16)
+    servers = v["tiers"][0]
+    assert servers["count"] == 32 and len(servers["drawn"]) == 16
+    rails = {e["rail"] for e in v["edges"] if e["from"][0] == 0}
+    assert rails == set(range(8))
+    # a rail-optimized leaf serves one rail: each drawn leaf sees one rail only
+    per_leaf: dict[int, set[int]] = {}
+    for e in v["edges"]:
+        if e["from"][0] == 0:
+            per_leaf.setdefault(e["to"][1], set()).add(e["rail"])
+    assert all(len(r) == 1 for r in per_leaf.values())
+
+
+@pytest.mark.parametrize(("kind", "text", "field", "words"), [
+    ("simulate", "cluster: {nodes: 1000}", "cluster.nodes", "limited to 1024 GPUs"),
+    ("train", SMALL, "training", "needs a training: section"),
+    ("packet", SMALL, "packet", "needs a packet: section"),
+    ("simulate", SMALL, "faults", "add a faults: or background: section"),
+    ("bench", "cluster: {nodes: 0}", "cluster.nodes (line 1)", "greater than or equal"),
+    ("bench", "cluster:\n  system: dgx-h1000\n", None, "did you mean"),
+])
+def test_bad_designs_name_the_field_and_the_fix(kind: str, text: str, field: str | None,
+                                                 words: str) -> None:
+    with pytest.raises(ConfigError) as e:
+        sc = parse_design(text, kind, Limits())
+        from fabricsim.scenario.check import check_sections
+
+        check_sections(sc)
+    assert words in str(e.value)
+    if field is not None:
+        assert e.value.field == field
+
+
+def test_scenario_over_the_size_limit() -> None:
+    with pytest.raises(ConfigError, match="web limit is 100"):
+        parse_design("# " + "x" * 200 + "\ncluster: {}", "bench", Limits(max_scenario_bytes=100))
+
+
+def test_json_safe() -> None:
+    import numpy as np
+
+    out = json_safe({"a": [np.float32(1.5), float("inf")], "b": np.arange(2), 3: (None,)})
+    assert out == {"a": [1.5, None], "b": [0, 1], "3": [None]}
