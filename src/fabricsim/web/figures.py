@@ -37,7 +37,7 @@ def _layout(title: str, x: str, y: str, *, xlog: bool = False, ylog: bool = Fals
     return {"title": {"text": title}, "xaxis": {"title": {"text": x},
                                                 **({"type": "log"} if xlog else {})},
             "yaxis": {"title": {"text": y}, **({"type": "log", "dtick": 1} if ylog else {})},
-            "legend": {"orientation": "h", "y": -0.22, "yanchor": "top"},
+            "legend": {"orientation": "h", "y": -0.3, "yanchor": "top"},
             "margin": {"t": 50, "b": 40},
             **more}
 
