@@ -46,6 +46,17 @@ def _tag(designs: Sequence[dict[str, Any]], i: int, label: str) -> str:
     return f"{'AB'[i]}: {label}" if len(designs) > 1 else label
 
 
+def _wrap(text: str, width: int = 32) -> str:
+    """``text`` broken into lines of about ``width`` characters (Plotly's ``<br>``).
+
+    >>> _wrap("server5/nic0->leaf0.0 degraded to 0.25 of capacity")
+    'server5/nic0->leaf0.0 degraded<br>to 0.25 of capacity'
+    """
+    import textwrap
+
+    return "<br>".join(textwrap.wrap(text, width)) or text
+
+
 def _size_ticks() -> dict[str, Any]:
     vals = [2.0 ** k for k in range(0, 41, 4)]
     text = []
@@ -200,9 +211,13 @@ def scaling(designs: Sequence[dict[str, Any]]) -> tuple[Fig, Fig]:
     f1: Fig = {"data": eff, "layout": _layout(f"Scaling efficiency of {model} (weak scaling)",
                                          "GPUs", "efficiency vs the smallest size",
                                          xlog=True)}
-    f1["layout"]["yaxis"]["tickformat"] = ".0%"
+    top = max([1.0, *(y for t in eff for y in t["y"] if y is not None)])
+    f1["layout"]["yaxis"].update(tickformat=".0%", range=[0, top * 1.05])
     f2: Fig = {"data": cost, "layout": _layout("GPU time lost to exposed communication",
                                           "GPUs", "US$ per day", xlog=True)}
+    ticks = sorted({x for t in eff for x in t["x"]})
+    for f in (f1, f2):
+        f["layout"]["xaxis"].update(tickvals=ticks, ticktext=[f"{x:,}" for x in ticks])
     return f1, f2
 
 
@@ -245,7 +260,7 @@ def bottlenecks(designs: Sequence[dict[str, Any]], top: int = 10) -> tuple[Fig, 
                      "hovertemplate": "%{y}: %{x:.3f} ms on the critical path "
                      "%{customdata}<extra></extra>"})
         causes.append({"type": "bar", "name": _tag(designs, i, "slowdown"),
-                       "x": [_tag(designs, i, c["description"][:40]) for c in s["causes"]],
+                       "x": [_tag(designs, i, _wrap(c["description"])) for c in s["causes"]],
                        "y": [c["slowdown_alone"] for c in s["causes"]],
                        "text": [f"{c['slowdown_alone']:.2f}×" if c["slowdown_alone"]
                                 else "stalled" for c in s["causes"]],

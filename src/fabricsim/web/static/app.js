@@ -146,6 +146,15 @@ function buildPanel(i) {
     if (box.dataset.line) box.style.top = `${(box.dataset.line - 1) * LINE_PX + 4 - ta.scrollTop}px`;
   });
   $(".start", p).addEventListener("change", (ev) => { if (ev.target.value) loadScenario(i, ev.target.value); });
+  $(".upload", p).addEventListener("change", async (ev) => {
+    const file = ev.target.files[0];
+    if (!file) return;
+    if (file.size > 128 * 1024) {
+      showError(i, { message: `${file.name} is ${file.size.toLocaleString()} bytes; a scenario may have 131,072` });
+      return;
+    }
+    await setYaml(i, await file.text());
+  });
   for (const el of p.querySelectorAll("[data-field]")) el.addEventListener("change", () => onControl(i, el));
 }
 
@@ -179,7 +188,11 @@ function summaryRows(res) {
     add("efficiency at the largest", (d) => `${(100 * d.scale.points.filter((p) => p.feasible).at(-1).scaling_efficiency).toFixed(1)} %`);
     add("main loss at the largest", (d) => d.scale.points.filter((p) => p.feasible).at(-1).main_loss);
   } else if (res.kind === "plan") {
-    for (const k of [0, 1, 2]) add(`option ${k + 1}: fabric, step s`, (d) => `${d.plan.options[k].fabric}: ${fmt(d.plan.options[k].step_time_s)}`);
+    const n = Math.max(...res.designs.map((d) => d.plan.options.length));
+    for (let k = 0; k < n; k++) {
+      add(`option ${k + 1}: fabric, step s`, (d) => `${d.plan.options[k].fabric}: ${fmt(d.plan.options[k].step_time_s)}`);
+      add(`option ${k + 1}: US$ per M tokens`, (d) => fmt(d.plan.options[k].usd_per_token * 1e6));
+    }
   } else if (res.kind === "simulate") {
     add("slowdown", (d) => d.simulate.slowdown);
     add("top link", (d) => d.simulate.bottlenecks[0].name);
@@ -212,8 +225,8 @@ function renderResult(job) {
       div.className = "chart";
       div.id = `fig-${name}`;
       div.dataset.figure = name;
-      charts.appendChild(div);
     }
+    charts.appendChild(div); // (re)placed in the result's order
     const fig = res.figures[name];
     Plotly.react(div, fig.data, fig.layout, { responsive: true, displaylogo: false });
     div.dataset.rendered = String(Number(div.dataset.rendered || 0) + 1);
