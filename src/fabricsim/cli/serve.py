@@ -46,11 +46,10 @@ def register(app: typer.Typer) -> None:
         from fabricsim._extras import require
 
         uvicorn = require("uvicorn", "web", "fabricsim serve")
-        from fabricsim.web.app import create_app
-        from fabricsim.web.limits import Limits
-
         import socket
 
+        from fabricsim.web.app import create_app
+        from fabricsim.web.limits import Limits
         from fabricsim.web.store import JobStore
 
         JobStore(store).close()  # a file that is not a job store fails here, clearly
