@@ -57,14 +57,16 @@ def advance(now: float, t_limit: float,
             s_rem: F8, s_demand: F8, s_nlive: I8, s_seen: NDArray[np.bool_],
             out_groups: I8, j_size: F8, j_lat: F8, g_more: I8, g_flat: I8, g_start: F8,
             rep_start: F8, rep_end: F8, crit: F8, g_slow: F8,
-            max_events: int = 1 << 62) -> tuple[int, float, int]:
+            inc_ptr: I8, inc_flow: I8, f_job: I8,
+            max_events: int = 1 << 62, partial: bool = True) -> tuple[int, float, int]:
     """Run events from ``now`` until a group completes, ``t_limit`` or a stall.
 
     A group with ``g_more[g] > 0`` more repetitions is re-armed in place when it
     completes (its jobs start again after their latency ``j_lat``), recording the
     repetition's end in ``rep_end[g_flat[g]]`` and its time in ``crit`` of its bottleneck;
     only its last repetition is returned. Returns ``(code, now, n)``: ``out_groups[:n]``
-    are the groups that completed.
+    are the groups that completed. ``inc_ptr``/``inc_flow``/``f_job``: the pool's link →
+    flow incidence and each flow's job (:func:`_incidence`).
 
     Bottleneck attribution: a group's bottleneck ``g_bneck[g]`` is that of its
     slowest-moving job (longest time from activation to end, ``g_slow[g]``), not of the
@@ -72,73 +74,78 @@ def advance(now: float, t_limit: float,
     group completes, ``g_start[g]`` is moved to ``end − g_slow[g]`` so that the time the
     caller credits to the bottleneck (``end − g_start``) is the time that job spent moving
     bytes: latency, launch overhead and straggler delay are credited to no link.
+
+    ``partial`` (default) re-solves, at an event where flows only finish, just the flows
+    at or above the lowest water level a finishing flow held (the others keep their
+    rates, as max-min fairness guarantees); False re-solves the whole component at every
+    event (the reference the tests compare with).
     """
     n_jobs = j_rem.shape[0]
     n_links = cap.shape[0]
-    first = True
     rearm = np.empty(max(g_left.shape[0], 1), dtype=np.int64)
     n_re = 0
     events = 0
+    # Lazy state, so that an event costs what changed plus one pass over the live jobs:
+    # a job's j_rem is exact at j_since (its rate has not changed since) and it ends at
+    # j_tfin; a flow's bytes reach link_bytes when its rate changes, when it finishes,
+    # and for every active flow when this call returns (the driver reads both then).
+    f_since = np.full(f_w.shape[0], now)
+    j_since = np.full(n_jobs, now)
+    j_tfin = np.full(n_jobs, np.inf)
+    live = np.empty(n_jobs, dtype=np.int64)  # jobs not DONE, in pool order
+    n_live = 0
+    for j in range(n_jobs):
+        if j_state[j] != DONE:
+            live[n_live] = j
+            n_live += 1
+            if j_state[j] == ACTIVE and j_rate[j] > 0.0:
+                j_tfin[j] = now + j_rem[j] / j_rate[j]
+    seeds = np.empty(e_link.shape[0] + n_links, dtype=np.int64)
+    first = True
     while True:
         # ---------------------------------------------------------------- seed changes
-        aff = np.zeros(0, dtype=np.int64)
         n_aff = 0
         n_out = 0
         if first:
             first = False
-            cnt = 0
             for l in range(n_links):
                 if dirty[l]:
-                    cnt += 1
-            aff = np.empty(cnt, dtype=np.int64)
-            for l in range(n_links):
-                if dirty[l]:
-                    aff[n_aff] = l
+                    seeds[n_aff] = l
                     n_aff += 1
                     dirty[l] = False
         # ---------------------------------------------------------------- next event
         t_act = np.inf
         t_fin = np.inf
-        for j in range(n_jobs):
-            s = j_state[j]
-            if s == PENDING:
+        for k in range(n_live):
+            j = live[k]
+            if j_state[j] == PENDING:
                 if j_act[j] < t_act:
                     t_act = j_act[j]
-            elif s == ACTIVE and j_rate[j] > 0.0:
-                tf = now + j_rem[j] / j_rate[j]
-                if tf < t_fin:
-                    t_fin = tf
+            elif j_tfin[j] < t_fin:
+                t_fin = j_tfin[j]
         t_next = min(t_act, t_fin)
         if n_aff == 0:
             if t_next > t_limit:
                 t_next = t_limit
             if t_next == np.inf:
+                _settle(now, live, n_live, j_state, j_rem, j_rate, j_since, j_fptr, f_ptr,
+                        e_link, e_frac, f_rate, f_since, link_bytes)
                 return STALL, now, 0
         else:
             t_next = now  # apply the driver's changes before moving
-        dt = t_next - now
         tol = TIME_RTOL * max(abs(t_next), 1e-9)
-        # ---------------------------------------------------------------- progress
-        if dt > 0.0:
-            for j in range(n_jobs):
-                if j_state[j] != ACTIVE or j_rate[j] == 0.0:
-                    continue
-                j_rem[j] -= j_rate[j] * dt
-                for f in range(j_fptr[j], j_fptr[j + 1]):
-                    for e in range(f_ptr[f], f_ptr[f + 1]):
-                        link_bytes[e_link[e]] += e_frac[e] * f_rate[f] * dt
         now = t_next
         # ---------------------------------------------------------------- completions
-        n_ent = 0
-        for j in range(n_jobs):
-            s = j_state[j]
-            if ((s == PENDING and j_act[j] <= now + tol) or
-                    (s == ACTIVE and j_rate[j] > 0.0 and j_rem[j] <= j_rate[j] * tol)):
-                n_ent += f_ptr[j_fptr[j + 1]] - f_ptr[j_fptr[j]]
-        seeds = np.empty(n_ent + n_aff, dtype=np.int64)
-        seeds[:n_aff] = aff[:n_aff]
         ns = n_aff
-        for j in range(n_jobs):
+        # The lowest water level a finishing flow held: when flows only finish (nothing
+        # starts, no capacity changes), every flow below it keeps its rate (max-min
+        # fairness is decided level by level from the bottom, and a finished flow took
+        # part only in the levels from its own up), so only flows at or above it are
+        # re-solved. Any start or capacity change re-solves the whole component.
+        cut = np.inf if n_aff == 0 and partial else -1.0
+        kept = 0
+        for k in range(n_live):
+            j = live[k]
             s = j_state[j]
             fin = False
             if s == PENDING and j_act[j] <= now + tol:
@@ -147,46 +154,67 @@ def advance(now: float, t_limit: float,
                     fin = True
                 else:
                     j_state[j] = ACTIVE
+                    j_since[j] = now
+                    cut = -1.0
+                    for f in range(j_fptr[j], j_fptr[j + 1]):
+                        f_since[f] = now
                     for e in range(lo, hi):
                         seeds[ns] = e_link[e]
                         ns += 1
-            elif s == ACTIVE and j_rate[j] > 0.0 and j_rem[j] <= j_rate[j] * tol:
+            elif s == ACTIVE and j_rate[j] > 0.0 and j_tfin[j] <= now + tol:
                 fin = True
+                for f in range(j_fptr[j], j_fptr[j + 1]):
+                    if cut >= 0.0 and f_w[f] > 0.0 and f_rate[f] / f_w[f] < cut:
+                        cut = f_rate[f] / f_w[f]
+                    if now > f_since[f]:
+                        for e in range(f_ptr[f], f_ptr[f + 1]):
+                            link_bytes[e_link[e]] += e_frac[e] * f_rate[f] * (
+                                now - f_since[f])
+                    f_since[f] = now
                 for e in range(f_ptr[j_fptr[j]], f_ptr[j_fptr[j + 1]]):
                     seeds[ns] = e_link[e]
                     ns += 1
-            if fin:
-                j_state[j] = DONE
-                j_rem[j] = 0.0
-                j_end[j] = now
-                j_rate[j] = 0.0
-                g = j_group[j]
-                if g >= 0:
-                    # slowest mover; among equals (to clock precision) the lowest link,
-                    # so the answer does not depend on the order jobs are stored in
-                    moving = now - j_act[j]
-                    b = j_bneck[j]
-                    if moving > g_slow[g] + 4.0 * tol:
-                        g_slow[g] = moving
-                        g_bneck[g] = b
-                    elif (moving >= g_slow[g] - 4.0 * tol and b >= 0
-                          and (g_bneck[g] < 0 or b < g_bneck[g])):
-                        g_slow[g] = max(g_slow[g], moving)
-                        g_bneck[g] = b
-                    g_left[g] -= 1
-                    if g_left[g] == 0:
-                        g_end[g] = now
-                        g_start[g] = now - max(g_slow[g], 0.0)
-                        g_slow[g] = -1.0
-                        if g_more[g] > 0:
-                            rearm[n_re] = g
-                            n_re += 1
-                        else:
-                            out_groups[n_out] = g
-                            n_out += 1
+            if not fin:
+                live[kept] = j
+                kept += 1
+                continue
+            j_state[j] = DONE
+            j_rem[j] = 0.0
+            j_end[j] = now
+            j_rate[j] = 0.0
+            j_tfin[j] = np.inf
+            g = j_group[j]
+            if g >= 0:
+                # slowest mover; among equals (to clock precision) the lowest link,
+                # so the answer does not depend on the order jobs are stored in
+                moving = now - j_act[j]
+                b = j_bneck[j]
+                if moving > g_slow[g] + 4.0 * tol:
+                    g_slow[g] = moving
+                    g_bneck[g] = b
+                elif (moving >= g_slow[g] - 4.0 * tol and b >= 0
+                      and (g_bneck[g] < 0 or b < g_bneck[g])):
+                    g_slow[g] = max(g_slow[g], moving)
+                    g_bneck[g] = b
+                g_left[g] -= 1
+                if g_left[g] == 0:
+                    g_end[g] = now
+                    g_start[g] = now - max(g_slow[g], 0.0)
+                    g_slow[g] = -1.0
+                    if g_more[g] > 0:
+                        rearm[n_re] = g
+                        n_re += 1
+                    else:
+                        out_groups[n_out] = g
+                        n_out += 1
+        n_live = kept
         if ns > 0:
+            if not np.isfinite(cut):
+                cut = -1.0
             _resolve(seeds[:ns], j_state, j_rate, j_bneck, j_fptr, f_w, f_ptr, e_link, e_coef,
-                     e_frac, f_rate, f_bneck, cap, s_rem, s_demand, s_nlive, s_seen, n_links)
+                     e_frac, f_rate, f_bneck, cap, s_rem, s_demand, s_nlive, s_seen, n_links,
+                     inc_ptr, inc_flow, f_job, cut, now, f_since, link_bytes, j_rem, j_since,
+                     j_tfin)
         for k in range(n_re):
             g = rearm[k]
             rep_end[g_flat[g]] = now
@@ -206,23 +234,90 @@ def advance(now: float, t_limit: float,
                     j_end[j] = np.nan
                     j_rate[j] = 0.0
                     j_bneck[j] = -1
+                    j_tfin[j] = np.inf
+                    live[n_live] = j
+                    n_live += 1
                     cnt += 1
             g_left[g] = cnt
+        if n_re > 0:  # keep the live list in pool order (ties are settled in that order)
+            live[:n_live] = np.sort(live[:n_live])
         n_re = 0
         if n_out > 0:
+            _settle(now, live, n_live, j_state, j_rem, j_rate, j_since, j_fptr, f_ptr, e_link,
+                    e_frac, f_rate, f_since, link_bytes)
             return GROUPS, now, n_out
         if now >= t_limit:
+            _settle(now, live, n_live, j_state, j_rem, j_rate, j_since, j_fptr, f_ptr, e_link,
+                    e_frac, f_rate, f_since, link_bytes)
             return LIMIT, now, 0
         events += 1
         if events >= max_events:
+            _settle(now, live, n_live, j_state, j_rem, j_rate, j_since, j_fptr, f_ptr, e_link,
+                    e_frac, f_rate, f_since, link_bytes)
             return BUDGET, now, 0
+
+
+@numba.njit(cache=True)
+def _settle(now: float, live: I8, n_live: int, j_state: I8, j_rem: F8, j_rate: F8,
+            j_since: F8, j_fptr: I8, f_ptr: I8, e_link: I8, e_frac: F8, f_rate: F8,
+            f_since: F8, link_bytes: F8) -> None:
+    """Bring every active job's remaining bytes and every active flow's link bytes up to
+    ``now`` (what the pool and the driver hold between calls)."""
+    for k in range(n_live):
+        j = live[k]
+        if j_state[j] != ACTIVE:
+            continue
+        if now > j_since[j]:
+            j_rem[j] -= j_rate[j] * (now - j_since[j])
+            j_since[j] = now
+        for f in range(j_fptr[j], j_fptr[j + 1]):
+            if now > f_since[f] and f_rate[f] > 0.0:
+                for e in range(f_ptr[f], f_ptr[f + 1]):
+                    link_bytes[e_link[e]] += e_frac[e] * f_rate[f] * (now - f_since[f])
+            f_since[f] = now
+
+
+@numba.njit(cache=True)
+def _incidence(j_fptr: I8, f_ptr: I8, e_link: I8, n_links: int) -> tuple[I8, I8, I8]:
+    """Link → flow incidence (CSR) over every flow of the pool, and each flow's job."""
+    n_jobs = j_fptr.shape[0] - 1
+    n_flows = f_ptr.shape[0] - 1
+    f_job = np.empty(max(n_flows, 0), dtype=np.int64)
+    for j in range(n_jobs):
+        for f in range(j_fptr[j], j_fptr[j + 1]):
+            f_job[f] = j
+    lptr = np.zeros(n_links + 1, dtype=np.int64)
+    for e in range(e_link.shape[0]):
+        lptr[e_link[e] + 1] += 1
+    for l in range(n_links):
+        lptr[l + 1] += lptr[l]
+    fill = lptr[:-1].copy()
+    lflow = np.empty(lptr[n_links], dtype=np.int64)
+    for f in range(n_flows):
+        for e in range(f_ptr[f], f_ptr[f + 1]):
+            l = e_link[e]
+            lflow[fill[l]] = f
+            fill[l] += 1
+    return lptr, lflow, f_job
+
+
+#: A flow whose level is within this (relative) of the cut is re-solved, not kept.
+CUT_RTOL = 1e-9
 
 
 @numba.njit(cache=True)
 def _resolve(seeds: I8, j_state: I8, j_rate: F8, j_bneck: I8, j_fptr: I8, f_w: F8, f_ptr: I8,
              e_link: I8, e_coef: F8, e_frac: F8, f_rate: F8, f_bneck: I8, cap: F8, s_rem: F8,
-             s_demand: F8, s_nlive: I8, s_seen: NDArray[np.bool_], n_links: int) -> None:
+             s_demand: F8, s_nlive: I8, s_seen: NDArray[np.bool_], n_links: int,
+             inc_ptr: I8, inc_flow: I8, f_job: I8, cut: float, now: float, f_since: F8,
+             link_bytes: F8, j_rem: F8, j_since: F8, j_tfin: F8) -> None:
     """Re-solve the connected component of active flows reachable from ``seeds`` links.
+
+    With ``cut >= 0`` (an event where flows only finished; ``cut`` is the lowest water
+    level one of them held), active flows below ``cut`` keep their rates: the component
+    is searched through the other flows only, and the capacity the kept flows use is
+    taken off each of its links before the fill. ``cut < 0`` re-solves every active flow
+    of the component.
 
     A job's bottleneck is the link of its slowest flow whose capacity its flows fill the
     most with payload (``Σ frac·rate / capacity``; a down link first). This differs from
@@ -230,38 +325,12 @@ def _resolve(seeds: I8, j_state: I8, j_rate: F8, j_bneck: I8, j_fptr: I8, f_w: F
     loaded link bind on paper (e.g. PCIe at 46 % payload vs the NIC at 58 % on the same
     path): the table then names the link the wire actually keeps busy.
     """
-    n_jobs = j_state.shape[0]
-    # link -> active flows incidence (counting sort over active entries)
-    lptr = np.zeros(n_links + 1, dtype=np.int64)
-    n_act = 0
-    f_job = np.empty(f_w.shape[0], dtype=np.int64)
-    for j in range(n_jobs):
-        if j_state[j] != ACTIVE:
-            continue
-        for f in range(j_fptr[j], j_fptr[j + 1]):
-            f_job[f] = j
-            n_act += 1
-            for e in range(f_ptr[f], f_ptr[f + 1]):
-                lptr[e_link[e] + 1] += 1
-    for l in range(n_links):
-        lptr[l + 1] += lptr[l]
-    fill = lptr[:-1].copy()
-    lflow = np.empty(lptr[n_links], dtype=np.int64)
-    for j in range(n_jobs):
-        if j_state[j] != ACTIVE:
-            continue
-        for f in range(j_fptr[j], j_fptr[j + 1]):
-            for e in range(f_ptr[f], f_ptr[f + 1]):
-                l = e_link[e]
-                lflow[fill[l]] = f
-                fill[l] += 1
-    # breadth-first search link -> flow -> link
+    keep_below = cut * (1.0 - CUT_RTOL) if cut >= 0.0 else -1.0
     n_flows = f_w.shape[0]
     fseen = np.zeros(n_flows, dtype=np.bool_)
-    queue = np.empty(seeds.shape[0] + lptr[n_links] + 1, dtype=np.int64)
-    comp_links = np.empty(n_links if n_links < queue.shape[0] else queue.shape[0],
-                          dtype=np.int64)
-    comp = np.empty(n_act, dtype=np.int64)
+    queue = np.empty(seeds.shape[0] + n_links + 1, dtype=np.int64)
+    comp_links = np.empty(n_links, dtype=np.int64)
+    comp = np.empty(n_flows, dtype=np.int64)
     nq = 0
     nc = 0
     ncl = 0
@@ -277,9 +346,17 @@ def _resolve(seeds: I8, j_state: I8, j_rate: F8, j_bneck: I8, j_fptr: I8, f_w: F
         qi += 1
         comp_links[ncl] = l
         ncl += 1
-        s_rem[l] = cap[l]
-        for k in range(lptr[l], lptr[l + 1]):
-            f = lflow[k]
+        rem = cap[l]
+        for k in range(inc_ptr[l], inc_ptr[l + 1]):
+            f = inc_flow[k]
+            if j_state[f_job[f]] != ACTIVE:
+                continue
+            if keep_below >= 0.0 and f_rate[f] < f_w[f] * keep_below:
+                for e in range(f_ptr[f], f_ptr[f + 1]):  # kept: its use of this link
+                    if e_link[e] == l:
+                        rem -= e_coef[e] * f_rate[f]
+                        s_demand[l] += e_frac[e] * f_rate[f]
+                continue
             if fseen[f]:
                 continue
             fseen[f] = True
@@ -291,20 +368,46 @@ def _resolve(seeds: I8, j_state: I8, j_rate: F8, j_bneck: I8, j_fptr: I8, f_w: F
                     s_seen[m] = True
                     queue[nq] = m
                     nq += 1
+        s_rem[l] = rem
     for k in range(ncl):
         s_seen[comp_links[k]] = False
     if nc == 0:
+        for k in range(ncl):
+            s_demand[comp_links[k]] = 0.0
         return
-    flows = comp[:nc]
+    flows = np.sort(comp[:nc])  # pool order, as a full re-solve lists them
+    for i in range(nc):  # the bytes each flow moved at the rate it is about to leave
+        f = flows[i]
+        if now > f_since[f] and f_rate[f] > 0.0:
+            for e in range(f_ptr[f], f_ptr[f + 1]):
+                link_bytes[e_link[e]] += e_frac[e] * f_rate[f] * (now - f_since[f])
+        f_since[f] = now
+    # s_demand holds the kept flows' payload; the fill needs it zero: set it aside
+    kept = np.empty(ncl, dtype=np.float64)
+    for k in range(ncl):
+        kept[k] = s_demand[comp_links[k]]
+        s_demand[comp_links[k]] = 0.0
     fill_component(flows, f_ptr, e_link, e_coef, f_w, s_rem, s_demand, s_nlive, f_rate,
                    f_bneck)
-    # job rates: sum of their flows; job bottleneck: on its slowest flow, the link its
-    # component fills the most with payload (s_demand is zero here; used as scratch)
+    for k in range(ncl):
+        s_demand[comp_links[k]] = kept[k]
+    # job rates: the sum of all their flows (some may have kept their rates); job
+    # bottleneck: on its slowest flow, the link the active flows fill the most with
+    # payload (s_demand: scratch, zero again on return)
     for i in range(nc):
-        j_rate[f_job[flows[i]]] = 0.0
+        j = f_job[flows[i]]
+        if now > j_since[j]:  # bytes sent at the old rate, before it changes
+            j_rem[j] -= j_rate[j] * (now - j_since[j])
+            j_since[j] = now
+    for i in range(nc):
+        j = f_job[flows[i]]
+        r = 0.0
+        for g in range(j_fptr[j], j_fptr[j + 1]):
+            r += f_rate[g]
+        j_rate[j] = r
+        j_tfin[j] = now + j_rem[j] / r if r > 0.0 else np.inf
     for i in range(nc):
         f = flows[i]
-        j_rate[f_job[f]] += f_rate[f]
         if np.isfinite(f_rate[f]):
             for e in range(f_ptr[f], f_ptr[f + 1]):
                 s_demand[e_link[e]] += e_frac[e] * f_rate[f]
@@ -325,6 +428,10 @@ def _resolve(seeds: I8, j_state: I8, j_rate: F8, j_bneck: I8, j_fptr: I8, f_w: F
         j_bneck[j] = pick
     for k in range(ncl):
         s_demand[comp_links[k]] = 0.0
+    for i in range(nc):  # links of re-solved flows outside the searched ones
+        f = flows[i]
+        for e in range(f_ptr[f], f_ptr[f + 1]):
+            s_demand[e_link[e]] = 0.0
 
 
 @dataclass
@@ -359,6 +466,9 @@ class Pool:
     dirty: NDArray[np.bool_]
     g_slow: F8 = field(default_factory=lambda: np.zeros(0))
     """Per group: the longest activation-to-end time of its finished jobs (-1: none)."""
+    incidence: tuple[I8, I8, I8] | None = None
+    """Link → flow incidence and each flow's job, built on the first run after the
+    pool's jobs change (``add``, ``compact``) and reused by the runs in between."""
 
     @staticmethod
     def empty(n_links: int) -> Pool:
@@ -382,6 +492,7 @@ class Pool:
         ``coef``) the payload share counted in ``link_bytes``.
         """
         n = size.shape[0]
+        self.incidence = None
         if self.n_jobs == 0:  # fast path: the pool is empty between most repetitions
             m = weight.shape[0]
             self.j_rem, self.j_size, self.j_act = size.copy(), size, act
@@ -427,9 +538,10 @@ class Pool:
     def run(self, now: float, t_limit: float, cap: F8, n_groups: int,
             g_left: I8 | None = None, g_end: F8 | None = None, g_bneck: I8 | None = None,
             repeats: tuple[I8, I8, F8, F8, F8, F8] | None = None,
-            max_events: int = 1 << 62) -> tuple[int, float, I8]:
+            max_events: int = 1 << 62, partial: bool = True) -> tuple[int, float, I8]:
         """Advance the pool (see :func:`advance`); returns (code, now, completed groups).
-        ``max_events`` returns :data:`BUDGET` after that many events (call again).
+        ``max_events`` returns :data:`BUDGET` after that many events (call again);
+        ``partial=False`` re-solves whole components at every event (a reference).
 
         ``repeats`` = ``(g_more, g_flat, g_start, rep_start, rep_end, crit)`` lets the
         kernel run further repetitions of a group itself (default: none).
@@ -446,6 +558,8 @@ class Pool:
         if self.g_slow.shape[0] < n_groups:
             self.g_slow = np.concatenate([self.g_slow,
                                           np.full(n_groups - self.g_slow.shape[0], -1.0)])
+        if self.incidence is None:
+            self.incidence = _incidence(self.j_fptr, self.f_ptr, self.e_link, cap.shape[0])
         code, t, n = advance(now, t_limit, self.j_rem, self.j_act, self.j_state, self.j_group,
                              self.j_end, self.j_rate, self.j_bneck, self.j_fptr, self.f_w,
                              self.f_ptr, self.e_link, self.e_coef, self.e_frac, self.f_rate,
@@ -453,7 +567,7 @@ class Pool:
                              g_left, g_end, g_bneck, cap, self.dirty, self.link_bytes,
                              *self.scratch, out, self.j_size, self.j_lat, repeats[0],
                              repeats[1], repeats[2], repeats[3], repeats[4], repeats[5],
-                             self.g_slow, max_events)
+                             self.g_slow, *self.incidence, max_events, partial)
         return int(code), float(t), out[:n].copy()
 
     def compact(self, g_more: I8 | None = None) -> dict[str, F8 | I8]:
@@ -467,6 +581,7 @@ class Pool:
             done &= ~((grp >= 0) & (g_more[np.maximum(grp, 0)] > 0))
         if not done.any():
             return {}
+        self.incidence = None
         rec: dict[str, F8 | I8] = {"start": self.j_act[done] - self.j_lat[done],
                                    "end": self.j_end[done], "size": self.j_size[done],
                                    "tag": self.j_tag[done], "group": self.j_group[done]}

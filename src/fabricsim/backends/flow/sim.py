@@ -79,8 +79,9 @@ class SimOutput:
     notes: list[str] = field(default_factory=list)
 
 
-#: Most events the kernel runs between two looks at the wall clock (with a time limit or
-#: a progress callback; the driver also looks after every kernel call).
+#: Events the kernel runs between two looks at the wall clock at first (with a time
+#: limit or a progress callback; the driver also looks after every kernel call); then
+#: adapted so that a call lasts about PROGRESS_S (entering one costs O(jobs)).
 EVENT_CHUNK = 64
 #: Seconds between two progress reports.
 PROGRESS_S = 0.25
@@ -281,11 +282,16 @@ def simulate(schedule: Schedule, plan: FaultPlan,
             if remaining <= 0:
                 break
         t_limit = heap[0][0] if heap else np.inf
+        call0 = _time.perf_counter()
         code, t_new, done = pool.run(t, t_limit, cap, n_groups, g_left, g_end, g_bneck,
                                      (g_more, g_flat, g_start, rep_start_flat, rep_end_flat,
                                       crit), max_events=chunk)
         t = float(t_new)
         calls += 1
+        if code == BUDGET:  # a call costs O(jobs) to enter: keep calls near PROGRESS_S
+            spent = _time.perf_counter() - call0
+            chunk = int(min(max(chunk * PROGRESS_S / max(spent, 1e-6), EVENT_CHUNK / 4),
+                            chunk * 4, 1 << 20))
         if time_limit_s is not None or progress is not None:
             now_wall = _time.perf_counter()
             if progress is not None and now_wall - last_report >= PROGRESS_S:
