@@ -171,10 +171,6 @@ CASES: dict[str, tuple[Callable[[], Any], set[str], int]] = {
     "ClusterSummary": (_summary, {"gpus", "switches.leaf", "hierarchy_gbps.nvlink"}, 1),
 }
 
-#: to_dict() is still the nested JSON their CLI command prints (see their as_dict())
-NESTED_FOR_CLI = {"CalibrationResult", "DiagnoseReport", "ClusterSummary"}
-
-
 def _flat_json(d: dict[str, Any]) -> None:
     assert d, "empty record"
     for k, v in d.items():
@@ -188,9 +184,6 @@ def _flat_json(d: dict[str, Any]) -> None:
 def test_to_dict_is_flat_json(name: str) -> None:
     r = CASES[name][0]()
     assert Tabular in type(r).__mro__
-    if name in NESTED_FOR_CLI:  # the CLI's contract until it prints as_dict() itself
-        assert json.dumps(r.to_dict()) == json.dumps(r.as_dict())
-        return
     _flat_json(r.to_dict())
 
 
@@ -204,7 +197,7 @@ def test_to_pandas_has_the_columns(name: str) -> None:
     for rec in df.astype(object).where(df.notna(), None).to_dict(orient="records"):
         _flat_json({str(k): v.item() if isinstance(v, np.generic) else v
                     for k, v in rec.items()})
-    if rows == 1 and name not in NESTED_FOR_CLI:
+    if rows == 1:
         assert list(df.columns) == list(r.to_dict())
 
 

@@ -47,7 +47,7 @@ def register(app: typer.Typer) -> None:
             output.write_text(yaml.safe_dump(res.scenario(output.stem), sort_keys=False),
                               encoding="utf-8")
         if as_json:
-            print_json({**res.to_dict(), "output": str(output) if output else None})
+            print_json({**res.as_dict(), "output": str(output) if output else None})
             return
         console.print(f"calibrated {system} on {res.fitted_rows} rows, checked on "
                       f"{res.held_out_rows} held out")

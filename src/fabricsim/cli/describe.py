@@ -57,7 +57,7 @@ def register(app: typer.Typer) -> None:
             export_fabric(fab, export)
         summary = summarize(fab)
         if json_out:
-            print_json(summary.to_dict())
+            print_json(summary.as_dict())
         else:
             print_summary(summary)
 

@@ -57,7 +57,7 @@ def register(app: typer.Typer) -> None:
                             catalog=get_catalog())
         rep = diagnose(runs, fabric=fab)
         if as_json:
-            print_json({**rep.to_dict(), "system": system, "hosts": len(hosts),
+            print_json({**rep.as_dict(), "system": system, "hosts": len(hosts),
                         "skipped": skipped})
             return
         console.print(f"{len(runs)} two-host runs over {len(hosts)} hosts, modelled as "

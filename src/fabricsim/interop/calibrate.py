@@ -79,10 +79,6 @@ class CalibrationResult(Tabular):
     def _rows(self) -> list[dict[str, Any]]:
         return [flatten(self._record())]
 
-    def to_dict(self) -> dict[str, Any]:
-        """The nested :meth:`as_dict` (what ``fabricsim calibrate --json`` prints)."""
-        return self.as_dict()
-
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready summary: factors, their errors, the fit's time errors."""
         return {"system": self.system, "nics_in_use": self.nics,

@@ -118,10 +118,6 @@ class DiagnoseReport(Tabular):
                                                "failed_runs": len(s.failed_runs)})}
                 for i, s in enumerate(self.suspects, 1)] or [base]
 
-    def to_dict(self) -> dict[str, Any]:
-        """The nested :meth:`as_dict` (what ``fabricsim diagnose --json`` prints)."""
-        return self.as_dict()
-
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready summary with every suspect."""
         return {"runs": self.runs, "baseline_ratio": round(self.baseline_ratio, 4),

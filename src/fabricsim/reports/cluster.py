@@ -2,7 +2,7 @@
 
 :func:`summarize` reads a :class:`~fabricsim.fabric.Fabric` and returns a
 :class:`ClusterSummary` with stable field names (the ``describe`` command prints it and its
-``--json`` form is :meth:`ClusterSummary.to_dict`). Bandwidths are in GB/s (1e9 bytes/s)
+``--json`` form is :meth:`ClusterSummary.as_dict`). Bandwidths are in GB/s (1e9 bytes/s)
 per direction, as nccl-tests and vendor sheets quote them.
 
 The hierarchy follows seed 004's levels for one GPU: HBM → NVLink → PCIe → NIC → spine.
@@ -77,10 +77,6 @@ class ClusterSummary(Tabular):
 
     def _rows(self) -> list[dict[str, Any]]:
         return [flatten(self._record())]
-
-    def to_dict(self) -> dict[str, Any]:
-        """The nested :meth:`as_dict` (what ``fabricsim describe --json`` prints)."""
-        return self.as_dict()
 
     def as_dict(self) -> dict[str, Any]:
         """Every field, nested (the hierarchy as a list of levels)."""
