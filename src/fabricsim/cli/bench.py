@@ -155,11 +155,12 @@ def _best(fabric: Any, coll: str, size: int, algos: list[str | None],
 def run_sweep(fabric: Any, collective: str, sizes: list[int], *, datatype: str = "float",
               op: str = "sum", algo: str | None = None, proto: str | None = None,
               backend: Any = "analytic", gpus_per_thread: int = 1,
-              env: Any = None) -> list[Row]:
+              env: Any = None, on_size: Any = None) -> list[Row]:
     """Simulate ``collective`` at every size (aligned as nccl-tests aligns them).
 
     ``env`` (:class:`fabricsim.interop.nccl_tests.NcclEnv`) restricts the algorithms and
     protocols as NCCL's environment variables do; ``algo``/``proto`` force one.
+    ``on_size(i, n, size)`` is called before each size (progress).
     """
     from fabricsim.collectives import ALGORITHMS, run_collective
     from fabricsim.collectives.busbw import bandwidths
@@ -188,8 +189,10 @@ def run_sweep(fabric: Any, collective: str, sizes: list[int], *, datatype: str =
     align = tsize * (n if coll in ("all_gather", "reduce_scatter", "alltoall") else 1)
     reduces = coll in ("all_reduce", "reduce_scatter", "reduce")
     rows = []
-    for s in sizes:
+    for i, s in enumerate(sizes):
         size = (s // align) * align
+        if on_size is not None:
+            on_size(i, len(sizes), size)
         if backend == "analytic":
             c = _best(fabric, coll, size, algos, protos, gpus_per_thread)
             t, alg_name, pr = c.time, c.algorithm, c.protocol
@@ -309,6 +312,9 @@ def register(app: typer.Typer) -> None:
         time_limit: Annotated[float | None, typer.Option(
             "--time-limit", help="Flow backend: stop with an explained error after this "
             "many seconds of wall time per size.")] = None,
+        quiet: Annotated[bool, typer.Option(
+            "--quiet", "-q", help="No progress display (flow and packet backends show "
+            "one on a terminal).")] = False,
     ) -> None:
         """Simulate an nccl-tests sweep (all_reduce_perf etc.) on a cluster."""
         import os
@@ -370,9 +376,31 @@ def register(app: typer.Typer) -> None:
         if writer is not None:
             writer.writerow(list(Row.__dataclass_fields__))
         choices: list[str | None] = list(algo) if algo else [None]
+        from contextlib import ExitStack
+
+        from fabricsim.cli.common import err_console
+
+        stack = ExitStack()
+        on_size = None
+        if backend != "analytic" and not quiet and err_console.is_terminal:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+            bar = stack.enter_context(Progress(
+                TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                console=err_console, transient=True))
+            task = bar.add_task(f"{backend} backend", total=len(sizes) * len(choices))
+
+            def on_size(i: int, n: int, size: int) -> None:
+                bar.update(task, advance=1 if i else 0,
+                           description=f"{backend} backend: {size:,} B")
+        rows_by: dict[str | None, list[Row]] = {}
+        with stack:
+            for a in choices:
+                rows_by[a] = run_sweep(fab, collective, sizes, datatype=datatype, op=op,
+                                       algo=a, proto=proto, backend=runner,
+                                       gpus_per_thread=ngpus, env=env, on_size=on_size)
         for a in choices:
-            rows = run_sweep(fab, collective, sizes, datatype=datatype, op=op, algo=a,
-                             proto=proto, backend=runner, gpus_per_thread=ngpus, env=env)
+            rows = rows_by[a]
             curves[a or "auto"] = ([r.size_bytes for r in rows], [r.busbw_gbps for r in rows])
             if json_out:
                 for r in rows:
