@@ -194,6 +194,31 @@ def test_results_plots(capsys, tmp_path: Path) -> None:
     assert hm.stat().st_size > 5000 and pf.stat().st_size > 5000
     assert main(["results", str(store), "--pareto", "mfu"]) == 2
     assert main(["results", str(store), "--pareto", "nope,mfu"]) == 2
+    sc = tmp_path / "sc.png"
+    assert main(["results", str(store), "--scaling", "in__training__tp,mfu,in__training__pp",
+                 "--plot", str(sc), "--json"]) == 0
+    assert sc.stat().st_size > 5000
+    assert main(["results", str(store), "--scaling", "mfu"]) == 2
+    assert main(["results", str(store), "--scaling", "gpus,mfu", "--pareto", "a,b"]) == 2
+
+
+def test_scaling_curves_a_line_per_series(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                          ) -> None:
+    pd = pytest.importorskip("pandas")
+    plt = pytest.importorskip("matplotlib.pyplot")
+    from fabricsim.plots.sweep import plot_scaling_curves
+
+    kept: list[object] = []
+    monkeypatch.setattr(plt, "close", lambda fig=None, *a, **k: kept.append(fig))
+    df = pd.DataFrame({"gpus": [64, 128, 256, 64, 128, 256, 64],
+                       "tok": [10.0, 9.0, 8.0, 9.5, 8.0, 6.0, 12.0],
+                       "fabric": ["ib", "ib", "ib", "roce", "roce", "roce", "ib"]})
+    plot_scaling_curves(df, "gpus", "tok", tmp_path / "s.png", series="fabric")
+    ax = kept[-1].axes[0]  # type: ignore[attr-defined]
+    lines = {ln.get_label(): ln for ln in ax.get_lines()}
+    assert set(lines) == {"ib", "roce"}
+    assert list(lines["ib"].get_ydata()) == [11.0, 9.0, 8.0]  # the mean where X repeats
+    assert ax.get_xscale() == "log" and ax.get_title() and ax.get_xlabel() == "gpus"
 
 
 def test_pareto_front_is_the_undominated_rows() -> None:

@@ -1,4 +1,5 @@
-"""Plots of a sweep's results: the Pareto front of two figures, and a heatmap over two axes.
+"""Plots of a sweep's results: the Pareto front of two figures, a heatmap over two axes,
+and scaling curves (a figure against GPUs or any axis, a line per value of another).
 
 Example
 -------
@@ -18,14 +19,15 @@ from typing import Any
 from fabricsim.errors import ConfigError
 from fabricsim.plots.style import COLORS, new_figure, plt, save
 
-__all__ = ["pareto_front", "plot_heatmap", "plot_pareto"]
+__all__ = ["pareto_front", "plot_heatmap", "plot_pareto", "plot_scaling_curves"]
 
 
 def _need(df: Any, *cols: str) -> None:
     bad = [c for c in cols if c not in df.columns]
     if bad:
         raise ConfigError(f"unknown column(s) {', '.join(bad)}; the results have "
-                          f"{', '.join(map(str, df.columns))}", field="--pareto/--heatmap")
+                          f"{', '.join(map(str, df.columns))}",
+                          field="--pareto/--heatmap/--scaling")
 
 
 def pareto_front(df: Any, x: str, y: str, *, minimise_x: bool = True) -> Any:
@@ -81,4 +83,39 @@ def plot_heatmap(df: Any, x: str, y: str, value: str, path: str | Path, *,
     ax.set_ylabel(y)
     ax.set_title(title or value, fontsize=10)
     plt.colorbar(im, ax=ax, label=value)
+    return save(fig, path)
+
+
+def plot_scaling_curves(df: Any, x: str, y: str, path: str | Path, *,
+                        series: str | None = None, title: str = "") -> Path:
+    """``y`` against ``x`` (log scale when ``x`` spans 4× or more), the mean where several
+    rows share a point, one line per value of ``series`` (e.g. the fabric), so that a
+    sweep over cluster sizes reads as scaling curves.
+
+    >>> import pandas as pd, tempfile, pathlib
+    >>> df = pd.DataFrame({"gpus": [64, 128, 64, 128], "mfu": [0.5, 0.45, 0.48, 0.4],
+    ...                    "fabric": ["ib", "ib", "roce", "roce"]})
+    >>> p = plot_scaling_curves(df, "gpus", "mfu", pathlib.Path(tempfile.mkdtemp()) / "s.png",
+    ...                         series="fabric")
+    >>> p.name
+    's.png'
+    """
+    _need(df, x, y, *([series] if series else []))
+    d = df.dropna(subset=[x, y])
+    groups = [(None, d)] if series is None else list(d.groupby(series, sort=True))
+    fig, ax = new_figure()
+    for i, (name, g) in enumerate(groups):
+        m = g.groupby(x, sort=True)[y].mean()
+        ax.plot(m.index, m.values, "-o", ms=4, color=COLORS[i % len(COLORS)],
+                label=str(name) if series else y)
+    lo, hi = d[x].min(), d[x].max()
+    if lo > 0 and hi / lo >= 4:
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(sorted(d[x].unique()), [f"{v:,.0f}" for v in sorted(d[x].unique())])
+    ax.set_xlabel(x)
+    ax.set_ylabel(y)
+    ax.set_title(title or f"{y} against {x}" + (f", by {series}" if series else ""),
+                 fontsize=10)
+    if series:
+        ax.legend(title=series, fontsize=8)
     return save(fig, path)
