@@ -32,11 +32,12 @@ from fabricsim.schedule import Schedule, Step
 __version__ = "0.1.0"
 
 
-def sweep(spec: object, *, store: object = "results.duckdb", workers: int = 1) -> object:
+def sweep(spec: object, *, store: object = "results.duckdb", workers: int | None = None
+          ) -> object:
     """Run a design-space sweep (a :class:`fabricsim.sweeps.SweepSpec`, a mapping of its
     fields, or a sweep YAML path) into the DuckDB ``store`` and return every row of the
     store as a pandas DataFrame (the ``store`` extra). Points already in the store are
-    not run again.
+    not run again; ``workers`` as in :func:`fabricsim.sweeps.run_sweep`.
 
     >>> import fabricsim, tempfile, pathlib
     >>> d = pathlib.Path(tempfile.mkdtemp())

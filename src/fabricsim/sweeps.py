@@ -46,7 +46,8 @@ from pydantic import ConfigDict, Field
 from fabricsim._strict import StrictModel, config_error
 from fabricsim.errors import ConfigError, FabricsimError
 
-__all__ = ["STORE_VERSION", "FabricCache", "Point", "SweepSpec", "chunks", "fabric_key",
+__all__ = ["STORE_VERSION", "FabricCache", "Point", "SweepSpec", "auto_workers", "chunks",
+           "fabric_key",
            "load_sweep", "points", "read_results", "run_point", "run_sweep", "sweep_spec"]
 
 #: Format of the results store; a store of another version is refused with a clear error.
@@ -570,12 +571,32 @@ def _ray_results(todo: list[Point], kind: str, workers: int, address: str | None
             ray.shutdown()
 
 
-def run_sweep(spec: SweepSpec, store: Path, *, workers: int = 1, root: Path | None = None,
+#: Points per worker below which a process pool does not pay for its start-up (a pool
+#: costs about a second; an analytic point a few milliseconds).
+POINTS_PER_WORKER = 200
+
+
+def auto_workers(n_points: int) -> int:
+    """Workers for ``n_points`` when none are asked: one per CPU, but no more than one
+    per :data:`POINTS_PER_WORKER` points (1 for small sweeps).
+
+    >>> auto_workers(10), auto_workers(10_000) >= 1
+    (1, True)
+    """
+    import os
+
+    return max(1, min(os.cpu_count() or 1, n_points // POINTS_PER_WORKER))
+
+
+def run_sweep(spec: SweepSpec, store: Path, *, workers: int | None = None,
+              root: Path | None = None,
               progress: Callable[[int, int], None] | None = None,
               limit: int | None = None, ray: bool = False,
               ray_address: str | None = None) -> dict[str, int]:
     """Run every point of ``spec`` not yet in ``store``; returns counts (points, skipped
-    as already done, run, failed). ``limit`` stops after that many new points. With
+    as already done, run, failed). ``limit`` stops after that many new points.
+    ``workers`` (default: :func:`auto_workers` of the points to run; one per CPU with
+    ``ray``) sets the local pool's size. With
     ``ray`` the points run as Ray tasks (the ``ray`` extra): on the cluster at
     ``ray_address``, or on a local Ray instance of ``workers`` CPUs when it is ``None``;
     results are stored here as they come back, as with the local pool.
@@ -585,7 +606,7 @@ def run_sweep(spec: SweepSpec, store: Path, *, workers: int = 1, root: Path | No
     (:func:`chunks`), so a worker pays the start-up and a cluster's build once per task.
     """
     _need_store()
-    if workers < 1:
+    if workers is not None and workers < 1:
         raise ConfigError(f"workers must be at least 1, got {workers}", field="workers")
     pts = points(spec, root)
     db = _Store(store)
@@ -594,6 +615,10 @@ def run_sweep(spec: SweepSpec, store: Path, *, workers: int = 1, root: Path | No
         todo = [p for p in pts if p.key not in done]
         if limit is not None:
             todo = todo[:limit]
+        if workers is None:
+            import os
+
+            workers = (os.cpu_count() or 1) if ray else auto_workers(len(todo))
         casters = _casters(spec)
         failed = 0
         finished = 0

@@ -19,8 +19,9 @@ def register(app: typer.Typer) -> None:
     def sweep_cmd(
         spec: Annotated[Path, typer.Argument(help="Sweep YAML: base scenario, axes, kind.")],
         store: StoreOpt = Path("results.duckdb"),
-        workers: Annotated[int, typer.Option(
-            "--workers", min=1, max=256, help="Local worker processes.")] = 1,
+        workers: Annotated[int | None, typer.Option(
+            "--workers", min=1, max=256, help="Local worker processes (default: one per "
+            "CPU, but 1 for sweeps of fewer than 400 points to run).")] = None,
         ray: Annotated[bool, typer.Option(
             "--ray", help="Run the points as Ray tasks (the 'ray' extra): on a local Ray "
             "instance of --workers CPUs, or on --ray-address.")] = False,
@@ -75,8 +76,12 @@ def register(app: typer.Typer) -> None:
         heatmap: Annotated[str | None, typer.Option(
             "--heatmap", help="X,Y,VALUE: VALUE over two axes, e.g. "
             "in__training__tp,in__training__pp,mfu.")] = None,
+        scaling: Annotated[str | None, typer.Option(
+            "--scaling", help="X,Y[,SERIES]: Y against X, a line per value of SERIES, "
+            "e.g. gpus,tokens_per_s_per_gpu,in__cluster__fabric.")] = None,
         plot: Annotated[Path, typer.Option(
-            "--plot", help="PNG file for --pareto or --heatmap.")] = Path("results.png"),
+            "--plot", help="PNG file for --pareto, --heatmap or --scaling.")
+        ] = Path("results.png"),
         as_json: JsonOpt = False,
     ) -> None:
         """Query a sweep's results store: a table, JSON rows, or Parquet.
@@ -89,16 +94,29 @@ def register(app: typer.Typer) -> None:
         from fabricsim.sweeps import read_results
 
         df = read_results(store, sql)
-        if pareto or heatmap:
-            from fabricsim.plots.sweep import plot_heatmap, plot_pareto
+        if sum(x is not None for x in (pareto, heatmap, scaling)) > 1:
+            raise ConfigError("one plot at a time: --pareto, --heatmap or --scaling",
+                              field="--plot")
+        if pareto or heatmap or scaling:
+            from fabricsim.plots.sweep import plot_heatmap, plot_pareto, plot_scaling_curves
 
-            spec = (pareto or heatmap or "").split(",")
-            if len(spec) != (2 if pareto else 3):
-                raise ConfigError("give --pareto X,Y or --heatmap X,Y,VALUE (column names)",
-                                  field="--pareto" if pareto else "--heatmap")
+            spec = [c.strip() for c in (pareto or heatmap or scaling or "").split(",")]
             ok = df[df["status"] == "ok"] if "status" in df.columns else df
-            out = plot_pareto(ok, spec[0], spec[1], plot) if pareto else \
-                plot_heatmap(ok, spec[0], spec[1], spec[2], plot)
+            if pareto:
+                if len(spec) != 2:
+                    raise ConfigError("give --pareto X,Y (column names)", field="--pareto")
+                out = plot_pareto(ok, spec[0], spec[1], plot)
+            elif heatmap:
+                if len(spec) != 3:
+                    raise ConfigError("give --heatmap X,Y,VALUE (column names)",
+                                      field="--heatmap")
+                out = plot_heatmap(ok, spec[0], spec[1], spec[2], plot)
+            else:
+                if len(spec) not in (2, 3):
+                    raise ConfigError("give --scaling X,Y or X,Y,SERIES (column names)",
+                                      field="--scaling")
+                out = plot_scaling_curves(ok, spec[0], spec[1], plot,
+                                          series=spec[2] if len(spec) == 3 else None)
             if not as_json:
                 console.print(f"wrote {out}")
         if columns:
