@@ -170,3 +170,7 @@ def test_docs_table_lists_every_rule() -> None:
     section = text[text.index("## Physical-validity rules"):]
     names = set(re.findall(r"^\| `([a-z0-9-]+)` \|", section, flags=re.M))
     assert names == {r.name for r in RULES}
+    rows = {m.group(1): m.group(2) for m in re.finditer(
+        r"^\| `([a-z0-9-]+)` \| ([^|]*) \|", section, flags=re.M)}
+    for r in RULES:  # the row names the fields the rule checks, as the rule does
+        assert rows[r.name].strip().startswith(r.field), (r.name, rows[r.name], r.field)
