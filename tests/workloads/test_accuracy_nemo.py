@@ -30,10 +30,14 @@ def test_every_covered_row_is_run_or_says_why(results: list[dict[str, Any]]) -> 
     assert len(missing) < len(results) / 4
 
 
-def test_moe_rows_stand_where_they_are(results: list[dict[str, Any]]) -> None:
-    """MoE training is optimistic (a known gap, docs/training.md): DeepSeek-V3 on B200
-    predicted well above NVIDIA's figures, Mixtral close."""
+def test_moe_rows_with_grouped_gemm_cost(results: list[dict[str, Any]]) -> None:
+    """Routed experts' grouped GEMMs slow down with few rows per expert
+    (``GROUPED_GEMM_N0``, fitted on the DeepSeek-V3 B200 rows; docs/training.md).
+    Before it DeepSeek-V3 on B200 was +36 to +68 %, Mixtral +6/+12 %."""
     ds = [r["rel_error"] for r in results if "DeepSeekV3" in r["case"] and "rel_error" in r]
     mx = [r["rel_error"] for r in results if "Mixtral" in r["case"]]
-    assert ds and statistics.median(ds) > 0.3
-    assert mx and max(abs(e) for e in mx) <= 0.15
+    assert len(ds) >= 3
+    assert abs(statistics.median(ds)) <= 0.08
+    assert max(abs(e) for e in ds) <= 0.25
+    # held out (not in the fit): the coarse-grained Mixtral stays close
+    assert mx and max(abs(e) for e in mx) <= 0.08

@@ -47,9 +47,9 @@ def test_rows_the_issue_names(rows: list[dict[str, Any]]) -> None:
             assert abs(r["rel_error"]) <= 0.10, r["case"]
     # DeepSeek-V3 on 2,048 H800: FP8 dispatch, node-limited routing, DualPipe overlap
     # (682 tokens/s/GPU with 51 % waiting on the network before them; published 1,543).
-    # +23 % since the FP8 GEMM share comes from NeMo's dense runs: MoE layers cost more
-    # than the model charges (NeMo's own DeepSeek-V3 rows on B200 are +36 to +68 %)
-    assert abs(by["DeepSeek-V3 2048xH800 (tech report)"]["rel_error"]) <= 0.25
+    # +23 % with dense-GEMM rates for the experts; +18 % with the grouped-GEMM cost
+    # fitted on NeMo's B200 rows (held out here: 8,192 rows per expert at EP 64)
+    assert abs(by["DeepSeek-V3 2048xH800 (tech report)"]["rel_error"]) <= 0.20
     # torchtitan's 405B with TP8 x PP8 x FSDP8 (interleaved, FP8, async TP)
     assert abs(by["torchtitan Llama3.1-405B 512xH100 TP8 PP8 FSDP8"]["rel_error"]) <= 0.20
     # BLOOM-176B, global batch 2048 / 192 / 16: plain 1F1B waits on every pipeline

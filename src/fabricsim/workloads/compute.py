@@ -40,6 +40,7 @@ from fabricsim.workloads.parallel import ResolvedParallel
 __all__ = [
     "ATTENTION_EFF",
     "FP8_RECIPE_EFF",
+    "GROUPED_GEMM_N0",
     "HBM_EFF",
     "MAMF",
     "SHAPE_N0",
@@ -92,6 +93,16 @@ FP8_RECIPE_EFF: dict[str, float] = {"tensorwise": 1.0, "delayed": 1.0, "blockwis
                                     "mxfp8": 0.95, "torchao": 0.61}
 #: Width (elements) at which a GEMM reaches half of its MAMF share; thin GEMMs run slower.
 SHAPE_N0 = 256.0
+#: Rows per expert at which a routed expert's grouped GEMM reaches half of the dense GEMM
+#: rate (Megatron-Core's grouped GEMM over the local experts, with FP8 quantization and
+#: padding per expert). Each expert is a separate small GEMM (rows x hidden x expert width),
+#: and its fixed per-expert costs (launch, tile tails, per-expert casts and scales) weigh
+#: like ~3,000 rows of work: a fine-grained MoE (DeepSeek-V3: 32 local experts of 1,024 rows
+#: at EP 8) pays them, a coarse one (Mixtral: 2 local experts of 16,384 rows) hardly does.
+#: Fitted once, by median log error, on NVIDIA's three DeepSeek-V3 rows on 256 B200
+#: (``benchmarks/accuracy_nemo.py``: +64/+68/+36 % -> -1/+1/-19 %); held out: Mixtral 8x7B
+#: on B200/GB200 (+12/+6 % -> +4/-4 %) and DeepSeek-V3 on 2,048 H800 (+23 % -> +18 %).
+GROUPED_GEMM_N0 = 3000.0
 #: FlashAttention throughput relative to the GEMM rate (FA2 on A100 reaches ~70 % of
 #: peak where cuBLAS reaches ~86 %; FA3 on H100 ~600–740 of 989 TFLOP/s).
 ATTENTION_EFF = 0.8
@@ -256,10 +267,12 @@ def microbatch_compute(m: TransformerSpec, p: ResolvedParallel, gpu: GpuSpec,
     bf16_eff = gemm_efficiency(gpu, "bf16", m.hidden, p.tp)
 
     # routed experts run grouped GEMMs whose rows are the tokens one expert receives per
-    # micro-batch: the EP group's tokens x top_k over the experts. Thin ones run slower,
-    # by the same shape law as a thin hidden size (SHAPE_N0).
+    # micro-batch: the EP group's tokens x top_k over the experts. Few rows per expert
+    # run slower, by the shape law of a thin GEMM with the grouped kernels' own half-rate
+    # point (GROUPED_GEMM_N0).
     rows_per_expert = p.ep * tokens * m.top_k / m.experts if m.experts else 0.0
-    thin = (rows_per_expert + SHAPE_N0) / rows_per_expert if rows_per_expert else 1.0
+    thin = (rows_per_expert + GROUPED_GEMM_N0) / rows_per_expert if rows_per_expert \
+        else 1.0
 
     def layer_times(moe: bool) -> tuple[float, float, float]:
         f = layer_forward_flops(m, p.seq, moe=moe)
