@@ -134,12 +134,15 @@ def test_nvlstree_needs_nvls_and_servers() -> None:
         choose(build_cluster("dgx-h100", 1), "all_reduce", 2**20, algo="nvlstree")
 
 
-@pytest.mark.parametrize("backend", ["analytic", "flow"])
-def test_results_say_when_kernels_not_links_set_the_time(backend: str) -> None:
+@pytest.mark.parametrize(("backend", "gpus", "size"), [
+    ("analytic", 8, 2**33), ("flow", 8, 2**33), ("analytic", 4, 2**26),
+    ("packet", 4, 2**26)])  # packet: a size it simulates in about a second
+def test_results_say_when_kernels_not_links_set_the_time(backend: str, gpus: int,
+                                                         size: int) -> None:
     from fabricsim.collectives import run_collective
 
-    two = build_cluster("dgx-h100", 2)
-    tree = run_collective(two, "all_reduce", 2**33, algo="nvlstree", backend=backend)
-    ring = run_collective(two, "all_reduce", 2**33, algo="ring", backend=backend)
+    two = build_cluster("dgx-h100", 2, gpus_per_node=gpus)
+    tree = run_collective(two, "all_reduce", size, algo="nvlstree", backend=backend)
+    ring = run_collective(two, "all_reduce", size, algo="ring", backend=backend)
     assert (tree.result.extra["limited_by"], ring.result.extra["limited_by"]) == \
         ("kernels", "links")

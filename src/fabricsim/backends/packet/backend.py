@@ -182,10 +182,13 @@ class PacketBackend:
                           "for the link to return (no rerouting is modelled)"}
         res = replace(res, extra={**res.extra, **more})
         floor = kernel_floor(schedule, proto.name if proto else None)
+        limited = "links"
         if floor > 0 and res.extra.get("complete", False):
             # the kernels' own rate bounds the run (Schedule.kernel_floor), after the launch
-            res = replace(res, time=max(res.time, floor + (proto.launch if proto else 0.0)))
-        return res
+            t = max(res.time, floor + (proto.launch if proto else 0.0))
+            limited = "kernels" if t > res.time else "links"
+            res = replace(res, time=t)
+        return replace(res, extra={**res.extra, "limited_by": limited})
 
 
 def _run(st: State) -> float:
