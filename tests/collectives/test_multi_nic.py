@@ -132,6 +132,9 @@ def test_nvlstree_needs_nvls_and_servers() -> None:
         choose(build_cluster("dgx-a100", 2), "all_reduce", 2**20, algo="nvlstree")
     with pytest.raises(ScheduleError, match="one server"):
         choose(build_cluster("dgx-h100", 1), "all_reduce", 2**20, algo="nvlstree")
+    with pytest.raises(ScheduleError, match="at least 2 GPUs per server; this group has 1"):
+        choose(build_cluster("dgx-h100", 2, gpus_per_node=1), "all_reduce", 2**20,
+               algo="nvlstree")
 
 
 @pytest.mark.parametrize(("backend", "gpus", "size"), [

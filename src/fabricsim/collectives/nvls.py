@@ -36,6 +36,8 @@ from fabricsim.schedule.core import FloatArray, Step
 
 def _check(group: Group, collective: str) -> str | None:
     info = group.fabric.info
+    if 0 < group.per_server < 2:  # (a fabric of 1-GPU servers also has nvls off)
+        return "NVLS needs at least 2 GPUs per server; this group has 1. Use ring or tree"
     if not info.nvls:
         what = (f"{info.system}'s {info.nvswitch} cannot reduce in the switch" if info.nvswitch
                 else f"{info.system} has no NVSwitch")
