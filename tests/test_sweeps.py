@@ -31,7 +31,7 @@ def _spec(**kw: object) -> SweepSpec:
 def test_grid_resume_and_one_row_per_point(tmp_path: Path) -> None:
     store = tmp_path / "r.duckdb"
     first = run_sweep(_spec(), store, limit=2)
-    assert first == {"points": 6, "skipped": 0, "run": 2, "failed": 0}
+    assert first == {"points": 6, "skipped": 0, "run": 2, "failed": 0, "stopped": 0}
     second = run_sweep(_spec(), store, workers=2)
     assert second["skipped"] == 2 and second["run"] == 4
     assert run_sweep(_spec(), store)["run"] == 0
@@ -268,7 +268,7 @@ def test_an_internal_error_is_stored_and_the_sweep_goes_on(
 
     monkeypatch.setattr(sweeps, "_figures", flaky)
     counts = run_sweep(_spec(), tmp_path / "r.duckdb")
-    assert counts == {"points": 6, "skipped": 0, "run": 6, "failed": 2}
+    assert counts == {"points": 6, "skipped": 0, "run": 6, "failed": 2, "stopped": 0}
     df = read_results(tmp_path / "r.duckdb")
     bad = df[df["status"] == "error"]
     assert set(bad["in__training__tp"]) == {2}
@@ -340,3 +340,27 @@ def test_points_carry_the_scenario_full_validation_gives() -> None:
     with pytest.raises(ConfigError) as e:
         points(_spec(axes={"training": ["not a section"]}))
     assert e.value.field == "axes.training"
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_time_limit_stops_cleanly_and_the_next_run_goes_on(tmp_path: Path,
+                                                             workers: int) -> None:
+    store = tmp_path / "r.duckdb"
+    first = run_sweep(_spec(), store, workers=workers, time_limit_s=1e-9)
+    assert first["stopped"] == 1 and 1 <= first["run"] < 6
+    assert len(read_results(store)) == first["run"]   # what was done is kept
+    second = run_sweep(_spec(), store, workers=workers)
+    assert second["skipped"] == first["run"] and second["stopped"] == 0
+    assert second["run"] == 6 - first["run"]
+    df = read_results(store)
+    assert len(df) == 6 and df["point_key"].is_unique
+
+
+def test_sweep_time_limit_from_the_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]
+                                       ) -> None:
+    spec = Path(__file__).resolve().parents[1] / "examples" / "sweeps" / "tp-pp-70b.yaml"
+    store = tmp_path / "r.duckdb"
+    assert main(["sweep", str(spec), "--store", str(store), "--time-limit", "0"]) == 2
+    assert main(["sweep", str(spec), "--store", str(store), "--time-limit", "1e-9",
+                 "--quiet"]) == 0
+    assert "run the same command again to go on" in capsys.readouterr().out

@@ -532,12 +532,14 @@ def _pool_results(todo: list[Point], kind: str, workers: int
     """Run the points on a local process pool, a task per chunk; yield each
     (point, result) as its chunk completes."""
     _warm(kind)
-    with ProcessPoolExecutor(max_workers=workers, initializer=_warm,
-                             initargs=(kind,)) as pool:
+    pool = ProcessPoolExecutor(max_workers=workers, initializer=_warm, initargs=(kind,))
+    try:
         futs = {pool.submit(_work_chunk, kind, [p.scenario for p in c]): c
                 for c in chunks(todo, workers)}
         for fut in as_completed(futs):
             yield from zip(futs[fut], fut.result(), strict=True)
+    finally:  # also when the caller stops early (a time limit): drop what has not started
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _ray_results(todo: list[Point], kind: str, workers: int, address: str | None
@@ -592,11 +594,14 @@ def run_sweep(spec: SweepSpec, store: Path, *, workers: int | None = None,
               root: Path | None = None,
               progress: Callable[[int, int], None] | None = None,
               limit: int | None = None, ray: bool = False,
-              ray_address: str | None = None) -> dict[str, int]:
+              ray_address: str | None = None,
+              time_limit_s: float | None = None) -> dict[str, int]:
     """Run every point of ``spec`` not yet in ``store``; returns counts (points, skipped
     as already done, run, failed). ``limit`` stops after that many new points.
     ``workers`` (default: :func:`auto_workers` of the points to run; one per CPU with
-    ``ray``) sets the local pool's size. With
+    ``ray``) sets the local pool's size. ``time_limit_s`` stops taking results after
+    that much wall time (the points being computed finish; what is done is stored, and
+    the counts say ``stopped``: run again to go on). With
     ``ray`` the points run as Ray tasks (the ``ray`` extra): on the cluster at
     ``ray_address``, or on a local Ray instance of ``workers`` CPUs when it is ``None``;
     results are stored here as they come back, as with the local pool.
@@ -650,12 +655,20 @@ def run_sweep(spec: SweepSpec, store: Path, *, workers: int | None = None,
                        for p in sorted(todo, key=lambda p: fabric_key(p.scenario)))
         else:
             results = _pool_results(todo, spec.kind, workers)
+        t_end = None if time_limit_s is None else time.perf_counter() + time_limit_s
+        stopped = 0
         for p, (figures, wall) in results:
             record(p, figures, wall)
+            if t_end is not None and time.perf_counter() > t_end:
+                stopped = 1
+                break
+        close = getattr(results, "close", None)
+        if close is not None:
+            close()  # a pool stops here: started tasks finish, the rest are dropped
         if buffer:
             db.add(buffer)
         return {"points": len(pts), "skipped": sum(p.key in done for p in pts),
-                "run": finished, "failed": failed}
+                "run": finished, "failed": failed, "stopped": stopped}
     finally:
         db.close()
 

@@ -28,6 +28,11 @@ def register(app: typer.Typer) -> None:
         ray_address: Annotated[str | None, typer.Option(
             "--ray-address", help="Address of a running Ray cluster (e.g. ray://head:10001)."
             )] = None,
+        time_limit: Annotated[float | None, typer.Option(
+            "--time-limit", help="Stop after this many seconds of wall time, keeping every "
+            "point done (run the same command again to go on).")] = None,
+        quiet: Annotated[bool, typer.Option(
+            "--quiet", "-q", help="No progress bar.")] = False,
         as_json: JsonOpt = False,
     ) -> None:
         """Run every point of a sweep not yet in the store (a killed sweep resumes), with a
@@ -41,23 +46,30 @@ def register(app: typer.Typer) -> None:
 
         if ray_address and not ray:
             raise ConfigError("--ray-address needs --ray", field="--ray-address")
+        if time_limit is not None and not time_limit > 0:
+            raise ConfigError(f"--time-limit takes seconds > 0, got {time_limit}",
+                              field="--time-limit")
         sw = load_sweep(spec)
         with Progress("[progress.description]{task.description}", BarColumn(),
                       "{task.completed}/{task.total}", TimeRemainingColumn(),
-                      console=console, disable=as_json) as bar:
+                      console=console, disable=as_json or quiet) as bar:
             task = bar.add_task(f"sweep {sw.name}", total=None)
 
             def tick(done: int, total: int) -> None:
                 bar.update(task, completed=done, total=total)
 
             counts = run_sweep(sw, store, workers=workers, root=spec.parent, progress=tick,
-                               ray=ray, ray_address=ray_address)
+                               ray=ray, ray_address=ray_address, time_limit_s=time_limit)
         if as_json:
             print_json({**counts, "store": str(store)})
             return
         console.print(f"{counts['points']} points: {counts['run']} run now "
                       f"({counts['failed']} failed), {counts['skipped']} already in "
                       f"{store}; see them with fabricsim results {store}")
+        if counts["stopped"]:
+            left = counts["points"] - counts["skipped"] - counts["run"]
+            console.print(f"stopped at --time-limit {time_limit:g} s with {left} points to "
+                          "go: run the same command again to go on")
 
     @app.command("results")
     def results_cmd(
