@@ -1,8 +1,8 @@
 """Pins benchmarks/accuracy_training.py where the model stands, so a change shows.
 
-Issue 11's targets are median <= 8 % and max <= 20 %: the median is met (7.1 % over 26
-rows), the max is not (MPT-13B on 64 H100, +26 %). These bounds say by how much, and pin
-the rows the issue names.
+Issue 11's targets are median <= 8 % and max <= 20 %: the median is met (6.1 % over 26
+rows; 7.1 % before the MoE kernel costs), the max is not (MPT-13B on 64 H100, +26 %).
+These bounds say by how much, and pin the rows the issue names.
 """
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ def rows() -> list[dict[str, Any]]:
 def test_summary_as_it_stands(rows: list[dict[str, Any]]) -> None:
     errs = [abs(r["rel_error"]) for r in rows]
     assert len(rows) == 26
-    assert statistics.median(errs) <= 0.08
+    assert statistics.median(errs) <= 0.065
+    assert statistics.mean(errs) <= 0.08
     assert max(errs) <= 0.27
 
 
@@ -48,8 +49,9 @@ def test_rows_the_issue_names(rows: list[dict[str, Any]]) -> None:
     # DeepSeek-V3 on 2,048 H800: FP8 dispatch, node-limited routing, DualPipe overlap
     # (682 tokens/s/GPU with 51 % waiting on the network before them; published 1,543).
     # +23 % with dense-GEMM rates for the experts; +18 % with the grouped-GEMM cost
-    # fitted on NeMo's B200 rows (held out here: 8,192 rows per expert at EP 64)
-    assert abs(by["DeepSeek-V3 2048xH800 (tech report)"]["rel_error"]) <= 0.20
+    # fitted on NeMo's B200 rows (held out here: 8,192 rows per expert at EP 64); +3 %
+    # once the overlapped all-to-all kernels hold their 20 of 132 SMs (not fitted)
+    assert abs(by["DeepSeek-V3 2048xH800 (tech report)"]["rel_error"]) <= 0.08
     # torchtitan's 405B with TP8 x PP8 x FSDP8 (interleaved, FP8, async TP)
     assert abs(by["torchtitan Llama3.1-405B 512xH100 TP8 PP8 FSDP8"]["rel_error"]) <= 0.20
     # BLOOM-176B, global batch 2048 / 192 / 16: plain 1F1B waits on every pipeline

@@ -219,3 +219,18 @@ def test_fp8_recipes_set_the_share_of_the_fp8_gemm_rate() -> None:
     assert tps("delayed") == te
     # only the linear layers' GEMMs slow down: attention and memory-bound work do not
     assert te * FP8_RECIPE_EFF["torchao"] < ao < te
+
+
+def test_overlapped_all_to_all_holds_sms_from_compute() -> None:
+    """With ep_overlap the dispatch/combine kernels keep 20 of a Hopper GPU's 132 SMs,
+    so the compute-bound kernels beside them slow by up to 132/112."""
+    fab = fs.build_cluster("dgx-h800", nodes=8)
+    m = get_model("deepseek-v3")
+
+    def compute(overlap: bool) -> float:
+        cfg = ParallelConfig(pp=8, ep=8, global_batch=64, seq_len=4096, precision="fp8",
+                             recompute="full", ep_overlap=overlap)
+        return simulate_step(m, cfg, fab, check_memory=False).breakdown["compute"]
+
+    ratio = compute(True) / compute(False)
+    assert 1.1 < ratio <= 132 / 112 + 1e-9

@@ -45,7 +45,7 @@ Example
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fabricsim.catalog import get_catalog
@@ -77,6 +77,7 @@ from fabricsim.workloads.parallel import (
 __all__ = [
     "COMM_KINDS",
     "EP_OVERLAP_EFFICIENCY",
+    "EP_OVERLAP_SM_SHARE",
     "TP_OVERLAP_EFFICIENCY",
     "StepResult",
     "comm_cost",
@@ -102,6 +103,14 @@ TP_OVERLAP_EFFICIENCY = {"volta": 0.5, "ampere": 0.6, "ada": 0.6, "hopper": 0.8,
 #: compute the all-to-all can hide under (assumption, as above).
 EP_OVERLAP_EFFICIENCY = {"volta": 0.5, "ampere": 0.6, "ada": 0.6, "hopper": 0.8,
                          "blackwell": 0.8}
+#: Share of a GPU's SMs that overlapped expert all-to-all kernels hold for the whole
+#: steady state, so the compute-bound kernels beside them run on the rest. DeepSeek-V3's
+#: dispatch/combine kernels (DeepSeek-V3 report, sec. 3.2.2: 20 of the H800's 132 SMs;
+#: DeepEP's default of 20 SMs for its normal kernels): 20 / SM count of the generation
+#: (Hopper 132, Blackwell 148, Ampere 108). A hardware fact, not fitted. Only with
+#: ``ep_overlap``: unoverlapped all-to-alls take the whole GPU in their own time.
+EP_OVERLAP_SM_SHARE = {"volta": 20 / 80, "ampere": 20 / 108, "ada": 20 / 142,
+                       "hopper": 20 / 132, "blackwell": 20 / 148}
 
 
 @dataclass(frozen=True)
@@ -430,6 +439,13 @@ def simulate_step(model: TransformerSpec, cfg: ParallelConfig, fabric: Fabric,
         else dense + expert
     # a power cap lowers the clock the kernels run at; MFU stays against the datasheet
     ct = microbatch_compute(model, p, power_capped(gpu, fabric.info.gpu_power_w), owned)
+    if cfg.ep_overlap and model.is_moe:  # GEMMs and attention run beside the a2a kernels
+        slow = 1.0 / (1.0 - EP_OVERLAP_SM_SHARE.get(generation(gpu), 0.15))
+        # memory-bound kernels still saturate HBM on fewer SMs: only the rest slows
+        bound = max(0.0, 1.0 - ct.memory_bound / (ct.fwd + ct.bwd))
+        f = 1.0 + (slow - 1.0) * bound
+        ct = replace(ct, fwd=ct.fwd * f, bwd=ct.bwd * f, gemm=ct.gemm * slow,
+                     attn_layer=ct.attn_layer * slow, layer_fwd=ct.layer_fwd * f)
     exp, tot = comm_cost(model, p, comm, ct, generation(gpu))
     mb_comm = exp["tp"] + exp["ep"] + exp["cp"] + exp["dp_mb"] + exp["pp_mb"]
     t_mb = ct.fwd + ct.bwd + mb_comm
