@@ -52,6 +52,9 @@ def test_rows_the_issue_names(rows: list[dict[str, Any]]) -> None:
     # fitted on NeMo's B200 rows (held out here: 8,192 rows per expert at EP 64); +3 %
     # once the overlapped all-to-all kernels hold their 20 of 132 SMs (not fitted)
     assert abs(by["DeepSeek-V3 2048xH800 (tech report)"]["rel_error"]) <= 0.08
+    # torchtitan's 70B, FSDP 32 x TP 8 without async TP: the TP all-gathers move FP8
+    # (float8 tensorwise TP), −19 % when they were charged in BF16
+    assert abs(by["torchtitan Llama3.1-70B 256xH100 FSDP32xTP8"]["rel_error"]) <= 0.17
     # torchtitan's 405B with TP8 x PP8 x FSDP8 (interleaved, FP8, async TP)
     assert abs(by["torchtitan Llama3.1-405B 512xH100 TP8 PP8 FSDP8"]["rel_error"]) <= 0.20
     # BLOOM-176B, global batch 2048 / 192 / 16: plain 1F1B waits on every pipeline

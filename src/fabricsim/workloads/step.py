@@ -5,8 +5,9 @@ pipeline. Per micro-batch and stage, a GPU spends ``fwd + bwd`` in compute plus 
 communication that cannot hide:
 
 * **TP** (per layer): with sequence parallelism 2 all-gathers + 2 reduce-scatters of the
-  layer's activation ``b·s·h·2`` bytes forward and again backward (without SP, 2
-  all-reduces each way); full recomputation repeats the forward ones. Not overlapped
+  layer's activation ``b·s·h·2`` bytes forward and again backward (the all-gathers in
+  FP8, ``b·s·h`` bytes, under ``precision="fp8"``; without SP, 2 all-reduces each way);
+  full recomputation repeats the forward ones. Not overlapped
   unless ``tp_overlap`` > 0.
 * **EP** (per MoE layer): all-to-all dispatch + combine forward and backward (dispatch in
   FP8 under ``precision="fp8"``; one copy per server with ``moe_node_limit``); hidden
@@ -282,7 +283,11 @@ def comm_cost(m: TransformerSpec, p: ResolvedParallel, comm: CommModel,
     if p.tp > 1:
         g = p.group("tp")
         if p.sp:
-            one = comm.time("all_gather", g, act) + comm.time("reduce_scatter", g, act)
+            # FP8 recipes cast a linear layer's input before the sequence-parallel
+            # all-gather (Transformer Engine; torchtitan's float8 tensorwise TP), so
+            # the gathers move 1 byte per element; reduce-scatters stay BF16
+            ag_b = act / 2 if cfg.precision == "fp8" else act
+            one = comm.time("all_gather", g, ag_b) + comm.time("reduce_scatter", g, act)
         else:
             one = comm.time("all_reduce", g, act)
         per_layer = 2 * one * (fwd_passes + 1)
