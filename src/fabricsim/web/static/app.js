@@ -4,7 +4,7 @@
 
 const LINE_PX = 18;
 const DEFAULT_DESIGNS = ["train-llama3-70b-256", null];
-const state = { presets: null, job: null, source: null, timers: [null, null] };
+const state = { presets: null, job: null, source: null, timers: [null, null], seq: [0, 0] };
 const $ = (sel, root = document) => root.querySelector(sel);
 
 async function api(method, url, body) {
@@ -85,8 +85,13 @@ function setControls(i, fields) {
 
 async function validate(i) {
   const kind = $("#kind").value;
+  const seq = ++state.seq[i]; // only the newest check may speak (answers can cross)
+  const s0 = $(".status", panel(i));
+  s0.className = "status checking";
+  s0.textContent = "checking…";
   try {
     const r = await api("POST", "/api/validate", { scenario: yamlOf(i), kind });
+    if (seq !== state.seq[i]) return;
     setControls(i, r.fields || {});
     if (r.ok) {
       showError(i, null);
@@ -97,7 +102,7 @@ async function validate(i) {
       showError(i, r.error);
     }
   } catch (e) {
-    showError(i, { message: e.message });
+    if (seq === state.seq[i]) showError(i, { message: e.message });
   }
 }
 
@@ -204,7 +209,7 @@ function summaryRows(res) {
   return rows;
 }
 
-function renderResult(job) {
+async function renderResult(job) {
   const res = job.result;
   $("#results").hidden = false;
   $("#result-title").textContent = `${res.kind}: ${res.designs.map((d) => d.name).join(" vs ")} (${res.wall_s.toFixed(1)} s)`;
@@ -228,7 +233,8 @@ function renderResult(job) {
     }
     charts.appendChild(div); // (re)placed in the result's order
     const fig = res.figures[name];
-    Plotly.react(div, fig.data, fig.layout, { responsive: true, displaylogo: false });
+    // marked as drawn only once Plotly has drawn it (react returns a promise)
+    await Plotly.react(div, fig.data, fig.layout, { responsive: true, displaylogo: false });
     div.dataset.rendered = String(Number(div.dataset.rendered || 0) + 1);
     div.dataset.job = job.id;
   }
@@ -245,7 +251,7 @@ async function finish(id) {
   $("#run").disabled = false;
   if (job.status === "done") {
     progress(1, "done");
-    renderResult(job);
+    await renderResult(job);
   } else if (job.status === "failed") {
     const err = job.error || { message: "failed" };
     const d = /designs\[(\d)\]/.exec(err.message);
@@ -312,7 +318,7 @@ async function openJob(id) {
   $("#compare").checked = row[1] !== null;
   panel(1).hidden = row[1] === null;
   for (const i of [0, 1]) if (row[i] !== null) await setYaml(i, row[i]);
-  if (job.status === "done") renderResult(job);
+  if (job.status === "done") await renderResult(job);
   else if (job.status === "failed") finish(id);
   else follow(id);
 }
