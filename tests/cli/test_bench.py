@@ -53,6 +53,31 @@ def test_csv_and_plot_with_two_algorithms(tmp_path, capsys) -> None:
     assert png.exists() and png.stat().st_size > 1000
 
 
+def test_plot_uses_the_shared_collective_figure(tmp_path, monkeypatch) -> None:
+    """--plot draws busbw and time on a log size axis with the choice per size marked."""
+    import fabricsim.plots.busbw as busbw
+
+    seen: dict[str, object] = {}
+    real = busbw.plot_collective
+
+    def spy(curves, path, *, title=""):  # type: ignore[no-untyped-def]
+        seen.update(curves=curves, title=title)
+        return real(curves, path, title=title)
+
+    monkeypatch.setattr(busbw, "plot_collective", spy)
+    png = tmp_path / "bw.png"
+    assert main(["bench", "all_reduce", "-b", "8", "-e", "1G", "--system", "dgx-h100",
+                 "--nodes", "4", "--algo", "ring", "--algo", "nvls", "--plot",
+                 str(png)]) == 0
+    curves = seen["curves"]
+    assert isinstance(curves, dict) and list(curves) == ["ring", "nvls"]
+    ring = curves["ring"]
+    assert len(ring.sizes) == len(ring.time_s) == len(ring.choice) == 28
+    assert {c.split("/")[0] for c in ring.choice} == {"ring"}
+    assert len({c.split("/")[1] for c in ring.choice}) >= 2  # protocol switches marked
+    assert "32 GPUs" in str(seen["title"]) and png.stat().st_size > 1000
+
+
 @pytest.mark.parametrize("argv, needle", [
     (["bench", "all_reduce", "--system", "dgx-a100", "--algo", "nvls"], "NVSwitch gen3"),
     (["bench", "all_reduce", "--system", "dgx-h100", "--nodes", "2", "--fabric",

@@ -371,7 +371,6 @@ def register(app: typer.Typer) -> None:
                                  seed=sc.seed, time_limit_s=time_limit)
         sizes = sweep_sizes(parse_nccl_size(minbytes), parse_nccl_size(maxbytes), stepfactor,
                             parse_nccl_size(stepbytes) if stepbytes else None)
-        curves: dict[str, tuple[list[int], list[float]]] = {}
         writer = csv.writer(sys.stdout) if csv_out else None
         if writer is not None:
             writer.writerow(list(Row.__dataclass_fields__))
@@ -401,7 +400,6 @@ def register(app: typer.Typer) -> None:
                                        gpus_per_thread=ngpus, env=env, on_size=on_size)
         for a in choices:
             rows = rows_by[a]
-            curves[a or "auto"] = ([r.size_bytes for r in rows], [r.busbw_gbps for r in rows])
             if json_out:
                 for r in rows:
                     print_json_line({k: (round(v, 4) if isinstance(v, float) else v)
@@ -417,9 +415,16 @@ def register(app: typer.Typer) -> None:
                 typer.echo(format_table(rows, header, collective=_coll_name(collective),
                                         fabric=fab, gpus_per_thread=ngpus))
         if plot is not None:
-            from fabricsim.plots.busbw import plot_busbw
+            from fabricsim.plots.busbw import Sweep, plot_collective
 
-            plot_busbw(curves, plot, title=f"{collective} on {fab.n_gpus} GPUs "
-                                           f"({sc.cluster.system}, {fab.info.fabric})")
+            # busbw and time against a log size axis, the algorithm/protocol chosen marked
+            sweeps = {a or "auto": Sweep(
+                sizes=[r.size_bytes for r in rows_by[a]],
+                busbw_gbps=[r.busbw_gbps for r in rows_by[a]],
+                time_s=[r.time_us * 1e-6 for r in rows_by[a]],
+                choice=[f"{r.algorithm}/{r.protocol}".lower() for r in rows_by[a]])
+                for a in choices}
+            plot_collective(sweeps, plot, title=f"{collective} on {fab.n_gpus} GPUs "
+                                                f"({sc.cluster.system}, {fab.info.fabric})")
             if not (json_out or csv_out):
                 typer.echo(f"# wrote {plot}")
