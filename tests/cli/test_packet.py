@@ -31,6 +31,17 @@ def test_packet_runs_base_and_variants_as_json(tmp_path: Path, capsys) -> None: 
             "throughput.png"} <= names
 
 
+def test_packet_time_limit_keeps_done_runs_and_lists_the_rest(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "s.yaml"
+    f.write_text(SMALL)
+    assert main(["packet", str(f), "--json", "--time-limit", "1e-9"]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    assert [r["variant"] for r in rep["runs"]] == ["base"]  # the first run always finishes
+    assert rep["skipped"] == ["no-dcqcn"]
+    assert main(["packet", str(f), "--time-limit", "0"]) == 2
+    assert "--time-limit" in capsys.readouterr().err
+
+
 def test_packet_table_and_variant_selection(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     f = tmp_path / "s.yaml"
     f.write_text(SMALL)

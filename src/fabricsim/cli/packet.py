@@ -38,8 +38,15 @@ def register(app: typer.Typer) -> None:
         quiet: Annotated[bool, typer.Option(
             "--quiet", "-q", help="No progress display and no table (--json still "
             "prints).")] = False,
+        time_limit: Annotated[float | None, typer.Option(
+            "--time-limit", help="Seconds after which no further variant is started; the "
+            "runs done are reported and the rest listed as skipped (one run is bounded by "
+            "--event-budget).")] = None,
     ) -> None:
         """Packet-level simulation (IB credits, RoCE PFC/ECN/DCQCN, pause storms, loss)."""
+        import time
+
+        from fabricsim.errors import ConfigError
         from fabricsim.scenario import load_scenario
         from fabricsim.scenario.packet import run_packet_scenario, variant_names
 
@@ -53,17 +60,27 @@ def register(app: typer.Typer) -> None:
 
                     raise unknown("variant", v, sorted(known), field="--variant")
             names = [None if v == "base" else v for v in variant]
+        if time_limit is not None and not time_limit > 0:
+            raise ConfigError(f"--time-limit must be > 0 seconds, got {time_limit}",
+                              field="--time-limit")
         over: dict[str, Any] = {} if event_budget is None else {"event_budget": event_budget}
+        deadline = None if time_limit is None else time.perf_counter() + time_limit
+        skipped: list[str] = []
         with console.status("packet simulation") as status:
             if quiet or json_out:
                 status.stop()
-            runs = []
+            runs: list[Any] = []
             for i, name in enumerate(names):
+                if deadline is not None and runs and time.perf_counter() > deadline:
+                    skipped = [n or "base" for n in names[i:]]
+                    break
                 status.update(f"packet simulation: {name or 'base'} "
                               f"({i + 1} of {len(names)})")
                 runs.append(_run(run_packet_scenario, sc, name, force, over))
         report = {"scenario": sc.name, "description": sc.description,
                   "runs": [r.summary for r in runs]}
+        if skipped:
+            report["skipped"] = skipped
         if out is not None:
             from fabricsim.plots.packet import write_all
 
@@ -119,6 +136,8 @@ def _print(report: dict[str, Any]) -> None:
                   f"{s['pause']['ports_paused']}/{s['pause']['max_hops']}", f"{s['cnps']:,}",
                   str(s["watchdog_triggers"]))
     console.print(t)
+    if report.get("skipped"):
+        console.print(f"--time-limit reached; not run: {', '.join(report['skipped'])}")
     from fabricsim.reports.flow import human_size
 
     for f in report.get("files", []):
