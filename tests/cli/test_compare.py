@@ -63,6 +63,31 @@ def test_every_test_of_a_file_failed_ones_reported(capsys, tmp_path) -> None:
     assert summaries[0]["max_abs_time_error"] < 0.15
 
 
+def test_plot_is_the_shared_collective_figure(tmp_path, monkeypatch) -> None:
+    """--plot: measured and model busbw and time per size, the model's choice marked."""
+    import fabricsim.plots.busbw as busbw
+
+    seen: dict[str, object] = {}
+    real = busbw.plot_collective
+
+    def spy(curves, path, *, title=""):  # type: ignore[no-untyped-def]
+        seen["curves"] = curves
+        return real(curves, path, title=title)
+
+    monkeypatch.setattr(busbw, "plot_collective", spy)
+    png = tmp_path / "cmp.png"
+    p = LOGS / "nccl_tests_2x8_h100_three_tests.log"
+    assert main(["compare", str(p), "--json", "--plot", str(png)]) == 0
+    curves = seen["curves"]
+    assert isinstance(curves, dict) and list(curves) == [
+        "all_reduce #1 measured", "all_reduce #1 model", "all_gather #2 measured",
+        "all_gather #2 model"]
+    model, measured = curves["all_reduce #1 model"], curves["all_reduce #1 measured"]
+    assert len(model.choice) == len(model.sizes) == len(measured.time_s) > 0
+    assert not measured.choice and all("/" in c for c in model.choice)
+    assert png.stat().st_size > 1000
+
+
 def test_threshold_flags_and_bad_threshold(capsys) -> None:
     p = LOGS / "nccl_tests_2x8_h100_three_tests.log"
     assert main(["compare", str(p), "--json", "--threshold", "0.05"]) == 0

@@ -195,9 +195,9 @@ def register(app: typer.Typer) -> None:
 
         Example: fabricsim compare all_reduce_perf.log --plot compare.png
         """
-        from fabricsim.collectives import predict_time
         from fabricsim.collectives.busbw import busbw_factor
-        from fabricsim.collectives.tuner import check_collective
+        from fabricsim.collectives.tuner import check_collective, choose
+        from fabricsim.plots.busbw import Sweep
         from fabricsim.scenario.loader import read_text_file
 
         if not (math.isfinite(threshold) and threshold > 0):
@@ -213,7 +213,7 @@ def register(app: typer.Typer) -> None:
         if not tests:
             raise ConfigError("the log holds no result rows: " + "; ".join(
                 parsed.notes or ("every test failed",)), field="LOG")
-        curves: dict[str, tuple[list[int], list[float]]] = {}
+        curves: dict[str, Sweep] = {}
         for k, t in enumerate(tests):
             coll_name = collective or t.collective
             if coll_name is None:
@@ -239,11 +239,14 @@ def register(app: typer.Typer) -> None:
             errs: list[float] = []
             flagged = 0
             out_rows: list[dict[str, Any]] = []
+            picks: list[str] = []
             for r in t.rows:
                 meas_t = r.time_us_inplace if in_place else r.time_us
                 meas_b = r.busbw_gbps_inplace if in_place else r.busbw_gbps
-                tp = predict_time(fab, coll, r.size_bytes, ranks=ranks, algo=algo,
-                                  proto=proto, gpus_per_thread=t.gpus_per_thread)
+                pick = choose(fab, coll, r.size_bytes, ranks=ranks, algo=algo, proto=proto,
+                              gpus_per_thread=t.gpus_per_thread)
+                tp = pick.time
+                picks.append(f"{pick.algorithm}/{pick.protocol}".lower())
                 pred_b = r.size_bytes / tp * busbw_factor(coll, n) / 1e9 if tp > 0 else 0.0
                 err = (tp * 1e6 - meas_t) / meas_t if meas_t > 0 else math.nan
                 flag = bool(err == err and abs(err) > threshold)
@@ -257,10 +260,13 @@ def register(app: typer.Typer) -> None:
                                  "measured_busbw_gbps": None if math.isnan(meas_b) else meas_b,
                                  "predicted_busbw_gbps": round(pred_b, 3), "flag": flag})
             label = f"{coll} #{k + 1}" if len(tests) > 1 else coll
-            curves[f"{label} measured"] = ([x["size_bytes"] for x in out_rows], [
-                x["measured_busbw_gbps"] or 0.0 for x in out_rows])
-            curves[f"{label} model"] = ([x["size_bytes"] for x in out_rows],
-                                        [x["predicted_busbw_gbps"] for x in out_rows])
+            sizes = [x["size_bytes"] for x in out_rows]
+            curves[f"{label} measured"] = Sweep(
+                sizes=sizes, busbw_gbps=[x["measured_busbw_gbps"] or 0.0 for x in out_rows],
+                time_s=[x["measured_time_us"] * 1e-6 for x in out_rows])
+            curves[f"{label} model"] = Sweep(
+                sizes=sizes, busbw_gbps=[x["predicted_busbw_gbps"] for x in out_rows],
+                time_s=[x["predicted_time_us"] * 1e-6 for x in out_rows], choice=picks)
             summ = {"test": k + 1, "collective": coll, "rows": len(errs),
                     "median_abs_time_error": round(statistics.median(errs), 4) if errs
                     else None, "max_abs_time_error": round(max(errs), 4) if errs else None,
@@ -293,8 +299,9 @@ def register(app: typer.Typer) -> None:
                            f"max |error| {100 * max(errs):.1f} % over {len(errs)} sizes; "
                            f"{flagged} flagged")
         if plot is not None:
-            from fabricsim.plots.busbw import plot_busbw
+            from fabricsim.plots.busbw import plot_collective
 
-            plot_busbw(curves, plot, title=f"{log.name}: measured vs model")
+            # busbw and time on log size axes; the model's algorithm/protocol marked
+            plot_collective(curves, plot, title=f"{log.name}: measured vs model")
             if not json_out:
                 typer.echo(f"# wrote {plot}")
