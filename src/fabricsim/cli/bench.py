@@ -308,7 +308,8 @@ def register(app: typer.Typer) -> None:
                             ] = False,
         csv_out: Annotated[bool, typer.Option("--csv", help="CSV rows.")] = False,
         plot: Annotated[Path | None, typer.Option(
-            "--plot", help="Write busbw vs size to this PNG.")] = None,
+            "--plot", help="Write busbw and time vs size (log axes, algorithm/protocol "
+            "switches marked) to this PNG.")] = None,
         time_limit: Annotated[float | None, typer.Option(
             "--time-limit", help="Flow backend: stop with an explained error after this "
             "many seconds of wall time per size.")] = None,

@@ -184,7 +184,8 @@ def register(app: typer.Typer) -> None:
             "--threshold", help="Flag sizes whose time is off by more than this share "
             "(0.2 = 20 %).")] = 0.2,
         plot: Annotated[Path | None, typer.Option(
-            "--plot", help="Write measured vs model busbw (log size axis) to this PNG.")
+            "--plot", help="Write measured vs model busbw and time (log size axis, the "
+            "model's algorithm/protocol marked) to this PNG.")
         ] = None,
         json_out: Annotated[bool, typer.Option("--json", help="One JSON object per row.")
                             ] = False,
