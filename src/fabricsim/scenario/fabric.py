@@ -35,6 +35,24 @@ def fabric_from_cluster(c: ClusterSpec, systems: Mapping[str, Mapping[str, Any]]
                          storage=c.storage, management=c.management, catalog=catalog)
 
 
+def scenario_gpus(sc: Scenario, catalog: Any = None) -> int:
+    """GPUs the scenario's cluster will have, from its presets alone (nothing is built);
+    ``catalog`` already holding the scenario's ``systems:`` saves merging them again.
+
+    >>> from fabricsim.scenario import load_scenario_text
+    >>> scenario_gpus(load_scenario_text("cluster: {system: dgx-h100, nodes: 4}"))
+    32
+    """
+    c = sc.cluster
+    if c.gpus_per_node is not None:
+        return int(c.nodes) * int(c.gpus_per_node)
+    if catalog is None:
+        from fabricsim.catalog import get_catalog, with_systems
+
+        catalog = with_systems(get_catalog(), sc.systems) if sc.systems else get_catalog()
+    return int(c.nodes) * int(catalog.system(c.system).gpus)
+
+
 def fabric_from_scenario(sc: Scenario) -> Fabric:
     """Build the Fabric of a whole scenario (its cluster and user-defined systems)."""
     return fabric_from_cluster(sc.cluster, sc.systems)

@@ -100,9 +100,10 @@ class Context:
         """Ranks (GPUs) of the cluster, as the builder will make them."""
         if self.catalog is None:
             return None
-        c = self.scenario.cluster
+        from fabricsim.scenario.fabric import scenario_gpus
+
         try:
-            return c.nodes * (c.gpus_per_node or self.catalog.system(c.system).gpus)
+            return scenario_gpus(self.scenario, self.catalog)
         except FabricsimError:
             return None
 

@@ -86,17 +86,6 @@ def json_safe(obj: Any) -> Any:
     return str(obj)
 
 
-def _gpus_of(sc: Scenario) -> int:
-    """GPUs of the design, from its presets alone (nothing is built)."""
-    c = sc.cluster
-    if c.gpus_per_node is not None:
-        return int(c.nodes) * int(c.gpus_per_node)
-    from fabricsim.catalog import get_catalog, with_systems
-
-    cat = with_systems(get_catalog(), sc.systems) if sc.systems else get_catalog()
-    return int(c.nodes) * int(cat.system(c.system).gpus)
-
-
 def parse_design(text: str, kind: str, limits: Limits, *, field: str = "scenario"
                  ) -> Scenario:
     """Parse and check one design's scenario text for ``kind`` within ``limits``; the
@@ -111,12 +100,13 @@ def parse_design(text: str, kind: str, limits: Limits, *, field: str = "scenario
     cluster.nodes True
     """
     from fabricsim.scenario import load_scenario_text
+    from fabricsim.scenario.fabric import scenario_gpus
 
     if len(text.encode("utf-8")) > limits.max_scenario_bytes:
         raise ConfigError(f"the scenario is {len(text.encode('utf-8')):,} bytes; the web "
                           f"limit is {limits.max_scenario_bytes:,}", field=field)
     sc = load_scenario_text(text, source=field)
-    gpus = _gpus_of(sc)
+    gpus = scenario_gpus(sc)
     cap = limits.gpu_cap(kind)
     if gpus > cap:
         cli = "fabricsim " + ("bench" if kind == "describe" else kind)
