@@ -90,6 +90,7 @@ def advance(now: float, t_limit: float,
     # j_tfin; a flow's bytes reach link_bytes when its rate changes, when it finishes,
     # and for every active flow when this call returns (the driver reads both then).
     f_since = np.full(f_w.shape[0], now)
+    fseen = np.zeros(f_w.shape[0], dtype=np.bool_)  # _resolve's search; false between
     j_since = np.full(n_jobs, now)
     j_tfin = np.full(n_jobs, np.inf)
     live = np.empty(n_jobs, dtype=np.int64)  # jobs not DONE, in pool order
@@ -214,7 +215,7 @@ def advance(now: float, t_limit: float,
             _resolve(seeds[:ns], j_state, j_rate, j_bneck, j_fptr, f_w, f_ptr, e_link, e_coef,
                      e_frac, f_rate, f_bneck, cap, s_rem, s_demand, s_nlive, s_seen, n_links,
                      inc_ptr, inc_flow, f_job, cut, now, f_since, link_bytes, j_rem, j_since,
-                     j_tfin)
+                     j_tfin, fseen)
         for k in range(n_re):
             g = rearm[k]
             rep_end[g_flat[g]] = now
@@ -310,7 +311,8 @@ def _resolve(seeds: I8, j_state: I8, j_rate: F8, j_bneck: I8, j_fptr: I8, f_w: F
              e_link: I8, e_coef: F8, e_frac: F8, f_rate: F8, f_bneck: I8, cap: F8, s_rem: F8,
              s_demand: F8, s_nlive: I8, s_seen: NDArray[np.bool_], n_links: int,
              inc_ptr: I8, inc_flow: I8, f_job: I8, cut: float, now: float, f_since: F8,
-             link_bytes: F8, j_rem: F8, j_since: F8, j_tfin: F8) -> None:
+             link_bytes: F8, j_rem: F8, j_since: F8, j_tfin: F8,
+             fseen: NDArray[np.bool_]) -> None:
     """Re-solve the connected component of active flows reachable from ``seeds`` links.
 
     With ``cut >= 0`` (an event where flows only finished; ``cut`` is the lowest water
@@ -327,7 +329,6 @@ def _resolve(seeds: I8, j_state: I8, j_rate: F8, j_bneck: I8, j_fptr: I8, f_w: F
     """
     keep_below = cut * (1.0 - CUT_RTOL) if cut >= 0.0 else -1.0
     n_flows = f_w.shape[0]
-    fseen = np.zeros(n_flows, dtype=np.bool_)
     queue = np.empty(seeds.shape[0] + n_links + 1, dtype=np.int64)
     comp_links = np.empty(n_links, dtype=np.int64)
     comp = np.empty(n_flows, dtype=np.int64)
@@ -371,6 +372,8 @@ def _resolve(seeds: I8, j_state: I8, j_rate: F8, j_bneck: I8, j_fptr: I8, f_w: F
         s_rem[l] = rem
     for k in range(ncl):
         s_seen[comp_links[k]] = False
+    for i in range(nc):
+        fseen[comp[i]] = False
     if nc == 0:
         for k in range(ncl):
             s_demand[comp_links[k]] = 0.0
@@ -426,12 +429,8 @@ def _resolve(seeds: I8, j_state: I8, j_rate: F8, j_bneck: I8, j_fptr: I8, f_w: F
                 top = u
                 pick = l
         j_bneck[j] = pick
-    for k in range(ncl):
+    for k in range(ncl):  # every link of a re-solved flow was searched
         s_demand[comp_links[k]] = 0.0
-    for i in range(nc):  # links of re-solved flows outside the searched ones
-        f = flows[i]
-        for e in range(f_ptr[f], f_ptr[f + 1]):
-            s_demand[e_link[e]] = 0.0
 
 
 @dataclass
