@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["MAX_ITEMS", "Tabular", "flatten", "frame", "scalars"]
+__all__ = ["MAX_ITEMS", "Tabular", "flatten", "frame", "jsonable", "scalars"]
 
 #: Sequences and arrays longer than this are not spread over columns by :func:`flatten`.
 MAX_ITEMS = 64
@@ -101,6 +101,30 @@ def flatten(value: Any, prefix: str = "") -> dict[str, _Scalar]:
     else:
         out[prefix or "value"] = str(value)
     return out
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` as nested JSON-valid data: the scalars :func:`flatten` gives (NaN and
+    infinity as None, numpy scalars as Python ones), mappings with text keys, sequences
+    and arrays as lists, results by their ``as_dict()`` (else ``to_dict()``), anything
+    else as text. Unlike :func:`flatten`, the nesting is kept.
+
+    >>> jsonable({"a": float("nan"), 1: (np.float64(2.0), np.int64(3)), "b": np.arange(2)})
+    {'a': None, '1': [2.0, 3], 'b': [0, 1]}
+    """
+    is_scalar, s = _scalar(value)
+    if is_scalar:
+        return s
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, np.ndarray):
+        return [jsonable(v) for v in value.tolist()]
+    if isinstance(value, list | tuple | set | frozenset):
+        return [jsonable(v) for v in value]
+    as_dict = getattr(value, "as_dict", None) or getattr(value, "to_dict", None)
+    if callable(as_dict):
+        return jsonable(as_dict())
+    return str(value)
 
 
 def scalars(mapping: Mapping[str, Any]) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from web_designs import SMALL, TRAIN
 
 from fabricsim.errors import ConfigError
 from fabricsim.scenario.loader import shipped_scenarios
-from fabricsim.web.jobs import json_safe, parse_design, run_job, topology_view
+from fabricsim.web.jobs import parse_design, run_job, topology_view
 from fabricsim.web.limits import Limits
 
 LIM = Limits(max_sizes=6)
@@ -144,8 +144,10 @@ def test_scenario_over_the_size_limit() -> None:
         parse_design("# " + "x" * 200 + "\ncluster: {}", "bench", Limits(max_scenario_bytes=100))
 
 
-def test_json_safe() -> None:
+def test_jsonable_keeps_nesting() -> None:
     import numpy as np
 
-    out = json_safe({"a": [np.float32(1.5), float("inf")], "b": np.arange(2), 3: (None,)})
+    from fabricsim.results import jsonable
+
+    out = jsonable({"a": [np.float32(1.5), float("inf")], "b": np.arange(2), 3: (None,)})
     assert out == {"a": [1.5, None], "b": [0, 1], "3": [None]}

@@ -38,7 +38,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from fabricsim._extras import require
 from fabricsim.errors import ConfigError, FabricsimError
@@ -66,7 +66,7 @@ __all__ = ["create_app"]
 
 JobId = Annotated[str, PathParam(pattern=r"^[0-9a-f]{16}$", description="a job's id")]
 Kind = Literal["describe", "bench", "train", "scale", "plan", "simulate", "packet"]
-assert set(KINDS) == set(Kind.__args__)  # type: ignore[attr-defined]
+assert set(KINDS) == set(get_args(Kind))
 
 
 class _In(BaseModel):
@@ -100,12 +100,10 @@ class ValidateOut(BaseModel):
 
 
 #: Scenario fields the page has controls for.
-CONTROLS = ("cluster.system", "cluster.nodes", "cluster.fabric", "cluster.topology",
-            "cluster.oversubscription", "training.model", "training.tp", "training.pp",
-            "training.global_batch", "training.seq_len")
 Control = Literal["cluster.system", "cluster.nodes", "cluster.fabric", "cluster.topology",
                   "cluster.oversubscription", "training.model", "training.tp", "training.pp",
                   "training.global_batch", "training.seq_len"]
+CONTROLS: tuple[str, ...] = get_args(Control)
 Scalar = str | int | float | None
 
 

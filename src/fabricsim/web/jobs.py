@@ -31,7 +31,6 @@ Example
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -40,10 +39,11 @@ import numpy as np
 
 from fabricsim.errors import ConfigError, FabricsimError
 from fabricsim.fabric import Fabric, NodeKind
+from fabricsim.results import jsonable
 from fabricsim.scenario import Scenario
 from fabricsim.web.limits import Limits
 
-__all__ = ["KINDS", "Progress", "json_safe", "parse_design", "run_job", "topology_view"]
+__all__ = ["KINDS", "Progress", "parse_design", "run_job", "topology_view"]
 
 #: What a job can compute (see the module docs).
 KINDS = ("describe", "bench", "train", "scale", "plan", "simulate", "packet")
@@ -59,31 +59,6 @@ Progress = Callable[[float, str], None]
 
 def _quiet(_frac: float, _msg: str) -> None:
     return None
-
-
-def json_safe(obj: Any) -> Any:
-    """``obj`` with NaN/infinity as ``None``, numpy scalars and arrays as Python values,
-    tuples as lists and keys as strings (so ``json.dumps(..., allow_nan=False)`` works).
-
-    >>> json_safe({"a": float("nan"), 1: (np.float64(2.0), np.int64(3))})
-    {'a': None, '1': [2.0, 3]}
-    """
-    if isinstance(obj, dict):
-        return {str(k): json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple | set | frozenset):
-        return [json_safe(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return [json_safe(v) for v in obj.tolist()]
-    if isinstance(obj, np.generic):
-        return json_safe(obj.item())
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if obj is None or isinstance(obj, bool | int | str):
-        return obj
-    to_dict = getattr(obj, "as_dict", None) or getattr(obj, "to_dict", None)
-    if callable(to_dict):
-        return json_safe(to_dict())
-    return str(obj)
 
 
 def parse_design(text: str, kind: str, limits: Limits, *, field: str = "scenario"
@@ -189,7 +164,7 @@ def cluster_view(fab: Fabric) -> dict[str, Any]:
     """What the cluster is (``fabricsim describe``) and its topology picture."""
     from fabricsim.reports.cluster import summarize
 
-    return {"summary": json_safe(summarize(fab).as_dict()), "topology": topology_view(fab)}
+    return {"summary": jsonable(summarize(fab).as_dict()), "topology": topology_view(fab)}
 
 
 # -- the kinds ---------------------------------------------------------------------------
@@ -268,7 +243,7 @@ def _scale(sc: Scenario, fab: Fabric, progress: Progress) -> dict[str, Any]:
                         oversubscription=c.oversubscription,
                         seqs_per_replica=weak_scaling_batch(cfg, world),
                         gpu_hour_usd=extra.get("gpu_hour_usd"))
-    return {"model": m.name, "mode": "weak", "points": json_safe(pts)}
+    return {"model": m.name, "mode": "weak", "points": jsonable(pts)}
 
 
 def _plan(sc: Scenario, progress: Progress) -> dict[str, Any]:
@@ -282,7 +257,7 @@ def _plan(sc: Scenario, progress: Progress) -> dict[str, Any]:
                            topology=c.topology, oversubscription=c.oversubscription,
                            gpus_per_node=c.gpus_per_node, cfg=cfg,
                            gpu_hour_usd=extra.get("gpu_hour_usd"))
-    return {"model": m.name, "options": [json_safe(o.as_dict()) for o in opts]}
+    return {"model": m.name, "options": [jsonable(o.as_dict()) for o in opts]}
 
 
 def _simulate(sc: Scenario, limits: Limits, progress: Progress) -> dict[str, Any]:
@@ -292,7 +267,7 @@ def _simulate(sc: Scenario, limits: Limits, progress: Progress) -> dict[str, Any
         progress(min(done / total, 1.0) if total else 0.0, "flow-level run")
 
     s = simulate_scenario(sc, time_limit_s=limits.max_wall_s * 0.8, progress=step)
-    return json_safe(s)  # type: ignore[no-any-return]
+    return jsonable(s)  # type: ignore[no-any-return]
 
 
 def _packet(sc: Scenario, limits: Limits, progress: Progress) -> dict[str, Any]:
@@ -303,7 +278,7 @@ def _packet(sc: Scenario, limits: Limits, progress: Progress) -> dict[str, Any]:
     for i, v in enumerate(names):
         progress(i / len(names), f"packet run {v or 'base'}")
         r = run_packet_scenario(sc, v)
-        runs.append({"variant": v or "base", **json_safe(r.summary)})
+        runs.append({"variant": v or "base", **jsonable(r.summary)})
     return {"runs": runs}
 
 
@@ -330,7 +305,7 @@ def run_design(kind: str, sc: Scenario, limits: Limits, progress: Progress = _qu
     elif kind != "describe":
         raise ConfigError(f"unknown job kind {kind!r}; one of {', '.join(KINDS)}",
                           field="kind")
-    return json_safe(out)  # type: ignore[no-any-return]
+    return jsonable(out)  # type: ignore[no-any-return]
 
 
 def run_job(kind: str, designs: Sequence[str], *, limits: Limits | None = None,
