@@ -33,6 +33,7 @@ import hashlib
 import itertools
 import json
 import math
+import os
 import random
 import time
 from collections.abc import Callable, Iterator
@@ -585,8 +586,6 @@ def auto_workers(n_points: int) -> int:
     >>> auto_workers(10), auto_workers(10_000) >= 1
     (1, True)
     """
-    import os
-
     return max(1, min(os.cpu_count() or 1, n_points // POINTS_PER_WORKER))
 
 
@@ -621,8 +620,6 @@ def run_sweep(spec: SweepSpec, store: Path, *, workers: int | None = None,
         if limit is not None:
             todo = todo[:limit]
         if workers is None:
-            import os
-
             workers = (os.cpu_count() or 1) if ray else auto_workers(len(todo))
         casters = _casters(spec)
         failed = 0
