@@ -52,6 +52,10 @@ LastOpt = Annotated[int | None, typer.Option(
 AccOpt = Annotated[bool | None, typer.Option(
     "--account-for-embedding-loss", help="Count the embedding and the loss as a layer "
     "each when splitting the pipeline (layers + 2 must divide by pp x vp).")]
+LayoutOpt = Annotated[str | None, typer.Option(
+    "--pipeline-layout", help="Layers of every virtual pipeline stage in Megatron's "
+    "--pipeline-model-parallel-layout notation, e.g. 'Et|(tt|)*30mL' (DeepSeek-V3, pp 8, "
+    "vp 4): t decoder layer, m MTP layer, E embedding, L loss, | between stages.")]
 RcLayersOpt = Annotated[int | None, typer.Option(
     "--recompute-layers", help="With --recompute full: layers of each stage to recompute "
     "(Megatron's block method); default all.")]
@@ -64,6 +68,9 @@ EpoOpt = Annotated[bool | None, typer.Option(
 NodeLimitOpt = Annotated[int | None, typer.Option(
     "--moe-node-limit", help="Node-limited MoE routing (DeepSeek-V3: 4): a token crosses "
     "the network once per server it visits.")]
+DispatcherOpt = Annotated[str | None, typer.Option(
+    "--moe-dispatcher", help="alltoall (one copy per routed expert) or deepep (DeepEP/"
+    "HybridEP: one network copy per destination server, fanned out over NVLink).")]
 ImbalanceOpt = Annotated[float | None, typer.Option(
     "--moe-imbalance", help="MoE routing imbalance: the busiest expert-parallel rank's "
     "tokens over the mean (default 1.0, balanced).")]
@@ -135,8 +142,10 @@ def job_from_cli(scenario: Path | None, *, model: str | None, flags: dict[str, A
 def layout_flags(*, vp: int | None = None, first_stage_layers: int | None = None,
                  last_stage_layers: int | None = None,
                  account_for_embedding_loss: bool | None = None,
+                 pipeline_layout: str | None = None,
                  recompute_layers: int | None = None, tp_comm_overlap: bool | None = None,
                  ep_overlap: bool | None = None, moe_node_limit: int | None = None,
+                 moe_dispatcher: str | None = None,
                  moe_imbalance: float | None = None,
                  overlap_grad_reduce: bool | None = None,
                  overlap_param_gather: bool | None = None,
@@ -148,8 +157,10 @@ def layout_flags(*, vp: int | None = None, first_stage_layers: int | None = None
     return {"interleave": vp, "first_stage_layers": first_stage_layers,
             "last_stage_layers": last_stage_layers,
             "account_for_embedding_loss": account_for_embedding_loss,
+            "pipeline_layout": pipeline_layout,
             "recompute_layers": recompute_layers, "tp_comm_overlap": tp_comm_overlap,
             "ep_overlap": ep_overlap, "moe_node_limit": moe_node_limit,
+            "moe_dispatcher": moe_dispatcher,
             "moe_imbalance": moe_imbalance,
             "overlap_grad_reduce": overlap_grad_reduce,
             "overlap_param_gather": overlap_param_gather,
@@ -201,9 +212,11 @@ def register(app: typer.Typer) -> None:
               precision: PrecOpt = None, recompute: RcOpt = None, vp: VpOpt = None,
               first_stage_layers: FirstOpt = None, last_stage_layers: LastOpt = None,
               account_for_embedding_loss: AccOpt = None,
+              pipeline_layout: LayoutOpt = None,
               recompute_layers: RcLayersOpt = None, tp_comm_overlap: TpcOpt = None,
               ep_overlap: EpoOpt = None, moe_node_limit: NodeLimitOpt = None,
-              moe_imbalance: ImbalanceOpt = None, overlap_grad_reduce: OgrOpt = None,
+              moe_dispatcher: DispatcherOpt = None, moe_imbalance: ImbalanceOpt = None,
+              overlap_grad_reduce: OgrOpt = None,
               overlap_param_gather: OpgOpt = None, overlap_p2p_comm: P2pOpt = None,
               sequence_parallel: SpOpt = None,
               fp8: Fp8Opt = False, fp8_recipe: Fp8RecipeOpt = None,
@@ -233,9 +246,11 @@ def register(app: typer.Typer) -> None:
             **layout_flags(vp=vp, first_stage_layers=first_stage_layers,
                            last_stage_layers=last_stage_layers,
                            account_for_embedding_loss=account_for_embedding_loss,
+                           pipeline_layout=pipeline_layout,
                            recompute_layers=recompute_layers,
                            tp_comm_overlap=tp_comm_overlap, ep_overlap=ep_overlap,
-                           moe_node_limit=moe_node_limit, moe_imbalance=moe_imbalance,
+                           moe_node_limit=moe_node_limit, moe_dispatcher=moe_dispatcher,
+                           moe_imbalance=moe_imbalance,
                            overlap_grad_reduce=overlap_grad_reduce,
                            overlap_param_gather=overlap_param_gather,
                            overlap_p2p_comm=overlap_p2p_comm,

@@ -301,6 +301,13 @@ def microbatch_compute(m: TransformerSpec, p: ResolvedParallel, gpu: GpuSpec,
     loss = 12.0 * m.vocab * tokens / split / (gpu.hbm_bandwidth * HBM_EFF)
     last = p.last_stage_layers if p.pp > 1 else layers
     fwd = max(layers * fwd_layer, last * fwd_layer + head + loss)
+    # a multi-token-prediction layer (pipeline_layout's m) is one more block of the
+    # model's kind plus its own pass through the output head and loss
+    mtp_fwd = (mg + ma + mm if m.moe_layers else dg + da + dm) + head + loss
+    for r, n_mtp in enumerate(p.stage_mtp_layers):
+        if n_mtp:
+            own = p.stage_layer_counts[r] * fwd_layer + n_mtp * mtp_fwd
+            fwd = max(fwd, own + (head + loss if r == p.pp - 1 else 0.0))
     bwd = 2 * fwd
     rc = cfg.recompute
     n_rc = min(cfg.recompute_layers or layers, layers)  # block recomputation: N layers

@@ -18,6 +18,9 @@ Example
 (8, 16, 8, 2)
 >>> ignored
 ['--lr 8e-5']
+>>> parse_megatron_args("--pipeline-model-parallel-layout 'Et|(tt|)*30mL' "
+...                     "--moe-token-dispatcher-type flex")[0]["pipeline_layout"]
+'Et|(tt|)*30mL'
 """
 
 from __future__ import annotations
@@ -62,10 +65,15 @@ MEGATRON_FLAGS: dict[str, tuple[str, Callable[[str, str], Any] | None]] = {
     "--overlap-grad-reduce": ("overlap_grad_reduce", None),
     "--overlap-param-gather": ("overlap_param_gather", None),
     "--tp-comm-overlap": ("tp_comm_overlap", None),
+    "--overlap-moe-expert-parallel-comm": ("ep_overlap", None),
+    "--moe-token-dispatcher-type": ("_dispatcher", lambda v, f: v),
+    "--moe-enable-deepep": ("_deepep", None),
+    "--moe-flex-dispatcher-backend": ("_flex_backend", lambda v, f: v),
     "--overlap-p2p-communication": ("overlap_p2p_comm", None),
     "--no-overlap-p2p-communication": ("overlap_p2p_comm", None),
     "--decoder-first-pipeline-num-layers": ("first_stage_layers", _int),
     "--decoder-last-pipeline-num-layers": ("last_stage_layers", _int),
+    "--pipeline-model-parallel-layout": ("pipeline_layout", lambda v, f: v),
     "--account-for-embedding-in-pipeline-split": ("_acc_emb", None),
     "--account-for-loss-in-pipeline-split": ("_acc_loss", None),
     "--num-layers": ("layers", _int),
@@ -157,6 +165,12 @@ def _finish(raw: dict[str, Any]) -> dict[str, Any]:
                               "both --account-for-embedding-in-pipeline-split and "
                               "--account-for-loss-in-pipeline-split", field="--from-megatron")
         out["account_for_embedding_loss"] = True
+    kind = raw.get("_dispatcher")
+    if kind is not None and kind not in ("alltoall", "allgather", "flex"):
+        raise ConfigError(f"--moe-token-dispatcher-type must be alltoall, allgather or "
+                          f"flex, got {kind!r}", field="--from-megatron")
+    if raw.get("_deepep") or raw.get("_flex_backend") or kind == "flex":
+        out["moe_dispatcher"] = "deepep"  # DeepEP or HybridEP: one copy per server
     method, n = raw.get("_recompute_method"), raw.get("_recompute_num_layers")
     if out.get("recompute") not in (None, "full", "selective"):
         raise ConfigError(f"--recompute-granularity must be full or selective, got "

@@ -20,17 +20,19 @@ Example
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, model_validator
 
 from fabricsim._strict import StrictModel
 from fabricsim.errors import ConfigError, ModelError
 from fabricsim.workloads.models import TransformerSpec
 
-__all__ = ["GROUP_KINDS", "ParallelConfig", "ResolvedParallel", "placement_warnings"]
+__all__ = ["GROUP_KINDS", "ParallelConfig", "ResolvedParallel", "parse_pipeline_layout",
+           "placement_warnings"]
 
 GROUP_KINDS = ("tp", "cp", "dp", "ep", "edp", "pp")
 
@@ -76,6 +78,15 @@ class ParallelConfig(StrictModel):
         (Megatron's ``--account-for-embedding-in-pipeline-split`` and
         ``--account-for-loss-in-pipeline-split``): ``layers + 2`` must divide by
         ``pp·interleave``; the first and last stages hold one layer fewer.
+    pipeline_layout : str or None
+        Layers of every virtual pipeline stage in Megatron-Core's
+        ``--pipeline-model-parallel-layout`` notation: stages separated by ``|`` in
+        model-chunk order (chunk ``k`` runs on pipeline rank ``k mod pp``), ``t`` a
+        decoder layer, ``m`` a multi-token-prediction layer, ``E`` the embedding
+        (first chunk), ``L`` the loss (last chunk), ``x*N`` and ``(...)*N`` repeat;
+        commas and spaces are ignored. DeepSeek-V3's 61 layers at pp 8, vp 4 as NeMo runs
+        them: ``"Et|(tt|)*30mL"``. Must hold ``pp·interleave`` stages and every decoder
+        layer of the model; replaces the first/last stage options.
     sequence_parallel : bool
         Megatron sequence parallelism with TP (all-gather/reduce-scatter instead of
         all-reduce; activations split over TP).
@@ -95,6 +106,12 @@ class ParallelConfig(StrictModel):
         Node-limited routing (DeepSeek-V3, DeepEP): each token goes to experts on at most
         this many servers, and crosses the network once per server (its copies for
         several experts there fan out over NVLink). ``None``: one copy per expert.
+    moe_dispatcher : {"alltoall", "deepep"}
+        How MoE tokens travel (Megatron's ``--moe-token-dispatcher-type``): ``alltoall``
+        sends one copy per routed expert through the EP group; ``deepep`` (Megatron's flex
+        dispatcher with DeepEP or HybridEP) sends a token over the network once per server
+        holding one of its experts and fans it out over NVLink there. Node-limited
+        routing (``moe_node_limit``) implies ``deepep``.
     moe_imbalance : float
         Tokens of the busiest expert-parallel rank over the mean (1.0: perfectly
         balanced routing). The step waits for that rank: its routed-expert GEMMs and its
@@ -141,16 +158,33 @@ class ParallelConfig(StrictModel):
     first_stage_layers: int | None = Field(None, ge=1)
     last_stage_layers: int | None = Field(None, ge=1)
     account_for_embedding_loss: bool = False
+    pipeline_layout: str | None = Field(None, min_length=1, max_length=4096)
     sequence_parallel: bool = True
     tp_overlap: float = Field(0.0, ge=0.0, le=1.0)
     tp_comm_overlap: bool = False
     ep_overlap: bool = False
     moe_node_limit: int | None = Field(None, ge=1)
+    moe_dispatcher: Literal["alltoall", "deepep"] = "alltoall"
     moe_imbalance: float = Field(1.0, ge=1.0, le=64.0)
     overlap_grad_reduce: bool = True
     overlap_param_gather: bool = True
     overlap_p2p_comm: bool | None = None
     grad_bytes: Literal[2, 4] = 2
+
+    @model_validator(mode="before")
+    @classmethod
+    def _vp_from_layout(cls, data: Any) -> Any:
+        """A pipeline layout without ``interleave`` sets it, as Megatron does: stages / pp."""
+        if isinstance(data, dict) and isinstance(data.get("pipeline_layout"), str) \
+                and data.get("interleave") is None:
+            pp = data.get("pp") or 1
+            try:
+                n = len(_expand_layout(data["pipeline_layout"]).split("|"))
+            except ValueError:  # resolve() reports it against the field
+                return data
+            if isinstance(pp, int) and pp > 0 and n % pp == 0:
+                data = {**data, "interleave": n // pp}
+        return data
 
     @property
     def p2p_overlapped(self) -> bool:
@@ -192,7 +226,19 @@ class ParallelConfig(StrictModel):
             raise bad("pp", f"pp={pp} exceeds the model's {model.layers} layers")
         if self.interleave > 1 and pp == 1:
             raise bad("interleave", "interleave (--vp) > 1 needs pp > 1")
-        counts = self._stage_layers(model.layers, bad)
+        mtp: tuple[int, ...] = ()
+        if self.pipeline_layout is not None:
+            if (self.first_stage_layers is not None or self.last_stage_layers is not None
+                    or self.account_for_embedding_loss):
+                raise bad("pipeline_layout", "give either pipeline_layout or first/last "
+                          "stage layers / account_for_embedding_loss, not both")
+            try:
+                counts, mtp = parse_pipeline_layout(self.pipeline_layout, pp,
+                                                    self.interleave, model.layers)
+            except ValueError as e:
+                raise bad("pipeline_layout", str(e)) from None
+        else:
+            counts = self._stage_layers(model.layers, bad)
         if self.recompute_layers is not None and self.recompute != "full":
             raise bad("recompute_layers", "recompute_layers (block recomputation) needs "
                                           "recompute='full'; set --recompute full")
@@ -212,6 +258,9 @@ class ParallelConfig(StrictModel):
         if self.moe_imbalance > 1.0 and not model.is_moe:
             raise bad("moe_imbalance", f"moe_imbalance needs a mixture-of-experts model; "
                                        f"{model.name} is dense: drop --moe-imbalance")
+        if self.moe_dispatcher != "alltoall" and not (model.is_moe and ep > 1):
+            raise bad("moe_dispatcher", "moe_dispatcher='deepep' needs a mixture-of-experts "
+                      "model with ep > 1 (no expert all-to-all otherwise): drop it")
         if ep > 1 and not model.is_moe:
             raise bad("ep", f"ep={ep} needs a mixture-of-experts model; {model.name} is dense")
         if model.is_moe and model.experts % ep:
@@ -230,7 +279,7 @@ class ParallelConfig(StrictModel):
                                       f"micro_batch·dp = {self.micro_batch}·{dp} = {per_step}")
         return ResolvedParallel(cfg=self, world=world, dp=dp, seq=seq, global_batch=gb,
                                 num_micro=gb // per_step, stage_layers=max(counts),
-                                stage_layer_counts=counts)
+                                stage_layer_counts=counts, stage_mtp_layers=mtp)
 
     def _stage_layers(self, layers: int, bad: Callable[[str, str], ModelError]
                       ) -> tuple[int, ...]:
@@ -303,6 +352,9 @@ class ResolvedParallel:
     setting the pace)."""
     stage_layer_counts: tuple[int, ...] = ()
     """Layers of every pipeline stage, first to last."""
+    stage_mtp_layers: tuple[int, ...] = ()
+    """Multi-token-prediction layers of every pipeline stage (from ``pipeline_layout``;
+    empty: none)."""
 
     @property
     def last_stage_layers(self) -> int:
@@ -362,6 +414,69 @@ class ResolvedParallel:
             return [self.rank(pp_i=i) for i in range(self.pp)]
         raise ConfigError(f"group kind must be one of {', '.join(GROUP_KINDS)}, got {kind!r}",
                           field="kind")
+
+
+def _expand_layout(text: str) -> str:
+    """A layout string with its repeats written out and spaces/commas dropped."""
+    flat = re.sub(r"[\s,]", "", text)
+    group = re.compile(r"\(([^()]*)\)\*(\d+)")
+    def rep(g: re.Match[str]) -> str:
+        if len(g.group(1)) * int(g.group(2)) > _LAYOUT_MAX:
+            raise ValueError(f"pipeline_layout expands past {_LAYOUT_MAX:,} symbols; a "
+                             f"layout holds one t per decoder layer")
+        return g.group(1) * int(g.group(2))
+
+    while True:  # innermost groups first
+        flat, n = group.subn(rep, flat)
+        if len(flat) > _LAYOUT_MAX:
+            raise ValueError(f"pipeline_layout expands past {_LAYOUT_MAX:,} symbols; a "
+                             f"layout holds one t per decoder layer")
+        if not n:
+            break
+    return re.sub(r"([EtmL|])\*(\d+)", rep, flat)
+
+
+_LAYOUT_MAX = 100_000
+
+
+def parse_pipeline_layout(text: str, pp: int, vp: int, layers: int
+                          ) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Decoder and MTP layers per pipeline rank of a Megatron-style layout string.
+
+    Raises :class:`ValueError` saying what is wrong (the caller names the field).
+
+    Examples
+    --------
+    >>> parse_pipeline_layout("Et|(tt|)*30mL", pp=8, vp=4, layers=61)
+    ((7, 8, 8, 8, 8, 8, 8, 6), (0, 0, 0, 0, 0, 0, 0, 1))
+    >>> parse_pipeline_layout("Et*3|t*2", pp=2, vp=1, layers=5)
+    ((3, 2), (0, 0))
+    """
+    flat = _expand_layout(text)
+    bad = sorted(set(re.sub(r"[EtmL|]", "", flat)))
+    if bad:
+        raise ValueError(f"unknown symbols {''.join(bad)!r} in pipeline_layout; use t "
+                         f"(decoder layer), m (MTP layer), E (embedding), L (loss), | "
+                         f"between stages and x*N or (...)*N to repeat")
+    chunks = flat.split("|")
+    if len(chunks) != pp * vp:
+        raise ValueError(f"pipeline_layout has {len(chunks)} stages but pp·vp = {pp}·{vp} "
+                         f"= {pp * vp}: give one |-separated stage per virtual stage")
+    n_t = flat.count("t")
+    if n_t != layers:
+        raise ValueError(f"pipeline_layout places {n_t} decoder layers (t) but the model "
+                         f"has {layers}")
+    if "E" in flat and (flat.count("E") > 1 or not chunks[0].startswith("E")):
+        raise ValueError("the embedding (E) goes once, at the start of the first stage")
+    if "L" in flat and (flat.count("L") > 1 or not chunks[-1].endswith("L")):
+        raise ValueError("the loss (L) goes once, at the end of the last stage")
+    counts, mtp = [0] * pp, [0] * pp
+    for k, c in enumerate(chunks):
+        counts[k % pp] += c.count("t")
+        mtp[k % pp] += c.count("m")
+    if min(counts) == 0:
+        raise ValueError(f"pipeline rank {counts.index(0)} gets no decoder layer")
+    return tuple(counts), tuple(mtp)
 
 
 def _even_ends(layers: int, pp: int) -> int:

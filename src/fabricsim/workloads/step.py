@@ -82,6 +82,7 @@ __all__ = [
     "TP_OVERLAP_EFFICIENCY",
     "StepResult",
     "comm_cost",
+    "distinct_servers",
     "ring_hop_time",
     "simulate_step",
 ]
@@ -220,6 +221,36 @@ def _exposed(comm: float, window: float, floor_frac: float) -> float:
     return max(comm - window, comm * floor_frac, 0.0)
 
 
+def distinct_servers(experts: int, top_k: int, servers: int,
+                     node_limit: int | None = None) -> float:
+    """Expected number of servers a token's ``top_k`` routed experts sit on.
+
+    The ``experts`` are spread evenly over ``servers``; the router picks ``top_k``
+    distinct experts at random (balanced routing), within ``node_limit`` servers when
+    routing is node-limited (DeepSeek-V3 picks the servers first, then the experts among
+    theirs). A server is missed when all ``top_k`` picks fall elsewhere.
+
+    Examples
+    --------
+    >>> round(distinct_servers(256, 8, 8, node_limit=4), 2)  # DeepSeek-V3 on 8 servers
+    3.63
+    >>> round(distinct_servers(256, 8, 4), 2), distinct_servers(8, 2, 1)
+    (3.61, 1.0)
+    """
+    if experts < 1 or top_k < 1 or servers < 1:
+        raise ModelError("experts, top_k and servers must be >= 1", field="training.ep")
+    reach = min(node_limit or servers, servers)
+    per = experts / servers
+    pool = per * reach
+    miss = 1.0  # P(no pick lands on a given server of the reach)
+    for i in range(top_k):
+        if pool - per - i <= 0:
+            miss = 0.0
+            break
+        miss *= (pool - per - i) / (pool - i)
+    return reach * (1.0 - miss)
+
+
 def ring_hop_time(comm: CommModel, ranks: list[int], nbytes: float) -> float:
     """Seconds of one step of a ring over ``ranks``: every rank sends ``nbytes`` to the next
     at once, so the slowest hop (e.g. the one that leaves a server) sets the pace.
@@ -246,7 +277,7 @@ def ring_hop_time(comm: CommModel, ranks: list[int], nbytes: float) -> float:
 
 
 def comm_cost(m: TransformerSpec, p: ResolvedParallel, comm: CommModel,
-              ct: ComputeTimes, generation: str = "hopper"
+              ct: ComputeTimes, generation: str = "hopper", domain_gpus: int = 0
               ) -> tuple[dict[str, float], dict[str, float]]:
     """Exposed communication per micro-batch (``tp``, ``ep``, ``cp``, ``dp_mb``) and per
     step (``pp``, ``dp``), and the total (hidden or not) per step, in seconds.
@@ -305,12 +336,27 @@ def comm_cost(m: TransformerSpec, p: ResolvedParallel, comm: CommModel,
     if p.ep > 1 and m.is_moe:
         g = p.group("ep")
         tokens = b * s_local / sp_split
-        # copies of a token that cross the EP group: one per routed expert, or one per
-        # server with node-limited routing (deduplicated, fanned out over NVLink)
-        fan = min(m.top_k, cfg.moe_node_limit) if cfg.moe_node_limit else m.top_k
         dispatch_b = 1.0 if cfg.precision == "fp8" else 2.0  # FP8 dispatch, BF16 combine
-        a2a_d = comm.time("alltoall", g, tokens * fan * h * dispatch_b)
-        a2a_c = comm.time("alltoall", g, tokens * fan * h * 2.0)
+        dom = domain_gpus or p.world
+        local = [r for r in g if r // dom == g[0] // dom]
+        servers = len({r // dom for r in g})
+        if (cfg.moe_dispatcher == "deepep" or cfg.moe_node_limit) and servers > 1:
+            # hierarchical dispatch (DeepEP, HybridEP): a token crosses the network once
+            # per server holding one of its experts, then fans out over NVLink to each
+            # expert there; both legs run pipelined, the slower one sets the pace
+            fan = distinct_servers(m.experts, m.top_k, servers, cfg.moe_node_limit)
+
+            def a2a_time(nbytes: float) -> float:
+                net = comm.time("alltoall", g, tokens * fan * h * nbytes)
+                nvl = comm.time("alltoall", local, tokens * m.top_k * h * nbytes) \
+                    if len(local) > 1 else 0.0
+                return max(net, nvl)
+        else:  # one copy per routed expert through the EP group
+
+            def a2a_time(nbytes: float) -> float:
+                return comm.time("alltoall", g, tokens * m.top_k * h * nbytes)
+        a2a_d = a2a_time(dispatch_b)
+        a2a_c = a2a_time(2.0)
         # mean of one dispatch and one combine; the busiest rank receives (and sends
         # back) moe_imbalance times the mean, and every rank waits for it
         a2a = (a2a_d + a2a_c) / 2 * cfg.moe_imbalance
@@ -451,7 +497,8 @@ def simulate_step(model: TransformerSpec, cfg: ParallelConfig, fabric: Fabric,
         f = 1.0 + (slow - 1.0) * bound
         ct = replace(ct, fwd=ct.fwd * f, bwd=ct.bwd * f, gemm=ct.gemm * slow,
                      attn_layer=ct.attn_layer * slow, layer_fwd=ct.layer_fwd * f)
-    exp, tot = comm_cost(model, p, comm, ct, generation(gpu))
+    exp, tot = comm_cost(model, p, comm, ct, generation(gpu),
+                         domain_gpus=fabric.info.nvlink_domain_gpus)
     mb_comm = exp["tp"] + exp["ep"] + exp["cp"] + exp["dp_mb"] + exp["pp_mb"]
     t_mb = ct.fwd + ct.bwd + mb_comm
     m = p.num_micro

@@ -1,0 +1,134 @@
+"""Megatron-style pipeline layouts (``pipeline_layout``) and hierarchical MoE dispatch
+(``moe_dispatcher="deepep"``): DeepSeek-V3's 61 layers as NeMo splits them, and a token
+crossing the network once per server its experts sit on."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+
+import fabricsim as fs
+from fabricsim.errors import ConfigError, ModelError
+from fabricsim.workloads.compute import microbatch_compute
+from fabricsim.workloads.megatron import parse_megatron_args
+from fabricsim.workloads.models import get_model
+from fabricsim.workloads.parallel import ParallelConfig, parse_pipeline_layout
+from fabricsim.workloads.step import distinct_servers, simulate_step
+
+DS = get_model("deepseek-v3")
+
+
+@pytest.mark.parametrize(("layout", "pp", "vp", "counts", "mtp"), [
+    # NeMo's DeepSeek-V3 layouts (Megatron-Bridge recipe): 16 and 32 virtual stages
+    ("Et*4|(t*4|)*14tmL", 16, 1, (4,) * 15 + (1,), (0,) * 15 + (1,)),
+    ("Et*4|(t*4|)*14tmL", 4, 4, (16, 16, 16, 13), (0, 0, 0, 1)),
+    ("Et*4|(t*4|)*14tmL", 8, 2, (8,) * 7 + (5,), (0,) * 7 + (1,)),
+    ("Et|(tt|)*30mL", 8, 4, (7, 8, 8, 8, 8, 8, 8, 6), (0,) * 7 + (1,)),
+    # Megatron's own example (its docs' table): commas ignored, MTP alone in stage 30
+    # (rank 14's second chunk), the loss alone in stage 31 (rank 15's)
+    ("Et*3|(tt|)*29,m|L", 16, 2, (5,) + (4,) * 13 + (2, 2), (0,) * 14 + (1, 0)),
+])
+def test_layouts_place_every_layer_on_its_rank(layout: str, pp: int, vp: int,
+                                               counts: tuple[int, ...],
+                                               mtp: tuple[int, ...]) -> None:
+    got = parse_pipeline_layout(layout, pp, vp, 61)
+    assert got == (counts, mtp)
+    assert sum(got[0]) == 61
+    p = ParallelConfig(pp=pp, interleave=vp, ep=8, pipeline_layout=layout).resolve(
+        DS, world=pp * 8)
+    assert p.stage_layer_counts == counts and p.stage_layers == max(counts)
+
+
+@pytest.mark.parametrize(("layout", "pp", "vp", "msg"), [
+    ("Et*4|(t*4|)*14tmL", 8, 4, "has 16 stages but pp·vp = 8·4 = 32"),
+    ("Et*4|(t*4|)*14mL", 16, 1, "places 60 decoder layers"),
+    ("t*4|E(t*4|)*14tmL", 16, 1, "embedding (E) goes once, at the start"),
+    ("Et*4|(t*4|)*14tLm", 16, 1, "loss (L) goes once, at the end"),
+    ("Et*4|(t*4|)*14tmX", 16, 1, "unknown symbols 'X'"),
+    ("(t*9999|)*99999", 16, 1, "expands past 100,000 symbols"),
+    ("Et*61||", 3, 1, "pipeline rank 1 gets no decoder layer"),
+])
+def test_bad_layouts_say_what_is_wrong(layout: str, pp: int, vp: int, msg: str) -> None:
+    with pytest.raises(ModelError, match=r"training\.pipeline_layout") as e:
+        ParallelConfig(pp=pp, interleave=vp, ep=8, pipeline_layout=layout).resolve(
+            DS, world=pp * 8)
+    assert msg in str(e.value)
+
+
+def test_layout_sets_vp_and_refuses_other_split_options() -> None:
+    cfg = ParallelConfig(pp=8, ep=8, pipeline_layout="Et|(tt|)*30mL")
+    assert cfg.interleave == 4  # 32 stages over pp 8, as Megatron derives it
+    with pytest.raises(ModelError, match="not both"):
+        ParallelConfig(pp=8, ep=8, pipeline_layout="Et|(tt|)*30mL",
+                       first_stage_layers=7).resolve(DS, world=64)
+
+
+def test_mtp_layer_costs_one_more_block_and_head() -> None:
+    """The last stage of ``Et*4|(t*4|)*14tmL`` at pp 16 holds 1 layer, the MTP layer and
+    the loss: lighter than the 4-layer stages, so they set the pace; moved onto a 4-layer
+    stage the MTP layer makes that stage the slowest."""
+    gpu = fs.get_catalog().gpu("b200")
+    light = ParallelConfig(pp=16, ep=8, pipeline_layout="Et*4|(t*4|)*14tmL").resolve(
+        DS, world=128)
+    heavy = ParallelConfig(pp=16, ep=8, pipeline_layout="Et*4|(t*4|)*13t*4m|t*1L"
+                           ).resolve(DS, world=128)
+    t_l = microbatch_compute(DS, light, gpu, 1.0)
+    t_h = microbatch_compute(DS, heavy, gpu, 1.0)
+    assert t_l.fwd == pytest.approx(4 * t_l.layer_fwd, rel=0.02)
+    assert t_h.fwd > 1.2 * t_l.fwd
+
+
+def _brute_distinct(experts: int, k: int, servers: int) -> float:
+    per = experts // servers
+    hits = [len({e // per for e in pick})
+            for pick in itertools.combinations(range(experts), k)]
+    return sum(hits) / len(hits)
+
+
+@pytest.mark.parametrize(("experts", "k", "servers"), [
+    (8, 2, 2), (16, 4, 4), (12, 3, 3), (16, 8, 2), (10, 1, 5), (16, 5, 8)])
+def test_distinct_servers_matches_enumeration(experts: int, k: int, servers: int) -> None:
+    assert distinct_servers(experts, k, servers) == pytest.approx(
+        _brute_distinct(experts, k, servers), rel=1e-12)
+
+
+def test_distinct_servers_bounds() -> None:
+    assert distinct_servers(256, 8, 1) == 1.0
+    assert distinct_servers(256, 8, 64) < 8  # some experts share a server
+    assert distinct_servers(256, 8, 8, node_limit=4) <= 4
+    assert math.isclose(distinct_servers(256, 1, 16), 1.0)
+
+
+def test_deepep_dispatch_cuts_network_copies_across_servers() -> None:
+    """EP 32 over four B200 servers: one copy per destination server (3.6 of 8) instead
+    of one per expert, so the all-to-all time drops by about that ratio; inside one
+    server (EP 8) the two dispatchers cost the same (every copy rides NVLink)."""
+    fab = fs.build_cluster("hgx-b200", 8, fabric="ib-ndr")
+    base = ParallelConfig(pp=2, ep=32, micro_batch=1, global_batch=64, seq_len=4096,
+                          precision="fp8")
+
+    def ep(**kw: object) -> float:
+        return simulate_step(DS, base.model_copy(update=kw), fab,
+                             check_memory=False).breakdown["ep"]
+
+    plain, deep = ep(), ep(moe_dispatcher="deepep")
+    assert 0.3 * plain < deep < 0.6 * plain
+    assert ep(ep=8) == pytest.approx(ep(ep=8, moe_dispatcher="deepep"), rel=1e-9)
+    with pytest.raises(ModelError, match=r"training\.moe_dispatcher"):
+        ParallelConfig(moe_dispatcher="deepep").resolve(get_model("llama3-8b"), 8)
+
+
+def test_megatron_args_carry_layout_and_dispatcher() -> None:
+    s, ignored = parse_megatron_args(
+        "--pipeline-model-parallel-size 8 --pipeline-model-parallel-layout "
+        "'Et|(tt|)*30mL' --moe-token-dispatcher-type flex "
+        "--moe-flex-dispatcher-backend hybridep --overlap-moe-expert-parallel-comm")
+    assert s["pipeline_layout"] == "Et|(tt|)*30mL"
+    assert s["moe_dispatcher"] == "deepep" and s["ep_overlap"] is True
+    assert not ignored
+    assert "moe_dispatcher" not in parse_megatron_args(
+        "--moe-token-dispatcher-type alltoall")[0]
+    with pytest.raises(ConfigError, match="alltoall, allgather or flex"):
+        parse_megatron_args("--moe-token-dispatcher-type ring")
