@@ -95,17 +95,44 @@ def _release(c: str) -> tuple[int, ...]:
     return tuple(int(x) for x in c.split(".") if x.isdigit())
 
 
+#: DeepSeek-V3's pipeline layouts by (pp, vp), as Megatron-Bridge's DeepSeek-V3 recipe
+#: picks them when a run gives no layout (src/megatron/bridge/recipes/deepseek/
+#: deepseek_v3.py, ``layout_map``; the H100 runs pass "Et|(tt|)*30mL" explicitly in
+#: scripts/performance/configs/deepseek/deepseek_llm_pretrain.py). Every layout carries
+#: the recipe's one MTP layer (m) next to the loss.
+DEEPSEEK_LAYOUTS = {
+    (4, 1): "Et*16|t*16|t*16|t*13mL",
+    (8, 1): "Et*8|(t*8|)*6t*5mL", (4, 2): "Et*8|(t*8|)*6t*5mL",
+    (16, 1): "Et*4|(t*4|)*14tmL", (8, 2): "Et*4|(t*4|)*14tmL",
+    (4, 4): "Et*4|(t*4|)*14tmL",
+    (8, 4): "Et|(tt|)*30mL",
+}
+
+
+#: DeepSeek-V3 runs whose NeMo configuration overlaps the expert all-to-all with compute
+#: (``moe_a2a_overlap=True`` in Megatron-Bridge's scripts/performance/configs/deepseek/
+#: deepseek_workload_base_configs.py): GB200 in MXFP8, and B200 in MXFP8 at pp 8 / ep 32
+#: (its V2 layout). All of NeMo's DeepSeek-V3 configurations dispatch through the flex
+#: dispatcher (HybridEP or DeepEP): one network copy per destination server.
+DEEPSEEK_A2A_OVERLAP = {("DGX-GB200", "mxfp8", 4, 4, 64), ("DGX-GB200", "mxfp8", 8, 4, 32),
+                        ("DGX-GB200", "mxfp8", 8, 2, 64), ("DGX-B200", "mxfp8", 8, 2, 32)}
+
+
 def _config(r: dict[str, str], model: TransformerSpec) -> ParallelConfig:
     tp, pp, cp, ep = _int(r["tp"]), _int(r["pp"]), _int(r["cp"]), _int(r["ep"])
     vp = _int(r["vp"])
     prec, recipe = PRECISIONS[r["precision"]]
-    split = model.layers % (pp * vp) != 0 and (model.layers + 2) % (pp * vp) == 0
+    layout = DEEPSEEK_LAYOUTS.get((pp, vp)) if model.name == "deepseek-v3" else None
+    split = (layout is None and model.layers % (pp * vp) != 0
+             and (model.layers + 2) % (pp * vp) == 0)
     return ParallelConfig(
         tp=tp, pp=pp, cp=cp, ep=ep, interleave=vp, micro_batch=_int(r["mbs"]),
         global_batch=_int(r["gbs"]), seq_len=_int(r["seq_len"]), precision=prec,
         fp8_recipe=recipe, zero="fsdp" if _int(r["fsdp"], 0) > 0 else 1,
         sequence_parallel=tp > 1, tp_comm_overlap=tp > 1,
-        account_for_embedding_loss=split)
+        account_for_embedding_loss=split, pipeline_layout=layout,
+        moe_dispatcher="deepep" if layout else "alltoall",
+        ep_overlap=(r["system"], recipe, pp, vp, ep) in DEEPSEEK_A2A_OVERLAP)
 
 
 def rows() -> list[Row]:
