@@ -99,7 +99,9 @@ def cases() -> list[Case]:
         _mpt(190, "30b", 128, "a100-40", 0.5225, 6, 1, True),
     ]
     # BLOOM (Megatron-DeepSpeed, 2022): TP 4, PP 12, DP 8, micro-batch 2, no sequence
-    # parallelism, plain 1F1B (pipeline sends wait every micro-batch). Jean Zay's nodes
+    # parallelism, plain 1F1B (pipeline sends wait every micro-batch); DeepSpeed's pipeline
+    # engine reduces gradients (and ZeRO-1 gathers weights) after the last micro-batch's
+    # backward, as steps of its schedule, so nothing overlaps them. Jean Zay's nodes
     # have 4 x 100G Omni-Path; the same source measured 135 Gb/s between nodes (row 200),
     # applied as the calibration a user would fit from their own measurement.
     bloom = get_model("bloom-176b")
@@ -109,7 +111,8 @@ def cases() -> list[Case]:
                         "roce-100g", "hw_tflops", tf,
                         ParallelConfig(tp=4, pp=12, micro_batch=2, global_batch=gbs,
                                        seq_len=2048, recompute="full", zero=1,
-                                       sequence_parallel=False),
+                                       sequence_parallel=False, overlap_grad_reduce=False,
+                                       overlap_param_gather=False),
                         params=jean_zay,
                         note="Omni-Path 4x100G/node as 4x100G RoCE at the 135 Gb/s per node "
                              "measured on the cluster (row 200)"))

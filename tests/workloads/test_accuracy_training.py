@@ -1,7 +1,7 @@
 """Pins benchmarks/accuracy_training.py where the model stands, so a change shows.
 
-Issue 11's targets are median <= 8 % and max <= 20 %: the median is met (6.1 % over 26
-rows; 7.1 % before the MoE kernel costs), the max is not (MPT-13B on 64 H100, +26 %).
+Issue 11's targets are median <= 8 % and max <= 20 %: the median is met (7.1 % over 26
+rows), the max is not (MPT-13B on 64 H100, +26 %).
 These bounds say by how much, and pin the rows the issue names.
 """
 
@@ -32,7 +32,7 @@ def rows() -> list[dict[str, Any]]:
 def test_summary_as_it_stands(rows: list[dict[str, Any]]) -> None:
     errs = [abs(r["rel_error"]) for r in rows]
     assert len(rows) == 26
-    assert statistics.median(errs) <= 0.065
+    assert statistics.median(errs) <= 0.075
     assert statistics.mean(errs) <= 0.08
     assert max(errs) <= 0.27
 
@@ -58,6 +58,8 @@ def test_rows_the_issue_names(rows: list[dict[str, Any]]) -> None:
     # torchtitan's 405B with TP8 x PP8 x FSDP8 (interleaved, FP8, async TP)
     assert abs(by["torchtitan Llama3.1-405B 512xH100 TP8 PP8 FSDP8"]["rel_error"]) <= 0.20
     # BLOOM-176B, global batch 2048 / 192 / 16: plain 1F1B waits on every pipeline
-    # exchange over Jean Zay's measured 135 Gb/s per node; was +19 / +36 / +94 %
-    for gbs, bound in ((2048, 0.06), (192, 0.06), (16, 0.25)):
+    # exchange over Jean Zay's measured 135 Gb/s per node, DeepSpeed reduces the
+    # gradients after the pipeline and the tied embedding's between the end stages;
+    # was +19 / +36 / +94 %, then -4 / -4 / +22 % without the last two
+    for gbs, bound in ((2048, 0.07), (192, 0.11), (16, 0.12)):
         assert abs(by[f"BLOOM-176B 384xA100 GBS {gbs}"]["rel_error"]) <= bound

@@ -22,6 +22,8 @@ communication that cannot hide:
   one layer's bucket stays exposed; ZeRO-1/2 all-gather updated weights overlapped with the
   next forward; ZeRO-3 gathers weights for every micro-batch's forward and backward and
   reduce-scatters gradients every micro-batch, prefetched behind compute.
+* **Tied embeddings** (input embedding = output head) with PP: the first and last stage
+  all-reduce that matrix's gradient after the DP sync, exposed.
 * **PP**: activations and gradients between stages. Plain 1F1B (Megatron-LM without
   interleaving) waits on each exchange: two transfers per micro-batch sit on the critical
   path. Interleaved 1F1B overlaps them (``overlap_p2p_comm``, Megatron's default with
@@ -425,6 +427,14 @@ def comm_cost(m: TransformerSpec, p: ResolvedParallel, comm: CommModel,
             dp_exp += (_exposed(ag, ct.fwd, 1 / buckets) if cfg.overlap_param_gather
                        else ag)
 
+    # tied input embedding and output head on different stages: after the data-parallel
+    # sync, the first and last stage all-reduce the shared matrix's gradient (Megatron's
+    # finalize_model_grads, DeepSpeed's ReduceTiedGrads), with nothing left to hide it
+    if m.tied_embeddings and p.pp > 1:
+        ends = [p.rank(pp_i=0), p.rank(pp_i=p.pp - 1)]
+        tied = comm.time("all_reduce", ends, m.vocab * h / p.tp * gbytes)
+        tot["dp"] += tied
+        dp_exp += tied
     per_step = {"pp": pp_exp, "dp": dp_exp}
     return {**exp, **per_step}, tot
 
