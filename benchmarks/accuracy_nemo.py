@@ -118,6 +118,17 @@ DEEPSEEK_A2A_OVERLAP = {("DGX-GB200", "mxfp8", 4, 4, 64), ("DGX-GB200", "mxfp8",
                         ("DGX-GB200", "mxfp8", 8, 2, 64), ("DGX-B200", "mxfp8", 8, 2, 32)}
 
 
+#: Selective recomputation of NeMo's DeepSeek-V3 configurations (``recompute_modules`` in
+#: the same file; no ``core_attn``): MLA's up-projections everywhere, plus the dense MLP
+#: on H100 and in B200's V2 layout, only the dense MLP for GB200 in FP8 current scaling.
+def _deepseek_recompute(system: str, recipe: str, pp: int, ep: int) -> tuple[str, ...]:
+    if system == "DGX-H100" or (system, recipe, pp, ep) == ("DGX-B200", "mxfp8", 8, 32):
+        return ("mla_up_proj", "mlp")
+    if system == "DGX-GB200" and recipe == "tensorwise":
+        return ("mlp",)
+    return ("mla_up_proj",)
+
+
 def _config(r: dict[str, str], model: TransformerSpec) -> ParallelConfig:
     tp, pp, cp, ep = _int(r["tp"]), _int(r["pp"]), _int(r["cp"]), _int(r["ep"])
     vp = _int(r["vp"])
@@ -132,6 +143,8 @@ def _config(r: dict[str, str], model: TransformerSpec) -> ParallelConfig:
         sequence_parallel=tp > 1, tp_comm_overlap=tp > 1,
         account_for_embedding_loss=split, pipeline_layout=layout,
         moe_dispatcher="deepep" if layout else "alltoall",
+        recompute="selective" if layout else "none",
+        recompute_modules=_deepseek_recompute(r["system"], recipe, pp, ep) if layout else None,
         ep_overlap=(r["system"], recipe, pp, vp, ep) in DEEPSEEK_A2A_OVERLAP)
 
 

@@ -150,3 +150,54 @@ def test_tied_embedding_gradient_crosses_between_end_stages() -> None:
     assert 52e6 / 25e9 < extra < 52e6 / 5e9
     flat = cfg.model_copy(update={"pp": 1, "dp": 4})
     assert dp(tied, flat) < dp(untied, flat)  # one matrix fewer to sync, nothing more
+
+
+def test_recompute_modules_cost_time_and_free_memory() -> None:
+    """Megatron-Core's --recompute-modules: ``selective`` alone is ``core_attn``; each
+    module adds its forward time once more and frees the activations it would keep."""
+    fab = fs.build_cluster("dgx-h100", 2, fabric="ib-ndr")
+    m = get_model("llama3-8b")
+    base = ParallelConfig(tp=2, micro_batch=1, global_batch=64, seq_len=8192,
+                          recompute="selective")
+
+    def run(**kw: object) -> object:
+        return simulate_step(m, base.model_copy(update=kw), fab, check_memory=False)
+
+    plain, attn = run(), run(recompute_modules=("core_attn",))
+    assert plain.step_time_s == attn.step_time_s  # type: ignore[attr-defined]
+    mlp = run(recompute_modules=("core_attn", "mlp"))
+    assert mlp.step_time_s > 1.05 * plain.step_time_s  # type: ignore[attr-defined]
+    assert mlp.memory.activations < 0.8 * plain.memory.activations  # type: ignore[attr-defined]
+    assert mlp.hfu > mlp.mfu  # type: ignore[attr-defined]
+    norm = run(recompute_modules=("layernorm",))
+    assert norm.memory.activations < plain.memory.activations  # type: ignore[attr-defined]
+    assert norm.step_time_s < plain.step_time_s  # type: ignore[attr-defined]  # no attn rerun
+    assert mlp.parallel["recompute_modules"] == ["core_attn", "mlp"]  # type: ignore[attr-defined]
+
+
+def test_recompute_moe_block_repeats_its_all_to_all() -> None:
+    fab = fs.build_cluster("hgx-b200", 8, fabric="ib-ndr")
+    base = ParallelConfig(pp=2, ep=32, micro_batch=1, global_batch=64, seq_len=4096,
+                          precision="fp8", recompute="selective",
+                          pipeline_layout="Et*30|t*31mL")
+
+    def tot(**kw: object) -> dict[str, float]:
+        r = simulate_step(DS, base.model_copy(update=kw), fab, check_memory=False)
+        return {**r.comm_total_s, "compute": r.breakdown["compute"]}
+
+    attn, moe = tot(), tot(recompute_modules=("moe",))
+    assert moe["ep"] == pytest.approx(attn["ep"] * 1.5)  # forward, backward + forward again
+    up = tot(recompute_modules=("core_attn", "mla_up_proj"))
+    assert up["compute"] > attn["compute"]
+    with pytest.raises(ModelError, match=r"mla_up_proj needs multi-head latent"):
+        ParallelConfig(recompute="selective", recompute_modules=("mla_up_proj",)).resolve(
+            get_model("llama3-8b"), 8)
+    with pytest.raises(ModelError, match=r"needs recompute='selective'"):
+        ParallelConfig(recompute_modules=("mlp",)).resolve(get_model("llama3-8b"), 8)
+
+
+def test_megatron_recompute_modules_take_several_words() -> None:
+    s, ignored = parse_megatron_args("--recompute-granularity selective --recompute-modules "
+                                     "mla_up_proj mlp --micro-batch-size 1")
+    assert s["recompute_modules"] == ["mla_up_proj", "mlp"] and s["micro_batch"] == 1
+    assert not ignored

@@ -52,6 +52,10 @@ LastOpt = Annotated[int | None, typer.Option(
 AccOpt = Annotated[bool | None, typer.Option(
     "--account-for-embedding-loss", help="Count the embedding and the loss as a layer "
     "each when splitting the pipeline (layers + 2 must divide by pp x vp).")]
+RcModulesOpt = Annotated[str | None, typer.Option(
+    "--recompute-modules", help="With --recompute selective: the parts recomputed, comma-"
+    "separated (Megatron's --recompute-modules): core_attn, mlp, moe, moe_act, "
+    "shared_experts, layernorm, mla_up_proj. Default core_attn.")]
 LayoutOpt = Annotated[str | None, typer.Option(
     "--pipeline-layout", help="Layers of every virtual pipeline stage in Megatron's "
     "--pipeline-model-parallel-layout notation, e.g. 'Et|(tt|)*30mL' (DeepSeek-V3, pp 8, "
@@ -143,6 +147,7 @@ def layout_flags(*, vp: int | None = None, first_stage_layers: int | None = None
                  last_stage_layers: int | None = None,
                  account_for_embedding_loss: bool | None = None,
                  pipeline_layout: str | None = None,
+                 recompute_modules: str | None = None,
                  recompute_layers: int | None = None, tp_comm_overlap: bool | None = None,
                  ep_overlap: bool | None = None, moe_node_limit: int | None = None,
                  moe_dispatcher: str | None = None,
@@ -158,6 +163,8 @@ def layout_flags(*, vp: int | None = None, first_stage_layers: int | None = None
             "last_stage_layers": last_stage_layers,
             "account_for_embedding_loss": account_for_embedding_loss,
             "pipeline_layout": pipeline_layout,
+            "recompute_modules": [x for x in recompute_modules.replace(",", " ").split()]
+            if recompute_modules is not None else None,
             "recompute_layers": recompute_layers, "tp_comm_overlap": tp_comm_overlap,
             "ep_overlap": ep_overlap, "moe_node_limit": moe_node_limit,
             "moe_dispatcher": moe_dispatcher,
@@ -212,7 +219,7 @@ def register(app: typer.Typer) -> None:
               precision: PrecOpt = None, recompute: RcOpt = None, vp: VpOpt = None,
               first_stage_layers: FirstOpt = None, last_stage_layers: LastOpt = None,
               account_for_embedding_loss: AccOpt = None,
-              pipeline_layout: LayoutOpt = None,
+              pipeline_layout: LayoutOpt = None, recompute_modules: RcModulesOpt = None,
               recompute_layers: RcLayersOpt = None, tp_comm_overlap: TpcOpt = None,
               ep_overlap: EpoOpt = None, moe_node_limit: NodeLimitOpt = None,
               moe_dispatcher: DispatcherOpt = None, moe_imbalance: ImbalanceOpt = None,
@@ -247,6 +254,7 @@ def register(app: typer.Typer) -> None:
                            last_stage_layers=last_stage_layers,
                            account_for_embedding_loss=account_for_embedding_loss,
                            pipeline_layout=pipeline_layout,
+                           recompute_modules=recompute_modules,
                            recompute_layers=recompute_layers,
                            tp_comm_overlap=tp_comm_overlap, ep_overlap=ep_overlap,
                            moe_node_limit=moe_node_limit, moe_dispatcher=moe_dispatcher,

@@ -51,6 +51,7 @@ __all__ = [
     "generation",
     "microbatch_compute",
     "peak_flops",
+    "selective_parts",
 ]
 
 #: Achievable fraction of dense peak for large GEMMs, by (generation, precision).
@@ -244,6 +245,67 @@ def _fp8_cast_bytes_per_token(m: TransformerSpec, moe: bool) -> float:
     return 5.0 * (2 * m.hidden + m.heads * m.d_head + width)
 
 
+def selective_parts(m: TransformerSpec, p: ResolvedParallel, gpu: GpuSpec, tokens: float,
+                    gemm_rate: float, thin: float = 1.0) -> dict[str, tuple[float, float]]:
+    """Forward seconds of each part selective recomputation can repeat, per layer
+    averaged over dense and MoE layers, on one GPU: ``{module: (seconds, GEMM seconds)}``
+    (Megatron-Core's ``--recompute-modules`` names). ``gemm_rate`` is the GEMMs'
+    achieved FLOP/s, ``thin`` the routed experts' grouped-GEMM slowdown. A part the model
+    does not have costs 0. ``moe`` includes ``shared_experts`` and ``moe_act``.
+
+    Examples
+    --------
+    >>> from fabricsim.catalog import get_catalog
+    >>> from fabricsim.workloads.models import get_model
+    >>> from fabricsim.workloads.parallel import ParallelConfig
+    >>> m = get_model("llama3-8b")
+    >>> p = ParallelConfig(seq_len=8192).resolve(m, 1)
+    >>> parts = selective_parts(m, p, get_catalog().gpu("h100-sxm"), 8192, 5e14)
+    >>> parts["mlp"][0] > parts["core_attn"][0] > parts["layernorm"][0] > 0
+    True
+    """
+    cfg = p.cfg
+    split = p.tp
+    moe_frac = m.moe_layers / m.layers
+    bf16_rate = peak_flops(gpu, "bf16") * gemm_efficiency(gpu, "bf16", m.hidden, p.tp)
+    hbm = gpu.hbm_bandwidth * HBM_EFF
+
+    def gemm(flops_per_token: float) -> float:
+        return flops_per_token * tokens / split / gemm_rate
+
+    def mem(bytes_per_token: float) -> float:
+        return bytes_per_token * tokens / split / hbm
+
+    act = 6 if m.gated else 4  # activation function: read gate (and up), write out
+    attn = attention_flops(m, p.seq, causal=True) * tokens / split / (
+        bf16_rate * ATTENTION_EFF * (CP_ATTENTION_EFF if p.cp > 1 else 1.0))
+    dense_mlp = gemm(2.0 * m.mlp_params(m.ffn))
+    dense_act = mem(act * m.ffn)
+    parts: dict[str, tuple[float, float]] = {
+        "core_attn": (attn, 0.0),
+        "mlp": ((1 - moe_frac) * (dense_mlp + dense_act), (1 - moe_frac) * dense_mlp),
+        "layernorm": (mem(8.0 * m.hidden), 0.0),
+        "mla_up_proj": (gemm(2.0 * m.mla_up_params), gemm(2.0 * m.mla_up_params)),
+    }
+    if m.moe_layers:
+        width = (m.top_k + m.shared_experts) * m.expert_ffn
+        routed = gemm(2.0 * m.top_k * m.expert_params) * cfg.moe_imbalance * thin
+        shared = gemm(2.0 * m.shared_experts * m.expert_params)
+        router = gemm(2.0 * m.hidden * m.experts)
+        moe_act = mem(act * width)
+        perm = mem(4.0 * m.hidden * 2 * m.top_k)
+        parts["moe"] = (moe_frac * (routed + shared + router + moe_act + perm),
+                        moe_frac * (routed + shared + router))
+        parts["shared_experts"] = (moe_frac * (shared + mem(act * m.shared_experts
+                                                               * m.expert_ffn)),
+                                   moe_frac * shared)
+        parts["moe_act"] = (moe_frac * moe_act, 0.0)
+        mods = cfg.modules_recomputed
+        if "moe" in mods:  # the MoE block already reruns its experts and activation
+            parts["shared_experts"] = parts["moe_act"] = (0.0, 0.0)
+    return parts
+
+
 def microbatch_compute(m: TransformerSpec, p: ResolvedParallel, gpu: GpuSpec,
                        owned_params: float) -> ComputeTimes:
     """Times of one micro-batch through one pipeline stage on one GPU.
@@ -323,11 +385,20 @@ def microbatch_compute(m: TransformerSpec, p: ResolvedParallel, gpu: GpuSpec,
     bwd = 2 * fwd
     rc = cfg.recompute
     n_rc = min(cfg.recompute_layers or layers, layers)  # block recomputation: N layers
-    recompute = n_rc * fwd_layer if rc == "full" else layers * per_attn if \
-        rc == "selective" else 0.0
+    rc_gemm = 0.0  # GEMM seconds per layer that selective recomputation repeats
+    if rc == "full":
+        recompute = n_rc * fwd_layer
+    elif rc == "selective":
+        parts = selective_parts(m, p, gpu, tokens, peak * eff, thin)
+        mods = cfg.modules_recomputed
+        per_layer = sum(t for k, (t, _) in parts.items() if k in mods)
+        rc_gemm = sum(g for k, (_, g) in parts.items() if k in mods)
+        recompute = layers * per_layer
+    else:
+        recompute = 0.0
     opt = owned_params * ADAM_BYTES_PER_PARAM / (gpu.hbm_bandwidth * HBM_EFF)
     mem = 3 * layers * per_mem + 3 * loss
-    gemm = layers * per_gemm * (3 + (n_rc / layers if rc == "full" else 0.0))
+    gemm = layers * (per_gemm * (3 + (n_rc / layers if rc == "full" else 0.0)) + rc_gemm)
     return ComputeTimes(fwd=fwd, bwd=bwd + recompute, recompute=recompute, optimizer=opt,
                         memory_bound=mem, attn_layer=per_attn, layer_fwd=fwd_layer,
                         gemm=gemm)

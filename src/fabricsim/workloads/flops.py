@@ -94,7 +94,8 @@ def forward_flops_per_token(m: TransformerSpec, seq: int) -> float:
     return total + 2.0 * m.hidden * m.vocab
 
 
-def recompute_flops_per_token(m: TransformerSpec, seq: int, recompute: str) -> float:
+def recompute_flops_per_token(m: TransformerSpec, seq: int, recompute: str,
+                              modules: frozenset[str] | None = None) -> float:
     """Extra forward FLOPs per token that activation recomputation adds.
 
     ``full`` reruns every layer's forward; ``selective`` reruns the attention core only
@@ -110,14 +111,26 @@ def recompute_flops_per_token(m: TransformerSpec, seq: int, recompute: str) -> f
     if recompute == "none":
         return 0.0
     if recompute == "selective":
-        return m.layers * attention_flops(m, seq)
+        mods = modules or frozenset(("core_attn",))
+        dense = m.layers - m.moe_layers
+        out = m.layers * attention_flops(m, seq) if "core_attn" in mods else 0.0
+        if "mlp" in mods:
+            out += dense * 2.0 * m.mlp_params(m.ffn)
+        if "moe" in mods:
+            out += m.moe_layers * layer_forward_flops(m, seq, moe=True)["mlp"]
+        elif "shared_experts" in mods:
+            out += m.moe_layers * 2.0 * m.shared_experts * m.expert_params
+        if "mla_up_proj" in mods:
+            out += m.layers * 2.0 * m.mla_up_params
+        return out
     if recompute == "full":
         return forward_flops_per_token(m, seq) - 2.0 * m.hidden * m.vocab
     raise ConfigError(f"must be one of {', '.join(RECOMPUTE)}, got {recompute!r}",
                       field="recompute")
 
 
-def training_flops_per_token(m: TransformerSpec, seq: int, recompute: str = "none") -> float:
+def training_flops_per_token(m: TransformerSpec, seq: int, recompute: str = "none",
+                             modules: frozenset[str] | None = None) -> float:
     """FLOPs per token of one training step: 3× forward, plus recomputation.
 
     With ``recompute="none"`` these are the model FLOPs of MFU; otherwise hardware FLOPs.
@@ -131,4 +144,5 @@ def training_flops_per_token(m: TransformerSpec, seq: int, recompute: str = "non
     >>> abs(training_flops_per_token(m, s, "full") / narayanan - 1) < 1e-9
     True
     """
-    return 3.0 * forward_flops_per_token(m, seq) + recompute_flops_per_token(m, seq, recompute)
+    return 3.0 * forward_flops_per_token(m, seq) + recompute_flops_per_token(
+        m, seq, recompute, modules)

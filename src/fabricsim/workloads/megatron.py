@@ -58,6 +58,7 @@ MEGATRON_FLAGS: dict[str, tuple[str, Callable[[str, str], Any] | None]] = {
     "--recompute-granularity": ("recompute", lambda v, f: v),
     "--recompute-method": ("_recompute_method", lambda v, f: v),
     "--recompute-num-layers": ("_recompute_num_layers", _int),
+    "--recompute-modules": ("recompute_modules", lambda v, f: v.split()),
     "--fp8-format": ("_fp8", lambda v, f: v),
     "--fp8-recipe": ("fp8_recipe", lambda v, f: v),
     "--bf16": ("precision", None),
@@ -84,6 +85,9 @@ MEGATRON_FLAGS: dict[str, tuple[str, Callable[[str, str], Any] | None]] = {
     "--num-experts": ("experts", _int),
     "--moe-router-topk": ("top_k", _int),
 }
+
+#: Flags that take several values (argparse nargs="+").
+_MULTI_VALUE = frozenset({"--recompute-modules"})
 
 #: Switches whose field takes a value other than True.
 _SWITCH_VALUES = {"--bf16": "bf16", "--use-distributed-optimizer": 1,
@@ -129,8 +133,12 @@ def parse_megatron_args(text: str) -> tuple[dict[str, Any], list[str]]:
         if not eq:
             if i + 1 >= len(words) or words[i + 1].startswith("--"):
                 raise ConfigError(f"{flag} needs a value", field="--from-megatron")
-            val = words[i + 1]
-            i += 2
+            j = i + 2
+            if flag in _MULTI_VALUE:  # nargs="+": every word up to the next flag
+                while j < len(words) and not words[j].startswith("--"):
+                    j += 1
+            val = " ".join(words[i + 1:j])
+            i = j
         else:
             i += 1
         out[field] = conv(val, flag)

@@ -128,7 +128,32 @@ def activation_bytes_per_layer(m: TransformerSpec, p: ResolvedParallel, moe: boo
         linear /= t
     else:
         linear = (linear - 10 * s * b * h) / t + 10 * s * b * h
+    if rc == "selective" and p.cfg.recompute == "selective":
+        linear -= _module_savings(m, p, moe)
     return linear
+
+
+def _module_savings(m: TransformerSpec, p: ResolvedParallel, moe: bool) -> float:
+    """Activation bytes per layer and micro-batch that ``recompute_modules`` frees (the
+    recomputed parts keep only their input)."""
+    mods = p.cfg.modules_recomputed
+    s, b, h, t = p.seq / p.cp, p.cfg.micro_batch, m.hidden, p.tp
+    act = 6 if m.gated else 4
+    inside = 0.0  # within tensor-parallel regions: split over TP
+    if "mlp" in mods and not moe:
+        inside += s * b * (h + act * m.ffn)
+    if moe and "moe" in mods:
+        width = (m.top_k + m.shared_experts) * m.expert_ffn
+        inside += s * b * (h + act * width) + 2 * s * b * h * m.top_k
+    elif moe:
+        if "moe_act" in mods:
+            inside += 2 * s * b * (m.top_k + m.shared_experts) * m.expert_ffn
+        if "shared_experts" in mods:
+            inside += s * b * act * m.shared_experts * m.expert_ffn
+    if "mla_up_proj" in mods:
+        inside += 2 * s * b * m.mla_up_width
+    norms = 4 * s * b * h if "layernorm" in mods else 0.0
+    return inside / t + (norms / t if p.sp else norms)
 
 
 def _s2(m: TransformerSpec, p: ResolvedParallel) -> float:

@@ -52,6 +52,13 @@ class TransformerSpec(StrictModel):
         SwiGLU-style MLP (three matrices) instead of two.
     tied_embeddings : bool
         Output head shares the input embedding matrix.
+    attn_core_width : int or None
+        Query-key plus value width of one head in the attention core where it is not
+        ``2·head_dim`` (DeepSeek's MLA: 192 + 128).
+    mla_up_params, mla_up_width : int
+        Multi-head latent attention (DeepSeek): weights of one layer's up-projections from
+        the query and key/value latents, and the elements per token they produce (only
+        used to cost recomputing them, ``recompute_modules`` ``mla_up_proj``; 0: no MLA).
     experts, top_k, moe_ffn, shared_experts, dense_layers : int
         Mixture of experts: routed experts per MoE layer, experts each token visits, the
         inner width of one expert (0 means ``ffn``), always-on shared experts, and how
@@ -73,6 +80,8 @@ class TransformerSpec(StrictModel):
     kv_heads: int | None = Field(None, ge=1)
     head_dim: int | None = Field(None, ge=1)
     attn_core_width: int | None = Field(None, ge=1)
+    mla_up_params: int = Field(0, ge=0)
+    mla_up_width: int = Field(0, ge=0)
     ffn: int = Field(ge=1)
     vocab: int = Field(ge=1)
     seq: int = Field(2048, ge=1)
@@ -216,7 +225,11 @@ _P: dict[str, dict[str, Any]] = {
     # per head in the attention core; its projections are counted as plain attention.
     "deepseek-v3": dict(layers=61, hidden=7168, heads=128, ffn=18432, vocab=129280,
                         seq=4096, experts=256, top_k=8, moe_ffn=2048, shared_experts=1,
-                        dense_layers=3, attn_core_width=192 + 128),
+                        dense_layers=3, attn_core_width=192 + 128,
+                        # MLA up-projections: queries 1,536 -> 128 x 192, keys/values
+                        # 512 -> 128 x (128 + 128) (config.json: q/kv_lora_rank)
+                        mla_up_params=1536 * 128 * 192 + 512 * 128 * 256,
+                        mla_up_width=128 * 192 + 128 * 256),
     # MPT (MosaicML llm-foundry yamls): GELU MLP of 4h, tied embeddings, ALiBi.
     "mpt-1b": dict(layers=24, hidden=2048, heads=16, ffn=8192, vocab=50368, seq=2048,
                    gated=False, tied_embeddings=True),

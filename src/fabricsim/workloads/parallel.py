@@ -31,10 +31,12 @@ from fabricsim._strict import StrictModel
 from fabricsim.errors import ConfigError, ModelError
 from fabricsim.workloads.models import TransformerSpec
 
-__all__ = ["GROUP_KINDS", "ParallelConfig", "ResolvedParallel", "parse_pipeline_layout",
-           "placement_warnings"]
+__all__ = ["GROUP_KINDS", "ParallelConfig", "RecomputeModule", "ResolvedParallel",
+           "parse_pipeline_layout", "placement_warnings"]
 
 GROUP_KINDS = ("tp", "cp", "dp", "ep", "edp", "pp")
+RecomputeModule = Literal["core_attn", "mlp", "moe", "moe_act", "shared_experts",
+                          "layernorm", "mla_up_proj"]
 
 
 class ParallelConfig(StrictModel):
@@ -63,6 +65,14 @@ class ParallelConfig(StrictModel):
         sets a share of the FP8 GEMM rate (:data:`fabricsim.workloads.compute.FP8_RECIPE_EFF`).
     recompute : {"none", "selective", "full"}
         Activation recomputation.
+    recompute_modules : tuple of str or None
+        With ``recompute="selective"``: which parts of every layer are recomputed
+        (Megatron-Core's ``--recompute-modules``): ``core_attn`` (the attention core,
+        Megatron's default and what ``selective`` alone means), ``mlp`` (the MLP of dense
+        layers), ``moe`` (the whole MoE block of MoE layers, its expert all-to-all
+        included), ``shared_experts``, ``moe_act`` (the experts' activation function),
+        ``layernorm`` (the two norms), ``mla_up_proj`` (MLA's up-projections). Each is
+        charged its forward time again and frees the activations it would keep.
     recompute_layers : int or None
         With ``recompute="full"``: how many layers of each stage are recomputed
         (Megatron's ``--recompute-method block --recompute-num-layers N``); ``None``: all.
@@ -153,6 +163,7 @@ class ParallelConfig(StrictModel):
     fp8_recipe: Literal["tensorwise", "delayed", "blockwise", "mxfp8", "torchao"] = \
         "tensorwise"
     recompute: Literal["none", "selective", "full"] = "none"
+    recompute_modules: tuple[RecomputeModule, ...] | None = None
     recompute_layers: int | None = Field(None, ge=1)
     interleave: int = Field(1, ge=1)
     first_stage_layers: int | None = Field(None, ge=1)
@@ -196,6 +207,21 @@ class ParallelConfig(StrictModel):
         if self.overlap_p2p_comm is not None:
             return self.overlap_p2p_comm
         return self.interleave > 1
+
+    @property
+    def modules_recomputed(self) -> frozenset[str]:
+        """The parts of a layer recomputed in the backward pass: all with ``full``, the
+        attention core alone with ``selective`` unless ``recompute_modules`` says.
+
+        >>> sorted(ParallelConfig(recompute="selective").modules_recomputed)
+        ['core_attn']
+        """
+        if self.recompute == "none":
+            return frozenset()
+        if self.recompute == "full":
+            return frozenset(("core_attn", "mlp", "moe", "moe_act", "shared_experts",
+                              "layernorm", "mla_up_proj"))
+        return frozenset(self.recompute_modules or ("core_attn",))
 
     @property
     def zero_stage(self) -> int:
@@ -242,6 +268,26 @@ class ParallelConfig(StrictModel):
         if self.recompute_layers is not None and self.recompute != "full":
             raise bad("recompute_layers", "recompute_layers (block recomputation) needs "
                                           "recompute='full'; set --recompute full")
+        mods = self.recompute_modules
+        if mods is not None:
+            if self.recompute != "selective":
+                raise bad("recompute_modules", f"recompute_modules needs recompute="
+                          f"'selective' (--recompute selective), got recompute="
+                          f"{self.recompute!r}")
+            if not mods:
+                raise bad("recompute_modules", "give at least one module, or drop "
+                          "recompute_modules (selective then means core_attn)")
+            moe_only = sorted({"moe", "moe_act", "shared_experts"} & set(mods))
+            if moe_only and not model.is_moe:
+                raise bad("recompute_modules", f"{', '.join(moe_only)} "
+                          f"need{'s' if len(moe_only) == 1 else ''} a mixture-of-experts "
+                          f"model; {model.name} is dense: drop "
+                          f"{'it' if len(moe_only) == 1 else 'them'}")
+            if "shared_experts" in mods and not model.shared_experts:
+                raise bad("recompute_modules", f"{model.name} has no shared experts")
+            if "mla_up_proj" in mods and not model.mla_up_params:
+                raise bad("recompute_modules", f"mla_up_proj needs multi-head latent "
+                          f"attention (mla_up_params); {model.name} has none")
         if self.tp_comm_overlap and tp == 1:
             raise bad("tp_comm_overlap", "tp_comm_overlap needs tp > 1 (there is no "
                                          "tensor-parallel traffic to hide)")

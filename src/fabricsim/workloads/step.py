@@ -362,7 +362,8 @@ def comm_cost(m: TransformerSpec, p: ResolvedParallel, comm: CommModel,
         # mean of one dispatch and one combine; the busiest rank receives (and sends
         # back) moe_imbalance times the mean, and every rank waits for it
         a2a = (a2a_d + a2a_c) / 2 * cfg.moe_imbalance
-        ep_mb = moe_layers * a2a * 2 * (fwd_passes + 1)
+        ep_passes = 2 if "moe" in cfg.modules_recomputed else 1  # forward reruns
+        ep_mb = moe_layers * a2a * 2 * (ep_passes + 1)
         tot["ep"] = ep_mb * m_micro
         if cfg.ep_overlap:  # dispatch/combine of one micro-batch under another's compute
             window = EP_OVERLAP_EFFICIENCY.get(generation, 0.6) * (ct.fwd + ct.bwd)
@@ -523,7 +524,8 @@ def simulate_step(model: TransformerSpec, cfg: ParallelConfig, fabric: Fabric,
     step = sum(breakdown.values())
     tokens = p.global_batch * p.seq
     model_flops = training_flops_per_token(model, p.seq) * tokens
-    hw_flops = training_flops_per_token(model, p.seq, cfg.recompute) * tokens
+    hw_flops = training_flops_per_token(model, p.seq, cfg.recompute,
+                                        cfg.modules_recomputed) * tokens
     if cfg.recompute == "full" and cfg.recompute_layers:  # block: only N of each stage's
         share = min(cfg.recompute_layers, p.stage_layers) / p.stage_layers
         hw_flops = model_flops + (hw_flops - model_flops) * share
@@ -537,6 +539,9 @@ def simulate_step(model: TransformerSpec, cfg: ParallelConfig, fabric: Fabric,
            "recompute": cfg.recompute, "interleave": cfg.interleave,
            "stage_layers": list(p.stage_layer_counts),
            "recompute_layers": cfg.recompute_layers,
+           "recompute_modules": sorted(cfg.modules_recomputed)
+           if cfg.recompute == "selective" else None,
+           "pipeline_layout": cfg.pipeline_layout, "moe_dispatcher": cfg.moe_dispatcher,
            "tp_comm_overlap": cfg.tp_comm_overlap or cfg.tp_overlap > 0,
            "overlap_grad_reduce": cfg.overlap_grad_reduce,
            "overlap_param_gather": cfg.overlap_param_gather, "ep_overlap": cfg.ep_overlap,
