@@ -246,11 +246,13 @@ def _fp8_cast_bytes_per_token(m: TransformerSpec, moe: bool) -> float:
 
 
 def selective_parts(m: TransformerSpec, p: ResolvedParallel, gpu: GpuSpec, tokens: float,
-                    gemm_rate: float, thin: float = 1.0) -> dict[str, tuple[float, float]]:
+                    gemm_rate: float, attn: float, thin: float = 1.0
+                    ) -> dict[str, tuple[float, float]]:
     """Forward seconds of each part selective recomputation can repeat, per layer
     averaged over dense and MoE layers, on one GPU: ``{module: (seconds, GEMM seconds)}``
     (Megatron-Core's ``--recompute-modules`` names). ``gemm_rate`` is the GEMMs'
-    achieved FLOP/s, ``thin`` the routed experts' grouped-GEMM slowdown. A part the model
+    achieved FLOP/s, ``attn`` the attention core's forward seconds per layer, ``thin``
+    the routed experts' grouped-GEMM slowdown. A part the model
     does not have costs 0. ``moe`` includes ``shared_experts`` and ``moe_act``.
 
     Examples
@@ -260,14 +262,13 @@ def selective_parts(m: TransformerSpec, p: ResolvedParallel, gpu: GpuSpec, token
     >>> from fabricsim.workloads.parallel import ParallelConfig
     >>> m = get_model("llama3-8b")
     >>> p = ParallelConfig(seq_len=8192).resolve(m, 1)
-    >>> parts = selective_parts(m, p, get_catalog().gpu("h100-sxm"), 8192, 5e14)
+    >>> parts = selective_parts(m, p, get_catalog().gpu("h100-sxm"), 8192, 5e14, 1e-3)
     >>> parts["mlp"][0] > parts["core_attn"][0] > parts["layernorm"][0] > 0
     True
     """
     cfg = p.cfg
     split = p.tp
     moe_frac = m.moe_layers / m.layers
-    bf16_rate = peak_flops(gpu, "bf16") * gemm_efficiency(gpu, "bf16", m.hidden, p.tp)
     hbm = gpu.hbm_bandwidth * HBM_EFF
 
     def gemm(flops_per_token: float) -> float:
@@ -277,8 +278,6 @@ def selective_parts(m: TransformerSpec, p: ResolvedParallel, gpu: GpuSpec, token
         return bytes_per_token * tokens / split / hbm
 
     act = 6 if m.gated else 4  # activation function: read gate (and up), write out
-    attn = attention_flops(m, p.seq, causal=True) * tokens / split / (
-        bf16_rate * ATTENTION_EFF * (CP_ATTENTION_EFF if p.cp > 1 else 1.0))
     dense_mlp = gemm(2.0 * m.mlp_params(m.ffn))
     dense_act = mem(act * m.ffn)
     parts: dict[str, tuple[float, float]] = {
@@ -389,7 +388,7 @@ def microbatch_compute(m: TransformerSpec, p: ResolvedParallel, gpu: GpuSpec,
     if rc == "full":
         recompute = n_rc * fwd_layer
     elif rc == "selective":
-        parts = selective_parts(m, p, gpu, tokens, peak * eff, thin)
+        parts = selective_parts(m, p, gpu, tokens, peak * eff, per_attn, thin)
         mods = cfg.modules_recomputed
         per_layer = sum(t for k, (t, _) in parts.items() if k in mods)
         rc_gemm = sum(g for k, (_, g) in parts.items() if k in mods)
