@@ -30,6 +30,26 @@ def test_train_table(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0 and "MFU" in out and "$3.00/GPU-hour" in out
 
 
+def test_train_megatron_layout_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    """DeepSeek-V3 as NeMo runs it on H100: the header names the layout, the modules and
+    the dispatcher; JSON carries them; a layout that does not fit pp·vp exits 2."""
+    args = ["train", "--system", "dgx-h100", "--nodes", "128", "--model", "deepseek-v3",
+            "--tp", "2", "--pp", "8", "--ep", "64", "--global-batch", "8192", "--seq-len",
+            "4096", "--precision", "fp8", "--pipeline-layout", "Et|(tt|)*30mL",
+            "--moe-dispatcher", "deepep", "--recompute", "selective",
+            "--recompute-modules", "mla_up_proj,mlp"]
+    code, out, err = run(capsys, *args)
+    words = out.split()
+    assert code == 0, err
+    assert {"vp=4", "layout=Et|(tt|)*30mL", "modules=mla_up_proj,mlp",
+            "dispatcher=deepep"} <= set(words)
+    code, out, err = run(capsys, *args, "--json")
+    par = json.loads(out)["parallel"]
+    assert par["stage_layers"] == [7, 8, 8, 8, 8, 8, 8, 6] and par["interleave"] == 4
+    code, _, err = run(capsys, *args, "--vp", "2")
+    assert code == 2 and "training.pipeline_layout" in err and "32 stages" in err
+
+
 @pytest.mark.parametrize(("args", "field"), [
     (["--tp", "3"], "training.tp"),
     (["--model", "llama2-70b", "--zero", "0"], "training:"),

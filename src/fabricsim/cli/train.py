@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from fabricsim.cli.common import (
@@ -141,6 +142,20 @@ def job_from_cli(scenario: Path | None, *, model: str | None, flags: dict[str, A
         extra["gpu_hour_usd"] = check_positive(sc.gpu_hour_usd, "gpu_hour_usd")
     extra["notes"] = extra_notes
     return sc, m, cfg, extra
+
+
+def _layout_words(par: dict[str, Any]) -> str:
+    """The pipeline and MoE settings a run's header line names, when they are set."""
+    words = []
+    if par.get("interleave", 1) > 1:
+        words.append(f"vp={par['interleave']}")
+    if par.get("pipeline_layout"):
+        words.append(f"layout={par['pipeline_layout']}")
+    if par.get("recompute_modules"):
+        words.append(f"modules={','.join(par['recompute_modules'])}")
+    if par.get("ep", 1) > 1 and par.get("moe_dispatcher") != "alltoall":
+        words.append(f"dispatcher={par['moe_dispatcher']}")
+    return "".join(" " + escape(w) for w in words)
 
 
 def layout_flags(*, vp: int | None = None, first_stage_layers: int | None = None,
@@ -292,7 +307,8 @@ def register(app: typer.Typer) -> None:
                       f"{fab.info.gpu} ({fab.info.system}, {fab.info.fabric}): tp={par['tp']} "
                       f"pp={par['pp']} dp={par['dp']} cp={par['cp']} ep={par['ep']} "
                       f"zero={par['zero']} mb={par['micro_batch']} gbs={par['global_batch']} "
-                      f"seq={par['seq_len']} {par['precision']} recompute={par['recompute']}")
+                      f"seq={par['seq_len']} {par['precision']} recompute={par['recompute']}"
+                      + _layout_words(par))
         t = Table(show_header=True)
         for col in ("part", "seconds/step", "share"):
             t.add_column(col, justify="right" if col != "part" else "left")
