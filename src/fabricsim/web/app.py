@@ -34,7 +34,7 @@ import csv
 import io
 import json
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from importlib import resources
 from pathlib import Path
@@ -53,7 +53,6 @@ from fastapi.responses import (  # noqa: E402
     HTMLResponse,
     JSONResponse,
     PlainTextResponse,
-    Response,
     StreamingResponse,
 )
 from pydantic import BaseModel, ConfigDict, Field  # noqa: E402
@@ -260,6 +259,58 @@ def _plotly_js() -> Path:
     return path
 
 
+class _BodyLimit:
+    """ASGI middleware: a request body over ``limit`` bytes gets 413 naming the limit.
+
+    A declared ``content-length`` is checked before anything is read; a streamed
+    (chunked) body is read up to the limit and handed on unchanged, message by message.
+    """
+
+    def __init__(self, app: Any, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def _refuse(self, scope: Any, receive: Any, send: Any, said: str) -> None:
+        await JSONResponse(status_code=413, content={"detail": {
+            "message": f"the request body is {said}; the limit is {self.limit:,} bytes "
+                       f"(max_body_bytes): send a smaller scenario", "field": "body"}})(
+            scope, receive, send)
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        size = dict(scope.get("headers") or []).get(b"content-length")
+        if size is not None:
+            text = size.decode("latin-1")
+            if not text.isdigit() or int(text) > self.limit:
+                await self._refuse(scope, receive, send, f"{text} bytes")
+                return
+            await self.app(scope, receive, send)
+            return
+        if scope.get("method") not in ("POST", "PUT", "PATCH"):
+            await self.app(scope, receive, send)
+            return
+        held: list[Any] = []
+        total = 0
+        while True:  # read the streamed body, refusing it once past the limit
+            msg = await receive()
+            held.append(msg)
+            if msg["type"] != "http.request":
+                break
+            total += len(msg.get("body", b""))
+            if total > self.limit:
+                await self._refuse(scope, receive, send, "over the limit")
+                return
+            if not msg.get("more_body"):
+                break
+
+        async def replay() -> Any:
+            return held.pop(0) if held else await receive()
+
+        await self.app(scope, replay, send)
+
+
 def create_app(*, store: str | Path = "fabricsim-web.duckdb", limits: Limits | None = None
                ) -> FastAPI:
     """The app, with its job store at ``store`` (``":memory:"`` keeps nothing) and its
@@ -297,27 +348,7 @@ def create_app(*, store: str | Path = "fabricsim-web.duckdb", limits: Limits | N
                   "serve models on: describe a cluster, run collectives, training steps, "
                   "fault and packet-level scenarios as jobs, and compare two designs.")
 
-    @app.middleware("http")
-    async def body_limit(request: Request, call_next: Callable[[Request],
-                                                               Awaitable[Response]]
-                         ) -> Response:
-        size = request.headers.get("content-length")
-        if size is not None and (not size.isdigit() or int(size) > lim.max_body_bytes):
-            return JSONResponse(status_code=413, content={"detail": {
-                "message": f"the request body is {size} bytes; the limit is "
-                           f"{lim.max_body_bytes:,} (max_body_bytes): send a smaller "
-                           "scenario", "field": "body"}})
-        if size is None and request.method in ("POST", "PUT", "PATCH"):
-            body = b""
-            async for chunk in request.stream():
-                body += chunk
-                if len(body) > lim.max_body_bytes:
-                    return JSONResponse(status_code=413, content={"detail": {
-                        "message": f"the request body is over the limit of "
-                                   f"{lim.max_body_bytes:,} bytes (max_body_bytes)",
-                        "field": "body"}})
-            request._body = body  # the body is read once; later readers get it here
-        return await call_next(request)
+    app.add_middleware(_BodyLimit, limit=lim.max_body_bytes)
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     def index() -> FileResponse:
