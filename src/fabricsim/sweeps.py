@@ -44,6 +44,7 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field
 
+from fabricsim._duckdb_meta import stamp_format
 from fabricsim._strict import StrictModel, config_error
 from fabricsim.errors import ConfigError, FabricsimError
 
@@ -388,16 +389,10 @@ class _Store:
             raise ConfigError(f"{path} is a DuckDB file but not a fabricsim results store "
                               f"(tables: {', '.join(sorted(tables))}): use another --store "
                               "file", field="--store")
-        self.db.execute("CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, "
-                        "value VARCHAR)")
-        got = self.db.execute("SELECT value FROM meta WHERE key = 'store_version'"
-                              ).fetchone()
-        if got is None:
-            self.db.execute("INSERT INTO meta VALUES ('store_version', ?)",
-                            [str(STORE_VERSION)])
-        elif got[0] != str(STORE_VERSION):
+        other = stamp_format(self.db, "meta", "store_version", STORE_VERSION)
+        if other is not None:
             self.db.close()
-            raise ConfigError(f"{path} is a results store of format {got[0]}; this fabricsim"
+            raise ConfigError(f"{path} is a results store of format {other}; this fabricsim"
                               f" writes format {STORE_VERSION}: use another --store file",
                               field="--store")
 

@@ -24,6 +24,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
+from fabricsim._duckdb_meta import stamp_format
 from fabricsim._extras import require
 from fabricsim.errors import ConfigError
 
@@ -55,16 +56,10 @@ class JobStore:
             raise ConfigError(f"cannot open the job store {self.path!r}: {e}",
                               field="--store") from None
         with self._lock:
-            self._db.execute("CREATE TABLE IF NOT EXISTS web_meta (key VARCHAR PRIMARY KEY, "
-                             "value VARCHAR)")
-            row = self._db.execute("SELECT value FROM web_meta WHERE key='version'"
-                                   ).fetchone()
-            if row is None:
-                self._db.execute("INSERT INTO web_meta VALUES ('version', ?)",
-                                 [str(STORE_VERSION)])
-            elif row[0] != str(STORE_VERSION):
+            other = stamp_format(self._db, "web_meta", "version", STORE_VERSION)
+            if other is not None:
                 raise ConfigError(f"{self.path} was written by another version of fabricsim "
-                                  f"(job store format {row[0]}, this one reads "
+                                  f"(job store format {other}, this one reads "
                                   f"{STORE_VERSION}); use a new --store file",
                                   field="--store")
             self._db.execute(
