@@ -227,14 +227,32 @@ class ComputeTimes:
     the window TP communication overlap hides in."""
 
 
+def _act_bytes_per_token(m: TransformerSpec, width: int) -> float:
+    """HBM bytes per token of the MLP activation function over ``width`` elements: read
+    the gate (and up) projections, write the result."""
+    return float((6 if m.gated else 4) * width)
+
+
+def _perm_bytes_per_token(m: TransformerSpec) -> float:
+    """HBM bytes per token of an MoE layer's token permutation: the dispatch and combine
+    copies of each of its ``top_k`` routes."""
+    return 4.0 * m.hidden * 2 * m.top_k
+
+
+def _mlp_flops_per_token(m: TransformerSpec, seq: int, moe: bool, slow: float) -> float:
+    """Forward FLOPs per token of a layer's MLP, with the routed experts' share weighted by
+    ``slow`` (the busiest rank's imbalance times the grouped GEMM's shape penalty)."""
+    f = layer_forward_flops(m, seq, moe=moe)["mlp"]
+    return f + 2.0 * m.top_k * m.expert_params * (slow - 1.0) if moe else f
+
+
 def _elementwise_bytes_per_token(m: TransformerSpec, moe: bool) -> float:
     """HBM bytes of the unfused elementwise kernels of one layer's forward, per token."""
     h = m.hidden
     q, kv = m.heads * m.d_head, m.n_kv * m.d_head
     width = (m.top_k + m.shared_experts) * m.expert_ffn if moe else m.ffn
-    act = (6 if m.gated else 4) * width
-    perm = 4.0 * h * 2 * m.top_k if moe else 0.0  # dispatch and combine copies
-    return 20.0 * h + 4.0 * (q + 2 * kv) + act + perm
+    perm = _perm_bytes_per_token(m) if moe else 0.0
+    return 20.0 * h + 4.0 * (q + 2 * kv) + _act_bytes_per_token(m, width) + perm
 
 
 def _fp8_cast_bytes_per_token(m: TransformerSpec, moe: bool) -> float:
@@ -253,7 +271,8 @@ def selective_parts(m: TransformerSpec, p: ResolvedParallel, gpu: GpuSpec, token
     (Megatron-Core's ``--recompute-modules`` names). ``gemm_rate`` is the GEMMs'
     achieved FLOP/s, ``attn`` the attention core's forward seconds per layer, ``thin``
     the routed experts' grouped-GEMM slowdown. A part the model
-    does not have costs 0. ``moe`` includes ``shared_experts`` and ``moe_act``.
+    does not have costs 0. ``moe`` includes the costs of ``shared_experts`` and
+    ``moe_act``, so a caller counts those only without it.
 
     Examples
     --------
@@ -266,7 +285,6 @@ def selective_parts(m: TransformerSpec, p: ResolvedParallel, gpu: GpuSpec, token
     >>> parts["mlp"][0] > parts["core_attn"][0] > parts["layernorm"][0] > 0
     True
     """
-    cfg = p.cfg
     split = p.tp
     moe_frac = m.moe_layers / m.layers
     hbm = gpu.hbm_bandwidth * HBM_EFF
@@ -277,9 +295,8 @@ def selective_parts(m: TransformerSpec, p: ResolvedParallel, gpu: GpuSpec, token
     def mem(bytes_per_token: float) -> float:
         return bytes_per_token * tokens / split / hbm
 
-    act = 6 if m.gated else 4  # activation function: read gate (and up), write out
-    dense_mlp = gemm(2.0 * m.mlp_params(m.ffn))
-    dense_act = mem(act * m.ffn)
+    dense_mlp = gemm(_mlp_flops_per_token(m, p.seq, False, 1.0))
+    dense_act = mem(_act_bytes_per_token(m, m.ffn))
     parts: dict[str, tuple[float, float]] = {
         "core_attn": (attn, 0.0),
         "mlp": ((1 - moe_frac) * (dense_mlp + dense_act), (1 - moe_frac) * dense_mlp),
@@ -288,20 +305,14 @@ def selective_parts(m: TransformerSpec, p: ResolvedParallel, gpu: GpuSpec, token
     }
     if m.moe_layers:
         width = (m.top_k + m.shared_experts) * m.expert_ffn
-        routed = gemm(2.0 * m.top_k * m.expert_params) * cfg.moe_imbalance * thin
+        experts = gemm(_mlp_flops_per_token(m, p.seq, True, p.cfg.moe_imbalance * thin))
         shared = gemm(2.0 * m.shared_experts * m.expert_params)
-        router = gemm(2.0 * m.hidden * m.experts)
-        moe_act = mem(act * width)
-        perm = mem(4.0 * m.hidden * 2 * m.top_k)
-        parts["moe"] = (moe_frac * (routed + shared + router + moe_act + perm),
-                        moe_frac * (routed + shared + router))
-        parts["shared_experts"] = (moe_frac * (shared + mem(act * m.shared_experts
-                                                               * m.expert_ffn)),
-                                   moe_frac * shared)
+        moe_act = mem(_act_bytes_per_token(m, width))
+        perm = mem(_perm_bytes_per_token(m))
+        parts["moe"] = (moe_frac * (experts + moe_act + perm), moe_frac * experts)
+        parts["shared_experts"] = (moe_frac * (shared + mem(_act_bytes_per_token(
+            m, m.shared_experts * m.expert_ffn))), moe_frac * shared)
         parts["moe_act"] = (moe_frac * moe_act, 0.0)
-        mods = cfg.modules_recomputed
-        if "moe" in mods:  # the MoE block already reruns its experts and activation
-            parts["shared_experts"] = parts["moe_act"] = (0.0, 0.0)
     return parts
 
 
@@ -348,9 +359,8 @@ def microbatch_compute(m: TransformerSpec, p: ResolvedParallel, gpu: GpuSpec,
 
     def layer_times(moe: bool) -> tuple[float, float, float]:
         f = layer_forward_flops(m, p.seq, moe=moe)
-        if moe:  # the busiest rank's routed experts set the pace, at their shape's rate
-            routed = 2.0 * m.top_k * m.expert_params
-            f = {**f, "mlp": f["mlp"] + routed * (cfg.moe_imbalance * thin - 1.0)}
+        # the busiest rank's routed experts set the pace, at their shape's rate
+        f = {**f, "mlp": _mlp_flops_per_token(m, p.seq, moe, cfg.moe_imbalance * thin)}
         gemm = (f["qkv"] + f["proj"] + f["mlp"]) * tokens / split
         attn = attention_flops(m, p.seq, causal=True) * tokens / split
         t_gemm = gemm / (peak * eff)
@@ -390,6 +400,8 @@ def microbatch_compute(m: TransformerSpec, p: ResolvedParallel, gpu: GpuSpec,
     elif rc == "selective":
         parts = selective_parts(m, p, gpu, tokens, peak * eff, per_attn, thin)
         mods = cfg.modules_recomputed
+        if "moe" in mods:  # the MoE block already reruns its experts and activation
+            mods = mods - {"shared_experts", "moe_act"}
         per_layer = sum(t for k, (t, _) in parts.items() if k in mods)
         rc_gemm = sum(g for k, (_, g) in parts.items() if k in mods)
         recompute = layers * per_layer

@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import ConfigDict, Field, model_validator
 
@@ -219,8 +219,7 @@ class ParallelConfig(StrictModel):
         if self.recompute == "none":
             return frozenset()
         if self.recompute == "full":
-            return frozenset(("core_attn", "mlp", "moe", "moe_act", "shared_experts",
-                              "layernorm", "mla_up_proj"))
+            return frozenset(get_args(RecomputeModule))
         return frozenset(self.recompute_modules or ("core_attn",))
 
     @property
