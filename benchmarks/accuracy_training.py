@@ -134,15 +134,20 @@ def cases() -> list[Case]:
     # 14.8T tokens took 2,664K H800 GPU-hours on 2,048 H800 (8 per node, 400G IB per GPU):
     # 1,543 tokens/s per GPU averaged over the run (failures and evaluation included, so
     # an upper-bound step model should sit a little above it). PP 16, EP 64, no TP, ZeRO-1,
-    # FP8 GEMMs and FP8 dispatch, DualPipe (computation-communication overlap), routing
-    # limited to 4 nodes, recomputation of norms and up-projections (modelled as block
-    # recomputation of 2 layers per stage, which fits 80 GB).
+    # FP8 GEMMs and FP8 dispatch, DualPipe (its schedule, sec. 3.2.1, and its
+    # computation-communication overlap), routing limited to 4 nodes, recomputation of
+    # RMSNorm and the MLA up-projections (sec. 3.2.3), one multi-token-prediction module
+    # (sec. 2.2; the report does not give the stage split: DualPipe pairs the first and
+    # the last stage on one GPU, so where the odd layer sits hardly matters).
     out.append(Case(0, "DeepSeek-V3 2048xH800 (tech report)", get_model("deepseek-v3"),
                     "dgx-h800", 256, "ib-ndr", "tokens_per_gpu", 1543.0,
                     ParallelConfig(pp=16, ep=64, micro_batch=1, global_batch=15360,
-                                   seq_len=4096, precision="fp8", recompute="full",
-                                   recompute_layers=2, ep_overlap=True, moe_node_limit=4,
-                                   overlap_p2p_comm=True, fp8_recipe="blockwise"),
+                                   seq_len=4096, precision="fp8", recompute="selective",
+                                   recompute_modules=("layernorm", "mla_up_proj"),
+                                   pipeline_schedule="dualpipe",
+                                   pipeline_layout="Et*4|(tttt|)*14tmL",
+                                   ep_overlap=True, moe_node_limit=4,
+                                   fp8_recipe="blockwise"),
                     note="source outside the reference data: DeepSeek-V3 report, Table 1"))
     out.append(Case(175, "175B 12288xA100 (MegaScale)", gpt3, "dgx-a100", 1536, "ib-hdr",
                     "mfu", 0.552,

@@ -171,9 +171,34 @@ def test_from_megatron_equals_the_same_flags(capsys: pytest.CaptureFixture[str])
     (["--recompute-layers", "2"], "training.recompute_layers"),
     (["--tp", "1", "--tp-comm-overlap"], "training.tp_comm_overlap"),
     (["--checkpoint-gbps", "-1"], "--checkpoint-gbps"),
+    (["--pp-schedule", "zb"], "training.pipeline_schedule"),
+    (["--tp", "8", "--pp", "2", "--vp", "2", "--pp-schedule", "dualpipe"],
+     "training.pipeline_schedule"),
+    (["--tp", "8", "--pp", "8", "--global-batch", "16", "--pp-schedule", "dualpipe"],
+     "training.global_batch"),
+    (["--tp", "8", "--pp", "4", "--pp-schedule", "dualpipe", "--chakra", "x"], "--chakra"),
 ])
 def test_layout_flags_bad_input_exits_2(capsys: pytest.CaptureFixture[str], args: list[str],
                                         needle: str) -> None:
     code, _, err = run(capsys, "train", "--system", "dgx-h100", "--nodes", "16", "--model",
                        "llama3-70b", "--global-batch", "512", *args)
     assert code == 2 and needle in err and "Traceback" not in err
+
+
+def test_train_dualpipe(capsys: pytest.CaptureFixture[str]) -> None:
+    """--pp-schedule dualpipe: named in the header and the JSON, a smaller bubble than
+    1F1B on the same layout, two stages' weights per GPU."""
+    args = ["train", "--system", "dgx-h100", "--nodes", "16", "--model", "llama3-70b",
+            "--tp", "8", "--pp", "4", "--global-batch", "256", "--seq-len", "8192",
+            "--recompute", "full"]
+    code, out, err = run(capsys, *args, "--pp-schedule", "dualpipe")
+    assert code == 0, err
+    assert "schedule=dualpipe" in out.split()
+    code, out, err = run(capsys, *args, "--pp-schedule", "dualpipe", "--json")
+    dual = json.loads(out)
+    code, out, err = run(capsys, *args, "--json")
+    one = json.loads(out)
+    assert dual["parallel"]["pipeline_schedule"] == "dualpipe"
+    assert one["parallel"]["pipeline_schedule"] == "1f1b"
+    assert dual["breakdown"]["bubble"] < one["breakdown"]["bubble"]
+    assert dual["memory_gib"]["weights"] > 1.9 * one["memory_gib"]["weights"]

@@ -61,6 +61,10 @@ LayoutOpt = Annotated[str | None, typer.Option(
     "--pipeline-layout", help="Layers of every virtual pipeline stage in Megatron's "
     "--pipeline-model-parallel-layout notation, e.g. 'Et|(tt|)*30mL' (DeepSeek-V3, pp 8, "
     "vp 4): t decoder layer, m MTP layer, E embedding, L loss, | between stages.")]
+PpSchedOpt = Annotated[str | None, typer.Option(
+    "--pp-schedule", help="Pipeline schedule: 1f1b (Megatron's; interleaved with --vp) or "
+    "dualpipe (DeepSeek-V3's bidirectional schedule: smaller bubble, two stages' weights "
+    "per GPU; even --pp, at least 2·pp micro-batches).")]
 RcLayersOpt = Annotated[int | None, typer.Option(
     "--recompute-layers", help="With --recompute full: layers of each stage to recompute "
     "(Megatron's block method); default all.")]
@@ -149,6 +153,8 @@ def _layout_words(par: dict[str, Any]) -> str:
     words = []
     if par.get("interleave", 1) > 1:
         words.append(f"vp={par['interleave']}")
+    if par.get("pipeline_schedule", "1f1b") != "1f1b":
+        words.append(f"schedule={par['pipeline_schedule']}")
     if par.get("pipeline_layout"):
         words.append(f"layout={par['pipeline_layout']}")
     if par.get("recompute_modules"):
@@ -162,6 +168,7 @@ def layout_flags(*, vp: int | None = None, first_stage_layers: int | None = None
                  last_stage_layers: int | None = None,
                  account_for_embedding_loss: bool | None = None,
                  pipeline_layout: str | None = None,
+                 pp_schedule: str | None = None,
                  recompute_modules: str | None = None,
                  recompute_layers: int | None = None, tp_comm_overlap: bool | None = None,
                  ep_overlap: bool | None = None, moe_node_limit: int | None = None,
@@ -177,7 +184,7 @@ def layout_flags(*, vp: int | None = None, first_stage_layers: int | None = None
     return {"interleave": vp, "first_stage_layers": first_stage_layers,
             "last_stage_layers": last_stage_layers,
             "account_for_embedding_loss": account_for_embedding_loss,
-            "pipeline_layout": pipeline_layout,
+            "pipeline_layout": pipeline_layout, "pipeline_schedule": pp_schedule,
             "recompute_modules": [x for x in recompute_modules.replace(",", " ").split()]
             if recompute_modules is not None else None,
             "recompute_layers": recompute_layers, "tp_comm_overlap": tp_comm_overlap,
@@ -234,7 +241,8 @@ def register(app: typer.Typer) -> None:
               precision: PrecOpt = None, recompute: RcOpt = None, vp: VpOpt = None,
               first_stage_layers: FirstOpt = None, last_stage_layers: LastOpt = None,
               account_for_embedding_loss: AccOpt = None,
-              pipeline_layout: LayoutOpt = None, recompute_modules: RcModulesOpt = None,
+              pipeline_layout: LayoutOpt = None, pp_schedule: PpSchedOpt = None,
+              recompute_modules: RcModulesOpt = None,
               recompute_layers: RcLayersOpt = None, tp_comm_overlap: TpcOpt = None,
               ep_overlap: EpoOpt = None, moe_node_limit: NodeLimitOpt = None,
               moe_dispatcher: DispatcherOpt = None, moe_imbalance: ImbalanceOpt = None,
@@ -268,7 +276,7 @@ def register(app: typer.Typer) -> None:
             **layout_flags(vp=vp, first_stage_layers=first_stage_layers,
                            last_stage_layers=last_stage_layers,
                            account_for_embedding_loss=account_for_embedding_loss,
-                           pipeline_layout=pipeline_layout,
+                           pipeline_layout=pipeline_layout, pp_schedule=pp_schedule,
                            recompute_modules=recompute_modules,
                            recompute_layers=recompute_layers,
                            tp_comm_overlap=tp_comm_overlap, ep_overlap=ep_overlap,
@@ -281,6 +289,10 @@ def register(app: typer.Typer) -> None:
                            fp8_recipe=fp8_recipe,
                            from_megatron=from_megatron))
         sc, m, cfg, extra = job_from_cli(scenario, model=model, flags=flags)
+        if chakra is not None and cfg.pipeline_schedule != "1f1b":
+            raise ConfigError("--chakra writes 1F1B pipeline traces; DualPipe's two "
+                              "directions are not exported: drop --chakra or use "
+                              "--pp-schedule 1f1b", field="--chakra")
         fab = fabric_from_scenario(sc)
         r = simulate_step(m, cfg, fab, backend=backend or extra.get("backend") or "analytic",
                           gpu_hour_usd=price_from_cli(gpu_hour_usd, extra),

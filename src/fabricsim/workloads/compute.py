@@ -225,6 +225,10 @@ class ComputeTimes:
     gemm: float = 0.0
     """GEMM time of the stage's layers, forward and backward (recomputation included):
     the window TP communication overlap hides in."""
+    wgrad: float = 0.0
+    """Weight-gradient GEMM time of the stage's layers (the backward's "W" half, as many
+    FLOPs as the forward GEMMs): the work zero-bubble schedules such as DualPipe defer
+    into the pipeline's bubbles."""
 
 
 def _act_bytes_per_token(m: TransformerSpec, width: int) -> float:
@@ -382,15 +386,20 @@ def microbatch_compute(m: TransformerSpec, p: ResolvedParallel, gpu: GpuSpec,
     # absorb the head)
     head = 2.0 * m.hidden * m.vocab * tokens / split / (peak * eff)
     loss = 12.0 * m.vocab * tokens / split / (gpu.hbm_bandwidth * HBM_EFF)
-    last = p.last_stage_layers if p.pp > 1 else layers
-    fwd = max(layers * fwd_layer, last * fwd_layer + head + loss)
     # a multi-token-prediction layer (pipeline_layout's m) is one more block of the
     # model's kind plus its own pass through the output head and loss
     mtp_fwd = (mg + ma + mm if m.moe_layers else dg + da + dm) + head + loss
-    for r, n_mtp in enumerate(p.stage_mtp_layers):
-        if n_mtp:
-            own = p.stage_layer_counts[r] * fwd_layer + n_mtp * mtp_fwd
-            fwd = max(fwd, own + (head + loss if r == p.pp - 1 else 0.0))
+    counts = p.stage_layer_counts if p.pp > 1 and p.stage_layer_counts else \
+        (layers,) * p.pp
+    mtps = p.stage_mtp_layers or (0,) * p.pp
+    stage_fwd = [counts[r] * fwd_layer + mtps[r] * mtp_fwd
+                 + (head + loss if r == p.pp - 1 else 0.0) for r in range(p.pp)]
+    if cfg.pipeline_schedule == "dualpipe":
+        # a GPU runs stage r and stage pp-1-r alternately, so the pair's mean sets the
+        # pace (DualPipe puts the embedding and the output head on the same GPU)
+        fwd = max((stage_fwd[r] + stage_fwd[-1 - r]) / 2 for r in range(p.pp))
+    else:
+        fwd = max(stage_fwd)
     bwd = 2 * fwd
     rc = cfg.recompute
     n_rc = min(cfg.recompute_layers or layers, layers)  # block recomputation: N layers
@@ -412,4 +421,4 @@ def microbatch_compute(m: TransformerSpec, p: ResolvedParallel, gpu: GpuSpec,
     gemm = layers * (per_gemm * (3 + (n_rc / layers if rc == "full" else 0.0)) + rc_gemm)
     return ComputeTimes(fwd=fwd, bwd=bwd + recompute, recompute=recompute, optimizer=opt,
                         memory_bound=mem, attn_layer=per_attn, layer_fwd=fwd_layer,
-                        gemm=gemm)
+                        gemm=gemm, wgrad=layers * per_gemm)

@@ -74,7 +74,8 @@ def stage_params(m: TransformerSpec, p: ResolvedParallel) -> tuple[float, float]
     """Parameters one GPU of the largest stage holds: ``(dense_part, expert_part)``.
 
     Dense weights are split over TP and PP; routed experts over TP·EP and PP; the
-    embedding (and, if untied, the output head) sits on the first (last) stage.
+    embedding (and, if untied, the output head) sits on the first (last) stage. Under
+    DualPipe every GPU holds two stages (``i`` and ``pp − 1 − i``): twice as much.
 
     Examples
     --------
@@ -94,7 +95,8 @@ def stage_params(m: TransformerSpec, p: ResolvedParallel) -> tuple[float, float]
         dense = dense_layers + m.embedding_params
     else:
         dense = dense_layers * p.stage_layers / m.layers + emb
-    return dense / tp, expert * p.stage_layers / m.layers / tp / ep
+    copies = 2 if p.cfg.pipeline_schedule == "dualpipe" else 1
+    return copies * dense / tp, copies * expert * p.stage_layers / m.layers / tp / ep
 
 
 def activation_bytes_per_layer(m: TransformerSpec, p: ResolvedParallel, moe: bool = False,
@@ -196,7 +198,9 @@ def memory_per_gpu(m: TransformerSpec, p: ResolvedParallel, *, flash: bool = Tru
     """Estimate the memory of the most loaded GPU (every pipeline stage is evaluated: its
     layers, parameters and micro-batches in flight; the largest total is returned).
 
-    ``flash=False`` stores attention scores when ``recompute == "none"``. With
+    Under DualPipe a GPU holds stages ``i`` and ``pp − 1 − i`` (both stages' parameters)
+    and ``pp + 1`` micro-batches of activations, half of them on each stage (DualPipe's
+    table). ``flash=False`` stores attention scores when ``recompute == "none"``. With
     ``recompute="full"`` and ``recompute_layers=N`` only ``N`` layers of each stage are
     recomputed (the others keep all their activations). With ``precision="fp8"`` the
     linear layers' saved inputs are FP8 (Transformer Engine).
@@ -235,9 +239,21 @@ def memory_per_gpu(m: TransformerSpec, p: ResolvedParallel, *, flash: bool = Tru
     vp_factor = 1 + (p.pp - 1) / (p.pp * cfg.interleave) if cfg.interleave > 1 and \
         p.pp > 1 else 1.0
     logits = 4.0 * (p.seq / p.cp) * cfg.micro_batch * m.vocab / p.tp
+    dual = cfg.pipeline_schedule == "dualpipe"
+
+    def acts_of(layers: int) -> float:
+        """Activations one micro-batch leaves on a stage of ``layers`` layers."""
+        if block:  # N layers recomputed, the rest keep all their activations
+            n_rc = min(cfg.recompute_layers or layers, layers)
+            return n_rc * full_layer + (layers - n_rc) * kept_layer
+        return layers * kept_layer
+
     best: MemoryEstimate | None = None
     for i, layers in enumerate(counts):
         dense, expert = _stage_params(m, p, i)
+        if dual:  # the stage of the other direction on the same GPU
+            d2, e2 = _stage_params(m, p, p.pp - 1 - i)
+            dense, expert = dense + d2, expert + e2
 
         def part(nbytes: float, stage_min: int, dense: float = dense,
                  expert: float = expert) -> float:
@@ -250,16 +266,16 @@ def memory_per_gpu(m: TransformerSpec, p: ResolvedParallel, *, flash: bool = Tru
         optimizer = part(12.0, 1)
         if z >= 3:  # gathered weights of the layers in flight (prefetch of ~2 layers)
             weights += 2 * 2.0 * (dense + expert) / max(layers, 1)
-        if block:  # N layers recomputed, the rest keep all their activations
-            n_rc = min(cfg.recompute_layers or layers, layers)
-            stage_acts = n_rc * full_layer + (layers - n_rc) * kept_layer
+        if dual:
+            other = counts[p.pp - 1 - i]
+            in_flight = float(min(p.pp + 1, p.num_micro))
+            acts = in_flight * (acts_of(layers) + acts_of(other)) / 2
         else:
-            stage_acts = layers * kept_layer
-        in_flight = float(min(p.pp - i, p.num_micro)) * (vp_factor if i == 0 else 1.0)
-        acts = stage_acts * in_flight
+            in_flight = float(min(p.pp - i, p.num_micro)) * (vp_factor if i == 0 else 1.0)
+            acts = acts_of(layers) * in_flight
         if cfg.recompute == "full":  # one layer's full working set while it is recomputed
             acts += activation_bytes_per_layer(m, p, recompute="selective")
-        if i == len(counts) - 1:
+        if i == len(counts) - 1 or (dual and i == 0):
             acts += logits
         est = MemoryEstimate(weights=weights, grads=grads, optimizer=optimizer,
                              activations=acts, reserve=FRAMEWORK_RESERVE_BYTES)

@@ -79,6 +79,15 @@ class ParallelConfig(StrictModel):
     interleave : int
         Virtual pipeline stages per GPU (1 = plain 1F1B; Megatron's
         ``--virtual-pipeline-model-parallel-size``, the CLI's ``--vp``).
+    pipeline_schedule : {"1f1b", "dualpipe"}
+        ``1f1b``: Megatron's one-forward-one-backward schedule (interleaved with
+        ``interleave > 1``). ``dualpipe``: DeepSeek-V3's bidirectional schedule
+        (DeepSeek-V3 report sec. 3.2.1): every GPU holds two stages, ``i`` and
+        ``pp − 1 − i``, and micro-batches enter from both ends; its bubble is
+        ``(pp/2 − 1)(F&B + B − 3W)`` instead of ``(pp − 1)(F + B)``, at the price of two
+        stages' parameters and ``pp + 1`` micro-batches of activations per GPU. Needs an
+        even ``pp``, no interleaving, and an even number of micro-batches of at least
+        ``2·pp``; pipeline sends are hidden (``overlap_p2p_comm``) unless turned off.
     first_stage_layers, last_stage_layers : int or None
         Layers of the first / last pipeline stage when they differ from the others
         (Megatron's ``--decoder-first-pipeline-num-layers`` / ``--decoder-last-...``);
@@ -166,6 +175,7 @@ class ParallelConfig(StrictModel):
     recompute_modules: tuple[RecomputeModule, ...] | None = None
     recompute_layers: int | None = Field(None, ge=1)
     interleave: int = Field(1, ge=1)
+    pipeline_schedule: Literal["1f1b", "dualpipe"] = "1f1b"
     first_stage_layers: int | None = Field(None, ge=1)
     last_stage_layers: int | None = Field(None, ge=1)
     account_for_embedding_loss: bool = False
@@ -206,7 +216,7 @@ class ParallelConfig(StrictModel):
         """
         if self.overlap_p2p_comm is not None:
             return self.overlap_p2p_comm
-        return self.interleave > 1
+        return self.interleave > 1 or self.pipeline_schedule == "dualpipe"
 
     @property
     def modules_recomputed(self) -> frozenset[str]:
@@ -312,6 +322,13 @@ class ParallelConfig(StrictModel):
             raise bad("ep", f"ep={ep} must divide the model's {model.experts} experts")
         if (dp * cp) % ep:
             raise bad("ep", f"ep={ep} must divide dp·cp = {dp * cp}")
+        if self.pipeline_schedule == "dualpipe":
+            if pp < 2 or pp % 2:
+                raise bad("pipeline_schedule", f"dualpipe pairs stage i with stage pp-1-i "
+                          f"on one GPU, so pp must be even and >= 2, got pp={pp}")
+            if self.interleave > 1:
+                raise bad("pipeline_schedule", "dualpipe is its own schedule and does not "
+                          "interleave: drop --vp (interleave) or use --pp-schedule 1f1b")
         seq = self.seq_len or model.seq
         if seq % (cp * (tp if (self.sequence_parallel and tp > 1) else 1)):
             raise bad("seq_len", f"seq_len={seq} must be divisible by cp·tp = {cp * tp}")
@@ -322,6 +339,13 @@ class ParallelConfig(StrictModel):
         if gb % per_step:
             raise bad("global_batch", f"global_batch={gb} must be a multiple of "
                                       f"micro_batch·dp = {self.micro_batch}·{dp} = {per_step}")
+        if self.pipeline_schedule == "dualpipe" and (gb // per_step < 2 * pp
+                                                     or (gb // per_step) % 2):
+            need = 2 * pp * per_step
+            raise bad("global_batch", f"dualpipe needs an even number of micro-batches, at "
+                      f"least 2·pp = {2 * pp}, per step; global_batch={gb} gives "
+                      f"{gb // per_step}: raise global_batch to a multiple of "
+                      f"{2 * per_step} of at least {need}")
         return ResolvedParallel(cfg=self, world=world, dp=dp, seq=seq, global_batch=gb,
                                 num_micro=gb // per_step, stage_layers=max(counts),
                                 stage_layer_counts=counts, stage_mtp_layers=mtp)

@@ -31,7 +31,7 @@ communication that cannot hide:
 
 Step = ``m·t_mb + (p − 1)/v · t_mb + PP + exposed DP + optimizer`` with ``t_mb`` the
 per-micro-batch stage time (1F1B bubble ``(p−1)/v`` micro-batch slots, Narayanan et al.
-2021).
+2021; DualPipe's ``(p/2 − 1)(F&B + B − 3W)``, see :func:`pipeline_bubble`).
 
 Example
 -------
@@ -85,6 +85,7 @@ __all__ = [
     "StepResult",
     "comm_cost",
     "distinct_servers",
+    "pipeline_bubble",
     "ring_hop_time",
     "simulate_step",
 ]
@@ -251,6 +252,30 @@ def distinct_servers(experts: int, top_k: int, servers: int,
             break
         miss *= (pool - per - i) / (pool - i)
     return reach * (1.0 - miss)
+
+
+def pipeline_bubble(pp: int, interleave: int, schedule: str, t_mb: float, bwd: float,
+                    wgrad: float) -> float:
+    """Seconds per step a pipeline stage idles in fill and drain.
+
+    ``t_mb`` is one micro-batch's forward + backward on a stage (exposed communication
+    included), ``bwd`` its full backward and ``wgrad`` the weight-gradient part of it.
+    ``1f1b``: ``(pp − 1)/v`` micro-batch slots (Narayanan et al. 2021). ``dualpipe``:
+    DeepSeek's Table 2, ``(pp/2 − 1)(F&B + B − 3W)``, with ``F&B`` (a forward and a
+    backward chunk overlapped with each other's communication) taken as ``t_mb``: the
+    two directions fill half the pipeline each and the deferred weight gradients fill
+    part of what is left.
+
+    Examples
+    --------
+    >>> pipeline_bubble(16, 1, "1f1b", 3.0, 2.0, 1.0)  # F = 1, B = 2, W = 1
+    45.0
+    >>> pipeline_bubble(16, 1, "dualpipe", 3.0, 2.0, 1.0)
+    14.0
+    """
+    if schedule == "dualpipe":
+        return max(0.0, (pp / 2 - 1) * (t_mb + bwd - 3.0 * wgrad))
+    return (pp - 1) / interleave * t_mb
 
 
 def ring_hop_time(comm: CommModel, ranks: list[int], nbytes: float) -> float:
@@ -507,13 +532,15 @@ def simulate_step(model: TransformerSpec, cfg: ParallelConfig, fabric: Fabric,
         bound = max(0.0, 1.0 - ct.memory_bound / (ct.fwd + ct.bwd))
         f = 1.0 + (slow - 1.0) * bound
         ct = replace(ct, fwd=ct.fwd * f, bwd=ct.bwd * f, gemm=ct.gemm * slow,
-                     attn_layer=ct.attn_layer * slow, layer_fwd=ct.layer_fwd * f)
+                     attn_layer=ct.attn_layer * slow, layer_fwd=ct.layer_fwd * f,
+                     wgrad=ct.wgrad * slow)
     exp, tot = comm_cost(model, p, comm, ct, generation(gpu),
                          domain_gpus=fabric.info.nvlink_domain_gpus)
     mb_comm = exp["tp"] + exp["ep"] + exp["cp"] + exp["dp_mb"] + exp["pp_mb"]
     t_mb = ct.fwd + ct.bwd + mb_comm
     m = p.num_micro
-    bubble = (p.pp - 1) / cfg.interleave * t_mb
+    bubble = pipeline_bubble(p.pp, cfg.interleave, cfg.pipeline_schedule, t_mb, ct.bwd,
+                             ct.wgrad)
     breakdown = {
         "compute": m * (ct.fwd + ct.bwd),
         "bubble": bubble,
@@ -537,6 +564,7 @@ def simulate_step(model: TransformerSpec, cfg: ParallelConfig, fabric: Fabric,
            "zero": cfg.zero, "micro_batch": cfg.micro_batch, "global_batch": p.global_batch,
            "num_micro": m, "seq_len": p.seq, "precision": cfg.precision,
            "recompute": cfg.recompute, "interleave": cfg.interleave,
+           "pipeline_schedule": cfg.pipeline_schedule,
            "stage_layers": list(p.stage_layer_counts),
            "recompute_layers": cfg.recompute_layers,
            "recompute_modules": sorted(cfg.modules_recomputed)
