@@ -57,7 +57,7 @@ def advance(now: float, t_limit: float,
             s_rem: F8, s_demand: F8, s_nlive: I8, s_seen: NDArray[np.bool_],
             out_groups: I8, j_size: F8, j_lat: F8, g_more: I8, g_flat: I8, g_start: F8,
             rep_start: F8, rep_end: F8, crit: F8, g_slow: F8,
-            inc_ptr: I8, inc_flow: I8, f_job: I8,
+            inc_ptr: I8, inc_flow: I8, f_job: I8, inc_entry: I8, inc_cnt: I8,
             max_events: int = 1 << 62, partial: bool = True) -> tuple[int, float, int]:
     """Run events from ``now`` until a group completes, ``t_limit`` or a stall.
 
@@ -65,8 +65,9 @@ def advance(now: float, t_limit: float,
     completes (its jobs start again after their latency ``j_lat``), recording the
     repetition's end in ``rep_end[g_flat[g]]`` and its time in ``crit`` of its bottleneck;
     only its last repetition is returned. Returns ``(code, now, n)``: ``out_groups[:n]``
-    are the groups that completed. ``inc_ptr``/``inc_flow``/``f_job``: the pool's link →
-    flow incidence and each flow's job (:func:`_incidence`).
+    are the groups that completed. ``inc_ptr``/``inc_flow``/``f_job``/``inc_entry``/
+    ``inc_cnt``: the pool's link → flow incidence, each flow's job, each incidence's
+    entry and how many of a link's incidences may still be live (:func:`_incidence`).
 
     Bottleneck attribution: a group's bottleneck ``g_bneck[g]`` is that of its
     slowest-moving job (longest time from activation to end, ``g_slow[g]``), not of the
@@ -85,22 +86,23 @@ def advance(now: float, t_limit: float,
     rearm = np.empty(max(g_left.shape[0], 1), dtype=np.int64)
     n_re = 0
     events = 0
-    # Lazy state, so that an event costs what changed plus one pass over the live jobs:
-    # a job's j_rem is exact at j_since (its rate has not changed since) and it ends at
-    # j_tfin; a flow's bytes reach link_bytes when its rate changes, when it finishes,
-    # and for every active flow when this call returns (the driver reads both then).
+    # Lazy state, so that an event costs what changed: a job's j_rem is exact at j_since
+    # (its rate has not changed since) and it ends at j_tfin; a flow's bytes reach
+    # link_bytes when its rate changes, when it finishes, and for every active flow when
+    # this call returns (the driver reads both then). The next events come from a heap
+    # of (time, job): an activation or a finish; an entry whose job has since changed
+    # (another j_act / j_tfin, or done) is stale and skipped when it reaches the top.
     f_since = np.full(f_w.shape[0], now)
     fseen = np.zeros(f_w.shape[0], dtype=np.bool_)  # _resolve's search; false between
     j_since = np.full(n_jobs, now)
     j_tfin = np.full(n_jobs, np.inf)
-    live = np.empty(n_jobs, dtype=np.int64)  # jobs not DONE, in pool order
-    n_live = 0
+    every = np.arange(n_jobs)  # what _settle walks (it skips jobs that are not active)
     for j in range(n_jobs):
-        if j_state[j] != DONE:
-            live[n_live] = j
-            n_live += 1
-            if j_state[j] == ACTIVE and j_rate[j] > 0.0:
-                j_tfin[j] = now + j_rem[j] / j_rate[j]
+        if j_state[j] == ACTIVE and j_rate[j] > 0.0:
+            j_tfin[j] = now + j_rem[j] / j_rate[j]
+    hk, hv, hn = _heap_build(j_state, j_act, j_tfin, j_rate)
+    batch = np.empty(max(n_jobs, 1), dtype=np.int64)
+    in_batch = np.zeros(n_jobs, dtype=np.bool_)
     seeds = np.empty(e_link.shape[0] + n_links, dtype=np.int64)
     first = True
     while True:
@@ -115,21 +117,14 @@ def advance(now: float, t_limit: float,
                     n_aff += 1
                     dirty[l] = False
         # ---------------------------------------------------------------- next event
-        t_act = np.inf
-        t_fin = np.inf
-        for k in range(n_live):
-            j = live[k]
-            if j_state[j] == PENDING:
-                if j_act[j] < t_act:
-                    t_act = j_act[j]
-            elif j_tfin[j] < t_fin:
-                t_fin = j_tfin[j]
-        t_next = min(t_act, t_fin)
+        while hn > 0 and not _current(hv[0], hk[0], j_state, j_act, j_tfin, j_rate):
+            hn = _heap_pop(hk, hv, hn)
+        t_next = hk[0] if hn > 0 else np.inf
         if n_aff == 0:
             if t_next > t_limit:
                 t_next = t_limit
             if t_next == np.inf:
-                _settle(now, live, n_live, j_state, j_rem, j_rate, j_since, j_fptr, f_ptr,
+                _settle(now, every, n_jobs, j_state, j_rem, j_rate, j_since, j_fptr, f_ptr,
                         e_link, e_frac, f_rate, f_since, link_bytes)
                 return STALL, now, 0
         else:
@@ -144,9 +139,18 @@ def advance(now: float, t_limit: float,
         # part only in the levels from its own up), so only flows at or above it are
         # re-solved. Any start or capacity change re-solves the whole component.
         cut = np.inf if n_aff == 0 and partial else -1.0
-        kept = 0
-        for k in range(n_live):
-            j = live[k]
+        nb = 0
+        while hn > 0 and hk[0] <= now + tol:
+            j = hv[0]
+            if _current(j, hk[0], j_state, j_act, j_tfin, j_rate) and not in_batch[j]:
+                in_batch[j] = True
+                batch[nb] = j
+                nb += 1
+            hn = _heap_pop(hk, hv, hn)
+        batch[:nb].sort()  # pool order: ties are settled in it
+        for k in range(nb):
+            j = batch[k]
+            in_batch[j] = False
             s = j_state[j]
             fin = False
             if s == PENDING and j_act[j] <= now + tol:
@@ -176,8 +180,6 @@ def advance(now: float, t_limit: float,
                     seeds[ns] = e_link[e]
                     ns += 1
             if not fin:
-                live[kept] = j
-                kept += 1
                 continue
             j_state[j] = DONE
             j_rem[j] = 0.0
@@ -208,14 +210,18 @@ def advance(now: float, t_limit: float,
                     else:
                         out_groups[n_out] = g
                         n_out += 1
-        n_live = kept
         if ns > 0:
             if not np.isfinite(cut):
                 cut = -1.0
-            _resolve(seeds[:ns], j_state, j_rate, j_bneck, j_fptr, f_w, f_ptr, e_link, e_coef,
-                     e_frac, f_rate, f_bneck, cap, s_rem, s_demand, s_nlive, s_seen, n_links,
-                     inc_ptr, inc_flow, f_job, cut, now, f_since, link_bytes, j_rem, j_since,
-                     j_tfin, fseen)
+            changed = _resolve(seeds[:ns], j_state, j_rate, j_bneck, j_fptr, f_w, f_ptr,
+                               e_link, e_coef, e_frac, f_rate, f_bneck, cap, s_rem, s_demand,
+                               s_nlive, s_seen, n_links, inc_ptr, inc_flow, f_job, inc_entry,
+                               inc_cnt, cut, now, f_since, link_bytes, j_rem, j_since, j_tfin,
+                               fseen)
+            for i in range(changed.shape[0]):
+                j = f_job[changed[i]]
+                if j_state[j] == ACTIVE and j_rate[j] > 0.0:
+                    hk, hv, hn = _heap_push(hk, hv, hn, j_tfin[j], j)
         for k in range(n_re):
             g = rearm[k]
             rep_end[g_flat[g]] = now
@@ -226,6 +232,8 @@ def advance(now: float, t_limit: float,
             g_more[g] -= 1
             rep_start[g_flat[g]] = now
             g_start[g] = now
+            for l in range(n_links):  # its flows are live again on their links
+                inc_cnt[l] = inc_ptr[l + 1] - inc_ptr[l]
             cnt = 0
             for j in range(n_jobs):
                 if j_group[j] == g:
@@ -236,26 +244,98 @@ def advance(now: float, t_limit: float,
                     j_rate[j] = 0.0
                     j_bneck[j] = -1
                     j_tfin[j] = np.inf
-                    live[n_live] = j
-                    n_live += 1
+                    hk, hv, hn = _heap_push(hk, hv, hn, j_act[j], j)
                     cnt += 1
             g_left[g] = cnt
-        if n_re > 0:  # keep the live list in pool order (ties are settled in that order)
-            live[:n_live] = np.sort(live[:n_live])
         n_re = 0
+        if hn > 4 * n_jobs + 1024:  # mostly stale entries: start afresh
+            hk, hv, hn = _heap_build(j_state, j_act, j_tfin, j_rate)
         if n_out > 0:
-            _settle(now, live, n_live, j_state, j_rem, j_rate, j_since, j_fptr, f_ptr, e_link,
+            _settle(now, every, n_jobs, j_state, j_rem, j_rate, j_since, j_fptr, f_ptr, e_link,
                     e_frac, f_rate, f_since, link_bytes)
             return GROUPS, now, n_out
         if now >= t_limit:
-            _settle(now, live, n_live, j_state, j_rem, j_rate, j_since, j_fptr, f_ptr, e_link,
+            _settle(now, every, n_jobs, j_state, j_rem, j_rate, j_since, j_fptr, f_ptr, e_link,
                     e_frac, f_rate, f_since, link_bytes)
             return LIMIT, now, 0
         events += 1
         if events >= max_events:
-            _settle(now, live, n_live, j_state, j_rem, j_rate, j_since, j_fptr, f_ptr, e_link,
+            _settle(now, every, n_jobs, j_state, j_rem, j_rate, j_since, j_fptr, f_ptr, e_link,
                     e_frac, f_rate, f_since, link_bytes)
             return BUDGET, now, 0
+
+
+@numba.njit(cache=True)
+def _current(j: int, t: float, j_state: I8, j_act: F8, j_tfin: F8, j_rate: F8) -> bool:
+    """Whether heap entry ``(t, j)`` is still the job's next event."""
+    if j_state[j] == PENDING:
+        return bool(j_act[j] == t)
+    if j_state[j] == ACTIVE:
+        return bool(j_rate[j] > 0.0 and j_tfin[j] == t)
+    return False
+
+
+@numba.njit(cache=True)
+def _heap_push(hk: F8, hv: I8, hn: int, key: float, val: int) -> tuple[F8, I8, int]:
+    """Push ``(key, val)`` on the binary min-heap ``hk``/``hv`` of ``hn`` entries (grown
+    when full); returns the heap."""
+    if hn == hk.shape[0]:
+        nk = np.empty(2 * hn + 16)
+        nv = np.empty(2 * hn + 16, dtype=np.int64)
+        nk[:hn] = hk[:hn]
+        nv[:hn] = hv[:hn]
+        hk, hv = nk, nv
+    i = hn
+    while i > 0:
+        p = (i - 1) >> 1
+        if hk[p] < key or (hk[p] == key and hv[p] <= val):
+            break
+        hk[i] = hk[p]
+        hv[i] = hv[p]
+        i = p
+    hk[i] = key
+    hv[i] = val
+    return hk, hv, hn + 1
+
+
+@numba.njit(cache=True)
+def _heap_pop(hk: F8, hv: I8, hn: int) -> int:
+    """Drop the top of the heap; returns its new size."""
+    hn -= 1
+    if hn <= 0:
+        return 0
+    key, val = hk[hn], hv[hn]
+    i = 0
+    while True:
+        c = 2 * i + 1
+        if c >= hn:
+            break
+        if c + 1 < hn and (hk[c + 1] < hk[c] or (hk[c + 1] == hk[c] and hv[c + 1] < hv[c])):
+            c += 1
+        if hk[c] < key or (hk[c] == key and hv[c] < val):
+            hk[i] = hk[c]
+            hv[i] = hv[c]
+            i = c
+        else:
+            break
+    hk[i] = key
+    hv[i] = val
+    return hn
+
+
+@numba.njit(cache=True)
+def _heap_build(j_state: I8, j_act: F8, j_tfin: F8, j_rate: F8) -> tuple[F8, I8, int]:
+    """A heap of every job's next event: its activation or its finish."""
+    n = j_state.shape[0]
+    hk = np.empty(max(2 * n, 16))
+    hv = np.empty(max(2 * n, 16), dtype=np.int64)
+    hn = 0
+    for j in range(n):
+        if j_state[j] == PENDING:
+            hk, hv, hn = _heap_push(hk, hv, hn, j_act[j], j)
+        elif j_state[j] == ACTIVE and j_rate[j] > 0.0 and np.isfinite(j_tfin[j]):
+            hk, hv, hn = _heap_push(hk, hv, hn, j_tfin[j], j)
+    return hk, hv, hn
 
 
 @numba.njit(cache=True)
@@ -279,8 +359,11 @@ def _settle(now: float, live: I8, n_live: int, j_state: I8, j_rem: F8, j_rate: F
 
 
 @numba.njit(cache=True)
-def _incidence(j_fptr: I8, f_ptr: I8, e_link: I8, n_links: int) -> tuple[I8, I8, I8]:
-    """Link → flow incidence (CSR) over every flow of the pool, and each flow's job."""
+def _incidence(j_fptr: I8, f_ptr: I8, e_link: I8, n_links: int
+               ) -> tuple[I8, I8, I8, I8, I8]:
+    """Link → flow incidence (CSR) over every flow of the pool, each flow's job, the
+    entry (flow, link) each incidence stands for, and per link how many incidences may
+    be live (all, at first: :func:`_resolve` moves those of finished jobs past them)."""
     n_jobs = j_fptr.shape[0] - 1
     n_flows = f_ptr.shape[0] - 1
     f_job = np.empty(max(n_flows, 0), dtype=np.int64)
@@ -294,12 +377,14 @@ def _incidence(j_fptr: I8, f_ptr: I8, e_link: I8, n_links: int) -> tuple[I8, I8,
         lptr[l + 1] += lptr[l]
     fill = lptr[:-1].copy()
     lflow = np.empty(lptr[n_links], dtype=np.int64)
+    lentry = np.empty(lptr[n_links], dtype=np.int64)
     for f in range(n_flows):
         for e in range(f_ptr[f], f_ptr[f + 1]):
             l = e_link[e]
             lflow[fill[l]] = f
+            lentry[fill[l]] = e
             fill[l] += 1
-    return lptr, lflow, f_job
+    return lptr, lflow, f_job, lentry, lptr[1:] - lptr[:-1]
 
 
 #: A flow whose level is within this (relative) of the cut is re-solved, not kept.
@@ -310,10 +395,13 @@ CUT_RTOL = 1e-9
 def _resolve(seeds: I8, j_state: I8, j_rate: F8, j_bneck: I8, j_fptr: I8, f_w: F8, f_ptr: I8,
              e_link: I8, e_coef: F8, e_frac: F8, f_rate: F8, f_bneck: I8, cap: F8, s_rem: F8,
              s_demand: F8, s_nlive: I8, s_seen: NDArray[np.bool_], n_links: int,
-             inc_ptr: I8, inc_flow: I8, f_job: I8, cut: float, now: float, f_since: F8,
+             inc_ptr: I8, inc_flow: I8, f_job: I8, inc_entry: I8, inc_cnt: I8, cut: float,
+             now: float,
+             f_since: F8,
              link_bytes: F8, j_rem: F8, j_since: F8, j_tfin: F8,
-             fseen: NDArray[np.bool_]) -> None:
-    """Re-solve the connected component of active flows reachable from ``seeds`` links.
+             fseen: NDArray[np.bool_]) -> I8:
+    """Re-solve the connected component of active flows reachable from ``seeds`` links;
+    returns the flows re-solved (their jobs' end times changed), in pool order.
 
     With ``cut >= 0`` (an event where flows only finished; ``cut`` is the lowest water
     level one of them held), active flows below ``cut`` keep their rates: the component
@@ -348,15 +436,26 @@ def _resolve(seeds: I8, j_state: I8, j_rate: F8, j_bneck: I8, j_fptr: I8, f_w: F
         comp_links[ncl] = l
         ncl += 1
         rem = cap[l]
-        for k in range(inc_ptr[l], inc_ptr[l + 1]):
+        k = inc_ptr[l]
+        end = k + inc_cnt[l]
+        while k < end:
             f = inc_flow[k]
-            if j_state[f_job[f]] != ACTIVE:
+            st = j_state[f_job[f]]
+            if st == DONE:  # finished for good: moved past the link's live part
+                end -= 1
+                e = inc_entry[k]
+                inc_flow[k] = inc_flow[end]
+                inc_entry[k] = inc_entry[end]
+                inc_flow[end] = f
+                inc_entry[end] = e
+                continue
+            k += 1
+            if st != ACTIVE:
                 continue
             if keep_below >= 0.0 and f_rate[f] < f_w[f] * keep_below:
-                for e in range(f_ptr[f], f_ptr[f + 1]):  # kept: its use of this link
-                    if e_link[e] == l:
-                        rem -= e_coef[e] * f_rate[f]
-                        s_demand[l] += e_frac[e] * f_rate[f]
+                e = inc_entry[k - 1]  # kept: its use of this link
+                rem -= e_coef[e] * f_rate[f]
+                s_demand[l] += e_frac[e] * f_rate[f]
                 continue
             if fseen[f]:
                 continue
@@ -369,6 +468,7 @@ def _resolve(seeds: I8, j_state: I8, j_rate: F8, j_bneck: I8, j_fptr: I8, f_w: F
                     s_seen[m] = True
                     queue[nq] = m
                     nq += 1
+        inc_cnt[l] = end - inc_ptr[l]
         s_rem[l] = rem
     for k in range(ncl):
         s_seen[comp_links[k]] = False
@@ -377,7 +477,7 @@ def _resolve(seeds: I8, j_state: I8, j_rate: F8, j_bneck: I8, j_fptr: I8, f_w: F
     if nc == 0:
         for k in range(ncl):
             s_demand[comp_links[k]] = 0.0
-        return
+        return comp[:0]
     flows = np.sort(comp[:nc])  # pool order, as a full re-solve lists them
     for i in range(nc):  # the bytes each flow moved at the rate it is about to leave
         f = flows[i]
@@ -431,6 +531,7 @@ def _resolve(seeds: I8, j_state: I8, j_rate: F8, j_bneck: I8, j_fptr: I8, f_w: F
         j_bneck[j] = pick
     for k in range(ncl):  # every link of a re-solved flow was searched
         s_demand[comp_links[k]] = 0.0
+    return flows
 
 
 @dataclass
@@ -465,7 +566,7 @@ class Pool:
     dirty: NDArray[np.bool_]
     g_slow: F8 = field(default_factory=lambda: np.zeros(0))
     """Per group: the longest activation-to-end time of its finished jobs (-1: none)."""
-    incidence: tuple[I8, I8, I8] | None = None
+    incidence: tuple[I8, I8, I8, I8, I8] | None = None
     """Link → flow incidence and each flow's job, built on the first run after the
     pool's jobs change (``add``, ``compact``) and reused by the runs in between."""
 
