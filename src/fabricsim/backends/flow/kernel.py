@@ -232,8 +232,6 @@ def advance(now: float, t_limit: float,
             g_more[g] -= 1
             rep_start[g_flat[g]] = now
             g_start[g] = now
-            for l in range(n_links):  # its flows are live again on their links
-                inc_cnt[l] = inc_ptr[l + 1] - inc_ptr[l]
             cnt = 0
             for j in range(n_jobs):
                 if j_group[j] == g:
@@ -245,6 +243,9 @@ def advance(now: float, t_limit: float,
                     j_bneck[j] = -1
                     j_tfin[j] = np.inf
                     hk, hv, hn = _heap_push(hk, hv, hn, j_act[j], j)
+                    for e in range(f_ptr[j_fptr[j]], f_ptr[j_fptr[j + 1]]):
+                        l = e_link[e]  # its flows are live again on their links
+                        inc_cnt[l] = inc_ptr[l + 1] - inc_ptr[l]
                     cnt += 1
             g_left[g] = cnt
         n_re = 0
