@@ -101,3 +101,23 @@ def test_odd_pipeline_refused() -> None:
     with pytest.raises(ModelError, match=r"pp must be even.*pp=5"):
         ParallelConfig(pp=5, tp=8, global_batch=40, pipeline_schedule="dualpipe").resolve(
             get_model("llama2-70b"), 40)
+
+
+def test_dualpipe_fsdp_moves_one_stage_per_micro_batch() -> None:
+    """Under ZeRO-3 a micro-batch gathers and reduce-scatters the one stage it runs
+    through, not both stages the GPU holds; the mirror pair syncs its gradients."""
+    kw: dict[str, object] = dict(tp=8, pp=4, zero="fsdp", micro_batch=1, global_batch=16,
+                                 seq_len=4096, overlap_p2p_comm=True)
+    fab = fs.build_cluster("dgx-h100", nodes=8)  # dp = 2
+    one = simulate_step(M, ParallelConfig(**kw), fab, RingDouble(fab))  # type: ignore[arg-type]
+    dual = simulate_step(M, ParallelConfig(**kw, pipeline_schedule="dualpipe"),  # type: ignore[arg-type]
+                         fab, RingDouble(fab))
+    assert one.comm_total_s["dp"] > 0
+    # the same per-micro-batch traffic plus the pair's once-per-step gradient all-reduce
+    assert one.comm_total_s["dp"] < dual.comm_total_s["dp"] < 1.2 * one.comm_total_s["dp"]
+
+
+def test_dualpipe_layout_with_virtual_stages_names_the_layout() -> None:
+    with pytest.raises(ModelError, match=r"layout must hold exactly pp=2 stages"):
+        ParallelConfig(pp=2, tp=8, dp=2, global_batch=16, pipeline_schedule="dualpipe",
+                       pipeline_layout="Et*10|t*10|t*10|t*10L").resolve(M, 32)

@@ -64,7 +64,7 @@ LayoutOpt = Annotated[str | None, typer.Option(
 PpSchedOpt = Annotated[str | None, typer.Option(
     "--pp-schedule", help="Pipeline schedule: 1f1b (Megatron's; interleaved with --vp) or "
     "dualpipe (DeepSeek-V3's bidirectional schedule: smaller bubble, two stages' weights "
-    "per GPU; even --pp, at least 2·pp micro-batches).")]
+    "per GPU; even --pp, an even number of at least 2·pp micro-batches).")]
 RcLayersOpt = Annotated[int | None, typer.Option(
     "--recompute-layers", help="With --recompute full: layers of each stage to recompute "
     "(Megatron's block method); default all.")]

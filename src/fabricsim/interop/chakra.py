@@ -192,6 +192,10 @@ def step_trace(result: Any, model: Any, *, stage: int = 0) -> list[TraceNode]:
     for a rank of pipeline stage ``stage``, as :class:`TraceNode` s (module docstring)."""
     par = result.parallel
     tp, pp, m_micro = par["tp"], par["pp"], par["num_micro"]
+    if par.get("pipeline_schedule", "1f1b") != "1f1b":
+        raise ConfigError("Chakra traces are written for 1F1B pipelines; DualPipe's two "
+                          "directions are not exported: use pipeline_schedule='1f1b'",
+                          field="pipeline_schedule")
     if not 0 <= stage < pp:
         raise ConfigError(f"stage must be in 0..{pp - 1}, got {stage}", field="stage")
     b, s, h = par["micro_batch"], par["seq_len"], model.hidden

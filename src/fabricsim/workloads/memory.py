@@ -265,7 +265,8 @@ def memory_per_gpu(m: TransformerSpec, p: ResolvedParallel, *, flash: bool = Tru
         grads = part(float(gb), 2)
         optimizer = part(12.0, 1)
         if z >= 3:  # gathered weights of the layers in flight (prefetch of ~2 layers)
-            weights += 2 * 2.0 * (dense + expert) / max(layers, 1)
+            held = layers + (counts[p.pp - 1 - i] if dual else 0)
+            weights += 2 * 2.0 * (dense + expert) / max(held, 1)
         if dual:
             other = counts[p.pp - 1 - i]
             in_flight = float(min(p.pp + 1, p.num_micro))

@@ -327,8 +327,10 @@ class ParallelConfig(StrictModel):
                 raise bad("pipeline_schedule", f"dualpipe pairs stage i with stage pp-1-i "
                           f"on one GPU, so pp must be even and >= 2, got pp={pp}")
             if self.interleave > 1:
-                raise bad("pipeline_schedule", "dualpipe is its own schedule and does not "
-                          "interleave: drop --vp (interleave) or use --pp-schedule 1f1b")
+                what = (f"the pipeline layout must hold exactly pp={pp} stages"
+                        if self.pipeline_layout is not None else "drop --vp (interleave)")
+                raise bad("pipeline_schedule", f"dualpipe is its own schedule and does not "
+                          f"interleave: {what}, or use --pp-schedule 1f1b")
         seq = self.seq_len or model.seq
         if seq % (cp * (tp if (self.sequence_parallel and tp > 1) else 1)):
             raise bad("seq_len", f"seq_len={seq} must be divisible by cp·tp = {cp * tp}")

@@ -433,8 +433,10 @@ def comm_cost(m: TransformerSpec, p: ResolvedParallel, comm: CommModel,
         groups.append((p.group("edp"), expert))
     for g, n in groups:
         if z >= 3:
-            ag = comm.time("all_gather", g, n * 2.0)
-            rs = comm.time("reduce_scatter", g, n * gbytes)
+            # a micro-batch runs through one stage: under DualPipe half of what it holds
+            n_mb = n / 2 if cfg.pipeline_schedule == "dualpipe" else n
+            ag = comm.time("all_gather", g, n_mb * 2.0)
+            rs = comm.time("reduce_scatter", g, n_mb * gbytes)
             # weights are gathered once for the forward and once for the backward
             # (recomputation included), gradients reduce-scattered every micro-batch
             tot["dp"] += (2 * ag + rs) * m_micro
@@ -461,6 +463,15 @@ def comm_cost(m: TransformerSpec, p: ResolvedParallel, comm: CommModel,
         tied = comm.time("all_reduce", ends, m.vocab * h / p.tp * gbytes)
         tot["dp"] += tied
         dp_exp += tied
+    # DualPipe keeps two copies of every stage (on GPU i and on its mirror pp-1-i), each
+    # with its own optimizer: after the data-parallel sync the pair all-reduces each
+    # stage's gradient shard (DualPipe's example), with nothing left to hide it
+    if cfg.pipeline_schedule == "dualpipe":
+        shard = (dense + expert) / 2 / (max(1, p.dp * p.cp) if z >= 1 else 1)
+        pair = [p.rank(pp_i=0), p.rank(pp_i=p.pp - 1)]
+        mirror = comm.time("all_reduce", pair, shard * gbytes)
+        tot["dp"] += 2 * mirror
+        dp_exp += 2 * mirror
     per_step = {"pp": pp_exp, "dp": dp_exp}
     return {**exp, **per_step}, tot
 
