@@ -9,7 +9,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis_budget import examples
 
-from fabricsim.backends.flow.kernel import GROUPS, STALL, Pool, _heap_pop, _heap_push
+from fabricsim.backends.flow.kernel import (
+    GROUPS,
+    STALL,
+    Pool,
+    _heap_del,
+    _heap_pop,
+    _heap_set,
+)
 from fabricsim.backends.flow.maxmin import maxmin_numpy
 
 
@@ -125,13 +132,27 @@ def test_event_loop_equals_the_plain_reference(p: dict[str, np.ndarray]) -> None
 @settings(max_examples=examples(100))
 @given(pools())
 def test_heap_pops_in_time_then_job_order(p: dict[str, np.ndarray]) -> None:
+    """The indexed heap: inserted, moved (earlier and later) and removed entries pop in
+    (time, job) order, one per job."""
     keys = np.concatenate([p["act"], p["size"], p["w"]])
-    vals = np.arange(keys.shape[0])[::-1].copy()
-    hk, hv, hn = np.empty(1), np.empty(1, dtype=np.int64), 0
-    for k, v in zip(keys, vals, strict=True):
-        hk, hv, hn = _heap_push(hk, hv, hn, float(k), int(v))
+    n = keys.shape[0]
+    hk, hv = np.empty(n), np.empty(n, dtype=np.int64)
+    hpos = np.full(n, -1, dtype=np.int64)
+    hn = 0
+    for j in range(n):  # jobs in reverse, so ties must be broken by job
+        hn = _heap_set(hk, hv, hpos, hn, n - 1 - j, float(keys[j]))
+    final = {n - 1 - j: float(keys[j]) for j in range(n)}
+    for j in range(0, n, 3):  # move some entries: later, earlier, onto a tie
+        final[j] = final[j] * 2.0 if j % 2 else final[j] / 2.0
+        hn = _heap_set(hk, hv, hpos, hn, j, final[j])
+    for j in range(1, n, 4):  # and take some out
+        hn = _heap_del(hk, hv, hpos, hn, j)
+        del final[j]
+    assert hn == len(final)
     out = []
     while hn:
-        out.append((hk[0], hv[0]))
-        hn = _heap_pop(hk, hv, hn)
-    assert out == sorted(zip(keys.tolist(), vals.tolist(), strict=True))
+        assert hpos[hv[0]] == 0
+        out.append((hk[0], int(hv[0])))
+        hn = _heap_pop(hk, hv, hpos, hn)
+    assert out == sorted((t, j) for j, t in final.items())
+    assert (hpos == -1).all()

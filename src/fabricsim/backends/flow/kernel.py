@@ -58,7 +58,8 @@ def advance(now: float, t_limit: float,
             out_groups: I8, j_size: F8, j_lat: F8, g_more: I8, g_flat: I8, g_start: F8,
             rep_start: F8, rep_end: F8, crit: F8, g_slow: F8,
             inc_ptr: I8, inc_flow: I8, f_job: I8, inc_entry: I8, inc_cnt: I8,
-            max_events: int = 1 << 62, partial: bool = True) -> tuple[int, float, int]:
+            u_coef: F8, u_frac: F8, f_counted: NDArray[np.bool_], l_sorted: NDArray[np.bool_],
+            inc_key: F8, max_events: int = 1 << 62, partial: bool = True) -> tuple[int, float, int]:
     """Run events from ``now`` until a group completes, ``t_limit`` or a stall.
 
     A group with ``g_more[g] > 0`` more repetitions is re-armed in place when it
@@ -67,7 +68,10 @@ def advance(now: float, t_limit: float,
     only its last repetition is returned. Returns ``(code, now, n)``: ``out_groups[:n]``
     are the groups that completed. ``inc_ptr``/``inc_flow``/``f_job``/``inc_entry``/
     ``inc_cnt``: the pool's link → flow incidence, each flow's job, each incidence's
-    entry and how many of a link's incidences may still be live (:func:`_incidence`).
+    entry and how many of a link's incidences may still be live; ``u_coef``/``u_frac``/
+    ``f_counted``/``l_sorted``/``inc_key``: what the active flows use of each link, which
+    flows that sum holds, which links keep their live incidences ordered by water level,
+    and each incidence's level when its link was last ordered (:func:`_incidence`).
 
     Bottleneck attribution: a group's bottleneck ``g_bneck[g]`` is that of its
     slowest-moving job (longest time from activation to end, ``g_slow[g]``), not of the
@@ -89,9 +93,9 @@ def advance(now: float, t_limit: float,
     # Lazy state, so that an event costs what changed: a job's j_rem is exact at j_since
     # (its rate has not changed since) and it ends at j_tfin; a flow's bytes reach
     # link_bytes when its rate changes, when it finishes, and for every active flow when
-    # this call returns (the driver reads both then). The next events come from a heap
-    # of (time, job): an activation or a finish; an entry whose job has since changed
-    # (another j_act / j_tfin, or done) is stale and skipped when it reaches the top.
+    # this call returns (the driver reads both then). The next events come from an
+    # indexed heap of (time, job), one entry per job: its activation or its finish,
+    # moved in place when a re-solve changes its end time.
     f_since = np.full(f_w.shape[0], now)
     fseen = np.zeros(f_w.shape[0], dtype=np.bool_)  # _resolve's search; false between
     j_since = np.full(n_jobs, now)
@@ -100,9 +104,8 @@ def advance(now: float, t_limit: float,
     for j in range(n_jobs):
         if j_state[j] == ACTIVE and j_rate[j] > 0.0:
             j_tfin[j] = now + j_rem[j] / j_rate[j]
-    hk, hv, hn = _heap_build(j_state, j_act, j_tfin, j_rate)
+    hk, hv, hpos, hn = _heap_build(j_state, j_act, j_tfin, j_rate)
     batch = np.empty(max(n_jobs, 1), dtype=np.int64)
-    in_batch = np.zeros(n_jobs, dtype=np.bool_)
     seeds = np.empty(e_link.shape[0] + n_links, dtype=np.int64)
     first = True
     while True:
@@ -117,8 +120,6 @@ def advance(now: float, t_limit: float,
                     n_aff += 1
                     dirty[l] = False
         # ---------------------------------------------------------------- next event
-        while hn > 0 and not _current(hv[0], hk[0], j_state, j_act, j_tfin, j_rate):
-            hn = _heap_pop(hk, hv, hn)
         t_next = hk[0] if hn > 0 else np.inf
         if n_aff == 0:
             if t_next > t_limit:
@@ -141,16 +142,12 @@ def advance(now: float, t_limit: float,
         cut = np.inf if n_aff == 0 and partial else -1.0
         nb = 0
         while hn > 0 and hk[0] <= now + tol:
-            j = hv[0]
-            if _current(j, hk[0], j_state, j_act, j_tfin, j_rate) and not in_batch[j]:
-                in_batch[j] = True
-                batch[nb] = j
-                nb += 1
-            hn = _heap_pop(hk, hv, hn)
+            batch[nb] = hv[0]
+            nb += 1
+            hn = _heap_pop(hk, hv, hpos, hn)
         batch[:nb].sort()  # pool order: ties are settled in it
         for k in range(nb):
             j = batch[k]
-            in_batch[j] = False
             s = j_state[j]
             fin = False
             if s == PENDING and j_act[j] <= now + tol:
@@ -171,6 +168,11 @@ def advance(now: float, t_limit: float,
                 for f in range(j_fptr[j], j_fptr[j + 1]):
                     if cut >= 0.0 and f_w[f] > 0.0 and f_rate[f] / f_w[f] < cut:
                         cut = f_rate[f] / f_w[f]
+                    if f_counted[f]:  # its rate leaves the links' sums
+                        f_counted[f] = False
+                        for e in range(f_ptr[f], f_ptr[f + 1]):
+                            u_coef[e_link[e]] -= e_coef[e] * f_rate[f]
+                            u_frac[e_link[e]] -= e_frac[e] * f_rate[f]
                     if now > f_since[f]:
                         for e in range(f_ptr[f], f_ptr[f + 1]):
                             link_bytes[e_link[e]] += e_frac[e] * f_rate[f] * (
@@ -216,12 +218,15 @@ def advance(now: float, t_limit: float,
             changed = _resolve(seeds[:ns], j_state, j_rate, j_bneck, j_fptr, f_w, f_ptr,
                                e_link, e_coef, e_frac, f_rate, f_bneck, cap, s_rem, s_demand,
                                s_nlive, s_seen, n_links, inc_ptr, inc_flow, f_job, inc_entry,
-                               inc_cnt, cut, now, f_since, link_bytes, j_rem, j_since, j_tfin,
-                               fseen)
+                               inc_cnt, u_coef, u_frac, f_counted, l_sorted, inc_key,
+                               cut, now,
+                               f_since, link_bytes, j_rem, j_since, j_tfin, fseen)
             for i in range(changed.shape[0]):
                 j = f_job[changed[i]]
                 if j_state[j] == ACTIVE and j_rate[j] > 0.0:
-                    hk, hv, hn = _heap_push(hk, hv, hn, j_tfin[j], j)
+                    hn = _heap_set(hk, hv, hpos, hn, j, j_tfin[j])
+                else:
+                    hn = _heap_del(hk, hv, hpos, hn, j)
         for k in range(n_re):
             g = rearm[k]
             rep_end[g_flat[g]] = now
@@ -242,15 +247,14 @@ def advance(now: float, t_limit: float,
                     j_rate[j] = 0.0
                     j_bneck[j] = -1
                     j_tfin[j] = np.inf
-                    hk, hv, hn = _heap_push(hk, hv, hn, j_act[j], j)
+                    hn = _heap_set(hk, hv, hpos, hn, j, j_act[j])
                     for e in range(f_ptr[j_fptr[j]], f_ptr[j_fptr[j + 1]]):
                         l = e_link[e]  # its flows are live again on their links
                         inc_cnt[l] = inc_ptr[l + 1] - inc_ptr[l]
+                        l_sorted[l] = False
                     cnt += 1
             g_left[g] = cnt
         n_re = 0
-        if hn > 4 * n_jobs + 1024:  # mostly stale entries: start afresh
-            hk, hv, hn = _heap_build(j_state, j_act, j_tfin, j_rate)
         if n_out > 0:
             _settle(now, every, n_jobs, j_state, j_rem, j_rate, j_since, j_fptr, f_ptr, e_link,
                     e_frac, f_rate, f_since, link_bytes)
@@ -267,76 +271,86 @@ def advance(now: float, t_limit: float,
 
 
 @numba.njit(cache=True)
-def _current(j: int, t: float, j_state: I8, j_act: F8, j_tfin: F8, j_rate: F8) -> bool:
-    """Whether heap entry ``(t, j)`` is still the job's next event."""
-    if j_state[j] == PENDING:
-        return bool(j_act[j] == t)
-    if j_state[j] == ACTIVE:
-        return bool(j_rate[j] > 0.0 and j_tfin[j] == t)
-    return False
+def _heap_less(hk: F8, hv: I8, a: int, key: float, val: int) -> bool:
+    """Whether heap slot ``a`` comes before ``(key, val)``: time, then job."""
+    return bool(hk[a] < key or (hk[a] == key and hv[a] < val))
 
 
 @numba.njit(cache=True)
-def _heap_push(hk: F8, hv: I8, hn: int, key: float, val: int) -> tuple[F8, I8, int]:
-    """Push ``(key, val)`` on the binary min-heap ``hk``/``hv`` of ``hn`` entries (grown
-    when full); returns the heap."""
-    if hn == hk.shape[0]:
-        nk = np.empty(2 * hn + 16)
-        nv = np.empty(2 * hn + 16, dtype=np.int64)
-        nk[:hn] = hk[:hn]
-        nv[:hn] = hv[:hn]
-        hk, hv = nk, nv
-    i = hn
+def _heap_place(hk: F8, hv: I8, hpos: I8, hn: int, i: int, key: float, val: int) -> None:
+    """Put ``(key, val)`` at slot ``i`` of the heap and sift it up or down into place."""
     while i > 0:
         p = (i - 1) >> 1
-        if hk[p] < key or (hk[p] == key and hv[p] <= val):
+        if not (key < hk[p] or (key == hk[p] and val < hv[p])):
             break
         hk[i] = hk[p]
         hv[i] = hv[p]
+        hpos[hv[i]] = i
         i = p
-    hk[i] = key
-    hv[i] = val
-    return hk, hv, hn + 1
-
-
-@numba.njit(cache=True)
-def _heap_pop(hk: F8, hv: I8, hn: int) -> int:
-    """Drop the top of the heap; returns its new size."""
-    hn -= 1
-    if hn <= 0:
-        return 0
-    key, val = hk[hn], hv[hn]
-    i = 0
     while True:
         c = 2 * i + 1
         if c >= hn:
             break
-        if c + 1 < hn and (hk[c + 1] < hk[c] or (hk[c + 1] == hk[c] and hv[c + 1] < hv[c])):
+        if c + 1 < hn and _heap_less(hk, hv, c + 1, hk[c], hv[c]):
             c += 1
-        if hk[c] < key or (hk[c] == key and hv[c] < val):
-            hk[i] = hk[c]
-            hv[i] = hv[c]
-            i = c
-        else:
+        if not _heap_less(hk, hv, c, key, val):
             break
+        hk[i] = hk[c]
+        hv[i] = hv[c]
+        hpos[hv[i]] = i
+        i = c
     hk[i] = key
     hv[i] = val
+    hpos[val] = i
+
+
+@numba.njit(cache=True)
+def _heap_set(hk: F8, hv: I8, hpos: I8, hn: int, j: int, key: float) -> int:
+    """Make ``key`` job ``j``'s next event in the indexed binary min-heap ``hk``/``hv``
+    (``hpos[j]``: its slot, -1 when absent; one entry per job, so none goes stale):
+    inserted, or moved to its new place. Returns the heap's size."""
+    i = hpos[j]
+    if i < 0:
+        i = hn
+        hn += 1
+    _heap_place(hk, hv, hpos, hn, i, key, j)
     return hn
 
 
 @numba.njit(cache=True)
-def _heap_build(j_state: I8, j_act: F8, j_tfin: F8, j_rate: F8) -> tuple[F8, I8, int]:
+def _heap_del(hk: F8, hv: I8, hpos: I8, hn: int, j: int) -> int:
+    """Take job ``j`` out of the heap (if there); returns its size."""
+    i = hpos[j]
+    if i < 0:
+        return hn
+    hpos[j] = -1
+    hn -= 1
+    if i < hn:
+        _heap_place(hk, hv, hpos, hn, i, hk[hn], hv[hn])
+    return hn
+
+
+@numba.njit(cache=True)
+def _heap_pop(hk: F8, hv: I8, hpos: I8, hn: int) -> int:
+    """Drop the top of the heap; returns its new size."""
+    return _heap_del(hk, hv, hpos, hn, hv[0])
+
+
+@numba.njit(cache=True)
+def _heap_build(j_state: I8, j_act: F8, j_tfin: F8, j_rate: F8
+                ) -> tuple[F8, I8, I8, int]:
     """A heap of every job's next event: its activation or its finish."""
     n = j_state.shape[0]
-    hk = np.empty(max(2 * n, 16))
-    hv = np.empty(max(2 * n, 16), dtype=np.int64)
+    hk = np.empty(max(n, 1))
+    hv = np.empty(max(n, 1), dtype=np.int64)
+    hpos = np.full(max(n, 1), -1, dtype=np.int64)
     hn = 0
     for j in range(n):
         if j_state[j] == PENDING:
-            hk, hv, hn = _heap_push(hk, hv, hn, j_act[j], j)
+            hn = _heap_set(hk, hv, hpos, hn, j, j_act[j])
         elif j_state[j] == ACTIVE and j_rate[j] > 0.0 and np.isfinite(j_tfin[j]):
-            hk, hv, hn = _heap_push(hk, hv, hn, j_tfin[j], j)
-    return hk, hv, hn
+            hn = _heap_set(hk, hv, hpos, hn, j, j_tfin[j])
+    return hk, hv, hpos, hn
 
 
 @numba.njit(cache=True)
@@ -360,11 +374,19 @@ def _settle(now: float, live: I8, n_live: int, j_state: I8, j_rem: F8, j_rate: F
 
 
 @numba.njit(cache=True)
-def _incidence(j_fptr: I8, f_ptr: I8, e_link: I8, n_links: int
-               ) -> tuple[I8, I8, I8, I8, I8]:
+def _incidence(j_fptr: I8, f_ptr: I8, e_link: I8, e_coef: F8, e_frac: F8, j_state: I8,
+               f_rate: F8, n_links: int
+               ) -> tuple[I8, I8, I8, I8, I8, F8, F8, NDArray[np.bool_], NDArray[np.bool_],
+                          F8]:
     """Link → flow incidence (CSR) over every flow of the pool, each flow's job, the
     entry (flow, link) each incidence stands for, and per link how many incidences may
-    be live (all, at first: :func:`_resolve` moves those of finished jobs past them)."""
+    be live (all, at first: :func:`_resolve` moves those of finished jobs past them).
+
+    Then what :func:`_resolve` keeps up to date so that a partial re-solve need not
+    visit the flows that keep their rates: per link, the capacity (``Σ coef·rate``) and
+    the payload (``Σ frac·rate``) the active flows use, which flows those sums hold, and
+    whether the link's live incidences are ordered by water level (none, at first),
+    with each incidence's level as of that ordering."""
     n_jobs = j_fptr.shape[0] - 1
     n_flows = f_ptr.shape[0] - 1
     f_job = np.empty(max(n_flows, 0), dtype=np.int64)
@@ -379,13 +401,22 @@ def _incidence(j_fptr: I8, f_ptr: I8, e_link: I8, n_links: int
     fill = lptr[:-1].copy()
     lflow = np.empty(lptr[n_links], dtype=np.int64)
     lentry = np.empty(lptr[n_links], dtype=np.int64)
+    u_coef = np.zeros(n_links)
+    u_frac = np.zeros(n_links)
+    counted = np.zeros(max(n_flows, 0), dtype=np.bool_)
     for f in range(n_flows):
+        live = j_state[f_job[f]] == ACTIVE and np.isfinite(f_rate[f])
+        counted[f] = live
         for e in range(f_ptr[f], f_ptr[f + 1]):
             l = e_link[e]
             lflow[fill[l]] = f
             lentry[fill[l]] = e
             fill[l] += 1
-    return lptr, lflow, f_job, lentry, lptr[1:] - lptr[:-1]
+            if live:
+                u_coef[l] += e_coef[e] * f_rate[f]
+                u_frac[l] += e_frac[e] * f_rate[f]
+    return (lptr, lflow, f_job, lentry, lptr[1:] - lptr[:-1], u_coef, u_frac, counted,
+            np.zeros(n_links, dtype=np.bool_), np.full(lptr[n_links], -1.0))
 
 
 #: A flow whose level is within this (relative) of the cut is re-solved, not kept.
@@ -393,11 +424,57 @@ CUT_RTOL = 1e-9
 
 
 @numba.njit(cache=True)
+def _level(f: int, j_state: I8, f_job: I8, f_rate: F8, f_w: F8) -> float:
+    """The water level a link's incidences are ordered by: an active flow's rate per
+    unit of weight; -1 for a flow that is not active (pending: ordered first)."""
+    if j_state[f_job[f]] != ACTIVE:
+        return -1.0
+    return f_rate[f] / f_w[f] if f_w[f] > 0.0 else np.inf
+
+
+@numba.njit(cache=True)
+def _order(lo: int, hi: int, inc_flow: I8, inc_entry: I8, inc_key: F8, j_state: I8,
+           f_job: I8, f_rate: F8, f_w: F8) -> None:
+    """Sort incidences ``lo:hi`` of a link by water level, ascending, and record the
+    levels in ``inc_key`` (in place; by insertion for the short top parts a partial
+    re-solve leaves)."""
+    for k in range(lo, hi):
+        inc_key[k] = _level(inc_flow[k], j_state, f_job, f_rate, f_w)
+    n = hi - lo
+    if n < 2:
+        return
+    if n <= 48:
+        for k in range(lo + 1, hi):
+            v = inc_key[k]
+            f = inc_flow[k]
+            e = inc_entry[k]
+            i = k - 1
+            while i >= lo and inc_key[i] > v:
+                inc_key[i + 1] = inc_key[i]
+                inc_flow[i + 1] = inc_flow[i]
+                inc_entry[i + 1] = inc_entry[i]
+                i -= 1
+            inc_key[i + 1] = v
+            inc_flow[i + 1] = f
+            inc_entry[i + 1] = e
+        return
+    perm = np.argsort(inc_key[lo:hi], kind="mergesort")
+    ky = inc_key[lo:hi].copy()
+    fl = inc_flow[lo:hi].copy()
+    en = inc_entry[lo:hi].copy()
+    for i in range(n):
+        inc_key[lo + i] = ky[perm[i]]
+        inc_flow[lo + i] = fl[perm[i]]
+        inc_entry[lo + i] = en[perm[i]]
+
+
+@numba.njit(cache=True)
 def _resolve(seeds: I8, j_state: I8, j_rate: F8, j_bneck: I8, j_fptr: I8, f_w: F8, f_ptr: I8,
              e_link: I8, e_coef: F8, e_frac: F8, f_rate: F8, f_bneck: I8, cap: F8, s_rem: F8,
              s_demand: F8, s_nlive: I8, s_seen: NDArray[np.bool_], n_links: int,
-             inc_ptr: I8, inc_flow: I8, f_job: I8, inc_entry: I8, inc_cnt: I8, cut: float,
-             now: float,
+             inc_ptr: I8, inc_flow: I8, f_job: I8, inc_entry: I8, inc_cnt: I8,
+             u_coef: F8, u_frac: F8, f_counted: NDArray[np.bool_],
+             l_sorted: NDArray[np.bool_], inc_key: F8, cut: float, now: float,
              f_since: F8,
              link_bytes: F8, j_rem: F8, j_since: F8, j_tfin: F8,
              fseen: NDArray[np.bool_]) -> I8:
@@ -410,16 +487,27 @@ def _resolve(seeds: I8, j_state: I8, j_rate: F8, j_bneck: I8, j_fptr: I8, f_w: F
     taken off each of its links before the fill. ``cut < 0`` re-solves every active flow
     of the component.
 
+    What the kept flows use of a link is its running sum ``u_coef`` less the
+    re-solved flows' share, so they are not visited: on a link whose live incidences are
+    ordered by level (``l_sorted``) the search reads them from the top down and stops at
+    the first flow below the cut. A link is ordered the first time a partial re-solve
+    reaches it (after a start, a re-arm or a rebuild it is not) and kept ordered after:
+    only re-solved flows change rate, and they all sit above the cut on each of their
+    links, so only that top part is sorted again (the whole link if it no longer lies
+    above the rest). A full re-solve resets the sums of its links exactly.
+
     A job's bottleneck is the link of its slowest flow whose capacity its flows fill the
     most with payload (``Σ frac·rate / capacity``; a down link first). This differs from
     the solver's freezing link when a protocol's per-class efficiency makes a lightly
     loaded link bind on paper (e.g. PCIe at 46 % payload vs the NIC at 58 % on the same
     path): the table then names the link the wire actually keeps busy.
     """
-    keep_below = cut * (1.0 - CUT_RTOL) if cut >= 0.0 else -1.0
+    full = cut < 0.0
+    keep_below = -1.0 if full else cut * (1.0 - CUT_RTOL)
     n_flows = f_w.shape[0]
     queue = np.empty(seeds.shape[0] + n_links + 1, dtype=np.int64)
     comp_links = np.empty(n_links, dtype=np.int64)
+    top = np.empty(n_links, dtype=np.int64)  # per component link: where its search stopped
     comp = np.empty(n_flows, dtype=np.int64)
     nq = 0
     nc = 0
@@ -434,104 +522,148 @@ def _resolve(seeds: I8, j_state: I8, j_rate: F8, j_bneck: I8, j_fptr: I8, f_w: F
     while qi < nq:
         l = queue[qi]
         qi += 1
+        lo = inc_ptr[l]
+        end = lo + inc_cnt[l]
+        if full or not l_sorted[l]:
+            k = lo
+            while k < end:
+                f = inc_flow[k]
+                st = j_state[f_job[f]]
+                if st == DONE:  # finished for good: moved past the link's live part
+                    end -= 1
+                    e = inc_entry[k]
+                    inc_flow[k] = inc_flow[end]
+                    inc_entry[k] = inc_entry[end]
+                    inc_flow[end] = f
+                    inc_entry[end] = e
+                    continue
+                k += 1
+                if st != ACTIVE or fseen[f]:
+                    continue
+                if not full and _level(f, j_state, f_job, f_rate, f_w) < keep_below:
+                    continue  # kept
+                fseen[f] = True
+                comp[nc] = f
+                nc += 1
+                for e in range(f_ptr[f], f_ptr[f + 1]):
+                    m = e_link[e]
+                    if not s_seen[m]:
+                        s_seen[m] = True
+                        queue[nq] = m
+                        nq += 1
+            top[ncl] = lo
+        else:
+            k = end - 1
+            while k >= lo:
+                f = inc_flow[k]
+                st = j_state[f_job[f]]
+                if st == DONE:  # swap with the last live one (above: already read)
+                    end -= 1
+                    e = inc_entry[k]
+                    inc_flow[k] = inc_flow[end]
+                    inc_entry[k] = inc_entry[end]
+                    inc_key[k] = inc_key[end]
+                    inc_flow[end] = f
+                    inc_entry[end] = e
+                    k -= 1
+                    continue
+                if inc_key[k] < keep_below:
+                    break  # this one and all below keep their rates (levels as ordered)
+                k -= 1
+                if st != ACTIVE or fseen[f]:
+                    continue
+                fseen[f] = True
+                comp[nc] = f
+                nc += 1
+                for e in range(f_ptr[f], f_ptr[f + 1]):
+                    m = e_link[e]
+                    if not s_seen[m]:
+                        s_seen[m] = True
+                        queue[nq] = m
+                        nq += 1
+            top[ncl] = k + 1
         comp_links[ncl] = l
         ncl += 1
-        rem = cap[l]
-        k = inc_ptr[l]
-        end = k + inc_cnt[l]
-        while k < end:
-            f = inc_flow[k]
-            st = j_state[f_job[f]]
-            if st == DONE:  # finished for good: moved past the link's live part
-                end -= 1
-                e = inc_entry[k]
-                inc_flow[k] = inc_flow[end]
-                inc_entry[k] = inc_entry[end]
-                inc_flow[end] = f
-                inc_entry[end] = e
-                continue
-            k += 1
-            if st != ACTIVE:
-                continue
-            if keep_below >= 0.0 and f_rate[f] < f_w[f] * keep_below:
-                e = inc_entry[k - 1]  # kept: its use of this link
-                rem -= e_coef[e] * f_rate[f]
-                s_demand[l] += e_frac[e] * f_rate[f]
-                continue
-            if fseen[f]:
-                continue
-            fseen[f] = True
-            comp[nc] = f
-            nc += 1
-            for e in range(f_ptr[f], f_ptr[f + 1]):
-                m = e_link[e]
-                if not s_seen[m]:
-                    s_seen[m] = True
-                    queue[nq] = m
-                    nq += 1
-        inc_cnt[l] = end - inc_ptr[l]
-        s_rem[l] = rem
+        inc_cnt[l] = end - lo
     for k in range(ncl):
         s_seen[comp_links[k]] = False
     for i in range(nc):
         fseen[comp[i]] = False
     if nc == 0:
-        for k in range(ncl):
-            s_demand[comp_links[k]] = 0.0
         return comp[:0]
-    flows = np.sort(comp[:nc])  # pool order, as a full re-solve lists them
-    for i in range(nc):  # the bytes each flow moved at the rate it is about to leave
+    flows = np.sort(comp[:nc])  # pool order: arrays are then read in order
+    # capacity left to the re-solved flows: the link's sum less their share is what the
+    # kept flows use (a full re-solve keeps none: the sums start afresh); and the bytes
+    # each flow moved at the rate it is about to leave
+    for i in range(nc):
         f = flows[i]
-        if now > f_since[f] and f_rate[f] > 0.0:
+        r = f_rate[f]
+        if f_counted[f]:
+            f_counted[f] = False
+            if not full:
+                for e in range(f_ptr[f], f_ptr[f + 1]):
+                    u_coef[e_link[e]] -= e_coef[e] * r
+                    u_frac[e_link[e]] -= e_frac[e] * r
+        if now > f_since[f] and r > 0.0:
             for e in range(f_ptr[f], f_ptr[f + 1]):
-                link_bytes[e_link[e]] += e_frac[e] * f_rate[f] * (now - f_since[f])
+                link_bytes[e_link[e]] += e_frac[e] * r * (now - f_since[f])
         f_since[f] = now
-    # s_demand holds the kept flows' payload; the fill needs it zero: set it aside
-    kept = np.empty(ncl, dtype=np.float64)
     for k in range(ncl):
-        kept[k] = s_demand[comp_links[k]]
-        s_demand[comp_links[k]] = 0.0
+        l = comp_links[k]
+        if full:
+            u_coef[l] = 0.0
+            u_frac[l] = 0.0
+        s_rem[l] = max(cap[l] - u_coef[l], 0.0)
     fill_component(flows, f_ptr, e_link, e_coef, f_w, s_rem, s_demand, s_nlive, f_rate,
                    f_bneck)
-    for k in range(ncl):
-        s_demand[comp_links[k]] = kept[k]
-    # job rates: the sum of all their flows (some may have kept their rates); job
-    # bottleneck: on its slowest flow, the link the active flows fill the most with
-    # payload (s_demand: scratch, zero again on return)
-    for i in range(nc):
-        j = f_job[flows[i]]
-        if now > j_since[j]:  # bytes sent at the old rate, before it changes
-            j_rem[j] -= j_rate[j] * (now - j_since[j])
-            j_since[j] = now
-    for i in range(nc):
-        j = f_job[flows[i]]
-        r = 0.0
-        for g in range(j_fptr[j], j_fptr[j + 1]):
-            r += f_rate[g]
-        j_rate[j] = r
-        j_tfin[j] = now + j_rem[j] / r if r > 0.0 else np.inf
-    for i in range(nc):
+    for i in range(nc):  # the new rates join the links' sums
         f = flows[i]
         if np.isfinite(f_rate[f]):
+            f_counted[f] = True
             for e in range(f_ptr[f], f_ptr[f + 1]):
-                s_demand[e_link[e]] += e_frac[e] * f_rate[f]
+                u_coef[e_link[e]] += e_coef[e] * f_rate[f]
+                u_frac[e_link[e]] += e_frac[e] * f_rate[f]
+    # keep each link's live incidences ordered by level: the re-solved flows are its
+    # top part (all of it after a full search); after a start every flow of the link
+    # is re-solved at once again and again, so ordering waits for a partial re-solve
+    for k in range(ncl):
+        l = comp_links[k]
+        lo = inc_ptr[l]
+        hi = lo + inc_cnt[l]
+        if full:
+            l_sorted[l] = False
+        elif not l_sorted[l] or top[k] == lo:
+            _order(lo, hi, inc_flow, inc_entry, inc_key, j_state, f_job, f_rate, f_w)
+            l_sorted[l] = True
+        else:
+            _order(top[k], hi, inc_flow, inc_entry, inc_key, j_state, f_job, f_rate, f_w)
+            if top[k] < hi and inc_key[top[k]] < inc_key[top[k] - 1]:
+                _order(lo, hi, inc_flow, inc_entry, inc_key, j_state, f_job, f_rate, f_w)
+    # job rates: the sum of all their flows (some may have kept their rates), after the
+    # bytes sent at the old rate; job bottleneck: on its slowest flow, the link the
+    # active flows fill the most with payload (u_frac)
     for i in range(nc):
         j = f_job[flows[i]]
+        if now > j_since[j]:
+            j_rem[j] -= j_rate[j] * (now - j_since[j])
+            j_since[j] = now
+        r = 0.0
         best = -1
         for g in range(j_fptr[j], j_fptr[j + 1]):
+            r += f_rate[g]
             if best < 0 or f_rate[g] < f_rate[best]:
                 best = g
+        j_rate[j] = r
+        j_tfin[j] = now + j_rem[j] / r if r > 0.0 else np.inf
         pick = f_bneck[best]
-        top = -1.0
+        top_u = -1.0
         for e in range(f_ptr[best], f_ptr[best + 1]):
             l = e_link[e]
-            u = s_demand[l] / cap[l] if cap[l] > 0.0 else np.inf
-            if u > top or (u == top and l < pick):
-                top = u
+            u = max(u_frac[l], 0.0) / cap[l] if cap[l] > 0.0 else np.inf
+            if u > top_u or (u == top_u and l < pick):
+                top_u = u
                 pick = l
         j_bneck[j] = pick
-    for k in range(ncl):  # every link of a re-solved flow was searched
-        s_demand[comp_links[k]] = 0.0
     return flows
 
 
@@ -567,7 +699,8 @@ class Pool:
     dirty: NDArray[np.bool_]
     g_slow: F8 = field(default_factory=lambda: np.zeros(0))
     """Per group: the longest activation-to-end time of its finished jobs (-1: none)."""
-    incidence: tuple[I8, I8, I8, I8, I8] | None = None
+    incidence: tuple[I8, I8, I8, I8, I8, F8, F8, NDArray[np.bool_], NDArray[np.bool_],
+                     F8] | None = None
     """Link → flow incidence and each flow's job, built on the first run after the
     pool's jobs change (``add``, ``compact``) and reused by the runs in between."""
 
@@ -660,7 +793,9 @@ class Pool:
             self.g_slow = np.concatenate([self.g_slow,
                                           np.full(n_groups - self.g_slow.shape[0], -1.0)])
         if self.incidence is None:
-            self.incidence = _incidence(self.j_fptr, self.f_ptr, self.e_link, cap.shape[0])
+            self.incidence = _incidence(self.j_fptr, self.f_ptr, self.e_link, self.e_coef,
+                                        self.e_frac, self.j_state, self.f_rate, cap.shape[0])
+        inc = self.incidence
         code, t, n = advance(now, t_limit, self.j_rem, self.j_act, self.j_state, self.j_group,
                              self.j_end, self.j_rate, self.j_bneck, self.j_fptr, self.f_w,
                              self.f_ptr, self.e_link, self.e_coef, self.e_frac, self.f_rate,
@@ -668,7 +803,8 @@ class Pool:
                              g_left, g_end, g_bneck, cap, self.dirty, self.link_bytes,
                              *self.scratch, out, self.j_size, self.j_lat, repeats[0],
                              repeats[1], repeats[2], repeats[3], repeats[4], repeats[5],
-                             self.g_slow, *self.incidence, max_events, partial)
+                             self.g_slow, inc[0], inc[1], inc[2], inc[3], inc[4], inc[5],
+                             inc[6], inc[7], inc[8], inc[9], max_events, partial)
         return int(code), float(t), out[:n].copy()
 
     def compact(self, g_more: I8 | None = None) -> dict[str, F8 | I8]:
