@@ -52,7 +52,10 @@ def test_dualpipe_step_uses_its_bubble() -> None:
         (4 / 2 - 1) * (t_mb + ct.bwd - 3 * ct.wgrad), rel=1e-9)
     # the same composition with the 1F1B step's numbers: (pp - 1) slots
     p1 = replace(p, cfg=_cfg("1f1b"))
-    assert microbatch_compute(M, p1, get_catalog().gpu("h100-sxm"), 0.0).wgrad == ct.wgrad
+    ct1 = microbatch_compute(M, p1, get_catalog().gpu("h100-sxm"), 0.0)
+    # W is taken where F is: 1F1B's last stage (with the output head's GEMM), DualPipe's
+    # pair mean (half of it); the head's loss is memory-bound, so F moves more than W
+    assert 0.0 < ct1.wgrad - ct.wgrad < ct1.fwd - ct.fwd
     assert one.breakdown["bubble"] == pytest.approx(
         3 * (one.breakdown["compute"] + one.breakdown["tp"]) / 16, rel=1e-9)
     assert dual.breakdown["bubble"] < 0.5 * one.breakdown["bubble"]

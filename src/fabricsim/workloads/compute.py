@@ -226,9 +226,10 @@ class ComputeTimes:
     """GEMM time of the stage's layers, forward and backward (recomputation included):
     the window TP communication overlap hides in."""
     wgrad: float = 0.0
-    """Weight-gradient GEMM time of the stage's layers (the backward's "W" half, as many
-    FLOPs as the forward GEMMs): the work zero-bubble schedules such as DualPipe defer
-    into the pipeline's bubbles."""
+    """Weight-gradient GEMM time of the stage that sets the pace (under DualPipe, the mean
+    of the pair of stages that does), multi-token-prediction and output-head GEMMs
+    included: the backward's "W" half, as many FLOPs as the forward GEMMs, which
+    zero-bubble schedules such as DualPipe defer into the pipeline's bubbles."""
 
 
 def _act_bytes_per_token(m: TransformerSpec, width: int) -> float:
@@ -394,12 +395,20 @@ def microbatch_compute(m: TransformerSpec, p: ResolvedParallel, gpu: GpuSpec,
     mtps = p.stage_mtp_layers or (0,) * p.pp
     stage_fwd = [counts[r] * fwd_layer + mtps[r] * mtp_fwd
                  + (head + loss if r == p.pp - 1 else 0.0) for r in range(p.pp)]
+    # weight-gradient GEMMs of each stage (one forward's worth of its GEMMs)
+    mtp_gemm = (mg if m.moe_layers else dg) + head
+    stage_w = [counts[r] * per_gemm + mtps[r] * mtp_gemm
+               + (head if r == p.pp - 1 else 0.0) for r in range(p.pp)]
     if cfg.pipeline_schedule == "dualpipe":
         # a GPU runs stage r and stage pp-1-r alternately, so the pair's mean sets the
         # pace (DualPipe puts the embedding and the output head on the same GPU)
-        fwd = max((stage_fwd[r] + stage_fwd[-1 - r]) / 2 for r in range(p.pp))
+        pace = max(range(p.pp), key=lambda r: stage_fwd[r] + stage_fwd[-1 - r])
+        fwd = (stage_fwd[pace] + stage_fwd[-1 - pace]) / 2
+        wgrad = (stage_w[pace] + stage_w[-1 - pace]) / 2
     else:
-        fwd = max(stage_fwd)
+        pace = max(range(p.pp), key=lambda r: stage_fwd[r])
+        fwd = stage_fwd[pace]
+        wgrad = stage_w[pace]
     bwd = 2 * fwd
     rc = cfg.recompute
     n_rc = min(cfg.recompute_layers or layers, layers)  # block recomputation: N layers
@@ -421,4 +430,4 @@ def microbatch_compute(m: TransformerSpec, p: ResolvedParallel, gpu: GpuSpec,
     gemm = layers * (per_gemm * (3 + (n_rc / layers if rc == "full" else 0.0)) + rc_gemm)
     return ComputeTimes(fwd=fwd, bwd=bwd + recompute, recompute=recompute, optimizer=opt,
                         memory_bound=mem, attn_layer=per_attn, layer_fwd=fwd_layer,
-                        gemm=gemm, wgrad=layers * per_gemm)
+                        gemm=gemm, wgrad=wgrad)
