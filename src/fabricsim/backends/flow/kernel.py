@@ -469,6 +469,30 @@ def _order(lo: int, hi: int, inc_flow: I8, inc_entry: I8, inc_key: F8, j_state: 
 
 
 @numba.njit(cache=True)
+def _swap(a: int, b: int, inc_flow: I8, inc_entry: I8, inc_key: F8) -> None:
+    """Exchange incidences ``a`` and ``b`` of a link (flow, entry and level)."""
+    inc_flow[a], inc_flow[b] = inc_flow[b], inc_flow[a]
+    inc_entry[a], inc_entry[b] = inc_entry[b], inc_entry[a]
+    inc_key[a], inc_key[b] = inc_key[b], inc_key[a]
+
+
+@numba.njit(cache=True)
+def _take(f: int, fseen: NDArray[np.bool_], comp: I8, nc: int, f_ptr: I8, e_link: I8,
+          s_seen: NDArray[np.bool_], queue: I8, nq: int) -> tuple[int, int]:
+    """Add flow ``f`` to the component and queue its links not yet met; returns the
+    component's and the queue's new lengths."""
+    fseen[f] = True
+    comp[nc] = f
+    for e in range(f_ptr[f], f_ptr[f + 1]):
+        m = e_link[e]
+        if not s_seen[m]:
+            s_seen[m] = True
+            queue[nq] = m
+            nq += 1
+    return nc + 1, nq
+
+
+@numba.njit(cache=True)
 def _resolve(seeds: I8, j_state: I8, j_rate: F8, j_bneck: I8, j_fptr: I8, f_w: F8, f_ptr: I8,
              e_link: I8, e_coef: F8, e_frac: F8, f_rate: F8, f_bneck: I8, cap: F8, s_rem: F8,
              s_demand: F8, s_nlive: I8, s_seen: NDArray[np.bool_], n_links: int,
@@ -531,26 +555,14 @@ def _resolve(seeds: I8, j_state: I8, j_rate: F8, j_bneck: I8, j_fptr: I8, f_w: F
                 st = j_state[f_job[f]]
                 if st == DONE:  # finished for good: moved past the link's live part
                     end -= 1
-                    e = inc_entry[k]
-                    inc_flow[k] = inc_flow[end]
-                    inc_entry[k] = inc_entry[end]
-                    inc_flow[end] = f
-                    inc_entry[end] = e
+                    _swap(k, end, inc_flow, inc_entry, inc_key)
                     continue
                 k += 1
                 if st != ACTIVE or fseen[f]:
                     continue
                 if not full and _level(f, j_state, f_job, f_rate, f_w) < keep_below:
                     continue  # kept
-                fseen[f] = True
-                comp[nc] = f
-                nc += 1
-                for e in range(f_ptr[f], f_ptr[f + 1]):
-                    m = e_link[e]
-                    if not s_seen[m]:
-                        s_seen[m] = True
-                        queue[nq] = m
-                        nq += 1
+                nc, nq = _take(f, fseen, comp, nc, f_ptr, e_link, s_seen, queue, nq)
             top[ncl] = lo
         else:
             k = end - 1
@@ -559,12 +571,7 @@ def _resolve(seeds: I8, j_state: I8, j_rate: F8, j_bneck: I8, j_fptr: I8, f_w: F
                 st = j_state[f_job[f]]
                 if st == DONE:  # swap with the last live one (above: already read)
                     end -= 1
-                    e = inc_entry[k]
-                    inc_flow[k] = inc_flow[end]
-                    inc_entry[k] = inc_entry[end]
-                    inc_key[k] = inc_key[end]
-                    inc_flow[end] = f
-                    inc_entry[end] = e
+                    _swap(k, end, inc_flow, inc_entry, inc_key)
                     k -= 1
                     continue
                 if inc_key[k] < keep_below:
@@ -572,15 +579,7 @@ def _resolve(seeds: I8, j_state: I8, j_rate: F8, j_bneck: I8, j_fptr: I8, f_w: F
                 k -= 1
                 if st != ACTIVE or fseen[f]:
                     continue
-                fseen[f] = True
-                comp[nc] = f
-                nc += 1
-                for e in range(f_ptr[f], f_ptr[f + 1]):
-                    m = e_link[e]
-                    if not s_seen[m]:
-                        s_seen[m] = True
-                        queue[nq] = m
-                        nq += 1
+                nc, nq = _take(f, fseen, comp, nc, f_ptr, e_link, s_seen, queue, nq)
             top[ncl] = k + 1
         comp_links[ncl] = l
         ncl += 1
