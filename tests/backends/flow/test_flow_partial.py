@@ -156,3 +156,25 @@ def test_heap_pops_in_time_then_job_order(p: dict[str, np.ndarray]) -> None:
         hn = _heap_pop(hk, hv, hpos, hn)
     assert out == sorted((t, j) for j, t in final.items())
     assert (hpos == -1).all()
+
+
+def _bottlenecks(partial: bool) -> np.ndarray:
+    # job 0 crosses links 0 and 1; jobs 1 and 2 share link 1 and leave it by partial
+    # events first, so link 1 is empty when job 0 ends: its payload must be 0 then, not
+    # the rounding its running sum kept, or job 0's tie (both links idle) tips to link 1
+    p = Pool.empty(2)
+    p.add(np.array([9.0, 1.0, 2.0]), np.zeros(3), np.array([0, 1, 2]), np.array([0, 1, 2, 3]),
+          np.array([0, 2, 3, 4]), np.array([0, 1, 1, 1]), np.ones(4), np.ones(3), now=0.0,
+          frac=np.array([0.46, 0.46, 0.46, 0.23]))
+    cap = np.array([3.3, 3.3])
+    g_left, g_end = np.ones(3, dtype=np.int64), np.full(3, np.nan)
+    g_bneck = np.full(3, -1, dtype=np.int64)
+    now, n = 0.0, 0
+    while n < 3:
+        _, now, done = p.run(now, np.inf, cap, 3, g_left, g_end, g_bneck, partial=partial)
+        n += len(done)
+    return g_bneck
+
+
+def test_partial_events_name_the_bottleneck_the_reference_names() -> None:
+    assert _bottlenecks(True).tolist() == _bottlenecks(False).tolist() == [0, 1, 1]

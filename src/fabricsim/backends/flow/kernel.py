@@ -58,8 +58,9 @@ def advance(now: float, t_limit: float,
             out_groups: I8, j_size: F8, j_lat: F8, g_more: I8, g_flat: I8, g_start: F8,
             rep_start: F8, rep_end: F8, crit: F8, g_slow: F8,
             inc_ptr: I8, inc_flow: I8, f_job: I8, inc_entry: I8, inc_cnt: I8,
-            u_coef: F8, u_frac: F8, f_counted: NDArray[np.bool_], l_sorted: NDArray[np.bool_],
-            inc_key: F8, max_events: int = 1 << 62, partial: bool = True) -> tuple[int, float, int]:
+            u_coef: F8, u_frac: F8, u_n: I8, f_counted: NDArray[np.bool_],
+            l_sorted: NDArray[np.bool_], inc_key: F8, max_events: int = 1 << 62,
+            partial: bool = True) -> tuple[int, float, int]:
     """Run events from ``now`` until a group completes, ``t_limit`` or a stall.
 
     A group with ``g_more[g] > 0`` more repetitions is re-armed in place when it
@@ -69,9 +70,10 @@ def advance(now: float, t_limit: float,
     are the groups that completed. ``inc_ptr``/``inc_flow``/``f_job``/``inc_entry``/
     ``inc_cnt``: the pool's link → flow incidence, each flow's job, each incidence's
     entry and how many of a link's incidences may still be live; ``u_coef``/``u_frac``/
-    ``f_counted``/``l_sorted``/``inc_key``: what the active flows use of each link, which
-    flows that sum holds, which links keep their live incidences ordered by water level,
-    and each incidence's level when its link was last ordered (:func:`_incidence`).
+    ``u_n``/``f_counted``/``l_sorted``/``inc_key``: what the active flows use of each
+    link and how many flows that sum holds, which flows it holds, which links keep their
+    live incidences ordered by water level, and each incidence's level when its link was
+    last ordered (:func:`_incidence`).
 
     Bottleneck attribution: a group's bottleneck ``g_bneck[g]`` is that of its
     slowest-moving job (longest time from activation to end, ``g_slow[g]``), not of the
@@ -168,11 +170,8 @@ def advance(now: float, t_limit: float,
                 for f in range(j_fptr[j], j_fptr[j + 1]):
                     if cut >= 0.0 and f_w[f] > 0.0 and f_rate[f] / f_w[f] < cut:
                         cut = f_rate[f] / f_w[f]
-                    if f_counted[f]:  # its rate leaves the links' sums
-                        f_counted[f] = False
-                        for e in range(f_ptr[f], f_ptr[f + 1]):
-                            u_coef[e_link[e]] -= e_coef[e] * f_rate[f]
-                            u_frac[e_link[e]] -= e_frac[e] * f_rate[f]
+                    _uncount(f, f_ptr, e_link, e_coef, e_frac, f_rate, u_coef, u_frac, u_n,
+                             f_counted)
                     if now > f_since[f]:
                         for e in range(f_ptr[f], f_ptr[f + 1]):
                             link_bytes[e_link[e]] += e_frac[e] * f_rate[f] * (
@@ -218,7 +217,7 @@ def advance(now: float, t_limit: float,
             changed = _resolve(seeds[:ns], j_state, j_rate, j_bneck, j_fptr, f_w, f_ptr,
                                e_link, e_coef, e_frac, f_rate, f_bneck, cap, s_rem, s_demand,
                                s_nlive, s_seen, n_links, inc_ptr, inc_flow, f_job, inc_entry,
-                               inc_cnt, u_coef, u_frac, f_counted, l_sorted, inc_key,
+                               inc_cnt, u_coef, u_frac, u_n, f_counted, l_sorted, inc_key,
                                cut, now,
                                f_since, link_bytes, j_rem, j_since, j_tfin, fseen)
             for i in range(changed.shape[0]):
@@ -376,15 +375,16 @@ def _settle(now: float, live: I8, n_live: int, j_state: I8, j_rem: F8, j_rate: F
 @numba.njit(cache=True)
 def _incidence(j_fptr: I8, f_ptr: I8, e_link: I8, e_coef: F8, e_frac: F8, j_state: I8,
                f_rate: F8, n_links: int
-               ) -> tuple[I8, I8, I8, I8, I8, F8, F8, NDArray[np.bool_], NDArray[np.bool_],
-                          F8]:
+               ) -> tuple[I8, I8, I8, I8, I8, F8, F8, I8, NDArray[np.bool_],
+                          NDArray[np.bool_], F8]:
     """Link → flow incidence (CSR) over every flow of the pool, each flow's job, the
     entry (flow, link) each incidence stands for, and per link how many incidences may
     be live (all, at first: :func:`_resolve` moves those of finished jobs past them).
 
     Then what :func:`_resolve` keeps up to date so that a partial re-solve need not
     visit the flows that keep their rates: per link, the capacity (``Σ coef·rate``) and
-    the payload (``Σ frac·rate``) the active flows use, which flows those sums hold, and
+    the payload (``Σ frac·rate``) the active flows use, how many and which flows those
+    sums hold (:func:`_count`), and
     whether the link's live incidences are ordered by water level (none, at first),
     with each incidence's level as of that ordering."""
     n_jobs = j_fptr.shape[0] - 1
@@ -403,20 +403,52 @@ def _incidence(j_fptr: I8, f_ptr: I8, e_link: I8, e_coef: F8, e_frac: F8, j_stat
     lentry = np.empty(lptr[n_links], dtype=np.int64)
     u_coef = np.zeros(n_links)
     u_frac = np.zeros(n_links)
+    u_n = np.zeros(n_links, dtype=np.int64)
     counted = np.zeros(max(n_flows, 0), dtype=np.bool_)
     for f in range(n_flows):
-        live = j_state[f_job[f]] == ACTIVE and np.isfinite(f_rate[f])
-        counted[f] = live
         for e in range(f_ptr[f], f_ptr[f + 1]):
             l = e_link[e]
             lflow[fill[l]] = f
             lentry[fill[l]] = e
             fill[l] += 1
-            if live:
-                u_coef[l] += e_coef[e] * f_rate[f]
-                u_frac[l] += e_frac[e] * f_rate[f]
-    return (lptr, lflow, f_job, lentry, lptr[1:] - lptr[:-1], u_coef, u_frac, counted,
-            np.zeros(n_links, dtype=np.bool_), np.full(lptr[n_links], -1.0))
+        if j_state[f_job[f]] == ACTIVE:
+            _count(f, f_ptr, e_link, e_coef, e_frac, f_rate, u_coef, u_frac, u_n, counted)
+    return (lptr, lflow, f_job, lentry, lptr[1:] - lptr[:-1], u_coef, u_frac, u_n,
+            counted, np.zeros(n_links, dtype=np.bool_), np.full(lptr[n_links], -1.0))
+
+
+@numba.njit(cache=True)
+def _count(f: int, f_ptr: I8, e_link: I8, e_coef: F8, e_frac: F8, f_rate: F8, u_coef: F8,
+           u_frac: F8, u_n: I8, f_counted: NDArray[np.bool_]) -> None:
+    """Add active flow ``f``'s use of its links (at a finite rate) to their sums."""
+    if not np.isfinite(f_rate[f]):
+        return
+    f_counted[f] = True
+    for e in range(f_ptr[f], f_ptr[f + 1]):
+        l = e_link[e]
+        u_coef[l] += e_coef[e] * f_rate[f]
+        u_frac[l] += e_frac[e] * f_rate[f]
+        u_n[l] += 1
+
+
+@numba.njit(cache=True)
+def _uncount(f: int, f_ptr: I8, e_link: I8, e_coef: F8, e_frac: F8, f_rate: F8,
+             u_coef: F8, u_frac: F8, u_n: I8, f_counted: NDArray[np.bool_]) -> None:
+    """Take flow ``f``'s use out of its links' sums (if they hold it). A link left with
+    no flow gets sums of exactly 0: rounding left over would tip the exact tie-breaks of
+    bottleneck attribution."""
+    if not f_counted[f]:
+        return
+    f_counted[f] = False
+    for e in range(f_ptr[f], f_ptr[f + 1]):
+        l = e_link[e]
+        u_n[l] -= 1
+        if u_n[l] == 0:
+            u_coef[l] = 0.0
+            u_frac[l] = 0.0
+        else:
+            u_coef[l] -= e_coef[e] * f_rate[f]
+            u_frac[l] -= e_frac[e] * f_rate[f]
 
 
 #: A flow whose level is within this (relative) of the cut is re-solved, not kept.
@@ -497,7 +529,7 @@ def _resolve(seeds: I8, j_state: I8, j_rate: F8, j_bneck: I8, j_fptr: I8, f_w: F
              e_link: I8, e_coef: F8, e_frac: F8, f_rate: F8, f_bneck: I8, cap: F8, s_rem: F8,
              s_demand: F8, s_nlive: I8, s_seen: NDArray[np.bool_], n_links: int,
              inc_ptr: I8, inc_flow: I8, f_job: I8, inc_entry: I8, inc_cnt: I8,
-             u_coef: F8, u_frac: F8, f_counted: NDArray[np.bool_],
+             u_coef: F8, u_frac: F8, u_n: I8, f_counted: NDArray[np.bool_],
              l_sorted: NDArray[np.bool_], inc_key: F8, cut: float, now: float,
              f_since: F8,
              link_bytes: F8, j_rem: F8, j_since: F8, j_tfin: F8,
@@ -597,12 +629,11 @@ def _resolve(seeds: I8, j_state: I8, j_rate: F8, j_bneck: I8, j_fptr: I8, f_w: F
     for i in range(nc):
         f = flows[i]
         r = f_rate[f]
-        if f_counted[f]:
-            f_counted[f] = False
-            if not full:
-                for e in range(f_ptr[f], f_ptr[f + 1]):
-                    u_coef[e_link[e]] -= e_coef[e] * r
-                    u_frac[e_link[e]] -= e_frac[e] * r
+        if full:
+            f_counted[f] = False  # its links' sums are reset below
+        else:
+            _uncount(f, f_ptr, e_link, e_coef, e_frac, f_rate, u_coef, u_frac, u_n,
+                     f_counted)
         if now > f_since[f] and r > 0.0:
             for e in range(f_ptr[f], f_ptr[f + 1]):
                 link_bytes[e_link[e]] += e_frac[e] * r * (now - f_since[f])
@@ -612,16 +643,13 @@ def _resolve(seeds: I8, j_state: I8, j_rate: F8, j_bneck: I8, j_fptr: I8, f_w: F
         if full:
             u_coef[l] = 0.0
             u_frac[l] = 0.0
+            u_n[l] = 0
         s_rem[l] = max(cap[l] - u_coef[l], 0.0)
     fill_component(flows, f_ptr, e_link, e_coef, f_w, s_rem, s_demand, s_nlive, f_rate,
                    f_bneck)
     for i in range(nc):  # the new rates join the links' sums
-        f = flows[i]
-        if np.isfinite(f_rate[f]):
-            f_counted[f] = True
-            for e in range(f_ptr[f], f_ptr[f + 1]):
-                u_coef[e_link[e]] += e_coef[e] * f_rate[f]
-                u_frac[e_link[e]] += e_frac[e] * f_rate[f]
+        _count(flows[i], f_ptr, e_link, e_coef, e_frac, f_rate, u_coef, u_frac, u_n,
+               f_counted)
     # keep each link's live incidences ordered by level: the re-solved flows are its
     # top part (all of it after a full search); after a start every flow of the link
     # is re-solved at once again and again, so ordering waits for a partial re-solve
@@ -698,8 +726,8 @@ class Pool:
     dirty: NDArray[np.bool_]
     g_slow: F8 = field(default_factory=lambda: np.zeros(0))
     """Per group: the longest activation-to-end time of its finished jobs (-1: none)."""
-    incidence: tuple[I8, I8, I8, I8, I8, F8, F8, NDArray[np.bool_], NDArray[np.bool_],
-                     F8] | None = None
+    incidence: tuple[I8, I8, I8, I8, I8, F8, F8, I8, NDArray[np.bool_],
+                     NDArray[np.bool_], F8] | None = None
     """Link → flow incidence and each flow's job, built on the first run after the
     pool's jobs change (``add``, ``compact``) and reused by the runs in between."""
 
@@ -803,7 +831,7 @@ class Pool:
                              *self.scratch, out, self.j_size, self.j_lat, repeats[0],
                              repeats[1], repeats[2], repeats[3], repeats[4], repeats[5],
                              self.g_slow, inc[0], inc[1], inc[2], inc[3], inc[4], inc[5],
-                             inc[6], inc[7], inc[8], inc[9], max_events, partial)
+                             inc[6], inc[7], inc[8], inc[9], inc[10], max_events, partial)
         return int(code), float(t), out[:n].copy()
 
     def compact(self, g_more: I8 | None = None) -> dict[str, F8 | I8]:
