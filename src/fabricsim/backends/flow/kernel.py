@@ -280,7 +280,7 @@ def _heap_place(hk: F8, hv: I8, hpos: I8, hn: int, i: int, key: float, val: int)
     """Put ``(key, val)`` at slot ``i`` of the heap and sift it up or down into place."""
     while i > 0:
         p = (i - 1) >> 1
-        if not (key < hk[p] or (key == hk[p] and val < hv[p])):
+        if _heap_less(hk, hv, p, key, val):  # jobs are distinct: never equal
             break
         hk[i] = hk[p]
         hv[i] = hv[p]
