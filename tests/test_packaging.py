@@ -30,7 +30,9 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_completion_installs_for_bash(tmp_path: Path) -> None:
-    env = {**os.environ, "HOME": str(tmp_path)}
+    # the shell named, not detected: detection reads the parent process, which is no
+    # shell when the suite runs detached (the test then failed there, not in a terminal)
+    env = {**os.environ, "HOME": str(tmp_path), "_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION": "1"}
     exe = Path(sys.executable).with_name("fabricsim")
     out = subprocess.run([str(exe), "--install-completion", "bash"], env=env,
                          capture_output=True, text=True, timeout=120)
