@@ -4,6 +4,8 @@ the event loop itself equals a plain reference that re-solves everything each ev
 
 from __future__ import annotations
 
+from typing import Any, NamedTuple
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -11,6 +13,7 @@ from hypothesis_budget import examples
 
 from fabricsim.backends.flow.kernel import (
     GROUPS,
+    LIMIT,
     STALL,
     Pool,
     _heap_del,
@@ -21,20 +24,23 @@ from fabricsim.backends.flow.maxmin import maxmin_numpy
 
 
 @st.composite
-def pools(draw: st.DrawFn) -> dict[str, np.ndarray]:
+def pools(draw: st.DrawFn, hub: bool = False, n_links: int | None = None,
+          group0: int = 0, n_groups: int = 3) -> dict[str, np.ndarray]:
     """Jobs of one or two flows (adaptive routing) over random links, random sizes,
-    weights, coefficients and start times, in a few groups."""
-    n_links = draw(st.integers(1, 8))
-    n_jobs = draw(st.integers(1, 14))
+    weights, coefficients and start times, in a few groups. ``hub``: many jobs whose
+    flows all cross link 0 (more than 48 live flows on one link)."""
+    n_links = draw(st.integers(1, 8)) if n_links is None else n_links
+    n_jobs = draw(st.integers(25, 40)) if hub else draw(st.integers(1, 14))
     sizes, acts, groups, jptr, fptr, links, coefs, ws = [], [], [], [0], [0], [], [], []
     for _ in range(n_jobs):
         sizes.append(draw(st.sampled_from([1.0, 2.0, 3.0, 5.0, 8.0])))
         acts.append(draw(st.sampled_from([0.0, 0.0, 0.1, 0.25])))
-        groups.append(draw(st.integers(0, 2)))
-        nf = draw(st.integers(1, 2))
+        groups.append(group0 + draw(st.integers(0, n_groups - 1)))
+        nf = 2 if hub else draw(st.integers(1, 2))
         for _ in range(nf):
             k = draw(st.integers(1, min(3, n_links)))
-            ls = sorted(draw(st.sets(st.integers(0, n_links - 1), min_size=k, max_size=k)))
+            ls = sorted(draw(st.sets(st.integers(0, n_links - 1), min_size=k, max_size=k))
+                        | ({0} if hub else set()))
             links += ls
             coefs += [draw(st.sampled_from([1.0, 1.0, 0.5])) for _ in ls]
             fptr.append(len(links))
@@ -178,3 +184,166 @@ def _bottlenecks(partial: bool) -> np.ndarray:
 
 def test_partial_events_name_the_bottleneck_the_reference_names() -> None:
     assert _bottlenecks(True).tolist() == _bottlenecks(False).tolist() == [0, 1, 1]
+
+
+# --- what the driver does between calls ----------------------------------------------
+# The flow simulator changes capacities (link flaps: ``dirty``), adds jobs mid-run,
+# compacts the pool (the incidence and the running sums are rebuilt with flows already
+# active), lets the kernel re-arm repeated groups in place, and pauses it every few
+# events (BUDGET). A partial re-solve must give the run a full one gives through all of
+# that, paused or not.
+
+
+class Scenario(NamedTuple):
+    base: dict[str, np.ndarray]
+    ops: list[tuple[float, str, Any]]  # (time, add | cap | compact | restore, argument)
+    n_groups: int
+    more: np.ndarray  # repetitions each group runs after its first
+    budget: int  # events per kernel call
+
+
+@st.composite
+def scenarios(draw: st.DrawFn) -> Scenario:
+    hub = draw(st.booleans())
+    n_links = draw(st.integers(2, 6))
+    base = draw(pools(hub=hub, n_links=n_links))
+    cap0 = base["cap"]
+    n_adds = draw(st.integers(0, 2))
+    adds = [draw(pools(n_links=n_links, group0=3 + k, n_groups=1)) for k in range(n_adds)]
+    ops: list[tuple[float, str, Any]] = []
+    for p in adds:
+        ops.append((draw(st.sampled_from([0.3, 1.0, 2.5])), "add", p))
+    for _ in range(draw(st.integers(0, 3))):
+        ops.append((draw(st.sampled_from([0.2, 0.5, 1.5, 3.0])), "cap",
+                    (draw(st.integers(0, n_links - 1)), draw(st.sampled_from([0.0, 0.5, 3.0])))))
+    for _ in range(draw(st.integers(0, 2))):
+        ops.append((draw(st.sampled_from([0.7, 2.0, 4.0])), "compact", None))
+    ops.sort(key=lambda o: (o[0], o[1]))
+    ops.append((5.0, "restore", cap0))  # every link back up: the run can finish
+    n_groups = 3 + n_adds
+    return Scenario(base, ops, n_groups,
+                    np.array([draw(st.integers(0, 2)) for _ in range(n_groups)]),
+                    draw(st.sampled_from([1, 2, 5, 1 << 62])))
+
+
+def _drive(sc: Scenario, partial: bool, budget: int) -> dict[str, np.ndarray]:
+    """Run a scenario as the simulator's driver does; every job's last end (by tag),
+    every repetition's end, link bytes, per-link critical time and group bottlenecks."""
+    base, ops, n_groups, more = sc.base, list(sc.ops), sc.n_groups, sc.more
+    cap = base["cap"].astype(float).copy()
+    g_more = more.astype(np.int64).copy()
+    off = np.concatenate([[0], np.cumsum(more + 1)]).astype(np.int64)
+    g_flat = off[:-1].copy()
+    rep_start, rep_end = np.full(off[-1] + 1, np.nan), np.full(off[-1] + 1, np.nan)
+    g_start, crit = np.zeros(n_groups), np.zeros(cap.shape[0])
+    g_left = np.zeros(n_groups, dtype=np.int64)
+    g_end = np.full(n_groups, np.nan)
+    g_bneck = np.full(n_groups, -1, dtype=np.int64)
+    ends: dict[int, float] = {}
+    pool = Pool.empty(cap.shape[0])
+    n_tag = 0
+
+    def add(p: dict[str, np.ndarray], now: float) -> int:
+        nonlocal n_tag
+        n = p["size"].shape[0]
+        pool.add(p["size"], now + p["act"], p["group"].astype(np.int64), p["jptr"],
+                 p["fptr"], p["links"], p["coef"], p["w"], now=now,
+                 tag=np.arange(n_tag, n_tag + n))
+        n_tag += n
+        g = np.bincount(p["group"], minlength=n_groups)
+        g_left[:] += g
+        rep_start[g_flat[g > 0]] = now
+        g_start[g > 0] = now
+        return int((g > 0).sum())
+
+    def keep(rec: dict[str, Any]) -> None:
+        for tag, end in zip(rec.get("tag", []), rec.get("end", []), strict=True):
+            ends[int(tag)] = float(end)
+
+    now = 0.0
+    left = add(base, 0.0)
+    while left > 0 or ops:
+        t_limit = ops[0][0] if ops else np.inf
+        code, now, done = pool.run(now, t_limit, cap, n_groups, g_left, g_end, g_bneck,
+                                   (g_more, g_flat, g_start, rep_start, rep_end, crit),
+                                   max_events=budget, partial=partial)
+        assert code != STALL
+        left -= len(done)
+        for g in done:
+            rep_end[g_flat[g]] = now
+            if g_bneck[g] >= 0:
+                crit[g_bneck[g]] += now - g_start[g]
+        while ops and ops[0][0] <= now:
+            _, kind, arg = ops.pop(0)
+            if kind == "add":
+                left += add(arg, now)
+            elif kind == "compact":
+                keep(pool.compact(g_more))
+            else:
+                idx = [arg[0]] if kind == "cap" else list(range(cap.shape[0]))
+                cap[idx] = arg[1] if kind == "cap" else arg
+                pool.dirty[idx] = True
+    keep(pool.compact())
+    return {"end": np.array([ends[t] for t in range(n_tag)]), "rep_end": rep_end,
+            "bytes": pool.link_bytes.copy(), "crit": crit, "bneck": g_bneck}
+
+
+@settings(max_examples=examples(150), deadline=None)
+@given(scenarios())
+def test_partial_equals_full_through_the_drivers_changes(sc: Scenario) -> None:
+    full = _drive(sc, partial=False, budget=1 << 62)
+    part = _drive(sc, partial=True, budget=sc.budget)
+    for k in ("end", "rep_end", "bytes", "crit"):
+        np.testing.assert_allclose(part[k], full[k], rtol=1e-9, atol=1e-9, err_msg=k)
+    assert part["bneck"].tolist() == full["bneck"].tolist()
+
+
+def _rebuilt_mid_run(partial: bool) -> np.ndarray:
+    # link 0 (cap 1) holds job A to 1; on link 1 (cap 5) A leaves 4 to B and C, 2 each.
+    # At t = 0.25 an unrelated job joins on link 2: the pool's incidence and sums are
+    # rebuilt with A, B and C moving. B ends at 0.5; A keeps its rate (below the cut) and
+    # C may take what is left of link 1: 5 - 1 = 4, not 5 (A must be in the new sums).
+    p = Pool.empty(3)
+    p.add(np.array([10.0, 1.0, 4.0]), np.zeros(3), np.array([0, 1, 2]),
+          np.array([0, 1, 2, 3]), np.array([0, 2, 3, 4]), np.array([0, 1, 1, 1]),
+          np.ones(4), np.ones(3), now=0.0, tag=np.arange(3))
+    cap = np.array([1.0, 5.0, 1.0])
+    g_left, g_end = np.array([1, 1, 1, 1]), np.full(4, np.nan)
+    g_bneck = np.full(4, -1, dtype=np.int64)
+    code, now, _ = p.run(0.0, 0.25, cap, 4, g_left, g_end, g_bneck, partial=partial)
+    assert (code, now) == (LIMIT, 0.25)
+    p.add(np.array([2.0]), np.array([0.25]), np.array([3]), np.array([0, 1]),
+          np.array([0, 1]), np.array([2]), np.ones(1), np.ones(1), now=now, tag=np.array([3]))
+    n = 0
+    while n < 4:
+        _, now, done = p.run(now, np.inf, cap, 4, g_left, g_end, g_bneck, partial=partial)
+        n += len(done)
+    return g_end
+
+
+def test_a_rebuild_mid_run_keeps_the_flows_already_moving_in_the_sums() -> None:
+    # B: 1 B at 2 B/s, ends at 0.5; C: 3 B left then, at 4 B/s, ends at 1.25 (at 5 B/s,
+    # with A missing from the rebuilt sums, it would end at 1.1); the new job: 2.25
+    for partial in (True, False):
+        np.testing.assert_allclose(_rebuilt_mid_run(partial), [10.0, 0.5, 1.25, 2.25],
+                                   rtol=1e-12)
+
+
+def test_a_kept_flow_is_charged_to_the_link_that_binds_when_it_ends() -> None:
+    # A (link 0) and C (links 0, 1) fill link 0 (cap 2); B and C share link 1 (cap 1), so
+    # both links are full and C's bottleneck ties (the lower link, 0, would be named).
+    # A ends first; C keeps its rate (below the cut) while link 0 drops to 25 %: by its
+    # end C is held by link 1 alone, and a partial event must say so as a full one does.
+    for partial in (True, False):
+        p = Pool.empty(2)
+        p.add(np.ones(3), np.zeros(3), np.array([0, 1, 2]), np.array([0, 1, 2, 3]),
+              np.array([0, 1, 2, 4]), np.array([0, 1, 0, 1]), np.ones(4), np.ones(3), now=0.0)
+        g_left, g_end = np.ones(3, dtype=np.int64), np.full(3, np.nan)
+        g_bneck = np.full(3, -1, dtype=np.int64)
+        now, n = 0.0, 0
+        while n < 3:
+            _, now, done = p.run(now, np.inf, np.array([2.0, 1.0]), 3, g_left, g_end,
+                                 g_bneck, partial=partial)
+            n += len(done)
+        np.testing.assert_allclose(g_end, [2 / 3, 2.0, 2.0])
+        assert g_bneck.tolist() == [0, 1, 1]

@@ -148,6 +148,10 @@ def advance(now: float, t_limit: float,
             nb += 1
             hn = _heap_pop(hk, hv, hpos, hn)
         batch[:nb].sort()  # pool order: ties are settled in it
+        for k in range(nb):  # bottlenecks of the jobs that end, before any leaves a link
+            j = batch[k]
+            if j_state[j] == ACTIVE and j_rate[j] > 0.0 and j_tfin[j] <= now + tol:
+                j_bneck[j] = _bneck(j, j_fptr, f_ptr, e_link, f_rate, f_bneck, cap, u_frac)
         for k in range(nb):
             j = batch[k]
             s = j_state[j]
@@ -214,7 +218,7 @@ def advance(now: float, t_limit: float,
         if ns > 0:
             if not np.isfinite(cut):
                 cut = -1.0
-            changed = _resolve(seeds[:ns], j_state, j_rate, j_bneck, j_fptr, f_w, f_ptr,
+            changed = _resolve(seeds[:ns], j_state, j_rate, j_fptr, f_w, f_ptr,
                                e_link, e_coef, e_frac, f_rate, f_bneck, cap, s_rem, s_demand,
                                s_nlive, s_seen, n_links, inc_ptr, inc_flow, f_job, inc_entry,
                                inc_cnt, u_coef, u_frac, u_n, f_counted, l_sorted, inc_key,
@@ -525,7 +529,7 @@ def _take(f: int, fseen: NDArray[np.bool_], comp: I8, nc: int, f_ptr: I8, e_link
 
 
 @numba.njit(cache=True)
-def _resolve(seeds: I8, j_state: I8, j_rate: F8, j_bneck: I8, j_fptr: I8, f_w: F8, f_ptr: I8,
+def _resolve(seeds: I8, j_state: I8, j_rate: F8, j_fptr: I8, f_w: F8, f_ptr: I8,
              e_link: I8, e_coef: F8, e_frac: F8, f_rate: F8, f_bneck: I8, cap: F8, s_rem: F8,
              s_demand: F8, s_nlive: I8, s_seen: NDArray[np.bool_], n_links: int,
              inc_ptr: I8, inc_flow: I8, f_job: I8, inc_entry: I8, inc_cnt: I8,
@@ -552,11 +556,6 @@ def _resolve(seeds: I8, j_state: I8, j_rate: F8, j_bneck: I8, j_fptr: I8, f_w: F
     links, so only that top part is sorted again (the whole link if it no longer lies
     above the rest). A full re-solve resets the sums of its links exactly.
 
-    A job's bottleneck is the link of its slowest flow whose capacity its flows fill the
-    most with payload (``Σ frac·rate / capacity``; a down link first). This differs from
-    the solver's freezing link when a protocol's per-class efficiency makes a lightly
-    loaded link bind on paper (e.g. PCIe at 46 % payload vs the NIC at 58 % on the same
-    path): the table then names the link the wire actually keeps busy.
     """
     full = cut < 0.0
     keep_below = -1.0 if full else cut * (1.0 - CUT_RTOL)
@@ -667,31 +666,54 @@ def _resolve(seeds: I8, j_state: I8, j_rate: F8, j_bneck: I8, j_fptr: I8, f_w: F
             if top[k] < hi and inc_key[top[k]] < inc_key[top[k] - 1]:
                 _order(lo, hi, inc_flow, inc_entry, inc_key, j_state, f_job, f_rate, f_w)
     # job rates: the sum of all their flows (some may have kept their rates), after the
-    # bytes sent at the old rate; job bottleneck: on its slowest flow, the link the
-    # active flows fill the most with payload (u_frac)
+    # bytes sent at the old rate (a job's bottleneck is named when it ends: _bneck)
     for i in range(nc):
         j = f_job[flows[i]]
         if now > j_since[j]:
             j_rem[j] -= j_rate[j] * (now - j_since[j])
             j_since[j] = now
         r = 0.0
-        best = -1
         for g in range(j_fptr[j], j_fptr[j + 1]):
             r += f_rate[g]
-            if best < 0 or f_rate[g] < f_rate[best]:
-                best = g
         j_rate[j] = r
         j_tfin[j] = now + j_rem[j] / r if r > 0.0 else np.inf
-        pick = f_bneck[best]
-        top_u = -1.0
-        for e in range(f_ptr[best], f_ptr[best + 1]):
-            l = e_link[e]
-            u = max(u_frac[l], 0.0) / cap[l] if cap[l] > 0.0 else np.inf
-            if u > top_u or (u == top_u and l < pick):
-                top_u = u
-                pick = l
-        j_bneck[j] = pick
     return flows
+
+
+#: Two links whose payload fills differ by less than this (relative) tie for a job's
+#: bottleneck (the lower link is named): rounding in the running sums must not decide.
+BNECK_RTOL = 1e-9
+
+
+@numba.njit(cache=True)
+def _bneck(j: int, j_fptr: I8, f_ptr: I8, e_link: I8, f_rate: F8, f_bneck: I8, cap: F8,
+           u_frac: F8) -> int:
+    """The bottleneck of active job ``j`` as it ends: on its slowest flow, the link the
+    active flows fill the most with payload (``u_frac``; a down link first), the lower
+    link among equals. Named at the end, from the sums as they stand, so that it does
+    not depend on when the job's rate was last re-solved (a partial re-solve keeps a
+    flow's rate while the links around it empty).
+
+    This differs from the solver's freezing link when a protocol's per-class efficiency
+    makes a lightly loaded link bind on paper (e.g. PCIe at 46 % payload vs the NIC at
+    58 % on the same path): the table then names the link the wire actually keeps busy.
+    """
+    best = -1
+    for g in range(j_fptr[j], j_fptr[j + 1]):
+        if best < 0 or f_rate[g] < f_rate[best]:
+            best = g
+    if best < 0:
+        return -1
+    pick = f_bneck[best]
+    top_u = -1.0
+    for e in range(f_ptr[best], f_ptr[best + 1]):
+        l = e_link[e]
+        u = max(u_frac[l], 0.0) / cap[l] if cap[l] > 0.0 else np.inf
+        near = u == top_u or abs(u - top_u) <= BNECK_RTOL * max(u, top_u)
+        if (u > top_u and not near) or (near and (pick < 0 or l < pick)):
+            top_u = max(u, top_u)
+            pick = l
+    return int(pick)
 
 
 @dataclass
