@@ -234,3 +234,46 @@ def test_overlapped_all_to_all_holds_sms_from_compute() -> None:
 
     ratio = compute(True) / compute(False)
     assert 1.1 < ratio <= 132 / 112 + 1e-9
+
+
+class _DpOnly:
+    """Only data-parallel collectives cost anything: ``t`` seconds each."""
+
+    def __init__(self, t: float) -> None:
+        self.t = t
+
+    def time(self, collective: str, ranks: list[int], nbytes: float) -> float:
+        return self.t if collective in ("all_gather", "reduce_scatter", "all_reduce") \
+            else 0.0
+
+
+@pytest.mark.parametrize("zero", [1, "fsdp"])
+def test_hidden_dp_traffic_slows_the_compute_beside_it(zero: int | str) -> None:
+    """A collective hidden behind compute holds NCCL's 16 of the H100's 132 SMs: the
+    compute-bound part of what runs beside it takes 132/116 as long, charged to dp;
+    exposed traffic costs its own time and nothing more."""
+    from fabricsim.workloads.step import DP_OVERLAP_SM_SHARE
+    fab = fs.build_cluster("dgx-h100", nodes=2)
+    m = get_model("llama2-7b")
+    t = 1e-4  # small: everything but the last bucket hides
+
+    def run(overlap: bool, cost: float) -> tuple[float, float, float]:
+        cfg = ParallelConfig(zero=zero, global_batch=64, seq_len=4096,  # type: ignore[arg-type]
+                             overlap_grad_reduce=overlap, overlap_param_gather=overlap)
+        r = simulate_step(m, cfg, fab, _DpOnly(cost), check_memory=False)
+        return r.breakdown["dp"], r.comm_total_s["dp"], r.breakdown["compute"]
+
+    s = DP_OVERLAP_SM_SHARE["hopper"]
+    assert s == pytest.approx(16 / 132)
+    free = run(True, 0.0)
+    assert free[0] == 0.0
+    dp, total, compute = run(True, t)
+    floor = total / m.layers  # the last bucket of each stays exposed
+    hidden = total - floor
+    extra = dp - floor
+    # GEMMs and attention are most of a dense layer (memory-bound kernels are not slowed)
+    assert 0.8 * hidden * s / (1 - s) < extra <= hidden * s / (1 - s) * (1 + 1e-9)
+    assert compute == free[2]  # charged to dp, not compute
+    exposed, total_off, _ = run(False, t)
+    if zero == 1:  # overlap off: all of it waits, none runs beside compute
+        assert exposed == pytest.approx(total_off, rel=1e-12)
