@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from hypothesis_budget import examples
 
@@ -96,6 +96,18 @@ def _ranks(fab, n: int) -> list[int]:
     return list(range(n))
 
 
+def _pxn_relays(fab, n: int) -> int:
+    """Sends of an all-to-all over ranks ``0..n-1`` that PXN relays through a server-mate
+    (one more GPU-to-GPU hop each): between servers, between different rails, when every
+    server holds the same number of the ranks and NVLink joins them."""
+    gps = fab.info.gpus_per_server
+    if n <= gps or n % gps or not fab.info.nvlink:
+        return 0
+    r = np.arange(n)
+    srv, rail = r // gps, r % gps
+    return int(((srv[:, None] != srv[None, :]) & (rail[:, None] != rail[None, :])).sum())
+
+
 def _expected_gpu_bytes(collective: str, algo: str, n: int, size: float) -> float | None:
     """Bytes GPUs send to other GPUs, by closed form (None: in-network algorithms)."""
     if algo in ("nvls", "sharp") or algo == "hierarchical":
@@ -110,6 +122,7 @@ def _expected_gpu_bytes(collective: str, algo: str, n: int, size: float) -> floa
 @given(fab_name=st.sampled_from(sorted(FABRICS)), n=st.integers(1, 16),
        collective=st.sampled_from(COLLECTIVES), algo=st.sampled_from(sorted(ALGORITHMS)),
        size=st.integers(0, 2**34))
+@example(fab_name="a100x2", n=16, collective="alltoall", algo="direct", size=1)  # PXN
 def test_every_schedule_is_valid_and_conserves_bytes(fab_name, n, collective, algo, size
                                                      ) -> None:
     fab = FABRICS[fab_name]
@@ -126,6 +139,8 @@ def test_every_schedule_is_valid_and_conserves_bytes(fab_name, n, collective, al
         assert np.isin(st_.src, np.arange(fab.n_nodes)).all()
         assert (st_.nbytes >= 0).all()
     expect = _expected_gpu_bytes(collective, algo, n, size)
+    if expect is not None and collective == "alltoall" and algo == "direct":
+        expect += size / n * _pxn_relays(fab, n)
     if expect is not None:
         assert s.total_bytes() == pytest.approx(expect, rel=1e-9, abs=1e-6)
     if algo == "nvls" and n > 1 and group.servers == 1:
