@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from hypothesis_budget import examples
 
@@ -167,12 +167,24 @@ def _packet(draw: st.DrawFn) -> dict[str, Any]:
     return prune(raw)
 
 
+_INCAST = {"mtu": 1024, "loss_rate": 0.0, "pfc": {"xoff": 4000},
+           "ecn": {"kmin": 0, "kmax": 1, "pmax": 0.01},
+           "traffic": {"pattern": "incast", "nbytes": 59393, "start": 0.0},
+           "event_budget": 3_000_000}
+
+
 @settings(max_examples=examples(12), deadline=None)
 @given(packet=_packet(), nodes=st.integers(2, 4))
+@example(packet={**_INCAST, "rto": 1e-6}, nodes=4)  # the timer gives up under incast
+@example(packet={**_INCAST, "pfc": {"xoff": 4000, "headroom": 3000}}, nodes=4)
 def test_a_scenario_that_validates_runs_inside_its_budget(packet: dict[str, Any],
                                                           nodes: int) -> None:
     """Whatever passes the rules runs to the end without a traceback; the only refusal
-    left is the event budget (a clean SimulationError naming packet.event_budget)."""
+    left is the event budget (a clean SimulationError naming packet.event_budget).
+    Misconfigurations the rules let through are modelled failure modes, reported as
+    such: a retransmission timer shorter than the queueing delay gives up
+    (``retry_exceeded``, the flow named); headroom set below the in-flight bytes of a
+    link drops lossless packets. With the default headroom no lossless packet drops."""
     from fabricsim.scenario import Scenario
     from fabricsim.scenario.packet import run_packet_scenario
 
@@ -188,6 +200,12 @@ def test_a_scenario_that_validates_runs_inside_its_budget(packet: dict[str, Any]
         assert e.field == "packet.event_budget", str(e)
         return
     s = run.summary
-    assert s["status"] in ("ok", "until") and s["events"] <= packet["event_budget"]
+    assert s["status"] in ("ok", "until", "retry_exceeded")
+    assert s["events"] <= packet["event_budget"]
+    if s["status"] == "retry_exceeded":
+        assert "rto" in packet or packet["loss_rate"] > 0 or "stuck_receiver" in packet
+        assert s["retry_exceeded"]["flow"] >= 0
     if s["status"] == "ok":
-        assert s["complete"] and s["drops"]["lossless"] == 0
+        assert s["complete"]
+        if "headroom" not in packet.get("pfc", {}):
+            assert s["drops"]["lossless"] == 0
