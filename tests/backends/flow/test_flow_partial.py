@@ -347,3 +347,16 @@ def test_a_kept_flow_is_charged_to_the_link_that_binds_when_it_ends() -> None:
             n += len(done)
         np.testing.assert_allclose(g_end, [2 / 3, 2.0, 2.0])
         assert g_bneck.tolist() == [0, 1, 1]
+
+
+def test_a_job_whose_flows_tie_is_charged_the_same_whichever_rounds_lower() -> None:
+    # one job, two flows at the same rate to within rounding, on links 1 and 0, both full:
+    # the bottleneck must not depend on which rate came out an ulp lower (partial and full
+    # re-solves round differently); both flows count and the lower link is named
+    from fabricsim.backends.flow.kernel import _bneck
+    r = 1 / 3
+    picks = set()
+    for rates in ([r, r * (1 + 1e-15)], [r * (1 + 1e-15), r]):
+        picks.add(_bneck(0, np.array([0, 2]), np.array([0, 1, 2]), np.array([1, 0]),
+                         np.array(rates), np.array([1, 0]), np.ones(2), np.ones(2)))
+    assert picks == {0}

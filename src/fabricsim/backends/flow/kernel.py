@@ -688,31 +688,37 @@ BNECK_RTOL = 1e-9
 @numba.njit(cache=True)
 def _bneck(j: int, j_fptr: I8, f_ptr: I8, e_link: I8, f_rate: F8, f_bneck: I8, cap: F8,
            u_frac: F8) -> int:
-    """The bottleneck of active job ``j`` as it ends: on its slowest flow, the link the
-    active flows fill the most with payload (``u_frac``; a down link first), the lower
-    link among equals. Named at the end, from the sums as they stand, so that it does
-    not depend on when the job's rate was last re-solved (a partial re-solve keeps a
-    flow's rate while the links around it empty).
+    """The bottleneck of active job ``j`` as it ends: on its slowest flow (all flows as
+    slow within rounding), the link the active flows fill the most with payload
+    (``u_frac``; a down link first), the lower link among equals (both to 1e-9). Named
+    at the end, from the sums as they stand, so that it does not depend on when the
+    job's rate was last re-solved (a partial re-solve keeps a flow's rate while the
+    links around it empty) nor on rounding between flows that tie.
 
     This differs from the solver's freezing link when a protocol's per-class efficiency
     makes a lightly loaded link bind on paper (e.g. PCIe at 46 % payload vs the NIC at
     58 % on the same path): the table then names the link the wire actually keeps busy.
     """
-    best = -1
-    for g in range(j_fptr[j], j_fptr[j + 1]):
-        if best < 0 or f_rate[g] < f_rate[best]:
-            best = g
-    if best < 0:
+    lo, hi = j_fptr[j], j_fptr[j + 1]
+    if hi == lo:
         return -1
-    pick = f_bneck[best]
+    slow = f_rate[lo]
+    for g in range(lo + 1, hi):
+        slow = min(slow, f_rate[g])
+    pick = -1
     top_u = -1.0
-    for e in range(f_ptr[best], f_ptr[best + 1]):
-        l = e_link[e]
-        u = max(u_frac[l], 0.0) / cap[l] if cap[l] > 0.0 else np.inf
-        near = u == top_u or abs(u - top_u) <= BNECK_RTOL * max(u, top_u)
-        if (u > top_u and not near) or (near and (pick < 0 or l < pick)):
-            top_u = max(u, top_u)
-            pick = l
+    for g in range(lo, hi):  # every flow as slow as the slowest (within rounding)
+        if f_rate[g] > slow + BNECK_RTOL * abs(slow):
+            continue
+        if pick < 0:
+            pick = f_bneck[g]
+        for e in range(f_ptr[g], f_ptr[g + 1]):
+            l = e_link[e]
+            u = max(u_frac[l], 0.0) / cap[l] if cap[l] > 0.0 else np.inf
+            near = u == top_u or abs(u - top_u) <= BNECK_RTOL * max(u, top_u)
+            if (u > top_u and not near) or (near and (pick < 0 or l < pick)):
+                top_u = max(u, top_u)
+                pick = l
     return int(pick)
 
 
