@@ -110,7 +110,7 @@ def _pxn_relays(fab, n: int) -> int:
 
 def _expected_gpu_bytes(collective: str, algo: str, n: int, size: float) -> float | None:
     """Bytes GPUs send to other GPUs, by closed form (None: in-network algorithms)."""
-    if algo in ("nvls", "sharp") or algo == "hierarchical":
+    if algo in ("nvls", "sharp", "nvls_sharp", "hierarchical"):
         return None
     return {"all_reduce": 2 * (n - 1) * size, "reduce_scatter": (n - 1) * size,
             "all_gather": (n - 1) * size, "broadcast": (n - 1) * size,
@@ -123,6 +123,7 @@ def _expected_gpu_bytes(collective: str, algo: str, n: int, size: float) -> floa
        collective=st.sampled_from(COLLECTIVES), algo=st.sampled_from(sorted(ALGORITHMS)),
        size=st.integers(0, 2**34))
 @example(fab_name="a100x2", n=16, collective="alltoall", algo="direct", size=1)  # PXN
+@example(fab_name="h100x2", n=16, collective="all_reduce", algo="nvls_sharp", size=1)
 def test_every_schedule_is_valid_and_conserves_bytes(fab_name, n, collective, algo, size
                                                      ) -> None:
     fab = FABRICS[fab_name]
