@@ -360,3 +360,24 @@ def test_a_job_whose_flows_tie_is_charged_the_same_whichever_rounds_lower() -> N
         picks.add(_bneck(0, np.array([0, 2]), np.array([0, 1, 2]), np.array([1, 0]),
                          np.array(rates), np.array([1, 0]), np.ones(2), np.ones(2)))
     assert picks == {0}
+
+
+def test_a_down_link_is_named_and_ties_do_not_depend_on_path_order() -> None:
+    from fabricsim.backends.flow.kernel import _bneck
+    # one job: flow A on link 0, flow B on links 1 and 2; link 2 is down, so B is stuck
+    # at rate 0 (the slowest) and its down link is the bottleneck, not the lowest link
+    p = Pool.empty(3)
+    p.add(np.array([1.0]), np.zeros(1), np.array([0]), np.array([0, 2]),
+          np.array([0, 1, 3]), np.array([0, 1, 2]), np.ones(3), np.ones(2), now=0.0)
+    gb = np.full(1, -1, dtype=np.int64)
+    p.run(0.0, np.inf, np.array([1.0, 1.0, 0.0]), 1, np.ones(1, dtype=np.int64),
+          np.full(1, np.nan), gb)
+    assert gb.tolist() == [2]
+    # fills 1e-9-close in a chain (x, x(1+0.8e-9), x(1+1.6e-9)): whatever the order of
+    # the path's links, the lowest link within 1e-9 of the top fill is named
+    x = 0.5
+    u = np.array([x, x * (1 + 0.8e-9), x * (1 + 1.6e-9)])
+    for order in ([0, 1, 2], [2, 1, 0], [1, 2, 0]):
+        got = _bneck(0, np.array([0, 1]), np.array([0, 3]), np.array(order), np.ones(1),
+                     np.array([0]), np.ones(3), u)
+        assert got == 1

@@ -705,19 +705,30 @@ def _bneck(j: int, j_fptr: I8, f_ptr: I8, e_link: I8, f_rate: F8, f_bneck: I8, c
     slow = f_rate[lo]
     for g in range(lo + 1, hi):
         slow = min(slow, f_rate[g])
-    pick = -1
+    # two passes over every flow as slow as the slowest (within rounding): the top
+    # fill, then the lowest link within 1e-9 of it (a down link's inf ties only inf),
+    # so the answer does not depend on the order of a path's links
     top_u = -1.0
-    for g in range(lo, hi):  # every flow as slow as the slowest (within rounding)
+    pick = -1
+    for g in range(lo, hi):
         if f_rate[g] > slow + BNECK_RTOL * abs(slow):
             continue
         if pick < 0:
-            pick = f_bneck[g]
+            pick = f_bneck[g]  # a flow with no link: the solver's answer
+        for e in range(f_ptr[g], f_ptr[g + 1]):
+            l = e_link[e]
+            top_u = max(top_u, max(u_frac[l], 0.0) / cap[l] if cap[l] > 0.0 else np.inf)
+    if top_u < 0.0:
+        return int(pick)
+    floor = top_u if np.isinf(top_u) else top_u - BNECK_RTOL * top_u
+    pick = -1
+    for g in range(lo, hi):
+        if f_rate[g] > slow + BNECK_RTOL * abs(slow):
+            continue
         for e in range(f_ptr[g], f_ptr[g + 1]):
             l = e_link[e]
             u = max(u_frac[l], 0.0) / cap[l] if cap[l] > 0.0 else np.inf
-            near = u == top_u or abs(u - top_u) <= BNECK_RTOL * max(u, top_u)
-            if (u > top_u and not near) or (near and (pick < 0 or l < pick)):
-                top_u = max(u, top_u)
+            if u >= floor and (pick < 0 or l < pick):
                 pick = l
     return int(pick)
 
