@@ -231,6 +231,12 @@ class ComputeTimes:
     included: the backward's "W" half, as many FLOPs as the forward GEMMs, which
     zero-bubble schedules such as DualPipe defer into the pipeline's bubbles."""
 
+    @property
+    def compute_bound(self) -> float:
+        """Share of ``fwd + bwd`` that is not memory-bound: what slows down when other
+        kernels take SMs (memory-bound kernels still saturate HBM on fewer SMs)."""
+        return max(0.0, 1.0 - self.memory_bound / (self.fwd + self.bwd))
+
 
 def _act_bytes_per_token(m: TransformerSpec, width: int) -> float:
     """HBM bytes per token of the MLP activation function over ``width`` elements: read

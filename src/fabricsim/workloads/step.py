@@ -549,9 +549,7 @@ def simulate_step(model: TransformerSpec, cfg: ParallelConfig, fabric: Fabric,
     ct = microbatch_compute(model, p, power_capped(gpu, fabric.info.gpu_power_w), owned)
     if cfg.ep_overlap and model.is_moe:  # GEMMs and attention run beside the a2a kernels
         slow = 1.0 / (1.0 - EP_OVERLAP_SM_SHARE.get(generation(gpu), 0.15))
-        # memory-bound kernels still saturate HBM on fewer SMs: only the rest slows
-        bound = max(0.0, 1.0 - ct.memory_bound / (ct.fwd + ct.bwd))
-        f = 1.0 + (slow - 1.0) * bound
+        f = 1.0 + (slow - 1.0) * ct.compute_bound
         ct = replace(ct, fwd=ct.fwd * f, bwd=ct.bwd * f, gemm=ct.gemm * slow,
                      attn_layer=ct.attn_layer * slow, layer_fwd=ct.layer_fwd * f,
                      wgrad=ct.wgrad * slow)
@@ -564,8 +562,7 @@ def simulate_step(model: TransformerSpec, cfg: ParallelConfig, fabric: Fabric,
     if hidden_dp > 0.0:
         share = DP_OVERLAP_SM_SHARE.get(generation(gpu), 16 / 132)
         busy = min(hidden_dp / (m * (ct.fwd + ct.bwd)), 1.0)
-        bound = max(0.0, 1.0 - ct.memory_bound / (ct.fwd + ct.bwd))
-        extra = (ct.fwd + ct.bwd) * busy * bound * share / (1.0 - share)
+        extra = (ct.fwd + ct.bwd) * busy * ct.compute_bound * share / (1.0 - share)
         exp = {**exp, "dp_mb": exp["dp_mb"] + extra}
     mb_comm = exp["tp"] + exp["ep"] + exp["cp"] + exp["dp_mb"] + exp["pp_mb"]
     t_mb = ct.fwd + ct.bwd + mb_comm

@@ -708,29 +708,34 @@ def _bneck(j: int, j_fptr: I8, f_ptr: I8, e_link: I8, f_rate: F8, f_bneck: I8, c
     # two passes over every flow as slow as the slowest (within rounding): the top
     # fill, then the lowest link within 1e-9 of it (a down link's inf ties only inf),
     # so the answer does not depend on the order of a path's links
+    ceil = slow + BNECK_RTOL * abs(slow)
     top_u = -1.0
     pick = -1
     for g in range(lo, hi):
-        if f_rate[g] > slow + BNECK_RTOL * abs(slow):
+        if f_rate[g] > ceil:
             continue
         if pick < 0:
             pick = f_bneck[g]  # a flow with no link: the solver's answer
         for e in range(f_ptr[g], f_ptr[g + 1]):
-            l = e_link[e]
-            top_u = max(top_u, max(u_frac[l], 0.0) / cap[l] if cap[l] > 0.0 else np.inf)
+            top_u = max(top_u, _fill(e_link[e], u_frac, cap))
     if top_u < 0.0:
         return int(pick)
     floor = top_u if np.isinf(top_u) else top_u - BNECK_RTOL * top_u
     pick = -1
     for g in range(lo, hi):
-        if f_rate[g] > slow + BNECK_RTOL * abs(slow):
+        if f_rate[g] > ceil:
             continue
         for e in range(f_ptr[g], f_ptr[g + 1]):
             l = e_link[e]
-            u = max(u_frac[l], 0.0) / cap[l] if cap[l] > 0.0 else np.inf
-            if u >= floor and (pick < 0 or l < pick):
+            if _fill(l, u_frac, cap) >= floor and (pick < 0 or l < pick):
                 pick = l
     return int(pick)
+
+
+@numba.njit(cache=True)
+def _fill(l: int, u_frac: F8, cap: F8) -> float:
+    """Link ``l``'s payload fill (payload bytes/s over capacity; inf when it is down)."""
+    return max(u_frac[l], 0.0) / cap[l] if cap[l] > 0.0 else np.inf
 
 
 @dataclass
