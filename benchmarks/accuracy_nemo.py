@@ -139,7 +139,7 @@ def _config(r: dict[str, str], model: TransformerSpec) -> ParallelConfig:
     return ParallelConfig(
         tp=tp, pp=pp, cp=cp, ep=ep, interleave=vp, micro_batch=_int(r["mbs"]),
         global_batch=_int(r["gbs"]), seq_len=_int(r["seq_len"]), precision=prec,
-        fp8_recipe=recipe, zero="fsdp" if _int(r["fsdp"], 0) > 0 else 1,
+        fp8_recipe=recipe if prec == "fp8" else None, zero="fsdp" if _int(r["fsdp"], 0) > 0 else 1,
         sequence_parallel=tp > 1, tp_comm_overlap=tp > 1,
         account_for_embedding_loss=split, pipeline_layout=layout,
         moe_dispatcher="deepep" if layout else "alltoall",

@@ -177,9 +177,11 @@ def torchtitan_cases() -> list[Case]:
     tok = "tokens_per_gpu"
 
     def cfg(**kw: Any) -> ParallelConfig:
-        base: dict[str, Any] = {"zero": "fsdp", "seq_len": 8192, "precision": "fp8",
-                                "fp8_recipe": "torchao"}
-        return ParallelConfig(**{**base, **kw})
+        base: dict[str, Any] = {"zero": "fsdp", "seq_len": 8192, "precision": "fp8"}
+        kw = {**base, **kw}
+        if kw["precision"] == "fp8":  # torchtitan's Float8 (the BF16 rows have none)
+            kw["fp8_recipe"] = "torchao"
+        return ParallelConfig(**kw)
 
     return [
         Case(1139, "torchtitan Llama3.1-8B 128xH100 FSDP fp8", l8, "grand-teton-h100", 16,
@@ -258,7 +260,7 @@ def hw_class(c: Case) -> tuple[str, str]:
     gpu = CATALOG.gpu(CATALOG.system(c.system).gpu)
     if c.cfg is None or c.cfg.precision == "bf16":
         return generation(gpu), "bf16"
-    return generation(gpu), f"fp8/{c.cfg.fp8_recipe}"
+    return generation(gpu), f"fp8/{c.cfg.recipe}"
 
 
 def fit(comm_factory: Callable[[Fabric], CommModel]) -> dict[str, Any]:  # pragma: no cover

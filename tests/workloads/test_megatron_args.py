@@ -55,3 +55,13 @@ def test_bad_lists_are_clear_errors(text: str, match: str) -> None:
     with pytest.raises(ConfigError, match=match) as e:
         parse_megatron_args(text)
     assert e.value.field == "--from-megatron"
+
+
+def test_an_fp8_recipe_without_an_fp8_format_is_reported_as_ignored() -> None:
+    """Megatron reads --fp8-recipe only under --fp8-format; without it the run is BF16,
+    and the recipe is listed as ignored rather than kept or dropped silently."""
+    s, ignored = parse_megatron_args("--fp8-recipe blockwise --tensor-model-parallel-size 2")
+    assert "fp8_recipe" not in s and s.get("precision") is None
+    assert ignored == ["--fp8-recipe blockwise (no --fp8-format: BF16)"]
+    s, ignored = parse_megatron_args("--fp8-recipe blockwise --fp8-format e4m3")
+    assert (s["precision"], s["fp8_recipe"]) == ("fp8", "blockwise") and not ignored

@@ -40,6 +40,8 @@ def test_stage_splits_follow_megatron() -> None:
     ({"recompute_layers": 2}, r"needs recompute='full'"),
     ({"tp": 1, "dp": 512, "tp_comm_overlap": True}, r"tp_comm_overlap needs tp > 1"),
     ({"ep_overlap": True}, r"ep_overlap needs ep > 1"),
+    ({"moe_node_limit": 4}, r"moe_node_limit .* drop --moe-node-limit"),
+    ({"fp8_recipe": "blockwise"}, r"applies only to FP8 training .* add --fp8"),
 ])
 def test_layouts_that_do_not_apply_name_the_flag_and_fix(kw: dict[str, object],
                                                          match: str) -> None:
@@ -123,3 +125,16 @@ def test_moe_dispatch_precision_node_limit_and_overlap() -> None:
     assert ep(ep_overlap=True) < plain
     with pytest.raises(ModelError, match="ep_overlap needs ep > 1"):
         ParallelConfig(ep_overlap=True).resolve(get_model("llama3-8b"), 8)
+
+
+def test_mx_scaling_needs_blackwell() -> None:
+    """MXFP8's block scales are a Blackwell tensor-core format: on Hopper the recipe is an
+    error naming the recipes that run there; on B200 it runs."""
+    m = get_model("llama3-8b")
+    cfg = ParallelConfig(global_batch=16, seq_len=8192, precision="fp8",
+                         fp8_recipe="mxfp8")
+    with pytest.raises(ModelError, match=r"Blackwell .* tensorwise") as e:
+        simulate_step(m, cfg, fs.build_cluster("dgx-h100", 1), check_memory=False)
+    assert e.value.field == "training.fp8_recipe"
+    r = simulate_step(m, cfg, fs.build_cluster("hgx-b200", 1), check_memory=False)
+    assert r.step_time_s > 0

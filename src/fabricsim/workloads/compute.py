@@ -348,7 +348,12 @@ def microbatch_compute(m: TransformerSpec, p: ResolvedParallel, gpu: GpuSpec,
     peak = peak_flops(gpu, cfg.precision)
     eff = gemm_efficiency(gpu, cfg.precision, m.hidden, p.tp)
     if cfg.precision == "fp8":
-        eff *= FP8_RECIPE_EFF[cfg.fp8_recipe]
+        if cfg.recipe == "mxfp8" and generation(gpu) != "blackwell":
+            raise ModelError(f"fp8_recipe='mxfp8' (MX block scaling) runs on Blackwell "
+                             f"tensor cores; {gpu.name} is {generation(gpu)}: use "
+                             f"--fp8-recipe tensorwise, delayed or blockwise",
+                             field="training.fp8_recipe")
+        eff *= FP8_RECIPE_EFF[cfg.recipe]
     tokens = cfg.micro_batch * p.seq / p.cp  # tokens this GPU's CP shard processes
     layers = p.stage_layers
     moe_frac = m.moe_layers / m.layers

@@ -142,6 +142,8 @@ def parse_megatron_args(text: str) -> tuple[dict[str, Any], list[str]]:
         else:
             i += 1
         out[field] = conv(val, flag)
+    if "fp8_recipe" in out and not out.get("_fp8"):  # Megatron reads it under --fp8-format
+        ignored.append(f"--fp8-recipe {out.pop('fp8_recipe')} (no --fp8-format: BF16)")
     return _finish(out), ignored
 
 

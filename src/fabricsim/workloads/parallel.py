@@ -57,8 +57,9 @@ class ParallelConfig(StrictModel):
         Sequence length; ``None`` uses the model's.
     precision : {"bf16", "fp8"}
         Tensor-core precision of the GEMMs (weights and optimizer stay mixed precision).
-    fp8_recipe : {"tensorwise", "delayed", "blockwise", "mxfp8", "torchao"}
-        How FP8 is scaled, with ``precision="fp8"``: Transformer Engine's per-tensor
+    fp8_recipe : {"tensorwise", "delayed", "blockwise", "mxfp8", "torchao"} or None
+        How FP8 is scaled, only with ``precision="fp8"`` (``None``: the default,
+        :attr:`recipe`): Transformer Engine's per-tensor
         current scaling (``tensorwise``, NeMo's FP8-CS, the default), delayed scaling,
         1×128/128×128 blocks (``blockwise``, DeepSeek-V3's), MX blocks of 32 (``mxfp8``,
         Blackwell), or torchao's dynamic Float8 as torchtitan runs it (``torchao``). Each
@@ -169,8 +170,8 @@ class ParallelConfig(StrictModel):
     global_batch: int | None = Field(None, ge=1)
     seq_len: int | None = Field(None, ge=1)
     precision: Literal["bf16", "fp8"] = "bf16"
-    fp8_recipe: Literal["tensorwise", "delayed", "blockwise", "mxfp8", "torchao"] = \
-        "tensorwise"
+    fp8_recipe: Literal["tensorwise", "delayed", "blockwise", "mxfp8", "torchao"] | None = \
+        None
     recompute: Literal["none", "selective", "full"] = "none"
     recompute_modules: tuple[RecomputeModule, ...] | None = None
     recompute_layers: int | None = Field(None, ge=1)
@@ -206,6 +207,16 @@ class ParallelConfig(StrictModel):
             if isinstance(pp, int) and pp > 0 and n % pp == 0:
                 data = {**data, "interleave": n // pp}
         return data
+
+    @property
+    def recipe(self) -> str:
+        """The FP8 scaling recipe in effect: ``fp8_recipe``, or Transformer Engine's
+        per-tensor current scaling when none is given.
+
+        >>> ParallelConfig(precision="fp8").recipe, ParallelConfig(fp8_recipe="mxfp8").recipe
+        ('tensorwise', 'mxfp8')
+        """
+        return self.fp8_recipe or "tensorwise"
 
     @property
     def p2p_overlapped(self) -> bool:
@@ -313,6 +324,14 @@ class ParallelConfig(StrictModel):
         if self.moe_imbalance > 1.0 and not model.is_moe:
             raise bad("moe_imbalance", f"moe_imbalance needs a mixture-of-experts model; "
                                        f"{model.name} is dense: drop --moe-imbalance")
+        if self.moe_node_limit is not None and not (model.is_moe and ep > 1):
+            raise bad("moe_node_limit", "moe_node_limit (node-limited routing) needs a "
+                      "mixture-of-experts model with ep > 1 (no expert traffic to limit "
+                      "otherwise): drop --moe-node-limit")
+        if self.fp8_recipe is not None and self.precision != "fp8":
+            raise bad("fp8_recipe", f"fp8_recipe={self.fp8_recipe!r} applies only to FP8 "
+                      f"training and precision is {self.precision!r}: add --fp8 (or "
+                      f"--precision fp8; Megatron's --fp8-format) or drop --fp8-recipe")
         if self.moe_dispatcher != "alltoall" and not (model.is_moe and ep > 1):
             raise bad("moe_dispatcher", "moe_dispatcher='deepep' needs a mixture-of-experts "
                       "model with ep > 1 (no expert all-to-all otherwise): drop it")

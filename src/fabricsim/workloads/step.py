@@ -601,7 +601,7 @@ def simulate_step(model: TransformerSpec, cfg: ParallelConfig, fabric: Fabric,
            "overlap_grad_reduce": cfg.overlap_grad_reduce,
            "overlap_param_gather": cfg.overlap_param_gather, "ep_overlap": cfg.ep_overlap,
            "overlap_p2p_comm": cfg.p2p_overlapped, "moe_imbalance": cfg.moe_imbalance,
-           "fp8_recipe": cfg.fp8_recipe if cfg.precision == "fp8" else None}
+           "fp8_recipe": cfg.recipe if cfg.precision == "fp8" else None}
     return StepResult(
         model=model.name, world=world, parallel=par, step_time_s=step,
         tokens_per_s=tokens / step, tflops_per_gpu=model_flops / step / world / 1e12,
