@@ -118,6 +118,12 @@ DEEPSEEK_A2A_OVERLAP = {("DGX-GB200", "mxfp8", 4, 4, 64), ("DGX-GB200", "mxfp8",
                         ("DGX-GB200", "mxfp8", 8, 2, 64), ("DGX-B200", "mxfp8", 8, 2, 32)}
 
 
+#: Every NeMo DeepSeek-V3 configuration folds the experts with expert tensor parallelism
+#: 1 (``BASE_DEEPSEEK_V3_CONFIG = WorkloadBaseConfig(expert_tensor_parallel_size=1)`` in
+#: the same file): whole experts per GPU and EP groups of consecutive GPUs, whatever the
+#: attention's TP (only the H100 runs have TP 2).
+
+
 #: Selective recomputation of NeMo's DeepSeek-V3 configurations (``recompute_modules`` in
 #: the same file; no ``core_attn``): MLA's up-projections everywhere, plus the dense MLP
 #: on H100 and in B200's V2 layout, only the dense MLP for GB200 in FP8 current scaling.
@@ -145,7 +151,8 @@ def _config(r: dict[str, str], model: TransformerSpec) -> ParallelConfig:
         moe_dispatcher="deepep" if layout else "alltoall",
         recompute="selective" if layout else "none",
         recompute_modules=_deepseek_recompute(r["system"], recipe, pp, ep) if layout else None,
-        ep_overlap=(r["system"], recipe, pp, vp, ep) in DEEPSEEK_A2A_OVERLAP)
+        ep_overlap=(r["system"], recipe, pp, vp, ep) in DEEPSEEK_A2A_OVERLAP,
+        etp=1 if layout else None)
 
 
 def rows() -> list[Row]:

@@ -29,7 +29,8 @@ def test_every_covered_row_is_run_or_says_why(results: list[dict[str, Any]]) -> 
     # DeepSeek-V3's 61 layers run with NeMo's pipeline layouts; the one row left gives
     # ep 64 over 32 data-parallel ranks, which Megatron cannot build either
     assert len(missing) <= 1
-    assert all("ep=64 must divide dp·cp = 32" in r["not_covered"] for r in missing)
+    assert all("etp·ep = 1·64 = 64 must divide tp·cp·dp = 32" in r["not_covered"]
+               for r in missing)
 
 
 def test_moe_rows_with_grouped_gemm_cost(results: list[dict[str, Any]]) -> None:

@@ -65,3 +65,9 @@ def test_an_fp8_recipe_without_an_fp8_format_is_reported_as_ignored() -> None:
     assert ignored == ["--fp8-recipe blockwise (no --fp8-format: BF16)"]
     s, ignored = parse_megatron_args("--fp8-recipe blockwise --fp8-format e4m3")
     assert (s["precision"], s["fp8_recipe"]) == ("fp8", "blockwise") and not ignored
+
+
+def test_expert_tensor_parallel_size_is_read() -> None:
+    s, ignored = parse_megatron_args("--expert-model-parallel-size 64 "
+                                     "--expert-tensor-parallel-size 1")
+    assert (s["ep"], s["etp"]) == (64, 1) and not ignored

@@ -138,3 +138,46 @@ def test_mx_scaling_needs_blackwell() -> None:
     assert e.value.field == "training.fp8_recipe"
     r = simulate_step(m, cfg, fs.build_cluster("hgx-b200", 1), check_memory=False)
     assert r.step_time_s > 0
+
+
+def test_expert_tensor_parallel_folds_the_moe_layers() -> None:
+    """Megatron-Core's MoE parallel folding (--expert-tensor-parallel-size): with etp = 1
+    at tp = 2 an EP group of 64 is 64 consecutive GPUs (8 servers, not 16), every GPU
+    holds whole experts (twice the expert weights of etp = tp) sharded for the optimizer
+    over twice as many expert-data-parallel ranks, the expert FLOPs per GPU are the same,
+    and fewer servers per token make the all-to-all cheaper."""
+    ds = get_model("deepseek-v3")
+    fab = fs.build_cluster("dgx-h100", 128)
+    base = {"tp": 2, "pp": 8, "ep": 64, "global_batch": 1024, "seq_len": 4096,
+            "precision": "fp8", "moe_dispatcher": "deepep",
+            "pipeline_layout": "Et|(tt|)*30mL"}
+    folded = ParallelConfig(**base, etp=1).resolve(ds, 1024)  # type: ignore[arg-type]
+    split = ParallelConfig(**base).resolve(ds, 1024)  # type: ignore[arg-type]
+    assert split.etp == 2 and folded.etp == 1
+    assert {r // 8 for r in folded.group("ep")} == set(range(8))
+    assert {r // 8 for r in split.group("ep")} == set(range(16))
+    assert (folded.edp, split.edp) == (2, 1)
+    mf, ms = memory_per_gpu(ds, folded), memory_per_gpu(ds, split)
+    assert mf.weights > ms.weights
+    assert mf.optimizer == pytest.approx(ms.optimizer, rel=1e-9)
+    rf = simulate_step(ds, ParallelConfig(**base, etp=1), fab,  # type: ignore[arg-type]
+                       check_memory=False)
+    rs = simulate_step(ds, ParallelConfig(**base), fab,  # type: ignore[arg-type]
+                       check_memory=False)
+    assert rf.hw_tflops_per_gpu * rf.step_time_s == pytest.approx(
+        rs.hw_tflops_per_gpu * rs.step_time_s, rel=1e-9)  # same FLOPs per GPU
+    assert rf.comm_total_s["ep"] < 0.9 * rs.comm_total_s["ep"]
+    assert rf.parallel["etp"] == 1 and rs.parallel["etp"] == 2
+
+
+@pytest.mark.parametrize(("model", "kw", "match"), [
+    ("llama3-8b", {"etp": 1}, r"etp .* dense: drop --etp"),
+    ("mixtral-8x7b", {"tp": 2, "ep": 8, "etp": 1, "dp": 2}, r"etp·ep = 1·8 = 8 must "
+     r"divide tp·cp·dp = 4"),
+    ("mixtral-8x7b", {"tp": 2, "ep": 8, "dp": 4}, r"ep=8 must divide dp·cp = 4 .*--etp 1"),
+])
+def test_expert_tensor_parallel_sizes_that_do_not_fold_say_why(
+        model: str, kw: dict[str, object], match: str) -> None:
+    with pytest.raises(ModelError, match=match):
+        world = int(kw.get("tp", 1)) * int(kw.get("dp", 1))  # type: ignore[call-overload]
+        ParallelConfig(**kw).resolve(get_model(model), world)  # type: ignore[arg-type]

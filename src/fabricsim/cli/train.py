@@ -35,6 +35,10 @@ PpOpt = Annotated[int | None, typer.Option("--pp", help="Pipeline-parallel size.
 DpOpt = Annotated[int | None, typer.Option("--dp", help="Data-parallel size (default: the rest).")]
 CpOpt = Annotated[int | None, typer.Option("--cp", help="Context-parallel size.")]
 EpOpt = Annotated[int | None, typer.Option("--ep", help="Expert-parallel size.")]
+EtpOpt = Annotated[int | None, typer.Option(
+    "--etp", help="Expert tensor-parallel size (Megatron's --expert-tensor-parallel-size; "
+    "default --tp): 1 keeps whole experts per GPU and EP groups of consecutive GPUs, as "
+    "NeMo's DeepSeek-V3 recipes run.")]
 ZeroOpt = Annotated[str | None, typer.Option("--zero", help="ZeRO stage 0|1|2|3 or fsdp.")]
 MbOpt = Annotated[int | None, typer.Option("--micro-batch", help="Sequences per micro-batch.")]
 GbOpt = Annotated[int | None, typer.Option("--global-batch", help="Sequences per step.")]
@@ -159,6 +163,8 @@ def _layout_words(par: dict[str, Any]) -> str:
         words.append(f"layout={par['pipeline_layout']}")
     if par.get("recompute_modules"):
         words.append(f"modules={','.join(par['recompute_modules'])}")
+    if par.get("etp") is not None and par["etp"] != par.get("tp"):
+        words.append(f"etp={par['etp']}")
     if par.get("ep", 1) > 1 and par.get("moe_dispatcher") != "alltoall":
         words.append(f"dispatcher={par['moe_dispatcher']}")
     return "".join(" " + escape(w) for w in words)
@@ -236,7 +242,7 @@ def register(app: typer.Typer) -> None:
               gpus_per_node: GpusPerNodeOpt = None, fabric: FabricOpt = None,
               topology: TopologyOpt = None, oversubscription: OversubOpt = None,
               model: ModelOpt = None, tp: TpOpt = None, pp: PpOpt = None, dp: DpOpt = None,
-              cp: CpOpt = None, ep: EpOpt = None, zero: ZeroOpt = None,
+              cp: CpOpt = None, ep: EpOpt = None, etp: EtpOpt = None, zero: ZeroOpt = None,
               micro_batch: MbOpt = None, global_batch: GbOpt = None, seq_len: SeqOpt = None,
               precision: PrecOpt = None, recompute: RcOpt = None, vp: VpOpt = None,
               first_stage_layers: FirstOpt = None, last_stage_layers: LastOpt = None,
@@ -271,8 +277,9 @@ def register(app: typer.Typer) -> None:
         flags: dict[str, Any] = dict(
             system=system, nodes=nodes, gpus_per_node=gpus_per_node, fabric=fabric,
             topology=topology, oversubscription=oversubscription, tp=tp, pp=pp, dp=dp,
-            cp=cp, ep=ep, zero=zero, micro_batch=micro_batch, global_batch=global_batch,
-            seq_len=seq_len, precision=precision, recompute=recompute,
+            cp=cp, ep=ep, etp=etp, zero=zero, micro_batch=micro_batch,
+            global_batch=global_batch, seq_len=seq_len, precision=precision,
+            recompute=recompute,
             **layout_flags(vp=vp, first_stage_layers=first_stage_layers,
                            last_stage_layers=last_stage_layers,
                            account_for_embedding_loss=account_for_embedding_loss,

@@ -368,8 +368,11 @@ def microbatch_compute(m: TransformerSpec, p: ResolvedParallel, gpu: GpuSpec,
     # routed experts run grouped GEMMs whose rows are the tokens one expert receives per
     # micro-batch: the EP group's tokens x top_k over the experts. Few rows per expert
     # run slower, by the shape law of a thin GEMM with the grouped kernels' own half-rate
-    # point (GROUPED_GEMM_N0).
-    rows_per_expert = p.ep * tokens * m.top_k / m.experts if m.experts else 0.0
+    # point (GROUPED_GEMM_N0). A GPU of the EP group routes its sequence-parallel share
+    # of the tokens gathered over its expert-TP group (all of the TP group's when etp =
+    # tp; its own tp-th with etp = 1, whose experts are whole instead of tp-split).
+    ep_tokens = tokens * p.etp / p.tp
+    rows_per_expert = p.ep * ep_tokens * m.top_k / m.experts if m.experts else 0.0
     thin = (rows_per_expert + GROUPED_GEMM_N0) / rows_per_expert if rows_per_expert \
         else 1.0
 

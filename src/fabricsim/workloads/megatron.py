@@ -49,6 +49,7 @@ MEGATRON_FLAGS: dict[str, tuple[str, Callable[[str, str], Any] | None]] = {
     "--pipeline-model-parallel-size": ("pp", _int),
     "--context-parallel-size": ("cp", _int),
     "--expert-model-parallel-size": ("ep", _int),
+    "--expert-tensor-parallel-size": ("etp", _int),
     "--virtual-pipeline-model-parallel-size": ("interleave", _int),
     "--num-layers-per-virtual-pipeline-stage": ("_layers_per_vstage", _int),
     "--micro-batch-size": ("micro_batch", _int),

@@ -73,7 +73,7 @@ class MemoryEstimate(Tabular):
 def stage_params(m: TransformerSpec, p: ResolvedParallel) -> tuple[float, float]:
     """Parameters one GPU of the largest stage holds: ``(dense_part, expert_part)``.
 
-    Dense weights are split over TP and PP; routed experts over TP·EP and PP; the
+    Dense weights are split over TP and PP; routed experts over ETP·EP and PP; the
     embedding (and, if untied, the output head) sits on the first (last) stage. Under
     DualPipe every GPU holds two stages (``i`` and ``pp − 1 − i``): twice as much.
 
@@ -87,7 +87,7 @@ def stage_params(m: TransformerSpec, p: ResolvedParallel) -> tuple[float, float]
     True
     """
     tp, pp, ep = p.tp, p.pp, p.ep
-    expert = m.expert_total_params
+    expert = m.expert_total_params / p.etp
     dense_layers = m.layer_params - expert + m.hidden
     emb = m.vocab * m.hidden
     dense: float
@@ -96,7 +96,7 @@ def stage_params(m: TransformerSpec, p: ResolvedParallel) -> tuple[float, float]
     else:
         dense = dense_layers * p.stage_layers / m.layers + emb
     copies = 2 if p.cfg.pipeline_schedule == "dualpipe" else 1
-    return copies * dense / tp, copies * expert * p.stage_layers / m.layers / tp / ep
+    return copies * dense / tp, copies * expert * p.stage_layers / m.layers / ep
 
 
 def activation_bytes_per_layer(m: TransformerSpec, p: ResolvedParallel, moe: bool = False,
@@ -179,7 +179,7 @@ def _stage_params(m: TransformerSpec, p: ResolvedParallel, stage: int) -> tuple[
         dense += emb
     if stage == p.pp - 1:
         dense += emb  # the output head (its own copy when tied, as Megatron keeps it)
-    return dense / p.tp, expert * layers / m.layers / p.tp / p.ep
+    return dense / p.tp, expert * layers / m.layers / p.etp / p.ep
 
 
 def _fp8_saving(m: TransformerSpec, p: ResolvedParallel, moe: bool) -> float:
@@ -217,7 +217,7 @@ def memory_per_gpu(m: TransformerSpec, p: ResolvedParallel, *, flash: bool = Tru
     cfg = p.cfg
     z = cfg.zero_stage
     shard_dense = p.dp * p.cp
-    shard_expert = max(1, shard_dense // p.ep)
+    shard_expert = p.edp
     gb = cfg.grad_bytes
     moe_frac = m.moe_layers / m.layers
     block = cfg.recompute == "full" and cfg.recompute_layers is not None

@@ -122,6 +122,15 @@ class ParallelConfig(StrictModel):
         Overlap expert-parallel dispatch/combine all-to-all of one micro-batch with the
         compute of another (DeepSeek-V3's DualPipe; Megatron's
         ``--overlap-moe-expert-parallel-comm``); needs ``ep > 1``.
+    etp : int or None
+        Expert tensor-parallel size (Megatron-Core's ``--expert-tensor-parallel-size``,
+        "MoE parallel folding"): the MoE layers re-divide a stage's ``tp·cp·dp`` GPUs
+        as ``etp`` (fastest) × ``ep`` × expert data parallel, independently of the
+        attention's ``tp``. ``None``: ``tp``, Megatron's default (experts split like the
+        dense layers, EP groups strided by ``tp``). NeMo's DeepSeek-V3 recipes set 1:
+        whole experts per GPU and EP groups of consecutive GPUs, so an EP group of 64 at
+        ``tp=2`` spans 8 servers, not 16. Needs a mixture-of-experts model;
+        ``etp·ep`` must divide ``tp·cp·dp``.
     moe_node_limit : int or None
         Node-limited routing (DeepSeek-V3, DeepEP): each token goes to experts on at most
         this many servers, and crosses the network once per server (its copies for
@@ -165,6 +174,7 @@ class ParallelConfig(StrictModel):
     dp: int | None = Field(None, ge=1)
     cp: int = Field(1, ge=1)
     ep: int = Field(1, ge=1)
+    etp: int | None = Field(None, ge=1)
     zero: Literal[0, 1, 2, 3, "fsdp"] = 1
     micro_batch: int = Field(1, ge=1)
     global_batch: int | None = Field(None, ge=1)
@@ -339,8 +349,20 @@ class ParallelConfig(StrictModel):
             raise bad("ep", f"ep={ep} needs a mixture-of-experts model; {model.name} is dense")
         if model.is_moe and model.experts % ep:
             raise bad("ep", f"ep={ep} must divide the model's {model.experts} experts")
-        if (dp * cp) % ep:
-            raise bad("ep", f"ep={ep} must divide dp·cp = {dp * cp}")
+        if self.etp is not None and not model.is_moe:
+            raise bad("etp", f"etp (expert tensor parallel) needs a mixture-of-experts "
+                             f"model; {model.name} is dense: drop --etp")
+        etp = self.etp if self.etp is not None else tp
+        if model.is_moe and model.expert_ffn % etp:
+            raise bad("etp", f"etp={etp} must divide the experts' width "
+                             f"{model.expert_ffn}")
+        if (tp * dp * cp) % (etp * ep):
+            if self.etp is None:
+                raise bad("ep", f"ep={ep} must divide dp·cp = {dp * cp} (or fold the "
+                                f"experts over tp too: --etp 1 needs ep to divide "
+                                f"tp·dp·cp = {tp * dp * cp})")
+            raise bad("etp", f"etp·ep = {etp}·{ep} = {etp * ep} must divide tp·cp·dp = "
+                             f"{tp * cp * dp}, the GPUs of a pipeline stage")
         if self.pipeline_schedule == "dualpipe":
             if pp < 2 or pp % 2:
                 raise bad("pipeline_schedule", f"dualpipe pairs stage i with stage pp-1-i "
@@ -468,6 +490,16 @@ class ResolvedParallel:
         return self.cfg.ep
 
     @property
+    def etp(self) -> int:
+        """Expert tensor-parallel size in effect (``cfg.etp``, or ``tp``)."""
+        return self.cfg.etp if self.cfg.etp is not None else self.cfg.tp
+
+    @property
+    def edp(self) -> int:
+        """Expert data-parallel size: the stage's ``tp·cp·dp`` GPUs over ``etp·ep``."""
+        return self.tp * self.cp * self.dp // (self.etp * self.ep)
+
+    @property
     def sp(self) -> bool:
         """Sequence parallelism in effect (needs tp > 1)."""
         return self.cfg.sequence_parallel and self.cfg.tp > 1
@@ -488,6 +520,9 @@ class ResolvedParallel:
         >>> p = ParallelConfig(tp=2, ep=4).resolve(get_model("mixtral-8x7b"), world=16)
         >>> p.group("ep"), p.group("edp")
         ([0, 2, 4, 6], [0, 8])
+        >>> p = ParallelConfig(tp=2, ep=4, etp=1).resolve(get_model("mixtral-8x7b"), world=16)
+        >>> p.group("ep"), p.group("edp")
+        ([0, 1, 2, 3], [0, 4, 8, 12])
         """
         if kind == "tp":
             return [self.rank(tp_i=i) for i in range(self.tp)]
@@ -495,11 +530,11 @@ class ResolvedParallel:
             return [self.rank(cp_i=i) for i in range(self.cp)]
         if kind == "dp":
             return [self.rank(cp_i=c, dp_i=d) for d in range(self.dp) for c in range(self.cp)]
-        dpcp = [self.rank(cp_i=c, dp_i=d) for d in range(self.dp) for c in range(self.cp)]
+        # the MoE layers fold a stage's tp·cp·dp GPUs as etp (fastest) x ep x edp
         if kind == "ep":
-            return dpcp[:self.ep]
+            return [self.etp * j for j in range(self.ep)]
         if kind == "edp":
-            return dpcp[::self.ep]
+            return [self.etp * self.ep * k for k in range(self.edp)]
         if kind == "pp":
             return [self.rank(pp_i=i) for i in range(self.pp)]
         raise ConfigError(f"group kind must be one of {', '.join(GROUP_KINDS)}, got {kind!r}",

@@ -439,7 +439,7 @@ def comm_cost(m: TransformerSpec, p: ResolvedParallel, comm: CommModel,
     groups: list[tuple[list[int], float]] = []
     if p.dp * p.cp > 1:
         groups.append((p.group("dp"), dense))
-    if expert > 0 and p.dp * p.cp // p.ep > 1:
+    if expert > 0 and p.edp > 1:
         groups.append((p.group("edp"), expert))
     for g, n in groups:
         if z >= 3:
@@ -543,7 +543,7 @@ def simulate_step(model: TransformerSpec, cfg: ParallelConfig, fabric: Fabric,
     comm = comm if comm is not None else EngineComm(fabric, backend=backend)
     dense, expert = stage_params(model, p)
     z = cfg.zero_stage
-    owned = (dense / (p.dp * p.cp) + expert / max(1, p.dp * p.cp // p.ep)) if z >= 1 \
+    owned = (dense / (p.dp * p.cp) + expert / p.edp) if z >= 1 \
         else dense + expert
     # a power cap lowers the clock the kernels run at; MFU stays against the datasheet
     ct = microbatch_compute(model, p, power_capped(gpu, fabric.info.gpu_power_w), owned)
@@ -587,7 +587,7 @@ def simulate_step(model: TransformerSpec, cfg: ParallelConfig, fabric: Fabric,
     price = gpu_hour_usd if gpu_hour_usd is not None else \
         cat.system(fabric.info.system).gpu_hour_usd if fabric.info.system in cat.systems \
         else 0.0
-    par = {"tp": p.tp, "pp": p.pp, "dp": p.dp, "cp": p.cp, "ep": p.ep,
+    par = {"tp": p.tp, "pp": p.pp, "dp": p.dp, "cp": p.cp, "ep": p.ep, "etp": p.etp,
            "zero": cfg.zero, "micro_batch": cfg.micro_batch, "global_batch": p.global_batch,
            "num_micro": m, "seq_len": p.seq, "precision": cfg.precision,
            "recompute": cfg.recompute, "interleave": cfg.interleave,
