@@ -71,3 +71,9 @@ def test_expert_tensor_parallel_size_is_read() -> None:
     s, ignored = parse_megatron_args("--expert-model-parallel-size 64 "
                                      "--expert-tensor-parallel-size 1")
     assert (s["ep"], s["etp"]) == (64, 1) and not ignored
+
+
+def test_group_limited_routing_flags_are_model_shape() -> None:
+    s, ignored = parse_megatron_args("--num-experts 256 --moe-router-topk 8 "
+                                     "--moe-router-num-groups 8 --moe-router-group-topk 4")
+    assert (s["router_groups"], s["router_group_topk"]) == (8, 4) and not ignored

@@ -15,7 +15,7 @@ from fabricsim.workloads.compute import microbatch_compute
 from fabricsim.workloads.megatron import parse_megatron_args
 from fabricsim.workloads.models import get_model
 from fabricsim.workloads.parallel import ParallelConfig, parse_pipeline_layout
-from fabricsim.workloads.step import distinct_servers, simulate_step
+from fabricsim.workloads.step import distinct_servers, routed_servers, simulate_step
 
 DS = get_model("deepseek-v3")
 
@@ -201,3 +201,66 @@ def test_megatron_recompute_modules_take_several_words() -> None:
                                      "mla_up_proj mlp --micro-batch-size 1")
     assert s["recompute_modules"] == ["mla_up_proj", "mlp"] and s["micro_batch"] == 1
     assert not ignored
+
+
+def _brute_grouped(experts: int, k: int, groups: int, pick: int,
+                   ep_servers: list[int]) -> float:
+    """Every choice of ``pick`` groups, then every choice of ``k`` of their experts."""
+    per_group, per_rank = experts // groups, experts // len(ep_servers)
+    hits = []
+    for chosen in itertools.combinations(range(groups), pick):
+        pool = [e for e in range(experts) if e // per_group in chosen]
+        hits.append(sum(len({ep_servers[e // per_rank] for e in ks})
+                        for ks in itertools.combinations(pool, k))
+                    / math.comb(len(pool), k))
+    return sum(hits) / len(hits)
+
+
+@pytest.mark.parametrize(("experts", "k", "groups", "pick", "ep_servers"), [
+    (16, 3, 4, 2, [0, 0, 1, 1, 2, 2, 3, 3]),   # a group per server
+    (16, 3, 4, 2, [0, 1, 2, 3, 4, 5, 6, 7]),   # a group spans two servers
+    (16, 4, 8, 3, [0, 0, 0, 0, 1, 1, 1, 1]),   # four groups per server
+    (12, 2, 3, 1, [0, 1, 2, 0, 1, 2]),         # strided ranks: groups span 2 servers
+    (16, 2, 4, 3, [0, 0, 1, 1, 1, 1, 2, 2]),   # uneven spans
+])
+def test_group_limited_routing_matches_enumeration(experts: int, k: int, groups: int,
+                                                   pick: int, ep_servers: list[int]) -> None:
+    m = get_model("deepseek-v3").model_copy(update={
+        "experts": experts, "top_k": k, "router_groups": groups,
+        "router_group_topk": pick})
+    assert routed_servers(m, ep_servers) == pytest.approx(
+        _brute_grouped(experts, k, groups, pick, ep_servers), rel=1e-12)
+    # a group limit never reaches more servers than none
+    free = m.model_copy(update={"router_groups": 1})
+    assert routed_servers(m, ep_servers) <= routed_servers(free, ep_servers) + 1e-12
+
+
+def test_deepseek_groups_are_its_node_limit_on_eight_servers() -> None:
+    ds = get_model("deepseek-v3")
+    eight = [j // 8 for j in range(64)]
+    assert routed_servers(ds, eight) == pytest.approx(
+        distinct_servers(256, 8, 8, node_limit=4), rel=1e-12)
+    assert routed_servers(ds, eight, node_limit=2) == distinct_servers(256, 8, 8, 2)
+
+
+def test_many_group_choices_fall_back_to_the_groups_servers_as_a_limit() -> None:
+    """C(32, 16) group choices are too many to average over: the chosen groups' servers
+    stand in as a node limit (16 groups of one server each: at most 16 servers)."""
+    m = get_model("deepseek-v3").model_copy(update={"router_groups": 32,
+                                                    "router_group_topk": 16})
+    ranks = [j // 2 for j in range(64)]  # 32 servers, one group each
+    got = routed_servers(m, ranks)
+    assert got == distinct_servers(256, 8, 32, node_limit=16)
+    assert got <= routed_servers(m.model_copy(update={"router_groups": 1}), ranks)
+
+
+@pytest.mark.parametrize(("upd", "match"), [
+    ({"router_groups": 7, "router_group_topk": 2}, "must divide experts"),
+    ({"router_groups": 8, "router_group_topk": 9}, "must be <= router_groups"),
+    ({"router_groups": 64, "router_group_topk": 1}, "do not fit"),
+])
+def test_group_limits_that_cannot_route_are_rejected(upd: dict[str, int], match: str) -> None:
+    from fabricsim.workloads.models import TransformerSpec
+    base = get_model("deepseek-v3").model_dump()
+    with pytest.raises(ConfigError, match=match):
+        TransformerSpec(**{**base, **upd})

@@ -85,6 +85,8 @@ MEGATRON_FLAGS: dict[str, tuple[str, Callable[[str, str], Any] | None]] = {
     "--num-query-groups": ("kv_heads", _int),
     "--num-experts": ("experts", _int),
     "--moe-router-topk": ("top_k", _int),
+    "--moe-router-num-groups": ("router_groups", _int),
+    "--moe-router-group-topk": ("router_group_topk", _int),
 }
 
 #: Flags that take several values (argparse nargs="+").

@@ -63,6 +63,13 @@ class TransformerSpec(StrictModel):
         Mixture of experts: routed experts per MoE layer, experts each token visits, the
         inner width of one expert (0 means ``ffn``), always-on shared experts, and how
         many leading layers stay dense. ``experts == 1`` is a dense model.
+    router_groups, router_group_topk : int
+        Group-limited routing (Megatron's ``--moe-router-num-groups`` and
+        ``--moe-router-group-topk``; DeepSeek-V3: 8 and 4): the routed experts form
+        ``router_groups`` equal groups of consecutive experts, and a token's ``top_k``
+        experts come from its best ``router_group_topk`` groups. Where a group sits on
+        one server (DeepSeek-V3's EP 64 over eight servers) this is node-limited routing.
+        ``router_groups == 1`` or ``router_group_topk`` ``None``: no limit.
 
     Examples
     --------
@@ -92,6 +99,8 @@ class TransformerSpec(StrictModel):
     moe_ffn: int = Field(0, ge=0)
     shared_experts: int = Field(0, ge=0)
     dense_layers: int = Field(0, ge=0)
+    router_groups: int = Field(1, ge=1)
+    router_group_topk: int | None = Field(None, ge=1)
 
     @model_validator(mode="after")
     def _check(self) -> TransformerSpec:
@@ -103,6 +112,17 @@ class TransformerSpec(StrictModel):
                              f"({self.heads}), or give head_dim")
         if self.top_k > self.experts:
             raise ValueError(f"top_k ({self.top_k}) must be <= experts ({self.experts})")
+        if self.router_groups > 1 and self.router_group_topk is not None:
+            if self.experts % self.router_groups:
+                raise ValueError(f"router_groups ({self.router_groups}) must divide "
+                                 f"experts ({self.experts})")
+            if self.router_group_topk > self.router_groups:
+                raise ValueError(f"router_group_topk ({self.router_group_topk}) must be "
+                                 f"<= router_groups ({self.router_groups})")
+            if self.top_k > self.router_group_topk * self.experts // self.router_groups:
+                raise ValueError(f"top_k ({self.top_k}) experts do not fit in "
+                                 f"router_group_topk ({self.router_group_topk}) groups of "
+                                 f"{self.experts // self.router_groups}")
         if self.dense_layers > self.layers:
             raise ValueError(f"dense_layers ({self.dense_layers}) must be <= layers")
         return self
@@ -225,6 +245,9 @@ _P: dict[str, dict[str, Any]] = {
     # per head in the attention core; its projections are counted as plain attention.
     "deepseek-v3": dict(layers=61, hidden=7168, heads=128, ffn=18432, vocab=129280,
                         seq=4096, experts=256, top_k=8, moe_ffn=2048, shared_experts=1,
+                        # group-limited routing: 8 groups of 32, the best 4 (config.json:
+                        # n_group, topk_group)
+                        router_groups=8, router_group_topk=4,
                         dense_layers=3, attn_core_width=192 + 128,
                         # MLA up-projections: queries 1,536 -> 128 x 192, keys/values
                         # 512 -> 128 x (128 + 128) (config.json: q/kv_lora_rank)

@@ -47,7 +47,9 @@ Example
 
 from __future__ import annotations
 
+import itertools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -88,6 +90,7 @@ __all__ = [
     "distinct_servers",
     "pipeline_bubble",
     "ring_hop_time",
+    "routed_servers",
     "simulate_step",
 ]
 
@@ -264,6 +267,69 @@ def distinct_servers(experts: int, top_k: int, servers: int,
     return reach * (1.0 - miss)
 
 
+#: Group choices :func:`routed_servers` averages over exactly; beyond it, the groups'
+#: servers stand in as a node limit.
+_GROUP_CHOICES_MAX = 20_000
+
+
+def routed_servers(m: TransformerSpec, ep_servers: Sequence[int],
+                   node_limit: int | None = None) -> float:
+    """Expected number of servers one token's routed experts sit on, for an EP group
+    whose rank ``j`` is on server ``ep_servers[j]`` (experts spread evenly, rank ``j``
+    holding the ``j``-th block of consecutive experts).
+
+    ``node_limit`` (an explicit limit) is :func:`distinct_servers`'s. Otherwise a model
+    with group-limited routing (``router_groups``, ``router_group_topk``) picks its best
+    groups first (at random under balanced routing) and its ``top_k`` experts among
+    theirs; the expectation is taken over every choice of groups. Where each group sits
+    on one server this is node-limited routing; where groups share servers or span
+    several, the servers the chosen groups cover decide.
+
+    Examples
+    --------
+    >>> from fabricsim.workloads.models import get_model
+    >>> ds = get_model("deepseek-v3")  # 8 groups of 32 experts, the best 4
+    >>> round(routed_servers(ds, [j // 8 for j in range(64)]), 2)  # EP 64, 8 servers
+    3.63
+    >>> round(routed_servers(ds, [j // 4 for j in range(64)]), 2)  # 16: 2 per group
+    5.34
+    >>> round(routed_servers(ds.model_copy(update={"router_groups": 1}),
+    ...                      [j // 4 for j in range(64)]), 2)  # no group limit
+    6.52
+    """
+    servers = sorted(set(ep_servers))
+    n_srv = len(servers)
+    groups, pick = m.router_groups, m.router_group_topk
+    if node_limit is not None or groups <= 1 or pick is None or pick >= groups \
+            or n_srv <= 1:
+        return distinct_servers(m.experts, m.top_k, n_srv, node_limit)
+    ep = len(ep_servers)
+    per_rank, per_group = m.experts / ep, m.experts // groups
+    where = {srv: i for i, srv in enumerate(servers)}
+    held = [[0] * groups for _ in servers]  # experts of group g on server i
+    for e in range(m.experts):
+        held[where[ep_servers[int(e // per_rank)]]][e // per_group] += 1
+    if math.comb(groups, pick) > _GROUP_CHOICES_MAX:  # the chosen groups' servers
+        spans = sum(sum(1 for row in held if row[g]) for g in range(groups)) / groups
+        return distinct_servers(m.experts, m.top_k, n_srv,
+                                max(1, min(n_srv, round(pick * spans))))
+    pool = pick * per_group
+    total = 0.0
+    choices = 0
+    for chosen in itertools.combinations(range(groups), pick):
+        choices += 1
+        for row in held:
+            here = sum(row[g] for g in chosen)
+            miss = 1.0
+            for i in range(m.top_k):
+                if pool - here - i <= 0:
+                    miss = 0.0
+                    break
+                miss *= (pool - here - i) / (pool - i)
+            total += 1.0 - miss
+    return total / choices
+
+
 def pipeline_bubble(pp: int, interleave: int, schedule: str, t_mb: float, bwd: float,
                     wgrad: float) -> float:
     """Seconds per step a pipeline stage idles in fill and drain.
@@ -379,9 +445,10 @@ def comm_cost(m: TransformerSpec, p: ResolvedParallel, comm: CommModel,
         servers = len({r // dom for r in g})
         if (cfg.moe_dispatcher == "deepep" or cfg.moe_node_limit) and servers > 1:
             # hierarchical dispatch (DeepEP, HybridEP): a token crosses the network once
-            # per server holding one of its experts, then fans out over NVLink to each
-            # expert there; both legs run pipelined, the slower one sets the pace
-            fan = distinct_servers(m.experts, m.top_k, servers, cfg.moe_node_limit)
+            # per server holding one of its experts (within its node or group limit),
+            # then fans out over NVLink to each expert there; both legs run pipelined,
+            # the slower one sets the pace
+            fan = routed_servers(m, [r // dom for r in g], cfg.moe_node_limit)
 
             def a2a_time(nbytes: float) -> float:
                 net = comm.time("alltoall", g, tokens * fan * h * nbytes)
@@ -587,7 +654,8 @@ def simulate_step(model: TransformerSpec, cfg: ParallelConfig, fabric: Fabric,
     price = gpu_hour_usd if gpu_hour_usd is not None else \
         cat.system(fabric.info.system).gpu_hour_usd if fabric.info.system in cat.systems \
         else 0.0
-    par = {"tp": p.tp, "pp": p.pp, "dp": p.dp, "cp": p.cp, "ep": p.ep, "etp": p.etp,
+    par = {"tp": p.tp, "pp": p.pp, "dp": p.dp, "cp": p.cp, "ep": p.ep,
+           "etp": p.etp if model.is_moe else None,
            "zero": cfg.zero, "micro_batch": cfg.micro_batch, "global_batch": p.global_batch,
            "num_micro": m, "seq_len": p.seq, "precision": cfg.precision,
            "recompute": cfg.recompute, "interleave": cfg.interleave,
