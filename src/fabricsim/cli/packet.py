@@ -136,6 +136,9 @@ def _print(report: dict[str, Any]) -> None:
                   f"{s['pause']['ports_paused']}/{s['pause']['max_hops']}", f"{s['cnps']:,}",
                   str(s["watchdog_triggers"]))
     console.print(t)
+    for s in report["runs"]:
+        for w in s.get("warnings", []):
+            console.print(f"[yellow]warning[/] ({s['variant']}): {w}")
     if report.get("skipped"):
         console.print(f"--time-limit reached; not run: {', '.join(report['skipped'])}")
     from fabricsim.reports.flow import human_size

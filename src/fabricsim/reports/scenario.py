@@ -329,6 +329,8 @@ def section_packet(doc: Doc, sc: Scenario, *, variants: Sequence[str | None] | N
                "drops", "time paused (all ports)", "ports paused / hops", "CNPs",
                "watchdog trips"], rows)
     for run in runs:
+        for w in run.summary.get("warnings", []):
+            doc.add(f"**{run.summary['variant']}: warning.** {w}", "")
         dead = run.summary.get("deadlock")
         if dead:
             cycle = " → ".join(f"`{x}`" for x in dead.get("cycle", []))

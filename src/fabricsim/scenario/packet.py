@@ -188,6 +188,7 @@ def summarize(run_fabric: Fabric, schedule: Schedule, result: Result, main_idx: 
     thr = sizes / np.maximum(dur, 1e-15)
     return {
         "time_s": result.time, "status": e["status"], "complete": e["complete"],
+        "warnings": list(e.get("warnings", [])),
         "transport": e["transport"],
         "main_traffic_time_s": (max(main_end) - min(main_start)) if main_end and
         np.all(np.isfinite(main_end)) else None,

@@ -209,3 +209,31 @@ def test_a_scenario_that_validates_runs_inside_its_budget(packet: dict[str, Any]
         assert s["complete"]
         if "headroom" not in packet.get("pfc", {}):
             assert s["drops"]["lossless"] == 0
+    if s["drops"]["lossless"] > 0:  # set below what this fabric needs: said before the run
+        assert any(w.startswith("packet.pfc.headroom") for w in s["warnings"]), s
+
+
+
+def _incast_run(packet: dict[str, Any]) -> dict[str, Any]:
+    from fabricsim.scenario import Scenario
+    from fabricsim.scenario.packet import run_packet_scenario
+
+    sc = Scenario.model_validate({
+        "cluster": {"system": "dgx-h100", "nodes": 4, "gpus_per_node": 1,
+                    "fabric": "roce-400g"}, "packet": {**_INCAST, **packet}})
+    return run_packet_scenario(sc, force=True).summary  # type: ignore[no-any-return]
+
+
+def test_settings_that_do_not_suit_the_fabric_are_warned_about() -> None:
+    """Headroom above one packet but below the longest link's in-flight bytes, and a
+    retransmission timer below the base round trip, pass the rules (they need the
+    fabric to judge) and are named before the run's outcome shows them."""
+    low = _incast_run({"pfc": {"xoff": 4000, "headroom": 3000}})
+    assert [w.split(":")[0] for w in low["warnings"]] == ["packet.pfc.headroom"]
+    assert low["drops"]["lossless"] > 0
+    fast = _incast_run({"rto": 2e-6})
+    assert [w.split(":")[0] for w in fast["warnings"]] == ["packet.rto"]
+    assert fast["timeouts"] > 0
+    assert _incast_run({})["warnings"] == []
+    assert _incast_run({"pfc": {"xoff": 4000, "headroom": 200_000}, "rto": 1e-3}
+                       )["warnings"] == []

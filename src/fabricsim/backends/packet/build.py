@@ -373,6 +373,12 @@ def build_state(schedule: Schedule, fabric: Fabric, cfg: PacketConfig, *, mode: 
     P[L.P_LOSS] = cfg.loss_rate
     rto = cfg.rto if cfg.rto is not None else {"srd": 100e-6}.get(mode, 1e-3)
     P[L.P_RTO] = rto
+    warnings = fabric_warnings(cfg, roce=roce, auto_headroom=auto_head,
+                               base_rtt=float((2.0 * FF[:nf, L.FF_RET_LAT] + _path_sum(
+                                   np.where(cap > 0, wire / np.maximum(cap, 1.0), 0.0),
+                                   PL, FPS[:nf, 0], FPL[:nf, 0])).max(
+                                   initial=0.0)),
+                               lossless=bool(CL[:, L.CL_LOSSLESS].any()))
     P[L.P_WD_TIME] = cfg.pfc.watchdog.detect
     P[L.P_WD_RESTORE] = cfg.pfc.watchdog.restore
     if cfg.stuck_receiver is not None:
@@ -438,7 +444,40 @@ def build_state(schedule: Schedule, fabric: Fabric, cfg: PacketConfig, *, mode: 
                  packets_estimate=pkts, events_estimate=events_est, flow_src=src,
                  flow_dst=dst, flow_step=fstep, stuck_node=stuck_node,
                  meta={"header_bytes": hdr, "hops": hops, "npath": npath, "credit": credit,
-                       "headroom": float(P[L.P_HEADROOM]), "rto": rto})
+                       "headroom": float(P[L.P_HEADROOM]), "rto": rto,
+                       "warnings": warnings})
+
+
+def fabric_warnings(cfg: PacketConfig, *, roce: bool, auto_headroom: float,
+                    base_rtt: float, lossless: bool) -> list[str]:
+    """Settings that validate on their own but do not suit this fabric: a PFC headroom
+    below what is in flight on its longest Ethernet link when a pause is sent (2 x
+    bandwidth x delay plus 3 packets: lossless queues will drop), and a retransmission
+    timeout below its longest path's base round trip (propagation both ways plus one
+    packet's serialization per hop): the timer fires before any ACK can return.
+
+    >>> from fabricsim.backends.packet.config import PacketConfig
+    >>> c = PacketConfig.model_validate({"pfc": {"headroom": "8KB"}, "rto": "1us"})
+    >>> for w in fabric_warnings(c, roce=True, auto_headroom=30e3, base_rtt=4e-6,
+    ...                          lossless=True):
+    ...     print(w.split(":")[0])
+    packet.pfc.headroom
+    packet.rto
+    """
+    out = []
+    if roce and lossless and cfg.pfc.headroom is not None \
+            and cfg.pfc.headroom < auto_headroom:
+        out.append(f"packet.pfc.headroom: {cfg.pfc.headroom:,.0f} B is below the "
+                   f"{auto_headroom:,.0f} B this fabric has in flight when a pause goes "
+                   f"out (2 x bandwidth x delay of its longest Ethernet link plus 3 "
+                   f"packets): lossless queues will overflow and drop; leave headroom "
+                   f"unset (that value) or raise it")
+    if cfg.rto is not None and base_rtt > 0 and cfg.rto < base_rtt:
+        out.append(f"packet.rto: {cfg.rto * 1e6:,.3g} us is below the longest path's "
+                   f"base round trip of {base_rtt * 1e6:,.3g} us: the timer fires before "
+                   f"an ACK can return (spurious timeouts and retransmissions); raise it "
+                   f"above the round trip")
+    return out
 
 
 def check_srd_state(packets: int) -> None:

@@ -80,6 +80,7 @@ def make_result(st: State, fabric: Fabric, *, end: float, wall: float, mode: str
     dt = st.bin_dt
     extra: dict[str, Any] = {
         "status": status, "complete": complete, "transport": mode,
+        "warnings": list(st.meta.get("warnings", [])),
         "events": ev, "data_packets": int(C[L.C_DATA_PKTS]),
         "hop_packets": int(C[L.C_HOP_PKTS]), "wall_s": wall,
         "events_per_s": ev / wall if wall > 0 else 0.0,
