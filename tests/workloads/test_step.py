@@ -277,3 +277,41 @@ def test_hidden_dp_traffic_slows_the_compute_beside_it(zero: int | str) -> None:
     exposed, total_off, _ = run(False, t)
     if zero == 1:  # overlap off: all of it waits, none runs beside compute
         assert exposed == pytest.approx(total_off, rel=1e-12)
+
+
+def test_fsdp_that_keeps_its_gathered_weights() -> None:
+    """reshard_after_forward=False: without a pipeline each micro-batch gathers once
+    (two collectives per micro-batch instead of three, at a fixed cost each); under a
+    pipeline (torch.distributed.pipelining) the stage gathers once per step and
+    reduce-scatters once, holding its gathered weights and unsharded gradients."""
+    from fabricsim.workloads.memory import memory_per_gpu
+    fab = fs.build_cluster("dgx-h100", nodes=4)
+    m = get_model("llama2-13b")
+    t = 1e-3
+
+    def run(**kw: object) -> tuple[float, object]:
+        cfg = ParallelConfig(zero="fsdp", global_batch=64, seq_len=4096,
+                             **kw)  # type: ignore[arg-type]
+        r = simulate_step(m, cfg, fab, _DpOnly(t), check_memory=False)
+        return r.comm_total_s["dp"], r
+
+    per_mb, r = run()
+    kept, rk = run(reshard_after_forward=False)
+    n_micro = r.parallel["num_micro"]
+    assert per_mb == pytest.approx(3 * t * n_micro) and kept == pytest.approx(2 * t * n_micro)
+    assert rk.parallel["reshard_after_forward"] is False
+    assert r.parallel["reshard_after_forward"] is True
+    pp_mb, rp = run(tp=8, pp=2)
+    pp_kept, _ = run(tp=8, pp=2, reshard_after_forward=False)
+    assert pp_mb == pytest.approx(3 * t * rp.parallel["num_micro"])
+    assert pp_kept == pytest.approx(2 * t)  # once per step, whatever the micro-batches
+    p = ParallelConfig(zero="fsdp", tp=8, pp=2, global_batch=64, seq_len=4096)
+    mem = memory_per_gpu(m, p.resolve(m, 32))
+    mem_kept = memory_per_gpu(m, p.model_copy(update={"reshard_after_forward": False})
+                              .resolve(m, 32))
+    assert mem_kept.weights > 2 * mem.weights and mem_kept.grads > 2 * mem.grads
+
+
+def test_reshard_after_forward_needs_sharded_weights() -> None:
+    with pytest.raises(ModelError, match=r"reshard_after_forward .* --zero fsdp"):
+        ParallelConfig(zero=1, reshard_after_forward=False).resolve(get_model("llama2-7b"), 8)

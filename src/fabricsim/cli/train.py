@@ -35,6 +35,11 @@ PpOpt = Annotated[int | None, typer.Option("--pp", help="Pipeline-parallel size.
 DpOpt = Annotated[int | None, typer.Option("--dp", help="Data-parallel size (default: the rest).")]
 CpOpt = Annotated[int | None, typer.Option("--cp", help="Context-parallel size.")]
 EpOpt = Annotated[int | None, typer.Option("--ep", help="Expert-parallel size.")]
+ReshardOpt = Annotated[bool | None, typer.Option(
+    "--reshard-after-forward/--no-reshard-after-forward",
+    help="With --zero fsdp: free gathered weights after each forward (FSDP's default) or "
+    "keep them to the backward (torchtitan with a pipeline: gathered once per step, "
+    "gradients reduce-scattered once).")]
 EtpOpt = Annotated[int | None, typer.Option(
     "--etp", help="Expert tensor-parallel size (Megatron's --expert-tensor-parallel-size; "
     "default --tp): 1 keeps whole experts per GPU and EP groups of consecutive GPUs, as "
@@ -243,6 +248,7 @@ def register(app: typer.Typer) -> None:
               topology: TopologyOpt = None, oversubscription: OversubOpt = None,
               model: ModelOpt = None, tp: TpOpt = None, pp: PpOpt = None, dp: DpOpt = None,
               cp: CpOpt = None, ep: EpOpt = None, etp: EtpOpt = None, zero: ZeroOpt = None,
+              reshard_after_forward: ReshardOpt = None,
               micro_batch: MbOpt = None, global_batch: GbOpt = None, seq_len: SeqOpt = None,
               precision: PrecOpt = None, recompute: RcOpt = None, vp: VpOpt = None,
               first_stage_layers: FirstOpt = None, last_stage_layers: LastOpt = None,
@@ -277,7 +283,8 @@ def register(app: typer.Typer) -> None:
         flags: dict[str, Any] = dict(
             system=system, nodes=nodes, gpus_per_node=gpus_per_node, fabric=fabric,
             topology=topology, oversubscription=oversubscription, tp=tp, pp=pp, dp=dp,
-            cp=cp, ep=ep, etp=etp, zero=zero, micro_batch=micro_batch,
+            cp=cp, ep=ep, etp=etp, zero=zero, reshard_after_forward=reshard_after_forward,
+            micro_batch=micro_batch,
             global_batch=global_batch, seq_len=seq_len, precision=precision,
             recompute=recompute,
             **layout_flags(vp=vp, first_stage_layers=first_stage_layers,

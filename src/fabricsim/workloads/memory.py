@@ -264,7 +264,11 @@ def memory_per_gpu(m: TransformerSpec, p: ResolvedParallel, *, flash: bool = Tru
         weights = part(2.0, 3)
         grads = part(float(gb), 2)
         optimizer = part(12.0, 1)
-        if z >= 3:  # gathered weights of the layers in flight (prefetch of ~2 layers)
+        if z >= 3 and cfg.keeps_gathered:  # the stage's weights stay gathered (BF16)
+            weights += 2.0 * (dense + expert)
+            if p.pp > 1:  # ... and its gradients accumulate unsharded to the step's end
+                grads += 2.0 * (dense + expert)
+        elif z >= 3:  # gathered weights of the layers in flight (prefetch of ~2 layers)
             held = layers + (counts[p.pp - 1 - i] if dual else 0)
             weights += 2 * 2.0 * (dense + expert) / max(held, 1)
         if dual:

@@ -160,6 +160,15 @@ class ParallelConfig(StrictModel):
         (DeepSeek-V3's DualPipe); needs ``pp > 1``.
     grad_bytes : int
         Bytes per gradient element on the wire for DP reduction (2 = BF16, 4 = FP32).
+    reshard_after_forward : bool or None
+        With FSDP / ZeRO-3: free the gathered weights after each forward (``True``,
+        FSDP's default: the backward gathers them again) or keep them to the backward
+        (``False``, torchtitan's ``fsdp_reshard_after_forward`` and Llama 3's choice). With
+        a pipeline (``pp > 1``) ``False`` is how torch.distributed.pipelining runs FSDP
+        under a schedule: the stage's weights are gathered once per step and stay, its
+        gradients accumulate unsharded over the micro-batches and are reduce-scattered
+        once after the last backward (two more stage-sized BF16 buffers per GPU). Without
+        a pipeline, one gather per micro-batch instead of two. ``None``: ``True``.
 
     Examples
     --------
@@ -202,6 +211,7 @@ class ParallelConfig(StrictModel):
     overlap_param_gather: bool = True
     overlap_p2p_comm: bool | None = None
     grad_bytes: Literal[2, 4] = 2
+    reshard_after_forward: bool | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -217,6 +227,18 @@ class ParallelConfig(StrictModel):
             if isinstance(pp, int) and pp > 0 and n % pp == 0:
                 data = {**data, "interleave": n // pp}
         return data
+
+    @property
+    def keeps_gathered(self) -> bool:
+        """FSDP weights kept gathered from the forward to the backward
+        (``reshard_after_forward=False`` with ZeRO-3).
+
+        >>> ParallelConfig(zero="fsdp", reshard_after_forward=False).keeps_gathered
+        True
+        >>> ParallelConfig(zero="fsdp").keeps_gathered
+        False
+        """
+        return self.zero_stage >= 3 and self.reshard_after_forward is False
 
     @property
     def recipe(self) -> str:
@@ -334,6 +356,10 @@ class ParallelConfig(StrictModel):
         if self.moe_imbalance > 1.0 and not model.is_moe:
             raise bad("moe_imbalance", f"moe_imbalance needs a mixture-of-experts model; "
                                        f"{model.name} is dense: drop --moe-imbalance")
+        if self.reshard_after_forward is not None and self.zero_stage < 3:
+            raise bad("reshard_after_forward", f"reshard_after_forward applies to sharded "
+                      f"weights (ZeRO-3 / FSDP); zero={self.zero!r} keeps them whole: set "
+                      f"--zero fsdp or drop --reshard-after-forward")
         if self.moe_node_limit is not None and not (model.is_moe and ep > 1):
             raise bad("moe_node_limit", "moe_node_limit (node-limited routing) needs a "
                       "mixture-of-experts model with ep > 1 (no expert traffic to limit "

@@ -509,11 +509,24 @@ def comm_cost(m: TransformerSpec, p: ResolvedParallel, comm: CommModel,
     if expert > 0 and p.edp > 1:
         groups.append((p.group("edp"), expert))
     for g, n in groups:
-        if z >= 3:
+        if z >= 3 and cfg.keeps_gathered and p.pp > 1:
+            # pipelined FSDP that keeps its weights (torch.distributed.pipelining): one
+            # gather per step, before the first forward's layers; gradients accumulate
+            # unsharded and are reduce-scattered once, behind the last backward
+            ag = comm.time("all_gather", g, n * 2.0)
+            rs = comm.time("reduce_scatter", g, n * gbytes)
+            tot["dp"] += ag + rs
+            dp_exp += _exposed(ag, ct.fwd, 1 / buckets) + _exposed(rs, ct.bwd, 1 / buckets)
+        elif z >= 3:
             # a micro-batch runs through one stage: under DualPipe half of what it holds
             n_mb = n / 2 if cfg.pipeline_schedule == "dualpipe" else n
             ag = comm.time("all_gather", g, n_mb * 2.0)
             rs = comm.time("reduce_scatter", g, n_mb * gbytes)
+            if cfg.keeps_gathered:  # the backward reuses the forward's gathered weights
+                tot["dp"] += (ag + rs) * m_micro
+                exp["dp_mb"] += (_exposed(ag, ct.fwd, 1 / buckets)
+                                 + _exposed(rs, ct.bwd, 1 / buckets))
+                continue
             # weights are gathered once for the forward and once for the backward
             # (recomputation included), gradients reduce-scattered every micro-batch
             tot["dp"] += (2 * ag + rs) * m_micro
@@ -669,7 +682,8 @@ def simulate_step(model: TransformerSpec, cfg: ParallelConfig, fabric: Fabric,
            "overlap_grad_reduce": cfg.overlap_grad_reduce,
            "overlap_param_gather": cfg.overlap_param_gather, "ep_overlap": cfg.ep_overlap,
            "overlap_p2p_comm": cfg.p2p_overlapped, "moe_imbalance": cfg.moe_imbalance,
-           "fp8_recipe": cfg.recipe if cfg.precision == "fp8" else None}
+           "fp8_recipe": cfg.recipe if cfg.precision == "fp8" else None,
+           "reshard_after_forward": (not cfg.keeps_gathered) if z >= 3 else None}
     return StepResult(
         model=model.name, world=world, parallel=par, step_time_s=step,
         tokens_per_s=tokens / step, tflops_per_gpu=model_flops / step / world / 1e12,
