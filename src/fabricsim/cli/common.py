@@ -93,3 +93,66 @@ def _default(o: Any) -> Any:
     if isinstance(o, Path):
         return str(o)
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+#: Image formats ``--plot`` writes (matplotlib's raster and vector outputs).
+PLOT_SUFFIXES = (".png", ".svg", ".pdf")
+
+
+def check_out_file(path: Path | None, flag: str,
+                   suffixes: tuple[str, ...] = PLOT_SUFFIXES) -> Path | None:
+    """A file a command is about to write: not a folder, with one of ``suffixes``; its
+    folder is created when missing. Raises :class:`~fabricsim.errors.ConfigError`
+    naming ``flag`` (exit 2) before any work is done.
+
+    >>> check_out_file(None, "--plot") is None
+    True
+    >>> check_out_file(Path("chart.txt"), "--plot")
+    Traceback (most recent call last):
+    ...
+    fabricsim.errors.ConfigError: --plot: chart.txt: give a file ending in .png, .svg or .pdf
+    """
+    from fabricsim.errors import ConfigError
+
+    if path is None:
+        return None
+    if path.is_dir():
+        raise ConfigError(f"{path} is a folder; give a file name in it, e.g. "
+                          f"{path / ('out' + suffixes[0])}", field=flag)
+    if suffixes and path.suffix.lower() not in suffixes:
+        names = ", ".join(suffixes[:-1]) + (" or " if len(suffixes) > 1 else "") + \
+            suffixes[-1]
+        raise ConfigError(f"{path}: give a file ending in {names}", field=flag)
+    _make_folder(path.parent, flag)
+    return path
+
+
+def check_out_dir(path: Path | None, flag: str) -> Path | None:
+    """A folder a command is about to write into: created when missing; an existing
+    file of that name is an error naming ``flag`` (exit 2), never overwritten.
+
+    >>> check_out_dir(None, "--out") is None
+    True
+    """
+    from fabricsim.errors import ConfigError
+
+    if path is None:
+        return None
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"{path} is a file, not a folder; give a folder name (it is "
+                          f"created if missing)", field=flag)
+    _make_folder(path, flag)
+    return path
+
+
+def _make_folder(path: Path, flag: str) -> None:
+    from fabricsim.errors import ConfigError
+
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise ConfigError(f"cannot create folder {path}: part of that path is a file",
+                          field=flag) from None
+    except PermissionError:
+        raise ConfigError(f"cannot create folder {path}: permission denied",
+                          field=flag) from None
