@@ -30,6 +30,7 @@ from fabricsim.cli.common import (
     ScenarioArg,
     SystemOpt,
     TopologyOpt,
+    check_out_file,
     fabric_from_scenario,
     print_json_line,
     scenario_with_overrides,
@@ -268,8 +269,8 @@ def register(app: typer.Typer) -> None:
                             ] = "32M",
         maxbytes: Annotated[str, typer.Option("--maxbytes", "-e", help="Largest size.")
                             ] = "32M",
-        stepfactor: Annotated[float, typer.Option("--stepfactor", "-f",
-                                                  help="Size multiplier per row.")] = 2.0,
+        stepfactor: Annotated[float | None, typer.Option(
+            "--stepfactor", "-f", help="Size multiplier per row (default 2).")] = None,
         stepbytes: Annotated[str | None, typer.Option(
             "--stepbytes", "-i", help="Size increment (instead of a factor).")] = None,
         iters: Annotated[int, typer.Option(
@@ -325,6 +326,13 @@ def register(app: typer.Typer) -> None:
 
         if backend is not None and backend not in BACKENDS:
             raise unknown("backend", backend, BACKENDS, field="--backend")
+        check_out_file(plot, "--plot")
+        if json_out and csv_out:
+            raise ConfigError("--json and --csv are two formats of the same rows; give one",
+                              field="--csv")
+        if stepfactor is not None and stepbytes is not None:
+            raise ConfigError("give a size factor (-f) or a size increment (-i), not both",
+                              field="--stepbytes")
         env = nccl_env(os.environ)
         sc = scenario_with_overrides(scenario, system=system, nodes=nodes,
                                      gpus_per_node=gpus_per_node, fabric=fabric,
@@ -342,7 +350,7 @@ def register(app: typer.Typer) -> None:
                 minbytes = str(spec.minbytes)
             if not given & {"-e", "--maxbytes"}:
                 maxbytes = str(spec.maxbytes)
-            if not given & {"-f", "--stepfactor"}:
+            if not given & {"-f", "--stepfactor", "-i", "--stepbytes"}:
                 stepfactor = float(spec.stepfactor)
             if not given & {"-d", "--datatype"}:
                 datatype = spec.datatype
@@ -370,8 +378,20 @@ def register(app: typer.Typer) -> None:
             # the scenario's faults and traffic are kept
             runner = FlowBackend(faults=list(sc.faults), background=list(sc.background),
                                  seed=sc.seed, time_limit_s=time_limit)
-        sizes = sweep_sizes(parse_nccl_size(minbytes), parse_nccl_size(maxbytes), stepfactor,
-                            parse_nccl_size(stepbytes) if stepbytes else None)
+        if fab.n_gpus < 2:
+            raise ConfigError(f"a collective moves data between GPUs and this cluster has "
+                              f"{fab.n_gpus}; give --nodes 2 or --gpus-per-node 2 or more",
+                              field="--gpus-per-node")
+        per_server = fab.info.gpus_per_server
+        if ngpus > per_server or per_server % ngpus:
+            raise ConfigError(f"-g {ngpus}: one process drives GPUs of its own server, and "
+                              f"{fab.info.system} servers have {per_server}; give a -g that "
+                              f"divides {per_server}", field="--ngpus")
+        step_b = parse_nccl_size(stepbytes) if stepbytes is not None else None
+        if step_b is not None and step_b <= 0:
+            raise ConfigError(f"-i must be a size > 0, got {stepbytes!r}", field="--stepbytes")
+        sizes = sweep_sizes(parse_nccl_size(minbytes), parse_nccl_size(maxbytes),
+                            stepfactor if stepfactor is not None else 2.0, step_b)
         writer = csv.writer(sys.stdout) if csv_out else None
         if writer is not None:
             writer.writerow(list(Row.__dataclass_fields__))

@@ -31,6 +31,9 @@ def register(app: typer.Typer) -> None:
 
             raise ConfigError(f"--time-limit must be > 0 seconds, got {time_limit}",
                               field="--time-limit")
+        from fabricsim.cli.common import check_out_dir
+
+        check_out_dir(out, "--out")
         if section:
             from fabricsim.errors import unknown
 

@@ -46,10 +46,12 @@ def register(app: typer.Typer) -> None:
         """Packet-level simulation (IB credits, RoCE PFC/ECN/DCQCN, pause storms, loss)."""
         import time
 
+        from fabricsim.cli.common import check_out_dir
         from fabricsim.errors import ConfigError
         from fabricsim.scenario import load_scenario
         from fabricsim.scenario.packet import run_packet_scenario, variant_names
 
+        check_out_dir(out, "--out")
         sc = load_scenario(scenario)
         names: list[str | None] = [None, *variant_names(sc)]
         if variant:

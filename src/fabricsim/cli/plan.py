@@ -17,6 +17,7 @@ from fabricsim.cli.common import (
     ScenarioArg,
     SystemOpt,
     TopologyOpt,
+    check_out_file,
     console,
     print_json,
 )
@@ -83,6 +84,7 @@ def register(app: typer.Typer) -> None:
         from fabricsim.catalog import get_catalog
         from fabricsim.workloads.fabric_plan import compare_fabrics
 
+        check_out_file(plot, "--plot")
         names = [f.strip() for f in fabrics.split(",") if f.strip()]
         if not names:
             raise ConfigError("give at least one fabric, e.g. ib-ndr,roce-400g",

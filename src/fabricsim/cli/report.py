@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from fabricsim.cli.common import console
+from fabricsim.cli.common import check_out_dir, console
 from fabricsim.errors import ConfigError
 
 QuietOpt = Annotated[bool, typer.Option(
@@ -46,6 +46,7 @@ def register(app: typer.Typer) -> None:
         if time_limit is not None and not time_limit > 0:
             raise ConfigError(f"--time-limit must be > 0 seconds, got {time_limit}",
                               field="--time-limit")
+        check_out_dir(out, "--out")
         sc = load_scenario(scenario)
         with console.status("writing the report", spinner="dots") as status:
             if quiet:

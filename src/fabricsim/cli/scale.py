@@ -17,6 +17,7 @@ from fabricsim.cli.common import (
     ScenarioArg,
     SystemOpt,
     TopologyOpt,
+    check_out_file,
     console,
     print_json,
 )
@@ -76,6 +77,7 @@ def register(app: typer.Typer) -> None:
         """
         from fabricsim.workloads.scaling import scaling_curve, weak_scaling_batch
 
+        check_out_file(plot, "--plot")
         flags: dict[str, Any] = dict(
             system=system, nodes=nodes, gpus_per_node=gpus_per_node, fabric=fabric,
             topology=topology, oversubscription=oversubscription, tp=tp, pp=pp, cp=cp,

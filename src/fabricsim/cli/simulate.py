@@ -17,6 +17,7 @@ from fabricsim.cli.common import (
     ScenarioArg,
     SystemOpt,
     TopologyOpt,
+    check_out_dir,
     console,
     print_json,
     scenario_with_overrides,
@@ -84,6 +85,14 @@ def register(app: typer.Typer) -> None:
         if scenario is None:
             raise ConfigError("simulate needs a scenario file (see the scenarios shipped in "
                               "fabricsim/scenarios, e.g. flow-degraded-link.yaml)")
+        if out is None:
+            given = [f for f, on in (("--csv", csv), ("--full", full),
+                                     ("--heatmap-rank", heatmap_rank != "critical")) if on]
+            if given:
+                verb = "shapes" if len(given) == 1 else "shape"
+                raise ConfigError(f"{', '.join(given)} {verb} the files written to --out; "
+                                  f"give --out FOLDER or drop {given[0]}", field=given[0])
+        check_out_dir(out, "--out")
         sc = scenario_with_overrides(scenario, system=system, nodes=nodes, fabric=fabric,
                                      topology=topology, oversubscription=oversubscription)
         from fabricsim.scenario.rules import check_extreme

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from fabricsim.cli.common import JsonOpt, console, print_json
+from fabricsim.cli.common import JsonOpt, check_out_file, console, print_json
 from fabricsim.errors import ConfigError
 
 StoreOpt = Annotated[Path, typer.Option(
@@ -91,9 +91,10 @@ def register(app: typer.Typer) -> None:
         scaling: Annotated[str | None, typer.Option(
             "--scaling", help="X,Y[,SERIES]: Y against X, a line per value of SERIES, "
             "e.g. gpus,tokens_per_s_per_gpu,in__cluster__fabric.")] = None,
-        plot: Annotated[Path, typer.Option(
-            "--plot", help="PNG file for --pareto, --heatmap or --scaling.")
-        ] = Path("results.png"),
+        plot: Annotated[Path | None, typer.Option(
+            "--plot", help="PNG file for --pareto, --heatmap or --scaling (default "
+            "results.png).")
+        ] = None,
         as_json: JsonOpt = False,
     ) -> None:
         """Query a sweep's results store: a table, JSON rows, or Parquet.
@@ -105,12 +106,20 @@ def register(app: typer.Typer) -> None:
 
         from fabricsim.sweeps import read_results
 
+        if pareto or heatmap or scaling:
+            plot = check_out_file(plot or Path("results.png"), "--plot")
+        elif plot is not None:
+            raise ConfigError("--plot names the file of a --pareto, --heatmap or --scaling "
+                              "chart; give one of them or drop --plot", field="--plot")
+        check_out_file(parquet, "--parquet", (".parquet", ".pq"))
         df = read_results(store, sql)
         if sum(x is not None for x in (pareto, heatmap, scaling)) > 1:
             raise ConfigError("one plot at a time: --pareto, --heatmap or --scaling",
                               field="--plot")
         if pareto or heatmap or scaling:
             from fabricsim.plots.sweep import plot_heatmap, plot_pareto, plot_scaling_curves
+
+            assert plot is not None  # set above
 
             spec = [c.strip() for c in (pareto or heatmap or scaling or "").split(",")]
             ok = df[df["status"] == "ok"] if "status" in df.columns else df
