@@ -84,3 +84,51 @@ def test_results_outputs_are_checked_first(capsys: pytest.CaptureFixture[str],
                                            needle: str) -> None:
     code, err = run(capsys, "results", str(tmp_path / "none.duckdb"), *extra)
     assert code == 2 and field in err and needle in err
+
+
+@pytest.mark.parametrize(("cmd", "field"), [
+    (["packet", "train-llama3-70b-256"], "packet"),
+    (["packet", "packet-link-flap", "--event-budget", "99999999999999999999"],
+     "packet.event_budget"),
+    (["plan", "--lifetime-years", "nan"], "--lifetime-years"),
+    (["plan", "--lifetime-years", "inf"], "--lifetime-years"),
+])
+def test_settings_that_cannot_apply(capsys: pytest.CaptureFixture[str], cmd: list[str],
+                                    field: str) -> None:
+    code, err = run(capsys, *cmd)
+    assert code == 2 and f"{field}:" in err
+
+
+@pytest.mark.parametrize(("training", "field"), [
+    ("{model: llama3-8b, ep: 2}", "training.ep"),
+    ("{model: llama3-8b, tp: 3}", "training.tp"),
+    ("{model: llama3-8b, interleave: 2}", "training.interleave"),
+    ("{model: llama3-405b}", "training"),
+])
+def test_validate_checks_training_as_train_does(capsys: pytest.CaptureFixture[str],
+                                                tmp_path: Path, training: str,
+                                                field: str) -> None:
+    f = tmp_path / "sc.yaml"
+    f.write_text(f"cluster: {{system: dgx-h100, nodes: 4}}\ntraining: {training}\n")
+    code, err = run(capsys, "validate", str(f))
+    assert code == 2 and f"{field}:" in err
+
+
+def test_an_oversubscription_the_leaves_cannot_split_is_noted(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["describe", *H100, "--nodes", "64", "--topology", "fat-tree",
+                 "--oversubscription", "2"])
+    out = capsys.readouterr().out
+    assert code == 0 and "not the 2:1 asked" in out and "43 down / 21 up" in out
+
+
+@pytest.mark.parametrize(("cluster", "needle"), [
+    ("{system: dgx-h100, nodes: 64, topology: fat-tree, radix: 7}", "is odd"),
+    ("{system: dgx-h100, nodes: 64, topology: torus3d, radix: 8}", "no switches"),
+])
+def test_a_radix_that_cannot_apply(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                   cluster: str, needle: str) -> None:
+    f = tmp_path / "sc.yaml"
+    f.write_text(f"cluster: {cluster}\n")
+    code, err = run(capsys, "validate", str(f))
+    assert code == 2 and "radix:" in err and needle in err

@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from fabricsim.errors import ConfigError
+from fabricsim.errors import ConfigError, ModelError
 from fabricsim.scenario import load_scenario, load_scenario_text
 from fabricsim.scenario.loader import MAX_SCENARIO_BYTES
 
@@ -92,7 +92,14 @@ def test_check_sections_builds_and_checks_every_section() -> None:
     from fabricsim.scenario.check import check_sections
 
     sc = load_scenario_text("cluster: {nodes: 2}\ntraining: {model: llama3-8b, tp: 8}\n")
-    assert check_sections(sc)[-1] == "training llama3-8b"
+    assert check_sections(sc)[-1] == "training llama3-8b (tp 8, pp 1, dp 2)"
+    # sizes and memory are checked against the cluster, as train checks them
+    for text, field in (("training: {model: llama3-8b, tp: 3}", "training.tp"),
+                        ("training: {model: llama3-8b, ep: 2}", "training.ep"),
+                        ("training: {model: llama3-405b, zero: 0}", "training")):
+        with pytest.raises(ModelError) as err:
+            check_sections(load_scenario_text(f"cluster: {{nodes: 2}}\n{text}\n"))
+        assert err.value.field == field
     bad = load_scenario_text("cluster: {nodes: 2}\ntraining: {model: llama3-8bb}\n")
     with pytest.raises(ConfigError, match="did you mean 'llama3-8b'") as e:
         check_sections(bad)  # the loader leaves training: to its module; this checks it

@@ -53,6 +53,11 @@ def register(app: typer.Typer) -> None:
 
         check_out_dir(out, "--out")
         sc = load_scenario(scenario)
+        if not sc.packet:
+            raise ConfigError(f"scenario {sc.name!r} has no packet: section, so there is "
+                              f"no packet-level experiment to run; add one (docs/packet.md) "
+                              f"or run `fabricsim report` / `fabricsim simulate` on it",
+                              field="packet")
         names: list[str | None] = [None, *variant_names(sc)]
         if variant:
             known = {"base", *variant_names(sc)}

@@ -3,6 +3,7 @@ cost per trained token."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -89,8 +90,8 @@ def register(app: typer.Typer) -> None:
         if not names:
             raise ConfigError("give at least one fabric, e.g. ib-ndr,roce-400g",
                               field="--fabrics")
-        if lifetime_years <= 0:
-            raise ConfigError(f"must be positive, got {lifetime_years}",
+        if not (math.isfinite(lifetime_years) and lifetime_years > 0):
+            raise ConfigError(f"must be a finite number of years > 0, got {lifetime_years}",
                               field="--lifetime-years")
         flags: dict[str, Any] = dict(
             system=system, nodes=None, gpus_per_node=gpus_per_node, fabric=None,

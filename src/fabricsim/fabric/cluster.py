@@ -434,6 +434,15 @@ def build_cluster(system: str = "dgx-h100", nodes: int = 1, *, gpus_per_node: in
     k = radix or switch.radix
     if k < 4:
         raise TopologyError(f"switch radix must be >= 4, got {k}", field="radix")
+    if radix is not None and topo == "torus3d":
+        raise TopologyError("a 3D torus has no switches: each server's router has six "
+                            "torus ports, so radix does not apply; drop radix or choose a "
+                            "switched topology (fat-tree, rail-optimized, dragonfly)",
+                            field="radix")
+    if radix is not None and k % 2 and topo in SHARP_TOPOLOGIES:
+        raise TopologyError(f"radix {k} is odd: a fat-tree switch splits its ports between "
+                            f"down and up links, and switches ship with an even count; use "
+                            f"{k - 1} or {k + 1}", field="radix")
     if template.n_nics == 0:
         raise TopologyError(f"{system} has no compute NIC; it cannot join a scale-out network",
                             field="system")

@@ -561,5 +561,10 @@ def fat_tree_network(b: FabricBuilder, nics: NDArray[np.int32], *, radix: int, p
               "spine-core": int(sum(p.pods * p.spines_per_pod * p.spine_up_ports
                                     for p in built) if n_tiers == 3 else 0)}
     eff_os = max(p.ratio for p in built)
+    notes: tuple[str, ...] = ()
+    if eff_os > oversubscription * 1.01:  # the leaf's ports cannot split as asked
+        notes = (f"oversubscription {eff_os:.4g}:1, not the {oversubscription:g}:1 asked: a "
+                 f"radix-{radix} leaf splits its ports {d} down / {radix - d} up; choose a "
+                 f"radix that divides as asked",)
     return Network(router=router, switches=switches, tiers=n_tiers, bisection_bandwidth=bis,
-                   oversubscription=eff_os, cables=cables, planes=planes)
+                   oversubscription=eff_os, cables=cables, planes=planes, notes=notes)

@@ -40,9 +40,11 @@ def check_sections(sc: Scenario) -> list[str]:
         parts.append(f"collective {coll}")
     if sc.training is not None:
         from fabricsim.workloads.spec import training_from_section
+        from fabricsim.workloads.step import check_layout
 
-        model, _cfg, _extra = training_from_section(sc.training)
-        parts.append(f"training {model.name}")
+        model, cfg, _extra = training_from_section(sc.training)
+        p = check_layout(model, cfg, fab)
+        parts.append(f"training {model.name} (tp {p.tp}, pp {p.pp}, dp {p.dp})")
     if sc.packet is not None:
         from fabricsim.backends.packet.config import parse_packet_config
 

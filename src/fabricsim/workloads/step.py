@@ -86,6 +86,7 @@ __all__ = [
     "EP_OVERLAP_SM_SHARE",
     "TP_OVERLAP_EFFICIENCY",
     "StepResult",
+    "check_layout",
     "comm_cost",
     "distinct_servers",
     "pipeline_bubble",
@@ -566,6 +567,47 @@ def comm_cost(m: TransformerSpec, p: ResolvedParallel, comm: CommModel,
     return {**exp, **per_step}, tot
 
 
+def check_layout(model: TransformerSpec, cfg: ParallelConfig, fabric: Fabric, *,
+                 world: int | None = None, check_memory: bool = True) -> ResolvedParallel:
+    """``cfg`` resolved on ``fabric`` (``world`` GPUs, default all), refused as
+    :func:`simulate_step` refuses it: sizes that do not divide, a layout that does not
+    fit GPU memory (with the breakdown and the cheapest change that fits), TP overlap
+    beyond the NVLink domain. What ``fabricsim validate`` checks for a ``training:``
+    section.
+
+    Examples
+    --------
+    >>> import fabricsim as fs
+    >>> from fabricsim.workloads.models import get_model
+    >>> check_layout(get_model("llama3-405b"), ParallelConfig(), fs.build_cluster(
+    ...     "dgx-h100", 1, gpus_per_node=1))
+    Traceback (most recent call last):
+    ...
+    fabricsim.errors.ModelError: training: llama3-405b needs ...
+    """
+    p = cfg.resolve(model, world or fabric.n_gpus)
+    gpu = get_catalog().gpu(fabric.info.gpu)
+    if check_memory:
+        mem = memory_per_gpu(model, p)
+        if mem.total > gpu.memory_bytes:
+            d = mem.as_dict()
+            parts = ", ".join(f"{k} {d[k] / _GIB:.1f}" for k in
+                              ("weights", "grads", "optimizer", "activations"))
+            fix = cheapest_fit(model, p, gpu.memory_bytes)
+            raise ModelError(
+                f"{model.name} needs {mem.total / _GIB:.1f} GiB per GPU on its fullest "
+                f"pipeline stage ({parts} GiB) but {gpu.name} has "
+                f"{gpu.memory_bytes / _GIB:.0f} GiB; "
+                + (f"fits with {fix}" if fix else "raise tp or pp, or use fewer layers "
+                   "per stage"), field="training")
+    if cfg.tp_comm_overlap and p.tp > fabric.info.nvlink_domain_gpus:
+        raise ModelError(f"tp_comm_overlap (userbuffers) overlaps TP traffic over NVLink; "
+                         f"tp={p.tp} spans beyond the {fabric.info.nvlink_domain_gpus}-GPU "
+                         f"NVLink domain: keep tp <= {fabric.info.nvlink_domain_gpus} or "
+                         f"drop --tp-comm-overlap", field="training.tp_comm_overlap")
+    return p
+
+
 def simulate_step(model: TransformerSpec, cfg: ParallelConfig, fabric: Fabric,
                   comm: CommModel | None = None, *, backend: str = "analytic",
                   gpu_hour_usd: float | None = None, total_tokens: float | None = None,
@@ -598,26 +640,10 @@ def simulate_step(model: TransformerSpec, cfg: ParallelConfig, fabric: Fabric,
         raise ModelError(f"must be a finite price >= 0, got {gpu_hour_usd!r}",
                          field="gpu_hour_usd")
     world = world or fabric.n_gpus
-    p = cfg.resolve(model, world)
+    p = check_layout(model, cfg, fabric, world=world, check_memory=check_memory)
     cat = get_catalog()
     gpu = cat.gpu(fabric.info.gpu)
     mem = memory_per_gpu(model, p)
-    if check_memory and mem.total > gpu.memory_bytes:
-        d = mem.as_dict()
-        parts = ", ".join(f"{k} {d[k] / _GIB:.1f}" for k in
-                          ("weights", "grads", "optimizer", "activations"))
-        fix = cheapest_fit(model, p, gpu.memory_bytes)
-        raise ModelError(
-            f"{model.name} needs {mem.total / _GIB:.1f} GiB per GPU on its fullest "
-            f"pipeline stage ({parts} GiB) but {gpu.name} has "
-            f"{gpu.memory_bytes / _GIB:.0f} GiB; "
-            + (f"fits with {fix}" if fix else "raise tp or pp, or use fewer layers per "
-               "stage"), field="training")
-    if cfg.tp_comm_overlap and p.tp > fabric.info.nvlink_domain_gpus:
-        raise ModelError(f"tp_comm_overlap (userbuffers) overlaps TP traffic over NVLink; "
-                         f"tp={p.tp} spans beyond the {fabric.info.nvlink_domain_gpus}-GPU "
-                         f"NVLink domain: keep tp <= {fabric.info.nvlink_domain_gpus} or "
-                         f"drop --tp-comm-overlap", field="training.tp_comm_overlap")
     warnings = placement_warnings(p, fabric.info.gpus_per_server,
                                   fabric.info.nvlink_domain_gpus)
     comm = comm if comm is not None else EngineComm(fabric, backend=backend)
