@@ -364,3 +364,23 @@ def test_sweep_time_limit_from_the_cli(tmp_path: Path, capsys: pytest.CaptureFix
     assert main(["sweep", str(spec), "--store", str(store), "--time-limit", "1e-9",
                  "--quiet"]) == 0
     assert "run the same command again to go on" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("kind", "axes", "base", "field"), [
+    ("bench", {"training.tp": [1, 2]}, {"collective": {"collective": "all_reduce"}},
+     "axes.training.tp"),
+    ("train", {"collective.maxbytes": ["1MB", "2MB"]}, {}, "axes.collective.maxbytes"),
+    ("train", {"packet.mtu": [1024, 4096]}, {}, "axes.packet.mtu"),
+    ("bench", {"cluster.nodes": [1, 2]}, {}, "collective"),
+])
+def test_axes_a_kind_does_not_read_are_refused(kind: str, axes: dict[str, list[object]],
+                                               base: dict[str, object], field: str) -> None:
+    """An axis that cannot change what a sweep computes would give identical points;
+    a bench sweep without a collective would fail at every point. Both are refused
+    before anything runs."""
+    spec = SweepSpec.model_validate({"kind": kind, "axes": axes, "scenario": {
+        "cluster": {"system": "dgx-h100", "nodes": 2},
+        "training": {"model": "llama3-8b", "global_batch": 16}, **base}})
+    with pytest.raises(ConfigError) as e:
+        points(spec)
+    assert e.value.field == field

@@ -203,6 +203,11 @@ class _Checker:
         return model
 
 
+#: Scenario sections each kind of sweep reads: an axis elsewhere would change nothing.
+KIND_READS = {"train": ("cluster", "systems", "training", "gpu_hour_usd"),
+              "bench": ("cluster", "systems", "collective")}
+
+
 def points(spec: SweepSpec, root: Path | None = None) -> list[Point]:
     """Every point of ``spec``, validated; raises ConfigError naming the axis for a field
     the scenario does not have or a value it refuses, and for an empty sweep."""
@@ -216,6 +221,14 @@ def points(spec: SweepSpec, root: Path | None = None) -> list[Point]:
     if empty:
         raise ConfigError(f"axis {empty[0]!r} has no values", field=f"axes.{empty[0]}")
     names = list(spec.axes)
+    reads = KIND_READS[spec.kind]
+    for n in names:
+        if n.split(".")[0] not in reads:
+            other = next((k for k, r in KIND_READS.items() if n.split(".")[0] in r), None)
+            raise ConfigError(f"a {spec.kind} sweep reads {', '.join(reads)}; axis {n!r} "
+                              f"would change nothing it computes: drop it"
+                              + (f" or use kind: {other}" if other else ""),
+                              field=f"axes.{n}")
     size = math.prod(len(v) for v in spec.axes.values())
     if spec.mode == "grid":
         if size > MAX_POINTS:
@@ -234,6 +247,11 @@ def points(spec: SweepSpec, root: Path | None = None) -> list[Point]:
         combos = [tuple(spec.axes[n][min(int(x * len(spec.axes[n])), len(spec.axes[n]) - 1)]
                         for n, x in zip(names, row, strict=True)) for row in u]
     base = _base(spec, root)
+    if spec.kind == "bench" and not base.get("collective") and not any(
+            n.startswith("collective") for n in names):
+        raise ConfigError("a bench sweep times the scenario's collective: give the base "
+                          "scenario a collective: section (e.g. {collective: all_reduce, "
+                          "maxbytes: 1GB})", field="collective")
     out: list[Point] = []
     seen: set[str] = set()
     check = _Checker()
@@ -346,7 +364,9 @@ def _figures(kind: str, sc: Any, scenario: dict[str, Any], fabrics: FabricCache 
         from fabricsim.workloads.step import simulate_step
 
         m, cfg, extra = training_from_section(sc.training)
-        r = simulate_step(m, cfg, fab, gpu_hour_usd=extra.get("gpu_hour_usd"))
+        price = extra.get("gpu_hour_usd")
+        r = simulate_step(m, cfg, fab, gpu_hour_usd=price if price is not None
+                          else sc.gpu_hour_usd)
         gp = goodput_on_fabric(fab, params=m.params, step_time_s=r.step_time_s,
                                gpu_hour_usd=r.gpu_hour_usd)
         out: dict[str, Any] = {

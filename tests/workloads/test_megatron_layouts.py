@@ -38,6 +38,7 @@ def test_stage_splits_follow_megatron() -> None:
      r"divide by vp=2"),
     ({"account_for_embedding_loss": True, "interleave": 3}, r"128 must divide by pp·vp"),
     ({"recompute_layers": 2}, r"needs recompute='full'"),
+    ({"recompute": "full", "recompute_layers": 9}, r"more than the 8 layers .* at most 8"),
     ({"tp": 1, "dp": 512, "tp_comm_overlap": True}, r"tp_comm_overlap needs tp > 1"),
     ({"ep_overlap": True}, r"ep_overlap needs ep > 1"),
     ({"moe_node_limit": 4}, r"moe_node_limit .* drop --moe-node-limit"),

@@ -415,6 +415,10 @@ class ParallelConfig(StrictModel):
                       f"least 2·pp = {2 * pp}, per step; global_batch={gb} gives "
                       f"{gb // per_step}: raise global_batch to a multiple of "
                       f"{2 * per_step} of at least {need}")
+        if self.recompute_layers is not None and self.recompute_layers > max(counts):
+            raise bad("recompute_layers", f"recompute_layers={self.recompute_layers} is more "
+                      f"than the {max(counts)} layers of the fullest pipeline stage; give at "
+                      f"most {max(counts)} (or drop --recompute-layers to recompute all)")
         return ResolvedParallel(cfg=self, world=world, dp=dp, seq=seq, global_batch=gb,
                                 num_micro=gb // per_step, stage_layers=max(counts),
                                 stage_layer_counts=counts, stage_mtp_layers=mtp)
