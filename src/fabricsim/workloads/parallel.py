@@ -201,12 +201,12 @@ class ParallelConfig(StrictModel):
     account_for_embedding_loss: bool = False
     pipeline_layout: str | None = Field(None, min_length=1, max_length=4096)
     sequence_parallel: bool = True
-    tp_overlap: float = Field(0.0, ge=0.0, le=1.0)
+    tp_overlap: float = Field(0.0, ge=0.0, le=1.0, allow_inf_nan=False)
     tp_comm_overlap: bool = False
     ep_overlap: bool = False
     moe_node_limit: int | None = Field(None, ge=1)
     moe_dispatcher: Literal["alltoall", "deepep"] = "alltoall"
-    moe_imbalance: float = Field(1.0, ge=1.0, le=64.0)
+    moe_imbalance: float = Field(1.0, ge=1.0, le=64.0, allow_inf_nan=False)
     overlap_grad_reduce: bool = True
     overlap_param_gather: bool = True
     overlap_p2p_comm: bool | None = None
