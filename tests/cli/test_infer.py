@@ -35,3 +35,15 @@ def test_infer_bad_input_exit_2(args: list[str], field: str,
     assert main(["infer", "--model", "llama2-70b", *args]) == 2
     err = capsys.readouterr().err
     assert field in err and "Traceback" not in err
+
+
+def test_an_instance_inside_one_server_says_the_fabric_does_not_matter(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from fabricsim.cli.app import main
+
+    assert main(["infer", "--system", "dgx-h100", "--nodes", "4", "--model", "llama3-70b",
+                 "--tp", "8"]) == 0
+    assert "scale-out fabric" in capsys.readouterr().out
+    assert main(["infer", "--system", "dgx-h100", "--nodes", "4", "--model", "llama3-405b",
+                 "--tp", "8", "--pp", "2"]) == 0
+    assert "scale-out fabric" not in capsys.readouterr().out

@@ -162,5 +162,10 @@ def register(app: typer.Typer) -> None:
                       f"{dis.tokens_per_s_per_gpu:,.1f}  (prefill instances per decode "
                       f"{dis.prefill_instances_per_decode:.2f})")
         console.print(t)
+        if tp * pp <= fab.info.gpus_per_server and (dis is None or not dis.crosses_servers):
+            console.print(f"note: one instance's {tp * pp} GPUs sit in one server, so its "
+                          f"traffic stays on NVLink/PCIe and the scale-out fabric "
+                          f"({fab.info.fabric}, {fab.info.topology}) and the server count do "
+                          f"not change these figures")
         for w in r.warnings:
             console.print(f"[yellow]warning:[/] {w}")
