@@ -315,3 +315,18 @@ def test_fsdp_that_keeps_its_gathered_weights() -> None:
 def test_reshard_after_forward_needs_sharded_weights() -> None:
     with pytest.raises(ModelError, match=r"reshard_after_forward .* --zero fsdp"):
         ParallelConfig(zero=1, reshard_after_forward=False).resolve(get_model("llama2-7b"), 8)
+
+
+def test_moe_routing_flags_that_cannot_act_are_warned_about() -> None:
+    fab = fs.build_cluster("dgx-h100", nodes=8)
+    m = get_model("mixtral-8x7b")
+
+    def warns(**kw: object) -> list[str]:
+        cfg = ParallelConfig(global_batch=64, seq_len=4096, recompute="full",
+                             **kw)  # type: ignore[arg-type]
+        return simulate_step(m, cfg, fab, check_memory=False).warnings
+
+    assert any("one NVLink domain" in w for w in warns(ep=8, moe_node_limit=1))
+    assert any("one NVLink domain" in w for w in warns(ep=8, moe_dispatcher="deepep"))
+    assert any("does not limit" in w for w in warns(tp=2, ep=8, moe_node_limit=100))
+    assert not [w for w in warns(tp=2, ep=8, moe_node_limit=1) if "moe" in w]

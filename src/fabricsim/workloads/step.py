@@ -646,6 +646,16 @@ def simulate_step(model: TransformerSpec, cfg: ParallelConfig, fabric: Fabric,
     mem = memory_per_gpu(model, p)
     warnings = placement_warnings(p, fabric.info.gpus_per_server,
                                   fabric.info.nvlink_domain_gpus)
+    if p.ep > 1 and (cfg.moe_node_limit or cfg.moe_dispatcher == "deepep"):
+        dom = fabric.info.nvlink_domain_gpus or world
+        span = len({r // dom for r in p.group("ep")})
+        what = "--moe-node-limit" if cfg.moe_node_limit else "--moe-dispatcher deepep"
+        if span == 1:
+            warnings.append(f"{what} has no effect here: the EP group's {p.ep} GPUs sit in "
+                            f"one NVLink domain, so no token crosses the network")
+        elif cfg.moe_node_limit and cfg.moe_node_limit >= span:
+            warnings.append(f"--moe-node-limit {cfg.moe_node_limit} does not limit: the EP "
+                            f"group spans {span} servers")
     comm = comm if comm is not None else EngineComm(fabric, backend=backend)
     dense, expert = stage_params(model, p)
     z = cfg.zero_stage
