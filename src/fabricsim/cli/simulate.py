@@ -44,7 +44,9 @@ QuietOpt = Annotated[bool, typer.Option(
     "--quiet", "-q", help="No progress display and no table: only errors (and --json).")]
 RoutingOpt = Annotated[str, typer.Option(
     "--routing", help="ecmp (hash per queue pair), spray or adaptive.")]
-QpsOpt = Annotated[int, typer.Option("--qps", help="Queue pairs per connection.", min=1)]
+QpsOpt = Annotated[int, typer.Option(
+    "--qps", help="Queue pairs per connection (NCCL_IB_QPS_PER_CONNECTION; NCCL allows at "
+    "most 128).", min=1, max=128)]
 SizeOpt = Annotated[str | None, typer.Option(
     "--size", help="Message size (default: the scenario's collective.maxbytes).")]
 
