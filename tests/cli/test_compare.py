@@ -118,3 +118,48 @@ def test_compare_errors(tmp_path, capsys) -> None:
     p = LOGS / "all_reduce_perf_dgx_a100.log"
     assert main(["compare", str(p), "--system", "dgx-a100", "--gpus-per-node", "4"]) == 2
     assert "ranks" in capsys.readouterr().err
+
+
+def test_plot_that_is_not_an_image_is_refused_before_any_work(capsys, tmp_path) -> None:
+    p = LOGS / "all_reduce_perf_dgx_a100.log"
+    assert main(["compare", str(p), "--plot", str(tmp_path / "x.txt")]) == 2
+    out = capsys.readouterr()
+    assert "--plot" in out.err and ".png" in out.err and "Traceback" not in out.err
+    assert out.out == ""   # refused before any row was compared
+    assert main(["compare", str(p), "--plot", str(tmp_path / "new" / "x.svg"), "--json"]) == 0
+    assert (tmp_path / "new" / "x.svg").stat().st_size > 1000
+
+
+def test_bad_json_row_is_refused(capsys, tmp_path) -> None:
+    rows = tmp_path / "rows.json"
+    rows.write_text('{"size_bytes": 1048576, "time_us": 20.9, "busbw_gbps": 87.6}\n'
+                    '{"size_bytes": "x", "time_us": 27.8, "busbw_gbps": 131.8}\n')
+    assert main(["compare", str(rows), "--collective", "all_reduce", "--system",
+                 "dgx-h100"]) == 2
+    err = capsys.readouterr().err
+    assert "rows.json line 2: size_bytes 'x'" in err and "Traceback" not in err
+
+
+def test_nodes_that_contradict_the_log_name_the_matching_value(capsys) -> None:
+    """A 2 x 8 H100 log: --nodes 3 is not silently modelled, --nodes 1 says 2 too."""
+    p = LOGS / "nccl_tests_2x8_h100_three_tests.log"
+    for flag, value, match in (("--nodes", "3", "--nodes 2"), ("--nodes", "1", "--nodes 2"),
+                               ("--gpus-per-node", "4", "--gpus-per-node 8")):
+        assert main(["compare", str(p), flag, value]) == 2
+        err = capsys.readouterr().err
+        assert f"{flag}: {flag} {value} does not match" in err and \
+            "16 ranks on 2 hosts" in err and f"pass {match}" in err
+    assert main(["compare", str(p), "--nodes", "2", "--gpus-per-node", "8", "--json"]) == 0
+
+
+def test_system_is_checked_against_the_log_gpu_only_when_the_catalog_knows_it(
+        capsys, tmp_path) -> None:
+    p = LOGS / "nccl_tests_2x8_h100_three_tests.log"
+    assert main(["compare", str(p), "--system", "dgx-a100"]) == 2
+    assert "pass one with that GPU (dgx-h100, aws-p5)" in capsys.readouterr().err
+    k80 = tmp_path / "all_reduce_perf.log"
+    k80.write_text("#  Rank  0 Group  0 Pid  1 on h device  0 [0x07] Tesla K80\n"
+                   "#  Rank  1 Group  0 Pid  2 on h device  1 [0x08] Tesla K80\n"
+                   "  1048576  262144  float  sum  -1  50.0  20.97  36.70  0"
+                   "  49.0  21.40  37.45  0\n")
+    assert main(["compare", str(k80), "--system", "dgx-a100", "--json"]) == 0

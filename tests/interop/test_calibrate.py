@@ -99,3 +99,61 @@ def test_reference_benchmark_cuts_held_out_error() -> None:
         assert res.held_out_error_after <= res.held_out_error_before + 1e-9
         if nodes == 2:  # the Nebius NVLSTree rows: 9.8 % -> about 1 %
             assert res.held_out_error_after < 0.03
+
+
+def test_output_is_checked_before_any_work(capsys, tmp_path) -> None:
+    """-o into a missing folder creates it; a folder or another suffix is refused."""
+    out = tmp_path / "new" / "c.yml"
+    assert main(["calibrate", str(LOG), "-o", str(out), "--json"]) == 0
+    assert yaml.safe_load(out.read_text())["cluster"]["params"]["calibration"]
+    capsys.readouterr()
+    for bad, match in ((tmp_path / "c.txt", "ending in .yaml or .yml"),
+                       (tmp_path, "is a folder")):
+        assert main(["calibrate", str(LOG), "-o", str(bad)]) == 2
+        out_err = capsys.readouterr()
+        assert "--output: " in out_err.err and match in out_err.err and not out_err.out
+
+
+def test_system_must_have_the_logs_gpu_and_one_gpu_per_call(capsys) -> None:
+    assert main(["calibrate", str(LOG), "--system", "dgx-a100"]) == 2
+    err = capsys.readouterr().err
+    assert "--system dgx-a100 has a100-sxm GPUs" in err and "(dgx-h100, aws-p5)" in err
+    a100 = LOG.parent / "all_reduce_perf_dgx_a100.log"
+    assert main(["calibrate", str(LOG), str(a100)]) == 2
+    err = capsys.readouterr().err
+    assert "LOGS: the logs ran on different GPUs" in err and a100.name in err
+
+
+def test_logs_without_a_device_list_are_refused(capsys, tmp_path) -> None:
+    assert main(["bench", "all_reduce", "-b", "1M", "-e", "16M", "--json"]) == 0
+    rows = tmp_path / "all_reduce_rows.jsonl"
+    rows.write_text(capsys.readouterr().out)
+    assert main(["calibrate", str(rows), "--system", "dgx-h100"]) == 2
+    assert "no 'Using devices' list" in capsys.readouterr().err
+
+
+def _synthetic(system: str, scale: float) -> object:
+    """One server's all_reduce rows as the model predicts them on ``system``, times
+    ``scale``, from GPUs the catalog does not know (so only the fit can tell)."""
+    from fabricsim.interop.nccl_tests import NcclTest, Row
+
+    fab = build_cluster(system, 1)
+    rows = []
+    for k in range(20, 32, 2):
+        t = predict_time(fab, "all_reduce", 2**k) * 1e6 * scale
+        rows.append(Row(2**k, 2**k // 4, "float", "sum", -1, t, 0, 0, None, t, 0, 0, None))
+    return NcclTest("all_reduce", tuple(rows), ("a",) * 8, ("Unknown GPU",) * 8)
+
+
+def test_efficiency_above_one_is_held_with_a_note_or_refused() -> None:
+    """Logs 1.5 % faster than the model: nvlink.efficiency held at 1 with a note. H100
+    logs calibrated as dgx-a100: faster than an A100's NVLink can go, refused."""
+    from fabricsim.interop.calibrate import calibrate
+
+    res = calibrate([_synthetic("dgx-a100", 0.985)], system="dgx-a100")
+    assert res.factors["nvlink.efficiency"] == 1.0
+    assert any(n.startswith("nvlink.efficiency fitted 1.0") and "held at 1.0" in n
+               for n in res.notes)
+    with pytest.raises(ConfigError, match=r"--system: the logs ran faster than dgx-a100 "
+                                          r"can: the fit needs nvlink\.efficiency"):
+        calibrate([_synthetic("dgx-h100", 1.0)], system="dgx-a100")

@@ -76,3 +76,14 @@ def test_simulated_faults_are_found(kind: str, seed: int) -> None:
     alone is crossed by exactly that host's cross-leaf runs, so the two may share it)."""
     row = _bench().trial(kind, seed)
     assert row["servers"] == 8 and row["found"]
+
+
+def test_system_must_have_the_logs_gpu(capsys) -> None:
+    """The pairs are H100 runs: an A100 system is refused (as compare refuses it), and so
+    is a set of logs from different GPUs."""
+    assert main(["diagnose", *map(str, PAIRS), "--system", "dgx-a100"]) == 2
+    err = capsys.readouterr().err
+    assert "--system dgx-a100 has a100-sxm GPUs" in err and "H100" in err
+    a100 = ROOT / "tests" / "data" / "nccl_logs" / "all_reduce_perf_dgx_a100.log"
+    assert main(["diagnose", *map(str, PAIRS), str(a100)]) == 2
+    assert "LOGS: the logs ran on different GPUs" in capsys.readouterr().err

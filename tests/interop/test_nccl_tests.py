@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -48,6 +49,43 @@ def test_truncated_and_old_format() -> None:
 def test_not_a_log_is_a_clear_error() -> None:
     with pytest.raises(ConfigError, match="nccl-tests output"):
         parse_nccl_tests("hello\nworld\n")
+
+
+_ROW = "  1048576  262144  float  sum  -1  50.0  20.97  36.70  0  49.0  21.40  37.45  0"
+
+
+@pytest.mark.parametrize(("column", "bad"), [
+    ("size", "1" + "0" * 30), ("count", "1" + "0" * 30), ("root", "x"),
+    ("out-of-place time", "-50.0"), ("out-of-place time", "nan"),
+    ("out-of-place time", "0"), ("out-of-place time", "fast"),
+    ("out-of-place busbw", "-36.70"), ("out-of-place busbw", "inf"),
+    ("in-place busbw", "NaN"), ("out-of-place #wrong", "-1")])
+def test_nonsense_in_a_row_names_the_file_line_and_column(column: str, bad: str) -> None:
+    """A result row with a figure that is not one (negative, NaN/inf, not a number, a size
+    past 1 PiB) is refused, never read as a measurement; N/A bandwidths stay NaN."""
+    index = {"size": 0, "count": 1, "root": 4, "out-of-place time": 5,
+             "out-of-place busbw": 7, "out-of-place #wrong": 8, "in-place busbw": 11}[column]
+    tok = _ROW.split()
+    tok[index] = bad
+    text = "# size count type redop root time\n" + _ROW + "\n  " + "  ".join(tok) + "\n"
+    with pytest.raises(ConfigError, match=rf"LOG: ar_perf\.log line 3: {column} "
+                                          rf"'{re.escape(bad)}' is not"):
+        parse_nccl_tests(text, "ar_perf.log")
+    na = _ROW.replace("36.70", "N/A")
+    assert math.isnan(parse_nccl_tests(na).tests[0].rows[0].busbw_gbps)
+
+
+@pytest.mark.parametrize(("key", "bad"), [("size_bytes", '"x"'), ("size_bytes", "1e30"),
+                                          ("size_bytes", "-4"), ("time_us", "NaN"),
+                                          ("time_us", "-2.5"), ("busbw_gbps", "-1"),
+                                          ("busbw_gbps", "Infinity"), ("count", "true")])
+def test_nonsense_in_a_json_row_names_the_file_line_and_key(key: str, bad: str) -> None:
+    good = {"size_bytes": 1048576, "count": 262144, "time_us": 20.9, "busbw_gbps": 87.6}
+    rows = [json.dumps(good), json.dumps(good).replace(f'"{key}": {good[key]}',
+                                                       f'"{key}": {bad}')]
+    assert rows[1] != rows[0]
+    with pytest.raises(ConfigError, match=rf"LOG: rows\.json line 2: {key} .* is not"):
+        parse_nccl_tests("\n".join(rows), "rows.json")
 
 
 def test_format_round_trips_with_extra_columns() -> None:

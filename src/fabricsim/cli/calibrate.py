@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from fabricsim.cli.common import JsonOpt, SystemOpt, console, print_json
+from fabricsim.cli.common import JsonOpt, SystemOpt, check_out_file, console, print_json
 from fabricsim.errors import ConfigError
 
 
@@ -30,19 +30,20 @@ def register(app: typer.Typer) -> None:
         """
         import yaml
 
-        from fabricsim.cli.compare import NcclLog, read_logs, system_for_log
+        from fabricsim.cli.compare import read_log_files, system_for_logs
         from fabricsim.interop.calibrate import calibrate
 
-        tests = [t for t in read_logs(logs) if t.rows]
-        if system is None:
-            with_gpu = next((t for t in tests if t.gpus), None)
-            if with_gpu is None:
-                raise ConfigError("the logs name no GPU; pass --system", field="--system")
-            system = system_for_log(NcclLog.of(with_gpu))
-        if output is not None and output.exists() and output.is_dir():
-            raise ConfigError(f"--output {str(output)!r} is a folder; give a .yaml file",
-                              field="--output")
-        res = calibrate(tests, system=system)
+        check_out_file(output, "--output", suffixes=(".yaml", ".yml"))
+        files = [(p, [t for t in tests if t.rows]) for p, tests in read_log_files(logs)]
+        blind = next((p for p, tests in files for t in tests if not t.hosts), None)
+        if blind is not None:
+            raise ConfigError(f"{blind.name} has result rows but no 'Using devices' list, so "
+                              "its ranks and servers are unknown; give nccl-tests' full "
+                              "output (fabricsim bench --json rows do not carry them)",
+                              field="LOGS")
+        system = system_for_logs(files, system, one="a calibration fits one system: "
+                                 "calibrate the logs of each GPU separately")
+        res = calibrate([t for _, tests in files for t in tests], system=system)
         if output is not None:
             output.write_text(yaml.safe_dump(res.scenario(output.stem), sort_keys=False),
                               encoding="utf-8")

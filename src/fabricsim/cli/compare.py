@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -23,11 +24,12 @@ from fabricsim.cli.common import (
     OversubOpt,
     SystemOpt,
     TopologyOpt,
+    check_out_file,
     fabric_from_scenario,
     print_json_line,
     scenario_with_overrides,
 )
-from fabricsim.errors import ConfigError
+from fabricsim.errors import ConfigError, UnknownPresetError
 from fabricsim.interop.nccl_tests import NcclTest, Row, parse_nccl_tests
 
 
@@ -95,22 +97,91 @@ def system_for_log(parsed: NcclLog) -> str:
     return systems[0]
 
 
-def read_logs(paths: list[Path], *, warn: bool = True) -> list[NcclTest]:
-    """Every test of every log in ``paths`` (bounded reads; a missing file is a
-    ConfigError naming LOGS), with each file's notes (failed, truncated tests) on stderr."""
+def check_system_gpu(system: str, model: str) -> None:
+    """Refuse ``system`` when its GPU is not the one a log ran on (``model``, as
+    nccl-tests prints it): a ConfigError naming --system and the systems with that GPU.
+    A GPU the catalog does not know cannot be checked and passes.
+
+    >>> check_system_gpu("dgx-h100", "NVIDIA H100 80GB HBM3")
+    >>> check_system_gpu("dgx-a100", "NVIDIA H100 80GB HBM3")
+    Traceback (most recent call last):
+    ...
+    fabricsim.errors.ConfigError: --system: --system dgx-a100 has a100-sxm GPUs but the \
+log ran on 'NVIDIA H100 80GB HBM3' (h100-sxm); drop --system or pass one with that GPU \
+(dgx-h100, aws-p5)
+    """
+    from fabricsim.catalog import get_catalog
+
+    cat = get_catalog()
+    try:
+        have = cat.system(system).gpu
+    except UnknownPresetError as e:
+        raise UnknownPresetError(e.message, field="--system") from None
+    gpu = catalog_gpu(model)
+    if gpu is not None and gpu != have:
+        same = [name for name, s in cat.systems.items() if s.gpu == gpu]
+        raise ConfigError(
+            f"--system {system} has {have} GPUs but the log ran on {model!r} ({gpu}); drop "
+            f"--system or pass one with that GPU" + (f" ({', '.join(same)})" if same else
+                                                     ""), field="--system")
+
+
+def system_for_logs(files: Sequence[tuple[Path, Sequence[NcclTest]]], system: str | None,
+                    *, one: str) -> str:
+    """The one system to model every test of ``files`` on (calibrate, diagnose):
+    ``system`` when given, refused (:func:`check_system_gpu`) if its GPU is not the logs';
+    else the preset of the logs' GPU. Logs of different GPUs are a ConfigError naming
+    LOGS, whose fix is ``one`` (what to give instead)."""
+    seen: dict[str, tuple[str, str]] = {}  # catalog GPU (or the name) -> (model, file)
+    for path, tests in files:
+        for t in tests:
+            for model in t.gpus:
+                seen.setdefault(catalog_gpu(model) or model.strip().lower(),
+                                (model, path.name))
+    if len(seen) > 1:
+        (m1, f1), (m2, f2) = list(seen.values())[:2]
+        raise ConfigError(f"the logs ran on different GPUs ({m1!r} in {f1}, {m2!r} in "
+                          f"{f2}); {one}", field="LOGS")
+    if not seen:
+        if system is None:
+            raise ConfigError("the logs name no GPU (no 'Using devices' list); pass --system "
+                              "(e.g. --system dgx-h100)", field="--system")
+        return system
+    model = next(iter(seen.values()))[0]
+    if system is None:
+        return system_for_log(NcclLog(rows=[], ranks=0, collective=None, gpus=(model,)))
+    check_system_gpu(system, model)
+    return system
+
+
+def read_log_files(paths: list[Path], *, warn: bool = True
+                   ) -> list[tuple[Path, list[NcclTest]]]:
+    """Every test of every log in ``paths``, per file (bounded reads; a missing file or
+    a bad row is a ConfigError naming LOGS), with each file's notes (failed, truncated
+    tests) on stderr."""
     from fabricsim.scenario.loader import read_text_file
 
-    tests: list[NcclTest] = []
+    out: list[tuple[Path, list[NcclTest]]] = []
     for p in paths:
         if not p.exists():
             raise ConfigError(f"log file {str(p)!r} does not exist", field="LOGS")
-        f = parse_nccl_tests(read_text_file(p, MAX_LOG_BYTES, "nccl-tests log", "LOGS"),
-                             p.name)
+        try:
+            f = parse_nccl_tests(read_text_file(p, MAX_LOG_BYTES, "nccl-tests log", "LOGS"),
+                                 p.name)
+        except ConfigError as e:
+            if e.field != "LOG":
+                raise
+            raise ConfigError(e.message, field="LOGS") from None
         if warn:
             for note in f.notes:
                 typer.echo(f"warning: {p.name}: {note}", err=True)
-        tests += list(f.tests)
-    return tests
+        out.append((p, list(f.tests)))
+    return out
+
+
+def read_logs(paths: list[Path], *, warn: bool = True) -> list[NcclTest]:
+    """Every test of every log in ``paths`` (:func:`read_log_files`, flattened)."""
+    return [t for _, tests in read_log_files(paths, warn=warn) for t in tests]
 
 
 def parse_nccl_log(text: str, name: str = "") -> NcclLog:
@@ -133,23 +204,43 @@ def parse_nccl_log(text: str, name: str = "") -> NcclLog:
     return NcclLog.of(t)
 
 
-def _cluster_for(t: NcclTest, parsed_name: str, *, system: str | None,
-                 nodes: int | None, gpus_per_node: int | None) -> tuple[str | None,
-                                                                         int | None,
-                                                                         int | None]:
-    """System, nodes and GPUs per node of a test: from its device list unless given."""
-    from fabricsim.catalog import get_catalog
+def check_layout(t: NcclTest, nodes: int | None, gpus_per_node: int | None) -> None:
+    """Refuse --nodes / --gpus-per-node that contradict the hosts and ranks of a log's
+    device list (a log without one cannot be checked): the error names the value that
+    matches.
 
+    >>> t = NcclTest("all_reduce", (), hosts=("a",) * 8 + ("b",) * 8)
+    >>> check_layout(t, 2, 8)
+    >>> check_layout(t, 3, None)
+    Traceback (most recent call last):
+    ...
+    fabricsim.errors.ConfigError: --nodes: --nodes 3 does not match the log, which ran 16 \
+ranks on 2 hosts (8 each); pass --nodes 2 or leave --nodes out
+    """
+    if not t.hosts:
+        return
+    gpn = t.gpus_per_node
+    shape = f"{t.ranks} ranks on {t.nodes} host{'s' if t.nodes > 1 else ''}" + \
+        (f" ({gpn} each)" if gpn else " (unevenly)")
+    if nodes is not None and nodes != t.nodes:
+        raise ConfigError(f"--nodes {nodes} does not match the log, which ran {shape}; pass "
+                          f"--nodes {t.nodes} or leave --nodes out", field="--nodes")
+    if gpus_per_node is not None and gpn and gpus_per_node != gpn:
+        raise ConfigError(f"--gpus-per-node {gpus_per_node} does not match the log, which "
+                          f"ran {shape}; pass --gpus-per-node {gpn} or leave "
+                          f"--gpus-per-node out", field="--gpus-per-node")
+
+
+def _cluster_for(t: NcclTest, *, system: str | None, nodes: int | None,
+                 gpus_per_node: int | None) -> tuple[str, int | None, int | None]:
+    """System, nodes and GPUs per node of a test: from its device list unless given
+    (given ones are checked against it: :func:`check_system_gpu`, :func:`check_layout`)."""
     log = NcclLog.of(t)
-    found = system_for_log(log) if log.gpus or system is None else None
     if system is None:
-        system = found
-    elif found is not None and get_catalog().system(system).gpu != \
-            get_catalog().system(found).gpu:
-        raise ConfigError(
-            f"--system {system} has {get_catalog().system(system).gpu} GPUs but the "
-            f"log ran on {log.gpus[0]!r} ({found}); drop --system or pass one "
-            "with that GPU", field="--system")
+        system = system_for_log(log)
+    elif log.gpus:
+        check_system_gpu(system, log.gpus[0])
+    check_layout(t, nodes, gpus_per_node)
     if nodes is None and log.nodes:
         nodes = log.nodes
     if gpus_per_node is None and log.nodes and log.ranks % log.nodes == 0:
@@ -204,6 +295,7 @@ def register(app: typer.Typer) -> None:
         if not (math.isfinite(threshold) and threshold > 0):
             raise ConfigError(f"--threshold must be a positive share (0.2 = 20 %), got "
                               f"{threshold}", field="--threshold")
+        check_out_file(plot, "--plot")
         if not log.exists() and not log.is_symlink():
             raise ConfigError(f"log file {str(log)!r} does not exist", field="LOG")
         parsed = parse_nccl_tests(read_text_file(log, MAX_LOG_BYTES, "nccl-tests log",
@@ -222,10 +314,15 @@ def register(app: typer.Typer) -> None:
                                   "name; pass --collective all_reduce (or another)",
                                   field="--collective")
             coll = check_collective(coll_name)
-            sys_k, nodes_k, gpn_k = system, nodes, gpus_per_node
+            sys_k: str | None = system
+            nodes_k, gpn_k = nodes, gpus_per_node
             if scenario is None:
-                sys_k, nodes_k, gpn_k = _cluster_for(t, log.name, system=system, nodes=nodes,
+                sys_k, nodes_k, gpn_k = _cluster_for(t, system=system, nodes=nodes,
                                                      gpus_per_node=gpus_per_node)
+            else:
+                if system is not None and t.gpus:
+                    check_system_gpu(system, t.gpus[0])
+                check_layout(t, nodes, gpus_per_node)
             sc = scenario_with_overrides(scenario, system=sys_k, nodes=nodes_k,
                                          gpus_per_node=gpn_k, fabric=fabric,
                                          topology=topology,
@@ -233,9 +330,10 @@ def register(app: typer.Typer) -> None:
             fab = fabric_from_scenario(sc)
             n = t.ranks or fab.n_gpus
             if n > fab.n_gpus:
+                match = f"--nodes {t.nodes} --gpus-per-node {t.gpus_per_node}" \
+                    if t.gpus_per_node else "--nodes/--gpus-per-node"
                 raise ConfigError(f"the log has {n} ranks but the cluster has {fab.n_gpus} "
-                                  "GPUs; pass --nodes/--gpus-per-node to match",
-                                  field="--nodes")
+                                  f"GPUs; pass {match} to match", field="--nodes")
             ranks = list(range(n))
             errs: list[float] = []
             flagged = 0

@@ -35,11 +35,12 @@ def register(app: typer.Typer) -> None:
         Example: fabricsim diagnose pair-*.log --system dgx-h100
         """
         from fabricsim.catalog import get_catalog
-        from fabricsim.cli.compare import NcclLog, read_logs, system_for_log
+        from fabricsim.cli.compare import read_log_files, system_for_logs
         from fabricsim.fabric import build_cluster
         from fabricsim.interop.diagnose import diagnose, runs_from_tests
 
-        tests = read_logs(logs, warn=False)
+        files = read_log_files(logs, warn=False)
+        tests = [t for _, ts in files for t in ts]
         runs, skipped = runs_from_tests(tests)
         for skip in skipped:
             typer.echo(f"warning: skipped {skip}", err=True)
@@ -47,11 +48,8 @@ def register(app: typer.Typer) -> None:
             raise ConfigError("none of the logs is a run between two hosts; diagnose reads "
                               "pairwise runs (nccl-tests with ranks on exactly two hosts)",
                               field="LOGS")
-        if system is None:
-            with_gpu = next((t for t in tests if t.gpus), None)
-            if with_gpu is None:
-                raise ConfigError("the logs name no GPU; pass --system", field="--system")
-            system = system_for_log(NcclLog.of(with_gpu))
+        system = system_for_logs(files, system, one="diagnose models one cluster of one "
+                                 "system: give the logs of servers with the same GPU")
         hosts = {h for r in runs for h in r.hosts}
         fab = build_cluster(system, max(len(hosts), 2), fabric=fabric, topology=topology,
                             catalog=get_catalog())

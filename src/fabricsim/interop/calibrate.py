@@ -12,6 +12,12 @@ by size: every other row
 reported before and after, with a standard error per factor from the fit's Jacobian.
 Factors the logs cannot inform (no multi-node test: no ``net``) stay 1.
 
+An efficiency factor scales the published efficiency down to what this cluster reaches,
+so it is at most 1: a fit a little above (within :data:`EFFICIENCY_SLACK`, measurement
+noise) is held at 1 with a note saying so; further above, the logs ran faster than the
+system can, so they are not from that system, and :func:`calibrate` refuses (as
+``fabricsim compare`` refuses a ``--system`` whose GPU is not the log's).
+
 The result is a ``params.calibration`` mapping that every command accepts through a
 scenario's ``cluster:`` section (:meth:`CalibrationResult.scenario`), applied by all three
 backends through the protocol model (``Protocol.eff_array`` / ``hop_array``).
@@ -50,6 +56,11 @@ PRIOR = 0.05
 #: Factors fitted, in order; a factor no test can inform stays 1.
 FACTORS = ("net.efficiency", "net.hop", "nvlink.efficiency", "nvlink.hop",
            "nvls.efficiency")
+#: How far above 1 a fitted efficiency factor may land and be held at 1 (with a note);
+#: beyond it the logs are faster than the system's hardware model: refused.
+EFFICIENCY_SLACK = 0.02
+#: Link classes as the messages name them.
+_CLASS_NAMES = {"net": "network", "nvlink": "NVLink", "nvls": "NVLink SHARP (NVLS)"}
 
 
 @dataclass(frozen=True)
@@ -126,8 +137,8 @@ class _Point:
 def _points(tests: Sequence[Any]) -> list[_Point]:
     out = []
     for i, t in enumerate(tests):
-        if not t.rows or t.collective is None:
-            continue
+        if not t.rows or t.collective is None or t.ranks < 2:
+            continue  # one rank (or none known: no device list) moves no data
         nodes = max(t.nodes, 1)
         gpn = t.gpus_per_node or max(t.ranks // nodes, 1)
         for r in t.rows:
@@ -143,8 +154,32 @@ def calibrate(tests: Sequence[Any], *, system: str, catalog: Any = None,
 
     With multi-node logs the compute NICs per server in use are fitted too: the system's
     count, half or a quarter of it, whichever fits the fitted rows best. Raises
-    :class:`~fabricsim.errors.ConfigError` (field ``LOGS``) with fewer than 2 usable rows.
+    :class:`~fabricsim.errors.ConfigError` (field ``LOGS``) with fewer than 2 usable rows,
+    and (field ``--system``) when the logs need an efficiency factor above
+    1 + :data:`EFFICIENCY_SLACK`: they ran faster than ``system`` can.
     """
+    return _within_hardware(_calibrate(tests, system=system, catalog=catalog,
+                                       max_evaluations=max_evaluations))
+
+
+def _within_hardware(res: CalibrationResult) -> CalibrationResult:
+    """``res``, or a ConfigError when an efficiency factor is still above 1 (fits within
+    :data:`EFFICIENCY_SLACK` were held at 1 by :func:`_fit`)."""
+    over = {k: v for k, v in res.factors.items() if k.endswith(".efficiency") and v > 1.0}
+    if over:
+        k, v = max(over.items(), key=lambda kv: kv[1])
+        cls = _CLASS_NAMES.get(k.split(".")[0], k.split(".")[0])
+        raise ConfigError(
+            f"the logs ran faster than {res.system} can: the fit needs {k} {v:.2f}, above "
+            f"1 (more of the line rate than {res.system}'s {cls} is known to deliver); "
+            f"are the logs from a {res.system}? pass the --system they ran on",
+            field="--system")
+    return res
+
+
+def _calibrate(tests: Sequence[Any], *, system: str, catalog: Any,
+               max_evaluations: int) -> CalibrationResult:
+    """:func:`calibrate` before its check of the efficiency factors."""
     pts = _points(tests)
     if len(pts) < 2:
         raise ConfigError(f"calibration needs at least 2 timed rows with a known collective;"
@@ -223,7 +258,14 @@ def _fit(pts: list[_Point], fit_idx: list[int], held_idx: list[int],
 
     sol = least_squares(objective, x0, bounds=(0.2, 5.0), diff_step=0.02,
                         max_nfev=max_evaluations)
-    factors = dict(zip(active, (float(v) for v in sol.x), strict=True))
+    x = np.array(sol.x, dtype=np.float64)
+    for i, k in enumerate(active):  # a share of the published efficiency: at most 1
+        if k.endswith(".efficiency") and 1.0 < x[i] <= 1.0 + EFFICIENCY_SLACK:
+            notes.append(f"{k} fitted {x[i]:.3f}, above the published efficiency by "
+                         f"less than the {EFFICIENCY_SLACK:.0%} allowed for noise: held at "
+                         f"1.0")
+            x[i] = 1.0
+    factors = dict(zip(active, (float(v) for v in x), strict=True))
     stderr: dict[str, float] = {}
     dof = max(len(fit_idx) - len(active), 1)
     try:
@@ -242,5 +284,5 @@ def _fit(pts: list[_Point], fit_idx: list[int], held_idx: list[int],
     return CalibrationResult(
         system=system, factors=factors, stderr=stderr, fitted_rows=len(fit_idx),
         held_out_rows=len(held_idx), fit_error_before=med(fit_idx, x0),
-        fit_error_after=med(fit_idx, sol.x), held_out_error_before=med(held_idx, x0),
-        held_out_error_after=med(held_idx, sol.x), notes=tuple(notes))
+        fit_error_after=med(fit_idx, x), held_out_error_before=med(held_idx, x0),
+        held_out_error_after=med(held_idx, x), notes=tuple(notes))

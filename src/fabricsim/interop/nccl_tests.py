@@ -43,8 +43,8 @@ from typing import Any
 
 from fabricsim.errors import ConfigError
 
-__all__ = ["COLLECTIVES", "NCCL_ALGOS", "NCCL_PROTOS", "NcclEnv", "NcclTest", "NcclTestsFile",
-           "Row", "format_nccl_tests", "nccl_env", "parse_nccl_tests"]
+__all__ = ["COLLECTIVES", "MAX_ROW_BYTES", "NCCL_ALGOS", "NCCL_PROTOS", "NcclEnv", "NcclTest",
+           "NcclTestsFile", "Row", "format_nccl_tests", "nccl_env", "parse_nccl_tests"]
 
 #: Collectives nccl-tests runs (``<name>_perf``), as fabricsim names them.
 COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce",
@@ -63,7 +63,9 @@ _FAIL = re.compile(r"(Test NCCL failure|Test failure|NCCL WARN|Test CUDA failure
 @dataclass(frozen=True)
 class Row:
     """One size: out-of-place and in-place time (us), algbw and busbw (GB/s), ``#wrong``
-    (``None`` for ``N/A``; NaN figures where the log prints ``N/A``)."""
+    (``None`` for ``N/A``; NaN algbw/busbw where the log prints ``N/A``). Parsed rows are
+    checked: sizes and counts whole and at most :data:`MAX_ROW_BYTES`, times positive,
+    bandwidths finite and not negative."""
 
     size_bytes: int
     count: int
@@ -133,17 +135,75 @@ class NcclTestsFile:
     notes: tuple[str, ...] = ()
 
 
-def _num(tok: str) -> float:
-    return math.nan if tok.upper() == "N/A" else float(tok)
+#: Largest size (and element count) a result row may claim: 1 PiB per rank, the bound of
+#: ``fabricsim bench`` sweeps and far beyond any GPU's memory; more is a corrupt row.
+MAX_ROW_BYTES = 2**50
 
 
-def _wrong(tok: str) -> int | None:
+def _bad(where: str, column: str, value: object, want: str) -> ConfigError:
+    return ConfigError(f"{where}: {column} {value!r} is not {want}; correct or delete that "
+                       f"row", field="LOG")
+
+
+def _finite(value: object, where: str, column: str, want: str) -> float:
+    """``value`` (a log token or a JSON value) as a finite float, or a ConfigError."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise _bad(where, column, value, want)
+    try:
+        x = float(value)
+    except (ValueError, OverflowError):
+        raise _bad(where, column, value, want) from None
+    if not math.isfinite(x):
+        raise _bad(where, column, value, want)
+    return x
+
+
+def _whole(value: object, where: str, column: str, what: str = "bytes") -> int:
+    """A size or element count: a whole number in [0, MAX_ROW_BYTES]."""
+    want = f"a whole number of {what} from 0 to {MAX_ROW_BYTES:,} (1 PiB)"
+    x = _finite(value, where, column, want)
+    if not (0 <= x <= MAX_ROW_BYTES and x == int(x)):
+        raise _bad(where, column, value, want)
+    return int(x)
+
+
+def _time(value: object, where: str, column: str) -> float:
+    """A measured time: a finite number of microseconds above 0."""
+    want = "a time in microseconds above 0"
+    x = _finite(value, where, column, want)
+    if x <= 0:
+        raise _bad(where, column, value, want)
+    return x
+
+
+def _rate(value: object, where: str, column: str) -> float:
+    """A bandwidth in GB/s: finite and not negative; ``N/A`` (or absent) is NaN."""
+    if value is None or (isinstance(value, str) and value.upper() == "N/A"):
+        return math.nan
+    want = "a bandwidth in GB/s (0 or more, or N/A)"
+    x = _finite(value, where, column, want)
+    if x < 0:
+        raise _bad(where, column, value, want)
+    return x
+
+
+def _root(value: object, where: str, column: str = "root") -> int:
+    want = "a rank number (-1 for none)"
+    x = _finite(value, where, column, want)
+    if not (x >= -1 and x == int(x)):
+        raise _bad(where, column, value, want)
+    return int(x)
+
+
+def _wrong(tok: str, where: str, column: str) -> int | None:
+    """``#wrong`` (or the older format's ``error``, e.g. ``0e+00``); ``N/A`` is None."""
     if tok.upper() == "N/A":
         return None
-    try:
-        return int(float(tok))
-    except ValueError:
-        return None
+    want = "a count of wrong elements (0 or more, or N/A)"
+    x = _finite(tok, where, column, want)
+    if x < 0:
+        raise _bad(where, column, tok, want)
+    return int(x)
 
 
 def _collective_of(name: str) -> str | None:
@@ -154,8 +214,10 @@ def _collective_of(name: str) -> str | None:
     return None
 
 
-def _row(tok: list[str], has_root: bool | None) -> Row | None:
-    """A result row, read from the start (trailing extra columns are kept)."""
+def _row(tok: list[str], has_root: bool | None, where: str) -> Row | None:
+    """A result row, read from the start (trailing extra columns are kept); None for a
+    line that is not one. A row with a nonsense figure (not a number, negative, NaN, a
+    size beyond :data:`MAX_ROW_BYTES`) is a ConfigError naming ``where`` and the column."""
     if len(tok) < 10 or not tok[0].isdigit() or not tok[1].isdigit():
         return None
     root = has_root if has_root is not None else \
@@ -163,22 +225,25 @@ def _row(tok: list[str], has_root: bool | None) -> Row | None:
     i = 5 if root else 4
     if len(tok) < i + 8:
         return None
-    try:
-        return Row(size_bytes=int(tok[0]), count=int(tok[1]), type=tok[2], redop=tok[3],
-                   root=int(tok[4]) if root else -1,
-                   time_us=_num(tok[i]), algbw_gbps=_num(tok[i + 1]),
-                   busbw_gbps=_num(tok[i + 2]), wrong=_wrong(tok[i + 3]),
-                   time_us_inplace=_num(tok[i + 4]), algbw_gbps_inplace=_num(tok[i + 5]),
-                   busbw_gbps_inplace=_num(tok[i + 6]), wrong_inplace=_wrong(tok[i + 7]),
-                   extra=tuple(tok[i + 8:]))
-    except ValueError:
-        return None
+    return Row(size_bytes=_whole(tok[0], where, "size"),
+               count=_whole(tok[1], where, "count", "elements"), type=tok[2], redop=tok[3],
+               root=_root(tok[4], where) if root else -1,
+               time_us=_time(tok[i], where, "out-of-place time"),
+               algbw_gbps=_rate(tok[i + 1], where, "out-of-place algbw"),
+               busbw_gbps=_rate(tok[i + 2], where, "out-of-place busbw"),
+               wrong=_wrong(tok[i + 3], where, "out-of-place #wrong"),
+               time_us_inplace=_time(tok[i + 4], where, "in-place time"),
+               algbw_gbps_inplace=_rate(tok[i + 5], where, "in-place algbw"),
+               busbw_gbps_inplace=_rate(tok[i + 6], where, "in-place busbw"),
+               wrong_inplace=_wrong(tok[i + 7], where, "in-place #wrong"),
+               extra=tuple(tok[i + 8:]))
 
 
-def _from_json_lines(lines: list[str]) -> NcclTestsFile | None:
-    """fabricsim ``bench --json`` output (one object per row), or None if it is not."""
+def _from_json_lines(lines: list[str], name: str = "") -> NcclTestsFile | None:
+    """fabricsim ``bench --json`` output (one object per row), or None if it is not. A row
+    with a nonsense figure is a ConfigError naming the file, the line and the key."""
     rows: list[Row] = []
-    for line in lines:
+    for n, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
@@ -187,15 +252,23 @@ def _from_json_lines(lines: list[str]) -> NcclTestsFile | None:
             return None
         if not isinstance(d, dict) or "size_bytes" not in d or "time_us" not in d:
             return None
-        t, bus = float(d["time_us"]), float(d.get("busbw_gbps", math.nan))
-        alg = float(d.get("algbw_gbps", math.nan))
-        rows.append(Row(size_bytes=int(d["size_bytes"]), count=int(d.get("count", 0)),
+        at = f"{name} line {n}" if name else f"line {n}"
+        t = _time(d["time_us"], at, "time_us")
+        alg = _rate(d.get("algbw_gbps"), at, "algbw_gbps")
+        bus = _rate(d.get("busbw_gbps"), at, "busbw_gbps")
+        rows.append(Row(size_bytes=_whole(d["size_bytes"], at, "size_bytes"),
+                        count=_whole(d.get("count", 0), at, "count", "elements"),
                         type=str(d.get("type", "float")), redop=str(d.get("redop", "sum")),
-                        root=int(d.get("root", -1)), time_us=t, algbw_gbps=alg,
+                        root=_root(d.get("root", -1), at), time_us=t, algbw_gbps=alg,
                         busbw_gbps=bus, wrong=None,
-                        time_us_inplace=float(d.get("time_us_inplace", t)),
-                        algbw_gbps_inplace=float(d.get("algbw_gbps_inplace", alg)),
-                        busbw_gbps_inplace=float(d.get("busbw_gbps_inplace", bus)),
+                        time_us_inplace=_time(d.get("time_us_inplace", t), at,
+                                              "time_us_inplace"),
+                        algbw_gbps_inplace=_rate(d["algbw_gbps_inplace"], at,
+                                                 "algbw_gbps_inplace")
+                        if "algbw_gbps_inplace" in d else alg,
+                        busbw_gbps_inplace=_rate(d["busbw_gbps_inplace"], at,
+                                                 "busbw_gbps_inplace")
+                        if "busbw_gbps_inplace" in d else bus,
                         wrong_inplace=None,
                         extra=tuple(str(d[k]) for k in ("algorithm", "protocol") if k in d)))
     if not rows:
@@ -214,7 +287,7 @@ def parse_nccl_tests(text: str, name: str = "") -> NcclTestsFile:
     """
     lines = text.splitlines()
     if lines and lines[0].lstrip().startswith("{"):
-        parsed = _from_json_lines(lines)
+        parsed = _from_json_lines(lines, name)
         if parsed is not None:
             coll = _collective_of(name)
             t = parsed.tests[0]
@@ -240,7 +313,7 @@ def parse_nccl_tests(text: str, name: str = "") -> NcclTestsFile:
                 avg_busbw_gbps=cur["avg"]))
         cur = None
 
-    for raw in lines:
+    for lineno, raw in enumerate(lines, 1):
         s = raw.strip()
         if not s:
             continue
@@ -282,7 +355,8 @@ def parse_nccl_tests(text: str, name: str = "") -> NcclTestsFile:
             continue
         if s.startswith("#"):
             continue
-        row = _row(s.split(), cur["has_root"])
+        row = _row(s.split(), cur["has_root"],
+                   f"{name} line {lineno}" if name else f"line {lineno}")
         if row is not None:
             cur["rows"].append(row)
     close()
