@@ -91,3 +91,18 @@ def test_plot_uses_the_shared_collective_figure(tmp_path, monkeypatch) -> None:
 def test_bad_input_exits_2_with_a_clear_message(argv, needle, capsys) -> None:
     assert main(argv) == 2
     assert needle in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("args", "line"), [
+    (["-b", "1M", "-e", "8M", "-f", "3"], "minBytes 1048576 maxBytes 8388608 step: 3(factor)"),
+    (["-b", "1M", "-e", "4M", "-i", "1M"],
+     "minBytes 1048576 maxBytes 4194304 step: 1048576(bytes)"),
+])
+def test_the_run_line_states_the_sweep_asked(capsys: pytest.CaptureFixture[str],
+                                             args: list[str], line: str) -> None:
+    """As nccl-tests prints it: the bounds and step given, not the rows' extremes (a
+    factor of 3 from 1 MB stops at 3 MB, below the 8 MB asked)."""
+    from fabricsim.cli.app import main
+
+    assert main(["bench", "all_reduce", "--system", "dgx-h100", "--nodes", "2", *args]) == 0
+    assert line in capsys.readouterr().out

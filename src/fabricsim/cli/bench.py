@@ -216,7 +216,8 @@ def run_sweep(fabric: Any, collective: str, sizes: list[int], *, datatype: str =
 
 
 def format_table(rows: list[Row], header: str, collective: str = "all_reduce",
-                 fabric: Any = None, gpus_per_thread: int = 1) -> str:
+                 fabric: Any = None, gpus_per_thread: int = 1,
+                 sweep: tuple[int, int, str] | None = None) -> str:
     """The rows in nccl-tests' layout: out-of-place and in-place columns (the model has one
     time for both), ``#wrong`` as ``N/A`` (nothing is validated), then the algorithm and
     protocol chosen as two extra columns."""
@@ -237,9 +238,11 @@ def format_table(rows: list[Row], header: str, collective: str = "all_reduce",
         model = _gpu_label(fabric.info.gpu)
         devices = [(f"node{int(a):04d}", int(b), model) for a, b in
                    zip(np.asarray(srv), np.asarray(local), strict=True)]
+    lo, hi, step = sweep if sweep is not None else (None, None, "2(factor)")
     return format_nccl_tests(out, collective=collective, header=[header.lstrip("# ")],
                              devices=devices, gpus_per_thread=gpus_per_thread,
-                             extra_columns=("algorithm", "protocol"))
+                             extra_columns=("algorithm", "protocol"), min_bytes=lo,
+                             max_bytes=hi, step=step)
 
 
 def _gpu_label(gpu: str) -> str:
@@ -433,8 +436,12 @@ def register(app: typer.Typer) -> None:
                 header = (f"# fabricsim bench {collective}: {fab.n_gpus} GPUs ({c.system} x "
                           f"{c.nodes}, {fab.info.fabric}, {fab.info.topology}), backend "
                           f"{backend}, algorithm {a or 'auto'}")
+                step = (f"{step_b}(bytes)" if step_b is not None else
+                        f"{stepfactor if stepfactor is not None else 2.0:g}(factor)")
                 typer.echo(format_table(rows, header, collective=_coll_name(collective),
-                                        fabric=fab, gpus_per_thread=ngpus))
+                                        fabric=fab, gpus_per_thread=ngpus,
+                                        sweep=(parse_nccl_size(minbytes),
+                                               parse_nccl_size(maxbytes), step)))
         if plot is not None:
             from fabricsim.plots.busbw import Sweep, plot_collective
 

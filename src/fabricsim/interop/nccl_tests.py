@@ -377,11 +377,14 @@ def parse_nccl_tests(text: str, name: str = "") -> NcclTestsFile:
 
 def format_nccl_tests(rows: Sequence[Row], *, collective: str, header: Sequence[str] = (),
                       devices: Sequence[tuple[str, int, str]] = (), gpus_per_thread: int = 1,
-                      extra_columns: Sequence[str] = ()) -> str:
+                      extra_columns: Sequence[str] = (), min_bytes: int | None = None,
+                      max_bytes: int | None = None, step: str = "2(factor)") -> str:
     """``rows`` in nccl-tests' layout (current format, with ``root``): a starting line,
     the run header, ``Using devices``, both column groups, ``#wrong`` (``N/A`` when
     ``None``), the average busbw and a concluding line. ``devices`` are (host, device,
-    GPU model) per rank; ``extra_columns`` name trailing columns (``row.extra``).
+    GPU model) per rank; ``extra_columns`` name trailing columns (``row.extra``);
+    ``min_bytes``, ``max_bytes`` and ``step`` fill the run line as nccl-tests prints the
+    sweep it was asked for (default: the rows' smallest and largest size, factor 2).
 
     >>> r = Row(1024, 256, "float", "sum", -1, 30.0, 0.03, 0.06, None, 30.0, 0.03, 0.06,
     ...         None)
@@ -394,8 +397,10 @@ def format_nccl_tests(rows: Sequence[Row], *, collective: str, header: Sequence[
     binary = _BINARIES.get(collective, f"{collective}_perf")
     lines = [f"# Collective test starting: {binary}"]
     sizes = [r.size_bytes for r in rows]
-    lines.append(f"# nThread 1 nGpus {gpus_per_thread} minBytes {min(sizes, default=0)} "
-                 f"maxBytes {max(sizes, default=0)} step: 2(factor) warmup iters: 5 "
+    lo = min(sizes, default=0) if min_bytes is None else min_bytes
+    hi = max(sizes, default=0) if max_bytes is None else max_bytes
+    lines.append(f"# nThread 1 nGpus {gpus_per_thread} minBytes {lo} "
+                 f"maxBytes {hi} step: {step} warmup iters: 5 "
                  f"iters: 20 agg iters: 1 validation: 0 graph: 0")
     lines += [f"# {h}" for h in header]
     lines.append("#")
