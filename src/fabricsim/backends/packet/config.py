@@ -374,7 +374,7 @@ class PacketConfig(_M):
     faults: list[dict[str, Any]] = Field(default_factory=list)
     until: float | None = None
     bins: int = Field(200, ge=10, le=5000)
-    event_budget: int = Field(200_000_000, ge=1000, le=10**12)
+    event_budget: int = Field(200_000_000, ge=1000, le=10**15)
     max_endpoints: int = Field(1024, ge=2)
     seed: int | None = None
     variants: dict[str, dict[str, Any]] = Field(default_factory=dict)
