@@ -87,7 +87,7 @@ def stage_params(m: TransformerSpec, p: ResolvedParallel) -> tuple[float, float]
     True
     """
     tp, pp, ep = p.tp, p.pp, p.ep
-    expert = m.expert_total_params / p.etp
+    expert = m.expert_total_params
     dense_layers = m.layer_params - expert + m.hidden
     emb = m.vocab * m.hidden
     dense: float
@@ -96,7 +96,7 @@ def stage_params(m: TransformerSpec, p: ResolvedParallel) -> tuple[float, float]
     else:
         dense = dense_layers * p.stage_layers / m.layers + emb
     copies = 2 if p.cfg.pipeline_schedule == "dualpipe" else 1
-    return copies * dense / tp, copies * expert * p.stage_layers / m.layers / ep
+    return copies * dense / tp, copies * expert * p.stage_layers / m.layers / p.etp / ep
 
 
 def activation_bytes_per_layer(m: TransformerSpec, p: ResolvedParallel, moe: bool = False,

@@ -379,7 +379,7 @@ class ParallelConfig(StrictModel):
             raise bad("etp", f"etp (expert tensor parallel) needs a mixture-of-experts "
                              f"model; {model.name} is dense: drop --etp")
         etp = self.etp if self.etp is not None else tp
-        if model.is_moe and model.expert_ffn % etp:
+        if self.etp is not None and model.expert_ffn % etp:
             raise bad("etp", f"etp={etp} must divide the experts' width "
                              f"{model.expert_ffn}")
         if (tp * dp * cp) % (etp * ep):

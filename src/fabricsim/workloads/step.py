@@ -425,7 +425,11 @@ def comm_cost(m: TransformerSpec, p: ResolvedParallel, comm: CommModel,
             one = comm.time("all_gather", g, ag_b) + comm.time("reduce_scatter", g, act)
         else:
             one = comm.time("all_reduce", g, act)
-        per_layer = 2 * one * (fwd_passes + 1)
+        # an attention and an MLP pair per layer; with experts folded out of TP (etp = 1)
+        # the MoE layers' tokens go straight from their sequence-parallel shard to the
+        # all-to-all, so those layers pay only the attention's pair
+        pairs = 2.0 - (m.moe_layers / m.layers if m.is_moe and p.etp == 1 else 0.0)
+        per_layer = pairs * one * (fwd_passes + 1)
         tp_mb = layers * per_layer
         tot["tp"] = tp_mb * m_micro
         if cfg.tp_overlap > 0:  # an explicit share hidden
@@ -558,7 +562,8 @@ def comm_cost(m: TransformerSpec, p: ResolvedParallel, comm: CommModel,
     # with its own optimizer: after the data-parallel sync the pair all-reduces each
     # stage's gradient shard (DualPipe's example), with nothing left to hide it
     if cfg.pipeline_schedule == "dualpipe":
-        shard = (dense + expert) / 2 / (max(1, p.dp * p.cp) if z >= 1 else 1)
+        shard = ((dense / max(1, p.dp * p.cp) + expert / max(1, p.edp)) if z >= 1
+                 else dense + expert) / 2
         pair = [p.rank(pp_i=0), p.rank(pp_i=p.pp - 1)]
         mirror = comm.time("all_reduce", pair, shard * gbytes)
         tot["dp"] += 2 * mirror
