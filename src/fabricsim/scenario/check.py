@@ -23,8 +23,13 @@ from fabricsim.units import parse_size
 __all__ = ["check_sections"]
 
 
-def check_sections(sc: Scenario) -> list[str]:
-    """Check every section of ``sc``; returns what was found (raises on the first error)."""
+def check_sections(sc: Scenario, kind: str | None = None) -> list[str]:
+    """Check every section of ``sc``; returns what was found (raises on the first error).
+
+    The ``training:`` section is resolved against the cluster (sizes, flags, memory per
+    GPU) when the file is checked as a whole (``kind`` None: ``fabricsim validate``) or for
+    a training step (``"train"``); for other kinds of job it is only parsed, since they
+    do not run it on this cluster (``scale`` sizes it per GPU count)."""
     fab = fabric_from_scenario(sc)
     parts = [f"{fab.n_gpus} GPUs on {fab.info.servers} × {fab.info.system}",
              f"{fab.info.fabric} {fab.info.topology}"]
@@ -43,8 +48,11 @@ def check_sections(sc: Scenario) -> list[str]:
         from fabricsim.workloads.step import check_layout
 
         model, cfg, _extra = training_from_section(sc.training)
-        p = check_layout(model, cfg, fab)
-        parts.append(f"training {model.name} (tp {p.tp}, pp {p.pp}, dp {p.dp})")
+        if kind in (None, "train"):
+            p = check_layout(model, cfg, fab)
+            parts.append(f"training {model.name} (tp {p.tp}, pp {p.pp}, dp {p.dp})")
+        else:
+            parts.append(f"training {model.name}")
     if sc.packet is not None:
         from fabricsim.backends.packet.config import parse_packet_config
 

@@ -405,7 +405,8 @@ def create_app(*, store: str | Path = "fabricsim-web.duckdb", limits: Limits | N
         fields = _fields(body.scenario)
         try:
             sc = parse_design(body.scenario, body.kind or "describe", lim)
-            return ValidateOut(ok=True, summary=check_sections(sc), fields=fields)
+            return ValidateOut(ok=True, summary=check_sections(sc, body.kind),
+                               fields=fields)
         except FabricsimError as e:
             return ValidateOut(ok=False, error=_error(e, text=body.scenario), fields=fields)
 
