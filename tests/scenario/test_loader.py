@@ -100,6 +100,9 @@ def test_check_sections_builds_and_checks_every_section() -> None:
         with pytest.raises(ModelError) as err:
             check_sections(load_scenario_text(f"cluster: {{nodes: 2}}\n{text}\n"))
         assert err.value.field == field
+    # a job that does not run the training section only parses it
+    big = load_scenario_text("cluster: {nodes: 2}\ntraining: {model: llama3-405b, zero: 0}\n")
+    assert check_sections(big, "bench")[-1] == "training llama3-405b"
     bad = load_scenario_text("cluster: {nodes: 2}\ntraining: {model: llama3-8bb}\n")
     with pytest.raises(ConfigError, match="did you mean 'llama3-8b'") as e:
         check_sections(bad)  # the loader leaves training: to its module; this checks it
