@@ -314,21 +314,17 @@ def routed_servers(m: TransformerSpec, ep_servers: Sequence[int],
         spans = sum(sum(1 for row in held if row[g]) for g in range(groups)) / groups
         return distinct_servers(m.experts, m.top_k, n_srv,
                                 max(1, min(n_srv, round(pick * spans))))
+    import numpy as np
+
     pool = pick * per_group
-    total = 0.0
-    choices = 0
-    for chosen in itertools.combinations(range(groups), pick):
-        choices += 1
-        for row in held:
-            here = sum(row[g] for g in chosen)
-            miss = 1.0
-            for i in range(m.top_k):
-                if pool - here - i <= 0:
-                    miss = 0.0
-                    break
-                miss *= (pool - here - i) / (pool - i)
-            total += 1.0 - miss
-    return total / choices
+    chosen = np.zeros((math.comb(groups, pick), groups))
+    for c, combo in enumerate(itertools.combinations(range(groups), pick)):
+        chosen[c, list(combo)] = 1.0
+    here = chosen @ np.asarray(held, dtype=np.float64).T  # experts within reach, per server
+    miss = np.ones_like(here)  # P(no pick on the server | the groups chosen)
+    for i in range(m.top_k):
+        miss *= np.clip(pool - here - i, 0.0, None) / (pool - i)
+    return float((1.0 - miss).sum(axis=1).mean())
 
 
 def pipeline_bubble(pp: int, interleave: int, schedule: str, t_mb: float, bwd: float,
