@@ -20,7 +20,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ValidationError, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
 
 from fabricsim.errors import ConfigError
 
@@ -58,5 +59,44 @@ class _StrictMeta(_ModelMeta):
             raise config_error(e, cls.__name__) from None
 
 
+def _numeric_not_bool(annotation: Any) -> bool:
+    """The field takes numbers (int or float somewhere in its type) and not booleans."""
+    from typing import get_args
+
+    seen: set[Any] = set()
+
+    def walk(t: Any) -> None:
+        if t in seen:
+            return
+        seen.add(t)
+        for a in get_args(t):
+            walk(a)
+
+    walk(annotation)
+    return bool(seen & {int, float}) and bool not in seen
+
+
 class StrictModel(BaseModel, metaclass=_StrictMeta):
-    """A pydantic model whose constructor raises :class:`~fabricsim.errors.ConfigError`."""
+    """A pydantic model whose constructor raises :class:`~fabricsim.errors.ConfigError`.
+
+    A number field refuses ``true``/``false`` (pydantic would read them as 1 and 0: a
+    YAML ``nodes: true`` must not build one server).
+
+    >>> from pydantic import Field
+    >>> class Count(StrictModel):
+    ...     n: int | None = Field(None, ge=0)
+    >>> Count(n=True)
+    Traceback (most recent call last):
+    ...
+    fabricsim.errors.ConfigError: Count.n: Input should be a number, not true/false, got True
+    """
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_for_numbers(cls, v: Any, info: ValidationInfo) -> Any:
+        if isinstance(v, bool) and info.field_name is not None:
+            f = cls.model_fields.get(info.field_name)
+            if f is not None and _numeric_not_bool(f.annotation):
+                raise PydanticCustomError("number_not_bool",
+                                          "Input should be a number, not true/false")
+        return v

@@ -132,3 +132,11 @@ def test_a_radix_that_cannot_apply(capsys: pytest.CaptureFixture[str], tmp_path:
     f.write_text(f"cluster: {cluster}\n")
     code, err = run(capsys, "validate", str(f))
     assert code == 2 and "radix:" in err and needle in err
+
+
+def test_true_is_not_a_number_of_servers(capsys: pytest.CaptureFixture[str],
+                                         tmp_path: Path) -> None:
+    f = tmp_path / "sc.yaml"
+    f.write_text("cluster: {system: dgx-h100, nodes: true}\n")
+    code, err = run(capsys, "validate", str(f))
+    assert code == 2 and "cluster.nodes" in err and "true/false" in err
