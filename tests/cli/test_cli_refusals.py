@@ -61,6 +61,7 @@ def test_an_output_folder_that_is_a_file_is_refused(capsys: pytest.CaptureFixtur
     (["--nodes", "2", "-b", "1M", "-e", "8M", "-i", "1M", "-f", "3"], "--stepbytes"),
     (["--nodes", "2", "-i", "0"], "--stepbytes"),
     (["--nodes", "2", "--json", "--csv"], "--csv"),
+    (["--nodes", "2", "-b", "1.5", "-e", "3"], "--minbytes"),
 ])
 def test_bench_refuses_what_nccl_tests_could_not_run(capsys: pytest.CaptureFixture[str],
                                                      extra: list[str], field: str) -> None:

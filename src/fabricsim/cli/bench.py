@@ -50,7 +50,7 @@ MAX_SWEEP_POINTS = 1000
 _SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kKmMgGtT]?)(i?)([bB]?)\s*$")
 
 
-def parse_nccl_size(text: str) -> int:
+def parse_nccl_size(text: str, field: str = "size") -> int:
     """Parse an nccl-tests size: ``8``, ``1M``, ``1G`` (binary), ``128MiB``, ``4GB``.
 
     As in nccl-tests, a bare ``K``/``M``/``G`` suffix is binary (1M = 2**20); ``MB``
@@ -64,14 +64,17 @@ def parse_nccl_size(text: str) -> int:
     m = _SIZE.match(str(text))
     if not m:
         raise ConfigError(f"cannot read size {text!r}; write e.g. 8, 1M, 1G or 128MiB",
-                          field="size")
+                          field=field)
     num, prefix, binary, b = m.groups()
     power = " KMGT".index(prefix.upper()) if prefix else 0
     base = 1000 if (b and not binary and prefix) else 1024
     value = float(num) * base**power
     if not value <= MAX_MESSAGE_BYTES:
         raise ConfigError(f"size {text!r} is larger than the {MAX_MESSAGE_BYTES:,} B (1 PiB) "
-                          "a sweep may ask for", field="size")
+                          "a sweep may ask for", field=field)
+    if value != int(value):
+        raise ConfigError(f"size {text!r} is {value:g} bytes, not a whole number; write "
+                          f"e.g. {max(int(value), 1)} or {num}K", field=field)
     return int(value)
 
 
@@ -390,10 +393,11 @@ def register(app: typer.Typer) -> None:
             raise ConfigError(f"-g {ngpus}: one process drives GPUs of its own server, and "
                               f"{fab.info.system} servers have {per_server}; give a -g that "
                               f"divides {per_server}", field="--ngpus")
-        step_b = parse_nccl_size(stepbytes) if stepbytes is not None else None
+        step_b = parse_nccl_size(stepbytes, "--stepbytes") if stepbytes is not None else None
         if step_b is not None and step_b <= 0:
             raise ConfigError(f"-i must be a size > 0, got {stepbytes!r}", field="--stepbytes")
-        sizes = sweep_sizes(parse_nccl_size(minbytes), parse_nccl_size(maxbytes),
+        sizes = sweep_sizes(parse_nccl_size(minbytes, "--minbytes"),
+                            parse_nccl_size(maxbytes, "--maxbytes"),
                             stepfactor if stepfactor is not None else 2.0, step_b)
         writer = csv.writer(sys.stdout) if csv_out else None
         if writer is not None:
