@@ -93,6 +93,7 @@ def test_results_outputs_are_checked_first(capsys: pytest.CaptureFixture[str],
      "packet.event_budget"),
     (["plan", "--lifetime-years", "nan"], "--lifetime-years"),
     (["plan", "--lifetime-years", "inf"], "--lifetime-years"),
+    (["scale", "--model", "llama3-8b", "--gpus", "8,64", "--nodes", "4"], "--nodes"),
 ])
 def test_settings_that_cannot_apply(capsys: pytest.CaptureFixture[str], cmd: list[str],
                                     field: str) -> None:

@@ -84,6 +84,12 @@ def register(app: typer.Typer) -> None:
             ep=ep, zero=zero, micro_batch=micro_batch, seq_len=seq_len,
             precision=precision, recompute=recompute, global_batch=global_batch)
         sc, m, cfg, extra = job_from_cli(scenario, model=model, flags=flags)
+        if nodes is not None and (strong or cfg.global_batch is None):
+            raise ConfigError("scale takes its sizes from --gpus; --nodes only names the "
+                              "cluster a weak-scaling --global-batch was set for, so here it "
+                              "would change nothing: drop --nodes"
+                              + ("" if strong else " or give --global-batch"),
+                              field="--nodes")
         if strong and cfg.global_batch is None:
             raise ConfigError("--strong keeps the global batch fixed: give --global-batch "
                               "(or global_batch in the scenario)", field="--global-batch")
