@@ -145,6 +145,7 @@ def test_cli_results_and_bad_input(capsys, tmp_path: Path) -> None:
     assert len(rows) == 24 and set(rows[0]) == {"in__training__tp", "mfu"}
     assert (tmp_path / "r.parquet").stat().st_size > 0
     assert main(["results", str(store), "--columns", "nope"]) == 2
+    assert main(["results", str(store), "--columns", " , "]) == 2  # names no column
     assert main(["results", str(store), "--sql", "SELECT * FROM nowhere"]) == 2
     assert main(["sweep", str(spec), "--ray-address", "ray://nowhere:1"]) == 2
     assert main(["results", str(tmp_path / "missing.duckdb")]) == 2

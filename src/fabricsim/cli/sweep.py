@@ -140,8 +140,11 @@ def register(app: typer.Typer) -> None:
                                           series=spec[2] if len(spec) == 3 else None)
             if not as_json:
                 console.print(f"wrote {out}")
-        if columns:
+        if columns is not None:
             want = [c.strip() for c in columns.split(",") if c.strip()]
+            if not want:
+                raise ConfigError("--columns names no column; give e.g. --columns "
+                                  "gpus,mfu, or drop it to show them all", field="--columns")
             bad = [c for c in want if c not in df.columns]
             if bad:
                 raise ConfigError(f"unknown column(s) {', '.join(bad)}; the store has "
