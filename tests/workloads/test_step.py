@@ -330,3 +330,17 @@ def test_moe_routing_flags_that_cannot_act_are_warned_about() -> None:
     assert any("one NVLink domain" in w for w in warns(ep=8, moe_dispatcher="deepep"))
     assert any("does not limit" in w for w in warns(tp=2, ep=8, moe_node_limit=100))
     assert not [w for w in warns(tp=2, ep=8, moe_node_limit=1) if "moe" in w]
+
+
+def test_the_planner_tries_experts_folded_out_of_tp() -> None:
+    """MoE candidates at tp > 1 come with etp = tp and etp = 1 (NeMo's DeepSeek-V3
+    layout); etp = 1 also admits an ep that divides tp*dp*cp but not dp*cp."""
+    from fabricsim.workloads.planner import candidates
+    moe = candidates(get_model("mixtral-8x7b"), 16, 8, global_batch=64, seq_len=4096,
+                     precision="bf16", zero=(1,), max_pp=1)
+    assert {c.etp for c in moe if c.tp > 1 and c.ep > 1} == {None, 1}
+    assert all(c.etp is None for c in moe if c.tp == 1 or c.ep == 1)
+    assert any(c.etp == 1 and (16 // c.tp) % c.ep for c in moe)  # ep beyond dp*cp
+    dense = candidates(get_model("llama3-8b"), 16, 8, global_batch=64, seq_len=4096,
+                       precision="bf16", zero=(1,), max_pp=1)
+    assert all(c.etp is None for c in dense)

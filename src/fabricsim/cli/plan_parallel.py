@@ -55,13 +55,15 @@ def register(app: typer.Typer) -> None:
         t = Table(title=f"{m.name} on {fab.n_gpus} x {fab.info.gpu}, global batch {gb}: "
                         f"{plan.evaluated} configurations fit ({plan.rejected_memory} too big "
                         f"for memory) in {plan.seconds:.1f} s")
-        for col in ("#", "tp", "pp", "v", "dp", "cp", "ep", "mb", "recompute",
-                    "tokens/s", "MFU", "comm", "bubble", "mem GiB"):
+        moe = m.is_moe
+        for col in ("#", "tp", "pp", "v", "dp", "cp", "ep", *(("etp",) if moe else ()), "mb",
+                    "recompute", "tokens/s", "MFU", "comm", "bubble", "mem GiB"):
             t.add_column(col, justify="right")
         for i, r in enumerate(plan.results, 1):
             p = r.parallel
             t.add_row(str(i), str(p["tp"]), str(p["pp"]), str(p["interleave"]), str(p["dp"]),
-                      str(p["cp"]), str(p["ep"]), str(p["micro_batch"]), p["recompute"],
+                      str(p["cp"]), str(p["ep"]), *((str(p["etp"]),) if moe else ()),
+                      str(p["micro_batch"]), p["recompute"],
                       f"{r.tokens_per_s:,.0f}", f"{r.mfu:.1%}", f"{r.comm_fraction:.1%}",
                       f"{r.breakdown['bubble'] / r.step_time_s:.1%}",
                       f"{r.memory_per_gpu_gib:.1f}")

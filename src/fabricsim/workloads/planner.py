@@ -112,14 +112,19 @@ def candidates(model: TransformerSpec, world: int, gpus_per_server: int, *,
         dp = world // (tp * pp * cp)
         for ep, mb, rc, z in itertools.product(eps, micro_batches,
                                                ("none", "selective", "full"), zero):
-            if (dp * cp) % ep or global_batch % (mb * dp):
+            # experts split like the dense layers (etp = tp), or folded out of TP
+            # (etp = 1, NeMo's DeepSeek-V3 recipes: EP groups of consecutive GPUs)
+            etps: list[int | None] = [None] if (dp * cp) % ep == 0 else []
+            if model.is_moe and tp > 1 and ep > 1 and (tp * dp * cp) % ep == 0:
+                etps.append(1)
+            if not etps or global_batch % (mb * dp):
                 continue
             if seq_len % (cp * tp):
                 continue
             inter = [1] + ([v for v in (2, 4) if model.layers % (pp * v) == 0]
                            if pp > 1 else [])
-            for v in inter:
-                out.append(ParallelConfig(tp=tp, pp=pp, cp=cp, ep=ep, zero=z,
+            for v, etp in itertools.product(inter, etps):
+                out.append(ParallelConfig(tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, zero=z,
                                           micro_batch=mb, global_batch=global_batch,
                                           seq_len=seq_len, precision=precision,
                                           recompute=rc, interleave=v))
