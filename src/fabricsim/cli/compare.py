@@ -204,14 +204,14 @@ def parse_nccl_log(text: str, name: str = "") -> NcclLog:
     return NcclLog.of(t)
 
 
-def check_layout(t: NcclTest, nodes: int | None, gpus_per_node: int | None) -> None:
+def check_log_layout(t: NcclTest, nodes: int | None, gpus_per_node: int | None) -> None:
     """Refuse --nodes / --gpus-per-node that contradict the hosts and ranks of a log's
     device list (a log without one cannot be checked): the error names the value that
     matches.
 
     >>> t = NcclTest("all_reduce", (), hosts=("a",) * 8 + ("b",) * 8)
-    >>> check_layout(t, 2, 8)
-    >>> check_layout(t, 3, None)
+    >>> check_log_layout(t, 2, 8)
+    >>> check_log_layout(t, 3, None)
     Traceback (most recent call last):
     ...
     fabricsim.errors.ConfigError: --nodes: --nodes 3 does not match the log, which ran 16 \
@@ -231,16 +231,22 @@ ranks on 2 hosts (8 each); pass --nodes 2 or leave --nodes out
                           f"--gpus-per-node out", field="--gpus-per-node")
 
 
+def check_given(t: NcclTest, system: str | None, nodes: int | None,
+                gpus_per_node: int | None) -> None:
+    """Refuse a given --system, --nodes or --gpus-per-node that contradicts the log's
+    device list (:func:`check_system_gpu`, :func:`check_log_layout`)."""
+    if system is not None and t.gpus:
+        check_system_gpu(system, t.gpus[0])
+    check_log_layout(t, nodes, gpus_per_node)
+
+
 def _cluster_for(t: NcclTest, *, system: str | None, nodes: int | None,
                  gpus_per_node: int | None) -> tuple[str, int | None, int | None]:
     """System, nodes and GPUs per node of a test: from its device list unless given
-    (given ones are checked against it: :func:`check_system_gpu`, :func:`check_layout`)."""
+    (the caller checks given ones against it: :func:`check_given`)."""
     log = NcclLog.of(t)
     if system is None:
         system = system_for_log(log)
-    elif log.gpus:
-        check_system_gpu(system, log.gpus[0])
-    check_layout(t, nodes, gpus_per_node)
     if nodes is None and log.nodes:
         nodes = log.nodes
     if gpus_per_node is None and log.nodes and log.ranks % log.nodes == 0:
@@ -314,15 +320,12 @@ def register(app: typer.Typer) -> None:
                                   "name; pass --collective all_reduce (or another)",
                                   field="--collective")
             coll = check_collective(coll_name)
+            check_given(t, system, nodes, gpus_per_node)
             sys_k: str | None = system
             nodes_k, gpn_k = nodes, gpus_per_node
             if scenario is None:
                 sys_k, nodes_k, gpn_k = _cluster_for(t, system=system, nodes=nodes,
                                                      gpus_per_node=gpus_per_node)
-            else:
-                if system is not None and t.gpus:
-                    check_system_gpu(system, t.gpus[0])
-                check_layout(t, nodes, gpus_per_node)
             sc = scenario_with_overrides(scenario, system=sys_k, nodes=nodes_k,
                                          gpus_per_node=gpn_k, fabric=fabric,
                                          topology=topology,
