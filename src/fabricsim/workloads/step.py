@@ -510,7 +510,7 @@ def comm_cost(m: TransformerSpec, p: ResolvedParallel, comm: CommModel,
     if expert > 0 and p.edp > 1:
         groups.append((p.group("edp"), expert))
     for g, n in groups:
-        if z >= 3 and cfg.keeps_gathered and p.pp > 1:
+        if cfg.keeps_gathered and p.pp > 1:
             # pipelined FSDP that keeps its weights (torch.distributed.pipelining): one
             # gather per step, before the first forward's layers; gradients accumulate
             # unsharded and are reduce-scattered once, behind the last backward
@@ -523,16 +523,13 @@ def comm_cost(m: TransformerSpec, p: ResolvedParallel, comm: CommModel,
             n_mb = n / 2 if cfg.pipeline_schedule == "dualpipe" else n
             ag = comm.time("all_gather", g, n_mb * 2.0)
             rs = comm.time("reduce_scatter", g, n_mb * gbytes)
-            if cfg.keeps_gathered:  # the backward reuses the forward's gathered weights
-                tot["dp"] += (ag + rs) * m_micro
-                exp["dp_mb"] += (_exposed(ag, ct.fwd, 1 / buckets)
-                                 + _exposed(rs, ct.bwd, 1 / buckets))
-                continue
-            # weights are gathered once for the forward and once for the backward
-            # (recomputation included), gradients reduce-scattered every micro-batch
-            tot["dp"] += (2 * ag + rs) * m_micro
+            # weights are gathered for the forward and, unless kept, again for the
+            # backward (recomputation included); gradients reduce-scattered every
+            # micro-batch
+            ag_bwd = 0.0 if cfg.keeps_gathered else ag
+            tot["dp"] += (ag + ag_bwd + rs) * m_micro
             exp["dp_mb"] += (_exposed(ag, ct.fwd, 1 / buckets)
-                             + _exposed(ag + rs, ct.bwd, 1 / buckets))
+                             + _exposed(ag_bwd + rs, ct.bwd, 1 / buckets))
         else:
             if z == 0:
                 red = comm.time("all_reduce", g, n * gbytes)
@@ -586,27 +583,32 @@ def check_layout(model: TransformerSpec, cfg: ParallelConfig, fabric: Fabric, *,
     ...
     fabricsim.errors.ModelError: training: llama3-405b needs ...
     """
+    return _checked(model, cfg, fabric, world, check_memory)[0]
+
+
+def _checked(model: TransformerSpec, cfg: ParallelConfig, fabric: Fabric, world: int | None,
+             check_memory: bool) -> tuple[ResolvedParallel, MemoryEstimate]:
+    """:func:`check_layout`, with the memory estimate it made (for simulate_step)."""
     p = cfg.resolve(model, world or fabric.n_gpus)
     gpu = get_catalog().gpu(fabric.info.gpu)
-    if check_memory:
-        mem = memory_per_gpu(model, p)
-        if mem.total > gpu.memory_bytes:
-            d = mem.as_dict()
-            parts = ", ".join(f"{k} {d[k] / _GIB:.1f}" for k in
-                              ("weights", "grads", "optimizer", "activations"))
-            fix = cheapest_fit(model, p, gpu.memory_bytes)
-            raise ModelError(
-                f"{model.name} needs {mem.total / _GIB:.1f} GiB per GPU on its fullest "
-                f"pipeline stage ({parts} GiB) but {gpu.name} has "
-                f"{gpu.memory_bytes / _GIB:.0f} GiB; "
-                + (f"fits with {fix}" if fix else "raise tp or pp, or use fewer layers "
-                   "per stage"), field="training")
+    mem = memory_per_gpu(model, p)
+    if check_memory and mem.total > gpu.memory_bytes:
+        d = mem.as_dict()
+        parts = ", ".join(f"{k} {d[k] / _GIB:.1f}" for k in
+                          ("weights", "grads", "optimizer", "activations"))
+        fix = cheapest_fit(model, p, gpu.memory_bytes)
+        raise ModelError(
+            f"{model.name} needs {mem.total / _GIB:.1f} GiB per GPU on its fullest "
+            f"pipeline stage ({parts} GiB) but {gpu.name} has "
+            f"{gpu.memory_bytes / _GIB:.0f} GiB; "
+            + (f"fits with {fix}" if fix else "raise tp or pp, or use fewer layers "
+               "per stage"), field="training")
     if cfg.tp_comm_overlap and p.tp > fabric.info.nvlink_domain_gpus:
         raise ModelError(f"tp_comm_overlap (userbuffers) overlaps TP traffic over NVLink; "
                          f"tp={p.tp} spans beyond the {fabric.info.nvlink_domain_gpus}-GPU "
                          f"NVLink domain: keep tp <= {fabric.info.nvlink_domain_gpus} or "
                          f"drop --tp-comm-overlap", field="training.tp_comm_overlap")
-    return p
+    return p, mem
 
 
 def simulate_step(model: TransformerSpec, cfg: ParallelConfig, fabric: Fabric,
@@ -641,10 +643,9 @@ def simulate_step(model: TransformerSpec, cfg: ParallelConfig, fabric: Fabric,
         raise ModelError(f"must be a finite price >= 0, got {gpu_hour_usd!r}",
                          field="gpu_hour_usd")
     world = world or fabric.n_gpus
-    p = check_layout(model, cfg, fabric, world=world, check_memory=check_memory)
+    p, mem = _checked(model, cfg, fabric, world, check_memory)
     cat = get_catalog()
     gpu = cat.gpu(fabric.info.gpu)
-    mem = memory_per_gpu(model, p)
     warnings = placement_warnings(p, fabric.info.gpus_per_server,
                                   fabric.info.nvlink_domain_gpus)
     if p.ep > 1 and (cfg.moe_node_limit or cfg.moe_dispatcher == "deepep"):
