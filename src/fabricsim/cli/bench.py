@@ -396,9 +396,10 @@ def register(app: typer.Typer) -> None:
         step_b = parse_nccl_size(stepbytes, "--stepbytes") if stepbytes is not None else None
         if step_b is not None and step_b <= 0:
             raise ConfigError(f"-i must be a size > 0, got {stepbytes!r}", field="--stepbytes")
+        factor = stepfactor if stepfactor is not None else 2.0  # nccl-tests' -f 2
         sizes = sweep_sizes(parse_nccl_size(minbytes, "--minbytes"),
                             parse_nccl_size(maxbytes, "--maxbytes"),
-                            stepfactor if stepfactor is not None else 2.0, step_b)
+                            factor, step_b)
         writer = csv.writer(sys.stdout) if csv_out else None
         if writer is not None:
             writer.writerow(list(Row.__dataclass_fields__))
@@ -441,7 +442,7 @@ def register(app: typer.Typer) -> None:
                           f"{c.nodes}, {fab.info.fabric}, {fab.info.topology}), backend "
                           f"{backend}, algorithm {a or 'auto'}")
                 step = (f"{step_b}(bytes)" if step_b is not None else
-                        f"{stepfactor if stepfactor is not None else 2.0:g}(factor)")
+                        f"{factor:g}(factor)")
                 typer.echo(format_table(rows, header, collective=_coll_name(collective),
                                         fabric=fab, gpus_per_thread=ngpus,
                                         sweep=(parse_nccl_size(minbytes),
