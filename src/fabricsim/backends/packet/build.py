@@ -373,11 +373,12 @@ def build_state(schedule: Schedule, fabric: Fabric, cfg: PacketConfig, *, mode: 
     P[L.P_LOSS] = cfg.loss_rate
     rto = cfg.rto if cfg.rto is not None else {"srd": 100e-6}.get(mode, 1e-3)
     P[L.P_RTO] = rto
-    warnings = fabric_warnings(cfg, roce=roce, auto_headroom=auto_head,
-                               base_rtt=float((2.0 * FF[:nf, L.FF_RET_LAT] + _path_sum(
-                                   np.where(cap > 0, wire / np.maximum(cap, 1.0), 0.0),
-                                   PL, FPS[:nf, 0], FPL[:nf, 0])).max(
-                                   initial=0.0)),
+    # base round trip of each flow's path: propagation both ways (FF_RET_LAT is one way)
+    # plus one packet's serialization per hop
+    serial = _path_sum(np.where(cap > 0, wire / np.maximum(cap, 1.0), 0.0), PL,
+                       FPS[:nf, 0], FPL[:nf, 0])
+    base_rtt = float((2.0 * FF[:nf, L.FF_RET_LAT] + serial).max(initial=0.0))
+    warnings = fabric_warnings(cfg, roce=roce, auto_headroom=auto_head, base_rtt=base_rtt,
                                lossless=bool(CL[:, L.CL_LOSSLESS].any()))
     P[L.P_WD_TIME] = cfg.pfc.watchdog.detect
     P[L.P_WD_RESTORE] = cfg.pfc.watchdog.restore
