@@ -14,7 +14,10 @@ GIB = 2**30
     ("llama2-7b", 6.74e9), ("llama2-13b", 13.02e9), ("llama2-70b", 68.98e9),
     ("llama3-8b", 8.03e9), ("llama3-405b", 405.8e9), ("gpt3-175b", 175e9),
     ("mixtral-8x7b", 46.7e9), ("bloom-176b", 176.2e9), ("mpt-70b", 64.86e9),
-    ("deepseek-v3", 671e9)])
+    ("deepseek-v3", 671e9),
+    # model cards / config.json totals of the presets added for NVIDIA's NeMo tables
+    ("mixtral-8x22b", 141e9), ("qwen3-30b-a3b", 30.5e9), ("qwen3-235b-a22b", 235e9),
+    ("gpt-oss-120b", 116.8e9), ("nemotron4-15b", 15.6e9), ("nemotron4-340b", 341e9)])
 def test_param_counts_match_published(name: str, published: float) -> None:
     assert get_model(name).params == pytest.approx(published, rel=0.01)
 
@@ -22,9 +25,35 @@ def test_param_counts_match_published(name: str, published: float) -> None:
 def test_moe_active_params() -> None:
     assert get_model("mixtral-8x7b").active_params == pytest.approx(12.9e9, rel=0.01)
     assert get_model("deepseek-v3").active_params == pytest.approx(37e9, rel=0.06)
+    assert get_model("mixtral-8x22b").active_params == pytest.approx(39e9, rel=0.01)
+    assert get_model("qwen3-30b-a3b").active_params == pytest.approx(3.3e9, rel=0.02)
+    assert get_model("qwen3-235b-a22b").active_params == pytest.approx(22e9, rel=0.01)
+    # Kimi K2's 1T / 32B count its MLA at its real size (attn_weights), not as 64 heads
+    # of plain attention (which would add 6B)
+    kimi = get_model("kimi-k2")
+    assert kimi.params == pytest.approx(1.03e12, rel=0.01)
+    assert kimi.active_params == pytest.approx(32e9, rel=0.03)
+    # GPT-OSS's 5.1B active leave out the input embedding, a lookup
+    oss = get_model("gpt-oss-120b")
+    assert oss.active_params - oss.vocab * oss.hidden == pytest.approx(5.13e9, rel=0.01)
 
 
-@pytest.mark.parametrize("name", ["llama2-70b", "gpt3-175b", "llama3-8b", "mixtral-8x7b"])
+def test_sliding_window_layers_meet_fewer_keys() -> None:
+    from fabricsim.workloads.flops import attention_flops
+
+    oss = get_model("gpt-oss-120b")
+    full = oss.model_copy(update={"attn_window": None, "window_layers": None})
+    # half the layers see 128 keys instead of s/2 on average (causal)
+    s = 8192
+    want = (s / 2 + (128 - 128**2 / (2 * s))) / 2 / (s / 2)
+    assert attention_flops(oss, s, causal=True) / attention_flops(full, s, causal=True) \
+        == pytest.approx(want)
+    # a window as long as the sequence changes nothing
+    assert attention_flops(oss, 128, causal=True) == attention_flops(full, 128, causal=True)
+
+
+@pytest.mark.parametrize("name", ["llama2-70b", "gpt3-175b", "llama3-8b", "mixtral-8x7b",
+                                  "kimi-k2", "qwen3-30b-a3b"])
 def test_six_n_rule_at_short_sequence(name: str) -> None:
     # 6 FLOPs per (active) weight a token touches; the input embedding is a lookup.
     m = get_model(name)

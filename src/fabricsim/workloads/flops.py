@@ -45,16 +45,29 @@ def attention_flops(m: TransformerSpec, seq: int, causal: bool = False) -> float
     """Forward FLOPs per token of the attention core (``QKᵀ`` and ``AV``) of one layer.
 
     ``causal=False`` counts the full ``s×s`` matrix, as Megatron-LM's and MosaicML's MFU
-    formulas do; ``causal=True`` counts the useful lower triangle only.
+    formulas do; ``causal=True`` counts the useful lower triangle only. Layers with a
+    sliding window (``attn_window``) meet at most that many keys per query (causal: the
+    band ``w − w²/2s`` on average); the figure is the mean over the model's layers.
 
     Examples
     --------
     >>> from fabricsim.workloads.models import get_model
     >>> attention_flops(get_model("gpt3-175b"), 2048) == 4 * 2048 * 12288
     True
+    >>> oss = get_model("gpt-oss-120b")  # a 128-token window on half of the layers
+    >>> round(attention_flops(oss, 4096, causal=True)
+    ...       / attention_flops(oss.model_copy(update={"attn_window": None}), 4096,
+    ...                         causal=True), 3)
+    0.531
     """
-    full = 2.0 * seq * m.heads * m.core_width
-    return full / 2 if causal else full
+    per_key = 2.0 * m.heads * m.core_width
+    keys = seq / 2 if causal else float(seq)  # keys a query meets, on average
+    win = m.windowed_layers
+    if win:  # sliding windows: a query meets at most the window's last keys
+        w = min(m.attn_window or seq, seq)
+        w_keys = (w - w * w / (2.0 * seq)) if causal else float(w)
+        keys = ((m.layers - win) * keys + win * w_keys) / m.layers
+    return per_key * keys
 
 
 def layer_forward_flops(m: TransformerSpec, seq: int, moe: bool = False) -> dict[str, float]:
@@ -73,8 +86,9 @@ def layer_forward_flops(m: TransformerSpec, seq: int, moe: bool = False) -> dict
         mlp = 2.0 * (m.top_k + m.shared_experts) * m.expert_params + 2.0 * h * m.experts
     else:
         mlp = 2.0 * m.mlp_params(m.ffn)
-    return {"qkv": 2.0 * h * (q + 2 * kv), "attn": attention_flops(m, seq),
-            "proj": 2.0 * q * h, "mlp": mlp}
+    qkv = 2.0 * h * (q + 2 * kv) if m.attn_weights is None \
+        else 2.0 * (m.attn_weights - q * h)  # MLA: every projection but the output's
+    return {"qkv": qkv, "attn": attention_flops(m, seq), "proj": 2.0 * q * h, "mlp": mlp}
 
 
 def forward_flops_per_token(m: TransformerSpec, seq: int) -> float:

@@ -55,6 +55,10 @@ class TransformerSpec(StrictModel):
     attn_core_width : int or None
         Query-key plus value width of one head in the attention core where it is not
         ``2·head_dim`` (DeepSeek's MLA: 192 + 128).
+    attn_weights : int or None
+        Weights of one layer's attention where the Q/K/V/O formula does not give them
+        (multi-head latent attention: the query and key/value down- and up-projections
+        and the output projection); ``None``: the formula.
     mla_up_params, mla_up_width : int
         Multi-head latent attention (DeepSeek): weights of one layer's up-projections from
         the query and key/value latents, and the elements per token they produce (only
@@ -63,6 +67,11 @@ class TransformerSpec(StrictModel):
         Mixture of experts: routed experts per MoE layer, experts each token visits, the
         inner width of one expert (0 means ``ffn``), always-on shared experts, and how
         many leading layers stay dense. ``experts == 1`` is a dense model.
+    attn_window, window_layers : int or None
+        Sliding-window attention (GPT-OSS: a 128-token window on every other layer):
+        ``window_layers`` of the layers let a token attend to the last ``attn_window``
+        tokens only (``None``: all layers, when a window is given); the rest attend to
+        the whole sequence.
     router_groups, router_group_topk : int
         Group-limited routing (Megatron's ``--moe-router-num-groups`` and
         ``--moe-router-group-topk``; DeepSeek-V3: 8 and 4): the routed experts form
@@ -87,6 +96,7 @@ class TransformerSpec(StrictModel):
     kv_heads: int | None = Field(None, ge=1)
     head_dim: int | None = Field(None, ge=1)
     attn_core_width: int | None = Field(None, ge=1)
+    attn_weights: int | None = Field(None, ge=1)
     mla_up_params: int = Field(0, ge=0)
     mla_up_width: int = Field(0, ge=0)
     ffn: int = Field(ge=1)
@@ -101,6 +111,8 @@ class TransformerSpec(StrictModel):
     dense_layers: int = Field(0, ge=0)
     router_groups: int = Field(1, ge=1)
     router_group_topk: int | None = Field(None, ge=1)
+    attn_window: int | None = Field(None, ge=1)
+    window_layers: int | None = Field(None, ge=0)
 
     @model_validator(mode="after")
     def _check(self) -> TransformerSpec:
@@ -125,6 +137,12 @@ class TransformerSpec(StrictModel):
                                  f"{self.experts // self.router_groups}")
         if self.dense_layers > self.layers:
             raise ValueError(f"dense_layers ({self.dense_layers}) must be <= layers")
+        if self.window_layers is not None and self.window_layers > self.layers:
+            raise ValueError(f"window_layers ({self.window_layers}) must be <= layers "
+                             f"({self.layers})")
+        if self.window_layers and self.attn_window is None:
+            raise ValueError("window_layers needs attn_window (the window's width in "
+                             "tokens)")
         return self
 
     # --- derived shapes -------------------------------------------------------------
@@ -139,6 +157,13 @@ class TransformerSpec(StrictModel):
         ``AV``): ``2·d_head``, or ``attn_core_width`` where they differ (DeepSeek's MLA:
         192 + 128)."""
         return self.attn_core_width or 2 * self.d_head
+
+    @property
+    def windowed_layers(self) -> int:
+        """Layers with sliding-window attention (0 without a window)."""
+        if self.attn_window is None:
+            return 0
+        return self.layers if self.window_layers is None else self.window_layers
 
     @property
     def n_kv(self) -> int:
@@ -162,7 +187,9 @@ class TransformerSpec(StrictModel):
 
     @property
     def attn_params(self) -> int:
-        """Attention weights of one layer (Q, K, V, O)."""
+        """Attention weights of one layer (Q, K, V, O; ``attn_weights`` where given)."""
+        if self.attn_weights is not None:
+            return self.attn_weights
         h, q, kv = self.hidden, self.heads * self.d_head, self.n_kv * self.d_head
         return h * q + 2 * h * kv + q * h
 
@@ -253,6 +280,63 @@ _P: dict[str, dict[str, Any]] = {
                         # 512 -> 128 x (128 + 128) (config.json: q/kv_lora_rank)
                         mla_up_params=1536 * 128 * 192 + 512 * 128 * 256,
                         mla_up_width=128 * 192 + 128 * 256),
+    # Mixtral 8x22B (NeMo MixtralConfig8x22B; Mistral AI model card: 141B total, 39B
+    # active): 56 layers, 8 experts of 16,384, top-2.
+    "mixtral-8x22b": dict(layers=56, hidden=6144, heads=48, kv_heads=8, ffn=16384,
+                          vocab=32768, seq=4096, experts=8, top_k=2),
+    # Qwen3 MoE (Megatron-Bridge Qwen3MoEModelProvider30B_A3B / 235B_A22B, Hugging Face
+    # config.json): heads of 128 (wider than hidden/heads), 4 KV groups, every layer MoE
+    # with 128 experts, top-8, no shared expert; QK-norm. Published 30.5B / 3.3B active and
+    # 235B / 22B active.
+    "qwen3-30b-a3b": dict(layers=48, hidden=2048, heads=32, kv_heads=4, head_dim=128,
+                          ffn=6144, vocab=151936, seq=4096, experts=128, top_k=8,
+                          moe_ffn=768),
+    "qwen3-235b-a22b": dict(layers=94, hidden=4096, heads=64, kv_heads=4, head_dim=128,
+                            ffn=12288, vocab=151936, seq=4096, experts=128, top_k=8,
+                            moe_ffn=1536),
+    # GPT-OSS-120B (OpenAI model card; Megatron-Bridge GPTOSSProvider120B): 36 layers, 64
+    # heads of 64, 8 KV groups, every layer MoE with 128 experts of 2,880, top-4; a
+    # 128-token sliding window on every other layer (18 of 36). Biases, attention sinks
+    # and the clamped GLU are not costed (a few MFLOP per token). Published 116.8B / 5.1B.
+    "gpt-oss-120b": dict(layers=36, hidden=2880, heads=64, kv_heads=8, head_dim=64,
+                         ffn=2880, vocab=201088, seq=4096, experts=128, top_k=4,
+                         moe_ffn=2880, attn_window=128, window_layers=18),
+    # Kimi K2 (Moonshot AI config.json; Megatron-Bridge KimiK2Provider): DeepSeek-V3's
+    # shape with 64 MLA heads, 384 routed experts of 2,048 (top-8, no group limit), one
+    # shared expert, one leading dense layer. MLA weights per layer: queries 7,168 ->
+    # 1,536 -> 64 x 192, keys/values 7,168 -> 512 + 64 -> 64 x 256, output 64 x 128 ->
+    # 7,168. Published 1.04T total, 32B active.
+    "kimi-k2": dict(layers=61, hidden=7168, heads=64, ffn=18432, vocab=163840, seq=4096,
+                    experts=384, top_k=8, moe_ffn=2048, shared_experts=1, dense_layers=1,
+                    attn_core_width=192 + 128,
+                    attn_weights=(7168 * 1536 + 1536 * 64 * 192 + 7168 * 576
+                                  + 512 * 64 * 256 + 64 * 128 * 7168),
+                    mla_up_params=1536 * 64 * 192 + 512 * 64 * 256,
+                    mla_up_width=64 * 192 + 64 * 256),
+    # Llama 4 Scout text model (NeMo Llama4Experts16Config): 48 layers, every one MoE with
+    # 16 experts of 8,192, top-1, plus a shared expert of 8,192. Its chunked attention
+    # (8,192-token chunks on 3 of 4 layers) is not modelled: it changes nothing up to
+    # 8,192 tokens. Published 109B / 17B active.
+    "llama4-scout": dict(layers=48, hidden=5120, heads=40, kv_heads=8, head_dim=128,
+                         ffn=16384, vocab=202048, seq=8192, experts=16, top_k=1,
+                         moe_ffn=8192, shared_experts=1),
+    # Nemotron (NeMo Nemotron3Config8B/22B, Nemotron4Config15B/340B; NeMo-Framework-
+    # Launcher yamls): squared-ReLU MLP (two matrices), 256k SentencePiece vocabulary,
+    # untied; Nemotron-3 with full multi-head attention, Nemotron-4 with 8 KV groups.
+    "nemotron3-8b": dict(layers=32, hidden=4096, heads=32, ffn=16384, vocab=256000,
+                         seq=4096, gated=False),
+    "nemotron3-22b": dict(layers=40, hidden=6144, heads=48, ffn=24576, vocab=256000,
+                          seq=4096, gated=False),
+    "nemotron4-15b": dict(layers=32, hidden=6144, heads=48, kv_heads=8, ffn=24576,
+                          vocab=256000, seq=4096, gated=False),
+    "nemotron4-340b": dict(layers=96, hidden=18432, heads=96, kv_heads=8, head_dim=192,
+                           ffn=73728, vocab=256000, seq=4096, gated=False),
+    # NeMo's GPT-3 5B and 20B (NeMo-Framework-Launcher conf/training/gpt3/5b.yaml, 20b.yaml):
+    # GELU MLP of 4h, tied embeddings, GPT-2 vocabulary.
+    "gpt3-5b": dict(layers=24, hidden=4096, heads=32, ffn=16384, vocab=50257, seq=2048,
+                    gated=False, tied_embeddings=True),
+    "gpt3-20b": dict(layers=44, hidden=6144, heads=48, ffn=24576, vocab=50257, seq=2048,
+                     gated=False, tied_embeddings=True),
     # MPT (MosaicML llm-foundry yamls): GELU MLP of 4h, tied embeddings, ALiBi.
     "mpt-1b": dict(layers=24, hidden=2048, heads=16, ffn=8192, vocab=50368, seq=2048,
                    gated=False, tied_embeddings=True),
