@@ -24,7 +24,9 @@ def test_param_counts_match_published(name: str, published: float) -> None:
 
 def test_moe_active_params() -> None:
     assert get_model("mixtral-8x7b").active_params == pytest.approx(12.9e9, rel=0.01)
-    assert get_model("deepseek-v3").active_params == pytest.approx(37e9, rel=0.06)
+    # MLA counted at its real 187.1M weights per layer (attn_weights): 37.6B; as plain
+    # attention of the same width it was 38.7B
+    assert get_model("deepseek-v3").active_params == pytest.approx(37e9, rel=0.02)
     assert get_model("mixtral-8x22b").active_params == pytest.approx(39e9, rel=0.01)
     assert get_model("qwen3-30b-a3b").active_params == pytest.approx(3.3e9, rel=0.02)
     assert get_model("qwen3-235b-a22b").active_params == pytest.approx(22e9, rel=0.01)

@@ -264,18 +264,20 @@ _P: dict[str, dict[str, Any]] = {
     # Mixtral 8x7B (Jiang et al. 2024): 8 experts, top-2, Mistral-7B shapes.
     "mixtral-8x7b": dict(layers=32, hidden=4096, heads=32, kv_heads=8, ffn=14336,
                          vocab=32000, seq=4096, experts=8, top_k=2),
-    # DeepSeek-V3-like (DeepSeek-AI 2024): 61 layers, first 3 dense, 256 routed experts of
-    # width 2048 + 1 shared, top-8. Multi-head latent attention is approximated by plain
-    # multi-head attention of the same width (205M vs ~187M weights per layer), so the
-    # totals are 672B / 38.7B against the published 671B / 37B.
-    # Multi-head latent attention: queries and keys of 192 (128 + 64 RoPE), values of 128
-    # per head in the attention core; its projections are counted as plain attention.
+    # DeepSeek-V3 (DeepSeek-AI 2024): 61 layers, first 3 dense, 256 routed experts of
+    # width 2048 + 1 shared, top-8. Multi-head latent attention: queries and keys of 192
+    # (128 + 64 RoPE), values of 128 per head in the attention core; its projections at
+    # their real size (queries 7,168 -> 1,536 -> 128 x 192, keys/values 7,168 -> 512 + 64
+    # -> 128 x 256, output 128 x 128 -> 7,168: 187.1M weights per layer), so the totals
+    # are 671.0B / 37.6B against the published 671B / 37B.
     "deepseek-v3": dict(layers=61, hidden=7168, heads=128, ffn=18432, vocab=129280,
                         seq=4096, experts=256, top_k=8, moe_ffn=2048, shared_experts=1,
                         # group-limited routing: 8 groups of 32, the best 4 (config.json:
                         # n_group, topk_group)
                         router_groups=8, router_group_topk=4,
                         dense_layers=3, attn_core_width=192 + 128,
+                        attn_weights=(7168 * 1536 + 1536 * 128 * 192 + 7168 * 576
+                                      + 512 * 128 * 256 + 128 * 128 * 7168),
                         # MLA up-projections: queries 1,536 -> 128 x 192, keys/values
                         # 512 -> 128 x (128 + 128) (config.json: q/kv_lora_rank)
                         mla_up_params=1536 * 128 * 192 + 512 * 128 * 256,
