@@ -144,6 +144,8 @@ class GpuSpec(Spec):
     bf16_dense_tflops: float = Field(gt=0.0)
     fp8_dense_tflops: float = NonNegFloat
     """0 when the GPU has no FP8 tensor cores."""
+    fp4_dense_tflops: float = Field(0.0, ge=0.0)
+    """Dense NVFP4 tensor throughput; 0 when the GPU has no FP4 tensor cores."""
     nvlink: str
     """Key into links (family nvlink), or ``""`` for none."""
     pcie: str
@@ -159,6 +161,11 @@ class GpuSpec(Spec):
     def fp8_flops(self) -> float:
         """Dense FP8 tensor FLOP/s (0 if unsupported)."""
         return self.fp8_dense_tflops * _TB
+
+    @property
+    def fp4_flops(self) -> float:
+        """Dense FP4 (NVFP4) tensor FLOP/s (0 if unsupported)."""
+        return self.fp4_dense_tflops * _TB
 
     @property
     def memory_bytes(self) -> int:

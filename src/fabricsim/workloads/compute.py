@@ -186,7 +186,8 @@ def power_capped(gpu: GpuSpec, power_w: float) -> GpuSpec:
         return gpu
     f = (power_w / gpu.tdp_w) ** (1.0 / 3.0)
     return gpu.model_copy(update={"bf16_dense_tflops": gpu.bf16_dense_tflops * f,
-                                  "fp8_dense_tflops": gpu.fp8_dense_tflops * f})
+                                  "fp8_dense_tflops": gpu.fp8_dense_tflops * f,
+                                  "fp4_dense_tflops": gpu.fp4_dense_tflops * f})
 
 
 def gemm_efficiency(gpu: GpuSpec, precision: str, hidden: int, tp: int = 1) -> float:
