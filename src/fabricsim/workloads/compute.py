@@ -52,6 +52,7 @@ __all__ = [
     "microbatch_compute",
     "peak_flops",
     "selective_parts",
+    "sustained",
 ]
 
 #: Achievable fraction of dense peak for large GEMMs, by (generation, precision).
@@ -80,8 +81,13 @@ MAMF: dict[tuple[str, str], float] = {
 #: of ``accuracy_training.py --fit`` keeps it (0.70). Ampere: that point gave 0.915; the
 #: fit over half of the 12 A100 rows gives 0.86 (held-out median error 14.6 % -> 7.9 %),
 #: which is used. Volta/Ada/Blackwell are not calibrated (Blackwell assumed like Hopper).
+#: Blackwell Ultra (B300, GB300: Blackwell's tensor cores, MAMF and datasheet BF16/FP8
+#: peaks, which NVIDIA's NeMo tables show it running 15-24 % faster than GB200) is fitted
+#: on every other GB300 dense FP8 row of those tables (``accuracy_nemo.py --fit
+#: blackwell-ultra``): 0.92, held-out median error 22.8 % -> 4.7 % (its MoE rows all held
+#: out).
 SUSTAINED: dict[str, float] = {"volta": 0.85, "ampere": 0.86, "hopper": 0.70,
-                               "ada": 0.85, "blackwell": 0.70}
+                               "ada": 0.85, "blackwell": 0.70, "blackwell-ultra": 0.92}
 #: Share of the FP8 GEMM rate each FP8 recipe keeps (``ParallelConfig.fp8_recipe``).
 #: Transformer Engine's recipes are the reference (1.0: ``MAMF[(gen, "fp8")]`` is fitted
 #: on NVIDIA's own NeMo tables, which use them). ``mxfp8``: the median of NeMo's paired
@@ -148,6 +154,23 @@ def generation(gpu: GpuSpec) -> str:
     return "hopper"
 
 
+def sustained(gpu: GpuSpec) -> float:
+    """:data:`SUSTAINED` share of ``gpu``: its generation's, or Blackwell Ultra's for B300
+    and GB300 (Blackwell's tensor cores and every other per-generation constant, the same
+    datasheet BF16/FP8 peaks, but a larger share of them sustained).
+
+    Examples
+    --------
+    >>> from fabricsim.catalog import get_catalog
+    >>> cat = get_catalog()
+    >>> sustained(cat.gpu("gb300")) >= sustained(cat.gpu("gb200"))
+    True
+    """
+    if gpu.name.startswith(("b300", "gb300")):
+        return SUSTAINED["blackwell-ultra"]
+    return SUSTAINED.get(generation(gpu), 0.75)
+
+
 def peak_flops(gpu: GpuSpec, precision: str) -> float:
     """Dense tensor peak FLOP/s of ``gpu`` at ``precision`` (raises if unsupported).
 
@@ -203,7 +226,7 @@ def gemm_efficiency(gpu: GpuSpec, precision: str, hidden: int, tp: int = 1) -> f
     gen = generation(gpu)
     mamf = MAMF.get((gen, precision), MAMF.get((gen, "bf16"), 0.75))
     n = math.sqrt(hidden * hidden / tp)
-    return mamf * SUSTAINED.get(gen, 0.75) * n / (n + SHAPE_N0)
+    return mamf * sustained(gpu) * n / (n + SHAPE_N0)
 
 
 @dataclass(frozen=True)
