@@ -48,7 +48,8 @@ ZeroOpt = Annotated[str | None, typer.Option("--zero", help="ZeRO stage 0|1|2|3 
 MbOpt = Annotated[int | None, typer.Option("--micro-batch", help="Sequences per micro-batch.")]
 GbOpt = Annotated[int | None, typer.Option("--global-batch", help="Sequences per step.")]
 SeqOpt = Annotated[int | None, typer.Option("--seq-len", help="Sequence length.")]
-PrecOpt = Annotated[str | None, typer.Option("--precision", help="bf16 or fp8.")]
+PrecOpt = Annotated[str | None, typer.Option(
+    "--precision", help="bf16, fp8, or fp4 (NVFP4 on Blackwell: B200, GB200, B300, GB300).")]
 RcOpt = Annotated[str | None, typer.Option("--recompute", help="none, selective or full.")]
 VpOpt = Annotated[int | None, typer.Option(
     "--vp", help="Virtual pipeline stages per GPU (interleaved 1F1B; Megatron's "
@@ -136,8 +137,8 @@ def job_from_cli(scenario: Path | None, *, model: str | None, flags: dict[str, A
         extra_notes = []
     if flags.pop("fp8", False):
         if flags.get("precision") not in (None, "fp8"):
-            raise ConfigError("--fp8 and --precision bf16 contradict each other; give one",
-                              field="--fp8")
+            raise ConfigError(f"--fp8 and --precision {flags['precision']} contradict each "
+                              f"other; give one", field="--fp8")
         flags["precision"] = "fp8"
     if model is not None:
         section["model"] = model

@@ -62,6 +62,10 @@ MEGATRON_FLAGS: dict[str, tuple[str, Callable[[str, str], Any] | None]] = {
     "--recompute-modules": ("recompute_modules", lambda v, f: v.split()),
     "--fp8-format": ("_fp8", lambda v, f: v),
     "--fp8-recipe": ("fp8_recipe", lambda v, f: v),
+    "--fp4-format": ("_fp4", lambda v, f: v),
+    "--fp4-recipe": ("_fp4_recipe", lambda v, f: v),
+    "--kv-channels": ("head_dim", _int),
+    "--moe-ffn-hidden-size": ("moe_ffn", _int),
     "--bf16": ("precision", None),
     "--use-distributed-optimizer": ("zero", None),
     "--overlap-grad-reduce": ("overlap_grad_reduce", None),
@@ -153,8 +157,18 @@ def parse_megatron_args(text: str) -> tuple[dict[str, Any], list[str]]:
 def _finish(raw: dict[str, Any]) -> dict[str, Any]:
     """Turn Megatron's forms into fabricsim's fields."""
     out = {k: v for k, v in raw.items() if not k.startswith("_")}
+    if raw.get("_fp8") and raw.get("_fp4"):
+        raise ConfigError("--fp8-format and --fp4-format both given: Megatron trains in one "
+                          "low precision; keep one", field="--from-megatron")
     if raw.get("_fp8"):
         out["precision"] = "fp8"
+    if raw.get("_fp4"):
+        recipe = raw.get("_fp4_recipe", "nvfp4")
+        if recipe != "nvfp4":
+            raise ConfigError(f"--fp4-recipe {recipe}: only NVFP4 (Transformer Engine's "
+                              f"NVFP4BlockScaling) is modelled; use --fp4-recipe nvfp4",
+                              field="--from-megatron")
+        out["precision"] = "fp4"
     # Megatron's defaults where fabricsim's differ (fabricsim follows NeMo's recipes):
     # no sequence parallelism, no overlap, plain data parallelism unless asked
     for key, default in (("sequence_parallel", False), ("overlap_grad_reduce", False),

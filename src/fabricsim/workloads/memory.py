@@ -203,7 +203,9 @@ def memory_per_gpu(m: TransformerSpec, p: ResolvedParallel, *, flash: bool = Tru
     table). ``flash=False`` stores attention scores when ``recompute == "none"``. With
     ``recompute="full"`` and ``recompute_layers=N`` only ``N`` layers of each stage are
     recomputed (the others keep all their activations). With ``precision="fp8"`` the
-    linear layers' saved inputs are FP8 (Transformer Engine).
+    linear layers' saved inputs are FP8 (Transformer Engine); under ``fp4`` (NVFP4) they
+    are counted the same (a 4-bit copy for the forward plus the weight-gradient's own
+    Hadamard-transformed copy).
 
     Examples
     --------
@@ -225,7 +227,7 @@ def memory_per_gpu(m: TransformerSpec, p: ResolvedParallel, *, flash: bool = Tru
     def per_layer_of(rc: str) -> float:
         out = ((1 - moe_frac) * activation_bytes_per_layer(m, p, recompute=rc)
                + moe_frac * activation_bytes_per_layer(m, p, moe=True, recompute=rc))
-        if rc != "full" and cfg.precision == "fp8":
+        if rc != "full" and cfg.precision != "bf16":
             out -= (1 - moe_frac) * _fp8_saving(m, p, False) + moe_frac * _fp8_saving(
                 m, p, True)
         if rc == "none" and not flash:

@@ -55,8 +55,11 @@ class ParallelConfig(StrictModel):
         ``micro_batch·dp·(4·pp if pp > 1 else 1)``.
     seq_len : int or None
         Sequence length; ``None`` uses the model's.
-    precision : {"bf16", "fp8"}
+    precision : {"bf16", "fp8", "fp4"}
         Tensor-core precision of the GEMMs (weights and optimizer stay mixed precision).
+        ``fp4`` is NVFP4 as Transformer Engine trains with it (Blackwell): the linear
+        layers' forward, data-gradient and weight-gradient GEMMs on FP4 tensor cores with
+        16-element block scales, attention and the output head in BF16.
     fp8_recipe : {"tensorwise", "delayed", "blockwise", "mxfp8", "torchao"} or None
         How FP8 is scaled, only with ``precision="fp8"`` (``None``: the default,
         :attr:`recipe`): Transformer Engine's per-tensor
@@ -188,7 +191,7 @@ class ParallelConfig(StrictModel):
     micro_batch: int = Field(1, ge=1)
     global_batch: int | None = Field(None, ge=1)
     seq_len: int | None = Field(None, ge=1)
-    precision: Literal["bf16", "fp8"] = "bf16"
+    precision: Literal["bf16", "fp8", "fp4"] = "bf16"
     fp8_recipe: Literal["tensorwise", "delayed", "blockwise", "mxfp8", "torchao"] | None = \
         None
     recompute: Literal["none", "selective", "full"] = "none"
