@@ -1,7 +1,7 @@
 """Pins benchmarks/accuracy_training.py where the model stands, so a change shows.
 
 Issue 11's targets are median <= 8 % and max <= 20 %: the median is met (7.5 % over 26
-rows), the max is not (MPT-13B on 64 H100, +26 %; DeepSeek-V3's report row, +25 %).
+rows), the max is not (MPT-13B on 64 H100, +21 %; DeepSeek-V3's report row, +20 %).
 These bounds say by how much, and pin the rows the issue names.
 """
 
@@ -34,7 +34,7 @@ def test_summary_as_it_stands(rows: list[dict[str, Any]]) -> None:
     assert len(rows) == 26
     assert statistics.median(errs) <= 0.076
     assert statistics.mean(errs) <= 0.082
-    assert max(errs) <= 0.27
+    assert max(errs) <= 0.22
 
 
 def test_rows_the_issue_names(rows: list[dict[str, Any]]) -> None:
@@ -52,9 +52,12 @@ def test_rows_the_issue_names(rows: list[dict[str, Any]]) -> None:
     # fitted on NeMo's B200 rows (held out here: 8,192 rows per expert at EP 64); +3 %
     # once the overlapped all-to-all kernels hold their 20 of 132 SMs (not fitted);
     # +25 % once it runs the report's own DualPipe schedule, recomputation (RMSNorm and
-    # MLA up-projections, not 2 whole layers per stage) and MTP module: optimistic
+    # MLA up-projections, not 2 whole layers per stage) and MTP module: optimistic;
+    # +24.5 % with MLA's projections at their real size; +20 % once the overlapped
+    # all-to-all hides under EP_OVERLAP_EFFICIENCY = 0.45 of the other micro-batch's
+    # compute (fitted on NeMo's overlapped rows, this row held out; 0.8 was assumed)
     ds = by["DeepSeek-V3 2048xH800 (tech report)"]
-    assert 0.20 <= ds["rel_error"] <= 0.27
+    assert 0.15 <= ds["rel_error"] <= 0.22
     assert ds["parallel"]["pipeline_schedule"] == "dualpipe"
     # torchtitan's 70B, FSDP 32 x TP 8 without async TP: the TP all-gathers move FP8
     # (float8 tensorwise TP), −19 % when they were charged in BF16
