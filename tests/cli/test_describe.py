@@ -96,6 +96,12 @@ def test_presets(capsys: pytest.CaptureFixture[str]) -> None:
     assert {"ib-ndr", "roce-400g", "efa", "tcp-100g"} <= {f["name"] for f in d["fabrics"]}
     assert {"fat-tree", "rail-optimized", "dragonfly", "torus3d"} <= {
         t["name"] for t in d["topologies"]}
+    models = {m["name"]: m for m in d["models"]}
+    assert {"llama3-405b", "deepseek-v3", "qwen3-235b-a22b", "gpt-oss-120b"} <= set(models)
+    assert models["qwen3-235b-a22b"]["experts"] == "128 top-8"
+    assert models["llama3-70b"]["experts"] == "-"
+    code, out, _ = run(capsys, "presets", "models", "--json")
+    assert code == 0 and list(json.loads(out)) == ["models"]
     code, out, err = run(capsys, "presets", "sytems")
     assert code == 2 and "systems" in err
 

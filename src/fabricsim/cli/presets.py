@@ -1,4 +1,5 @@
-"""``fabricsim presets``: list systems, scale-out fabrics and topologies."""
+"""``fabricsim presets``: list systems, scale-out fabrics, topologies, scenarios and
+models."""
 
 from __future__ import annotations
 
@@ -11,25 +12,29 @@ from fabricsim.catalog import get_catalog
 from fabricsim.cli.common import JsonOpt, console, print_json
 from fabricsim.errors import ConfigError
 
-KINDS = ("systems", "fabrics", "topologies", "scenarios", "gpus", "switches", "nics", "links")
+KINDS = ("systems", "fabrics", "topologies", "scenarios", "models", "gpus", "switches", "nics",
+         "links")
 
 
 def register(app: typer.Typer) -> None:
     @app.command("presets")
     def presets(
         kind: Annotated[str | None, typer.Argument(
-            help="Only this kind: systems, fabrics, topologies, gpus, switches, nics, links."
+            help="Only this kind: systems, fabrics, topologies, scenarios, models, gpus, "
+            "switches, nics, links."
         )] = None,
         json_out: JsonOpt = False,
     ) -> None:
-        """List the preset names you can use: systems, fabrics, topologies (and parts)."""
+        """List the preset names you can use: systems, fabrics, topologies, scenarios,
+        models (and parts)."""
         cat = get_catalog()
         if kind is not None and kind not in KINDS:
             from fabricsim.errors import did_you_mean
 
             raise ConfigError(f"unknown preset kind {kind!r}; {did_you_mean(kind, KINDS)}",
                               field="kind")
-        wanted = [kind] if kind else ["systems", "fabrics", "topologies", "scenarios"]
+        wanted = [kind] if kind else ["systems", "fabrics", "topologies", "scenarios",
+                                      "models"]
         data: dict[str, list[dict[str, object]]] = {}
         if "systems" in wanted:
             data["systems"] = [
@@ -53,6 +58,15 @@ def register(app: typer.Typer) -> None:
             data["scenarios"] = [
                 {"name": name, "description": load_scenario_text(text, name).description}
                 for name, text in shipped_scenarios().items()]
+        if "models" in wanted:
+            from fabricsim.workloads.models import PRESETS
+
+            data["models"] = [
+                {"name": m.name, "layers": m.layers, "hidden": m.hidden,
+                 "params_b": round(m.params / 1e9, 1),
+                 "active_b": round(m.active_params / 1e9, 1),
+                 "experts": f"{m.experts} top-{m.top_k}" if m.is_moe else "-"}
+                for m in PRESETS.values()]
         for other in ("gpus", "switches", "nics", "links"):
             if other in wanted:
                 data[other] = [{"name": name, "source": spec.source}
