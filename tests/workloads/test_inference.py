@@ -83,3 +83,26 @@ def test_bad_inputs_name_the_field(dgx2: fs.Fabric) -> None:
         simulate_inference(m, dgx2, tp=8, precision="int4")
     with pytest.raises(ConfigError, match=r"inference\.batch"):
         simulate_inference(m, dgx2, tp=8, batch=0)
+
+
+def test_sliding_window_layers_keep_only_the_window() -> None:
+    """GPT-OSS-120B: 18 of 36 layers attend to the last 128 tokens only, so at a long
+    context the KV cache per request is about half, and twice the requests fit."""
+    import fabricsim as fs
+    from fabricsim.workloads.inference import simulate_inference
+    from fabricsim.workloads.models import get_model
+
+    fab = fs.build_cluster("dgx-h100", 1)
+    oss = get_model("gpt-oss-120b")
+    full = oss.model_copy(update={"attn_window": None, "window_layers": None})
+    kw = {"tp": 8, "batch": 16, "prompt_len": 8192, "output_len": 1024,
+          "check_memory": False}
+    win, dense = simulate_inference(oss, fab, **kw), simulate_inference(full, fab, **kw)
+    share = (18 + 18 * 128 / 9216) / 36
+    assert win.max_batch == int(dense.kv_capacity_tokens // (9216 * share))
+    assert 1.9 < win.max_batch / dense.max_batch < 2.0
+    assert win.prefill_s < dense.prefill_s and win.tpot_s < dense.tpot_s
+    # prompts inside the window: nothing changes
+    short = {"tp": 8, "batch": 4, "prompt_len": 64, "output_len": 32, "check_memory": False}
+    assert simulate_inference(oss, fab, **short).max_batch == \
+        simulate_inference(full, fab, **short).max_batch

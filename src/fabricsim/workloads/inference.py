@@ -358,6 +358,33 @@ class _Layout:
         experts = m.expert_total_params / self.pp
         return (dense + experts) * self.wbytes / self.tp
 
+    def kv_share(self, context: float) -> float:
+        """Share of a full-context KV cache one sequence of ``context`` tokens keeps:
+        layers with sliding-window attention (``attn_window``: GPT-OSS's 128 tokens on
+        half of its layers) keep only the window's last tokens."""
+        m = self.m
+        win = m.windowed_layers
+        if not win or context <= 0:
+            return 1.0
+        w = m.attn_window or context
+        return ((m.layers - win) + win * min(1.0, w / context)) / m.layers
+
+    def kv_tokens(self, context: float) -> float:
+        """KV cache of one sequence of ``context`` tokens, in full-model tokens."""
+        return context * self.kv_share(context)
+
+    def attn_pairs(self, prompt: int) -> float:
+        """Query-key pairs of a causal prefill of ``prompt`` tokens, per layer averaged
+        over the model (a windowed layer's query meets at most the window's keys)."""
+        full = prompt * (prompt + 1) / 2
+        m = self.m
+        win = m.windowed_layers
+        if not win:
+            return full
+        w = m.attn_window or prompt
+        band = full if prompt <= w else w * (w + 1) / 2 + (prompt - w) * w
+        return ((m.layers - win) * full + win * band) / m.layers
+
     def kv_capacity_tokens(self, memory_fraction: float = 1.0) -> float:
         """Tokens the KV cache can hold once weights and the reserve are in place."""
         free = (self.gpu.memory_bytes * memory_fraction - self.weight_bytes_per_gpu()
@@ -414,7 +441,7 @@ class _Layout:
         m, pp = self.m, self.pp
         mb = min(pp, batch)
         b = math.ceil(batch / mb)
-        ctx = context_tokens * b / batch
+        ctx = context_tokens * b / batch * self.kv_share(context_tokens / batch)
         weights = self._weights_read_bytes(b) / self.hbm
         compute = self._gemm_flops(b, b) / self.flops_rate
         group = (m.heads / self.tp) / self.kv_heads_per_gpu()  # query heads per KV head
@@ -439,7 +466,7 @@ class _Layout:
         tokens = float(sum(prompts)) / mb
         seqs = n_seq / mb
         # causal attention: position i attends to i keys, sum over a prompt = p(p+1)/2
-        pairs = sum(p * (p + 1) / 2 for p in prompts) / mb
+        pairs = sum(self.attn_pairs(p) for p in prompts) / mb
         gemm = self._gemm_flops(tokens, seqs) / self.flops_rate
         gemm = max(gemm, self._weights_read_bytes(tokens) / self.hbm)
         attn = (pairs * self.stage_layers * 4.0 * (m.heads / self.tp) * m.d_head
@@ -462,7 +489,7 @@ class _Layout:
     def _prefill_compute(self, prompt: int) -> float:
         m = self.m
         gemm = self._gemm_flops(prompt, 1) / self.flops_rate
-        attn = (prompt * (prompt + 1) / 2 * self.stage_layers * 4.0 * (m.heads / self.tp)
+        attn = (self.attn_pairs(prompt) * self.stage_layers * 4.0 * (m.heads / self.tp)
                 * m.d_head / (self.flops_rate * ATTENTION_EFF))
         ar = 2 * self.stage_layers * self._allreduce(prompt * m.hidden * ACT_BYTES)
         return gemm + attn + ar
@@ -696,8 +723,9 @@ def simulate_inference(model: TransformerSpec, fabric: Fabric, *, tp: int = 8,
                   kv_precision=kv_precision, engine=engine, comm=comm)
     context = prompt_len + output_len
     kv_cap = lay.kv_capacity_tokens()
-    max_batch = int(kv_cap // context)
-    mem = (lay.weight_bytes_per_gpu() + lay.kv_bytes_per_token_gpu() * batch * context
+    max_batch = int(kv_cap // lay.kv_tokens(context))
+    mem = (lay.weight_bytes_per_gpu()
+           + lay.kv_bytes_per_token_gpu() * batch * lay.kv_tokens(context)
            + FRAMEWORK_RESERVE_BYTES)
     if check_memory and mem > lay.gpu.memory_bytes:
         fix = (f"lower --batch to {max_batch}" if max_batch >= 1 else
@@ -813,7 +841,7 @@ def continuous_batching(model: TransformerSpec, fabric: Fabric, *, prompt_len: i
                   kv_precision=kv_precision, engine=engine, comm=comm)
     ctx = prompt_len + output_len / 2
     kv_cap = lay.kv_capacity_tokens(memory_fraction)
-    kv_batch = int(kv_cap // (prompt_len + output_len))
+    kv_batch = int(kv_cap // lay.kv_tokens(prompt_len + output_len))
     if kv_batch < 1:
         raise ModelError(f"{model.name} leaves no room for one request of "
                          f"{prompt_len + output_len} tokens on {lay.gpu.name} at tp={tp}, "
@@ -934,7 +962,8 @@ def serve_requests(model: TransformerSpec, fabric: Fabric,
                   kv_precision=kv_precision, engine=engine, comm=comm)
     budget = max_batched_tokens or max(2048, max(p for p, _ in requests))
     kv_cap = lay.kv_capacity_tokens(memory_fraction)
-    too_big = [i for i, (p, o) in enumerate(requests) if p + o > kv_cap or p > budget]
+    too_big = [i for i, (p, o) in enumerate(requests)
+               if lay.kv_tokens(p + o) > kv_cap or p > budget]
     if too_big:
         p, o = requests[too_big[0]]
         raise ModelError(f"request {too_big[0]} ({p} + {o} tokens) does not fit the KV cache "
@@ -944,7 +973,7 @@ def serve_requests(model: TransformerSpec, fabric: Fabric,
     running: dict[int, int] = {}  # request -> tokens generated
     last_token: dict[int, float] = {}
     now = 0.0
-    kv_used = 0
+    kv_used = 0.0
     gaps: list[float] = []
     ttft_sum = 0.0
     out_tokens, iters, prefills, batch_time = 0, 0, 0, 0.0
@@ -953,11 +982,11 @@ def serve_requests(model: TransformerSpec, fabric: Fabric,
         tokens = 0
         while waiting and len(running) + len(admit) < max_batch:
             p, o = requests[waiting[-1]]
-            if tokens + p > budget or kv_used + p + o > kv_cap:
+            if tokens + p > budget or kv_used + lay.kv_tokens(p + o) > kv_cap:
                 break
             admit.append(waiting.pop())
             tokens += p
-            kv_used += p + o
+            kv_used += lay.kv_tokens(p + o)
         iters += 1
         if admit:
             prefills += 1
@@ -970,7 +999,7 @@ def serve_requests(model: TransformerSpec, fabric: Fabric,
                 if requests[i][1] > 1:
                     running[i] = 1
                 else:
-                    kv_used -= sum(requests[i])
+                    kv_used -= lay.kv_tokens(sum(requests[i]))
             continue
         ctx = sum(requests[i][0] + g for i, g in running.items())
         dt = lay.decode(len(running), ctx).total_s
@@ -983,7 +1012,7 @@ def serve_requests(model: TransformerSpec, fabric: Fabric,
             out_tokens += 1
             if running[i] >= requests[i][1]:
                 del running[i]
-                kv_used -= sum(requests[i])
+                kv_used -= lay.kv_tokens(sum(requests[i]))
     return TraceResult(requests=len(requests), duration_s=now, output_tokens=out_tokens,
                        tokens_per_s=out_tokens / now,
                        mean_itl_s=statistics.fmean(gaps) if gaps else 0.0,
@@ -1099,16 +1128,16 @@ def disaggregated_serving(model: TransformerSpec, fabric: Fabric, *, prefill_tp:
     dec = _layout(model, fabric, tp=tp, pp=pp, ep=ep, precision=precision,
                   kv_precision=kv_precision, engine=engine, comm=comm,
                   first_rank=first_decode)
-    if pre.kv_capacity_tokens() < prompt_len:
+    if pre.kv_capacity_tokens() < pre.kv_tokens(prompt_len):
         raise ModelError(f"the prefill instance cannot hold {model.name}'s weights and one "
                          f"{prompt_len}-token prompt at tp={prefill_tp}: raise --prefill-tp",
                          field="inference.prefill_tp")
-    fit = int(dec.kv_capacity_tokens() // (prompt_len + output_len))
+    fit = int(dec.kv_capacity_tokens() // dec.kv_tokens(prompt_len + output_len))
     if batch > fit:
         raise ModelError(f"the decode instance's KV cache holds {fit} requests of "
                          f"{prompt_len + output_len} tokens, not {batch}: lower --batch or "
                          f"raise --tp/--pp", field="inference.batch")
-    kv_req = prompt_len * kv_bytes_per_token(model, dec.kv_precision)
+    kv_req = dec.kv_tokens(prompt_len) * kv_bytes_per_token(model, dec.kv_precision)
     streams = min(prefill_tp, dec.gpus, model.n_kv)  # distinct KV shards, in parallel
     transfer = max(comm.time("sendrecv", [i, first_decode + i], kv_req / streams)
                    for i in range(streams))
