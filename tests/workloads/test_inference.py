@@ -94,7 +94,7 @@ def test_sliding_window_layers_keep_only_the_window() -> None:
 
     fab = fs.build_cluster("dgx-h100", 1)
     oss = get_model("gpt-oss-120b")
-    full = oss.model_copy(update={"attn_window": None, "window_layers": None})
+    full = oss.model_copy(update={"attn_window": None, "window_skip_freq": None})
     kw = {"tp": 8, "batch": 16, "prompt_len": 8192, "output_len": 1024,
           "check_memory": False}
     win, dense = simulate_inference(oss, fab, **kw), simulate_inference(full, fab, **kw)

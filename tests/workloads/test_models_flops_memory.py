@@ -44,7 +44,7 @@ def test_sliding_window_layers_meet_fewer_keys() -> None:
     from fabricsim.workloads.flops import attention_flops
 
     oss = get_model("gpt-oss-120b")
-    full = oss.model_copy(update={"attn_window": None, "window_layers": None})
+    full = oss.model_copy(update={"attn_window": None, "window_skip_freq": None})
     # half the layers see 128 keys instead of s/2 on average (causal)
     s = 8192
     want = (s / 2 + (128 - 128**2 / (2 * s))) / 2 / (s / 2)

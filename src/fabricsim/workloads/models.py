@@ -67,11 +67,12 @@ class TransformerSpec(StrictModel):
         Mixture of experts: routed experts per MoE layer, experts each token visits, the
         inner width of one expert (0 means ``ffn``), always-on shared experts, and how
         many leading layers stay dense. ``experts == 1`` is a dense model.
-    attn_window, window_layers : int or None
-        Sliding-window attention (GPT-OSS: a 128-token window on every other layer):
-        ``window_layers`` of the layers let a token attend to the last ``attn_window``
-        tokens only (``None``: all layers, when a window is given); the rest attend to
-        the whole sequence.
+    attn_window, window_skip_freq : int or None
+        Sliding-window attention (GPT-OSS: a 128-token window on every other layer): a
+        token attends to the last ``attn_window`` tokens only, except in every
+        ``window_skip_freq``-th layer, which attends to the whole sequence (Megatron's
+        ``--window-size`` and ``--window-attn-skip-freq``; ``None``: every layer
+        windowed). Given as a frequency, it follows a change of ``layers``.
     router_groups, router_group_topk : int
         Group-limited routing (Megatron's ``--moe-router-num-groups`` and
         ``--moe-router-group-topk``; DeepSeek-V3: 8 and 4): the routed experts form
@@ -112,7 +113,7 @@ class TransformerSpec(StrictModel):
     router_groups: int = Field(1, ge=1)
     router_group_topk: int | None = Field(None, ge=1)
     attn_window: int | None = Field(None, ge=1)
-    window_layers: int | None = Field(None, ge=0)
+    window_skip_freq: int | None = Field(None, ge=1)
 
     @model_validator(mode="after")
     def _check(self) -> TransformerSpec:
@@ -137,12 +138,17 @@ class TransformerSpec(StrictModel):
                                  f"{self.experts // self.router_groups}")
         if self.dense_layers > self.layers:
             raise ValueError(f"dense_layers ({self.dense_layers}) must be <= layers")
-        if self.window_layers is not None and self.window_layers > self.layers:
-            raise ValueError(f"window_layers ({self.window_layers}) must be <= layers "
-                             f"({self.layers})")
-        if self.window_layers and self.attn_window is None:
-            raise ValueError("window_layers needs attn_window (the window's width in "
+        if self.window_skip_freq is not None and self.attn_window is None:
+            raise ValueError("window_skip_freq needs attn_window (the window's width in "
                              "tokens)")
+        if self.attn_weights is not None:
+            out = self.heads * self.d_head * self.hidden
+            if self.attn_weights < out:
+                raise ValueError(
+                    f"attn_weights ({self.attn_weights}) must hold at least the output "
+                    f"projection, heads·head_dim·hidden = {out}; a model changed from an "
+                    f"MLA preset (deepseek-v3, kimi-k2) in hidden, heads or head_dim "
+                    f"needs its attn_weights given too")
         return self
 
     # --- derived shapes -------------------------------------------------------------
@@ -163,7 +169,8 @@ class TransformerSpec(StrictModel):
         """Layers with sliding-window attention (0 without a window)."""
         if self.attn_window is None:
             return 0
-        return self.layers if self.window_layers is None else self.window_layers
+        f = self.window_skip_freq
+        return self.layers if f is None else self.layers - self.layers // f
 
     @property
     def n_kv(self) -> int:
@@ -302,7 +309,7 @@ _P: dict[str, dict[str, Any]] = {
     # and the clamped GLU are not costed (a few MFLOP per token). Published 116.8B / 5.1B.
     "gpt-oss-120b": dict(layers=36, hidden=2880, heads=64, kv_heads=8, head_dim=64,
                          ffn=2880, vocab=201088, seq=4096, experts=128, top_k=4,
-                         moe_ffn=2880, attn_window=128, window_layers=18),
+                         moe_ffn=2880, attn_window=128, window_skip_freq=2),
     # Kimi K2 (Moonshot AI config.json; Megatron-Bridge KimiK2Provider): DeepSeek-V3's
     # shape with 64 MLA heads, 384 routed experts of 2,048 (top-8, no group limit), one
     # shared expert, one leading dense layer. MLA weights per layer: queries 7,168 ->
