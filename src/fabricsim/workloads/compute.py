@@ -240,7 +240,7 @@ def gemm_efficiency(gpu: GpuSpec, precision: str, hidden: int, tp: int = 1) -> f
     """
     if precision == "fp4":  # a measured multiple of the FP8 GEMM rate, as a share of FP4
         return (gemm_efficiency(gpu, "fp8", hidden, tp) * NVFP4_OVER_FP8
-                * gpu.fp8_flops / gpu.fp4_flops)
+                * gpu.fp8_flops / peak_flops(gpu, "fp4"))
     gen = generation(gpu)
     mamf = MAMF.get((gen, precision), MAMF.get((gen, "bf16"), 0.75))
     n = math.sqrt(hidden * hidden / tp)

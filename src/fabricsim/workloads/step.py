@@ -597,6 +597,7 @@ def _checked(model: TransformerSpec, cfg: ParallelConfig, fabric: Fabric, world:
     """:func:`check_layout`, with the memory estimate it made (for simulate_step)."""
     p = cfg.resolve(model, world or fabric.n_gpus)
     gpu = get_catalog().gpu(fabric.info.gpu)
+    peak_flops(gpu, cfg.precision)  # FP8 / FP4 on a GPU without those tensor cores
     mem = memory_per_gpu(model, p)
     if check_memory and mem.total > gpu.memory_bytes:
         d = mem.as_dict()
