@@ -6,7 +6,8 @@ communication that cannot hide:
 
 * **TP** (per layer): with sequence parallelism 2 all-gathers + 2 reduce-scatters of the
   layer's activation ``b·s·h·2`` bytes forward and again backward (the all-gathers in
-  FP8, ``b·s·h`` bytes, under ``precision="fp8"``; without SP, 2 all-reduces each way);
+  FP8, ``b·s·h`` bytes, under ``precision="fp8"``, in NVFP4 under ``"fp4"``; without SP,
+  2 all-reduces each way);
   full recomputation repeats the forward ones. Not overlapped
   unless ``tp_overlap`` > 0.
 * **EP** (per MoE layer): all-to-all dispatch + combine forward and backward (dispatch in
@@ -422,8 +423,9 @@ def comm_cost(m: TransformerSpec, p: ResolvedParallel, comm: CommModel,
         if p.sp:
             # FP8 recipes cast a linear layer's input before the sequence-parallel
             # all-gather (Transformer Engine; torchtitan's float8 tensorwise TP), so
-            # the gathers move 1 byte per element; reduce-scatters stay BF16
-            ag_b = act / 2 if cfg.precision == "fp8" else act
+            # the gathers move 1 byte per element, NVFP4's 4 bits plus one E4M3 scale
+            # per 16 (0.5625 B); reduce-scatters stay BF16
+            ag_b = act * {"fp8": 0.5, "fp4": 0.5625 / 2}.get(cfg.precision, 1.0)
             one = comm.time("all_gather", g, ag_b) + comm.time("reduce_scatter", g, act)
         else:
             one = comm.time("all_reduce", g, act)
