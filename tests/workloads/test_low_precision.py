@@ -69,3 +69,52 @@ def test_blackwell_ultra_sustains_more_of_the_same_peak() -> None:
     assert gb300.fp4_dense_tflops == 1.5 * gb200.fp4_dense_tflops
     assert sustained(gb300) > sustained(gb200)
     assert sustained(cat.gpu("b300")) == sustained(gb300)
+
+
+def test_megatron_window_flags_shape_the_model() -> None:
+    s, ignored = parse_megatron_args("--window-size 128 0 --window-attn-skip-freq 2")
+    assert (s["attn_window"], s["window_skip_freq"]) == (128, 2) and not ignored
+    assert parse_megatron_args("--window-size=(128,0)")[0]["attn_window"] == 128
+    with pytest.raises(ConfigError, match="only a causal window"):
+        parse_megatron_args("--window-size 128 64")
+    # recipes for a format that is not on are reported, never dropped silently
+    assert parse_megatron_args("--fp4-recipe nvfp4")[1] == [
+        "--fp4-recipe nvfp4 (no --fp4-format: not FP4)"]
+    assert parse_megatron_args("--fp4-format e2m1 --fp8-recipe mxfp8")[1] == [
+        "--fp8-recipe mxfp8 (no --fp8-format: NVFP4)"]
+
+
+def test_a_window_given_as_a_frequency_follows_the_layer_count() -> None:
+    from fabricsim.workloads.models import custom_model
+
+    oss = get_model("gpt-oss-120b")
+    assert oss.windowed_layers == 18
+    assert custom_model(oss, {"layers": 12}).windowed_layers == 6
+    assert custom_model(oss, {"layers": 72}).windowed_layers == 36
+    with pytest.raises(ConfigError, match="window_skip_freq needs attn_window"):
+        custom_model(oss, {"attn_window": None})
+
+
+def test_mla_weights_must_cover_the_output_projection() -> None:
+    from fabricsim.workloads.models import custom_model
+
+    with pytest.raises(ConfigError, match=r"attn_weights .* MLA preset") as e:
+        custom_model(get_model("deepseek-v3"), {"hidden": 16384})
+    assert e.value.field == "training.attn_weights"
+    wide = custom_model(get_model("deepseek-v3"), {"hidden": 16384,
+                                                   "attn_weights": 300_000_000})
+    assert wide.attn_params == 300_000_000
+
+
+def test_unsupported_precision_is_refused_before_any_search() -> None:
+    from fabricsim.workloads.planner import plan_parallel
+    from fabricsim.workloads.step import check_layout
+
+    fab = fs.build_cluster("dgx-h100", 1)
+    m = get_model("llama3-8b")
+    with pytest.raises(ModelError, match="no FP4 tensor cores"):
+        plan_parallel(m, fab, global_batch=64, seq_len=4096, precision="fp4")
+    with pytest.raises(ModelError, match="no FP4 tensor cores"):
+        check_layout(m, ParallelConfig(precision="fp4", seq_len=4096), fab)
+    with pytest.raises(ModelError, match="no FP4 tensor cores"):
+        gemm_efficiency(get_catalog().gpu("h100-sxm"), "fp4", 8192)

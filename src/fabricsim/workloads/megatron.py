@@ -34,6 +34,21 @@ from fabricsim.errors import ConfigError
 __all__ = ["MEGATRON_FLAGS", "parse_megatron_args"]
 
 
+def _window(v: str, flag: str) -> int:
+    """Megatron's ``--window-size`` (left, right context: ``128 0`` or ``(128,0)``) as the
+    causal window's width; a right context other than 0 is not causal attention."""
+    parts = [x for x in v.replace("(", " ").replace(")", " ").replace(",", " ").split()
+             if x]
+    if len(parts) != 2 or not all(x.lstrip("-").isdigit() for x in parts):
+        raise ConfigError(f"{flag} takes two integers (left and right context, e.g. "
+                          f"'128 0'), got {v!r}", field="--from-megatron")
+    left, right = int(parts[0]), int(parts[1])
+    if right != 0 or left < 1:
+        raise ConfigError(f"{flag} {v}: only a causal window (left >= 1, right 0) is "
+                          f"modelled", field="--from-megatron")
+    return left
+
+
 def _int(v: str, flag: str) -> int:
     try:
         return int(v)
@@ -65,6 +80,8 @@ MEGATRON_FLAGS: dict[str, tuple[str, Callable[[str, str], Any] | None]] = {
     "--fp4-format": ("_fp4", lambda v, f: v),
     "--fp4-recipe": ("_fp4_recipe", lambda v, f: v),
     "--kv-channels": ("head_dim", _int),
+    "--window-size": ("attn_window", lambda v, f: _window(v, f)),
+    "--window-attn-skip-freq": ("window_skip_freq", _int),
     "--moe-ffn-hidden-size": ("moe_ffn", _int),
     "--bf16": ("precision", None),
     "--use-distributed-optimizer": ("zero", None),
@@ -94,7 +111,7 @@ MEGATRON_FLAGS: dict[str, tuple[str, Callable[[str, str], Any] | None]] = {
 }
 
 #: Flags that take several values (argparse nargs="+").
-_MULTI_VALUE = frozenset({"--recompute-modules"})
+_MULTI_VALUE = frozenset({"--recompute-modules", "--window-size"})
 
 #: Switches whose field takes a value other than True.
 _SWITCH_VALUES = {"--bf16": "bf16", "--use-distributed-optimizer": 1,
@@ -149,8 +166,11 @@ def parse_megatron_args(text: str) -> tuple[dict[str, Any], list[str]]:
         else:
             i += 1
         out[field] = conv(val, flag)
+    low = "NVFP4" if out.get("_fp4") else "BF16"
     if "fp8_recipe" in out and not out.get("_fp8"):  # Megatron reads it under --fp8-format
-        ignored.append(f"--fp8-recipe {out.pop('fp8_recipe')} (no --fp8-format: BF16)")
+        ignored.append(f"--fp8-recipe {out.pop('fp8_recipe')} (no --fp8-format: {low})")
+    if "_fp4_recipe" in out and not out.get("_fp4"):  # and this under --fp4-format
+        ignored.append(f"--fp4-recipe {out.pop('_fp4_recipe')} (no --fp4-format: not FP4)")
     return _finish(out), ignored
 
 
