@@ -35,7 +35,7 @@ REQUIRED = {
     ],
     "gpus": [
         "v100-sxm", "a100-sxm", "a800-sxm", "h100-sxm", "h800-sxm", "h20", "h200-sxm",
-        "b200", "gb200",
+        "b200", "gb200", "b300", "gb300",
     ],
     "nics": [
         "connectx-6", "connectx-7", "connectx-8", "bluefield-3",
@@ -56,7 +56,8 @@ REQUIRED = {
     ],
     "systems": [
         "dgx-a100", "dgx-a800", "dgx-h100", "dgx-h800", "hgx-h20", "dgx-h200", "hgx-b200",
-        "gb200-nvl72", "aws-p4d", "aws-p5", "aws-p5en", "aws-p6-b200", "pcie-8gpu",
+        "gb200-nvl72", "hgx-b300", "gb300-nvl72", "aws-p4d", "aws-p5", "aws-p5en",
+        "aws-p6-b200", "pcie-8gpu",
     ],
     "topologies": ["fat-tree", "rail-optimized", "dragonfly", "torus3d"],
 }
@@ -514,3 +515,22 @@ def test_blank_source_is_rejected(data_copy: Path) -> None:
     with pytest.raises(ConfigError, match="source") as info:
         load_catalog(data_copy)
     assert info.value.field == "nics.toml:connectx-6.source"
+
+
+def test_blackwell_ultra_entries(cat: Catalog) -> None:
+    """B300/GB300 (Blackwell Ultra datasheet): BF16/FP8 dense as B200/GB200 in the same
+    form factor, NVFP4 1.5x; one 800G ConnectX-8 per GPU on XDR."""
+    b200, b300, gb200, gb300 = (cat.gpu(n) for n in ("b200", "b300", "gb200", "gb300"))
+    assert (b300.bf16_dense_tflops, b300.fp8_dense_tflops) == (
+        b200.bf16_dense_tflops, b200.fp8_dense_tflops)
+    assert (gb300.bf16_dense_tflops, gb300.fp8_dense_tflops) == (
+        gb200.bf16_dense_tflops, gb200.fp8_dense_tflops)
+    assert b300.fp4_dense_tflops == 1.5 * b200.fp4_dense_tflops == 13500
+    assert gb300.fp4_dense_tflops == 1.5 * gb200.fp4_dense_tflops == 15000
+    assert cat.gpu("h100-sxm").fp4_dense_tflops == 0  # no FP4 tensor cores
+    for name, gpus in (("hgx-b300", 8), ("gb300-nvl72", 72)):
+        sysp = cat.system(name)
+        assert (sysp.gpus, sysp.nics, sysp.nic_gbit_s, sysp.nic) == (gpus, gpus, 800,
+                                                                      "connectx-8")
+        assert sysp.default_fabric == "ib-xdr"
+    assert cat.system("hgx-b300").pcie_switches == 8  # one per GPU-NIC pair (CX-8's own)
