@@ -106,3 +106,24 @@ def test_sliding_window_layers_keep_only_the_window() -> None:
     short = {"tp": 8, "batch": 4, "prompt_len": 64, "output_len": 32, "check_memory": False}
     assert simulate_inference(oss, fab, **short).max_batch == \
         simulate_inference(full, fab, **short).max_batch
+
+
+def test_mla_caches_its_latent_on_every_tp_rank() -> None:
+    """DeepSeek-V3 caches 512 + 64 latent elements per token and layer (68.6 KiB in BF16
+    over 61 layers), whole on each TP rank; as 128 full KV heads it was 1,708 KiB, split
+    over TP (213 KiB per GPU at TP 8, three times the latent)."""
+    import fabricsim as fs
+    from fabricsim.workloads.inference import kv_bytes_per_token, simulate_inference
+    from fabricsim.workloads.models import get_model
+
+    ds = get_model("deepseek-v3")
+    assert kv_bytes_per_token(ds) == 61 * 576 * 2
+    fab = fs.build_cluster("hgx-b200", 1)
+    kw = {"tp": 8, "pp": 1, "batch": 8, "prompt_len": 4096, "output_len": 512,
+          "precision": "fp8", "check_memory": False}
+    mla = simulate_inference(ds, fab, **kw)
+    heads = simulate_inference(ds.model_copy(update={"kv_latent": None}), fab, **kw)
+    assert 2.5 < mla.max_batch / heads.max_batch < 3.5
+    # prefill attention at MLA's 192 + 128 widths per head, not 2 x hidden/heads = 112
+    narrow = simulate_inference(ds.model_copy(update={"attn_core_width": None}), fab, **kw)
+    assert mla.prefill_s > narrow.prefill_s

@@ -193,18 +193,22 @@ def get_engine(name: str | ServingEngine) -> ServingEngine:
 
 
 def kv_bytes_per_token(model: TransformerSpec, precision: str = "bf16") -> float:
-    """KV-cache bytes one token occupies over the whole model (all layers, all KV heads).
+    """KV-cache bytes one token occupies over the whole model (all layers, all KV heads;
+    MLA: its latent, ``kv_latent``).
 
     Examples
     --------
     >>> from fabricsim.workloads.models import get_model
     >>> kv_bytes_per_token(get_model("llama2-70b")) / 2**10  # 80 layers x 2 x 8 x 128 x 2 B
     320.0
+    >>> round(kv_bytes_per_token(get_model("deepseek-v3")) / 2**10, 1)  # 61 x 576 x 2 B
+    68.6
     """
     if precision not in PRECISION_BYTES:
         raise ConfigError(f"must be bf16 or fp8, got {precision!r}",
                           field="inference.kv_precision")
-    return (model.layers * 2 * model.n_kv * model.d_head) * PRECISION_BYTES[precision]
+    per_layer = model.kv_latent or 2 * model.n_kv * model.d_head
+    return model.layers * per_layer * PRECISION_BYTES[precision]
 
 
 # --------------------------------------------------------------------------------------
@@ -339,8 +343,20 @@ class _Layout:
         return max(1, math.ceil(self.m.n_kv / self.tp))
 
     def kv_bytes_per_token_gpu(self) -> float:
-        """KV bytes one cached token takes on one GPU of a stage."""
-        return self.stage_layers * 2 * self.kv_heads_per_gpu() * self.m.d_head * self.kvbytes
+        """KV bytes one cached token takes on one GPU of a stage (MLA: the whole latent on
+        every TP rank)."""
+        per_layer = self.m.kv_latent or 2 * self.kv_heads_per_gpu() * self.m.d_head
+        return self.stage_layers * per_layer * self.kvbytes
+
+    def decode_attn_flops_per_key(self) -> float:
+        """Attention FLOPs per cached token and query head in decode: ``QKᵀ`` and ``AV``
+        over the head width (MLA, absorbed: over the latent, ``4·kv_latent``)."""
+        return 4.0 * (self.m.kv_latent or self.m.d_head)
+
+    def prefill_attn_flops_per_pair(self) -> float:
+        """Attention FLOPs per query-key pair and head in prefill: ``2·(qk + v)`` widths
+        (MLA: 192 + 128 per head, ``core_width``)."""
+        return 2.0 * self.m.core_width
 
     def _head_params(self) -> float:
         return float(self.m.vocab * self.m.hidden)
@@ -444,10 +460,12 @@ class _Layout:
         ctx = context_tokens * b / batch * self.kv_share(context_tokens / batch)
         weights = self._weights_read_bytes(b) / self.hbm
         compute = self._gemm_flops(b, b) / self.flops_rate
-        group = (m.heads / self.tp) / self.kv_heads_per_gpu()  # query heads per KV head
+        # query heads per KV head (MLA: one latent that every head reads in one pass)
+        group = 1.0 if m.kv_latent else (m.heads / self.tp) / self.kv_heads_per_gpu()
         reads = 1.0 + self.engine.query_head_kv_reads * max(0.0, group - 1.0)
         kv = ctx * self.kv_bytes_per_token_gpu() * reads / self.hbm
-        attn_flops = ctx * self.stage_layers * 4.0 * (m.heads / self.tp) * m.d_head
+        attn_flops = (ctx * self.stage_layers * (m.heads / self.tp)
+                      * self.decode_attn_flops_per_key())
         kv = max(kv, attn_flops / (self.flops_rate * ATTENTION_EFF))
         act = b * m.hidden * ACT_BYTES
         ar = 2 * self.stage_layers * self._allreduce(act)
@@ -469,8 +487,8 @@ class _Layout:
         pairs = sum(self.attn_pairs(p) for p in prompts) / mb
         gemm = self._gemm_flops(tokens, seqs) / self.flops_rate
         gemm = max(gemm, self._weights_read_bytes(tokens) / self.hbm)
-        attn = (pairs * self.stage_layers * 4.0 * (m.heads / self.tp) * m.d_head
-                / (self.flops_rate * ATTENTION_EFF))
+        attn = (pairs * self.stage_layers * (m.heads / self.tp)
+                * self.prefill_attn_flops_per_pair() / (self.flops_rate * ATTENTION_EFF))
         act = tokens * m.hidden * ACT_BYTES
         ar = 2 * self.stage_layers * self._allreduce(act)
         fill = mb + pp - 1
@@ -489,8 +507,8 @@ class _Layout:
     def _prefill_compute(self, prompt: int) -> float:
         m = self.m
         gemm = self._gemm_flops(prompt, 1) / self.flops_rate
-        attn = (self.attn_pairs(prompt) * self.stage_layers * 4.0 * (m.heads / self.tp)
-                * m.d_head / (self.flops_rate * ATTENTION_EFF))
+        attn = (self.attn_pairs(prompt) * self.stage_layers * (m.heads / self.tp)
+                * self.prefill_attn_flops_per_pair() / (self.flops_rate * ATTENTION_EFF))
         ar = 2 * self.stage_layers * self._allreduce(prompt * m.hidden * ACT_BYTES)
         return gemm + attn + ar
 

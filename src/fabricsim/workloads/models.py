@@ -59,6 +59,11 @@ class TransformerSpec(StrictModel):
         Weights of one layer's attention where the Q/K/V/O formula does not give them
         (multi-head latent attention: the query and key/value down- and up-projections
         and the output projection); ``None``: the formula.
+    kv_latent : int or None
+        Multi-head latent attention's KV cache: the elements one token keeps per layer
+        (the compressed key/value latent and the RoPE key, 512 + 64 for DeepSeek-V3 and
+        Kimi K2), shared by every head, so each tensor-parallel rank holds all of it;
+        ``None``: keys and values of every KV head, ``2·kv_heads·head_dim``, split over TP.
     mla_up_params, mla_up_width : int
         Multi-head latent attention (DeepSeek): weights of one layer's up-projections from
         the query and key/value latents, and the elements per token they produce (only
@@ -98,6 +103,7 @@ class TransformerSpec(StrictModel):
     head_dim: int | None = Field(None, ge=1)
     attn_core_width: int | None = Field(None, ge=1)
     attn_weights: int | None = Field(None, ge=1)
+    kv_latent: int | None = Field(None, ge=1)
     mla_up_params: int = Field(0, ge=0)
     mla_up_width: int = Field(0, ge=0)
     ffn: int = Field(ge=1)
@@ -282,7 +288,7 @@ _P: dict[str, dict[str, Any]] = {
                         # group-limited routing: 8 groups of 32, the best 4 (config.json:
                         # n_group, topk_group)
                         router_groups=8, router_group_topk=4,
-                        dense_layers=3, attn_core_width=192 + 128,
+                        dense_layers=3, attn_core_width=192 + 128, kv_latent=512 + 64,
                         attn_weights=(7168 * 1536 + 1536 * 128 * 192 + 7168 * 576
                                       + 512 * 128 * 256 + 128 * 128 * 7168),
                         # MLA up-projections: queries 1,536 -> 128 x 192, keys/values
@@ -317,7 +323,7 @@ _P: dict[str, dict[str, Any]] = {
     # 7,168. Published 1.04T total, 32B active.
     "kimi-k2": dict(layers=61, hidden=7168, heads=64, ffn=18432, vocab=163840, seq=4096,
                     experts=384, top_k=8, moe_ffn=2048, shared_experts=1, dense_layers=1,
-                    attn_core_width=192 + 128,
+                    attn_core_width=192 + 128, kv_latent=512 + 64,
                     attn_weights=(7168 * 1536 + 1536 * 64 * 192 + 7168 * 576
                                   + 512 * 64 * 256 + 64 * 128 * 7168),
                     mla_up_params=1536 * 64 * 192 + 512 * 64 * 256,
