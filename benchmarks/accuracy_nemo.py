@@ -71,16 +71,14 @@ MODELS = {
 #: Published systems -> fabricsim presets (DGX-B200/B300 are HGX boards).
 SYSTEMS = {"DGX-H100": "dgx-h100", "DGX-B200": "hgx-b200", "DGX-GB200": "gb200-nvl72",
            "DGX-B300": "hgx-b300", "DGX-GB300": "gb300-nvl72"}
-#: Published precision -> (fabricsim precision, FP8 recipe).
+#: Published precision -> (fabricsim precision, number format: the FP8 recipe, or bf16 /
+#: nvfp4). The format names one layout across releases (the tables renamed FP8-CS to FP8
+#: and FP8-MX to MXFP8).
 PRECISIONS = {"BF16": ("bf16", "bf16"), "FP8": ("fp8", "tensorwise"),
               "FP8-CS": ("fp8", "tensorwise"), "FP8-MX": ("fp8", "mxfp8"),
               "MXFP8": ("fp8", "mxfp8"), "FP8-blockwise": ("fp8", "blockwise"),
               "NVFP4": ("fp4", "nvfp4")}
-
-#: Published precision -> the number format a row's GEMMs ran in, for comparing one
-#: layout across releases (the tables renamed FP8-CS to FP8 and FP8-MX to MXFP8).
-_FORMAT = {"BF16": "bf16", "FP8": "fp8-cs", "FP8-CS": "fp8-cs", "FP8-MX": "mxfp8",
-           "MXFP8": "mxfp8", "FP8-blockwise": "fp8-blockwise", "NVFP4": "nvfp4"}
+_FORMAT = {label: fmt for label, (_, fmt) in PRECISIONS.items()}
 
 
 @dataclass

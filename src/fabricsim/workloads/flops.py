@@ -62,11 +62,9 @@ def attention_flops(m: TransformerSpec, seq: int, causal: bool = False) -> float
     """
     per_key = 2.0 * m.heads * m.core_width
     keys = seq / 2 if causal else float(seq)  # keys a query meets, on average
-    win = m.windowed_layers
-    if win:  # sliding windows: a query meets at most the window's last keys
+    if m.windowed_layers:  # sliding windows: a query meets at most the window's last keys
         w = min(m.attn_window or seq, seq)
-        w_keys = (w - w * w / (2.0 * seq)) if causal else float(w)
-        keys = ((m.layers - win) * keys + win * w_keys) / m.layers
+        keys = m.layer_mean(keys, (w - w * w / (2.0 * seq)) if causal else float(w))
     return per_key * keys
 
 

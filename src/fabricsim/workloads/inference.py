@@ -379,11 +379,9 @@ class _Layout:
         layers with sliding-window attention (``attn_window``: GPT-OSS's 128 tokens on
         half of its layers) keep only the window's last tokens."""
         m = self.m
-        win = m.windowed_layers
-        if not win or context <= 0:
+        if not m.windowed_layers or context <= 0:
             return 1.0
-        w = m.attn_window or context
-        return ((m.layers - win) + win * min(1.0, w / context)) / m.layers
+        return m.layer_mean(1.0, min(1.0, (m.attn_window or context) / context))
 
     def kv_tokens(self, context: float) -> float:
         """KV cache of one sequence of ``context`` tokens, in full-model tokens."""
@@ -394,12 +392,10 @@ class _Layout:
         over the model (a windowed layer's query meets at most the window's keys)."""
         full = prompt * (prompt + 1) / 2
         m = self.m
-        win = m.windowed_layers
-        if not win:
+        if not m.windowed_layers:
             return full
         w = m.attn_window or prompt
-        band = full if prompt <= w else w * (w + 1) / 2 + (prompt - w) * w
-        return ((m.layers - win) * full + win * band) / m.layers
+        return m.layer_mean(full, full if prompt <= w else w * (w + 1) / 2 + (prompt - w) * w)
 
     def kv_capacity_tokens(self, memory_fraction: float = 1.0) -> float:
         """Tokens the KV cache can hold once weights and the reserve are in place."""

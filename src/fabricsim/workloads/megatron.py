@@ -80,7 +80,7 @@ MEGATRON_FLAGS: dict[str, tuple[str, Callable[[str, str], Any] | None]] = {
     "--fp4-format": ("_fp4", lambda v, f: v),
     "--fp4-recipe": ("_fp4_recipe", lambda v, f: v),
     "--kv-channels": ("head_dim", _int),
-    "--window-size": ("attn_window", lambda v, f: _window(v, f)),
+    "--window-size": ("attn_window", _window),
     "--window-attn-skip-freq": ("window_skip_freq", _int),
     "--moe-ffn-hidden-size": ("moe_ffn", _int),
     "--bf16": ("precision", None),

@@ -178,6 +178,12 @@ class TransformerSpec(StrictModel):
         f = self.window_skip_freq
         return self.layers if f is None else self.layers - self.layers // f
 
+    def layer_mean(self, full: float, windowed: float) -> float:
+        """Mean over the layers of a quantity that is ``full`` in a full-attention layer
+        and ``windowed`` in a sliding-window one."""
+        win = self.windowed_layers
+        return ((self.layers - win) * full + win * windowed) / self.layers
+
     @property
     def n_kv(self) -> int:
         """Key/value heads."""
