@@ -82,10 +82,13 @@ def _mpt(row: int, size: str, gpus: int, gpu: str, mfu: float, mb: int, accum: i
     dp = gpus
     note = "A100-40GB run modelled on dgx-a100 (80 GB, 2.0 TB/s HBM)" if gpu == "a100-40" \
         else ""
+    # the table's MP mode: the H100 runs are amp_bf16 / DEFAULT (FSDP reduces gradients
+    # in FP32), the A100 ones bf16 / PURE (BF16 reduction)
     return Case(row, f"MPT-{size} {gpus}x{gpu} mb{mb} x{accum}", get_model(f"mpt-{size}"),
                 system, gpus // 8, fabric, "mfu", mfu,
                 ParallelConfig(zero="fsdp", micro_batch=mb, global_batch=mb * dp * accum,
-                               seq_len=2048, recompute="full" if ckpt else "none"),
+                               seq_len=2048, recompute="full" if ckpt else "none",
+                               grad_bytes=4 if gpu == "h100" else 2),
                 note=note)
 
 
@@ -177,7 +180,10 @@ def torchtitan_cases() -> list[Case]:
     tok = "tokens_per_gpu"
 
     def cfg(**kw: Any) -> ParallelConfig:
-        base: dict[str, Any] = {"zero": "fsdp", "seq_len": 8192, "precision": "fp8"}
+        # torchtitan's defaults: BF16 weights, gradients reduced in FP32
+        # (training.mixed_precision_reduce = "float32")
+        base: dict[str, Any] = {"zero": "fsdp", "seq_len": 8192, "precision": "fp8",
+                                "grad_bytes": 4}
         kw = {**base, **kw}
         if kw["precision"] == "fp8":  # torchtitan's Float8 (the BF16 rows have none)
             kw["fp8_recipe"] = "torchao"
