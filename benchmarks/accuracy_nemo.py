@@ -217,7 +217,9 @@ def _config(r: dict[str, str], model: TransformerSpec) -> ParallelConfig:
     return ParallelConfig(
         tp=tp, pp=pp, cp=cp, ep=ep, interleave=vp, micro_batch=mbs,
         global_batch=gbs, seq_len=_int(r["seq_len"]), precision=prec,
-        fp8_recipe=recipe if prec == "fp8" else None, zero="fsdp" if _int(r["fsdp"], 0) > 0 else 1,
+        fp8_recipe=recipe if prec == "fp8" else None,
+        # the FSDP column's runs use Megatron-FSDP (use_megatron_fsdp)
+        **({"zero": "fsdp", "fsdp_impl": "megatron"} if _int(r["fsdp"], 0) > 0 else {}),
         sequence_parallel=tp > 1,
         # Qwen3's H100 scripts turn TP overlap off (CommOverlapConfig(tp_comm_overlap=False))
         tp_comm_overlap=tp > 1 and not (name.startswith("qwen3") and r["system"] == "DGX-H100"),

@@ -177,6 +177,8 @@ def test_from_megatron_equals_the_same_flags(capsys: pytest.CaptureFixture[str])
     (["--tp", "8", "--pp", "8", "--global-batch", "16", "--pp-schedule", "dualpipe"],
      "training.global_batch"),
     (["--tp", "8", "--pp", "4", "--pp-schedule", "dualpipe", "--chakra", "x"], "--chakra"),
+    (["--tp", "8", "--fsdp-impl", "megatron"], "--zero fsdp"),
+    (["--tp", "8", "--zero", "fsdp", "--fsdp-impl", "deepspeed"], "training.fsdp_impl"),
 ])
 def test_layout_flags_bad_input_exits_2(capsys: pytest.CaptureFixture[str], args: list[str],
                                         needle: str) -> None:
@@ -202,3 +204,19 @@ def test_train_dualpipe(capsys: pytest.CaptureFixture[str]) -> None:
     assert one["parallel"]["pipeline_schedule"] == "1f1b"
     assert dual["breakdown"]["bubble"] < one["breakdown"]["bubble"]
     assert dual["memory_gib"]["weights"] > 1.9 * one["memory_gib"]["weights"]
+
+
+def test_train_fsdp_impl(capsys: pytest.CaptureFixture[str]) -> None:
+    """--fsdp-impl megatron: the JSON names it, and dp costs less than PyTorch FSDP's
+    cast-and-divide kernels (14 vs 18 B per parameter each micro-batch)."""
+    base = ["train", "--system", "dgx-h100", "--nodes", "2", "--model", "llama2-13b",
+            "--zero", "fsdp", "--global-batch", "64", "--seq-len", "4096", "--json"]
+    code, out, err = run(capsys, *base)
+    assert code == 0, err
+    torch = json.loads(out)
+    code, out, err = run(capsys, *base, "--fsdp-impl", "megatron")
+    assert code == 0, err
+    meg = json.loads(out)
+    assert (torch["parallel"]["fsdp_impl"], meg["parallel"]["fsdp_impl"]) == \
+        ("pytorch", "megatron")
+    assert meg["breakdown"]["dp"] < torch["breakdown"]["dp"]

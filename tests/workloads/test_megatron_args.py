@@ -77,3 +77,24 @@ def test_group_limited_routing_flags_are_model_shape() -> None:
     s, ignored = parse_megatron_args("--num-experts 256 --moe-router-topk 8 "
                                      "--moe-router-num-groups 8 --moe-router-group-topk 4")
     assert (s["router_groups"], s["router_group_topk"]) == (8, 4) and not ignored
+
+
+@pytest.mark.parametrize(("flag", "impl"), [("--use-megatron-fsdp", "megatron"),
+                                            ("--use-torch-fsdp2", "pytorch")])
+def test_fsdp_switches_name_the_implementation(flag: str, impl: str) -> None:
+    s, ignored = parse_megatron_args(f"--use-distributed-optimizer {flag}")
+    assert (s["zero"], s["fsdp_impl"]) == ("fsdp", impl) and not ignored
+
+
+def test_two_fsdp_switches_are_refused() -> None:
+    with pytest.raises(ConfigError, match="--use-megatron-fsdp and --use-torch-fsdp2"):
+        parse_megatron_args("--use-megatron-fsdp --use-torch-fsdp2")
+
+
+def test_fsdp_impl_without_sharded_weights_is_refused() -> None:
+    from fabricsim.errors import ModelError
+    from fabricsim.workloads.models import get_model
+    from fabricsim.workloads.parallel import ParallelConfig
+
+    with pytest.raises(ModelError, match=r"training.fsdp_impl.*--zero fsdp"):
+        ParallelConfig(fsdp_impl="megatron").resolve(get_model("llama2-7b"), 8)

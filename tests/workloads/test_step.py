@@ -266,11 +266,12 @@ def test_hidden_dp_traffic_slows_the_compute_beside_it(zero: int | str) -> None:
     s = DP_OVERLAP_SM_SHARE["hopper"]
     assert s == pytest.approx(16 / 132)
     free = run(True, 0.0)
-    assert free[0] == 0.0
+    # FSDP's own gather/reduce kernels cost HBM time even on a free network
+    assert (free[0] == 0.0) == (zero == 1)
     dp, total, compute = run(True, t)
     floor = total / m.layers  # the last bucket of each stays exposed
     hidden = total - floor
-    extra = dp - floor
+    extra = dp - floor - free[0]
     # GEMMs and attention are most of a dense layer (memory-bound kernels are not slowed)
     assert 0.8 * hidden * s / (1 - s) < extra <= hidden * s / (1 - s) * (1 + 1e-9)
     assert compute == free[2]  # charged to dp, not compute
@@ -310,6 +311,46 @@ def test_fsdp_that_keeps_its_gathered_weights() -> None:
     mem_kept = memory_per_gpu(m, p.model_copy(update={"reshard_after_forward": False})
                               .resolve(m, 32))
     assert mem_kept.weights > 2 * mem.weights and mem_kept.grads > 2 * mem.grads
+
+
+def test_fsdp_kernels_stream_the_unsharded_stage_every_micro_batch() -> None:
+    """On a free network FSDP still pays its gather/cast/divide/reduce kernels: the
+    stage's unsharded parameters x fsdp_kernel_bytes through HBM per micro-batch (per
+    step when a pipelined FSDP keeps its weights); ZeRO-1 pays none. So the same model
+    runs slower per token at small micro-batches under FSDP, as llm-foundry measured."""
+    from fabricsim.catalog import get_catalog
+    from fabricsim.workloads.compute import HBM_EFF
+    from fabricsim.workloads.memory import stage_params
+    from fabricsim.workloads.step import fsdp_kernel_bytes
+
+    fab = fs.build_cluster("dgx-h100", nodes=4)
+    hbm = get_catalog().gpu(fab.info.gpu).hbm_bandwidth * HBM_EFF
+    m = get_model("llama2-13b")
+
+    def dp(**kw: object) -> tuple[float, float, int]:
+        cfg = ParallelConfig(global_batch=64, seq_len=4096, **kw)  # type: ignore[arg-type]
+        r = simulate_step(m, cfg, fab, _DpOnly(0.0), check_memory=False)
+        dense, _ = stage_params(m, cfg.resolve(m, fab.n_gpus))
+        return r.breakdown["dp"], dense / hbm, r.parallel["num_micro"]
+
+    assert fsdp_kernel_bytes(ParallelConfig(zero="fsdp", grad_bytes=4)) == 34.0
+    assert fsdp_kernel_bytes(ParallelConfig(zero="fsdp")) == 18.0
+    t, per_byte, n = dp(zero="fsdp", grad_bytes=4)
+    assert t == pytest.approx(n * 34.0 * per_byte, rel=1e-9)
+    t, per_byte, n = dp(zero="fsdp", reshard_after_forward=False)
+    assert t == pytest.approx(n * 14.0 * per_byte, rel=1e-9)
+    t, per_byte, _ = dp(zero="fsdp", tp=8, pp=2, reshard_after_forward=False)
+    assert t == pytest.approx(14.0 * per_byte, rel=1e-9)  # once per step
+    assert dp(zero=1)[0] == 0.0
+    assert dp(zero="fsdp", tp=8, pp=4)[0] == 0.0  # dp 1: nothing sharded
+
+    def mfu(zero: int | str, mb: int) -> float:
+        cfg = ParallelConfig(zero=zero, micro_batch=mb, global_batch=512,  # type: ignore[arg-type]
+                             seq_len=2048, grad_bytes=4)
+        return simulate_step(get_model("mpt-13b"), cfg, fab, check_memory=False).mfu
+
+    assert mfu("fsdp", 2) < 0.85 * mfu("fsdp", 16)
+    assert mfu(1, 2) > 0.95 * mfu(1, 16)
 
 
 def test_reshard_after_forward_needs_sharded_weights() -> None:

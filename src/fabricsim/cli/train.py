@@ -40,6 +40,10 @@ ReshardOpt = Annotated[bool | None, typer.Option(
     help="With --zero fsdp: free gathered weights after each forward (FSDP's default) or "
     "keep them to the backward (torchtitan with a pipeline: gathered once per step, "
     "gradients reduce-scattered once).")]
+FsdpImplOpt = Annotated[str | None, typer.Option(
+    "--fsdp-impl", help="With --zero fsdp: pytorch (PyTorch FSDP/FSDP2, the default: "
+    "gradients cast and divided in kernels of their own every micro-batch) or megatron "
+    "(Megatron-FSDP: only its collectives stream weights and gradients through HBM).")]
 EtpOpt = Annotated[int | None, typer.Option(
     "--etp", help="Expert tensor-parallel size (Megatron's --expert-tensor-parallel-size; "
     "default --tp): 1 keeps whole experts per GPU and EP groups of consecutive GPUs, as "
@@ -249,7 +253,7 @@ def register(app: typer.Typer) -> None:
               topology: TopologyOpt = None, oversubscription: OversubOpt = None,
               model: ModelOpt = None, tp: TpOpt = None, pp: PpOpt = None, dp: DpOpt = None,
               cp: CpOpt = None, ep: EpOpt = None, etp: EtpOpt = None, zero: ZeroOpt = None,
-              reshard_after_forward: ReshardOpt = None,
+              reshard_after_forward: ReshardOpt = None, fsdp_impl: FsdpImplOpt = None,
               micro_batch: MbOpt = None, global_batch: GbOpt = None, seq_len: SeqOpt = None,
               precision: PrecOpt = None, recompute: RcOpt = None, vp: VpOpt = None,
               first_stage_layers: FirstOpt = None, last_stage_layers: LastOpt = None,
@@ -285,7 +289,7 @@ def register(app: typer.Typer) -> None:
             system=system, nodes=nodes, gpus_per_node=gpus_per_node, fabric=fabric,
             topology=topology, oversubscription=oversubscription, tp=tp, pp=pp, dp=dp,
             cp=cp, ep=ep, etp=etp, zero=zero, reshard_after_forward=reshard_after_forward,
-            micro_batch=micro_batch,
+            fsdp_impl=fsdp_impl, micro_batch=micro_batch,
             global_batch=global_batch, seq_len=seq_len, precision=precision,
             recompute=recompute,
             **layout_flags(vp=vp, first_stage_layers=first_stage_layers,

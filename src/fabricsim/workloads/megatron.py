@@ -85,6 +85,8 @@ MEGATRON_FLAGS: dict[str, tuple[str, Callable[[str, str], Any] | None]] = {
     "--moe-ffn-hidden-size": ("moe_ffn", _int),
     "--bf16": ("precision", None),
     "--use-distributed-optimizer": ("zero", None),
+    "--use-megatron-fsdp": ("_megatron_fsdp", None),
+    "--use-torch-fsdp2": ("_torch_fsdp2", None),
     "--overlap-grad-reduce": ("overlap_grad_reduce", None),
     "--overlap-param-gather": ("overlap_param_gather", None),
     "--tp-comm-overlap": ("tp_comm_overlap", None),
@@ -189,6 +191,12 @@ def _finish(raw: dict[str, Any]) -> dict[str, Any]:
                               f"NVFP4BlockScaling) is modelled; use --fp4-recipe nvfp4",
                               field="--from-megatron")
         out["precision"] = "fp4"
+    if raw.get("_megatron_fsdp") and raw.get("_torch_fsdp2"):
+        raise ConfigError("--use-megatron-fsdp and --use-torch-fsdp2 both given: Megatron "
+                          "runs one FSDP; keep one", field="--from-megatron")
+    if raw.get("_megatron_fsdp") or raw.get("_torch_fsdp2"):
+        out["zero"] = "fsdp"
+        out["fsdp_impl"] = "megatron" if raw.get("_megatron_fsdp") else "pytorch"
     # Megatron's defaults where fabricsim's differ (fabricsim follows NeMo's recipes):
     # no sequence parallelism, no overlap, plain data parallelism unless asked
     for key, default in (("sequence_parallel", False), ("overlap_grad_reduce", False),

@@ -172,6 +172,14 @@ class ParallelConfig(StrictModel):
         gradients accumulate unsharded over the micro-batches and are reduce-scattered
         once after the last backward (two more stage-sized BF16 buffers per GPU). Without
         a pipeline, one gather per micro-batch instead of two. ``None``: ``True``.
+    fsdp_impl : str
+        Whose ZeRO-3 / FSDP runs (with ``zero`` 3 or ``"fsdp"``): ``"pytorch"`` (default:
+        PyTorch FSDP / FSDP2, as llm-foundry and torchtitan run it; DeepSpeed's ZeRO-3
+        works alike) casts and divides each micro-batch's gradients in kernels of their
+        own before reducing them; ``"megatron"`` (Megatron-FSDP, NeMo's
+        ``use_megatron_fsdp``) accumulates them into its reduction buckets inside the
+        backward GEMMs, so only the collectives stream the weights and gradients through
+        HBM (:func:`~fabricsim.workloads.step.fsdp_kernel_bytes`).
 
     Examples
     --------
@@ -215,6 +223,7 @@ class ParallelConfig(StrictModel):
     overlap_p2p_comm: bool | None = None
     grad_bytes: Literal[2, 4] = 2
     reshard_after_forward: bool | None = None
+    fsdp_impl: Literal["pytorch", "megatron"] = "pytorch"
 
     @model_validator(mode="before")
     @classmethod
@@ -363,6 +372,10 @@ class ParallelConfig(StrictModel):
             raise bad("reshard_after_forward", f"reshard_after_forward applies to sharded "
                       f"weights (ZeRO-3 / FSDP); zero={self.zero!r} keeps them whole: set "
                       f"--zero fsdp or drop --reshard-after-forward")
+        if self.fsdp_impl != "pytorch" and self.zero_stage < 3:
+            raise bad("fsdp_impl", f"fsdp_impl={self.fsdp_impl!r} names an FSDP "
+                      f"implementation; zero={self.zero!r} does not shard the weights: set "
+                      f"--zero fsdp or drop --fsdp-impl")
         if self.moe_node_limit is not None and not (model.is_moe and ep > 1):
             raise bad("moe_node_limit", "moe_node_limit (node-limited routing) needs a "
                       "mixture-of-experts model with ep > 1 (no expert traffic to limit "

@@ -22,7 +22,11 @@ communication that cannot hide:
   overlapped with the backward pass of the last micro-batch, bucket by bucket, so at least
   one layer's bucket stays exposed; ZeRO-1/2 all-gather updated weights overlapped with the
   next forward; ZeRO-3 gathers weights for every micro-batch's forward and backward and
-  reduce-scatters gradients every micro-batch, prefetched behind compute.
+  reduce-scatters gradients every micro-batch, prefetched behind compute. Those gathers
+  and reductions also stream the whole unsharded stage through HBM every micro-batch
+  (gathered weights written, gradients cast, divided and reduced:
+  :func:`fsdp_kernel_bytes` per parameter), work that grows with the parameters, not the
+  tokens, and takes the GPU from the compute beside it (charged to dp).
 * **Tied embeddings** (input embedding = output head) with PP: the first and last stage
   all-reduce that matrix's gradient after the DP sync, exposed.
 * **PP**: activations and gradients between stages. Plain 1F1B (Megatron-LM without
@@ -60,6 +64,7 @@ from fabricsim.fabric import Fabric
 from fabricsim.results import Tabular
 from fabricsim.workloads.comm import CommModel, EngineComm
 from fabricsim.workloads.compute import (
+    HBM_EFF,
     ComputeTimes,
     generation,
     microbatch_compute,
@@ -90,6 +95,7 @@ __all__ = [
     "check_layout",
     "comm_cost",
     "distinct_servers",
+    "fsdp_kernel_bytes",
     "pipeline_bubble",
     "ring_hop_time",
     "routed_servers",
@@ -137,6 +143,46 @@ EP_OVERLAP_SM_SHARE = {"volta": 20 / 80, "ampere": 20 / 108, "ada": 20 / 142,
 #: hardware/library fact, not fitted; un-overlapped collectives take their own time.
 DP_OVERLAP_SM_SHARE = {"volta": 16 / 80, "ampere": 16 / 108, "ada": 16 / 142,
                        "hopper": 16 / 132, "blackwell": 16 / 148}
+
+
+
+
+def fsdp_kernel_bytes(cfg: ParallelConfig) -> float:
+    """HBM bytes per parameter that ZeRO-3 / FSDP's own kernels move for one micro-batch
+    (for a step, when a pipelined FSDP keeps its weights gathered).
+
+    Counted from PyTorch FSDP's per-unit work: each all-gather writes the gathered BF16
+    weights and reads the chunks it forwards (2 x 2 B; FSDP gathers for the forward and,
+    resharding after it, again for the backward); the gradient is cast to the reduce
+    dtype when that is not BF16 (2 B read, ``grad_bytes`` written), divided in place
+    before the reduction (2 x ``grad_bytes``), and reduce-scattered, reading its input
+    and the peer's partial sums and writing the sum (3 x ``grad_bytes``). 34 B with FP32
+    reduction (FSDP's ``reduce_dtype=float32``, llm-foundry's DEFAULT, torchtitan's
+    default), 18 B with BF16 (llm-foundry's PURE). Megatron-FSDP (``fsdp_impl=
+    "megatron"``) writes gradients into its reduction buckets from the backward GEMMs and
+    scales them inside the collective: only the gathers and the reduce-scatter remain
+    (14 B with BF16 reduction). These kernels run on FSDP's side
+    streams but share the GPU with the compute beside them: the step is charged their
+    time at :data:`~fabricsim.workloads.compute.HBM_EFF` of HBM bandwidth. A count from
+    the code, not fitted: checked on llm-foundry's MPT tables (``benchmarks/
+    accuracy_llmfoundry.py``), where a 13B model at 2 sequences per micro-batch runs
+    20 % below what its FLOPs give and the same model at 16 does not.
+
+    Examples
+    --------
+    >>> fsdp_kernel_bytes(ParallelConfig(zero="fsdp", grad_bytes=4))
+    34.0
+    >>> fsdp_kernel_bytes(ParallelConfig(zero="fsdp", reshard_after_forward=False))
+    14.0
+    >>> fsdp_kernel_bytes(ParallelConfig(zero="fsdp", fsdp_impl="megatron"))
+    14.0
+    """
+    gb = float(cfg.grad_bytes)
+    gathers = 1 if cfg.keeps_gathered else 2
+    reduce = 3 * gb
+    if cfg.fsdp_impl == "pytorch":  # cast to the reduce dtype, divide in place
+        reduce += (2.0 + gb if gb != 2.0 else 0.0) + 2 * gb
+    return gathers * 2 * 2.0 + reduce
 
 
 @dataclass(frozen=True)
@@ -691,6 +737,14 @@ def simulate_step(model: TransformerSpec, cfg: ParallelConfig, fabric: Fabric,
         busy = min(hidden_dp / (m * (ct.fwd + ct.bwd)), 1.0)
         extra = (ct.fwd + ct.bwd) * busy * ct.compute_bound * share / (1.0 - share)
         exp = {**exp, "dp_mb": exp["dp_mb"] + extra}
+    if z >= 3:  # FSDP's gather/reduce kernels stream the unsharded stage through HBM
+        sharded = (dense if p.dp * p.cp > 1 else 0.0) + (expert if p.edp > 1 else 0.0)
+        t_fsdp = sharded * fsdp_kernel_bytes(cfg) / (gpu.hbm_bandwidth * HBM_EFF)
+        if cfg.keeps_gathered and p.pp > 1:  # gathered and reduced once per step
+            exp = {**exp, "dp": exp["dp"] + t_fsdp}
+        else:  # under DualPipe a micro-batch runs through half of what a GPU holds
+            half = 0.5 if cfg.pipeline_schedule == "dualpipe" else 1.0
+            exp = {**exp, "dp_mb": exp["dp_mb"] + half * t_fsdp}
     mb_comm = exp["tp"] + exp["ep"] + exp["cp"] + exp["dp_mb"] + exp["pp_mb"]
     t_mb = ct.fwd + ct.bwd + mb_comm
     bubble = pipeline_bubble(p.pp, cfg.interleave, cfg.pipeline_schedule, t_mb, ct.bwd,
@@ -730,7 +784,8 @@ def simulate_step(model: TransformerSpec, cfg: ParallelConfig, fabric: Fabric,
            "overlap_param_gather": cfg.overlap_param_gather, "ep_overlap": cfg.ep_overlap,
            "overlap_p2p_comm": cfg.p2p_overlapped, "moe_imbalance": cfg.moe_imbalance,
            "fp8_recipe": cfg.recipe if cfg.precision == "fp8" else None,
-           "reshard_after_forward": (not cfg.keeps_gathered) if z >= 3 else None}
+           "reshard_after_forward": (not cfg.keeps_gathered) if z >= 3 else None,
+           "fsdp_impl": cfg.fsdp_impl if z >= 3 else None}
     return StepResult(
         model=model.name, world=world, parallel=par, step_time_s=step,
         tokens_per_s=tokens / step, tflops_per_gpu=model_flops / step / world / 1e12,
