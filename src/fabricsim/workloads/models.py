@@ -358,8 +358,17 @@ _P: dict[str, dict[str, Any]] = {
                     gated=False, tied_embeddings=True),
     "gpt3-20b": dict(layers=44, hidden=6144, heads=48, ffn=24576, vocab=50257, seq=2048,
                      gated=False, tied_embeddings=True),
-    # MPT (MosaicML llm-foundry yamls): GELU MLP of 4h, tied embeddings, ALiBi.
+    # MPT (MosaicML llm-foundry yamls): GELU MLP of 4h, tied embeddings, ALiBi. The
+    # 760M and 3B yamls use 12 and 20 heads so that heads are 128 wide (FlashAttention).
+    "mpt-125m": dict(layers=12, hidden=768, heads=12, ffn=3072, vocab=50368, seq=2048,
+                     gated=False, tied_embeddings=True),
+    "mpt-350m": dict(layers=24, hidden=1024, heads=16, ffn=4096, vocab=50368, seq=2048,
+                     gated=False, tied_embeddings=True),
+    "mpt-760m": dict(layers=24, hidden=1536, heads=12, ffn=6144, vocab=50368, seq=2048,
+                     gated=False, tied_embeddings=True),
     "mpt-1b": dict(layers=24, hidden=2048, heads=16, ffn=8192, vocab=50368, seq=2048,
+                   gated=False, tied_embeddings=True),
+    "mpt-3b": dict(layers=32, hidden=2560, heads=20, ffn=10240, vocab=50368, seq=2048,
                    gated=False, tied_embeddings=True),
     "mpt-7b": dict(layers=32, hidden=4096, heads=32, ffn=16384, vocab=50368, seq=2048,
                    gated=False, tied_embeddings=True),
