@@ -83,12 +83,14 @@ def _mpt(row: int, size: str, gpus: int, gpu: str, mfu: float, mb: int, accum: i
     note = "A100-40GB run modelled on dgx-a100 (80 GB, 2.0 TB/s HBM)" if gpu == "a100-40" \
         else ""
     # the table's MP mode: the H100 runs are amp_bf16 / DEFAULT (FSDP reduces gradients
-    # in FP32), the A100 ones bf16 / PURE (BF16 reduction)
+    # in FP32), the A100 ones bf16 / PURE (BF16 reduction); llm-foundry's benchmark script
+    # runs attn_impl triton, 2023's Triton FlashAttention (accuracy_llmfoundry.py)
     return Case(row, f"MPT-{size} {gpus}x{gpu} mb{mb} x{accum}", get_model(f"mpt-{size}"),
                 system, gpus // 8, fabric, "mfu", mfu,
                 ParallelConfig(zero="fsdp", micro_batch=mb, global_batch=mb * dp * accum,
                                seq_len=2048, recompute="full" if ckpt else "none",
-                               grad_bytes=4 if gpu == "h100" else 2),
+                               grad_bytes=4 if gpu == "h100" else 2,
+                               attention_kernel="flash1"),
                 note=note)
 
 

@@ -1,7 +1,7 @@
 """Pins benchmarks/accuracy_training.py where the model stands, so a change shows.
 
 Issue 11's targets are median <= 8 % and max <= 20 % over the reference data's runs:
-5.0 % and 16.2 % (torchtitan's 70B) over its 25 rows. DeepSeek-V3's report row, from
+6.1 % and 16.9 % (MPT-30B on 32 H100) over its 25 rows. DeepSeek-V3's report row, from
 outside the reference data, stays at +20 %. These bounds say by how much, and pin the
 rows the issue names.
 """
@@ -33,11 +33,11 @@ def rows() -> list[dict[str, Any]]:
 def test_summary_as_it_stands(rows: list[dict[str, Any]]) -> None:
     errs = [abs(r["rel_error"]) for r in rows]
     assert len(rows) == 26
-    assert statistics.median(errs) <= 0.055
-    assert statistics.mean(errs) <= 0.075
+    assert statistics.median(errs) <= 0.065
+    assert statistics.mean(errs) <= 0.085
     assert max(errs) <= 0.21
     reference = [abs(r["rel_error"]) for r in rows if r["row"] > 0]  # row 0: outside
-    assert len(reference) == 25 and max(reference) <= 0.17
+    assert len(reference) == 25 and max(reference) <= 0.175
 
 
 def test_fsdp_at_two_sequences_per_micro_batch(rows: list[dict[str, Any]]) -> None:
@@ -46,8 +46,9 @@ def test_fsdp_at_two_sequences_per_micro_batch(rows: list[dict[str, Any]]) -> No
     FP32 reduction) were not charged; its FLOPs alone say 48 % MFU, llm-foundry
     measured 39.9 % at 8, 16, 32 and 64 GPUs alike."""
     r = {r["case"]: r for r in rows}["MPT-13b 64xh100 mb2 x1"]
-    assert abs(r["rel_error"]) <= 0.05
+    assert abs(r["rel_error"]) <= 0.07
     assert r["parallel"]["fsdp_impl"] == "pytorch"
+    assert r["parallel"]["attention_kernel"] == "flash1"  # llm-foundry's attn_impl triton
 
 
 def test_rows_the_issue_names(rows: list[dict[str, Any]]) -> None:

@@ -385,3 +385,30 @@ def test_the_planner_tries_experts_folded_out_of_tp() -> None:
     dense = candidates(get_model("llama3-8b"), 16, 8, global_batch=64, seq_len=4096,
                        precision="bf16", zero=(1,), max_pp=1)
     assert all(c.etp is None for c in dense)
+
+
+def test_older_attention_kernels_slow_only_the_attention_core() -> None:
+    """attention_kernel="flash1" (FlashAttention 1, 2023's Triton kernels) runs the
+    attention core at 0.53 of FlashAttention-2's rate on A100 (the FA2 paper's ratio),
+    0.40 on H100; GEMMs and everything else are untouched, so long sequences feel it
+    and short ones hardly. A GPU those kernels do not run on is refused up front."""
+    from fabricsim.catalog import get_catalog
+    from fabricsim.workloads.compute import ATTENTION_KERNEL_EFF, microbatch_compute
+    from fabricsim.workloads.step import check_layout
+
+    m = get_model("mpt-1b")
+    gpu = get_catalog().gpu("a100-sxm")
+
+    def attn(kernel: str, seq: int) -> tuple[float, float]:
+        p = ParallelConfig(seq_len=seq, attention_kernel=kernel).resolve(m, 1)  # type: ignore[arg-type]
+        t = microbatch_compute(m, p, gpu, m.params)
+        return t.attn_layer, t.fwd
+
+    (a2, f2), (a1, f1) = attn("flash", 32768), attn("flash1", 32768)
+    assert a1 == pytest.approx(a2 / ATTENTION_KERNEL_EFF[("flash1", "ampere")], rel=1e-9)
+    assert f1 / f2 > 1.3  # attention is most of a 1B model's layer at 32k tokens
+    g2, g1 = attn("flash", 512)[1], attn("flash1", 512)[1]
+    assert 1.0 < g1 / g2 < 1.1
+    with pytest.raises(ModelError, match=r"training.attention_kernel.*blackwell"):
+        check_layout(m, ParallelConfig(attention_kernel="flash1"),
+                     fs.build_cluster("hgx-b200", 1))

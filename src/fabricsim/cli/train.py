@@ -44,6 +44,10 @@ FsdpImplOpt = Annotated[str | None, typer.Option(
     "--fsdp-impl", help="With --zero fsdp: pytorch (PyTorch FSDP/FSDP2, the default: "
     "gradients cast and divided in kernels of their own every micro-batch) or megatron "
     "(Megatron-FSDP: only its collectives stream weights and gradients through HBM).")]
+AttnKernelOpt = Annotated[str | None, typer.Option(
+    "--attention-kernel", help="flash (FlashAttention 2/3, cuDNN fused attention: the "
+    "default) or flash1 (FlashAttention 1 and 2023's Triton kernels, e.g. llm-foundry's "
+    "attn_impl triton: about half the rate).")]
 EtpOpt = Annotated[int | None, typer.Option(
     "--etp", help="Expert tensor-parallel size (Megatron's --expert-tensor-parallel-size; "
     "default --tp): 1 keeps whole experts per GPU and EP groups of consecutive GPUs, as "
@@ -254,6 +258,7 @@ def register(app: typer.Typer) -> None:
               model: ModelOpt = None, tp: TpOpt = None, pp: PpOpt = None, dp: DpOpt = None,
               cp: CpOpt = None, ep: EpOpt = None, etp: EtpOpt = None, zero: ZeroOpt = None,
               reshard_after_forward: ReshardOpt = None, fsdp_impl: FsdpImplOpt = None,
+              attention_kernel: AttnKernelOpt = None,
               micro_batch: MbOpt = None, global_batch: GbOpt = None, seq_len: SeqOpt = None,
               precision: PrecOpt = None, recompute: RcOpt = None, vp: VpOpt = None,
               first_stage_layers: FirstOpt = None, last_stage_layers: LastOpt = None,
@@ -289,7 +294,7 @@ def register(app: typer.Typer) -> None:
             system=system, nodes=nodes, gpus_per_node=gpus_per_node, fabric=fabric,
             topology=topology, oversubscription=oversubscription, tp=tp, pp=pp, dp=dp,
             cp=cp, ep=ep, etp=etp, zero=zero, reshard_after_forward=reshard_after_forward,
-            fsdp_impl=fsdp_impl, micro_batch=micro_batch,
+            fsdp_impl=fsdp_impl, attention_kernel=attention_kernel, micro_batch=micro_batch,
             global_batch=global_batch, seq_len=seq_len, precision=precision,
             recompute=recompute,
             **layout_flags(vp=vp, first_stage_layers=first_stage_layers,

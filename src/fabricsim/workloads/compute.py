@@ -39,6 +39,7 @@ from fabricsim.workloads.parallel import ResolvedParallel
 
 __all__ = [
     "ATTENTION_EFF",
+    "ATTENTION_KERNEL_EFF",
     "CP_ATTENTION_EFF",
     "FP8_RECIPE_EFF",
     "GROUPED_GEMM_N0",
@@ -48,6 +49,7 @@ __all__ = [
     "SHAPE_N0",
     "SUSTAINED",
     "ComputeTimes",
+    "attention_kernel_eff",
     "gemm_efficiency",
     "generation",
     "microbatch_compute",
@@ -123,6 +125,18 @@ GROUPED_GEMM_N0 = 3000.0
 #: FlashAttention throughput relative to the GEMM rate (FA2 on A100 reaches ~70 % of
 #: peak where cuBLAS reaches ~86 %; FA3 on H100 ~600–740 of 989 TFLOP/s).
 ATTENTION_EFF = 0.8
+#: Share of :data:`ATTENTION_EFF` an older attention kernel keeps
+#: (``ParallelConfig.attention_kernel``), per GPU generation. ``flash1``: FlashAttention 1
+#: and the Triton FlashAttention kernels of 2023 (llm-foundry's ``attn_impl: triton``), which
+#: the FlashAttention-2 paper (Dao 2023) puts at 25-40 % of the A100's peak against
+#: FlashAttention-2's 50-73 %: Ampere 0.53, the ratio of the midpoints, a published figure,
+#: not fitted (checked on llm-foundry's A100 rows, ``benchmarks/accuracy_llmfoundry.py``:
+#: sequences over 4,096 tokens median error 33.8/29.4 % -> 6.9/5.0 % on A100-80/40GB).
+#: Hopper, where those kernels use none of its new tensor-core paths: 0.40, fitted on every
+#: other H100 row of that table with sequences over 4,096 tokens (``accuracy_llmfoundry.py
+#: --fit``), the other half held out: median error 65.5 % -> 4.1 %. Ada as Ampere.
+ATTENTION_KERNEL_EFF: dict[tuple[str, str], float] = {
+    ("flash1", "ampere"): 0.53, ("flash1", "ada"): 0.53, ("flash1", "hopper"): 0.40}
 #: Share of :data:`ATTENTION_EFF` the attention core keeps under context parallelism
 #: (``cp > 1``). Ring attention (Transformer Engine's P2P context parallelism) runs each
 #: rank's attention as ``cp`` steps on half-size blocks of the load-balanced sequence, each
@@ -316,6 +330,30 @@ def _fp8_cast_bytes_per_token(m: TransformerSpec, moe: bool) -> float:
     return 5.0 * (2 * m.hidden + m.heads * m.d_head + width)
 
 
+def attention_kernel_eff(gpu: GpuSpec, kernel: str) -> float:
+    """Share of the FlashAttention-2-class rate (:data:`ATTENTION_EFF`) that the
+    attention ``kernel`` runs at on ``gpu``; 1 for ``"flash"`` (FlashAttention 2/3,
+    cuDNN's fused attention). Raises :class:`~fabricsim.errors.ModelError`
+    (``training.attention_kernel``) for a kernel that does not run on the GPU.
+
+    Examples
+    --------
+    >>> from fabricsim.catalog import get_catalog
+    >>> attention_kernel_eff(get_catalog().gpu("a100-sxm"), "flash1")
+    0.53
+    """
+    if kernel == "flash":
+        return 1.0
+    share = ATTENTION_KERNEL_EFF.get((kernel, generation(gpu)))
+    if share is None:
+        runs = sorted(g for k, g in ATTENTION_KERNEL_EFF if k == kernel)
+        raise ModelError(f"attention_kernel={kernel!r} (FlashAttention 1 / 2023 Triton "
+                         f"kernels) runs on {', '.join(runs)} GPUs; {gpu.name} is "
+                         f"{generation(gpu)}: use --attention-kernel flash",
+                         field="training.attention_kernel")
+    return share
+
+
 def selective_parts(m: TransformerSpec, p: ResolvedParallel, gpu: GpuSpec, tokens: float,
                     gemm_rate: float, attn: float, thin: float = 1.0
                     ) -> dict[str, tuple[float, float]]:
@@ -396,6 +434,7 @@ def microbatch_compute(m: TransformerSpec, p: ResolvedParallel, gpu: GpuSpec,
                              f"--fp8-recipe tensorwise, delayed or blockwise",
                              field="training.fp8_recipe")
         eff *= FP8_RECIPE_EFF[cfg.recipe]
+    kernel = attention_kernel_eff(gpu, cfg.attention_kernel)
     tokens = cfg.micro_batch * p.seq / p.cp  # tokens this GPU's CP shard processes
     layers = p.stage_layers
     moe_frac = m.moe_layers / m.layers
@@ -425,7 +464,7 @@ def microbatch_compute(m: TransformerSpec, p: ResolvedParallel, gpu: GpuSpec,
         gemm = (f["qkv"] + f["proj"] + f["mlp"]) * tokens / split
         attn = attention_flops(m, p.seq, causal=True) * tokens / split
         t_gemm = gemm / (peak * eff)
-        t_attn = attn / (bf16_peak * bf16_eff * ATTENTION_EFF
+        t_attn = attn / (bf16_peak * bf16_eff * ATTENTION_EFF * kernel
                          * (CP_ATTENTION_EFF if p.cp > 1 else 1.0))
         cast = _fp8_cast_bytes_per_token(m, moe) if cfg.precision != "bf16" else 0.0
         t_mem = (_elementwise_bytes_per_token(m, moe) + cast) * tokens / split / (

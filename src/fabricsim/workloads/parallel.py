@@ -172,6 +172,12 @@ class ParallelConfig(StrictModel):
         gradients accumulate unsharded over the micro-batches and are reduce-scattered
         once after the last backward (two more stage-sized BF16 buffers per GPU). Without
         a pipeline, one gather per micro-batch instead of two. ``None``: ``True``.
+    attention_kernel : str
+        The attention core's kernel: ``"flash"`` (default: FlashAttention 2/3, cuDNN's
+        fused attention, as current Megatron/NeMo, torchtitan and Transformer Engine run)
+        or ``"flash1"`` (FlashAttention 1 and the Triton FlashAttention of 2023, e.g.
+        llm-foundry's ``attn_impl: triton``; about half the rate,
+        :data:`~fabricsim.workloads.compute.ATTENTION_KERNEL_EFF`).
     fsdp_impl : str
         Whose ZeRO-3 / FSDP runs (with ``zero`` 3 or ``"fsdp"``): ``"pytorch"`` (default:
         PyTorch FSDP / FSDP2, as llm-foundry and torchtitan run it; DeepSpeed's ZeRO-3
@@ -224,6 +230,7 @@ class ParallelConfig(StrictModel):
     grad_bytes: Literal[2, 4] = 2
     reshard_after_forward: bool | None = None
     fsdp_impl: Literal["pytorch", "megatron"] = "pytorch"
+    attention_kernel: Literal["flash", "flash1"] = "flash"
 
     @model_validator(mode="before")
     @classmethod

@@ -34,7 +34,7 @@ from fabricsim.errors import FabricsimError, ModelError
 from fabricsim.fabric import Fabric
 from fabricsim.results import Tabular, flatten
 from fabricsim.workloads.comm import CommModel, EngineComm
-from fabricsim.workloads.compute import peak_flops
+from fabricsim.workloads.compute import attention_kernel_eff, peak_flops
 from fabricsim.workloads.memory import memory_per_gpu
 from fabricsim.workloads.models import TransformerSpec
 from fabricsim.workloads.parallel import ParallelConfig
@@ -162,6 +162,8 @@ def plan_parallel(model: TransformerSpec, fabric: Fabric, *, global_batch: int,
     world = fabric.n_gpus
     gpu = get_catalog().gpu(fabric.info.gpu)
     peak_flops(gpu, precision)  # a precision the GPU has no tensor cores for: say so
+    if options and "attention_kernel" in options:  # a kernel that does not run there
+        attention_kernel_eff(gpu, str(options["attention_kernel"]))
     comm = comm if comm is not None else EngineComm(fabric, backend=backend)
     cands = candidates(model, world, fabric.info.gpus_per_server, global_batch=global_batch,
                        seq_len=seq, precision=precision, zero=zero, max_pp=max_pp)

@@ -66,6 +66,7 @@ from fabricsim.workloads.comm import CommModel, EngineComm
 from fabricsim.workloads.compute import (
     HBM_EFF,
     ComputeTimes,
+    attention_kernel_eff,
     generation,
     microbatch_compute,
     peak_flops,
@@ -646,6 +647,7 @@ def _checked(model: TransformerSpec, cfg: ParallelConfig, fabric: Fabric, world:
     p = cfg.resolve(model, world or fabric.n_gpus)
     gpu = get_catalog().gpu(fabric.info.gpu)
     peak_flops(gpu, cfg.precision)  # FP8 / FP4 on a GPU without those tensor cores
+    attention_kernel_eff(gpu, cfg.attention_kernel)  # a kernel that does not run there
     mem = memory_per_gpu(model, p)
     if check_memory and mem.total > gpu.memory_bytes:
         d = mem.as_dict()
@@ -785,7 +787,8 @@ def simulate_step(model: TransformerSpec, cfg: ParallelConfig, fabric: Fabric,
            "overlap_p2p_comm": cfg.p2p_overlapped, "moe_imbalance": cfg.moe_imbalance,
            "fp8_recipe": cfg.recipe if cfg.precision == "fp8" else None,
            "reshard_after_forward": (not cfg.keeps_gathered) if z >= 3 else None,
-           "fsdp_impl": cfg.fsdp_impl if z >= 3 else None}
+           "fsdp_impl": cfg.fsdp_impl if z >= 3 else None,
+           "attention_kernel": cfg.attention_kernel}
     return StepResult(
         model=model.name, world=world, parallel=par, step_time_s=step,
         tokens_per_s=tokens / step, tflops_per_gpu=model_flops / step / world / 1e12,
