@@ -153,7 +153,7 @@ def test_from_megatron_equals_the_same_flags(capsys: pytest.CaptureFixture[str])
     assert code == 0, err
     code, out_f, err = run(capsys, *base, "--tp", "8", "--pp", "4", "--vp", "5", "--zero",
                            "1", "--global-batch", "512", "--seq-len", "8192",
-                           "--tp-comm-overlap")
+                           "--tp-comm-overlap", "--grad-reduce-dtype", "fp32")
     assert code == 0, err
     dm, df = json.loads(out_m), json.loads(out_f)
     assert dm["step_time_s"] == df["step_time_s"]
@@ -178,6 +178,7 @@ def test_from_megatron_equals_the_same_flags(capsys: pytest.CaptureFixture[str])
      "training.global_batch"),
     (["--tp", "8", "--pp", "4", "--pp-schedule", "dualpipe", "--chakra", "x"], "--chakra"),
     (["--tp", "8", "--fsdp-impl", "megatron"], "--zero fsdp"),
+    (["--tp", "8", "--grad-reduce-dtype", "fp16"], "--grad-reduce-dtype"),
     (["--tp", "8", "--zero", "fsdp", "--fsdp-impl", "deepspeed"], "training.fsdp_impl"),
 ])
 def test_layout_flags_bad_input_exits_2(capsys: pytest.CaptureFixture[str], args: list[str],

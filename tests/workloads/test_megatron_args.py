@@ -98,3 +98,13 @@ def test_fsdp_impl_without_sharded_weights_is_refused() -> None:
 
     with pytest.raises(ModelError, match=r"training.fsdp_impl.*--zero fsdp"):
         ParallelConfig(fsdp_impl="megatron").resolve(get_model("llama2-7b"), 8)
+
+
+@pytest.mark.parametrize(("args", "grad_bytes"), [
+    ("--bf16", 4), ("--bf16 --grad-reduce-in-bf16", 2), ("", 4),
+    ("--bf16 --accumulate-allreduce-grads-in-fp32", 4)])
+def test_gradients_reduce_in_fp32_unless_told_bf16(args: str, grad_bytes: int) -> None:
+    """Megatron's arguments.py turns accumulate_allreduce_grads_in_fp32 on for --bf16
+    unless --grad-reduce-in-bf16: data-parallel gradients move 4 bytes per element."""
+    s, ignored = parse_megatron_args(f"--tensor-model-parallel-size 2 {args}")
+    assert s["grad_bytes"] == grad_bytes and not ignored

@@ -44,6 +44,10 @@ FsdpImplOpt = Annotated[str | None, typer.Option(
     "--fsdp-impl", help="With --zero fsdp: pytorch (PyTorch FSDP/FSDP2, the default: "
     "gradients cast and divided in kernels of their own every micro-batch) or megatron "
     "(Megatron-FSDP: only its collectives stream weights and gradients through HBM).")]
+GradReduceOpt = Annotated[str | None, typer.Option(
+    "--grad-reduce-dtype", help="bf16 (the default) or fp32: the precision data-parallel "
+    "gradients are reduced in (Megatron with --bf16 and PyTorch FSDP's reduce_dtype "
+    "float32, as llm-foundry and torchtitan ship, reduce in fp32: twice the bytes).")]
 AttnKernelOpt = Annotated[str | None, typer.Option(
     "--attention-kernel", help="flash (FlashAttention 2/3, cuDNN fused attention: the "
     "default) or flash1 (FlashAttention 1 and 2023's Triton kernels, e.g. llm-foundry's "
@@ -250,6 +254,16 @@ def price_from_cli(flag: float | None, extra: dict[str, Any]) -> float | None:
     return float(price) if price is not None else None
 
 
+def _grad_bytes(dtype: str | None) -> int | None:
+    """``--grad-reduce-dtype`` as ``grad_bytes`` (None: unset)."""
+    if dtype is None:
+        return None
+    sizes = {"bf16": 2, "fp32": 4}
+    if dtype not in sizes:
+        raise ConfigError(f"must be bf16 or fp32, got {dtype!r}", field="--grad-reduce-dtype")
+    return sizes[dtype]
+
+
 def register(app: typer.Typer) -> None:
     @app.command("train")
     def train(scenario: ScenarioArg = None, system: SystemOpt = None, nodes: NodesOpt = None,
@@ -258,7 +272,7 @@ def register(app: typer.Typer) -> None:
               model: ModelOpt = None, tp: TpOpt = None, pp: PpOpt = None, dp: DpOpt = None,
               cp: CpOpt = None, ep: EpOpt = None, etp: EtpOpt = None, zero: ZeroOpt = None,
               reshard_after_forward: ReshardOpt = None, fsdp_impl: FsdpImplOpt = None,
-              attention_kernel: AttnKernelOpt = None,
+              attention_kernel: AttnKernelOpt = None, grad_reduce_dtype: GradReduceOpt = None,
               micro_batch: MbOpt = None, global_batch: GbOpt = None, seq_len: SeqOpt = None,
               precision: PrecOpt = None, recompute: RcOpt = None, vp: VpOpt = None,
               first_stage_layers: FirstOpt = None, last_stage_layers: LastOpt = None,
@@ -294,7 +308,8 @@ def register(app: typer.Typer) -> None:
             system=system, nodes=nodes, gpus_per_node=gpus_per_node, fabric=fabric,
             topology=topology, oversubscription=oversubscription, tp=tp, pp=pp, dp=dp,
             cp=cp, ep=ep, etp=etp, zero=zero, reshard_after_forward=reshard_after_forward,
-            fsdp_impl=fsdp_impl, attention_kernel=attention_kernel, micro_batch=micro_batch,
+            fsdp_impl=fsdp_impl, attention_kernel=attention_kernel,
+            grad_bytes=_grad_bytes(grad_reduce_dtype), micro_batch=micro_batch,
             global_batch=global_batch, seq_len=seq_len, precision=precision,
             recompute=recompute,
             **layout_flags(vp=vp, first_stage_layers=first_stage_layers,

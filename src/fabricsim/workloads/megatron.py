@@ -85,6 +85,8 @@ MEGATRON_FLAGS: dict[str, tuple[str, Callable[[str, str], Any] | None]] = {
     "--moe-ffn-hidden-size": ("moe_ffn", _int),
     "--bf16": ("precision", None),
     "--use-distributed-optimizer": ("zero", None),
+    "--grad-reduce-in-bf16": ("_grad_bf16", None),
+    "--accumulate-allreduce-grads-in-fp32": ("_grad_fp32", None),
     "--use-megatron-fsdp": ("_megatron_fsdp", None),
     "--use-torch-fsdp2": ("_torch_fsdp2", None),
     "--overlap-grad-reduce": ("overlap_grad_reduce", None),
@@ -191,6 +193,9 @@ def _finish(raw: dict[str, Any]) -> dict[str, Any]:
                               f"NVFP4BlockScaling) is modelled; use --fp4-recipe nvfp4",
                               field="--from-megatron")
         out["precision"] = "fp4"
+    # Megatron reduces BF16 (and FP32) gradients in FP32 unless --grad-reduce-in-bf16
+    # (arguments.py: --bf16 turns accumulate_allreduce_grads_in_fp32 on)
+    out["grad_bytes"] = 2 if raw.get("_grad_bf16") else 4
     if raw.get("_megatron_fsdp") and raw.get("_torch_fsdp2"):
         raise ConfigError("--use-megatron-fsdp and --use-torch-fsdp2 both given: Megatron "
                           "runs one FSDP; keep one", field="--from-megatron")
