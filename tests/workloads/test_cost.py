@@ -65,8 +65,15 @@ def test_oversubscription_saves_money() -> None:
 def test_capex_linear_in_gpus_within_a_tier() -> None:
     per = [fabric_capex(_cap(n, "roce-400g")).per_gpu_usd for n in (32, 64, 128)]
     assert max(per) / min(per) == pytest.approx(1.0, abs=0.02)
-    # partly filled leaves are still bought whole: small clusters pay more per GPU
-    assert fabric_capex(_cap(8, "roce-400g")).per_gpu_usd > per[0]
+    # below one scalable unit rails share leaves: 8 servers buy 2 leaves and a spine,
+    # not a leaf per rail (8 leaves of 8 ports each), so the same per GPU; 2 servers
+    # fit one leaf and need no spine or leaf-spine optics at all
+    small = fabric_capex(_cap(8, "roce-400g"))
+    assert dict((i.item, i.count) for i in small.items)["switch:leaf"] == 2
+    assert small.per_gpu_usd <= per[0] * (1 + 1e-9)
+    pair = fabric_capex(_cap(2, "roce-400g"))
+    assert "switch:spine" not in {i.item for i in pair.items}
+    assert pair.per_gpu_usd < per[0]
 
 
 def test_cloud_parts_priced_by_proxy_or_zero() -> None:

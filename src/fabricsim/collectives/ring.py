@@ -38,8 +38,20 @@ def ring_order(group: Group, channel: int) -> NDArray[np.int32]:
 
     On several servers with the same number of ranks each, channel ``c`` enters server
     ``s`` at local rank ``(c − s) mod g`` and leaves it from the rank before, which is the
-    rank the next server is entered at: every server-to-server hop stays on one rail (as
-    NCCL's rings do with PXN), and ``g`` channels spread the ring over all ``g`` rails.
+    rank the next server is entered at; the last server leaves from local rank ``c``, where
+    the ring entered the first: every server-to-server hop, the closing one too, stays on
+    one rail (as NCCL's rings do with PXN), and ``g`` channels spread the ring over all
+    ``g`` rails. (With ``m − 1`` servers a multiple of ``g`` the last server is entered at
+    ``c`` itself and its closing hop changes rail.)
+
+    Examples
+    --------
+    >>> from fabricsim.fabric import build_cluster
+    >>> from fabricsim.collectives.registry import Group
+    >>> fab = build_cluster("dgx-h100", 2)
+    >>> local = {int(n): i % 8 for i, n in enumerate(fab.gpus)}
+    >>> [local[int(n)] for n in ring_order(Group.of(fab, None), channel=0)]
+    [0, 1, 2, 3, 4, 5, 6, 7, 7, 1, 2, 3, 4, 5, 6, 0]
     """
     if group.servers < 2 or not group.per_server:
         return group.nodes
@@ -47,6 +59,10 @@ def ring_order(group: Group, channel: int) -> NDArray[np.int32]:
     m, g = grid.shape
     shift = (channel - np.arange(m)) % g
     cols = (np.arange(g)[None, :] + shift[:, None]) % g
+    first = channel % g
+    if cols[-1, 0] != first:  # close the ring on the first server's rail
+        last = [int(x) for x in cols[-1] if x != first]
+        cols[-1] = np.array([*last, first])
     return group.nodes[np.take_along_axis(grid, cols, axis=1).ravel()]
 
 

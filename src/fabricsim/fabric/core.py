@@ -157,7 +157,7 @@ class Fabric:
 
         >>> from fabricsim.fabric import build_cluster
         >>> build_cluster("dgx-h100", 4)
-        Fabric(dgx-h100 x 4, ib-ndr rail-optimized, 32 GPUs, 121 nodes, 520 links)
+        Fabric(dgx-h100 x 4, ib-ndr rail-optimized, 32 GPUs, 113 nodes, 504 links)
         """
         i = self.info
         net = f"{i.fabric} {i.topology}".strip() or "no scale-out network"

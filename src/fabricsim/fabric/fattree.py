@@ -433,8 +433,11 @@ def endpoint_order(nics: NDArray[np.int32], *, rail_optimized: bool, leaf_down: 
 
     Plain: ``leaf_down`` consecutive NICs (server-major) share a leaf. Rail-optimized:
     servers form scalable units of ``leaf_down`` servers; within a unit, NIC *i* of every
-    server is on one leaf (rail *i*), also in a last, partly filled unit. A server with more
-    NICs than a leaf has down ports (a GB200 NVL72 rack) is laid out plainly.
+    server is on one leaf (rail *i*), also in a last, partly filled unit. A cluster smaller
+    than one unit puts :func:`rails_per_leaf` whole rails on each leaf (two DGX H100 on one
+    64-port leaf, not eight leaves of two ports each); NIC *i* of every server still
+    shares a leaf. A server with more NICs than a leaf has down ports (a GB200 NVL72 rack)
+    is laid out plainly.
     """
     servers, per = nics.shape
     flat = nics.reshape(-1).astype(np.int32)
@@ -444,14 +447,29 @@ def endpoint_order(nics: NDArray[np.int32], *, rail_optimized: bool, leaf_down: 
         return flat, (np.arange(flat.size, dtype=np.int32) // leaf_down).astype(np.int32)
     su = max(1, leaf_down)
     units = -(-servers // su)
+    group = rails_per_leaf(servers, per, leaf_down)
     srv = np.arange(servers, dtype=np.int32)
     unit = srv // su
     # order: unit-major, then rail, then server within the unit
     order_srv = np.concatenate([np.tile(srv[unit == u], per) for u in range(units)])
     order_rail = np.concatenate([np.repeat(np.arange(per, dtype=np.int32),
                                            int((unit == u).sum())) for u in range(units)])
-    leaf = (order_srv // su) * per + order_rail
+    leaf = (order_srv // su) * per + order_rail // group
     return nics[order_srv, order_rail].astype(np.int32), leaf.astype(np.int32)
+
+
+def rails_per_leaf(servers: int, rails: int, leaf_down: int) -> int:
+    """Whole rails one leaf of a rail-optimized plane holds: 1 from one scalable unit
+    (``leaf_down`` servers) up; below it, as many as its down ports take (at most all).
+
+    Examples
+    --------
+    >>> rails_per_leaf(2, 8, 32), rails_per_leaf(12, 8, 32), rails_per_leaf(40, 8, 32)
+    (8, 2, 1)
+    """
+    if servers >= leaf_down or servers < 1:
+        return 1
+    return max(1, min(rails, leaf_down // servers))
 
 
 def _plane_leaves(servers: int, rails: int, radix: int, oversubscription: float,
@@ -459,7 +477,7 @@ def _plane_leaves(servers: int, rails: int, radix: int, oversubscription: float,
     """Leaves one plane needs for ``servers`` x ``rails`` NICs (as :func:`endpoint_order`)."""
     d = leaf_split(radix, oversubscription)[0]
     if rail_optimized and 1 < rails <= d:
-        return -(-servers // d) * rails
+        return -(-servers // d) * -(-rails // rails_per_leaf(servers, rails, d))
     return -(-(servers * rails) // d)
 
 

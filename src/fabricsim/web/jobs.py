@@ -113,9 +113,9 @@ def topology_view(fab: Fabric, max_drawn: int = MAX_DRAWN) -> dict[str, Any]:
     uplink labelled with its rail (the NIC's index in its server).
 
     >>> import fabricsim as fs
-    >>> v = topology_view(fs.build_cluster("dgx-h100", nodes=4))
+    >>> v = topology_view(fs.build_cluster("dgx-h100", nodes=32))
     >>> [(t["name"], t["count"]) for t in v["tiers"]]
-    [('servers', 4), ('leaf', 8), ('spine', 1)]
+    [('servers', 32), ('leaf', 8), ('spine', 4)]
     >>> sorted({e["rail"] for e in v["edges"] if e["rail"] is not None})
     [0, 1, 2, 3, 4, 5, 6, 7]
     """

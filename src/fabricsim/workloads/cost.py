@@ -32,7 +32,7 @@ zero-priced NIC as the cheapest NIC of at least its speed; each substitution is 
 Example
 -------
 >>> import fabricsim as fs
->>> cap = fabric_capex(fs.build_cluster("dgx-h100", nodes=4, fabric="ib-ndr"))
+>>> cap = fabric_capex(fs.build_cluster("dgx-h100", nodes=32, fabric="ib-ndr"))
 >>> [i.item for i in cap.items][:4]
 ['nic', 'switch:leaf', 'switch:spine', 'cable:nic-leaf']
 >>> cap.total_usd == sum(i.total_usd for i in cap.items)
