@@ -26,7 +26,8 @@ communication that cannot hide:
   and reductions also stream the whole unsharded stage through HBM every micro-batch
   (gathered weights written, gradients cast, divided and reduced:
   :func:`fsdp_kernel_bytes` per parameter), work that grows with the parameters, not the
-  tokens, and takes the GPU from the compute beside it (charged to dp).
+  tokens, and takes the GPU from the compute beside it (booked to compute: no byte of it
+  crosses a link).
 * **Tied embeddings** (input embedding = output head) with PP: the first and last stage
   all-reduce that matrix's gradient after the DP sync, exposed.
 * **PP**: activations and gradients between stages. Plain 1F1B (Megatron-LM without
@@ -159,12 +160,14 @@ def fsdp_kernel_bytes(cfg: ParallelConfig) -> float:
     before the reduction (2 x ``grad_bytes``), and reduce-scattered, reading its input
     and the peer's partial sums and writing the sum (3 x ``grad_bytes``). 34 B with FP32
     reduction (FSDP's ``reduce_dtype=float32``, llm-foundry's DEFAULT, torchtitan's
-    default), 18 B with BF16 (llm-foundry's PURE). Megatron-FSDP (``fsdp_impl=
-    "megatron"``) writes gradients into its reduction buckets from the backward GEMMs and
-    scales them inside the collective: only the gathers and the reduce-scatter remain
-    (14 B with BF16 reduction). These kernels run on FSDP's side
-    streams but share the GPU with the compute beside them: the step is charged their
-    time at :data:`~fabricsim.workloads.compute.HBM_EFF` of HBM bandwidth. A count from
+    default), 18 B with BF16 (llm-foundry's PURE). That is FSDP1's count; FSDP2 averages
+    inside NCCL (no divide) but copies the gathered weights out of the gather buffer and
+    the gradients into the reduce buffer, about as many bytes. Megatron-FSDP
+    (``fsdp_impl="megatron"``) reduces straight from its gradient buckets and scales
+    inside the collective: only the gathers and the reduce-scatter remain (14 B with BF16
+    reduction, 20 B with FP32). These kernels run on FSDP's side streams but share the
+    GPU with the compute beside them: the step is charged their time at
+    :data:`~fabricsim.workloads.compute.HBM_EFF` of HBM bandwidth, as compute. A count from
     the code, not fitted: checked on llm-foundry's MPT tables (``benchmarks/
     accuracy_llmfoundry.py``), where a 13B model at 2 sequences per micro-batch runs
     20 % below what its FLOPs give and the same model at 16 does not.
@@ -739,20 +742,23 @@ def simulate_step(model: TransformerSpec, cfg: ParallelConfig, fabric: Fabric,
         busy = min(hidden_dp / (m * (ct.fwd + ct.bwd)), 1.0)
         extra = (ct.fwd + ct.bwd) * busy * ct.compute_bound * share / (1.0 - share)
         exp = {**exp, "dp_mb": exp["dp_mb"] + extra}
-    if z >= 3:  # FSDP's gather/reduce kernels stream the unsharded stage through HBM
+    # FSDP's gather/cast/reduce kernels stream the unsharded stage through HBM: GPU work,
+    # not traffic on a link, so it is compute (per micro-batch, or per step when a
+    # pipelined FSDP keeps its weights gathered)
+    fsdp_mb = fsdp_step = 0.0
+    if z >= 3:
         sharded = (dense if p.dp * p.cp > 1 else 0.0) + (expert if p.edp > 1 else 0.0)
         t_fsdp = sharded * fsdp_kernel_bytes(cfg) / (gpu.hbm_bandwidth * HBM_EFF)
-        if cfg.keeps_gathered and p.pp > 1:  # gathered and reduced once per step
-            exp = {**exp, "dp": exp["dp"] + t_fsdp}
+        if cfg.keeps_gathered and p.pp > 1:
+            fsdp_step = t_fsdp
         else:  # under DualPipe a micro-batch runs through half of what a GPU holds
-            half = 0.5 if cfg.pipeline_schedule == "dualpipe" else 1.0
-            exp = {**exp, "dp_mb": exp["dp_mb"] + half * t_fsdp}
+            fsdp_mb = t_fsdp * (0.5 if cfg.pipeline_schedule == "dualpipe" else 1.0)
     mb_comm = exp["tp"] + exp["ep"] + exp["cp"] + exp["dp_mb"] + exp["pp_mb"]
-    t_mb = ct.fwd + ct.bwd + mb_comm
+    t_mb = ct.fwd + ct.bwd + fsdp_mb + mb_comm
     bubble = pipeline_bubble(p.pp, cfg.interleave, cfg.pipeline_schedule, t_mb, ct.bwd,
                              ct.wgrad)
     breakdown = {
-        "compute": m * (ct.fwd + ct.bwd),
+        "compute": m * (ct.fwd + ct.bwd + fsdp_mb) + fsdp_step,
         "bubble": bubble,
         "tp": m * exp["tp"], "ep": m * exp["ep"], "cp": m * exp["cp"],
         "pp": m * exp["pp_mb"] + exp["pp"], "dp": m * exp["dp_mb"] + exp["dp"],
@@ -787,7 +793,7 @@ def simulate_step(model: TransformerSpec, cfg: ParallelConfig, fabric: Fabric,
            "overlap_p2p_comm": cfg.p2p_overlapped, "moe_imbalance": cfg.moe_imbalance,
            "fp8_recipe": cfg.recipe if cfg.precision == "fp8" else None,
            "reshard_after_forward": (not cfg.keeps_gathered) if z >= 3 else None,
-           "fsdp_impl": cfg.fsdp_impl if z >= 3 else None,
+           "fsdp_impl": cfg.fsdp_impl if z >= 3 else None, "grad_bytes": cfg.grad_bytes,
            "attention_kernel": cfg.attention_kernel}
     return StepResult(
         model=model.name, world=world, parallel=par, step_time_s=step,
