@@ -102,9 +102,16 @@ def test_fsdp_impl_without_sharded_weights_is_refused() -> None:
 
 @pytest.mark.parametrize(("args", "grad_bytes"), [
     ("--bf16", 4), ("--bf16 --grad-reduce-in-bf16", 2), ("", 4),
-    ("--bf16 --accumulate-allreduce-grads-in-fp32", 4)])
+    ("--bf16 --accumulate-allreduce-grads-in-fp32", 4),
+    ("--bf16 --main-grads-dtype bf16", 2),
+    ("--bf16 --use-megatron-fsdp", 2),
+    ("--bf16 --use-megatron-fsdp --megatron-fsdp-main-grads-dtype fp32", 4),
+    ("--bf16 --use-megatron-fsdp --megatron-fsdp-grad-comm-dtype fp32", 4),
+    ("--bf16 --use-torch-fsdp2", 2)])
 def test_gradients_reduce_in_fp32_unless_told_bf16(args: str, grad_bytes: int) -> None:
     """Megatron's arguments.py turns accumulate_allreduce_grads_in_fp32 on for --bf16
-    unless --grad-reduce-in-bf16: data-parallel gradients move 4 bytes per element."""
+    unless --grad-reduce-in-bf16 (or BF16 main grads): data-parallel gradients move 4
+    bytes per element. Megatron-FSDP reduces in its main-grad dtype (default the
+    parameters', BF16), torch FSDP2 without a mixed-precision policy in BF16."""
     s, ignored = parse_megatron_args(f"--tensor-model-parallel-size 2 {args}")
     assert s["grad_bytes"] == grad_bytes and not ignored

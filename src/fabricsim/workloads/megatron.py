@@ -87,6 +87,9 @@ MEGATRON_FLAGS: dict[str, tuple[str, Callable[[str, str], Any] | None]] = {
     "--use-distributed-optimizer": ("zero", None),
     "--grad-reduce-in-bf16": ("_grad_bf16", None),
     "--accumulate-allreduce-grads-in-fp32": ("_grad_fp32", None),
+    "--main-grads-dtype": ("_main_grads", lambda v, f: v),
+    "--megatron-fsdp-main-grads-dtype": ("_mfsdp_main", lambda v, f: v),
+    "--megatron-fsdp-grad-comm-dtype": ("_mfsdp_comm", lambda v, f: v),
     "--use-megatron-fsdp": ("_megatron_fsdp", None),
     "--use-torch-fsdp2": ("_torch_fsdp2", None),
     "--overlap-grad-reduce": ("overlap_grad_reduce", None),
@@ -193,9 +196,18 @@ def _finish(raw: dict[str, Any]) -> dict[str, Any]:
                               f"NVFP4BlockScaling) is modelled; use --fp4-recipe nvfp4",
                               field="--from-megatron")
         out["precision"] = "fp4"
-    # Megatron reduces BF16 (and FP32) gradients in FP32 unless --grad-reduce-in-bf16
-    # (arguments.py: --bf16 turns accumulate_allreduce_grads_in_fp32 on)
-    out["grad_bytes"] = 2 if raw.get("_grad_bf16") else 4
+    # the gradient reduction's width: Megatron's DDP reduces in FP32 unless told BF16
+    # (arguments.py turns accumulate_allreduce_grads_in_fp32 on for --bf16 with FP32 main
+    # grads); Megatron-FSDP in its main-grad dtype (default: the parameters', BF16);
+    # --use-torch-fsdp2 with no mixed-precision policy in the parameters' dtype
+    if raw.get("_megatron_fsdp"):
+        dtype = raw.get("_mfsdp_comm") or raw.get("_mfsdp_main") or "auto"
+        out["grad_bytes"] = 4 if dtype == "fp32" else 2
+    elif raw.get("_torch_fsdp2"):
+        out["grad_bytes"] = 2
+    else:
+        out["grad_bytes"] = 2 if raw.get("_grad_bf16") or raw.get("_main_grads") == "bf16" \
+            else 4
     if raw.get("_megatron_fsdp") and raw.get("_torch_fsdp2"):
         raise ConfigError("--use-megatron-fsdp and --use-torch-fsdp2 both given: Megatron "
                           "runs one FSDP; keep one", field="--from-megatron")
