@@ -3,9 +3,10 @@
 Runs every row of data/reference/llm_foundry_mpt.csv (llm-foundry's
 ``scripts/train/benchmarking/README.md``: MPT-125M to 70B, sequences of 512 to 65,536
 tokens, 8 to 512 GPUs, A100-40GB, A100-80GB and H100, BF16 and FP8, PyTorch FSDP) with the
-layout each row states: FULL_SHARD as ``zero="fsdp"``, SHARD_GRAD_OP as ZeRO-2, activation
-checkpointing as full recomputation, the MP mode's gradient reduction (DEFAULT: FP32,
-PURE: BF16), micro-batch and gradient accumulation. Predicted and published tokens/s per
+layout each row states: FULL_SHARD as ``zero="fsdp"``, SHARD_GRAD_OP as FSDP that keeps
+its gathered weights from the forward to the backward (``reshard_after_forward=False``),
+activation checkpointing as full recomputation, the MP mode's gradient reduction (DEFAULT:
+FP32, PURE: BF16), micro-batch and gradient accumulation. Predicted and published tokens/s per
 GPU are compared (the table's MFU counts the whole attention matrix; tokens are
 definition-free). One JSON line per row, then a summary per table section, per
 activation checkpointing and per sequence band.
@@ -15,9 +16,9 @@ data/reference/README.md): H100 rows are DGX H100 on NDR InfiniBand (the section
 no network), A100 rows DGX A100 on 8 x 200G RoCE ("1600 Gbps node-node interconnect");
 the A100-40GB runs on DGX A100 servers with the 40 GB part (1.555 TB/s HBM2). Memory is
 not checked (the runs fit, as published). Every row ran llm-foundry's benchmark script,
-whose ``--attn_impl`` defaults to ``triton`` (the Triton FlashAttention of 2023, beside
-flash-attn 1.0.x): ``attention_kernel="flash1"``. FP8 rows ran Transformer Engine 0.10's
-delayed scaling.
+whose ``--attn_impl`` defaulted to ``triton`` (the Triton FlashAttention of 2023, beside
+flash-attn 1.0.x) until after the last row was published: ``attention_kernel="flash1"``.
+FP8 rows ran Transformer Engine 0.10's delayed scaling.
 
 ``--fit`` refits the one constant this table calibrates, the 2023 kernels' share on
 Hopper (``ATTENTION_KERNEL_EFF[("flash1", "hopper")]``), on every other H100 row with a
@@ -66,8 +67,10 @@ def config(r: dict[str, str]) -> ParallelConfig:
     """The row's layout as fabricsim's ParallelConfig."""
     mb, accum, gpus = int(r["micro_batch"]), int(r["grad_accum"]), int(r["gpus"])
     fp8 = "fp8" in r["precision"]
+    # SHARD_GRAD_OP: FSDP keeps each micro-batch's gathered weights to its backward and
+    # still casts, divides and reduce-scatters its gradients every micro-batch
     return ParallelConfig(
-        zero="fsdp" if r["sharding"] == "FULL_SHARD" else 2, micro_batch=mb,
+        zero="fsdp", reshard_after_forward=r["sharding"] == "FULL_SHARD", micro_batch=mb,
         global_batch=mb * gpus * accum, seq_len=int(r["seq_len"]),
         recompute="full" if r["act_ckpt"] == "True" else "none",
         precision="fp8" if fp8 else "bf16", fp8_recipe="delayed" if fp8 else None,
