@@ -149,3 +149,24 @@ def test_results_say_when_kernels_not_links_set_the_time(backend: str, gpus: int
     ring = run_collective(two, "all_reduce", size, algo="ring", backend=backend)
     assert (tree.result.extra["limited_by"], ring.result.extra["limited_by"]) == \
         ("kernels", "links")
+
+
+@pytest.mark.parametrize("servers", [2, 3, 4, 5, 7, 8, 9, 12])
+def test_ring_hops_between_servers_stay_on_one_rail(servers: int) -> None:
+    """Every channel's server-to-server hops, the closing one too, join GPUs of the same
+    local index (NCCL's rings with PXN); only with servers - 1 a multiple of the 8 GPUs
+    per server does the closing hop change rail (the last server is entered on it)."""
+    from fabricsim.collectives.registry import Group
+    from fabricsim.collectives.ring import ring_order
+
+    fab = build_cluster("dgx-h100", servers)
+    local = {int(n): i % 8 for i, n in enumerate(fab.gpus)}
+    server = {int(n): i // 8 for i, n in enumerate(fab.gpus)}
+    for c in range(8):
+        order = [int(n) for n in ring_order(Group.of(fab, None), channel=c)]
+        assert sorted(order) == sorted(int(n) for n in fab.gpus)
+        hops = [(a, b) for a, b in zip(order, order[1:] + order[:1], strict=True)
+                if server[a] != server[b]]
+        assert len(hops) == servers
+        off = [(a, b) for a, b in hops if local[a] != local[b]]
+        assert len(off) == (1 if (servers - 1) % 8 == 0 else 0), (c, off)
