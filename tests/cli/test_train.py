@@ -222,3 +222,22 @@ def test_train_fsdp_impl(capsys: pytest.CaptureFixture[str]) -> None:
         ("pytorch", "megatron")
     assert meg["breakdown"]["compute"] < torch["breakdown"]["compute"]
     assert meg["breakdown"]["dp"] == torch["breakdown"]["dp"]
+
+
+def test_plan_parallel_keeps_the_scenarios_stack(capsys: pytest.CaptureFixture[str],
+                                                 tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A scenario's attention kernel and gradient precision hold for every layout the
+    planner tries (plan-parallel used to drop them: flash1 came back as flash)."""
+    sc = tmp_path / "s.yaml"
+    sc.write_text("cluster: {system: dgx-a100, nodes: 1}\n"
+                  "training: {model: mpt-1b, attention_kernel: flash1, grad_bytes: 4,"
+                  " seq_len: 8192, global_batch: 16}\n")
+    code, out, err = run(capsys, "plan-parallel", str(sc), "--top", "3", "--json")
+    assert code == 0, err
+    res = json.loads(out)["results"]
+    assert res and all(r["parallel"]["attention_kernel"] == "flash1" for r in res)
+    assert all(r["parallel"]["grad_bytes"] == 4 for r in res)
+    sc.write_text("cluster: {system: hgx-b200, nodes: 1}\n"
+                  "training: {model: mpt-1b, attention_kernel: flash1}\n")
+    code, _, err = run(capsys, "plan-parallel", str(sc))
+    assert code == 2 and "training.attention_kernel" in err and "Traceback" not in err

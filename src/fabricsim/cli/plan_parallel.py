@@ -21,6 +21,21 @@ from fabricsim.cli.common import (
     print_json,
 )
 from fabricsim.cli.train import BackendOpt, GbOpt, ModelOpt, PrecOpt, SeqOpt, job_from_cli
+from fabricsim.workloads.parallel import ParallelConfig
+
+#: ``training:`` fields that describe the software stack, not the layout: a scenario's
+#: values hold for every candidate layout the planner tries.
+STACK_FIELDS = ("attention_kernel", "grad_bytes", "fp8_recipe")
+
+
+def stack_options(cfg: ParallelConfig) -> dict[str, Any]:
+    """The stack fields ``cfg`` sets explicitly (an FP8 recipe only with FP8).
+
+    >>> stack_options(ParallelConfig(attention_kernel="flash1", tp=2))
+    {'attention_kernel': 'flash1'}
+    """
+    return {k: getattr(cfg, k) for k in STACK_FIELDS if k in cfg.model_fields_set
+            and (k != "fp8_recipe" or cfg.precision == "fp8")}
 
 
 def register(app: typer.Typer) -> None:
@@ -45,7 +60,8 @@ def register(app: typer.Typer) -> None:
         gb = global_batch or cfg.global_batch or max(fab.n_gpus, 512)
         plan = plan_parallel(m, fab, global_batch=gb, seq_len=cfg.seq_len,
                              precision=cfg.precision,
-                             backend=backend or extra.get("backend") or "analytic", top=top)
+                             backend=backend or extra.get("backend") or "analytic", top=top,
+                             options=stack_options(cfg))
         if as_json:
             print_json({"model": m.name, "gpus": fab.n_gpus, "global_batch": gb,
                         "evaluated": plan.evaluated, "rejected_memory": plan.rejected_memory,
