@@ -147,6 +147,14 @@ DP_OVERLAP_SM_SHARE = {"volta": 16 / 80, "ampere": 16 / 108, "ada": 16 / 142,
                        "hopper": 16 / 132, "blackwell": 16 / 148}
 
 
+def _dp_shards(p: ResolvedParallel, dense: float, expert: float) -> list[tuple[str, float]]:
+    """The data-parallel groups of more than one rank (``"dp"`` over ``dp·cp`` for the
+    dense parameters, ``"edp"`` for the routed experts) and the parameters each one
+    reduces and, under ZeRO, shards."""
+    out = [("dp", dense)] if p.dp * p.cp > 1 else []
+    if expert > 0 and p.edp > 1:
+        out.append(("edp", expert))
+    return out
 
 
 def fsdp_kernel_bytes(cfg: ParallelConfig) -> float:
@@ -562,11 +570,7 @@ def comm_cost(m: TransformerSpec, p: ResolvedParallel, comm: CommModel,
     gbytes = float(cfg.grad_bytes)
     dp_exp = 0.0
     buckets = max(1, layers)
-    groups: list[tuple[list[int], float]] = []
-    if p.dp * p.cp > 1:
-        groups.append((p.group("dp"), dense))
-    if expert > 0 and p.edp > 1:
-        groups.append((p.group("edp"), expert))
+    groups = [(p.group(kind), n) for kind, n in _dp_shards(p, dense, expert)]
     for g, n in groups:
         if cfg.keeps_gathered and p.pp > 1:
             # pipelined FSDP that keeps its weights (torch.distributed.pipelining): one
@@ -747,7 +751,7 @@ def simulate_step(model: TransformerSpec, cfg: ParallelConfig, fabric: Fabric,
     # pipelined FSDP keeps its weights gathered)
     fsdp_mb = fsdp_step = 0.0
     if z >= 3:
-        sharded = (dense if p.dp * p.cp > 1 else 0.0) + (expert if p.edp > 1 else 0.0)
+        sharded = sum(n for _, n in _dp_shards(p, dense, expert))
         t_fsdp = sharded * fsdp_kernel_bytes(cfg) / (gpu.hbm_bandwidth * HBM_EFF)
         if cfg.keeps_gathered and p.pp > 1:
             fsdp_step = t_fsdp
