@@ -196,6 +196,9 @@ def _finish(raw: dict[str, Any]) -> dict[str, Any]:
                               f"NVFP4BlockScaling) is modelled; use --fp4-recipe nvfp4",
                               field="--from-megatron")
         out["precision"] = "fp4"
+    if raw.get("_megatron_fsdp") and raw.get("_torch_fsdp2"):
+        raise ConfigError("--use-megatron-fsdp and --use-torch-fsdp2 both given: Megatron "
+                          "runs one FSDP; keep one", field="--from-megatron")
     # the gradient reduction's width: Megatron's DDP reduces in FP32 unless told BF16
     # (arguments.py turns accumulate_allreduce_grads_in_fp32 on for --bf16 with FP32 main
     # grads); Megatron-FSDP in its main-grad dtype (default: the parameters', BF16);
@@ -208,9 +211,6 @@ def _finish(raw: dict[str, Any]) -> dict[str, Any]:
     else:
         out["grad_bytes"] = 2 if raw.get("_grad_bf16") or raw.get("_main_grads") == "bf16" \
             else 4
-    if raw.get("_megatron_fsdp") and raw.get("_torch_fsdp2"):
-        raise ConfigError("--use-megatron-fsdp and --use-torch-fsdp2 both given: Megatron "
-                          "runs one FSDP; keep one", field="--from-megatron")
     if raw.get("_megatron_fsdp") or raw.get("_torch_fsdp2"):
         out["zero"] = "fsdp"
         out["fsdp_impl"] = "megatron" if raw.get("_megatron_fsdp") else "pytorch"
