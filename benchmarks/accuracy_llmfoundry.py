@@ -46,7 +46,7 @@ from fabricsim.fabric import Fabric
 from fabricsim.workloads.comm import CommModel, EngineComm
 from fabricsim.workloads.models import get_model
 from fabricsim.workloads.parallel import ParallelConfig
-from fabricsim.workloads.step import simulate_step
+from fabricsim.workloads.step import StepResult, simulate_step
 
 ROWS = Path(__file__).resolve().parents[1] / "data" / "reference" / "llm_foundry_mpt.csv"
 
@@ -83,18 +83,23 @@ def label(r: dict[str, str]) -> str:
             f" x{r['grad_accum']} {r['precision']}{ck}")
 
 
+def predict(r: dict[str, str], comm_factory: Callable[[Fabric], CommModel] = EngineComm,
+            **update: Any) -> StepResult:
+    """The step of row ``r`` as the table gives it, with ``update`` over its layout."""
+    system, fabric = SYSTEMS[r["gpu"]]
+    fab = fs.build_cluster(system, max(1, int(r["gpus"]) // 8), fabric=fabric,
+                           catalog=CATALOG)
+    model = get_model(f"mpt-{r['model']}").model_copy(update={"seq": int(r["seq_len"])})
+    return simulate_step(model, config(r).model_copy(update=update), fab,
+                         comm_factory(fab), check_memory=False)
+
+
 def run(comm_factory: Callable[[Fabric], CommModel]) -> list[dict[str, Any]]:
     """Predict every row; one dict per row."""
     out = []
     for r in load_rows():
         t0 = time.perf_counter()
-        system, fabric = SYSTEMS[r["gpu"]]
-        fab = fs.build_cluster(system, max(1, int(r["gpus"]) // 8), fabric=fabric,
-                               catalog=CATALOG)
-        cfg = config(r)
-        model = get_model(f"mpt-{r['model']}").model_copy(
-            update={"seq": int(r["seq_len"])})
-        res = simulate_step(model, cfg, fab, comm_factory(fab), check_memory=False)
+        res = predict(r, comm_factory)
         pred = res.tokens_per_s / res.world
         meas = float(r["tokens_per_s_per_gpu"])
         out.append({"case": label(r), "section": r["section"], "gpu": r["gpu"],

@@ -51,15 +51,7 @@ def test_the_attention_kernel_is_what_long_sequences_measure() -> None:
     long_rows = [r for r in bench.load_rows() if int(r["seq_len"]) >= 32768]
     errs = []
     for r in long_rows:
-        cfg = bench.config(r).model_copy(update={"attention_kernel": "flash"})
-        import fabricsim as fs
-        from fabricsim.workloads.models import get_model
-        from fabricsim.workloads.step import simulate_step
-
-        system, fabric = bench.SYSTEMS[r["gpu"]]
-        fab = fs.build_cluster(system, max(1, int(r["gpus"]) // 8), fabric=fabric,
-                               catalog=bench.CATALOG)
-        m = get_model(f"mpt-{r['model']}").model_copy(update={"seq": int(r["seq_len"])})
-        res = simulate_step(m, cfg, fab, check_memory=False)
+        res = bench.predict(r, attention_kernel="flash")
+        assert res.parallel["attention_kernel"] == "flash"
         errs.append(res.tokens_per_s / res.world / float(r["tokens_per_s_per_gpu"]) - 1)
     assert len(errs) >= 20 and statistics.median(errs) > 0.4
