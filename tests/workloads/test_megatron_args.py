@@ -82,8 +82,43 @@ def test_group_limited_routing_flags_are_model_shape() -> None:
 @pytest.mark.parametrize(("flag", "impl"), [("--use-megatron-fsdp", "megatron"),
                                             ("--use-torch-fsdp2", "pytorch")])
 def test_fsdp_switches_name_the_implementation(flag: str, impl: str) -> None:
-    s, ignored = parse_megatron_args(f"--use-distributed-optimizer {flag}")
+    extra = "--use-distributed-optimizer " if impl == "megatron" else ""
+    s, ignored = parse_megatron_args(f"{extra}{flag}")
     assert (s["zero"], s["fsdp_impl"]) == ("fsdp", impl) and not ignored
+
+
+@pytest.mark.parametrize(("args", "match"), [
+    ("--pipeline-model-parallel-size 2", "pipeline parallelism"),
+    ("--expert-model-parallel-size 8", "expert parallelism"),
+    ("--use-distributed-optimizer", "distributed-optimizer")])
+def test_torch_fsdp2_refuses_what_megatron_refuses(args: str, match: str) -> None:
+    """Megatron's arguments.py asserts PP 1, EP 1 and no distributed optimizer for
+    --use-torch-fsdp2; a pasted list that breaks them would not have run."""
+    with pytest.raises(ConfigError, match=match):
+        parse_megatron_args(f"--use-torch-fsdp2 {args}")
+
+
+@pytest.mark.parametrize(("strategy", "zero"), [
+    (None, "fsdp"), ("optim_grads_params", "fsdp"), ("optim_grads", 2), ("optim", 1),
+    ("no_shard", 0)])
+def test_megatron_fsdp_sharding_strategy_is_the_zero_stage(strategy: str | None,
+                                                           zero: int | str) -> None:
+    """Megatron-FSDP shards what --data-parallel-sharding-strategy says (default
+    optim_grads_params, ZeRO-3); only full sharding pays FSDP's weight gathers."""
+    arg = "" if strategy is None else f" --data-parallel-sharding-strategy {strategy}"
+    s, ignored = parse_megatron_args("--use-megatron-fsdp --use-distributed-optimizer" + arg)
+    assert s["zero"] == zero and not ignored
+    assert s.get("fsdp_impl") == ("megatron" if zero == "fsdp" else None)
+
+
+def test_sharding_strategy_without_megatron_fsdp_is_listed_ignored() -> None:
+    s, ignored = parse_megatron_args("--use-distributed-optimizer "
+                                     "--data-parallel-sharding-strategy optim_grads")
+    assert s["zero"] == 1
+    assert ignored == ["--data-parallel-sharding-strategy optim_grads (no "
+                       "--use-megatron-fsdp: it applies to Megatron-FSDP only)"]
+    with pytest.raises(ConfigError, match="one of no_shard, optim"):
+        parse_megatron_args("--use-megatron-fsdp --data-parallel-sharding-strategy zero3")
 
 
 def test_two_fsdp_switches_are_refused() -> None:

@@ -92,6 +92,7 @@ MEGATRON_FLAGS: dict[str, tuple[str, Callable[[str, str], Any] | None]] = {
     "--megatron-fsdp-grad-comm-dtype": ("_mfsdp_comm", lambda v, f: v),
     "--use-megatron-fsdp": ("_megatron_fsdp", None),
     "--use-torch-fsdp2": ("_torch_fsdp2", None),
+    "--data-parallel-sharding-strategy": ("_dp_shard", lambda v, f: v),
     "--overlap-grad-reduce": ("overlap_grad_reduce", None),
     "--overlap-param-gather": ("overlap_param_gather", None),
     "--tp-comm-overlap": ("tp_comm_overlap", None),
@@ -119,6 +120,11 @@ MEGATRON_FLAGS: dict[str, tuple[str, Callable[[str, str], Any] | None]] = {
 
 #: Flags that take several values (argparse nargs="+").
 _MULTI_VALUE = frozenset({"--recompute-modules", "--window-size"})
+
+#: Megatron-FSDP's --data-parallel-sharding-strategy as a ZeRO stage (Megatron's default:
+#: optim_grads_params, ZeRO-3).
+_SHARDING: dict[str, int | str] = {"no_shard": 0, "optim": 1, "optim_grads": 2,
+                                   "optim_grads_params": "fsdp"}
 
 #: Switches whose field takes a value other than True.
 _SWITCH_VALUES = {"--bf16": "bf16", "--use-distributed-optimizer": 1,
@@ -173,6 +179,13 @@ def parse_megatron_args(text: str) -> tuple[dict[str, Any], list[str]]:
         else:
             i += 1
         out[field] = conv(val, flag)
+    shard = out.get("_dp_shard")
+    if shard is not None and shard not in _SHARDING:
+        raise ConfigError(f"--data-parallel-sharding-strategy must be one of "
+                          f"{', '.join(_SHARDING)}, got {shard!r}", field="--from-megatron")
+    if shard is not None and not out.get("_megatron_fsdp"):  # read by Megatron-FSDP only
+        ignored.append(f"--data-parallel-sharding-strategy {out.pop('_dp_shard')} (no "
+                       f"--use-megatron-fsdp: it applies to Megatron-FSDP only)")
     low = "NVFP4" if out.get("_fp4") else "BF16"
     if "fp8_recipe" in out and not out.get("_fp8"):  # Megatron reads it under --fp8-format
         ignored.append(f"--fp8-recipe {out.pop('fp8_recipe')} (no --fp8-format: {low})")
@@ -211,9 +224,21 @@ def _finish(raw: dict[str, Any]) -> dict[str, Any]:
     else:
         out["grad_bytes"] = 2 if raw.get("_grad_bf16") or raw.get("_main_grads") == "bf16" \
             else 4
-    if raw.get("_megatron_fsdp") or raw.get("_torch_fsdp2"):
-        out["zero"] = "fsdp"
-        out["fsdp_impl"] = "megatron" if raw.get("_megatron_fsdp") else "pytorch"
+    if raw.get("_torch_fsdp2"):  # what Megatron's arguments.py asserts for torch FSDP2
+        for key, what in (("pp", "pipeline"), ("ep", "expert")):
+            if out.get(key, 1) > 1:
+                raise ConfigError(f"--use-torch-fsdp2 with {what} parallelism ({key}="
+                                  f"{out[key]}): Megatron refuses it; use "
+                                  f"--use-megatron-fsdp or {key} 1", field="--from-megatron")
+        if out.get("zero") == 1:
+            raise ConfigError("--use-torch-fsdp2 with --use-distributed-optimizer: Megatron "
+                              "refuses it (FSDP2 shards the optimizer itself); drop "
+                              "--use-distributed-optimizer", field="--from-megatron")
+        out["zero"], out["fsdp_impl"] = "fsdp", "pytorch"
+    if raw.get("_megatron_fsdp"):  # what Megatron-FSDP shards (default: everything)
+        out["zero"] = _SHARDING[raw.get("_dp_shard") or "optim_grads_params"]
+        if out["zero"] == "fsdp":
+            out["fsdp_impl"] = "megatron"
     # Megatron's defaults where fabricsim's differ (fabricsim follows NeMo's recipes):
     # no sequence parallelism, no overlap, plain data parallelism unless asked
     for key, default in (("sequence_parallel", False), ("overlap_grad_reduce", False),
