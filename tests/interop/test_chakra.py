@@ -63,3 +63,17 @@ def test_cli_writes_one_trace_per_stage(capsys, tmp_path: Path) -> None:
     d = json.loads(capsys.readouterr().out)
     assert [Path(p).name for p in d["chakra_traces"]] == ["t.0.et", "t.16.et"]
     assert all(Path(p).stat().st_size > 1000 for p in d["chakra_traces"])
+
+
+@pytest.mark.parametrize("grad_bytes", [2, 4])
+def test_dp_reduce_scatter_moves_gradients_in_their_reduce_dtype(grad_bytes: int) -> None:
+    """FP32 gradient reduction (Megatron's default with --bf16) doubles the
+    reduce-scatter's bytes; the weights are all-gathered in BF16 either way."""
+    fab = fs.build_cluster("dgx-h100", 4)
+    r = simulate_step(M, ParallelConfig(tp=8, pp=2, global_batch=16, seq_len=4096,
+                                        recompute="full", grad_bytes=grad_bytes), fab)
+    nodes = {n.name: n for n in step_trace(r, M, stage=0)}
+    shard = M.params / 16
+    rs = nodes["dp gradient reduce-scatter"].comm_bytes
+    ag = nodes["dp parameter all-gather"].comm_bytes
+    assert (rs, ag) == (int(shard * grad_bytes), int(shard * 2))

@@ -243,10 +243,10 @@ def step_trace(result: Any, model: Any, *, stage: int = 0) -> list[TraceNode]:
             add(f"mb{mb} send gradients", "COMM_SEND_NODE", comm_bytes=act // tp,
                 peer=stage - 1)
     if par["dp"] > 1:
-        grads = int(model.params / (tp * pp) * 2)
+        shard = model.params / (tp * pp)  # gradients in their reduce dtype, weights BF16
         add("dp gradient reduce-scatter", "COMM_COLL_NODE", comm_type="REDUCE_SCATTER",
-            comm_bytes=grads)
+            comm_bytes=int(shard * par.get("grad_bytes", 2)))
         add("dp parameter all-gather", "COMM_COLL_NODE", comm_type="ALL_GATHER",
-            comm_bytes=grads)
+            comm_bytes=int(shard * 2))
     add("optimizer", "COMP_NODE", duration_us=result.breakdown["optimizer"] * 1e6)
     return nodes
