@@ -57,3 +57,21 @@ def test_plan_reports_goodput_per_fabric(capsys) -> None:  # type: ignore[no-unt
     for r in rows:
         assert 0.9 < r["goodput"] < 1.0
         assert r["effective_tokens_per_s"] == r["tokens_per_s"] * r["goodput"]
+
+
+def test_plan_keeps_the_software_stack(capsys: pytest.CaptureFixture[str]) -> None:
+    """The planner's layouts carry --zero, --fsdp-impl, --attention-kernel and
+    --grad-reduce-dtype (plan used to drop them and time FlashAttention-2, BF16)."""
+    base = ["plan", "--system", "dgx-a100", "--model", "mpt-1b", "--nodes", "1",
+            "--fabrics", "roce-400g", "--global-batch", "16", "--seq-len", "8192", "--json"]
+    assert main(base) == 0
+    plain = json.loads(capsys.readouterr().out)["fabrics"][0]
+    assert main([*base, "--zero", "fsdp", "--fsdp-impl", "megatron", "--attention-kernel",
+                 "flash1", "--grad-reduce-dtype", "fp32"]) == 0
+    stack = json.loads(capsys.readouterr().out)["fabrics"][0]
+    par = stack["parallel"]
+    assert (par["zero"], par["fsdp_impl"], par["attention_kernel"], par["grad_bytes"]) == \
+        ("fsdp", "megatron", "flash1", 4)
+    assert stack["tokens_per_s"] < plain["tokens_per_s"]
+    assert main([*base, "--fsdp-impl", "megatron"]) == 2
+    assert "--zero fsdp" in capsys.readouterr().err

@@ -61,3 +61,17 @@ def test_strong_scaling_flag(capsys) -> None:  # type: ignore[no-untyped-def]
     code = main(["scale", "--model", "llama3-70b", "--tp", "8", "--gpus", "64", "--strong"])
     err = capsys.readouterr().err
     assert code == 2 and "--global-batch" in err
+
+
+def test_scale_takes_the_software_stack(capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["scale", "--system", "dgx-a100", "--model", "mpt-1b", "--seq-len", "8192",
+            "--micro-batch", "1", "--gpus", "8,16", "--json"]
+    assert main(base) == 0
+    plain = json.loads(capsys.readouterr().out)["points"]
+    assert main([*base, "--zero", "fsdp", "--fsdp-impl", "megatron", "--attention-kernel",
+                 "flash1", "--grad-reduce-dtype", "fp32"]) == 0
+    stack = json.loads(capsys.readouterr().out)["points"]
+    assert all(s["tokens_per_s_per_gpu"] < p["tokens_per_s_per_gpu"]
+               for s, p in zip(stack, plain, strict=True))
+    assert main([*base, "--grad-reduce-dtype", "fp16"]) == 2
+    assert "--grad-reduce-dtype" in capsys.readouterr().err

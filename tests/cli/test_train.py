@@ -241,3 +241,13 @@ def test_plan_parallel_keeps_the_scenarios_stack(capsys: pytest.CaptureFixture[s
                   "training: {model: mpt-1b, attention_kernel: flash1}\n")
     code, _, err = run(capsys, "plan-parallel", str(sc))
     assert code == 2 and "training.attention_kernel" in err and "Traceback" not in err
+
+
+def test_plan_parallel_takes_zero_and_fsdp_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "plan-parallel", "--system", "dgx-h100", "--nodes", "1",
+                         "--model", "llama2-7b", "--global-batch", "16", "--zero", "fsdp",
+                         "--fsdp-impl", "megatron", "--top", "3", "--json")
+    assert code == 0, err
+    res = json.loads(out)["results"]
+    assert res and all((r["parallel"]["zero"], r["parallel"]["fsdp_impl"]) ==
+                       ("fsdp", "megatron") for r in res)

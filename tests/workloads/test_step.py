@@ -381,6 +381,27 @@ def test_moe_routing_flags_that_cannot_act_are_warned_about() -> None:
     assert not [w for w in warns(tp=2, ep=8, moe_node_limit=1) if "moe" in w]
 
 
+def test_planner_gives_fsdp_options_to_fsdp_candidates_only() -> None:
+    """fsdp_impl goes to the zero="fsdp" candidates of a mixed search; a search with no
+    such candidate says so up front instead of rejecting every layout."""
+    model = get_model("llama2-7b")
+    plan = plan_parallel(model, H100_2N, global_batch=32, seq_len=4096, zero=(1, "fsdp"),
+                         comm=RingDouble(H100_2N), top=500,
+                         options={"fsdp_impl": "megatron"})
+    impls = {(r.parallel["zero"], r.parallel["fsdp_impl"]) for r in plan.results}
+    assert impls == {(1, None), ("fsdp", "megatron")}
+    with pytest.raises(ModelError, match=r"options.fsdp_impl.*--zero fsdp"):
+        plan_parallel(model, H100_2N, global_batch=32, options={"fsdp_impl": "megatron"})
+
+
+def test_a_search_with_no_runnable_layout_names_the_first_refusal() -> None:
+    plan = plan_parallel(get_model("llama2-7b"), H100_2N, global_batch=32, zero=("fsdp",),
+                         comm=RingDouble(H100_2N), options={"moe_imbalance": 1.2})
+    assert not plan.results and plan.rejected_memory == 0
+    assert "could run (the first refused:" in plan.notes[0] and "moe_imbalance" in \
+        plan.notes[0]
+
+
 def test_the_planner_tries_experts_folded_out_of_tp() -> None:
     """MoE candidates at tp > 1 come with etp = tp and etp = 1 (NeMo's DeepSeek-V3
     layout); etp = 1 also admits an ep that divides tp*dp*cp but not dp*cp."""

@@ -23,16 +23,21 @@ from fabricsim.cli.common import (
     print_json,
 )
 from fabricsim.cli.train import (
+    AttnKernelOpt,
     BackendOpt,
+    FsdpImplOpt,
     GbOpt,
+    GradReduceOpt,
     ModelOpt,
     PpOpt,
     PrecOpt,
     PriceOpt,
     SeqOpt,
     TpOpt,
+    ZeroOpt,
     job_from_cli,
     price_from_cli,
+    stack_flags,
 )
 from fabricsim.errors import ConfigError
 
@@ -78,12 +83,22 @@ def register(app: typer.Typer) -> None:
                  oversubscription: OversubOpt = None, model: ModelOpt = None,
                  fabrics: FabricsOpt = "ib-ndr,roce-400g,efa", tp: TpOpt = None,
                  pp: PpOpt = None, global_batch: GbOpt = None, seq_len: SeqOpt = None,
-                 precision: PrecOpt = None, backend: BackendOpt = None,
+                 precision: PrecOpt = None, zero: ZeroOpt = None,
+                 fsdp_impl: FsdpImplOpt = None, attention_kernel: AttnKernelOpt = None,
+                 grad_reduce_dtype: GradReduceOpt = None, backend: BackendOpt = None,
                  gpu_hour_usd: PriceOpt = None, lifetime_years: LifeOpt = 4.0,
                  plot: PlotOpt = None, as_json: JsonOpt = False) -> None:
-        """Compare fabrics for one model and cluster: speed, capex, cost per token."""
+        """Compare fabrics for one model and cluster: speed, capex, cost per token.
+        Without --tp/--pp (or a layout in the scenario) the planner picks each fabric's
+        fastest layout, with the software stack given (--zero, --fsdp-impl,
+        --attention-kernel, --grad-reduce-dtype).
+
+        Example: fabricsim plan --system dgx-h100 --gpus 256 --model llama3-70b
+        --fabrics ib-ndr,roce-400g --global-batch 512
+        """
         from fabricsim.catalog import get_catalog
         from fabricsim.workloads.fabric_plan import compare_fabrics
+        from fabricsim.workloads.planner import planner_zero, stack_options
 
         check_out_file(plot, "--plot")
         names = [f.strip() for f in fabrics.split(",") if f.strip()]
@@ -96,7 +111,8 @@ def register(app: typer.Typer) -> None:
         flags: dict[str, Any] = dict(
             system=system, nodes=None, gpus_per_node=gpus_per_node, fabric=None,
             topology=topology, oversubscription=oversubscription, tp=tp, pp=pp,
-            global_batch=global_batch, seq_len=seq_len, precision=precision)
+            global_batch=global_batch, seq_len=seq_len, precision=precision, zero=zero,
+            **stack_flags(fsdp_impl, attention_kernel, grad_reduce_dtype))
         sc, m, cfg, extra = job_from_cli(scenario, model=model, flags=flags)
         c = sc.cluster
         sysp = get_catalog().system(c.system)
@@ -113,7 +129,8 @@ def register(app: typer.Typer) -> None:
             gpu_hour_usd=price_from_cli(gpu_hour_usd, extra),
             lifetime_years=lifetime_years,
             backend=backend or extra.get("backend") or "analytic",
-            cluster_params=dict(c.params))
+            cluster_params=dict(c.params), zero=planner_zero(cfg),
+            options=stack_options(cfg))
         rows = []
         for o in opts:
             d = o.as_dict()

@@ -20,22 +20,19 @@ from fabricsim.cli.common import (
     fabric_from_scenario,
     print_json,
 )
-from fabricsim.cli.train import BackendOpt, GbOpt, ModelOpt, PrecOpt, SeqOpt, job_from_cli
-from fabricsim.workloads.parallel import ParallelConfig
-
-#: ``training:`` fields that describe the software stack, not the layout: a scenario's
-#: values hold for every candidate layout the planner tries.
-STACK_FIELDS = ("attention_kernel", "grad_bytes", "fp8_recipe")
-
-
-def stack_options(cfg: ParallelConfig) -> dict[str, Any]:
-    """The stack fields ``cfg`` sets explicitly (an FP8 recipe only with FP8).
-
-    >>> stack_options(ParallelConfig(attention_kernel="flash1", tp=2))
-    {'attention_kernel': 'flash1'}
-    """
-    return {k: getattr(cfg, k) for k in STACK_FIELDS if k in cfg.model_fields_set
-            and (k != "fp8_recipe" or cfg.precision == "fp8")}
+from fabricsim.cli.train import (
+    AttnKernelOpt,
+    BackendOpt,
+    FsdpImplOpt,
+    GbOpt,
+    GradReduceOpt,
+    ModelOpt,
+    PrecOpt,
+    SeqOpt,
+    ZeroOpt,
+    job_from_cli,
+    stack_flags,
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -45,21 +42,32 @@ def register(app: typer.Typer) -> None:
                           fabric: FabricOpt = None, topology: TopologyOpt = None,
                           oversubscription: OversubOpt = None, model: ModelOpt = None,
                           global_batch: GbOpt = None, seq_len: SeqOpt = None,
-                          precision: PrecOpt = None, backend: BackendOpt = None,
+                          precision: PrecOpt = None, zero: ZeroOpt = None,
+                          fsdp_impl: FsdpImplOpt = None,
+                          attention_kernel: AttnKernelOpt = None,
+                          grad_reduce_dtype: GradReduceOpt = None,
+                          backend: BackendOpt = None,
                           top: Annotated[int, typer.Option("--top", min=1)] = 10,
                           as_json: JsonOpt = False) -> None:
-        """Try TP/PP/CP/EP/micro-batch/recompute; print the fastest that fit in memory."""
-        from fabricsim.workloads.planner import plan_parallel
+        """Try TP/PP/CP/EP/micro-batch/recompute; print the fastest that fit in memory.
+        The software stack (--zero, --fsdp-impl, --attention-kernel, --grad-reduce-dtype,
+        or the scenario's) holds for every layout tried.
+
+        Example: fabricsim plan-parallel --system dgx-h100 --nodes 4 --model llama3-70b
+        --global-batch 256 --seq-len 8192
+        """
+        from fabricsim.workloads.planner import plan_parallel, planner_zero, stack_options
 
         flags: dict[str, Any] = dict(
             system=system, nodes=nodes, gpus_per_node=gpus_per_node, fabric=fabric,
             topology=topology, oversubscription=oversubscription, seq_len=seq_len,
-            precision=precision)
+            precision=precision, zero=zero,
+            **stack_flags(fsdp_impl, attention_kernel, grad_reduce_dtype))
         sc, m, cfg, extra = job_from_cli(scenario, model=model, flags=flags)
         fab = fabric_from_scenario(sc)
         gb = global_batch or cfg.global_batch or max(fab.n_gpus, 512)
         plan = plan_parallel(m, fab, global_batch=gb, seq_len=cfg.seq_len,
-                             precision=cfg.precision,
+                             precision=cfg.precision, zero=planner_zero(cfg),
                              backend=backend or extra.get("backend") or "analytic", top=top,
                              options=stack_options(cfg))
         if as_json:

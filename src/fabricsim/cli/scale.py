@@ -22,10 +22,13 @@ from fabricsim.cli.common import (
     print_json,
 )
 from fabricsim.cli.train import (
+    AttnKernelOpt,
     BackendOpt,
     CpOpt,
     EpOpt,
+    FsdpImplOpt,
     GbOpt,
+    GradReduceOpt,
     MbOpt,
     ModelOpt,
     PpOpt,
@@ -37,6 +40,7 @@ from fabricsim.cli.train import (
     ZeroOpt,
     job_from_cli,
     price_from_cli,
+    stack_flags,
 )
 from fabricsim.errors import ConfigError
 
@@ -62,6 +66,8 @@ def register(app: typer.Typer) -> None:
               model: ModelOpt = None, tp: TpOpt = None, pp: PpOpt = None, cp: CpOpt = None,
               ep: EpOpt = None, zero: ZeroOpt = None, micro_batch: MbOpt = None,
               seq_len: SeqOpt = None, precision: PrecOpt = None, recompute: RcOpt = None,
+              fsdp_impl: FsdpImplOpt = None, attention_kernel: AttnKernelOpt = None,
+              grad_reduce_dtype: GradReduceOpt = None,
               backend: BackendOpt = None, gpu_hour_usd: PriceOpt = None,
               global_batch: GbOpt = None,
               strong: Annotated[bool, typer.Option(
@@ -82,7 +88,8 @@ def register(app: typer.Typer) -> None:
             system=system, nodes=nodes, gpus_per_node=gpus_per_node, fabric=fabric,
             topology=topology, oversubscription=oversubscription, tp=tp, pp=pp, cp=cp,
             ep=ep, zero=zero, micro_batch=micro_batch, seq_len=seq_len,
-            precision=precision, recompute=recompute, global_batch=global_batch)
+            precision=precision, recompute=recompute, global_batch=global_batch,
+            **stack_flags(fsdp_impl, attention_kernel, grad_reduce_dtype))
         sc, m, cfg, extra = job_from_cli(scenario, model=model, flags=flags)
         if nodes is not None and (strong or cfg.global_batch is None):
             raise ConfigError("scale takes its sizes from --gpus; --nodes only names the "

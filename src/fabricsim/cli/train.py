@@ -264,6 +264,14 @@ def _grad_bytes(dtype: str | None) -> int | None:
     return sizes[dtype]
 
 
+def stack_flags(fsdp_impl: str | None, attention_kernel: str | None,
+                grad_reduce_dtype: str | None) -> dict[str, Any]:
+    """``--fsdp-impl``, ``--attention-kernel`` and ``--grad-reduce-dtype`` as
+    ``training:`` fields (None: unset, the scenario's or the default holds)."""
+    return {"fsdp_impl": fsdp_impl, "attention_kernel": attention_kernel,
+            "grad_bytes": _grad_bytes(grad_reduce_dtype)}
+
+
 def register(app: typer.Typer) -> None:
     @app.command("train")
     def train(scenario: ScenarioArg = None, system: SystemOpt = None, nodes: NodesOpt = None,
@@ -308,8 +316,8 @@ def register(app: typer.Typer) -> None:
             system=system, nodes=nodes, gpus_per_node=gpus_per_node, fabric=fabric,
             topology=topology, oversubscription=oversubscription, tp=tp, pp=pp, dp=dp,
             cp=cp, ep=ep, etp=etp, zero=zero, reshard_after_forward=reshard_after_forward,
-            fsdp_impl=fsdp_impl, attention_kernel=attention_kernel,
-            grad_bytes=_grad_bytes(grad_reduce_dtype), micro_batch=micro_batch,
+            **stack_flags(fsdp_impl, attention_kernel, grad_reduce_dtype),
+            micro_batch=micro_batch,
             global_batch=global_batch, seq_len=seq_len, precision=precision,
             recompute=recompute,
             **layout_flags(vp=vp, first_stage_layers=first_stage_layers,

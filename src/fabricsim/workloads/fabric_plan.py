@@ -20,7 +20,7 @@ Example
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,7 +73,9 @@ def compare_fabrics(model: TransformerSpec, *, system: str, nodes: int,
                     seq_len: int | None = None, precision: str = "bf16",
                     gpu_hour_usd: float | None = None, lifetime_years: float = 4.0,
                     backend: str = "analytic", cloud_proxy: bool = True,
-                    cluster_params: dict[str, Any] | None = None) -> list[FabricOption]:
+                    cluster_params: dict[str, Any] | None = None,
+                    zero: tuple[int | str, ...] = (1,),
+                    options: Mapping[str, Any] | None = None) -> list[FabricOption]:
     """Time, price and compare ``model`` on ``nodes`` × ``system`` for each fabric.
 
     Parameters
@@ -86,8 +88,10 @@ def compare_fabrics(model: TransformerSpec, *, system: str, nodes: int,
         Fabric presets to compare (``ib-ndr``, ``roce-400g``, ``efa`` …).
     cfg : ParallelConfig, optional
         Use this configuration on every fabric; default: the planner's best per fabric.
-    global_batch, seq_len, precision
-        For the planner (ignored when ``cfg`` is given).
+    global_batch, seq_len, precision, zero, options
+        For the planner (ignored when ``cfg`` is given): ``zero`` the ZeRO stages it
+        tries, ``options`` the stack fields every layout gets (as
+        :func:`~fabricsim.workloads.planner.plan_parallel`).
     gpu_hour_usd : float, optional
         Default: the system preset's price.
     lifetime_years : float
@@ -117,7 +121,8 @@ def compare_fabrics(model: TransformerSpec, *, system: str, nodes: int,
         else:
             gb = global_batch or max(fab.n_gpus, 512)
             plan = plan_parallel(model, fab, global_batch=gb, seq_len=seq_len,
-                                 precision=precision, backend=backend, top=1)
+                                 precision=precision, backend=backend, top=1,
+                                 zero=zero, options=options)
             if not plan.results:
                 raise ModelError("; ".join(plan.notes) or
                                  f"no configuration of {model.name} fits on {f}",

@@ -40,7 +40,16 @@ from fabricsim.workloads.models import TransformerSpec
 from fabricsim.workloads.parallel import ParallelConfig
 from fabricsim.workloads.step import StepResult, simulate_step
 
-__all__ = ["Plan", "candidates", "plan_parallel"]
+__all__ = ["FSDP_ONLY", "STACK_FIELDS", "Plan", "candidates", "plan_parallel",
+           "planner_zero", "stack_options"]
+
+#: :class:`ParallelConfig` fields that describe the software stack, not the layout: a
+#: job's values hold for every candidate layout the planner tries.
+STACK_FIELDS = ("attention_kernel", "grad_bytes", "fp8_recipe", "fsdp_impl",
+                "reshard_after_forward")
+
+#: Options that only apply to fully sharded (``zero="fsdp"``) candidates.
+FSDP_ONLY = ("fsdp_impl", "reshard_after_forward")
 
 
 @dataclass
@@ -71,6 +80,26 @@ class Plan(Tabular):
 
     def _rows(self) -> list[dict[str, Any]]:
         return [{"rank": i, **flatten(r.as_dict())} for i, r in enumerate(self.results, 1)]
+
+
+def stack_options(cfg: ParallelConfig) -> dict[str, Any]:
+    """The stack fields ``cfg`` sets explicitly (an FP8 recipe only with FP8), as
+    ``options`` for :func:`plan_parallel`.
+
+    >>> stack_options(ParallelConfig(attention_kernel="flash1", tp=2))
+    {'attention_kernel': 'flash1'}
+    """
+    return {k: getattr(cfg, k) for k in STACK_FIELDS if k in cfg.model_fields_set
+            and (k != "fp8_recipe" or cfg.precision == "fp8")}
+
+
+def planner_zero(cfg: ParallelConfig) -> tuple[int | str, ...]:
+    """The ZeRO stages to search: the one ``cfg`` sets, else the planner's default (1).
+
+    >>> planner_zero(ParallelConfig(zero="fsdp")), planner_zero(ParallelConfig())
+    (('fsdp',), (1,))
+    """
+    return (cfg.zero,) if "zero" in cfg.model_fields_set else (1,)
 
 
 def _divisors(n: int, cap: int) -> list[int]:
@@ -155,7 +184,18 @@ def plan_parallel(model: TransformerSpec, fabric: Fabric, *, global_batch: int,
         How many results to keep.
     options : mapping, optional
         Other :class:`ParallelConfig` fields every candidate gets (e.g.
-        ``{"tp_comm_overlap": True}``; overlap flags only where their traffic exists).
+        ``{"tp_comm_overlap": True}``; overlap flags only where their traffic exists,
+        ``fsdp_impl`` / ``reshard_after_forward`` only to the ``zero="fsdp"`` candidates,
+        so ``zero`` must include ``"fsdp"`` for them).
+
+    >>> import fabricsim as fs
+    >>> from fabricsim.workloads.models import get_model
+    >>> plan_parallel(get_model("llama2-7b"), fs.build_cluster("dgx-h100", nodes=1),
+    ...               global_batch=8, options={"fsdp_impl": "megatron"})
+    Traceback (most recent call last):
+    ...
+    fabricsim.errors.ModelError: options.fsdp_impl: fsdp_impl applies to fully sharded \
+layouts, and the search tries zero=(1,): search zero=('fsdp',) (--zero fsdp) or drop fsdp_impl
     """
     t0 = time.perf_counter()
     seq = seq_len or model.seq
@@ -164,35 +204,50 @@ def plan_parallel(model: TransformerSpec, fabric: Fabric, *, global_batch: int,
     peak_flops(gpu, precision)  # a precision the GPU has no tensor cores for: say so
     if options and "attention_kernel" in options:  # a kernel that does not run there
         attention_kernel_eff(gpu, str(options["attention_kernel"]))
+    for key in FSDP_ONLY:
+        if options and key in options and not any(str(z) in ("3", "fsdp") for z in zero):
+            raise ModelError(f"{key} applies to fully sharded layouts, and the search "
+                             f"tries zero={tuple(zero)}: search zero=('fsdp',) (--zero "
+                             f"fsdp) or drop {key}", field=f"options.{key}")
     comm = comm if comm is not None else EngineComm(fabric, backend=backend)
     cands = candidates(model, world, fabric.info.gpus_per_server, global_batch=global_batch,
                        seq_len=seq, precision=precision, zero=zero, max_pp=max_pp)
     results: list[StepResult] = []
     rej_mem = rej_shape = 0
+    first_shape_error = ""
     for cfg in cands:
         if options:  # overlap flags only where there is traffic of their kind
             opts = {k: v for k, v in options.items()
                     if not (k == "tp_comm_overlap"
                             and not 1 < cfg.tp <= fabric.info.nvlink_domain_gpus)
-                    and not (k == "ep_overlap" and cfg.ep == 1)}
+                    and not (k == "ep_overlap" and cfg.ep == 1)
+                    and not (k in FSDP_ONLY and cfg.zero_stage < 3)}
             cfg = ParallelConfig.model_validate({**cfg.model_dump(), **opts})
         try:
             p = cfg.resolve(model, world)
-        except ModelError:
+        except ModelError as e:
             rej_shape += 1
+            first_shape_error = first_shape_error or str(e)
             continue
         if memory_per_gpu(model, p).total > gpu.memory_bytes:
             rej_mem += 1
             continue
         try:
             results.append(simulate_step(model, cfg, fabric, comm, check_memory=False))
-        except FabricsimError:
+        except FabricsimError as e:
             rej_shape += 1
+            first_shape_error = first_shape_error or str(e)
     results.sort(key=lambda r: r.step_time_s)
     notes = []
-    if not results:
+    if not results and rej_mem:
         notes.append(f"no configuration of {model.name} fits {world} x {gpu.name} "
                      f"({gpu.memory_gib:.0f} GiB) at global_batch={global_batch}")
+    elif not results:
+        notes.append(f"no layout of {model.name} on {world} GPUs at global_batch="
+                     f"{global_batch} could run" + (f" (the first refused: "
+                                                    f"{first_shape_error})"
+                                                    if first_shape_error else
+                                                    ": no sizes divide"))
     return Plan(results=results[:top], evaluated=len(results), rejected_memory=rej_mem,
                 rejected_shape=rej_shape, seconds=time.perf_counter() - t0,
                 comm_calls=int(getattr(comm, "calls", 0)), notes=notes)
