@@ -75,3 +75,27 @@ def test_scale_takes_the_software_stack(capsys: pytest.CaptureFixture[str]) -> N
                for s, p in zip(stack, plain, strict=True))
     assert main([*base, "--grad-reduce-dtype", "fp16"]) == 2
     assert "--grad-reduce-dtype" in capsys.readouterr().err
+
+
+def test_scale_reads_a_pasted_megatron_list(capsys: pytest.CaptureFixture[str]) -> None:
+    """--from-megatron sets the layout (VP included) and the batch --strong keeps; what
+    has no effect on the step time is said, not dropped."""
+    args = ("--tensor-model-parallel-size 8 --pipeline-model-parallel-size 4 "
+            "--virtual-pipeline-model-parallel-size 5 --sequence-parallel "
+            "--use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather "
+            "--micro-batch-size 1 --global-batch-size 256 --bf16 --lr 1e-4")
+    base = ["scale", "--system", "dgx-h100", "--model", "llama3-70b", "--seq-len", "4096",
+            "--gpus", "64,256", "--strong", "--json"]
+    assert main([*base, "--from-megatron", args]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert [p["global_batch"] for p in d["points"]] == [256, 256]
+    assert any("--lr 1e-4" in n for n in d["notes"])
+    no_vp = args.replace("--virtual-pipeline-model-parallel-size 5 ", "")
+    assert main([*base, "--from-megatron", no_vp, "--vp", "5"]) == 0
+    same = json.loads(capsys.readouterr().out)
+    assert [p["tokens_per_s"] for p in same["points"]] == \
+        [p["tokens_per_s"] for p in d["points"]]
+    assert main([*base, "--from-megatron", no_vp]) == 0
+    plain = json.loads(capsys.readouterr().out)  # no VP: a longer bubble
+    assert all(v["tokens_per_s"] > p["tokens_per_s"]
+               for v, p in zip(d["points"], plain["points"], strict=True))

@@ -30,6 +30,7 @@ from fabricsim.cli.train import (
     GbOpt,
     GradReduceOpt,
     MbOpt,
+    MegatronOpt,
     ModelOpt,
     PpOpt,
     PrecOpt,
@@ -37,6 +38,7 @@ from fabricsim.cli.train import (
     RcOpt,
     SeqOpt,
     TpOpt,
+    VpOpt,
     ZeroOpt,
     job_from_cli,
     price_from_cli,
@@ -67,7 +69,8 @@ def register(app: typer.Typer) -> None:
               ep: EpOpt = None, zero: ZeroOpt = None, micro_batch: MbOpt = None,
               seq_len: SeqOpt = None, precision: PrecOpt = None, recompute: RcOpt = None,
               fsdp_impl: FsdpImplOpt = None, attention_kernel: AttnKernelOpt = None,
-              grad_reduce_dtype: GradReduceOpt = None,
+              grad_reduce_dtype: GradReduceOpt = None, vp: VpOpt = None,
+              from_megatron: MegatronOpt = None,
               backend: BackendOpt = None, gpu_hour_usd: PriceOpt = None,
               global_batch: GbOpt = None,
               strong: Annotated[bool, typer.Option(
@@ -80,6 +83,9 @@ def register(app: typer.Typer) -> None:
 
         Example: fabricsim scale --model llama3-70b --tp 8 --pp 4 --seq-len 8192
         --gpus 64,1024,16384 --strong --global-batch 1024
+
+        A pasted Megatron/NeMo argument list (--from-megatron) sets the layout and the
+        stack; its --global-batch-size is the batch --strong keeps.
         """
         from fabricsim.workloads.scaling import scaling_curve, weak_scaling_batch
 
@@ -89,6 +95,7 @@ def register(app: typer.Typer) -> None:
             topology=topology, oversubscription=oversubscription, tp=tp, pp=pp, cp=cp,
             ep=ep, zero=zero, micro_batch=micro_batch, seq_len=seq_len,
             precision=precision, recompute=recompute, global_batch=global_batch,
+            interleave=vp, from_megatron=from_megatron,
             **stack_flags(fsdp_impl, attention_kernel, grad_reduce_dtype))
         sc, m, cfg, extra = job_from_cli(scenario, model=model, flags=flags)
         if nodes is not None and (strong or cfg.global_batch is None):
@@ -105,7 +112,7 @@ def register(app: typer.Typer) -> None:
 
         world = c.nodes * (c.gpus_per_node or get_catalog().system(c.system).gpus)
         spr = weak_scaling_batch(cfg, world) if not strong else None
-        notes: list[str] = []
+        notes: list[str] = list(extra.get("notes", []))
         mp = cfg.tp * cfg.pp * cfg.cp
         if strong:
             notes.append(f"strong scaling: global_batch={cfg.global_batch} sequences per "
