@@ -24,7 +24,9 @@ micro-batch (``m = min(pp, b)`` micro-batches of ``b/m`` sequences), kernel by k
 
 ``BW = HBM bandwidth × SERVE_HBM_EFF``; ``TC = SERVE_TC_EFF[generation, precision]``
 (achievable tensor-core share of the dense peak). An iteration is
-``pp × (stage + send/recv) + host``. **Prefill** of ``n`` prompt tokens is the same sum
+``pp × (stage + send/recv) + host`` with the stage the last one (it also runs the output
+head) when the batch fills the ``pp`` stages; a batch of fewer sequences than stages walks
+each stage once, so the output head counts once. **Prefill** of ``n`` prompt tokens is the same sum
 with the GEMMs at ``n`` tokens, causal attention, and all-reduces of ``n·h·2`` bytes;
 pipelined over ``m`` micro-batches it takes ``(m + pp − 1)`` stage times.
 
@@ -466,9 +468,24 @@ class _Layout:
         act = b * m.hidden * ACT_BYTES
         ar = 2 * self.stage_layers * self._allreduce(act)
         host = self.engine.step_s + self.engine.per_seq_s * batch
-        return DecodeTimes(weights_s=pp * weights, kv_s=pp * kv, compute_s=pp * compute,
+        full = DecodeTimes(weights_s=pp * weights, kv_s=pp * kv, compute_s=pp * compute,
                            comm_s=pp * ar, p2p_s=pp * self._p2p(act),
                            launch_s=pp * self._launch(), host_s=host)
+        if mb == pp:  # every stage busy: the last (with the output head) sets the pace
+            return full
+        # fewer micro-batches than stages: a token passes every stage once, and only the
+        # last runs the output head; the pipe is bound by that walk, not by pp x the last
+        head_w = self._head_params() / self.tp * self.wbytes / self.hbm
+        head_c = 2.0 * self._head_params() * b / self.tp / self.flops_rate
+        walk = DecodeTimes(weights_s=pp * weights - (pp - 1) * head_w, kv_s=pp * kv,
+                           compute_s=pp * compute - (pp - 1) * head_c, comm_s=pp * ar,
+                           p2p_s=pp * self._p2p(act), launch_s=pp * self._launch(),
+                           host_s=host)
+        f = mb / pp  # ... unless the last stage's share of the micro-batches is longer
+        busy = DecodeTimes(weights_s=f * full.weights_s, kv_s=f * full.kv_s,
+                           compute_s=f * full.compute_s, comm_s=f * full.comm_s,
+                           p2p_s=f * full.p2p_s, launch_s=f * full.launch_s, host_s=host)
+        return walk if walk.total_s >= busy.total_s else busy
 
     # --- prefill ----------------------------------------------------------------------
     def prefill(self, prompts: Sequence[int]) -> PrefillTimes:
