@@ -47,3 +47,28 @@ def test_an_instance_inside_one_server_says_the_fabric_does_not_matter(
     assert main(["infer", "--system", "dgx-h100", "--nodes", "4", "--model", "llama3-405b",
                  "--tp", "8", "--pp", "2"]) == 0
     assert "scale-out fabric" not in capsys.readouterr().out
+
+
+def test_infer_serves_the_scenarios_model_and_names_what_it_does_not_use(
+        tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """A scenario's model shape is served (it used to fall back to llama3-70b); its
+    training layout is named in a note, not dropped silently."""
+    import json
+
+    from fabricsim.cli.app import main
+
+    sc = tmp_path / "s.yaml"
+    sc.write_text("cluster: {system: dgx-h100, nodes: 1}\n"
+                  "training: {layers: 4, hidden: 1024, heads: 8, ffn: 4096, vocab: 32000}\n")
+    assert main(["infer", str(sc), "--tp", "1", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["model"] == "custom" and not d["notes"]
+    sc.write_text("cluster: {system: dgx-h100, nodes: 1}\n"
+                  "training: {model: llama3-8b, layers: 16, tp: 2, precision: fp8}\n")
+    assert main(["infer", str(sc), "--tp", "1", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["model"].startswith("llama3-8b") and d["tp"] == 1
+    assert "precision, tp" in d["notes"][0]
+    sc.write_text("cluster: {system: dgx-h100, nodes: 1}\ntraining: {model: llama3-9b}\n")
+    assert main(["infer", str(sc)]) == 2
+    assert "training.model" in capsys.readouterr().err

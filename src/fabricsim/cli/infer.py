@@ -30,7 +30,7 @@ from fabricsim.cli.common import (
 )
 from fabricsim.cli.train import ModelOpt
 from fabricsim.errors import ConfigError
-from fabricsim.workloads.models import get_model
+from fabricsim.workloads.models import TransformerSpec, get_model
 
 TpOpt = Annotated[int, typer.Option("--tp", help="Tensor-parallel size of the instance.")]
 PpOpt = Annotated[int, typer.Option("--pp", help="Pipeline stages of the instance.")]
@@ -59,6 +59,28 @@ PrefillTpOpt = Annotated[int | None, typer.Option(
 PRECISION_CHOICES = ("bf16", "fp8", "fp8-weights")
 
 
+def _served_model(section: dict[str, Any] | None, flag: str | None
+                  ) -> tuple[TransformerSpec, list[str]]:
+    """The model a scenario's ``training:`` section (shape overrides included) and
+    ``--model`` name, and a note naming the section's fields serving does not use."""
+    from fabricsim.workloads.models import MODEL_FIELDS
+    from fabricsim.workloads.spec import training_from_section
+
+    data = dict(section or {})
+    if flag is not None:
+        get_model(flag, field="--model")  # an unknown name is the flag's error
+        data["model"] = flag
+    elif not data.get("model") and not any(k in MODEL_FIELDS for k in data):
+        data["model"] = "llama3-70b"
+    m, cfg, extra = training_from_section(data)
+    unused = sorted({*cfg.model_fields_set} | {k for k, v in extra.items()
+                                               if v is not None and k != "model"})
+    notes = [f"the scenario's training fields {', '.join(unused)} describe a training "
+             f"run and are not used here: infer serves with --tp, --pp, --ep and "
+             f"--precision"] if unused else []
+    return m, notes
+
+
 def register(app: typer.Typer) -> None:
     @app.command("infer")
     def infer_cmd(scenario: ScenarioArg = None, system: SystemOpt = None,
@@ -82,8 +104,7 @@ def register(app: typer.Typer) -> None:
         sc = scenario_with_overrides(
             scenario, system=system, nodes=nodes, gpus_per_node=gpus_per_node,
             fabric=fabric, topology=topology, oversubscription=oversubscription)
-        name = model or str((sc.training or {}).get("model") or "llama3-70b")
-        m = get_model(name, field="--model")
+        m, notes = _served_model(sc.training, model)
         if precision not in PRECISION_CHOICES:
             raise ConfigError(f"must be {', '.join(PRECISION_CHOICES)}, got {precision!r}",
                               field="--precision")
@@ -100,6 +121,7 @@ def register(app: typer.Typer) -> None:
         r = simulate_inference(m, fab, batch=batch, prompt_len=prompt_len,
                                output_len=output_len, **kw)
         d = r.as_dict()
+        d["notes"] = notes
         cont = None
         if tpot_target is not None or max_batch is not None:
             cont = continuous_batching(
@@ -169,3 +191,5 @@ def register(app: typer.Typer) -> None:
                           f"not change these figures")
         for w in r.warnings:
             console.print(f"[yellow]warning:[/] {w}")
+        for n in notes:
+            console.print(f"note: {n}")
