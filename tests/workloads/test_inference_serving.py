@@ -198,7 +198,7 @@ def test_continuous_batching_meets_the_target(dgx1: fs.Fabric) -> None:
 
 
 def test_continuous_batching_limits(dgx1: fs.Fabric) -> None:
-    kw = dict(prompt_len=8000, output_len=2000, tp=8, precision="fp8")
+    kw = dict(prompt_len=6000, output_len=2000, tp=8, precision="fp8")
     free = continuous_batching(L70, dgx1, **kw)  # type: ignore[arg-type]
     assert free.limited_by == "kv-cache" and free.batch == free.max_batch_kv
     capped = continuous_batching(L70, dgx1, max_batch=16, **kw)  # type: ignore[arg-type]
@@ -276,3 +276,23 @@ def test_disaggregated_errors(dgx1: fs.Fabric, dgx2: fs.Fabric) -> None:
     with pytest.raises(ModelError, match="lower --batch"):
         disaggregated_serving(L70, dgx2, prefill_tp=8, batch=10**6, prompt_len=1000,
                               output_len=10)
+
+
+def test_a_context_past_the_models_position_limit_is_refused(dgx1: fs.Fabric) -> None:
+    """Llama 3 serves 8,192 tokens; a million-token prompt used to be timed (TTFT of
+    344 s). The 3.1 variant (max_context 131,072) takes 32K."""
+    from fabricsim.errors import ConfigError
+    from fabricsim.workloads.inference import disaggregated_serving
+    from fabricsim.workloads.models import custom_model
+
+    for call in (simulate_inference, continuous_batching):
+        with pytest.raises(ConfigError, match=r"8,192 \(max_context\)") as e:
+            call(L70, dgx1, prompt_len=8000, output_len=256)  # type: ignore[operator]
+        assert e.value.field == "inference.prompt_len"
+    fab = fs.build_cluster("dgx-h100", 2)
+    with pytest.raises(ConfigError, match="max_context"):
+        disaggregated_serving(L70, fab, prefill_tp=8, batch=1, prompt_len=8000,
+                              output_len=256)
+    l31 = custom_model(L70, {"max_context": 131072})
+    assert simulate_inference(l31, dgx1, prompt_len=32768, output_len=256,
+                              precision="fp8").prefill_s > 0

@@ -540,6 +540,17 @@ def _expected_max_binomial(n: int, p: float, k: int) -> float:
     return sum(1.0 - cdf[j - 1] ** k for j in range(1, n + 1))
 
 
+def _check_context(model: TransformerSpec, prompt_len: int, output_len: int) -> None:
+    """A context past the model's position limit (``max_context``) is refused."""
+    limit = model.max_context
+    if limit is not None and prompt_len + output_len > limit:
+        raise ConfigError(f"--prompt-len {prompt_len} + --output-len {output_len} = "
+                          f"{prompt_len + output_len} tokens exceeds {model.name}'s context "
+                          f"of {limit:,} (max_context): shorten them, or set max_context "
+                          f"in the scenario's training section for a longer-context "
+                          f"variant", field="inference.prompt_len")
+
+
 def _positive(name: str, v: object, flag: str) -> int:
     if isinstance(v, bool) or not isinstance(v, int) or v < 1:
         raise ConfigError(f"{flag} must be a positive integer, got {v!r}",
@@ -750,6 +761,7 @@ def simulate_inference(model: TransformerSpec, fabric: Fabric, *, tp: int = 8,
     """
     for name, v in (("batch", batch), ("prompt_len", prompt_len), ("output_len", output_len)):
         _positive(name, v, "--" + name.replace("_", "-"))
+    _check_context(model, prompt_len, output_len)
     lay = _layout(model, fabric, tp=tp, pp=pp, ep=ep, precision=precision,
                   kv_precision=kv_precision, engine=engine, comm=comm)
     context = prompt_len + output_len
@@ -860,6 +872,7 @@ def continuous_batching(model: TransformerSpec, fabric: Fabric, *, prompt_len: i
     """
     for name, v in (("prompt_len", prompt_len), ("output_len", output_len)):
         _positive(name, v, "--" + name.replace("_", "-"))
+    _check_context(model, prompt_len, output_len)
     if max_batch is not None:
         _positive("max_batch", max_batch, "--max-batch")
     if tpot_target_s is not None and not (tpot_target_s > 0 and math.isfinite(tpot_target_s)):
@@ -1141,6 +1154,7 @@ def disaggregated_serving(model: TransformerSpec, fabric: Fabric, *, prefill_tp:
     for name, v in (("batch", batch), ("prompt_len", prompt_len),
                     ("output_len", output_len)):
         _positive(name, v, "--" + name.replace("_", "-"))
+    _check_context(model, prompt_len, output_len)
     _positive("prefill_tp", prefill_tp, "--prefill-tp")
     gps = max(1, fabric.info.gpus_per_server)
     first_decode = math.ceil(prefill_tp / gps) * gps

@@ -48,6 +48,9 @@ class TransformerSpec(StrictModel):
         MLP inner width of dense layers.
     vocab, seq : int
         Vocabulary size and default training sequence length.
+    max_context : int or None
+        The longest context (prompt + output) the model serves, its position limit;
+        ``None``: no limit known (serving longer than that is refused).
     gated : bool
         SwiGLU-style MLP (three matrices) instead of two.
     tied_embeddings : bool
@@ -120,6 +123,7 @@ class TransformerSpec(StrictModel):
     router_group_topk: int | None = Field(None, ge=1)
     attn_window: int | None = Field(None, ge=1)
     window_skip_freq: int | None = Field(None, ge=1)
+    max_context: int | None = Field(None, ge=1)
 
     @model_validator(mode="after")
     def _check(self) -> TransformerSpec:
@@ -383,8 +387,24 @@ _P: dict[str, dict[str, Any]] = {
                        seq=2048, gated=False, tied_embeddings=True),
 }
 
+#: The longest context (prompt + output tokens) each preset serves: its released
+#: config's position limit (Hugging Face config.json ``max_position_embeddings``; GPT-3's
+#: ``n_ctx``; NeMo's GPT-3 and Nemotron yamls). The Llama 3 8B / 70B presets are Llama 3's
+#: 8,192 (Llama 3.1's 131,072 with ``max_context: 131072``); the 405B exists only as
+#: Llama 3.1. MPT and BLOOM (ALiBi, no learned or rotary limit) have none.
+_CONTEXT: dict[str, int] = {
+    "gpt3-175b": 2048, "gpt3-5b": 2048, "gpt3-20b": 2048,
+    "llama2-7b": 4096, "llama2-13b": 4096, "llama2-70b": 4096,
+    "llama3-8b": 8192, "llama3-70b": 8192, "llama3-405b": 131072,
+    "mixtral-8x7b": 32768, "mixtral-8x22b": 65536, "deepseek-v3": 163840,
+    "qwen3-30b-a3b": 40960, "qwen3-235b-a22b": 40960, "gpt-oss-120b": 131072,
+    "kimi-k2": 131072, "llama4-scout": 10485760,
+    "nemotron3-8b": 4096, "nemotron3-22b": 4096, "nemotron4-15b": 4096,
+    "nemotron4-340b": 4096,
+}
+
 PRESETS: dict[str, TransformerSpec] = {
-    k: TransformerSpec(name=k, **v) for k, v in _P.items()
+    k: TransformerSpec(name=k, max_context=_CONTEXT.get(k), **v) for k, v in _P.items()
 }
 
 
