@@ -251,3 +251,18 @@ def test_plan_parallel_takes_zero_and_fsdp_flags(capsys: pytest.CaptureFixture[s
     res = json.loads(out)["results"]
     assert res and all((r["parallel"]["zero"], r["parallel"]["fsdp_impl"]) ==
                        ("fsdp", "megatron") for r in res)
+
+
+def test_goodput_flags_name_themselves(capsys: pytest.CaptureFixture[str]) -> None:
+    """A job that cannot progress blames the flag behind it (it said 'gpus' for a
+    checkpoint bandwidth of 1 B/s); an instant restart is allowed."""
+    base = ["train", "--system", "dgx-h100", "--nodes", "2", "--model", "llama3-8b",
+            "--tp", "8", "--global-batch", "16"]
+    code, _, err = run(capsys, *base, "--checkpoint-gbps", "1e-9")
+    assert code == 2 and err.startswith("error: --checkpoint-gbps:")
+    code, _, err = run(capsys, *base, "--restart-min", "1e7")
+    assert code == 2 and err.startswith("error: --restart-min:")
+    code, _, err = run(capsys, *base, "--restart-min", "0")
+    assert code == 0, err
+    code, _, err = run(capsys, *base, "--restart-min", "-1")
+    assert code == 2 and "--restart-min" in err

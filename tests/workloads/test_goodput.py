@@ -245,3 +245,29 @@ def test_to_dict_is_flat_and_json_safe() -> None:
     # zero-priced GPUs and a zero restart still give finite, JSON-safe output
     json.dumps(_run(gpu_hour_usd=0, restart_s=0, gpus=1, switches=0, links=0).to_dict(),
                allow_nan=False)
+
+
+def test_an_nvl72_rack_counts_its_compute_trays_as_hosts() -> None:
+    """The host rate is per two-socket Llama 3 server; a GB200 NVL72 rack (36 Grace CPUs)
+    is 18 such hosts, not one (576 GPUs: 0.0033 -> 0.06 host failures a day, as many as
+    72 DGX H100 for the same GPUs would have within 2x)."""
+    from fabricsim.fabric import build_cluster
+    from fabricsim.workloads.goodput import goodput_on_fabric
+
+    rack = goodput_on_fabric(build_cluster("gb200-nvl72", 8), params=70e9, step_time_s=5.0)
+    dgx = goodput_on_fabric(build_cluster("dgx-h100", 72), params=70e9, step_time_s=5.0)
+    r_host, d_host = (x.failures_per_day_by_class["host"] for x in (rack, dgx))
+    assert r_host == pytest.approx(d_host * 144 / 72)  # 8 x 18 hosts against 72
+
+
+def test_a_job_that_cannot_progress_names_the_input_behind_it() -> None:
+    from fabricsim.errors import ModelError
+
+    kw = dict(switches=0, links=0, step_time_s=1.0, checkpoint_bytes=1e12)
+    with pytest.raises(ModelError) as e:
+        goodput(100_000, checkpoint_write_bytes_per_s=1e6, **kw)  # type: ignore[arg-type]
+    assert e.value.field == "checkpoint_write_bytes_per_s"
+    with pytest.raises(ModelError) as e:
+        goodput(100_000, checkpoint_write_bytes_per_s=1e12, restart_s=1e9,
+                **kw)  # type: ignore[arg-type]
+    assert e.value.field == "restart_s"

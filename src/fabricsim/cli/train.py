@@ -234,15 +234,40 @@ def run_goodput(fab: Any, params: float, step_time_s: float, price: float, world
                 checkpoint_gbps: float | None, restart_min: float) -> Any:
     """Goodput of the run (:func:`fabricsim.workloads.goodput.goodput_on_fabric`) with the
     CLI's checkpoint bandwidth (GB/s) and restart time (minutes)."""
+    from fabricsim.errors import ModelError
     from fabricsim.workloads.goodput import goodput_on_fabric
 
     write = check_positive(checkpoint_gbps, "--checkpoint-gbps")
-    restart = check_positive(restart_min, "--restart-min")
-    assert restart is not None
-    return goodput_on_fabric(fab, params=params, step_time_s=step_time_s, gpus=world,
-                             gpu_hour_usd=max(price, 0.0),
-                             checkpoint_write_bytes_per_s=write * 1e9 if write else None,
-                             restart_s=restart * 60.0)
+    restart = _restart_minutes(restart_min)
+    try:
+        return goodput_on_fabric(fab, params=params, step_time_s=step_time_s, gpus=world,
+                                 gpu_hour_usd=max(price, 0.0),
+                                 checkpoint_write_bytes_per_s=write * 1e9 if write else None,
+                                 restart_s=restart * 60.0)
+    except ModelError as e:  # name the flag behind the loss
+        flag = {"checkpoint_write_bytes_per_s": "--checkpoint-gbps",
+                "restart_s": "--restart-min"}.get(e.field or "", e.field)
+        raise ModelError(e.message, field=flag) from None
+
+
+def _restart_minutes(value: float) -> float:
+    """``--restart-min``: a finite number of minutes >= 0 (0: an instant restart)."""
+    import math
+
+    if isinstance(value, bool) or not isinstance(value, int | float) \
+            or not math.isfinite(value) or value < 0:
+        raise ConfigError(f"must be a finite number of minutes >= 0, got {value!r}",
+                          field="--restart-min")
+    return float(value)
+
+
+def minutes(seconds: float) -> str:
+    """A checkpoint interval for people: ``'45 s'`` under a minute, else ``'12 min'``.
+
+    >>> minutes(15.86), minutes(1830.0)
+    ('16 s', '30 min')
+    """
+    return f"{seconds:.0f} s" if seconds < 60 else f"{seconds / 60:.0f} min"
 
 
 def price_from_cli(flag: float | None, extra: dict[str, Any]) -> float | None:
@@ -311,7 +336,7 @@ def register(app: typer.Typer) -> None:
         from fabricsim.workloads.step import simulate_step
 
         check_positive(checkpoint_gbps, "--checkpoint-gbps")  # before any work
-        check_positive(restart_min, "--restart-min")
+        _restart_minutes(restart_min)
         flags: dict[str, Any] = dict(
             system=system, nodes=nodes, gpus_per_node=gpus_per_node, fabric=fabric,
             topology=topology, oversubscription=oversubscription, tp=tp, pp=pp, dp=dp,
@@ -390,7 +415,7 @@ def register(app: typer.Typer) -> None:
         console.print(
             f"goodput {gp.goodput:.1%} of wall time trains: {gp.failures_per_day:.2f} "
             f"failures/day (job MTBF {gp.job_mtbf_hours:.1f} h), checkpoint every "
-            f"{gp.checkpoint_interval_s / 60:.0f} min; lost ${gp.usd_lost_per_day:,.0f}/day"
+            f"{minutes(gp.checkpoint_interval_s)}; lost ${gp.usd_lost_per_day:,.0f}/day"
             f" (docs/goodput.md)")
         if chakra is not None:
             console.print(f"wrote {len(d['chakra_traces'])} Chakra trace(s): "

@@ -394,7 +394,7 @@ class GoodputResult(Tabular):
 def goodput(gpus: int, *, switches: int, links: int, step_time_s: float,
             checkpoint_bytes: float, checkpoint_write_bytes_per_s: float,
             gpus_per_server: int = 8, nics_per_server: int = 8,
-            restart_s: float = DEFAULT_RESTART_S,
+            hosts_per_server: int = 1, restart_s: float = DEFAULT_RESTART_S,
             checkpoint_interval_s: float | None = None,
             checkpoint_blocking_fraction: float = 1.0,
             rates: FailureRates | None = None,
@@ -404,7 +404,9 @@ def goodput(gpus: int, *, switches: int, links: int, step_time_s: float,
     ``switches`` and ``links`` are the scale-out fabric's switch and link counts (e.g.
     ``sum(fab.info.extra["switches"].values())`` and ``sum(fab.info.cables.values())`` of a
     built fabric; 0 for one server). A job occupies whole servers:
-    ``servers = ⌈gpus / gpus_per_server⌉``, ``nics = servers × nics_per_server``.
+    ``servers = ⌈gpus / gpus_per_server⌉``, ``nics = servers × nics_per_server``,
+    ``hosts = servers × hosts_per_server`` (the host rate is per two-socket host, as the
+    Llama 3 servers it comes from; an NVL72 rack holds 18 such compute trays).
     ``checkpoint_write_bytes_per_s`` is the aggregate bandwidth to storage.
     ``checkpoint_blocking_fraction`` is the share of the write that stalls training
     (1 = synchronous, 0.1 = asynchronous after a copy to host memory). Without
@@ -462,9 +464,11 @@ the job
         raise ConfigError(f"must be a FailureRates, got {type(rates).__name__}",
                           field="rates")
 
+    hps = _int_at_least(hosts_per_server, "hosts_per_server", 1,
+                        "give hosts (CPU trays) per server: 1, or 18 for an NVL72 rack")
     servers = -(-n // gps)
-    units = {"gpu": n, "nic": servers * nps, "link": ln, "switch": sw, "host": servers,
-             "software": n}
+    units = {"gpu": n, "nic": servers * nps, "link": ln, "switch": sw,
+             "host": servers * hps, "software": n}
     per_hour = {c: r * units[c] for c, r in rates.as_dict().items()}
     total = sum(per_hour.values())
     if total <= 0:
@@ -500,12 +504,15 @@ the job
     lost_work = (interval / 2.0 + background) / mtbf_s
     lost_restart = restart / mtbf_s
     lost = lost_ckpt + lost_work + lost_restart
-    if lost >= 1.0:
+    if lost >= 1.0:  # the field: restarts, or the checkpoints (whose cost sets both
+        # their own share and the interval's lost work, equal at the optimum)
+        cause = "restart_s" if lost_restart > lost_ckpt + lost_work \
+            else "checkpoint_write_bytes_per_s"
         raise ModelError(
             f"failures every {mtbf_s / 3600.0:.3g} h cost more than all the wall time "
             f"(checkpoints {lost_ckpt:.0%}, lost work {lost_work:.0%}, restarts "
             f"{lost_restart:.0%}); the job would not progress: use fewer GPUs, faster "
-            "restarts or checkpoints, or lower failure rates", field="gpus")
+            "restarts or checkpoints, or lower failure rates", field=cause)
     return GoodputResult(
         gpus=n, servers=servers, nics=units["nic"], switches=sw, links=ln,
         job_mtbf_hours=mtbf_s / 3600.0, failures_per_day=total * 24.0,
@@ -521,6 +528,15 @@ the job
 #: caller gives none: Llama 3 paper, Sec. 3.3.1 (Tectonic: 2 TB/s sustained, 7 TB/s peak
 #: over 7,500 servers).
 STORAGE_WRITE_CAP = 2e12
+
+
+def _hosts_per_server(system: str) -> int:
+    """Two-socket hosts in one server of ``system`` (an NVL72 rack's 36 Grace CPUs: 18
+    compute trays); 1 for a system not in the catalog or without CPUs listed."""
+    from fabricsim.catalog import get_catalog
+
+    sysp = get_catalog().systems.get(system)
+    return max(1, sysp.cpus // 2) if sysp is not None else 1
 
 
 def goodput_on_fabric(fabric: Fabric, *, params: float, step_time_s: float,
@@ -557,5 +573,6 @@ def goodput_on_fabric(fabric: Fabric, *, params: float, step_time_s: float,
                    checkpoint_bytes=checkpoint_size_bytes(params),
                    checkpoint_write_bytes_per_s=checkpoint_write_bytes_per_s,
                    gpus_per_server=max(info.gpus_per_server, 1),
-                   nics_per_server=max(info.nics_per_server, 0), restart_s=restart_s,
+                   nics_per_server=max(info.nics_per_server, 0),
+                   hosts_per_server=_hosts_per_server(info.system), restart_s=restart_s,
                    gpu_hour_usd=gpu_hour_usd)
