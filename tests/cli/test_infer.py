@@ -26,7 +26,7 @@ def test_infer_table(capsys: pytest.CaptureFixture[str]) -> None:
 
 @pytest.mark.parametrize("args, field", [
     (["--tp", "3"], "inference.tp"),
-    (["--tp", "1"], "inference.batch"),
+    (["--tp", "1"], "inference.tp"),
     (["--precision", "int4"], "--precision"),
     (["--model", "llama9"], "--model"),
 ])

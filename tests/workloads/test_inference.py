@@ -73,8 +73,10 @@ def test_fp8_halves_weight_reads(dgx2: fs.Fabric) -> None:
 
 def test_bad_inputs_name_the_field(dgx2: fs.Fabric) -> None:
     m = get_model("llama2-70b")
-    with pytest.raises(ModelError, match=r"inference\.batch"):
+    with pytest.raises(ModelError, match=r"inference\.tp: .*weights alone"):
         simulate_inference(m, dgx2, tp=1)
+    with pytest.raises(ModelError, match=r"inference\.batch: .*lower --batch"):
+        simulate_inference(m, dgx2, tp=8, batch=100_000)
     with pytest.raises(ConfigError, match=r"inference\.tp"):
         simulate_inference(m, dgx2, tp=3)
     with pytest.raises(ConfigError, match=r"inference\.tp"):

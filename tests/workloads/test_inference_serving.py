@@ -296,3 +296,19 @@ def test_a_context_past_the_models_position_limit_is_refused(dgx1: fs.Fabric) ->
     l31 = custom_model(L70, {"max_context": 131072})
     assert simulate_inference(l31, dgx1, prompt_len=32768, output_len=256,
                               precision="fp8").prefill_s > 0
+
+
+def test_a_context_whose_cache_cannot_fit_names_the_longest_that_does(
+        dgx1: fs.Fabric) -> None:
+    """With the weights in place and no room for one sequence's cache, the error names
+    --prompt-len and the longest context that fits (it said the weights did not fit,
+    under inference.batch, at batch 1)."""
+    m = get_model("mpt-7b")  # ALiBi: no position limit
+    with pytest.raises(ModelError, match=r"at most ([\d,]+) tokens") as e:
+        simulate_inference(m, dgx1, tp=1, precision="fp8", prompt_len=5_000_000)
+    assert e.value.field == "inference.prompt_len"
+    longest = int(e.value.message.split("at most ")[1].split()[0].replace(",", ""))
+    simulate_inference(m, dgx1, tp=1, precision="fp8", prompt_len=longest - 256)
+    with pytest.raises(ModelError, match="weights alone") as e:
+        simulate_inference(get_model("llama3-405b"), dgx1, tp=1, prompt_len=100)
+    assert e.value.field == "inference.tp"

@@ -540,6 +540,26 @@ def _expected_max_binomial(n: int, p: float, k: int) -> float:
     return sum(1.0 - cdf[j - 1] ** k for j in range(1, n + 1))
 
 
+def _no_room(lay: _Layout, kv_cap: float, *, tp: int, pp: int, precision: str
+             ) -> tuple[str, str]:
+    """(fix, field) when not even one sequence fits: the weights themselves, or one
+    sequence's KV cache at this context (then the longest context that fits)."""
+    if kv_cap <= 0:
+        more = "" if precision != "bf16" else ", or use --precision fp8"
+        return f"the weights alone do not fit: raise --tp or --pp{more}", \
+            "pp" if pp > 1 else "tp"
+    lo, hi = 0, 1  # the longest context whose cache fits (windowed layers keep less)
+    while lay.kv_tokens(hi) <= kv_cap and hi < 2**40:
+        lo, hi = hi, hi * 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if lay.kv_tokens(mid) <= kv_cap else (lo, mid)
+    longest = lo
+    return (f"one sequence's KV cache does not fit beside the weights: keep --prompt-len "
+            f"+ --output-len to at most {longest:,} tokens, or raise --tp or --pp",
+            "prompt_len")
+
+
 def _check_context(model: TransformerSpec, prompt_len: int, output_len: int) -> None:
     """A context past the model's position limit (``max_context``) is refused."""
     limit = model.max_context
@@ -771,12 +791,12 @@ def simulate_inference(model: TransformerSpec, fabric: Fabric, *, tp: int = 8,
            + lay.kv_bytes_per_token_gpu() * batch * lay.kv_tokens(context)
            + FRAMEWORK_RESERVE_BYTES)
     if check_memory and mem > lay.gpu.memory_bytes:
-        fix = (f"lower --batch to {max_batch}" if max_batch >= 1 else
-               "the weights alone do not fit: raise --tp or --pp, or use fp8")
+        fix, where = (f"lower --batch to {max_batch}", "batch") if max_batch >= 1 else \
+            _no_room(lay, kv_cap, tp=tp, pp=pp, precision=precision)
         raise ModelError(
             f"{model.name} at tp={tp}, pp={pp}, batch={batch}, context {context} needs "
             f"{mem / _GIB:.1f} GiB per GPU but {lay.gpu.name} has "
-            f"{lay.gpu.memory_gib:.0f} GiB; {fix}", field="inference.batch")
+            f"{lay.gpu.memory_gib:.0f} GiB; {fix}", field=f"inference.{where}")
     pre = lay.prefill([prompt_len] * batch)
     dec = lay.decode(batch, batch * (prompt_len + output_len / 2))
     first = lay.decode(batch, batch * (prompt_len + 1))
@@ -887,10 +907,10 @@ def continuous_batching(model: TransformerSpec, fabric: Fabric, *, prompt_len: i
     kv_cap = lay.kv_capacity_tokens(memory_fraction)
     kv_batch = int(kv_cap // lay.kv_tokens(prompt_len + output_len))
     if kv_batch < 1:
+        fix, where = _no_room(lay, kv_cap, tp=tp, pp=pp, precision=precision)
         raise ModelError(f"{model.name} leaves no room for one request of "
                          f"{prompt_len + output_len} tokens on {lay.gpu.name} at tp={tp}, "
-                         f"pp={pp}; raise --tp or --pp, or use fp8",
-                         field="inference.tp")
+                         f"pp={pp}; {fix}", field=f"inference.{where}")
     pf = lay.prefill_marginal_s(prompt_len)
 
     def step(b: int) -> tuple[float, float]:
