@@ -72,3 +72,21 @@ def test_infer_serves_the_scenarios_model_and_names_what_it_does_not_use(
     sc.write_text("cluster: {system: dgx-h100, nodes: 1}\ntraining: {model: llama3-9b}\n")
     assert main(["infer", str(sc)]) == 2
     assert "training.model" in capsys.readouterr().err
+
+
+def test_infer_json_says_where_it_ran_and_warns_for_both_instances(
+        capsys) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    from fabricsim.cli.app import main
+
+    assert main(["infer", "--model", "llama3-70b", "--nodes", "3", "--prefill-tp", "16",
+                 "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["cluster"] == {"system": "dgx-h100", "gpu": "h100-sxm", "fabric": "ib-ndr",
+                            "topology": "rail-optimized", "nodes": 3, "gpus": 24}
+    assert d["model_params"] > 70e9
+    assert any("prefill instance: tp=16 spans" in w
+               for w in d["disaggregated"]["warnings"])
+    assert main(["infer", "--tp", "3"]) == 2  # suggests only what 8 GPUs hold
+    assert "use --tp 1, 2, 4, 8\n" in capsys.readouterr().err

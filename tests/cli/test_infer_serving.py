@@ -50,7 +50,7 @@ def test_table_shows_the_new_sections(capsys: pytest.CaptureFixture[str]) -> Non
 
 
 @pytest.mark.parametrize("args, needles", [
-    (["--nodes", "3", "--pp", "3"], ["inference.pp", "80 layers", "--pp 1, 2, 4"]),
+    (["--nodes", "3", "--pp", "3"], ["inference.pp", "80 layers", "--pp 1, 2\n"]),
     (["--pp", "2"], ["inference.pp", "add --nodes"]),
     (["--pp", "0"], ["inference.pp", "--pp must be a positive integer"]),
     (["--ep", "2"], ["inference.ep", "mixture-of-experts"]),

@@ -121,6 +121,10 @@ def register(app: typer.Typer) -> None:
         r = simulate_inference(m, fab, batch=batch, prompt_len=prompt_len,
                                output_len=output_len, **kw)
         d = r.as_dict()
+        d["cluster"] = {"system": fab.info.system, "gpu": fab.info.gpu,
+                        "fabric": fab.info.fabric, "topology": fab.info.topology,
+                        "nodes": fab.info.servers, "gpus": fab.n_gpus}
+        d["model_params"] = m.params
         d["notes"] = notes
         cont = None
         if tpot_target is not None or max_batch is not None:
@@ -149,9 +153,12 @@ def register(app: typer.Typer) -> None:
                   f"{r.prefill_s * 1e3:.1f} ms  (comm {d['prefill_comm_share']:.0%})")
         t.add_row("time per output token", f"{r.tpot_s * 1e3:.2f} ms  (first "
                   f"{d['tpot_first_s'] * 1e3:.2f}, last {d['tpot_last_s'] * 1e3:.2f})")
+        hidden = {"compute_s": " (overlaps the weight reads)",
+                  "launch_s": " (overlaps the GPU work)"}
         for k, v in d["decode_breakdown_s"].items():
             if v:
-                t.add_row(f"  decode {k.removesuffix('_s')}", f"{v * 1e3:.2f} ms")
+                t.add_row(f"  decode {k.removesuffix('_s')}{hidden.get(k, '')}",
+                          f"{v * 1e3:.2f} ms")
         t.add_row("communication share of decode", f"{r.comm_share:.1%}")
         t.add_row("tokens/s per request", f"{r.tokens_per_s_per_request:,.1f}")
         t.add_row("tokens/s (batch, decode)", f"{r.tokens_per_s:,.0f}")
@@ -189,7 +196,7 @@ def register(app: typer.Typer) -> None:
                           f"traffic stays on NVLink/PCIe and the scale-out fabric "
                           f"({fab.info.fabric}, {fab.info.topology}) and the server count do "
                           f"not change these figures")
-        for w in r.warnings:
+        for w in r.warnings + (dis.warnings if dis is not None else []):
             console.print(f"[yellow]warning:[/] {w}")
         for n in notes:
             console.print(f"note: {n}")

@@ -604,13 +604,13 @@ def _layout(model: TransformerSpec, fabric: Fabric, *, tp: int, pp: int, ep: int
         raise ConfigError(f"{what} exceeds the {free} GPUs of the cluster left for this "
                           f"instance; add --nodes or lower --tp/--pp",
                           field="inference.pp" if pp > 1 else "inference.tp")
-    if model.heads % tp:
-        ok = [d for d in range(1, model.heads + 1) if model.heads % d == 0 and d <= 64]
+    if model.heads % tp:  # suggest only sizes the cluster can hold
+        ok = [d for d in range(1, model.heads + 1) if model.heads % d == 0 and d * pp <= free]
         raise ConfigError(f"tp={tp} must divide the {model.heads} attention heads of "
                           f"{model.name}; use --tp {', '.join(map(str, ok[-6:]))}",
                           field="inference.tp")
     if model.layers % pp:
-        ok = [d for d in range(1, model.layers + 1) if model.layers % d == 0]
+        ok = [d for d in range(1, model.layers + 1) if model.layers % d == 0 and d * tp <= free]
         raise ConfigError(f"pp={pp} must divide the {model.layers} layers of {model.name}; "
                           f"use --pp {', '.join(map(str, ok[:8]))}", field="inference.pp")
     if ep > 1:
@@ -846,7 +846,8 @@ class ContinuousResult(Tabular):
     """What stopped the batch from growing: tpot-target, kv-cache or max-batch."""
     kv_capacity_tokens: float
     max_batch_kv: int
-    """Largest batch the KV cache holds at the mean context."""
+    """Largest batch the KV cache holds with every request at its full context (prompt
+    + output: a request keeps its cache until it ends)."""
 
     @property
     def tokens_per_s_per_gpu(self) -> float:
@@ -1125,6 +1126,9 @@ class DisaggregatedResult(Tabular):
     tokens_per_s: float
     """Output tokens per second of the pair (the slower side sets the pace)."""
     crosses_servers: bool
+    warnings: list[str] = field(default_factory=list)
+    """An instance whose TP group spans beyond its NVLink domain, as
+    :attr:`InferenceResult.warnings`."""
 
     @property
     def tokens_per_s_per_gpu(self) -> float:
@@ -1222,4 +1226,6 @@ def disaggregated_serving(model: TransformerSpec, fabric: Fabric, *, prefill_tp:
         prefill_s=t_pre, ttft_s=t_pre + exposed, tpot_s=tpot, batch=batch,
         prefill_requests_per_s=rate_p, decode_requests_per_s=rate_d,
         tokens_per_s=rate * output_len,
-        crosses_servers=(prefill_tp - 1) // gps != first_decode // gps)
+        crosses_servers=(prefill_tp - 1) // gps != first_decode // gps,
+        warnings=[f"prefill instance: {w}" for w in _span_warning(pre)]
+        + [f"decode instance: {w}" for w in _span_warning(dec)])
