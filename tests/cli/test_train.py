@@ -266,3 +266,11 @@ def test_goodput_flags_name_themselves(capsys: pytest.CaptureFixture[str]) -> No
     assert code == 0, err
     code, _, err = run(capsys, *base, "--restart-min", "-1")
     assert code == 2 and "--restart-min" in err
+
+
+def test_a_megatron_list_without_a_model_asks_for_one(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """It used to time llama3-8b, said nowhere."""
+    code, _, err = run(capsys, "train", "--system", "dgx-h100", "--nodes", "2",
+                       "--from-megatron", "--tensor-model-parallel-size 8")
+    assert code == 2 and err.startswith("error: --model: the Megatron list sets no model")

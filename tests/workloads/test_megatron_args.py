@@ -150,3 +150,38 @@ def test_gradients_reduce_in_fp32_unless_told_bf16(args: str, grad_bytes: int) -
     parameters', BF16), torch FSDP2 without a mixed-precision policy in BF16."""
     s, ignored = parse_megatron_args(f"--tensor-model-parallel-size 2 {args}")
     assert s["grad_bytes"] == grad_bytes and not ignored
+
+
+def test_current_megatron_vp_and_recompute_flags() -> None:
+    """--num-virtual-stages-per-pipeline-rank (Megatron's VP flag today) and
+    --recompute-activations (selective) were listed as having no effect."""
+    s, ignored = parse_megatron_args("--pipeline-model-parallel-size 4 "
+                                     "--num-virtual-stages-per-pipeline-rank 5 "
+                                     "--recompute-activations")
+    assert (s["interleave"], s["recompute"]) == (5, "selective") and not ignored
+    s, _ = parse_megatron_args("--recompute-activations --recompute-granularity full")
+    assert s["recompute"] == "full"
+
+
+@pytest.mark.parametrize(("args", "match"), [
+    ("--pipeline-model-parallel-size 4 --num-layers 80 "
+     "--num-layers-per-virtual-pipeline-stage 0", "must be a positive integer, got 0"),
+    ("--pipeline-model-parallel-size 0 --num-layers 80 "
+     "--num-layers-per-virtual-pipeline-stage 2", "must be a positive integer, got 0"),
+    ("--pipeline-model-parallel-size 4 --num-layers 80 "
+     "--num-layers-per-virtual-pipeline-stage -2", "got -2"),
+    ("--virtual-pipeline-model-parallel-size 5 --num-layers 80 "
+     "--num-layers-per-virtual-pipeline-stage 2", "both set the virtual pipeline size")])
+def test_bad_virtual_pipeline_lists_are_refused(args: str, match: str) -> None:
+    """(They raised ZeroDivisionError, or the per-stage form silently won.)"""
+    with pytest.raises(ConfigError, match=match):
+        parse_megatron_args(args)
+
+
+def test_flags_read_only_with_another_are_listed_ignored() -> None:
+    s, ignored = parse_megatron_args("--recompute-num-layers 4 "
+                                     "--moe-token-dispatcher-type allgather")
+    assert "recompute_layers" not in s
+    assert ignored == ["--moe-token-dispatcher-type allgather (timed as alltoall)",
+                       "--recompute-num-layers 4 (no --recompute-method: Megatron reads "
+                       "it only with one)"]

@@ -142,6 +142,14 @@ def job_from_cli(scenario: Path | None, *, model: str | None, flags: dict[str, A
         from fabricsim.workloads.megatron import parse_megatron_args
 
         parsed, ignored = parse_megatron_args(megatron)
+        from fabricsim.workloads.models import MODEL_FIELDS
+
+        if model is None and "model" not in section \
+                and not any(k in MODEL_FIELDS for k in (*section, *parsed)):
+            raise ConfigError("the Megatron list sets no model shape and none is named: "
+                              "give --model (e.g. llama3-70b), or --num-layers, "
+                              "--hidden-size, --ffn-hidden-size, --num-attention-heads in "
+                              "the list and vocab in a scenario", field="--model")
         section.update(parsed)
         extra_notes = [f"--from-megatron ignored (no effect on the step time): "
                        f"{', '.join(ignored)}"] if ignored else []

@@ -67,11 +67,13 @@ MEGATRON_FLAGS: dict[str, tuple[str, Callable[[str, str], Any] | None]] = {
     "--expert-tensor-parallel-size": ("etp", _int),
     "--virtual-pipeline-model-parallel-size": ("interleave", _int),
     "--num-layers-per-virtual-pipeline-stage": ("_layers_per_vstage", _int),
+    "--num-virtual-stages-per-pipeline-rank": ("_vstages", _int),
     "--micro-batch-size": ("micro_batch", _int),
     "--global-batch-size": ("global_batch", _int),
     "--seq-length": ("seq_len", _int),
     "--sequence-parallel": ("sequence_parallel", None),
     "--recompute-granularity": ("recompute", lambda v, f: v),
+    "--recompute-activations": ("_recompute_act", None),
     "--recompute-method": ("_recompute_method", lambda v, f: v),
     "--recompute-num-layers": ("_recompute_num_layers", _int),
     "--recompute-modules": ("recompute_modules", lambda v, f: v.split()),
@@ -186,6 +188,11 @@ def parse_megatron_args(text: str) -> tuple[dict[str, Any], list[str]]:
     if shard is not None and not out.get("_megatron_fsdp"):  # read by Megatron-FSDP only
         ignored.append(f"--data-parallel-sharding-strategy {out.pop('_dp_shard')} (no "
                        f"--use-megatron-fsdp: it applies to Megatron-FSDP only)")
+    if out.get("_dispatcher") == "allgather":  # no all-gather dispatcher is modelled
+        ignored.append("--moe-token-dispatcher-type allgather (timed as alltoall)")
+    if "_recompute_num_layers" in out and "_recompute_method" not in out:
+        ignored.append(f"--recompute-num-layers {out.pop('_recompute_num_layers')} (no "
+                       f"--recompute-method: Megatron reads it only with one)")
     low = "NVFP4" if out.get("_fp4") else "BF16"
     if "fp8_recipe" in out and not out.get("_fp8"):  # Megatron reads it under --fp8-format
         ignored.append(f"--fp8-recipe {out.pop('fp8_recipe')} (no --fp8-format: {low})")
@@ -244,6 +251,25 @@ def _finish(raw: dict[str, Any]) -> dict[str, Any]:
     for key, default in (("sequence_parallel", False), ("overlap_grad_reduce", False),
                          ("overlap_param_gather", False), ("zero", 0)):
         out.setdefault(key, default)
+    vp_flags = [f for f, k in (("--virtual-pipeline-model-parallel-size", "interleave"),
+                               ("--num-layers-per-virtual-pipeline-stage",
+                                "_layers_per_vstage"),
+                               ("--num-virtual-stages-per-pipeline-rank", "_vstages"),
+                               ("--pipeline-model-parallel-layout", "pipeline_layout"))
+                if raw.get(k) is not None]
+    if len(vp_flags) > 1:  # Megatron asserts at most one of them
+        raise ConfigError(f"{' and '.join(vp_flags)} both set the virtual pipeline size; "
+                          f"keep one", field="--from-megatron")
+    for flag, key in (("--pipeline-model-parallel-size", "pp"),
+                      ("--num-layers-per-virtual-pipeline-stage", "_layers_per_vstage"),
+                      ("--num-virtual-stages-per-pipeline-rank", "_vstages")):
+        if raw.get(key) is not None and raw[key] < 1:
+            raise ConfigError(f"{flag} must be a positive integer, got {raw[key]}",
+                              field="--from-megatron")
+    if raw.get("_vstages") is not None:
+        out["interleave"] = raw["_vstages"]
+    if raw.get("_recompute_act") and out.get("recompute") is None:
+        out["recompute"] = "selective"  # Megatron: --recompute-activations
     per_vstage = raw.get("_layers_per_vstage")
     if per_vstage is not None:
         layers, pp = out.get("layers"), out.get("pp", 1)

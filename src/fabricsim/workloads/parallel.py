@@ -370,8 +370,8 @@ class ParallelConfig(StrictModel):
             raise bad("ep_overlap", "ep_overlap needs ep > 1 (no expert all-to-all to hide)")
         if self.tp_comm_overlap and not self.sequence_parallel:
             raise bad("tp_comm_overlap", "tp_comm_overlap needs sequence parallelism (as "
-                                         "Megatron's userbuffers overlap does); drop "
-                                         "--no-sequence-parallel")
+                                         "Megatron's userbuffers overlap does): turn it on "
+                                         "(--sequence-parallel)")
         if self.moe_imbalance > 1.0 and not model.is_moe:
             raise bad("moe_imbalance", f"moe_imbalance needs a mixture-of-experts model; "
                                        f"{model.name} is dense: drop --moe-imbalance")
