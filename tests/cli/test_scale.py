@@ -99,3 +99,28 @@ def test_scale_reads_a_pasted_megatron_list(capsys: pytest.CaptureFixture[str]) 
     plain = json.loads(capsys.readouterr().out)  # no VP: a longer bubble
     assert all(v["tokens_per_s"] > p["tokens_per_s"]
                for v, p in zip(d["points"], plain["points"], strict=True))
+
+
+def test_scale_and_plan_build_the_scenarios_own_cluster(
+        tmp_path, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
+    """A user-defined system, a calibration (cluster.params) and --gpus-per-node reach
+    every size: scale and plan give train's step (scale refused the system, dropped
+    the calibration and the GPUs per server)."""
+    sc = tmp_path / "s.yaml"
+    sc.write_text("systems:\n  box: {base: dgx-h100}\n"
+                  "cluster:\n  system: box\n  nodes: 8\n  gpus_per_node: 4\n"
+                  "  params: {calibration: {net.efficiency: 0.3}}\n"
+                  "training: {model: llama3-8b, tp: 4, global_batch: 64, seq_len: 4096}\n")
+    steps = []
+    for cmd in (["train", str(sc)], ["plan", str(sc), "--fabrics", "ib-ndr"],
+                ["scale", str(sc), "--gpus", "32", "--strong"]):
+        assert main([*cmd, "--json"]) == 0
+        d = json.loads(capsys.readouterr().out)
+        steps.append(d.get("step_time_s") or (d.get("fabrics") or d.get("points"))[0]
+                     ["step_time_s"])
+    assert steps[1] == pytest.approx(steps[0], rel=1e-9)
+    assert steps[2] == pytest.approx(steps[0], rel=1e-9)
+    sc.write_text(sc.read_text().replace("  params: {calibration: {net.efficiency: 0.3}}\n",
+                                         ""))
+    assert main(["train", str(sc), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["step_time_s"] < steps[0]  # calibrated slower

@@ -115,7 +115,10 @@ def register(app: typer.Typer) -> None:
             **stack_flags(fsdp_impl, attention_kernel, grad_reduce_dtype))
         sc, m, cfg, extra = job_from_cli(scenario, model=model, flags=flags)
         c = sc.cluster
-        sysp = get_catalog().system(c.system)
+        from fabricsim.catalog import with_systems
+
+        cat = with_systems(get_catalog(), sc.systems) if sc.systems else None
+        sysp = (cat or get_catalog()).system(c.system)
         gpn = c.gpus_per_node or sysp.gpus
         n = nodes_for(gpus, nodes, gpn) or c.nodes
         section = dict(sc.training or {})
@@ -130,7 +133,7 @@ def register(app: typer.Typer) -> None:
             lifetime_years=lifetime_years,
             backend=backend or extra.get("backend") or "analytic",
             cluster_params=dict(c.params), zero=planner_zero(cfg),
-            options=stack_options(cfg))
+            options=stack_options(cfg), catalog=cat)
         rows = []
         for o in opts:
             d = o.as_dict()

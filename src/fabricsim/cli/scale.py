@@ -108,9 +108,11 @@ def register(app: typer.Typer) -> None:
             raise ConfigError("--strong keeps the global batch fixed: give --global-batch "
                               "(or global_batch in the scenario)", field="--global-batch")
         c = sc.cluster
-        from fabricsim.catalog import get_catalog
+        from fabricsim.catalog import get_catalog, with_systems
+        from fabricsim.scenario.fabric import scenario_gpus
 
-        world = c.nodes * (c.gpus_per_node or get_catalog().system(c.system).gpus)
+        cat = with_systems(get_catalog(), sc.systems) if sc.systems else None
+        world = scenario_gpus(sc, cat)
         spr = weak_scaling_batch(cfg, world) if not strong else None
         notes: list[str] = list(extra.get("notes", []))
         mp = cfg.tp * cfg.pp * cfg.cp
@@ -139,7 +141,10 @@ def register(app: typer.Typer) -> None:
                             seqs_per_replica=spr,
                             global_batch=cfg.global_batch if strong else None,
                             backend=backend or extra.get("backend") or "analytic",
-                            gpu_hour_usd=price_from_cli(gpu_hour_usd, extra))
+                            gpu_hour_usd=price_from_cli(gpu_hour_usd, extra),
+                            gpus_per_node=c.gpus_per_node, catalog=cat,
+                            cluster_kw=dict(params=dict(c.params), tiers=c.tiers,
+                                            planes=c.planes, radix=c.radix))
         ok = [p for p in pts if p["feasible"]]
         if plot is not None:
             from fabricsim.plots.scaling import plot_scaling

@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fabricsim.catalog import get_catalog
+from fabricsim.catalog import Catalog, get_catalog
 from fabricsim.errors import ConfigError, ModelError, unknown
 from fabricsim.fabric import build_cluster
 from fabricsim.results import Tabular
@@ -75,7 +75,8 @@ def compare_fabrics(model: TransformerSpec, *, system: str, nodes: int,
                     backend: str = "analytic", cloud_proxy: bool = True,
                     cluster_params: dict[str, Any] | None = None,
                     zero: tuple[int | str, ...] = (1,),
-                    options: Mapping[str, Any] | None = None) -> list[FabricOption]:
+                    options: Mapping[str, Any] | None = None,
+                    catalog: Catalog | None = None) -> list[FabricOption]:
     """Time, price and compare ``model`` on ``nodes`` × ``system`` for each fabric.
 
     Parameters
@@ -96,12 +97,14 @@ def compare_fabrics(model: TransformerSpec, *, system: str, nodes: int,
         Default: the system preset's price.
     lifetime_years : float
         Amortisation period of the fabric capex.
+    catalog : Catalog, optional
+        One with user-defined systems (:func:`fabricsim.catalog.with_systems`).
 
     Returns
     -------
     list of FabricOption, in the order of ``fabrics``.
     """
-    cat = get_catalog()
+    cat = catalog or get_catalog()
     if not fabrics:
         raise ConfigError("give at least one fabric, e.g. ib-ndr,roce-400g,efa",
                           field="fabrics")
@@ -114,7 +117,7 @@ def compare_fabrics(model: TransformerSpec, *, system: str, nodes: int,
     for f in fabrics:
         fab = build_cluster(system, nodes, gpus_per_node=gpus_per_node, fabric=f,
                             topology=topology, oversubscription=oversubscription,
-                            params=dict(cluster_params or {}))
+                            params=dict(cluster_params or {}), catalog=catalog)
         if cfg is not None:
             step = simulate_step(model, cfg, fab, backend=backend, gpu_hour_usd=price)
             planned = False

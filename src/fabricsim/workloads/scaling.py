@@ -42,9 +42,10 @@ fabricsim.errors.ModelError: gpus: no GPU count in the sweep can hold this job: 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from fabricsim.catalog import Catalog
 from fabricsim.errors import FabricsimError, ModelError
 from fabricsim.fabric import Fabric, build_cluster
 from fabricsim.workloads.comm import CommModel, EngineComm
@@ -81,8 +82,9 @@ def scaling_curve(model: TransformerSpec, system: str, gpus: Sequence[int],
                   accumulation: int = 1, seqs_per_replica: int | None = None,
                   global_batch: int | None = None,
                   backend: str = "analytic", gpu_hour_usd: float | None = None,
-                  comm_factory: Callable[[Fabric], CommModel] | None = None
-                  ) -> list[dict[str, Any]]:
+                  comm_factory: Callable[[Fabric], CommModel] | None = None,
+                  gpus_per_node: int | None = None, catalog: Catalog | None = None,
+                  cluster_kw: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
     """Simulate ``model`` at each GPU count in ``gpus`` and report scaling efficiency.
 
     Parameters
@@ -93,6 +95,11 @@ def scaling_curve(model: TransformerSpec, system: str, gpus: Sequence[int],
     global_batch : int, optional
         Strong scaling: this many sequences per step at every size (sizes it does not
         split over are infeasible, with the reason); ``seqs_per_replica`` is then unused.
+    gpus_per_node, catalog, cluster_kw
+        The servers as the job's cluster has them: GPUs used per server, a catalog with
+        user-defined systems (:func:`fabricsim.catalog.with_systems`), and the other
+        :func:`~fabricsim.fabric.build_cluster` settings (``params`` — a calibration —,
+        ``tiers``, ``planes``, ``radix`` ...), the same at every size.
 
     Returns
     -------
@@ -111,7 +118,7 @@ def scaling_curve(model: TransformerSpec, system: str, gpus: Sequence[int],
     from fabricsim.catalog import get_catalog
     from fabricsim.workloads.step import simulate_step
 
-    per_node = get_catalog().system(system).gpus
+    per_node = gpus_per_node or (catalog or get_catalog()).system(system).gpus
     mp = cfg.tp * cfg.pp * cfg.cp
     spr = seqs_per_replica or cfg.micro_batch * accumulation * (4 * cfg.pp if cfg.pp > 1
                                                                  else 1)
@@ -143,9 +150,10 @@ def scaling_curve(model: TransformerSpec, system: str, gpus: Sequence[int],
         gb = global_batch if global_batch is not None else spr * dp
         c = cfg.model_copy(update={"dp": None, "global_batch": gb})
         try:
-            nodes, gpn = (n // per_node, None) if n >= per_node else (1, n)
+            nodes, gpn = (n // per_node, gpus_per_node) if n >= per_node else (1, n)
             fab = build_cluster(system, nodes, gpus_per_node=gpn, fabric=fabric,
-                                topology=topology, oversubscription=oversubscription)
+                                topology=topology, oversubscription=oversubscription,
+                                catalog=catalog, **dict(cluster_kw or {}))
             c.resolve(model, n)
         except FabricsimError as e:
             out.append({"gpus": n, "feasible": False, "reason": str(e)})
