@@ -274,3 +274,19 @@ def test_a_megatron_list_without_a_model_asks_for_one(
     code, _, err = run(capsys, "train", "--system", "dgx-h100", "--nodes", "2",
                        "--from-megatron", "--tensor-model-parallel-size 8")
     assert code == 2 and err.startswith("error: --model: the Megatron list sets no model")
+
+
+def test_plan_parallel_keeps_the_scenarios_overlap_switches(
+        capsys: pytest.CaptureFixture[str], tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """tp_comm_overlap and overlap_grad_reduce of a scenario hold for the layouts the
+    search tries (they came back as the defaults, without a word)."""
+    sc = tmp_path / "s.yaml"
+    sc.write_text("cluster: {system: dgx-h100, nodes: 2}\n"
+                  "training: {model: llama3-8b, tp_comm_overlap: true,"
+                  " overlap_grad_reduce: false, seq_len: 4096, global_batch: 32}\n")
+    code, out, err = run(capsys, "plan-parallel", str(sc), "--top", "50", "--json")
+    assert code == 0, err
+    res = json.loads(out)["results"]
+    assert all(r["parallel"]["overlap_grad_reduce"] is False for r in res)
+    assert all(r["parallel"]["tp_comm_overlap"] is (r["parallel"]["tp"] > 1) for r in res)
+    assert any(r["parallel"]["tp"] > 1 for r in res)

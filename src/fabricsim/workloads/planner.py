@@ -46,7 +46,10 @@ __all__ = ["FSDP_ONLY", "STACK_FIELDS", "Plan", "candidates", "plan_parallel",
 #: :class:`ParallelConfig` fields that describe the software stack, not the layout: a
 #: job's values hold for every candidate layout the planner tries.
 STACK_FIELDS = ("attention_kernel", "grad_bytes", "fp8_recipe", "fsdp_impl",
-                "reshard_after_forward")
+                "reshard_after_forward", "sequence_parallel", "tp_overlap",
+                "tp_comm_overlap", "ep_overlap", "overlap_grad_reduce",
+                "overlap_param_gather", "overlap_p2p_comm", "moe_dispatcher",
+                "moe_node_limit", "moe_imbalance")
 
 #: Options that only apply to fully sharded (``zero="fsdp"``) candidates.
 FSDP_ONLY = ("fsdp_impl", "reshard_after_forward")
@@ -220,7 +223,8 @@ layouts, and the search tries zero=(1,): search zero=('fsdp',) (--zero fsdp) or 
             opts = {k: v for k, v in options.items()
                     if not (k == "tp_comm_overlap"
                             and not 1 < cfg.tp <= fabric.info.nvlink_domain_gpus)
-                    and not (k == "ep_overlap" and cfg.ep == 1)
+                    and not (k in ("ep_overlap", "moe_node_limit") and cfg.ep == 1)
+                    and not (k == "overlap_p2p_comm" and cfg.pp == 1)
                     and not (k in FSDP_ONLY and cfg.zero_stage < 3)}
             cfg = ParallelConfig.model_validate({**cfg.model_dump(), **opts})
         try:
