@@ -32,7 +32,8 @@ def test_pipeline_overlap_switches(flag: str, value: bool | None) -> None:
 def test_model_shape_and_block_recompute() -> None:
     s, _ = parse_megatron_args(
         "--num-layers 32 --hidden-size 4096 --ffn-hidden-size 14336 "
-        "--num-attention-heads 32 --num-query-groups 8 --recompute-granularity full "
+        "--num-attention-heads 32 --group-query-attention --num-query-groups 8 "
+        "--recompute-granularity full "
         "--recompute-method block --recompute-num-layers 4 --fp8-format hybrid --bf16")
     assert (s["layers"], s["hidden"], s["ffn"], s["heads"], s["kv_heads"]) == \
         (32, 4096, 14336, 32, 8)
@@ -185,3 +186,21 @@ def test_flags_read_only_with_another_are_listed_ignored() -> None:
     assert ignored == ["--moe-token-dispatcher-type allgather (timed as alltoall)",
                        "--recompute-num-layers 4 (no --recompute-method: Megatron reads "
                        "it only with one)"]
+
+
+@pytest.mark.parametrize(("args", "match"), [
+    ("model.tensor_model_parallel_size=4 trainer.num_nodes=2", "NeMo/Hydra override"),
+    ("--fp8-format e5m2", "e4m3 or hybrid"),
+    ("--overlap-param-gather --overlap-grad-reduce", "needs --use-distributed-optimizer"),
+    ("--use-distributed-optimizer --overlap-param-gather", "needs --overlap-grad-reduce")])
+def test_lists_megatron_would_refuse_are_refused(args: str, match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        parse_megatron_args(args)
+
+
+def test_query_groups_need_group_query_attention() -> None:
+    """Megatron sets num_query_groups only under --group-query-attention."""
+    s, ignored = parse_megatron_args("--num-query-groups 8")
+    assert "kv_heads" not in s and ignored[0].startswith("--num-query-groups 8 (no ")
+    s, ignored = parse_megatron_args("--group-query-attention --num-query-groups 8")
+    assert s["kv_heads"] == 8 and not ignored

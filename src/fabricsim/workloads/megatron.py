@@ -114,6 +114,7 @@ MEGATRON_FLAGS: dict[str, tuple[str, Callable[[str, str], Any] | None]] = {
     "--ffn-hidden-size": ("ffn", _int),
     "--num-attention-heads": ("heads", _int),
     "--num-query-groups": ("kv_heads", _int),
+    "--group-query-attention": ("_gqa", None),
     "--num-experts": ("experts", _int),
     "--moe-router-topk": ("top_k", _int),
     "--moe-router-num-groups": ("router_groups", _int),
@@ -188,6 +189,25 @@ def parse_megatron_args(text: str) -> tuple[dict[str, Any], list[str]]:
     if shard is not None and not out.get("_megatron_fsdp"):  # read by Megatron-FSDP only
         ignored.append(f"--data-parallel-sharding-strategy {out.pop('_dp_shard')} (no "
                        f"--use-megatron-fsdp: it applies to Megatron-FSDP only)")
+    hydra = [w for w in ignored if not w.startswith("-") and "=" in w.split()[0]]
+    if hydra:
+        raise ConfigError(f"{hydra[0].split()[0]} is a NeMo/Hydra override, not a Megatron "
+                          f"argument: paste Megatron-LM's flags (e.g. "
+                          f"--tensor-model-parallel-size 4) or use a scenario file",
+                          field="--from-megatron")
+    if out.get("_fp8") not in (None, "e4m3", "hybrid"):
+        raise ConfigError(f"--fp8-format must be e4m3 or hybrid, got {out['_fp8']!r}",
+                          field="--from-megatron")
+    if "kv_heads" in out and not out.get("_gqa"):  # Megatron reads it only under GQA
+        ignored.append(f"--num-query-groups {out.pop('kv_heads')} (no "
+                       f"--group-query-attention: Megatron then runs multi-head attention)")
+    if out.get("overlap_param_gather") and not (
+            out.get("zero") or out.get("_megatron_fsdp") or out.get("_torch_fsdp2")):
+        raise ConfigError("--overlap-param-gather needs --use-distributed-optimizer (or "
+                          "Megatron-FSDP), as Megatron asserts", field="--from-megatron")
+    if out.get("overlap_param_gather") and not out.get("overlap_grad_reduce"):
+        raise ConfigError("--overlap-param-gather needs --overlap-grad-reduce, as Megatron "
+                          "asserts", field="--from-megatron")
     if out.get("_dispatcher") == "allgather":  # no all-gather dispatcher is modelled
         ignored.append("--moe-token-dispatcher-type allgather (timed as alltoall)")
     if "_recompute_num_layers" in out and "_recompute_method" not in out:
