@@ -290,3 +290,24 @@ def test_plan_parallel_keeps_the_scenarios_overlap_switches(
     assert all(r["parallel"]["overlap_grad_reduce"] is False for r in res)
     assert all(r["parallel"]["tp_comm_overlap"] is (r["parallel"]["tp"] > 1) for r in res)
     assert any(r["parallel"]["tp"] > 1 for r in res)
+
+
+@pytest.mark.parametrize(("args", "start"), [
+    (["train", "--system", "dgx-h100", "--nodes", "16", "--model", "llama3-70b", "--tp", "8",
+      "--pp", "4", "--global-batch", "1000000000000"], "error: --global-batch: one step takes"),
+    (["plan", "--system", "dgx-h100", "--gpus", "64", "--model", "llama3-8b", "--tp", "8",
+      "--global-batch", "64", "--fabrics", "ib-ndr", "--gpu-hour-usd", "1e308"],
+     "error: --gpu-hour-usd: must be at most 10,000"),
+    (["plan-parallel", "--nodes", "1", "--model", "llama3-70b", "--global-batch", "64"],
+     "error: training: no configuration of llama3-70b fits"),
+    (["scale", "--system", "dgx-h100", "--model", "llama3-8b", "--fsdp-impl", "megatron",
+      "--gpus", "8,16"], "error: training.fsdp_impl:"),
+    (["scale", "--model", "llama3-8b", "--gpus", ",".join(str(8 * i) for i in range(1, 70))],
+     "error: gpus: at most 64 GPU counts")])
+def test_limits_name_their_cause(args: list[str], start: str,
+                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """(A year-long step blamed checkpoints, a $1e308 GPU-hour printed Infinity into
+    JSON, plan-parallel exited 0 with nothing to run, scale blamed 'gpus' for a flag,
+    and took any number of sizes.)"""
+    code, _, err = run(capsys, *args)
+    assert code == 2 and err.startswith(start), err

@@ -70,6 +70,10 @@ def register(app: typer.Typer) -> None:
                              precision=cfg.precision, zero=planner_zero(cfg),
                              backend=backend or extra.get("backend") or "analytic", top=top,
                              options=stack_options(cfg))
+        if not plan.results:  # nothing runs: an error, as plan says it
+            from fabricsim.errors import ModelError
+
+            raise ModelError("; ".join(plan.notes), field="training")
         if as_json:
             print_json({"model": m.name, "gpus": fab.n_gpus, "global_batch": gb,
                         "evaluated": plan.evaluated, "rejected_memory": plan.rejected_memory,

@@ -254,7 +254,8 @@ def run_goodput(fab: Any, params: float, step_time_s: float, price: float, world
                                  restart_s=restart * 60.0)
     except ModelError as e:  # name the flag behind the loss
         flag = {"checkpoint_write_bytes_per_s": "--checkpoint-gbps",
-                "restart_s": "--restart-min"}.get(e.field or "", e.field)
+                "restart_s": "--restart-min",
+                "step_time_s": "--global-batch"}.get(e.field or "", e.field)
         raise ModelError(e.message, field=flag) from None
 
 
@@ -282,9 +283,19 @@ def price_from_cli(flag: float | None, extra: dict[str, Any]) -> float | None:
     """The $/GPU-hour to use: ``--gpu-hour-usd`` if given (positive and finite, else a
     :class:`~fabricsim.errors.ConfigError` naming the flag), else the scenario's."""
     if flag is not None:
-        return check_positive(flag, "--gpu-hour-usd")
-    price = extra.get("gpu_hour_usd")
-    return float(price) if price is not None else None
+        price: float | None = check_positive(flag, "--gpu-hour-usd")
+    else:
+        price = float(extra["gpu_hour_usd"]) if extra.get("gpu_hour_usd") is not None \
+            else None
+    if price is not None and price > MAX_GPU_HOUR_USD:  # dollars that overflow mean nothing
+        raise ConfigError(f"must be at most {MAX_GPU_HOUR_USD:,.0f} $ per GPU-hour, got "
+                          f"{price:g}", field="--gpu-hour-usd" if flag is not None
+                          else "gpu_hour_usd")
+    return price
+
+
+#: Highest price of a GPU-hour taken (a GPU-hour costs dollars, not 1e308 of them).
+MAX_GPU_HOUR_USD = 10_000.0
 
 
 def _grad_bytes(dtype: str | None) -> int | None:

@@ -504,10 +504,15 @@ the job
     lost_work = (interval / 2.0 + background) / mtbf_s
     lost_restart = restart / mtbf_s
     lost = lost_ckpt + lost_work + lost_restart
-    if lost >= 1.0:  # the field: restarts, or the checkpoints (whose cost sets both
-        # their own share and the interval's lost work, equal at the optimum)
-        cause = "restart_s" if lost_restart > lost_ckpt + lost_work \
-            else "checkpoint_write_bytes_per_s"
+    if lost >= 1.0:  # the field: a step longer than the MTBF, the restarts, or the
+        # checkpoints (whose cost sets their own share and the interval's lost work)
+        cause = "step_time_s" if step >= mtbf_s else "restart_s" \
+            if lost_restart > lost_ckpt + lost_work else "checkpoint_write_bytes_per_s"
+        if cause == "step_time_s":
+            raise ModelError(f"one step takes {step / 3600.0:.3g} h, longer than the "
+                             f"{mtbf_s / 3600.0:.3g} h between failures: the job would "
+                             f"rarely finish one; shorten the step (a smaller global batch "
+                             f"or more GPUs)", field=cause)
         raise ModelError(
             f"failures every {mtbf_s / 3600.0:.3g} h cost more than all the wall time "
             f"(checkpoints {lost_ckpt:.0%}, lost work {lost_work:.0%}, restarts "

@@ -53,7 +53,10 @@ from fabricsim.workloads.goodput import goodput_on_fabric
 from fabricsim.workloads.models import TransformerSpec
 from fabricsim.workloads.parallel import ParallelConfig
 
-__all__ = ["scaling_curve", "weak_scaling_batch"]
+__all__ = ["MAX_SIZES", "scaling_curve", "weak_scaling_batch"]
+
+#: GPU counts one curve may hold (each is a whole simulated job).
+MAX_SIZES = 64
 
 
 def weak_scaling_batch(cfg: ParallelConfig, world: int) -> int | None:
@@ -128,7 +131,11 @@ def scaling_curve(model: TransformerSpec, system: str, gpus: Sequence[int],
     if spr < 1 or spr % cfg.micro_batch:
         raise ModelError(f"sequences per replica ({spr}) must be a positive multiple of "
                          f"micro_batch = {cfg.micro_batch}", field="seqs_per_replica")
+    if len(set(gpus)) > MAX_SIZES:
+        raise ModelError(f"at most {MAX_SIZES} GPU counts per sweep, got {len(set(gpus))}",
+                         field="gpus")
     out: list[dict[str, Any]] = []
+    errors: list[FabricsimError] = []
     for n in sorted(set(gpus)):
         if n < 1:
             raise ModelError(f"GPU counts must be >= 1, got {n}", field="gpus")
@@ -157,6 +164,7 @@ def scaling_curve(model: TransformerSpec, system: str, gpus: Sequence[int],
             c.resolve(model, n)
         except FabricsimError as e:
             out.append({"gpus": n, "feasible": False, "reason": str(e)})
+            errors.append(e)
             continue
         comm = comm_factory(fab) if comm_factory else EngineComm(fab, backend=backend)
         r = simulate_step(model, c, fab, comm, gpu_hour_usd=gpu_hour_usd, check_memory=False)
@@ -179,6 +187,8 @@ def scaling_curve(model: TransformerSpec, system: str, gpus: Sequence[int],
                     "main_loss": max(losses, key=lambda k: losses[k])
                     if max(losses.values()) > 0 else "none"})
     ok = [p for p in out if p["feasible"]]
+    if out and not ok and len(errors) == len(out) and len({str(e) for e in errors}) == 1:
+        raise errors[0]  # one cause at every size: the job's own, with its field
     if out and not ok:
         raise ModelError("no GPU count in the sweep can hold this job: " + "; ".join(
             f"{p['gpus']} GPUs: {p['reason']}" for p in out), field="gpus")
