@@ -124,3 +124,20 @@ def test_scale_and_plan_build_the_scenarios_own_cluster(
                                          ""))
     assert main(["train", str(sc), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["step_time_s"] < steps[0]  # calibrated slower
+
+
+def test_scale_takes_the_goodput_inputs(capsys: pytest.CaptureFixture[str]) -> None:
+    """--checkpoint-gbps and --restart-min reach every size, whose JSON carries the MTBF,
+    failures a day and the dollars lost (scale had neither flag)."""
+    base = ["scale", "--model", "llama3-70b", "--tp", "8", "--pp", "4", "--vp", "5",
+            "--seq-len", "8192", "--gpus", "1024,16384", "--strong", "--global-batch",
+            "1024", "--json"]
+    assert main(base) == 0
+    fast = json.loads(capsys.readouterr().out)["points"]
+    assert main([*base, "--checkpoint-gbps", "50", "--restart-min", "30"]) == 0
+    slow = json.loads(capsys.readouterr().out)["points"]
+    assert all(s["goodput"] < f["goodput"] for s, f in zip(slow, fast, strict=True))
+    assert all(s["job_mtbf_hours"] == f["job_mtbf_hours"] for s, f in
+               zip(slow, fast, strict=True))
+    assert fast[1]["failures_per_day"] > fast[0]["failures_per_day"] > 0
+    assert main([*base, "--restart-min", "-1"]) == 2

@@ -24,6 +24,7 @@ from fabricsim.cli.common import (
 from fabricsim.cli.train import (
     AttnKernelOpt,
     BackendOpt,
+    CkptOpt,
     CpOpt,
     EpOpt,
     FsdpImplOpt,
@@ -36,15 +37,18 @@ from fabricsim.cli.train import (
     PrecOpt,
     PriceOpt,
     RcOpt,
+    RestartOpt,
     SeqOpt,
     TpOpt,
     VpOpt,
     ZeroOpt,
     job_from_cli,
     price_from_cli,
+    restart_minutes,
     stack_flags,
 )
 from fabricsim.errors import ConfigError
+from fabricsim.workloads.spec import check_positive
 
 
 def _parse_gpus(text: str) -> list[int]:
@@ -71,6 +75,7 @@ def register(app: typer.Typer) -> None:
               fsdp_impl: FsdpImplOpt = None, attention_kernel: AttnKernelOpt = None,
               grad_reduce_dtype: GradReduceOpt = None, vp: VpOpt = None,
               from_megatron: MegatronOpt = None,
+              checkpoint_gbps: CkptOpt = None, restart_min: RestartOpt = 10.0,
               backend: BackendOpt = None, gpu_hour_usd: PriceOpt = None,
               global_batch: GbOpt = None,
               strong: Annotated[bool, typer.Option(
@@ -90,6 +95,9 @@ def register(app: typer.Typer) -> None:
         from fabricsim.workloads.scaling import scaling_curve, weak_scaling_batch
 
         check_out_file(plot, "--plot")
+        write = check_positive(checkpoint_gbps, "--checkpoint-gbps")
+        goodput_kw = {"restart_s": restart_minutes(restart_min) * 60.0,
+                      **({"checkpoint_write_bytes_per_s": write * 1e9} if write else {})}
         flags: dict[str, Any] = dict(
             system=system, nodes=nodes, gpus_per_node=gpus_per_node, fabric=fabric,
             topology=topology, oversubscription=oversubscription, tp=tp, pp=pp, cp=cp,
@@ -144,7 +152,8 @@ def register(app: typer.Typer) -> None:
                             gpu_hour_usd=price_from_cli(gpu_hour_usd, extra),
                             gpus_per_node=c.gpus_per_node, catalog=cat,
                             cluster_kw=dict(params=dict(c.params), tiers=c.tiers,
-                                            planes=c.planes, radix=c.radix))
+                                            planes=c.planes, radix=c.radix),
+                            goodput_kw=goodput_kw)
         ok = [p for p in pts if p["feasible"]]
         if plot is not None:
             from fabricsim.plots.scaling import plot_scaling

@@ -246,7 +246,7 @@ def run_goodput(fab: Any, params: float, step_time_s: float, price: float, world
     from fabricsim.workloads.goodput import goodput_on_fabric
 
     write = check_positive(checkpoint_gbps, "--checkpoint-gbps")
-    restart = _restart_minutes(restart_min)
+    restart = restart_minutes(restart_min)
     try:
         return goodput_on_fabric(fab, params=params, step_time_s=step_time_s, gpus=world,
                                  gpu_hour_usd=max(price, 0.0),
@@ -259,7 +259,7 @@ def run_goodput(fab: Any, params: float, step_time_s: float, price: float, world
         raise ModelError(e.message, field=flag) from None
 
 
-def _restart_minutes(value: float) -> float:
+def restart_minutes(value: float) -> float:
     """``--restart-min``: a finite number of minutes >= 0 (0: an instant restart)."""
     import math
 
@@ -355,7 +355,7 @@ def register(app: typer.Typer) -> None:
         from fabricsim.workloads.step import simulate_step
 
         check_positive(checkpoint_gbps, "--checkpoint-gbps")  # before any work
-        _restart_minutes(restart_min)
+        restart_minutes(restart_min)
         flags: dict[str, Any] = dict(
             system=system, nodes=nodes, gpus_per_node=gpus_per_node, fabric=fabric,
             topology=topology, oversubscription=oversubscription, tp=tp, pp=pp, dp=dp,

@@ -87,7 +87,8 @@ def scaling_curve(model: TransformerSpec, system: str, gpus: Sequence[int],
                   backend: str = "analytic", gpu_hour_usd: float | None = None,
                   comm_factory: Callable[[Fabric], CommModel] | None = None,
                   gpus_per_node: int | None = None, catalog: Catalog | None = None,
-                  cluster_kw: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+                  cluster_kw: Mapping[str, Any] | None = None,
+                  goodput_kw: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
     """Simulate ``model`` at each GPU count in ``gpus`` and report scaling efficiency.
 
     Parameters
@@ -103,6 +104,10 @@ def scaling_curve(model: TransformerSpec, system: str, gpus: Sequence[int],
         user-defined systems (:func:`fabricsim.catalog.with_systems`), and the other
         :func:`~fabricsim.fabric.build_cluster` settings (``params`` — a calibration —,
         ``tiers``, ``planes``, ``radix`` ...), the same at every size.
+    goodput_kw
+        Checkpoint bandwidth and restart time for the goodput
+        (``checkpoint_write_bytes_per_s``, ``restart_s`` of
+        :func:`~fabricsim.workloads.goodput.goodput_on_fabric`).
 
     Returns
     -------
@@ -169,11 +174,15 @@ def scaling_curve(model: TransformerSpec, system: str, gpus: Sequence[int],
         comm = comm_factory(fab) if comm_factory else EngineComm(fab, backend=backend)
         r = simulate_step(model, c, fab, comm, gpu_hour_usd=gpu_hour_usd, check_memory=False)
         try:  # failures and restarts: what share of wall time trains at this size
-            gp: float | None = goodput_on_fabric(fab, params=model.params,
-                                                 step_time_s=r.step_time_s, gpus=n,
-                                                 gpu_hour_usd=r.gpu_hour_usd).goodput
-        except ModelError:  # failures outpace progress: the job would not finish
-            gp = 0.0
+            g = goodput_on_fabric(fab, params=model.params, step_time_s=r.step_time_s,
+                                  gpus=n, gpu_hour_usd=r.gpu_hour_usd,
+                                  **dict(goodput_kw or {}))
+            gp: float | None = g.goodput
+            gdetail: dict[str, Any] = {"job_mtbf_hours": g.job_mtbf_hours,
+                                       "failures_per_day": g.failures_per_day,
+                                       "usd_lost_per_day": g.usd_lost_per_day}
+        except ModelError as e:  # failures outpace progress: the job would not finish
+            gp, gdetail = 0.0, {"goodput_note": str(e)}
         out.append({"gpus": n, "feasible": True, "global_batch": r.parallel["global_batch"],
                     "num_micro": r.parallel["num_micro"], "tokens_per_s": r.tokens_per_s,
                     "tokens_per_s_per_gpu": r.tokens_per_s / n, "mfu": r.mfu,
@@ -182,6 +191,7 @@ def scaling_curve(model: TransformerSpec, system: str, gpus: Sequence[int],
                     "memory_per_gpu_gib": r.memory_per_gpu_gib,
                     "fits": r.memory.total <= r.gpu_memory_bytes, "goodput": gp,
                     "effective_tokens_per_s_per_gpu": r.tokens_per_s / n * (gp or 0.0),
+                    **gdetail,
                     "losses": (losses := {k: r.breakdown[k] / r.step_time_s for k in
                                           ("bubble", "tp", "ep", "cp", "pp", "dp")}),
                     "main_loss": max(losses, key=lambda k: losses[k])
