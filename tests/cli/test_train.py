@@ -1,4 +1,6 @@
 import json
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -224,17 +226,23 @@ def test_train_fsdp_impl(capsys: pytest.CaptureFixture[str]) -> None:
     assert meg["breakdown"]["dp"] == torch["breakdown"]["dp"]
 
 
+def _planned(capsys: pytest.CaptureFixture[str], path: Path, scenario: str,
+             top: int) -> list[dict[str, Any]]:
+    """plan-parallel's results for a scenario written to ``path``."""
+    path.write_text(scenario)
+    code, out, err = run(capsys, "plan-parallel", str(path), "--top", str(top), "--json")
+    assert code == 0, err
+    return list(json.loads(out)["results"])
+
+
 def test_plan_parallel_keeps_the_scenarios_stack(capsys: pytest.CaptureFixture[str],
                                                  tmp_path) -> None:  # type: ignore[no-untyped-def]
     """A scenario's attention kernel and gradient precision hold for every layout the
     planner tries (plan-parallel used to drop them: flash1 came back as flash)."""
     sc = tmp_path / "s.yaml"
-    sc.write_text("cluster: {system: dgx-a100, nodes: 1}\n"
-                  "training: {model: mpt-1b, attention_kernel: flash1, grad_bytes: 4,"
-                  " seq_len: 8192, global_batch: 16}\n")
-    code, out, err = run(capsys, "plan-parallel", str(sc), "--top", "3", "--json")
-    assert code == 0, err
-    res = json.loads(out)["results"]
+    res = _planned(capsys, sc, "cluster: {system: dgx-a100, nodes: 1}\n"
+                   "training: {model: mpt-1b, attention_kernel: flash1, grad_bytes: 4,"
+                   " seq_len: 8192, global_batch: 16}\n", top=3)
     assert res and all(r["parallel"]["attention_kernel"] == "flash1" for r in res)
     assert all(r["parallel"]["grad_bytes"] == 4 for r in res)
     sc.write_text("cluster: {system: hgx-b200, nodes: 1}\n"
@@ -280,13 +288,9 @@ def test_plan_parallel_keeps_the_scenarios_overlap_switches(
         capsys: pytest.CaptureFixture[str], tmp_path) -> None:  # type: ignore[no-untyped-def]
     """tp_comm_overlap and overlap_grad_reduce of a scenario hold for the layouts the
     search tries (they came back as the defaults, without a word)."""
-    sc = tmp_path / "s.yaml"
-    sc.write_text("cluster: {system: dgx-h100, nodes: 2}\n"
-                  "training: {model: llama3-8b, tp_comm_overlap: true,"
-                  " overlap_grad_reduce: false, seq_len: 4096, global_batch: 32}\n")
-    code, out, err = run(capsys, "plan-parallel", str(sc), "--top", "50", "--json")
-    assert code == 0, err
-    res = json.loads(out)["results"]
+    res = _planned(capsys, tmp_path / "s.yaml", "cluster: {system: dgx-h100, nodes: 2}\n"
+                   "training: {model: llama3-8b, tp_comm_overlap: true,"
+                   " overlap_grad_reduce: false, seq_len: 4096, global_batch: 32}\n", top=50)
     assert all(r["parallel"]["overlap_grad_reduce"] is False for r in res)
     assert all(r["parallel"]["tp_comm_overlap"] is (r["parallel"]["tp"] > 1) for r in res)
     assert any(r["parallel"]["tp"] > 1 for r in res)
