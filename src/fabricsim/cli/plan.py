@@ -96,7 +96,6 @@ def register(app: typer.Typer) -> None:
         Example: fabricsim plan --system dgx-h100 --gpus 256 --model llama3-70b
         --fabrics ib-ndr,roce-400g --global-batch 512
         """
-        from fabricsim.catalog import get_catalog
         from fabricsim.workloads.fabric_plan import compare_fabrics
         from fabricsim.workloads.planner import planner_zero, stack_options
 
@@ -115,10 +114,10 @@ def register(app: typer.Typer) -> None:
             **stack_flags(fsdp_impl, attention_kernel, grad_reduce_dtype))
         sc, m, cfg, extra = job_from_cli(scenario, model=model, flags=flags)
         c = sc.cluster
-        from fabricsim.catalog import with_systems
+        from fabricsim.scenario.fabric import scenario_catalog
 
-        cat = with_systems(get_catalog(), sc.systems) if sc.systems else None
-        sysp = (cat or get_catalog()).system(c.system)
+        cat = scenario_catalog(sc.systems)
+        sysp = cat.system(c.system)
         gpn = c.gpus_per_node or sysp.gpus
         n = nodes_for(gpus, nodes, gpn) or c.nodes
         section = dict(sc.training or {})

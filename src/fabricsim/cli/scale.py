@@ -116,10 +116,9 @@ def register(app: typer.Typer) -> None:
             raise ConfigError("--strong keeps the global batch fixed: give --global-batch "
                               "(or global_batch in the scenario)", field="--global-batch")
         c = sc.cluster
-        from fabricsim.catalog import get_catalog, with_systems
-        from fabricsim.scenario.fabric import scenario_gpus
+        from fabricsim.scenario.fabric import scenario_catalog, scenario_gpus
 
-        cat = with_systems(get_catalog(), sc.systems) if sc.systems else None
+        cat = scenario_catalog(sc.systems)
         world = scenario_gpus(sc, cat)
         spr = weak_scaling_batch(cfg, world) if not strong else None
         notes: list[str] = list(extra.get("notes", []))

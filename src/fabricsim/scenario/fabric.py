@@ -17,18 +17,27 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from fabricsim.catalog import Catalog
 from fabricsim.fabric import Fabric, build_cluster
 from fabricsim.scenario.schema import ClusterSpec, Scenario
+
+
+def scenario_catalog(systems: Mapping[str, Mapping[str, Any]] | None) -> Catalog:
+    """The shipped catalog with a scenario's user-defined ``systems:`` added (the shipped
+    one when it defines none).
+
+    >>> scenario_catalog({"box": {"base": "dgx-a100"}}).system("box").gpus
+    8
+    """
+    from fabricsim.catalog import get_catalog, with_systems
+
+    return with_systems(get_catalog(), systems) if systems else get_catalog()
 
 
 def fabric_from_cluster(c: ClusterSpec, systems: Mapping[str, Mapping[str, Any]] | None = None
                         ) -> Fabric:
     """Build the Fabric a ClusterSpec describes (``systems``: user-defined presets)."""
-    catalog = None
-    if systems:
-        from fabricsim.catalog import get_catalog, with_systems
-
-        catalog = with_systems(get_catalog(), systems)
+    catalog = scenario_catalog(systems)
     return build_cluster(c.system, c.nodes, gpus_per_node=c.gpus_per_node, fabric=c.fabric,
                          topology=c.topology, oversubscription=c.oversubscription,
                          tiers=c.tiers, planes=c.planes, radix=c.radix, params=dict(c.params),
@@ -47,9 +56,7 @@ def scenario_gpus(sc: Scenario, catalog: Any = None) -> int:
     if c.gpus_per_node is not None:
         return int(c.nodes) * int(c.gpus_per_node)
     if catalog is None:
-        from fabricsim.catalog import get_catalog, with_systems
-
-        catalog = with_systems(get_catalog(), sc.systems) if sc.systems else get_catalog()
+        catalog = scenario_catalog(sc.systems)
     return int(c.nodes) * int(catalog.system(c.system).gpus)
 
 

@@ -341,11 +341,10 @@ def packet_configs(sc: Scenario) -> dict[str | None, PacketConfig]:
 
 
 def _context(sc: Scenario, packet: dict[str | None, PacketConfig] | None = None) -> Context:
-    from fabricsim.catalog import get_catalog, with_systems
+    from fabricsim.scenario.fabric import scenario_catalog
 
     try:
-        cat: Catalog | None = with_systems(get_catalog(), sc.systems) if sc.systems else \
-            get_catalog()
+        cat: Catalog | None = scenario_catalog(sc.systems)
     except FabricsimError:
         cat = None
     return Context(sc, packet_configs(sc) if packet is None else packet, cat)
