@@ -42,13 +42,12 @@ from fabricsim.cli.train import (
     TpOpt,
     VpOpt,
     ZeroOpt,
+    goodput_inputs,
     job_from_cli,
     price_from_cli,
-    restart_minutes,
     stack_flags,
 )
 from fabricsim.errors import ConfigError
-from fabricsim.workloads.spec import check_positive
 
 
 def _parse_gpus(text: str) -> list[int]:
@@ -95,9 +94,7 @@ def register(app: typer.Typer) -> None:
         from fabricsim.workloads.scaling import scaling_curve, weak_scaling_batch
 
         check_out_file(plot, "--plot")
-        write = check_positive(checkpoint_gbps, "--checkpoint-gbps")
-        goodput_kw = {"restart_s": restart_minutes(restart_min) * 60.0,
-                      **({"checkpoint_write_bytes_per_s": write * 1e9} if write else {})}
+        goodput_kw = goodput_inputs(checkpoint_gbps, restart_min)
         flags: dict[str, Any] = dict(
             system=system, nodes=nodes, gpus_per_node=gpus_per_node, fabric=fabric,
             topology=topology, oversubscription=oversubscription, tp=tp, pp=pp, cp=cp,

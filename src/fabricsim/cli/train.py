@@ -26,7 +26,11 @@ from fabricsim.cli.common import (
 from fabricsim.errors import ConfigError
 from fabricsim.workloads.models import TransformerSpec
 from fabricsim.workloads.parallel import ParallelConfig
-from fabricsim.workloads.spec import check_positive, training_from_section
+from fabricsim.workloads.spec import (
+    check_non_negative,
+    check_positive,
+    training_from_section,
+)
 
 ModelOpt = Annotated[str | None,
                      typer.Option("--model", "-m", help="Model preset, e.g. llama3-70b.")]
@@ -238,36 +242,32 @@ RestartOpt = Annotated[float, typer.Option(
     "--restart-min", help="Minutes to detect a failure, reschedule and reload.")]
 
 
+def goodput_inputs(checkpoint_gbps: float | None, restart_min: float) -> dict[str, float]:
+    """``--checkpoint-gbps`` (GB/s) and ``--restart-min`` as the keywords of
+    :func:`fabricsim.workloads.goodput.goodput_on_fabric`, each checked (an error names
+    the flag); no bandwidth given leaves the servers' storage NICs."""
+    write = check_positive(checkpoint_gbps, "--checkpoint-gbps")
+    restart = check_non_negative(restart_min, "--restart-min")
+    assert restart is not None
+    return {"restart_s": restart * 60.0,
+            **({"checkpoint_write_bytes_per_s": write * 1e9} if write else {})}
+
+
 def run_goodput(fab: Any, params: float, step_time_s: float, price: float, world: int, *,
-                checkpoint_gbps: float | None, restart_min: float) -> Any:
+                inputs: dict[str, float]) -> Any:
     """Goodput of the run (:func:`fabricsim.workloads.goodput.goodput_on_fabric`) with the
-    CLI's checkpoint bandwidth (GB/s) and restart time (minutes)."""
+    CLI's :func:`goodput_inputs`; a job that cannot progress names the flag behind it."""
     from fabricsim.errors import ModelError
     from fabricsim.workloads.goodput import goodput_on_fabric
 
-    write = check_positive(checkpoint_gbps, "--checkpoint-gbps")
-    restart = restart_minutes(restart_min)
     try:
         return goodput_on_fabric(fab, params=params, step_time_s=step_time_s, gpus=world,
-                                 gpu_hour_usd=max(price, 0.0),
-                                 checkpoint_write_bytes_per_s=write * 1e9 if write else None,
-                                 restart_s=restart * 60.0)
+                                 gpu_hour_usd=max(price, 0.0), **inputs)
     except ModelError as e:  # name the flag behind the loss
         flag = {"checkpoint_write_bytes_per_s": "--checkpoint-gbps",
                 "restart_s": "--restart-min",
                 "step_time_s": "--global-batch"}.get(e.field or "", e.field)
         raise ModelError(e.message, field=flag) from None
-
-
-def restart_minutes(value: float) -> float:
-    """``--restart-min``: a finite number of minutes >= 0 (0: an instant restart)."""
-    import math
-
-    if isinstance(value, bool) or not isinstance(value, int | float) \
-            or not math.isfinite(value) or value < 0:
-        raise ConfigError(f"must be a finite number of minutes >= 0, got {value!r}",
-                          field="--restart-min")
-    return float(value)
 
 
 def minutes(seconds: float) -> str:
@@ -354,8 +354,7 @@ def register(app: typer.Typer) -> None:
         """
         from fabricsim.workloads.step import simulate_step
 
-        check_positive(checkpoint_gbps, "--checkpoint-gbps")  # before any work
-        restart_minutes(restart_min)
+        inputs = goodput_inputs(checkpoint_gbps, restart_min)  # checked before any work
         flags: dict[str, Any] = dict(
             system=system, nodes=nodes, gpus_per_node=gpus_per_node, fabric=fabric,
             topology=topology, oversubscription=oversubscription, tp=tp, pp=pp, dp=dp,
@@ -389,7 +388,7 @@ def register(app: typer.Typer) -> None:
                           gpu_hour_usd=price_from_cli(gpu_hour_usd, extra),
                           total_tokens=extra.get("total_tokens"))
         gp = run_goodput(fab, m.params, r.step_time_s, r.gpu_hour_usd, r.world,
-                         checkpoint_gbps=checkpoint_gbps, restart_min=restart_min)
+                         inputs=inputs)
         d = r.as_dict()
         d["goodput"] = gp.to_dict()
         d["notes"] = extra.get("notes", [])

@@ -23,7 +23,7 @@ from fabricsim.errors import ConfigError
 from fabricsim.workloads.models import MODEL_FIELDS, TransformerSpec, custom_model, get_model
 from fabricsim.workloads.parallel import ParallelConfig
 
-__all__ = ["EXTRA_FIELDS", "check_positive", "training_from_section"]
+__all__ = ["EXTRA_FIELDS", "check_non_negative", "check_positive", "training_from_section"]
 
 #: Keys of ``training:`` that are neither model shape nor parallelism.
 EXTRA_FIELDS = ("model", "total_tokens", "gpu_hour_usd", "backend")
@@ -79,9 +79,24 @@ def check_positive(value: object, field: str) -> float | None:
     ...
     fabricsim.errors.ConfigError: --gpu-hour-usd: must be a positive, finite number, got nan
     """
+    return _check_number(value, field, zero_ok=False)
+
+
+def check_non_negative(value: object, field: str) -> float | None:
+    """``value`` as a float if it is a finite number >= 0 (``None`` passes through), as
+    :func:`check_positive` otherwise.
+
+    >>> check_non_negative(0, "--restart-min")
+    0.0
+    """
+    return _check_number(value, field, zero_ok=True)
+
+
+def _check_number(value: object, field: str, *, zero_ok: bool) -> float | None:
     if value is None:
         return None
     if (isinstance(value, bool) or not isinstance(value, int | float)
-            or not math.isfinite(value) or value <= 0):
-        raise ConfigError(f"must be a positive, finite number, got {value!r}", field=field)
+            or not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok)):
+        what = "a finite number >= 0" if zero_ok else "a positive, finite number"
+        raise ConfigError(f"must be {what}, got {value!r}", field=field)
     return float(value)
