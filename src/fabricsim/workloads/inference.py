@@ -59,7 +59,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from fabricsim.catalog import get_catalog
@@ -477,14 +477,11 @@ class _Layout:
         # last runs the output head; the pipe is bound by that walk, not by pp x the last
         head_w = self._head_params() / self.tp * self.wbytes / self.hbm
         head_c = 2.0 * self._head_params() * b / self.tp / self.flops_rate
-        walk = DecodeTimes(weights_s=pp * weights - (pp - 1) * head_w, kv_s=pp * kv,
-                           compute_s=pp * compute - (pp - 1) * head_c, comm_s=pp * ar,
-                           p2p_s=pp * self._p2p(act), launch_s=pp * self._launch(),
-                           host_s=host)
+        walk = replace(full, weights_s=full.weights_s - (pp - 1) * head_w,
+                       compute_s=full.compute_s - (pp - 1) * head_c)
         f = mb / pp  # ... unless the last stage's share of the micro-batches is longer
-        busy = DecodeTimes(weights_s=f * full.weights_s, kv_s=f * full.kv_s,
-                           compute_s=f * full.compute_s, comm_s=f * full.comm_s,
-                           p2p_s=f * full.p2p_s, launch_s=f * full.launch_s, host_s=host)
+        busy = DecodeTimes(**{k: v if k == "host_s" else f * v
+                              for k, v in asdict(full).items()})
         return walk if walk.total_s >= busy.total_s else busy
 
     # --- prefill ----------------------------------------------------------------------
