@@ -557,8 +557,14 @@ def _no_room(lay: _Layout, kv_cap: float, *, tp: int, pp: int, precision: str
             "prompt_len")
 
 
-def _check_context(model: TransformerSpec, prompt_len: int, output_len: int) -> None:
-    """A context past the model's position limit (``max_context``) is refused."""
+def _check_request(model: TransformerSpec, prompt_len: int, output_len: int,
+                   batch: int | None = None) -> None:
+    """Sizes of a request (and its batch) that are positive integers, and a context
+    within the model's position limit (``max_context``); errors name the flag."""
+    sizes = (() if batch is None else (("batch", batch),)) + (
+        ("prompt_len", prompt_len), ("output_len", output_len))
+    for name, v in sizes:
+        _positive(name, v, "--" + name.replace("_", "-"))
     limit = model.max_context
     if limit is not None and prompt_len + output_len > limit:
         raise ConfigError(f"--prompt-len {prompt_len} + --output-len {output_len} = "
@@ -776,9 +782,7 @@ def simulate_inference(model: TransformerSpec, fabric: Fabric, *, tp: int = 8,
     >>> simulate_inference(get_model("llama3-70b"), fab, tp=4, pp=2).gpus
     8
     """
-    for name, v in (("batch", batch), ("prompt_len", prompt_len), ("output_len", output_len)):
-        _positive(name, v, "--" + name.replace("_", "-"))
-    _check_context(model, prompt_len, output_len)
+    _check_request(model, prompt_len, output_len, batch)
     lay = _layout(model, fabric, tp=tp, pp=pp, ep=ep, precision=precision,
                   kv_precision=kv_precision, engine=engine, comm=comm)
     context = prompt_len + output_len
@@ -888,9 +892,7 @@ def continuous_batching(model: TransformerSpec, fabric: Fabric, *, prompt_len: i
     >>> slow.tokens_per_s > fast.tokens_per_s
     True
     """
-    for name, v in (("prompt_len", prompt_len), ("output_len", output_len)):
-        _positive(name, v, "--" + name.replace("_", "-"))
-    _check_context(model, prompt_len, output_len)
+    _check_request(model, prompt_len, output_len)
     if max_batch is not None:
         _positive("max_batch", max_batch, "--max-batch")
     if tpot_target_s is not None and not (tpot_target_s > 0 and math.isfinite(tpot_target_s)):
@@ -1172,10 +1174,7 @@ def disaggregated_serving(model: TransformerSpec, fabric: Fabric, *, prefill_tp:
     >>> 0 < r.kv_exposed_s <= r.kv_transfer_s < r.prefill_s
     True
     """
-    for name, v in (("batch", batch), ("prompt_len", prompt_len),
-                    ("output_len", output_len)):
-        _positive(name, v, "--" + name.replace("_", "-"))
-    _check_context(model, prompt_len, output_len)
+    _check_request(model, prompt_len, output_len, batch)
     _positive("prefill_tp", prefill_tp, "--prefill-tp")
     gps = max(1, fabric.info.gpus_per_server)
     first_decode = math.ceil(prefill_tp / gps) * gps
