@@ -39,11 +39,12 @@ def test_full_demo_shows_every_capability(tmp_path: Path,
     md = (tmp_path / "report.md").read_text()
     heads = re.findall(r"^## (.+)$", md, re.M)
     assert heads == ["1. The cluster", "2. All-reduce on 256 GPUs", "3. A training step",
-                     "4. Which fabric is worth its price",
-                     "5. A fault, its bottleneck and its cost",
-                     "6. A PFC pause storm and the watchdog", "Files written"]
+                     "4. Growing the job to 16,384 GPUs",
+                     "5. Which fabric is worth its price", "6. Serving Llama 3 70B",
+                     "7. A fault, its bottleneck and its cost",
+                     "8. A PFC pause storm and the watchdog", "Files written"]
     figures = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", md)
-    assert len(figures) >= 11 and all((tmp_path / f).stat().st_size > 5000 for f in figures)
+    assert len(figures) >= 13 and all((tmp_path / f).stat().st_size > 5000 for f in figures)
     for f in figures:  # the files table names every figure
         assert f"| `{f}` |" in md
     page = (tmp_path / "report.html").read_text()
@@ -64,3 +65,28 @@ def test_demo_time_limit_is_explained(tmp_path: Path,
     err = capsys.readouterr().err
     assert "--time-limit" in err and "stopped before: cluster" in err
     assert main(["demo", "--out", str(tmp_path), "--time-limit", "-1"]) == 2
+
+
+def test_demo_scaling_and_serving_sections(tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """The strong-scaling section names what grows and what failures cost at every size;
+    the serving section shows the latency/throughput frontier and the KV cache crossing
+    each fabric."""
+    assert main(["demo", "--out", str(tmp_path), "--section", "scaling",
+                 "--section", "serving"]) == 0
+    md = (tmp_path / "report.md").read_text()
+    scale = md.split("## 1.")[1].split("## 2.")[0]
+    rows = [line for line in scale.splitlines() if re.match(r"^\| [\d,]+ \|", line)]
+    assert [r.split("|")[1].strip() for r in rows] == ["256", "1,024", "4,096", "16,384"]
+    goodput = [float(r.split("|")[6].strip(" %")) for r in rows]
+    assert goodput == sorted(goodput, reverse=True) and goodput[-1] < goodput[0] < 100
+    eff = [float(r.split("|")[3].strip(" %")) for r in rows]
+    assert eff[0] == 100.0 and eff[-1] < eff[0]  # a fixed batch over more GPUs loses
+    assert "bubble" in rows[-1] and "dp" in rows[-1]
+    serve = md.split("## 2.")[1]
+    assert "| InfiniBand NDR | 640 MiB |" in serve and "| RoCEv2 400G | 640 MiB |" in serve
+    tpot = [float(line.split("|")[4]) for line in serve.splitlines()
+            if re.match(r"^\| \d+ ms \|", line)]
+    assert len(tpot) == 7 and tpot == sorted(tpot)
+    for png in ("scaling.png", "serving.png"):
+        assert (tmp_path / png).stat().st_size > 5000

@@ -59,3 +59,13 @@ def test_scaling_with_cost(tmp_path: Path, drawn: Callable[[], list[Any]]) -> No
     assert cost.get_ylabel() == "USD per day" and cost.get_xlabel() == "GPUs"
     assert "communication" in cost.get_title()
     assert texts(cost) == ["$120", "$2,400"]
+
+
+def test_scaling_names_its_baseline(tmp_path: Path, drawn: Callable[[], list[Any]]) -> None:
+    """A curve whose efficiency is against its smallest size (``fabricsim scale`` from
+    256 GPUs) says so, not 'one node'."""
+    pts = [{"gpus": 256, "scaling_efficiency": 1.0, "mfu": 0.4, "baseline_gpus": 256},
+           {"gpus": 16384, "scaling_efficiency": 0.83, "mfu": 0.33, "baseline_gpus": 256}]
+    plot_scaling(pts, tmp_path / "s.png")
+    (fig,) = drawn()
+    assert line_labels(fig.axes[0]) == ["scaling efficiency vs 256 GPUs", "MFU"]

@@ -20,7 +20,8 @@ from fabricsim.plots.style import COLORS, label_bars, plt, save
 
 def plot_scaling(points: Sequence[dict[str, Any]], path: str | Path, title: str = ""
                  ) -> Path:
-    """Scaling efficiency and MFU against GPU count (log x); when the points carry
+    """Scaling efficiency (against the points' ``baseline_gpus``, else one node) and MFU
+    against GPU count (log x); when the points carry
     ``comm_usd_per_day`` (``fabricsim scale``), a second panel with the cost of the GPU
     time lost to communication per day at each size, values on the bars."""
     cost = all("comm_usd_per_day" in p for p in points) and bool(points)
@@ -28,8 +29,10 @@ def plot_scaling(points: Sequence[dict[str, Any]], path: str | Path, title: str 
                              dpi=110, squeeze=False)
     ax = axes[0, 0]
     x = [p["gpus"] for p in points]
+    base = points[0].get("baseline_gpus") if points else None
     ax.plot(x, [100 * p["scaling_efficiency"] for p in points], "o-", color=COLORS[0],
-            label="scaling efficiency vs one node")
+            label=f"scaling efficiency vs {base:,} GPUs" if base else
+            "scaling efficiency vs one node")
     ax.plot(x, [100 * p["mfu"] for p in points], "s--", color=COLORS[1], label="MFU")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("GPUs")

@@ -4,9 +4,10 @@
 seeds weigh against each other. :func:`write_demo` writes ``report.md``, the
 self-contained ``report.html`` (figures embedded) and the PNGs to a folder; every number
 in it is computed by fabricsim when the report is written. Sections: the cluster, the
-all-reduce curve, a training step, the fabrics compared on cost, a degraded link with
-the bottleneck it creates and its cost, and a packet-level PFC pause storm with and
-without the watchdog.
+all-reduce curve, a training step, the job grown to 16,384 GPUs (strong scaling and
+goodput), the fabrics compared on cost, serving (continuous batching, disaggregated
+prefill/decode), a degraded link with the bottleneck it creates and its cost, and a
+packet-level PFC pause storm with and without the watchdog.
 
 Example
 -------
@@ -158,7 +159,7 @@ def section_training(ctx: DemoContext) -> None:
 
 
 def section_plan(ctx: DemoContext) -> None:
-    """Section 4: the fabrics compared on throughput, capex and cost per token."""
+    """Section 5: the fabrics compared on throughput, capex and cost per token."""
     from fabricsim.plots.plan import plot_plan
     from fabricsim.workloads.fabric_plan import compare_fabrics
 
@@ -191,6 +192,135 @@ def section_plan(ctx: DemoContext) -> None:
             f"less than {dear['fabric']}.", "")
 
 
+#: Sizes of the scaling section (GPUs), and the global batch it keeps at every size:
+#: 2,048 sequences of 8,192 tokens, Llama 3's 16M-token pre-training batch.
+SCALE_GPUS = (256, 1024, 4096, 16384)
+SCALE_BATCH = 2048
+
+
+def section_scaling(ctx: DemoContext) -> None:
+    """Section 4: the training job grown to 16,384 GPUs at a fixed global batch (strong
+    scaling), with the loss that grows named, and its goodput once failures, checkpoints
+    and restarts are counted."""
+    from fabricsim.plots.scaling import plot_scaling
+    from fabricsim.workloads.scaling import scaling_curve
+
+    ctx.step("scaling")
+    model, cfg, price = _training_inputs()
+    curves = {label: scaling_curve(model, SYSTEM, SCALE_GPUS, cfg, fabric=name,
+                                   topology="rail-optimized", global_batch=SCALE_BATCH,
+                                   gpu_hour_usd=price)
+              for label, name in DESIGNS}
+    (la, pa), (lb, pb) = list(curves.items())[:2]
+    ctx.heading(f"Growing the job to {SCALE_GPUS[-1]:,} GPUs")
+    ctx.add(f"The same Llama 3 70B layout at a fixed global batch of {SCALE_BATCH:,} "
+            f"sequences (16M tokens, as Llama 3 was pre-trained) on {la}: more GPUs mean "
+            "fewer micro-batches per replica, so the pipeline bubble and the exposed "
+            "data-parallel traffic grow; more parts mean more failures. Goodput is the "
+            "share of wall time that trains once failures (rates per GPU, NIC, cable, "
+            "switch and host from Llama 3's 54-day run), checkpoints and restarts are "
+            f"counted (`fabricsim scale {TRAINING_SCENARIO} --strong --global-batch "
+            f"{SCALE_BATCH} --gpus {','.join(str(g) for g in SCALE_GPUS)}`).", "")
+    rows: list[list[object]] = []
+    for p in pa:
+        if not p["feasible"]:
+            rows.append([f"{p['gpus']:,}", "—", "—", p["reason"], "—", "—", "—", "—"])
+            continue
+        losses = ", ".join(f"{k} {v * 100:.1f} %" for k, v in p["losses"].items()
+                           if v >= 0.001)
+        rows.append([f"{p['gpus']:,}", f"{p['tokens_per_s_per_gpu']:,.0f}",
+                     f"{p['scaling_efficiency'] * 100:.1f} %", losses,
+                     f"{p['job_mtbf_hours']:,.1f}", f"{p['goodput'] * 100:.1f} %",
+                     f"${p['comm_usd_per_day']:,.0f}", f"${p['usd_lost_per_day']:,.0f}"])
+    ctx.table(["GPUs", "tokens/s per GPU", "scaling efficiency", "share of the step lost to",
+               "job MTBF (h)", "goodput", "$/day lost to communication",
+               "$/day lost to failures"], rows)
+    ctx.figure(plot_scaling([p for p in pa if p["feasible"]], ctx.out / "scaling.png",
+                            title=f"Llama 3 70B, global batch {SCALE_BATCH:,}, on {la}"),
+               "strong scaling efficiency and the cost of communication")
+    big_a, big_b = pa[-1], pb[-1]
+    if big_a["feasible"] and big_b["feasible"]:
+        diff = big_b["tokens_per_s_per_gpu"] / big_a["tokens_per_s_per_gpu"] - 1
+        ctx.add(f"At {big_a['gpus']:,} GPUs the job fails every "
+                f"{big_a['job_mtbf_hours']:.1f} h on average "
+                f"({big_a['failures_per_day']:.1f} failures a day) and trains "
+                f"{big_a['goodput'] * 100:.1f} % of the time: "
+                f"${big_a['usd_lost_per_day']:,.0f} a day of GPU time lost to failures, "
+                f"beside ${big_a['comm_usd_per_day']:,.0f} lost to communication (most of "
+                f"it tensor-parallel, inside the NVLink domain). On {lb} it trains "
+                f"{abs(diff) * 100:.2f} % {'faster' if diff > 0 else 'slower'} at that size: "
+                "this job's scale-out traffic is pipeline and data parallel, mostly hidden "
+                "behind compute.", "")
+
+
+#: The served model, request shape and TPOT targets of the serving section.
+SERVE_MODEL = "llama3-70b"
+SERVE_PROMPT, SERVE_OUTPUT = 4096, 512
+SERVE_TPOT_MS = (10, 15, 20, 30, 50, 75, 100)
+SERVE_DISAGG_BATCH = 64
+
+
+def section_serving(ctx: DemoContext) -> None:
+    """Section 6: serving Llama 3 70B: the continuous-batching frontier of one 8-GPU
+    instance, and a disaggregated prefill/decode pair whose KV caches cross the
+    scale-out fabric."""
+    from fabricsim.plots.serving import plot_serving_frontier
+    from fabricsim.workloads.inference import continuous_batching, disaggregated_serving
+    from fabricsim.workloads.models import get_model
+
+    ctx.step("serving")
+    model = get_model(SERVE_MODEL)
+    label, fab = next(iter(ctx.fabrics.items()))
+    frontier = [continuous_batching(model, fab, tpot_target_s=ms / 1e3,
+                                    prompt_len=SERVE_PROMPT, output_len=SERVE_OUTPUT,
+                                    precision="fp8")
+                for ms in SERVE_TPOT_MS]
+    pairs = {lab: disaggregated_serving(model, f, prefill_tp=8, batch=SERVE_DISAGG_BATCH,
+                                        prompt_len=SERVE_PROMPT, output_len=SERVE_OUTPUT,
+                                        precision="fp8")
+             for lab, f in ctx.fabrics.items()}
+    ctx.heading("Serving Llama 3 70B")
+    ctx.add(f"FP8 weights and KV cache, prompts of {SERVE_PROMPT:,} tokens, "
+            f"{SERVE_OUTPUT} output tokens, TensorRT-LLM's host costs. One instance is one "
+            "server (TP 8): continuous batching grows the batch until an iteration takes "
+            "the time-per-output-token target, each iteration also prefilling the prompts "
+            "that replace finished sequences (`fabricsim infer --model llama3-70b --tp 8 "
+            f"--precision fp8 --prompt-len {SERVE_PROMPT} --output-len {SERVE_OUTPUT} "
+            "--tpot-target 30`).", "")
+    ctx.table(["TPOT target", "batch", "limited by", "TPOT (ms)", "TTFT (ms)",
+               "tokens/s per GPU"],
+              [[f"{ms} ms", r.batch, r.limited_by, f"{r.tpot_s * 1e3:.1f}",
+                f"{r.ttft_s * 1e3:,.0f}", f"{r.tokens_per_s_per_gpu:,.0f}"]
+               for ms, r in zip(SERVE_TPOT_MS, frontier, strict=True)])
+    ctx.add("An instance stays inside one server, so its traffic stays on NVLink and the "
+            "fabric does not change these figures. It does when prefill and decode run on "
+            "different servers (disaggregated serving): each request's KV cache crosses the "
+            f"scale-out network, layer by layer as the prefill proceeds "
+            f"(`--prefill-tp 8 --batch {SERVE_DISAGG_BATCH}`).", "")
+    ctx.table(["fabric", "KV cache per request", "KV transfer", "of it exposed",
+               "TTFT (ms)", "TPOT (ms)", "tokens/s per GPU", "prefill instances per decode"],
+              [[lab, _size(int(r.kv_bytes_per_request)), _ms(r.kv_transfer_s),
+                _ms(r.kv_exposed_s), f"{r.ttft_s * 1e3:,.1f}", f"{r.tpot_s * 1e3:.2f}",
+                f"{r.tokens_per_s_per_gpu:,.0f}", f"{r.prefill_instances_per_decode:.2f}"]
+               for lab, r in pairs.items()])
+    pair = pairs[label]
+    marks = [{"label": f"disaggregated 8 + 8 GPUs, decode batch {SERVE_DISAGG_BATCH}",
+              "tpot_s": pair.tpot_s, "tokens_per_s_per_gpu": pair.tokens_per_s_per_gpu}]
+    ctx.figure(plot_serving_frontier(
+        [{"tpot_s": r.tpot_s, "tokens_per_s_per_gpu": r.tokens_per_s_per_gpu,
+          "batch": r.batch} for r in frontier], ctx.out / "serving.png", marks=marks,
+        title=f"Llama 3 70B FP8 on H100, prompt {SERVE_PROMPT:,}, output {SERVE_OUTPUT}"),
+        "serving throughput against time per output token")
+    near = min(frontier, key=lambda r: abs(r.tpot_s - pair.tpot_s))
+    ctx.add(f"Decoding without prefills in its iterations, the disaggregated pair streams "
+            f"at {pair.tpot_s * 1e3:.1f} ms per token with {SERVE_DISAGG_BATCH} sequences "
+            f"and {pair.tokens_per_s_per_gpu:,.0f} tokens/s per GPU over both instances; "
+            f"one colocated instance at a {near.tpot_s * 1e3:.0f} ms TPOT holds a batch of "
+            f"{near.batch} for {near.tokens_per_s_per_gpu:,.0f} tokens/s per GPU. Of the KV "
+            f"cache's {_ms(pair.kv_transfer_s)} on {label}, all but "
+            f"{_ms(pair.kv_exposed_s)} hides behind the prefill.", "")
+
+
 def _fault() -> FaultSpec:
     return FaultSpec(type="link_degraded", link=FAULT_LINK, factor=FAULT_FACTOR)
 
@@ -218,7 +348,7 @@ class _FlowComm:
 
 
 def section_fault(ctx: DemoContext) -> None:
-    """Section 5: one degraded NIC link on the flow backend, the bottleneck it makes, and
+    """Section 7: one degraded NIC link on the flow backend, the bottleneck it makes, and
     what it costs a training job."""
     from fabricsim.backends.flow import FlowBackend
     from fabricsim.collectives import run_collective
@@ -279,7 +409,7 @@ def section_fault(ctx: DemoContext) -> None:
 
 
 def section_packet(ctx: DemoContext) -> None:
-    """Section 6: a PFC pause storm at packet level, with and without the watchdog."""
+    """Section 8: a PFC pause storm at packet level, with and without the watchdog."""
     from fabricsim.reports.scenario import section_packet as packet
     from fabricsim.scenario import load_scenario
 
@@ -304,7 +434,9 @@ SECTIONS: dict[str, Callable[[DemoContext], None]] = {
     "cluster": section_cluster,
     "allreduce": section_allreduce,
     "training": section_training,
+    "scaling": section_scaling,
     "plan": section_plan,
+    "serving": section_serving,
     "fault": section_fault,
     "packet": section_packet,
 }
