@@ -129,7 +129,17 @@ _405B = ["train", "--system", "dgx-h100", "--nodes", "1024", "--fabric", "roce-4
 def test_llama3_405b_misfit_names_what_fits(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(capsys, *_405B)
     assert code == 2
-    assert "90.5 GiB" in err and "fits with --zero fsdp" in err and "--recompute-layers" in err
+    assert "83.0 GiB" in err and "--zero fsdp" in err and "--recompute-layers 1" in err
+
+
+def test_llama3_405b_with_metas_uneven_stages_fits(capsys: pytest.CaptureFixture[str]
+                                                   ) -> None:
+    """Meta's layout: one layer fewer on the first and last stage (Llama 3 paper,
+    sec. 3.3.2) and no recomputation fits an 80 GiB H100 (77.7 GiB with the reserve)."""
+    code, out, err = run(capsys, *_405B, "--first-stage-layers", "7",
+                         "--last-stage-layers", "7", "--json")
+    assert code == 0, err
+    assert 75 < json.loads(out)["memory_per_gpu_gib"] < 80
 
 
 def test_llama3_405b_as_meta_ran_it(capsys: pytest.CaptureFixture[str]) -> None:

@@ -120,3 +120,62 @@ def test_training_section_validation() -> None:
         training_from_section({"model": "llama2-7b", "bogus": 1})
     with pytest.raises(ConfigError, match=r"training\.model.*did you mean"):
         training_from_section({"model": "llama2-7"})
+
+
+def test_attention_activations_follow_the_heads() -> None:
+    """Korthikanti's 11·s·b·h holds for multi-head attention; GQA stores smaller keys
+    and values, DeepSeek's MLA larger queries and keys (128 heads x 192)."""
+    from fabricsim.workloads.memory import activation_bytes_per_layer
+
+    def attn_share(name: str) -> float:
+        m = get_model(name)
+        p = ParallelConfig(micro_batch=1, seq_len=4096, recompute="none").resolve(m, 1)
+        no_attn = m.model_copy(update={"heads": 1, "kv_heads": None, "head_dim": 1,
+                                       "attn_core_width": None, "v_head_dim": None})
+        return (activation_bytes_per_layer(m, p) - activation_bytes_per_layer(no_attn, p)
+                ) / (4096 * m.hidden)
+
+    # the core's Q, K, V and output over a one-wide stand-in (8 elements per token);
+    # with the 3·h of input and dropout mask outside it: 11 (MHA), 7.5 (8 KV heads of 64)
+    assert attn_share("gpt3-175b") == pytest.approx(8 - 8 / 12288)
+    assert attn_share("llama3-70b") == pytest.approx(4.5 - 8 / 8192)
+    assert attn_share("deepseek-v3") == pytest.approx(2 * 128 * (192 * 2 + 128 * 2) / 7168
+                                                      - 8 / 7168)
+
+
+def test_recomputing_modules_never_stores_less_than_full_recompute() -> None:
+    """Selective recomputation keeps more than full recomputation, whatever it repeats
+    (the MLA up-projections freed more than the attention was charged: a negative
+    layer)."""
+    from fabricsim.workloads.memory import activation_bytes_per_layer, memory_per_gpu
+
+    m = get_model("deepseek-v3")
+    kw = dict(pp=16, ep=64, global_batch=4096, seq_len=4096)
+    full = memory_per_gpu(m, ParallelConfig(recompute="full", **kw).resolve(m, 2048))
+    for mods in (("mla_up_proj",), ("moe", "mla_up_proj", "layernorm"),
+                 ("core_attn", "mlp", "moe", "mla_up_proj", "layernorm")):
+        p = ParallelConfig(recompute="selective", recompute_modules=mods, **kw).resolve(
+            m, 2048)
+        assert activation_bytes_per_layer(m, p, moe=True) > 0
+        assert memory_per_gpu(m, p).activations > full.activations
+
+
+def test_interleaving_keeps_about_p_micro_batches_on_every_rank() -> None:
+    """Megatron's interleaved warm-up: 2·(p − r − 1) + (v − 1)·p chunk forwards, so a
+    lighter first stage (Megatron's account-for-embedding split) is not the fullest."""
+    from fabricsim.workloads.memory import _in_flight
+
+    m = get_model("llama3-70b")
+    p = ParallelConfig(tp=8, pp=4, interleave=5, global_batch=64).resolve(m, 32)
+    assert [_in_flight(p, r) for r in range(4)] == pytest.approx([4.6, 4.2, 3.8, 3.4])
+    plain = ParallelConfig(tp=8, pp=4, global_batch=64).resolve(m, 32)
+    assert [_in_flight(plain, r) for r in range(4)] == [4, 3, 2, 1]
+    few = ParallelConfig(tp=8, pp=4, interleave=5, global_batch=2).resolve(m, 32)
+    assert _in_flight(few, 0) == 2  # no more than every chunk of every micro-batch
+
+
+def test_v_head_dim_must_leave_a_query_key_width() -> None:
+    with pytest.raises(ValueError, match="v_head_dim"):
+        get_model("deepseek-v3").model_copy(update={"v_head_dim": 320}).model_validate(
+            {**get_model("deepseek-v3").model_dump(), "v_head_dim": 320})
+    assert get_model("kimi-k2").attn_io_widths == (64 * 192, 64 * 192, 64 * 128, 64 * 128)

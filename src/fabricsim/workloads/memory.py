@@ -8,13 +8,17 @@ split over TP and PP; routed experts over EP (their ZeRO group is the expert-dat
 group).
 
 Activations per layer and micro-batch follow Korthikanti et al. 2022 (arXiv 2205.05198):
-``s·b·h·(34 + 5·a·s/h)`` bytes for GPT-style layers, generalised here to GQA and gated
-MLPs: attention ``11·s·b·h`` (+``5·a·s²·b`` without FlashAttention), MLP
-``s·b·(3·h + (6 or 4)·ffn)``, norms ``4·s·b·h``. Sequence parallelism divides everything
+``s·b·h·(34 + 5·a·s/h)`` bytes for GPT-style layers, generalised here to GQA, MLA and
+gated MLPs: attention ``s·b·(3·h + 2·(q + k + v) + 2·o)`` with the core's query, key,
+value and output widths (``11·s·b·h`` for multi-head attention; Llama 3 70B's 8 KV heads
+``7.5·s·b·h``; DeepSeek-V3's MLA ``25.9·s·b·h``) (+``5·a·s²·b`` without FlashAttention),
+MLP ``s·b·(3·h + (6 or 4)·ffn)``, norms ``4·s·b·h``. Sequence parallelism divides everything
 by ``t``; context parallelism divides ``s`` by ``cp``; selective recompute drops the
 ``s²`` term (as FlashAttention does); full recompute keeps only each layer's input
-``2·s·b·h/t`` plus one layer's working set. The first 1F1B stage holds ``min(p, m)``
-micro-batches in flight (Narayanan et al. 2021); interleaving adds ``(p−1)/(p·v)`` of that.
+``2·s·b·h/t`` plus one layer's working set. Pipeline rank ``r`` of 1F1B holds
+``min(p − r, m)`` micro-batches in flight (Narayanan et al. 2021); interleaved over ``v``
+chunks, the ``2·(p − r − 1) + (v − 1)·p + 1`` chunk forwards of Megatron's warm-up
+(``p + (p − 1)/v`` micro-batches on the first rank, about ``p`` on every other).
 The last stage also holds the FP32 logits ``4·s·b·V/t`` for the loss.
 
 Example
@@ -124,7 +128,11 @@ def activation_bytes_per_layer(m: TransformerSpec, p: ResolvedParallel, moe: boo
     width = (m.top_k + m.shared_experts) * m.expert_ffn if moe else m.ffn
     mlp = s * b * (3 * h + (6 if m.gated else 4) * width) + (2 * s * b * h * m.top_k if moe
                                                              else 0)
-    linear = 11 * s * b * h + mlp + 4 * s * b * h
+    # attention: its input and dropout mask (3·h), the core's query, key and value and
+    # its output (BF16): 11·s·b·h for multi-head attention, less with GQA, more for MLA
+    q, k, v, o = m.attn_io_widths
+    attn = s * b * (3 * h + 2 * (q + k + v) + 2 * o)
+    linear = attn + mlp + 4 * s * b * h
     # the parts outside TP regions (norms, dropout, layer input) scale with t only with SP
     if p.sp:
         linear /= t
@@ -152,8 +160,9 @@ def _module_savings(m: TransformerSpec, p: ResolvedParallel, moe: bool) -> float
             inside += 2 * s * b * (m.top_k + m.shared_experts) * m.expert_ffn
         if "shared_experts" in mods:
             inside += s * b * act * m.shared_experts * m.expert_ffn
-    if "mla_up_proj" in mods:
-        inside += 2 * s * b * m.mla_up_width
+    if "mla_up_proj" in mods and m.mla_up_width:  # the core's Q, K, V are recomputed
+        q, k, v, _o = m.attn_io_widths
+        inside += 2 * s * b * (q + k + v)
     norms = 4 * s * b * h if "layernorm" in mods else 0.0
     return inside / t + (norms / t if p.sp else norms)
 
@@ -191,6 +200,31 @@ def _fp8_saving(m: TransformerSpec, p: ResolvedParallel, moe: bool) -> float:
     width = (m.top_k + m.shared_experts) * m.expert_ffn if moe else m.ffn
     saved = s * b * (3 * m.hidden + width)
     return saved / p.tp  # the MLP input and activation live in TP regions
+
+
+def _in_flight(p: ResolvedParallel, rank: int) -> float:
+    """Micro-batches of a whole stage's activations pipeline rank ``rank`` holds at its
+    peak under (interleaved) 1F1B: Megatron's warm-up runs ``2·(p − r − 1) + (v − 1)·p``
+    chunk forwards before the first backward, one more forward at the peak, each chunk
+    holding ``1/v`` of the stage's layers; at most every chunk of every micro-batch.
+    ``p − r`` without interleaving (warm-up ``p − r − 1``); ``p + (p − 1)/v`` on the
+    first rank (Narayanan et al. 2021), and under interleaving every rank holds about
+    ``p`` (the last ``(v − 1)·p + 1`` chunks, where plain 1F1B keeps one micro-batch).
+
+    Examples
+    --------
+    >>> from fabricsim.workloads.models import get_model
+    >>> from fabricsim.workloads.parallel import ParallelConfig
+    >>> m = get_model("llama3-70b")
+    >>> p = ParallelConfig(tp=8, pp=4, interleave=5, global_batch=64).resolve(m, 32)
+    >>> [round(_in_flight(p, r), 2) for r in range(4)]
+    [4.6, 4.2, 3.8, 3.4]
+    """
+    pp, v = p.pp, max(p.cfg.interleave, 1)
+    if v == 1 or pp == 1:
+        return float(min(pp - rank, p.num_micro))
+    chunks = 2 * (pp - rank - 1) + (v - 1) * pp + 1
+    return min(chunks, p.num_micro * v) / v
 
 
 def memory_per_gpu(m: TransformerSpec, p: ResolvedParallel, *, flash: bool = True
@@ -238,8 +272,6 @@ def memory_per_gpu(m: TransformerSpec, p: ResolvedParallel, *, flash: bool = Tru
     # layers that are not recomputed keep everything (block recomputation's other layers)
     kept_layer = per_layer_of("none" if block else cfg.recompute)
     counts = p.stage_layer_counts or (p.stage_layers,)
-    vp_factor = 1 + (p.pp - 1) / (p.pp * cfg.interleave) if cfg.interleave > 1 and \
-        p.pp > 1 else 1.0
     logits = 4.0 * (p.seq / p.cp) * cfg.micro_batch * m.vocab / p.tp
     dual = cfg.pipeline_schedule == "dualpipe"
 
@@ -278,8 +310,7 @@ def memory_per_gpu(m: TransformerSpec, p: ResolvedParallel, *, flash: bool = Tru
             in_flight = float(min(p.pp + 1, p.num_micro))
             acts = in_flight * (acts_of(layers) + acts_of(other)) / 2
         else:
-            in_flight = float(min(p.pp - i, p.num_micro)) * (vp_factor if i == 0 else 1.0)
-            acts = acts_of(layers) * in_flight
+            acts = acts_of(layers) * _in_flight(p, i)
         if cfg.recompute == "full":  # one layer's full working set while it is recomputed
             acts += activation_bytes_per_layer(m, p, recompute="selective")
         if i == len(counts) - 1 or (dual and i == 0):
@@ -304,10 +335,10 @@ def cheapest_fit(m: TransformerSpec, p: ResolvedParallel, capacity: float) -> st
     >>> from fabricsim.workloads.models import get_model
     >>> from fabricsim.workloads.parallel import ParallelConfig
     >>> m = get_model("llama3-405b")
-    >>> p = ParallelConfig(tp=8, pp=16, dp=64, global_batch=2048, seq_len=8192,
-    ...                    first_stage_layers=7, last_stage_layers=7).resolve(m, 8192)
+    >>> p = ParallelConfig(tp=8, pp=16, dp=64, global_batch=2048, seq_len=8192
+    ...                    ).resolve(m, 8192)
     >>> cheapest_fit(m, p, 80 * 2**30).split("; or ")[0]
-    '--zero fsdp (74.5 GiB)'
+    '--zero fsdp (71.9 GiB)'
     """
     cfg = p.cfg
 

@@ -58,6 +58,10 @@ class TransformerSpec(StrictModel):
     attn_core_width : int or None
         Query-key plus value width of one head in the attention core where it is not
         ``2·head_dim`` (DeepSeek's MLA: 192 + 128).
+    v_head_dim : int or None
+        Value width of one head where it differs from the query-key width (DeepSeek's
+        MLA: 128 of ``attn_core_width``'s 320); ``None``: half of ``attn_core_width``.
+        Sets the attention core's stored inputs and output (activation memory).
     attn_weights : int or None
         Weights of one layer's attention where the Q/K/V/O formula does not give them
         (multi-head latent attention: the query and key/value down- and up-projections
@@ -105,6 +109,7 @@ class TransformerSpec(StrictModel):
     kv_heads: int | None = Field(None, ge=1)
     head_dim: int | None = Field(None, ge=1)
     attn_core_width: int | None = Field(None, ge=1)
+    v_head_dim: int | None = Field(None, ge=1)
     attn_weights: int | None = Field(None, ge=1)
     kv_latent: int | None = Field(None, ge=1)
     mla_up_params: int = Field(0, ge=0)
@@ -146,6 +151,10 @@ class TransformerSpec(StrictModel):
                 raise ValueError(f"top_k ({self.top_k}) experts do not fit in "
                                  f"router_group_topk ({self.router_group_topk}) groups of "
                                  f"{self.experts // self.router_groups}")
+        if self.v_head_dim is not None and self.v_head_dim >= self.core_width:
+            raise ValueError(f"v_head_dim ({self.v_head_dim}) must be less than the "
+                             f"attention core's query-key plus value width "
+                             f"({self.core_width}): give attn_core_width too")
         if self.dense_layers > self.layers:
             raise ValueError(f"dense_layers ({self.dense_layers}) must be <= layers")
         if self.window_skip_freq is not None and self.attn_window is None:
@@ -173,6 +182,19 @@ class TransformerSpec(StrictModel):
         ``AV``): ``2·d_head``, or ``attn_core_width`` where they differ (DeepSeek's MLA:
         192 + 128)."""
         return self.attn_core_width or 2 * self.d_head
+
+    @property
+    def attn_io_widths(self) -> tuple[int, int, int, int]:
+        """Elements per token of the attention core's query, key, value and output
+        (summed over heads): ``heads·d, kv_heads·d, kv_heads·d, heads·d`` (GQA), or
+        for MLA ``heads·qk, heads·qk, heads·v, heads·v`` with ``qk + v =``
+        :attr:`core_width` (keys carry the shared RoPE part, broadcast to every head)."""
+        if self.attn_core_width is None:
+            q, kv = self.heads * self.d_head, self.n_kv * self.d_head
+            return q, kv, kv, q
+        v = self.v_head_dim or self.core_width // 2
+        qk = self.core_width - v
+        return self.heads * qk, self.heads * qk, self.heads * v, self.heads * v
 
     @property
     def windowed_layers(self) -> int:
@@ -298,7 +320,8 @@ _P: dict[str, dict[str, Any]] = {
                         # group-limited routing: 8 groups of 32, the best 4 (config.json:
                         # n_group, topk_group)
                         router_groups=8, router_group_topk=4,
-                        dense_layers=3, attn_core_width=192 + 128, kv_latent=512 + 64,
+                        dense_layers=3, attn_core_width=192 + 128, v_head_dim=128,
+                        kv_latent=512 + 64,
                         attn_weights=(7168 * 1536 + 1536 * 128 * 192 + 7168 * 576
                                       + 512 * 128 * 256 + 128 * 128 * 7168),
                         # MLA up-projections: queries 1,536 -> 128 x 192, keys/values
@@ -333,7 +356,7 @@ _P: dict[str, dict[str, Any]] = {
     # 7,168. Published 1.04T total, 32B active.
     "kimi-k2": dict(layers=61, hidden=7168, heads=64, ffn=18432, vocab=163840, seq=4096,
                     experts=384, top_k=8, moe_ffn=2048, shared_experts=1, dense_layers=1,
-                    attn_core_width=192 + 128, kv_latent=512 + 64,
+                    attn_core_width=192 + 128, v_head_dim=128, kv_latent=512 + 64,
                     attn_weights=(7168 * 1536 + 1536 * 64 * 192 + 7168 * 576
                                   + 512 * 64 * 256 + 64 * 128 * 7168),
                     mla_up_params=1536 * 64 * 192 + 512 * 64 * 256,
