@@ -1,4 +1,5 @@
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -130,6 +131,11 @@ def test_llama3_405b_misfit_names_what_fits(capsys: pytest.CaptureFixture[str]) 
     code, _, err = run(capsys, *_405B)
     assert code == 2
     assert "83.0 GiB" in err and "--zero fsdp" in err and "--recompute-layers 1" in err
+    # the fixes are priced by the step they give, fastest first: recomputing one layer
+    # per stage (+4 % compute) before FSDP's per-layer gathers over 64 replicas
+    steps = [float(s) for s in re.findall(r"step ([\d.]+) s", err)]
+    assert len(steps) == 2 and steps == sorted(steps)
+    assert err.index("--recompute-layers 1") < err.index("--zero fsdp")
 
 
 def test_llama3_405b_with_metas_uneven_stages_fits(capsys: pytest.CaptureFixture[str]

@@ -174,6 +174,22 @@ def test_interleaving_keeps_about_p_micro_batches_on_every_rank() -> None:
     assert _in_flight(few, 0) == 2  # no more than every chunk of every micro-batch
 
 
+def test_cheapest_fit_offers_recomputation_over_a_module_list() -> None:
+    """A job recomputing a module list is offered full recomputation (which replaces
+    the list); a job no single change fits is offered FSDP with full recomputation."""
+    from fabricsim.workloads.memory import cheapest_fit
+
+    m = get_model("llama3-405b")
+    p = ParallelConfig(tp=8, pp=4, recompute="selective", recompute_modules=("core_attn",),
+                       global_batch=256, seq_len=8192).resolve(m, 256)
+    assert "--recompute full --recompute-layers" in cheapest_fit(m, p, 80 * 2**30)
+    g = get_model("gpt3-175b")
+    q = ParallelConfig(global_batch=128, seq_len=2048).resolve(g, 128)
+    assert cheapest_fit(g, q, 80 * 2**30).startswith("--zero fsdp --recompute full (")
+    priced = cheapest_fit(g, q, 80 * 2**30, step_time=lambda c: 7.0)
+    assert priced.endswith("step 7 s)")
+
+
 def test_v_head_dim_must_leave_a_query_key_width() -> None:
     with pytest.raises(ValueError, match="v_head_dim"):
         get_model("deepseek-v3").model_copy(update={"v_head_dim": 320}).model_validate(

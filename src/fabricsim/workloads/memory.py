@@ -33,12 +33,13 @@ True
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from fabricsim.errors import ConfigError, ModelError
 from fabricsim.results import Tabular
 from fabricsim.workloads.models import TransformerSpec
-from fabricsim.workloads.parallel import ResolvedParallel
+from fabricsim.workloads.parallel import ParallelConfig, ResolvedParallel
 
 __all__ = ["FRAMEWORK_RESERVE_BYTES", "MemoryEstimate", "activation_bytes_per_layer",
            "cheapest_fit", "memory_per_gpu", "stage_params"]
@@ -323,12 +324,15 @@ def memory_per_gpu(m: TransformerSpec, p: ResolvedParallel, *, flash: bool = Tru
     return best
 
 
-def cheapest_fit(m: TransformerSpec, p: ResolvedParallel, capacity: float) -> str:
+def cheapest_fit(m: TransformerSpec, p: ResolvedParallel, capacity: float, *,
+                 step_time: Callable[[ParallelConfig], float] | None = None) -> str:
     """Changes that make the job fit ``capacity`` bytes per GPU, each with the memory it
     leaves and its price, joined by ``"; or "`` (``""`` if none tried fits): sharding
     weights and gradients too (ZeRO-3/FSDP: more data-parallel traffic, no extra
     compute), block recomputation of the fewest layers per stage, a smaller micro-batch,
-    full recomputation.
+    full recomputation, and, when none of those fits alone, FSDP with full
+    recomputation. ``step_time`` (seconds of a step under a changed configuration)
+    prices each change and orders them, fastest first; without it they keep that order.
 
     Examples
     --------
@@ -341,6 +345,8 @@ def cheapest_fit(m: TransformerSpec, p: ResolvedParallel, capacity: float) -> st
     '--zero fsdp (71.9 GiB)'
     """
     cfg = p.cfg
+    # recomputing everything replaces a module list (a list needs recompute=selective)
+    full: dict[str, object] = {"recompute": "full", "recompute_modules": None}
 
     def fits(**change: object) -> MemoryEstimate | None:
         try:
@@ -350,24 +356,37 @@ def cheapest_fit(m: TransformerSpec, p: ResolvedParallel, capacity: float) -> st
         est = memory_per_gpu(m, q)
         return est if est.total <= capacity else None
 
-    out: list[str] = []
+    found: list[tuple[str, dict[str, object], str]] = []  # flags, change, what it costs
+
+    def gib(est: MemoryEstimate) -> str:
+        return f"{est.total / 2**30:.1f} GiB"
+
     if cfg.zero_stage < 3 and (est := fits(zero="fsdp")) is not None:
-        out.append(f"--zero fsdp ({est.total / 2**30:.1f} GiB)")
+        found.append(("--zero fsdp", {"zero": "fsdp"}, gib(est)))
     layers = p.stage_layers
     if cfg.recompute != "full" or cfg.recompute_layers:
         for n in range(max(cfg.recompute_layers or 0, 0) + 1, layers):
-            if (est := fits(recompute="full", recompute_layers=n)) is not None:
-                out.append(f"--recompute full --recompute-layers {n} (block recomputation "
-                           f"of {n} of each stage's {layers} layers: "
-                           f"{est.total / 2**30:.1f} GiB, about +{n / layers / 3:.0%} "
-                           f"compute)")
+            if (est := fits(**full, recompute_layers=n)) is not None:
+                found.append((f"--recompute full --recompute-layers {n}",
+                              {**full, "recompute_layers": n},
+                              f"block recomputation of {n} of each stage's {layers} "
+                              f"layers: {gib(est)}, about +{n / layers / 3:.0%} compute"))
                 break
     for mb in range(cfg.micro_batch - 1, 0, -1):
         if p.global_batch % (mb * p.dp) == 0 and (est := fits(micro_batch=mb)) is not None:
-            out.append(f"--micro-batch {mb} ({est.total / 2**30:.1f} GiB)")
+            found.append((f"--micro-batch {mb}", {"micro_batch": mb}, gib(est)))
             break
     if (cfg.recompute != "full" or cfg.recompute_layers) and not any(
-            "recompute" in o for o in out) and (
-            est := fits(recompute="full", recompute_layers=None)) is not None:
-        out.append(f"--recompute full ({est.total / 2**30:.1f} GiB, about +33% compute)")
-    return "; or ".join(out)
+            "recompute" in f for f, _c, _w in found) and (
+            est := fits(**full, recompute_layers=None)) is not None:
+        found.append(("--recompute full", {**full, "recompute_layers": None},
+                      f"{gib(est)}, about +33% compute"))
+    if not found and cfg.zero_stage < 3 and (
+            est := fits(zero="fsdp", **full, recompute_layers=None)) is not None:
+        found.append(("--zero fsdp --recompute full",
+                      {"zero": "fsdp", **full, "recompute_layers": None},
+                      f"{gib(est)}, about +33% compute"))
+    if step_time is None:
+        return "; or ".join(f"{f} ({w})" for f, _c, w in found)
+    priced = sorted((step_time(cfg.model_copy(update=c)), f, w) for f, c, w in found)
+    return "; or ".join(f"{f} ({w}; step {t:.3g} s)" for t, f, w in priced)

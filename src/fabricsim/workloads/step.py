@@ -649,8 +649,11 @@ def check_layout(model: TransformerSpec, cfg: ParallelConfig, fabric: Fabric, *,
 
 
 def _checked(model: TransformerSpec, cfg: ParallelConfig, fabric: Fabric, world: int | None,
-             check_memory: bool) -> tuple[ResolvedParallel, MemoryEstimate]:
-    """:func:`check_layout`, with the memory estimate it made (for simulate_step)."""
+             check_memory: bool, comm: CommModel | None = None
+             ) -> tuple[ResolvedParallel, MemoryEstimate]:
+    """:func:`check_layout`, with the memory estimate it made (for simulate_step). The
+    changes a layout that does not fit is offered are priced by the step they give
+    (``comm``'s collective times; the analytic backend's without one)."""
     p = cfg.resolve(model, world or fabric.n_gpus)
     gpu = get_catalog().gpu(fabric.info.gpu)
     peak_flops(gpu, cfg.precision)  # FP8 / FP4 on a GPU without those tensor cores
@@ -659,8 +662,14 @@ def _checked(model: TransformerSpec, cfg: ParallelConfig, fabric: Fabric, world:
     if check_memory and mem.total > gpu.memory_bytes:
         d = mem.as_dict()
         parts = ", ".join(f"{k} {d[k] / _GIB:.1f}" for k in
-                          ("weights", "grads", "optimizer", "activations"))
-        fix = cheapest_fit(model, p, gpu.memory_bytes)
+                          ("weights", "grads", "optimizer", "activations", "reserve"))
+        priced = comm if comm is not None else EngineComm(fabric)
+
+        def step_time(changed: ParallelConfig) -> float:
+            return simulate_step(model, changed, fabric, priced, check_memory=False,
+                                 world=world).step_time_s
+
+        fix = cheapest_fit(model, p, gpu.memory_bytes, step_time=step_time)
         raise ModelError(
             f"{model.name} needs {mem.total / _GIB:.1f} GiB per GPU on its fullest "
             f"pipeline stage ({parts} GiB) but {gpu.name} has "
@@ -707,7 +716,9 @@ def simulate_step(model: TransformerSpec, cfg: ParallelConfig, fabric: Fabric,
         raise ModelError(f"must be a finite price >= 0, got {gpu_hour_usd!r}",
                          field="gpu_hour_usd")
     world = world or fabric.n_gpus
-    p, mem = _checked(model, cfg, fabric, world, check_memory)
+    if comm is None:
+        comm = EngineComm(fabric, backend=backend)
+    p, mem = _checked(model, cfg, fabric, world, check_memory, comm)
     cat = get_catalog()
     gpu = cat.gpu(fabric.info.gpu)
     warnings = placement_warnings(p, fabric.info.gpus_per_server,
@@ -722,7 +733,6 @@ def simulate_step(model: TransformerSpec, cfg: ParallelConfig, fabric: Fabric,
         elif cfg.moe_node_limit and cfg.moe_node_limit >= span:
             warnings.append(f"--moe-node-limit {cfg.moe_node_limit} does not limit: the EP "
                             f"group spans {span} servers")
-    comm = comm if comm is not None else EngineComm(fabric, backend=backend)
     dense, expert = stage_params(model, p)
     z = cfg.zero_stage
     owned = (dense / (p.dp * p.cp) + expert / p.edp) if z >= 1 \
