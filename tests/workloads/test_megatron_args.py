@@ -204,3 +204,18 @@ def test_query_groups_need_group_query_attention() -> None:
     assert "kv_heads" not in s and ignored[0].startswith("--num-query-groups 8 (no ")
     s, ignored = parse_megatron_args("--group-query-attention --num-query-groups 8")
     assert s["kv_heads"] == 8 and not ignored
+
+
+def test_block_recompute_counts_per_model_chunk() -> None:
+    """Megatron recomputes --recompute-num-layers layers of each model chunk (a virtual
+    stage), so n per chunk is n·v per pipeline stage, and every layer once n covers a
+    chunk."""
+    base = ("--pipeline-model-parallel-size 4 --virtual-pipeline-model-parallel-size 4 "
+            "--recompute-granularity full --recompute-method block ")
+    assert parse_megatron_args(base + "--recompute-num-layers 1")[0][
+        "recompute_layers"] == 4
+    whole = parse_megatron_args(base + "--num-layers 32 --recompute-num-layers 2")[0]
+    assert whole["recompute"] == "full" and whole["recompute_layers"] is None
+    plain = parse_megatron_args("--pipeline-model-parallel-size 4 --recompute-granularity "
+                                "full --recompute-method block --recompute-num-layers 3")[0]
+    assert plain["recompute_layers"] == 3
