@@ -138,12 +138,28 @@ def test_bad_job_requests(client: TestClient) -> None:
 
 
 def test_a_failed_job_says_why_and_where(client: TestClient) -> None:
+    # a layout that cannot split is refused at submission, naming the design and field
     bad = SMALL + "training:\n  model: llama3-8b\n  tp: 3\n"
-    r = client.post("/api/jobs", json={"kind": "train", "designs": [bad]})
+    r = client.post("/api/jobs", json={"kind": "train", "designs": [SMALL + "training:\n"
+                                                                    "  model: llama3-8b\n",
+                                                                    bad]})
+    assert r.status_code == 400
+    d = r.json()["detail"]
+    assert d["field"] == "training.tp" and d["design"] == 1
+    # one that splits but does not fit GPU memory fails when it runs, saying why
+    big = SMALL + "training:\n  model: llama3-70b\n  tp: 1\n"
+    r = client.post("/api/jobs", json={"kind": "train", "designs": [big]})
     job = _wait(client, r.json()["id"])
     assert job["status"] == "failed" and job["result"] is None
     assert job["error"]["field"] and job["error"]["message"]
     assert client.get(f"/api/jobs/{job['id']}/result.json").status_code == 409
+    # of two designs, the one that failed is named
+    r = client.post("/api/jobs", json={"kind": "train", "designs": [SMALL + "training:\n"
+                                                                    "  model: llama3-8b\n",
+                                                                    big]})
+    job = _wait(client, r.json()["id"])
+    assert job["status"] == "failed" and job["error"]["design"] == 1
+    assert job["error"]["field"] == "training" and "design B" in job["error"]["message"]
 
 
 def test_request_body_limit(tmp_path: Path) -> None:

@@ -151,3 +151,64 @@ def test_jsonable_keeps_nesting() -> None:
 
     out = jsonable({"a": [np.float32(1.5), float("inf")], "b": np.arange(2), 3: (None,)})
     assert out == {"a": [1.5, None], "b": [0, 1], "3": [None]}
+
+
+def test_train_prices_and_counts_failures_as_the_cli_does() -> None:
+    """The scenario's top-level gpu_hour_usd prices the job (the web used $2.50), and
+    the goodput comes with what it is made of."""
+    from fabricsim.scenario import load_scenario_text
+    from fabricsim.scenario.fabric import fabric_from_scenario
+    from fabricsim.workloads.goodput import goodput_on_fabric
+    from fabricsim.workloads.spec import training_from_section
+    from fabricsim.workloads.step import simulate_step
+
+    text = "gpu_hour_usd: 10\n" + TRAIN
+    t = run_job("train", [text])["designs"][0]["train"]
+    sc = load_scenario_text(text)
+    m, cfg, _ = training_from_section(sc.training)
+    fab = fabric_from_scenario(sc)
+    r = simulate_step(m, cfg, fab, gpu_hour_usd=10.0)
+    gp = goodput_on_fabric(fab, params=m.params, step_time_s=r.step_time_s, gpu_hour_usd=10.0)
+    assert t["gpu_hour_usd"] == 10.0
+    assert t["comm_usd_per_day"] == pytest.approx(r.comm_usd_per_day)
+    assert t["usd_lost_per_day"] == pytest.approx(gp.usd_lost_per_day)
+    assert t["usd_lost_per_day"] > 0
+    assert t["job_mtbf_hours"] == pytest.approx(gp.job_mtbf_hours)
+    assert t["failures_per_day"] > 0 and t["checkpoint_interval_s"] > 0
+    p = run_job("plan", [text])["designs"][0]["plan"]["options"][0]
+    assert p["gpu_usd_per_hour"] == pytest.approx(10.0 * 16)  # 16 GPUs at $10
+
+
+def test_scale_and_plan_build_the_scenarios_own_servers() -> None:
+    """User-defined systems and GPUs per server reach scale and plan (the web failed on
+    the first and sized points at 4 GPUs per server while building 8)."""
+    custom = ("systems:\n  mybox: {base: dgx-h100}\ncluster:\n  system: mybox\n  nodes: 8\n"
+              "training:\n  model: llama3-8b\n  tp: 8\n  global_batch: 64\n")
+    assert run_job("scale", [custom])["designs"][0]["scale"]["points"]
+    assert run_job("plan", [custom])["designs"][0]["plan"]["options"]
+    half = ("cluster:\n  system: dgx-h100\n  nodes: 8\n  gpus_per_node: 4\n"
+            "training:\n  model: llama3-8b\n  tp: 4\n  global_batch: 64\n")
+    pts = run_job("scale", [half])["designs"][0]["scale"]["points"]
+    assert [p["gpus"] for p in pts] == [4, 8, 16, 32]
+    from fabricsim.workloads.models import get_model
+    from fabricsim.workloads.parallel import ParallelConfig
+    from fabricsim.workloads.scaling import scaling_curve, weak_scaling_batch
+
+    cfg = ParallelConfig(tp=4, global_batch=64)
+    cli = scaling_curve(get_model("llama3-8b"), "dgx-h100", [32], cfg, gpus_per_node=4,
+                        seqs_per_replica=weak_scaling_batch(cfg, 32))
+    assert pts[-1]["tokens_per_s_per_gpu"] == pytest.approx(cli[0]["tokens_per_s_per_gpu"])
+
+
+@pytest.mark.parametrize(("training", "field"), [
+    ("{model: gpt3-175b, tp: 64}", "training.tp"),
+    ("{model: llama3-8b, interleave: -2}", "training.interleave"),
+    ("{model: llama3-8b, ep: 2}", "training.ep"),
+])
+def test_a_training_layout_that_cannot_split_is_refused_at_submission(
+        training: str, field: str) -> None:
+    from fabricsim.errors import FabricsimError
+
+    with pytest.raises(FabricsimError) as e:
+        parse_design(SMALL + "training: " + training + "\n", "scale", Limits())
+    assert e.value.field is not None and e.value.field.startswith(field)

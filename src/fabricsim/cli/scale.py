@@ -113,7 +113,7 @@ def register(app: typer.Typer) -> None:
             raise ConfigError("--strong keeps the global batch fixed: give --global-batch "
                               "(or global_batch in the scenario)", field="--global-batch")
         c = sc.cluster
-        from fabricsim.scenario.fabric import scenario_catalog, scenario_gpus
+        from fabricsim.scenario.fabric import cluster_build_kw, scenario_catalog, scenario_gpus
 
         cat = scenario_catalog(sc.systems)
         world = scenario_gpus(sc, cat)
@@ -147,8 +147,7 @@ def register(app: typer.Typer) -> None:
                             backend=backend or extra.get("backend") or "analytic",
                             gpu_hour_usd=price_from_cli(gpu_hour_usd, extra),
                             gpus_per_node=c.gpus_per_node, catalog=cat,
-                            cluster_kw=dict(params=dict(c.params), tiers=c.tiers,
-                                            planes=c.planes, radix=c.radix),
+                            cluster_kw=cluster_build_kw(c),
                             goodput_kw=goodput_kw)
         ok = [p for p in pts if p["feasible"]]
         if plot is not None:

@@ -24,6 +24,7 @@ from fabricsim.cli.common import (
     scenario_with_overrides,
 )
 from fabricsim.errors import ConfigError
+from fabricsim.scenario.fabric import training_price
 from fabricsim.workloads.models import TransformerSpec
 from fabricsim.workloads.parallel import ParallelConfig
 from fabricsim.workloads.spec import (
@@ -176,8 +177,7 @@ def job_from_cli(scenario: Path | None, *, model: str | None, flags: dict[str, A
         if v is not None:
             section[k] = v
     m, cfg, extra = training_from_section(section)
-    if extra.get("gpu_hour_usd") is None and sc.gpu_hour_usd is not None:
-        extra["gpu_hour_usd"] = check_positive(sc.gpu_hour_usd, "gpu_hour_usd")
+    extra = training_price(extra, sc)
     extra["notes"] = extra_notes
     return sc, m, cfg, extra
 

@@ -63,3 +63,32 @@ def scenario_gpus(sc: Scenario, catalog: Any = None) -> int:
 def fabric_from_scenario(sc: Scenario) -> Fabric:
     """Build the Fabric of a whole scenario (its cluster and user-defined systems)."""
     return fabric_from_cluster(sc.cluster, sc.systems)
+
+
+def cluster_build_kw(c: ClusterSpec) -> dict[str, Any]:
+    """The :func:`~fabricsim.fabric.build_cluster` settings of a cluster beyond its
+    system, size, fabric and topology (a calibration's ``params``, ``tiers``, ``planes``,
+    ``radix``), which a job rebuilt at other sizes (``scale``) keeps.
+
+    >>> from fabricsim.scenario import load_scenario_text
+    >>> cluster_build_kw(load_scenario_text("cluster: {system: dgx-h100, nodes: 4, "
+    ...                                     "tiers: 3}").cluster)["tiers"]
+    3
+    """
+    return dict(params=dict(c.params), tiers=c.tiers, planes=c.planes, radix=c.radix)
+
+
+def training_price(extra: dict[str, Any], sc: Scenario) -> dict[str, Any]:
+    """``extra`` (a ``training:`` section's non-layout fields) with the scenario's
+    top-level ``gpu_hour_usd`` where the section names no price of its own.
+
+    >>> from fabricsim.scenario import load_scenario_text
+    >>> sc = load_scenario_text("gpu_hour_usd: 10\\ncluster: {system: dgx-h100, nodes: 1}")
+    >>> training_price({}, sc)["gpu_hour_usd"], training_price({"gpu_hour_usd": 3.0}, sc)
+    (10.0, {'gpu_hour_usd': 3.0})
+    """
+    from fabricsim.workloads.spec import check_positive
+
+    if extra.get("gpu_hour_usd") is None and sc.gpu_hour_usd is not None:
+        extra = {**extra, "gpu_hour_usd": check_positive(sc.gpu_hour_usd, "gpu_hour_usd")}
+    return extra

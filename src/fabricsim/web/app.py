@@ -201,9 +201,14 @@ def _job_out(row: dict[str, Any], state: dict[str, Any] | None,
     st = state or {}
     err = None
     if row.get("error"):
-        err = ErrorOut(message=row["error"], field=row.get("error_field"),
-                       line=row.get("error_line"),
-                       design=_design_index(row["error"]))
+        field = row.get("error_field")
+        design = _design_index(field) if field else None
+        if design is None:
+            design = _design_index(row["error"])
+        elif field is not None:  # "designs[1].training" -> design 1, field "training"
+            field = re.sub(r"^designs\[\d\]\.?", "", field) or None
+        err = ErrorOut(message=row["error"], field=field, line=row.get("error_line"),
+                       design=design)
     return JobOut(id=row["id"], kind=row["kind"], status=st.get("status", row["status"]),
                   progress=float(st.get("progress", row["progress"]) or 0.0),
                   message=st.get("message", row["message"]), created=row["created"],

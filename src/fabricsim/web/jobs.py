@@ -73,6 +73,17 @@ def parse_design(text: str, kind: str, limits: Limits, *, field: str = "scenario
     ... except ConfigError as e:
     ...     print(e.field, "limited to 1024 GPUs; this design has 32768" in str(e))
     cluster.nodes True
+
+    A training job's section is read and its layout resolved on the design's GPUs, so a
+    layout that cannot split is refused at submission, not when the job runs:
+
+    >>> from fabricsim.errors import FabricsimError
+    >>> try:
+    ...     parse_design("cluster: {system: dgx-h100, nodes: 2}\\n"
+    ...                  "training: {model: gpt3-175b, tp: 64}", "train", Limits())
+    ... except FabricsimError as e:
+    ...     print(e.field)
+    training.tp
     """
     from fabricsim.scenario import load_scenario_text
     from fabricsim.scenario.fabric import scenario_gpus
@@ -91,6 +102,11 @@ def parse_design(text: str, kind: str, limits: Limits, *, field: str = "scenario
     if kind in NEEDS_TRAINING and sc.training is None:
         raise ConfigError(f"a {kind} job needs a training: section (model and parallel "
                           "layout); see docs/scenarios.md", field="training")
+    if kind in NEEDS_TRAINING:  # the section's fields and layout, before the job is queued
+        from fabricsim.workloads.spec import training_from_section
+
+        model, cfg, _extra = training_from_section(sc.training)
+        cfg.resolve(model, gpus)
     if kind == "simulate" and not sc.faults and not sc.background:
         raise ConfigError("a simulate job compares the fabric with and without faults or "
                           "background traffic: add a faults: or background: section "
@@ -202,9 +218,13 @@ def _bench(sc: Scenario, fab: Fabric, limits: Limits, progress: Progress
 
 
 def _training(sc: Scenario) -> tuple[Any, Any, dict[str, Any]]:
+    """The job of a scenario's ``training:`` section, priced as the CLI prices it (the
+    section's ``gpu_hour_usd``, else the scenario's)."""
+    from fabricsim.scenario.fabric import training_price
     from fabricsim.workloads.spec import training_from_section
 
-    return training_from_section(sc.training)
+    m, cfg, extra = training_from_section(sc.training)
+    return m, cfg, training_price(extra, sc)
 
 
 def _train(sc: Scenario, fab: Fabric, progress: Progress) -> dict[str, Any]:
@@ -227,10 +247,14 @@ def _train(sc: Scenario, fab: Fabric, progress: Progress) -> dict[str, Any]:
             "nvlink_kinds": sorted(nvlink),
             "exposed_nvlink_s": sum(v for k, v in comm.items() if k in nvlink),
             "exposed_scale_out_s": sum(v for k, v in comm.items() if k not in nvlink),
-            "goodput": gp.goodput, "warnings": list(r.warnings)}
+            "gpu_hour_usd": r.gpu_hour_usd, "goodput": gp.goodput,
+            "job_mtbf_hours": gp.job_mtbf_hours, "failures_per_day": gp.failures_per_day,
+            "checkpoint_interval_s": gp.checkpoint_interval_s,
+            "usd_lost_per_day": gp.usd_lost_per_day, "warnings": list(r.warnings)}
 
 
 def _scale(sc: Scenario, fab: Fabric, progress: Progress) -> dict[str, Any]:
+    from fabricsim.scenario.fabric import cluster_build_kw, scenario_catalog
     from fabricsim.workloads.scaling import scaling_curve, weak_scaling_batch
 
     m, cfg, extra = _training(sc)
@@ -242,11 +266,14 @@ def _scale(sc: Scenario, fab: Fabric, progress: Progress) -> dict[str, Any]:
     pts = scaling_curve(m, c.system, sizes, cfg, fabric=c.fabric, topology=c.topology,
                         oversubscription=c.oversubscription,
                         seqs_per_replica=weak_scaling_batch(cfg, world),
-                        gpu_hour_usd=extra.get("gpu_hour_usd"))
+                        gpu_hour_usd=extra.get("gpu_hour_usd"),
+                        gpus_per_node=c.gpus_per_node, catalog=scenario_catalog(sc.systems),
+                        cluster_kw=cluster_build_kw(c))
     return {"model": m.name, "mode": "weak", "points": jsonable(pts)}
 
 
 def _plan(sc: Scenario, progress: Progress) -> dict[str, Any]:
+    from fabricsim.scenario.fabric import scenario_catalog
     from fabricsim.workloads.fabric_plan import compare_fabrics
 
     m, cfg, extra = _training(sc)
@@ -256,7 +283,9 @@ def _plan(sc: Scenario, progress: Progress) -> dict[str, Any]:
     opts = compare_fabrics(m, system=c.system, nodes=c.nodes, fabrics=fabrics,
                            topology=c.topology, oversubscription=c.oversubscription,
                            gpus_per_node=c.gpus_per_node, cfg=cfg,
-                           gpu_hour_usd=extra.get("gpu_hour_usd"))
+                           gpu_hour_usd=extra.get("gpu_hour_usd"),
+                           cluster_params=dict(c.params),
+                           catalog=scenario_catalog(sc.systems))
     return {"model": m.name, "options": [jsonable(o.as_dict()) for o in opts]}
 
 
@@ -322,7 +351,14 @@ def run_job(kind: str, designs: Sequence[str], *, limits: Limits | None = None,
         def part(frac: float, msg: str, i: int = i) -> None:
             progress((i + frac) / len(scs), f"design {'AB'[i]}: {msg}")
 
-        out.append(run_design(kind, sc, lim, part))
+        try:
+            out.append(run_design(kind, sc, lim, part))
+        except FabricsimError as e:
+            if len(scs) == 1:
+                raise
+            # which design failed, where the app's error reader finds it
+            raise type(e)(f"design {'AB'[i]}: {e.message}", field=f"designs[{i}]."
+                          f"{e.field}" if e.field else f"designs[{i}]") from e
     progress(1.0, "figures")
     return {"kind": kind, "designs": out, "figures": figures(kind, out),
             "wall_s": time.perf_counter() - t0}
