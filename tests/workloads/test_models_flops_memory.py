@@ -195,3 +195,35 @@ def test_v_head_dim_must_leave_a_query_key_width() -> None:
         get_model("deepseek-v3").model_copy(update={"v_head_dim": 320}).model_validate(
             {**get_model("deepseek-v3").model_dump(), "v_head_dim": 320})
     assert get_model("kimi-k2").attn_io_widths == (64 * 192, 64 * 192, 64 * 128, 64 * 128)
+
+
+def test_leading_dense_layers_sit_on_the_first_stage() -> None:
+    """DeepSeek-V3's three dense layers are the first stage's (Megatron's layout
+    Et*4|...: 3 dense + 1 MoE there), so that stage holds one layer's experts, not 3.8."""
+    from fabricsim.workloads.memory import _stage_dense_layers, _stage_params
+
+    m = get_model("deepseek-v3")
+    p = ParallelConfig(pp=16, ep=8, pipeline_layout="Et*4|(tttt|)*14tmL",
+                       global_batch=1024).resolve(m, 256)
+    dense = _stage_dense_layers(m, p)
+    assert dense[0] == 3 and sum(dense) == m.dense_layers
+    e0, e1 = _stage_params(m, p, 0)[1], _stage_params(m, p, 1)[1]
+    assert e0 == pytest.approx(e1 / 4)  # one MoE layer against four
+    g = m.model_copy(update={"layers": 64})  # 64 layers: pp 4 x vp 2 chunks of 8
+    vp = ParallelConfig(pp=4, interleave=2, ep=8, global_batch=1024).resolve(g, 256)
+    assert _stage_dense_layers(g, vp) == [3, 0, 0, 0]  # the first chunk is rank 0's
+
+
+def test_deepseek_v3_fits_as_deepseek_trained_it() -> None:
+    """DeepSeek-V3's own layout (report sec. 3: 2,048 H800 of 80 GB, PP 16 DualPipe,
+    EP 64, FP8, RMSNorm and MLA up-projections recomputed) fits, with its MLA attention
+    stored at its real widths and its FP8-cast expert inputs."""
+    m = get_model("deepseek-v3")
+    p = ParallelConfig(pp=16, ep=64, micro_batch=1, global_batch=15360, seq_len=4096,
+                       precision="fp8", recompute="selective",
+                       recompute_modules=("layernorm", "mla_up_proj"),
+                       pipeline_schedule="dualpipe", pipeline_layout="Et*4|(tttt|)*14tmL",
+                       ep_overlap=True, moe_node_limit=4, fp8_recipe="blockwise"
+                       ).resolve(m, 2048)
+    est = memory_per_gpu(m, p)
+    assert 60 * GIB < est.total < 80 * GIB

@@ -174,32 +174,73 @@ def _s2(m: TransformerSpec, p: ResolvedParallel) -> float:
     return 5.0 * m.heads * s * s * p.cfg.micro_batch / p.tp
 
 
+def _stage_dense_layers(m: TransformerSpec, p: ResolvedParallel) -> list[float]:
+    """Dense layers on each pipeline rank when the model's first ``dense_layers`` are
+    dense and the rest MoE (DeepSeek-V3's three leading dense layers): the layers are laid
+    out chunk by chunk, chunk ``c`` of the ``pp·v`` model chunks on rank ``c mod pp``, a
+    rank's layers split evenly over its ``v`` chunks.
+
+    Examples
+    --------
+    >>> from fabricsim.workloads.models import get_model
+    >>> from fabricsim.workloads.parallel import ParallelConfig
+    >>> m = get_model("deepseek-v3")
+    >>> p = ParallelConfig(pp=16, ep=8, pipeline_layout="Et*4|(tttt|)*14tmL"
+    ...                    ).resolve(m, 256)
+    >>> _stage_dense_layers(m, p)[:2]
+    [3.0, 0.0]
+    """
+    counts = p.stage_layer_counts or (p.stage_layers,) * p.pp
+    if not m.is_moe or not m.dense_layers or len(counts) != p.pp:
+        return [float(c) * (m.layers - m.moe_layers) / m.layers for c in counts]
+    v = max(p.cfg.interleave, 1)
+    out = [0.0] * p.pp
+    start = 0.0
+    for c in range(p.pp * v):
+        rank = c % p.pp
+        size = counts[rank] / v
+        out[rank] += max(0.0, min(start + size, m.dense_layers) - start)
+        start += size
+    return out
+
+
 def _stage_params(m: TransformerSpec, p: ResolvedParallel, stage: int) -> tuple[float, float]:
     """Parameters one GPU of pipeline stage ``stage`` holds (dense, expert), as
-    :func:`stage_params` does for the largest stage."""
+    :func:`stage_params` does for the largest stage, with the stage's own dense and MoE
+    layers (:func:`_stage_dense_layers`)."""
     counts = p.stage_layer_counts or (p.stage_layers,)
     if p.pp == 1:
         return stage_params(m, p)
     layers = counts[stage]
-    expert = m.expert_total_params
-    dense_layers = m.layer_params - expert + m.hidden
+    if m.is_moe:
+        dense_n = _stage_dense_layers(m, p)[stage] if len(counts) == p.pp else \
+            layers * m.dense_layers / m.layers
+        moe_n = layers - dense_n
+        routed = m.experts * m.expert_params
+        dense = dense_n * m.dense_layer_params + moe_n * (m.moe_layer_params - routed)
+        expert = moe_n * routed
+    else:
+        dense, expert = float(layers * m.dense_layer_params), 0.0
     emb = m.vocab * m.hidden
-    dense = dense_layers * layers / m.layers
     if stage == 0:
         dense += emb
     if stage == p.pp - 1:
         dense += emb  # the output head (its own copy when tied, as Megatron keeps it)
-    return dense / p.tp, expert * layers / m.layers / p.etp / p.ep
+    return dense / p.tp, expert / p.etp / p.ep
 
 
 def _fp8_saving(m: TransformerSpec, p: ResolvedParallel, moe: bool) -> float:
     """Bytes per layer and micro-batch that FP8 saves: Transformer Engine keeps the inputs
     of the linear layers for the backward in FP8 (1 byte) instead of BF16 (2 bytes): the
-    QKV and projection inputs, the MLP's first input and its activation output."""
+    QKV and projection inputs, the MLP's first input and its activation output. In an
+    MoE layer the routed experts' first input is the ``top_k`` permuted copies of each
+    token (the grouped GEMM's FP8-cast input; the BF16 copies are not kept: the permutation's
+    backward needs only the routing map)."""
     s = p.seq / p.cp
     b = p.cfg.micro_batch
     width = (m.top_k + m.shared_experts) * m.expert_ffn if moe else m.ffn
-    saved = s * b * (3 * m.hidden + width)
+    mlp_in = m.hidden * m.top_k if moe else m.hidden
+    saved = s * b * (2 * m.hidden + mlp_in + width)
     return saved / p.tp  # the MLP input and activation live in TP regions
 
 
@@ -259,25 +300,29 @@ def memory_per_gpu(m: TransformerSpec, p: ResolvedParallel, *, flash: bool = Tru
     moe_frac = m.moe_layers / m.layers
     block = cfg.recompute == "full" and cfg.recompute_layers is not None
 
-    def per_layer_of(rc: str) -> float:
-        out = ((1 - moe_frac) * activation_bytes_per_layer(m, p, recompute=rc)
-               + moe_frac * activation_bytes_per_layer(m, p, moe=True, recompute=rc))
+    def per_layer_of(rc: str, frac: float) -> float:
+        out = ((1 - frac) * activation_bytes_per_layer(m, p, recompute=rc)
+               + frac * activation_bytes_per_layer(m, p, moe=True, recompute=rc))
         if rc != "full" and cfg.precision != "bf16":
-            out -= (1 - moe_frac) * _fp8_saving(m, p, False) + moe_frac * _fp8_saving(
+            out -= (1 - frac) * _fp8_saving(m, p, False) + frac * _fp8_saving(
                 m, p, True)
         if rc == "none" and not flash:
             out += _s2(m, p)
         return out
 
-    full_layer = per_layer_of("full")
-    # layers that are not recomputed keep everything (block recomputation's other layers)
-    kept_layer = per_layer_of("none" if block else cfg.recompute)
     counts = p.stage_layer_counts or (p.stage_layers,)
+    dense_on = _stage_dense_layers(m, p) if len(counts) == p.pp else \
+        [c * (1 - moe_frac) for c in counts]
     logits = 4.0 * (p.seq / p.cp) * cfg.micro_batch * m.vocab / p.tp
     dual = cfg.pipeline_schedule == "dualpipe"
 
-    def acts_of(layers: int) -> float:
-        """Activations one micro-batch leaves on a stage of ``layers`` layers."""
+    def acts_of(stage: int) -> float:
+        """Activations one micro-batch leaves on pipeline stage ``stage``."""
+        layers = counts[stage]
+        frac = 1 - dense_on[stage] / layers if layers and m.is_moe else 0.0
+        full_layer = per_layer_of("full", frac)
+        # layers not recomputed keep everything (block recomputation's other layers)
+        kept_layer = per_layer_of("none" if block else cfg.recompute, frac)
         if block:  # N layers recomputed, the rest keep all their activations
             n_rc = min(cfg.recompute_layers or layers, layers)
             return n_rc * full_layer + (layers - n_rc) * kept_layer
@@ -307,11 +352,10 @@ def memory_per_gpu(m: TransformerSpec, p: ResolvedParallel, *, flash: bool = Tru
             held = layers + (counts[p.pp - 1 - i] if dual else 0)
             weights += 2 * 2.0 * (dense + expert) / max(held, 1)
         if dual:
-            other = counts[p.pp - 1 - i]
             in_flight = float(min(p.pp + 1, p.num_micro))
-            acts = in_flight * (acts_of(layers) + acts_of(other)) / 2
+            acts = in_flight * (acts_of(i) + acts_of(p.pp - 1 - i)) / 2
         else:
-            acts = acts_of(layers) * _in_flight(p, i)
+            acts = acts_of(i) * _in_flight(p, i)
         if cfg.recompute == "full":  # one layer's full working set while it is recomputed
             acts += activation_bytes_per_layer(m, p, recompute="selective")
         if i == len(counts) - 1 or (dual and i == 0):
