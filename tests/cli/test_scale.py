@@ -1,6 +1,7 @@
 """``fabricsim scale``: infeasible sizes are skipped with a reason, the batch rule is said."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -141,3 +142,28 @@ def test_scale_takes_the_goodput_inputs(capsys: pytest.CaptureFixture[str]) -> N
                zip(slow, fast, strict=True))
     assert fast[1]["failures_per_day"] > fast[0]["failures_per_day"] > 0
     assert main([*base, "--restart-min", "-1"]) == 2
+
+
+def test_scale_takes_trains_stack_flags(capsys: pytest.CaptureFixture[str],
+                                        tmp_path: Path) -> None:
+    """The overlap, pipeline-split and MoE flags of train reach scale, and give what the
+    same fields in a scenario give (they were YAML-only: 'No such option')."""
+    base = ("scale", "--model", "llama3-70b", "--tp", "8", "--pp", "4", "--vp", "5",
+            "--seq-len", "8192", "--global-batch", "512", "--gpus", "256,1024", "--strong",
+            "--json")
+    code, out, err = run(capsys, *base, "--tp-comm-overlap", "--first-stage-layers", "15",
+                         "--last-stage-layers", "15")
+    assert code == 0, err
+    flags = json.loads(out)["points"]
+    sc = tmp_path / "s.yaml"
+    sc.write_text("cluster: {system: dgx-h100, nodes: 32}\ntraining: {model: llama3-70b, "
+                  "tp: 8, pp: 4, interleave: 5, seq_len: 8192, global_batch: 512, "
+                  "tp_comm_overlap: true, first_stage_layers: 15, last_stage_layers: 15}\n")
+    code, out, err = run(capsys, "scale", str(sc), "--gpus", "256,1024", "--strong", "--json")
+    assert code == 0, err
+    yaml_pts = json.loads(out)["points"]
+    assert [p["tokens_per_s_per_gpu"] for p in flags] == pytest.approx(
+        [p["tokens_per_s_per_gpu"] for p in yaml_pts])
+    code, out, _ = run(capsys, *base)
+    plain = json.loads(out)["points"]
+    assert flags[0]["losses"]["tp"] < plain[0]["losses"]["tp"] / 10  # TP hidden
