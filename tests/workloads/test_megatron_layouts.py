@@ -209,3 +209,22 @@ def test_folded_experts_leave_moe_layers_only_the_attention_tp_traffic() -> None
     # every Mixtral layer is MoE: one collective pair per layer instead of two
     assert folded.comm_total_s["tp"] == pytest.approx(split.comm_total_s["tp"] / 2,
                                                       rel=1e-9)
+
+
+def test_split_errors_say_what_would_divide() -> None:
+    """A VP that does not divide the layers lists the ones that do; a sequence that does
+    not split over SP's TP ranks says sequence parallelism is why."""
+    from fabricsim.errors import ModelError
+    from fabricsim.workloads.models import get_model
+    from fabricsim.workloads.parallel import ParallelConfig
+
+    m = get_model("llama3-70b")
+    with pytest.raises(ModelError, match=r"vp one of 1, 2, 4, 5, 10, 20"):
+        ParallelConfig(tp=8, pp=4, interleave=3).resolve(m, 32)
+    with pytest.raises(ModelError, match=r"sequence parallelism splits.*--no-sequence-"
+                                         r"parallel") as e:
+        ParallelConfig(tp=8, seq_len=8196).resolve(m, 8)
+    assert e.value.field == "training.seq_len"
+    with pytest.raises(ModelError, match=r"divisible by cp = 2: context parallelism"):
+        ParallelConfig(tp=4, cp=2, seq_len=8193, sequence_parallel=False).resolve(m, 8)
+    ParallelConfig(tp=8, seq_len=8196, sequence_parallel=False).resolve(m, 8)  # fine

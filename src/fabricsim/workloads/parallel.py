@@ -422,8 +422,16 @@ class ParallelConfig(StrictModel):
                 raise bad("pipeline_schedule", f"dualpipe is its own schedule and does not "
                           f"interleave: {what}, or use --pp-schedule 1f1b")
         seq = self.seq_len or model.seq
-        if seq % (cp * (tp if (self.sequence_parallel and tp > 1) else 1)):
-            raise bad("seq_len", f"seq_len={seq} must be divisible by cp·tp = {cp * tp}")
+        sp = self.sequence_parallel and tp > 1
+        if seq % (cp * (tp if sp else 1)):
+            if not sp:
+                raise bad("seq_len", f"seq_len={seq} must be divisible by cp = {cp}: context "
+                          f"parallelism splits each sequence over {cp} ranks")
+            raise bad("seq_len", f"seq_len={seq} must be divisible by cp·tp = {cp * tp}: "
+                      f"sequence parallelism splits each sequence over the {tp} TP ranks"
+                      + (f" (and context parallelism over {cp})" if cp > 1 else "")
+                      + f"; use a multiple of {cp * tp}, or --no-sequence-parallel"
+                      + (f" (a multiple of {cp} then)" if cp > 1 else ""))
         if cp > 1 and seq // cp < 2:
             raise bad("cp", f"cp={cp} leaves fewer than 2 tokens per rank")
         per_step = self.micro_batch * dp
@@ -490,9 +498,10 @@ class ParallelConfig(StrictModel):
             hint = (f"; or count the embedding and loss as layers "
                     f"(--account-for-embedding-loss: {layers + 2} = {pp * v}·"
                     f"{(layers + 2) // (pp * v)})" if (layers + 2) % (pp * v) == 0 else "")
+            fits = [str(k) for k in range(1, layers // pp + 1) if layers % (pp * k) == 0]
             raise bad("interleave", f"pp·vp = {pp * v} must divide the model's {layers} "
-                      f"layers, or set first/last stage layers so that every stage's count "
-                      f"divides by vp{hint}")
+                      f"layers (at pp={pp}, vp one of {', '.join(fits)}), or set first/last "
+                      f"stage layers so that every stage's count divides by vp{hint}")
         base, extra = divmod(layers, pp)
         # Megatron-DeepSpeed style uneven split: the first stages take one more layer
         return tuple(base + (1 if i < extra else 0) for i in range(pp))
