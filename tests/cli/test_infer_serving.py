@@ -4,6 +4,7 @@ disaggregated serving; bad input exits 2 with the flag and the fix, never a trac
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -52,14 +53,14 @@ def test_table_shows_the_new_sections(capsys: pytest.CaptureFixture[str]) -> Non
 @pytest.mark.parametrize("args, needles", [
     (["--nodes", "3", "--pp", "3"], ["inference.pp", "80 layers", "--pp 1, 2\n"]),
     (["--pp", "2"], ["inference.pp", "add --nodes"]),
-    (["--pp", "0"], ["inference.pp", "--pp must be a positive integer"]),
+    (["--pp", "0"], ["inference.pp", "greater than or equal to 1", "--pp on the command"]),
     (["--ep", "2"], ["inference.ep", "mixture-of-experts"]),
     (["--model", "mixtral-8x7b", "--tp", "4", "--ep", "8"], ["inference.ep", "divide tp=4"]),
     (["--model", "mixtral-8x7b", "--tp", "8", "--ep", "3"], ["inference.ep", "divide"]),
     (["--prefill-tp", "8"], ["inference.prefill_tp", "raise --nodes"]),
     (["--tpot-target", "0.5"], ["inference.tpot_target", "no batch meets"]),
     (["--tpot-target", "-2"], ["--tpot-target", "positive"]),
-    (["--max-batch", "0"], ["inference.max_batch", "--max-batch"]),
+    (["--max-batch", "0"], ["inference.max_batch", "--max-batch on the command line"]),
     (["--kv-precision", "int4"], ["--kv-precision", "bf16 or fp8"]),
     (["--engine", "sglang"], ["inference.engine", "trtllm"]),
     (["--system", "dgx-a100", "--precision", "fp8"], ["inference.precision", "fp8-weights"]),
@@ -72,3 +73,35 @@ def test_bad_input_exits_2(args: list[str], needles: list[str],
     assert "Traceback" not in err
     for n in needles:
         assert n in err, (n, err)
+
+
+def test_inference_section_serves_and_flags_override(capsys: pytest.CaptureFixture[str],
+                                                     tmp_path: Path) -> None:
+    """A scenario's inference: section gives the model and the serving layout; flags
+    override it; validate serves it once (a serving-only scenario used to fail validate
+    as a training job)."""
+
+    assert main(["infer", "serve-llama3-70b", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["serving"]["batch"] == 64 and d["continuous"] and d["disaggregated"]
+    assert main(["infer", "serve-llama3-70b", "--tp", "4", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["tp"] == 4
+    same = ["infer", "--model", "llama3-70b", "--system", "dgx-h100", "--nodes", "2",
+            "--tp", "8", "--batch", "64", "--prompt-len", "4096", "--output-len", "512",
+            "--precision", "fp8", "--tpot-target", "30", "--prefill-tp", "8", "--json"]
+    assert main(same) == 0
+    flags = json.loads(capsys.readouterr().out)
+    assert flags["tpot_s"] == d["tpot_s"]
+    assert flags["continuous"]["batch"] == d["continuous"]["batch"]
+    long = tmp_path / "long.yaml"
+    long.write_text("cluster: {system: dgx-h100, nodes: 1}\n"
+                    "inference: {model: llama3-70b, max_context: 131072, precision: fp8, "
+                    "prompt_len: 100000}\n")
+    assert main(["validate", str(long)]) == 0
+    assert "inference llama3-70b" in capsys.readouterr().out
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("cluster: {system: dgx-h100, nodes: 1}\ninference: {model: llama3-70b, "
+                   "batchsize: 4}\n")
+    assert main(["infer", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "inference.batchsize" in err and "known fields" in err and "batch" in err

@@ -104,3 +104,22 @@ def test_bad_yaml_shows_the_error_next_to_its_line(page: Any) -> None:
     pg.fill("#design-0 .yaml", "cluster:\n  nodes: 2\n")
     pg.wait_for_selector("#design-0 .yaml-error", state="hidden")
     assert pg.locator("#design-0 .gutter span.bad").count() == 0
+
+
+def test_an_infer_job_shows_latency_and_throughput(page: Any) -> None:
+    """The serving job from the page: the inference: section run, its summary rows and
+    its two charts."""
+    pg = page
+    pg.select_option("#kind", "infer")
+    pg.fill("#design-0 .yaml", "cluster:\n  system: dgx-h100\n  nodes: 2\ninference:\n"
+                               "  model: llama3-8b\n  tp: 1\n  batch: 8\n"
+                               "  tpot_target_ms: 20\n  prefill_tp: 1\n")
+    status = pg.wait_for_selector("#design-0 .status.ok")
+    assert "inference llama3-8b" in status.inner_text()
+    pg.click("#run")
+    pg.wait_for_selector("#fig-serving_latency[data-rendered='1'] .main-svg")
+    names = _traces(pg, "serving_throughput")
+    assert names == ["static batch", "continuous batching", "disaggregated"]
+    summary = pg.inner_text("#summary")
+    assert "time per output token ms" in summary and "continuous: batch" in summary
+    assert "–" not in summary.split("disaggregated: TTFT ms")[1].split("\n")[0]

@@ -212,3 +212,25 @@ def test_a_training_layout_that_cannot_split_is_refused_at_submission(
     with pytest.raises(FabricsimError) as e:
         parse_design(SMALL + "training: " + training + "\n", "scale", Limits())
     assert e.value.field is not None and e.value.field.startswith(field)
+
+
+def test_infer_job_serves_the_inference_section() -> None:
+    """The web app serves a scenario's inference: section as fabricsim infer does: the
+    static batch, continuous batching and the disaggregated pair, with their charts."""
+    text = shipped_scenarios()["serve-llama3-70b"]
+    out = run_job("infer", [text, text.replace("fabric: ib-ndr", "fabric: roce-400g")])
+    a, b = (d["infer"] for d in out["designs"])
+    assert a["serving"]["tp"] == 8 and a["continuous"]["tpot_s"] <= 0.030
+    assert a["disaggregated"]["crosses_servers"] is True
+    # the KV cache crosses the fabric: the only figure the fabric changes
+    assert a["disaggregated"]["kv_transfer_s"] != b["disaggregated"]["kv_transfer_s"]
+    assert a["tpot_s"] == b["tpot_s"]
+    for name in ("serving_latency", "serving_throughput"):
+        _check_figure(out["figures"][name])
+    with pytest.raises(ConfigError, match="needs an inference: section") as e:
+        parse_design(SMALL, "infer", Limits())
+    assert e.value.field == "inference"
+    with pytest.raises(ConfigError) as e:
+        parse_design(SMALL + "inference: {model: llama3-8b, tpot_target_ms: -1}\n", "infer",
+                     Limits())
+    assert e.value.field == "inference.tpot_target_ms"

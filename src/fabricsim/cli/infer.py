@@ -30,23 +30,31 @@ from fabricsim.cli.common import (
 )
 from fabricsim.cli.train import ModelOpt
 from fabricsim.errors import ConfigError
-from fabricsim.workloads.models import TransformerSpec, get_model
+from fabricsim.workloads.models import MODEL_FIELDS, TransformerSpec, get_model
+from fabricsim.workloads.spec import ServingConfig
 
-TpOpt = Annotated[int, typer.Option("--tp", help="Tensor-parallel size of the instance.")]
-PpOpt = Annotated[int, typer.Option("--pp", help="Pipeline stages of the instance.")]
-EpOpt = Annotated[int, typer.Option(
-    "--ep", help="Expert-parallel groups inside the TP group (MoE models; divides --tp).")]
-BatchOpt = Annotated[int, typer.Option("--batch", help="Sequences decoded together.")]
-PromptOpt = Annotated[int, typer.Option("--prompt-len", help="Prompt tokens per sequence.")]
-OutputOpt = Annotated[int, typer.Option("--output-len", help="Output tokens per sequence.")]
-PrecOpt = Annotated[str, typer.Option(
-    "--precision", help="bf16, fp8, or fp8-weights (FP8 weights, 16-bit math).")]
+TpOpt = Annotated[int | None, typer.Option(
+    "--tp", help="Tensor-parallel size of the instance (default 8).")]
+PpOpt = Annotated[int | None, typer.Option(
+    "--pp", help="Pipeline stages of the instance (default 1).")]
+EpOpt = Annotated[int | None, typer.Option(
+    "--ep", help="Expert-parallel groups inside the TP group (MoE models; divides --tp; "
+    "default 1).")]
+BatchOpt = Annotated[int | None, typer.Option(
+    "--batch", help="Sequences decoded together (default 1).")]
+PromptOpt = Annotated[int | None, typer.Option(
+    "--prompt-len", help="Prompt tokens per sequence (default 1024).")]
+OutputOpt = Annotated[int | None, typer.Option(
+    "--output-len", help="Output tokens per sequence (default 256).")]
+PrecOpt = Annotated[str | None, typer.Option(
+    "--precision", help="bf16 (the default), fp8, or fp8-weights (FP8 weights, 16-bit "
+    "math).")]
 KvPrecOpt = Annotated[str | None, typer.Option(
     "--kv-precision", help="KV-cache precision, bf16 or fp8 (default: fp8 with --precision "
     "fp8, else bf16).")]
-EngineOpt = Annotated[str, typer.Option(
-    "--engine", help="Serving engine's host costs and kernels: trtllm, trtllm-python, "
-    "trtllm-0.6, vllm-0.5 or ideal.")]
+EngineOpt = Annotated[str | None, typer.Option(
+    "--engine", help="Serving engine's host costs and kernels: trtllm (the default), "
+    "trtllm-python, trtllm-0.6, vllm-0.5 or ideal.")]
 TpotOpt = Annotated[float | None, typer.Option(
     "--tpot-target", help="Continuous batching: the largest batch whose time per output "
     "token stays within this many ms.")]
@@ -81,31 +89,50 @@ def _served_model(section: dict[str, Any] | None, flag: str | None
     return m, notes
 
 
+def _serving_job(sc: Any, flag_model: str | None, flags: dict[str, Any]
+                 ) -> tuple[TransformerSpec, ServingConfig, list[str]]:
+    """The served model and layout: the scenario's ``inference:`` section with the
+    ``flags`` (ServingConfig fields) over it; the model from ``--model``, else that
+    section, else the ``training:`` section (with a note naming its unused fields)."""
+    from fabricsim.workloads.spec import serving_from_section
+
+    section = dict(sc.inference or {})
+    notes: list[str] = []
+    base = None
+    if flag_model is not None:
+        get_model(flag_model, field="--model")  # an unknown name is the flag's error
+        section = {k: v for k, v in section.items() if k not in MODEL_FIELDS}
+        section["model"] = flag_model
+    elif "model" not in section and not any(k in MODEL_FIELDS for k in section):
+        base, notes = _served_model(sc.training, None)
+    m, cfg = serving_from_section({**section, **flags}, model=base)
+    return m, cfg, notes
+
+
 def register(app: typer.Typer) -> None:
     @app.command("infer")
     def infer_cmd(scenario: ScenarioArg = None, system: SystemOpt = None,
                   nodes: NodesOpt = None, gpus_per_node: GpusPerNodeOpt = None,
                   fabric: FabricOpt = None, topology: TopologyOpt = None,
                   oversubscription: OversubOpt = None, model: ModelOpt = None,
-                  tp: TpOpt = 8, pp: PpOpt = 1, ep: EpOpt = 1, batch: BatchOpt = 1,
-                  prompt_len: PromptOpt = 1024, output_len: OutputOpt = 256,
-                  precision: PrecOpt = "bf16", kv_precision: KvPrecOpt = None,
-                  engine: EngineOpt = "trtllm", tpot_target: TpotOpt = None,
+                  tp: TpOpt = None, pp: PpOpt = None, ep: EpOpt = None,
+                  batch: BatchOpt = None, prompt_len: PromptOpt = None,
+                  output_len: OutputOpt = None, precision: PrecOpt = None,
+                  kv_precision: KvPrecOpt = None, engine: EngineOpt = None,
+                  tpot_target: TpotOpt = None,
                   max_batch: MaxBatchOpt = None, prefill_tp: PrefillTpOpt = None,
                   as_json: JsonOpt = False) -> None:
-        """Serve a model: TTFT, time per output token, tokens/s, KV-cache limits."""
-        from fabricsim.workloads.comm import EngineComm
-        from fabricsim.workloads.inference import (
-            continuous_batching,
-            disaggregated_serving,
-            simulate_inference,
-        )
+        """Serve a model: TTFT, time per output token, tokens/s, KV-cache limits.
+
+        A scenario's inference: section gives the model and the serving layout (the
+        flags override it); without one, its training: section gives the model.
+        """
+        from fabricsim.workloads.inference import run_serving
 
         sc = scenario_with_overrides(
             scenario, system=system, nodes=nodes, gpus_per_node=gpus_per_node,
             fabric=fabric, topology=topology, oversubscription=oversubscription)
-        m, notes = _served_model(sc.training, model)
-        if precision not in PRECISION_CHOICES:
+        if precision is not None and precision not in PRECISION_CHOICES:
             raise ConfigError(f"must be {', '.join(PRECISION_CHOICES)}, got {precision!r}",
                               field="--precision")
         if kv_precision is not None and kv_precision not in ("bf16", "fp8"):
@@ -114,30 +141,25 @@ def register(app: typer.Typer) -> None:
         if tpot_target is not None and not tpot_target > 0:
             raise ConfigError(f"must be a positive number of milliseconds, got "
                               f"{tpot_target!r}", field="--tpot-target")
+        flags = {k: v for k, v in dict(
+            tp=tp, pp=pp, ep=ep, batch=batch, prompt_len=prompt_len, output_len=output_len,
+            precision=precision, kv_precision=kv_precision, engine=engine,
+            tpot_target_ms=tpot_target, max_batch=max_batch, prefill_tp=prefill_tp).items()
+            if v is not None}
+        m, cfg, notes = _serving_job(sc, model, flags)
+        tp, pp, ep, batch = cfg.tp, cfg.pp, cfg.ep, cfg.batch
+        prompt_len, output_len, precision = cfg.prompt_len, cfg.output_len, cfg.precision
+        tpot_target, max_batch = cfg.tpot_target_ms, cfg.max_batch
         fab = fabric_from_scenario(sc)
-        comm = EngineComm(fab)
-        kw: dict[str, Any] = dict(tp=tp, pp=pp, ep=ep, precision=precision,
-                                  kv_precision=kv_precision, engine=engine, comm=comm)
-        r = simulate_inference(m, fab, batch=batch, prompt_len=prompt_len,
-                               output_len=output_len, **kw)
-        d = r.as_dict()
+        run = run_serving(m, cfg, fab)
+        r, cont, dis = run.static, run.continuous, run.disaggregated
+        d = run.as_dict()
         d["cluster"] = {"system": fab.info.system, "gpu": fab.info.gpu,
                         "fabric": fab.info.fabric, "topology": fab.info.topology,
                         "nodes": fab.info.servers, "gpus": fab.n_gpus}
         d["model_params"] = m.params
+        d["serving"] = cfg.model_dump()
         d["notes"] = notes
-        cont = None
-        if tpot_target is not None or max_batch is not None:
-            cont = continuous_batching(
-                m, fab, prompt_len=prompt_len, output_len=output_len,
-                tpot_target_s=tpot_target / 1e3 if tpot_target is not None else None,
-                max_batch=max_batch, **kw)
-            d["continuous"] = cont.as_dict()
-        dis = None
-        if prefill_tp is not None:
-            dis = disaggregated_serving(m, fab, prefill_tp=prefill_tp, batch=batch,
-                                        prompt_len=prompt_len, output_len=output_len, **kw)
-            d["disaggregated"] = dis.as_dict()
         if as_json:
             print_json(d)
             return

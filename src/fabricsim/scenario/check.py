@@ -2,9 +2,9 @@
 
 What ``fabricsim validate`` and the web app's live validation report: the cluster is
 built, the collective's name and sizes are parsed, the ``training:`` section resolved to a
-model and a parallel layout, the ``packet:`` section to a packet configuration, faults to
-links of the built fabric. The first error is raised (a
-:class:`~fabricsim.errors.FabricsimError` naming the field).
+model and a parallel layout, the ``inference:`` section served once on the cluster, the
+``packet:`` section to a packet configuration, faults to links of the built fabric. The
+first error is raised (a :class:`~fabricsim.errors.FabricsimError` naming the field).
 
 Example
 -------
@@ -53,6 +53,16 @@ def check_sections(sc: Scenario, kind: str | None = None) -> list[str]:
             parts.append(f"training {model.name} (tp {p.tp}, pp {p.pp}, dp {p.dp})")
         else:
             parts.append(f"training {model.name}")
+    if sc.inference is not None:
+        from fabricsim.workloads.inference import run_serving
+        from fabricsim.workloads.spec import serving_from_section
+
+        model, serve = serving_from_section(sc.inference)
+        if kind in (None, "infer"):  # the layout on this cluster: sizes, memory, context
+            run_serving(model, serve, fab)
+            parts.append(f"inference {model.name} (tp {serve.tp}, pp {serve.pp})")
+        else:
+            parts.append(f"inference {model.name}")
     if sc.packet is not None:
         from fabricsim.backends.packet.config import parse_packet_config
 

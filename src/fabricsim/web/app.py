@@ -64,7 +64,7 @@ from fabricsim.web.store import TERMINAL, JobStore  # noqa: E402
 __all__ = ["create_app"]
 
 JobId = Annotated[str, PathParam(pattern=r"^[0-9a-f]{16}$", description="a job's id")]
-Kind = Literal["describe", "bench", "train", "scale", "plan", "simulate", "packet"]
+Kind = Literal["describe", "bench", "train", "scale", "plan", "infer", "simulate", "packet"]
 assert set(KINDS) == set(get_args(Kind))
 
 
@@ -242,9 +242,9 @@ def _csv_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
             rows += [{**base, **flatten(b)} for b in d["simulate"]["bottlenecks"]]
         elif kind == "packet":
             rows += [{**base, **flatten(r)} for r in d["packet"]["runs"]]
-        elif kind == "train":
-            rows.append({**base, **flatten({k: v for k, v in d["train"].items()
-                                            if k != "warnings"})})
+        elif kind in ("train", "infer"):
+            rows.append({**base, **flatten({k: v for k, v in d[kind].items()
+                                            if k not in ("warnings", "notes")})})
         else:
             rows.append({**base, **flatten({k: v for k, v in d["cluster"]["summary"].items()
                                             if k not in ("hierarchy", "notes")})})

@@ -191,6 +191,45 @@ def breakdown(designs: Sequence[dict[str, Any]]) -> Fig:
                                             barmode="stack")}
 
 
+def _vals(runs: Sequence[dict[str, Any] | None], key: str, scale: float = 1.0
+          ) -> list[float | None]:
+    """``key`` of each design's run, scaled (None where the design has no such run)."""
+    return [float(r[key]) * scale if r else None for r in runs]
+
+
+def serving(designs: Sequence[dict[str, Any]]) -> tuple[Fig, Fig]:
+    """Latency (time to first token and per output token, ms) and throughput (output
+    tokens/s per GPU) of each design's serving: the static batch, and continuous batching
+    and the disaggregated pair where the design asks for them."""
+    names = [_tag(designs, i, d["cluster"]["summary"]["fabric"])
+             for i, d in enumerate(designs)]
+    modes = (("static batch", None), ("continuous batching", "continuous"),
+             ("disaggregated", "disaggregated"))
+    lat: list[dict[str, Any]] = []
+    thr: list[dict[str, Any]] = []
+    for k, (label, key) in enumerate(modes):
+        runs: list[dict[str, Any] | None] = [
+            d["infer"] if key is None else d["infer"].get(key) for d in designs]
+        if not any(runs):
+            continue
+        for metric, ys, dash in (("TTFT", _vals(runs, "ttft_s", 1e3), ""),
+                                 ("TPOT", _vals(runs, "tpot_s", 1e3), "/")):
+            lat.append({"type": "bar", "name": f"{metric}, {label}", "x": names, "y": ys,
+                        "marker": {"color": COLORS[k], "pattern": {"shape": dash}},
+                        "hovertemplate": "%{y:.2f} ms<extra>" + f"{metric}, {label}"
+                        + "</extra>"})
+        thr.append({"type": "bar", "name": label, "x": names,
+                    "y": _vals(runs, "tokens_per_s_per_gpu"), "marker": {"color": COLORS[k]},
+                    "hovertemplate": "%{y:,.1f} tokens/s per GPU<extra>" + label
+                    + "</extra>"})
+    model = designs[0]["infer"]["model"]
+    return ({"data": lat, "layout": _layout(f"Serving {model}: latency", "design",
+                                            "milliseconds", barmode="group")},
+            {"data": thr, "layout": _layout(f"Serving {model}: output tokens/s per GPU",
+                                            "design", "tokens/s per GPU",
+                                            barmode="group")})
+
+
 def scaling(designs: Sequence[dict[str, Any]]) -> tuple[Fig, Fig]:
     """Scaling efficiency and the daily cost of exposed communication against GPUs."""
     eff, cost = [], []
@@ -311,6 +350,8 @@ def figures(kind: str, designs: Sequence[dict[str, Any]]) -> dict[str, Fig]:
         out["scaling"], out["cost"] = scaling(designs)
     elif kind == "plan":
         out["plan_time"], out["plan_cost"] = plan(designs)
+    elif kind == "infer":
+        out["serving_latency"], out["serving_throughput"] = serving(designs)
     elif kind == "simulate":
         out["bottlenecks"], out["causes"] = bottlenecks(designs)
     elif kind == "packet":

@@ -46,7 +46,7 @@ from fabricsim.web.limits import Limits
 __all__ = ["KINDS", "Progress", "parse_design", "run_job", "topology_view"]
 
 #: What a job can compute (see the module docs).
-KINDS = ("describe", "bench", "train", "scale", "plan", "simulate", "packet")
+KINDS = ("describe", "bench", "train", "scale", "plan", "infer", "simulate", "packet")
 #: Kinds that need a ``training:`` section, and those that need a ``packet:`` one.
 NEEDS_TRAINING = ("train", "scale", "plan")
 NEEDS_PACKET = ("packet",)
@@ -107,6 +107,14 @@ def parse_design(text: str, kind: str, limits: Limits, *, field: str = "scenario
 
         model, cfg, _extra = training_from_section(sc.training)
         cfg.resolve(model, gpus)
+    if kind == "infer":
+        if sc.inference is None:
+            raise ConfigError("an infer job needs an inference: section (model, tp, batch, "
+                              "prompt and output lengths; start from the shipped "
+                              "serve-llama3-70b)", field="inference")
+        from fabricsim.workloads.spec import serving_from_section
+
+        serving_from_section(sc.inference)
     if kind == "simulate" and not sc.faults and not sc.background:
         raise ConfigError("a simulate job compares the fabric with and without faults or "
                           "background traffic: add a faults: or background: section "
@@ -289,6 +297,16 @@ def _plan(sc: Scenario, progress: Progress) -> dict[str, Any]:
     return {"model": m.name, "options": [jsonable(o.as_dict()) for o in opts]}
 
 
+def _infer(sc: Scenario, fab: Fabric, progress: Progress) -> dict[str, Any]:
+    from fabricsim.workloads.inference import run_serving
+    from fabricsim.workloads.spec import serving_from_section
+
+    m, cfg = serving_from_section(sc.inference)
+    progress(0.1, f"serving {m.name}")
+    run = run_serving(m, cfg, fab)
+    return {"model": m.name, "serving": cfg.model_dump(), **run.as_dict()}
+
+
 def _simulate(sc: Scenario, limits: Limits, progress: Progress) -> dict[str, Any]:
     from fabricsim.reports.flow import simulate_scenario
 
@@ -327,6 +345,8 @@ def run_design(kind: str, sc: Scenario, limits: Limits, progress: Progress = _qu
         out["scale"] = _scale(sc, fab, progress)
     elif kind == "plan":
         out["plan"] = _plan(sc, progress)
+    elif kind == "infer":
+        out["infer"] = _infer(sc, fab, progress)
     elif kind == "simulate":
         out["simulate"] = _simulate(sc, limits, progress)
     elif kind == "packet":

@@ -1,4 +1,5 @@
-"""The scenario's ``training:`` section: a model (preset or shape) and its parallelism.
+"""The scenario's ``training:`` and ``inference:`` sections: a model (preset or shape)
+and how it is split to train it or to serve it.
 
 Example
 -------
@@ -15,15 +16,16 @@ from __future__ import annotations
 
 import contextlib
 import math
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from fabricsim.errors import ConfigError
 from fabricsim.workloads.models import MODEL_FIELDS, TransformerSpec, custom_model, get_model
 from fabricsim.workloads.parallel import ParallelConfig
 
-__all__ = ["EXTRA_FIELDS", "check_non_negative", "check_positive", "training_from_section"]
+__all__ = ["EXTRA_FIELDS", "ServingConfig", "check_non_negative", "check_positive",
+           "serving_from_section", "training_from_section"]
 
 #: Keys of ``training:`` that are neither model shape nor parallelism.
 EXTRA_FIELDS = ("model", "total_tokens", "gpu_hour_usd", "backend")
@@ -37,24 +39,12 @@ def training_from_section(section: dict[str, Any] | None, prefix: str = "trainin
     shape = {k: data.pop(k) for k in list(data) if k in MODEL_FIELDS and k != "seq"}
     if "seq" in data:  # 'seq' shapes the model's default and the run's sequence length
         shape["seq"] = data.pop("seq")
-    name = extra["model"]
-    if name is None and not shape:
-        name = "llama3-8b"
-    base = get_model(str(name), field=f"{prefix}.model") if name is not None else None
-    model = custom_model(base, shape, prefix=prefix) if shape else base
-    assert model is not None
+    model = _model(extra["model"], shape, "llama3-8b", prefix)
     try:
         cfg = ParallelConfig.model_validate(data)
     except ValidationError as e:
-        err = e.errors()[0]
-        loc = ".".join(str(p) for p in err["loc"])
-        got = err.get("input")
-        got_s = f", got {got!r}" if got is not None and not isinstance(got, dict) else ""
-        known = sorted(set(ParallelConfig.model_fields) | set(MODEL_FIELDS)
-                       | set(EXTRA_FIELDS))
-        hint = f" (known fields: {', '.join(known)})" if err["type"] == "extra_forbidden" \
-            else ""
-        raise ConfigError(f"{err['msg']}{got_s}{hint}", field=f"{prefix}.{loc}") from None
+        raise _section_error(e, prefix, set(ParallelConfig.model_fields) | set(MODEL_FIELDS)
+                             | set(EXTRA_FIELDS)) from None
     for k in ("total_tokens", "gpu_hour_usd"):
         v = extra[k]
         if isinstance(v, str):  # YAML 1.1 reads 1.5e12 (no sign in the exponent) as text
@@ -62,6 +52,96 @@ def training_from_section(section: dict[str, Any] | None, prefix: str = "trainin
                 v = extra[k] = float(v)
         extra[k] = check_positive(v, f"{prefix}.{k}")
     return model, cfg, extra
+
+
+def _model(name: object, shape: dict[str, Any], default: str, prefix: str
+           ) -> TransformerSpec:
+    """A section's model: the preset ``name`` (``default`` when neither a name nor a
+    shape is given) with the ``shape`` fields changed, or a whole custom shape."""
+    if name is None and not shape:
+        name = default
+    base = get_model(str(name), field=f"{prefix}.model") if name is not None else None
+    model = custom_model(base, shape, prefix=prefix) if shape else base
+    assert model is not None
+    return model
+
+
+def _section_error(e: ValidationError, prefix: str, known: set[str]) -> ConfigError:
+    """The first error of a section's validation, naming ``<prefix>.<field>`` (and the
+    known fields when the field is not one)."""
+    err = e.errors()[0]
+    loc = ".".join(str(p) for p in err["loc"])
+    got = err.get("input")
+    got_s = f", got {got!r}" if got is not None and not isinstance(got, dict) else ""
+    hint = f" (known fields: {', '.join(sorted(known))})" \
+        if err["type"] == "extra_forbidden" else ""
+    return ConfigError(f"{err['msg']}{got_s}{hint}", field=f"{prefix}.{loc}")
+
+
+class ServingConfig(BaseModel):
+    """How a model is served: one instance of ``tp × pp`` GPUs and its requests (the
+    ``inference:`` section; the same defaults as ``fabricsim infer``'s flags).
+
+    ``tpot_target_ms`` / ``max_batch`` add continuous batching at that latency (or cap);
+    ``prefill_tp`` adds disaggregated serving (a prefill instance of that many GPUs on
+    other servers ships each request's KV cache to the decode instance).
+
+    Examples
+    --------
+    >>> ServingConfig(tp=4, tpot_target_ms=30).batch
+    1
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tp: int = Field(8, ge=1, le=1_000_000)
+    pp: int = Field(1, ge=1, le=1_000_000)
+    ep: int = Field(1, ge=1, le=1_000_000)
+    batch: int = Field(1, ge=1, le=10_000_000)
+    prompt_len: int = Field(1024, ge=1, le=1_000_000_000)
+    output_len: int = Field(256, ge=1, le=1_000_000_000)
+    precision: Literal["bf16", "fp8", "fp8-weights"] = "bf16"
+    kv_precision: Literal["bf16", "fp8"] | None = None
+    engine: str = "trtllm"
+    tpot_target_ms: float | None = Field(None, gt=0, allow_inf_nan=False)
+    max_batch: int | None = Field(None, ge=1, le=10_000_000)
+    prefill_tp: int | None = Field(None, ge=1, le=1_000_000)
+
+
+def serving_from_section(section: dict[str, Any] | None, prefix: str = "inference", *,
+                         model: TransformerSpec | None = None
+                         ) -> tuple[TransformerSpec, ServingConfig]:
+    """Split and validate an ``inference:`` mapping (the model, as in ``training:``, and
+    the :class:`ServingConfig` fields); errors name ``inference.<field>``. ``model``
+    serves a model given elsewhere (a section that names none).
+
+    Examples
+    --------
+    >>> m, s = serving_from_section({"model": "llama3-70b", "tp": 4, "precision": "fp8"})
+    >>> m.name, s.tp, s.precision, s.prompt_len
+    ('llama3-70b', 4, 'fp8', 1024)
+    >>> serving_from_section({"model": "llama3-70b", "tpot_target_ms": -5})
+    Traceback (most recent call last):
+    ...
+    fabricsim.errors.ConfigError: inference.tpot_target_ms: Input should be greater than 0, \
+got -5 (--tpot-target on the command line)
+    """
+    data = dict(section or {})
+    name = data.pop("model", None)
+    shape = {k: data.pop(k) for k in list(data) if k in MODEL_FIELDS}
+    if model is None or name is not None or shape:
+        model = _model(name, shape, "llama3-70b", prefix)
+    try:
+        cfg = ServingConfig.model_validate(data)
+    except ValidationError as e:
+        err = _section_error(e, prefix, set(ServingConfig.model_fields) | set(MODEL_FIELDS)
+                             | {"model"})
+        key = (err.field or "").removeprefix(f"{prefix}.")
+        if key in ServingConfig.model_fields:  # the same field as fabricsim infer's flag
+            flag = "--" + key.removesuffix("_ms").replace("_", "-")
+            err = ConfigError(f"{err.message} ({flag} on the command line)", field=err.field)
+        raise err from None
+    return model, cfg
 
 
 def check_positive(value: object, field: str) -> float | None:

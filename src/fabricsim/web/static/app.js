@@ -198,6 +198,15 @@ function summaryRows(res) {
       add(`option ${k + 1}: fabric, step s`, (d) => `${d.plan.options[k].fabric}: ${fmt(d.plan.options[k].step_time_s)}`);
       add(`option ${k + 1}: US$ per M tokens`, (d) => fmt(d.plan.options[k].usd_per_token * 1e6));
     }
+  } else if (res.kind === "infer") {
+    add("time to first token ms", (d) => 1e3 * d.infer.ttft_s);
+    add("time per output token ms", (d) => 1e3 * d.infer.tpot_s);
+    add("tokens/s per GPU (batch " + res.designs.map((d) => d.infer.batch).join("/") + ")", (d) => d.infer.tokens_per_s_per_gpu);
+    add("continuous: batch at the TPOT target", (d) => d.infer.continuous.batch);
+    add("continuous: tokens/s per GPU", (d) => d.infer.continuous.tokens_per_s_per_gpu);
+    add("disaggregated: KV transfer ms (exposed)", (d) => `${fmt(1e3 * d.infer.disaggregated.kv_transfer_s)} (${fmt(1e3 * d.infer.disaggregated.kv_exposed_s)})`);
+    add("disaggregated: TTFT ms", (d) => 1e3 * d.infer.disaggregated.ttft_s);
+    add("memory GiB per GPU", (d) => d.infer.memory_per_gpu_gib);
   } else if (res.kind === "simulate") {
     add("slowdown", (d) => d.simulate.slowdown);
     add("top link", (d) => d.simulate.bottlenecks[0].name);
