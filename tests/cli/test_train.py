@@ -331,3 +331,36 @@ def test_limits_name_their_cause(args: list[str], start: str,
     and took any number of sizes.)"""
     code, _, err = run(capsys, *args)
     assert code == 2 and err.startswith(start), err
+
+
+def test_goodput_settings_from_the_scenario(capsys: pytest.CaptureFixture[str],
+                                            tmp_path: Path) -> None:
+    """training.checkpoint_gbps and training.restart_min set the goodput as the flags do
+    (flags win); a job failures outpace names the scenario's field it came from."""
+    sc = tmp_path / "g.yaml"
+    sc.write_text("cluster: {system: dgx-h100, nodes: 16}\ntraining: {model: llama3-70b, "
+                  "tp: 8, pp: 4, interleave: 5, global_batch: 512, checkpoint_gbps: 20, "
+                  "restart_min: 30}\n")
+    code, out, err = run(capsys, "train", str(sc), "--json")
+    assert code == 0, err
+    from_yaml = json.loads(out)["goodput"]
+    code, out, _ = run(capsys, "train", "--system", "dgx-h100", "--nodes", "16", "--model",
+                       "llama3-70b", "--tp", "8", "--pp", "4", "--vp", "5", "--global-batch",
+                       "512", "--checkpoint-gbps", "20", "--restart-min", "30", "--json")
+    from_flags = json.loads(out)["goodput"]
+    assert from_yaml["restart_s"] == from_flags["restart_s"] == 1800
+    assert from_yaml["goodput"] == pytest.approx(from_flags["goodput"])
+    code, out, _ = run(capsys, "train", str(sc), "--restart-min", "5", "--json")
+    assert json.loads(out)["goodput"]["restart_s"] == 300
+    code, out, _ = run(capsys, "scale", str(sc), "--gpus", "128", "--json")
+    assert json.loads(out)["points"][0]["goodput"] == pytest.approx(from_yaml["goodput"])
+    huge = tmp_path / "h.yaml"
+    huge.write_text("cluster: {system: dgx-h100, nodes: 16}\ntraining: {model: llama3-70b, "
+                    "tp: 8, pp: 4, global_batch: 100000000}\n")
+    code, _, err = run(capsys, "train", str(huge))
+    assert code == 2 and "training.global_batch" in err
+    bad = tmp_path / "b.yaml"
+    bad.write_text("cluster: {system: dgx-h100, nodes: 1}\ntraining: {model: llama3-8b, "
+                   "restart_min: -1}\n")
+    code, _, err = run(capsys, "train", str(bad))
+    assert code == 2 and "training.restart_min" in err

@@ -107,7 +107,7 @@ def register(app: typer.Typer) -> None:
               sequence_parallel: SpOpt = None,
               fp8: Fp8Opt = False, fp8_recipe: Fp8RecipeOpt = None,
               from_megatron: MegatronOpt = None,
-              checkpoint_gbps: CkptOpt = None, restart_min: RestartOpt = 10.0,
+              checkpoint_gbps: CkptOpt = None, restart_min: RestartOpt = None,
               backend: BackendOpt = None, gpu_hour_usd: PriceOpt = None,
               global_batch: GbOpt = None,
               strong: Annotated[bool, typer.Option(
@@ -127,7 +127,7 @@ def register(app: typer.Typer) -> None:
         from fabricsim.workloads.scaling import scaling_curve, weak_scaling_batch
 
         check_out_file(plot, "--plot")
-        goodput_kw = goodput_inputs(checkpoint_gbps, restart_min)
+        goodput_inputs(checkpoint_gbps, restart_min)  # the flags checked before any work
         flags: dict[str, Any] = dict(
             system=system, nodes=nodes, gpus_per_node=gpus_per_node, fabric=fabric,
             topology=topology, oversubscription=oversubscription, tp=tp, pp=pp, cp=cp,
@@ -195,7 +195,7 @@ def register(app: typer.Typer) -> None:
                             gpu_hour_usd=price_from_cli(gpu_hour_usd, extra),
                             gpus_per_node=c.gpus_per_node, catalog=cat,
                             cluster_kw=cluster_build_kw(c),
-                            goodput_kw=goodput_kw)
+                            goodput_kw=goodput_inputs(checkpoint_gbps, restart_min, extra))
         ok = [p for p in pts if p["feasible"]]
         if plot is not None:
             from fabricsim.plots.scaling import plot_scaling

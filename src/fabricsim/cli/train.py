@@ -238,36 +238,47 @@ CkptOpt = Annotated[float | None, typer.Option(
     "--checkpoint-gbps", help="Aggregate checkpoint write bandwidth to storage, GB/s "
     "(default: the servers' storage NICs, at most 2,000 GB/s: the sustained throughput "
     "of Meta's Llama 3 storage, Tectonic).")]
-RestartOpt = Annotated[float, typer.Option(
-    "--restart-min", help="Minutes to detect a failure, reschedule and reload.")]
+RestartOpt = Annotated[float | None, typer.Option(
+    "--restart-min", help="Minutes to detect a failure, reschedule and reload (default 10, "
+    "or the scenario's training.restart_min).")]
 
 
-def goodput_inputs(checkpoint_gbps: float | None, restart_min: float) -> dict[str, float]:
+def goodput_inputs(checkpoint_gbps: float | None, restart_min: float | None,
+                   extra: dict[str, Any] | None = None) -> dict[str, float]:
     """``--checkpoint-gbps`` (GB/s) and ``--restart-min`` as the keywords of
     :func:`fabricsim.workloads.goodput.goodput_on_fabric`, each checked (an error names
-    the flag); no bandwidth given leaves the servers' storage NICs."""
+    the flag); a flag not given takes the scenario's ``training:`` value (``extra``), else
+    the defaults (the servers' storage NICs; 10 minutes)."""
+    from fabricsim.workloads.spec import goodput_settings
+
     write = check_positive(checkpoint_gbps, "--checkpoint-gbps")
     restart = check_non_negative(restart_min, "--restart-min")
-    assert restart is not None
-    return {"restart_s": restart * 60.0,
-            **({"checkpoint_write_bytes_per_s": write * 1e9} if write else {})}
+    out = {"restart_s": 600.0, **goodput_settings(extra or {})}
+    if restart is not None:
+        out["restart_s"] = restart * 60.0
+    if write is not None:
+        out["checkpoint_write_bytes_per_s"] = write * 1e9
+    return out
 
 
 def run_goodput(fab: Any, params: float, step_time_s: float, price: float, world: int, *,
-                inputs: dict[str, float]) -> Any:
+                inputs: dict[str, float], flags: frozenset[str] = frozenset()) -> Any:
     """Goodput of the run (:func:`fabricsim.workloads.goodput.goodput_on_fabric`) with the
-    CLI's :func:`goodput_inputs`; a job that cannot progress names the flag behind it."""
+    CLI's :func:`goodput_inputs`; a job that cannot progress names what is behind it: the
+    flag if it was given (``flags``: ``checkpoint_gbps``, ``restart_min``,
+    ``global_batch``), else the scenario's ``training:`` field."""
     from fabricsim.errors import ModelError
     from fabricsim.workloads.goodput import goodput_on_fabric
 
     try:
         return goodput_on_fabric(fab, params=params, step_time_s=step_time_s, gpus=world,
                                  gpu_hour_usd=max(price, 0.0), **inputs)
-    except ModelError as e:  # name the flag behind the loss
-        flag = {"checkpoint_write_bytes_per_s": "--checkpoint-gbps",
-                "restart_s": "--restart-min",
-                "step_time_s": "--global-batch"}.get(e.field or "", e.field)
-        raise ModelError(e.message, field=flag) from None
+    except ModelError as e:  # name the input behind the loss
+        key = {"checkpoint_write_bytes_per_s": "checkpoint_gbps",
+               "restart_s": "restart_min", "step_time_s": "global_batch"}.get(e.field or "")
+        field = e.field if key is None else ("--" + key.replace("_", "-") if key in flags
+                                             else f"training.{key}")
+        raise ModelError(e.message, field=field) from None
 
 
 def minutes(seconds: float) -> str:
@@ -340,7 +351,7 @@ def register(app: typer.Typer) -> None:
               fp8: Fp8Opt = False, fp8_recipe: Fp8RecipeOpt = None,
               from_megatron: MegatronOpt = None,
               backend: BackendOpt = None, gpu_hour_usd: PriceOpt = None,
-              checkpoint_gbps: CkptOpt = None, restart_min: RestartOpt = 10.0,
+              checkpoint_gbps: CkptOpt = None, restart_min: RestartOpt = None,
               chakra: Annotated[Path | None, typer.Option(
                   "--chakra", help="Also write the step as Chakra execution traces "
                   "(ASTRA-sim's input): PREFIX.<rank>.et for the first rank of every "
@@ -354,7 +365,7 @@ def register(app: typer.Typer) -> None:
         """
         from fabricsim.workloads.step import simulate_step
 
-        inputs = goodput_inputs(checkpoint_gbps, restart_min)  # checked before any work
+        goodput_inputs(checkpoint_gbps, restart_min)  # the flags checked before any work
         flags: dict[str, Any] = dict(
             system=system, nodes=nodes, gpus_per_node=gpus_per_node, fabric=fabric,
             topology=topology, oversubscription=oversubscription, tp=tp, pp=pp, dp=dp,
@@ -387,8 +398,12 @@ def register(app: typer.Typer) -> None:
         r = simulate_step(m, cfg, fab, backend=backend or extra.get("backend") or "analytic",
                           gpu_hour_usd=price_from_cli(gpu_hour_usd, extra),
                           total_tokens=extra.get("total_tokens"))
+        given = frozenset(k for k, v in (("checkpoint_gbps", checkpoint_gbps),
+                                         ("restart_min", restart_min),
+                                         ("global_batch", global_batch)) if v is not None)
         gp = run_goodput(fab, m.params, r.step_time_s, r.gpu_hour_usd, r.world,
-                         inputs=inputs)
+                         inputs=goodput_inputs(checkpoint_gbps, restart_min, extra),
+                         flags=given)
         d = r.as_dict()
         d["goodput"] = gp.to_dict()
         d["notes"] = extra.get("notes", [])

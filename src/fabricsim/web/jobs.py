@@ -238,13 +238,15 @@ def _training(sc: Scenario) -> tuple[Any, Any, dict[str, Any]]:
 def _train(sc: Scenario, fab: Fabric, progress: Progress) -> dict[str, Any]:
     from fabricsim.reports.scenario import training_parts
     from fabricsim.workloads.goodput import goodput_on_fabric
+    from fabricsim.workloads.spec import goodput_settings
     from fabricsim.workloads.step import simulate_step
 
     m, cfg, extra = _training(sc)
     progress(0.1, f"one training step of {m.name}")
     r = simulate_step(m, cfg, fab, gpu_hour_usd=extra.get("gpu_hour_usd"))
+    kw: dict[str, Any] = goodput_settings(extra)
     gp = goodput_on_fabric(fab, params=m.params, step_time_s=r.step_time_s,
-                           gpu_hour_usd=r.gpu_hour_usd)
+                           gpu_hour_usd=r.gpu_hour_usd, **kw)
     parts, nvlink = training_parts(fab, r)
     comm = {k: v for k, v in parts.items() if k not in ("compute", "bubble", "optimizer")}
     return {"model": m.name, "gpus": r.world, "parallel": r.parallel,
@@ -264,6 +266,7 @@ def _train(sc: Scenario, fab: Fabric, progress: Progress) -> dict[str, Any]:
 def _scale(sc: Scenario, fab: Fabric, progress: Progress) -> dict[str, Any]:
     from fabricsim.scenario.fabric import cluster_build_kw, scenario_catalog
     from fabricsim.workloads.scaling import scaling_curve, weak_scaling_batch
+    from fabricsim.workloads.spec import goodput_settings
 
     m, cfg, extra = _training(sc)
     world = fab.n_gpus
@@ -276,7 +279,7 @@ def _scale(sc: Scenario, fab: Fabric, progress: Progress) -> dict[str, Any]:
                         seqs_per_replica=weak_scaling_batch(cfg, world),
                         gpu_hour_usd=extra.get("gpu_hour_usd"),
                         gpus_per_node=c.gpus_per_node, catalog=scenario_catalog(sc.systems),
-                        cluster_kw=cluster_build_kw(c))
+                        cluster_kw=cluster_build_kw(c), goodput_kw=goodput_settings(extra))
     return {"model": m.name, "mode": "weak", "points": jsonable(pts)}
 
 

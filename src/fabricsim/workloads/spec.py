@@ -25,10 +25,12 @@ from fabricsim.workloads.models import MODEL_FIELDS, TransformerSpec, custom_mod
 from fabricsim.workloads.parallel import ParallelConfig
 
 __all__ = ["EXTRA_FIELDS", "ServingConfig", "check_non_negative", "check_positive",
-           "serving_from_section", "training_from_section"]
+           "goodput_settings", "serving_from_section", "training_from_section"]
 
-#: Keys of ``training:`` that are neither model shape nor parallelism.
-EXTRA_FIELDS = ("model", "total_tokens", "gpu_hour_usd", "backend")
+#: Keys of ``training:`` that are neither model shape nor parallelism (the goodput's
+#: checkpoint bandwidth in GB/s and restart time in minutes among them).
+EXTRA_FIELDS = ("model", "total_tokens", "gpu_hour_usd", "backend", "checkpoint_gbps",
+                "restart_min")
 
 
 def training_from_section(section: dict[str, Any] | None, prefix: str = "training"
@@ -45,13 +47,32 @@ def training_from_section(section: dict[str, Any] | None, prefix: str = "trainin
     except ValidationError as e:
         raise _section_error(e, prefix, set(ParallelConfig.model_fields) | set(MODEL_FIELDS)
                              | set(EXTRA_FIELDS)) from None
-    for k in ("total_tokens", "gpu_hour_usd"):
+    for k in ("total_tokens", "gpu_hour_usd", "checkpoint_gbps", "restart_min"):
         v = extra[k]
         if isinstance(v, str):  # YAML 1.1 reads 1.5e12 (no sign in the exponent) as text
             with contextlib.suppress(ValueError):
                 v = extra[k] = float(v)
-        extra[k] = check_positive(v, f"{prefix}.{k}")
+        extra[k] = (check_non_negative if k == "restart_min" else check_positive)(
+            v, f"{prefix}.{k}")
     return model, cfg, extra
+
+
+def goodput_settings(extra: dict[str, Any]) -> dict[str, float]:
+    """A ``training:`` section's ``checkpoint_gbps`` (GB/s) and ``restart_min`` as the
+    keywords of :func:`fabricsim.workloads.goodput.goodput_on_fabric` (the ones it does
+    not give keep that function's defaults).
+
+    >>> goodput_settings({"checkpoint_gbps": 100.0, "restart_min": 5.0})
+    {'restart_s': 300.0, 'checkpoint_write_bytes_per_s': 100000000000.0}
+    >>> goodput_settings({})
+    {}
+    """
+    out: dict[str, float] = {}
+    if extra.get("restart_min") is not None:
+        out["restart_s"] = float(extra["restart_min"]) * 60.0
+    if extra.get("checkpoint_gbps") is not None:
+        out["checkpoint_write_bytes_per_s"] = float(extra["checkpoint_gbps"]) * 1e9
+    return out
 
 
 def _model(name: object, shape: dict[str, Any], default: str, prefix: str
