@@ -227,3 +227,19 @@ def test_deepseek_v3_fits_as_deepseek_trained_it() -> None:
                        ).resolve(m, 2048)
     est = memory_per_gpu(m, p)
     assert 60 * GIB < est.total < 80 * GIB
+
+
+@pytest.mark.parametrize(("key", "meant"), [("vp", "interleave"), ("fp8", "precision: fp8"),
+                                            ("globl_batch", "global_batch"),
+                                            ("grad_reduce_dtype", "grad_bytes")])
+def test_a_misnamed_training_key_names_the_field_meant(key: str, meant: str) -> None:
+    with pytest.raises(ConfigError, match=f"did you mean {meant}") as e:
+        training_from_section({"model": "llama3-8b", key: 2})
+    assert e.value.field == f"training.{key}"
+
+
+def test_a_misnamed_inference_key_names_the_field_meant() -> None:
+    from fabricsim.workloads.spec import serving_from_section
+
+    with pytest.raises(ConfigError, match="did you mean tpot_target_ms"):
+        serving_from_section({"model": "llama3-8b", "tpot_target": 30})

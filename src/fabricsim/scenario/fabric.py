@@ -36,12 +36,32 @@ def scenario_catalog(systems: Mapping[str, Mapping[str, Any]] | None) -> Catalog
 
 def fabric_from_cluster(c: ClusterSpec, systems: Mapping[str, Mapping[str, Any]] | None = None
                         ) -> Fabric:
-    """Build the Fabric a ClusterSpec describes (``systems``: user-defined presets)."""
+    """Build the Fabric a ClusterSpec describes (``systems``: user-defined presets). An
+    error naming one of the builder's arguments names it as the scenario's
+    ``cluster.<field>``.
+
+    >>> from fabricsim.errors import ConfigError
+    >>> try:
+    ...     fabric_from_cluster(ClusterSpec(system="dgx-h100", nodes=1_000_000))
+    ... except ConfigError as e:
+    ...     print(e.field)
+    cluster.nodes
+    """
+    from fabricsim.errors import FabricsimError
+
     catalog = scenario_catalog(systems)
-    return build_cluster(c.system, c.nodes, gpus_per_node=c.gpus_per_node, fabric=c.fabric,
-                         topology=c.topology, oversubscription=c.oversubscription,
-                         tiers=c.tiers, planes=c.planes, radix=c.radix, params=dict(c.params),
-                         storage=c.storage, management=c.management, catalog=catalog)
+    try:
+        return build_cluster(c.system, c.nodes, gpus_per_node=c.gpus_per_node,
+                             fabric=c.fabric, topology=c.topology,
+                             oversubscription=c.oversubscription, tiers=c.tiers,
+                             planes=c.planes, radix=c.radix, params=dict(c.params),
+                             storage=c.storage, management=c.management, catalog=catalog)
+    except FabricsimError as e:
+        head = (e.field or "").split(".")[0]
+        if head in ClusterSpec.model_fields:
+            e.field = f"cluster.{e.field}"
+            e.args = (f"{e.field}: {e.message}",)
+        raise
 
 
 def scenario_gpus(sc: Scenario, catalog: Any = None) -> int:

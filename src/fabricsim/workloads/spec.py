@@ -87,15 +87,40 @@ def _model(name: object, shape: dict[str, Any], default: str, prefix: str
     return model
 
 
+#: Section keys people write for a field by another name (a CLI flag's, Megatron's), and
+#: the field (or setting) they mean.
+KEY_ALIASES = {
+    "vp": "interleave", "virtual_pipeline_model_parallel_size": "interleave",
+    "pp_schedule": "pipeline_schedule", "grad_reduce_dtype": "grad_bytes (2 or 4)",
+    "fp8": "precision: fp8", "fp4": "precision: fp4", "sp": "sequence_parallel",
+    "recompute_num_layers": "recompute_layers", "recompute_granularity": "recompute",
+    "global_batch_size": "global_batch", "micro_batch_size": "micro_batch",
+    "gbs": "global_batch", "mbs": "micro_batch", "seq_length": "seq_len",
+    "tensor_model_parallel_size": "tp", "pipeline_model_parallel_size": "pp",
+    "context_parallel_size": "cp", "expert_model_parallel_size": "ep",
+    "tpot_target": "tpot_target_ms", "max_num_seqs": "max_batch",
+}
+
+
 def _section_error(e: ValidationError, prefix: str, known: set[str]) -> ConfigError:
-    """The first error of a section's validation, naming ``<prefix>.<field>`` (and the
-    known fields when the field is not one)."""
+    """The first error of a section's validation, naming ``<prefix>.<field>``; a field
+    that is not one gets the field meant (:data:`KEY_ALIASES`, or the closest spelling)
+    and the known fields."""
+    import difflib
+
     err = e.errors()[0]
     loc = ".".join(str(p) for p in err["loc"])
     got = err.get("input")
     got_s = f", got {got!r}" if got is not None and not isinstance(got, dict) else ""
-    hint = f" (known fields: {', '.join(sorted(known))})" \
-        if err["type"] == "extra_forbidden" else ""
+    hint = ""
+    if err["type"] == "extra_forbidden":
+        key = loc.replace("-", "_").lower()
+        meant = KEY_ALIASES.get(key)
+        if meant is None or meant.split()[0].rstrip(":") not in known:
+            close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.75)
+            meant = close[0] if close else None
+        hint = (f"; did you mean {meant}?" if meant else "") + \
+            f" (known fields: {', '.join(sorted(known))})"
     return ConfigError(f"{err['msg']}{got_s}{hint}", field=f"{prefix}.{loc}")
 
 
