@@ -234,3 +234,19 @@ def test_infer_job_serves_the_inference_section() -> None:
         parse_design(SMALL + "inference: {model: llama3-8b, tpot_target_ms: -1}\n", "infer",
                      Limits())
     assert e.value.field == "inference.tpot_target_ms"
+
+
+def test_train_reads_the_sections_backend_total_tokens_and_goodput_settings() -> None:
+    """training.backend, total_tokens, checkpoint_gbps and restart_min reach the web's
+    train job (it ran analytic, without the run's cost, at default goodput settings)."""
+    text = TRAIN + "  total_tokens: 1.0e+12\n  restart_min: 30\n  checkpoint_gbps: 5\n"
+    t = run_job("train", [text])["designs"][0]["train"]
+    assert t["run"]["tokens"] == 1e12 and t["run"]["days"] > 0
+    base = run_job("train", [TRAIN])["designs"][0]["train"]
+    assert t["goodput"] < base["goodput"]  # slower restarts and checkpoints
+    flow = run_job("train", [TRAIN + "  backend: flow\n"])["designs"][0]["train"]
+    assert flow["step_time_s"] == pytest.approx(base["step_time_s"], rel=0.05)
+    from fabricsim.errors import FabricsimError
+
+    with pytest.raises(FabricsimError, match="backend"):  # the section's backend is used
+        run_job("train", [TRAIN + "  backend: nonesuch\n"])

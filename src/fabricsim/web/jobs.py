@@ -243,7 +243,9 @@ def _train(sc: Scenario, fab: Fabric, progress: Progress) -> dict[str, Any]:
 
     m, cfg, extra = _training(sc)
     progress(0.1, f"one training step of {m.name}")
-    r = simulate_step(m, cfg, fab, gpu_hour_usd=extra.get("gpu_hour_usd"))
+    r = simulate_step(m, cfg, fab, gpu_hour_usd=extra.get("gpu_hour_usd"),
+                      backend=extra.get("backend") or "analytic",
+                      total_tokens=extra.get("total_tokens"))
     kw: dict[str, Any] = goodput_settings(extra)
     gp = goodput_on_fabric(fab, params=m.params, step_time_s=r.step_time_s,
                            gpu_hour_usd=r.gpu_hour_usd, **kw)
@@ -260,7 +262,8 @@ def _train(sc: Scenario, fab: Fabric, progress: Progress) -> dict[str, Any]:
             "gpu_hour_usd": r.gpu_hour_usd, "goodput": gp.goodput,
             "job_mtbf_hours": gp.job_mtbf_hours, "failures_per_day": gp.failures_per_day,
             "checkpoint_interval_s": gp.checkpoint_interval_s,
-            "usd_lost_per_day": gp.usd_lost_per_day, "warnings": list(r.warnings)}
+            "usd_lost_per_day": gp.usd_lost_per_day, "warnings": list(r.warnings),
+            **({"run": r.run(r.total_tokens)} if r.total_tokens else {})}
 
 
 def _scale(sc: Scenario, fab: Fabric, progress: Progress) -> dict[str, Any]:
