@@ -202,6 +202,14 @@ def _batch(r: dict[str, str]) -> tuple[int, int]:
     return (mbs, gbs) if gbs < mbs else (gbs, mbs)
 
 
+#: Layers whose activations NVIDIA's Llama 3 70B FSDP recipes (TP 1, PP 1, MBS 2) keep in
+#: Grace memory (cpu_offloading_num_layers; Megatron-Bridge perf_recipes/llama/gb200 and
+#: gb300 llama3.py), by (system, recipe): the configuration as published, not fitted (the
+#: older releases' rows assumed to offload as the current recipes do).
+LLAMA3_70B_OFFLOAD = {("DGX-GB200", "bf16"): 20, ("DGX-GB200", "tensorwise"): 40,
+                      ("DGX-GB300", "bf16"): 30, ("DGX-GB300", "tensorwise"): 20}
+
+
 def _config(r: dict[str, str], model: TransformerSpec) -> ParallelConfig:
     tp, pp, cp, ep = _int(r["tp"]), _int(r["pp"]), _int(r["cp"]), _int(r["ep"])
     vp = _int(r["vp"])
@@ -214,12 +222,15 @@ def _config(r: dict[str, str], model: TransformerSpec) -> ParallelConfig:
         model.layers % (pp * vp) != 0 and (model.layers + 2) % (pp * vp) == 0))
     modules = _recompute(r["system"], name, recipe, rel, shape)
     gbs, mbs = _batch(r)
+    fsdp = _int(r["fsdp"], 0) > 0
+    offload = LLAMA3_70B_OFFLOAD.get((r["system"], recipe)) \
+        if name == "llama3-70b" and fsdp and (tp, pp, mbs) == (1, 1, 2) else None
     return ParallelConfig(
         tp=tp, pp=pp, cp=cp, ep=ep, interleave=vp, micro_batch=mbs,
         global_batch=gbs, seq_len=_int(r["seq_len"]), precision=prec,
         fp8_recipe=recipe if prec == "fp8" else None,
         # the FSDP column's runs use Megatron-FSDP (use_megatron_fsdp)
-        **({"zero": "fsdp", "fsdp_impl": "megatron"} if _int(r["fsdp"], 0) > 0 else {}),
+        **({"zero": "fsdp", "fsdp_impl": "megatron"} if fsdp else {}), offload_layers=offload,
         sequence_parallel=tp > 1,
         # Qwen3's H100 scripts turn TP overlap off (CommOverlapConfig(tp_comm_overlap=False))
         tp_comm_overlap=tp > 1 and not (name.startswith("qwen3") and r["system"] == "DGX-H100"),

@@ -151,6 +151,9 @@ class GpuSpec(Spec):
     pcie: str
     """Key into links (family pcie): the GPU's host interface."""
     tdp_w: float = Field(gt=0.0)
+    c2c_gbyte_s: float = Field(0.0, ge=0.0)
+    """NVLink-C2C bandwidth to its Grace CPU, GB/s per direction per GPU (the route
+    activations offloaded to host memory take); 0 when the host is reached over PCIe."""
 
     @property
     def bf16_flops(self) -> float:

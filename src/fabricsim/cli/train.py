@@ -95,6 +95,10 @@ PpSchedOpt = Annotated[str | None, typer.Option(
 RcLayersOpt = Annotated[int | None, typer.Option(
     "--recompute-layers", help="With --recompute full: layers of each stage to recompute "
     "(Megatron's block method); default all.")]
+OffloadOpt = Annotated[int | None, typer.Option(
+    "--offload-layers", help="Keep the activations of this many layers of each stage in "
+    "host memory (Megatron's --cpu-offloading-num-layers): less GPU memory, copies over "
+    "NVLink-C2C or PCIe.")]
 TpcOpt = Annotated[bool | None, typer.Option(
     "--tp-comm-overlap/--no-tp-comm-overlap",
     help="Hide TP communication under the GEMMs (userbuffers).")]
@@ -206,7 +210,8 @@ def layout_flags(*, vp: int | None = None, first_stage_layers: int | None = None
                  pipeline_layout: str | None = None,
                  pp_schedule: str | None = None,
                  recompute_modules: str | None = None,
-                 recompute_layers: int | None = None, tp_comm_overlap: bool | None = None,
+                 recompute_layers: int | None = None, offload_layers: int | None = None,
+                 tp_comm_overlap: bool | None = None,
                  ep_overlap: bool | None = None, moe_node_limit: int | None = None,
                  moe_dispatcher: str | None = None,
                  moe_imbalance: float | None = None,
@@ -223,7 +228,8 @@ def layout_flags(*, vp: int | None = None, first_stage_layers: int | None = None
             "pipeline_layout": pipeline_layout, "pipeline_schedule": pp_schedule,
             "recompute_modules": [x for x in recompute_modules.replace(",", " ").split()]
             if recompute_modules is not None else None,
-            "recompute_layers": recompute_layers, "tp_comm_overlap": tp_comm_overlap,
+            "recompute_layers": recompute_layers, "offload_layers": offload_layers,
+            "tp_comm_overlap": tp_comm_overlap,
             "ep_overlap": ep_overlap, "moe_node_limit": moe_node_limit,
             "moe_dispatcher": moe_dispatcher,
             "moe_imbalance": moe_imbalance,
@@ -342,7 +348,8 @@ def register(app: typer.Typer) -> None:
               account_for_embedding_loss: AccOpt = None,
               pipeline_layout: LayoutOpt = None, pp_schedule: PpSchedOpt = None,
               recompute_modules: RcModulesOpt = None,
-              recompute_layers: RcLayersOpt = None, tp_comm_overlap: TpcOpt = None,
+              recompute_layers: RcLayersOpt = None, offload_layers: OffloadOpt = None,
+              tp_comm_overlap: TpcOpt = None,
               ep_overlap: EpoOpt = None, moe_node_limit: NodeLimitOpt = None,
               moe_dispatcher: DispatcherOpt = None, moe_imbalance: ImbalanceOpt = None,
               overlap_grad_reduce: OgrOpt = None,
@@ -380,6 +387,7 @@ def register(app: typer.Typer) -> None:
                            pipeline_layout=pipeline_layout, pp_schedule=pp_schedule,
                            recompute_modules=recompute_modules,
                            recompute_layers=recompute_layers,
+                           offload_layers=offload_layers,
                            tp_comm_overlap=tp_comm_overlap, ep_overlap=ep_overlap,
                            moe_node_limit=moe_node_limit, moe_dispatcher=moe_dispatcher,
                            moe_imbalance=moe_imbalance,

@@ -78,6 +78,7 @@ MEGATRON_FLAGS: dict[str, tuple[str, Callable[[str, str], Any] | None]] = {
     "--recompute-activations": ("_recompute_act", None),
     "--recompute-method": ("_recompute_method", lambda v, f: v),
     "--recompute-num-layers": ("_recompute_num_layers", _int),
+    "--cpu-offloading-num-layers": ("offload_layers", _int),
     "--recompute-modules": ("recompute_modules", lambda v, f: v.split()),
     "--fp8-format": ("_fp8", lambda v, f: v),
     "--fp8-recipe": ("fp8_recipe", lambda v, f: v),

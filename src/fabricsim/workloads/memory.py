@@ -42,7 +42,7 @@ from fabricsim.workloads.models import TransformerSpec
 from fabricsim.workloads.parallel import ParallelConfig, ResolvedParallel
 
 __all__ = ["FRAMEWORK_RESERVE_BYTES", "MemoryEstimate", "activation_bytes_per_layer",
-           "cheapest_fit", "memory_per_gpu", "stage_params"]
+           "cheapest_fit", "memory_per_gpu", "offload_bytes_per_layer", "stage_params"]
 
 #: CUDA context, NCCL buffers, allocator fragmentation: a flat reserve per GPU (estimate;
 #: PyTorch jobs typically lose 1–3 GiB of an 80 GB card to these).
@@ -269,6 +269,27 @@ def _in_flight(p: ResolvedParallel, rank: int) -> float:
     return min(chunks, p.num_micro * v) / v
 
 
+def offload_bytes_per_layer(m: TransformerSpec, p: ResolvedParallel) -> float:
+    """Activation bytes one layer of one micro-batch leaves (the layer mix of the whole
+    model, as the job recomputes and casts them): what ``offload_layers`` copies to host
+    memory after the layer's forward and back before its backward.
+
+    >>> from fabricsim.workloads.models import get_model
+    >>> from fabricsim.workloads.parallel import ParallelConfig
+    >>> m = get_model("llama3-70b")
+    >>> p = ParallelConfig(micro_batch=2, seq_len=8192, precision="fp8", zero="fsdp",
+    ...                    offload_layers=40).resolve(m, 64)
+    >>> round(offload_bytes_per_layer(m, p) / 1e9, 2)  # GB
+    3.89
+    """
+    frac = m.moe_layers / m.layers
+    out = ((1 - frac) * activation_bytes_per_layer(m, p)
+           + frac * activation_bytes_per_layer(m, p, moe=True))
+    if p.cfg.recompute != "full" and p.cfg.precision != "bf16":
+        out -= (1 - frac) * _fp8_saving(m, p, False) + frac * _fp8_saving(m, p, True)
+    return out
+
+
 def memory_per_gpu(m: TransformerSpec, p: ResolvedParallel, *, flash: bool = True
                    ) -> MemoryEstimate:
     """Estimate the memory of the most loaded GPU (every pipeline stage is evaluated: its
@@ -278,8 +299,10 @@ def memory_per_gpu(m: TransformerSpec, p: ResolvedParallel, *, flash: bool = Tru
     and ``pp + 1`` micro-batches of activations, half of them on each stage (DualPipe's
     table). ``flash=False`` stores attention scores when ``recompute == "none"``. With
     ``recompute="full"`` and ``recompute_layers=N`` only ``N`` layers of each stage are
-    recomputed (the others keep all their activations). With ``precision="fp8"`` the
-    linear layers' saved inputs are FP8 (Transformer Engine); under ``fp4`` (NVFP4) they
+    recomputed (the others keep all their activations). ``offload_layers=N`` keeps ``N``
+    layers' activations of each stage in host memory (one layer's stays, in transit).
+    With ``precision="fp8"`` the linear layers' saved inputs are FP8 (Transformer
+    Engine); under ``fp4`` (NVFP4) they
     are counted the same (a 4-bit copy for the forward plus the weight-gradient's own
     Hadamard-transformed copy).
 
@@ -323,10 +346,14 @@ def memory_per_gpu(m: TransformerSpec, p: ResolvedParallel, *, flash: bool = Tru
         full_layer = per_layer_of("full", frac)
         # layers not recomputed keep everything (block recomputation's other layers)
         kept_layer = per_layer_of("none" if block else cfg.recompute, frac)
+        # offloaded layers keep their activations in host memory (the layer being
+        # copied out or back in holds one layer's on the GPU)
+        off = min(cfg.offload_layers or 0, layers)
+        kept = layers - off + (1 if off else 0)
         if block:  # N layers recomputed, the rest keep all their activations
-            n_rc = min(cfg.recompute_layers or layers, layers)
-            return n_rc * full_layer + (layers - n_rc) * kept_layer
-        return layers * kept_layer
+            n_rc = min(cfg.recompute_layers or layers, kept)
+            return n_rc * full_layer + (kept - n_rc) * kept_layer
+        return kept * kept_layer
 
     best: MemoryEstimate | None = None
     for i, layers in enumerate(counts):

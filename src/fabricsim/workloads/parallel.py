@@ -80,6 +80,11 @@ class ParallelConfig(StrictModel):
     recompute_layers : int or None
         With ``recompute="full"``: how many layers of each stage are recomputed
         (Megatron's ``--recompute-method block --recompute-num-layers N``); ``None``: all.
+    offload_layers : int or None
+        Activations of this many layers of each stage kept in host memory between their
+        forward and backward (Megatron's ``--cpu-offloading-num-layers``, activations
+        only; NeMo's Llama 3 FSDP recipes on GB200/GB300 offload 20-40 of 80): they leave
+        GPU memory and cross the GPU's host link (NVLink-C2C or PCIe) both ways.
     interleave : int
         Virtual pipeline stages per GPU (1 = plain 1F1B; Megatron's
         ``--virtual-pipeline-model-parallel-size``, the CLI's ``--vp``).
@@ -211,6 +216,7 @@ class ParallelConfig(StrictModel):
     recompute: Literal["none", "selective", "full"] = "none"
     recompute_modules: tuple[RecomputeModule, ...] | None = None
     recompute_layers: int | None = Field(None, ge=1)
+    offload_layers: int | None = Field(None, ge=0)
     interleave: int = Field(1, ge=1)
     pipeline_schedule: Literal["1f1b", "dualpipe"] = "1f1b"
     first_stage_layers: int | None = Field(None, ge=1)
@@ -446,6 +452,10 @@ class ParallelConfig(StrictModel):
                       f"least 2·pp = {2 * pp}, per step; global_batch={gb} gives "
                       f"{gb // per_step}: raise global_batch to a multiple of "
                       f"{2 * per_step} of at least {need}")
+        if self.offload_layers and self.offload_layers > min(counts):
+            raise bad("offload_layers", f"offload_layers={self.offload_layers} is more than "
+                      f"the {min(counts)} layers of the smallest pipeline stage; give at most "
+                      f"{min(counts)}")
         if self.recompute_layers is not None and self.recompute_layers > max(counts):
             raise bad("recompute_layers", f"recompute_layers={self.recompute_layers} is more "
                       f"than the {max(counts)} layers of the fullest pipeline stage; give at "

@@ -78,6 +78,7 @@ from fabricsim.workloads.memory import (
     MemoryEstimate,
     cheapest_fit,
     memory_per_gpu,
+    offload_bytes_per_layer,
     stage_params,
 )
 from fabricsim.workloads.models import TransformerSpec
@@ -767,6 +768,15 @@ def simulate_step(model: TransformerSpec, cfg: ParallelConfig, fabric: Fabric,
             fsdp_step = t_fsdp
         else:  # under DualPipe a micro-batch runs through half of what a GPU holds
             fsdp_mb = t_fsdp * (0.5 if cfg.pipeline_schedule == "dualpipe" else 1.0)
+    # activations offloaded to host memory cross the GPU's host link (NVLink-C2C or PCIe)
+    # on a copy stream beside the compute: out during the stage's forward, back in ahead
+    # of its backward (Megatron's offload queue prefetches); what the link cannot move in
+    # that window waits (GPU-local, so charged as compute)
+    off = min(cfg.offload_layers or 0, p.stage_layers)
+    if off:
+        host = gpu.c2c_gbyte_s * 1e9 or cat.link(gpu.pcie).gbyte_s_per_direction * 1e9
+        t_copy = off * offload_bytes_per_layer(model, p) / host
+        fsdp_mb += max(0.0, t_copy - ct.fwd) + max(0.0, t_copy - ct.bwd)
     mb_comm = exp["tp"] + exp["ep"] + exp["cp"] + exp["dp_mb"] + exp["pp_mb"]
     t_mb = ct.fwd + ct.bwd + fsdp_mb + mb_comm
     bubble = pipeline_bubble(p.pp, cfg.interleave, cfg.pipeline_schedule, t_mb, ct.bwd,
@@ -797,7 +807,7 @@ def simulate_step(model: TransformerSpec, cfg: ParallelConfig, fabric: Fabric,
            "recompute": cfg.recompute, "interleave": cfg.interleave,
            "pipeline_schedule": cfg.pipeline_schedule,
            "stage_layers": list(p.stage_layer_counts),
-           "recompute_layers": cfg.recompute_layers,
+           "recompute_layers": cfg.recompute_layers, "offload_layers": cfg.offload_layers,
            "recompute_modules": sorted(cfg.modules_recomputed)
            if cfg.recompute == "selective" else None,
            "pipeline_layout": cfg.pipeline_layout, "moe_dispatcher": cfg.moe_dispatcher,
