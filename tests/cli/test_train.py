@@ -364,3 +364,32 @@ def test_goodput_settings_from_the_scenario(capsys: pytest.CaptureFixture[str],
                    "restart_min: -1}\n")
     code, _, err = run(capsys, "train", str(bad))
     assert code == 2 and "training.restart_min" in err
+
+
+def test_a_megatron_list_kept_in_the_scenario(capsys: pytest.CaptureFixture[str],
+                                              tmp_path: Path) -> None:
+    """training.from_megatron holds a pasted list as --from-megatron does (the web app
+    reads it too); the section's own keys win over it; a bad list names the field."""
+    args = ("--tensor-model-parallel-size 8 --pipeline-model-parallel-size 4 "
+            "--virtual-pipeline-model-parallel-size 5 --sequence-parallel "
+            "--use-distributed-optimizer --micro-batch-size 1 --global-batch-size 512 "
+            "--seq-length 8192 --bf16 --lr 1e-4")
+    sc = tmp_path / "m.yaml"
+    sc.write_text("cluster: {system: dgx-h100, nodes: 16}\ntraining:\n  model: llama3-70b\n"
+                  f"  from_megatron: \"{args}\"\n")
+    code, out, err = run(capsys, "train", str(sc), "--json")
+    assert code == 0, err
+    yaml_run = json.loads(out)
+    code, out, err = run(capsys, "train", "--system", "dgx-h100", "--nodes", "16",
+                         "--model", "llama3-70b", "--from-megatron", args, "--json")
+    assert code == 0, err
+    flag_run = json.loads(out)
+    assert yaml_run["step_time_s"] == flag_run["step_time_s"]
+    assert any("--lr 1e-4" in n for n in yaml_run["notes"])
+    sc.write_text(sc.read_text() + "  interleave: 1\n")
+    code, out, _ = run(capsys, "train", str(sc), "--json")
+    assert json.loads(out)["parallel"]["interleave"] == 1
+    sc.write_text("cluster: {system: dgx-h100, nodes: 16}\ntraining:\n  model: llama3-70b\n"
+                  "  from_megatron: \"--pipeline-model-parallel-size 0\"\n")
+    code, _, err = run(capsys, "train", str(sc))
+    assert code == 2 and "training.from_megatron" in err

@@ -72,7 +72,7 @@ def _served_model(section: dict[str, Any] | None, flag: str | None
     """The model a scenario's ``training:`` section (shape overrides included) and
     ``--model`` name, and a note naming the section's fields serving does not use."""
     from fabricsim.workloads.models import MODEL_FIELDS
-    from fabricsim.workloads.spec import training_from_section
+    from fabricsim.workloads.spec import EXTRA_FIELDS, training_from_section
 
     data = dict(section or {})
     if flag is not None:
@@ -82,7 +82,9 @@ def _served_model(section: dict[str, Any] | None, flag: str | None
         data["model"] = "llama3-70b"
     m, cfg, extra = training_from_section(data)
     unused = sorted({*cfg.model_fields_set} | {k for k, v in extra.items()
-                                               if v is not None and k != "model"})
+                                               if v is not None and k in EXTRA_FIELDS
+                                               and k != "model"}
+                    | ({"from_megatron"} if "from_megatron" in data else set()))
     notes = [f"the scenario's training fields {', '.join(unused)} describe a training "
              f"run and are not used here: infer serves with --tp, --pp, --ep and "
              f"--precision"] if unused else []

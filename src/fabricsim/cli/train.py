@@ -182,7 +182,7 @@ def job_from_cli(scenario: Path | None, *, model: str | None, flags: dict[str, A
             section[k] = v
     m, cfg, extra = training_from_section(section)
     extra = training_price(extra, sc)
-    extra["notes"] = extra_notes
+    extra["notes"] = [*extra.get("notes", []), *extra_notes]
     return sc, m, cfg, extra
 
 

@@ -263,6 +263,7 @@ def _train(sc: Scenario, fab: Fabric, progress: Progress) -> dict[str, Any]:
             "job_mtbf_hours": gp.job_mtbf_hours, "failures_per_day": gp.failures_per_day,
             "checkpoint_interval_s": gp.checkpoint_interval_s,
             "usd_lost_per_day": gp.usd_lost_per_day, "warnings": list(r.warnings),
+            "notes": list(extra.get("notes", [])),
             **({"run": r.run(r.total_tokens)} if r.total_tokens else {})}
 
 

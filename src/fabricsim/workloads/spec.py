@@ -35,9 +35,25 @@ EXTRA_FIELDS = ("model", "total_tokens", "gpu_hour_usd", "backend", "checkpoint_
 
 def training_from_section(section: dict[str, Any] | None, prefix: str = "training"
                           ) -> tuple[TransformerSpec, ParallelConfig, dict[str, Any]]:
-    """Split and validate a ``training:`` mapping; errors name ``training.<field>``."""
+    """Split and validate a ``training:`` mapping; errors name ``training.<field>``.
+
+    ``from_megatron`` (a pasted Megatron-LM/NeMo argument list, as ``--from-megatron``)
+    sets the fields it maps; the section's own keys win over it, and the arguments it
+    ignores are listed in ``extra["notes"]``.
+
+    >>> m, cfg, extra = training_from_section({"model": "llama3-70b", "from_megatron":
+    ...     "--tensor-model-parallel-size 8 --pipeline-model-parallel-size 4 --lr 1e-4",
+    ...     "pp": 2})
+    >>> cfg.tp, cfg.pp, extra["notes"]
+    (8, 2, ['from_megatron ignored (no effect on the step time): --lr 1e-4'])
+    """
     data = dict(section or {})
+    notes: list[str] = []
+    pasted = data.pop("from_megatron", None)
+    if pasted is not None:
+        data, notes = _with_megatron(pasted, data, prefix)
     extra = {k: data.pop(k, None) for k in EXTRA_FIELDS}
+    extra["notes"] = notes
     shape = {k: data.pop(k) for k in list(data) if k in MODEL_FIELDS and k != "seq"}
     if "seq" in data:  # 'seq' shapes the model's default and the run's sequence length
         shape["seq"] = data.pop("seq")
@@ -73,6 +89,31 @@ def goodput_settings(extra: dict[str, Any]) -> dict[str, float]:
     if extra.get("checkpoint_gbps") is not None:
         out["checkpoint_write_bytes_per_s"] = float(extra["checkpoint_gbps"]) * 1e9
     return out
+
+
+def _with_megatron(pasted: object, data: dict[str, Any], prefix: str
+                   ) -> tuple[dict[str, Any], list[str]]:
+    """A section's ``from_megatron`` list merged under its own keys, and a note naming
+    the arguments with no effect on the step time."""
+    from fabricsim.workloads.megatron import parse_megatron_args
+
+    field = f"{prefix}.from_megatron"
+    if not isinstance(pasted, str):
+        raise ConfigError(f"must be the argument list as one string, got {pasted!r}",
+                          field=field)
+    try:
+        parsed, ignored = parse_megatron_args(pasted)
+    except ConfigError as e:
+        raise ConfigError(e.message, field=field) from None
+    merged = {**parsed, **data}
+    if "model" not in merged and not any(k in MODEL_FIELDS for k in merged):
+        raise ConfigError("the Megatron list sets no model shape and the section names no "
+                          "model: add model (e.g. llama3-70b), or --num-layers, "
+                          "--hidden-size, --ffn-hidden-size, --num-attention-heads to the "
+                          "list and vocab to the section", field=f"{prefix}.model")
+    notes = [f"from_megatron ignored (no effect on the step time): {', '.join(ignored)}"] \
+        if ignored else []
+    return merged, notes
 
 
 def _model(name: object, shape: dict[str, Any], default: str, prefix: str
