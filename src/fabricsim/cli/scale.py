@@ -65,7 +65,7 @@ from fabricsim.cli.train import (
     ZeroOpt,
     goodput_inputs,
     job_from_cli,
-    layout_flags,
+    layout_from,
     price_from_cli,
     stack_flags,
 )
@@ -137,21 +137,7 @@ def register(app: typer.Typer) -> None:
             micro_batch=micro_batch, seq_len=seq_len,
             precision=precision, recompute=recompute, global_batch=global_batch,
             **stack_flags(fsdp_impl, attention_kernel, grad_reduce_dtype),
-            **layout_flags(vp=vp, first_stage_layers=first_stage_layers,
-                           last_stage_layers=last_stage_layers,
-                           account_for_embedding_loss=account_for_embedding_loss,
-                           pipeline_layout=pipeline_layout, pp_schedule=pp_schedule,
-                           recompute_modules=recompute_modules,
-                           recompute_layers=recompute_layers,
-                           offload_layers=offload_layers,
-                           tp_comm_overlap=tp_comm_overlap, ep_overlap=ep_overlap,
-                           moe_node_limit=moe_node_limit, moe_dispatcher=moe_dispatcher,
-                           moe_imbalance=moe_imbalance,
-                           overlap_grad_reduce=overlap_grad_reduce,
-                           overlap_param_gather=overlap_param_gather,
-                           overlap_p2p_comm=overlap_p2p_comm,
-                           sequence_parallel=sequence_parallel, fp8=fp8,
-                           fp8_recipe=fp8_recipe, from_megatron=from_megatron))
+            **layout_from(locals()))
         sc, m, cfg, extra = job_from_cli(scenario, model=model, flags=flags)
         if nodes is not None and (strong or cfg.global_batch is None):
             raise ConfigError("scale takes its sizes from --gpus; --nodes only names the "

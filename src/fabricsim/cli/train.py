@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -240,6 +242,16 @@ def layout_flags(*, vp: int | None = None, first_stage_layers: int | None = None
             "from_megatron": from_megatron}
 
 
+#: The parameters of :func:`layout_flags`, as the commands that take them name them.
+LAYOUT_PARAMS = tuple(inspect.signature(layout_flags).parameters)
+
+
+def layout_from(values: Mapping[str, Any]) -> dict[str, Any]:
+    """:func:`layout_flags` of a command's parameter ``values`` (its ``locals()``): the
+    commands that take the layout flags (train, scale) pass them on alike."""
+    return layout_flags(**{k: values[k] for k in LAYOUT_PARAMS})
+
+
 CkptOpt = Annotated[float | None, typer.Option(
     "--checkpoint-gbps", help="Aggregate checkpoint write bandwidth to storage, GB/s "
     "(default: the servers' storage NICs, at most 2,000 GB/s: the sustained throughput "
@@ -381,22 +393,7 @@ def register(app: typer.Typer) -> None:
             micro_batch=micro_batch,
             global_batch=global_batch, seq_len=seq_len, precision=precision,
             recompute=recompute,
-            **layout_flags(vp=vp, first_stage_layers=first_stage_layers,
-                           last_stage_layers=last_stage_layers,
-                           account_for_embedding_loss=account_for_embedding_loss,
-                           pipeline_layout=pipeline_layout, pp_schedule=pp_schedule,
-                           recompute_modules=recompute_modules,
-                           recompute_layers=recompute_layers,
-                           offload_layers=offload_layers,
-                           tp_comm_overlap=tp_comm_overlap, ep_overlap=ep_overlap,
-                           moe_node_limit=moe_node_limit, moe_dispatcher=moe_dispatcher,
-                           moe_imbalance=moe_imbalance,
-                           overlap_grad_reduce=overlap_grad_reduce,
-                           overlap_param_gather=overlap_param_gather,
-                           overlap_p2p_comm=overlap_p2p_comm,
-                           sequence_parallel=sequence_parallel, fp8=fp8,
-                           fp8_recipe=fp8_recipe,
-                           from_megatron=from_megatron))
+            **layout_from(locals()))
         sc, m, cfg, extra = job_from_cli(scenario, model=model, flags=flags)
         if chakra is not None and cfg.pipeline_schedule != "1f1b":
             raise ConfigError("--chakra writes 1F1B pipeline traces; DualPipe's two "
