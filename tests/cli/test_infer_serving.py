@@ -105,3 +105,25 @@ def test_inference_section_serves_and_flags_override(capsys: pytest.CaptureFixtu
     assert main(["infer", str(bad)]) == 2
     err = capsys.readouterr().err
     assert "inference.batchsize" in err and "known fields" in err and "batch" in err
+
+
+def test_every_face_serves_the_same_model(capsys: pytest.CaptureFixture[str],
+                                          tmp_path: Path) -> None:
+    """An inference: section naming no model serves the training: section's, in infer,
+    validate and the web alike; --model replaces the preset and keeps the shape fields."""
+    from fabricsim.web.jobs import run_job
+
+    text = ("cluster: {system: dgx-h100, nodes: 1}\ntraining: {model: llama3-8b, "
+            "layers: 16}\ninference: {tp: 2}\n")
+    sc = tmp_path / "e.yaml"
+    sc.write_text(text)
+    assert main(["infer", str(sc), "--json"]) == 0
+    cli = json.loads(capsys.readouterr().out)
+    assert main(["validate", str(sc)]) == 0
+    assert "inference llama3-8b* (tp 2" in capsys.readouterr().out
+    web = run_job("infer", [text])["designs"][0]["infer"]
+    assert cli["model"] == web["model"] == "llama3-8b*"
+    assert cli["model_params"] < 5e9 and web["tpot_s"] == cli["tpot_s"]
+    assert main(["infer", str(sc), "--model", "llama3-70b", "--json"]) == 0
+    flagged = json.loads(capsys.readouterr().out)
+    assert flagged["model"] == "llama3-70b*"  # 16 layers of Llama 3 70B

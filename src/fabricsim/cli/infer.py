@@ -9,7 +9,7 @@ scale-out network).
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.table import Table
@@ -30,8 +30,7 @@ from fabricsim.cli.common import (
 )
 from fabricsim.cli.train import ModelOpt
 from fabricsim.errors import ConfigError
-from fabricsim.workloads.models import MODEL_FIELDS, TransformerSpec, get_model
-from fabricsim.workloads.spec import ServingConfig
+from fabricsim.scenario.serving import serving_job
 
 TpOpt = Annotated[int | None, typer.Option(
     "--tp", help="Tensor-parallel size of the instance (default 8).")]
@@ -65,50 +64,6 @@ PrefillTpOpt = Annotated[int | None, typer.Option(
     "other servers sends each request's KV cache to the decode instance.")]
 
 PRECISION_CHOICES = ("bf16", "fp8", "fp8-weights")
-
-
-def _served_model(section: dict[str, Any] | None, flag: str | None
-                  ) -> tuple[TransformerSpec, list[str]]:
-    """The model a scenario's ``training:`` section (shape overrides included) and
-    ``--model`` name, and a note naming the section's fields serving does not use."""
-    from fabricsim.workloads.models import MODEL_FIELDS
-    from fabricsim.workloads.spec import EXTRA_FIELDS, training_from_section
-
-    data = dict(section or {})
-    if flag is not None:
-        get_model(flag, field="--model")  # an unknown name is the flag's error
-        data["model"] = flag
-    elif not data.get("model") and not any(k in MODEL_FIELDS for k in data):
-        data["model"] = "llama3-70b"
-    m, cfg, extra = training_from_section(data)
-    unused = sorted({*cfg.model_fields_set} | {k for k, v in extra.items()
-                                               if v is not None and k in EXTRA_FIELDS
-                                               and k != "model"}
-                    | ({"from_megatron"} if "from_megatron" in data else set()))
-    notes = [f"the scenario's training fields {', '.join(unused)} describe a training "
-             f"run and are not used here: infer serves with --tp, --pp, --ep and "
-             f"--precision"] if unused else []
-    return m, notes
-
-
-def _serving_job(sc: Any, flag_model: str | None, flags: dict[str, Any]
-                 ) -> tuple[TransformerSpec, ServingConfig, list[str]]:
-    """The served model and layout: the scenario's ``inference:`` section with the
-    ``flags`` (ServingConfig fields) over it; the model from ``--model``, else that
-    section, else the ``training:`` section (with a note naming its unused fields)."""
-    from fabricsim.workloads.spec import serving_from_section
-
-    section = dict(sc.inference or {})
-    notes: list[str] = []
-    base = None
-    if flag_model is not None:
-        get_model(flag_model, field="--model")  # an unknown name is the flag's error
-        section = {k: v for k, v in section.items() if k not in MODEL_FIELDS}
-        section["model"] = flag_model
-    elif "model" not in section and not any(k in MODEL_FIELDS for k in section):
-        base, notes = _served_model(sc.training, None)
-    m, cfg = serving_from_section({**section, **flags}, model=base)
-    return m, cfg, notes
 
 
 def register(app: typer.Typer) -> None:
@@ -148,7 +103,7 @@ def register(app: typer.Typer) -> None:
             precision=precision, kv_precision=kv_precision, engine=engine,
             tpot_target_ms=tpot_target, max_batch=max_batch, prefill_tp=prefill_tp).items()
             if v is not None}
-        m, cfg, notes = _serving_job(sc, model, flags)
+        m, cfg, notes = serving_job(sc, model, flags)
         tp, pp, ep, batch = cfg.tp, cfg.pp, cfg.ep, cfg.batch
         prompt_len, output_len, precision = cfg.prompt_len, cfg.output_len, cfg.precision
         tpot_target, max_batch = cfg.tpot_target_ms, cfg.max_batch

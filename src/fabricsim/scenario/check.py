@@ -54,10 +54,10 @@ def check_sections(sc: Scenario, kind: str | None = None) -> list[str]:
         else:
             parts.append(f"training {model.name}")
     if sc.inference is not None:
+        from fabricsim.scenario.serving import serving_job
         from fabricsim.workloads.inference import run_serving
-        from fabricsim.workloads.spec import serving_from_section
 
-        model, serve = serving_from_section(sc.inference)
+        model, serve, _notes = serving_job(sc)
         if kind in (None, "infer"):  # the layout on this cluster: sizes, memory, context
             run_serving(model, serve, fab)
             parts.append(f"inference {model.name} (tp {serve.tp}, pp {serve.pp})")

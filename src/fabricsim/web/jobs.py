@@ -112,9 +112,9 @@ def parse_design(text: str, kind: str, limits: Limits, *, field: str = "scenario
             raise ConfigError("an infer job needs an inference: section (model, tp, batch, "
                               "prompt and output lengths; start from the shipped "
                               "serve-llama3-70b)", field="inference")
-        from fabricsim.workloads.spec import serving_from_section
+        from fabricsim.scenario.serving import serving_job
 
-        serving_from_section(sc.inference)
+        serving_job(sc)
     if kind == "simulate" and not sc.faults and not sc.background:
         raise ConfigError("a simulate job compares the fabric with and without faults or "
                           "background traffic: add a faults: or background: section "
@@ -305,13 +305,13 @@ def _plan(sc: Scenario, progress: Progress) -> dict[str, Any]:
 
 
 def _infer(sc: Scenario, fab: Fabric, progress: Progress) -> dict[str, Any]:
+    from fabricsim.scenario.serving import serving_job
     from fabricsim.workloads.inference import run_serving
-    from fabricsim.workloads.spec import serving_from_section
 
-    m, cfg = serving_from_section(sc.inference)
+    m, cfg, notes = serving_job(sc)
     progress(0.1, f"serving {m.name}")
     run = run_serving(m, cfg, fab)
-    return {"model": m.name, "serving": cfg.model_dump(), **run.as_dict()}
+    return {"model": m.name, "serving": cfg.model_dump(), **run.as_dict(), "notes": notes}
 
 
 def _simulate(sc: Scenario, limits: Limits, progress: Progress) -> dict[str, Any]:
