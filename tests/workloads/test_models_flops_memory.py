@@ -243,3 +243,15 @@ def test_a_misnamed_inference_key_names_the_field_meant() -> None:
 
     with pytest.raises(ConfigError, match="did you mean tpot_target_ms"):
         serving_from_section({"model": "llama3-8b", "tpot_target": 30})
+
+
+def test_fp8_saves_nothing_on_what_selective_recomputation_frees() -> None:
+    """Recomputing the MoE block frees its permuted inputs and activations: FP8 then saves
+    only on the attention's stored linear inputs (it 'saved' 13 of the 14 s·b·h the layer
+    still held, leaving FP8 at a third of BF16)."""
+    m = get_model("qwen3-30b-a3b")
+    kw = dict(ep=8, global_batch=64, recompute="selective",
+              recompute_modules=("moe", "layernorm"))
+    bf16 = memory_per_gpu(m, ParallelConfig(**kw).resolve(m, 8)).activations
+    fp8 = memory_per_gpu(m, ParallelConfig(precision="fp8", **kw).resolve(m, 8)).activations
+    assert 0.8 * bf16 < fp8 < bf16

@@ -229,18 +229,30 @@ def _stage_params(m: TransformerSpec, p: ResolvedParallel, stage: int) -> tuple[
     return dense / p.tp, expert / p.etp / p.ep
 
 
-def _fp8_saving(m: TransformerSpec, p: ResolvedParallel, moe: bool) -> float:
+def _fp8_saving(m: TransformerSpec, p: ResolvedParallel, moe: bool,
+                rc: str | None = None) -> float:
     """Bytes per layer and micro-batch that FP8 saves: Transformer Engine keeps the inputs
     of the linear layers for the backward in FP8 (1 byte) instead of BF16 (2 bytes): the
     QKV and projection inputs, the MLP's first input and its activation output. In an
     MoE layer the routed experts' first input is the ``top_k`` permuted copies of each
-    token (the grouped GEMM's FP8-cast input; the BF16 copies are not kept: the permutation's
-    backward needs only the routing map)."""
+    token (the grouped GEMM's FP8-cast input; the BF16 copies are not kept: the
+    permutation's backward needs only the routing map). Under selective recomputation
+    (``rc``, default the job's) the MLP parts its modules recompute are not stored, so
+    FP8 saves nothing on them."""
     s = p.seq / p.cp
     b = p.cfg.micro_batch
-    width = (m.top_k + m.shared_experts) * m.expert_ffn if moe else m.ffn
-    mlp_in = m.hidden * m.top_k if moe else m.hidden
-    saved = s * b * (2 * m.hidden + mlp_in + width)
+    rc = rc or p.cfg.recompute
+    mods = p.cfg.modules_recomputed if rc == "selective" else frozenset()
+    shared = m.shared_experts * m.expert_ffn
+    if moe:
+        mlp_in = 0.0 if "moe" in mods else float(m.hidden * m.top_k)
+        act_out = float(shared if "shared_experts" not in mods else 0)
+        if not mods & {"moe", "moe_act"}:
+            act_out += m.top_k * m.expert_ffn
+    else:
+        freed = "mlp" in mods
+        mlp_in, act_out = (0.0, 0.0) if freed else (float(m.hidden), float(m.ffn))
+    saved = s * b * (2 * m.hidden + mlp_in + act_out)
     return saved / p.tp  # the MLP input and activation live in TP regions
 
 
@@ -327,8 +339,8 @@ def memory_per_gpu(m: TransformerSpec, p: ResolvedParallel, *, flash: bool = Tru
         out = ((1 - frac) * activation_bytes_per_layer(m, p, recompute=rc)
                + frac * activation_bytes_per_layer(m, p, moe=True, recompute=rc))
         if rc != "full" and cfg.precision != "bf16":
-            out -= (1 - frac) * _fp8_saving(m, p, False) + frac * _fp8_saving(
-                m, p, True)
+            out -= (1 - frac) * _fp8_saving(m, p, False, rc) + frac * _fp8_saving(
+                m, p, True, rc)
         if rc == "none" and not flash:
             out += _s2(m, p)
         return out
