@@ -32,7 +32,7 @@ def test_offloading_fits_nvidias_gb200_recipe() -> None:
 def test_copies_hide_behind_compute_until_the_host_link_runs_out() -> None:
     """NVLink-C2C (225 GB/s per GPU) moves 40 layers of activations within the forward;
     over an H100's PCIe Gen5 (63 GB/s) 40 layers still hide behind the slower GPU's
-    forward, all 80 do not, and the step waits for the rest."""
+    forward, 79 do not, and the step waits for the rest."""
     gb = fs.build_cluster("gb200-nvl72", 1, gpus_per_node=64)
     base = simulate_step(M, ParallelConfig(**NEMO), gb, check_memory=False)
     off = simulate_step(M, ParallelConfig(offload_layers=40, **NEMO), gb, check_memory=False)
@@ -42,10 +42,10 @@ def test_copies_hide_behind_compute_until_the_host_link_runs_out() -> None:
     kw = {**NEMO, "global_batch": 128}
     none = simulate_step(M, ParallelConfig(**kw), h, check_memory=False)
     half = simulate_step(M, ParallelConfig(offload_layers=40, **kw), h, check_memory=False)
-    slow = simulate_step(M, ParallelConfig(offload_layers=80, **kw), h, check_memory=False)
+    slow = simulate_step(M, ParallelConfig(offload_layers=79, **kw), h, check_memory=False)
     assert half.step_time_s == pytest.approx(none.step_time_s, rel=1e-9)
     p = ParallelConfig(**kw).resolve(M, 64)
-    copy = 80 * offload_bytes_per_layer(M, p) / 63e9  # one direction, one micro-batch
+    copy = 79 * offload_bytes_per_layer(M, p) / 63e9  # one direction, one micro-batch
     fwd = none.breakdown["compute"] / p.num_micro / 3  # about a third of fwd + bwd
     waited = slow.step_time_s - none.step_time_s
     assert 0.5 * (copy - fwd) < waited / p.num_micro < copy
@@ -53,6 +53,9 @@ def test_copies_hide_behind_compute_until_the_host_link_runs_out() -> None:
 
 def test_offload_flags_and_limits() -> None:
     assert parse_megatron_args("--cpu-offloading-num-layers 20")[0]["offload_layers"] == 20
-    with pytest.raises(ModelError, match="offload_layers=81") as e:
-        ParallelConfig(offload_layers=81, **NEMO).resolve(M, 64)
-    assert e.value.field == "training.offload_layers"
+    for bad, words in (({"offload_layers": 80}, "less than the model's 80 layers"),
+                       ({"offload_layers": 10, "pp": 2}, "without pipeline parallelism"),
+                       ({"offload_layers": 10, "recompute": "full"}, "recomputation")):
+        with pytest.raises(ModelError, match=words) as e:  # as Megatron refuses them
+            ParallelConfig(**{**NEMO, **bad}).resolve(M, 64)
+        assert e.value.field == "training.offload_layers"

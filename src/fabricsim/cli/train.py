@@ -98,9 +98,9 @@ RcLayersOpt = Annotated[int | None, typer.Option(
     "--recompute-layers", help="With --recompute full: layers of each stage to recompute "
     "(Megatron's block method); default all.")]
 OffloadOpt = Annotated[int | None, typer.Option(
-    "--offload-layers", help="Keep the activations of this many layers of each stage in "
-    "host memory (Megatron's --cpu-offloading-num-layers): less GPU memory, copies over "
-    "NVLink-C2C or PCIe.")]
+    "--offload-layers", help="Keep the activations of this many layers in host memory "
+    "(Megatron's --cpu-offloading-num-layers; with --pp 1 and no recomputation): less GPU "
+    "memory, copies over NVLink-C2C or PCIe.")]
 TpcOpt = Annotated[bool | None, typer.Option(
     "--tp-comm-overlap/--no-tp-comm-overlap",
     help="Hide TP communication under the GEMMs (userbuffers).")]

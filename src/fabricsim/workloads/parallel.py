@@ -81,10 +81,11 @@ class ParallelConfig(StrictModel):
         With ``recompute="full"``: how many layers of each stage are recomputed
         (Megatron's ``--recompute-method block --recompute-num-layers N``); ``None``: all.
     offload_layers : int or None
-        Activations of this many layers of each stage kept in host memory between their
-        forward and backward (Megatron's ``--cpu-offloading-num-layers``, activations
-        only; NeMo's Llama 3 FSDP recipes on GB200/GB300 offload 20-40 of 80): they leave
-        GPU memory and cross the GPU's host link (NVLink-C2C or PCIe) both ways.
+        Activations of this many layers kept in host memory between their forward and
+        backward (Megatron's ``--cpu-offloading-num-layers``, activations only; NeMo's
+        Llama 3 FSDP recipes on GB200/GB300 offload 20-40 of 80): they leave GPU memory
+        and cross the GPU's host link (NVLink-C2C or PCIe) both ways. As in Megatron:
+        fewer than the model's layers, with ``pp`` 1 and no recomputation.
     interleave : int
         Virtual pipeline stages per GPU (1 = plain 1F1B; Megatron's
         ``--virtual-pipeline-model-parallel-size``, the CLI's ``--vp``).
@@ -452,10 +453,18 @@ class ParallelConfig(StrictModel):
                       f"least 2·pp = {2 * pp}, per step; global_batch={gb} gives "
                       f"{gb // per_step}: raise global_batch to a multiple of "
                       f"{2 * per_step} of at least {need}")
-        if self.offload_layers and self.offload_layers > min(counts):
-            raise bad("offload_layers", f"offload_layers={self.offload_layers} is more than "
-                      f"the {min(counts)} layers of the smallest pipeline stage; give at most "
-                      f"{min(counts)}")
+        if self.offload_layers:  # what Megatron's TransformerConfig refuses
+            if pp > 1:
+                raise bad("offload_layers", "activation offloading runs without pipeline "
+                          "parallelism (Megatron has no support for the two together): "
+                          "use pp 1 (FSDP, as NVIDIA's recipes do) or drop --offload-layers")
+            if self.recompute != "none":
+                raise bad("offload_layers", f"activation offloading does not work with "
+                          f"recomputation (Megatron refuses both): drop --recompute "
+                          f"{self.recompute} or --offload-layers")
+            if self.offload_layers >= model.layers:
+                raise bad("offload_layers", f"offload_layers={self.offload_layers} must be "
+                          f"less than the model's {model.layers} layers")
         if self.recompute_layers is not None and self.recompute_layers > max(counts):
             raise bad("recompute_layers", f"recompute_layers={self.recompute_layers} is more "
                       f"than the {max(counts)} layers of the fullest pipeline stage; give at "
