@@ -393,3 +393,22 @@ def test_a_megatron_list_kept_in_the_scenario(capsys: pytest.CaptureFixture[str]
                   "  from_megatron: \"--pipeline-model-parallel-size 0\"\n")
     code, _, err = run(capsys, "train", str(sc))
     assert code == 2 and "training.from_megatron" in err
+
+
+def test_plan_reads_the_goodput_settings(capsys: pytest.CaptureFixture[str],
+                                         tmp_path: Path) -> None:
+    """plan's goodput takes training.restart_min and checkpoint_gbps, as train's does."""
+    body = "cluster: {system: dgx-h100, nodes: 4}\ntraining: {model: llama3-8b, tp: 1, " \
+           "global_batch: 64"
+    slow, plain = tmp_path / "s.yaml", tmp_path / "p.yaml"
+    slow.write_text(body + ", restart_min: 20, checkpoint_gbps: 50}\n")
+    plain.write_text(body + "}\n")
+    got = {}
+    for name, path in (("slow", slow), ("plain", plain)):
+        code, out, err = run(capsys, "plan", str(path), "--fabrics", "ib-ndr", "--json")
+        assert code == 0, err
+        got[name] = json.loads(out)
+    code, out, _ = run(capsys, "train", str(slow), "--json")
+    assert got["slow"]["fabrics"][0]["goodput"] == pytest.approx(
+        json.loads(out)["goodput"]["goodput"])
+    assert got["slow"]["fabrics"][0]["goodput"] < got["plain"]["fabrics"][0]["goodput"]

@@ -115,6 +115,7 @@ def register(app: typer.Typer) -> None:
         sc, m, cfg, extra = job_from_cli(scenario, model=model, flags=flags)
         c = sc.cluster
         from fabricsim.scenario.fabric import scenario_catalog
+        from fabricsim.workloads.spec import goodput_settings
 
         cat = scenario_catalog(sc.systems)
         sysp = cat.system(c.system)
@@ -132,7 +133,8 @@ def register(app: typer.Typer) -> None:
             lifetime_years=lifetime_years,
             backend=backend or extra.get("backend") or "analytic",
             cluster_params=dict(c.params), zero=planner_zero(cfg),
-            options=stack_options(cfg), catalog=cat)
+            options=stack_options(cfg), catalog=cat,
+            goodput_kw=goodput_settings(extra))
         rows = []
         for o in opts:
             d = o.as_dict()

@@ -290,6 +290,7 @@ def _scale(sc: Scenario, fab: Fabric, progress: Progress) -> dict[str, Any]:
 def _plan(sc: Scenario, progress: Progress) -> dict[str, Any]:
     from fabricsim.scenario.fabric import scenario_catalog
     from fabricsim.workloads.fabric_plan import compare_fabrics
+    from fabricsim.workloads.spec import goodput_settings
 
     m, cfg, extra = _training(sc)
     c = sc.cluster
@@ -300,7 +301,8 @@ def _plan(sc: Scenario, progress: Progress) -> dict[str, Any]:
                            gpus_per_node=c.gpus_per_node, cfg=cfg,
                            gpu_hour_usd=extra.get("gpu_hour_usd"),
                            cluster_params=dict(c.params),
-                           catalog=scenario_catalog(sc.systems))
+                           catalog=scenario_catalog(sc.systems),
+                           goodput_kw=goodput_settings(extra))
     return {"model": m.name, "options": [jsonable(o.as_dict()) for o in opts]}
 
 

@@ -76,7 +76,8 @@ def compare_fabrics(model: TransformerSpec, *, system: str, nodes: int,
                     cluster_params: dict[str, Any] | None = None,
                     zero: tuple[int | str, ...] = (1,),
                     options: Mapping[str, Any] | None = None,
-                    catalog: Catalog | None = None) -> list[FabricOption]:
+                    catalog: Catalog | None = None,
+                    goodput_kw: Mapping[str, Any] | None = None) -> list[FabricOption]:
     """Time, price and compare ``model`` on ``nodes`` × ``system`` for each fabric.
 
     Parameters
@@ -97,6 +98,10 @@ def compare_fabrics(model: TransformerSpec, *, system: str, nodes: int,
         Default: the system preset's price.
     lifetime_years : float
         Amortisation period of the fabric capex.
+    goodput_kw : mapping, optional
+        Checkpoint bandwidth and restart time for each fabric's goodput
+        (``checkpoint_write_bytes_per_s``, ``restart_s`` of
+        :func:`~fabricsim.workloads.goodput.goodput_on_fabric`).
     catalog : Catalog, optional
         One with user-defined systems (:func:`fabricsim.catalog.with_systems`).
 
@@ -137,7 +142,8 @@ def compare_fabrics(model: TransformerSpec, *, system: str, nodes: int,
         cost = token_cost(step.tokens_per_s, step.world, float(price), capex.total_usd,
                           lifetime_years)
         gp = goodput_on_fabric(fab, params=model.params, step_time_s=step.step_time_s,
-                               gpus=step.world, gpu_hour_usd=float(price)).goodput
+                               gpus=step.world, gpu_hour_usd=float(price),
+                               **dict(goodput_kw or {})).goodput
         out.append(FabricOption(fabric=f, step=step, capex=capex, cost=cost,
                                 planned=planned, goodput=gp))
     return out
