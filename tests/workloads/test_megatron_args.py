@@ -37,7 +37,7 @@ def test_model_shape_and_block_recompute() -> None:
         "--recompute-method block --recompute-num-layers 4 --fp8-format hybrid --bf16")
     assert (s["layers"], s["hidden"], s["ffn"], s["heads"], s["kv_heads"]) == \
         (32, 4096, 14336, 32, 8)
-    assert s["recompute"] == "full" and s["recompute_layers"] == 4
+    assert s["recompute"] == "full" and s["recompute_layers_per_chunk"] == 4
     assert s["precision"] == "fp8"
 
 
@@ -208,14 +208,29 @@ def test_query_groups_need_group_query_attention() -> None:
 
 def test_block_recompute_counts_per_model_chunk() -> None:
     """Megatron recomputes --recompute-num-layers layers of each model chunk (a virtual
-    stage), so n per chunk is n·v per pipeline stage, and every layer once n covers a
-    chunk."""
-    base = ("--pipeline-model-parallel-size 4 --virtual-pipeline-model-parallel-size 4 "
+    stage): n per chunk is n·v per pipeline stage, and every layer once n covers a chunk,
+    whether the chunks come from --virtual-pipeline-model-parallel-size or a layout and
+    whether or not the list gives --num-layers."""
+    from fabricsim.workloads.models import get_model
+    from fabricsim.workloads.parallel import ParallelConfig
+
+    m = get_model("llama2-13b")  # 40 layers
+    base = ("--pipeline-model-parallel-size 4 --virtual-pipeline-model-parallel-size 5 "
             "--recompute-granularity full --recompute-method block ")
-    assert parse_megatron_args(base + "--recompute-num-layers 1")[0][
-        "recompute_layers"] == 4
-    whole = parse_megatron_args(base + "--num-layers 32 --recompute-num-layers 2")[0]
-    assert whole["recompute"] == "full" and whole["recompute_layers"] is None
+
+    def per_stage(text: str, model: object = m, world: int = 8) -> int | None:
+        s = parse_megatron_args(text)[0]
+        return ParallelConfig.model_validate(s).resolve(model, world).cfg.recompute_layers
+
+    assert per_stage(base + "--recompute-num-layers 1") == 5
+    assert per_stage(base + "--recompute-num-layers 3") is None  # 3 >= 2-layer chunks
+    ds = get_model("deepseek-v3")
+    lay = ("--pipeline-model-parallel-size 8 --pipeline-model-parallel-layout "
+           "'Et|(tt|)*30mL' --recompute-granularity full --recompute-method block "
+           "--recompute-num-layers 1 --expert-model-parallel-size 8")
+    assert per_stage(lay, ds, 64) == 4  # v = 32 chunks / pp 8
     plain = parse_megatron_args("--pipeline-model-parallel-size 4 --recompute-granularity "
                                 "full --recompute-method block --recompute-num-layers 3")[0]
-    assert plain["recompute_layers"] == 3
+    assert per_stage("--pipeline-model-parallel-size 4 --recompute-granularity full "
+                     "--recompute-method block --recompute-num-layers 3") == 3
+    assert plain["recompute_layers_per_chunk"] == 3

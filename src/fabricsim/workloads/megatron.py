@@ -16,8 +16,8 @@ Example
 ...     "--micro-batch-size 1 --global-batch-size 2048 --seq-length 8192 --lr 8e-5")
 >>> section["tp"], section["pp"], section["interleave"], section["recompute"]
 (8, 16, 8, 'full')
->>> section["recompute_layers"] is None  # 2 layers of each 1-layer chunk: every layer
-True
+>>> section["recompute_layers_per_chunk"]  # of each 1-layer chunk: every layer
+2
 >>> ignored
 ['--lr 8e-5']
 >>> parse_megatron_args("--pipeline-model-parallel-layout 'Et|(tt|)*30mL' "
@@ -135,20 +135,6 @@ _SHARDING: dict[str, int | str] = {"no_shard": 0, "optim": 1, "optim_grads": 2,
 #: Switches whose field takes a value other than True.
 _SWITCH_VALUES = {"--bf16": "bf16", "--use-distributed-optimizer": 1,
                   "--no-overlap-p2p-communication": False}
-
-
-def _block_layers_per_stage(out: dict[str, Any], n: int, extra: int) -> int | None:
-    """fabricsim's ``recompute_layers`` (layers per pipeline stage) for Megatron's block
-    recomputation of ``n`` layers, which it applies to each model chunk: ``n`` per
-    virtual stage, ``n·v`` per stage; ``None`` (every layer) when ``n`` covers a whole
-    chunk (known from ``--num-layers``)."""
-    v = out.get("interleave") or 1
-    if v == 1:
-        return n
-    layers = out.get("layers")
-    if layers is not None and n * out.get("pp", 1) * v >= layers + extra:
-        return None
-    return n * v
 
 
 def parse_megatron_args(text: str) -> tuple[dict[str, Any], list[str]]:
@@ -336,8 +322,7 @@ def _finish(raw: dict[str, Any]) -> dict[str, Any]:
         raise ConfigError(f"--recompute-granularity must be full or selective, got "
                           f"{out['recompute']!r}", field="--from-megatron")
     if method == "block" and n is not None:
-        out["recompute_layers"] = _block_layers_per_stage(out, n, extra=2 if out.get(
-            "account_for_embedding_loss") else 0)
+        out["recompute_layers_per_chunk"] = n  # per model chunk: resolved per stage
     elif method == "uniform" and n not in (None, 1):
         raise ConfigError("--recompute-method uniform with --recompute-num-layers > 1 "
                           "recomputes groups of layers, which fabricsim models as full "

@@ -79,7 +79,12 @@ class ParallelConfig(StrictModel):
         charged its forward time again and frees the activations it would keep.
     recompute_layers : int or None
         With ``recompute="full"``: how many layers of each stage are recomputed
-        (Megatron's ``--recompute-method block --recompute-num-layers N``); ``None``: all.
+        (``--recompute-layers``); ``None``: all.
+    recompute_layers_per_chunk : int or None
+        The same counted as Megatron counts ``--recompute-method block
+        --recompute-num-layers N``: N layers of each model chunk (virtual stage), so N·v
+        of a stage, every layer once N covers a chunk; resolved into
+        ``recompute_layers`` (a pasted Megatron list sets it).
     offload_layers : int or None
         Activations of this many layers kept in host memory between their forward and
         backward (Megatron's ``--cpu-offloading-num-layers``, activations only; NeMo's
@@ -217,6 +222,7 @@ class ParallelConfig(StrictModel):
     recompute: Literal["none", "selective", "full"] = "none"
     recompute_modules: tuple[RecomputeModule, ...] | None = None
     recompute_layers: int | None = Field(None, ge=1)
+    recompute_layers_per_chunk: int | None = Field(None, ge=1)
     offload_layers: int | None = Field(None, ge=0)
     interleave: int = Field(1, ge=1)
     pipeline_schedule: Literal["1f1b", "dualpipe"] = "1f1b"
@@ -465,11 +471,22 @@ class ParallelConfig(StrictModel):
             if self.offload_layers >= model.layers:
                 raise bad("offload_layers", f"offload_layers={self.offload_layers} must be "
                           f"less than the model's {model.layers} layers")
+        cfg = self
+        if self.recompute_layers_per_chunk is not None:
+            if self.recompute != "full" or self.recompute_layers is not None:
+                raise bad("recompute_layers_per_chunk", "recompute_layers_per_chunk (Megatron's "
+                          "block recomputation) needs recompute='full' and no "
+                          "recompute_layers")
+            v = max(self.interleave, 1)
+            per_stage = min(max(counts), self.recompute_layers_per_chunk * v)
+            cfg = self.model_copy(update={
+                "recompute_layers": None if per_stage >= max(counts) else per_stage,
+                "recompute_layers_per_chunk": None})
         if self.recompute_layers is not None and self.recompute_layers > max(counts):
             raise bad("recompute_layers", f"recompute_layers={self.recompute_layers} is more "
                       f"than the {max(counts)} layers of the fullest pipeline stage; give at "
                       f"most {max(counts)} (or drop --recompute-layers to recompute all)")
-        return ResolvedParallel(cfg=self, world=world, dp=dp, seq=seq, global_batch=gb,
+        return ResolvedParallel(cfg=cfg, world=world, dp=dp, seq=seq, global_batch=gb,
                                 num_micro=gb // per_step, stage_layers=max(counts),
                                 stage_layer_counts=counts, stage_mtp_layers=mtp)
 

@@ -720,6 +720,7 @@ def simulate_step(model: TransformerSpec, cfg: ParallelConfig, fabric: Fabric,
     if comm is None:
         comm = EngineComm(fabric, backend=backend)
     p, mem = _checked(model, cfg, fabric, world, check_memory, comm)
+    cfg = p.cfg  # as resolved (Megatron's per-chunk block count made per stage)
     cat = get_catalog()
     gpu = cat.gpu(fabric.info.gpu)
     warnings = placement_warnings(p, fabric.info.gpus_per_server,
