@@ -228,3 +228,13 @@ def test_split_errors_say_what_would_divide() -> None:
     with pytest.raises(ModelError, match=r"divisible by cp = 2: context parallelism"):
         ParallelConfig(tp=4, cp=2, seq_len=8193, sequence_parallel=False).resolve(m, 8)
     ParallelConfig(tp=8, seq_len=8196, sequence_parallel=False).resolve(m, 8)  # fine
+
+
+def test_no_vp_divides_says_so() -> None:
+    from fabricsim.errors import ModelError
+    from fabricsim.workloads.models import get_model
+    from fabricsim.workloads.parallel import ParallelConfig
+
+    with pytest.raises(ModelError, match="no vp divides: 80 layers do not split into 3"):
+        ParallelConfig(tp=8, pp=3, interleave=2, global_batch=24).resolve(
+            get_model("llama3-70b"), 24)

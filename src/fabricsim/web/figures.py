@@ -222,7 +222,7 @@ def serving(designs: Sequence[dict[str, Any]]) -> tuple[Fig, Fig]:
                     "y": _vals(runs, "tokens_per_s_per_gpu"), "marker": {"color": COLORS[k]},
                     "hovertemplate": "%{y:,.1f} tokens/s per GPU<extra>" + label
                     + "</extra>"})
-    model = designs[0]["infer"]["model"]
+    model = " vs ".join(dict.fromkeys(d["infer"]["model"] for d in designs))
     return ({"data": lat, "layout": _layout(f"Serving {model}: latency", "design",
                                             "milliseconds", barmode="group")},
             {"data": thr, "layout": _layout(f"Serving {model}: output tokens/s per GPU",

@@ -535,9 +535,11 @@ class ParallelConfig(StrictModel):
                     f"(--account-for-embedding-loss: {layers + 2} = {pp * v}·"
                     f"{(layers + 2) // (pp * v)})" if (layers + 2) % (pp * v) == 0 else "")
             fits = [str(k) for k in range(1, layers // pp + 1) if layers % (pp * k) == 0]
+            which = f"vp one of {', '.join(fits)}" if fits else \
+                f"no vp divides: {layers} layers do not split into {pp} equal stages"
             raise bad("interleave", f"pp·vp = {pp * v} must divide the model's {layers} "
-                      f"layers (at pp={pp}, vp one of {', '.join(fits)}), or set first/last "
-                      f"stage layers so that every stage's count divides by vp{hint}")
+                      f"layers (at pp={pp}, {which}), or set first/last stage layers so "
+                      f"that every stage's count divides by vp{hint}")
         base, extra = divmod(layers, pp)
         # Megatron-DeepSpeed style uneven split: the first stages take one more layer
         return tuple(base + (1 if i < extra else 0) for i in range(pp))
