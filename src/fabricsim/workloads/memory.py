@@ -204,17 +204,17 @@ def _stage_dense_layers(m: TransformerSpec, p: ResolvedParallel) -> list[float]:
     return out
 
 
-def _stage_params(m: TransformerSpec, p: ResolvedParallel, stage: int) -> tuple[float, float]:
+def _stage_params(m: TransformerSpec, p: ResolvedParallel, stage: int,
+                  dense_on: list[float] | None = None) -> tuple[float, float]:
     """Parameters one GPU of pipeline stage ``stage`` holds (dense, expert), as
     :func:`stage_params` does for the largest stage, with the stage's own dense and MoE
-    layers (:func:`_stage_dense_layers`)."""
+    layers (``dense_on``: :func:`_stage_dense_layers`, computed when not given)."""
     counts = p.stage_layer_counts or (p.stage_layers,)
     if p.pp == 1:
         return stage_params(m, p)
     layers = counts[stage]
     if m.is_moe:
-        dense_n = _stage_dense_layers(m, p)[stage] if len(counts) == p.pp else \
-            layers * m.dense_layers / m.layers
+        dense_n = (dense_on or _stage_dense_layers(m, p))[stage]
         moe_n = layers - dense_n
         routed = m.experts * m.expert_params
         dense = dense_n * m.dense_layer_params + moe_n * (m.moe_layer_params - routed)
@@ -281,6 +281,21 @@ def _in_flight(p: ResolvedParallel, rank: int) -> float:
     return min(chunks, p.num_micro * v) / v
 
 
+def _layer_bytes(m: TransformerSpec, p: ResolvedParallel, rc: str, moe_frac: float,
+                 flash: bool = True) -> float:
+    """Activation bytes one layer of one micro-batch keeps under recomputation ``rc``, for
+    a mix of ``moe_frac`` MoE layers: FP8-cast linear inputs counted at 1 byte, the
+    attention scores added without FlashAttention."""
+    out = ((1 - moe_frac) * activation_bytes_per_layer(m, p, recompute=rc)
+           + moe_frac * activation_bytes_per_layer(m, p, moe=True, recompute=rc))
+    if rc != "full" and p.cfg.precision != "bf16":
+        out -= (1 - moe_frac) * _fp8_saving(m, p, False, rc) + moe_frac * _fp8_saving(
+            m, p, True, rc)
+    if rc == "none" and not flash:
+        out += _s2(m, p)
+    return out
+
+
 def offload_bytes_per_layer(m: TransformerSpec, p: ResolvedParallel) -> float:
     """Activation bytes one layer of one micro-batch leaves (the layer mix of the whole
     model, as the job recomputes and casts them): what ``offload_layers`` copies to host
@@ -294,12 +309,7 @@ def offload_bytes_per_layer(m: TransformerSpec, p: ResolvedParallel) -> float:
     >>> round(offload_bytes_per_layer(m, p) / 1e9, 2)  # GB
     3.89
     """
-    frac = m.moe_layers / m.layers
-    out = ((1 - frac) * activation_bytes_per_layer(m, p)
-           + frac * activation_bytes_per_layer(m, p, moe=True))
-    if p.cfg.recompute != "full" and p.cfg.precision != "bf16":
-        out -= (1 - frac) * _fp8_saving(m, p, False) + frac * _fp8_saving(m, p, True)
-    return out
+    return _layer_bytes(m, p, p.cfg.recompute, m.moe_layers / m.layers)
 
 
 def memory_per_gpu(m: TransformerSpec, p: ResolvedParallel, *, flash: bool = True
@@ -332,22 +342,10 @@ def memory_per_gpu(m: TransformerSpec, p: ResolvedParallel, *, flash: bool = Tru
     shard_dense = p.dp * p.cp
     shard_expert = p.edp
     gb = cfg.grad_bytes
-    moe_frac = m.moe_layers / m.layers
     block = cfg.recompute == "full" and cfg.recompute_layers is not None
 
-    def per_layer_of(rc: str, frac: float) -> float:
-        out = ((1 - frac) * activation_bytes_per_layer(m, p, recompute=rc)
-               + frac * activation_bytes_per_layer(m, p, moe=True, recompute=rc))
-        if rc != "full" and cfg.precision != "bf16":
-            out -= (1 - frac) * _fp8_saving(m, p, False, rc) + frac * _fp8_saving(
-                m, p, True, rc)
-        if rc == "none" and not flash:
-            out += _s2(m, p)
-        return out
-
     counts = p.stage_layer_counts or (p.stage_layers,)
-    dense_on = _stage_dense_layers(m, p) if len(counts) == p.pp else \
-        [c * (1 - moe_frac) for c in counts]
+    dense_on = _stage_dense_layers(m, p)
     logits = 4.0 * (p.seq / p.cp) * cfg.micro_batch * m.vocab / p.tp
     dual = cfg.pipeline_schedule == "dualpipe"
 
@@ -355,9 +353,9 @@ def memory_per_gpu(m: TransformerSpec, p: ResolvedParallel, *, flash: bool = Tru
         """Activations one micro-batch leaves on pipeline stage ``stage``."""
         layers = counts[stage]
         frac = 1 - dense_on[stage] / layers if layers and m.is_moe else 0.0
-        full_layer = per_layer_of("full", frac)
+        full_layer = _layer_bytes(m, p, "full", frac, flash)
         # layers not recomputed keep everything (block recomputation's other layers)
-        kept_layer = per_layer_of("none" if block else cfg.recompute, frac)
+        kept_layer = _layer_bytes(m, p, "none" if block else cfg.recompute, frac, flash)
         # offloaded layers keep their activations in host memory (the layer being
         # copied out or back in holds one layer's on the GPU)
         off = min(cfg.offload_layers or 0, layers)
@@ -369,9 +367,9 @@ def memory_per_gpu(m: TransformerSpec, p: ResolvedParallel, *, flash: bool = Tru
 
     best: MemoryEstimate | None = None
     for i, layers in enumerate(counts):
-        dense, expert = _stage_params(m, p, i)
+        dense, expert = _stage_params(m, p, i, dense_on)
         if dual:  # the stage of the other direction on the same GPU
-            d2, e2 = _stage_params(m, p, p.pp - 1 - i)
+            d2, e2 = _stage_params(m, p, p.pp - 1 - i, dense_on)
             dense, expert = dense + d2, expert + e2
 
         def part(nbytes: float, stage_min: int, dense: float = dense,
