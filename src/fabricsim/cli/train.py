@@ -269,14 +269,10 @@ def goodput_inputs(checkpoint_gbps: float | None, restart_min: float | None,
     the defaults (the servers' storage NICs; 10 minutes)."""
     from fabricsim.workloads.spec import goodput_settings
 
-    write = check_positive(checkpoint_gbps, "--checkpoint-gbps")
-    restart = check_non_negative(restart_min, "--restart-min")
-    out = {"restart_s": 600.0, **goodput_settings(extra or {})}
-    if restart is not None:
-        out["restart_s"] = restart * 60.0
-    if write is not None:
-        out["checkpoint_write_bytes_per_s"] = write * 1e9
-    return out
+    flags = {"checkpoint_gbps": check_positive(checkpoint_gbps, "--checkpoint-gbps"),
+             "restart_min": check_non_negative(restart_min, "--restart-min")}
+    return goodput_settings({**(extra or {}), **{k: v for k, v in flags.items()
+                                                 if v is not None}})
 
 
 def run_goodput(fab: Any, params: float, step_time_s: float, price: float, world: int, *,
