@@ -2,17 +2,29 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# What each target installs: the demo only the library and its figures (matplotlib); the
+# tests, the web app and the benchmarks everything ([dev]). A stamp per set, so `make demo`
+# after `make test` installs nothing more.
 STAMP := $(VENV)/.installed
+DEMO_STAMP := $(VENV)/.installed-demo
 
 .PHONY: demo test fuzz lint bench clean browser serve
 
-$(STAMP): pyproject.toml constraints/ci.txt
+$(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c constraints/ci.txt -e '.[dev]'
-	touch $(STAMP)
 
-demo: $(STAMP)
+$(STAMP): pyproject.toml constraints/ci.txt | $(VENV)/bin/python
+	@echo "installing fabricsim with the test tools ([dev]) into $(VENV)"
+	$(BIN)/python -m pip install --quiet -c constraints/ci.txt -e '.[dev]'
+	touch $(STAMP) $(DEMO_STAMP)
+
+$(DEMO_STAMP): pyproject.toml constraints/ci.txt | $(VENV)/bin/python
+	@echo "installing fabricsim with its figures ([plot]) into $(VENV)"
+	$(BIN)/python -m pip install --quiet -c constraints/ci.txt -e '.[plot]'
+	touch $(DEMO_STAMP)
+
+demo: $(DEMO_STAMP)
 	$(BIN)/fabricsim demo --out out
 	@echo "The same designs in the browser: make serve, then open http://127.0.0.1:8000/"
 
