@@ -56,9 +56,10 @@ from typing import Any
 
 import fabricsim as fs
 from fabricsim.errors import FabricsimError
-from fabricsim.workloads import inference as inf
-from fabricsim.workloads.inference import serve_requests, simulate_inference
 from fabricsim.workloads.models import TransformerSpec, get_model
+from fabricsim.workloads.serving import instance as inf
+from fabricsim.workloads.serving.batching import serve_requests
+from fabricsim.workloads.serving.static import simulate_inference
 
 #: Falcon-180B (TII, config.json): 80 layers, h 14848, 232 query / 8 KV heads of 64, GELU
 #: MLP of 4h, vocabulary 65024, tied embeddings. Its parallel attention+MLP block is

@@ -45,8 +45,8 @@ from fabricsim.catalog import get_catalog, with_systems
 from fabricsim.fabric import Fabric
 from fabricsim.workloads.comm import CommModel, EngineComm
 from fabricsim.workloads.models import get_model
-from fabricsim.workloads.parallel import ParallelConfig
-from fabricsim.workloads.step import StepResult, simulate_step
+from fabricsim.workloads.training.parallel import ParallelConfig
+from fabricsim.workloads.training.step import StepResult, simulate_step
 
 ROWS = Path(__file__).resolve().parents[1] / "data" / "reference" / "llm_foundry_mpt.csv"
 
@@ -136,7 +136,7 @@ def fit() -> dict[str, Any]:  # pragma: no cover - calibration tool
     other one in table order, by median absolute log error); report the other half."""
     import math
 
-    import fabricsim.workloads.compute as comp
+    import fabricsim.workloads.training.compute as comp
 
     key = ("flash1", "hopper")
     base = comp.ATTENTION_KERNEL_EFF[key]

@@ -48,8 +48,8 @@ from fabricsim.errors import ModelError
 from fabricsim.fabric import Fabric
 from fabricsim.workloads.comm import CommModel, EngineComm
 from fabricsim.workloads.models import TransformerSpec, get_model
-from fabricsim.workloads.parallel import ParallelConfig
-from fabricsim.workloads.step import simulate_step
+from fabricsim.workloads.training.parallel import ParallelConfig
+from fabricsim.workloads.training.step import simulate_step
 
 ROWS = Path(__file__).resolve().parents[1] / "data" / "reference" / "nemo_perf.csv"
 
@@ -392,8 +392,8 @@ def fit(only: tuple[str, ...] = FITS) -> dict[str, Any]:  # pragma: no cover - c
     DeepEP mechanism) on every other row that overlaps its expert all-to-all. NVFP4 is
     not fitted (``NVFP4_OVER_FP8`` is a published measurement): its rows are all held
     out."""
-    import fabricsim.workloads.compute as comp
-    import fabricsim.workloads.step as step
+    import fabricsim.workloads.training.compute as comp
+    import fabricsim.workloads.training.step as step
 
     report: dict[str, Any] = {}
     for gen in only:

@@ -31,11 +31,11 @@ from fabricsim.catalog import get_catalog, with_systems
 from fabricsim.fabric import Fabric
 from fabricsim.protocols import PROTOCOLS
 from fabricsim.workloads.comm import CommModel, EngineComm
-from fabricsim.workloads.goodput import goodput_on_fabric
 from fabricsim.workloads.models import TransformerSpec, get_model
-from fabricsim.workloads.parallel import ParallelConfig
-from fabricsim.workloads.planner import plan_parallel
-from fabricsim.workloads.step import StepResult, simulate_step
+from fabricsim.workloads.training.goodput import goodput_on_fabric
+from fabricsim.workloads.training.parallel import ParallelConfig
+from fabricsim.workloads.training.planner import plan_parallel
+from fabricsim.workloads.training.step import StepResult, simulate_step
 
 #: Systems no preset matches, defined as a user would (catalog.with_systems): Jean Zay's
 #: A100 nodes (BLOOM) with 4 scale-out ports of 100G; Meta's Grand Teton H100 hosts
@@ -72,7 +72,7 @@ class Case:
     params: dict[str, Any] | None = None
     #: the published figure is a whole run's average (tokens over GPU-hours of wall time,
     #: failures, restarts and checkpoints included): the prediction is the step's
-    #: throughput times the run's goodput (fabricsim.workloads.goodput, its defaults)
+    #: throughput times the run's goodput (fabricsim.workloads.training.goodput, its defaults)
     run_average: bool = False
 
 
@@ -264,7 +264,7 @@ def hw_class(c: Case) -> tuple[str, str]:
     """(GPU generation, GEMM precision or FP8 recipe) of a case: the constants are fitted
     per class. FP8 cases are classed by recipe (``fp8/torchao``...): the FP8 GEMM share
     itself is fitted on NVIDIA's NeMo tables (``accuracy_nemo.py --fit``)."""
-    from fabricsim.workloads.compute import generation
+    from fabricsim.workloads.gpu import generation
 
     gpu = CATALOG.gpu(CATALOG.system(c.system).gpu)
     if c.cfg is None or c.cfg.precision == "bf16":
@@ -280,7 +280,7 @@ def fit(comm_factory: Callable[[Fabric], CommModel]) -> dict[str, Any]:  # pragm
     FP8 recipes here (DeepSeek-V3's blockwise, one row) are not fitted."""
     import math
 
-    import fabricsim.workloads.compute as comp
+    import fabricsim.workloads.training.compute as comp
 
     all_cases = cases()
     by_class: dict[tuple[str, str], list[int]] = {}

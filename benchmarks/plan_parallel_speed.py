@@ -12,7 +12,7 @@ import time
 
 import fabricsim as fs
 from fabricsim.workloads.models import get_model
-from fabricsim.workloads.planner import plan_parallel
+from fabricsim.workloads.training.planner import plan_parallel
 
 
 def main() -> int:

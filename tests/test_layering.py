@@ -17,6 +17,8 @@ ALGORITHMS = ("fabricsim.collectives.registry", "fabricsim.collectives.busbw",
               "fabricsim.collectives.sharp")
 _TOP = ("fabricsim.workloads", "fabricsim.scenario", "fabricsim.cli", "fabricsim.reports",
         "fabricsim.plots", "fabricsim.web")
+_ABOVE_WORKLOADS = ("fabricsim.scenario", "fabricsim.cli", "fabricsim.reports",
+                    "fabricsim.plots", "fabricsim.web")
 _MODEL = ("fabricsim.protocols", "fabricsim.backends", "fabricsim.collectives", *_TOP)
 
 #: module prefix -> prefixes it must not import (the longest matching prefix rules)
@@ -36,6 +38,16 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "fabricsim.collectives": _TOP,
     "fabricsim.workloads": ("fabricsim.scenario", "fabricsim.cli", "fabricsim.reports",
                             "fabricsim.plots", "fabricsim.web"),
+    # workloads: a shared base (models, flops, gpu rates, comm) under training and serving,
+    # which do not import each other; cost (capex, fabric plans) sits on training
+    **{f"fabricsim.workloads.{m}": ("fabricsim.workloads.training",
+                                    "fabricsim.workloads.serving", "fabricsim.workloads.cost",
+                                    *_ABOVE_WORKLOADS)
+       for m in ("models", "flops", "gpu", "comm")},
+    "fabricsim.workloads.training": ("fabricsim.workloads.serving",
+                                     "fabricsim.workloads.cost", *_ABOVE_WORKLOADS),
+    "fabricsim.workloads.serving": ("fabricsim.workloads.training",
+                                    "fabricsim.workloads.cost", *_ABOVE_WORKLOADS),
     "fabricsim.scenario": ("fabricsim.cli", "fabricsim.reports", "fabricsim.plots",
                            "fabricsim.web"),
     "fabricsim.plots": ("fabricsim.cli", "fabricsim.reports.demo", "fabricsim.web"),
@@ -100,6 +112,9 @@ def test_no_private_name_crosses_packages() -> None:
 
 
 def test_the_checker_sees_a_violation() -> None:
+    assert _hits("fabricsim.workloads.training.step",
+                 _rule("fabricsim.workloads.serving.instance"))
+    assert not _hits("fabricsim.workloads.gpu", _rule("fabricsim.workloads.serving.instance"))
     assert _hits("fabricsim.backends.analytic", _rule("fabricsim.collectives.ring"))
     assert not _hits("fabricsim.backends.analytic", _rule("fabricsim.collectives.tuner"))
     assert _hits("fabricsim.collectives.ring", _rule("fabricsim.backends.flow.sim"))

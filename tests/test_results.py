@@ -16,7 +16,7 @@ import fabricsim as fs
 from fabricsim.errors import ConfigError
 from fabricsim.results import Tabular, flatten, frame, scalars
 from fabricsim.workloads.models import get_model
-from fabricsim.workloads.parallel import ParallelConfig
+from fabricsim.workloads.training.parallel import ParallelConfig
 
 SCALARS = (str, int, float, bool, type(None))
 
@@ -28,7 +28,7 @@ def _fab(nodes: int = 2) -> fs.Fabric:
 
 @cache
 def _step() -> Any:
-    from fabricsim.workloads.step import simulate_step
+    from fabricsim.workloads.training.step import simulate_step
 
     return simulate_step(get_model("llama2-7b"), ParallelConfig(seq_len=2048), _fab())
 
@@ -59,39 +59,39 @@ def _packet_run() -> Any:
 
 
 def _inference() -> Any:
-    from fabricsim.workloads.inference import simulate_inference
+    from fabricsim.workloads.serving.static import simulate_inference
 
     return simulate_inference(get_model("llama2-7b"), _fab(1), tp=2, batch=4)
 
 
 def _continuous() -> Any:
-    from fabricsim.workloads.inference import continuous_batching
+    from fabricsim.workloads.serving.batching import continuous_batching
 
     return continuous_batching(get_model("llama2-7b"), _fab(1), prompt_len=512,
                                output_len=128, tpot_target_s=0.05, tp=2)
 
 
 def _trace() -> Any:
-    from fabricsim.workloads.inference import serve_requests
+    from fabricsim.workloads.serving.batching import serve_requests
 
     return serve_requests(get_model("llama2-7b"), _fab(1), [(128, 16)] * 4, tp=2)
 
 
 def _disaggregated() -> Any:
-    from fabricsim.workloads.inference import disaggregated_serving
+    from fabricsim.workloads.serving.disaggregated import disaggregated_serving
 
     return disaggregated_serving(get_model("llama2-7b"), _fab(2), prefill_tp=2, batch=8,
                                  prompt_len=512, output_len=64, tp=2)
 
 
 def _goodput() -> Any:
-    from fabricsim.workloads.goodput import goodput_on_fabric
+    from fabricsim.workloads.training.goodput import goodput_on_fabric
 
     return goodput_on_fabric(_fab(), params=7e9, step_time_s=_step().step_time_s)
 
 
 def _plan() -> Any:
-    from fabricsim.workloads.planner import plan_parallel
+    from fabricsim.workloads.training.planner import plan_parallel
 
     class Flat:
         def time(self, collective: str, ranks: Any, nbytes: float) -> float:
@@ -102,14 +102,14 @@ def _plan() -> Any:
 
 
 def _fabric_option() -> Any:
-    from fabricsim.workloads.fabric_plan import compare_fabrics
+    from fabricsim.workloads.cost.fabric_plan import compare_fabrics
 
     return compare_fabrics(get_model("llama2-7b"), system="dgx-h100", nodes=2,
                            fabrics=["ib-ndr"], cfg=ParallelConfig(seq_len=2048))[0]
 
 
 def _capex() -> Any:
-    from fabricsim.workloads.cost import fabric_capex
+    from fabricsim.workloads.cost.capex import fabric_capex
 
     return fabric_capex(_fab())
 

@@ -13,7 +13,7 @@ Every public result type mixes in :class:`Tabular`, which gives it two methods:
   extra (``pip install 'fabricsim[store]'``); without it the call says so.
 
 :func:`frame` turns many results (or plain mappings, such as the rows of
-:func:`~fabricsim.workloads.scaling.scaling_curve`) into one DataFrame, a row each.
+:func:`~fabricsim.workloads.training.scaling.scaling_curve`) into one DataFrame, a row each.
 
 Example
 -------

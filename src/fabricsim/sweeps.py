@@ -271,7 +271,7 @@ def points(spec: SweepSpec, root: Path | None = None) -> list[Point]:
         except ConfigError as e:
             raise ConfigError(f"{e.message}", field=f"axes ({e.field})") from None
         if spec.kind == "train":  # the training section's own fields, checked up front
-            from fabricsim.workloads.spec import training_from_section
+            from fabricsim.scenario.sections import training_from_section
 
             try:
                 training_from_section(sc.get("training"))
@@ -359,9 +359,9 @@ def _figures(kind: str, sc: Any, scenario: dict[str, Any], fabrics: FabricCache 
             return {"gpus": fab.n_gpus, "size_bytes": size, "time_us": cr.time * 1e6,
                     "algbw_gbps": cr.algbw / 1e9, "busbw_gbps": cr.busbw / 1e9,
                     "algorithm": cr.algorithm, "protocol": cr.protocol}
-        from fabricsim.workloads.goodput import goodput_on_fabric
-        from fabricsim.workloads.spec import training_from_section
-        from fabricsim.workloads.step import simulate_step
+        from fabricsim.scenario.sections import training_from_section
+        from fabricsim.workloads.training.goodput import goodput_on_fabric
+        from fabricsim.workloads.training.step import simulate_step
 
         m, cfg, extra = training_from_section(sc.training)
         price = extra.get("gpu_hour_usd")
@@ -490,8 +490,8 @@ def _warm(kind: str) -> None:
     if kind == "bench":
         import fabricsim.collectives
     else:
-        import fabricsim.workloads.goodput
-        import fabricsim.workloads.step  # noqa: F401
+        import fabricsim.workloads.training.goodput
+        import fabricsim.workloads.training.step  # noqa: F401
     get_catalog()
 
 

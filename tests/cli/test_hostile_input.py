@@ -26,7 +26,7 @@ def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
 def test_pydantic_models_built_from_python_raise_the_projects_errors() -> None:
     from fabricsim.backends.packet.config import PacketConfig
     from fabricsim.scenario import Scenario
-    from fabricsim.workloads.parallel import ParallelConfig
+    from fabricsim.workloads.training.parallel import ParallelConfig
 
     with pytest.raises(ConfigError, match=r"ParallelConfig\.tp.*greater than or equal to 1"):
         ParallelConfig(tp=0)

@@ -112,8 +112,8 @@ def test_library_rejects_negative_price() -> None:
     import fabricsim as fs
     from fabricsim.errors import FabricsimError
     from fabricsim.workloads.models import get_model
-    from fabricsim.workloads.parallel import ParallelConfig
-    from fabricsim.workloads.step import simulate_step
+    from fabricsim.workloads.training.parallel import ParallelConfig
+    from fabricsim.workloads.training.step import simulate_step
 
     fab = fs.build_cluster("dgx-h100", nodes=1, gpus_per_node=1)
     with pytest.raises(FabricsimError, match="gpu_hour_usd"):

@@ -12,8 +12,8 @@ from fabricsim.cli.app import main
 from fabricsim.errors import ConfigError
 from fabricsim.interop.chakra import COMM_TYPES, read_traces, step_trace, write_traces
 from fabricsim.workloads.models import get_model
-from fabricsim.workloads.parallel import ParallelConfig
-from fabricsim.workloads.step import simulate_step
+from fabricsim.workloads.training.parallel import ParallelConfig
+from fabricsim.workloads.training.step import simulate_step
 
 M = get_model("llama3-70b")
 

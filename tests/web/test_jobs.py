@@ -158,9 +158,9 @@ def test_train_prices_and_counts_failures_as_the_cli_does() -> None:
     the goodput comes with what it is made of."""
     from fabricsim.scenario import load_scenario_text
     from fabricsim.scenario.fabric import fabric_from_scenario
-    from fabricsim.workloads.goodput import goodput_on_fabric
-    from fabricsim.workloads.spec import training_from_section
-    from fabricsim.workloads.step import simulate_step
+    from fabricsim.scenario.sections import training_from_section
+    from fabricsim.workloads.training.goodput import goodput_on_fabric
+    from fabricsim.workloads.training.step import simulate_step
 
     text = "gpu_hour_usd: 10\n" + TRAIN
     t = run_job("train", [text])["designs"][0]["train"]
@@ -191,8 +191,8 @@ def test_scale_and_plan_build_the_scenarios_own_servers() -> None:
     pts = run_job("scale", [half])["designs"][0]["scale"]["points"]
     assert [p["gpus"] for p in pts] == [4, 8, 16, 32]
     from fabricsim.workloads.models import get_model
-    from fabricsim.workloads.parallel import ParallelConfig
-    from fabricsim.workloads.scaling import scaling_curve, weak_scaling_batch
+    from fabricsim.workloads.training.parallel import ParallelConfig
+    from fabricsim.workloads.training.scaling import scaling_curve, weak_scaling_batch
 
     cfg = ParallelConfig(tp=4, global_batch=64)
     cli = scaling_curve(get_model("llama3-8b"), "dgx-h100", [32], cfg, gpus_per_node=4,

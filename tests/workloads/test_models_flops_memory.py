@@ -1,11 +1,11 @@
 import pytest
 
 from fabricsim.errors import ConfigError, ModelError
+from fabricsim.scenario.sections import training_from_section
 from fabricsim.workloads.flops import training_flops_per_token
-from fabricsim.workloads.memory import memory_per_gpu
 from fabricsim.workloads.models import get_model
-from fabricsim.workloads.parallel import ParallelConfig
-from fabricsim.workloads.spec import training_from_section
+from fabricsim.workloads.training.memory import memory_per_gpu
+from fabricsim.workloads.training.parallel import ParallelConfig
 
 GIB = 2**30
 
@@ -125,7 +125,7 @@ def test_training_section_validation() -> None:
 def test_attention_activations_follow_the_heads() -> None:
     """Korthikanti's 11·s·b·h holds for multi-head attention; GQA stores smaller keys
     and values, DeepSeek's MLA larger queries and keys (128 heads x 192)."""
-    from fabricsim.workloads.memory import activation_bytes_per_layer
+    from fabricsim.workloads.training.memory import activation_bytes_per_layer
 
     def attn_share(name: str) -> float:
         m = get_model(name)
@@ -147,7 +147,7 @@ def test_recomputing_modules_never_stores_less_than_full_recompute() -> None:
     """Selective recomputation keeps more than full recomputation, whatever it repeats
     (the MLA up-projections freed more than the attention was charged: a negative
     layer)."""
-    from fabricsim.workloads.memory import activation_bytes_per_layer, memory_per_gpu
+    from fabricsim.workloads.training.memory import activation_bytes_per_layer, memory_per_gpu
 
     m = get_model("deepseek-v3")
     kw = dict(pp=16, ep=64, global_batch=4096, seq_len=4096)
@@ -163,7 +163,7 @@ def test_recomputing_modules_never_stores_less_than_full_recompute() -> None:
 def test_interleaving_keeps_about_p_micro_batches_on_every_rank() -> None:
     """Megatron's interleaved warm-up: 2·(p − r − 1) + (v − 1)·p chunk forwards, so a
     lighter first stage (Megatron's account-for-embedding split) is not the fullest."""
-    from fabricsim.workloads.memory import _in_flight
+    from fabricsim.workloads.training.memory import _in_flight
 
     m = get_model("llama3-70b")
     p = ParallelConfig(tp=8, pp=4, interleave=5, global_batch=64).resolve(m, 32)
@@ -177,7 +177,7 @@ def test_interleaving_keeps_about_p_micro_batches_on_every_rank() -> None:
 def test_cheapest_fit_offers_recomputation_over_a_module_list() -> None:
     """A job recomputing a module list is offered full recomputation (which replaces
     the list); a job no single change fits is offered FSDP with full recomputation."""
-    from fabricsim.workloads.memory import cheapest_fit
+    from fabricsim.workloads.training.memory import cheapest_fit
 
     m = get_model("llama3-405b")
     p = ParallelConfig(tp=8, pp=4, recompute="selective", recompute_modules=("core_attn",),
@@ -200,7 +200,7 @@ def test_v_head_dim_must_leave_a_query_key_width() -> None:
 def test_leading_dense_layers_sit_on_the_first_stage() -> None:
     """DeepSeek-V3's three dense layers are the first stage's (Megatron's layout
     Et*4|...: 3 dense + 1 MoE there), so that stage holds one layer's experts, not 3.8."""
-    from fabricsim.workloads.memory import _stage_dense_layers, _stage_params
+    from fabricsim.workloads.training.memory import _stage_dense_layers, _stage_params
 
     m = get_model("deepseek-v3")
     p = ParallelConfig(pp=16, ep=8, pipeline_layout="Et*4|(tttt|)*14tmL",
@@ -239,7 +239,7 @@ def test_a_misnamed_training_key_names_the_field_meant(key: str, meant: str) -> 
 
 
 def test_a_misnamed_inference_key_names_the_field_meant() -> None:
-    from fabricsim.workloads.spec import serving_from_section
+    from fabricsim.scenario.sections import serving_from_section
 
     with pytest.raises(ConfigError, match="did you mean tpot_target_ms"):
         serving_from_section({"model": "llama3-8b", "tpot_target": 30})

@@ -84,7 +84,7 @@ def register(app: typer.Typer) -> None:
         A scenario's inference: section gives the model and the serving layout (the
         flags override it); without one, its training: section gives the model.
         """
-        from fabricsim.workloads.inference import run_serving
+        from fabricsim.workloads.serving.run import run_serving
 
         sc = scenario_with_overrides(
             scenario, system=system, nodes=nodes, gpus_per_node=gpus_per_node,

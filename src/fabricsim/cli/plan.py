@@ -96,8 +96,8 @@ def register(app: typer.Typer) -> None:
         Example: fabricsim plan --system dgx-h100 --gpus 256 --model llama3-70b
         --fabrics ib-ndr,roce-400g --global-batch 512
         """
-        from fabricsim.workloads.fabric_plan import compare_fabrics
-        from fabricsim.workloads.planner import planner_zero, stack_options
+        from fabricsim.workloads.cost.fabric_plan import compare_fabrics
+        from fabricsim.workloads.training.planner import planner_zero, stack_options
 
         check_out_file(plot, "--plot")
         names = [f.strip() for f in fabrics.split(",") if f.strip()]
@@ -115,7 +115,7 @@ def register(app: typer.Typer) -> None:
         sc, m, cfg, extra = job_from_cli(scenario, model=model, flags=flags)
         c = sc.cluster
         from fabricsim.scenario.fabric import scenario_catalog
-        from fabricsim.workloads.spec import goodput_settings
+        from fabricsim.scenario.sections import goodput_settings
 
         cat = scenario_catalog(sc.systems)
         sysp = cat.system(c.system)

@@ -56,7 +56,11 @@ def register(app: typer.Typer) -> None:
         Example: fabricsim plan-parallel --system dgx-h100 --nodes 4 --model llama3-70b
         --global-batch 256 --seq-len 8192
         """
-        from fabricsim.workloads.planner import plan_parallel, planner_zero, stack_options
+        from fabricsim.workloads.training.planner import (
+            plan_parallel,
+            planner_zero,
+            stack_options,
+        )
 
         flags: dict[str, Any] = dict(
             system=system, nodes=nodes, gpus_per_node=gpus_per_node, fabric=fabric,

@@ -126,7 +126,7 @@ def register(app: typer.Typer) -> None:
         A pasted Megatron/NeMo argument list (--from-megatron) sets the layout and the
         stack; its --global-batch-size is the batch --strong keeps.
         """
-        from fabricsim.workloads.scaling import scaling_curve, weak_scaling_batch
+        from fabricsim.workloads.training.scaling import scaling_curve, weak_scaling_batch
 
         check_out_file(plot, "--plot")
         goodput_inputs(checkpoint_gbps, restart_min)  # the flags checked before any work

@@ -27,13 +27,13 @@ from fabricsim.cli.common import (
 )
 from fabricsim.errors import ConfigError
 from fabricsim.scenario.fabric import training_price
-from fabricsim.workloads.models import TransformerSpec
-from fabricsim.workloads.parallel import ParallelConfig
-from fabricsim.workloads.spec import (
+from fabricsim.scenario.sections import (
     check_non_negative,
     check_positive,
     training_from_section,
 )
+from fabricsim.workloads.models import TransformerSpec
+from fabricsim.workloads.training.parallel import ParallelConfig
 
 ModelOpt = Annotated[str | None,
                      typer.Option("--model", "-m", help="Model preset, e.g. llama3-70b.")]
@@ -150,7 +150,7 @@ def job_from_cli(scenario: Path | None, *, model: str | None, flags: dict[str, A
     section = dict(sc.training or {})
     megatron = flags.pop("from_megatron", None)
     if megatron:
-        from fabricsim.workloads.megatron import parse_megatron_args
+        from fabricsim.workloads.training.megatron import parse_megatron_args
 
         parsed, ignored = parse_megatron_args(megatron)
         from fabricsim.workloads.models import MODEL_FIELDS
@@ -264,10 +264,10 @@ RestartOpt = Annotated[float | None, typer.Option(
 def goodput_inputs(checkpoint_gbps: float | None, restart_min: float | None,
                    extra: dict[str, Any] | None = None) -> dict[str, float]:
     """``--checkpoint-gbps`` (GB/s) and ``--restart-min`` as the keywords of
-    :func:`fabricsim.workloads.goodput.goodput_on_fabric`, each checked (an error names
+    :func:`fabricsim.workloads.training.goodput.goodput_on_fabric`, each checked (an error names
     the flag); a flag not given takes the scenario's ``training:`` value (``extra``), else
     the defaults (the servers' storage NICs; 10 minutes)."""
-    from fabricsim.workloads.spec import goodput_settings
+    from fabricsim.scenario.sections import goodput_settings
 
     flags = {"checkpoint_gbps": check_positive(checkpoint_gbps, "--checkpoint-gbps"),
              "restart_min": check_non_negative(restart_min, "--restart-min")}
@@ -277,12 +277,12 @@ def goodput_inputs(checkpoint_gbps: float | None, restart_min: float | None,
 
 def run_goodput(fab: Any, params: float, step_time_s: float, price: float, world: int, *,
                 inputs: dict[str, float], flags: frozenset[str] = frozenset()) -> Any:
-    """Goodput of the run (:func:`fabricsim.workloads.goodput.goodput_on_fabric`) with the
+    """Goodput of the run (:func:`fabricsim.workloads.training.goodput.goodput_on_fabric`) with the
     CLI's :func:`goodput_inputs`; a job that cannot progress names what is behind it: the
     flag if it was given (``flags``: ``checkpoint_gbps``, ``restart_min``,
     ``global_batch``), else the scenario's ``training:`` field."""
     from fabricsim.errors import ModelError
-    from fabricsim.workloads.goodput import goodput_on_fabric
+    from fabricsim.workloads.training.goodput import goodput_on_fabric
 
     try:
         return goodput_on_fabric(fab, params=params, step_time_s=step_time_s, gpus=world,
@@ -378,7 +378,7 @@ def register(app: typer.Typer) -> None:
         Example: fabricsim train --system dgx-h100 --nodes 16 --model llama3-70b --tp 8
         --pp 4 --vp 5 --global-batch 512 --tp-comm-overlap
         """
-        from fabricsim.workloads.step import simulate_step
+        from fabricsim.workloads.training.step import simulate_step
 
         goodput_inputs(checkpoint_gbps, restart_min)  # the flags checked before any work
         flags: dict[str, Any] = dict(

@@ -1,7 +1,7 @@
 """A training step's work and communication as Chakra execution traces (ASTRA-sim's input).
 
 :func:`step_trace` lays out, for one rank of each pipeline stage, one training step of a
-:class:`~fabricsim.workloads.step.StepResult`'s job as a chain of nodes: per micro-batch
+:class:`~fabricsim.workloads.training.step.StepResult`'s job as a chain of nodes: per micro-batch
 the forward compute layer by layer, each layer's tensor-parallel all-gather and
 reduce-scatter, the activation send to the next stage; the backward the same way in
 reverse; then the data-parallel gradient
@@ -188,7 +188,7 @@ def read_traces(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
 
 
 def step_trace(result: Any, model: Any, *, stage: int = 0) -> list[TraceNode]:
-    """One training step of ``result`` (a :class:`~fabricsim.workloads.step.StepResult`)
+    """One training step of ``result`` (a :class:`~fabricsim.workloads.training.step.StepResult`)
     for a rank of pipeline stage ``stage``, as :class:`TraceNode` s (module docstring)."""
     par = result.parallel
     tp, pp, m_micro = par["tp"], par["pp"], par["num_micro"]

@@ -27,7 +27,7 @@ from fabricsim.fabric import Fabric, build_cluster
 from fabricsim.reports.document import Doc
 from fabricsim.scenario import FaultSpec
 from fabricsim.workloads.models import TransformerSpec
-from fabricsim.workloads.parallel import ParallelConfig
+from fabricsim.workloads.training.parallel import ParallelConfig
 
 #: The two designs compared, as (label, fabric preset).
 DESIGNS = (("InfiniBand NDR", "ib-ndr"), ("RoCEv2 400G", "roce-400g"))
@@ -106,7 +106,7 @@ def _training_inputs() -> tuple[TransformerSpec, ParallelConfig, float]:
     from importlib import resources
 
     from fabricsim.scenario import load_scenario_text
-    from fabricsim.workloads.spec import training_from_section
+    from fabricsim.scenario.sections import training_from_section
 
     text = (resources.files("fabricsim") / "scenarios" / TRAINING_SCENARIO).read_text(
         encoding="utf-8")
@@ -119,7 +119,7 @@ def section_training(ctx: DemoContext) -> None:
     """Section 3: one training step of Llama 3 70B on each fabric."""
     from fabricsim.plots.training import comm_by_network, plot_step_breakdown
     from fabricsim.reports.scenario import training_parts
-    from fabricsim.workloads.step import simulate_step
+    from fabricsim.workloads.training.step import simulate_step
 
     ctx.step("training step")
     model, cfg, price = _training_inputs()
@@ -161,7 +161,7 @@ def section_training(ctx: DemoContext) -> None:
 def section_plan(ctx: DemoContext) -> None:
     """Section 5: the fabrics compared on throughput, capex and cost per token."""
     from fabricsim.plots.plan import plot_plan
-    from fabricsim.workloads.fabric_plan import compare_fabrics
+    from fabricsim.workloads.cost.fabric_plan import compare_fabrics
 
     ctx.step("fabrics compared")
     model, cfg, price = _training_inputs()
@@ -203,7 +203,7 @@ def section_scaling(ctx: DemoContext) -> None:
     scaling), with the loss that grows named, and its goodput once failures, checkpoints
     and restarts are counted."""
     from fabricsim.plots.scaling import plot_scaling
-    from fabricsim.workloads.scaling import scaling_curve
+    from fabricsim.workloads.training.scaling import scaling_curve
 
     ctx.step("scaling")
     model, cfg, price = _training_inputs()
@@ -265,8 +265,9 @@ def section_serving(ctx: DemoContext) -> None:
     instance, and a disaggregated prefill/decode pair whose KV caches cross the
     scale-out fabric."""
     from fabricsim.plots.serving import plot_serving_frontier
-    from fabricsim.workloads.inference import continuous_batching, disaggregated_serving
     from fabricsim.workloads.models import get_model
+    from fabricsim.workloads.serving.batching import continuous_batching
+    from fabricsim.workloads.serving.disaggregated import disaggregated_serving
 
     ctx.step("serving")
     model = get_model(SERVE_MODEL)
@@ -355,7 +356,7 @@ def section_fault(ctx: DemoContext) -> None:
     from fabricsim.plots.fault import plot_flow_fault
     from fabricsim.plots.heatmap import link_heatmap
     from fabricsim.plots.training import plot_step_breakdown
-    from fabricsim.workloads.step import simulate_step
+    from fabricsim.workloads.training.step import simulate_step
 
     ctx.step("fault")
     label, fab = next(iter(ctx.fabrics.items()))

@@ -236,8 +236,8 @@ def section_training(doc: Doc, sc: Scenario, fab: Fabric, *,
                      compare: Sequence[str] = ("ib-ndr", "roce-400g", "efa")) -> None:
     """One training step, where its time goes, and the fabrics compared on cost."""
     from fabricsim.plots.training import comm_by_network, plot_step_breakdown
-    from fabricsim.workloads.spec import training_from_section
-    from fabricsim.workloads.step import simulate_step
+    from fabricsim.scenario.sections import training_from_section
+    from fabricsim.workloads.training.step import simulate_step
 
     doc.step("training step")
     model, cfg, extra = training_from_section(dict(sc.training or {}))
@@ -263,7 +263,7 @@ def section_training(doc: Doc, sc: Scenario, fab: Fabric, *,
     names = [f for f in compare if f != label]
     rows = []
     if names and doc.deadline_allows(20.0):
-        from fabricsim.workloads.fabric_plan import compare_fabrics
+        from fabricsim.workloads.cost.fabric_plan import compare_fabrics
 
         doc.step("fabrics compared")
         c = sc.cluster

@@ -44,8 +44,8 @@ def check_sections(sc: Scenario, kind: str | None = None) -> list[str]:
                               field="collective.minbytes")
         parts.append(f"collective {coll}")
     if sc.training is not None:
-        from fabricsim.workloads.spec import training_from_section
-        from fabricsim.workloads.step import check_layout
+        from fabricsim.scenario.sections import training_from_section
+        from fabricsim.workloads.training.step import check_layout
 
         model, cfg, _extra = training_from_section(sc.training)
         if kind in (None, "train"):
@@ -55,7 +55,7 @@ def check_sections(sc: Scenario, kind: str | None = None) -> list[str]:
             parts.append(f"training {model.name}")
     if sc.inference is not None:
         from fabricsim.scenario.serving import serving_job
-        from fabricsim.workloads.inference import run_serving
+        from fabricsim.workloads.serving.run import run_serving
 
         model, serve, _notes = serving_job(sc)
         if kind in (None, "infer"):  # the layout on this cluster: sizes, memory, context

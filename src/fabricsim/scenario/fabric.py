@@ -107,7 +107,7 @@ def training_price(extra: dict[str, Any], sc: Scenario) -> dict[str, Any]:
     >>> training_price({}, sc)["gpu_hour_usd"], training_price({"gpu_hour_usd": 3.0}, sc)
     (10.0, {'gpu_hour_usd': 3.0})
     """
-    from fabricsim.workloads.spec import check_positive
+    from fabricsim.scenario.sections import check_positive
 
     if extra.get("gpu_hour_usd") is None and sc.gpu_hour_usd is not None:
         extra = {**extra, "gpu_hour_usd": check_positive(sc.gpu_hour_usd, "gpu_hour_usd")}

@@ -72,7 +72,7 @@ class Scenario(_Model):
     training: dict[str, Any] | None = None
     inference: dict[str, Any] | None = None
     """Serving (``fabricsim infer``, the web app's infer job): the model and its serving
-    layout, :func:`fabricsim.workloads.spec.serving_from_section`."""
+    layout, :func:`fabricsim.scenario.sections.serving_from_section`."""
     packet: dict[str, Any] | None = None
     faults: list[FaultSpec] = Field(default_factory=list)
     background: list[BackgroundSpec] = Field(default_factory=list)

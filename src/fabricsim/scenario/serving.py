@@ -2,7 +2,7 @@
 ``training:`` section served with the defaults, and flags over either.
 
 The one place a scenario turns into a served model and a
-:class:`~fabricsim.workloads.spec.ServingConfig`, shared by ``fabricsim infer``,
+:class:`~fabricsim.workloads.serving.config.ServingConfig`, shared by ``fabricsim infer``,
 ``fabricsim validate`` and the web app's infer job, so each serves the same model.
 
 Example
@@ -21,13 +21,13 @@ from __future__ import annotations
 from typing import Any
 
 from fabricsim.scenario.schema import Scenario
-from fabricsim.workloads.models import MODEL_FIELDS, TransformerSpec, get_model
-from fabricsim.workloads.spec import (
+from fabricsim.scenario.sections import (
     EXTRA_FIELDS,
-    ServingConfig,
     serving_from_section,
     training_from_section,
 )
+from fabricsim.workloads.models import MODEL_FIELDS, TransformerSpec, get_model
+from fabricsim.workloads.serving.config import ServingConfig
 
 __all__ = ["serving_job"]
 

@@ -103,7 +103,7 @@ def parse_design(text: str, kind: str, limits: Limits, *, field: str = "scenario
         raise ConfigError(f"a {kind} job needs a training: section (model and parallel "
                           "layout); see docs/scenarios.md", field="training")
     if kind in NEEDS_TRAINING:  # the section's fields and layout, before the job is queued
-        from fabricsim.workloads.spec import training_from_section
+        from fabricsim.scenario.sections import training_from_section
 
         model, cfg, _extra = training_from_section(sc.training)
         cfg.resolve(model, gpus)
@@ -229,7 +229,7 @@ def _training(sc: Scenario) -> tuple[Any, Any, dict[str, Any]]:
     """The job of a scenario's ``training:`` section, priced as the CLI prices it (the
     section's ``gpu_hour_usd``, else the scenario's)."""
     from fabricsim.scenario.fabric import training_price
-    from fabricsim.workloads.spec import training_from_section
+    from fabricsim.scenario.sections import training_from_section
 
     m, cfg, extra = training_from_section(sc.training)
     return m, cfg, training_price(extra, sc)
@@ -237,9 +237,9 @@ def _training(sc: Scenario) -> tuple[Any, Any, dict[str, Any]]:
 
 def _train(sc: Scenario, fab: Fabric, progress: Progress) -> dict[str, Any]:
     from fabricsim.reports.scenario import training_parts
-    from fabricsim.workloads.goodput import goodput_on_fabric
-    from fabricsim.workloads.spec import goodput_settings
-    from fabricsim.workloads.step import simulate_step
+    from fabricsim.scenario.sections import goodput_settings
+    from fabricsim.workloads.training.goodput import goodput_on_fabric
+    from fabricsim.workloads.training.step import simulate_step
 
     m, cfg, extra = _training(sc)
     progress(0.1, f"one training step of {m.name}")
@@ -269,8 +269,8 @@ def _train(sc: Scenario, fab: Fabric, progress: Progress) -> dict[str, Any]:
 
 def _scale(sc: Scenario, fab: Fabric, progress: Progress) -> dict[str, Any]:
     from fabricsim.scenario.fabric import cluster_build_kw, scenario_catalog
-    from fabricsim.workloads.scaling import scaling_curve, weak_scaling_batch
-    from fabricsim.workloads.spec import goodput_settings
+    from fabricsim.scenario.sections import goodput_settings
+    from fabricsim.workloads.training.scaling import scaling_curve, weak_scaling_batch
 
     m, cfg, extra = _training(sc)
     world = fab.n_gpus
@@ -289,8 +289,8 @@ def _scale(sc: Scenario, fab: Fabric, progress: Progress) -> dict[str, Any]:
 
 def _plan(sc: Scenario, progress: Progress) -> dict[str, Any]:
     from fabricsim.scenario.fabric import scenario_catalog
-    from fabricsim.workloads.fabric_plan import compare_fabrics
-    from fabricsim.workloads.spec import goodput_settings
+    from fabricsim.scenario.sections import goodput_settings
+    from fabricsim.workloads.cost.fabric_plan import compare_fabrics
 
     m, cfg, extra = _training(sc)
     c = sc.cluster
@@ -308,7 +308,7 @@ def _plan(sc: Scenario, progress: Progress) -> dict[str, Any]:
 
 def _infer(sc: Scenario, fab: Fabric, progress: Progress) -> dict[str, Any]:
     from fabricsim.scenario.serving import serving_job
-    from fabricsim.workloads.inference import run_serving
+    from fabricsim.workloads.serving.run import run_serving
 
     m, cfg, notes = serving_job(sc)
     progress(0.1, f"serving {m.name}")

@@ -1,0 +1,632 @@
+"""One serving instance: its validated layout, and its decode and prefill times.
+
+One *instance* serves a model on ``tp × pp`` GPUs of the fabric (ranks ``0 … tp·pp−1``,
+stage ``s`` on ranks ``s·tp … s·tp+tp−1``). Weights are split over the TP group and the
+pipeline stages; the KV cache too (KV heads are split while there are at least ``tp`` of
+them, then replicated). With ``ep > 1`` the routed experts of a MoE model are split over
+``ep`` groups of ``tp/ep`` GPUs inside each TP group (TensorRT-LLM's ``moe_ep_size ×
+moe_tp_size = tp``). docs/inference.md has the derivations and the fitted constants.
+
+**Decode**, one token for each of ``b`` sequences (one *iteration*). Per pipeline stage and
+micro-batch (``m = min(pp, b)`` micro-batches of ``b/m`` sequences), kernel by kernel:
+
+* GEMMs: ``max(weights read / BW, GEMM FLOPs / (peak × TC))`` — the weights of the stage
+  (MoE: the experts the batch reaches; with EP the busiest rank's) against the FLOPs;
+* attention: ``max(KV bytes / BW, attention FLOPs / (peak × TC × ATTENTION_EFF))``;
+  an engine whose decode kernel makes one pass over the KV cache per *query* head (the
+  MMHA kernel of TensorRT-LLM before XQA) reads it ``1 + r·(heads/kv_heads − 1)`` times,
+  ``r`` the share of the extra passes that miss L2 (fitted);
+* 2 TP all-reduces per layer of ``b·h·2`` bytes, and between stages a send/recv of the
+  same size, timed on the fabric by the collective engine (:class:`EngineComm`);
+* the host: kernels are enqueued at ``launch_per_layer_s`` per layer, so a stage takes
+  ``max(GPU time, launch time)``, and every iteration adds ``step_s + per_seq_s · b``
+  (scheduling, sampling; serial with the GPU).
+
+``BW = HBM bandwidth × SERVE_HBM_EFF``; ``TC = SERVE_TC_EFF[generation, precision]``
+(achievable tensor-core share of the dense peak). An iteration is
+``pp × (stage + send/recv) + host`` with the stage the last one (it also runs the output
+head) when the batch fills the ``pp`` stages; a batch of fewer sequences than stages walks
+each stage once, so the output head counts once. **Prefill** of ``n`` prompt tokens is the same sum
+with the GEMMs at ``n`` tokens, causal attention, and all-reduces of ``n·h·2`` bytes;
+pipelined over ``m`` micro-batches it takes ``(m + pp − 1)`` stage times.
+
+**Memory**: weights + KV cache + a framework reserve must fit the GPU; the KV capacity
+left after the weights sets the largest batch (:attr:`InferenceResult.max_batch`).
+
+Four ways to serve sit on it: :func:`~fabricsim.workloads.serving.static.simulate_inference`
+(a static batch), :func:`~fabricsim.workloads.serving.batching.continuous_batching`
+(steady state at a TPOT target), :func:`~fabricsim.workloads.serving.batching.serve_requests`
+(a request trace through an iteration-level scheduler) and
+:func:`~fabricsim.workloads.serving.disaggregated.disaggregated_serving` (prefill and
+decode on separate instances).
+
+Example
+-------
+>>> import fabricsim as fs
+>>> from fabricsim.workloads.models import get_model
+>>> fab = fs.build_cluster("dgx-h100", nodes=1)
+>>> inst = build_instance(get_model("llama2-70b"), fab, tp=8, pp=1, ep=1,
+...                       precision="bf16", kv_precision=None, engine="trtllm", comm=None)
+>>> 0.005 < inst.decode(1, 1024).total_s < 0.03
+True
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
+
+from fabricsim.catalog import get_catalog
+from fabricsim.catalog.models import GpuSpec
+from fabricsim.errors import ConfigError, unknown
+from fabricsim.fabric import Fabric
+from fabricsim.workloads.comm import CommModel, EngineComm
+from fabricsim.workloads.gpu import ATTENTION_EFF, FRAMEWORK_RESERVE_BYTES, generation, peak_flops
+from fabricsim.workloads.models import TransformerSpec
+
+__all__ = [
+    "ACT_BYTES",
+    "ENGINES",
+    "PRECISIONS",
+    "PRECISION_BYTES",
+    "SERVE_HBM_EFF",
+    "SERVE_TC_EFF",
+    "DecodeTimes",
+    "Instance",
+    "PrefillTimes",
+    "ServingEngine",
+    "build_instance",
+    "check_request",
+    "get_engine",
+    "kv_bytes_per_token",
+    "no_room",
+    "span_warning",
+]
+
+#: Bytes per element by precision name (weights, KV cache).
+PRECISION_BYTES = {"bf16": 2.0, "fp8": 1.0}
+#: Serving precision → (bytes per weight, precision of the GEMMs). ``fp8-weights`` is
+#: weight-only FP8 (16-bit math, e.g. vLLM's Marlin kernels on A100).
+PRECISIONS: dict[str, tuple[float, str]] = {
+    "bf16": (2.0, "bf16"), "fp8": (1.0, "fp8"), "fp8-weights": (1.0, "bf16")}
+#: Activations travel in 16 bits whatever the weight precision.
+ACT_BYTES = 2.0
+_GIB = 2**30
+
+#: Achievable share of the dense tensor peak for serving GEMMs, by (generation, serving
+#: precision): prefill and compute-bound decode alike. Fitted once by
+#: benchmarks/accuracy_inference.py --fit: ampere/bf16 on rows 1100 and 1123 (batch 16,
+#: 64); hopper/bf16 on 1124 (batch 16, 64); hopper/fp8 on 1097 and 1098; ampere/fp8-weights
+#: (vLLM's Marlin weight-only kernels) on 1118. Not fitted (no rows): Blackwell takes
+#: Hopper's, Ada and Volta Ampere's; fp8-weights elsewhere falls back to bf16.
+SERVE_TC_EFF: dict[tuple[str, str], float] = {
+    ("ampere", "bf16"): 0.70,
+    ("ampere", "fp8-weights"): 0.23,
+    ("hopper", "bf16"): 0.67,
+    ("hopper", "fp8"): 0.44,
+    ("blackwell", "bf16"): 0.67,
+    ("blackwell", "fp8"): 0.44,
+    ("ada", "bf16"): 0.70,
+    ("ada", "fp8"): 0.44,
+    ("volta", "bf16"): 0.70,
+}
+#: Achievable share of HBM bandwidth when decode streams weights and KV cache. Not fitted
+#: (a free fit runs away to unphysical values, trading off against the MMHA share): the
+#: share STREAM-like copies reach on HBM2e/HBM3 (0.85-0.9).
+SERVE_HBM_EFF = 0.85
+
+
+@dataclass(frozen=True)
+class ServingEngine:
+    """What a serving framework adds to the GPU's work.
+
+    Examples
+    --------
+    >>> get_engine("vllm-0.5").per_seq_s > get_engine("trtllm").per_seq_s
+    True
+    """
+
+    name: str
+    launch_per_layer_s: float = 0.0
+    """Host time to enqueue one layer's kernels (hidden when the GPU is slower)."""
+    step_s: float = 0.0
+    """Host time per iteration, serial with the GPU (scheduling, sampling, sync)."""
+    per_seq_s: float = 0.0
+    """Host time per sequence and iteration (sampling, detokenising, bookkeeping)."""
+    query_head_kv_reads: float = 0.0
+    """Decode attention with one KV pass per *query* head (the MMHA kernel): the share
+    of the ``heads/kv_heads − 1`` extra passes that miss L2 and reach HBM. 0 for kernels
+    that serve a query-head group from one pass (XQA, FlashAttention)."""
+    description: str = ""
+
+
+#: Serving engines. Host costs and the MMHA share are fitted once per engine by
+#: benchmarks/accuracy_inference.py --fit (rows named); nothing is fitted per row.
+ENGINES: dict[str, ServingEngine] = {
+    "ideal": ServingEngine("ideal", description="no host costs: the hardware bound"),
+    "trtllm": ServingEngine(
+        "trtllm",
+        description="TensorRT-LLM C++ runtime (XQA decode attention, CUDA graphs): no "
+                    "host cost, as none of the rows isolates one"),
+    "trtllm-python": ServingEngine(
+        "trtllm-python", launch_per_layer_s=266e-6,
+        description="a TensorRT-LLM engine driven by the Python runtime (benchmark.py): "
+                    "launch cost per layer fitted on rows 1123/1124, batch 16 and 64"),
+    "trtllm-0.6": ServingEngine(
+        "trtllm-0.6", query_head_kv_reads=0.78,
+        description="TensorRT-LLM v0.6 C++ session (MMHA decode attention, one KV pass "
+                    "per query head, before XQA); MMHA share fitted on rows 1097/1098"),
+    "vllm-0.5": ServingEngine(
+        "vllm-0.5", step_s=15.9e-3, per_seq_s=62.7e-6,
+        description="vLLM v0.5 (CUDA graphs; Python scheduler, sampler and output "
+                    "processing every iteration); host costs fitted on rows 1117/1118"),
+}
+
+
+def get_engine(name: str | ServingEngine) -> ServingEngine:
+    """The engine ``name`` of :data:`ENGINES` (unknown names raise with the nearest).
+
+    Examples
+    --------
+    >>> get_engine("trtllm").name
+    'trtllm'
+    >>> try:
+    ...     get_engine("vllm-0.4")
+    ... except ConfigError as e:
+    ...     print(e.field, "vllm-0.5" in str(e))
+    inference.engine True
+    """
+    if isinstance(name, ServingEngine):
+        return name
+    try:
+        return ENGINES[name]
+    except KeyError:
+        raise unknown("engine", name, ENGINES, field="inference.engine") from None
+
+
+def kv_bytes_per_token(model: TransformerSpec, precision: str = "bf16") -> float:
+    """KV-cache bytes one token occupies over the whole model (all layers, all KV heads;
+    MLA: its latent, ``kv_latent``).
+
+    Examples
+    --------
+    >>> from fabricsim.workloads.models import get_model
+    >>> kv_bytes_per_token(get_model("llama2-70b")) / 2**10  # 80 layers x 2 x 8 x 128 x 2 B
+    320.0
+    >>> round(kv_bytes_per_token(get_model("deepseek-v3")) / 2**10, 1)  # 61 x 576 x 2 B
+    68.6
+    """
+    if precision not in PRECISION_BYTES:
+        raise ConfigError(f"must be bf16 or fp8, got {precision!r}",
+                          field="inference.kv_precision")
+    per_layer = model.kv_latent or 2 * model.n_kv * model.d_head
+    return model.layers * per_layer * PRECISION_BYTES[precision]
+
+
+# --------------------------------------------------------------------------------------
+# step times
+# --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class DecodeTimes:
+    """Seconds of one decode iteration (one token for each sequence of the batch), by part.
+
+    Parts are summed over the pipeline stages a token passes.
+
+    Examples
+    --------
+    >>> DecodeTimes(weights_s=3.0, kv_s=1.0, compute_s=2.0, comm_s=1.0).total_s
+    5.0
+    >>> DecodeTimes(3.0, 1.0, 2.0, 1.0, launch_s=10.0, host_s=0.5).total_s  # launch-bound
+    10.5
+    """
+
+    weights_s: float
+    """Reading the weights from HBM."""
+    kv_s: float
+    """Decode attention: reading the KV cache (or its FLOPs when larger)."""
+    compute_s: float
+    """GEMM FLOPs at the achievable tensor-core rate (hidden behind weights when smaller)."""
+    comm_s: float
+    """The 2 TP all-reduces per layer."""
+    p2p_s: float = 0.0
+    """Activations sent between pipeline stages."""
+    launch_s: float = 0.0
+    """Host time to enqueue the kernels (hidden when the GPU work is longer)."""
+    host_s: float = 0.0
+    """Per-iteration host time, serial with the GPU."""
+
+    @property
+    def gpu_s(self) -> float:
+        """GPU time: roofline of the GEMMs, then attention and communication."""
+        return max(self.weights_s, self.compute_s) + self.kv_s + self.comm_s
+
+    @property
+    def total_s(self) -> float:
+        """Iteration time: GPU or launch-bound, plus stage hand-offs and host time."""
+        return max(self.gpu_s, self.launch_s) + self.p2p_s + self.host_s
+
+
+@dataclass(frozen=True)
+class PrefillTimes:
+    """Seconds of one prefill of a batch of prompts, by part (pipeline fill included).
+
+    Examples
+    --------
+    >>> PrefillTimes(gemm_s=2.0, attention_s=0.5, comm_s=0.5, host_s=0.25).total_s
+    3.25
+    """
+
+    gemm_s: float
+    """GEMMs: FLOPs at the achievable rate (or the weight reads, when longer)."""
+    attention_s: float
+    """Causal attention over the prompts."""
+    comm_s: float
+    """TP all-reduces (``n·h·2`` bytes, bandwidth-bound)."""
+    p2p_s: float = 0.0
+    """Activations sent between pipeline stages."""
+    launch_s: float = 0.0
+    """Host time to enqueue the kernels."""
+    host_s: float = 0.0
+    """Per-iteration host time."""
+
+    @property
+    def total_s(self) -> float:
+        """Time to first token of the batch."""
+        gpu = self.gemm_s + self.attention_s + self.comm_s
+        return max(gpu, self.launch_s) + self.p2p_s + self.host_s
+
+
+def tc_eff(gpu: GpuSpec, precision: str) -> float:
+    """SERVE_TC_EFF for a serving precision (fp8-weights falls back to bf16)."""
+    gen = generation(gpu)
+    return SERVE_TC_EFF.get((gen, precision), SERVE_TC_EFF.get((gen, "bf16"), 0.5))
+
+
+@dataclass
+class Instance:
+    """A validated serving instance and its per-GPU shapes."""
+
+    m: TransformerSpec
+    fabric: Fabric
+    gpu: GpuSpec
+    tp: int
+    pp: int
+    ep: int
+    precision: str
+    kv_precision: str
+    engine: ServingEngine
+    comm: CommModel
+    first_rank: int = 0
+
+    # --- shapes -----------------------------------------------------------------------
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.pp
+
+    @property
+    def wbytes(self) -> float:
+        return PRECISIONS[self.precision][0]
+
+    @property
+    def gemm_precision(self) -> str:
+        return PRECISIONS[self.precision][1]
+
+    @property
+    def kvbytes(self) -> float:
+        return PRECISION_BYTES[self.kv_precision]
+
+    @property
+    def stage_layers(self) -> int:
+        return self.m.layers // self.pp
+
+    @property
+    def peak(self) -> float:
+        return peak_flops(self.gpu, self.gemm_precision)
+
+    @property
+    def flops_rate(self) -> float:
+        return self.peak * tc_eff(self.gpu, self.precision)
+
+    @property
+    def hbm(self) -> float:
+        return self.gpu.hbm_bandwidth * SERVE_HBM_EFF
+
+    def kv_heads_per_gpu(self) -> int:
+        return max(1, math.ceil(self.m.n_kv / self.tp))
+
+    def kv_bytes_per_token_gpu(self) -> float:
+        """KV bytes one cached token takes on one GPU of a stage (MLA: the whole latent on
+        every TP rank)."""
+        per_layer = self.m.kv_latent or 2 * self.kv_heads_per_gpu() * self.m.d_head
+        return self.stage_layers * per_layer * self.kvbytes
+
+    def decode_attn_flops_per_key(self) -> float:
+        """Attention FLOPs per cached token and query head in decode: ``QKᵀ`` and ``AV``
+        over the head width (MLA, absorbed: over the latent, ``4·kv_latent``)."""
+        return 4.0 * (self.m.kv_latent or self.m.d_head)
+
+    def prefill_attn_flops_per_pair(self) -> float:
+        """Attention FLOPs per query-key pair and head in prefill: ``2·(qk + v)`` widths
+        (MLA: 192 + 128 per head, ``core_width``)."""
+        return 2.0 * self.m.core_width
+
+    def _head_params(self) -> float:
+        return float(self.m.vocab * self.m.hidden)
+
+    def _dense_layer_params(self) -> float:
+        """Weights of the transformer layers outside the routed experts (all layers)."""
+        return float(self.m.layer_params - self.m.expert_total_params + self.m.hidden)
+
+    def weight_bytes_per_gpu(self) -> float:
+        """Weights one GPU of the heaviest stage holds."""
+        m = self.m
+        if self.pp == 1:
+            return m.params * self.wbytes / self.tp
+        dense = self._dense_layer_params() / self.pp + self._head_params()
+        experts = m.expert_total_params / self.pp
+        return (dense + experts) * self.wbytes / self.tp
+
+    def kv_share(self, context: float) -> float:
+        """Share of a full-context KV cache one sequence of ``context`` tokens keeps:
+        layers with sliding-window attention (``attn_window``: GPT-OSS's 128 tokens on
+        half of its layers) keep only the window's last tokens."""
+        m = self.m
+        if not m.windowed_layers or context <= 0:
+            return 1.0
+        return m.layer_mean(1.0, min(1.0, (m.attn_window or context) / context))
+
+    def kv_tokens(self, context: float) -> float:
+        """KV cache of one sequence of ``context`` tokens, in full-model tokens."""
+        return context * self.kv_share(context)
+
+    def attn_pairs(self, prompt: int) -> float:
+        """Query-key pairs of a causal prefill of ``prompt`` tokens, per layer averaged
+        over the model (a windowed layer's query meets at most the window's keys)."""
+        full = prompt * (prompt + 1) / 2
+        m = self.m
+        if not m.windowed_layers:
+            return full
+        w = m.attn_window or prompt
+        return m.layer_mean(full, full if prompt <= w else w * (w + 1) / 2 + (prompt - w) * w)
+
+    def kv_capacity_tokens(self, memory_fraction: float = 1.0) -> float:
+        """Tokens the KV cache can hold once weights and the reserve are in place."""
+        free = (self.gpu.memory_bytes * memory_fraction - self.weight_bytes_per_gpu()
+                - FRAMEWORK_RESERVE_BYTES)
+        return max(0.0, free / self.kv_bytes_per_token_gpu())
+
+    # --- communication ----------------------------------------------------------------
+    def stage_ranks(self, s: int) -> list[int]:
+        base = self.first_rank + s * self.tp
+        return list(range(base, base + self.tp))
+
+    def _allreduce(self, nbytes: float) -> float:
+        return self.comm.time("all_reduce", self.stage_ranks(0), nbytes)
+
+    def _p2p(self, nbytes: float) -> float:
+        if self.pp == 1:
+            return 0.0
+        return max(self.comm.time("sendrecv", [self.stage_ranks(s)[0],
+                                               self.stage_ranks(s + 1)[0]], nbytes)
+                   for s in range(self.pp - 1))
+
+    # --- weights a decode step reads ----------------------------------------------------
+    def _expert_read_params(self, tokens: float) -> float:
+        """Routed-expert weights the busiest GPU of a stage reads for ``tokens`` tokens."""
+        m = self.m
+        if not m.is_moe:
+            return 0.0
+        e, k = m.experts, m.top_k
+        p = 1.0 - (1.0 - k / e) ** tokens  # an expert is reached by at least one token
+        local = e // self.ep
+        busiest = expected_max_binomial(local, p, self.ep)
+        moe_stage = m.moe_layers / self.pp
+        return moe_stage * busiest * m.expert_params / (self.tp / self.ep)
+
+    def _weights_read_bytes(self, tokens: float) -> float:
+        """Bytes of weights one GPU of the last stage reads for one pass of ``tokens``."""
+        dense = self._dense_layer_params() / self.pp + self._head_params()
+        return (dense / self.tp + self._expert_read_params(tokens)) * self.wbytes
+
+    def _gemm_flops(self, tokens: float, logits: float) -> float:
+        """GEMM FLOPs on one GPU of a stage: ``tokens`` through the layers, ``logits``
+        positions through the output head."""
+        m = self.m
+        layer_active = float(m.active_params - m.embedding_params - m.hidden)
+        return (2.0 * layer_active / self.pp * tokens
+                + 2.0 * self._head_params() * logits) / self.tp
+
+    def _launch(self) -> float:
+        return self.engine.launch_per_layer_s * self.stage_layers
+
+    # --- decode -----------------------------------------------------------------------
+    def decode(self, batch: int, context_tokens: float) -> DecodeTimes:
+        """One iteration for ``batch`` sequences holding ``context_tokens`` in all."""
+        m, pp = self.m, self.pp
+        mb = min(pp, batch)
+        b = math.ceil(batch / mb)
+        ctx = context_tokens * b / batch * self.kv_share(context_tokens / batch)
+        weights = self._weights_read_bytes(b) / self.hbm
+        compute = self._gemm_flops(b, b) / self.flops_rate
+        # query heads per KV head (MLA: one latent that every head reads in one pass)
+        group = 1.0 if m.kv_latent else (m.heads / self.tp) / self.kv_heads_per_gpu()
+        reads = 1.0 + self.engine.query_head_kv_reads * max(0.0, group - 1.0)
+        kv = ctx * self.kv_bytes_per_token_gpu() * reads / self.hbm
+        attn_flops = (ctx * self.stage_layers * (m.heads / self.tp)
+                      * self.decode_attn_flops_per_key())
+        kv = max(kv, attn_flops / (self.flops_rate * ATTENTION_EFF))
+        act = b * m.hidden * ACT_BYTES
+        ar = 2 * self.stage_layers * self._allreduce(act)
+        host = self.engine.step_s + self.engine.per_seq_s * batch
+        full = DecodeTimes(weights_s=pp * weights, kv_s=pp * kv, compute_s=pp * compute,
+                           comm_s=pp * ar, p2p_s=pp * self._p2p(act),
+                           launch_s=pp * self._launch(), host_s=host)
+        if mb == pp:  # every stage busy: the last (with the output head) sets the pace
+            return full
+        # fewer micro-batches than stages: a token passes every stage once, and only the
+        # last runs the output head; the pipe is bound by that walk, not by pp x the last
+        head_w = self._head_params() / self.tp * self.wbytes / self.hbm
+        head_c = 2.0 * self._head_params() * b / self.tp / self.flops_rate
+        walk = replace(full, weights_s=full.weights_s - (pp - 1) * head_w,
+                       compute_s=full.compute_s - (pp - 1) * head_c)
+        f = mb / pp  # ... unless the last stage's share of the micro-batches is longer
+        busy = DecodeTimes(**{k: v if k == "host_s" else f * v
+                              for k, v in asdict(full).items()})
+        return walk if walk.total_s >= busy.total_s else busy
+
+    # --- prefill ----------------------------------------------------------------------
+    def prefill(self, prompts: Sequence[int]) -> PrefillTimes:
+        """Prefill of the ``prompts`` (token counts) in one iteration, pipelined over
+        ``min(pp, len(prompts))`` micro-batches."""
+        m, pp = self.m, self.pp
+        n_seq = len(prompts)
+        mb = min(pp, n_seq)
+        tokens = float(sum(prompts)) / mb
+        seqs = n_seq / mb
+        # causal attention: position i attends to i keys, sum over a prompt = p(p+1)/2
+        pairs = sum(self.attn_pairs(p) for p in prompts) / mb
+        gemm = self._gemm_flops(tokens, seqs) / self.flops_rate
+        gemm = max(gemm, self._weights_read_bytes(tokens) / self.hbm)
+        attn = (pairs * self.stage_layers * (m.heads / self.tp)
+                * self.prefill_attn_flops_per_pair() / (self.flops_rate * ATTENTION_EFF))
+        act = tokens * m.hidden * ACT_BYTES
+        ar = 2 * self.stage_layers * self._allreduce(act)
+        fill = mb + pp - 1
+        host = self.engine.step_s + self.engine.per_seq_s * n_seq
+        return PrefillTimes(gemm_s=fill * gemm, attention_s=fill * attn, comm_s=fill * ar,
+                            p2p_s=fill * self._p2p(act), launch_s=fill * self._launch(),
+                            host_s=host)
+
+    def prefill_marginal_s(self, prompt: int) -> float:
+        """GPU time one more prompt adds to an iteration it shares (chunked prefill): its
+        FLOPs, attention and all-reduce bytes on a stage (each stage works through every
+        micro-batch once an iteration, so a stage's share is what the iteration gains);
+        no weight reads, launches or host time (the iteration pays those already)."""
+        return self._prefill_compute(prompt)
+
+    def _prefill_compute(self, prompt: int) -> float:
+        m = self.m
+        gemm = self._gemm_flops(prompt, 1) / self.flops_rate
+        attn = (self.attn_pairs(prompt) * self.stage_layers * (m.heads / self.tp)
+                * self.prefill_attn_flops_per_pair() / (self.flops_rate * ATTENTION_EFF))
+        ar = 2 * self.stage_layers * self._allreduce(prompt * m.hidden * ACT_BYTES)
+        return gemm + attn + ar
+
+
+def expected_max_binomial(n: int, p: float, k: int) -> float:
+    """Expected maximum of ``k`` independent Binomial(n, p) counts (exact sum)."""
+    if k == 1 or n == 0:
+        return n * p
+    if p >= 1.0:
+        return float(n)
+    pmf = [math.comb(n, j) * p**j * (1 - p) ** (n - j) for j in range(n + 1)]
+    cdf, acc = [], 0.0
+    for v in pmf:
+        acc += v
+        cdf.append(min(1.0, acc))
+    return sum(1.0 - cdf[j - 1] ** k for j in range(1, n + 1))
+
+
+def no_room(lay: Instance, kv_cap: float, *, tp: int, pp: int, precision: str
+             ) -> tuple[str, str]:
+    """(fix, field) when not even one sequence fits: the weights themselves, or one
+    sequence's KV cache at this context (then the longest context that fits)."""
+    if kv_cap <= 0:
+        more = "" if precision != "bf16" else ", or use --precision fp8"
+        return f"the weights alone do not fit: raise --tp or --pp{more}", \
+            "pp" if pp > 1 else "tp"
+    lo, hi = 0, 1  # the longest context whose cache fits (windowed layers keep less)
+    while lay.kv_tokens(hi) <= kv_cap and hi < 2**40:
+        lo, hi = hi, hi * 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if lay.kv_tokens(mid) <= kv_cap else (lo, mid)
+    longest = lo
+    return (f"one sequence's KV cache does not fit beside the weights: keep --prompt-len "
+            f"+ --output-len to at most {longest:,} tokens, or raise --tp or --pp",
+            "prompt_len")
+
+
+def check_request(model: TransformerSpec, prompt_len: int, output_len: int,
+                   batch: int | None = None) -> None:
+    """Sizes of a request (and its batch) that are positive integers, and a context
+    within the model's position limit (``max_context``); errors name the flag."""
+    sizes = (() if batch is None else (("batch", batch),)) + (
+        ("prompt_len", prompt_len), ("output_len", output_len))
+    for name, v in sizes:
+        positive(name, v, "--" + name.replace("_", "-"))
+    limit = model.max_context
+    if limit is not None and prompt_len + output_len > limit:
+        raise ConfigError(f"--prompt-len {prompt_len} + --output-len {output_len} = "
+                          f"{prompt_len + output_len} tokens exceeds {model.name}'s context "
+                          f"of {limit:,} (max_context): shorten them, or set max_context "
+                          f"in the scenario's training section for a longer-context "
+                          f"variant", field="inference.prompt_len")
+
+
+def positive(name: str, v: object, flag: str) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise ConfigError(f"{flag} must be a positive integer, got {v!r}",
+                          field=f"inference.{name}")
+    return v
+
+
+def build_instance(model: TransformerSpec, fabric: Fabric, *, tp: int, pp: int, ep: int,
+            precision: str, kv_precision: str | None, engine: str | ServingEngine,
+            comm: CommModel | None, first_rank: int = 0) -> Instance:
+    """Validate a serving instance; every error names the flag and a fix."""
+    positive("tp", tp, "--tp")
+    positive("pp", pp, "--pp")
+    positive("ep", ep, "--ep")
+    if precision not in PRECISIONS:
+        raise ConfigError(f"--precision must be bf16, fp8 or fp8-weights, got {precision!r}",
+                          field="inference.precision")
+    kvp = kv_precision or ("fp8" if precision == "fp8" else "bf16")
+    if kvp not in PRECISION_BYTES:
+        raise ConfigError(f"--kv-precision must be bf16 or fp8, got {kvp!r}",
+                          field="inference.kv_precision")
+    eng = get_engine(engine)
+    gpu = get_catalog().gpu(fabric.info.gpu)
+    if PRECISIONS[precision][1] == "fp8" and gpu.fp8_flops <= 0:
+        raise ConfigError(f"{gpu.name} has no FP8 tensor cores: use --precision fp8-weights "
+                          f"(FP8 weights, 16-bit math) or bf16", field="inference.precision")
+    n = tp * pp
+    free = fabric.n_gpus - first_rank
+    if n > free:
+        what = f"tp={tp} x pp={pp} = {n} GPUs" if pp > 1 else f"tp={tp}"
+        raise ConfigError(f"{what} exceeds the {free} GPUs of the cluster left for this "
+                          f"instance; add --nodes or lower --tp/--pp",
+                          field="inference.pp" if pp > 1 else "inference.tp")
+    if model.heads % tp:  # suggest only sizes the cluster can hold
+        ok = [d for d in range(1, model.heads + 1) if model.heads % d == 0 and d * pp <= free]
+        raise ConfigError(f"tp={tp} must divide the {model.heads} attention heads of "
+                          f"{model.name}; use --tp {', '.join(map(str, ok[-6:]))}",
+                          field="inference.tp")
+    if model.layers % pp:
+        ok = [d for d in range(1, model.layers + 1) if model.layers % d == 0 and d * tp <= free]
+        raise ConfigError(f"pp={pp} must divide the {model.layers} layers of {model.name}; "
+                          f"use --pp {', '.join(map(str, ok[:8]))}", field="inference.pp")
+    if ep > 1:
+        if not model.is_moe:
+            raise ConfigError(f"--ep {ep} needs a mixture-of-experts model; {model.name} is "
+                              f"dense (use --ep 1)", field="inference.ep")
+        if tp % ep:
+            raise ConfigError(f"ep={ep} must divide tp={tp}: experts are split over ep "
+                              f"groups of tp/ep GPUs inside the tensor-parallel group",
+                              field="inference.ep")
+        if model.experts % ep:
+            raise ConfigError(f"ep={ep} must divide the {model.experts} experts of "
+                              f"{model.name}", field="inference.ep")
+    return Instance(m=model, fabric=fabric, gpu=gpu, tp=tp, pp=pp, ep=ep,
+                   precision=precision, kv_precision=kvp, engine=eng,
+                   comm=comm if comm is not None else EngineComm(fabric),
+                   first_rank=first_rank)
+
+
+def span_warning(lay: Instance) -> list[str]:
+    dom = lay.fabric.info.nvlink_domain_gpus
+    if lay.tp > max(1, dom):
+        return [f"tp={lay.tp} spans beyond the NVLink domain ({dom} GPUs): every layer's "
+                f"all-reduces cross the slower link"]
+    return []

@@ -1,0 +1,86 @@
+"""Pins benchmarks/accuracy_training.py where the model stands, so a change shows.
+
+Issue 11's targets are median <= 8 % and max <= 20 % over the reference data's runs:
+6.1 % and 16.9 % (MPT-30B on 32 H100) over its 25 rows. DeepSeek-V3's report row, from
+outside the reference data, stays at +20 %. These bounds say by how much, and pin the
+rows the issue names.
+"""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from benchmark_module import load
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def _bench() -> ModuleType:
+    return load("accuracy_training")
+
+
+@pytest.fixture(scope="module")
+def rows() -> list[dict[str, Any]]:
+    from fabricsim.workloads.comm import EngineComm
+
+    return list(_bench().run(lambda fab: EngineComm(fab)))
+
+
+def test_summary_as_it_stands(rows: list[dict[str, Any]]) -> None:
+    errs = [abs(r["rel_error"]) for r in rows]
+    assert len(rows) == 26
+    assert statistics.median(errs) <= 0.065
+    assert statistics.mean(errs) <= 0.085
+    assert max(errs) <= 0.21
+    reference = [abs(r["rel_error"]) for r in rows if r["row"] > 0]  # row 0: outside
+    assert len(reference) == 25 and max(reference) <= 0.175
+
+
+def test_fsdp_at_two_sequences_per_micro_batch(rows: list[dict[str, Any]]) -> None:
+    """MPT-13B on 64 H100 at micro-batch 2 without checkpointing: +21 % while FSDP's
+    per-micro-batch gather/cast/reduce kernels (34 B per parameter through HBM with
+    FP32 reduction) were not charged; its FLOPs alone say 48 % MFU, llm-foundry
+    measured 39.9 % at 8, 16, 32 and 64 GPUs alike."""
+    r = {r["case"]: r for r in rows}["MPT-13b 64xh100 mb2 x1"]
+    assert abs(r["rel_error"]) <= 0.07
+    assert r["parallel"]["fsdp_impl"] == "pytorch"
+    assert r["parallel"]["attention_kernel"] == "flash1"  # llm-foundry's attn_impl triton
+
+
+def test_rows_the_issue_names(rows: list[dict[str, Any]]) -> None:
+    by = {r["case"]: r for r in rows}
+    # Megatron GPT-3 175B strong scaling, 4608 H100: TP overlap as Megatron runs it
+    assert abs(by["GPT-3 175B 4608xH100 (Megatron)"]["rel_error"]) <= 0.08
+    # MegaScale 12,288 A100 and the A100 MPT family after the held-out-checked refit
+    assert abs(by["175B 12288xA100 (MegaScale)"]["rel_error"]) <= 0.10
+    for r in rows:
+        if r["case"].startswith("MPT") and "a100" in r["case"]:
+            assert abs(r["rel_error"]) <= 0.10, r["case"]
+    # DeepSeek-V3 on 2,048 H800: FP8 dispatch, node-limited routing, DualPipe overlap
+    # (682 tokens/s/GPU with 51 % waiting on the network before them; published 1,543).
+    # +23 % with dense-GEMM rates for the experts; +18 % with the grouped-GEMM cost
+    # fitted on NeMo's B200 rows (held out here: 8,192 rows per expert at EP 64); +3 %
+    # once the overlapped all-to-all kernels hold their 20 of 132 SMs (not fitted);
+    # +25 % once it runs the report's own DualPipe schedule, recomputation (RMSNorm and
+    # MLA up-projections, not 2 whole layers per stage) and MTP module: optimistic;
+    # +24.5 % with MLA's projections at their real size; +20 % once the overlapped
+    # all-to-all hides under EP_OVERLAP_EFFICIENCY = 0.45 of the other micro-batch's
+    # compute (fitted on NeMo's overlapped rows, this row held out; 0.8 was assumed)
+    ds = by["DeepSeek-V3 2048xH800 (tech report)"]
+    assert 0.15 <= ds["rel_error"] <= 0.22
+    assert ds["parallel"]["pipeline_schedule"] == "dualpipe"
+    # torchtitan's 70B, FSDP 32 x TP 8 without async TP: the TP all-gathers move FP8
+    # (float8 tensorwise TP), −19 % when they were charged in BF16
+    assert abs(by["torchtitan Llama3.1-70B 256xH100 FSDP32xTP8"]["rel_error"]) <= 0.17
+    # torchtitan's 405B with TP8 x PP8 x FSDP8 (interleaved, FP8, async TP)
+    assert abs(by["torchtitan Llama3.1-405B 512xH100 TP8 PP8 FSDP8"]["rel_error"]) <= 0.20
+    # BLOOM-176B, global batch 2048 / 192 / 16: plain 1F1B waits on every pipeline
+    # exchange over Jean Zay's measured 135 Gb/s per node, DeepSpeed reduces the
+    # gradients after the pipeline and the tied embedding's between the end stages;
+    # was +19 / +36 / +94 %, then -4 / -4 / +22 % without the last two
+    for gbs, bound in ((2048, 0.07), (192, 0.11), (16, 0.12)):
+        assert abs(by[f"BLOOM-176B 384xA100 GBS {gbs}"]["rel_error"]) <= bound
