@@ -37,6 +37,13 @@ from functools import cached_property
 import numpy as np
 from numpy.typing import NDArray
 
+from fabricsim.backends.analytic_fast import fast_structure
+from fabricsim.backends.analytic_shared import (
+    adjacent_links,
+    innet_rows,
+    plane_groups,
+    reduce_keys,
+)
 from fabricsim.backends.base import Result, kernel_floor
 from fabricsim.fabric.core import Fabric, pair_hash
 from fabricsim.fabric.kinds import LinkKind
@@ -47,7 +54,6 @@ from fabricsim.protocols import (
     Protocol,
     get_protocol,
     link_class_of_kind,
-    switch_endpoint,
 )
 from fabricsim.schedule.core import Schedule, Step, concurrency_groups
 
@@ -265,37 +271,15 @@ class _Structure:
     cmax: FloatArray                # per key × link class
 
 
-def _reduce_keys(lat: FloatArray, rank: NDArray[np.int64], cm: FloatArray
-                 ) -> tuple[FloatArray, NDArray[np.int64], FloatArray]:
-    """Collapse rows with the same (latency to 1 ps, rank): max latency, max per class."""
-    if lat.size == 0:
-        return lat, rank, cm
-    key = np.round(lat * 1e12).astype(np.int64) * 8 + rank
-    order = np.argsort(key, kind="stable")
-    ks = key[order]
-    starts = np.flatnonzero(np.concatenate([[True], ks[1:] != ks[:-1]]))
-    lat_k = np.maximum.reduceat(lat[order], starts)     # max: exact in any order
-    cm_k = np.maximum.reduceat(cm[order], starts, axis=0)
-    return lat_k, (ks[starts] % 8).astype(np.int64), cm_k
-
-
 _N_CLS = len(LINK_CLASSES)
 
 
 def _structure(fabric: Fabric, src: NDArray[np.int32], dst: NDArray[np.int32],
                hashes: NDArray[np.uint64], w: FloatArray) -> _Structure:
-    from fabricsim.backends.analytic_fast import fast_structure
-
     fast = fast_structure(fabric, src, dst, hashes, w)
     if fast is not None:
         return _Structure(*fast)
     return _structure_general(fabric, src, dst, hashes, w)
-
-
-def innet_rows(fabric: Fabric, src: NDArray[np.int32], dst: NDArray[np.int32]
-               ) -> NDArray[np.bool_]:
-    """Transfers that start or end at a switch (in-network reduction / multicast)."""
-    return switch_endpoint(fabric, src, dst)
 
 
 def _structure_general(fabric: Fabric, src: NDArray[np.int32], dst: NDArray[np.int32],
@@ -305,7 +289,7 @@ def _structure_general(fabric: Fabric, src: NDArray[np.int32], dst: NDArray[np.i
     rows = paths.row_ids()
     links = paths.links
     innet_row = innet_rows(fabric, src, dst)
-    group_of, size = _plane_groups(fabric)
+    group_of, size = plane_groups(fabric)
     sprayed = (size[links] > 1) & ~innet_row[rows]
     wr = w[rows]
     load = np.bincount(links[~sprayed], weights=wr[~sprayed],
@@ -329,7 +313,7 @@ def _structure_general(fabric: Fabric, src: NDArray[np.int32], dst: NDArray[np.i
     np.maximum.at(cm, (rows, cls), m)
     latency = _row_reduce(np.add, fabric.link_latency[links], paths.ptr, 0.0)
     rank = _row_reduce(np.maximum, _CLASS_RANK[cls].astype(np.float64), paths.ptr, 0.0)
-    lat_k, rank_k, cm_k = _reduce_keys(latency, rank.astype(np.int64), cm)
+    lat_k, rank_k, cm_k = reduce_keys(latency, rank.astype(np.int64), cm)
     return _Structure(load=load, lat=lat_k, rank=rank_k, cmax=cm_k)
 
 
@@ -374,35 +358,11 @@ def _model(fabric: Fabric, st: _Structure, proto: Protocol) -> GroupModel:
     return GroupModel(alpha=alpha, beta=beta, link_load=st.load, link_rate=rate)
 
 
-def _adjacency(fabric: Fabric) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """Links sorted by (src, dst) node key: (sorted keys, link ids)."""
-    key = fabric.link_src.astype(np.int64) * fabric.n_nodes + fabric.link_dst
-    order = np.argsort(key, kind="stable")
-    return key[order], order.astype(np.int64)
-
-
-def _adjacent(fabric: Fabric, src: NDArray[np.int32], dst: NDArray[np.int32],
-              innet: NDArray[np.bool_]) -> tuple[NDArray[np.bool_], NDArray[np.int64]]:
-    """For transfers with a switch endpoint (``innet``) whose ends share an up link: that
-    link (hop-by-hop in-network trees); other transfers are routed by the fabric."""
-    keys, order = fabric.memo("analytic.adjacency", lambda: _adjacency(fabric))
-    direct = np.zeros(src.size, dtype=bool)
-    link = np.zeros(src.size, dtype=np.int64)
-    idx = np.flatnonzero(innet)
-    if idx.size and keys.size:
-        q = src[idx].astype(np.int64) * fabric.n_nodes + dst[idx]
-        pos = np.clip(np.searchsorted(keys, q), 0, keys.size - 1)
-        ok = (keys[pos] == q) & fabric.link_up[order[pos]]
-        direct[idx] = ok
-        link[idx] = order[pos]
-    return direct, link
-
-
 def _route(fabric: Fabric, src: NDArray[np.int32], dst: NDArray[np.int32],
            hashes: NDArray[np.uint64]) -> Paths:
     """Paths of all transfers; a transfer between a switch and an adjacent node takes
     their link directly (hop-by-hop in-network trees), others are routed."""
-    direct, dlink = _adjacent(fabric, src, dst, innet_rows(fabric, src, dst))
+    direct, dlink = adjacent_links(fabric, src, dst, innet_rows(fabric, src, dst))
     q = src
     if direct.all():
         return Paths(ptr=np.arange(q.size + 1, dtype=np.int64), links=dlink.astype(np.int32))
@@ -421,51 +381,6 @@ def _route(fabric: Fabric, src: NDArray[np.int32], dst: NDArray[np.int32],
     within = np.arange(routed.links.size) - np.repeat(routed.ptr[:-1], routed.lengths())
     links[starts + within] = routed.links
     return Paths(ptr=ptr, links=links)
-
-
-def _plane_groups(fabric: Fabric) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """NVSwitch plane groups: per link, the id of its group (the links of one GPU in one
-    direction to every NVSwitch, ``-1`` for other links) and the group's size ``K``.
-
-    A GPU's NVLink ports reach all NVSwitch chips and traffic to a peer GPU is interleaved
-    over them, so GPU-to-GPU bytes on one of these links are spread over its whole group.
-    Under adaptive routing the fabric's router adds its network spray groups (a leaf's
-    uplinks, the downlinks into a leaf, ...). Transfers that target a switch (NVLS, SHARP)
-    are not spread. Kept with the fabric.
-    """
-    hit: tuple[NDArray[np.int64], NDArray[np.int64]] = fabric.memo(
-        "analytic.plane_groups", lambda: _find_plane_groups(fabric))
-    return hit
-
-
-def _find_plane_groups(fabric: Fabric) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    from fabricsim.fabric.kinds import NodeKind
-
-    nk = fabric.node_kind
-    nvl = np.flatnonzero(fabric.link_kind == LinkKind.NVLINK)   # only these can qualify
-    ls, ld = fabric.link_src[nvl], fabric.link_dst[nvl]
-    ks, kd = nk[ls], nk[ld]
-    up = (ks == NodeKind.GPU) & (kd == NodeKind.NVSWITCH)
-    down = (ks == NodeKind.NVSWITCH) & (kd == NodeKind.GPU)
-    cand = up | down
-    group_of = np.full(fabric.n_links, -1, dtype=np.int64)
-    size = np.zeros(fabric.n_links, dtype=np.int64)
-    if cand.any():  # ids in key order, as np.unique would number them (without sorting)
-        kc = np.where(up, ls, ld)[cand].astype(np.int64) * 2 + down[cand]
-        counts = np.bincount(kc, minlength=2 * fabric.n_nodes)
-        ids = np.cumsum(counts > 0) - 1
-        links = nvl[cand]
-        group_of[links] = ids[kc]
-        size[links] = counts[kc]
-    # adaptive routing / packet spraying: a flow's bytes spread over equal-cost network links
-    spray = getattr(fabric.router, "spray_groups", None)
-    groups = spray() if spray is not None else []
-    nxt = int(group_of.max()) + 1
-    for g in groups:
-        group_of[g] = nxt
-        size[g] = g.size
-        nxt += 1
-    return group_of, size
 
 
 def _envelope(alpha: FloatArray, beta: FloatArray) -> tuple[FloatArray, FloatArray]:

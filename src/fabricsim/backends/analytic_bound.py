@@ -221,8 +221,8 @@ def _routed_beta(fabric: Fabric, steps: list[Step], protocols: list[Protocol]
     transfer crossing ``l`` has ``β ≥ load_l / (capacity_l × eff[class_l])``. Zero where
     the fast path does not apply (links down, multi-server NVLink, striped links).
     """
-    from fabricsim.backends.analytic import _plane_groups, innet_rows
     from fabricsim.backends.analytic_fast import _eligible
+    from fabricsim.backends.analytic_shared import innet_rows, plane_groups
     from fabricsim.fabric.cluster import ClusterRouter
     from fabricsim.fabric.core import pair_hash
     from fabricsim.protocols import link_class_of_kind
@@ -254,7 +254,7 @@ def _routed_beta(fabric: Fabric, steps: list[Step], protocols: list[Protocol]
     load = np.bincount(mid[ok], weights=np.broadcast_to(nb[:, None], mid.shape)[ok],
                        minlength=fabric.n_links)
     links = np.flatnonzero(load > 0)
-    if not links.size or (_plane_groups(fabric)[1][links] > 1).any():
+    if not links.size or (plane_groups(fabric)[1][links] > 1).any():
         return zero
     ratio = load[links] / fabric.link_capacity[links]
     cls = link_class_of_kind().astype(np.intp)[fabric.link_kind[links]]

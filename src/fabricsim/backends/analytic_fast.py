@@ -29,6 +29,12 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
+from fabricsim.backends.analytic_shared import (
+    adjacent_links,
+    innet_rows,
+    plane_groups,
+    reduce_keys,
+)
 from fabricsim.fabric.cluster import ClusterRouter
 from fabricsim.fabric.core import Fabric
 from fabricsim.protocols import CLASS_RANK, LINK_CLASSES, link_class_of_kind
@@ -105,8 +111,6 @@ def fast_structure(fabric: Fabric, src: NDArray[np.int32], dst: NDArray[np.int32
                    ) -> tuple[FloatArray, FloatArray, I64, FloatArray] | None:
     """(load per link, latency per key, class rank per key, per-class max per key), or
     ``None`` when the fabric does not qualify (see the module docstring)."""
-    from fabricsim.backends.analytic import _adjacent, _plane_groups, _reduce_keys, innet_rows
-
     if not _eligible(fabric) or src.size == 0:
         return None
     r = fabric.router
@@ -115,7 +119,7 @@ def fast_structure(fabric: Fabric, src: NDArray[np.int32], dst: NDArray[np.int32
     hi = base + lt * n_srv
     n = src.shape[0]
     innet = innet_rows(fabric, src, dst)
-    direct, dlink = _adjacent(fabric, src, dst, innet)
+    direct, dlink = adjacent_links(fabric, src, dst, innet)
     ss, sd = r.node_server[src], r.node_server[dst]
     lean = ~direct & ~innet & (ss >= 0) & (ss == sd)   # inside one server: template only
     sa = np.where(lean, ss, -1).astype(np.int64)
@@ -160,7 +164,7 @@ def fast_structure(fabric: Fabric, src: NDArray[np.int32], dst: NDArray[np.int32
         mid[:at] = mid[order]
     mid_of = np.full(n, -1, dtype=np.int64)             # row -> row of ``mid`` (-1: pad row)
     mid_of[mid_row_ids] = np.arange(at)
-    group_of, gsize = _plane_groups(fabric)
+    group_of, gsize = plane_groups(fabric)
     mm_all = mid >= 0
     if mm_all.any() and (gsize[mid[mm_all]] > 1).any():
         return None  # striped NVLink links in a network segment: general path
@@ -292,6 +296,6 @@ def fast_structure(fabric: Fabric, src: NDArray[np.int32], dst: NDArray[np.int32
         lat_parts.append(lat)
         rank_parts.append(rank.astype(np.int64))
         cm_parts.append(cm)
-    lat_k, rank_k, cm_k = _reduce_keys(np.concatenate(lat_parts), np.concatenate(rank_parts),
+    lat_k, rank_k, cm_k = reduce_keys(np.concatenate(lat_parts), np.concatenate(rank_parts),
                                        np.concatenate(cm_parts))
     return load, lat_k, rank_k, cm_k
