@@ -1,5 +1,10 @@
 """Bandwidth hierarchy of one or more clusters (seed 004's levels), log scale.
 
+The plot draws, per cluster, each level's name and GB/s per GPU: it takes anything that
+has a ``hierarchy`` of such levels (:class:`Hierarchy`), as
+:class:`fabricsim.reports.ClusterSummary` does, and imports nothing from the reports that
+call it.
+
 Example
 -------
 >>> from fabricsim.fabric import build_cluster
@@ -13,16 +18,33 @@ True
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
 from fabricsim.plots.style import colors_for, label_bars, log_axis, new_figure, save
-from fabricsim.reports.cluster import ClusterSummary
 
 
-def plot_hierarchy(summaries: Mapping[str, ClusterSummary], path: str | Path, *,
+class Level(Protocol):
+    """One level of a bandwidth hierarchy: its name and GB/s per GPU, one direction."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def bandwidth_gbps(self) -> float: ...
+
+
+class Hierarchy(Protocol):
+    """A cluster's levels from the GPU outwards (e.g. a ``ClusterSummary``)."""
+
+    @property
+    def hierarchy(self) -> Sequence[Level]: ...
+
+
+def plot_hierarchy(summaries: Mapping[str, Hierarchy], path: str | Path, *,
                    title: str = "") -> Path:
     """Grouped bars of GB/s per GPU for each level of each cluster (log scale), with the
     value on every bar; levels where every cluster has the same bandwidth are drawn once
