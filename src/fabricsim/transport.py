@@ -1,10 +1,11 @@
 """Transport facts every backend shares: packet framing per scale-out transport.
 
 A message that leaves its server travels as packets of ``mtu`` payload bytes, each with
-``header_bytes`` of transport framing on the wire. The packet backend sends those headers
-explicitly; the analytic and flow backends, which move bytes as fluid, charge the same
-framing as a link efficiency ``mtu / (mtu + header)`` on network links, so all three give
-one answer for one uncontended transfer.
+``header_bytes`` of transport framing on the wire. The packet backend sends those packets
+explicitly (with these MTUs and headers unless its ``packet:`` section sets others); the
+analytic and flow backends, which move bytes as fluid, charge the same framing as a link
+efficiency ``mtu / (mtu + header)`` on network links, so all three give one answer for one
+uncontended transfer.
 
 * ``ib`` 26 B: LRH 8 + BTH 12 + ICRC 4 + VCRC 2 (InfiniBand Architecture Specification
   Vol. 1, ch. 5-7; no GRH inside a subnet; the 16 B RETH of an RDMA WRITE is in the first

@@ -101,6 +101,51 @@ def test_edges_that_exist_are_accepted(data: dict[str, Any]) -> None:
     parse_packet_config(data)
 
 
+@pytest.mark.parametrize("transport", ["ib", "roce", "tcp", "srd"])
+def test_packets_are_the_transport_model_of_every_backend(transport: str) -> None:
+    """MTU and header bytes come from fabricsim.transport, as the analytic and flow
+    backends' framing does; an mtu that is set wins on every transport."""
+    from fabricsim.backends.packet import config
+    from fabricsim.transport import DEFAULT_MTU, TRANSPORT_HEADER_BYTES
+
+    assert config.TRANSPORT_HEADER_BYTES is TRANSPORT_HEADER_BYTES
+    cfg = PacketConfig()
+    assert cfg.mtu_for(transport) == DEFAULT_MTU[transport]
+    assert cfg.header_for(transport) == TRANSPORT_HEADER_BYTES[transport]
+    assert PacketConfig(mtu=1500).mtu_for(transport) == 1500
+    assert parse_packet_config({"transport": transport}).mtu_for(transport) == \
+        DEFAULT_MTU[transport]
+
+
+def test_an_unset_mtu_stays_unset_through_the_backend() -> None:
+    from fabricsim.backends.packet import PacketBackend
+
+    assert PacketBackend(config=PacketConfig(paths=2)).config.mtu_for("tcp") == 8948
+    assert PacketBackend(config=PacketConfig(mtu=4096)).config.mtu_for("tcp") == 4096
+    assert PacketBackend(config={"paths": 2}, transport="srd").config.mtu_for("srd") == 8192
+
+
+def test_rules_on_one_packet_judge_the_packet_that_runs() -> None:
+    """Without packet.transport the section is read with InfiniBand's packet (4122 B on
+    the wire); a run on a TCP fabric sends 8948 + 90 B packets and checks them again."""
+    from fabricsim.backends.packet import PacketBackend
+    from fabricsim.fabric import build_cluster
+    from fabricsim.schedule import Schedule, Step
+
+    small = {"pfc": {"xoff": "8KB"}}
+    with pytest.raises(ConfigError, match=r"packet\.pfc\.xoff: 8 KB .* \(9\.038 KB on the "
+                       r"wire\).*rule pfc-xoff-one-packet"):
+        parse_packet_config({**small, "transport": "tcp"})
+    fab = build_cluster("dgx-h100", 2, gpus_per_node=1, fabric="tcp-100g")
+    sch = Schedule(steps=(Step(src=fab.gpus[:1], dst=fab.gpus[1:2], nbytes=[1e5]),))
+    be = PacketBackend(config=small)                     # IB's packet: accepted
+    with pytest.raises(ConfigError) as e:
+        be.run(sch, fab)
+    assert e.value.field == "packet.pfc.xoff" and "rule pfc-xoff-one-packet" in str(e.value)
+    assert PacketBackend(config={**small, "mtu": 4096}).run(sch, fab).extra["complete"]
+    assert be.config.transport is None                   # the backend's own is untouched
+
+
 def test_equal_thresholds_refused_unless_step_marking() -> None:
     with pytest.raises(ConfigError, match=r"packet\.ecn\.kmin: 200 KB is not below "
                        r"packet\.ecn\.kmax \(200 KB"):
@@ -139,7 +184,7 @@ def _packet(draw: st.DrawFn) -> dict[str, Any]:
     raw: dict[str, Any] = {
         "fabric": draw(st.sampled_from([None, "roce-400g", "ib-ndr"])),
         "transport": draw(st.sampled_from([None, "roce", "tcp", "ib"])),
-        "mtu": draw(st.sampled_from([1024, 2048, 4096, 1500])),
+        "mtu": draw(_maybe(st.sampled_from([1024, 2048, 4096, 1500]))),
         "switch_buffer": draw(_maybe(st.integers(500_000, 40_000_000))),
         "credit_bytes": draw(_maybe(st.integers(3_000, 500_000))),
         "loss_rate": draw(st.sampled_from([0.0, 0.0, 1e-3, 0.03])),
@@ -177,6 +222,7 @@ _INCAST = {"mtu": 1024, "loss_rate": 0.0, "pfc": {"xoff": 4000},
 @given(packet=_packet(), nodes=st.integers(2, 4))
 @example(packet={**_INCAST, "rto": 1e-6}, nodes=4)  # the timer gives up under incast
 @example(packet={**_INCAST, "pfc": {"xoff": 4000, "headroom": 3000}}, nodes=4)
+@example(packet={**_INCAST, "mtu": 4096, "pfc": {"xoff": 4150}}, nodes=2)  # IB's, not RoCE's
 def test_a_scenario_that_validates_runs_inside_its_budget(packet: dict[str, Any],
                                                           nodes: int) -> None:
     """Whatever passes the rules runs to the end without a traceback; the only refusal
@@ -198,6 +244,9 @@ def test_a_scenario_that_validates_runs_inside_its_budget(packet: dict[str, Any]
         run = run_packet_scenario(sc, force=True)
     except SimulationError as e:
         assert e.field == "packet.event_budget", str(e)
+        return
+    except ConfigError as e:  # a rule on one packet, judged again with the fabric's transport
+        assert "transport" not in packet and "one packet" in str(e), str(e)
         return
     s = run.summary
     assert s["status"] in ("ok", "until", "retry_exceeded")

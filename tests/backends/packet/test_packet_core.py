@@ -10,11 +10,11 @@ from hypothesis_budget import examples
 
 from fabricsim.backends import get_backend
 from fabricsim.backends.packet import PacketBackend, parse_packet_config
-from fabricsim.backends.packet.config import TRANSPORT_HEADER_BYTES
 from fabricsim.backends.packet.testbeds import point_to_point, star
 from fabricsim.errors import ConfigError, SimulationError
 from fabricsim.fabric import build_cluster
 from fabricsim.schedule import Schedule, Step
+from fabricsim.transport import TRANSPORT_HEADER_BYTES
 
 
 def one(src: int, dst: int, nbytes: float, repeat: int = 1) -> Schedule:

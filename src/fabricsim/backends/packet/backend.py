@@ -37,7 +37,8 @@ class PacketBackend:
     Parameters
     ----------
     mtu
-        Payload bytes per packet.
+        Payload bytes per packet; default: the transport's
+        (:data:`fabricsim.transport.DEFAULT_MTU`, as the analytic and flow backends).
     seed
         Seed of every random choice (ECN marks, loss, spraying).
     event_budget
@@ -68,8 +69,9 @@ class PacketBackend:
                  transport: str | None = None, config: PacketConfig | dict[str, Any] |
                  None = None, protocol: str | None = None, **options: Any) -> None:
         self.protocol = protocol
-        base: dict[str, Any] = (config.model_dump() if isinstance(config, PacketConfig)
-                                else dict(config or {}))
+        # only what was set: an unset mtu stays the transport's default
+        base: dict[str, Any] = (config.model_dump(exclude_unset=True)
+                                if isinstance(config, PacketConfig) else dict(config or {}))
         base.update(options)
         if mtu is not None:
             base["mtu"] = mtu
@@ -115,7 +117,8 @@ class PacketBackend:
 
         mode = self.transport_for(fabric)
         stuck = self.stuck_node(fabric)
-        cfg = self.config
+        cfg = self.config if self.config.transport == mode else \
+            self.config.for_transport(mode)   # the rules on one packet, with its real size
         check_endpoints(schedule, cfg.max_endpoints)
         plan = plan_packet_faults(fabric, cfg.faults, "packet.faults")
         fabric = plan.fabric

@@ -103,7 +103,7 @@ def build_state(schedule: Schedule, fabric: Fabric, cfg: PacketConfig, *, mode: 
                           field="packet.transport")
     NP = len(cfg.classes)
     nl, nn = fabric.n_links, fabric.n_nodes
-    mtu = int(cfg.mtu)
+    mtu = cfg.mtu_for(mode)
     hdr = cfg.header_for(mode)
     wire = mtu + hdr
     roce = mode == "roce"
@@ -225,7 +225,7 @@ def build_state(schedule: Schedule, fabric: Fabric, cfg: PacketConfig, *, mode: 
         FF[:nf, L.FF_ALPHA_T] = -1.0
         FF[:nf, L.FF_LAST_DEC] = -1.0
         FF[:nf, L.FF_RET_LAT] = _path_sum(lat, PL, FPS[:nf, 0], FPL[:nf, 0])
-        # transport headers on flows that leave their server (see TRANSPORT_HEADER_BYTES)
+        # transport headers on flows that leave their server (see PacketConfig)
         ext = ~np.isin(fabric.link_kind[p0.links], np.array([int(k) for k in INTRA_LINKS]))
         FF[:nf, L.FF_HDR] = np.where(np.bincount(p0.row_ids(), weights=ext, minlength=nf)
                                      > 0, hdr, 0)
@@ -508,7 +508,7 @@ def _estimate(schedule: Schedule, fabric: Fabric, cfg: PacketConfig, mode: str, 
         credit = np.isin(kind, np.array([int(k) for k in INTRA_LINKS])) | (mode == "ib")
         credit_hops = np.bincount(p0.row_ids(), weights=credit, minlength=nf).astype(np.int64)
     per_packet_acks = mode == "tcp" or (mode == "srd" and cfg.srd.congestion_control)
-    return events_lower_bound(schedule, hops, credit_hops, mtu=int(cfg.mtu),
+    return events_lower_bound(schedule, hops, credit_hops, mtu=cfg.mtu_for(mode),
                               ack_every=cfg.ack_every, tcp=per_packet_acks)
 
 

@@ -29,6 +29,7 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from fabricsim._strict import StrictModel
 from fabricsim.errors import ConfigError, FabricsimError
+from fabricsim.transport import DEFAULT_MTU, TRANSPORT_HEADER_BYTES
 from fabricsim.units import format_bytes, format_time, parse_bandwidth, parse_size, parse_time
 
 #: Largest buffer, queue threshold, credit or byte counter accepted (bytes): more than the
@@ -312,38 +313,25 @@ class TrafficSpec(_M):
     _t = field_validator("start", mode="before")(_time)
 
 
-#: Wire bytes each packet adds to its payload (``mtu`` is the payload), by transport:
-#: headers, trailers and, on Ethernet, the 20 B of preamble (7), start-of-frame
-#: delimiter (1) and minimum inter-frame gap (12) every frame occupies on the wire.
-#:
-#: * ``ib`` 26 B: LRH 8 + BTH 12 + ICRC 4 + VCRC 2 (InfiniBand Architecture Specification
-#:   Vol. 1, ch. 5-7; no GRH inside a subnet; the 16 B RETH of an RDMA WRITE is in the
-#:   first packet of a message only and is not modelled).
-#: * ``roce`` 82 B: Ethernet 14 + FCS 4 + IPv4 20 + UDP 8 + BTH 12 + ICRC 4 (IBTA RoCEv2
-#:   annex A17) + 20 B preamble/SFD/IFG (IEEE 802.3); no VLAN tag (DSCP-based PFC).
-#: * ``tcp`` 90 B: Ethernet 14 + FCS 4 + IPv4 20 + TCP 20 + 12 B timestamp option
-#:   (RFC 7323) + 20 B preamble/SFD/IFG.
-#: * ``srd`` 82 B, an estimate: Ethernet 14 + FCS 4 + IPv4 20 + UDP-like 8 + 16 B assumed
-#:   for the SRD header (AWS does not publish its format) + 20 B preamble/SFD/IFG.
-#:
-#: The header is charged on every link of a flow that leaves its server (including its
-#: PCIe hops); flows that stay on NVLink/PCIe inside a server carry none (their link
-#: rates in the fabric are data rates).
-TRANSPORT_HEADER_BYTES = {"ib": 26, "roce": 82, "tcp": 90, "srd": 82}
-
-
 class PacketConfig(_M):
     """Everything the packet backend can be told by a scenario.
 
-    ``mtu`` is the payload (message bytes) per packet; ``header_bytes`` the wire bytes
-    added to each packet, by default the transport's (:data:`TRANSPORT_HEADER_BYTES`). An
-    Ethernet (IP) MTU of 1500 with TCP/IPv4 and timestamps is ``mtu: 1448``; RoCEv2 with
-    a 4096 B IB MTU needs an Ethernet MTU of at least 4096 + 48 (IP, UDP, BTH, ICRC).
+    ``mtu`` is the payload (message bytes) per packet and ``header_bytes`` the wire bytes
+    added to each packet; left unset, both are the transport's, from
+    :mod:`fabricsim.transport` (:data:`~fabricsim.transport.DEFAULT_MTU`: 4096 on ib and
+    roce, 8948 on tcp, 8192 on srd; :data:`~fabricsim.transport.TRANSPORT_HEADER_BYTES`),
+    the framing the analytic and flow backends charge too, so the three backends time one
+    uncontended transfer alike. Read them with :meth:`mtu_for` and :meth:`header_for`:
+    an unset ``mtu`` field still holds 4096 (ib's). An Ethernet (IP) MTU of 1500 with
+    TCP/IPv4 and timestamps is ``mtu: 1448``; RoCEv2 with a 4096 B IB MTU needs an
+    Ethernet MTU of at least 4096 + 48 (IP, UDP, BTH, ICRC). The header is charged on every
+    link of a flow that leaves its server (including its PCIe hops); flows that stay on
+    NVLink/PCIe inside a server carry none (their link rates in the fabric are data rates).
     ``fabric`` names a scale-out fabric preset that replaces the cluster's for this run (a
     variant can compare InfiniBand on its own fabric with RoCE on Ethernet).
     """
 
-    mtu: int = Field(4096, ge=64, le=65536)
+    mtu: int = Field(DEFAULT_MTU["ib"], ge=64, le=65536)
     fabric: str | None = None
     transport: Literal["ib", "roce", "tcp", "srd"] | None = None
     header_bytes: int | None = Field(None, ge=0, le=512)
@@ -399,12 +387,30 @@ class PacketConfig(_M):
     def _physical(self) -> PacketConfig:
         """Refuse the first violated rule of :data:`PACKET_RULES` (extreme ones excepted:
         :func:`extreme_violations` reports those)."""
-        for rule in PACKET_RULES:
-            if not rule.extreme:
-                errs = rule.violations(self)
-                if errs:
-                    raise errs[0]
+        _refuse_violations(self)
         return self
+
+    def for_transport(self, transport: str) -> PacketConfig:
+        """This configuration as it runs on ``transport`` (``transport`` set, every other
+        field as it was, ``mtu`` still unset if it was), with :data:`PACKET_RULES` checked
+        again: without a ``transport`` the rules on one packet (``pfc-xoff-one-packet``,
+        ``credits-one-packet``, ...) could only judge InfiniBand's, and a TCP packet at its
+        transport's default MTU is more than twice as large (9038 B on the wire, not 4122).
+
+        Example
+        -------
+        >>> cfg = PacketConfig(pfc={"xoff": "8KB"})
+        >>> cfg.for_transport("roce").mtu_for("roce")
+        4096
+        >>> try:
+        ...     cfg.for_transport("tcp")
+        ... except ConfigError as e:
+        ...     print(str(e).split(":")[:2])
+        ['packet.pfc.xoff', ' 8 KB is less than one packet (9.038 KB on the wire)']
+        """
+        out = self.model_copy(update={"transport": transport})
+        _refuse_violations(out)
+        return out
 
     def class_index(self, name: str | None = None, dscp: int | None = None) -> int:
         """Index of the class called ``name`` or holding ``dscp`` (default: class 0)."""
@@ -424,9 +430,24 @@ class PacketConfig(_M):
                               "dscp list", field="packet.classes")
         return 0
 
+    def mtu_for(self, transport: str) -> int:
+        """Payload bytes per packet on ``transport``: ``mtu`` if set, else the transport's
+        default (:data:`fabricsim.transport.DEFAULT_MTU`).
+
+        Example
+        -------
+        >>> PacketConfig().mtu_for("tcp"), PacketConfig().mtu_for("srd")
+        (8948, 8192)
+        >>> PacketConfig(mtu=4096).mtu_for("tcp"), PacketConfig().mtu_for("roce")
+        (4096, 4096)
+        """
+        if "mtu" in self.model_fields_set:
+            return int(self.mtu)
+        return DEFAULT_MTU[transport]
+
     def header_for(self, transport: str) -> int:
         """Wire bytes per packet on ``transport``: ``header_bytes`` if set, else the
-        transport's default.
+        transport's default (:data:`fabricsim.transport.TRANSPORT_HEADER_BYTES`).
 
         Example
         -------
@@ -460,9 +481,11 @@ def _t(x: float) -> str:
 
 
 def _wire(c: PacketConfig) -> float:
-    """Bytes of one full packet on the wire, with the transport's header (IB's, the
-    smallest, when the transport is the fabric's and not known here)."""
-    return c.mtu + c.header_for(c.transport or "ib")
+    """Bytes of one full packet on the wire, with the transport's MTU and header (IB's,
+    the smallest, when the transport is the fabric's and not known here: the packet
+    backend checks again with :meth:`PacketConfig.for_transport`)."""
+    t = c.transport or "ib"
+    return c.mtu_for(t) + c.header_for(t)
 
 
 @_packet_rule("pfc-xon-below-xoff", "packet.pfc.xon", "below packet.pfc.xoff",
@@ -568,9 +591,10 @@ def _rto(c: PacketConfig) -> Iterator[tuple[str, str]]:
               "the byte counter raises the rate once per byte_counter bytes sent; below one "
               "packet every packet (or, at 0, no byte at all) would be a rate increase")
 def _byte_counter(c: PacketConfig) -> Iterator[tuple[str, str]]:
-    if c.dcqcn.byte_counter < c.mtu:
+    mtu = c.mtu_for(c.transport or "ib")
+    if c.dcqcn.byte_counter < mtu:
         yield "packet.dcqcn.byte_counter", (f"{_b(c.dcqcn.byte_counter)} is less than one "
-                                            f"packet ({_b(c.mtu)})")
+                                            f"packet ({_b(mtu)})")
 
 
 @_packet_rule("dcqcn-rai-below-rhai", "packet.dcqcn.rai", "at most packet.dcqcn.rhai",
@@ -693,6 +717,15 @@ def _cwnd(c: PacketConfig) -> Iterator[tuple[str, str]]:
 def _loss(c: PacketConfig) -> Iterator[tuple[str, str]]:
     if c.loss_rate > MAX_PLAUSIBLE_LOSS:
         yield "packet.loss_rate", f"{c.loss_rate:g} ({c.loss_rate:.1%} per link)"
+
+
+def _refuse_violations(cfg: PacketConfig) -> None:
+    """Raise the first violation of a (not extreme) rule of :data:`PACKET_RULES`."""
+    for rule in PACKET_RULES:
+        if not rule.extreme:
+            errs = rule.violations(cfg)
+            if errs:
+                raise errs[0]
 
 
 def extreme_violations(cfg: PacketConfig) -> list[tuple[Rule, str, str]]:
