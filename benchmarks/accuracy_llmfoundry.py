@@ -74,7 +74,8 @@ def config(r: dict[str, str]) -> ParallelConfig:
         global_batch=mb * gpus * accum, seq_len=int(r["seq_len"]),
         recompute="full" if r["act_ckpt"] == "True" else "none",
         precision="fp8" if fp8 else "bf16", fp8_recipe="delayed" if fp8 else None,
-        grad_bytes=4 if r["mp_mode"] == "DEFAULT" else 2, attention_kernel="flash1")
+        grad_reduce_dtype="fp32" if r["mp_mode"] == "DEFAULT" else "bf16",
+        attention_kernel="flash1")
 
 
 def label(r: dict[str, str]) -> str:

@@ -226,7 +226,7 @@ def _config(r: dict[str, str], model: TransformerSpec) -> ParallelConfig:
     offload = LLAMA3_70B_OFFLOAD.get((r["system"], recipe)) \
         if name == "llama3-70b" and fsdp and (tp, pp, mbs) == (1, 1, 2) else None
     return ParallelConfig(
-        tp=tp, pp=pp, cp=cp, ep=ep, interleave=vp, micro_batch=mbs,
+        tp=tp, pp=pp, cp=cp, ep=ep, vp=vp, micro_batch=mbs,
         global_batch=gbs, seq_len=_int(r["seq_len"]), precision=prec,
         fp8_recipe=recipe if prec == "fp8" else None,
         # the FSDP column's runs use Megatron-FSDP (use_megatron_fsdp)

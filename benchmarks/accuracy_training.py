@@ -89,7 +89,7 @@ def _mpt(row: int, size: str, gpus: int, gpu: str, mfu: float, mb: int, accum: i
                 system, gpus // 8, fabric, "mfu", mfu,
                 ParallelConfig(zero="fsdp", micro_batch=mb, global_batch=mb * dp * accum,
                                seq_len=2048, recompute="full" if ckpt else "none",
-                               grad_bytes=4 if gpu == "h100" else 2,
+                               grad_reduce_dtype="fp32" if gpu == "h100" else "bf16",
                                attention_kernel="flash1"),
                 note=note)
 
@@ -129,7 +129,7 @@ def cases() -> list[Case]:
     out.append(Case(172, "GPT-1T 3072xA100 (Narayanan 2021)", GPT_1T, "dgx-a100", 384,
                     "ib-hdr", "hw_tflops", 163.0,
                     ParallelConfig(tp=8, pp=64, micro_batch=1, global_batch=3072,
-                                   seq_len=2048, recompute="full", interleave=2, zero=0),
+                                   seq_len=2048, recompute="full", vp=2, zero=0),
                     note="502 PFLOP/s / 3072 GPUs; Table 1 config TP 8, PP 64"))
     gpt3 = get_model("gpt3-175b")
     megatron = {"tp_comm_overlap": True}  # Megatron-LM's runs overlap TP/DP/PP (row 173)
@@ -154,7 +154,7 @@ def cases() -> list[Case]:
                     ParallelConfig(pp=16, ep=64, micro_batch=1, global_batch=15360,
                                    seq_len=4096, precision="fp8", recompute="selective",
                                    recompute_modules=("layernorm", "mla_up_proj"),
-                                   pipeline_schedule="dualpipe",
+                                   pp_schedule="dualpipe",
                                    pipeline_layout="Et*4|(tttt|)*14tmL",
                                    ep_overlap=True, moe_node_limit=4,
                                    fp8_recipe="blockwise"),
@@ -164,7 +164,7 @@ def cases() -> list[Case]:
     out.append(Case(175, "175B 12288xA100 (MegaScale)", gpt3, "dgx-a100", 1536, "ib-hdr",
                     "mfu", 0.552,
                     ParallelConfig(tp=8, pp=8, micro_batch=1, global_batch=6144,
-                                   seq_len=2048, recompute="selective", interleave=4, zero=1),
+                                   seq_len=2048, recompute="selective", vp=4, zero=1),
                     note="MegaScale's TP/PP overlap and fused kernels are not modelled"))
     return out
 
@@ -185,7 +185,7 @@ def torchtitan_cases() -> list[Case]:
         # torchtitan's defaults: BF16 weights, gradients reduced in FP32
         # (training.mixed_precision_reduce = "float32")
         base: dict[str, Any] = {"zero": "fsdp", "seq_len": 8192, "precision": "fp8",
-                                "grad_bytes": 4}
+                                "grad_reduce_dtype": "fp32"}
         kw = {**base, **kw}
         if kw["precision"] == "fp8":  # torchtitan's Float8 (the BF16 rows have none)
             kw["fp8_recipe"] = "torchao"
@@ -203,7 +203,7 @@ def torchtitan_cases() -> list[Case]:
                                         recompute="full"), note=gt),
         Case(1142, "torchtitan Llama3.1-405B 512xH100 TP8 PP8 FSDP8", l405, "grand-teton-h100", 64,
              "roce-400g", tok, 128, cfg(tp=8, pp=8, micro_batch=1, global_batch=256,
-                                        recompute="full", interleave=2,
+                                        recompute="full", vp=2,
                                         account_for_embedding_loss=True,
                                         tp_comm_overlap=True, reshard_after_forward=False),
              note=gt + "; AsyncTP as tp_comm_overlap; embedding and loss counted as "

@@ -18,6 +18,7 @@ fabricsim.errors.ConfigError: Knob.turns: Input should be greater than or equal 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError, ValidationInfo, field_validator
@@ -100,3 +101,36 @@ class StrictModel(BaseModel, metaclass=_StrictMeta):
                 raise PydanticCustomError("number_not_bool",
                                           "Input should be a number, not true/false")
         return v
+
+
+def renamed_keys(data: Any, renames: Mapping[str, str], where: str) -> Any:
+    """``data`` (a mapping about to be validated) with the keys in ``renames`` (old name
+    -> new name) written by their new names, each with a
+    :class:`~fabricsim.errors.DeprecatedName` warning naming both; a key given under both
+    names is a :class:`~fabricsim.errors.ConfigError`. Anything else passes unchanged.
+
+    >>> import warnings
+    >>> with warnings.catch_warnings(record=True) as w:
+    ...     warnings.simplefilter("always")
+    ...     renamed_keys({"interleave": 5}, {"interleave": "vp"}, "training")
+    ...     print(w[0].message)
+    {'vp': 5}
+    training.interleave is the old name of training.vp; write vp (interleave is still read)
+    """
+    import warnings
+
+    from fabricsim.errors import DeprecatedName
+
+    if not isinstance(data, Mapping) or not any(k in data for k in renames):
+        return data
+    out = dict(data)
+    for old, new in renames.items():
+        if old not in out:
+            continue
+        if new in out:
+            raise ConfigError(f"{old} and {new} are one field (the old and the new name); "
+                              f"keep {new}", field=f"{where}.{old}")
+        out[new] = out.pop(old)
+        warnings.warn(f"{where}.{old} is the old name of {where}.{new}; write {new} ({old} "
+                      f"is still read)", DeprecatedName, stacklevel=2)
+    return out

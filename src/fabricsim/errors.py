@@ -64,6 +64,11 @@ class ModelError(FabricsimError):
     """A training/inference configuration is invalid (sizes do not divide, memory, ...)."""
 
 
+class DeprecatedName(FutureWarning):
+    """A field or flag written by its old name: still read, under its new one. Every face
+    shows it beside the answer (``warning: ...``), so a scenario can be updated."""
+
+
 def did_you_mean(value: str, choices: Iterable[str], n: int = 3) -> str:
     """Return a ``"did you mean ...?"`` hint for ``value`` among ``choices`` (or '')."""
     options = sorted(choices)

@@ -104,7 +104,7 @@ def test_settings_that_cannot_apply(capsys: pytest.CaptureFixture[str], cmd: lis
 @pytest.mark.parametrize(("training", "field"), [
     ("{model: llama3-8b, ep: 2}", "training.ep"),
     ("{model: llama3-8b, tp: 3}", "training.tp"),
-    ("{model: llama3-8b, interleave: 2}", "training.interleave"),
+    ("{model: llama3-8b, vp: 2}", "training.vp"),
     ("{model: llama3-405b}", "training"),
 ])
 def test_validate_checks_training_as_train_does(capsys: pytest.CaptureFixture[str],

@@ -70,8 +70,8 @@ def test_plan_keeps_the_software_stack(capsys: pytest.CaptureFixture[str]) -> No
                  "flash1", "--grad-reduce-dtype", "fp32"]) == 0
     stack = json.loads(capsys.readouterr().out)["fabrics"][0]
     par = stack["parallel"]
-    assert (par["zero"], par["fsdp_impl"], par["attention_kernel"], par["grad_bytes"]) == \
-        ("fsdp", "megatron", "flash1", 4)
+    assert (par["zero"], par["fsdp_impl"], par["attention_kernel"],
+            par["grad_reduce_dtype"]) == ("fsdp", "megatron", "flash1", "fp32")
     assert stack["tokens_per_s"] < plain["tokens_per_s"]
     assert main([*base, "--fsdp-impl", "megatron"]) == 2
     assert "--zero fsdp" in capsys.readouterr().err

@@ -157,7 +157,7 @@ def test_scale_takes_trains_stack_flags(capsys: pytest.CaptureFixture[str],
     flags = json.loads(out)["points"]
     sc = tmp_path / "s.yaml"
     sc.write_text("cluster: {system: dgx-h100, nodes: 32}\ntraining: {model: llama3-70b, "
-                  "tp: 8, pp: 4, interleave: 5, seq_len: 8192, global_batch: 512, "
+                  "tp: 8, pp: 4, vp: 5, seq_len: 8192, global_batch: 512, "
                   "tp_comm_overlap: true, first_stage_layers: 15, last_stage_layers: 15}\n")
     code, out, err = run(capsys, "scale", str(sc), "--gpus", "256,1024", "--strong", "--json")
     assert code == 0, err

@@ -48,7 +48,7 @@ def test_train_megatron_layout_flags(capsys: pytest.CaptureFixture[str]) -> None
             "dispatcher=deepep"} <= set(words)
     code, out, err = run(capsys, *args, "--json")
     par = json.loads(out)["parallel"]
-    assert par["stage_layers"] == [7, 8, 8, 8, 8, 8, 8, 6] and par["interleave"] == 4
+    assert par["stage_layers"] == [7, 8, 8, 8, 8, 8, 8, 6] and par["vp"] == 4
     code, _, err = run(capsys, *args, "--vp", "2")
     assert code == 2 and "training.pipeline_layout" in err and "32 stages" in err
 
@@ -182,16 +182,16 @@ def test_from_megatron_equals_the_same_flags(capsys: pytest.CaptureFixture[str])
 
 
 @pytest.mark.parametrize(("args", "needle"), [
-    (["--tp", "8", "--pp", "4", "--vp", "3"], "training.interleave"),
+    (["--tp", "8", "--pp", "4", "--vp", "3"], "training.vp"),
     (["--fp8", "--precision", "bf16"], "--fp8"),
     (["--from-megatron", "--tensor-model-parallel-size x"], "--from-megatron"),
     (["--from-megatron", "--recompute-granularity everything"], "--from-megatron"),
     (["--recompute-layers", "2"], "training.recompute_layers"),
     (["--tp", "1", "--tp-comm-overlap"], "training.tp_comm_overlap"),
     (["--checkpoint-gbps", "-1"], "--checkpoint-gbps"),
-    (["--pp-schedule", "zb"], "training.pipeline_schedule"),
+    (["--pp-schedule", "zb"], "training.pp_schedule"),
     (["--tp", "8", "--pp", "2", "--vp", "2", "--pp-schedule", "dualpipe"],
-     "training.pipeline_schedule"),
+     "training.pp_schedule"),
     (["--tp", "8", "--pp", "8", "--global-batch", "16", "--pp-schedule", "dualpipe"],
      "training.global_batch"),
     (["--tp", "8", "--pp", "4", "--pp-schedule", "dualpipe", "--chakra", "x"], "--chakra"),
@@ -219,8 +219,8 @@ def test_train_dualpipe(capsys: pytest.CaptureFixture[str]) -> None:
     dual = json.loads(out)
     code, out, err = run(capsys, *args, "--json")
     one = json.loads(out)
-    assert dual["parallel"]["pipeline_schedule"] == "dualpipe"
-    assert one["parallel"]["pipeline_schedule"] == "1f1b"
+    assert dual["parallel"]["pp_schedule"] == "dualpipe"
+    assert one["parallel"]["pp_schedule"] == "1f1b"
     assert dual["breakdown"]["bubble"] < one["breakdown"]["bubble"]
     assert dual["memory_gib"]["weights"] > 1.9 * one["memory_gib"]["weights"]
 
@@ -257,10 +257,10 @@ def test_plan_parallel_keeps_the_scenarios_stack(capsys: pytest.CaptureFixture[s
     planner tries (plan-parallel used to drop them: flash1 came back as flash)."""
     sc = tmp_path / "s.yaml"
     res = _planned(capsys, sc, "cluster: {system: dgx-a100, nodes: 1}\n"
-                   "training: {model: mpt-1b, attention_kernel: flash1, grad_bytes: 4,"
+                   "training: {model: mpt-1b, attention_kernel: flash1, grad_reduce_dtype: fp32,"
                    " seq_len: 8192, global_batch: 16}\n", top=3)
     assert res and all(r["parallel"]["attention_kernel"] == "flash1" for r in res)
-    assert all(r["parallel"]["grad_bytes"] == 4 for r in res)
+    assert all(r["parallel"]["grad_reduce_dtype"] == "fp32" for r in res)
     sc.write_text("cluster: {system: hgx-b200, nodes: 1}\n"
                   "training: {model: mpt-1b, attention_kernel: flash1}\n")
     code, _, err = run(capsys, "plan-parallel", str(sc))
@@ -339,7 +339,7 @@ def test_goodput_settings_from_the_scenario(capsys: pytest.CaptureFixture[str],
     (flags win); a job failures outpace names the scenario's field it came from."""
     sc = tmp_path / "g.yaml"
     sc.write_text("cluster: {system: dgx-h100, nodes: 16}\ntraining: {model: llama3-70b, "
-                  "tp: 8, pp: 4, interleave: 5, global_batch: 512, checkpoint_gbps: 20, "
+                  "tp: 8, pp: 4, vp: 5, global_batch: 512, checkpoint_gbps: 20, "
                   "restart_min: 30}\n")
     code, out, err = run(capsys, "train", str(sc), "--json")
     assert code == 0, err
@@ -386,9 +386,9 @@ def test_a_megatron_list_kept_in_the_scenario(capsys: pytest.CaptureFixture[str]
     flag_run = json.loads(out)
     assert yaml_run["step_time_s"] == flag_run["step_time_s"]
     assert any("--lr 1e-4" in n for n in yaml_run["notes"])
-    sc.write_text(sc.read_text() + "  interleave: 1\n")
+    sc.write_text(sc.read_text() + "  vp: 1\n")
     code, out, _ = run(capsys, "train", str(sc), "--json")
-    assert json.loads(out)["parallel"]["interleave"] == 1
+    assert json.loads(out)["parallel"]["vp"] == 1
     sc.write_text("cluster: {system: dgx-h100, nodes: 16}\ntraining:\n  model: llama3-70b\n"
                   "  from_megatron: \"--pipeline-model-parallel-size 0\"\n")
     code, _, err = run(capsys, "train", str(sc))

@@ -71,7 +71,8 @@ def test_dp_reduce_scatter_moves_gradients_in_their_reduce_dtype(grad_bytes: int
     reduce-scatter's bytes; the weights are all-gathered in BF16 either way."""
     fab = fs.build_cluster("dgx-h100", 4)
     r = simulate_step(M, ParallelConfig(tp=8, pp=2, global_batch=16, seq_len=4096,
-                                        recompute="full", grad_bytes=grad_bytes), fab)
+                                        recompute="full",
+                                        grad_reduce_dtype={2: "bf16", 4: "fp32"}[grad_bytes]), fab)
     nodes = {n.name: n for n in step_trace(r, M, stage=0)}
     shard = M.params / 16
     rs = nodes["dp gradient reduce-scatter"].comm_bytes

@@ -202,7 +202,7 @@ def test_scale_and_plan_build_the_scenarios_own_servers() -> None:
 
 @pytest.mark.parametrize(("training", "field"), [
     ("{model: gpt3-175b, tp: 64}", "training.tp"),
-    ("{model: llama3-8b, interleave: -2}", "training.interleave"),
+    ("{model: llama3-8b, vp: -2}", "training.vp"),
     ("{model: llama3-8b, ep: 2}", "training.ep"),
 ])
 def test_a_training_layout_that_cannot_split_is_refused_at_submission(

@@ -166,11 +166,11 @@ def test_interleaving_keeps_about_p_micro_batches_on_every_rank() -> None:
     from fabricsim.workloads.training.memory import _in_flight
 
     m = get_model("llama3-70b")
-    p = ParallelConfig(tp=8, pp=4, interleave=5, global_batch=64).resolve(m, 32)
+    p = ParallelConfig(tp=8, pp=4, vp=5, global_batch=64).resolve(m, 32)
     assert [_in_flight(p, r) for r in range(4)] == pytest.approx([4.6, 4.2, 3.8, 3.4])
     plain = ParallelConfig(tp=8, pp=4, global_batch=64).resolve(m, 32)
     assert [_in_flight(plain, r) for r in range(4)] == [4, 3, 2, 1]
-    few = ParallelConfig(tp=8, pp=4, interleave=5, global_batch=2).resolve(m, 32)
+    few = ParallelConfig(tp=8, pp=4, vp=5, global_batch=2).resolve(m, 32)
     assert _in_flight(few, 0) == 2  # no more than every chunk of every micro-batch
 
 
@@ -210,7 +210,7 @@ def test_leading_dense_layers_sit_on_the_first_stage() -> None:
     e0, e1 = _stage_params(m, p, 0)[1], _stage_params(m, p, 1)[1]
     assert e0 == pytest.approx(e1 / 4)  # one MoE layer against four
     g = m.model_copy(update={"layers": 64})  # 64 layers: pp 4 x vp 2 chunks of 8
-    vp = ParallelConfig(pp=4, interleave=2, ep=8, global_batch=1024).resolve(g, 256)
+    vp = ParallelConfig(pp=4, vp=2, ep=8, global_batch=1024).resolve(g, 256)
     assert _stage_dense_layers(g, vp) == [3, 0, 0, 0]  # the first chunk is rank 0's
 
 
@@ -222,16 +222,17 @@ def test_deepseek_v3_fits_as_deepseek_trained_it() -> None:
     p = ParallelConfig(pp=16, ep=64, micro_batch=1, global_batch=15360, seq_len=4096,
                        precision="fp8", recompute="selective",
                        recompute_modules=("layernorm", "mla_up_proj"),
-                       pipeline_schedule="dualpipe", pipeline_layout="Et*4|(tttt|)*14tmL",
+                       pp_schedule="dualpipe", pipeline_layout="Et*4|(tttt|)*14tmL",
                        ep_overlap=True, moe_node_limit=4, fp8_recipe="blockwise"
                        ).resolve(m, 2048)
     est = memory_per_gpu(m, p)
     assert 60 * GIB < est.total < 80 * GIB
 
 
-@pytest.mark.parametrize(("key", "meant"), [("vp", "interleave"), ("fp8", "precision: fp8"),
+@pytest.mark.parametrize(("key", "meant"), [("virtual_pipeline_model_parallel_size", "vp"),
+                                            ("fp8", "precision: fp8"),
                                             ("globl_batch", "global_batch"),
-                                            ("grad_reduce_dtype", "grad_bytes")])
+                                            ("grad_reduce", "grad_reduce_dtype")])
 def test_a_misnamed_training_key_names_the_field_meant(key: str, meant: str) -> None:
     with pytest.raises(ConfigError, match=f"did you mean {meant}") as e:
         training_from_section({"model": "llama3-8b", key: 2})

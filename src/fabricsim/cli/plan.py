@@ -50,8 +50,8 @@ LifeOpt = Annotated[float, typer.Option(
 PlotOpt = Annotated[Path | None, typer.Option("--plot", help="Write a PNG comparison chart.")]
 
 #: Keys of ``training:`` that fix the parallel layout (then the planner is not used).
-LAYOUT_KEYS = ("tp", "pp", "dp", "cp", "ep", "micro_batch", "zero", "recompute", "interleave",
-               "pipeline_schedule", "pipeline_layout")
+LAYOUT_KEYS = ("tp", "pp", "dp", "cp", "ep", "micro_batch", "zero", "recompute", "vp",
+               "pp_schedule", "pipeline_layout")
 
 
 def nodes_for(gpus: int | None, nodes: int | None, gpus_per_node: int) -> int | None:

@@ -93,7 +93,7 @@ def register(app: typer.Typer) -> None:
             t.add_column(col, justify="right")
         for i, r in enumerate(plan.results, 1):
             p = r.parallel
-            t.add_row(str(i), str(p["tp"]), str(p["pp"]), str(p["interleave"]), str(p["dp"]),
+            t.add_row(str(i), str(p["tp"]), str(p["pp"]), str(p["vp"]), str(p["dp"]),
                       str(p["cp"]), str(p["ep"]), *((str(p["etp"]),) if moe else ()),
                       str(p["micro_batch"]), p["recompute"],
                       f"{r.tokens_per_s:,.0f}", f"{r.mfu:.1%}", f"{r.comm_fraction:.1%}",

@@ -191,10 +191,10 @@ def job_from_cli(scenario: Path | None, *, model: str | None, flags: dict[str, A
 def _layout_words(par: dict[str, Any]) -> str:
     """The pipeline and MoE settings a run's header line names, when they are set."""
     words = []
-    if par.get("interleave", 1) > 1:
-        words.append(f"vp={par['interleave']}")
-    if par.get("pipeline_schedule", "1f1b") != "1f1b":
-        words.append(f"schedule={par['pipeline_schedule']}")
+    if par.get("vp", 1) > 1:
+        words.append(f"vp={par['vp']}")
+    if par.get("pp_schedule", "1f1b") != "1f1b":
+        words.append(f"schedule={par['pp_schedule']}")
     if par.get("pipeline_layout"):
         words.append(f"layout={par['pipeline_layout']}")
     if par.get("recompute_modules"):
@@ -224,10 +224,10 @@ def layout_flags(*, vp: int | None = None, first_stage_layers: int | None = None
                  fp8_recipe: str | None = None,
                  from_megatron: str | None = None) -> dict[str, Any]:
     """The Megatron/NeMo layout flags as ``training:`` fields (unset ones left out)."""
-    return {"interleave": vp, "first_stage_layers": first_stage_layers,
+    return {"vp": vp, "first_stage_layers": first_stage_layers,
             "last_stage_layers": last_stage_layers,
             "account_for_embedding_loss": account_for_embedding_loss,
-            "pipeline_layout": pipeline_layout, "pipeline_schedule": pp_schedule,
+            "pipeline_layout": pipeline_layout, "pp_schedule": pp_schedule,
             "recompute_modules": [x for x in recompute_modules.replace(",", " ").split()]
             if recompute_modules is not None else None,
             "recompute_layers": recompute_layers, "offload_layers": offload_layers,
@@ -323,14 +323,11 @@ def price_from_cli(flag: float | None, extra: dict[str, Any]) -> float | None:
 MAX_GPU_HOUR_USD = 10_000.0
 
 
-def _grad_bytes(dtype: str | None) -> int | None:
-    """``--grad-reduce-dtype`` as ``grad_bytes`` (None: unset)."""
-    if dtype is None:
-        return None
-    sizes = {"bf16": 2, "fp32": 4}
-    if dtype not in sizes:
+def _grad_dtype(dtype: str | None) -> str | None:
+    """``--grad-reduce-dtype`` checked (None: unset)."""
+    if dtype is not None and dtype not in ("bf16", "fp32"):
         raise ConfigError(f"must be bf16 or fp32, got {dtype!r}", field="--grad-reduce-dtype")
-    return sizes[dtype]
+    return dtype
 
 
 def stack_flags(fsdp_impl: str | None, attention_kernel: str | None,
@@ -338,7 +335,7 @@ def stack_flags(fsdp_impl: str | None, attention_kernel: str | None,
     """``--fsdp-impl``, ``--attention-kernel`` and ``--grad-reduce-dtype`` as
     ``training:`` fields (None: unset, the scenario's or the default holds)."""
     return {"fsdp_impl": fsdp_impl, "attention_kernel": attention_kernel,
-            "grad_bytes": _grad_bytes(grad_reduce_dtype)}
+            "grad_reduce_dtype": _grad_dtype(grad_reduce_dtype)}
 
 
 def register(app: typer.Typer) -> None:
@@ -391,7 +388,7 @@ def register(app: typer.Typer) -> None:
             recompute=recompute,
             **layout_from(locals()))
         sc, m, cfg, extra = job_from_cli(scenario, model=model, flags=flags)
-        if chakra is not None and cfg.pipeline_schedule != "1f1b":
+        if chakra is not None and cfg.pp_schedule != "1f1b":
             raise ConfigError("--chakra writes 1F1B pipeline traces; DualPipe's two "
                               "directions are not exported: drop --chakra or use "
                               "--pp-schedule 1f1b", field="--chakra")

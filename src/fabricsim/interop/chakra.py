@@ -192,10 +192,10 @@ def step_trace(result: Any, model: Any, *, stage: int = 0) -> list[TraceNode]:
     for a rank of pipeline stage ``stage``, as :class:`TraceNode` s (module docstring)."""
     par = result.parallel
     tp, pp, m_micro = par["tp"], par["pp"], par["num_micro"]
-    if par.get("pipeline_schedule", "1f1b") != "1f1b":
+    if par.get("pp_schedule", "1f1b") != "1f1b":
         raise ConfigError("Chakra traces are written for 1F1B pipelines; DualPipe's two "
-                          "directions are not exported: use pipeline_schedule='1f1b'",
-                          field="pipeline_schedule")
+                          "directions are not exported: use pp_schedule='1f1b'",
+                          field="pp_schedule")
     if not 0 <= stage < pp:
         raise ConfigError(f"stage must be in 0..{pp - 1}, got {stage}", field="stage")
     b, s, h = par["micro_batch"], par["seq_len"], model.hidden
@@ -245,7 +245,7 @@ def step_trace(result: Any, model: Any, *, stage: int = 0) -> list[TraceNode]:
     if par["dp"] > 1:
         shard = model.params / (tp * pp)  # gradients in their reduce dtype, weights BF16
         add("dp gradient reduce-scatter", "COMM_COLL_NODE", comm_type="REDUCE_SCATTER",
-            comm_bytes=int(shard * par.get("grad_bytes", 2)))
+            comm_bytes=int(shard * (4 if par.get("grad_reduce_dtype") == "fp32" else 2)))
         add("dp parameter all-gather", "COMM_COLL_NODE", comm_type="ALL_GATHER",
             comm_bytes=int(shard * 2))
     add("optimizer", "COMP_NODE", duration_us=result.breakdown["optimizer"] * 1e6)

@@ -140,7 +140,7 @@ def section_training(ctx: DemoContext) -> None:
     p = cfg.model_dump()
     ctx.heading("A training step")
     ctx.add(f"Llama 3 70B, TP {p.get('tp')} × PP {p.get('pp')} (interleaved "
-            f"{p.get('interleave')}) × DP, ZeRO-{p.get('zero')}, sequence {p.get('seq_len')}, "
+            f"{p.get('vp')}) × DP, ZeRO-{p.get('zero')}, sequence {p.get('seq_len')}, "
             f"global batch {p.get('global_batch')}, at ${price:g}/GPU-hour "
             f"(`fabricsim train {TRAINING_SCENARIO}`).", "")
     ctx.table(["fabric", "step (s)", "tokens/s", "MFU", "compute (ms)", "bubble (ms)",

@@ -132,8 +132,7 @@ def _model(name: object, shape: dict[str, Any], default: str, prefix: str
 #: Section keys people write for a field by another name (a CLI flag's, Megatron's), and
 #: the field (or setting) they mean.
 KEY_ALIASES = {
-    "vp": "interleave", "virtual_pipeline_model_parallel_size": "interleave",
-    "pp_schedule": "pipeline_schedule", "grad_reduce_dtype": "grad_bytes (2 or 4)",
+    "virtual_pipeline_model_parallel_size": "vp", "schedule": "pp_schedule",
     "fp8": "precision: fp8", "fp4": "precision: fp4", "sp": "sequence_parallel",
     "recompute_num_layers": "recompute_layers", "recompute_granularity": "recompute",
     "global_batch_size": "global_batch", "micro_batch_size": "micro_batch",

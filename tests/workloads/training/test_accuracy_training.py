@@ -72,7 +72,7 @@ def test_rows_the_issue_names(rows: list[dict[str, Any]]) -> None:
     # compute (fitted on NeMo's overlapped rows, this row held out; 0.8 was assumed)
     ds = by["DeepSeek-V3 2048xH800 (tech report)"]
     assert 0.15 <= ds["rel_error"] <= 0.22
-    assert ds["parallel"]["pipeline_schedule"] == "dualpipe"
+    assert ds["parallel"]["pp_schedule"] == "dualpipe"
     # torchtitan's 70B, FSDP 32 x TP 8 without async TP: the TP all-gathers move FP8
     # (float8 tensorwise TP), −19 % when they were charged in BF16
     assert abs(by["torchtitan Llama3.1-70B 256xH100 FSDP32xTP8"]["rel_error"]) <= 0.17

@@ -19,7 +19,7 @@ M = get_model("llama2-13b")  # 40 layers: 10 per stage at pp 4
 
 def _cfg(schedule: str, **kw: object) -> ParallelConfig:
     base: dict[str, object] = dict(tp=8, pp=4, micro_batch=1, global_batch=16,
-                                   seq_len=4096, pipeline_schedule=schedule)
+                                   seq_len=4096, pp_schedule=schedule)
     return ParallelConfig(**{**base, **kw})  # type: ignore[arg-type]
 
 
@@ -40,7 +40,7 @@ def test_dualpipe_step_uses_its_bubble() -> None:
 
     one = simulate_step(M, _cfg("1f1b", overlap_p2p_comm=True), FAB, RingDouble(FAB))
     dual = simulate_step(M, _cfg("dualpipe"), FAB, RingDouble(FAB))
-    assert dual.parallel["pipeline_schedule"] == "dualpipe"
+    assert dual.parallel["pp_schedule"] == "dualpipe"
     assert dual.parallel["overlap_p2p_comm"] is True  # DualPipe hides its sends
     # the last stage's output head is shared with the first stage's GPU: less per slot
     assert dual.breakdown["compute"] < one.breakdown["compute"]
@@ -81,14 +81,14 @@ def test_dualpipe_balances_the_heavy_last_stage_with_the_first() -> None:
     kw = dict(pp=8, ep=16, global_batch=256, seq_len=4096, precision="fp8",
               recompute="full", pipeline_layout="Et*7|(t*8|)*6t*6mL")
     one = simulate_step(m, ParallelConfig(**kw), fab, check_memory=False)  # type: ignore[arg-type]
-    dual = simulate_step(m, ParallelConfig(**kw, pipeline_schedule="dualpipe"),  # type: ignore[arg-type]
+    dual = simulate_step(m, ParallelConfig(**kw, pp_schedule="dualpipe"),  # type: ignore[arg-type]
                          fab, check_memory=False)
     assert dual.breakdown["compute"] < one.breakdown["compute"]
 
 
 @pytest.mark.parametrize(("kw", "field", "text"), [
-    (dict(pp=1, tp=8), "pipeline_schedule", r"pp must be even and >= 2"),
-    (dict(pp=2, tp=8, dp=2, interleave=2), "pipeline_schedule", r"does not interleave"),
+    (dict(pp=1, tp=8), "pp_schedule", r"pp must be even and >= 2"),
+    (dict(pp=2, tp=8, dp=2, vp=2), "pp_schedule", r"does not interleave"),
     (dict(global_batch=6), "global_batch", r"at least 2·pp = 8"),
     (dict(global_batch=18, micro_batch=1, pp=4, tp=4, dp=2), "global_batch",
      r"even number of micro-batches"),
@@ -102,7 +102,7 @@ def test_dualpipe_refuses_what_it_cannot_run(kw: dict[str, object], field: str,
 
 def test_odd_pipeline_refused() -> None:
     with pytest.raises(ModelError, match=r"pp must be even.*pp=5"):
-        ParallelConfig(pp=5, tp=8, global_batch=40, pipeline_schedule="dualpipe").resolve(
+        ParallelConfig(pp=5, tp=8, global_batch=40, pp_schedule="dualpipe").resolve(
             get_model("llama2-70b"), 40)
 
 
@@ -113,7 +113,7 @@ def test_dualpipe_fsdp_moves_one_stage_per_micro_batch() -> None:
                                  seq_len=4096, overlap_p2p_comm=True)
     fab = fs.build_cluster("dgx-h100", nodes=8)  # dp = 2
     one = simulate_step(M, ParallelConfig(**kw), fab, RingDouble(fab))  # type: ignore[arg-type]
-    dual = simulate_step(M, ParallelConfig(**kw, pipeline_schedule="dualpipe"),  # type: ignore[arg-type]
+    dual = simulate_step(M, ParallelConfig(**kw, pp_schedule="dualpipe"),  # type: ignore[arg-type]
                          fab, RingDouble(fab))
     assert one.comm_total_s["dp"] > 0
     # the same per-micro-batch traffic plus the pair's once-per-step gradient all-reduce
@@ -122,5 +122,5 @@ def test_dualpipe_fsdp_moves_one_stage_per_micro_batch() -> None:
 
 def test_dualpipe_layout_with_virtual_stages_names_the_layout() -> None:
     with pytest.raises(ModelError, match=r"layout must hold exactly pp=2 stages"):
-        ParallelConfig(pp=2, tp=8, dp=2, global_batch=16, pipeline_schedule="dualpipe",
+        ParallelConfig(pp=2, tp=8, dp=2, global_batch=16, pp_schedule="dualpipe",
                        pipeline_layout="Et*10|t*10|t*10|t*10L").resolve(M, 32)

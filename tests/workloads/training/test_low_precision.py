@@ -26,7 +26,7 @@ def test_nvfp4_gemms_run_at_a_measured_multiple_of_fp8(gpu: str) -> None:
 def test_nvfp4_step_is_faster_than_fp8_but_not_by_the_peak() -> None:
     fab = fs.build_cluster("gb200-nvl72", 1, gpus_per_node=64)
     m = get_model("llama3-70b")
-    base = dict(tp=2, pp=4, interleave=5, global_batch=256, seq_len=8192,
+    base = dict(tp=2, pp=4, vp=5, global_batch=256, seq_len=8192,
                 tp_comm_overlap=True)
     fp8 = simulate_step(m, ParallelConfig(precision="fp8", **base), fab, check_memory=False)
     fp4 = simulate_step(m, ParallelConfig(precision="fp4", **base), fab, check_memory=False)

@@ -15,7 +15,7 @@ def test_reads_both_spellings_and_reports_what_it_ignores() -> None:
         "--global-batch-size 512 --seq-length 8192 --use-distributed-optimizer "
         "--overlap-grad-reduce --tp-comm-overlap --data-path /data/x --split 99,1,0 "
         "--log-interval 1")
-    assert (s["tp"], s["pp"], s["interleave"], s["global_batch"]) == (8, 4, 5, 512)
+    assert (s["tp"], s["pp"], s["vp"], s["global_batch"]) == (8, 4, 5, 512)
     assert s["zero"] == 1 and s["overlap_grad_reduce"] is True
     assert s["overlap_param_gather"] is False  # Megatron's default, not NeMo's
     assert ignored == ["--data-path /data/x", "--split 99,1,0", "--log-interval 1"]
@@ -150,7 +150,7 @@ def test_gradients_reduce_in_fp32_unless_told_bf16(args: str, grad_bytes: int) -
     bytes per element. Megatron-FSDP reduces in its main-grad dtype (default the
     parameters', BF16), torch FSDP2 without a mixed-precision policy in BF16."""
     s, ignored = parse_megatron_args(f"--tensor-model-parallel-size 2 {args}")
-    assert s["grad_bytes"] == grad_bytes and not ignored
+    assert s["grad_reduce_dtype"] == {2: "bf16", 4: "fp32"}[grad_bytes] and not ignored
 
 
 def test_current_megatron_vp_and_recompute_flags() -> None:
@@ -159,7 +159,7 @@ def test_current_megatron_vp_and_recompute_flags() -> None:
     s, ignored = parse_megatron_args("--pipeline-model-parallel-size 4 "
                                      "--num-virtual-stages-per-pipeline-rank 5 "
                                      "--recompute-activations")
-    assert (s["interleave"], s["recompute"]) == (5, "selective") and not ignored
+    assert (s["vp"], s["recompute"]) == (5, "selective") and not ignored
     s, _ = parse_megatron_args("--recompute-activations --recompute-granularity full")
     assert s["recompute"] == "full"
 

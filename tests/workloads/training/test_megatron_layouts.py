@@ -26,17 +26,17 @@ def test_stage_splits_follow_megatron() -> None:
     assert _resolve().stage_layer_counts == (8,) * 14 + (7, 7)  # uneven: front-loaded
     meta = _resolve(first_stage_layers=7, last_stage_layers=7)
     assert meta.stage_layer_counts == (7,) + (8,) * 14 + (7,)
-    emb = _resolve(account_for_embedding_loss=True, interleave=8)
+    emb = _resolve(account_for_embedding_loss=True, vp=8)
     assert emb.stage_layer_counts == meta.stage_layer_counts
     assert sum(emb.stage_layer_counts) == 126
 
 
 @pytest.mark.parametrize(("kw", "match"), [
-    ({"interleave": 8}, r"account-for-embedding-loss: 128"),
+    ({"vp": 8}, r"account-for-embedding-loss: 128"),
     ({"first_stage_layers": 5, "last_stage_layers": 7}, r"first = last = 7"),
-    ({"first_stage_layers": 7, "last_stage_layers": 7, "interleave": 2},
+    ({"first_stage_layers": 7, "last_stage_layers": 7, "vp": 2},
      r"divide by vp=2"),
-    ({"account_for_embedding_loss": True, "interleave": 3}, r"128 must divide by pp·vp"),
+    ({"account_for_embedding_loss": True, "vp": 3}, r"128 must divide by pp·vp"),
     ({"recompute_layers": 2}, r"needs recompute='full'"),
     ({"recompute": "full", "recompute_layers": 9}, r"more than the 8 layers .* at most 8"),
     ({"tp": 1, "dp": 512, "tp_comm_overlap": True}, r"tp_comm_overlap needs tp > 1"),
@@ -220,7 +220,7 @@ def test_split_errors_say_what_would_divide() -> None:
 
     m = get_model("llama3-70b")
     with pytest.raises(ModelError, match=r"vp one of 1, 2, 4, 5, 10, 20"):
-        ParallelConfig(tp=8, pp=4, interleave=3).resolve(m, 32)
+        ParallelConfig(tp=8, pp=4, vp=3).resolve(m, 32)
     with pytest.raises(ModelError, match=r"sequence parallelism splits.*--no-sequence-"
                                          r"parallel") as e:
         ParallelConfig(tp=8, seq_len=8196).resolve(m, 8)
@@ -236,5 +236,5 @@ def test_no_vp_divides_says_so() -> None:
     from fabricsim.workloads.training.parallel import ParallelConfig
 
     with pytest.raises(ModelError, match="no vp divides: 80 layers do not split into 3"):
-        ParallelConfig(tp=8, pp=3, interleave=2, global_batch=24).resolve(
+        ParallelConfig(tp=8, pp=3, vp=2, global_batch=24).resolve(
             get_model("llama3-70b"), 24)

@@ -36,7 +36,7 @@ def test_layouts_place_every_layer_on_its_rank(layout: str, pp: int, vp: int,
     got = parse_pipeline_layout(layout, pp, vp, 61)
     assert got == (counts, mtp)
     assert sum(got[0]) == 61
-    p = ParallelConfig(pp=pp, interleave=vp, ep=8, pipeline_layout=layout).resolve(
+    p = ParallelConfig(pp=pp, vp=vp, ep=8, pipeline_layout=layout).resolve(
         DS, world=pp * 8)
     assert p.stage_layer_counts == counts and p.stage_layers == max(counts)
 
@@ -52,14 +52,14 @@ def test_layouts_place_every_layer_on_its_rank(layout: str, pp: int, vp: int,
 ])
 def test_bad_layouts_say_what_is_wrong(layout: str, pp: int, vp: int, msg: str) -> None:
     with pytest.raises(ModelError, match=r"training\.pipeline_layout") as e:
-        ParallelConfig(pp=pp, interleave=vp, ep=8, pipeline_layout=layout).resolve(
+        ParallelConfig(pp=pp, vp=vp, ep=8, pipeline_layout=layout).resolve(
             DS, world=pp * 8)
     assert msg in str(e.value)
 
 
 def test_layout_sets_vp_and_refuses_other_split_options() -> None:
     cfg = ParallelConfig(pp=8, ep=8, pipeline_layout="Et|(tt|)*30mL")
-    assert cfg.interleave == 4  # 32 stages over pp 8, as Megatron derives it
+    assert cfg.vp == 4  # 32 stages over pp 8, as Megatron derives it
     with pytest.raises(ModelError, match="not both"):
         ParallelConfig(pp=8, ep=8, pipeline_layout="Et|(tt|)*30mL",
                        first_stage_layers=7).resolve(DS, world=64)
@@ -264,3 +264,24 @@ def test_group_limits_that_cannot_route_are_rejected(upd: dict[str, int], match:
     base = get_model("deepseek-v3").model_dump()
     with pytest.raises(ConfigError, match=match):
         TransformerSpec(**{**base, **upd})
+
+
+@pytest.mark.parametrize(("old", "value", "new", "read"), [
+    ("interleave", 5, "vp", 5), ("pipeline_schedule", "dualpipe", "pp_schedule", "dualpipe"),
+    ("grad_bytes", 4, "grad_reduce_dtype", "fp32")])
+def test_old_field_names_are_read_with_a_warning(old: str, value: object, new: str,
+                                                 read: object) -> None:
+    """The YAML field names are the CLI's (vp, pp_schedule, grad_reduce_dtype); the old
+    ones are still read, under the new name, and said to be old."""
+    from fabricsim.errors import DeprecatedName
+
+    with pytest.warns(DeprecatedName, match=f"training.{old} is the old name of "
+                      f"training.{new}"):
+        cfg = ParallelConfig.model_validate({old: value})
+    assert getattr(cfg, new) == read
+
+
+def test_a_field_under_its_old_and_new_name_is_refused() -> None:
+    with pytest.raises(ConfigError, match="one field") as e:
+        ParallelConfig.model_validate({"interleave": 2, "vp": 2})
+    assert e.value.field == "training.interleave"

@@ -44,7 +44,7 @@ def test_strong_scaling_keeps_the_batch_and_names_the_growing_loss() -> None:
     from fabricsim.workloads.training.parallel import ParallelConfig
     from fabricsim.workloads.training.scaling import scaling_curve
 
-    cfg = ParallelConfig(tp=8, pp=4, interleave=5, seq_len=8192, recompute="selective")
+    cfg = ParallelConfig(tp=8, pp=4, vp=5, seq_len=8192, recompute="selective")
     m = get_model("llama3-70b")
     strong = scaling_curve(m, "dgx-h100", [64, 1024, 16384], cfg, global_batch=1024)
     assert [p["global_batch"] for p in strong] == [1024] * 3

@@ -147,7 +147,7 @@ def test_pipeline_sends_wait_unless_overlapped(interleave: int, overlap: bool | 
                                                 exposed_sends: int) -> None:
     fab = fs.build_cluster("dgx-h100", nodes=4)
     cfg = ParallelConfig(tp=8, pp=4, micro_batch=1, global_batch=16, seq_len=2048,
-                         interleave=interleave, overlap_p2p_comm=overlap)
+                         vp=interleave, overlap_p2p_comm=overlap)
     r = simulate_step(get_model("llama2-7b"), cfg, fab, _SendsOnly(), check_memory=False)
     # the bubble holds the sends of its (p-1)/v micro-batch slots when they wait
     pp = r.breakdown["pp"] + (r.breakdown["bubble"] - (4 - 1) / interleave
@@ -341,13 +341,13 @@ def test_fsdp_kernels_stream_the_unsharded_stage_every_micro_batch() -> None:
         return (r.breakdown["compute"] - base.breakdown["compute"], dense / hbm,
                 r.parallel["num_micro"])
 
-    assert fsdp_kernel_bytes(ParallelConfig(zero="fsdp", grad_bytes=4)) == 34.0
+    assert fsdp_kernel_bytes(ParallelConfig(zero="fsdp", grad_reduce_dtype="fp32")) == 34.0
     assert fsdp_kernel_bytes(ParallelConfig(zero="fsdp")) == 18.0
-    t, per_byte, n = dp(zero="fsdp", grad_bytes=4)
+    t, per_byte, n = dp(zero="fsdp", grad_reduce_dtype="fp32")
     assert t == pytest.approx(n * 34.0 * per_byte, rel=1e-9)
     t, per_byte, n = dp(zero="fsdp", reshard_after_forward=False)
     assert t == pytest.approx(n * 14.0 * per_byte, rel=1e-9)
-    t, per_byte, n = dp(zero="fsdp", fsdp_impl="megatron", grad_bytes=4)
+    t, per_byte, n = dp(zero="fsdp", fsdp_impl="megatron", grad_reduce_dtype="fp32")
     assert t == pytest.approx(n * 20.0 * per_byte, rel=1e-9)
     t, per_byte, _ = dp(zero="fsdp", tp=8, pp=2, reshard_after_forward=False)
     assert t == pytest.approx(14.0 * per_byte, rel=1e-9)  # once per step
@@ -356,7 +356,7 @@ def test_fsdp_kernels_stream_the_unsharded_stage_every_micro_batch() -> None:
 
     def mfu(zero: int | str, mb: int) -> float:
         cfg = ParallelConfig(zero=zero, micro_batch=mb, global_batch=512,  # type: ignore[arg-type]
-                             seq_len=2048, grad_bytes=4)
+                             seq_len=2048, grad_reduce_dtype="fp32")
         return simulate_step(get_model("mpt-13b"), cfg, fab, check_memory=False).mfu
 
     assert mfu("fsdp", 2) < 0.85 * mfu("fsdp", 16)

@@ -268,7 +268,7 @@ def microbatch_compute(m: TransformerSpec, p: ResolvedParallel, gpu: GpuSpec,
     mtp_gemm = (mg if m.moe_layers else dg) + head
     stage_w = [counts[r] * per_gemm + mtps[r] * mtp_gemm
                + (head if r == p.pp - 1 else 0.0) for r in range(p.pp)]
-    if cfg.pipeline_schedule == "dualpipe":
+    if cfg.pp_schedule == "dualpipe":
         # a GPU runs stage r and stage pp-1-r alternately, so the pair's mean sets the
         # pace (DualPipe puts the embedding and the output head on the same GPU)
         pace = max(range(p.pp), key=lambda r: stage_fwd[r] + stage_fwd[-1 - r])

@@ -14,7 +14,7 @@ Example
 ...     "--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split "
 ...     "--recompute-granularity full --recompute-method block --recompute-num-layers 2 "
 ...     "--micro-batch-size 1 --global-batch-size 2048 --seq-length 8192 --lr 8e-5")
->>> section["tp"], section["pp"], section["interleave"], section["recompute"]
+>>> section["tp"], section["pp"], section["vp"], section["recompute"]
 (8, 16, 8, 'full')
 >>> section["recompute_layers_per_chunk"]  # of each 1-layer chunk: every layer
 2
@@ -67,7 +67,7 @@ MEGATRON_FLAGS: dict[str, tuple[str, Callable[[str, str], Any] | None]] = {
     "--context-parallel-size": ("cp", _int),
     "--expert-model-parallel-size": ("ep", _int),
     "--expert-tensor-parallel-size": ("etp", _int),
-    "--virtual-pipeline-model-parallel-size": ("interleave", _int),
+    "--virtual-pipeline-model-parallel-size": ("vp", _int),
     "--num-layers-per-virtual-pipeline-stage": ("_layers_per_vstage", _int),
     "--num-virtual-stages-per-pipeline-rank": ("_vstages", _int),
     "--micro-batch-size": ("micro_batch", _int),
@@ -248,12 +248,12 @@ def _finish(raw: dict[str, Any]) -> dict[str, Any]:
     # --use-torch-fsdp2 with no mixed-precision policy in the parameters' dtype
     if raw.get("_megatron_fsdp"):
         dtype = raw.get("_mfsdp_comm") or raw.get("_mfsdp_main") or "auto"
-        out["grad_bytes"] = 4 if dtype == "fp32" else 2
+        out["grad_reduce_dtype"] = "fp32" if dtype == "fp32" else "bf16"
     elif raw.get("_torch_fsdp2"):
-        out["grad_bytes"] = 2
+        out["grad_reduce_dtype"] = "bf16"
     else:
-        out["grad_bytes"] = 2 if raw.get("_grad_bf16") or raw.get("_main_grads") == "bf16" \
-            else 4
+        out["grad_reduce_dtype"] = "bf16" if raw.get("_grad_bf16") \
+            or raw.get("_main_grads") == "bf16" else "fp32"
     if raw.get("_torch_fsdp2"):  # what Megatron's arguments.py asserts for torch FSDP2
         for key, what in (("pp", "pipeline"), ("ep", "expert")):
             if out.get(key, 1) > 1:
@@ -274,7 +274,7 @@ def _finish(raw: dict[str, Any]) -> dict[str, Any]:
     for key, default in (("sequence_parallel", False), ("overlap_grad_reduce", False),
                          ("overlap_param_gather", False), ("zero", 0)):
         out.setdefault(key, default)
-    vp_flags = [f for f, k in (("--virtual-pipeline-model-parallel-size", "interleave"),
+    vp_flags = [f for f, k in (("--virtual-pipeline-model-parallel-size", "vp"),
                                ("--num-layers-per-virtual-pipeline-stage",
                                 "_layers_per_vstage"),
                                ("--num-virtual-stages-per-pipeline-rank", "_vstages"),
@@ -290,7 +290,7 @@ def _finish(raw: dict[str, Any]) -> dict[str, Any]:
             raise ConfigError(f"{flag} must be a positive integer, got {raw[key]}",
                               field="--from-megatron")
     if raw.get("_vstages") is not None:
-        out["interleave"] = raw["_vstages"]
+        out["vp"] = raw["_vstages"]
     if raw.get("_recompute_act") and out.get("recompute") is None:
         out["recompute"] = "selective"  # Megatron: --recompute-activations
     per_vstage = raw.get("_layers_per_vstage")
@@ -304,7 +304,7 @@ def _finish(raw: dict[str, Any]) -> dict[str, Any]:
         if (layers + extra) % (pp * per_vstage):
             raise ConfigError(f"{layers + extra} layers do not split into pp={pp} stages of "
                               f"{per_vstage}-layer virtual stages", field="--from-megatron")
-        out["interleave"] = (layers + extra) // (pp * per_vstage)
+        out["vp"] = (layers + extra) // (pp * per_vstage)
     if raw.get("_acc_emb") or raw.get("_acc_loss"):
         if not (raw.get("_acc_emb") and raw.get("_acc_loss")):
             raise ConfigError("fabricsim counts the embedding and the loss together: give "

@@ -1,7 +1,7 @@
 """Memory per GPU of a training job: weights, gradients, optimizer states, activations.
 
 Mixed-precision Adam keeps, per parameter, a BF16 weight (2 B), a gradient (2 B BF16, or
-4 B with ``grad_bytes=4``) and FP32 master weight + two moments (12 B): 16 bytes in all
+4 B with ``grad_reduce_dtype="fp32"``) and FP32 master weight + two moments (12 B): 16 bytes in all
 (Rajbhandari et al., ZeRO, 2020). ZeRO-1 shards the 12 optimizer bytes over the
 data-parallel group, ZeRO-2 also the gradients, ZeRO-3/FSDP also the weights. Weights are
 split over TP and PP; routed experts over EP (their ZeRO group is the expert-data-parallel
@@ -98,7 +98,7 @@ def stage_params(m: TransformerSpec, p: ResolvedParallel) -> tuple[float, float]
         dense = dense_layers + m.embedding_params
     else:
         dense = dense_layers * p.stage_layers / m.layers + emb
-    copies = 2 if p.cfg.pipeline_schedule == "dualpipe" else 1
+    copies = 2 if p.cfg.pp_schedule == "dualpipe" else 1
     return copies * dense / tp, copies * expert * p.stage_layers / m.layers / p.etp / ep
 
 
@@ -191,7 +191,7 @@ def _stage_dense_layers(m: TransformerSpec, p: ResolvedParallel) -> list[float]:
     counts = p.stage_layer_counts or (p.stage_layers,) * p.pp
     if not m.is_moe or not m.dense_layers or len(counts) != p.pp:
         return [float(c) * (m.layers - m.moe_layers) / m.layers for c in counts]
-    v = max(p.cfg.interleave, 1)
+    v = max(p.cfg.vp, 1)
     out = [0.0] * p.pp
     start = 0.0
     for c in range(p.pp * v):
@@ -268,11 +268,11 @@ def _in_flight(p: ResolvedParallel, rank: int) -> float:
     >>> from fabricsim.workloads.models import get_model
     >>> from fabricsim.workloads.training.parallel import ParallelConfig
     >>> m = get_model("llama3-70b")
-    >>> p = ParallelConfig(tp=8, pp=4, interleave=5, global_batch=64).resolve(m, 32)
+    >>> p = ParallelConfig(tp=8, pp=4, vp=5, global_batch=64).resolve(m, 32)
     >>> [round(_in_flight(p, r), 2) for r in range(4)]
     [4.6, 4.2, 3.8, 3.4]
     """
-    pp, v = p.pp, max(p.cfg.interleave, 1)
+    pp, v = p.pp, max(p.cfg.vp, 1)
     if v == 1 or pp == 1:
         return float(min(pp - rank, p.num_micro))
     chunks = 2 * (pp - rank - 1) + (v - 1) * pp + 1
@@ -345,7 +345,7 @@ def memory_per_gpu(m: TransformerSpec, p: ResolvedParallel, *, flash: bool = Tru
     counts = p.stage_layer_counts or (p.stage_layers,)
     dense_on = _stage_dense_layers(m, p)
     logits = 4.0 * (p.seq / p.cp) * cfg.micro_batch * m.vocab / p.tp
-    dual = cfg.pipeline_schedule == "dualpipe"
+    dual = cfg.pp_schedule == "dualpipe"
 
     def acts_of(stage: int) -> float:
         """Activations one micro-batch leaves on pipeline stage ``stage``."""

@@ -27,14 +27,18 @@ from typing import Any, Literal, get_args
 
 from pydantic import ConfigDict, Field, model_validator
 
-from fabricsim._strict import StrictModel
+from fabricsim._strict import StrictModel, renamed_keys
 from fabricsim.errors import ConfigError, ModelError
 from fabricsim.workloads.models import TransformerSpec
 
-__all__ = ["GROUP_KINDS", "ParallelConfig", "RecomputeModule", "ResolvedParallel",
+__all__ = ["GROUP_KINDS", "RENAMED", "ParallelConfig", "RecomputeModule", "ResolvedParallel",
            "parse_pipeline_layout", "placement_warnings"]
 
 GROUP_KINDS = ("tp", "cp", "dp", "ep", "edp", "pp")
+#: Fields read under an older name (old -> new): one vocabulary with the CLI's flags
+#: (``--vp``, ``--pp-schedule``, ``--grad-reduce-dtype``). ``grad_bytes`` took 2 or 4.
+RENAMED = {"interleave": "vp", "pipeline_schedule": "pp_schedule",
+           "grad_bytes": "grad_reduce_dtype"}
 RecomputeModule = Literal["core_attn", "mlp", "moe", "moe_act", "shared_experts",
                           "layernorm", "mla_up_proj"]
 
@@ -91,12 +95,12 @@ class ParallelConfig(StrictModel):
         Llama 3 FSDP recipes on GB200/GB300 offload 20-40 of 80): they leave GPU memory
         and cross the GPU's host link (NVLink-C2C or PCIe) both ways. As in Megatron:
         fewer than the model's layers, with ``pp`` 1 and no recomputation.
-    interleave : int
+    vp : int
         Virtual pipeline stages per GPU (1 = plain 1F1B; Megatron's
         ``--virtual-pipeline-model-parallel-size``, the CLI's ``--vp``).
-    pipeline_schedule : {"1f1b", "dualpipe"}
+    pp_schedule : {"1f1b", "dualpipe"}
         ``1f1b``: Megatron's one-forward-one-backward schedule (interleaved with
-        ``interleave > 1``). ``dualpipe``: DeepSeek-V3's bidirectional schedule
+        ``vp > 1``). ``dualpipe``: DeepSeek-V3's bidirectional schedule
         (DeepSeek-V3 report sec. 3.2.1): every GPU holds two stages, ``i`` and
         ``pp − 1 − i``, and micro-batches enter from both ends; its bubble is
         ``(pp/2 − 1)(F&B + B − 3W)`` instead of ``(pp − 1)(F + B)``, at the price of two
@@ -111,7 +115,7 @@ class ParallelConfig(StrictModel):
         Count the embedding and the loss as one layer each when splitting the pipeline
         (Megatron's ``--account-for-embedding-in-pipeline-split`` and
         ``--account-for-loss-in-pipeline-split``): ``layers + 2`` must divide by
-        ``pp·interleave``; the first and last stages hold one layer fewer.
+        ``pp·vp``; the first and last stages hold one layer fewer.
     pipeline_layout : str or None
         Layers of every virtual pipeline stage in Megatron-Core's
         ``--pipeline-model-parallel-layout`` notation: stages separated by ``|`` in
@@ -119,7 +123,7 @@ class ParallelConfig(StrictModel):
         decoder layer, ``m`` a multi-token-prediction layer, ``E`` the embedding
         (first chunk), ``L`` the loss (last chunk), ``x*N`` and ``(...)*N`` repeat;
         commas and spaces are ignored. DeepSeek-V3's 61 layers at pp 8, vp 4 as NeMo runs
-        them: ``"Et|(tt|)*30mL"``. Must hold ``pp·interleave`` stages and every decoder
+        them: ``"Et|(tt|)*30mL"``. Must hold ``pp·vp`` stages and every decoder
         layer of the model; replaces the first/last stage options.
     sequence_parallel : bool
         Megatron sequence parallelism with TP (all-gather/reduce-scatter instead of
@@ -168,12 +172,15 @@ class ParallelConfig(StrictModel):
     overlap_p2p_comm : bool or None
         Pipeline sends and receives hidden behind compute in the steady state (Megatron's
         ``--overlap-p2p-communication``). ``None`` (default): as Megatron-LM runs it, hidden
-        with interleaving (``interleave > 1``), and on the critical path of every
+        with interleaving (``vp > 1``), and on the critical path of every
         micro-batch without it (plain 1F1B waits on each exchange: two transfers per
         micro-batch). ``True`` also suits schedules that overlap it without interleaving
         (DeepSeek-V3's DualPipe); needs ``pp > 1``.
-    grad_bytes : int
-        Bytes per gradient element on the wire for DP reduction (2 = BF16, 4 = FP32).
+    grad_reduce_dtype : {"bf16", "fp32"}
+        Precision data-parallel gradients are reduced in (``grad_bytes`` per element on
+        the wire: 2 or 4). BF16 is what NeMo's performance recipes ship; Megatron with
+        ``--bf16`` and FP32 main grads, PyTorch FSDP's ``reduce_dtype=float32``
+        (llm-foundry, torchtitan) reduce in FP32.
     reshard_after_forward : bool or None
         With FSDP / ZeRO-3: free the gathered weights after each forward (``True``,
         FSDP's default: the backward gathers them again) or keep them to the backward
@@ -224,8 +231,8 @@ class ParallelConfig(StrictModel):
     recompute_layers: int | None = Field(None, ge=1)
     recompute_layers_per_chunk: int | None = Field(None, ge=1)
     offload_layers: int | None = Field(None, ge=0)
-    interleave: int = Field(1, ge=1)
-    pipeline_schedule: Literal["1f1b", "dualpipe"] = "1f1b"
+    vp: int = Field(1, ge=1)
+    pp_schedule: Literal["1f1b", "dualpipe"] = "1f1b"
     first_stage_layers: int | None = Field(None, ge=1)
     last_stage_layers: int | None = Field(None, ge=1)
     account_for_embedding_loss: bool = False
@@ -240,7 +247,7 @@ class ParallelConfig(StrictModel):
     overlap_grad_reduce: bool = True
     overlap_param_gather: bool = True
     overlap_p2p_comm: bool | None = None
-    grad_bytes: Literal[2, 4] = 2
+    grad_reduce_dtype: Literal["bf16", "fp32"] = "bf16"
     reshard_after_forward: bool | None = None
     fsdp_impl: Literal["pytorch", "megatron"] = "pytorch"
     attention_kernel: Literal["flash", "flash1"] = "flash"
@@ -248,17 +255,32 @@ class ParallelConfig(StrictModel):
     @model_validator(mode="before")
     @classmethod
     def _vp_from_layout(cls, data: Any) -> Any:
-        """A pipeline layout without ``interleave`` sets it, as Megatron does: stages / pp."""
+        """Old field names read under their new ones (:data:`RENAMED`, with a warning); a
+        pipeline layout without ``vp`` sets it, as Megatron does: stages / pp."""
+        data = renamed_keys(data, RENAMED, "training")
+        if isinstance(data, dict) and isinstance(data.get("grad_reduce_dtype"), int) \
+                and not isinstance(data["grad_reduce_dtype"], bool):  # grad_bytes: 2 / 4
+            width = {2: "bf16", 4: "fp32"}.get(data["grad_reduce_dtype"])
+            data = {**data, "grad_reduce_dtype": width or data["grad_reduce_dtype"]}
         if isinstance(data, dict) and isinstance(data.get("pipeline_layout"), str) \
-                and data.get("interleave") is None:
+                and data.get("vp") is None:
             pp = data.get("pp") or 1
             try:
                 n = len(_expand_layout(data["pipeline_layout"]).split("|"))
             except ValueError:  # resolve() reports it against the field
                 return data
             if isinstance(pp, int) and pp > 0 and n % pp == 0:
-                data = {**data, "interleave": n // pp}
+                data = {**data, "vp": n // pp}
         return data
+
+    @property
+    def grad_bytes(self) -> int:
+        """Bytes per gradient element on the wire for the data-parallel reduction.
+
+        >>> ParallelConfig().grad_bytes, ParallelConfig(grad_reduce_dtype="fp32").grad_bytes
+        (2, 4)
+        """
+        return 4 if self.grad_reduce_dtype == "fp32" else 2
 
     @property
     def keeps_gathered(self) -> bool:
@@ -286,12 +308,12 @@ class ParallelConfig(StrictModel):
     def p2p_overlapped(self) -> bool:
         """Pipeline sends/receives hidden behind compute in the steady state.
 
-        >>> ParallelConfig(pp=4).p2p_overlapped, ParallelConfig(pp=4, interleave=2).p2p_overlapped
+        >>> ParallelConfig(pp=4).p2p_overlapped, ParallelConfig(pp=4, vp=2).p2p_overlapped
         (False, True)
         """
         if self.overlap_p2p_comm is not None:
             return self.overlap_p2p_comm
-        return self.interleave > 1 or self.pipeline_schedule == "dualpipe"
+        return self.vp > 1 or self.pp_schedule == "dualpipe"
 
     @property
     def modules_recomputed(self) -> frozenset[str]:
@@ -334,8 +356,8 @@ class ParallelConfig(StrictModel):
             raise bad("tp", f"tp={tp} must divide the model's {model.heads} attention heads")
         if pp > model.layers:
             raise bad("pp", f"pp={pp} exceeds the model's {model.layers} layers")
-        if self.interleave > 1 and pp == 1:
-            raise bad("interleave", "interleave (--vp) > 1 needs pp > 1")
+        if self.vp > 1 and pp == 1:
+            raise bad("vp", "vp > 1 (interleaved 1F1B) needs pp > 1")
         mtp: tuple[int, ...] = ()
         if self.pipeline_layout is not None:
             if (self.first_stage_layers is not None or self.last_stage_layers is not None
@@ -344,7 +366,7 @@ class ParallelConfig(StrictModel):
                           "stage layers / account_for_embedding_loss, not both")
             try:
                 counts, mtp = parse_pipeline_layout(self.pipeline_layout, pp,
-                                                    self.interleave, model.layers)
+                                                    self.vp, model.layers)
             except ValueError as e:
                 raise bad("pipeline_layout", str(e)) from None
         else:
@@ -425,14 +447,14 @@ class ParallelConfig(StrictModel):
                                 f"tp·dp·cp = {tp * dp * cp})")
             raise bad("etp", f"etp·ep = {etp}·{ep} = {etp * ep} must divide tp·cp·dp = "
                              f"{tp * cp * dp}, the GPUs of a pipeline stage")
-        if self.pipeline_schedule == "dualpipe":
+        if self.pp_schedule == "dualpipe":
             if pp < 2 or pp % 2:
-                raise bad("pipeline_schedule", f"dualpipe pairs stage i with stage pp-1-i "
+                raise bad("pp_schedule", f"dualpipe pairs stage i with stage pp-1-i "
                           f"on one GPU, so pp must be even and >= 2, got pp={pp}")
-            if self.interleave > 1:
+            if self.vp > 1:
                 what = (f"the pipeline layout must hold exactly pp={pp} stages"
-                        if self.pipeline_layout is not None else "drop --vp (interleave)")
-                raise bad("pipeline_schedule", f"dualpipe is its own schedule and does not "
+                        if self.pipeline_layout is not None else "drop --vp")
+                raise bad("pp_schedule", f"dualpipe is its own schedule and does not "
                           f"interleave: {what}, or use --pp-schedule 1f1b")
         seq = self.seq_len or model.seq
         sp = self.sequence_parallel and tp > 1
@@ -452,7 +474,7 @@ class ParallelConfig(StrictModel):
         if gb % per_step:
             raise bad("global_batch", f"global_batch={gb} must be a multiple of "
                                       f"micro_batch·dp = {self.micro_batch}·{dp} = {per_step}")
-        if self.pipeline_schedule == "dualpipe" and (gb // per_step < 2 * pp
+        if self.pp_schedule == "dualpipe" and (gb // per_step < 2 * pp
                                                      or (gb // per_step) % 2):
             need = 2 * pp * per_step
             raise bad("global_batch", f"dualpipe needs an even number of micro-batches, at "
@@ -477,7 +499,7 @@ class ParallelConfig(StrictModel):
                 raise bad("recompute_layers_per_chunk", "recompute_layers_per_chunk (Megatron's "
                           "block recomputation) needs recompute='full' and no "
                           "recompute_layers")
-            v = max(self.interleave, 1)
+            v = max(self.vp, 1)
             per_stage = min(max(counts), self.recompute_layers_per_chunk * v)
             cfg = self.model_copy(update={
                 "recompute_layers": None if per_stage >= max(counts) else per_stage,
@@ -493,7 +515,7 @@ class ParallelConfig(StrictModel):
     def _stage_layers(self, layers: int, bad: Callable[[str, str], ModelError]
                       ) -> tuple[int, ...]:
         """Layers of every pipeline stage, as Megatron splits them (see the fields)."""
-        pp, v = self.pp, self.interleave
+        pp, v = self.pp, self.vp
         first, last = self.first_stage_layers, self.last_stage_layers
         if self.account_for_embedding_loss:
             if first is not None or last is not None:
@@ -526,7 +548,7 @@ class ParallelConfig(StrictModel):
             if last is not None:
                 counts[-1] = last
             if v > 1 and any(c % v for c in counts):
-                raise bad("interleave", f"every stage's layers {sorted(set(counts))} must "
+                raise bad("vp", f"every stage's layers {sorted(set(counts))} must "
                           f"divide by vp={v}; use account_for_embedding_loss (layers + 2 = "
                           f"{layers + 2} over pp·vp = {pp * v}) or other stage sizes")
             return tuple(counts)
@@ -537,7 +559,7 @@ class ParallelConfig(StrictModel):
             fits = [str(k) for k in range(1, layers // pp + 1) if layers % (pp * k) == 0]
             which = f"vp one of {', '.join(fits)}" if fits else \
                 f"no vp divides: {layers} layers do not split into {pp} equal stages"
-            raise bad("interleave", f"pp·vp = {pp * v} must divide the model's {layers} "
+            raise bad("vp", f"pp·vp = {pp * v} must divide the model's {layers} "
                       f"layers (at pp={pp}, {which}), or set first/last stage layers so "
                       f"that every stage's count divides by vp{hint}")
         base, extra = divmod(layers, pp)

@@ -45,7 +45,7 @@ __all__ = ["FSDP_ONLY", "STACK_FIELDS", "Plan", "candidates", "plan_parallel",
 
 #: :class:`ParallelConfig` fields that describe the software stack, not the layout: a
 #: job's values hold for every candidate layout the planner tries.
-STACK_FIELDS = ("attention_kernel", "grad_bytes", "fp8_recipe", "fsdp_impl",
+STACK_FIELDS = ("attention_kernel", "grad_reduce_dtype", "fp8_recipe", "fsdp_impl",
                 "reshard_after_forward", "sequence_parallel", "tp_overlap",
                 "tp_comm_overlap", "ep_overlap", "overlap_grad_reduce",
                 "overlap_param_gather", "overlap_p2p_comm", "moe_dispatcher",
@@ -160,7 +160,7 @@ def candidates(model: TransformerSpec, world: int, gpus_per_server: int, *,
                 out.append(ParallelConfig(tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, zero=z,
                                           micro_batch=mb, global_batch=global_batch,
                                           seq_len=seq_len, precision=precision,
-                                          recompute=rc, interleave=v))
+                                          recompute=rc, vp=v))
     return out
 
 

@@ -182,7 +182,7 @@ def fsdp_kernel_bytes(cfg: ParallelConfig) -> float:
 
     Examples
     --------
-    >>> fsdp_kernel_bytes(ParallelConfig(zero="fsdp", grad_bytes=4))
+    >>> fsdp_kernel_bytes(ParallelConfig(zero="fsdp", grad_reduce_dtype="fp32"))
     34.0
     >>> fsdp_kernel_bytes(ParallelConfig(zero="fsdp", reshard_after_forward=False))
     14.0
@@ -392,7 +392,7 @@ def routed_servers(m: TransformerSpec, ep_servers: Sequence[int],
     return float((1.0 - miss).sum(axis=1).mean())
 
 
-def pipeline_bubble(pp: int, interleave: int, schedule: str, t_mb: float, bwd: float,
+def pipeline_bubble(pp: int, vp: int, schedule: str, t_mb: float, bwd: float,
                     wgrad: float) -> float:
     """Seconds per step a pipeline stage idles in fill and drain.
 
@@ -413,7 +413,7 @@ def pipeline_bubble(pp: int, interleave: int, schedule: str, t_mb: float, bwd: f
     """
     if schedule == "dualpipe":
         return max(0.0, (pp / 2 - 1) * (t_mb + bwd - 3.0 * wgrad))
-    return (pp - 1) / interleave * t_mb
+    return (pp - 1) / vp * t_mb
 
 
 def ring_hop_time(comm: CommModel, ranks: list[int], nbytes: float) -> float:
@@ -558,11 +558,11 @@ def comm_cost(m: TransformerSpec, p: ResolvedParallel, comm: CommModel,
     if p.pp > 1:
         g = p.group("pp")
         t_p2p = comm.time("sendrecv", g[:2], act / sp_split)
-        tot["pp"] = 2 * m_micro * t_p2p * cfg.interleave
+        tot["pp"] = 2 * m_micro * t_p2p * cfg.vp
         if cfg.p2p_overlapped:  # only the fill and drain wait
-            pp_exp = 2 * (p.pp * cfg.interleave - 1) * t_p2p
+            pp_exp = 2 * (p.pp * cfg.vp - 1) * t_p2p
         else:  # every micro-batch slot waits on its two exchanges (fill/drain included)
-            exp["pp_mb"] = 2 * cfg.interleave * t_p2p
+            exp["pp_mb"] = 2 * cfg.vp * t_p2p
 
     # --- data parallel -----------------------------------------------------------------
     dense, expert = stage_params(m, p)
@@ -582,7 +582,7 @@ def comm_cost(m: TransformerSpec, p: ResolvedParallel, comm: CommModel,
             dp_exp += _exposed(ag, ct.fwd, 1 / buckets) + _exposed(rs, ct.bwd, 1 / buckets)
         elif z >= 3:
             # a micro-batch runs through one stage: under DualPipe half of what it holds
-            n_mb = n / 2 if cfg.pipeline_schedule == "dualpipe" else n
+            n_mb = n / 2 if cfg.pp_schedule == "dualpipe" else n
             ag = comm.time("all_gather", g, n_mb * 2.0)
             rs = comm.time("reduce_scatter", g, n_mb * gbytes)
             # weights are gathered for the forward and, unless kept, again for the
@@ -616,7 +616,7 @@ def comm_cost(m: TransformerSpec, p: ResolvedParallel, comm: CommModel,
     # DualPipe keeps two copies of every stage (on GPU i and on its mirror pp-1-i), each
     # with its own optimizer: after the data-parallel sync the pair all-reduces each
     # stage's gradient shard (DualPipe's example), with nothing left to hide it
-    if cfg.pipeline_schedule == "dualpipe":
+    if cfg.pp_schedule == "dualpipe":
         shard = ((dense / max(1, p.dp * p.cp) + expert / max(1, p.edp)) if z >= 1
                  else dense + expert) / 2
         pair = [p.rank(pp_i=0), p.rank(pp_i=p.pp - 1)]
@@ -767,7 +767,7 @@ def simulate_step(model: TransformerSpec, cfg: ParallelConfig, fabric: Fabric,
         if cfg.keeps_gathered and p.pp > 1:
             fsdp_step = t_fsdp
         else:  # under DualPipe a micro-batch runs through half of what a GPU holds
-            fsdp_mb = t_fsdp * (0.5 if cfg.pipeline_schedule == "dualpipe" else 1.0)
+            fsdp_mb = t_fsdp * (0.5 if cfg.pp_schedule == "dualpipe" else 1.0)
     # activations offloaded to host memory cross the GPU's host link (NVLink-C2C or PCIe)
     # on a copy stream beside the compute: out during the stage's forward, back in ahead
     # of its backward (Megatron's offload queue prefetches); what the link cannot move in
@@ -779,7 +779,7 @@ def simulate_step(model: TransformerSpec, cfg: ParallelConfig, fabric: Fabric,
         fsdp_mb += max(0.0, t_copy - ct.fwd) + max(0.0, t_copy - ct.bwd)
     mb_comm = exp["tp"] + exp["ep"] + exp["cp"] + exp["dp_mb"] + exp["pp_mb"]
     t_mb = ct.fwd + ct.bwd + fsdp_mb + mb_comm
-    bubble = pipeline_bubble(p.pp, cfg.interleave, cfg.pipeline_schedule, t_mb, ct.bwd,
+    bubble = pipeline_bubble(p.pp, cfg.vp, cfg.pp_schedule, t_mb, ct.bwd,
                              ct.wgrad)
     breakdown = {
         "compute": m * (ct.fwd + ct.bwd + fsdp_mb) + fsdp_step,
@@ -804,8 +804,8 @@ def simulate_step(model: TransformerSpec, cfg: ParallelConfig, fabric: Fabric,
            "etp": p.etp if model.is_moe else None,
            "zero": cfg.zero, "micro_batch": cfg.micro_batch, "global_batch": p.global_batch,
            "num_micro": m, "seq_len": p.seq, "precision": cfg.precision,
-           "recompute": cfg.recompute, "interleave": cfg.interleave,
-           "pipeline_schedule": cfg.pipeline_schedule,
+           "recompute": cfg.recompute, "vp": cfg.vp,
+           "pp_schedule": cfg.pp_schedule,
            "stage_layers": list(p.stage_layer_counts),
            "recompute_layers": cfg.recompute_layers, "offload_layers": cfg.offload_layers,
            "recompute_modules": sorted(cfg.modules_recomputed)
@@ -817,7 +817,8 @@ def simulate_step(model: TransformerSpec, cfg: ParallelConfig, fabric: Fabric,
            "overlap_p2p_comm": cfg.p2p_overlapped, "moe_imbalance": cfg.moe_imbalance,
            "fp8_recipe": cfg.recipe if cfg.precision == "fp8" else None,
            "reshard_after_forward": (not cfg.keeps_gathered) if z >= 3 else None,
-           "fsdp_impl": cfg.fsdp_impl if z >= 3 else None, "grad_bytes": cfg.grad_bytes,
+           "fsdp_impl": cfg.fsdp_impl if z >= 3 else None,
+           "grad_reduce_dtype": cfg.grad_reduce_dtype,
            "attention_kernel": cfg.attention_kernel}
     return StepResult(
         model=model.name, world=world, parallel=par, step_time_s=step,
