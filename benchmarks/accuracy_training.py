@@ -246,7 +246,7 @@ def run(comm_factory: Callable[[Fabric], CommModel]) -> list[dict[str, Any]]:
         comm = comm_factory(fab)
         if c.cfg is None:
             plan = plan_parallel(c.model, fab, global_batch=c.global_batch, seq_len=c.seq,
-                                 comm=comm, top=1, options=c.options)
+                                 comm=comm, top=1, options=ParallelConfig.model_validate(c.options))
             r = plan.results[0]
         else:
             r = simulate_step(c.model, c.cfg, fab, comm, check_memory=False)
@@ -296,7 +296,8 @@ def fit(comm_factory: Callable[[Fabric], CommModel]) -> dict[str, Any]:  # pragm
             comm = comm_factory(fab)
             if c.cfg is None:
                 r = plan_parallel(c.model, fab, global_batch=c.global_batch, seq_len=c.seq,
-                                  comm=comm, top=1, options=c.options).results[0]
+                                  comm=comm, top=1,
+                                  options=ParallelConfig.model_validate(c.options)).results[0]
             else:
                 r = simulate_step(c.model, c.cfg, fab, comm, check_memory=False)
             pred = predicted(c, r, fab)

@@ -1,7 +1,6 @@
 import pytest
 
-from fabricsim.errors import ConfigError, ModelError
-from fabricsim.scenario.sections import training_from_section
+from fabricsim.errors import ModelError
 from fabricsim.workloads.flops import training_flops_per_token
 from fabricsim.workloads.models import get_model
 from fabricsim.workloads.training.memory import memory_per_gpu
@@ -106,20 +105,6 @@ def test_divisibility_errors_name_the_field() -> None:
         ParallelConfig(ep=2).resolve(m, 8)
     with pytest.raises(ModelError, match=r"training\.dp"):
         ParallelConfig(dp=3).resolve(m, 8)
-
-
-def test_training_section_validation() -> None:
-    m, cfg, _ = training_from_section({"layers": 4, "hidden": 256, "heads": 4, "ffn": 1024,
-                                       "vocab": 1000, "tp": 2})
-    assert m.layers == 4 and cfg.tp == 2
-    with pytest.raises(ConfigError, match=r"training\.hidden"):
-        training_from_section({"layers": 4})
-    with pytest.raises(ConfigError, match=r"training\.kv_heads"):
-        training_from_section({"model": "llama2-7b", "kv_heads": 5})
-    with pytest.raises(ConfigError, match=r"training\.bogus"):
-        training_from_section({"model": "llama2-7b", "bogus": 1})
-    with pytest.raises(ConfigError, match=r"training\.model.*did you mean"):
-        training_from_section({"model": "llama2-7"})
 
 
 def test_attention_activations_follow_the_heads() -> None:
@@ -227,23 +212,6 @@ def test_deepseek_v3_fits_as_deepseek_trained_it() -> None:
                        ).resolve(m, 2048)
     est = memory_per_gpu(m, p)
     assert 60 * GIB < est.total < 80 * GIB
-
-
-@pytest.mark.parametrize(("key", "meant"), [("virtual_pipeline_model_parallel_size", "vp"),
-                                            ("fp8", "precision: fp8"),
-                                            ("globl_batch", "global_batch"),
-                                            ("grad_reduce", "grad_reduce_dtype")])
-def test_a_misnamed_training_key_names_the_field_meant(key: str, meant: str) -> None:
-    with pytest.raises(ConfigError, match=f"did you mean {meant}") as e:
-        training_from_section({"model": "llama3-8b", key: 2})
-    assert e.value.field == f"training.{key}"
-
-
-def test_a_misnamed_inference_key_names_the_field_meant() -> None:
-    from fabricsim.scenario.sections import serving_from_section
-
-    with pytest.raises(ConfigError, match="did you mean tpot_target_ms"):
-        serving_from_section({"model": "llama3-8b", "tpot_target": 30})
 
 
 def test_fp8_saves_nothing_on_what_selective_recomputation_frees() -> None:

@@ -21,14 +21,15 @@ Example
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, create_model, model_validator
 
 from fabricsim._strict import StrictModel
 from fabricsim.errors import ConfigError, unknown
 
-__all__ = ["MODEL_FIELDS", "PRESETS", "TransformerSpec", "get_model", "model_names"]
+__all__ = ["MODEL_FIELDS", "PRESETS", "ModelShape", "TransformerSpec", "custom_model",
+           "get_model", "model_names"]
 
 
 class TransformerSpec(StrictModel):
@@ -291,6 +292,31 @@ class TransformerSpec(StrictModel):
 #: Names of the fields a scenario's ``training:`` section may set to shape a model.
 MODEL_FIELDS = tuple(n for n in TransformerSpec.model_fields if n != "name")
 
+
+class _ShapeBase(StrictModel):
+    """Changes to a model's shape: any of :data:`MODEL_FIELDS`, each optional (``None``:
+    the preset's). Which fields were given is ``model_fields_set``; their values are
+    checked when the changed model is built (:func:`custom_model`).
+
+    >>> ModelShape(layers=16).given()
+    {'layers': 16}
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    def given(self) -> dict[str, Any]:
+        """The fields given, by name."""
+        return {k: getattr(self, k) for k in MODEL_FIELDS if k in self.model_fields_set}
+
+
+if TYPE_CHECKING:  # the type checker sees the base; the fields are TransformerSpec's
+    ModelShape = _ShapeBase
+else:
+    ModelShape = create_model(
+        "ModelShape", __base__=_ShapeBase, __module__=__name__,
+        **{n: (TransformerSpec.model_fields[n].annotation | None, None) for n in MODEL_FIELDS})
+    ModelShape.__doc__ = _ShapeBase.__doc__
+
 _P: dict[str, dict[str, Any]] = {
     # GPT-3 175B (Brown et al. 2020, Table 2.1); learned positions ignored.
     "gpt3-175b": dict(layers=96, hidden=12288, heads=96, ffn=49152, vocab=50257, seq=2048,
@@ -458,17 +484,17 @@ def get_model(name: str, field: str = "model") -> TransformerSpec:
         raise unknown("model", name, PRESETS, field=field) from None
 
 
-def custom_model(base: TransformerSpec | None, overrides: dict[str, Any],
+def custom_model(base: TransformerSpec | None, shape: ModelShape,
                  prefix: str = "training") -> TransformerSpec:
-    """Apply ``overrides`` (fields of :data:`MODEL_FIELDS`) to ``base`` and validate.
+    """Apply ``shape`` (the :data:`MODEL_FIELDS` it gives) to ``base`` and validate.
 
     Errors name ``<prefix>.<field>``.
 
     Examples
     --------
-    >>> custom_model(get_model("llama2-7b"), {"layers": 16}).layers
+    >>> custom_model(get_model("llama2-7b"), ModelShape(layers=16)).layers
     16
-    >>> custom_model(None, {"layers": 2})
+    >>> custom_model(None, ModelShape(layers=2))
     Traceback (most recent call last):
     ...
     fabricsim.errors.ConfigError: training.hidden: Field required
@@ -476,6 +502,7 @@ def custom_model(base: TransformerSpec | None, overrides: dict[str, Any],
     from pydantic import ValidationError
 
     data: dict[str, Any] = base.model_dump() if base is not None else {}
+    overrides = shape.given()
     data.update(overrides)
     if base is not None and overrides:
         data["name"] = f"{base.name}*"

@@ -200,7 +200,7 @@ def test_continuous_batching_limits(dgx1: fs.Fabric) -> None:
     assert capped.batch == 16 and capped.limited_by == "max-batch"
     with pytest.raises(ModelError, match="no batch meets --tpot-target") as e:
         continuous_batching(L70, dgx1, tpot_target_s=1e-3, **kw)  # type: ignore[arg-type]
-    assert e.value.field == "inference.tpot_target"
+    assert e.value.field == "inference.tpot_target_ms"
     with pytest.raises(ConfigError, match="--tpot-target must be a positive"):
         continuous_batching(L70, dgx1, tpot_target_s=-1.0, **kw)  # type: ignore[arg-type]
     with pytest.raises(ModelError, match="no room for one request"):
@@ -277,7 +277,7 @@ def test_a_context_past_the_models_position_limit_is_refused(dgx1: fs.Fabric) ->
     """Llama 3 serves 8,192 tokens; a million-token prompt used to be timed (TTFT of
     344 s). The 3.1 variant (max_context 131,072) takes 32K."""
     from fabricsim.errors import ConfigError
-    from fabricsim.workloads.models import custom_model
+    from fabricsim.workloads.models import ModelShape, custom_model
     from fabricsim.workloads.serving.disaggregated import disaggregated_serving
 
     for call in (simulate_inference, continuous_batching):
@@ -288,7 +288,7 @@ def test_a_context_past_the_models_position_limit_is_refused(dgx1: fs.Fabric) ->
     with pytest.raises(ConfigError, match="max_context"):
         disaggregated_serving(L70, fab, prefill_tp=8, batch=1, prompt_len=8000,
                               output_len=256)
-    l31 = custom_model(L70, {"max_context": 131072})
+    l31 = custom_model(L70, ModelShape.model_validate({"max_context": 131072}))
     assert simulate_inference(l31, dgx1, prompt_len=32768, output_len=256,
                               precision="fp8").prefill_s > 0
 

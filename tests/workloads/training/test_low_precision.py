@@ -85,24 +85,24 @@ def test_megatron_window_flags_shape_the_model() -> None:
 
 
 def test_a_window_given_as_a_frequency_follows_the_layer_count() -> None:
-    from fabricsim.workloads.models import custom_model
+    from fabricsim.workloads.models import ModelShape, custom_model
 
     oss = get_model("gpt-oss-120b")
     assert oss.windowed_layers == 18
-    assert custom_model(oss, {"layers": 12}).windowed_layers == 6
-    assert custom_model(oss, {"layers": 72}).windowed_layers == 36
+    assert custom_model(oss, ModelShape.model_validate({"layers": 12})).windowed_layers == 6
+    assert custom_model(oss, ModelShape.model_validate({"layers": 72})).windowed_layers == 36
     with pytest.raises(ConfigError, match="window_skip_freq needs attn_window"):
-        custom_model(oss, {"attn_window": None})
+        custom_model(oss, ModelShape.model_validate({"attn_window": None}))
 
 
 def test_mla_weights_must_cover_the_output_projection() -> None:
-    from fabricsim.workloads.models import custom_model
+    from fabricsim.workloads.models import ModelShape, custom_model
 
     with pytest.raises(ConfigError, match=r"attn_weights .* MLA preset") as e:
-        custom_model(get_model("deepseek-v3"), {"hidden": 16384})
+        custom_model(get_model("deepseek-v3"), ModelShape.model_validate({"hidden": 16384}))
     assert e.value.field == "training.attn_weights"
-    wide = custom_model(get_model("deepseek-v3"), {"hidden": 16384,
-                                                   "attn_weights": 300_000_000})
+    wide = custom_model(get_model("deepseek-v3"), ModelShape.model_validate(
+        {"hidden": 16384, "attn_weights": 300_000_000}))
     assert wide.attn_params == 300_000_000
 
 

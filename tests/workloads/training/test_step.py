@@ -389,16 +389,16 @@ def test_planner_gives_fsdp_options_to_fsdp_candidates_only() -> None:
     model = get_model("llama2-7b")
     plan = plan_parallel(model, H100_2N, global_batch=32, seq_len=4096, zero=(1, "fsdp"),
                          comm=RingDouble(H100_2N), top=500,
-                         options={"fsdp_impl": "megatron"})
+                         options=ParallelConfig(fsdp_impl="megatron"))
     impls = {(r.parallel["zero"], r.parallel["fsdp_impl"]) for r in plan.results}
     assert impls == {(1, None), ("fsdp", "megatron")}
     with pytest.raises(ModelError, match=r"options.fsdp_impl.*--zero fsdp"):
-        plan_parallel(model, H100_2N, global_batch=32, options={"fsdp_impl": "megatron"})
+        plan_parallel(model, H100_2N, global_batch=32, options=ParallelConfig(fsdp_impl="megatron"))
 
 
 def test_a_search_with_no_runnable_layout_names_the_first_refusal() -> None:
     plan = plan_parallel(get_model("llama2-7b"), H100_2N, global_batch=32, zero=("fsdp",),
-                         comm=RingDouble(H100_2N), options={"moe_imbalance": 1.2})
+                         comm=RingDouble(H100_2N), options=ParallelConfig(moe_imbalance=1.2))
     assert not plan.results and plan.rejected_memory == 0
     assert "could run (the first refused:" in plan.notes[0] and "moe_imbalance" in \
         plan.notes[0]

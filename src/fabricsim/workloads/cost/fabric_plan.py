@@ -21,17 +21,17 @@ Example
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from fabricsim.catalog import Catalog, get_catalog
 from fabricsim.errors import ConfigError, ModelError, unknown
-from fabricsim.fabric import build_cluster
+from fabricsim.fabric import Fabric, build_cluster
 from fabricsim.results import Tabular
 from fabricsim.workloads.cost.capex import FabricCapex, fabric_capex, token_cost
 from fabricsim.workloads.models import TransformerSpec
-from fabricsim.workloads.training.goodput import goodput_on_fabric
+from fabricsim.workloads.training.goodput import GoodputInputs, goodput_on_fabric
 from fabricsim.workloads.training.parallel import ParallelConfig
 from fabricsim.workloads.training.planner import plan_parallel
 from fabricsim.workloads.training.step import StepResult, simulate_step
@@ -74,11 +74,11 @@ def compare_fabrics(model: TransformerSpec, *, system: str, nodes: int,
                     seq_len: int | None = None, precision: str = "bf16",
                     gpu_hour_usd: float | None = None, lifetime_years: float = 4.0,
                     backend: str = "analytic", cloud_proxy: bool = True,
-                    cluster_params: dict[str, Any] | None = None,
+                    build: Callable[[str], Fabric] | None = None,
                     zero: tuple[int | str, ...] = (1,),
-                    options: Mapping[str, Any] | None = None,
+                    options: ParallelConfig | None = None,
                     catalog: Catalog | None = None,
-                    goodput_kw: Mapping[str, Any] | None = None) -> list[FabricOption]:
+                    goodput: GoodputInputs | None = None) -> list[FabricOption]:
     """Time, price and compare ``model`` on ``nodes`` × ``system`` for each fabric.
 
     Parameters
@@ -95,14 +95,16 @@ def compare_fabrics(model: TransformerSpec, *, system: str, nodes: int,
         For the planner (ignored when ``cfg`` is given): ``zero`` the ZeRO stages it
         tries, ``options`` the stack fields every layout gets (as
         :func:`~fabricsim.workloads.training.planner.plan_parallel`).
+    build : callable, optional
+        The cluster joined by a fabric preset (its name in, a Fabric out), when it is
+        more than ``build_cluster(system, nodes, ..., fabric=name)`` (a calibration's
+        ``params``, a scenario's systems).
     gpu_hour_usd : float, optional
         Default: the system preset's price.
     lifetime_years : float
         Amortisation period of the fabric capex.
-    goodput_kw : mapping, optional
-        Checkpoint bandwidth and restart time for each fabric's goodput
-        (``checkpoint_write_bytes_per_s``, ``restart_s`` of
-        :func:`~fabricsim.workloads.training.goodput.goodput_on_fabric`).
+    goodput : GoodputInputs, optional
+        Checkpoint bandwidth and restart time for each fabric's goodput.
     catalog : Catalog, optional
         One with user-defined systems (:func:`fabricsim.catalog.with_systems`).
 
@@ -121,9 +123,9 @@ def compare_fabrics(model: TransformerSpec, *, system: str, nodes: int,
         cat.system(system).gpu_hour_usd if system in cat.systems else 0.0)
     out: list[FabricOption] = []
     for f in fabrics:
-        fab = build_cluster(system, nodes, gpus_per_node=gpus_per_node, fabric=f,
-                            topology=topology, oversubscription=oversubscription,
-                            params=dict(cluster_params or {}), catalog=catalog)
+        fab = build(f) if build is not None else build_cluster(
+            system, nodes, gpus_per_node=gpus_per_node, fabric=f, topology=topology,
+            oversubscription=oversubscription, catalog=catalog)
         if cfg is not None:
             step = simulate_step(model, cfg, fab, backend=backend, gpu_hour_usd=price)
             planned = False
@@ -142,9 +144,11 @@ def compare_fabrics(model: TransformerSpec, *, system: str, nodes: int,
         capex = fabric_capex(fab, cloud_proxy=cloud_proxy)
         cost = token_cost(step.tokens_per_s, step.world, float(price), capex.total_usd,
                           lifetime_years)
+        gi = goodput or GoodputInputs()
         gp = goodput_on_fabric(fab, params=model.params, step_time_s=step.step_time_s,
                                gpus=step.world, gpu_hour_usd=float(price),
-                               **dict(goodput_kw or {})).goodput
+                               checkpoint_write_bytes_per_s=gi.checkpoint_write_bytes_per_s,
+                               restart_s=gi.restart_s).goodput
         out.append(FabricOption(fabric=f, step=step, capex=capex, cost=cost,
                                 planned=planned, goodput=gp))
     return out

@@ -110,7 +110,7 @@ def continuous_batching(model: TransformerSpec, fabric: Fabric, *, prompt_len: i
         positive("max_batch", max_batch, "--max-batch")
     if tpot_target_s is not None and not (tpot_target_s > 0 and math.isfinite(tpot_target_s)):
         raise ConfigError(f"--tpot-target must be a positive number of milliseconds, got "
-                          f"{tpot_target_s * 1e3!r}", field="inference.tpot_target")
+                          f"{tpot_target_s * 1e3!r}", field="inference.tpot_target_ms")
     if not 0 < memory_fraction <= 1:
         raise ConfigError(f"memory_fraction must be in (0, 1], got {memory_fraction!r}",
                           field="inference.memory_fraction")
@@ -139,7 +139,7 @@ def continuous_batching(model: TransformerSpec, fabric: Fabric, *, prompt_len: i
             raise ModelError(
                 f"no batch meets --tpot-target {tpot_target_s * 1e3:.2f} ms: one sequence "
                 f"alone takes {sum(step(1)) * 1e3:.2f} ms per token at tp={tp}, pp={pp}; "
-                f"raise the target or --tp", field="inference.tpot_target")
+                f"raise the target or --tp", field="inference.tpot_target_ms")
         while lo < hi:  # largest b with step(b) <= target (step grows with b)
             mid = (lo + hi + 1) // 2
             if sum(step(mid)) <= tpot_target_s:

@@ -62,6 +62,7 @@ __all__ = [
     "STORAGE_WRITE_CAP",
     "SWITCH_SURVIVAL_3_MONTHS",
     "FailureRates",
+    "GoodputInputs",
     "GoodputResult",
     "checkpoint_size_bytes",
     "goodput",
@@ -542,6 +543,20 @@ def _hosts_per_server(system: str) -> int:
 
     sysp = get_catalog().systems.get(system)
     return max(1, sysp.cpus // 2) if sysp is not None else 1
+
+
+@dataclass(frozen=True)
+class GoodputInputs:
+    """What a job says of its failures' cost: the aggregate checkpoint write bandwidth
+    (bytes/s; ``None``: the servers' storage NICs, :func:`goodput_on_fabric`) and the
+    seconds to detect a failure, reschedule and reload.
+
+    >>> GoodputInputs().restart_s
+    600.0
+    """
+
+    checkpoint_write_bytes_per_s: float | None = None
+    restart_s: float = DEFAULT_RESTART_S
 
 
 def goodput_on_fabric(fabric: Fabric, *, params: float, step_time_s: float,

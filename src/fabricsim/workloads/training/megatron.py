@@ -28,12 +28,26 @@ Example
 from __future__ import annotations
 
 import shlex
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+from typing import Any, NamedTuple
 
 from fabricsim.errors import ConfigError
 
-__all__ = ["MEGATRON_FLAGS", "parse_megatron_args"]
+__all__ = ["MEGATRON_FLAGS", "MegatronArgs", "parse_megatron_args"]
+
+
+class MegatronArgs(NamedTuple):
+    """A Megatron-LM / NeMo argument list as ``training:`` fields.
+
+    ``fields`` maps each field the list sets (model shape, parallel layout, batch,
+    precision, recomputation, overlap) to its value, read-only; a scenario's training
+    section validates them with its own keys over them. ``ignored`` names the arguments
+    with no effect on the step time, as given.
+    """
+
+    fields: Mapping[str, object]
+    ignored: list[str]
 
 
 def _window(v: str, flag: str) -> int:
@@ -137,7 +151,7 @@ _SWITCH_VALUES = {"--bf16": "bf16", "--use-distributed-optimizer": 1,
                   "--no-overlap-p2p-communication": False}
 
 
-def parse_megatron_args(text: str) -> tuple[dict[str, Any], list[str]]:
+def parse_megatron_args(text: str) -> MegatronArgs:
     """Map a Megatron/NeMo argument list onto ``training:`` fields.
 
     Returns the fields and the arguments that were ignored (as given). Both
@@ -221,7 +235,7 @@ def parse_megatron_args(text: str) -> tuple[dict[str, Any], list[str]]:
         ignored.append(f"--fp8-recipe {out.pop('fp8_recipe')} (no --fp8-format: {low})")
     if "_fp4_recipe" in out and not out.get("_fp4"):  # and this under --fp4-format
         ignored.append(f"--fp4-recipe {out.pop('_fp4_recipe')} (no --fp4-format: not FP4)")
-    return _finish(out), ignored
+    return MegatronArgs(MappingProxyType(_finish(out)), ignored)
 
 
 def _finish(raw: dict[str, Any]) -> dict[str, Any]:

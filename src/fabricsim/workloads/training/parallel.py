@@ -21,7 +21,7 @@ Example
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
@@ -257,7 +257,8 @@ class ParallelConfig(StrictModel):
     def _vp_from_layout(cls, data: Any) -> Any:
         """Old field names read under their new ones (:data:`RENAMED`, with a warning); a
         pipeline layout without ``vp`` sets it, as Megatron does: stages / pp."""
-        data = renamed_keys(data, RENAMED, "training")
+        if isinstance(data, Mapping):
+            data = renamed_keys(dict(data), RENAMED, "training")
         if isinstance(data, dict) and isinstance(data.get("grad_reduce_dtype"), int) \
                 and not isinstance(data["grad_reduce_dtype"], bool):  # grad_bytes: 2 / 4
             width = {2: "bf16", 4: "fp32"}.get(data["grad_reduce_dtype"])
@@ -629,6 +630,61 @@ class ResolvedParallel:
     def rank(self, tp_i: int = 0, cp_i: int = 0, dp_i: int = 0, pp_i: int = 0) -> int:
         """Global rank of the given coordinates (Megatron order, TP fastest)."""
         return tp_i + self.tp * (cp_i + self.cp * (dp_i + self.dp * pp_i))
+
+    def coordinates(self, rank: int, moe: bool = False) -> tuple[int, int, int, int]:
+        """``rank``'s coordinates ``(tp_i, cp_i, dp_i, pp_i)`` in Megatron's order, or
+        with ``moe`` in the MoE layers' folding ``(etp_i, ep_i, edp_i, pp_i)``.
+
+        >>> from fabricsim.workloads.models import get_model
+        >>> p = ParallelConfig(tp=2, ep=4).resolve(get_model("mixtral-8x7b"), world=16)
+        >>> p.coordinates(11), p.coordinates(11, moe=True)
+        ((1, 0, 5, 0), (1, 1, 1, 0))
+        """
+        sizes = self._sizes(moe)
+        out = []
+        for size in sizes:
+            out.append(rank % size)
+            rank //= size
+        return out[0], out[1], out[2], out[3]
+
+    def _sizes(self, moe: bool) -> tuple[int, int, int, int]:
+        if moe:
+            return self.etp, self.ep, self.edp, self.pp
+        return self.tp, self.cp, self.dp, self.pp
+
+    def siblings(self, ranks: Sequence[int], moe: bool = False) -> list[list[int]]:
+        """Every group that plays the part ``ranks`` plays in the job, ``ranks`` first:
+        the same members moved along every coordinate (:meth:`coordinates`) as far as
+        all of them stay inside the job. The TP group of rank 0 has one sibling per other
+        TP group; a pipeline send between stages 0 and 1 has one per rank of a stage and
+        pair of neighbouring stages. A synchronous step waits for the slowest of them.
+
+        >>> from fabricsim.workloads.models import get_model
+        >>> p = ParallelConfig(tp=2, pp=3).resolve(get_model("llama2-7b"), world=12)
+        >>> p.siblings(p.group("dp"))
+        [[0, 2], [4, 6], [8, 10], [1, 3], [5, 7], [9, 11]]
+        >>> len(p.siblings(p.group("pp")[:2])), len(p.siblings(p.group("tp")))
+        (8, 6)
+        """
+        import itertools
+
+        sizes = self._sizes(moe)
+        coords = [self.coordinates(r, moe) for r in ranks]
+        spans = [range(-min(c[d] for c in coords), sizes[d] - max(c[d] for c in coords))
+                 for d in range(4)]
+        out: list[list[int]] = [list(ranks)]
+        for shift in itertools.product(*spans):
+            if not any(shift):
+                continue
+            group = []
+            for c in coords:
+                r, scale = 0, 1
+                for d in range(4):
+                    r += (c[d] + shift[d]) * scale
+                    scale *= sizes[d]
+                group.append(r)
+            out.append(group)
+        return out
 
     def group(self, kind: str) -> list[int]:
         """Ranks of the first group of ``kind`` (``tp``, ``cp``, ``dp``, ``ep``, ``edp``

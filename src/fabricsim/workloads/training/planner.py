@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -85,15 +84,16 @@ class Plan(Tabular):
         return [{"rank": i, **flatten(r.as_dict())} for i, r in enumerate(self.results, 1)]
 
 
-def stack_options(cfg: ParallelConfig) -> dict[str, Any]:
+def stack_options(cfg: ParallelConfig) -> ParallelConfig:
     """The stack fields ``cfg`` sets explicitly (an FP8 recipe only with FP8), as
-    ``options`` for :func:`plan_parallel`.
+    ``options`` for :func:`plan_parallel`: a configuration giving only them.
 
-    >>> stack_options(ParallelConfig(attention_kernel="flash1", tp=2))
-    {'attention_kernel': 'flash1'}
+    >>> stack_options(ParallelConfig(attention_kernel="flash1", tp=2)).model_fields_set
+    {'attention_kernel'}
     """
-    return {k: getattr(cfg, k) for k in STACK_FIELDS if k in cfg.model_fields_set
-            and (k != "fp8_recipe" or cfg.precision == "fp8")}
+    return ParallelConfig.model_validate(
+        {k: getattr(cfg, k) for k in STACK_FIELDS if k in cfg.model_fields_set
+         and (k != "fp8_recipe" or cfg.precision == "fp8")})
 
 
 def planner_zero(cfg: ParallelConfig) -> tuple[int | str, ...]:
@@ -168,7 +168,7 @@ def plan_parallel(model: TransformerSpec, fabric: Fabric, *, global_batch: int,
                   seq_len: int | None = None, precision: str = "bf16",
                   zero: tuple[int | str, ...] = (1,), comm: CommModel | None = None,
                   backend: str = "analytic", top: int = 10, max_pp: int = 64,
-                  options: Mapping[str, Any] | None = None) -> Plan:
+                  options: ParallelConfig | None = None) -> Plan:
     """Find the fastest configurations of ``model`` on ``fabric`` that fit in memory.
 
     Parameters
@@ -185,16 +185,17 @@ def plan_parallel(model: TransformerSpec, fabric: Fabric, *, global_batch: int,
         Default: one cached :class:`EngineComm` shared by all candidates.
     top : int
         How many results to keep.
-    options : mapping, optional
-        Other :class:`ParallelConfig` fields every candidate gets (e.g.
-        ``{"tp_comm_overlap": True}``; overlap flags only where their traffic exists,
+    options : ParallelConfig, optional
+        Fields every candidate gets: those ``options`` gives (``model_fields_set``; e.g.
+        ``ParallelConfig(tp_comm_overlap=True)``; overlap flags only where their traffic
+        exists,
         ``fsdp_impl`` / ``reshard_after_forward`` only to the ``zero="fsdp"`` candidates,
         so ``zero`` must include ``"fsdp"`` for them).
 
     >>> import fabricsim as fs
     >>> from fabricsim.workloads.models import get_model
     >>> plan_parallel(get_model("llama2-7b"), fs.build_cluster("dgx-h100", nodes=1),
-    ...               global_batch=8, options={"fsdp_impl": "megatron"})
+    ...               global_batch=8, options=ParallelConfig(fsdp_impl="megatron"))
     Traceback (most recent call last):
     ...
     fabricsim.errors.ModelError: options.fsdp_impl: fsdp_impl applies to fully sharded \
@@ -205,10 +206,12 @@ layouts, and the search tries zero=(1,): search zero=('fsdp',) (--zero fsdp) or 
     world = fabric.n_gpus
     gpu = get_catalog().gpu(fabric.info.gpu)
     peak_flops(gpu, precision)  # a precision the GPU has no tensor cores for: say so
-    if options and "attention_kernel" in options:  # a kernel that does not run there
-        attention_kernel_eff(gpu, str(options["attention_kernel"]))
+    given = {k: getattr(options, k) for k in options.model_fields_set} \
+        if options is not None else {}
+    if "attention_kernel" in given:  # a kernel that does not run there
+        attention_kernel_eff(gpu, str(given["attention_kernel"]))
     for key in FSDP_ONLY:
-        if options and key in options and not any(str(z) in ("3", "fsdp") for z in zero):
+        if key in given and not any(str(z) in ("3", "fsdp") for z in zero):
             raise ModelError(f"{key} applies to fully sharded layouts, and the search "
                              f"tries zero={tuple(zero)}: search zero=('fsdp',) (--zero "
                              f"fsdp) or drop {key}", field=f"options.{key}")
@@ -219,8 +222,8 @@ layouts, and the search tries zero=(1,): search zero=('fsdp',) (--zero fsdp) or 
     rej_mem = rej_shape = 0
     first_shape_error = ""
     for cfg in cands:
-        if options:  # overlap flags only where there is traffic of their kind
-            opts = {k: v for k, v in options.items()
+        if given:  # overlap flags only where there is traffic of their kind
+            opts = {k: v for k, v in given.items()
                     if not (k == "tp_comm_overlap"
                             and not 1 < cfg.tp <= fabric.info.nvlink_domain_gpus)
                     and not (k in ("ep_overlap", "moe_node_limit") and cfg.ep == 1)

@@ -42,7 +42,7 @@ fabricsim.errors.ModelError: gpus: no GPU count in the sweep can hold this job: 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from fabricsim.catalog import Catalog
@@ -50,7 +50,7 @@ from fabricsim.errors import FabricsimError, ModelError
 from fabricsim.fabric import Fabric, build_cluster
 from fabricsim.workloads.comm import CommModel, EngineComm
 from fabricsim.workloads.models import TransformerSpec
-from fabricsim.workloads.training.goodput import goodput_on_fabric
+from fabricsim.workloads.training.goodput import GoodputInputs, goodput_on_fabric
 from fabricsim.workloads.training.parallel import ParallelConfig
 
 __all__ = ["MAX_SIZES", "scaling_curve", "weak_scaling_batch"]
@@ -87,8 +87,8 @@ def scaling_curve(model: TransformerSpec, system: str, gpus: Sequence[int],
                   backend: str = "analytic", gpu_hour_usd: float | None = None,
                   comm_factory: Callable[[Fabric], CommModel] | None = None,
                   gpus_per_node: int | None = None, catalog: Catalog | None = None,
-                  cluster_kw: Mapping[str, Any] | None = None,
-                  goodput_kw: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+                  build: Callable[[int, int | None], Fabric] | None = None,
+                  goodput: GoodputInputs | None = None) -> list[dict[str, Any]]:
     """Simulate ``model`` at each GPU count in ``gpus`` and report scaling efficiency.
 
     Parameters
@@ -99,15 +99,14 @@ def scaling_curve(model: TransformerSpec, system: str, gpus: Sequence[int],
     global_batch : int, optional
         Strong scaling: this many sequences per step at every size (sizes it does not
         split over are infeasible, with the reason); ``seqs_per_replica`` is then unused.
-    gpus_per_node, catalog, cluster_kw
+    gpus_per_node, catalog, build
         The servers as the job's cluster has them: GPUs used per server, a catalog with
-        user-defined systems (:func:`fabricsim.catalog.with_systems`), and the other
-        :func:`~fabricsim.fabric.build_cluster` settings (``params`` — a calibration —,
-        ``tiers``, ``planes``, ``radix`` ...), the same at every size.
-    goodput_kw
-        Checkpoint bandwidth and restart time for the goodput
-        (``checkpoint_write_bytes_per_s``, ``restart_s`` of
-        :func:`~fabricsim.workloads.training.goodput.goodput_on_fabric`).
+        user-defined systems (:func:`fabricsim.catalog.with_systems`), and ``build``, the
+        cluster at a size (``build(nodes, gpus_per_node)``) when it is more than
+        ``build_cluster(system, nodes, ...)`` (a calibration's ``params``, ``tiers``,
+        ``planes``, ``radix`` ...: the same at every size).
+    goodput
+        Checkpoint bandwidth and restart time for the goodput.
 
     Returns
     -------
@@ -163,9 +162,9 @@ def scaling_curve(model: TransformerSpec, system: str, gpus: Sequence[int],
         c = cfg.model_copy(update={"dp": None, "global_batch": gb})
         try:
             nodes, gpn = (n // per_node, gpus_per_node) if n >= per_node else (1, n)
-            fab = build_cluster(system, nodes, gpus_per_node=gpn, fabric=fabric,
-                                topology=topology, oversubscription=oversubscription,
-                                catalog=catalog, **dict(cluster_kw or {}))
+            fab = build(nodes, gpn) if build is not None else build_cluster(
+                system, nodes, gpus_per_node=gpn, fabric=fabric, topology=topology,
+                oversubscription=oversubscription, catalog=catalog)
             c.resolve(model, n)
         except FabricsimError as e:
             out.append({"gpus": n, "feasible": False, "reason": str(e)})
@@ -174,9 +173,11 @@ def scaling_curve(model: TransformerSpec, system: str, gpus: Sequence[int],
         comm = comm_factory(fab) if comm_factory else EngineComm(fab, backend=backend)
         r = simulate_step(model, c, fab, comm, gpu_hour_usd=gpu_hour_usd, check_memory=False)
         try:  # failures and restarts: what share of wall time trains at this size
+            gi = goodput or GoodputInputs()
             g = goodput_on_fabric(fab, params=model.params, step_time_s=r.step_time_s,
                                   gpus=n, gpu_hour_usd=r.gpu_hour_usd,
-                                  **dict(goodput_kw or {}))
+                                  checkpoint_write_bytes_per_s=gi.checkpoint_write_bytes_per_s,
+                                  restart_s=gi.restart_s)
             gp: float | None = g.goodput
             gdetail: dict[str, Any] = {"job_mtbf_hours": g.job_mtbf_hours,
                                        "failures_per_day": g.failures_per_day,

@@ -63,7 +63,7 @@ from fabricsim.catalog import get_catalog
 from fabricsim.errors import ModelError
 from fabricsim.fabric import Fabric
 from fabricsim.results import Tabular
-from fabricsim.workloads.comm import CommModel, EngineComm
+from fabricsim.workloads.comm import CommModel, EngineComm, GroupComm
 from fabricsim.workloads.flops import training_flops_per_token
 from fabricsim.workloads.gpu import (
     HBM_EFF,
@@ -441,6 +441,22 @@ def ring_hop_time(comm: CommModel, ranks: list[int], nbytes: float) -> float:
     return max(comm.time("sendrecv", [a, b], nbytes) for a, b in hops)
 
 
+class _Siblings:
+    """``comm`` asked for a group of ``p``'s job: when it can time several groups at
+    once (:class:`~fabricsim.workloads.comm.FlowComm`, with faults), the group and all
+    its siblings (:meth:`ResolvedParallel.siblings`), the slowest answering; else the
+    group alone (on a symmetric fabric every sibling takes as long)."""
+
+    def __init__(self, comm: CommModel, p: ResolvedParallel, moe: bool = False) -> None:
+        self.comm, self.p, self.moe = comm, p, moe
+        self.many = comm.time_all if isinstance(comm, GroupComm) else None
+
+    def time(self, collective: str, ranks: Sequence[int], nbytes: float) -> float:
+        if self.many is None or len(ranks) <= 1 or nbytes <= 0:
+            return self.comm.time(collective, ranks, nbytes)
+        return self.many(collective, self.p.siblings(ranks, self.moe), nbytes)
+
+
 def comm_cost(m: TransformerSpec, p: ResolvedParallel, comm: CommModel,
               ct: ComputeTimes, generation: str = "hopper", domain_gpus: int = 0
               ) -> tuple[dict[str, float], dict[str, float]]:
@@ -461,6 +477,7 @@ def comm_cost(m: TransformerSpec, p: ResolvedParallel, comm: CommModel,
     >>> sum(exp.values())
     0.0
     """
+    raw, comm = comm, _Siblings(comm, p)  # a synchronous step waits for every group
     cfg = p.cfg
     b, h = cfg.micro_batch, m.hidden
     s_local = p.seq / p.cp
@@ -504,6 +521,7 @@ def comm_cost(m: TransformerSpec, p: ResolvedParallel, comm: CommModel,
 
     # --- expert parallel ---------------------------------------------------------------
     if p.ep > 1 and m.is_moe:
+        ep_comm = _Siblings(raw, p, moe=True)
         g = p.group("ep")
         tokens = b * s_local / sp_split
         dispatch_b = 1.0 if cfg.precision == "fp8" else 2.0  # FP8 dispatch, BF16 combine
@@ -518,14 +536,14 @@ def comm_cost(m: TransformerSpec, p: ResolvedParallel, comm: CommModel,
             fan = routed_servers(m, [r // dom for r in g], cfg.moe_node_limit)
 
             def a2a_time(nbytes: float) -> float:
-                net = comm.time("alltoall", g, tokens * fan * h * nbytes)
-                nvl = comm.time("alltoall", local, tokens * m.top_k * h * nbytes) \
+                net = ep_comm.time("alltoall", g, tokens * fan * h * nbytes)
+                nvl = ep_comm.time("alltoall", local, tokens * m.top_k * h * nbytes) \
                     if len(local) > 1 else 0.0
                 return max(net, nvl)
         else:  # one copy per routed expert through the EP group
 
             def a2a_time(nbytes: float) -> float:
-                return comm.time("alltoall", g, tokens * m.top_k * h * nbytes)
+                return ep_comm.time("alltoall", g, tokens * m.top_k * h * nbytes)
         a2a_d = a2a_time(dispatch_b)
         a2a_c = a2a_time(2.0)
         # mean of one dispatch and one combine; the busiest rank receives (and sends
