@@ -15,10 +15,11 @@ ALGORITHMS = ("fabricsim.collectives.registry", "fabricsim.collectives.busbw",
               "fabricsim.collectives.alltoall", "fabricsim.collectives.halving_doubling",
               "fabricsim.collectives.hierarchical", "fabricsim.collectives.nvls",
               "fabricsim.collectives.sharp")
-_TOP = ("fabricsim.workloads", "fabricsim.scenario", "fabricsim.cli", "fabricsim.reports",
-        "fabricsim.plots", "fabricsim.web")
-_ABOVE_WORKLOADS = ("fabricsim.scenario", "fabricsim.cli", "fabricsim.reports",
-                    "fabricsim.plots", "fabricsim.web")
+#: Above the jobs layer: the faces and what they use to present a report.
+_FACES = ("fabricsim.sweeps", "fabricsim.reports", "fabricsim.plots", "fabricsim.interop",
+          "fabricsim.cli", "fabricsim.web")
+_TOP = ("fabricsim.workloads", "fabricsim.scenario", "fabricsim.jobs", *_FACES)
+_ABOVE_WORKLOADS = ("fabricsim.scenario", "fabricsim.jobs", *_FACES)
 _MODEL = ("fabricsim.protocols", "fabricsim.backends", "fabricsim.collectives", *_TOP)
 
 #: module prefix -> prefixes it must not import (the longest matching prefix rules)
@@ -36,8 +37,7 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "fabricsim.collectives.tuner": _TOP,
     "fabricsim.collectives.api": _TOP,
     "fabricsim.collectives": _TOP,
-    "fabricsim.workloads": ("fabricsim.scenario", "fabricsim.cli", "fabricsim.reports",
-                            "fabricsim.plots", "fabricsim.web"),
+    "fabricsim.workloads": _ABOVE_WORKLOADS,
     # workloads: a shared base (models, flops, gpu rates, comm) under training and serving,
     # which do not import each other; cost (capex, fabric plans) sits on training
     **{f"fabricsim.workloads.{m}": ("fabricsim.workloads.training",
@@ -48,13 +48,17 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
                                      "fabricsim.workloads.cost", *_ABOVE_WORKLOADS),
     "fabricsim.workloads.serving": ("fabricsim.workloads.training",
                                     "fabricsim.workloads.cost", *_ABOVE_WORKLOADS),
-    "fabricsim.scenario": ("fabricsim.cli", "fabricsim.reports", "fabricsim.plots",
-                           "fabricsim.web"),
+    # a scenario is read into typed sections once; the jobs layer above turns it into jobs
+    "fabricsim.scenario": ("fabricsim.jobs", *_FACES),
+    # one run(job, fabric) per kind: every face (CLI, web, sweeps, reports) calls it
+    "fabricsim.jobs": _FACES,
     # plots draw numbers they are given; reports call them (never the other way round)
     "fabricsim.plots": ("fabricsim.cli", "fabricsim.reports", "fabricsim.web"),
     "fabricsim.reports": ("fabricsim.cli", "fabricsim.web"),
-    "fabricsim.interop": ("fabricsim.cli", "fabricsim.reports", "fabricsim.plots",
-                          "fabricsim.web"),
+    "fabricsim.interop": ("fabricsim.sweeps", "fabricsim.cli", "fabricsim.reports",
+                          "fabricsim.plots", "fabricsim.web"),
+    "fabricsim.sweeps": ("fabricsim.cli", "fabricsim.reports", "fabricsim.plots",
+                         "fabricsim.web"),
     # the web app sits beside the CLI: both on top, neither imports the other
     "fabricsim.web": ("fabricsim.cli",),
 }
@@ -115,7 +119,7 @@ def test_no_private_name_crosses_packages() -> None:
 #: Packages whose own import cycles are being removed by their rewrite (scenario.schema,
 #: rules and fabric import one another); a cycle anywhere else fails. Drop an entry once
 #: its package has none.
-CYCLES_BEING_REMOVED = ("fabricsim.scenario",)
+CYCLES_BEING_REMOVED: tuple[str, ...] = ()
 
 
 def _graph() -> dict[str, set[str]]:
@@ -188,3 +192,41 @@ def test_the_checker_sees_a_violation() -> None:
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [
         ["a", "b", "c", "a"], ["b", "c", "a", "b"], ["c", "a", "b", "c"]]
     assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+#: The floors a typed job passes through from a file or a flag to a backend.
+TYPED_FLOORS = ("scenario", "jobs", "workloads")
+
+
+def _loose(node: ast.expr | None) -> bool:
+    """An annotation that lets anything through: a mapping of strings to ``Any``."""
+    text = ast.unparse(node) if node is not None else ""
+    return any(f"{m}[str, Any]" in text for m in ("dict", "Mapping", "MutableMapping"))
+
+
+def test_no_loose_dicts_on_the_path_to_a_backend() -> None:
+    """Sections, jobs and workloads take typed inputs: no public function or method of
+    theirs has a parameter typed as a mapping of strings to Any, and none returns one
+    beside its result (the old ``(model, cfg, extra)``)."""
+    bad = []
+    for floor in TYPED_FLOORS:
+        for path in sorted((SRC / floor).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if not isinstance(node, ast.FunctionDef) or node.name.startswith("_"):
+                    continue
+                args = [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]
+                bad += [f"{path.relative_to(SRC)}:{node.lineno} {node.name}({a.arg})"
+                        for a in args if _loose(a.annotation)]
+                ret = node.returns
+                if isinstance(ret, ast.Subscript) and ast.unparse(ret.value) == "tuple" \
+                        and _loose(ret.slice):
+                    bad.append(f"{path.relative_to(SRC)}:{node.lineno} {node.name} returns "
+                               f"{ast.unparse(ret)}")
+    assert not bad, "\n".join(bad)
+
+
+def test_the_loose_dict_check_sees_one() -> None:
+    f = ast.parse("def f(extra: dict[str, Any]) -> tuple[int, dict[str, Any]]: ...").body[0]
+    assert isinstance(f, ast.FunctionDef)
+    assert _loose(f.args.args[0].annotation) and _loose(f.returns)
+    assert not _loose(ast.parse("x: Mapping[str, object]").body[0].annotation)  # type: ignore[attr-defined]

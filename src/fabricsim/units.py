@@ -32,6 +32,11 @@ _SIZE_RE = re.compile(_NUM + r"\s*([kKMGTP]i?)?\s*(B)?$")
 _BW_RE = re.compile(_NUM + r"\s*([kKMGTP]i?)?\s*(b|B)(?:ps|/s)$")
 _TIME_RE = re.compile(_NUM + r"\s*(ns|us|µs|ms|s)?$")
 
+_NCCL_SIZE_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kKmMgGtT]?)(i?)([bB]?)\s*$")
+#: Largest message size a collective sweep may ask for (1 PiB per rank: far beyond any
+#: GPU's memory).
+MAX_MESSAGE_BYTES = 2**50
+
 #: Gigabit per second in bytes/s.
 GBPS_BITS = 1e9 / 8
 #: Gigabyte per second in bytes/s.
@@ -59,6 +64,38 @@ def parse_size(value: str | int | float, field: str | None = None) -> int:
     if out < 0:
         raise UnitError(f"size must be >= 0 bytes, got {value!r}", field=field)
     return round(out)
+
+
+def parse_nccl_size(value: str | int, field: str | None = "size") -> int:
+    """A message size as nccl-tests reads ``-b``/``-e``: ``8``, ``1M``, ``1G`` (a bare
+    ``K``/``M``/``G`` is binary: 1M = 2**20), ``128MiB`` (binary), ``4GB`` (decimal).
+    A collective sweep's sizes (``collective.minbytes``, ``fabricsim bench -b``) read
+    this way everywhere.
+
+    >>> parse_nccl_size("1M"), parse_nccl_size("128MiB"), parse_nccl_size("1GB")
+    (1048576, 134217728, 1000000000)
+    >>> parse_nccl_size("1.5")
+    Traceback (most recent call last):
+    ...
+    fabricsim.errors.UnitError: size: size '1.5' is 1.5 bytes, not a whole number; ...K
+    """
+    if isinstance(value, bool):
+        raise UnitError(f"a size is a number of bytes, got {value!r}", field=field)
+    m = _NCCL_SIZE_RE.match(str(value))
+    if not m:
+        raise UnitError(f"cannot read size {value!r}; write e.g. 8, 1M, 1G or 128MiB",
+                        field=field)
+    num, prefix, binary, b = m.groups()
+    power = " KMGT".index(prefix.upper()) if prefix else 0
+    base = 1000 if (b and not binary and prefix) else 1024
+    size = float(num) * base**power
+    if not size <= MAX_MESSAGE_BYTES:
+        raise UnitError(f"size {value!r} is larger than the {MAX_MESSAGE_BYTES:,} B (1 PiB) "
+                        "a sweep may ask for", field=field)
+    if size != int(size):
+        raise UnitError(f"size {value!r} is {size:g} bytes, not a whole number; write "
+                        f"e.g. {max(int(size), 1)} or {num}K", field=field)
+    return int(size)
 
 
 def parse_bandwidth(value: str | int | float, field: str | None = None) -> float:

@@ -89,7 +89,7 @@ def test_field_line_finds_fields_of_late_validated_sections() -> None:
 
 
 def test_check_sections_builds_and_checks_every_section() -> None:
-    from fabricsim.scenario.check import check_sections
+    from fabricsim.jobs.check import check_sections
 
     sc = load_scenario_text("cluster: {nodes: 2}\ntraining: {model: llama3-8b, tp: 8}\n")
     assert check_sections(sc)[-1] == "training llama3-8b (tp 8, pp 1, dp 2)"

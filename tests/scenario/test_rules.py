@@ -105,7 +105,7 @@ def test_loader_refuses_a_rule_with_its_field() -> None:
 
 
 def test_loss_above_one_percent_needs_force_and_gives_the_estimate() -> None:
-    from fabricsim.scenario.packet import run_packet_scenario
+    from fabricsim.jobs.packet import run_packet_scenario
 
     sc = Scenario.model_validate({"cluster": ROCE, "packet": {
         "transport": "tcp", "loss_rate": 0.999, "traffic": {"pattern": "incast",
@@ -160,7 +160,8 @@ def test_simulate_cli_force(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
 
 def test_simulate_size_obeys_the_collective_rules(tmp_path: Path,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
-    f = _write(tmp_path, "cluster: {system: dgx-h100, nodes: 2}\n")
+    f = _write(tmp_path, "cluster: {system: dgx-h100, nodes: 2}\n"
+               "faults:\n  - {type: slow_nic, node: 0, factor: 0.5}\n")
     assert main(["simulate", f, "--size", "1TB"]) == 2
     assert "collective-fits-gpu" in capsys.readouterr().err
 

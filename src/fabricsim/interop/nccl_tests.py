@@ -41,10 +41,27 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from fabricsim.collectives.nccl_env import NCCL_ALGOS as NCCL_ALGOS
+from fabricsim.collectives.nccl_env import NCCL_PROTOS as NCCL_PROTOS
+from fabricsim.collectives.nccl_env import NcclEnv as NcclEnv
+from fabricsim.collectives.nccl_env import nccl_env as nccl_env
 from fabricsim.errors import ConfigError
 
-__all__ = ["COLLECTIVES", "MAX_ROW_BYTES", "NCCL_ALGOS", "NCCL_PROTOS", "NcclEnv", "NcclTest",
-           "NcclTestsFile", "Row", "format_nccl_tests", "nccl_env", "parse_nccl_tests"]
+__all__ = [
+    "COLLECTIVES",
+    "MAX_ROW_BYTES",
+    "NCCL_ALGOS",
+    "NCCL_PROTOS",
+    "NcclEnv",
+    "NcclTest",
+    "NcclTestsFile",
+    "Row",
+    "format_bench",
+    "format_nccl_tests",
+    "gpu_label",
+    "nccl_env",
+    "parse_nccl_tests",
+]
 
 #: Collectives nccl-tests runs (``<name>_perf``), as fabricsim names them.
 COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce",
@@ -434,74 +451,40 @@ def format_nccl_tests(rows: Sequence[Row], *, collective: str, header: Sequence[
     return "\n".join(lines)
 
 
-#: NCCL_ALGO names -> fabricsim algorithms (CollNet runs as SHARP; with NVLS, NVLS+SHARP).
-NCCL_ALGOS = {"ring": ("ring",), "tree": ("tree",), "nvls": ("nvls",),
-              "nvlstree": ("nvlstree",), "collnetdirect": ("sharp", "nvls_sharp"),
-              "collnetchain": ("sharp", "nvls_sharp"), "collnet": ("sharp", "nvls_sharp")}
-#: NCCL_PROTO names -> fabricsim protocols.
-NCCL_PROTOS = {"ll": "ll", "ll128": "ll128", "simple": "simple"}
+def format_bench(rows: Sequence[Any], header: str, collective: str = "all_reduce",
+                 fabric: Any = None, gpus_per_thread: int = 1,
+                 sweep: tuple[int, int, str] | None = None) -> str:
+    """A simulated sweep's rows (:class:`fabricsim.jobs.collective.BenchRow`) in
+    nccl-tests' layout: out-of-place and in-place columns (the model has one
+    time for both), ``#wrong`` as ``N/A`` (nothing is validated), then the algorithm and
+    protocol chosen as two extra columns."""
+    from fabricsim.protocols import PROTOCOL_LABELS
+
+    out = [Row(r.size_bytes, r.count, r.type, r.redop, r.root, r.time_us, r.algbw_gbps,
+                  r.busbw_gbps, None, r.time_us, r.algbw_gbps, r.busbw_gbps, None,
+                  extra=(r.algorithm, PROTOCOL_LABELS.get(r.protocol, r.protocol)))
+           for r in rows]
+    devices: list[tuple[str, int, str]] = []
+    if fabric is not None and fabric.n_gpus <= 4096:
+        import numpy as np
+
+        srv = fabric.node_server[fabric.gpus]
+        local = fabric.node_local[fabric.gpus]
+        model = gpu_label(fabric.info.gpu)
+        devices = [(f"node{int(a):04d}", int(b), model) for a, b in
+                   zip(np.asarray(srv), np.asarray(local), strict=True)]
+    lo, hi, step = sweep if sweep is not None else (None, None, "2(factor)")
+    return format_nccl_tests(out, collective=collective, header=[header.lstrip("# ")],
+                             devices=devices, gpus_per_thread=gpus_per_thread,
+                             extra_columns=("algorithm", "protocol"), min_bytes=lo,
+                             max_bytes=hi, step=step)
 
 
-@dataclass(frozen=True)
-class NcclEnv:
-    """What NCCL's environment variables allow: algorithm and protocol sets (``None``:
-    NCCL's own choice), and SHARP/NVLS switches (``None``: the fabric's default)."""
-
-    algorithms: frozenset[str] | None = None
-    protocols: frozenset[str] | None = None
-    collnet: bool | None = None
-    nvls: bool | None = None
-
-    def allowed_algorithms(self, candidates: Sequence[str]) -> list[str]:
-        """``candidates`` NCCL may run under these settings."""
-        out = [a for a in candidates if self.algorithms is None or a in self.algorithms]
-        if self.nvls is False:
-            out = [a for a in out if not a.startswith("nvls")]
-        if self.collnet is not True:
-            out = [a for a in out if a not in ("sharp", "nvls_sharp")]
-        return out
-
-
-def _names(var: str, value: str, table: dict[str, Any]) -> set[str]:
-    text = value.strip()
-    if ";" in text or ":" in text:  # per-collective form: 'allreduce:tree,ring;...'
-        raise ConfigError(f"{var}={value!r}: the per-collective form is not supported; give "
-                          f"a plain list such as {var}=Ring,Tree", field=var)
-    neg = text.startswith("^")
-    words = [w.strip().lower() for w in text.lstrip("^").split(",") if w.strip()]
-    bad = [w for w in words if w not in table]
-    if bad or not words:
-        raise ConfigError(f"{var}={value!r}: unknown name(s) {', '.join(bad) or '(none)'}; "
-                          f"valid: {', '.join(sorted(table))} (a leading ^ excludes)",
-                          field=var)
-    chosen = set(words)
-    return set(table) - chosen if neg else chosen
-
-
-def _flag(var: str, value: str) -> bool:
-    v = value.strip()
-    if v not in ("0", "1"):
-        raise ConfigError(f"{var}={value!r}: must be 0 or 1", field=var)
-    return v == "1"
-
-
-def nccl_env(env: dict[str, str] | Any) -> NcclEnv:
-    """Read ``NCCL_ALGO``, ``NCCL_PROTO``, ``NCCL_COLLNET_ENABLE`` and
-    ``NCCL_NVLS_ENABLE`` from a mapping (e.g. ``os.environ``) as NCCL reads them.
-
-    >>> e = nccl_env({"NCCL_ALGO": "^Tree", "NCCL_PROTO": "Simple", "NCCL_NVLS_ENABLE": "0"})
-    >>> e.allowed_algorithms(["ring", "tree", "nvls", "nvlstree"]), sorted(e.protocols)
-    (['ring'], ['simple'])
-    """
-    algos = protos = None
-    if env.get("NCCL_ALGO"):
-        algos = frozenset(a for n in _names("NCCL_ALGO", env["NCCL_ALGO"], NCCL_ALGOS)
-                          for a in NCCL_ALGOS[n])
-    if env.get("NCCL_PROTO"):
-        protos = frozenset(NCCL_PROTOS[n] for n in
-                           _names("NCCL_PROTO", env["NCCL_PROTO"], NCCL_PROTOS))
-    collnet = _flag("NCCL_COLLNET_ENABLE", env["NCCL_COLLNET_ENABLE"]) \
-        if env.get("NCCL_COLLNET_ENABLE") else None
-    nvls = _flag("NCCL_NVLS_ENABLE", env["NCCL_NVLS_ENABLE"]) \
-        if env.get("NCCL_NVLS_ENABLE") else None
-    return NcclEnv(algorithms=algos, protocols=protos, collnet=collnet, nvls=nvls)
+def gpu_label(gpu: str) -> str:
+    """The GPU model as nccl-tests prints it, for the catalog GPU ``gpu``."""
+    labels = {"h100-sxm": "NVIDIA H100 80GB HBM3", "a100-sxm": "NVIDIA A100-SXM4-80GB",
+              "a100-sxm-40gb": "NVIDIA A100-SXM4-40GB", "h200-sxm": "NVIDIA H200",
+              "h800-sxm": "NVIDIA H800", "a800-sxm": "NVIDIA A800-SXM4-80GB",
+              "b200": "NVIDIA B200", "gb200": "NVIDIA GB200", "v100-sxm": "Tesla V100-SXM2-32GB",
+              "h20": "NVIDIA H20", "h100-pcie": "NVIDIA H100 PCIe", "l40s": "NVIDIA L40S"}
+    return labels.get(gpu, gpu)

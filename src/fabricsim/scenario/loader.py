@@ -31,6 +31,7 @@ MAX_YAML_NODES = 100_000
 #: Deepest nesting of mappings and lists a scenario may have.
 MAX_YAML_DEPTH = 64
 _M = TypeVar("_M", bound=BaseModel)
+_N = TypeVar("_N", bound=BaseModel)
 
 
 class _LineLoader(yaml.SafeLoader):
@@ -204,18 +205,77 @@ def load_scenario_text(text: str, source: str = "<scenario>") -> Scenario:
     if not isinstance(raw, dict):
         raise ConfigError(f"{source}: a scenario must be a mapping of sections (cluster:, "
                           f"collective:, ...), got {type(raw).__name__}")
+    return validate_scenario(_strip(raw), raw)
+
+
+def validate_scenario(data: Any, lines: Any = None) -> Scenario:
+    """``data`` (a scenario as a mapping) validated as a :class:`Scenario`: errors name
+    the field and, with ``lines`` (the mapping as loaded, with the lines of its keys), the
+    line; a key a section does not have gets the field meant. What reading noticed (a
+    field written by its old name) becomes the scenario's :attr:`~Scenario.notes`.
+
+    >>> sc = validate_scenario({"training": {"model": "llama3-8b", "interleave": 2}})
+    >>> sc.training.vp, sc.notes[0].split(";")[0]
+    (2, 'training.interleave is the old name of training.vp')
+    """
     try:
-        return Scenario.model_validate(_strip(raw))
+        sc, notes = noted(Scenario, data)
+        return sc.with_notes(notes) if notes else sc
     except ValidationError as e:
-        err = e.errors()[0]
-        loc = tuple(err["loc"])
-        path = ".".join(str(p) for p in loc)
-        line = _line_of(raw, loc)
-        where = f" (line {line})" if line else ""
-        got = err.get("input")
-        got_s = f", got {got!r}" if got is not None and not isinstance(got, dict) else ""
-        more = f" (and {len(e.errors()) - 1} more error(s))" if len(e.errors()) > 1 else ""
-        raise ConfigError(f"{err['msg']}{got_s}{more}", field=f"{path}{where}") from None
+        raise _located(e, lines if lines is not None else data) from None
+    except ConfigError as e:
+        if e.field and "(line" not in e.field and lines is not None:
+            line = _line_of(lines, _path(e.field))
+            if line:
+                raise ConfigError(e.message, field=f"{e.field} (line {line})") from None
+        raise
+
+
+def noted(model: type[_N], data: Any) -> tuple[_N, tuple[str, ...]]:
+    """``model.model_validate(data)`` (a :class:`Scenario`, or a section laid into one
+    later) and what the validation noticed (a field written by its old name: a
+    scenario's notes); pydantic's ValidationError is raised as it is."""
+    import warnings
+
+    from fabricsim.errors import DeprecatedName
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always", DeprecatedName)
+        out = model.model_validate(data)
+    notes = tuple(dict.fromkeys(str(w.message) for w in seen
+                                if issubclass(w.category, DeprecatedName)))
+    for w in seen:  # anything else is shown as it would have been
+        if not issubclass(w.category, DeprecatedName):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return out, notes
+
+
+def _path(field: str) -> tuple[int | str, ...]:
+    import re
+
+    return tuple(int(p) if p.isdigit() else p
+                 for p in re.findall(r"[^.\[\]\s]+", field.split(" (")[0]))
+
+
+def _located(e: ValidationError, raw: Any) -> ConfigError:
+    """pydantic's first error as a ConfigError naming the field, its line and, for a key
+    a job section does not have, the field meant."""
+    from fabricsim.scenario.sections import SECTION_TYPES, key_hint
+
+    err = e.errors()[0]
+    loc = tuple(err["loc"])
+    path = ".".join(str(p) for p in loc)
+    line = _line_of(raw, loc)
+    where = f" (line {line})" if line else ""
+    got = err.get("input")
+    got_s = f", got {got!r}" if got is not None and not isinstance(got, dict) \
+        and ", got " not in str(err["msg"]) else ""
+    more = f" (and {len(e.errors()) - 1} more error(s))" if len(e.errors()) > 1 else ""
+    hint = ""
+    if err["type"] == "extra_forbidden" and len(loc) == 2 and loc[0] in SECTION_TYPES:
+        hint = key_hint(str(loc[1]), set(SECTION_TYPES[str(loc[0])].model_fields))
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    return ConfigError(f"{msg}{got_s}{hint}{more}", field=f"{path}{where}")
 
 
 def shipped_scenarios() -> dict[str, str]:
@@ -259,5 +319,6 @@ def validate_section(model: type[_M], data: Any, prefix: str) -> _M:
         err = e.errors()[0]
         path = ".".join([prefix, *(str(p) for p in err["loc"])])
         got = err.get("input")
-        got_s = f", got {got!r}" if got is not None and not isinstance(got, dict) else ""
+        got_s = f", got {got!r}" if got is not None and not isinstance(got, dict) \
+        and ", got " not in str(err["msg"]) else ""
         raise ConfigError(f"{err['msg']}{got_s}", field=path) from None

@@ -31,26 +31,45 @@ fabricsim.errors.ConfigError: packet.pfc.xon: 200 KB is not below packet.pfc.xof
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
+from fabricsim.backends.flow.specs import BackgroundSpec, FaultSpec
 from fabricsim.backends.packet.config import (
     MAX_TRANSFER_BYTES,
     PACKET_RULES,
     PacketConfig,
     Rule,
-    parse_packet_config,
     register_rule,
     show_bytes,
 )
 from fabricsim.errors import ConfigError, FabricsimError
+from fabricsim.scenario.cluster import ClusterSpec, CollectiveSpec, cluster_gpus
 from fabricsim.units import parse_size, parse_time
 
 if TYPE_CHECKING:
     from fabricsim.catalog import Catalog
-    from fabricsim.scenario.schema import Scenario
+    from fabricsim.scenario.sections import PacketSection
+
+
+class ScenarioParts(Protocol):
+    """What the rules read of a scenario (:class:`fabricsim.scenario.Scenario` is one;
+    the rules sit below it, and the schema applies them)."""
+
+    @property
+    def cluster(self) -> ClusterSpec: ...
+    @property
+    def collective(self) -> CollectiveSpec | None: ...
+    @property
+    def systems(self) -> Mapping[str, Mapping[str, Any]]: ...
+    @property
+    def faults(self) -> Sequence[FaultSpec]: ...
+    @property
+    def background(self) -> Sequence[BackgroundSpec]: ...
+    @property
+    def packet(self) -> PacketSection | None: ...
 
 #: Transports each scale-out fabric family carries, by the fabric preset's own transport.
 #: InfiniBand switches forward only InfiniBand link-layer packets; Ethernet fabrics with
@@ -80,7 +99,7 @@ class Context:
     variant, ``None`` for the base) and the catalog (``None`` if the scenario's systems
     do not resolve; the fabric builder then reports that)."""
 
-    scenario: Scenario
+    scenario: ScenarioParts
     packet: dict[str | None, PacketConfig]
     catalog: Catalog | None
 
@@ -100,10 +119,8 @@ class Context:
         """Ranks (GPUs) of the cluster, as the builder will make them."""
         if self.catalog is None:
             return None
-        from fabricsim.scenario.fabric import scenario_gpus
-
         try:
-            return scenario_gpus(self.scenario, self.catalog)
+            return cluster_gpus(self.scenario.cluster, self.catalog)
         except FabricsimError:
             return None
 
@@ -295,53 +312,18 @@ def _delay(ctx: Context) -> Iterator[tuple[str, str]]:
 RULES: list[Rule] = [*PACKET_RULES, *SCENARIO_RULES]
 
 
-def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    """Deep-merge mapping ``over`` into a copy of ``base``."""
-    out = dict(base)
-    for k, v in over.items():
-        out[k] = merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) \
-            else v
-    return out
-
-
-def packet_data(sc: Scenario, variant: str | None = None) -> dict[str, Any]:
-    """The ``packet:`` mapping of ``sc`` for ``variant`` (the base merged with the
-    variant's overrides), without ``variants``."""
-    data = dict(sc.packet or {})
-    variants = data.pop("variants", None) or {}
-    if not isinstance(variants, dict):
-        raise ConfigError("variants must map a name to packet overrides",
-                          field="packet.variants")
-    if variant is not None:
-        if variant not in variants:
-            from fabricsim.errors import unknown
-
-            raise unknown("variant", variant, list(variants), field="packet.variants")
-        over = variants[variant]
-        if not isinstance(over, dict):
-            raise ConfigError("a variant is a mapping of packet overrides",
-                              field=f"packet.variants.{variant}")
-        data = merge(data, over)
-    return data
-
-
-def packet_configs(sc: Scenario) -> dict[str | None, PacketConfig]:
-    """The validated packet configuration of the base (key ``None``) and of every variant;
-    a variant's error says which variant it is in."""
+def packet_configs(sc: ScenarioParts) -> dict[str | None, PacketConfig]:
+    """The validated packet configuration of the base (key ``None``) and of every
+    variant (the :class:`~fabricsim.scenario.sections.PacketSection` read them)."""
     if sc.packet is None:
         return {}
-    out: dict[str | None, PacketConfig] = {None: parse_packet_config(packet_data(sc))}
-    for v in (sc.packet.get("variants") or {}):
-        try:
-            out[str(v)] = parse_packet_config(packet_data(sc, str(v)))
-        except ConfigError as e:
-            raise ConfigError(f"{e.message} (in variant {v!r})",
-                              field=_where(str(v), e.field or "packet")) from None
+    out: dict[str | None, PacketConfig] = {None: sc.packet.base}
+    out.update(sc.packet.variants)
     return out
 
 
-def _context(sc: Scenario, packet: dict[str | None, PacketConfig] | None = None) -> Context:
-    from fabricsim.scenario.fabric import scenario_catalog
+def _context(sc: ScenarioParts, packet: dict[str | None, PacketConfig] | None = None) -> Context:
+    from fabricsim.scenario.cluster import scenario_catalog
 
     try:
         cat: Catalog | None = scenario_catalog(sc.systems)
@@ -350,7 +332,7 @@ def _context(sc: Scenario, packet: dict[str | None, PacketConfig] | None = None)
     return Context(sc, packet_configs(sc) if packet is None else packet, cat)
 
 
-def violations(sc: Scenario, *, extreme: bool = False,
+def violations(sc: ScenarioParts, *, extreme: bool = False,
                packet: dict[str | None, PacketConfig] | None = None) -> list[ConfigError]:
     """Every violation of a scenario rule by ``sc`` (of the extreme ones with
     ``extreme=True``). The packet section's own rules run when it is parsed; its extreme
@@ -360,7 +342,7 @@ def violations(sc: Scenario, *, extreme: bool = False,
     return [e for r in SCENARIO_RULES if r.extreme == extreme for e in r.violations(ctx)]
 
 
-def check_scenario(sc: Scenario) -> None:
+def check_scenario(sc: ScenarioParts) -> None:
     """Raise the first violated rule (extreme rules excepted) of ``sc``."""
     errs = violations(sc)
     if errs:
@@ -376,7 +358,7 @@ def refuse_unless_forced(errs: list[ConfigError], force: bool) -> list[ConfigErr
     return errs
 
 
-def check_extreme(sc: Scenario, *, force: bool = False) -> list[ConfigError]:
+def check_extreme(sc: ScenarioParts, *, force: bool = False) -> list[ConfigError]:
     """Refuse (raise) the first extreme setting of ``sc``'s faults unless ``force``; with
     ``force`` return them, for the caller to warn about."""
     return refuse_unless_forced(violations(sc, extreme=True), force)

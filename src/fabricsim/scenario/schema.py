@@ -2,9 +2,11 @@
 
 Validated once at the boundary with pydantic; inner code trusts the types. Values are also
 checked against physics (thresholds in order, transports the fabric carries, ...) by the
-rules of :mod:`fabricsim.scenario.rules`, applied when a Scenario is validated. Sections owned
-by a workload (``training``, ``packet``) are plain mappings here and are validated by the
-module that reads them, which reports errors under the same dotted field path.
+rules of :mod:`fabricsim.scenario.rules`, applied when a Scenario is validated. The sections
+that describe a job are typed too (:mod:`fabricsim.scenario.sections`): ``training:`` a
+:class:`~fabricsim.scenario.sections.TrainingSection`, ``inference:`` a
+:class:`~fabricsim.scenario.sections.ServingSection`, ``packet:`` a
+:class:`~fabricsim.scenario.sections.PacketSection` (its base and every variant).
 
 Example
 -------
@@ -15,53 +17,27 @@ Example
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, PrivateAttr, model_validator
 
 from fabricsim._strict import StrictModel
 from fabricsim.backends.flow.specs import BackgroundSpec as BackgroundSpec
 from fabricsim.backends.flow.specs import FaultSpec as FaultSpec
+from fabricsim.scenario.cluster import ClusterSpec as ClusterSpec
+from fabricsim.scenario.cluster import CollectiveSpec as CollectiveSpec
+from fabricsim.scenario.sections import (
+    MAX_GPU_HOUR_USD,
+    PacketSection,
+    ServingSection,
+    TrainingSection,
+)
 
 
-class _Model(StrictModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class ClusterSpec(_Model):
-    """Which servers, how many, and the network between them."""
-
-    system: str = "dgx-h100"
-    nodes: int = Field(1, ge=1, le=1_000_000)
-    gpus_per_node: int | None = Field(None, ge=1)
-    fabric: str | None = None
-    topology: str | None = None
-    oversubscription: float = Field(1.0, ge=1.0, le=64.0, allow_inf_nan=False)
-    tiers: int | None = Field(None, ge=2, le=3)
-    planes: int | None = Field(None, ge=1)
-    radix: int | None = Field(None, ge=4)
-    params: dict[str, Any] = Field(default_factory=dict)
-    storage: bool = False
-    management: bool = False
-
-
-class CollectiveSpec(_Model):
-    """A collective sweep in the manner of nccl-tests."""
-
-    collective: str = "all_reduce"
-    minbytes: int | str = "8"
-    maxbytes: int | str = "128MiB"
-    stepfactor: int = Field(2, ge=2)
-    datatype: str = "float"
-    op: str = "sum"
-    algo: str | None = None
-    proto: str | None = None
-    backend: Literal["analytic", "flow", "packet"] = "analytic"
-    ranks: list[int] | None = None
-
-
-class Scenario(_Model):
+class Scenario(StrictModel):
     """A whole scenario file."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str = "scenario"
     description: str = ""
@@ -69,15 +45,30 @@ class Scenario(_Model):
     """User-defined system presets (fields of a catalog system; ``base`` inherits one)."""
     cluster: ClusterSpec = Field(default_factory=ClusterSpec)
     collective: CollectiveSpec | None = None
-    training: dict[str, Any] | None = None
-    inference: dict[str, Any] | None = None
+    training: TrainingSection | None = None
+    """A training job (``fabricsim train``, ``scale``, ``plan``): model and layout."""
+    inference: ServingSection | None = None
     """Serving (``fabricsim infer``, the web app's infer job): the model and its serving
-    layout, :func:`fabricsim.scenario.sections.serving_from_section`."""
-    packet: dict[str, Any] | None = None
+    layout."""
+    packet: PacketSection | None = None
+    """A packet-level experiment (``fabricsim packet``): its base and its variants."""
     faults: list[FaultSpec] = Field(default_factory=list)
     background: list[BackgroundSpec] = Field(default_factory=list)
     seed: int = 0
-    gpu_hour_usd: float | None = Field(None, gt=0, allow_inf_nan=False)
+    gpu_hour_usd: float | None = Field(None, gt=0, le=MAX_GPU_HOUR_USD, allow_inf_nan=False)
+    _notes: tuple[str, ...] = PrivateAttr(default=())
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """What reading the file noticed and a user should know (fields written by an
+        old name); every job of the scenario shows them with its warnings."""
+        return self._notes
+
+    def with_notes(self, notes: tuple[str, ...]) -> Scenario:
+        """This scenario with ``notes`` added to :attr:`notes`."""
+        out = self.model_copy()
+        out._notes = (*self._notes, *(n for n in notes if n not in self._notes))
+        return out
 
     @model_validator(mode="after")
     def _physical(self) -> Scenario:

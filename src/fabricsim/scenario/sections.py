@@ -1,12 +1,32 @@
-"""The scenario's ``training:`` and ``inference:`` sections: a model (preset or shape)
-and how it is split to train it or to serve it.
+"""The sections of a scenario that describe a job, read once into typed models.
+
+``training:`` is a :class:`TrainingSection`: a model (a preset's name and any of its
+shape fields), every field of
+:class:`~fabricsim.workloads.training.parallel.ParallelConfig` (the layout, batch,
+precision, recomputation, overlap), the run's price and length, the backend, the goodput's
+checkpoint bandwidth and restart time, and a pasted Megatron-LM/NeMo argument list.
+``inference:`` is a :class:`ServingSection`: a model and every field of
+:class:`~fabricsim.workloads.serving.config.ServingConfig`. Both are flat, as they are
+written, and their field names are the command line's flags (``vp`` is ``--vp``,
+``tpot_target_ms`` is ``--tpot-target-ms``).
+
+A section is also what command-line flags make: the flags given, as a section of their
+own, laid over the scenario's with :meth:`TrainingSection.over`. Which fields a section
+gives is pydantic's ``model_fields_set``; :meth:`TrainingSection.given` lists them.
+
+Megatron lists merge one way everywhere: inside one layer (a scenario's section, or the
+command line), the layer's own keys win over its pasted list; a later layer (the command
+line) wins over an earlier one (the file), its list included.
 
 Example
 -------
->>> m, cfg, extra = training_from_section({"model": "llama2-7b", "tp": 2, "layers": 16})
->>> m.layers, cfg.tp, extra["total_tokens"]
-(16, 2, None)
->>> training_from_section({"model": "llama2-7b", "tp": 0})
+>>> s = TrainingSection.model_validate({"model": "llama3-70b", "pp": 2, "from_megatron":
+...     "--tensor-model-parallel-size 8 --pipeline-model-parallel-size 4 --lr 1e-4"})
+>>> s.tp, s.pp, s.megatron_notes()
+(8, 2, ['training.from_megatron ignored (no effect on the step time): --lr 1e-4'])
+>>> s.over(TrainingSection.model_validate({"tp": 4})).tp
+4
+>>> parse_section(TrainingSection, {"model": "llama2-7b", "tp": 0}, "training")
 Traceback (most recent call last):
 ...
 fabricsim.errors.ConfigError: training.tp: Input should be greater than or equal to 1, got 0
@@ -15,122 +35,342 @@ fabricsim.errors.ConfigError: training.tp: Input should be greater than or equal
 from __future__ import annotations
 
 import contextlib
+import difflib
 import math
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Literal, TypeVar
 
-from pydantic import ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
+from fabricsim._strict import StrictModel
+from fabricsim.backends.packet.config import PacketConfig, parse_packet_config
 from fabricsim.errors import ConfigError
-from fabricsim.workloads.models import MODEL_FIELDS, TransformerSpec, custom_model, get_model
+from fabricsim.workloads.models import (
+    ModelShape,
+    TransformerSpec,
+    custom_model,
+    get_model,
+)
 from fabricsim.workloads.serving.config import ServingConfig
 from fabricsim.workloads.training.parallel import ParallelConfig
 
-__all__ = ["EXTRA_FIELDS", "check_non_negative", "check_positive",
-           "goodput_settings", "serving_from_section", "training_from_section"]
+__all__ = ["KEY_ALIASES", "MAX_GPU_HOUR_USD", "SECTION_TYPES", "PacketSection",
+           "ServingSection",
+           "TrainingSection",
+           "check_non_negative", "check_positive", "field_name", "parse_section",
+           "section_error"]
 
-#: Keys of ``training:`` that are neither model shape nor parallelism (the goodput's
-#: checkpoint bandwidth in GB/s and restart time in minutes among them).
-EXTRA_FIELDS = ("model", "total_tokens", "gpu_hour_usd", "backend", "checkpoint_gbps",
-                "restart_min")
+#: Highest price of a GPU-hour taken (a GPU-hour costs dollars, not 1e308 of them).
+MAX_GPU_HOUR_USD = 10_000.0
+#: Fields a section takes in a unit that YAML 1.1 reads as text when written like
+#: ``1.5e12`` (no sign in the exponent): read as numbers.
+_NUMBERS = ("gpu_hour_usd", "total_tokens", "checkpoint_gbps", "restart_min",
+            "tpot_target_ms")
+
+_S = TypeVar("_S", bound=BaseModel)
 
 
-def training_from_section(section: dict[str, Any] | None, prefix: str = "training"
-                          ) -> tuple[TransformerSpec, ParallelConfig, dict[str, Any]]:
-    """Split and validate a ``training:`` mapping; errors name ``training.<field>``.
+def field_name(key: str, where: str) -> str:
+    """How an error names the field ``key`` of a section read from ``where``: a scenario
+    section (``training.tp``) or the command line (``--tp``: one vocabulary, the field's
+    name with dashes).
 
-    ``from_megatron`` (a pasted Megatron-LM/NeMo argument list, as ``--from-megatron``)
-    sets the fields it maps; the section's own keys win over it, and the arguments it
-    ignores are listed in ``extra["notes"]``.
-
-    >>> m, cfg, extra = training_from_section({"model": "llama3-70b", "from_megatron":
-    ...     "--tensor-model-parallel-size 8 --pipeline-model-parallel-size 4 --lr 1e-4",
-    ...     "pp": 2})
-    >>> cfg.tp, cfg.pp, extra["notes"]
-    (8, 2, ['from_megatron ignored (no effect on the step time): --lr 1e-4'])
+    >>> field_name("tp", "training"), field_name("seq_len", "--")
+    ('training.tp', '--seq-len')
     """
-    data = dict(section or {})
-    notes: list[str] = []
-    pasted = data.pop("from_megatron", None)
-    if pasted is not None:
-        data, notes = _with_megatron(pasted, data, prefix)
-    extra = {k: data.pop(k, None) for k in EXTRA_FIELDS}
-    extra["notes"] = notes
-    shape = {k: data.pop(k) for k in list(data) if k in MODEL_FIELDS and k != "seq"}
-    if "seq" in data:  # 'seq' shapes the model's default and the run's sequence length
-        shape["seq"] = data.pop("seq")
-    model = _model(extra["model"], shape, "llama3-8b", prefix)
-    try:
-        cfg = ParallelConfig.model_validate(data)
-    except ValidationError as e:
-        raise _section_error(e, prefix, set(ParallelConfig.model_fields) | set(MODEL_FIELDS)
-                             | set(EXTRA_FIELDS)) from None
-    for k in ("total_tokens", "gpu_hour_usd", "checkpoint_gbps", "restart_min"):
-        v = extra[k]
-        if isinstance(v, str):  # YAML 1.1 reads 1.5e12 (no sign in the exponent) as text
+    if where == "--":
+        return "--" + key.split(".")[0].replace("_", "-")
+    return f"{where}.{key}" if key else where
+
+
+def _where(info: ValidationInfo | None, default: str) -> str:
+    ctx = info.context if info is not None else None
+    return str(ctx.get("where", default)) if isinstance(ctx, Mapping) else default
+
+
+def _numbers(data: dict[str, Any]) -> dict[str, Any]:
+    """YAML 1.1 reads ``1.5e12`` as text: such values of :data:`_NUMBERS` as floats."""
+    for k in _NUMBERS:
+        if isinstance(data.get(k), str):
             with contextlib.suppress(ValueError):
-                v = extra[k] = float(v)
-        extra[k] = (check_non_negative if k == "restart_min" else check_positive)(
-            v, f"{prefix}.{k}")
-    return model, cfg, extra
+                data[k] = float(data[k])
+    return data
 
 
-def goodput_settings(extra: dict[str, Any]) -> dict[str, float]:
-    """A ``training:`` section's ``checkpoint_gbps`` (GB/s) and ``restart_min`` as the
-    keywords of :func:`fabricsim.workloads.training.goodput.goodput_on_fabric` (the ones it does
-    not give keep that function's defaults).
+class _ModelFields(ModelShape):
+    """A model: a preset's name (``model``) and any shape field changed."""
 
-    >>> goodput_settings({"checkpoint_gbps": 100.0, "restart_min": 5.0})
-    {'restart_s': 300.0, 'checkpoint_write_bytes_per_s': 100000000000.0}
-    >>> goodput_settings({})
-    {}
+    model: str | None = Field(None, min_length=1, max_length=200)
+
+    def build_model(self, default: str | TransformerSpec, where: str) -> TransformerSpec:
+        """The model: the preset ``model`` (else ``default``, a name or a model) with the
+        shape fields given changed; a shape without a preset is a whole custom model.
+        Errors name ``<where>.<field>``."""
+        shape = ModelShape.model_validate(self.given_shape())
+        if self.model is not None:
+            base: TransformerSpec | None = get_model(self.model, field=field_name("model", where))
+        elif not shape.given():
+            base = default if isinstance(default, TransformerSpec) else get_model(default)
+        elif isinstance(default, TransformerSpec):
+            base = default
+        else:
+            base = None
+        if not shape.given():
+            assert base is not None
+            return base
+        return custom_model(base, shape, prefix=where if where != "--" else "training")
+
+    def given_shape(self) -> dict[str, Any]:
+        """The shape fields given, by name."""
+        return ModelShape.given(self)
+
+    def names_model(self) -> bool:
+        """Whether a preset or any shape field is given."""
+        return self.model is not None or bool(self.given_shape())
+
+
+class TrainingSection(ParallelConfig, _ModelFields):
+    """A scenario's ``training:`` section (or the training flags given on a command line).
+
+    Every field of :class:`~fabricsim.workloads.training.parallel.ParallelConfig` and of
+    the model's shape (:data:`~fabricsim.workloads.models.MODEL_FIELDS`), and:
+
+    model : str or None
+        A model preset (``fabricsim presets``); ``None`` with no shape field: llama3-8b.
+    backend : {"analytic", "flow"} or None
+        Where collective times come from (``None``: analytic).
+    gpu_hour_usd : float or None
+        Price of a GPU-hour (``None``: the scenario's, else the system preset's).
+    total_tokens : float or None
+        Tokens of the whole run, for its length and cost.
+    checkpoint_gbps, restart_min : float or None
+        The goodput's checkpoint write bandwidth (GB/s) and restart time (minutes).
+    from_megatron : str or None
+        A Megatron-LM/NeMo argument list, pasted as one string; the section's own keys
+        win over it.
+
+    >>> TrainingSection.model_validate({"model": "llama3-8b", "vp": 2}).given()
+    {'model': 'llama3-8b', 'vp': 2}
     """
-    out: dict[str, float] = {}
-    if extra.get("restart_min") is not None:
-        out["restart_s"] = float(extra["restart_min"]) * 60.0
-    if extra.get("checkpoint_gbps") is not None:
-        out["checkpoint_write_bytes_per_s"] = float(extra["checkpoint_gbps"]) * 1e9
+
+    backend: Literal["analytic", "flow"] | None = None
+    gpu_hour_usd: float | None = None
+    total_tokens: float | None = None
+    checkpoint_gbps: float | None = None
+    restart_min: float | None = None
+    from_megatron: str | None = Field(None, max_length=100_000)
+
+    @field_validator("gpu_hour_usd", "total_tokens", "checkpoint_gbps", mode="before")
+    @classmethod
+    def _positive(cls, v: object) -> object:
+        return _number(v, zero_ok=False)
+
+    @field_validator("restart_min", mode="before")
+    @classmethod
+    def _non_negative(cls, v: object) -> object:
+        return _number(v, zero_ok=True)
+
+    @field_validator("gpu_hour_usd")
+    @classmethod
+    def _price(cls, v: float | None) -> float | None:
+        if v is not None and v > MAX_GPU_HOUR_USD:  # dollars that overflow mean nothing
+            raise ValueError(f"must be at most {MAX_GPU_HOUR_USD:,.0f} $ per GPU-hour, got "
+                             f"{v:g}")
+        return v
+
+    @model_validator(mode="before")
+    @classmethod
+    def _pasted(cls, data: Any, info: ValidationInfo) -> Any:
+        """Numbers YAML read as text; a pasted Megatron list's fields under the
+        section's own keys."""
+        if not isinstance(data, Mapping):
+            return data
+        data = _numbers(dict(data))
+        pasted = data.get("from_megatron")
+        if pasted is None:
+            return data
+        where = _where(info, "training")
+        field = field_name("from_megatron", where)
+        if not isinstance(pasted, str):
+            raise ConfigError(f"must be the argument list as one string, got {pasted!r}",
+                              field=field)
+        from fabricsim.workloads.training.megatron import parse_megatron_args
+
+        try:
+            args = parse_megatron_args(pasted)
+        except ConfigError as e:
+            raise ConfigError(e.message, field=field) from None
+        return {**args.fields, **data}
+
+    def parallel(self) -> ParallelConfig:
+        """The layout alone (the :class:`ParallelConfig` fields given)."""
+        keys = set(ParallelConfig.model_fields) & self.model_fields_set
+        return ParallelConfig.model_validate({k: getattr(self, k) for k in keys})
+
+    def given(self) -> dict[str, Any]:
+        """The fields given, by name (what a layer adds when laid over another)."""
+        return {k: getattr(self, k) for k in type(self).model_fields
+                if k in self.model_fields_set}
+
+    def over(self, top: TrainingSection) -> TrainingSection:
+        """This section with ``top``'s fields laid over it (a command line over a file).
+        ``top``'s pasted Megatron list has been merged under its own keys already, so it
+        wins over this section's fields too."""
+        merged = {**self.given(), **top.given()}
+        merged.pop("from_megatron", None)
+        out = type(self).model_validate(merged)
+        pasted = top.from_megatron or self.from_megatron
+        return out.model_copy(update={"from_megatron": pasted}) if pasted else out
+
+    def megatron_notes(self, where: str = "training") -> list[str]:
+        """The pasted list's arguments with no effect on the step time, as a note."""
+        if not self.from_megatron:
+            return []
+        from fabricsim.workloads.training.megatron import parse_megatron_args
+
+        ignored = parse_megatron_args(self.from_megatron).ignored
+        return [f"{field_name('from_megatron', where)} ignored (no effect on the step "
+                f"time): {', '.join(ignored)}"] if ignored else []
+
+
+class ServingSection(ServingConfig, _ModelFields):
+    """A scenario's ``inference:`` section (or ``fabricsim infer``'s flags): a model, as in
+    ``training:``, every field of
+    :class:`~fabricsim.workloads.serving.config.ServingConfig`, and the ``backend``
+    (``analytic``, or ``flow`` to serve with the scenario's faults and traffic).
+
+    >>> s = ServingSection.model_validate({"model": "llama3-70b", "tp": 4})
+    >>> s.config().tp, s.given()
+    (4, {'model': 'llama3-70b', 'tp': 4})
+    """
+
+    backend: Literal["analytic", "flow"] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _numbers(cls, data: Any) -> Any:
+        """Numbers YAML read as text; ``tpot_target`` is read as ``tpot_target_ms``."""
+        if not isinstance(data, Mapping):
+            return data
+        from fabricsim._strict import renamed_keys
+
+        return _numbers(renamed_keys(dict(data), {"tpot_target": "tpot_target_ms"},
+                                     "inference"))
+
+    def config(self) -> ServingConfig:
+        """The serving layout alone (the :class:`ServingConfig` fields given)."""
+        keys = set(ServingConfig.model_fields) & self.model_fields_set
+        return ServingConfig.model_validate({k: getattr(self, k) for k in keys})
+
+    def given(self) -> dict[str, Any]:
+        """The fields given, by name."""
+        return {k: getattr(self, k) for k in type(self).model_fields
+                if k in self.model_fields_set}
+
+    def over(self, top: ServingSection) -> ServingSection:
+        """This section with ``top``'s fields laid over it."""
+        return type(self).model_validate({**self.given(), **top.given()})
+
+
+def merge(base: Mapping[str, object], over: Mapping[str, object]) -> dict[str, object]:
+    """``over`` deep-merged into a copy of ``base`` (mappings merge, anything else is
+    replaced).
+
+    >>> merge({"pfc": {"xoff": 1, "xon": 2}, "mtu": 4096}, {"pfc": {"xon": 3}})
+    {'pfc': {'xoff': 1, 'xon': 3}, 'mtu': 4096}
+    """
+    out = dict(base)
+    for k, v in over.items():
+        old = out.get(k)
+        out[k] = merge(old, v) if isinstance(v, Mapping) and isinstance(old, Mapping) else v
     return out
 
 
-def _with_megatron(pasted: object, data: dict[str, Any], prefix: str
-                   ) -> tuple[dict[str, Any], list[str]]:
-    """A section's ``from_megatron`` list merged under its own keys, and a note naming
-    the arguments with no effect on the step time."""
-    from fabricsim.workloads.training.megatron import parse_megatron_args
+class PacketSection(StrictModel):
+    """A scenario's ``packet:`` section: the base configuration and every variant (the
+    base with the variant's overrides merged in), each a validated
+    :class:`~fabricsim.backends.packet.config.PacketConfig`. Written as one mapping of
+    packet settings with a ``variants:`` mapping of name to overrides; errors name
+    ``packet.<field>`` (a variant's, ``packet.variants.<name>.<field>``).
 
-    field = f"{prefix}.from_megatron"
-    if not isinstance(pasted, str):
-        raise ConfigError(f"must be the argument list as one string, got {pasted!r}",
-                          field=field)
-    try:
-        parsed, ignored = parse_megatron_args(pasted)
-    except ConfigError as e:
-        raise ConfigError(e.message, field=field) from None
-    merged = {**parsed, **data}
-    if "model" not in merged and not any(k in MODEL_FIELDS for k in merged):
-        raise ConfigError("the Megatron list sets no model shape and the section names no "
-                          "model: add model (e.g. llama3-70b), or --num-layers, "
-                          "--hidden-size, --ffn-hidden-size, --num-attention-heads to the "
-                          "list and vocab to the section", field=f"{prefix}.model")
-    notes = [f"from_megatron ignored (no effect on the step time): {', '.join(ignored)}"] \
-        if ignored else []
-    return merged, notes
+    >>> s = PacketSection.model_validate({"mtu": 1024, "variants": {"big": {"mtu": 4096}}})
+    >>> s.base.mtu, s.config("big").mtu, s.names()
+    (1024, 4096, ['big'])
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    base: PacketConfig
+    variants: dict[str, PacketConfig] = Field(default_factory=dict)
+    raw_variants: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """Each variant's overrides as written (a run can lay more over them)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and isinstance(data.get("base"), PacketConfig):
+            return data  # already read
+        raw = dict(data or {}) if isinstance(data, Mapping) else data
+        if not isinstance(raw, dict):
+            raise ConfigError(f"the packet section is a mapping of packet settings, got "
+                              f"{type(raw).__name__}", field="packet")
+        variants = raw.pop("variants", None) or {}
+        if not isinstance(variants, Mapping):
+            raise ConfigError("variants must map a name to packet overrides",
+                              field="packet.variants")
+        base = parse_packet_config(raw)  # the base's own errors first
+        out: dict[str, PacketConfig] = {}
+        for name, over in variants.items():
+            if not isinstance(over, Mapping):
+                raise ConfigError("a variant is a mapping of packet overrides",
+                                  field=f"packet.variants.{name}")
+            try:
+                out[str(name)] = parse_packet_config(merge(raw, over))
+            except ConfigError as e:
+                raise ConfigError(f"{e.message} (in variant {name!r})", field=(
+                    e.field or "packet").replace("packet.", f"packet.variants.{name}.", 1)
+                    ) from None
+        return {"base": base, "variants": out,
+                "raw_variants": {str(k): dict(v) for k, v in variants.items()}}
+
+    def names(self) -> list[str]:
+        """The variants' names, in the order written."""
+        return list(self.variants)
+
+    def config(self, variant: str | None = None) -> PacketConfig:
+        """The configuration of ``variant`` (``None``: the base); an unknown name is an
+        error listing the variants."""
+        if variant is None:
+            return self.base
+        if variant not in self.variants:
+            from fabricsim.errors import unknown
+
+            raise unknown("variant", variant, list(self.variants), field="packet.variants")
+        return self.variants[variant]
+
+    def with_settings(self, variant: str | None, **settings: object) -> PacketConfig:
+        """:meth:`config` of ``variant`` with ``settings`` laid over it and checked again
+        (a command line's ``--event-budget``)."""
+        cfg = self.config(variant)
+        if not settings:
+            return cfg
+        return parse_packet_config(merge(cfg.model_dump(exclude_unset=True), settings))
 
 
-def _model(name: object, shape: dict[str, Any], default: str, prefix: str
-           ) -> TransformerSpec:
-    """A section's model: the preset ``name`` (``default`` when neither a name nor a
-    shape is given) with the ``shape`` fields changed, or a whole custom shape."""
-    if name is None and not shape:
-        name = default
-    base = get_model(str(name), field=f"{prefix}.model") if name is not None else None
-    model = custom_model(base, shape, prefix=prefix) if shape else base
-    assert model is not None
-    return model
+#: The job sections of a scenario and their types (``training:``, ``inference:``).
+SECTION_TYPES: dict[str, type[BaseModel]] = {"training": TrainingSection,
+                                             "inference": ServingSection}
 
-
-#: Section keys people write for a field by another name (a CLI flag's, Megatron's), and
-#: the field (or setting) they mean.
+#: Section keys people write for a field by another name (a Megatron argument's, a
+#: framework's), and the field (or setting) they mean.
 KEY_ALIASES = {
     "virtual_pipeline_model_parallel_size": "vp", "schedule": "pp_schedule",
     "fp8": "precision: fp8", "fp4": "precision: fp4", "sp": "sequence_parallel",
@@ -139,66 +379,54 @@ KEY_ALIASES = {
     "gbs": "global_batch", "mbs": "micro_batch", "seq_length": "seq_len",
     "tensor_model_parallel_size": "tp", "pipeline_model_parallel_size": "pp",
     "context_parallel_size": "cp", "expert_model_parallel_size": "ep",
-    "tpot_target": "tpot_target_ms", "max_num_seqs": "max_batch",
+    "max_num_seqs": "max_batch",
 }
 
 
-def _section_error(e: ValidationError, prefix: str, known: set[str]) -> ConfigError:
-    """The first error of a section's validation, naming ``<prefix>.<field>``; a field
-    that is not one gets the field meant (:data:`KEY_ALIASES`, or the closest spelling)
-    and the known fields."""
-    import difflib
+def key_hint(key: str, known: set[str]) -> str:
+    """What to say of an unknown key: the field meant (:data:`KEY_ALIASES`, or the
+    closest spelling) and the known fields.
 
+    >>> key_hint("mbs", {"micro_batch", "tp"})
+    '; did you mean micro_batch? (known fields: micro_batch, tp)'
+    """
+    k = key.replace("-", "_").lower()
+    meant = KEY_ALIASES.get(k)
+    if meant is None or meant.split()[0].rstrip(":") not in known:
+        close = difflib.get_close_matches(k, sorted(known), n=1, cutoff=0.75)
+        meant = close[0] if close else None
+    return (f"; did you mean {meant}?" if meant else "") + \
+        f" (known fields: {', '.join(sorted(known))})"
+
+
+def section_error(e: ValidationError, where: str, model: type[BaseModel]) -> ConfigError:
+    """The first error of validating a section of type ``model`` read from ``where``
+    (:func:`field_name`); an unknown key gets the field meant (:func:`key_hint`)."""
     err = e.errors()[0]
     loc = ".".join(str(p) for p in err["loc"])
     got = err.get("input")
-    got_s = f", got {got!r}" if got is not None and not isinstance(got, dict) else ""
-    hint = ""
-    if err["type"] == "extra_forbidden":
-        key = loc.replace("-", "_").lower()
-        meant = KEY_ALIASES.get(key)
-        if meant is None or meant.split()[0].rstrip(":") not in known:
-            close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.75)
-            meant = close[0] if close else None
-        hint = (f"; did you mean {meant}?" if meant else "") + \
-            f" (known fields: {', '.join(sorted(known))})"
-    return ConfigError(f"{err['msg']}{got_s}{hint}", field=f"{prefix}.{loc}")
+    got_s = f", got {got!r}" if got is not None and not isinstance(got, dict) \
+        and ", got " not in str(err["msg"]) else ""
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    hint = key_hint(loc, set(model.model_fields)) if err["type"] == "extra_forbidden" else ""
+    return ConfigError(f"{msg}{got_s}{hint}", field=field_name(loc, where) if loc else where)
 
 
-def serving_from_section(section: dict[str, Any] | None, prefix: str = "inference", *,
-                         model: TransformerSpec | None = None
-                         ) -> tuple[TransformerSpec, ServingConfig]:
-    """Split and validate an ``inference:`` mapping (the model, as in ``training:``, and
-    the :class:`ServingConfig` fields); errors name ``inference.<field>``. ``model``
-    serves a model given elsewhere (a section that names none).
+def parse_section(model: type[_S], data: Any, where: str) -> _S:
+    """``data`` validated as a section of type ``model``; errors name ``<where>.<field>``
+    (:func:`field_name`: ``--field`` when ``where`` is ``"--"``, the command line).
 
-    Examples
-    --------
-    >>> m, s = serving_from_section({"model": "llama3-70b", "tp": 4, "precision": "fp8"})
-    >>> m.name, s.tp, s.precision, s.prompt_len
-    ('llama3-70b', 4, 'fp8', 1024)
-    >>> serving_from_section({"model": "llama3-70b", "tpot_target_ms": -5})
+    >>> parse_section(ServingSection, {"tp": 2}, "inference").tp
+    2
+    >>> parse_section(ServingSection, {"tpot_target_ms": -5}, "--")
     Traceback (most recent call last):
     ...
-    fabricsim.errors.ConfigError: inference.tpot_target_ms: Input should be greater than 0, \
-got -5 (--tpot-target on the command line)
+    fabricsim.errors.ConfigError: --tpot-target-ms: Input should be greater than 0, got -5
     """
-    data = dict(section or {})
-    name = data.pop("model", None)
-    shape = {k: data.pop(k) for k in list(data) if k in MODEL_FIELDS}
-    if model is None or name is not None or shape:
-        model = _model(name, shape, "llama3-70b", prefix)
     try:
-        cfg = ServingConfig.model_validate(data)
+        return model.model_validate(data or {}, context={"where": where})
     except ValidationError as e:
-        err = _section_error(e, prefix, set(ServingConfig.model_fields) | set(MODEL_FIELDS)
-                             | {"model"})
-        key = (err.field or "").removeprefix(f"{prefix}.")
-        if key in ServingConfig.model_fields:  # the same field as fabricsim infer's flag
-            flag = "--" + key.removesuffix("_ms").replace("_", "-")
-            err = ConfigError(f"{err.message} ({flag} on the command line)", field=err.field)
-        raise err from None
-    return model, cfg
+        raise section_error(e, where, model) from None
 
 
 def check_positive(value: object, field: str) -> float | None:
@@ -227,6 +455,17 @@ def check_non_negative(value: object, field: str) -> float | None:
     0.0
     """
     return _check_number(value, field, zero_ok=True)
+
+
+def _number(value: object, *, zero_ok: bool) -> object:
+    """A section's number checked as :func:`check_positive` checks it, the error a
+    ValueError (pydantic names the field); text YAML read from ``1.5e12`` passes on."""
+    if isinstance(value, str):
+        return value
+    try:
+        return _check_number(value, "", zero_ok=zero_ok)
+    except ConfigError as e:
+        raise ValueError(e.message) from None
 
 
 def _check_number(value: object, field: str, *, zero_ok: bool) -> float | None:

@@ -1,0 +1,153 @@
+"""The cluster a scenario describes, and its collective sweep: the lowest part of a scenario.
+
+``cluster:`` is a :class:`ClusterSpec` (which servers, how many, the network between
+them), ``collective:`` a :class:`CollectiveSpec`; a scenario's user-defined ``systems:``
+extend the catalog (:func:`scenario_catalog`). :func:`fabric_from_cluster` is the one place
+a cluster turns into a Fabric.
+
+Example
+-------
+>>> fabric_from_cluster(ClusterSpec(system="dgx-h100", nodes=2)).n_gpus
+16
+>>> cluster_gpus(ClusterSpec(system="box", nodes=2), scenario_catalog(
+...     {"box": {"base": "dgx-a100", "gpus": 4, "nvlink_domain_gpus": 4}}))
+8
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import ConfigDict, Field, field_validator
+
+from fabricsim._strict import StrictModel
+from fabricsim.catalog import Catalog
+from fabricsim.fabric import Fabric, build_cluster
+
+__all__ = ["BuildOptions", "ClusterSpec", "CollectiveSpec", "cluster_gpus",
+           "fabric_from_cluster", "scenario_catalog"]
+
+
+class _Model(StrictModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ClusterSpec(_Model):
+    """Which servers, how many, and the network between them."""
+
+    system: str = "dgx-h100"
+    nodes: int = Field(1, ge=1, le=1_000_000)
+    gpus_per_node: int | None = Field(None, ge=1)
+    fabric: str | None = None
+    topology: str | None = None
+    oversubscription: float = Field(1.0, ge=1.0, le=64.0, allow_inf_nan=False)
+    tiers: int | None = Field(None, ge=2, le=3)
+    planes: int | None = Field(None, ge=1)
+    radix: int | None = Field(None, ge=4)
+    params: dict[str, Any] = Field(default_factory=dict)
+    storage: bool = False
+    management: bool = False
+
+
+class CollectiveSpec(_Model):
+    """A collective sweep in the manner of nccl-tests."""
+
+    collective: str = "all_reduce"
+    minbytes: int = 8
+    maxbytes: int = 128 * 2**20
+    stepfactor: int = Field(2, ge=2)
+    datatype: str = "float"
+    op: str = "sum"
+    algo: str | None = None
+    proto: str | None = None
+    backend: Literal["analytic", "flow", "packet"] = "analytic"
+    ranks: list[int] | None = None
+
+    @field_validator("minbytes", "maxbytes", mode="before")
+    @classmethod
+    def _size(cls, v: object) -> int:
+        """Sizes as nccl-tests reads ``-b``/``-e`` (a bare ``M`` is binary: 1M = 2**20)."""
+        from fabricsim.errors import UnitError
+        from fabricsim.units import parse_nccl_size
+
+        try:
+            return parse_nccl_size(v if isinstance(v, int | str) else str(v), field=None)
+        except UnitError as e:
+            raise ValueError(e.message) from None
+
+
+def scenario_catalog(systems: Mapping[str, Mapping[str, object]] | None) -> Catalog:
+    """The shipped catalog with a scenario's user-defined ``systems:`` added (the shipped
+    one when it defines none).
+
+    >>> scenario_catalog({"box": {"base": "dgx-a100"}}).system("box").gpus
+    8
+    """
+    from fabricsim.catalog import get_catalog, with_systems
+
+    return with_systems(get_catalog(), systems) if systems else get_catalog()
+
+
+def fabric_from_cluster(c: ClusterSpec,
+                        systems: Mapping[str, Mapping[str, object]] | None = None) -> Fabric:
+    """Build the Fabric a ClusterSpec describes (``systems``: user-defined presets). An
+    error naming one of the builder's arguments names it as the scenario's
+    ``cluster.<field>``.
+
+    >>> from fabricsim.errors import ConfigError
+    >>> try:
+    ...     fabric_from_cluster(ClusterSpec(system="dgx-h100", nodes=1_000_000))
+    ... except ConfigError as e:
+    ...     print(e.field)
+    cluster.nodes
+    """
+    from fabricsim.errors import FabricsimError
+
+    catalog = scenario_catalog(systems)
+    try:
+        return build_cluster(c.system, c.nodes, gpus_per_node=c.gpus_per_node,
+                             fabric=c.fabric, topology=c.topology,
+                             oversubscription=c.oversubscription, tiers=c.tiers,
+                             planes=c.planes, radix=c.radix, params=dict(c.params),
+                             storage=c.storage, management=c.management, catalog=catalog)
+    except FabricsimError as e:
+        head = (e.field or "").split(".")[0]
+        if head in ClusterSpec.model_fields:
+            e.field = f"cluster.{e.field}"
+            e.args = (f"{e.field}: {e.message}",)
+        raise
+
+
+def cluster_gpus(c: ClusterSpec, catalog: Catalog) -> int:
+    """GPUs the cluster will have, from its presets alone (nothing is built)."""
+    if c.gpus_per_node is not None:
+        return int(c.nodes) * int(c.gpus_per_node)
+    return int(c.nodes) * int(catalog.system(c.system).gpus)
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """The :func:`~fabricsim.fabric.build_cluster` settings of a cluster beyond its
+    system, size, fabric and topology (a calibration's ``params``, ``tiers``, ``planes``,
+    ``radix``), which a job rebuilt at other sizes or on other fabrics keeps.
+
+    >>> BuildOptions.of(ClusterSpec(tiers=3)).tiers
+    3
+    """
+
+    params: tuple[tuple[str, Any], ...] = ()
+    tiers: int | None = None
+    planes: int | None = None
+    radix: int | None = None
+
+    @classmethod
+    def of(cls, c: ClusterSpec) -> BuildOptions:
+        return cls(params=tuple(sorted(c.params.items())), tiers=c.tiers, planes=c.planes,
+                   radix=c.radix)
+
+    def keywords(self) -> dict[str, Any]:
+        """As :func:`~fabricsim.fabric.build_cluster`'s keyword arguments."""
+        return {"params": dict(self.params), "tiers": self.tiers, "planes": self.planes,
+                "radix": self.radix}
