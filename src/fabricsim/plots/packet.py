@@ -1,6 +1,6 @@
 """Figures of packet-backend runs: FCT CDF, throughput, queues and pauses, pause map.
 
-Each function takes one or more :class:`~fabricsim.scenario.packet.PacketRun`
+Each function takes one or more :class:`~fabricsim.jobs.packet.PacketRun`
 (labelled by their variant) and writes a PNG. Figures with a panel per run put every
 panel on one colour scale and one time axis, so runs compare at a glance; every variant
 has the same colour in every figure.
@@ -9,7 +9,7 @@ Example
 -------
 >>> import tempfile, pathlib
 >>> from fabricsim.scenario import Scenario
->>> from fabricsim.scenario.packet import run_packet_scenario
+>>> from fabricsim.jobs.packet import run_packet_scenario
 >>> sc = Scenario.model_validate({"cluster": {"system": "dgx-h100", "nodes": 4,
 ...     "gpus_per_node": 1, "fabric": "roce-400g"}, "packet": {"traffic": {
 ...     "pattern": "incast", "nbytes": "1MB"}}})
@@ -170,7 +170,7 @@ def pause_map(runs: Sequence[Any], path: str | Path, *, title: str = "") -> Path
     """Pause propagation: every switch/NIC port by hop distance from the origin, coloured
     by how long it stayed paused (one colour scale for all panels), a panel per run that
     paused (three a row); one line of text when no run paused at all."""
-    from fabricsim.scenario.packet import hops_from
+    from fabricsim.jobs.packet import hops_from
 
     paused_runs = [r for r in runs if np.isfinite(r.result.extra["pause_first"]).any()]
     if not paused_runs:

@@ -1,5 +1,5 @@
 """Reports: summaries, tables and the demo report, built from Fabrics and Results only."""
 
-from fabricsim.reports.cluster import ClusterSummary, HierarchyLevel, summarize
+from fabricsim.jobs.describe import ClusterSummary, HierarchyLevel, summarize
 
 __all__ = ["ClusterSummary", "HierarchyLevel", "summarize"]

@@ -19,13 +19,15 @@ Example
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from fabricsim.catalog import get_catalog
 from fabricsim.fabric import Fabric, LinkKind, NodeKind
+from fabricsim.jobs.common import Cluster, Part, Progress, quiet
 from fabricsim.results import Tabular, flatten
+from fabricsim.scenario.schema import Scenario
 
 
 @dataclass(frozen=True)
@@ -171,3 +173,40 @@ def summarize(fabric: Fabric) -> ClusterSummary:
         bisection_bandwidth_gbps=_gbps(info.bisection_bandwidth), hierarchy=levels,
         bottleneck=bottleneck, lossless=info.lossless, sharp=info.sharp, notes=notes,
     )
+
+
+class Describe(Part):
+    """What a cluster is (``describe``): nothing runs on it."""
+
+    kind: Literal["describe"] = "describe"
+    cluster: Cluster
+
+
+def describe_job(sc: Scenario) -> Describe:
+    """The description of ``sc``'s cluster."""
+    return Describe(cluster=Cluster.of(sc))
+
+
+@dataclass(frozen=True)
+class DescribeReport:
+    """A cluster's :class:`ClusterSummary`."""
+
+    job: Describe
+    summary: ClusterSummary
+    kind: str = "describe"
+
+    @property
+    def warnings(self) -> list[str]:
+        return []
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.summary.as_dict()
+
+    def to_row(self) -> dict[str, Any]:
+        return {k: v for k, v in flatten(self.summary.as_dict()).items()
+                if isinstance(v, int | float | str | bool)}
+
+
+def run_describe(job: Describe, fabric: Fabric, progress: Progress = quiet) -> DescribeReport:
+    """Summarise ``fabric`` (``job``'s cluster, built)."""
+    return DescribeReport(job=job, summary=summarize(fabric))

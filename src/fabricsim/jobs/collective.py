@@ -1,0 +1,322 @@
+"""Collective benchmarks (``bench``): an nccl-tests sweep of one collective on a cluster.
+
+A :class:`CollectiveBench` is the collective, its sizes (nccl-tests' ``-b``/``-e``/``-f``
+or ``-i``), data type, reduction op, the algorithms to run (``None``: NCCL's own choice,
+the tuner's; several overlay), protocol, backend, ranks, GPUs per nccl-tests thread
+(``-g``) and NCCL's environment (``NCCL_ALGO``, ``NCCL_PROTO``, ``NCCL_NVLS_ENABLE``,
+``NCCL_COLLNET_ENABLE``). A scenario's ``collective:`` section gives the defaults
+(:func:`bench_job`). Faults and background traffic run on the flow backend; any other
+backend refuses them.
+
+Example
+-------
+>>> from fabricsim.scenario import load_scenario_text
+>>> sc = load_scenario_text("cluster: {system: dgx-h100, nodes: 2}\\n"
+...                         "collective: {minbytes: 1M, maxbytes: 4M}")
+>>> job = bench_job(sc)
+>>> job.sizes
+(1048576, 2097152, 4194304)
+>>> r = run_bench(job, job.cluster.build())
+>>> [row.algorithm for row in r.rows[None]], r.to_row()["size_bytes"]
+(['nvlstree', 'nvlstree', 'nvlstree'], 4194304)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from pydantic import Field
+
+from fabricsim.collectives.nccl_env import NcclEnv
+from fabricsim.errors import ConfigError, FabricsimError, ScheduleError, unknown
+from fabricsim.fabric import Fabric
+from fabricsim.jobs.common import Cluster, Faults, Part, Progress, quiet
+from fabricsim.scenario.cluster import CollectiveSpec
+from fabricsim.scenario.schema import Scenario
+
+__all__ = ["DATATYPES", "DEFAULT_SWEEP", "MAX_SWEEP_POINTS", "REDOPS", "BenchReport",
+           "BenchRow", "CollectiveBench", "bench_job", "bench_sizes", "run_bench"]
+
+#: nccl-tests data types and their sizes in bytes.
+DATATYPES = {"int8": 1, "char": 1, "uint8": 1, "int32": 4, "int": 4, "uint32": 4,
+             "int64": 8, "uint64": 8, "half": 2, "float16": 2, "float": 4, "float32": 4,
+             "double": 8, "float64": 8, "bfloat16": 2, "f8e4m3": 1, "f8e5m2": 1}
+#: nccl-tests reduction ops.
+REDOPS = ("sum", "prod", "min", "max", "avg")
+#: Most rows one sweep may have (nccl-tests' own default sweep has 31).
+MAX_SWEEP_POINTS = 1000
+#: The sweep of a scenario that names no collective: all-reduce from 1 KiB to 1 GiB.
+DEFAULT_SWEEP = CollectiveSpec(collective="all_reduce", minbytes="1KiB", maxbytes="1GiB")
+
+
+def bench_sizes(minbytes: int, maxbytes: int, factor: float = 2.0,
+                stepbytes: int | None = None, field_name: str = "--stepfactor") -> list[int]:
+    """Sizes from ``minbytes`` to ``maxbytes`` by ``factor`` (or by ``stepbytes``), as
+    nccl-tests steps them.
+
+    >>> bench_sizes(8, 64, 2)
+    [8, 16, 32, 64]
+    >>> bench_sizes(0, 3000, stepbytes=1000)
+    [0, 1000, 2000, 3000]
+    """
+    if minbytes < 0 or maxbytes < minbytes:
+        raise ConfigError(f"need 0 <= minbytes <= maxbytes, got {minbytes} and {maxbytes}",
+                          field="--minbytes")
+    if stepbytes:
+        points = (maxbytes - minbytes) // stepbytes + 1
+    else:
+        if not (math.isfinite(factor) and factor > 1):
+            raise ConfigError(f"step factor must be a number > 1, got {factor}",
+                              field=field_name)
+        lo = max(minbytes, 1)
+        points = int(math.log(max(maxbytes, lo) / lo) / math.log(factor) + 1e-9) + 1 + \
+            (minbytes == 0)
+    if points > MAX_SWEEP_POINTS:
+        raise ConfigError(f"this sweep has {points:,} sizes; the limit is "
+                          f"{MAX_SWEEP_POINTS:,}. Use a larger --stepfactor/--stepbytes or a "
+                          f"narrower -b/-e range",
+                          field=field_name if not stepbytes else "--stepbytes")
+    if stepbytes:
+        return list(range(minbytes, maxbytes + 1, stepbytes))
+    out, s = [], float(max(minbytes, 1) if minbytes == 0 else minbytes)
+    if minbytes == 0:
+        out.append(0)
+    while s <= maxbytes * (1 + 1e-12):
+        out.append(int(s))
+        s *= factor
+    return out
+
+
+@dataclass(frozen=True)
+class BenchRow:
+    """One nccl-tests-style result row, with the algorithm and protocol that ran."""
+
+    size_bytes: int
+    count: int
+    type: str
+    redop: str
+    root: int
+    time_us: float
+    algbw_gbps: float
+    busbw_gbps: float
+    algorithm: str
+    protocol: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class CollectiveBench(Part):
+    """One collective swept over message sizes (see the module docs)."""
+
+    kind: Literal["bench"] = "bench"
+    cluster: Cluster
+    collective: str
+    sizes: tuple[int, ...] = Field(min_length=1, max_length=MAX_SWEEP_POINTS)
+    datatype: str = "float"
+    op: str = "sum"
+    algos: tuple[str | None, ...] = (None,)
+    every_algorithm: bool = False
+    """Also every algorithm that runs this collective, each as its own curve (those
+    that cannot run here are listed as skipped, with the reason)."""
+    proto: str | None = None
+    backend: Literal["analytic", "flow", "packet"] = "analytic"
+    ranks: tuple[int, ...] | None = None
+    gpus_per_thread: int = Field(1, ge=1, le=72)
+    env: NcclEnv = NcclEnv()
+    faults: Faults = Faults()
+    time_limit_s: float | None = Field(None, gt=0, allow_inf_nan=False)
+
+
+def bench_job(sc: Scenario, *, collective: str | None = None,
+              sizes: tuple[int, ...] | None = None, datatype: str | None = None,
+              op: str | None = None, algos: tuple[str, ...] = (), proto: str | None = None,
+              backend: str | None = None, gpus_per_thread: int = 1,
+              env: NcclEnv | None = None, every_algorithm: bool = False,
+              time_limit_s: float | None = None) -> CollectiveBench:
+    """The benchmark of ``sc``'s ``collective:`` section (:data:`DEFAULT_SWEEP` when it
+    has none), each argument given replacing the section's."""
+    from fabricsim.backends.registry import BACKENDS
+    from fabricsim.collectives.tuner import check_collective
+
+    spec = sc.collective or DEFAULT_SWEEP
+    name = check_collective(collective or spec.collective)
+    dtype = datatype or spec.datatype
+    if dtype not in DATATYPES:
+        raise unknown("datatype", dtype, DATATYPES, field="collective.datatype")
+    red = op or spec.op
+    if red not in REDOPS:
+        raise unknown("reduction op", red, REDOPS, field="collective.op")
+    be = backend or spec.backend
+    if be not in BACKENDS:
+        raise unknown("backend", be, BACKENDS, field="collective.backend")
+    if sizes is None:
+        sizes = tuple(bench_sizes(int(spec.minbytes), int(spec.maxbytes),
+                                  float(spec.stepfactor), field_name="collective.stepfactor"))
+    faults = Faults.of(sc)
+    if (faults or time_limit_s is not None) and be != "flow":
+        what = f"the scenario's {faults.describe()}" if faults else "--time-limit"
+        raise ConfigError(f"{what} need(s) the flow backend; run with --backend flow "
+                          f"(or backend: flow in collective:), got {be}",
+                          field="collective.backend")
+    chosen: tuple[str | None, ...] = tuple(algos) or ((spec.algo,) if spec.algo else (None,))
+    return CollectiveBench(
+        cluster=Cluster.of(sc), collective=name, sizes=tuple(sizes), datatype=dtype, op=red,
+        algos=chosen, every_algorithm=every_algorithm, proto=proto or spec.proto,
+        backend=be, ranks=tuple(spec.ranks) if spec.ranks else None,
+        gpus_per_thread=gpus_per_thread, env=env or NcclEnv(), faults=faults,
+        time_limit_s=time_limit_s)
+
+
+def _best(fabric: Fabric, coll: str, size: int, algos: list[str | None],
+          protos: list[str | None], gpus_per_thread: int, ranks: list[int] | None) -> Any:
+    """The fastest allowed (algorithm, protocol) at ``size`` (``None``: the tuner's own
+    choice)."""
+    from fabricsim.collectives.tuner import choose
+
+    best, why = None, ScheduleError("nothing tried")
+    for a in algos:
+        for p in protos:
+            try:
+                c = choose(fabric, coll, size, ranks, a, p, gpus_per_thread=gpus_per_thread)
+            except ScheduleError as e:
+                why = e
+                continue
+            if best is None or c.time < best.time:
+                best = c
+    if best is None:
+        raise ConfigError(f"no allowed algorithm/protocol runs {coll} here: {why.message}",
+                          field="NCCL_ALGO") from why
+    return best
+
+
+def _sweep(job: CollectiveBench, fabric: Fabric, algo: str | None, backend: Any,
+           on_size: Callable[[int, int, int], None] | None) -> list[BenchRow]:
+    """The rows of one algorithm (``None``: NCCL's choice under the job's environment)."""
+    from fabricsim.collectives import ALGORITHMS, run_collective
+    from fabricsim.collectives.busbw import bandwidths
+    from fabricsim.protocols import PROTOCOL_LABELS
+
+    coll, env = job.collective, job.env
+    algos: list[str | None] = [algo]
+    protos: list[str | None] = [job.proto]
+    if algo is None and (env.algorithms is not None or env.nvls is False or env.collnet):
+        auto = [a.name for a in ALGORITHMS.values() if a.auto]
+        extra = ["sharp", "nvls_sharp"] if env.collnet else []
+        algos[:] = env.allowed_algorithms([*auto, *extra])
+        if not algos:
+            raise ConfigError("NCCL_ALGO/NCCL_NVLS_ENABLE leave no algorithm to run",
+                              field="NCCL_ALGO")
+    if job.proto is None and env.protocols is not None:
+        protos[:] = sorted(env.protocols)
+    tsize = DATATYPES[job.datatype]
+    ranks = list(job.ranks) if job.ranks else None
+    n = len(ranks) if ranks else fabric.n_gpus
+    align = tsize * (n if coll in ("all_gather", "reduce_scatter", "alltoall") else 1)
+    reduces = coll in ("all_reduce", "reduce_scatter", "reduce")
+    rows = []
+    for i, s in enumerate(job.sizes):
+        size = (s // align) * align
+        if on_size is not None:
+            on_size(i, len(job.sizes), size)
+        if job.backend == "analytic":
+            c = _best(fabric, coll, size, algos, protos, job.gpus_per_thread, ranks)
+            t, alg_name, pr = c.time, c.algorithm, c.protocol
+        else:
+            if len(algos) > 1 or len(protos) > 1:
+                c = _best(fabric, coll, size, algos, protos, job.gpus_per_thread, ranks)
+                a_run, p_run = c.algorithm, c.protocol
+            else:
+                a_run, p_run = algos[0], protos[0]
+            r = run_collective(fabric, coll, size, ranks, algo=a_run, proto=p_run,
+                               backend=backend)
+            t, alg_name, pr = r.time, r.algorithm, r.protocol
+        alg, bus = bandwidths(coll, size, t, n)
+        rows.append(BenchRow(size_bytes=size, count=size // tsize, type=job.datatype,
+                             redop=job.op if reduces else "none",
+                             root=0 if coll in ("broadcast", "reduce") else -1,
+                             time_us=t * 1e6, algbw_gbps=alg / 1e9, busbw_gbps=bus / 1e9,
+                             algorithm=alg_name, protocol=PROTOCOL_LABELS.get(pr, pr)))
+    return rows
+
+
+@dataclass(frozen=True)
+class BenchReport:
+    """The sweep's rows per algorithm asked for (``None``: NCCL's choice), and the
+    algorithms that could not run (with every_algorithm), each with the reason."""
+
+    job: CollectiveBench
+    rows: dict[str | None, list[BenchRow]]
+    skipped: dict[str, str] = field(default_factory=dict)
+    gpus: int = 0
+    kind: str = "bench"
+
+    @property
+    def warnings(self) -> list[str]:
+        return [f"{a} cannot run here: {why}" for a, why in self.skipped.items()]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every algorithm's curve (``auto``: NCCL's choice), a column per figure, and
+        what was skipped."""
+        return {"collective": self.job.collective, "gpus": self.gpus,
+                "backend": self.job.backend,
+                "curves": [{"name": a or "auto", "sizes": [r.size_bytes for r in rows],
+                            "time_us": [r.time_us for r in rows],
+                            "algbw_gbps": [r.algbw_gbps for r in rows],
+                            "busbw_gbps": [r.busbw_gbps for r in rows],
+                            "choice": [f"{r.algorithm}/{r.protocol}".lower() for r in rows]}
+                           for a, rows in self.rows.items()],
+                "skipped": dict(self.skipped), "warnings": self.warnings}
+
+    def to_row(self) -> dict[str, Any]:
+        """The largest size of the first algorithm asked for (the figures a sweep of
+        designs keeps)."""
+        r = next(iter(self.rows.values()))[-1]
+        return {"gpus": self.gpus, "size_bytes": r.size_bytes, "time_us": r.time_us,
+                "algbw_gbps": r.algbw_gbps, "busbw_gbps": r.busbw_gbps,
+                "algorithm": r.algorithm, "protocol": r.protocol}
+
+
+def run_bench(job: CollectiveBench, fabric: Fabric, progress: Progress = quiet,
+              on_size: Callable[[int, int, int], None] | None = None) -> BenchReport:
+    """Run ``job``'s sweep on ``fabric`` (its cluster, built): every algorithm asked for,
+    then (with ``every_algorithm``) every other one that runs the collective."""
+    from fabricsim.collectives import ALGORITHMS
+
+    if fabric.n_gpus < 2:
+        raise ConfigError(f"a collective moves data between GPUs and this cluster has "
+                          f"{fabric.n_gpus}; give --nodes 2 or --gpus-per-node 2 or more",
+                          field="cluster.nodes")
+    per_server = fabric.info.gpus_per_server
+    g = job.gpus_per_thread
+    if g > per_server or per_server % g:
+        raise ConfigError(f"-g {g}: one process drives GPUs of its own server, and "
+                          f"{fabric.info.system} servers have {per_server}; give a -g that "
+                          f"divides {per_server}", field="--ngpus")
+    backend: Any = job.backend
+    if job.faults or job.time_limit_s is not None:
+        from fabricsim.backends.flow import FlowBackend
+
+        backend = FlowBackend(faults=list(job.faults.faults),
+                              background=list(job.faults.background), seed=job.faults.seed,
+                              time_limit_s=job.time_limit_s)
+    names: list[str | None] = list(job.algos)
+    if job.every_algorithm:
+        names += [a for a, alg in ALGORITHMS.items()
+                  if job.collective in alg.collectives and a not in names]
+    rows: dict[str | None, list[BenchRow]] = {}
+    skipped: dict[str, str] = {}
+    for i, a in enumerate(names):
+        progress(i / len(names), f"{job.collective} with {a or 'the tuner'}")
+        try:
+            rows[a] = _sweep(job, fabric, a, backend, on_size)
+        except FabricsimError as e:  # an algorithm that cannot run here, beside the asked
+            if not job.every_algorithm or a in job.algos:
+                raise
+            cause = e.__cause__ if isinstance(e.__cause__, FabricsimError) else e
+            skipped[str(a)] = cause.message
+    return BenchReport(job=job, rows=rows, skipped=skipped,
+                       gpus=len(job.ranks) if job.ranks else fabric.n_gpus)

@@ -1,0 +1,194 @@
+"""Flow-level runs (``simulate``): a collective with and without a scenario's faults and
+background traffic, and where the slowdown came from.
+
+A :class:`FlowRun` is the scenario's ``collective:`` (at its ``maxbytes``, or a size
+given), its faults and traffic, and the flow backend's routing (``ecmp``: a hash per
+queue pair; ``spray``; ``adaptive``) and queue pairs per connection. :func:`run_flow`
+runs it fault-free and with everything; with several faults or traffic sources, each
+alone too, so the slowdown is attributed to them one by one. The report keeps both
+runs for the tables and figures :mod:`fabricsim.reports.flow` writes.
+
+Example
+-------
+>>> from fabricsim.scenario import Scenario
+>>> sc = Scenario.model_validate({"cluster": {"system": "dgx-h100", "nodes": 2},
+...     "collective": {"maxbytes": "16MiB", "algo": "ring"},
+...     "faults": [{"type": "slow_nic", "node": 0, "index": 0, "factor": 0.5}]})
+>>> job = flow_job(sc)
+>>> r = run_flow(job, job.cluster.build())
+>>> r.summary["slowdown"] > 1.0, r.summary["causes"][0]["description"]
+(True, 'server0/nic0 at 0.5 of its bandwidth')
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import Field
+
+from fabricsim.backends.base import Result
+from fabricsim.errors import ConfigError
+from fabricsim.fabric import Fabric
+from fabricsim.jobs.common import Cluster, Faults, Part, Progress, quiet
+from fabricsim.scenario.cluster import CollectiveSpec
+from fabricsim.scenario.schema import Scenario
+from fabricsim.schedule.core import Schedule
+from fabricsim.units import parse_nccl_size
+
+__all__ = ["FlowReport", "FlowRun", "flow_job", "run_flow"]
+
+
+def _finite(x: float) -> float | None:
+    return float(x) if math.isfinite(x) else None
+
+
+class FlowRun(Part):
+    """A collective on the flow backend, fault-free and with the scenario's faults and
+    background traffic (at least one of them)."""
+
+    kind: Literal["simulate"] = "simulate"
+    cluster: Cluster
+    name: str = "scenario"
+    description: str = ""
+    collective: CollectiveSpec
+    nbytes: int = Field(ge=0)
+    routing: Literal["ecmp", "spray", "adaptive"] = "ecmp"
+    qps: int = Field(1, ge=1, le=128)
+    faults: Faults
+    time_limit_s: float | None = Field(None, gt=0, allow_inf_nan=False)
+    record: bool = False
+    """Keep both runs' link timelines (for the tables and the heatmap)."""
+
+
+def flow_job(sc: Scenario, *, size: str | None = None, routing: str = "ecmp", qps: int = 1,
+             time_limit_s: float | None = None, record: bool = False) -> FlowRun:
+    """The flow run of ``sc``: its collective (all-reduce when it names none) at
+    ``size`` (default its ``maxbytes``), its faults and background traffic."""
+    faults = Faults.of(sc)
+    if not faults:
+        raise ConfigError("a flow run compares the fabric with and without faults or "
+                          "background traffic: add a faults: or background: section "
+                          "(start from a shipped flow-* scenario)", field="faults")
+    spec = sc.collective or CollectiveSpec()
+    nbytes = int(spec.maxbytes) if size is None else parse_nccl_size(size, field="--size")
+    if size is not None:  # --size replaces collective.maxbytes: the same rules apply
+        from fabricsim.scenario.rules import check_scenario
+
+        spec = spec.model_copy(update={"maxbytes": nbytes,
+                                       "minbytes": min(int(spec.minbytes), nbytes)})
+        check_scenario(sc.model_copy(update={"collective": spec}))
+    if routing not in ("ecmp", "spray", "adaptive"):
+        from fabricsim.errors import unknown
+
+        raise unknown("routing", routing, ["ecmp", "spray", "adaptive"], field="--routing")
+    return FlowRun(cluster=Cluster.of(sc), name=sc.name, description=sc.description,
+                   collective=spec, nbytes=nbytes, routing=routing,
+                   qps=qps, faults=faults, time_limit_s=time_limit_s, record=record)
+
+
+@dataclass(frozen=True)
+class FlowReport:
+    """What :func:`run_flow` ran: the fabric, the schedule, both Results, the summary."""
+
+    job: FlowRun
+    fabric: Fabric
+    schedule: Schedule
+    base: Result
+    hit: Result
+    summary: dict[str, Any]
+    kind: str = "simulate"
+
+    @property
+    def warnings(self) -> list[str]:
+        """A run that stalls (a transfer with no route) says so."""
+        if not self.summary["stalled"]:
+            return []
+        return [f"with the faults the run stalls: steps {self.summary['stalled_steps']} "
+                f"cannot finish (transfers without a route)"]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.summary, "warnings": self.warnings}
+
+    def to_row(self) -> dict[str, Any]:
+        s = self.summary
+        return {"gpus": s["cluster"]["gpus"], "size_bytes": s["nbytes"],
+                "baseline_time_s": s["baseline_time_s"], "time_s": s["time_s"],
+                "slowdown": s["slowdown"], "stalled": s["stalled"],
+                "algorithm": s["algorithm"]}
+
+
+def run_flow(job: FlowRun, fabric: Fabric, progress: Progress = quiet,
+             step_progress: Callable[..., None] | None = None) -> FlowReport:
+    """Run ``job`` on ``fabric`` (its cluster, built) fault-free, with everything, and
+    each fault or traffic source alone when there are several. ``time_limit_s`` bounds
+    the wall time of all the runs together (a SimulationError naming ``--time-limit``);
+    ``step_progress`` is the flow backend's progress callback."""
+    from fabricsim.backends.flow import FlowBackend
+    from fabricsim.backends.flow.background import background_transfers
+    from fabricsim.backends.flow.routing import expand
+    from fabricsim.collectives import build_schedule
+
+    spec = job.collective
+    faults, background, seed = list(job.faults.faults), list(job.faults.background), \
+        job.faults.seed
+    sch = build_schedule(fabric, spec.collective, job.nbytes,
+                         ranks=list(spec.ranks) if spec.ranks else None, algo=spec.algo,
+                         proto=spec.proto)
+    deadline = time.perf_counter() + job.time_limit_s if job.time_limit_s is not None \
+        else None
+    routing, qps = job.routing, job.qps
+
+    def backend(**kw: Any) -> FlowBackend:
+        left = None if deadline is None else max(deadline - time.perf_counter(), 1e-3)
+        return FlowBackend(seed=seed, routing=routing, qps=qps, progress=step_progress,
+                           time_limit_s=left, **kw)
+
+    progress(0.0, "fault-free run")
+    base = backend(record_timeline=job.record).run(sch, fabric)
+    progress(0.3, "run with the faults and traffic")
+    hit = backend(faults=faults, background=background,
+                  record_timeline=job.record).run(sch, fabric)
+    causes: list[dict[str, Any]] = []
+    descs: list[str] = list(hit.extra["faults"])
+    fault_links: dict[str, list[int]] = hit.extra["fault_links"]
+    several = len(faults) + len(background) > 1
+    for i, (f, desc) in enumerate(zip(faults, descs, strict=True)):
+        progress(0.6, f"fault {i} alone")
+        alone = backend(faults=[f]).run(sch, fabric).time if several else hit.time
+        causes.append({"kind": "fault", "index": i, "type": f.type, "description": desc,
+                       "links": [fabric.link_name(l) for l in fault_links[desc]],
+                       "slowdown_alone": _finite(alone / base.time)})
+    for i, b in enumerate(background):
+        progress(0.8, f"background {b.name} alone")
+        alone = backend(background=[b]).run(sch, fabric).time if several else hit.time
+        causes.append({"kind": "background", "index": i, "description":
+                       f"{b.name} ({b.traffic_class}, {b.pattern}, {b.nbytes} per flow, "
+                       f"weight {b.weight:g})", "slowdown_alone": _finite(alone / base.time)})
+    link_fault = {l: d for d, ls in fault_links.items() for l in ls}
+    for b, bt in zip(background, background_transfers(fabric, background, seed=seed),
+                     strict=True):
+        ex = expand(fabric, bt.src, bt.dst, bt.nbytes, mode=routing, qps=qps, seed=seed)
+        for l in np.unique(ex.links).tolist():
+            link_fault.setdefault(int(l), f"background: {b.name}")
+    tops = [{**b, "fault": link_fault.get(b["link"])} for b in hit.extra["bottlenecks"]]
+    c = job.cluster.spec
+    summary: dict[str, Any] = {
+        "scenario": job.name, "description": job.description,
+        "cluster": {"system": c.system, "nodes": c.nodes, "gpus": fabric.n_gpus,
+                    "fabric": fabric.info.fabric, "topology": fabric.info.topology},
+        "collective": spec.collective, "nbytes": job.nbytes, "algorithm": sch.algorithm,
+        "protocol": hit.extra["protocol"], "routing": routing, "qps": qps,
+        "baseline_time_s": base.time, "time_s": _finite(hit.time),
+        "slowdown": _finite(hit.time / base.time), "stalled": not math.isfinite(hit.time),
+        "stalled_steps": hit.extra["stalled_steps"],
+        "stalled_transfers": [list(x) for x in hit.extra["stalled_transfers"]][:20],
+        "causes": causes, "bottlenecks": tops,
+        "baseline_bottlenecks": base.extra["bottlenecks"][:3], "outputs": [],
+    }
+    return FlowReport(job=job, fabric=fabric, schedule=sch, base=base, hit=hit,
+                      summary=summary)

@@ -1,0 +1,142 @@
+"""One scenario, one answer: every shipped scenario run through the CLI, the web API and a
+one-point sweep gives the same figures (to 1e-9) and the same warnings.
+
+Each face builds the scenario's job with :func:`fabricsim.jobs.job_from_scenario` and runs
+it with :func:`fabricsim.jobs.run`; the CLI's report (recorded as the command runs) is the
+reference: its ``to_dict()`` is what ``--json`` prints and what the web returns for the
+design, its ``to_row()`` what the sweep stores.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from fabricsim import jobs
+from fabricsim.cli.app import main
+from fabricsim.results import jsonable
+from fabricsim.scenario.loader import load_scenario, shipped_scenarios
+
+pytest.importorskip("fastapi", reason="the web extra is not installed")
+
+SHIPPED = shipped_scenarios()
+
+
+def _same(a: Any, b: Any, where: str = "") -> list[str]:
+    """Where ``a`` and ``b`` (JSON-ready) differ: floats beyond 1e-9 relative."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        out = [f"{where}.{k}: only in one" for k in set(a) ^ set(b)]
+        return out + [d for k in set(a) & set(b) for d in _same(a[k], b[k], f"{where}.{k}")]
+    if isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b):
+            return [f"{where}: {len(a)} items against {len(b)}"]
+        return [d for i, (x, y) in enumerate(zip(a, b, strict=True))
+                for d in _same(x, y, f"{where}[{i}]")]
+    if isinstance(a, float) or isinstance(b, float):
+        if a is None or b is None or not math.isclose(float(a), float(b), rel_tol=1e-9,
+                                                      abs_tol=1e-15):
+            return [f"{where}: {a!r} against {b!r}"]
+        return []
+    return [] if a == b else [f"{where}: {a!r} against {b!r}"]
+
+
+#: What a report says about the machine that ran it, not about the cluster: the wall
+#: time a packet run took. Left out of the comparison.
+MACHINE = frozenset({"wall_s"})
+
+
+def _norm(d: Any) -> Any:
+    """``d`` as JSON would carry it, without what depends on the machine."""
+    def drop(x: Any) -> Any:
+        if isinstance(x, dict):
+            return {k: drop(v) for k, v in x.items() if k not in MACHINE}
+        if isinstance(x, list):
+            return [drop(v) for v in x]
+        return x
+    return drop(json.loads(json.dumps(jsonable(d))))
+
+
+@pytest.fixture(scope="module")
+def web_answers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """Every shipped scenario's job of its kind, submitted to the web API at once; the
+    result of each (its first design's answer), by scenario."""
+    from fastapi.testclient import TestClient
+
+    from fabricsim.web.app import create_app
+    from fabricsim.web.limits import Limits
+
+    store = tmp_path_factory.mktemp("web") / "web.duckdb"
+    app = create_app(store=store, limits=Limits(workers=2, max_wall_s=900.0))
+    with TestClient(app) as c:
+        ids = {}
+        for name, text in SHIPPED.items():
+            kind = jobs.primary_kind(load_scenario(name))
+            r = c.post("/api/jobs", json={"kind": kind, "designs": [text]})
+            assert r.status_code == 202, (name, r.json())
+            ids[name] = (kind, r.json()["id"])
+        out: dict[str, Any] = {}
+        deadline = time.monotonic() + 1200
+        for name, (kind, jid) in ids.items():
+            while True:
+                row = c.get(f"/api/jobs/{jid}").json()
+                if row["status"] in ("done", "failed") or time.monotonic() > deadline:
+                    break
+                time.sleep(0.2)
+            assert row["status"] == "done", (name, row.get("error"))
+            out[name] = c.get(f"/api/jobs/{jid}/result.json").json()["designs"][0][kind]
+        yield out
+
+
+@pytest.mark.parametrize("name", sorted(SHIPPED))
+def test_the_cli_the_web_and_a_sweep_give_one_answer(
+        name: str, web_answers: dict[str, Any], capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from fabricsim.sweeps import read_results, run_sweep, sweep_spec
+
+    sc = load_scenario(name)
+    kind = jobs.primary_kind(sc)
+    reports: list[Any] = []
+    run = jobs.run
+
+    def recorded(*args: Any, **kw: Any) -> Any:
+        reports.append(run(*args, **kw))
+        return reports[-1]
+
+    monkeypatch.setattr(jobs, "run", recorded)
+    assert main([kind, name, "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    monkeypatch.undo()
+    assert len(reports) == 1
+    report = reports[0]
+    answer = _norm(report.to_dict())
+    assert not _same(_norm(printed), answer), _same(_norm(printed), answer)[:5]
+    # the web: the same report, and what the page draws beside it
+    web = _norm(web_answers[name])
+    extra = set(web) - set(answer)
+    assert extra <= {"nvlink_kinds", "exposed_nvlink_s", "exposed_scale_out_s"}, extra
+    diffs = _same({k: web[k] for k in answer}, answer)
+    assert not diffs, diffs[:5]
+    assert web["warnings"] == answer["warnings"]
+    # a one-point sweep: the report's row
+    spec = sweep_spec({"name": name, "kind": kind, "scenario": yaml.safe_load(SHIPPED[name]),
+                       "axes": {"seed": [sc.seed]}})
+    counts = run_sweep(spec, tmp_path / "s.duckdb", workers=1)
+    assert counts["run"] == 1 and counts["failed"] == 0, counts
+    row = read_results(tmp_path / "s.duckdb").iloc[0].to_dict()
+    want = _norm(report.to_row())
+    assert want, "a report's row has figures"
+    for k, v in want.items():
+        got = row[k]
+        if isinstance(v, float) or v is None:
+            assert (v is None and (got is None or got != got)) or \
+                math.isclose(float(got), v, rel_tol=1e-9, abs_tol=1e-15), (k, got, v)
+        else:
+            assert got == v or (isinstance(v, int) and float(got) == v), (k, got, v)
+    assert (row.get("warnings") or "") == "; ".join(answer["warnings"])
