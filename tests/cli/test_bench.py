@@ -7,7 +7,8 @@ import json
 import pytest
 
 from fabricsim.cli.app import main
-from fabricsim.cli.bench import parse_nccl_size, sweep_sizes
+from fabricsim.jobs.collective import bench_sizes as sweep_sizes
+from fabricsim.units import parse_nccl_size
 
 
 def test_sizes_parse_like_nccl_tests() -> None:

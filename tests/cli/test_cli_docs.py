@@ -70,8 +70,12 @@ def _rows(name: str) -> list[tuple[list[str], str]]:
 
 
 def _names(cmd: Any) -> set[str]:
+    """The command's options and arguments, but the hidden ones (old names still taken,
+    each documented beside its new name)."""
     out: set[str] = set()
     for p in cmd.params:
+        if getattr(p, "hidden", False):
+            continue
         if p.param_type_name == "option":
             out |= {*p.opts, *p.secondary_opts}
         else:

@@ -66,7 +66,7 @@ def test_describe_from_scenario(capsys: pytest.CaptureFixture[str]) -> None:
 
 @pytest.mark.parametrize(("args", "needle"), [
     (["--system", "dgx-h10"], "dgx-h100"),
-    (["--nodes", "-3"], "cluster.nodes"),
+    (["--nodes", "-3"], "--nodes"),
     (["--fabric", "ib-nrd"], "ib-ndr"),
     (["--topology", "fat_tree"], "fat-tree"),
     (["--oversubscription", "0.5"], "oversubscription"),
@@ -219,6 +219,6 @@ def test_user_defined_system_reaches_every_command(capsys: pytest.CaptureFixture
                           "--json")
     assert code == 0, err
     from fabricsim.scenario import load_scenario
-    from fabricsim.scenario.packet import fabric_of
+    from fabricsim.scenario.fabric import fabric_from_scenario as fabric_of
 
     assert fabric_of(load_scenario(p)).n_gpus == 8

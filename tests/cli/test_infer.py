@@ -25,8 +25,8 @@ def test_infer_table(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 @pytest.mark.parametrize("args, field", [
-    (["--tp", "3"], "inference.tp"),
-    (["--tp", "1"], "inference.tp"),
+    (["--tp", "3"], "--tp"),
+    (["--tp", "1"], "--tp"),
     (["--precision", "int4"], "--precision"),
     (["--model", "llama9"], "--model"),
 ])

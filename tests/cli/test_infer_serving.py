@@ -29,7 +29,7 @@ def test_pp_ep_and_kv_limits_in_json(capsys: pytest.CaptureFixture[str]) -> None
 
 
 def test_continuous_batching_and_disaggregation(capsys: pytest.CaptureFixture[str]) -> None:
-    d = _json(["--model", "llama3-70b", "--precision", "fp8", "--tpot-target", "25",
+    d = _json(["--model", "llama3-70b", "--precision", "fp8", "--tpot-target-ms", "25",
                "--prompt-len", "1000", "--output-len", "200"], capsys)
     c = d["continuous"]
     assert isinstance(c, dict)
@@ -43,7 +43,7 @@ def test_continuous_batching_and_disaggregation(capsys: pytest.CaptureFixture[st
 
 def test_table_shows_the_new_sections(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["infer", "--model", "llama3-8b", "--tp", "2", "--nodes", "2",
-                 "--tpot-target", "20", "--prefill-tp", "2", "--engine", "vllm-0.5"]) == 0
+                 "--tpot-target-ms", "20", "--prefill-tp", "2", "--engine", "vllm-0.5"]) == 0
     out = capsys.readouterr().out
     for text in ("KV cache capacity", "continuous batching", "disaggregated",
                  "KV transfer", "engine vllm-0.5"):
@@ -51,20 +51,20 @@ def test_table_shows_the_new_sections(capsys: pytest.CaptureFixture[str]) -> Non
 
 
 @pytest.mark.parametrize("args, needles", [
-    (["--nodes", "3", "--pp", "3"], ["inference.pp", "80 layers", "--pp 1, 2\n"]),
-    (["--pp", "2"], ["inference.pp", "add --nodes"]),
-    (["--pp", "0"], ["inference.pp", "greater than or equal to 1", "--pp on the command"]),
-    (["--ep", "2"], ["inference.ep", "mixture-of-experts"]),
-    (["--model", "mixtral-8x7b", "--tp", "4", "--ep", "8"], ["inference.ep", "divide tp=4"]),
-    (["--model", "mixtral-8x7b", "--tp", "8", "--ep", "3"], ["inference.ep", "divide"]),
-    (["--prefill-tp", "8"], ["inference.prefill_tp", "raise --nodes"]),
-    (["--tpot-target", "0.5"], ["inference.tpot_target", "no batch meets"]),
-    (["--tpot-target", "-2"], ["--tpot-target", "positive"]),
-    (["--max-batch", "0"], ["inference.max_batch", "--max-batch on the command line"]),
-    (["--kv-precision", "int4"], ["--kv-precision", "bf16 or fp8"]),
-    (["--engine", "sglang"], ["inference.engine", "trtllm"]),
-    (["--system", "dgx-a100", "--precision", "fp8"], ["inference.precision", "fp8-weights"]),
-    (["--batch", "100000"], ["inference.batch", "lower --batch to"]),
+    (["--nodes", "3", "--pp", "3"], ["--pp", "80 layers", "--pp 1, 2\n"]),
+    (["--pp", "2"], ["--pp", "add --nodes"]),
+    (["--pp", "0"], ["--pp", "greater than or equal to 1"]),
+    (["--ep", "2"], ["--ep", "mixture-of-experts"]),
+    (["--model", "mixtral-8x7b", "--tp", "4", "--ep", "8"], ["--ep", "divide tp=4"]),
+    (["--model", "mixtral-8x7b", "--tp", "8", "--ep", "3"], ["--ep", "divide"]),
+    (["--prefill-tp", "8"], ["--prefill-tp", "raise --nodes"]),
+    (["--tpot-target-ms", "0.5"], ["--tpot-target-ms", "no batch meets"]),
+    (["--tpot-target-ms", "-2"], ["--tpot-target-ms", "greater than 0"]),
+    (["--max-batch", "0"], ["--max-batch", "greater than or equal to 1"]),
+    (["--kv-precision", "int4"], ["--kv-precision", "'bf16' or 'fp8'"]),
+    (["--engine", "sglang"], ["--engine", "trtllm"]),
+    (["--system", "dgx-a100", "--precision", "fp8"], ["--precision", "fp8-weights"]),
+    (["--batch", "100000"], ["--batch", "lower --batch to"]),
 ])
 def test_bad_input_exits_2(args: list[str], needles: list[str],
                            capsys: pytest.CaptureFixture[str]) -> None:
@@ -88,7 +88,7 @@ def test_inference_section_serves_and_flags_override(capsys: pytest.CaptureFixtu
     assert json.loads(capsys.readouterr().out)["tp"] == 4
     same = ["infer", "--model", "llama3-70b", "--system", "dgx-h100", "--nodes", "2",
             "--tp", "8", "--batch", "64", "--prompt-len", "4096", "--output-len", "512",
-            "--precision", "fp8", "--tpot-target", "30", "--prefill-tp", "8", "--json"]
+            "--precision", "fp8", "--tpot-target-ms", "30", "--prefill-tp", "8", "--json"]
     assert main(same) == 0
     flags = json.loads(capsys.readouterr().out)
     assert flags["tpot_s"] == d["tpot_s"]
@@ -127,3 +127,16 @@ def test_every_face_serves_the_same_model(capsys: pytest.CaptureFixture[str],
     assert main(["infer", str(sc), "--model", "llama3-70b", "--json"]) == 0
     flagged = json.loads(capsys.readouterr().out)
     assert flagged["model"] == "llama3-70b*"  # 16 layers of Llama 3 70B
+
+
+def test_the_old_tpot_flag_still_works_and_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    """--tpot-target is the old name of --tpot-target-ms (one vocabulary with the
+    scenario's tpot_target_ms): still taken, with a warning; both at once are refused."""
+    assert main(["infer", "--model", "llama3-8b", "--tp", "1", "--tpot-target", "30",
+                 "--json"]) == 0
+    cap = capsys.readouterr()
+    assert json.loads(cap.out)["serving"]["tpot_target_ms"] == 30
+    assert "--tpot-target is the old name of --tpot-target-ms" in cap.err
+    assert main(["infer", "--model", "llama3-8b", "--tpot-target", "30",
+                 "--tpot-target-ms", "30"]) == 2
+    assert "give one" in capsys.readouterr().err

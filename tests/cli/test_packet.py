@@ -88,14 +88,12 @@ packet:
 def test_shipped_scenarios_validate() -> None:
     from importlib.resources import files
 
-    from fabricsim.backends.packet.config import parse_packet_config
+    from fabricsim.backends.packet.config import PacketConfig
     from fabricsim.scenario import load_scenario
 
     paths = sorted(Path(str(files("fabricsim") / "scenarios")).glob("packet-*.yaml"))
     assert len(paths) == 10
     for p in paths:
-        sc = load_scenario(p)
-        data = dict(sc.packet or {})
-        for v in data.pop("variants", {}).values():
-            parse_packet_config({**data, **v})
-        parse_packet_config(data)
+        sc = load_scenario(p)  # the base and every variant, each read as a PacketConfig
+        assert sc.packet is not None and isinstance(sc.packet.base, PacketConfig)
+        assert all(isinstance(v, PacketConfig) for v in sc.packet.variants.values())

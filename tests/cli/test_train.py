@@ -50,15 +50,15 @@ def test_train_megatron_layout_flags(capsys: pytest.CaptureFixture[str]) -> None
     par = json.loads(out)["parallel"]
     assert par["stage_layers"] == [7, 8, 8, 8, 8, 8, 8, 6] and par["vp"] == 4
     code, _, err = run(capsys, *args, "--vp", "2")
-    assert code == 2 and "training.pipeline_layout" in err and "32 stages" in err
+    assert code == 2 and "--pipeline-layout" in err and "32 stages" in err
 
 
 @pytest.mark.parametrize(("args", "field"), [
-    (["--tp", "3"], "training.tp"),
+    (["--tp", "3"], "--tp"),
     (["--model", "llama2-70b", "--zero", "0"], "training:"),
-    (["--zero", "5"], "training.zero"),
-    (["--model", "nope"], "training.model"),
-    (["--precision", "fp16"], "training.precision"),
+    (["--zero", "5"], "--zero"),
+    (["--model", "nope"], "--model"),
+    (["--precision", "fp16"], "--precision"),
 ])
 def test_train_bad_input_exits_2(capsys: pytest.CaptureFixture[str], args: list[str],
                                  field: str) -> None:
@@ -182,22 +182,22 @@ def test_from_megatron_equals_the_same_flags(capsys: pytest.CaptureFixture[str])
 
 
 @pytest.mark.parametrize(("args", "needle"), [
-    (["--tp", "8", "--pp", "4", "--vp", "3"], "training.vp"),
+    (["--tp", "8", "--pp", "4", "--vp", "3"], "--vp"),
     (["--fp8", "--precision", "bf16"], "--fp8"),
     (["--from-megatron", "--tensor-model-parallel-size x"], "--from-megatron"),
     (["--from-megatron", "--recompute-granularity everything"], "--from-megatron"),
-    (["--recompute-layers", "2"], "training.recompute_layers"),
-    (["--tp", "1", "--tp-comm-overlap"], "training.tp_comm_overlap"),
+    (["--recompute-layers", "2"], "--recompute-layers"),
+    (["--tp", "1", "--tp-comm-overlap"], "--tp-comm-overlap"),
     (["--checkpoint-gbps", "-1"], "--checkpoint-gbps"),
-    (["--pp-schedule", "zb"], "training.pp_schedule"),
+    (["--pp-schedule", "zb"], "--pp-schedule"),
     (["--tp", "8", "--pp", "2", "--vp", "2", "--pp-schedule", "dualpipe"],
-     "training.pp_schedule"),
+     "--pp-schedule"),
     (["--tp", "8", "--pp", "8", "--global-batch", "16", "--pp-schedule", "dualpipe"],
-     "training.global_batch"),
+     "--global-batch"),
     (["--tp", "8", "--pp", "4", "--pp-schedule", "dualpipe", "--chakra", "x"], "--chakra"),
     (["--tp", "8", "--fsdp-impl", "megatron"], "--zero fsdp"),
     (["--tp", "8", "--grad-reduce-dtype", "fp16"], "--grad-reduce-dtype"),
-    (["--tp", "8", "--zero", "fsdp", "--fsdp-impl", "deepspeed"], "training.fsdp_impl"),
+    (["--tp", "8", "--zero", "fsdp", "--fsdp-impl", "deepspeed"], "--fsdp-impl"),
 ])
 def test_layout_flags_bad_input_exits_2(capsys: pytest.CaptureFixture[str], args: list[str],
                                         needle: str) -> None:
@@ -321,7 +321,7 @@ def test_plan_parallel_keeps_the_scenarios_overlap_switches(
     (["plan-parallel", "--nodes", "1", "--model", "llama3-70b", "--global-batch", "64"],
      "error: training: no configuration of llama3-70b fits"),
     (["scale", "--system", "dgx-h100", "--model", "llama3-8b", "--fsdp-impl", "megatron",
-      "--gpus", "8,16"], "error: training.fsdp_impl:"),
+      "--gpus", "8,16"], "error: --fsdp-impl:"),
     (["scale", "--model", "llama3-8b", "--gpus", ",".join(str(8 * i) for i in range(1, 70))],
      "error: gpus: at most 64 GPU counts")])
 def test_limits_name_their_cause(args: list[str], start: str,

@@ -156,9 +156,13 @@ def test_bench_scenario_runs_its_sweep(capsys) -> None:
 
 
 def test_an_nccl_tests_command_line_runs_as_is(capsys) -> None:
-    """all_reduce_perf -b 1M -e 1M -c 0 -n 10 -w 2 -g 1 -d half -o max: every flag is
-    nccl-tests' own."""
-    assert main(["bench", "all_reduce", "-b", "1M", "-e", "1M", "-c", "0", "-n", "10",
-                 "-w", "2", "-g", "1", "-d", "half", "-o", "max"]) == 0
+    """all_reduce_perf -b 1M -e 1M -c 0 -n 10 -w 2 -g 1 -d half --op max: every flag is
+    nccl-tests' own but -o, which is fabricsim's output file everywhere: nccl-tests' -o max
+    is refused with the fix."""
+    line = ["bench", "all_reduce", "-b", "1M", "-e", "1M", "-c", "0", "-n", "10", "-w", "2",
+            "-g", "1", "-d", "half"]
+    assert main([*line, "--op", "max"]) == 0
     row = parse_nccl_tests(capsys.readouterr().out).tests[0].rows[0]
     assert (row.type, row.redop, row.count) == ("half", "max", 2**19)
+    assert main([*line, "-o", "max"]) == 2
+    assert "--op max" in capsys.readouterr().err

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import importlib
 import sys
+import warnings
 from importlib.metadata import PackageNotFoundError, version
 
 import typer
 
-from fabricsim.errors import FabricsimError
+from fabricsim.errors import DeprecatedName, FabricsimError
 
 app = typer.Typer(
     name="fabricsim",
@@ -54,8 +55,21 @@ for _name in COMMAND_MODULES:
     importlib.import_module(f"fabricsim.cli.{_name}").register(app)
 
 
+def _show_warning(message: Warning | str, category: type[Warning], filename: str,
+                  lineno: int, file: object = None, line: str | None = None) -> None:
+    """fabricsim's own warnings (an old flag or field name) as one line on stderr."""
+    if issubclass(category, DeprecatedName):
+        typer.echo(f"warning: {message}", err=True)
+    else:
+        _default_show(message, category, filename, lineno, file, line)  # type: ignore[arg-type]
+
+
+_default_show = warnings.showwarning
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script; returns the exit code."""
+    warnings.showwarning = _show_warning
     try:
         rv = app(args=argv, standalone_mode=False)
         if isinstance(rv, int) and not isinstance(rv, bool):

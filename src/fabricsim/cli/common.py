@@ -14,9 +14,11 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
-from fabricsim.scenario import ClusterSpec, Scenario, load_scenario
-from fabricsim.scenario.fabric import fabric_from_cluster as fabric_from_cluster
+from fabricsim.cli.options import CLUSTER
+from fabricsim.scenario import Scenario
+from fabricsim.scenario.cluster import fabric_from_cluster as fabric_from_cluster
 from fabricsim.scenario.fabric import fabric_from_scenario as fabric_from_scenario
 
 #: Tables keep their columns when output goes to a file or a pipe (rich would use 80).
@@ -26,52 +28,27 @@ err_console = Console(stderr=True)
 ScenarioArg = Annotated[
     Path | None, typer.Argument(help="Scenario YAML file (optional if flags are given).")
 ]
-SystemOpt = Annotated[
-    str | None, typer.Option("--system", "-s", help="System preset, e.g. dgx-h100.")
-]
-NodesOpt = Annotated[int | None, typer.Option(
-    "--nodes", help="Number of servers (never -n, which nccl-tests uses for iterations).")]
-GpusPerNodeOpt = Annotated[
-    int | None, typer.Option("--gpus-per-node", help="GPUs used per server.")
-]
-FabricOpt = Annotated[
-    str | None, typer.Option("--fabric", help="Scale-out fabric preset, e.g. ib-ndr, roce-400g.")
-]
-TopologyOpt = Annotated[
-    str | None,
-    typer.Option("--topology", help="fat-tree, rail-optimized, dragonfly or torus3d."),
-]
-OversubOpt = Annotated[
-    float | None, typer.Option("--oversubscription", help="Leaf down:up ratio (1 = non-blocking).")
-]
-NetRoutingOpt = Annotated[str | None, typer.Option(
-    "--routing", help="Scale-out routing: dmodk (InfiniBand tables; default on IB/EFA), "
-    "ecmp (per-flow hashing; default on Ethernet) or adaptive (IB adaptive routing, "
-    "Spectrum-X/UEC spraying; fat-tree and rail topologies).")]
+SystemOpt = CLUSTER.option("system")
+NodesOpt = CLUSTER.option("nodes")
+GpusPerNodeOpt = CLUSTER.option("gpus_per_node")
+FabricOpt = CLUSTER.option("fabric")
+TopologyOpt = CLUSTER.option("topology")
+OversubOpt = CLUSTER.option("oversubscription")
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
 
 
-def scenario_with_overrides(scenario: Path | None, *, system: str | None = None,
-                            nodes: int | None = None, gpus_per_node: int | None = None,
-                            fabric: str | None = None, topology: str | None = None,
-                            oversubscription: float | None = None,
-                            routing: str | None = None) -> Scenario:
-    """Load ``scenario`` (or an empty one) and apply cluster flags on top (``routing`` goes
-    to ``cluster.params.routing``)."""
-    sc = load_scenario(scenario) if scenario is not None else Scenario()
-    over: dict[str, Any] = {k: v for k, v in {
-        "system": system, "nodes": nodes, "gpus_per_node": gpus_per_node, "fabric": fabric,
-        "topology": topology, "oversubscription": oversubscription}.items() if v is not None}
-    if over or routing is not None:
-        data = sc.cluster.model_dump()
-        data.update(over)
-        if routing is not None:
-            data["params"] = {**(data.get("params") or {}), "routing": routing}
-        from fabricsim.scenario.loader import validate_section
+def scenario_with_overrides(scenario: Path | None, **flags: Any) -> Scenario:
+    """Load ``scenario`` (or an empty one) and lay the cluster ``flags`` given (not None)
+    over its cluster (:class:`~fabricsim.cli.options.ClusterFlags`)."""
+    from fabricsim.cli.options import ClusterFlags, load
 
-        cluster = validate_section(ClusterSpec, data, "cluster")
-        sc = sc.model_copy(update={"cluster": cluster})
-    return sc
+    return load(scenario, ClusterFlags.of({k: v for k, v in flags.items() if v is not None}))
+
+
+def print_warnings(warnings: list[str]) -> None:
+    """Every warning of a report, one line each, as every command prints them."""
+    for w in warnings:
+        console.print(f"[yellow]warning:[/] {escape(w)}")
 
 
 def print_json(obj: Any) -> None:

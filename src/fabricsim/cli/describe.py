@@ -8,37 +8,19 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from fabricsim.cli.common import (
-    FabricOpt,
-    GpusPerNodeOpt,
-    JsonOpt,
-    NetRoutingOpt,
-    NodesOpt,
-    OversubOpt,
-    ScenarioArg,
-    SystemOpt,
-    TopologyOpt,
-    console,
-    fabric_from_scenario,
-    print_json,
-    scenario_with_overrides,
-)
+from fabricsim.cli.common import JsonOpt, ScenarioArg, console, print_json
+from fabricsim.cli.options import NET_ROUTING, NO_CLUSTER_FLAGS, ClusterFlags, load, with_groups
 from fabricsim.errors import ConfigError
 from fabricsim.fabric import Fabric
-from fabricsim.reports.cluster import ClusterSummary, summarize
+from fabricsim.jobs.describe import ClusterSummary
 
 
 def register(app: typer.Typer) -> None:
     @app.command("describe")
+    @with_groups(NET_ROUTING)
     def describe(
         scenario: ScenarioArg = None,
-        system: SystemOpt = None,
-        nodes: NodesOpt = None,
-        gpus_per_node: GpusPerNodeOpt = None,
-        fabric: FabricOpt = None,
-        topology: TopologyOpt = None,
-        oversubscription: OversubOpt = None,
-        routing: NetRoutingOpt = None,
+        cluster: ClusterFlags = NO_CLUSTER_FLAGS,
         json_out: JsonOpt = False,
         export: Annotated[Path | None, typer.Option(
             "--export", help="Also write the fabric's nodes and links: .json or .graphml.")
@@ -48,14 +30,13 @@ def register(app: typer.Typer) -> None:
 
         Example: fabricsim describe --system dgx-h100 --nodes 32 --fabric ib-ndr
         """
-        sc = scenario_with_overrides(scenario, system=system, nodes=nodes,
-                                     gpus_per_node=gpus_per_node, fabric=fabric,
-                                     topology=topology, oversubscription=oversubscription,
-                                     routing=routing)
-        fab = fabric_from_scenario(sc)
+        from fabricsim import jobs
+
+        job = jobs.job_from_scenario("describe", load(scenario, cluster))
+        fab = job.cluster.build()
         if export is not None:
             export_fabric(fab, export)
-        summary = summarize(fab)
+        summary = jobs.run(job, fab).summary
         if json_out:
             print_json(summary.as_dict())
         else:

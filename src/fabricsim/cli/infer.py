@@ -1,7 +1,7 @@
 """``fabricsim infer``: serving a model — TTFT, time per output token, batching, KV cache.
 
 One instance of ``--tp × --pp`` GPUs (``--ep`` splits a MoE model's experts inside the TP
-group). Without further flags a static batch is timed; ``--tpot-target`` adds the
+group). Without further flags a static batch is timed; ``--tpot-target-ms`` adds the
 continuous-batching throughput at that latency; ``--prefill-tp`` adds disaggregated
 serving (a prefill instance on other servers ships each request's KV cache over the
 scale-out network).
@@ -9,114 +9,47 @@ scale-out network).
 
 from __future__ import annotations
 
-from typing import Annotated
-
 import typer
 from rich.table import Table
 
-from fabricsim.cli.common import (
-    FabricOpt,
-    GpusPerNodeOpt,
-    JsonOpt,
-    NodesOpt,
-    OversubOpt,
-    ScenarioArg,
-    SystemOpt,
-    TopologyOpt,
-    console,
-    fabric_from_scenario,
-    print_json,
-    scenario_with_overrides,
+from fabricsim.cli.common import JsonOpt, ScenarioArg, console, print_json
+from fabricsim.cli.options import (
+    CLUSTER,
+    NO_CLUSTER_FLAGS,
+    SERVING,
+    ClusterFlags,
+    load,
+    with_groups,
 )
-from fabricsim.cli.train import ModelOpt
-from fabricsim.errors import ConfigError
-from fabricsim.scenario.serving import serving_job
-
-TpOpt = Annotated[int | None, typer.Option(
-    "--tp", help="Tensor-parallel size of the instance (default 8).")]
-PpOpt = Annotated[int | None, typer.Option(
-    "--pp", help="Pipeline stages of the instance (default 1).")]
-EpOpt = Annotated[int | None, typer.Option(
-    "--ep", help="Expert-parallel groups inside the TP group (MoE models; divides --tp; "
-    "default 1).")]
-BatchOpt = Annotated[int | None, typer.Option(
-    "--batch", help="Sequences decoded together (default 1).")]
-PromptOpt = Annotated[int | None, typer.Option(
-    "--prompt-len", help="Prompt tokens per sequence (default 1024).")]
-OutputOpt = Annotated[int | None, typer.Option(
-    "--output-len", help="Output tokens per sequence (default 256).")]
-PrecOpt = Annotated[str | None, typer.Option(
-    "--precision", help="bf16 (the default), fp8, or fp8-weights (FP8 weights, 16-bit "
-    "math).")]
-KvPrecOpt = Annotated[str | None, typer.Option(
-    "--kv-precision", help="KV-cache precision, bf16 or fp8 (default: fp8 with --precision "
-    "fp8, else bf16).")]
-EngineOpt = Annotated[str | None, typer.Option(
-    "--engine", help="Serving engine's host costs and kernels: trtllm (the default), "
-    "trtllm-python, trtllm-0.6, vllm-0.5 or ideal.")]
-TpotOpt = Annotated[float | None, typer.Option(
-    "--tpot-target", help="Continuous batching: the largest batch whose time per output "
-    "token stays within this many ms.")]
-MaxBatchOpt = Annotated[int | None, typer.Option(
-    "--max-batch", help="Cap on the continuous batch (vLLM's --max-num-seqs).")]
-PrefillTpOpt = Annotated[int | None, typer.Option(
-    "--prefill-tp", help="Disaggregated serving: a prefill instance of this many GPUs on "
-    "other servers sends each request's KV cache to the decode instance.")]
-
-PRECISION_CHOICES = ("bf16", "fp8", "fp8-weights")
+from fabricsim.scenario.sections import ServingSection
 
 
 def register(app: typer.Typer) -> None:
     @app.command("infer")
-    def infer_cmd(scenario: ScenarioArg = None, system: SystemOpt = None,
-                  nodes: NodesOpt = None, gpus_per_node: GpusPerNodeOpt = None,
-                  fabric: FabricOpt = None, topology: TopologyOpt = None,
-                  oversubscription: OversubOpt = None, model: ModelOpt = None,
-                  tp: TpOpt = None, pp: PpOpt = None, ep: EpOpt = None,
-                  batch: BatchOpt = None, prompt_len: PromptOpt = None,
-                  output_len: OutputOpt = None, precision: PrecOpt = None,
-                  kv_precision: KvPrecOpt = None, engine: EngineOpt = None,
-                  tpot_target: TpotOpt = None,
-                  max_batch: MaxBatchOpt = None, prefill_tp: PrefillTpOpt = None,
-                  as_json: JsonOpt = False) -> None:
+    @with_groups(CLUSTER, SERVING)
+    def infer_cmd(scenario: ScenarioArg = None, cluster: ClusterFlags = NO_CLUSTER_FLAGS,
+                  serving: ServingSection | None = None, as_json: JsonOpt = False) -> None:
         """Serve a model: TTFT, time per output token, tokens/s, KV-cache limits.
 
         A scenario's inference: section gives the model and the serving layout (the
-        flags override it); without one, its training: section gives the model.
+        flags override it); without one, its training: section gives the model. With
+        --backend flow the scenario's faults and background traffic slow the collectives
+        they reach.
         """
-        from fabricsim.workloads.serving.run import run_serving
+        from fabricsim import jobs
 
-        sc = scenario_with_overrides(
-            scenario, system=system, nodes=nodes, gpus_per_node=gpus_per_node,
-            fabric=fabric, topology=topology, oversubscription=oversubscription)
-        if precision is not None and precision not in PRECISION_CHOICES:
-            raise ConfigError(f"must be {', '.join(PRECISION_CHOICES)}, got {precision!r}",
-                              field="--precision")
-        if kv_precision is not None and kv_precision not in ("bf16", "fp8"):
-            raise ConfigError(f"must be bf16 or fp8, got {kv_precision!r}",
-                              field="--kv-precision")
-        if tpot_target is not None and not tpot_target > 0:
-            raise ConfigError(f"must be a positive number of milliseconds, got "
-                              f"{tpot_target!r}", field="--tpot-target")
-        flags = {k: v for k, v in dict(
-            tp=tp, pp=pp, ep=ep, batch=batch, prompt_len=prompt_len, output_len=output_len,
-            precision=precision, kv_precision=kv_precision, engine=engine,
-            tpot_target_ms=tpot_target, max_batch=max_batch, prefill_tp=prefill_tp).items()
-            if v is not None}
-        m, cfg, notes = serving_job(sc, model, flags)
+        sc = load(scenario, cluster)
+        job = jobs.job_from_scenario("infer", sc, over=serving or ServingSection())
+        fab = job.cluster.build()
+        report = jobs.run(job, fab)
+        d = report.to_dict()
+        m, cfg = job.model, job.serving
+        run = report.run
+        r, cont, dis = run.static, run.continuous, run.disaggregated
         tp, pp, ep, batch = cfg.tp, cfg.pp, cfg.ep, cfg.batch
         prompt_len, output_len, precision = cfg.prompt_len, cfg.output_len, cfg.precision
-        tpot_target, max_batch = cfg.tpot_target_ms, cfg.max_batch
-        fab = fabric_from_scenario(sc)
-        run = run_serving(m, cfg, fab)
-        r, cont, dis = run.static, run.continuous, run.disaggregated
-        d = run.as_dict()
-        d["cluster"] = {"system": fab.info.system, "gpu": fab.info.gpu,
-                        "fabric": fab.info.fabric, "topology": fab.info.topology,
-                        "nodes": fab.info.servers, "gpus": fab.n_gpus}
-        d["model_params"] = m.params
-        d["serving"] = cfg.model_dump()
-        d["notes"] = notes
+        tpot_target = cfg.tpot_target_ms
+        notes = list(job.notes)
         if as_json:
             print_json(d)
             return
@@ -175,6 +108,11 @@ def register(app: typer.Typer) -> None:
                           f"traffic stays on NVLink/PCIe and the scale-out fabric "
                           f"({fab.info.fabric}, {fab.info.topology}) and the server count do "
                           f"not change these figures")
+        if "faults" in d:
+            f = d["faults"]
+            console.print(f"with {job.faults.describe()}: time per output token "
+                          f"{r.tpot_s * 1e3:.2f} ms against {f['fault_free_tpot_s'] * 1e3:.2f} "
+                          f"ms fault-free (x{f['tpot_slowdown']:.3f})")
         for w in r.warnings + (dis.warnings if dis is not None else []):
             console.print(f"[yellow]warning:[/] {w}")
         for n in notes:

@@ -44,74 +44,39 @@ def register(app: typer.Typer) -> None:
             "--event-budget).")] = None,
     ) -> None:
         """Packet-level simulation (IB credits, RoCE PFC/ECN/DCQCN, pause storms, loss)."""
-        import time
-
+        from fabricsim import jobs
         from fabricsim.cli.common import check_out_dir
         from fabricsim.errors import ConfigError
         from fabricsim.scenario import load_scenario
-        from fabricsim.scenario.packet import run_packet_scenario, variant_names
 
         check_out_dir(out, "--out")
-        sc = load_scenario(scenario)
-        if not sc.packet:
-            raise ConfigError(f"scenario {sc.name!r} has no packet: section, so there is "
-                              f"no packet-level experiment to run; add one (docs/packet.md) "
-                              f"or run `fabricsim report` / `fabricsim simulate` on it",
-                              field="packet")
-        names: list[str | None] = [None, *variant_names(sc)]
-        if variant:
-            known = {"base", *variant_names(sc)}
-            for v in variant:
-                if v not in known:
-                    from fabricsim.errors import unknown
-
-                    raise unknown("variant", v, sorted(known), field="--variant")
-            names = [None if v == "base" else v for v in variant]
         if time_limit is not None and not time_limit > 0:
             raise ConfigError(f"--time-limit must be > 0 seconds, got {time_limit}",
                               field="--time-limit")
-        over: dict[str, Any] = {} if event_budget is None else {"event_budget": event_budget}
-        deadline = None if time_limit is None else time.perf_counter() + time_limit
-        skipped: list[str] = []
+        job = jobs.job_from_scenario("packet", load_scenario(scenario), variants=variant,
+                                     force=force, event_budget=event_budget,
+                                     time_limit_s=time_limit)
         with console.status("packet simulation") as status:
             if quiet or json_out:
                 status.stop()
-            runs: list[Any] = []
-            for i, name in enumerate(names):
-                if deadline is not None and runs and time.perf_counter() > deadline:
-                    skipped = [n or "base" for n in names[i:]]
-                    break
-                status.update(f"packet simulation: {name or 'base'} "
-                              f"({i + 1} of {len(names)})")
-                runs.append(_run(run_packet_scenario, sc, name, force, over))
-        report = {"scenario": sc.name, "description": sc.description,
-                  "runs": [r.summary for r in runs]}
-        if skipped:
-            report["skipped"] = skipped
+
+            def step(_frac: float, msg: str) -> None:
+                status.update(f"packet simulation: {msg}")
+
+            result = jobs.run(job, progress=step)
+        runs = result.runs
+        report = result.to_dict()
         if out is not None:
             from fabricsim.plots.packet import write_all
 
             out.mkdir(parents=True, exist_ok=True)
             (out / "report.json").write_text(json.dumps(report, indent=2, default=_default))
-            report["files"] = [str(p) for p in write_all(runs, out, title=sc.name)] + [
+            report["files"] = [str(p) for p in write_all(runs, out, title=job.name)] + [
                 str(out / "report.json")]
         if json_out:
             print_json(report)
         elif not quiet:
             _print(report)
-
-
-def _run(run: Any, sc: Any, variant: str | None, force: bool, over: dict[str, Any]) -> Any:
-    """One run; a refusal for the event budget also names the command-line flags."""
-    from fabricsim.errors import SimulationError
-
-    try:
-        return run(sc, variant, force=force, **over)
-    except SimulationError as e:
-        if e.field != "packet.event_budget":
-            raise
-        raise SimulationError(f"{e.message} (on the command line: --event-budget N)",
-                              field=e.field) from None
 
 
 def _default(o: Any) -> Any:
@@ -143,11 +108,8 @@ def _print(report: dict[str, Any]) -> None:
                   f"{s['pause']['ports_paused']}/{s['pause']['max_hops']}", f"{s['cnps']:,}",
                   str(s["watchdog_triggers"]))
     console.print(t)
-    for s in report["runs"]:
-        for w in s.get("warnings", []):
-            console.print(f"[yellow]warning[/] ({s['variant']}): {w}")
-    if report.get("skipped"):
-        console.print(f"--time-limit reached; not run: {', '.join(report['skipped'])}")
+    for w in report["warnings"]:
+        console.print(f"[yellow]warning:[/] {w}")
     from fabricsim.reports.flow import human_size
 
     for f in report.get("files", []):

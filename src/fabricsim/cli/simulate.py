@@ -9,24 +9,13 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from fabricsim.cli.common import (
-    FabricOpt,
-    JsonOpt,
-    NodesOpt,
-    OversubOpt,
-    ScenarioArg,
-    SystemOpt,
-    TopologyOpt,
-    check_out_dir,
-    console,
-    print_json,
-    scenario_with_overrides,
-)
+from fabricsim.cli.common import JsonOpt, check_out_dir, console, print_json, print_warnings
+from fabricsim.cli.options import CLUSTER, NO_CLUSTER_FLAGS, ClusterFlags, load, with_groups
 from fabricsim.errors import ConfigError
-from fabricsim.reports.flow import human_size, simulate_scenario
+from fabricsim.reports.flow import human_size
 from fabricsim.units import format_bytes, format_time
 
-__all__ = ["QuietOpt", "register", "simulate_scenario"]
+__all__ = ["QuietOpt", "register"]
 
 OutOpt = Annotated[Path | None, typer.Option(
     "--out", help="Folder for per-transfer start/end and link utilisation (Parquet), the "
@@ -53,13 +42,12 @@ SizeOpt = Annotated[str | None, typer.Option(
 
 def register(app: typer.Typer) -> None:
     @app.command("simulate")
+    @with_groups(CLUSTER)
     def simulate(
-        scenario: ScenarioArg = None,
-        system: SystemOpt = None,
-        nodes: NodesOpt = None,
-        fabric: FabricOpt = None,
-        topology: TopologyOpt = None,
-        oversubscription: OversubOpt = None,
+        scenario: Annotated[Path, typer.Argument(
+            help="Scenario YAML file with faults: or background:, or a shipped scenario's "
+            "name.")],
+        cluster: ClusterFlags = NO_CLUSTER_FLAGS,
         routing: RoutingOpt = "ecmp",
         qps: QpsOpt = 1,
         size: SizeOpt = None,
@@ -84,9 +72,6 @@ def register(app: typer.Typer) -> None:
 
         Example: fabricsim simulate flow-degraded-link.yaml --out results/
         """
-        if scenario is None:
-            raise ConfigError("simulate needs a scenario file (see the scenarios shipped in "
-                              "fabricsim/scenarios, e.g. flow-degraded-link.yaml)")
         if out is None:
             given = [f for f, on in (("--csv", csv), ("--full", full),
                                      ("--heatmap-rank", heatmap_rank != "critical")) if on]
@@ -95,8 +80,7 @@ def register(app: typer.Typer) -> None:
                 raise ConfigError(f"{', '.join(given)} {verb} the files written to --out; "
                                   f"give --out FOLDER or drop {given[0]}", field=given[0])
         check_out_dir(out, "--out")
-        sc = scenario_with_overrides(scenario, system=system, nodes=nodes, fabric=fabric,
-                                     topology=topology, oversubscription=oversubscription)
+        sc = load(scenario, cluster)
         from fabricsim.scenario.rules import check_extreme
 
         check_extreme(sc, force=force)
@@ -120,13 +104,20 @@ def register(app: typer.Typer) -> None:
                 bar.update(task, description=f"flow simulation: {done}/{steps} steps, "
                                              f"simulated {t * 1e3:.3f} ms")
 
-            s = simulate_scenario(sc, routing=routing, qps=qps, size=size, out=out,
-                                  time_limit_s=time_limit, progress=tick, csv=csv,
-                                  full=full, rank=heatmap_rank)
+            from fabricsim import jobs
+            from fabricsim.reports.flow import write_flow_outputs
+
+            job = jobs.job_from_scenario("simulate", sc, size=size, routing=routing, qps=qps,
+                                         time_limit_s=time_limit, record=out is not None)
+            report = jobs.run(job, step_progress=tick)
+            if out is not None:
+                write_flow_outputs(report, out, csv=csv, full=full, rank=heatmap_rank)
+        s = report.to_dict()
         if json_out:
             print_json(s)
         elif not quiet:
             _print(s)
+            print_warnings(report.warnings)
 
 
 def _print(s: dict[str, Any]) -> None:

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from fabricsim.cli.common import JsonOpt, check_out_file, console, print_json
 from fabricsim.errors import ConfigError
@@ -66,6 +67,11 @@ def register(app: typer.Typer) -> None:
         console.print(f"{counts['points']} points: {counts['run']} run now "
                       f"({counts['failed']} failed), {counts['skipped']} already in "
                       f"{store}; see them with fabricsim results {store}")
+        for why, n in list(counts["reasons"].items())[:5]:
+            console.print(f"[yellow]{n} point{'s' if n > 1 else ''} failed:[/] {escape(why)}")
+        if len(counts["reasons"]) > 5:
+            console.print(f"... and {len(counts['reasons']) - 5} other reasons (the store's "
+                          f"error column has each point's)")
         if counts["stopped"]:
             left = counts["points"] - counts["skipped"] - counts["run"]
             console.print(f"stopped at --time-limit {time_limit:g} s with {left} points to "

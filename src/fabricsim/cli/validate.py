@@ -1,7 +1,7 @@
 """``fabricsim validate``: check a scenario file without running it.
 
 Every section is checked by the module that will read it
-(:func:`fabricsim.scenario.check.check_sections`, which the web app's live validation
+(:func:`fabricsim.jobs.check.check_sections`, which the web app's live validation
 uses too): the cluster is built, the collective's name and sizes are parsed, faults are
 resolved to links of the built fabric, the ``training:`` section to a model and a
 parallel layout, the ``packet:`` section to a packet configuration.
@@ -15,8 +15,8 @@ from typing import Annotated
 import typer
 
 from fabricsim.cli.common import console
+from fabricsim.jobs.check import check_sections
 from fabricsim.scenario import load_scenario
-from fabricsim.scenario.check import check_sections
 
 
 def register(app: typer.Typer) -> None:
