@@ -237,7 +237,7 @@ def _csv_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
         elif kind == "scale":
             rows += [{**base, **flatten(p)} for p in d["scale"]["points"]]
         elif kind == "plan":
-            rows += [{**base, **flatten(o)} for o in d["plan"]["options"]]
+            rows += [{**base, **flatten(o)} for o in d["plan"]["fabrics"]]
         elif kind == "simulate":
             rows += [{**base, **flatten(b)} for b in d["simulate"]["bottlenecks"]]
         elif kind == "packet":
@@ -404,7 +404,7 @@ def create_app(*, store: str | Path = "fabricsim-web.duckdb", limits: Limits | N
 
     @app.post("/api/validate", response_model=ValidateOut)
     def validate(body: ValidateIn) -> ValidateOut:
-        from fabricsim.scenario.check import check_sections
+        from fabricsim.jobs.check import check_sections
         from fabricsim.web.jobs import parse_design
 
         fields = _fields(body.scenario)

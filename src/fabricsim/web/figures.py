@@ -172,7 +172,7 @@ def breakdown(designs: Sequence[dict[str, Any]]) -> Fig:
             ys = []
             for d in designs:
                 t = d["train"]
-                v = float(t["breakdown_s"].get(part, 0.0))
+                v = float(t["breakdown"].get(part, 0.0))
                 on_nv = part in t["nvlink_kinds"]
                 if where and (where == "nvlink") != on_nv:
                     v = 0.0
@@ -264,7 +264,7 @@ def plan(designs: Sequence[dict[str, Any]]) -> tuple[Fig, Fig]:
     """Step time and cost per million tokens for each fabric compared."""
     t, c = [], []
     for i, d in enumerate(designs):
-        opts = d["plan"]["options"]
+        opts = d["plan"]["fabrics"]
         xs = [_tag(designs, i, o["fabric"]) for o in opts]
         cols = [color(o["fabric"]) for o in opts]
         t.append({"type": "bar", "name": _tag(designs, i, "step time"), "x": xs,

@@ -1,18 +1,22 @@
 """What a web job computes: one or two designs (scenario YAML texts), one kind of answer.
 
-A job is ``kind`` × designs. Every design gets its cluster (the bandwidth hierarchy and a
-picture of the topology's tiers and rails); then, by kind:
+A job is ``kind`` × designs. Each design is parsed into the job of that kind
+(:func:`fabricsim.jobs.job_from_scenario`) and run with :func:`fabricsim.jobs.run`, as the
+CLI runs it: the design's answer is the report's ``to_dict()`` — what ``fabricsim <kind>
+--json`` prints — plus what the page draws from it. Every design gets its cluster (the
+bandwidth hierarchy and a picture of the topology's tiers and rails); then, by kind:
 
 - ``describe`` — the cluster alone;
 - ``bench`` — the scenario's collective (all-reduce 1 KiB – 1 GiB when it names none)
-  against message size, the tuner's choice and every algorithm that applies, each as a
-  bus-bandwidth curve (analytic backend, as ``fabricsim bench``);
+  against message size, the tuner's choice and (on the analytic backend) every algorithm
+  that applies, each as a bus-bandwidth curve (as ``fabricsim bench``);
 - ``train`` — one step of the ``training:`` job: time, throughput, MFU, memory, where the
-  time goes (NVLink vs scale-out communication) and goodput (as ``fabricsim train``);
+  time goes (NVLink vs scale-out communication) and goodput (as ``fabricsim train``; on
+  the flow backend with the scenario's faults);
 - ``scale`` — the same job at ⅛, ¼, ½ and all of the cluster's GPUs (weak scaling, as
   ``fabricsim scale``): efficiency, its main loss and the cost of communication;
-- ``plan`` — the job on the scenario's fabric and on InfiniBand NDR and RoCEv2 400G: step
-  time, capital cost and cost per million tokens (as ``fabricsim plan``);
+- ``plan`` — the job on the scenario's fabric and on InfiniBand NDR, RoCEv2 400G and EFA:
+  step time, capital cost and cost per million tokens (as ``fabricsim plan``);
 - ``simulate`` — the flow-level run with and without the scenario's faults and
   background traffic: slowdown by cause and the links that limited it;
 - ``packet`` — the ``packet:`` experiment, every variant: drops, pauses and how far PFC
@@ -24,7 +28,7 @@ draws (:mod:`fabricsim.web.figures`).
 Example
 -------
 >>> text = "cluster: {system: dgx-h100, nodes: 2}\\n"
->>> out = run_job("bench", [text], limits=Limits(max_sizes=4))
+>>> out = run_job("bench", [text])
 >>> out["designs"][0]["bench"]["curves"][0]["name"], len(out["figures"]["busbw"]["data"]) > 1
 ('auto', True)
 """
@@ -43,15 +47,11 @@ from fabricsim.results import jsonable
 from fabricsim.scenario import Scenario
 from fabricsim.web.limits import Limits
 
-__all__ = ["KINDS", "Progress", "parse_design", "run_job", "topology_view"]
+__all__ = ["KINDS", "Progress", "design_job", "parse_design", "run_design", "run_job",
+           "topology_view"]
 
 #: What a job can compute (see the module docs).
 KINDS = ("describe", "bench", "train", "scale", "plan", "infer", "simulate", "packet")
-#: Kinds that need a ``training:`` section, and those that need a ``packet:`` one.
-NEEDS_TRAINING = ("train", "scale", "plan")
-NEEDS_PACKET = ("packet",)
-#: The fabrics a ``plan`` job compares the design's own fabric with.
-PLAN_FABRICS = ("ib-ndr", "roce-400g")
 
 #: A progress callback: (fraction done in [0, 1], what is being done).
 Progress = Callable[[float, str], None]
@@ -61,10 +61,41 @@ def _quiet(_frac: float, _msg: str) -> None:
     return None
 
 
+def design_job(kind: str, sc: Scenario, limits: Limits) -> Any:
+    """The job of ``kind`` that design ``sc`` describes, as the web runs it: the
+    ``fabricsim <kind> SCENARIO`` job, and for ``bench`` on the analytic backend every
+    algorithm's curve beside the tuner's; within ``limits`` (a larger request is refused
+    naming the field and the fix)."""
+    from fabricsim import jobs
+
+    if kind not in KINDS:
+        raise ConfigError(f"unknown job kind {kind!r}; one of {', '.join(KINDS)}",
+                          field="kind")
+    if kind == "bench":
+        job = jobs.job_from_scenario("bench", sc)
+        if job.backend == "analytic":
+            job = job.model_copy(update={"every_algorithm": True})
+        if len(job.sizes) > limits.max_sizes:
+            raise ConfigError(f"the collective sweep has {len(job.sizes)} sizes; a web job "
+                              f"draws at most {limits.max_sizes}: raise collective."
+                              f"stepfactor or narrow minbytes..maxbytes (or run fabricsim "
+                              f"bench, which has no such limit)", field="collective.stepfactor")
+        return job
+    job = jobs.job_from_scenario(kind, sc)
+    if kind == "packet" and len(job.variants) > limits.max_variants:
+        raise ConfigError(f"the packet section has {len(job.variants)} runs (the base and "
+                          f"its variants); a web job runs at most {limits.max_variants}: "
+                          f"keep fewer variants, or run fabricsim packet, which has no such "
+                          f"limit", field="packet.variants")
+    return job
+
+
 def parse_design(text: str, kind: str, limits: Limits, *, field: str = "scenario"
                  ) -> Scenario:
-    """Parse and check one design's scenario text for ``kind`` within ``limits``; the
-    same errors as ``fabricsim validate`` (field, line), raised as ConfigError.
+    """Parse and check one design's scenario text for ``kind`` within ``limits``: the
+    same errors as ``fabricsim validate`` and ``fabricsim <kind>`` (field, line), raised
+    as ConfigError; the job is built, so a design that cannot run is refused at
+    submission, not when the job runs.
 
     >>> parse_design("cluster: {system: dgx-h100, nodes: 2}", "bench", Limits()).cluster.nodes
     2
@@ -99,29 +130,10 @@ def parse_design(text: str, kind: str, limits: Limits, *, field: str = "scenario
         raise ConfigError(f"{kind} jobs on the web are limited to {cap} GPUs; this design "
                           f"has {gpus}. Use fewer nodes, or run it with the CLI ({cli}), "
                           "which has no such limit", field="cluster.nodes")
-    if kind in NEEDS_TRAINING and sc.training is None:
-        raise ConfigError(f"a {kind} job needs a training: section (model and parallel "
-                          "layout); see docs/scenarios.md", field="training")
-    if kind in NEEDS_TRAINING:  # the section's fields and layout, before the job is queued
-        from fabricsim.scenario.sections import training_from_section
-
-        model, cfg, _extra = training_from_section(sc.training)
-        cfg.resolve(model, gpus)
-    if kind == "infer":
-        if sc.inference is None:
-            raise ConfigError("an infer job needs an inference: section (model, tp, batch, "
-                              "prompt and output lengths; start from the shipped "
-                              "serve-llama3-70b)", field="inference")
-        from fabricsim.scenario.serving import serving_job
-
-        serving_job(sc)
-    if kind == "simulate" and not sc.faults and not sc.background:
-        raise ConfigError("a simulate job compares the fabric with and without faults or "
-                          "background traffic: add a faults: or background: section "
-                          "(start from a shipped flow-* scenario)", field="faults")
-    if kind in NEEDS_PACKET and sc.packet is None:
-        raise ConfigError("a packet job needs a packet: section; start from a shipped "
-                          "packet-* scenario", field="packet")
+    job = design_job(kind, sc, limits)
+    if kind in ("train", "scale", "plan"):  # the layout on the design's GPUs, now
+        t = job if kind == "train" else job.training
+        t.parallel.resolve(t.model, gpus)
     return sc
 
 
@@ -186,7 +198,7 @@ def topology_view(fab: Fabric, max_drawn: int = MAX_DRAWN) -> dict[str, Any]:
 
 def cluster_view(fab: Fabric) -> dict[str, Any]:
     """What the cluster is (``fabricsim describe``) and its topology picture."""
-    from fabricsim.reports.cluster import summarize
+    from fabricsim.jobs.describe import summarize
 
     return {"summary": jsonable(summarize(fab).as_dict()), "topology": topology_view(fab)}
 
@@ -194,175 +206,35 @@ def cluster_view(fab: Fabric) -> dict[str, Any]:
 # -- the kinds ---------------------------------------------------------------------------
 
 
-def _bench(sc: Scenario, fab: Fabric, limits: Limits, progress: Progress
-           ) -> dict[str, Any]:
-    from fabricsim.collectives import ALGORITHMS
-    from fabricsim.reports.scenario import DEFAULT_SWEEP, collective_sweep, sweep_sizes
-    from fabricsim.scenario.schema import CollectiveSpec
-    from fabricsim.units import parse_size
+def _view(kind: str, report: Any, fab: Fabric) -> dict[str, Any]:
+    """The design's answer: the report (``to_dict()``, as the CLI's ``--json``) and what
+    the page draws from it (a training step's communication split between NVLink and
+    the scale-out network)."""
+    d: dict[str, Any] = report.to_dict()
+    if kind == "train":
+        from fabricsim.reports.scenario import training_parts
 
-    spec = sc.collective or CollectiveSpec.model_validate(DEFAULT_SWEEP)
-    lo = parse_size(spec.minbytes, field="collective.minbytes")
-    hi = parse_size(spec.maxbytes, field="collective.maxbytes")
-    sizes = sweep_sizes(lo, hi, spec.stepfactor, limit=limits.max_sizes)
-    algos = [spec.algo] if spec.algo else [
-        a for a, alg in ALGORITHMS.items() if spec.collective in alg.collectives]
-    curves: list[dict[str, Any]] = []
-    skipped: dict[str, str] = {}
-    names: list[str | None] = [None, *algos] if not spec.algo else list(algos)
-    for i, algo in enumerate(names):
-        progress(i / len(names), f"{spec.collective} with {algo or 'the tuner'}")
-        try:
-            sw = collective_sweep(fab, spec.collective, sizes, ranks=spec.ranks, algo=algo,
-                                  proto=spec.proto)
-        except FabricsimError as e:
-            skipped[str(algo)] = e.message
-            continue
-        curves.append({"name": algo or "auto", "sizes": sw.sizes,
-                       "busbw_gbps": sw.busbw_gbps, "time_us": [t * 1e6 for t in sw.time_s],
-                       "choice": sw.choice})
-    return {"collective": spec.collective, "gpus": len(spec.ranks) if spec.ranks else
-            fab.n_gpus, "curves": curves, "skipped": skipped}
-
-
-def _training(sc: Scenario) -> tuple[Any, Any, dict[str, Any]]:
-    """The job of a scenario's ``training:`` section, priced as the CLI prices it (the
-    section's ``gpu_hour_usd``, else the scenario's)."""
-    from fabricsim.scenario.fabric import training_price
-    from fabricsim.scenario.sections import training_from_section
-
-    m, cfg, extra = training_from_section(sc.training)
-    return m, cfg, training_price(extra, sc)
-
-
-def _train(sc: Scenario, fab: Fabric, progress: Progress) -> dict[str, Any]:
-    from fabricsim.reports.scenario import training_parts
-    from fabricsim.scenario.sections import goodput_settings
-    from fabricsim.workloads.training.goodput import goodput_on_fabric
-    from fabricsim.workloads.training.step import simulate_step
-
-    m, cfg, extra = _training(sc)
-    progress(0.1, f"one training step of {m.name}")
-    r = simulate_step(m, cfg, fab, gpu_hour_usd=extra.get("gpu_hour_usd"),
-                      backend=extra.get("backend") or "analytic",
-                      total_tokens=extra.get("total_tokens"))
-    kw: dict[str, Any] = goodput_settings(extra)
-    gp = goodput_on_fabric(fab, params=m.params, step_time_s=r.step_time_s,
-                           gpu_hour_usd=r.gpu_hour_usd, **kw)
-    parts, nvlink = training_parts(fab, r)
-    comm = {k: v for k, v in parts.items() if k not in ("compute", "bubble", "optimizer")}
-    return {"model": m.name, "gpus": r.world, "parallel": r.parallel,
-            "step_time_s": r.step_time_s, "tokens_per_s": r.tokens_per_s,
-            "tokens_per_s_per_gpu": r.tokens_per_s / r.world, "mfu": r.mfu,
-            "memory_per_gpu_gib": r.memory_per_gpu_gib, "comm_fraction": r.comm_fraction,
-            "comm_usd_per_day": r.comm_usd_per_day, "breakdown_s": parts,
-            "nvlink_kinds": sorted(nvlink),
-            "exposed_nvlink_s": sum(v for k, v in comm.items() if k in nvlink),
-            "exposed_scale_out_s": sum(v for k, v in comm.items() if k not in nvlink),
-            "gpu_hour_usd": r.gpu_hour_usd, "goodput": gp.goodput,
-            "job_mtbf_hours": gp.job_mtbf_hours, "failures_per_day": gp.failures_per_day,
-            "checkpoint_interval_s": gp.checkpoint_interval_s,
-            "usd_lost_per_day": gp.usd_lost_per_day, "warnings": list(r.warnings),
-            "notes": list(extra.get("notes", [])),
-            **({"run": r.run(r.total_tokens)} if r.total_tokens else {})}
-
-
-def _scale(sc: Scenario, fab: Fabric, progress: Progress) -> dict[str, Any]:
-    from fabricsim.scenario.fabric import cluster_build_kw, scenario_catalog
-    from fabricsim.scenario.sections import goodput_settings
-    from fabricsim.workloads.training.scaling import scaling_curve, weak_scaling_batch
-
-    m, cfg, extra = _training(sc)
-    world = fab.n_gpus
-    per = max(fab.info.gpus_per_server, 1)
-    sizes = sorted({max(per, (world // k) // per * per) for k in (8, 4, 2, 1)})
-    progress(0.1, f"{m.name} at {', '.join(map(str, sizes))} GPUs")
-    c = sc.cluster
-    pts = scaling_curve(m, c.system, sizes, cfg, fabric=c.fabric, topology=c.topology,
-                        oversubscription=c.oversubscription,
-                        seqs_per_replica=weak_scaling_batch(cfg, world),
-                        gpu_hour_usd=extra.get("gpu_hour_usd"),
-                        gpus_per_node=c.gpus_per_node, catalog=scenario_catalog(sc.systems),
-                        cluster_kw=cluster_build_kw(c), goodput_kw=goodput_settings(extra))
-    return {"model": m.name, "mode": "weak", "points": jsonable(pts)}
-
-
-def _plan(sc: Scenario, progress: Progress) -> dict[str, Any]:
-    from fabricsim.scenario.fabric import scenario_catalog
-    from fabricsim.scenario.sections import goodput_settings
-    from fabricsim.workloads.cost.fabric_plan import compare_fabrics
-
-    m, cfg, extra = _training(sc)
-    c = sc.cluster
-    fabrics = list(dict.fromkeys([f for f in (c.fabric, *PLAN_FABRICS) if f]))
-    progress(0.1, f"{m.name} on {', '.join(fabrics)}")
-    opts = compare_fabrics(m, system=c.system, nodes=c.nodes, fabrics=fabrics,
-                           topology=c.topology, oversubscription=c.oversubscription,
-                           gpus_per_node=c.gpus_per_node, cfg=cfg,
-                           gpu_hour_usd=extra.get("gpu_hour_usd"),
-                           cluster_params=dict(c.params),
-                           catalog=scenario_catalog(sc.systems),
-                           goodput_kw=goodput_settings(extra))
-    return {"model": m.name, "options": [jsonable(o.as_dict()) for o in opts]}
-
-
-def _infer(sc: Scenario, fab: Fabric, progress: Progress) -> dict[str, Any]:
-    from fabricsim.scenario.serving import serving_job
-    from fabricsim.workloads.serving.run import run_serving
-
-    m, cfg, notes = serving_job(sc)
-    progress(0.1, f"serving {m.name}")
-    run = run_serving(m, cfg, fab)
-    return {"model": m.name, "serving": cfg.model_dump(), **run.as_dict(), "notes": notes}
-
-
-def _simulate(sc: Scenario, limits: Limits, progress: Progress) -> dict[str, Any]:
-    from fabricsim.reports.flow import simulate_scenario
-
-    def step(done: float, total: float, *_: Any) -> None:
-        progress(min(done / total, 1.0) if total else 0.0, "flow-level run")
-
-    s = simulate_scenario(sc, time_limit_s=limits.max_wall_s * 0.8, progress=step)
-    return jsonable(s)  # type: ignore[no-any-return]
-
-
-def _packet(sc: Scenario, limits: Limits, progress: Progress) -> dict[str, Any]:
-    from fabricsim.scenario.packet import run_packet_scenario, variant_names
-
-    names: list[str | None] = [None, *variant_names(sc)][: limits.max_variants]
-    runs = []
-    for i, v in enumerate(names):
-        progress(i / len(names), f"packet run {v or 'base'}")
-        r = run_packet_scenario(sc, v)
-        runs.append({"variant": v or "base", **jsonable(r.summary)})
-    return {"runs": runs}
+        parts, nvlink = training_parts(fab, report.step)
+        comm = {k: v for k, v in parts.items() if k not in ("compute", "bubble", "optimizer")}
+        d["nvlink_kinds"] = sorted(nvlink)
+        d["exposed_nvlink_s"] = sum(v for k, v in comm.items() if k in nvlink)
+        d["exposed_scale_out_s"] = sum(v for k, v in comm.items() if k not in nvlink)
+    return d
 
 
 def run_design(kind: str, sc: Scenario, limits: Limits, progress: Progress = _quiet
                ) -> dict[str, Any]:
     """One design's answer to ``kind`` (see the module docs)."""
-    from fabricsim.scenario.fabric import fabric_from_scenario
+    from fabricsim import jobs
 
     progress(0.0, "building the cluster")
-    fab = fabric_from_scenario(sc)
+    job = design_job(kind, sc, limits)
+    fab = job.cluster.build()
     out: dict[str, Any] = {"name": sc.name, "cluster": cluster_view(fab)}
-    if kind == "bench":
-        out["bench"] = _bench(sc, fab, limits, progress)
-    elif kind == "train":
-        out["train"] = _train(sc, fab, progress)
-    elif kind == "scale":
-        out["scale"] = _scale(sc, fab, progress)
-    elif kind == "plan":
-        out["plan"] = _plan(sc, progress)
-    elif kind == "infer":
-        out["infer"] = _infer(sc, fab, progress)
-    elif kind == "simulate":
-        out["simulate"] = _simulate(sc, limits, progress)
-    elif kind == "packet":
-        out["packet"] = _packet(sc, limits, progress)
-    elif kind != "describe":
-        raise ConfigError(f"unknown job kind {kind!r}; one of {', '.join(KINDS)}",
-                          field="kind")
+    if kind == "simulate":
+        job = job.model_copy(update={"time_limit_s": limits.max_wall_s * 0.8})
+    if kind != "describe":
+        out[kind] = _view(kind, jobs.run(job, fab, progress), fab)
     return jsonable(out)  # type: ignore[no-any-return]
 
 

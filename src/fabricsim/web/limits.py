@@ -32,8 +32,8 @@ class Limits:
     max_gpus_flow: int = 1_024
     #: GPUs of one design for a ``packet`` job (its event budget also applies).
     max_gpus_packet: int = 512
-    #: Message sizes of one ``bench`` curve.
-    max_sizes: int = 24
+    #: Message sizes of one ``bench`` curve (nccl-tests' 8 B to 1 GiB is 28).
+    max_sizes: int = 40
     #: Packet variants run by one job.
     max_variants: int = 6
     #: Wall time of one job; past it the job's worker is stopped and the job fails.

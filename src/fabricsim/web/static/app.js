@@ -187,16 +187,16 @@ function summaryRows(res) {
     add("exposed NVLink comm s", (d) => d.train.exposed_nvlink_s);
     add("exposed scale-out comm s", (d) => d.train.exposed_scale_out_s);
     add("memory GiB per GPU", (d) => d.train.memory_per_gpu_gib);
-    add("goodput", (d) => `${(100 * d.train.goodput).toFixed(1)} %`);
+    add("goodput", (d) => `${(100 * d.train.goodput.goodput).toFixed(1)} %`);
     add("US$ per day lost to comm", (d) => d.train.comm_usd_per_day);
   } else if (res.kind === "scale") {
     add("efficiency at the largest", (d) => `${(100 * d.scale.points.filter((p) => p.feasible).at(-1).scaling_efficiency).toFixed(1)} %`);
     add("main loss at the largest", (d) => d.scale.points.filter((p) => p.feasible).at(-1).main_loss);
   } else if (res.kind === "plan") {
-    const n = Math.max(...res.designs.map((d) => d.plan.options.length));
+    const n = Math.max(...res.designs.map((d) => d.plan.fabrics.length));
     for (let k = 0; k < n; k++) {
-      add(`option ${k + 1}: fabric, step s`, (d) => `${d.plan.options[k].fabric}: ${fmt(d.plan.options[k].step_time_s)}`);
-      add(`option ${k + 1}: US$ per M tokens`, (d) => fmt(d.plan.options[k].usd_per_token * 1e6));
+      add(`option ${k + 1}: fabric, step s`, (d) => `${d.plan.fabrics[k].fabric}: ${fmt(d.plan.fabrics[k].step_time_s)}`);
+      add(`option ${k + 1}: US$ per M tokens`, (d) => fmt(d.plan.fabrics[k].usd_per_token * 1e6));
     }
   } else if (res.kind === "infer") {
     add("time to first token ms", (d) => 1e3 * d.infer.ttft_s);
