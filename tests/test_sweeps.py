@@ -138,11 +138,13 @@ def test_cli_results_and_bad_input(capsys, tmp_path: Path) -> None:
     store = tmp_path / "r.duckdb"
     assert main(["sweep", str(spec), "--store", str(store), "--json"]) == 0
     counts = json.loads(capsys.readouterr().out)
-    assert counts["points"] == 24 and counts["run"] == 24
+    # the README's example: a design space every point of which runs
+    assert (counts["points"], counts["run"], counts["failed"]) == (16, 16, 0)
+    assert counts["reasons"] == {}
     assert main(["results", str(store), "--columns", "in__training__tp,mfu", "--json",
                  "--parquet", str(tmp_path / "r.parquet")]) == 0
     rows = json.loads(capsys.readouterr().out)
-    assert len(rows) == 24 and set(rows[0]) == {"in__training__tp", "mfu"}
+    assert len(rows) == 16 and set(rows[0]) == {"in__training__tp", "mfu"}
     assert (tmp_path / "r.parquet").stat().st_size > 0
     assert main(["results", str(store), "--columns", "nope"]) == 2
     assert main(["results", str(store), "--columns", " , "]) == 2  # names no column
@@ -385,3 +387,19 @@ def test_axes_a_kind_does_not_read_are_refused(kind: str, axes: dict[str, list[o
     with pytest.raises(ConfigError) as e:
         points(spec)
     assert e.value.field == field
+
+
+def test_failed_points_say_why_in_the_summary(capsys, tmp_path: Path) -> None:
+    """A point that fails is kept with its reason, and the sweep's summary names each
+    reason with the number of points it stopped (it used to say only '(12 failed)')."""
+    spec = tmp_path / "s.yaml"
+    spec.write_text("kind: train\nscenario:\n  cluster: {system: dgx-h100, nodes: 4}\n"
+                    "  training: {model: llama3-70b, global_batch: 64, seq_len: 4096}\n"
+                    "axes:\n  training.tp: [2, 8]\n  training.pp: [1, 4]\n")
+    assert main(["sweep", str(spec), "--store", str(tmp_path / "r.duckdb")]) == 0
+    out = capsys.readouterr().out
+    assert "4 points: 4 run now (2 failed)" in out
+    assert " ".join(out.split()).count("1 point failed: training: llama3-70b needs") == 2
+    assert main(["sweep", str(spec), "--store", str(tmp_path / "j.duckdb"), "--json"]) == 0
+    counts = json.loads(capsys.readouterr().out)
+    assert sum(counts["reasons"].values()) == counts["failed"] == 2

@@ -9,11 +9,13 @@ scenario; a point already in the store is not run again, so a killed sweep conti
 it stopped. Points run in a local process pool (``workers``) and are written as each
 finishes; a point that fails is stored with its error and the sweep goes on.
 
-Each point computes what the sweep's ``kind`` names: ``train`` (a training step:
-throughput, MFU, memory, the step's breakdown, exposed communication and its cost,
-goodput) or ``bench`` (a collective at the sweep's size: time, algorithm bandwidth, bus
-bandwidth, the algorithm and protocol chosen). Rows have every axis as a column and every
-figure in a typed column with its unit in the name.
+Each point runs the job of the sweep's ``kind`` (any kind of :data:`fabricsim.jobs.KINDS`:
+``train``, ``bench``, ``infer``, ``simulate``, ``packet`` ...), exactly as ``fabricsim
+<kind> SCENARIO`` runs it, and keeps its report's ``to_row()``: for ``train`` the step's
+throughput, MFU, memory, breakdown, exposed communication and its cost, goodput; for
+``bench`` the collective at the sweep's largest size (time, algorithm and bus bandwidth,
+the algorithm and protocol chosen). Rows have every axis as a column and every figure in
+a typed column with its unit in the name; a point that fails keeps its reason.
 
 Example
 -------
@@ -73,7 +75,7 @@ class SweepSpec(StrictModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = "sweep"
-    kind: Literal["train", "bench"] = "train"
+    kind: str = "train"
     base: str | None = None
     scenario: dict[str, Any] = Field(default_factory=dict)
     axes: dict[str, list[Any]] = Field(default_factory=dict)
@@ -181,16 +183,21 @@ def _base(spec: SweepSpec, root: Path | None) -> dict[str, Any]:
 
 class _Checker:
     """Validates scenario mappings as :class:`Scenario`, the part other than ``training``
-    once per distinct value: the scenario rules do not read the workload sections
-    (``training`` is a plain mapping in the schema, checked by training_from_section), so
-    points that differ only there share one validation. Raises pydantic's
-    ValidationError or a ConfigError (a rule), as ``Scenario.model_validate`` does."""
+    once per distinct value: the scenario rules do not read the workload sections, so
+    points that differ only in their training section share one validation (the section
+    itself validated on its own). Raises pydantic's ValidationError or a ConfigError (a
+    rule), as ``Scenario.model_validate`` does; what validation noticed (old field names)
+    becomes the scenario's notes."""
 
     def __init__(self) -> None:
         self._checked: dict[str, Any] = {}
 
     def __call__(self, sc: dict[str, Any]) -> Any:
+        from pydantic import ValidationError
+
+        from fabricsim.scenario.loader import noted
         from fabricsim.scenario.schema import Scenario
+        from fabricsim.scenario.sections import TrainingSection
 
         training = sc.get("training")
         rest = json.dumps({k: v for k, v in sc.items() if k != "training"},
@@ -198,14 +205,23 @@ class _Checker:
         model = self._checked.get(rest)
         if model is not None and isinstance(training, dict) and \
                 all(isinstance(k, str) for k in training):
-            return model.model_copy(update={"training": training})
-        model = self._checked[rest] = Scenario.model_validate(sc)
-        return model
+            try:
+                section, notes = noted(TrainingSection, training)
+            except (ValidationError, ConfigError):
+                pass  # validated whole below: its error names the field in the scenario
+            else:
+                return model.model_copy(update={"training": section}).with_notes(notes)
+        whole, notes = noted(Scenario, sc)
+        self._checked[rest] = whole.model_copy(update={"training": None})
+        return whole.with_notes(notes)
 
 
-#: Scenario sections each kind of sweep reads: an axis elsewhere would change nothing.
-KIND_READS = {"train": ("cluster", "systems", "training", "gpu_hour_usd"),
-              "bench": ("cluster", "systems", "collective")}
+def kind_reads(kind: str) -> tuple[str, ...]:
+    """Scenario sections a sweep of ``kind`` reads: an axis elsewhere would change
+    nothing (the kind's :attr:`fabricsim.jobs.Kind.reads`)."""
+    from fabricsim.jobs import kind_of
+
+    return kind_of(kind).reads
 
 
 def points(spec: SweepSpec, root: Path | None = None) -> list[Point]:
@@ -221,10 +237,12 @@ def points(spec: SweepSpec, root: Path | None = None) -> list[Point]:
     if empty:
         raise ConfigError(f"axis {empty[0]!r} has no values", field=f"axes.{empty[0]}")
     names = list(spec.axes)
-    reads = KIND_READS[spec.kind]
+    from fabricsim.jobs import KINDS
+
+    reads = kind_reads(spec.kind)
     for n in names:
         if n.split(".")[0] not in reads:
-            other = next((k for k, r in KIND_READS.items() if n.split(".")[0] in r), None)
+            other = next((k for k, kd in KINDS.items() if n.split(".")[0] in kd.reads), None)
             raise ConfigError(f"a {spec.kind} sweep reads {', '.join(reads)}; axis {n!r} "
                               f"would change nothing it computes: drop it"
                               + (f" or use kind: {other}" if other else ""),
@@ -270,15 +288,14 @@ def points(spec: SweepSpec, root: Path | None = None) -> list[Point]:
                               else "scenario") from None
         except ConfigError as e:
             raise ConfigError(f"{e.message}", field=f"axes ({e.field})") from None
-        if spec.kind == "train":  # the training section's own fields, checked up front
-            from fabricsim.scenario.sections import training_from_section
+        try:  # the point's job, built up front: a value it refuses names the axis
+            from fabricsim.jobs import job_from_scenario
 
-            try:
-                training_from_section(sc.get("training"))
-            except ConfigError as e:
-                axis = next((n for n in names if e.field and e.field.startswith(n)), None)
-                raise ConfigError(e.message, field=f"axes.{axis}" if axis else e.field
-                                  ) from None
+            job_from_scenario(spec.kind, model)
+        except ConfigError as e:
+            axis = next((n for n in names if e.field and e.field.startswith(n)), None)
+            raise ConfigError(e.message, field=f"axes.{axis}" if axis else e.field
+                              ) from None
         key = hashlib.sha256(json.dumps({"kind": spec.kind, "scenario": sc},
                                         sort_keys=True, default=str).encode()).hexdigest()[:24]
         if key in seen:
@@ -336,48 +353,30 @@ def run_point(kind: str, scenario: dict[str, Any],
               fabrics: FabricCache | None = None) -> dict[str, Any]:
     """The figures of one point (flat, JSON-safe), or ``{"error": ...}``; ``fabrics``
     shares clusters between points (a fresh Fabric per point without it)."""
-    from fabricsim.scenario.schema import Scenario
+    from fabricsim.scenario.loader import validate_scenario
 
-    return _figures(kind, Scenario.model_validate(scenario), scenario, fabrics)
+    try:
+        sc = validate_scenario(scenario)
+    except FabricsimError as e:
+        return {"error": str(e)}
+    return _figures(kind, sc, scenario, fabrics)
 
 
 def _figures(kind: str, sc: Any, scenario: dict[str, Any], fabrics: FabricCache | None
              ) -> dict[str, Any]:
-    """:func:`run_point` of the validated Scenario ``sc`` of ``scenario``."""
+    """:func:`run_point` of the validated Scenario ``sc`` of ``scenario``: the job of
+    ``kind`` run as ``fabricsim <kind>`` runs it, its report's ``to_row()`` and its
+    warnings (``warnings``, one text), or ``{"error": ...}`` saying why it failed."""
+    from fabricsim import jobs
+
     try:
-        fab = (fabrics or FabricCache(1)).get(scenario)
-        if kind == "bench":
-            from fabricsim.collectives import run_collective
-            from fabricsim.units import parse_size
-
-            c = sc.collective
-            if c is None:
-                raise ConfigError("a bench sweep needs a collective: section",
-                                  field="collective")
-            size = parse_size(c.maxbytes, field="collective.maxbytes")
-            cr = run_collective(fab, c.collective, size, algo=c.algo, proto=c.proto)
-            return {"gpus": fab.n_gpus, "size_bytes": size, "time_us": cr.time * 1e6,
-                    "algbw_gbps": cr.algbw / 1e9, "busbw_gbps": cr.busbw / 1e9,
-                    "algorithm": cr.algorithm, "protocol": cr.protocol}
-        from fabricsim.scenario.sections import training_from_section
-        from fabricsim.workloads.training.goodput import goodput_on_fabric
-        from fabricsim.workloads.training.step import simulate_step
-
-        m, cfg, extra = training_from_section(sc.training)
-        price = extra.get("gpu_hour_usd")
-        r = simulate_step(m, cfg, fab, gpu_hour_usd=price if price is not None
-                          else sc.gpu_hour_usd)
-        gp = goodput_on_fabric(fab, params=m.params, step_time_s=r.step_time_s,
-                               gpu_hour_usd=r.gpu_hour_usd)
-        out: dict[str, Any] = {
-            "gpus": r.world, "model": m.name, "step_time_s": r.step_time_s,
-            "tokens_per_s": r.tokens_per_s, "tokens_per_s_per_gpu": r.tokens_per_s / r.world,
-            "mfu": r.mfu, "memory_per_gpu_gib": r.memory_per_gpu_gib,
-            "comm_fraction": r.comm_fraction, "comm_usd_per_day": r.comm_usd_per_day,
-            "gpu_hour_usd": r.gpu_hour_usd, "goodput": gp.goodput,
-            "usd_per_million_tokens": r.gpu_hour_usd * r.world / 3600.0
-            / max(r.tokens_per_s * gp.goodput, 1e-12) * 1e6}
-        out.update({f"{k}_s": v for k, v in r.breakdown.items()})
+        job = jobs.job_from_scenario(kind, sc)
+        fab = None if jobs.kind_of(kind).own_fabric else \
+            (fabrics or FabricCache(1)).get(scenario)
+        report = jobs.run(job, fab)
+        out: dict[str, Any] = dict(report.to_row())
+        if report.warnings:
+            out["warnings"] = "; ".join(report.warnings)
         return out
     except FabricsimError as e:
         return {"error": str(e)}
@@ -484,14 +483,9 @@ def _warm(kind: str) -> None:
     """Import what a point needs and load the catalog: run in the parent before a pool
     forks (the workers inherit it) and as each worker's initializer (other start
     methods, Ray)."""
-    import fabricsim.scenario.fabric
+    import fabricsim.jobs  # noqa: F401
     from fabricsim.catalog import get_catalog
 
-    if kind == "bench":
-        import fabricsim.collectives
-    else:
-        import fabricsim.workloads.training.goodput
-        import fabricsim.workloads.training.step  # noqa: F401
     get_catalog()
 
 
@@ -609,9 +603,10 @@ def run_sweep(spec: SweepSpec, store: Path, *, workers: int | None = None,
               progress: Callable[[int, int], None] | None = None,
               limit: int | None = None, ray: bool = False,
               ray_address: str | None = None,
-              time_limit_s: float | None = None) -> dict[str, int]:
+              time_limit_s: float | None = None) -> dict[str, Any]:
     """Run every point of ``spec`` not yet in ``store``; returns counts (points, skipped
-    as already done, run, failed). ``limit`` stops after that many new points.
+    as already done, run, failed) and ``reasons``: why the points run now failed, each
+    reason with the number of points it stopped. ``limit`` stops after that many new points.
     ``workers`` (default: :func:`auto_workers` of the points to run; one per CPU with
     ``ray``) sets the local pool's size. ``time_limit_s`` stops taking results after
     that much wall time (the points being computed finish; what is done is stored, and
@@ -638,6 +633,7 @@ def run_sweep(spec: SweepSpec, store: Path, *, workers: int | None = None,
             workers = (os.cpu_count() or 1) if ray else auto_workers(len(todo))
         casters = _casters(spec)
         failed = 0
+        reasons: dict[str, int] = {}
         finished = 0
         buffer: list[dict[str, Any]] = []
         last = time.perf_counter()
@@ -648,6 +644,8 @@ def run_sweep(spec: SweepSpec, store: Path, *, workers: int | None = None,
             nonlocal failed, finished, last
             buffer.append(_row(spec, casters, p, figures, wall))
             failed += "error" in figures
+            if "error" in figures:
+                reasons[figures["error"]] = reasons.get(figures["error"], 0) + 1
             finished += 1
             if len(buffer) >= FLUSH_ROWS or time.perf_counter() - last >= FLUSH_S:
                 db.add(buffer)
@@ -680,7 +678,8 @@ def run_sweep(spec: SweepSpec, store: Path, *, workers: int | None = None,
         if buffer:
             db.add(buffer)
         return {"points": len(pts), "skipped": sum(p.key in done for p in pts),
-                "run": finished, "failed": failed, "stopped": stopped}
+                "run": finished, "failed": failed, "stopped": stopped,
+                "reasons": dict(sorted(reasons.items(), key=lambda kv: -kv[1]))}
     finally:
         db.close()
 
