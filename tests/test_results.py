@@ -49,8 +49,8 @@ def _flow_result() -> Any:
 
 
 def _packet_run() -> Any:
+    from fabricsim.jobs.packet import run_packet_scenario
     from fabricsim.scenario import Scenario
-    from fabricsim.scenario.packet import run_packet_scenario
 
     sc = Scenario.model_validate({"cluster": {
         "system": "dgx-h100", "nodes": 4, "gpus_per_node": 1, "fabric": "roce-400g"},
@@ -132,7 +132,7 @@ def _diagnose() -> Any:
 
 
 def _summary() -> Any:
-    from fabricsim.reports.cluster import summarize
+    from fabricsim.jobs.describe import summarize
 
     return summarize(_fab())
 

@@ -13,9 +13,9 @@ pytest.importorskip("matplotlib")
 
 from plot_inspect import line_labels
 
+from fabricsim.jobs.packet import run_packet_scenario
 from fabricsim.plots.packet import fct_cdf, pause_map, queues, throughput
 from fabricsim.scenario import Scenario
-from fabricsim.scenario.packet import run_packet_scenario
 
 
 @pytest.fixture(scope="module")

@@ -22,12 +22,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from fabricsim.fabric import Fabric, build_cluster
+from fabricsim import jobs
+from fabricsim.fabric import Fabric
 from fabricsim.reports.document import Doc
-from fabricsim.scenario import FaultSpec
-from fabricsim.workloads.models import TransformerSpec
-from fabricsim.workloads.training.parallel import ParallelConfig
+from fabricsim.scenario import FaultSpec, Scenario
+from fabricsim.scenario.sections import ServingSection, TrainingSection
 
 #: The two designs compared, as (label, fabric preset).
 DESIGNS = (("InfiniBand NDR", "ib-ndr"), ("RoCEv2 400G", "roce-400g"))
@@ -37,8 +38,10 @@ NODES = 32
 
 @dataclass
 class DemoContext(Doc):
-    """What the sections share: the report being written and the fabrics compared."""
+    """What the sections share: the report being written, and per design (label) its
+    scenario — the shipped training scenario on that fabric — and its fabric, built."""
 
+    designs: dict[str, Scenario] = field(default_factory=dict)
     fabrics: dict[str, Fabric] = field(default_factory=dict)
 
 
@@ -74,12 +77,17 @@ def _ms(s: float) -> str:
 def section_allreduce(ctx: DemoContext) -> None:
     """Section 2: all-reduce bus bandwidth and time against size, with the algorithm and
     protocol NCCL would pick at each size."""
-    from fabricsim.plots.busbw import choice_spans, plot_collective
-    from fabricsim.reports.scenario import collective_sweep
+    from fabricsim.plots.busbw import Sweep, choice_spans, plot_collective
 
     ctx.step("all-reduce sweep")
-    curves = {label: collective_sweep(fab, "all_reduce", SWEEP)
-              for label, fab in ctx.fabrics.items()}
+    curves = {}
+    for label, sc in ctx.designs.items():
+        job = jobs.job_from_scenario("bench", sc, collective="all_reduce", sizes=SWEEP)
+        got = jobs.run(job, ctx.fabrics[label]).rows[None]
+        curves[label] = Sweep(sizes=[r.size_bytes for r in got],
+                              busbw_gbps=[r.busbw_gbps for r in got],
+                              time_s=[r.time_us * 1e-6 for r in got],
+                              choice=[f"{r.algorithm}/{r.protocol}".lower() for r in got])
     ctx.heading("All-reduce on 256 GPUs")
     ctx.add("nccl-tests conventions (busbw = algbw × 2(n−1)/n); the algorithm and protocol "
             "are chosen by least predicted time, as NCCL's tuner does. Run the same with "
@@ -102,33 +110,34 @@ def section_allreduce(ctx: DemoContext) -> None:
                "all-reduce bus bandwidth and time against size")
 
 
-def _training_inputs() -> tuple[TransformerSpec, ParallelConfig, float]:
-    from importlib import resources
+def design_scenario(fabric: str) -> Scenario:
+    """The shipped training scenario (:data:`TRAINING_SCENARIO`) on ``fabric``."""
+    from fabricsim.scenario import load_scenario
 
-    from fabricsim.scenario import load_scenario_text
-    from fabricsim.scenario.sections import training_from_section
+    sc = load_scenario(TRAINING_SCENARIO.removesuffix(".yaml"))
+    return sc.model_copy(update={"cluster": sc.cluster.model_copy(update={
+        "system": SYSTEM, "nodes": NODES, "fabric": fabric, "topology": "rail-optimized"})})
 
-    text = (resources.files("fabricsim") / "scenarios" / TRAINING_SCENARIO).read_text(
-        encoding="utf-8")
-    sc = load_scenario_text(text, source=TRAINING_SCENARIO)
-    model, cfg, _extra = training_from_section(sc.training)
-    return model, cfg, float(sc.gpu_hour_usd or 0.0) or 2.5
+
+def _price(sc: Scenario) -> float:
+    return float(sc.gpu_hour_usd or 0.0) or 2.5
 
 
 def section_training(ctx: DemoContext) -> None:
     """Section 3: one training step of Llama 3 70B on each fabric."""
     from fabricsim.plots.training import comm_by_network, plot_step_breakdown
     from fabricsim.reports.scenario import training_parts
-    from fabricsim.workloads.training.step import simulate_step
 
     ctx.step("training step")
-    model, cfg, price = _training_inputs()
     rows: list[list[object]] = []
     parts = {}
     nvlink: set[str] = set()
     steps = {}
+    cfg = price = None
     for label, fab in ctx.fabrics.items():
-        r = simulate_step(model, cfg, fab, gpu_hour_usd=price)
+        job = jobs.job_from_scenario("train", ctx.designs[label])
+        cfg, price = job.parallel, _price(ctx.designs[label])
+        r = jobs.run(job, fab).step
         steps[label] = r.step_time_s
         parts[label], nvlink = training_parts(fab, r)
         split = comm_by_network(parts[label], nvlink)
@@ -137,6 +146,7 @@ def section_training(ctx: DemoContext) -> None:
                      f"{r.breakdown['bubble'] * 1e3:,.0f}", f"{split['NVLink'] * 1e3:,.0f}",
                      f"{split['scale-out'] * 1e3:,.1f}", f"{r.idle_gpus:.1f}",
                      f"${r.comm_usd_per_day:,.0f}"])
+    assert cfg is not None
     p = cfg.model_dump()
     ctx.heading("A training step")
     ctx.add(f"Llama 3 70B, TP {p.get('tp')} × PP {p.get('pp')} (interleaved "
@@ -161,17 +171,12 @@ def section_training(ctx: DemoContext) -> None:
 def section_plan(ctx: DemoContext) -> None:
     """Section 5: the fabrics compared on throughput, capex and cost per token."""
     from fabricsim.plots.plan import plot_plan
-    from fabricsim.workloads.cost.fabric_plan import compare_fabrics
 
     ctx.step("fabrics compared")
-    model, cfg, price = _training_inputs()
     names = [name for _label, name in DESIGNS] + ["efa"]
-    opts = compare_fabrics(model, system=SYSTEM, nodes=NODES, fabrics=names,
-                           topology="rail-optimized", cfg=cfg, gpu_hour_usd=price)
-    rows = []
-    for o in opts:
-        rows.append({**o.as_dict(), "capex_per_gpu_usd": o.capex.per_gpu_usd,
-                     "capex_usd": o.capex.total_usd})
+    sc = next(iter(ctx.designs.values()))
+    price = _price(sc)
+    rows = jobs.run(jobs.job_from_scenario("plan", sc, fabrics=tuple(names))).rows()
     ctx.heading("Which fabric is worth its price")
     ctx.add(f"The same job on each fabric preset, fabric capex (switches, cables, optics, "
             f"NICs) amortised over 4 years, GPUs at ${price:g}/hour "
@@ -203,14 +208,12 @@ def section_scaling(ctx: DemoContext) -> None:
     scaling), with the loss that grows named, and its goodput once failures, checkpoints
     and restarts are counted."""
     from fabricsim.plots.scaling import plot_scaling
-    from fabricsim.workloads.training.scaling import scaling_curve
 
     ctx.step("scaling")
-    model, cfg, price = _training_inputs()
-    curves = {label: scaling_curve(model, SYSTEM, SCALE_GPUS, cfg, fabric=name,
-                                   topology="rail-optimized", global_batch=SCALE_BATCH,
-                                   gpu_hour_usd=price)
-              for label, name in DESIGNS}
+    batch = TrainingSection.model_validate({"global_batch": SCALE_BATCH})
+    curves = {label: jobs.run(jobs.job_from_scenario(
+        "scale", sc, over=batch, gpus=SCALE_GPUS, strong=True)).points
+        for label, sc in ctx.designs.items()}
     (la, pa), (lb, pb) = list(curves.items())[:2]
     ctx.heading(f"Growing the job to {SCALE_GPUS[-1]:,} GPUs")
     ctx.add(f"The same Llama 3 70B layout at a fixed global batch of {SCALE_BATCH:,} "
@@ -265,21 +268,20 @@ def section_serving(ctx: DemoContext) -> None:
     instance, and a disaggregated prefill/decode pair whose KV caches cross the
     scale-out fabric."""
     from fabricsim.plots.serving import plot_serving_frontier
-    from fabricsim.workloads.models import get_model
-    from fabricsim.workloads.serving.batching import continuous_batching
-    from fabricsim.workloads.serving.disaggregated import disaggregated_serving
 
     ctx.step("serving")
-    model = get_model(SERVE_MODEL)
-    label, fab = next(iter(ctx.fabrics.items()))
-    frontier = [continuous_batching(model, fab, tpot_target_s=ms / 1e3,
-                                    prompt_len=SERVE_PROMPT, output_len=SERVE_OUTPUT,
-                                    precision="fp8")
-                for ms in SERVE_TPOT_MS]
-    pairs = {lab: disaggregated_serving(model, f, prefill_tp=8, batch=SERVE_DISAGG_BATCH,
-                                        prompt_len=SERVE_PROMPT, output_len=SERVE_OUTPUT,
-                                        precision="fp8")
-             for lab, f in ctx.fabrics.items()}
+    label = next(iter(ctx.fabrics))
+
+    def serve(lab: str, **fields: Any) -> Any:
+        over = ServingSection.model_validate({
+            "model": SERVE_MODEL, "tp": 8, "prompt_len": SERVE_PROMPT,
+            "output_len": SERVE_OUTPUT, "precision": "fp8", **fields})
+        return jobs.run(jobs.job_from_scenario("infer", ctx.designs[lab], over=over),
+                        ctx.fabrics[lab]).run
+
+    frontier = [serve(label, tpot_target_ms=ms).continuous for ms in SERVE_TPOT_MS]
+    pairs = {lab: serve(lab, prefill_tp=8, batch=SERVE_DISAGG_BATCH).disaggregated
+             for lab in ctx.fabrics}
     ctx.heading("Serving Llama 3 70B")
     ctx.add(f"FP8 weights and KV cache, prompts of {SERVE_PROMPT:,} tokens, "
             f"{SERVE_OUTPUT} output tokens, TensorRT-LLM's host costs. One instance is one "
@@ -287,7 +289,7 @@ def section_serving(ctx: DemoContext) -> None:
             "the time-per-output-token target, each iteration also prefilling the prompts "
             "that replace finished sequences (`fabricsim infer --model llama3-70b --tp 8 "
             f"--precision fp8 --prompt-len {SERVE_PROMPT} --output-len {SERVE_OUTPUT} "
-            "--tpot-target 30`).", "")
+            "--tpot-target-ms 30`).", "")
     ctx.table(["TPOT target", "batch", "limited by", "TPOT (ms)", "TTFT (ms)",
                "tokens/s per GPU"],
               [[f"{ms} ms", r.batch, r.limited_by, f"{r.tpot_s * 1e3:.1f}",
@@ -326,63 +328,43 @@ def _fault() -> FaultSpec:
     return FaultSpec(type="link_degraded", link=FAULT_LINK, factor=FAULT_FACTOR)
 
 
-class _FlowComm:
-    """Collective times from the flow backend (optionally with faults) for the step model."""
-
-    def __init__(self, fabric: Fabric, faults: Sequence[FaultSpec]) -> None:
-        from fabricsim.backends.flow import FlowBackend
-
-        self.fabric = fabric
-        self.backend = FlowBackend(faults=list(faults))
-        self.cache: dict[tuple[str, tuple[int, ...], float], float] = {}
-
-    def time(self, collective: str, ranks: Sequence[int], nbytes: float) -> float:
-        from fabricsim.collectives import run_collective
-
-        if len(ranks) <= 1 or nbytes <= 0:
-            return 0.0
-        key = (collective, tuple(ranks), float(nbytes))
-        if key not in self.cache:
-            self.cache[key] = run_collective(self.fabric, collective, nbytes, list(ranks),
-                                             backend=self.backend).time
-        return self.cache[key]
-
-
 def section_fault(ctx: DemoContext) -> None:
     """Section 7: one degraded NIC link on the flow backend, the bottleneck it makes, and
     what it costs a training job."""
-    from fabricsim.backends.flow import FlowBackend
-    from fabricsim.collectives import run_collective
     from fabricsim.plots.fault import plot_flow_fault
     from fabricsim.plots.heatmap import link_heatmap
     from fabricsim.plots.training import plot_step_breakdown
-    from fabricsim.workloads.training.step import simulate_step
+    from fabricsim.scenario.cluster import CollectiveSpec
 
     ctx.step("fault")
     label, fab = next(iter(ctx.fabrics.items()))
-    model, cfg, price = _training_inputs()
-    ranks = list(range(0, 64, 8))  # one rank per server of the first 8: a DP-like group
-    ok = run_collective(fab, "all_reduce", 2**30, ranks,
-                        backend=FlowBackend(record_timeline=True))
-    hurt_backend = FlowBackend(faults=[_fault()], record_timeline=True)
-    bad = run_collective(fab, "all_reduce", 2**30, ranks, backend=hurt_backend)
-    base = simulate_step(model, cfg, fab, comm=_FlowComm(fab, []), gpu_hour_usd=price)
-    hurt = simulate_step(model, cfg, fab, comm=_FlowComm(fab, [_fault()]), gpu_hour_usd=price)
+    sc = ctx.designs[label]
+    price = _price(sc)
+    hurt_sc = sc.model_copy(update={"faults": [_fault()], "collective": CollectiveSpec(
+        collective="all_reduce", maxbytes=2**30,
+        ranks=list(range(0, 64, 8)))})  # one rank per server of the first 8: DP-like
+    flow = jobs.run(jobs.job_from_scenario("simulate", hurt_sc, record=True), fab)
+    ok, res = flow.base, flow.hit
+    train = jobs.run(jobs.job_from_scenario(
+        "train", hurt_sc, over=TrainingSection.model_validate({"backend": "flow"})), fab)
+    base, hurt = train.fault_free, train.step
+    assert base is not None
     slow = hurt.step_time_s / base.step_time_s - 1
     lost_gpus = fab.n_gpus * (1 - base.step_time_s / hurt.step_time_s)
     ctx.heading("A fault, its bottleneck and its cost")
     ctx.add(f"On the {label} design, one NIC link (`{FAULT_LINK}`) runs at "
             f"{FAULT_FACTOR * 100:g} % of its speed — a port that trained down, "
             "or a dirty optic. NCCL does not route around it: every collective whose ring "
-            "crosses that NIC runs at its pace (the flow backend, max-min fair sharing).", "")
+            "crosses that NIC runs at its pace (the flow backend, max-min fair sharing; "
+            "`fabricsim train SCENARIO --backend flow` with the fault in its faults: "
+            "section).", "")
     ctx.table(["", "fault-free", "degraded", "slowdown"], [
-        ["1 GiB all-reduce over 8 servers (rail 0)", _ms(ok.time), _ms(bad.time),
-         f"{bad.time / ok.time:.2f}×"],
+        ["1 GiB all-reduce over 8 servers (rail 0)", _ms(ok.time), _ms(res.time),
+         f"{res.time / ok.time:.2f}×"],
         ["training step (Llama 3 70B)", f"{base.step_time_s:.3f} s",
          f"{hurt.step_time_s:.3f} s", f"+{slow * 100:.1f} %"],
     ])
-    res = bad.result
-    ctx.figure(plot_flow_fault(ok.result, res, ctx.out / "fault.png",
+    ctx.figure(plot_flow_fault(ok, res, ctx.out / "fault.png",
                                title="1 GiB all-reduce over 8 servers: fault-free vs one "
                                "link at 25 %"), "fault-free vs degraded all-reduce")
     faulty = tuple(int(l) for ls in res.extra["fault_links"].values() for l in ls)
@@ -454,9 +436,11 @@ def write_demo(out: str | Path, *, sections: Sequence[str] | None = None,
 
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
-    fabrics = {label: build_cluster(SYSTEM, NODES, fabric=name, topology="rail-optimized")
-               for label, name in DESIGNS}
-    ctx = DemoContext(out=folder, fabrics=fabrics, progress=progress or (lambda m: None),
+    designs = {label: design_scenario(name) for label, name in DESIGNS}
+    fabrics = {label: jobs.job_from_scenario("describe", sc).cluster.build()
+               for label, sc in designs.items()}
+    ctx = DemoContext(out=folder, designs=designs, fabrics=fabrics,
+                      progress=progress or (lambda m: None),
                       deadline=None if time_limit_s is None
                       else time.perf_counter() + time_limit_s)
     ctx.add("# fabricsim demo: 256 × H100, InfiniBand NDR vs RoCEv2", "",

@@ -27,8 +27,6 @@ Example
 from __future__ import annotations
 
 import json
-import math
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,28 +34,17 @@ from typing import Any
 
 import numpy as np
 
-from fabricsim.backends.base import Result
-from fabricsim.backends.flow import FlowBackend
-from fabricsim.backends.flow.background import background_transfers
 from fabricsim.backends.flow.results import Timeline, transfers_table
-from fabricsim.backends.flow.routing import expand
-from fabricsim.fabric.core import Fabric
+from fabricsim.jobs.flow import FlowReport
 from fabricsim.scenario import Scenario
-from fabricsim.scenario.fabric import fabric_from_scenario
-from fabricsim.scenario.schema import CollectiveSpec
-from fabricsim.schedule.core import Schedule
-from fabricsim.units import format_bytes, parse_size
+from fabricsim.units import format_bytes
 
-__all__ = ["DEFAULT_BINS", "FlowRun", "human_size", "simulate_scenario", "write_flow_outputs",
+__all__ = ["DEFAULT_BINS", "human_size", "simulate_scenario", "write_flow_outputs",
            "write_table"]
 
 #: Time intervals the link-utilisation table is resampled to unless the full table is
 #: asked for: finer than any plot or reader needs, and a few MB for a 256-GPU run.
 DEFAULT_BINS = 200
-
-
-def _finite(x: float) -> float | None:
-    return x if math.isfinite(x) else None
 
 
 def human_size(n: float) -> str:
@@ -84,109 +71,23 @@ class Coded:
         return [self.values[int(c)] for c in self.codes]
 
 
-class FlowRun:
-    """What :func:`simulate_scenario` ran: fabric, schedule, both Results and summary."""
-
-    def __init__(self, fabric: Fabric, schedule: Schedule, base: Result, hit: Result,
-                 summary: dict[str, Any]) -> None:
-        self.fabric = fabric
-        self.schedule = schedule
-        self.base = base
-        self.hit = hit
-        self.summary = summary
-
-
-def run_scenario(sc: Scenario, *, routing: str = "ecmp", qps: int = 1,
-                 size: str | None = None, record: bool = False,
-                 time_limit_s: float | None = None,
-                 progress: Callable[..., None] | None = None) -> FlowRun:
-    """Run ``sc`` with and without its faults/background (see :func:`simulate_scenario`);
-    ``record`` keeps both runs' link timelines (for the heatmap and the tables)."""
-    from fabricsim.collectives import build_schedule
-
-    spec = sc.collective or CollectiveSpec()
-    if size is not None:  # --size replaces collective.maxbytes: the same rules apply
-        from fabricsim.scenario.rules import check_scenario
-
-        spec = spec.model_copy(update={"maxbytes": size, "minbytes": min(
-            parse_size(spec.minbytes, field="collective.minbytes"),
-            parse_size(size, field="--size"))})
-        check_scenario(sc.model_copy(update={"collective": spec}))
-    nbytes = parse_size(spec.maxbytes, field="collective.maxbytes")
-    fab = fabric_from_scenario(sc)
-    sch = build_schedule(fab, spec.collective, nbytes, ranks=spec.ranks, algo=spec.algo,
-                         proto=spec.proto)
-    deadline = time.perf_counter() + time_limit_s if time_limit_s is not None else None
-    kw: dict[str, Any] = {"seed": sc.seed, "routing": routing, "qps": qps,
-                          "progress": progress}
-
-    def left() -> dict[str, Any]:
-        """The wall time left of the whole command, for each run in turn."""
-        return {"time_limit_s": None if deadline is None
-                else max(deadline - time.perf_counter(), 1e-3)}
-
-    base = FlowBackend(record_timeline=record, **kw, **left()).run(sch, fab)
-    hit = FlowBackend(faults=sc.faults, background=sc.background, record_timeline=record,
-                      **kw, **left()).run(sch, fab)
-    causes: list[dict[str, Any]] = []
-    descs: list[str] = list(hit.extra["faults"])
-    fault_links: dict[str, list[int]] = hit.extra["fault_links"]
-    several = len(sc.faults) + len(sc.background) > 1
-    for i, (f, desc) in enumerate(zip(sc.faults, descs, strict=True)):
-        alone = (FlowBackend(faults=[f], **kw, **left()).run(sch, fab).time if several
-                 else hit.time)
-        causes.append({"kind": "fault", "index": i, "type": f.type, "description": desc,
-                       "links": [fab.link_name(l) for l in fault_links[desc]],
-                       "slowdown_alone": _finite(alone / base.time)})
-    for i, b in enumerate(sc.background):
-        alone = (FlowBackend(background=[b], **kw, **left()).run(sch, fab).time if several
-                 else hit.time)
-        causes.append({"kind": "background", "index": i, "description":
-                       f"{b.name} ({b.traffic_class}, {b.pattern}, {b.nbytes} per flow, "
-                       f"weight {b.weight:g})", "slowdown_alone": _finite(alone / base.time)})
-    link_fault = {l: d for d, ls in fault_links.items() for l in ls}
-    for b, bt in zip(sc.background, background_transfers(fab, sc.background, seed=sc.seed),
-                     strict=True):
-        ex = expand(fab, bt.src, bt.dst, bt.nbytes, mode=routing, qps=qps, seed=sc.seed)
-        for l in np.unique(ex.links).tolist():
-            link_fault.setdefault(int(l), f"background: {b.name}")
-    tops = [{**b, "fault": link_fault.get(b["link"])} for b in hit.extra["bottlenecks"]]
-    summary: dict[str, Any] = {
-        "scenario": sc.name, "description": sc.description,
-        "cluster": {"system": sc.cluster.system, "nodes": sc.cluster.nodes,
-                    "gpus": fab.n_gpus, "fabric": fab.info.fabric,
-                    "topology": fab.info.topology},
-        "collective": spec.collective, "nbytes": nbytes, "algorithm": sch.algorithm,
-        "protocol": hit.extra["protocol"], "routing": routing, "qps": qps,
-        "baseline_time_s": base.time, "time_s": _finite(hit.time),
-        "slowdown": _finite(hit.time / base.time), "stalled": not math.isfinite(hit.time),
-        "stalled_steps": hit.extra["stalled_steps"],
-        "stalled_transfers": [list(x) for x in hit.extra["stalled_transfers"]][:20],
-        "causes": causes, "bottlenecks": tops,
-        "baseline_bottlenecks": base.extra["bottlenecks"][:3], "outputs": [],
-    }
-    return FlowRun(fab, sch, base, hit, summary)
-
-
 def simulate_scenario(sc: Scenario, *, routing: str = "ecmp", qps: int = 1,
                       size: str | None = None, out: Path | None = None,
                       time_limit_s: float | None = None,
                       progress: Callable[..., None] | None = None, csv: bool = False,
                       full: bool = False, rank: str = "critical") -> dict[str, Any]:
-    """Run ``sc`` with and without its faults/background; a JSON-ready summary.
+    """Run ``sc``'s flow job (:func:`fabricsim.jobs.flow.flow_job`) and return its
+    JSON-ready summary; with ``out``, the outputs of :func:`write_flow_outputs` are
+    written there and listed (path, bytes) in ``summary["outputs"]``. ``progress`` is
+    the flow backend's progress callback."""
+    from fabricsim.jobs.flow import flow_job, run_flow
 
-    Each fault and background source is also run alone when there are several, so the
-    slowdown can be attributed to them one by one. ``time_limit_s`` bounds the wall time
-    of all the runs together (a SimulationError naming ``--time-limit`` when reached);
-    ``progress`` is the flow backend's progress callback. With ``out``, the outputs of
-    :func:`write_flow_outputs` are written there and listed (path, bytes) in
-    ``summary["outputs"]``.
-    """
-    run = run_scenario(sc, routing=routing, qps=qps, size=size, record=out is not None,
-                       time_limit_s=time_limit_s, progress=progress)
+    job = flow_job(sc, size=size, routing=routing, qps=qps, time_limit_s=time_limit_s,
+                   record=out is not None)
+    run = run_flow(job, job.cluster.build(), step_progress=progress)
     if out is not None:
         write_flow_outputs(run, out, csv=csv, full=full, rank=rank)
-    return run.summary
+    return run.to_dict()
 
 
 def write_table(columns: dict[str, Any], out_dir: Path, stem: str, *, csv: bool = False
@@ -254,14 +155,14 @@ def resampled_table(tl: Timeline, bins: int = DEFAULT_BINS) -> dict[str, Any]:
             "utilization": util[rows, cols]}
 
 
-def scenario_links(run: FlowRun) -> tuple[int, ...]:
+def scenario_links(run: FlowReport) -> tuple[int, ...]:
     """Link ids the scenario names: those its faults touch (background sources are
     credited on the links they limit)."""
     return tuple(sorted({int(l) for ls in run.hit.extra["fault_links"].values()
                          for l in ls}))
 
 
-def write_flow_outputs(run: FlowRun, out: Path, *, csv: bool = False, full: bool = False,
+def write_flow_outputs(run: FlowReport, out: Path, *, csv: bool = False, full: bool = False,
                        figures: bool = True, rank: str = "critical") -> list[Path]:
     """Write the tables, figures and ``summary.json`` of ``run`` into ``out``; fills
     ``run.summary["outputs"]`` with ``{"path", "bytes"}`` of each file written. ``rank``

@@ -38,9 +38,9 @@ from typing import Any
 from fabricsim.fabric import Fabric
 from fabricsim.reports.document import Doc, ReportFiles
 from fabricsim.scenario import Scenario
-from fabricsim.units import format_bytes, parse_size
+from fabricsim.units import format_bytes
 
-__all__ = ["DEFAULT_SWEEP", "MAX_SWEEP_POINTS", "kinds", "section_cluster", "section_collective",
+__all__ = ["MAX_SWEEP_POINTS", "kinds", "section_cluster", "section_collective",
            "section_faults", "section_packet", "section_training", "write_report"]
 
 #: Sizes one collective sweep of a report draws at most (a wider sweep takes every
@@ -48,13 +48,11 @@ __all__ = ["DEFAULT_SWEEP", "MAX_SWEEP_POINTS", "kinds", "section_cluster", "sec
 MAX_SWEEP_POINTS = 40
 
 
-#: The sweep shown when a scenario names nothing to run but its cluster.
-DEFAULT_SWEEP = {"collective": "all_reduce", "minbytes": "1KiB", "maxbytes": "1GiB"}
 
 
 def kinds(sc: Scenario) -> list[str]:
     """The sections a scenario gets, in report order (a scenario with only a cluster
-    gets an all-reduce sweep, :data:`DEFAULT_SWEEP`).
+    gets an all-reduce sweep, :data:`fabricsim.jobs.collective.DEFAULT_SWEEP`).
 
     >>> kinds(Scenario.model_validate({"collective": {}, "faults": [{"type": "slow_node",
     ...     "node": 0, "delay": "1us"}]}))
@@ -79,8 +77,8 @@ def kinds(sc: Scenario) -> list[str]:
 def section_cluster(doc: Doc, fabrics: dict[str, Fabric], *, stem: str = "hierarchy"
                     ) -> None:
     """What the cluster is (one row per fabric) and its bandwidth hierarchy per GPU."""
+    from fabricsim.jobs.describe import summarize
     from fabricsim.plots.hierarchy import plot_hierarchy
-    from fabricsim.reports.cluster import summarize
 
     doc.step("cluster")
     sums = {label: summarize(f) for label, f in fabrics.items()}
@@ -127,35 +125,24 @@ def sweep_sizes(minbytes: int, maxbytes: int, factor: int = 2,
     return sizes
 
 
-def collective_sweep(fab: Fabric, collective: str, sizes: Sequence[int], *,
-                     ranks: Sequence[int] | None = None, algo: str | None = None,
-                     proto: str | None = None) -> Any:
-    """A :class:`~fabricsim.plots.busbw.Sweep` on the analytic backend."""
-    from fabricsim.collectives import run_collective
-    from fabricsim.plots.busbw import Sweep
-
-    bw, ts, ch = [], [], []
-    for size in sizes:
-        r = run_collective(fab, collective, size, ranks, algo=algo, proto=proto)
-        bw.append(r.busbw / 1e9)
-        ts.append(r.time)
-        ch.append(f"{r.algorithm}/{r.protocol}")
-    return Sweep(sizes=list(sizes), busbw_gbps=bw, time_s=ts, choice=ch)
-
-
 def section_collective(doc: Doc, sc: Scenario, fab: Fabric) -> None:
     """The scenario's collective sweep: busbw and time against size, choices marked."""
-    from fabricsim.plots.busbw import choice_spans, plot_collective
-    from fabricsim.scenario.schema import CollectiveSpec
+    from fabricsim import jobs
+    from fabricsim.jobs.collective import DEFAULT_SWEEP
+    from fabricsim.plots.busbw import Sweep, choice_spans, plot_collective
 
     doc.step("collective sweep")
-    spec = sc.collective or CollectiveSpec.model_validate(DEFAULT_SWEEP)
-    lo = parse_size(spec.minbytes, field="collective.minbytes")
-    hi = parse_size(spec.maxbytes, field="collective.maxbytes")
+    spec = sc.collective or DEFAULT_SWEEP
+    lo, hi = int(spec.minbytes), int(spec.maxbytes)
     sizes = sweep_sizes(lo, hi, spec.stepfactor)
     label = fab.info.fabric or "fabric"
-    sw = collective_sweep(fab, spec.collective, sizes, ranks=spec.ranks, algo=spec.algo,
-                          proto=spec.proto)
+    # against size on the analytic backend (the faults have a section of their own)
+    calm = sc.model_copy(update={"faults": [], "background": []})
+    job = jobs.job_from_scenario("bench", calm, sizes=tuple(sizes), backend="analytic")
+    rows = next(iter(jobs.run(job, fab).rows.values()))
+    sw = Sweep(sizes=[r.size_bytes for r in rows], busbw_gbps=[r.busbw_gbps for r in rows],
+               time_s=[r.time_us * 1e-6 for r in rows],
+               choice=[f"{r.algorithm}/{r.protocol}".lower() for r in rows])
     n = len(spec.ranks) if spec.ranks else fab.n_gpus
     fixed = " (fixed by the scenario)" if spec.algo or spec.proto else \
         " (chosen by least predicted time, as NCCL's tuner does)"
@@ -186,10 +173,12 @@ def _time(s: float) -> str:
 def section_faults(doc: Doc, sc: Scenario) -> None:
     """Faults and background traffic on the flow backend: slowdown, causes, the links
     that limited the run, and the tables."""
-    from fabricsim.reports.flow import run_scenario, write_flow_outputs
+    from fabricsim import jobs
+    from fabricsim.reports.flow import write_flow_outputs
 
     doc.step("flow simulation with faults")
-    run = run_scenario(sc, record=True, time_limit_s=doc.time_left())
+    run = jobs.run(jobs.job_from_scenario("simulate", sc, record=True,
+                                          time_limit_s=doc.time_left()))
     s = run.summary
     paths = write_flow_outputs(run, doc.out)
     doc.written.extend(p for p in paths if p.suffix != ".png")
@@ -235,15 +224,14 @@ def training_parts(fab: Fabric, result: Any) -> tuple[dict[str, float], set[str]
 def section_training(doc: Doc, sc: Scenario, fab: Fabric, *,
                      compare: Sequence[str] = ("ib-ndr", "roce-400g", "efa")) -> None:
     """One training step, where its time goes, and the fabrics compared on cost."""
+    from fabricsim import jobs
     from fabricsim.plots.training import comm_by_network, plot_step_breakdown
-    from fabricsim.scenario.sections import training_from_section
-    from fabricsim.workloads.training.step import simulate_step
 
     doc.step("training step")
-    model, cfg, extra = training_from_section(dict(sc.training or {}))
-    price = extra.get("gpu_hour_usd") or sc.gpu_hour_usd
-    backend = extra.get("backend") or "analytic"
-    r = simulate_step(model, cfg, fab, backend=backend, gpu_hour_usd=price)
+    job = jobs.job_from_scenario("train", sc)
+    report = jobs.run(job, fab)
+    r = report.step
+    backend = job.backend
     parts, nv = training_parts(fab, r)
     p = r.parallel
     label = fab.info.fabric or "fabric"
@@ -259,24 +247,23 @@ def section_training(doc: Doc, sc: Scenario, fab: Fabric, *,
                 _time(parts.get("compute", 0.0)), _time(parts.get("bubble", 0.0)),
                 _time(split["NVLink"]), _time(split["scale-out"]), f"{r.idle_gpus:.1f}",
                 f"${r.comm_usd_per_day:,.0f}"]])
+    if report.fault_free is not None:
+        d = report.to_dict()["faults"]
+        doc.add(f"With the scenario's {job.faults.describe()} the step takes "
+                f"{_time(r.step_time_s)} against {_time(d['fault_free_step_time_s'])} "
+                f"fault-free (×{d['slowdown']:.3f}): {d['idle_gpu_equivalent']:.1f} idle GPU "
+                f"equivalents, ${d['usd_per_day']:,.0f} per day.", "")
+    for w in report.warnings:
+        doc.add(f"**Warning.** {w}", "")
     designs = {label: parts}
     names = [f for f in compare if f != label]
-    rows = []
-    if names and doc.deadline_allows(20.0):
-        from fabricsim.workloads.cost.fabric_plan import compare_fabrics
-
+    rows: list[dict[str, Any]] = []
+    if names and not job.faults and doc.deadline_allows(20.0):
         doc.step("fabrics compared")
-        c = sc.cluster
-        opts = compare_fabrics(model, system=c.system, nodes=c.nodes,
-                               fabrics=[label, *names], topology=c.topology,
-                               oversubscription=c.oversubscription,
-                               gpus_per_node=c.gpus_per_node, cfg=cfg, gpu_hour_usd=price,
-                               backend=backend, cluster_params=dict(c.params))
-        for o in opts:
-            d = o.as_dict()
+        plan = jobs.run(jobs.job_from_scenario("plan", sc, fabrics=(label, *names)))
+        for o, d in zip(plan.options, plan.rows(), strict=True):
             designs.setdefault(o.fabric, dict(o.step.breakdown))
-            rows.append({**d, "capex_per_gpu_usd": o.capex.per_gpu_usd,
-                         "capex_usd": o.capex.total_usd})
+            rows.append(d)
     doc.figure(plot_step_breakdown(designs, doc.out / "training.png", nvlink=nv,
                                    title=f"{r.model}, {r.world} GPUs: where a step's time "
                                    "goes"), "training step breakdown")
@@ -300,15 +287,16 @@ def section_training(doc: Doc, sc: Scenario, fab: Fabric, *,
 def section_packet(doc: Doc, sc: Scenario, *, variants: Sequence[str | None] | None = None,
                    prefix: str = "packet_", title: str = "") -> list[Any]:
     """A packet-level experiment: every variant side by side, and its four figures."""
+    from fabricsim import jobs
+    from fabricsim.jobs.packet import run_variant
     from fabricsim.plots.packet import write_all
-    from fabricsim.scenario.packet import run_packet_scenario, variant_names
 
-    names: list[str | None] = list(variants) if variants is not None else [
-        None, *variant_names(sc)]
+    job = jobs.job_from_scenario("packet", sc, variants=[v or "base" for v in variants]
+                                 if variants is not None else None)
     runs = []
-    for v in names:
+    for v in job.variants:
         doc.step(f"packet run: {v or 'base'}")
-        runs.append(run_packet_scenario(sc, v))
+        runs.append(run_variant(job, v))
     doc.heading(title or "Packet level")
     doc.add(f"{sc.description or sc.name}: the packet backend (every packet, queue, PFC "
             f"pause and ECN mark), {len(runs)} configuration"

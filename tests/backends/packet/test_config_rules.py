@@ -231,8 +231,8 @@ def test_a_scenario_that_validates_runs_inside_its_budget(packet: dict[str, Any]
     such: a retransmission timer shorter than the queueing delay gives up
     (``retry_exceeded``, the flow named); headroom set below the in-flight bytes of a
     link drops lossless packets. With the default headroom no lossless packet drops."""
+    from fabricsim.jobs.packet import run_packet_scenario
     from fabricsim.scenario import Scenario
-    from fabricsim.scenario.packet import run_packet_scenario
 
     try:
         sc = Scenario.model_validate({
@@ -264,8 +264,8 @@ def test_a_scenario_that_validates_runs_inside_its_budget(packet: dict[str, Any]
 
 
 def _incast_run(packet: dict[str, Any]) -> dict[str, Any]:
+    from fabricsim.jobs.packet import run_packet_scenario
     from fabricsim.scenario import Scenario
-    from fabricsim.scenario.packet import run_packet_scenario
 
     sc = Scenario.model_validate({
         "cluster": {"system": "dgx-h100", "nodes": 4, "gpus_per_node": 1,

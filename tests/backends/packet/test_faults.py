@@ -18,8 +18,8 @@ from fabricsim.backends.flow.testing import host_fat_tree
 from fabricsim.backends.packet import PacketBackend
 from fabricsim.errors import ConfigError
 from fabricsim.fabric.core import pair_hash
+from fabricsim.jobs.packet import run_packet_scenario
 from fabricsim.scenario import Scenario
-from fabricsim.scenario.packet import run_packet_scenario
 from fabricsim.schedule import Schedule, Step
 
 R = 50e9          # host_fat_tree's default link rate (bytes/s)
@@ -266,8 +266,11 @@ def test_fault_on_a_link_that_does_not_exist_names_the_field_and_the_links() -> 
         run_packet_scenario(sc)
     assert err.value.field == "packet.faults[0].link"
     assert "spine9.9" in err.value.message and "--export" in err.value.message
-    bad_pair = sc.model_copy(update={"packet": {**(sc.packet or {}), "faults": [
-        _flap("server0/nic0->server1/nic0")]}})
+    bad_pair = Scenario.model_validate({
+        "cluster": {"system": "dgx-h100", "nodes": 2, "gpus_per_node": 1,
+                    "fabric": "roce-400g"},
+        "packet": {"traffic": {"pattern": "pairs", "nbytes": "1MB"},
+                   "faults": [_flap("server0/nic0->server1/nic0")]}})
     with pytest.raises(ConfigError, match=r"links from server0/nic0: .*leaf0\.0"):
         run_packet_scenario(bad_pair)
 

@@ -8,8 +8,8 @@ from fabricsim.backends.packet import PacketBackend
 from fabricsim.backends.packet.build import build_state
 from fabricsim.errors import SimulationError
 from fabricsim.fabric import build_cluster
+from fabricsim.jobs.packet import ring_all_reduce, run_packet_scenario
 from fabricsim.scenario import Scenario
-from fabricsim.scenario.packet import ring_all_reduce, run_packet_scenario
 from fabricsim.schedule import Schedule
 
 
