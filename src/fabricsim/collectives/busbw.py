@@ -14,6 +14,8 @@ Example
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from fabricsim.errors import ConfigError, unknown
 
 #: Collectives fabricsim models, in the order nccl-tests lists them.
@@ -55,3 +57,20 @@ def bandwidths(collective: str, nbytes: float, time: float, n: int) -> tuple[flo
         return float("inf"), float("inf")
     alg = nbytes / time
     return alg, alg * busbw_factor(collective, n)
+
+
+@dataclass(frozen=True)
+class SizeRow:
+    """What nccl-tests reports for one message size, measured (a log's row,
+    :class:`fabricsim.interop.nccl_tests.Row`) or simulated (a bench job's,
+    :class:`fabricsim.jobs.collective.BenchRow`): the size in bytes and elements, data
+    type, reduction op, root, the time (us) and both bandwidths (GB/s)."""
+
+    size_bytes: int
+    count: int
+    type: str
+    redop: str
+    root: int
+    time_us: float
+    algbw_gbps: float
+    busbw_gbps: float

@@ -41,6 +41,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from fabricsim.collectives.busbw import SizeRow
 from fabricsim.collectives.nccl_env import NCCL_ALGOS as NCCL_ALGOS
 from fabricsim.collectives.nccl_env import NCCL_PROTOS as NCCL_PROTOS
 from fabricsim.collectives.nccl_env import NcclEnv as NcclEnv
@@ -78,20 +79,13 @@ _FAIL = re.compile(r"(Test NCCL failure|Test failure|NCCL WARN|Test CUDA failure
 
 
 @dataclass(frozen=True)
-class Row:
-    """One size: out-of-place and in-place time (us), algbw and busbw (GB/s), ``#wrong``
-    (``None`` for ``N/A``; NaN algbw/busbw where the log prints ``N/A``). Parsed rows are
-    checked: sizes and counts whole and at most :data:`MAX_ROW_BYTES`, times positive,
-    bandwidths finite and not negative."""
+class Row(SizeRow):
+    """One size of a log: out-of-place (:class:`SizeRow`'s time and bandwidths) and
+    in-place time (us), algbw and busbw (GB/s), ``#wrong`` (``None`` for ``N/A``; NaN
+    algbw/busbw where the log prints ``N/A``). Parsed rows are checked: sizes and counts
+    whole and at most :data:`MAX_ROW_BYTES`, times positive, bandwidths finite and not
+    negative."""
 
-    size_bytes: int
-    count: int
-    type: str
-    redop: str
-    root: int
-    time_us: float
-    algbw_gbps: float
-    busbw_gbps: float
     wrong: int | None
     time_us_inplace: float
     algbw_gbps_inplace: float

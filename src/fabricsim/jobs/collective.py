@@ -18,7 +18,7 @@ Example
 (1048576, 2097152, 4194304)
 >>> r = run_bench(job, job.cluster.build())
 >>> [row.algorithm for row in r.rows[None]], r.to_row()["size_bytes"]
-(['nvlstree', 'nvlstree', 'nvlstree'], 4194304)
+(['tree', 'tree', 'nvlstree'], 4194304)
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from fabricsim.collectives.busbw import SizeRow
 from fabricsim.collectives.nccl_env import NcclEnv
 from fabricsim.errors import ConfigError, FabricsimError, ScheduleError, unknown
 from fabricsim.fabric import Fabric
@@ -91,17 +92,10 @@ def bench_sizes(minbytes: int, maxbytes: int, factor: float = 2.0,
 
 
 @dataclass(frozen=True)
-class BenchRow:
-    """One nccl-tests-style result row, with the algorithm and protocol that ran."""
+class BenchRow(SizeRow):
+    """One simulated nccl-tests row (:class:`~fabricsim.collectives.busbw.SizeRow`), with
+    the algorithm and protocol that ran."""
 
-    size_bytes: int
-    count: int
-    type: str
-    redop: str
-    root: int
-    time_us: float
-    algbw_gbps: float
-    busbw_gbps: float
     algorithm: str
     protocol: str
 
