@@ -198,10 +198,10 @@ def test_continuous_batching_limits(dgx1: fs.Fabric) -> None:
     assert free.limited_by == "kv-cache" and free.batch == free.max_batch_kv
     capped = continuous_batching(L70, dgx1, max_batch=16, **kw)  # type: ignore[arg-type]
     assert capped.batch == 16 and capped.limited_by == "max-batch"
-    with pytest.raises(ModelError, match="no batch meets --tpot-target") as e:
+    with pytest.raises(ModelError, match="no batch meets --tpot-target-ms") as e:
         continuous_batching(L70, dgx1, tpot_target_s=1e-3, **kw)  # type: ignore[arg-type]
     assert e.value.field == "inference.tpot_target_ms"
-    with pytest.raises(ConfigError, match="--tpot-target must be a positive"):
+    with pytest.raises(ConfigError, match="--tpot-target-ms must be a positive"):
         continuous_batching(L70, dgx1, tpot_target_s=-1.0, **kw)  # type: ignore[arg-type]
     with pytest.raises(ModelError, match="no room for one request"):
         continuous_batching(get_model("llama3-405b"), dgx1, prompt_len=100, output_len=10,

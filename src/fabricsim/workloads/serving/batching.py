@@ -109,7 +109,7 @@ def continuous_batching(model: TransformerSpec, fabric: Fabric, *, prompt_len: i
     if max_batch is not None:
         positive("max_batch", max_batch, "--max-batch")
     if tpot_target_s is not None and not (tpot_target_s > 0 and math.isfinite(tpot_target_s)):
-        raise ConfigError(f"--tpot-target must be a positive number of milliseconds, got "
+        raise ConfigError(f"--tpot-target-ms must be a positive number of milliseconds, got "
                           f"{tpot_target_s * 1e3!r}", field="inference.tpot_target_ms")
     if not 0 < memory_fraction <= 1:
         raise ConfigError(f"memory_fraction must be in (0, 1], got {memory_fraction!r}",
@@ -137,7 +137,7 @@ def continuous_batching(model: TransformerSpec, fabric: Fabric, *, prompt_len: i
         lo, hi = 1, cap
         if sum(step(1)) > tpot_target_s:
             raise ModelError(
-                f"no batch meets --tpot-target {tpot_target_s * 1e3:.2f} ms: one sequence "
+                f"no batch meets --tpot-target-ms {tpot_target_s * 1e3:.2f} ms: one sequence "
                 f"alone takes {sum(step(1)) * 1e3:.2f} ms per token at tp={tp}, pp={pp}; "
                 f"raise the target or --tp", field="inference.tpot_target_ms")
         while lo < hi:  # largest b with step(b) <= target (step grows with b)
