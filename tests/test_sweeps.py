@@ -31,7 +31,8 @@ def _spec(**kw: object) -> SweepSpec:
 def test_grid_resume_and_one_row_per_point(tmp_path: Path) -> None:
     store = tmp_path / "r.duckdb"
     first = run_sweep(_spec(), store, limit=2)
-    assert first == {"points": 6, "skipped": 0, "run": 2, "failed": 0, "stopped": 0}
+    assert first == {"points": 6, "skipped": 0, "run": 2, "failed": 0, "stopped": 0,
+                     "reasons": {}}
     second = run_sweep(_spec(), store, workers=2)
     assert second["skipped"] == 2 and second["run"] == 4
     assert run_sweep(_spec(), store)["run"] == 0
@@ -271,7 +272,9 @@ def test_an_internal_error_is_stored_and_the_sweep_goes_on(
 
     monkeypatch.setattr(sweeps, "_figures", flaky)
     counts = run_sweep(_spec(), tmp_path / "r.duckdb")
+    reasons = counts.pop("reasons")
     assert counts == {"points": 6, "skipped": 0, "run": 6, "failed": 2, "stopped": 0}
+    assert list(reasons.values()) == [2] and "ZeroDivisionError" in next(iter(reasons))
     df = read_results(tmp_path / "r.duckdb")
     bad = df[df["status"] == "error"]
     assert set(bad["in__training__tp"]) == {2}
