@@ -16,6 +16,7 @@ Example
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -76,6 +77,7 @@ class ServerTemplate:
     nic_local: IntArray
     gpu_nic_local: IntArray
     _routes: dict[tuple[int, int], list[IntArray]] = field(default_factory=dict)
+    _preds: dict[int, dict[int, list[tuple[int, int]]]] = field(default_factory=dict)
 
     @property
     def n_nodes(self) -> int:
@@ -208,10 +210,30 @@ class ServerTemplate:
         if a == b:
             self._routes[key] = [np.zeros(0, dtype=np.int32)]
             return self._routes[key]
-        endpoint = {int(NodeKind.GPU), int(NodeKind.NIC), int(NodeKind.STORAGE_NIC)}
-        # Dijkstra from a, keeping all predecessors on shortest paths.
-        import heapq
+        preds = self._shortest_from(a)
+        if b not in preds:
+            raise NoRouteError(f"no path inside the server from local node {a} to {b}")
+        out: list[list[int]] = []
 
+        def walk(v: int, tail: list[int]) -> None:
+            if v == a:
+                out.append(list(reversed(tail)))
+                return
+            for u, l in preds[v]:
+                walk(u, [*tail, l])
+
+        walk(b, [])
+        paths = [np.asarray(p, dtype=np.int32) for p in sorted(out)]
+        self._routes[key] = paths
+        return paths
+
+    def _shortest_from(self, a: int) -> dict[int, list[tuple[int, int]]]:
+        """Dijkstra from local node ``a``: every reached node's predecessors (node, link)
+        on its shortest paths. One search serves every destination, so it is kept."""
+        hit = self._preds.get(a)
+        if hit is not None:
+            return hit
+        endpoint = {int(NodeKind.GPU), int(NodeKind.NIC), int(NodeKind.STORAGE_NIC)}
         dist = {a: 0.0}
         preds: dict[int, list[tuple[int, int]]] = {a: []}
         heap = [(0.0, a)]
@@ -232,21 +254,8 @@ class ServerTemplate:
                     heapq.heappush(heap, (nd, v))
                 elif abs(nd - old) <= 1e-12:
                     preds[v].append((u, l))
-        if b not in dist:
-            raise NoRouteError(f"no path inside the server from local node {a} to {b}")
-        out: list[list[int]] = []
-
-        def walk(v: int, tail: list[int]) -> None:
-            if v == a:
-                out.append(list(reversed(tail)))
-                return
-            for u, l in preds[v]:
-                walk(u, [*tail, l])
-
-        walk(b, [])
-        paths = [np.asarray(p, dtype=np.int32) for p in sorted(out)]
-        self._routes[key] = paths
-        return paths
+        self._preds[a] = preds
+        return preds
 
 
 def server_params(name: str, *, gpus: int | None = None, catalog: Catalog | None = None
