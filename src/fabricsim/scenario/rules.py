@@ -47,6 +47,7 @@ from fabricsim.backends.packet.config import (
 )
 from fabricsim.errors import ConfigError, FabricsimError
 from fabricsim.scenario.cluster import ClusterSpec, CollectiveSpec, cluster_gpus
+from fabricsim.transport import DEFAULT_MTU
 from fabricsim.units import parse_size, parse_time
 
 if TYPE_CHECKING:
@@ -165,10 +166,13 @@ def _mtu(ctx: Context) -> Iterator[tuple[str, str]]:
     for v, cfg in ctx.packet.items():
         ft = ctx.fabric_transport(cfg)
         t = cfg.transport or (ft[1] if ft is not None else None)
-        if t in ("ib", "roce") and cfg.mtu not in IB_MTUS:
-            yield _where(v, "packet.mtu"), f"{cfg.mtu} B is no {t} path MTU"
-        elif t in ("tcp", "srd") and cfg.mtu > MAX_ETHERNET_MTU:
-            yield _where(v, "packet.mtu"), f"{cfg.mtu} B is more than a jumbo frame holds"
+        if t is None or t not in DEFAULT_MTU:
+            continue
+        mtu = cfg.mtu_for(t)   # what the run will use: the transport's own when unset
+        if t in ("ib", "roce") and mtu not in IB_MTUS:
+            yield _where(v, "packet.mtu"), f"{mtu} B is no {t} path MTU"
+        elif t in ("tcp", "srd") and mtu > MAX_ETHERNET_MTU:
+            yield _where(v, "packet.mtu"), f"{mtu} B is more than a jumbo frame holds"
 
 
 @_scenario_rule("packet-ranks-exist", "packet.traffic.ranks, receiver, senders, "
