@@ -44,8 +44,10 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/mypy
 
+# Tests run on every core (pytest-xdist), a file per worker so a file's shared fixtures
+# are built once.
 test: lint
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n auto --dist loadfile
 
 # The same Hypothesis properties with fresh random examples, 20x the CI budget, and an
 # example database in .hypothesis/ that replays any failure found until it is fixed.

@@ -11,7 +11,9 @@ Select with ``HYPOTHESIS_PROFILE=fuzz``.
 from __future__ import annotations
 
 import os
+from collections import Counter
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.database import DirectoryBasedExampleDatabase
 
@@ -22,3 +24,13 @@ settings.register_profile(
     "fuzz", derandomize=False, database=DirectoryBasedExampleDatabase(".hypothesis/examples"),
     deadline=None, print_blob=True, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Refuse a collection where two tests share a node id: ``make test`` runs in parallel
+    (pytest-xdist), which schedules and reports by node id and so would run only one."""
+    counts = Counter(item.nodeid for item in items)
+    shared = sorted(k for k, n in counts.items() if n > 1)
+    if shared:
+        raise pytest.UsageError(f"{len(shared)} node ids name more than one test, e.g. "
+                                f"{shared[0]!r}: give each its own id")
