@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 from numpy.typing import NDArray
+from scipy import sparse
 
 from fabricsim.backends.analytic_shared import (
     adjacent_links,
@@ -84,16 +85,21 @@ _RANK_PAD = np.append(_CLASS_RANK, 0)
 def _template_loads(wm: NDArray[np.float64] | NDArray[np.int64], rows: list[int],
                     cols: list[int], vals: list[float], lt: int) -> FloatArray:
     """``wm @ C`` for the sparse ``C[variant, local link]`` given as (row, col, value)
-    entries: per output entry the products are added in increasing variant order, as a
-    sparse product does (a handful of entries per variant, so a loop over them)."""
+    entries (repeated entries add up in the order given). Each output entry adds its
+    products in increasing variant order: ``C`` is held transposed in CSR form with sorted
+    column indices, whose product with a dense matrix accumulates exactly so."""
     coef: dict[tuple[int, int], float] = {}
     for r_, c_, v_ in zip(rows, cols, vals, strict=True):
-        coef[(r_, c_)] = coef.get((r_, c_), 0.0) + v_
-    out = np.zeros((lt, wm.shape[0]))
-    wt = np.ascontiguousarray(wm.T)
-    for (r_, c_), v_ in sorted(coef.items()):
-        out[c_] += v_ * wt[r_]
-    return out.T
+        coef[(c_, r_)] = coef.get((c_, r_), 0.0) + v_
+    keys = sorted(coef)
+    links = np.fromiter((k[0] for k in keys), dtype=np.int64, count=len(keys))
+    variants = np.fromiter((k[1] for k in keys), dtype=np.int64, count=len(keys))
+    data = np.fromiter((coef[k] for k in keys), dtype=np.float64, count=len(keys))
+    indptr = np.zeros(lt + 1, dtype=np.int64)
+    np.cumsum(np.bincount(links, minlength=lt), out=indptr[1:])
+    ct = sparse.csr_matrix((data, variants, indptr), shape=(lt, wm.shape[1]))
+    out: FloatArray = np.asarray(ct @ np.ascontiguousarray(wm.T, dtype=np.float64)).T
+    return out
 
 
 def _dense_ids(values: I64, size: int) -> tuple[I64, I64]:
