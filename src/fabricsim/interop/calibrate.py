@@ -232,22 +232,25 @@ def _fit(pts: list[_Point], fit_idx: list[int], held_idx: list[int],
     if not multi:
         notes.append("no multi-node test: the network factors (net.*) are not fitted")
 
-    def predict(factors: dict[str, float]) -> np.ndarray:
+    def predict(factors: dict[str, float], idx: list[int]) -> np.ndarray:
+        """Predicted times of the rows ``idx`` (only those are simulated)."""
         params: dict[str, object] = {"calibration": factors} if factors else {}
+        need = sorted({(pts[j].nodes, pts[j].gpus_per_node) for j in idx})
         fabs = {s: build_cluster(system, s[0], gpus_per_node=s[1], catalog=catalog,
-                                 params=params) for s in shapes}
-        out = np.empty(len(pts))
-        for j, p in enumerate(pts):
-            fab = fabs[(p.nodes, p.gpus_per_node)]
-            out[j] = predict_time(fab, p.collective, p.size, ranks=list(range(p.ranks)),
+                                 params=params) for s in need}
+        out = np.empty(len(idx))
+        for i, j in enumerate(idx):
+            p = pts[j]
+            out[i] = predict_time(fabs[(p.nodes, p.gpus_per_node)], p.collective, p.size,
+                                  ranks=list(range(p.ranks)),
                                   gpus_per_thread=p.gpus_per_thread)
         return out
 
     meas = np.array([p.time_s for p in pts])
 
     def resid(x: np.ndarray, idx: list[int]) -> np.ndarray:
-        pred = predict(dict(zip(active, (float(v) for v in x), strict=True)))
-        return np.asarray(np.log(pred[idx] / meas[idx]))
+        pred = predict(dict(zip(active, (float(v) for v in x), strict=True)), idx)
+        return np.asarray(np.log(pred / meas[idx]))
 
     x0 = np.ones(len(active))
 
