@@ -45,8 +45,9 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 # Tests run on every core (pytest-xdist), a file per worker so a file's shared fixtures
-# are built once.
+# are built once, after the numba kernels are compiled once (not once per worker).
 test: lint
+	$(BIN)/python -m fabricsim.backends.precompile
 	$(BIN)/python -m pytest -q -n auto --dist loadfile
 
 # The same Hypothesis properties with fresh random examples, 20x the CI budget, and an
