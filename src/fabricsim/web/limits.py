@@ -36,7 +36,8 @@ class Limits:
     max_sizes: int = 40
     #: Packet variants run by one job.
     max_variants: int = 6
-    #: Wall time of one job; past it the job's worker is stopped and the job fails.
+    #: Wall time of one job from when its worker takes it; past it the worker is stopped
+    #: and the job fails.
     max_wall_s: float = 120.0
     #: Jobs running at once (worker processes).
     workers: int = 2

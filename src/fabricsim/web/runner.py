@@ -4,7 +4,9 @@
 they share nothing with the server's threads) and one thread per worker that feeds it.
 Waiting jobs are kept per client and taken round-robin, so one client's 200 submissions
 do not starve another's one. A job that runs past ``limits.max_wall_s`` has its worker
-stopped (and a fresh one started); the job fails with the reason. A worker that dies
+stopped (and a fresh one started); the job fails with the reason. The budget counts from
+when the worker takes the job: a fresh worker first imports fabricsim (seconds on a
+loaded machine), which no job is charged for. A worker that dies
 fails its job the same way; the others go on.
 
 Example
@@ -39,6 +41,8 @@ __all__ = ["Busy", "JobRunner", "error_line"]
 
 #: Progress is sent from a worker at most this often (seconds).
 PROGRESS_EVERY_S = 0.2
+#: Most seconds a worker may take to start (import fabricsim) and take its job.
+WORKER_START_S = 120.0
 
 
 class Busy(FabricsimError):
@@ -72,6 +76,7 @@ def _worker_main(conn: Connection, limits: Limits) -> None:  # pragma: no cover 
         if msg is None:
             return
         kind, designs = msg
+        conn.send(("started",))   # the job's wall-time budget starts now
         last[0] = 0.0
 
         def progress(frac: float, text: str) -> None:
@@ -275,9 +280,16 @@ class JobRunner:
         self._set(job_id, status="running", message="starting")
         conn = worker.ensure()
         conn.send((kind, designs))
-        deadline = time.monotonic() + self.limits.max_wall_s
+        taken = False   # until the worker says it has the job: its start-up, not the job's
+        deadline = time.monotonic() + WORKER_START_S
         while True:
             left = deadline - time.monotonic()
+            if left <= 0 and not taken:
+                worker.stop()
+                self._finish(job_id, "failed", error=(
+                    f"the worker did not start within {WORKER_START_S:g} s; the server is "
+                    f"overloaded: try again later"))
+                return
             if left <= 0:
                 worker.stop()
                 self._finish(job_id, "failed", error=(
@@ -298,7 +310,10 @@ class JobRunner:
                 return
             if msg is None:
                 continue
-            if msg[0] == "progress":
+            if msg[0] == "started":
+                taken = True
+                deadline = time.monotonic() + self.limits.max_wall_s
+            elif msg[0] == "progress":
                 self._set(job_id, progress=msg[1], message=msg[2])
             elif msg[0] == "done":
                 self._finish(job_id, "done", result=msg[1])
