@@ -4,7 +4,8 @@ one-point sweep gives the same figures (to 1e-9) and the same warnings.
 Each face builds the scenario's job with :func:`fabricsim.jobs.job_from_scenario` and runs
 it with :func:`fabricsim.jobs.run`; the CLI's report (recorded as the command runs) is the
 reference: its ``to_dict()`` is what ``--json`` prints and what the web returns for the
-design, its ``to_row()`` what the sweep stores.
+design, its ``to_row()`` what the sweep stores. The sweep must also build the job the CLI
+ran, value for value.
 """
 
 from __future__ import annotations
@@ -102,11 +103,13 @@ def test_the_cli_the_web_and_a_sweep_give_one_answer(
 
     sc = load_scenario(name)
     kind = jobs.primary_kind(sc)
+    ran: list[Any] = []
     reports: list[Any] = []
     run = jobs.run
 
-    def recorded(*args: Any, **kw: Any) -> Any:
-        reports.append(run(*args, **kw))
+    def recorded(job: Any, *args: Any, **kw: Any) -> Any:
+        ran.append(job)
+        reports.append(run(job, *args, **kw))
         return reports[-1]
 
     monkeypatch.setattr(jobs, "run", recorded)
@@ -127,8 +130,24 @@ def test_the_cli_the_web_and_a_sweep_give_one_answer(
     # a one-point sweep: the report's row
     spec = sweep_spec({"name": name, "kind": kind, "scenario": yaml.safe_load(SHIPPED[name]),
                        "axes": {"seed": [sc.seed]}})
+    # The sweep must build the very job the CLI ran (asserted). A kind that builds its own
+    # fabrics (packet, scale, plan) is then a pure function of that job, already run twice
+    # above (the CLI here, the web in its worker processes, with equal answers): the sweep
+    # is handed the CLI's report instead of a third packet simulation, and what is checked
+    # below is how it stores and reads back the report's row.
+    swept: list[Any] = []
+
+    def same_job(job: Any, fabric: Any = None, *args: Any, **kw: Any) -> Any:
+        swept.append(job)
+        if jobs.kind_of(kind).own_fabric and fabric is None and job == ran[0]:
+            return report
+        return run(job, fabric, *args, **kw)
+
+    monkeypatch.setattr(jobs, "run", same_job)
     counts = run_sweep(spec, tmp_path / "s.duckdb", workers=1)
+    monkeypatch.undo()
     assert counts["run"] == 1 and counts["failed"] == 0, counts
+    assert swept == ran, "the sweep built another job than the CLI ran"
     row = read_results(tmp_path / "s.duckdb").iloc[0].to_dict()
     want = _norm(report.to_row())
     assert want, "a report's row has figures"
