@@ -65,6 +65,9 @@ def error_line(text: str) -> int | None:
 
 def _worker_main(conn: Connection, limits: Limits) -> None:  # pragma: no cover - child
     """A worker process: run jobs sent over ``conn`` until it is closed."""
+    import fabricsim.jobs
+    import fabricsim.reports.scenario
+    import fabricsim.web.figures  # noqa: F401 - what every job needs, loaded before any job
     from fabricsim.web.jobs import run_job
 
     last = [0.0]  # when progress was last sent
