@@ -17,7 +17,13 @@ primary single-server rows, including the 1 KiB latencies of row 1087 measured w
 process per GPU; multi-node rows are held out) and prints the fitted values; the library's
 constants were set from it.
 
-Usage: python benchmarks/accuracy_nccl.py [--fit]
+Then every published nccl-tests row of data/reference/nccl_tests.csv (31 sources, none
+used by any fit: benchmarks/published_nccl.py), the error per source, and the held-out
+error per accuracy group (fabricsim.collectives.accuracy): rows of sources no constant
+was fitted on. ``--write-heldout`` writes that table where the library reads it for the
+``± band`` and the out-of-envelope warning of ``fabricsim bench``.
+
+Usage: python benchmarks/accuracy_nccl.py [--fit | --write-heldout]
 """
 
 from __future__ import annotations
@@ -60,6 +66,10 @@ class Case:
     measured_time_us: float | None = None
     #: GPUs one nccl-tests thread drove (``-g``): rows 1-48 ran ``-g 8`` in one process
     gpus_per_thread: int = 1
+    #: the independent source the row comes from (leave-one-source-out holds it out whole)
+    source: str = ""
+    #: the fabric as the source names it (``nvlink`` for one server)
+    fabric: str = ""
 
     @property
     def secondary(self) -> str:
@@ -148,7 +158,24 @@ def cases() -> list[Case]:
         Case(170, "gb200-nvl72", 1, g8, 680, algo="ring"),
         Case(171, "aws-p5", 1, g8, 480, algo="nvls"),
     ]
-    return out + scale_out_cases()
+    return _with_sources(out + scale_out_cases())
+
+
+def source_key(text: str) -> str:
+    """The independent source a reference row names: its repository and file, or its
+    issue thread (the part of ``source`` before any parenthesis)."""
+    return text.split(" (", 1)[0].strip()
+
+
+def _with_sources(cs: list[Case]) -> list[Case]:
+    keys: dict[int, str] = {}
+    for path in (CSV, CSV2):
+        with open(path, encoding="utf-8") as fh:
+            keys.update({int(r["id"]): source_key(r["source"]) for r in csv.DictReader(fh)})
+    for c in cs:
+        c.source = keys[c.row]
+        c.fabric = "nvlink" if c.nodes == 1 else str(c.cluster.get("fabric", "default"))
+    return cs
 
 
 #: Azure NDmv4 (8 x A100, 8 x HDR per VM) is the dgx-a100 preset.
@@ -194,10 +221,7 @@ _FABRICS: dict[tuple[Any, ...], Any] = {}
 
 
 def predict_us(c: Case, tuner: Tuner | None = None) -> float:
-    key = (c.system, c.nodes, tuple(sorted(c.cluster.items())))
-    if key not in _FABRICS:
-        _FABRICS[key] = build_cluster(c.system, c.nodes, catalog=CATALOG, **c.cluster)
-    fab = _FABRICS[key]
+    fab = fabric_of(c)
     return predict_time(fab, c.collective, c.nbytes, algo=c.algo, proto=c.proto,
                         tuner=tuner, gpus_per_thread=c.gpus_per_thread) * 1e6
 
@@ -207,7 +231,7 @@ def predict(c: Case, tuner: Tuner | None = None) -> float:
     t = predict_us(c, tuner)
     if c.measured_time_us is not None:
         return t
-    n = _FABRICS[(c.system, c.nodes, tuple(sorted(c.cluster.items())))].n_gpus
+    n = fabric_of(c).n_gpus
     return c.nbytes / (t * 1e-6) * busbw_factor(c.collective, n) / 1e9
 
 
@@ -347,9 +371,97 @@ def fit(cs: list[Case]) -> Tuner:  # pragma: no cover - calibration tool
     return apply(r.x)
 
 
+def fit_sources() -> set[str]:
+    """Sources some constant was fitted on: every single-server row of the fit (see
+    :func:`fit`) and the GB200 vendor figure that caps NVLS on NVSwitch gen4 (row 170).
+    Rows of any other source are held out from every fit."""
+    return {c.source for c in cases() if c.nodes == 1 and not c.secondary} | {
+        c.source for c in cases() if c.row == 170}
+
+
+def fabric_of(c: Case) -> Any:
+    key = (c.system, c.nodes, tuple(sorted(c.cluster.items())))
+    if key not in _FABRICS:
+        _FABRICS[key] = build_cluster(c.system, c.nodes, catalog=CATALOG, **c.cluster)
+    return _FABRICS[key]
+
+
+def published() -> Any:
+    """``benchmarks/published_nccl.py`` (loaded from beside this file, whoever runs it)."""
+    import importlib.util
+
+    sys.modules.setdefault("accuracy_nccl", sys.modules[__name__])
+    if "published_nccl" not in sys.modules:
+        spec = importlib.util.spec_from_file_location(
+            "published_nccl", Path(__file__).with_name("published_nccl.py"))
+        assert spec is not None and spec.loader is not None
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules["published_nccl"] = mod
+        spec.loader.exec_module(mod)
+    return sys.modules["published_nccl"]
+
+
+def all_cases() -> list[Case]:
+    """The rows of measurements*.csv (:func:`cases`) and of nccl_tests.csv."""
+    return cases() + list(published().published_cases()[0])
+
+
+def _spread(errs: list[float]) -> dict[str, float]:
+    a = sorted(abs(e) for e in errs)
+    return {"median": round(statistics.median(a), 4),
+            "p90": round(a[min(int(0.9 * len(a)), len(a) - 1)], 4),
+            "signed_median": round(statistics.median(errs), 4)}
+
+
+def heldout_table(cs: list[Case], errors: list[float]) -> dict[str, Any]:
+    """Held-out error per accuracy group (:mod:`fabricsim.collectives.accuracy`) over the
+    primary rows of sources no constant was fitted on, and the measured envelope (servers
+    and sizes) per system over every row."""
+    from fabricsim.collectives.accuracy import group_of, kind_of
+
+    fitted = fit_sources()
+    by: dict[str, list[tuple[float, str]]] = {}
+    envelope: dict[str, dict[str, int]] = {}
+    for c, e in zip(cs, errors, strict=True):
+        fab = fabric_of(c)
+        env = envelope.setdefault(c.system, {"max_servers": 0, "min_bytes": 2**62,
+                                             "max_bytes": 0})
+        env["max_servers"] = max(env["max_servers"], fab.info.servers)
+        env["min_bytes"] = min(env["min_bytes"], int(c.nbytes))
+        env["max_bytes"] = max(env["max_bytes"], int(c.nbytes))
+        if c.source in fitted or c.secondary:
+            continue
+        kind = kind_of(c.collective, c.nbytes)
+        into = [group_of(fab, c.collective, c.nbytes), f"all scopes, {kind}"]
+        if fab.info.servers > 1:
+            into.append(f"several servers, {kind}")
+        elif MIB <= c.nbytes <= 16 * MIB:
+            into.append("one server, 1-16 MiB")
+        for g in into:
+            by.setdefault(g, []).append((e, c.source))
+    groups = {g: {"rows": len(v), "sources": len({s for _, s in v}),
+                  **_spread([e for e, _ in v])} for g, v in sorted(by.items())}
+    return {"generated_by": "python benchmarks/accuracy_nccl.py --write-heldout",
+            "held_out_from": sorted(fitted), "groups": groups,
+            "envelope": dict(sorted(envelope.items()))}
+
+
+def per_source(cs: list[Case], errors: list[float]) -> dict[str, dict[str, Any]]:
+    by: dict[str, list[float]] = {}
+    for c, e in zip(cs, errors, strict=True):
+        by.setdefault(c.source, []).append(e)
+    return {s: {"rows": len(v), **_spread(v)} for s, v in sorted(by.items())}
+
+
+HELDOUT_JSON = (Path(__file__).resolve().parents[1] / "src" / "fabricsim" / "collectives"
+                / "heldout.json")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--fit", action="store_true")
+    ap.add_argument("--write-heldout", action="store_true",
+                    help=f"write the held-out table the library ships ({HELDOUT_JSON.name})")
     args = ap.parse_args(argv)
     cs = cases()
     res = evaluate(cs, fit(cs) if args.fit else None)
@@ -360,6 +472,20 @@ def main(argv: list[str] | None = None) -> int:
     for (rid, system), why in sorted(SECONDARY.items()):
         print(json.dumps({"row": rid, "system": system, "secondary": why}))
     print(json.dumps(summary(res)))
+    if args.fit:
+        return 0
+    pub, skipped = published().published_cases()
+    pres = evaluate(pub)
+    for c, r in zip(pub, pres, strict=True):
+        print(json.dumps({**r, "source": c.source}))
+    print(json.dumps({"published_not_covered": dict(skipped)}))
+    every = cs + pub
+    errors = [r["rel_error"] for r in res + pres]
+    print(json.dumps({"per_source": per_source(every, errors)}))
+    table = heldout_table(every, errors)
+    print(json.dumps({"held_out": table["groups"]}))
+    if args.write_heldout:
+        HELDOUT_JSON.write_text(json.dumps(table, indent=1) + "\n", encoding="utf-8")
     return 0
 
 

@@ -186,6 +186,12 @@ def register(app: typer.Typer) -> None:
                 step = (f"{step_b}(bytes)" if step_b is not None else f"{factor:g}(factor)")
                 typer.echo(format_bench(rows, header, collective=job.collective, fabric=fab,
                                         gpus_per_thread=ngpus, sweep=(lo, hi, step)))
+            for g in report.accuracy():
+                typer.echo(f"# accuracy, {g['group']}: \u00b1 {g['median'] * 100:.0f} % "
+                           f"(median held-out error; p90 {g['p90'] * 100:.0f} %; "
+                           f"{g['rows']} published rows from {g['sources']} sources)")
+            for w in report.warnings:
+                typer.echo(f"# warning: {w}")
         if plot is not None:
             from fabricsim.plots.busbw import Sweep, plot_collective
 

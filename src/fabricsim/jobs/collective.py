@@ -98,6 +98,12 @@ class BenchRow(SizeRow):
 
     algorithm: str
     protocol: str
+    #: Median absolute held-out error of this row's accuracy group (a fraction: the
+    #: figure is ``busbw ± band``; :mod:`fabricsim.collectives.accuracy`).
+    band: float = 0.0
+    band_group: str = ""
+    #: Why published measurements do not cover this row ("" when they do).
+    envelope: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -191,6 +197,7 @@ def _sweep(job: CollectiveBench, fabric: Fabric, algo: str | None, backend: Any,
            on_size: Callable[[int, int, int], None] | None) -> list[BenchRow]:
     """The rows of one algorithm (``None``: NCCL's choice under the job's environment)."""
     from fabricsim.collectives import ALGORITHMS, run_collective
+    from fabricsim.collectives.accuracy import band, envelope_warning
     from fabricsim.collectives.busbw import bandwidths
     from fabricsim.protocols import PROTOCOL_LABELS
 
@@ -211,6 +218,8 @@ def _sweep(job: CollectiveBench, fabric: Fabric, algo: str | None, backend: Any,
     n = len(ranks) if ranks else fabric.n_gpus
     align = tsize * (n if coll in ("all_gather", "reduce_scatter", "alltoall") else 1)
     reduces = coll in ("all_reduce", "reduce_scatter", "reduce")
+    servers = (len({int(x) for x in fabric.node_server[fabric.gpus[ranks]]}) if ranks
+               else fabric.info.servers)
     rows = []
     for i, s in enumerate(job.sizes):
         size = (s // align) * align
@@ -229,11 +238,14 @@ def _sweep(job: CollectiveBench, fabric: Fabric, algo: str | None, backend: Any,
                                backend=backend)
             t, alg_name, pr = r.time, r.algorithm, r.protocol
         alg, bus = bandwidths(coll, size, t, n)
+        b = band(fabric, coll, size, servers)
         rows.append(BenchRow(size_bytes=size, count=size // tsize, type=job.datatype,
                              redop=job.op if reduces else "none",
                              root=0 if coll in ("broadcast", "reduce") else -1,
                              time_us=t * 1e6, algbw_gbps=alg / 1e9, busbw_gbps=bus / 1e9,
-                             algorithm=alg_name, protocol=PROTOCOL_LABELS.get(pr, pr)))
+                             algorithm=alg_name, protocol=PROTOCOL_LABELS.get(pr, pr),
+                             band=b.median, band_group=b.group,
+                             envelope=envelope_warning(fabric, [size], servers) or ""))
     return rows
 
 
@@ -250,7 +262,20 @@ class BenchReport:
 
     @property
     def warnings(self) -> list[str]:
-        return [f"{a} cannot run here: {why}" for a, why in self.skipped.items()]
+        """Algorithms that cannot run here, and sizes no published measurement covers."""
+        out = [f"{a} cannot run here: {why}" for a, why in self.skipped.items()]
+        out += sorted({r.envelope for rows in self.rows.values() for r in rows
+                       if r.envelope})
+        return out
+
+    def accuracy(self) -> list[dict[str, Any]]:
+        """The held-out error band of each accuracy group the rows fall in, with its
+        figures (:class:`fabricsim.collectives.accuracy.Band`)."""
+        from fabricsim.collectives.accuracy import heldout
+
+        groups = heldout()["groups"]
+        seen = dict.fromkeys(r.band_group for rows in self.rows.values() for r in rows)
+        return [{"group": g, **groups[g]} for g in seen if g in groups]
 
     def to_dict(self) -> dict[str, Any]:
         """Every algorithm's curve (``auto``: NCCL's choice), a column per figure, and
@@ -261,8 +286,11 @@ class BenchReport:
                             "time_us": [r.time_us for r in rows],
                             "algbw_gbps": [r.algbw_gbps for r in rows],
                             "busbw_gbps": [r.busbw_gbps for r in rows],
-                            "choice": [f"{r.algorithm}/{r.protocol}".lower() for r in rows]}
+                            "choice": [f"{r.algorithm}/{r.protocol}".lower() for r in rows],
+                            "band": [r.band for r in rows],
+                            "band_group": [r.band_group for r in rows]}
                            for a, rows in self.rows.items()],
+                "accuracy": self.accuracy(),
                 "skipped": dict(self.skipped), "warnings": self.warnings}
 
     def to_row(self) -> dict[str, Any]:

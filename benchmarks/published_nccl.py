@@ -1,0 +1,132 @@
+"""Published nccl-tests runs of ``data/reference/nccl_tests.csv`` as model cases.
+
+The file holds 1,090 rows from 31 independent sources (cloud vendors' and integrators'
+repositories, nccl-tests and NCCL issue threads), none of which the model's constants
+were fitted on when they were gathered. :func:`published_cases` maps each row onto a
+cluster the model can build (system preset, servers, GPUs per server, fabric) or says why
+it cannot (:data:`NOT_COVERED_REASONS`):
+
+- ``fabric: nvlink`` is one server; ``mnnvl`` is one NVLink domain (GB200/GB300 trays of
+  4 GPUs inside one rack: one "node" of the preset with ``4 x trays`` GPUs); ``mnnvl+ib`` /
+  ``mnnvl+roce-400g`` span racks, split evenly (the published runs name 2 x 16 trays, not
+  18 + 14);
+- a forced ``NCCL_ALGO`` / ``NCCL_PROTO`` is forced in the model too, and ``-g N`` in
+  the notes (one process driving N GPUs) is the model's ``gpus_per_thread``;
+- the comparison is on time for sizes below 1 MiB (what a latency user reads) and on bus
+  bandwidth from 1 MiB up (the same ratio, inverted).
+
+Example
+-------
+>>> cs, skipped = published_cases()
+>>> len(cs) > 800, all(c.source for c in cs)
+(True, True)
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import re
+from collections import Counter
+from pathlib import Path
+
+from accuracy_nccl import MIB, Case
+
+CSV = Path(__file__).resolve().parents[1] / "data" / "reference" / "nccl_tests.csv"
+
+_ALGOS = {"Ring": "ring", "Tree": "tree", "NVLS": "nvls", "NVLSTree": "nvlstree"}
+_PROTOS = {"Simple": "simple", "LL128": "ll128", "LL": "ll"}
+_FABRICS = {"ib-ndr": "ib-ndr", "ib-hdr": "ib-hdr", "ib-xdr": "ib-xdr", "efa": "efa",
+            "roce-400g": "roce-400g", "roce-100g": "roce-100g", "roce-200g": "roce-200g"}
+#: Per-tray GPU count of the NVL72 systems' compute trays.
+_TRAY_GPUS = 4
+_RACK_GPUS = 72
+
+
+def _cluster(r: dict[str, str]) -> tuple[int, dict[str, object]] | str:
+    """(servers, build_cluster keywords) for a row, or why it cannot be built."""
+    system, fabric = r["system"], r["fabric"]
+    nodes, gpn = int(r["nodes"]), int(r["gpus_per_node"] or 8)
+    nvl72 = system in ("gb200-nvl72", "gb300-nvl72")
+    if fabric == "nvlink":
+        if nodes != 1:
+            return "fabric nvlink on several servers"
+        return 1, {"gpus_per_node": gpn} if (gpn != 8 or nvl72) else {}
+    if fabric.startswith("mnnvl"):
+        if not nvl72:
+            return "multi-node NVLink on a system that has none"
+        gpus = nodes * gpn
+        if fabric == "mnnvl":
+            if gpus > _RACK_GPUS:
+                return "one NVLink domain larger than a rack"
+            return 1, {"gpus_per_node": gpus}
+        racks = math.ceil(gpus / _RACK_GPUS)
+        if gpus % racks:
+            return "trays not evenly split across racks"
+        scale_out = fabric.split("+", 1)[1]
+        kw: dict[str, object] = {"gpus_per_node": gpus // racks}
+        if scale_out in _FABRICS:
+            kw["fabric"] = _FABRICS[scale_out]
+        elif scale_out != "ib":
+            return f"scale-out fabric {scale_out!r} has no preset"
+        return racks, kw
+    if fabric == "ib":
+        return nodes, {} if gpn == 8 else {"gpus_per_node": gpn}
+    if fabric not in _FABRICS:
+        return f"fabric {fabric!r} has no preset"
+    kw = {} if _FABRICS[fabric] == "efa" else {"fabric": _FABRICS[fabric]}
+    if gpn != 8:
+        kw["gpus_per_node"] = gpn
+    return nodes, kw
+
+
+def published_cases() -> tuple[list[Case], Counter[str]]:
+    """The rows the model can run as cases, and a count of the others by reason."""
+    from fabricsim.catalog import get_catalog
+    from fabricsim.collectives import get_algorithm
+
+    systems = set(get_catalog().systems)
+    out: list[Case] = []
+    skipped: Counter[str] = Counter()
+    with open(CSV, encoding="utf-8") as fh:
+        for r in csv.DictReader(fh):
+            if r["system"] not in systems:
+                skipped["system has no preset"] += 1
+                continue
+            if r["algo"] and r["algo"] not in _ALGOS:
+                skipped[f"NCCL_ALGO={r['algo']} not modelled"] += 1
+                continue
+            if r["algo"] and r["collective"] not in get_algorithm(
+                    _ALGOS[r["algo"]]).collectives:
+                skipped[f"NCCL_ALGO={r['algo']} for {r['collective']} not modelled"] += 1
+                continue
+            built = _cluster(r)
+            if isinstance(built, str):
+                skipped[built] += 1
+                continue
+            nodes, kw = built
+            size = float(r["size_bytes"])
+            t_us = float(r["time_us"]) if r["time_us"] else None
+            busbw = float(r["busbw_gbps"]) if r["busbw_gbps"] else 0.0
+            use_time = size < MIB
+            if use_time and not t_us:
+                skipped["small size without a time"] += 1
+                continue
+            if not use_time and busbw <= 0:
+                if not t_us:
+                    skipped["no bandwidth and no time"] += 1
+                    continue
+                use_time = True
+            g = re.search(r"-g (\d+)", r["notes"])
+            gpt = int(g.group(1)) if g else 1
+            per_server = int(kw.get("gpus_per_node", 8))  # type: ignore[call-overload]
+            if per_server % gpt:
+                gpt = 1
+            out.append(Case(
+                int(r["id"]), r["system"], nodes, size, busbw,
+                algo=_ALGOS.get(r["algo"]) if r["algo"] else None,
+                proto=_PROTOS.get(r["proto"]) if r["proto"] else None,
+                collective=r["collective"], cluster=kw,
+                measured_time_us=t_us if use_time else None,
+                source=r["source_key"], fabric=r["fabric"], gpus_per_thread=gpt))
+    return out, skipped

@@ -1,0 +1,156 @@
+"""How far off a collective prediction is likely to be: held-out error by group, and
+whether a question lies inside what published measurements cover.
+
+``benchmarks/accuracy_nccl.py --write-heldout`` runs the model on every published
+nccl-tests row of ``data/reference/`` and keeps, for each group of rows (the same
+:func:`group_of` as here), the error on the rows *held out* from every fit: rows whose
+source no constant was fitted on. The result ships as ``collectives/heldout.json``;
+:func:`band` reads it, so a prediction can say ``356 GB/s ± 14 %`` where 14 % is the
+median absolute held-out error of its group, and :func:`envelope_warning` says when
+the system, the number of servers or the message size has no measurement near it.
+
+Groups: the scope (one server or NVLink domain; several servers over ``InfiniBand``,
+``RoCE``, ``EFA``, ``TCP``; several NVLink racks joined by NICs) times the kind
+(``latency``: below 1 MiB, time compared; ``bandwidth``: 1 MiB and more; all-to-all
+apart). A group with fewer than :data:`MIN_ROWS` rows or :data:`MIN_SOURCES` sources
+borrows the band of its kind over all scopes.
+
+Example
+-------
+>>> from fabricsim.fabric import build_cluster
+>>> fab = build_cluster("dgx-h100", 2)
+>>> group_of(fab, "all_reduce", 2**30)
+'InfiniBand, bandwidth'
+>>> b = band(fab, "all_reduce", 2**30)
+>>> 0 < b.median < 1, b.rows >= MIN_ROWS
+(True, True)
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from functools import cache
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from fabricsim.fabric.core import Fabric
+
+#: Smallest message compared on bandwidth (below it, on time).
+BANDWIDTH_MIN_BYTES = 2**20
+#: A group needs this many held-out rows, from this many sources, to carry its own band.
+MIN_ROWS = 10
+MIN_SOURCES = 2
+#: Servers beyond this factor of the largest validated run of a system are out of reach.
+SCALE_REACH = 2.0
+
+_SCOPES = {"ib": "InfiniBand", "roce": "RoCE", "srd": "EFA", "tcp": "TCP"}
+
+
+def scope_of(fabric: Fabric, servers: int | None = None) -> str:
+    """Where a collective on ``fabric`` runs: ``one server`` (one NVLink domain), a
+    scale-out transport, or ``NVLink racks`` (several NVLink domains of more than 8
+    GPUs joined by NICs).
+
+    >>> from fabricsim.fabric import build_cluster
+    >>> scope_of(build_cluster("aws-p5", 2)), scope_of(build_cluster("gb200-nvl72", 1))
+    ('EFA', 'one server')
+    """
+    n = fabric.info.servers if servers is None else servers
+    if n <= 1:
+        return "one server"
+    if fabric.info.gpus_per_server > 8:
+        return "NVLink racks"
+    return _SCOPES.get(fabric.info.transport, fabric.info.transport or "network")
+
+
+def kind_of(collective: str, nbytes: float) -> str:
+    """``latency`` below :data:`BANDWIDTH_MIN_BYTES`, else ``bandwidth`` (``all-to-all``
+    for alltoall)."""
+    if nbytes < BANDWIDTH_MIN_BYTES:
+        return "latency"
+    return "all-to-all" if collective == "alltoall" else "bandwidth"
+
+
+def group_of(fabric: Fabric, collective: str, nbytes: float,
+             servers: int | None = None) -> str:
+    """The accuracy group of a collective of ``nbytes`` on ``fabric``."""
+    return f"{scope_of(fabric, servers)}, {kind_of(collective, nbytes)}"
+
+
+@dataclass(frozen=True)
+class Band:
+    """Held-out error of a group: median and 90th percentile of the absolute relative
+    error (time for latency rows, bus bandwidth otherwise), over ``rows`` rows from
+    ``sources`` independent sources; ``group`` is the group whose figures these are
+    (the kind over all scopes when the asked group has too few rows)."""
+
+    group: str
+    median: float
+    p90: float
+    rows: int
+    sources: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def label(self) -> str:
+        """``± 14 %``, as printed beside a figure."""
+        return f"± {self.median * 100:.0f} %"
+
+
+@cache
+def heldout() -> dict[str, Any]:
+    """The shipped held-out table (``collectives/heldout.json``)."""
+    text = resources.files("fabricsim.collectives").joinpath("heldout.json").read_text(
+        encoding="utf-8")
+    data: dict[str, Any] = json.loads(text)
+    return data
+
+
+def _band(name: str, g: dict[str, Any]) -> Band:
+    return Band(group=name, median=float(g["median"]), p90=float(g["p90"]),
+                rows=int(g["rows"]), sources=int(g["sources"]))
+
+
+def band(fabric: Fabric, collective: str, nbytes: float, servers: int | None = None) -> Band:
+    """The held-out error band of a prediction (see the module docs)."""
+    groups = heldout()["groups"]
+    name = group_of(fabric, collective, nbytes, servers)
+    g = groups.get(name)
+    if g is not None and g["rows"] >= MIN_ROWS and g["sources"] >= MIN_SOURCES:
+        return _band(name, g)
+    kind = f"all scopes, {kind_of(collective, nbytes)}"
+    return _band(kind, groups[kind])
+
+
+def envelope_warning(fabric: Fabric, sizes: list[int] | tuple[int, ...],
+                     servers: int | None = None) -> str | None:
+    """Why the published measurements do not cover a run of ``sizes`` on ``fabric``
+    (``None`` when they do): a system with no measurement, more servers than
+    :data:`SCALE_REACH` times its largest measured run, or sizes outside the measured
+    range.
+
+    >>> from fabricsim.fabric import build_cluster
+    >>> envelope_warning(build_cluster("dgx-h100", 2), [2**20, 2**30]) is None
+    True
+    >>> print(envelope_warning(build_cluster("dgx-h100", 512), [2**30]))
+    no published run of dgx-h100 near 512 servers (largest: 8): the band is extrapolated
+    """
+    env = heldout()["envelope"]
+    system = fabric.info.system
+    n = fabric.info.servers if servers is None else servers
+    if system not in env:
+        return (f"no published run of {system} is in the reference data: the band comes "
+                f"from other systems")
+    e = env[system]
+    why = []
+    if n > SCALE_REACH * e["max_servers"]:
+        why.append(f"near {n} servers (largest: {e['max_servers']})")
+    lo, hi = min(sizes), max(sizes)
+    if lo < e["min_bytes"] / 4 or hi > e["max_bytes"] * 4:
+        why.append(f"at {lo}-{hi} bytes (measured: {e['min_bytes']}-{e['max_bytes']})")
+    if not why:
+        return None
+    return f"no published run of {system} {' or '.join(why)}: the band is extrapolated"

@@ -1,0 +1,115 @@
+"""The held-out error band and the envelope warning (fabricsim.collectives.accuracy).
+
+The shipped table must be what benchmarks/accuracy_nccl.py computes from the model as it
+is: a change to the model that moves its error shows here until the table is rewritten
+(``python benchmarks/accuracy_nccl.py --write-heldout``). The issue-34 targets are pinned
+as expected failures, so the model's held-out error is visible in the test report and a
+fix that meets one turns its test into an unexpected pass.
+"""
+
+from __future__ import annotations
+
+import json
+from types import ModuleType
+from typing import Any
+
+import pytest
+from benchmark_module import load
+from typer.testing import CliRunner
+
+from fabricsim.cli.app import app
+from fabricsim.collectives.accuracy import (
+    MIN_ROWS,
+    band,
+    envelope_warning,
+    group_of,
+    heldout,
+)
+from fabricsim.fabric import build_cluster
+
+
+@pytest.fixture(scope="module")
+def computed() -> tuple[ModuleType, dict[str, Any]]:
+    b = load("accuracy_nccl")
+    cs = b.all_cases()
+    errors = [r["rel_error"] for r in b.evaluate(cs)]
+    return b, b.heldout_table(cs, errors)
+
+
+def test_shipped_table_is_what_the_model_gives_now(
+        computed: tuple[ModuleType, dict[str, Any]]) -> None:
+    _, table = computed
+    assert json.loads(json.dumps(table)) == heldout()
+
+
+def test_no_fitted_source_counts_as_held_out(
+        computed: tuple[ModuleType, dict[str, Any]]) -> None:
+    b, table = computed
+    fitted = set(table["held_out_from"])
+    assert "Azure/AI-benchmarking-guide Azure_Results/ND_H100_v5_results.md" in fitted
+    held = [c for c in b.all_cases() if c.source not in fitted and not c.secondary]
+    assert sum(g["rows"] for k, g in table["groups"].items()
+               if not k.startswith(("all scopes", "several", "one server, 1-16"))) == len(held)
+
+
+def test_groups_follow_scope_and_size() -> None:
+    assert group_of(build_cluster("dgx-h100", 1), "all_reduce", 2**30) == \
+        "one server, bandwidth"
+    assert group_of(build_cluster("aws-p5", 2), "all_reduce", 1024) == "EFA, latency"
+    assert group_of(build_cluster("dgx-h100", 2), "alltoall", 2**30) == \
+        "InfiniBand, all-to-all"
+    gb = build_cluster("gb200-nvl72", 2, gpus_per_node=16)
+    assert group_of(gb, "all_reduce", 2**30) == "NVLink racks, bandwidth"
+
+
+def test_a_thin_group_borrows_its_kind_over_all_scopes() -> None:
+    fab = build_cluster("hgx-h20", 2)  # RoCE: one all-to-all row
+    assert heldout()["groups"]["RoCE, all-to-all"]["rows"] < MIN_ROWS
+    b = band(fab, "alltoall", 2**30)
+    assert b.group == "all scopes, all-to-all" and b.rows >= MIN_ROWS
+    assert b.label().startswith("± ")
+
+
+def test_envelope_names_what_is_missing() -> None:
+    assert envelope_warning(build_cluster("dgx-h100", 4), [2**20, 2**33]) is None
+    far = envelope_warning(build_cluster("dgx-h100", 64), [2**30])
+    assert far is not None and "64 servers" in far
+    big = envelope_warning(build_cluster("dgx-h100", 2), [2**40])
+    assert big is not None and "bytes" in big
+    other = envelope_warning(build_cluster("pcie-8gpu", 2), [2**20])
+    assert other is not None and "pcie-8gpu" in other
+
+
+def test_bench_prints_the_band_and_the_warning() -> None:
+    r = CliRunner().invoke(app, ["bench", "all_reduce", "--system", "dgx-h100",
+                                 "--nodes", "64", "-b", "1G", "-e", "1G"])
+    assert r.exit_code == 0, r.output
+    assert "# accuracy, InfiniBand, bandwidth: ± " in r.output
+    assert "# warning: no published run of dgx-h100 near 64 servers" in r.output
+    r = CliRunner().invoke(app, ["bench", "all_reduce", "--system", "dgx-h100",
+                                 "--nodes", "2", "-b", "1K", "-e", "1G", "-f", "1024",
+                                 "--json"])
+    rows = [json.loads(x) for x in r.output.splitlines()]
+    assert [x["band_group"] for x in rows] == ["InfiniBand, latency",
+                                               "InfiniBand, bandwidth",
+                                               "InfiniBand, bandwidth"]
+    assert all(0 < x["band"] < 5 and x["envelope"] == "" for x in rows)
+
+
+# The issue-34 targets, held out: expected to fail until the model meets them.
+TARGETS = [("several servers, bandwidth", "median", 0.07),
+           ("several servers, bandwidth", "p90", 0.20),
+           ("one server, 1-16 MiB", "median", 0.10), ("all scopes, latency", "median", 0.15),
+           ("InfiniBand, bandwidth", "median", 0.10), ("RoCE, bandwidth", "median", 0.10),
+           ("EFA, bandwidth", "median", 0.10), ("NVLink racks, bandwidth", "median", 0.10)]
+
+
+@pytest.mark.parametrize(("group", "stat", "target"), TARGETS)
+@pytest.mark.xfail(strict=True, reason="issue 34: held-out error above target")
+def test_heldout_error_meets_the_target(group: str, stat: str, target: float) -> None:
+    assert heldout()["groups"][group][stat] <= target
+
+
+def test_one_server_bandwidth_holds_its_median() -> None:
+    """The one group inside its target today (issue 34: 10 %): kept there."""
+    assert heldout()["groups"]["one server, bandwidth"]["median"] <= 0.10
