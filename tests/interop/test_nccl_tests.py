@@ -113,15 +113,72 @@ def test_bench_output_is_nccl_tests_output(capsys) -> None:
 
 def test_nccl_env_as_nccl_reads_it() -> None:
     e = nccl_env({"NCCL_ALGO": "Ring,Tree", "NCCL_PROTO": "^LL"})
-    assert e.algorithms == {"ring", "tree"} and e.protocols == {"ll128", "simple"}
+    assert e.algorithm_set() == {"ring", "tree"} and e.protocol_set() == {"ll128", "simple"}
     assert nccl_env({}).algorithms is None
     assert nccl_env({"NCCL_ALGO": "CollNetDirect", "NCCL_COLLNET_ENABLE": "1"}
                     ).allowed_algorithms(["ring", "sharp", "nvls_sharp"]) == \
         ["sharp", "nvls_sharp"]
     for bad in ({"NCCL_ALGO": "fast"}, {"NCCL_PROTO": "LL256"},
-                {"NCCL_NVLS_ENABLE": "yes"}, {"NCCL_ALGO": "allreduce:ring"}):
+                {"NCCL_NVLS_ENABLE": "yes"}, {"NCCL_ALGO": "allgather:ring;ring"}):
         with pytest.raises(ConfigError, match=next(iter(bad))):
             nccl_env(bad)
+
+
+def test_nccl_24_per_collective_form() -> None:
+    e = nccl_env({"NCCL_ALGO": "ring;allreduce:tree,nvls", "NCCL_PROTO": "allgather:^LL"})
+    assert e.allowed_algorithms(["ring", "tree", "nvls"], "all_reduce") == ["tree", "nvls"]
+    assert e.allowed_algorithms(["ring", "tree", "nvls"], "all_gather") == ["ring"]
+    assert e.protocol_set("all_gather") == {"ll128", "simple"}
+    assert e.protocol_set("all_reduce") is None
+    with pytest.raises(ConfigError, match="unknown collective 'alltoall'"):
+        nccl_env({"NCCL_ALGO": "alltoall:ring"})
+
+
+@pytest.mark.parametrize(("env", "field", "words"), [
+    ({"NCCL_IB_HCA": "mlx5_0,mlx5_1"}, "NCCL_IB_HCA", "nics: N"),
+    ({"NCCL_SOMETHING_NEW": "1"}, "NCCL_SOMETHING_NEW", "Honoured: NCCL_ALGO"),
+    ({"NCCL_BUFFSIZE": "8388608"}, "NCCL_BUFFSIZE", "4194304"),
+    ({"NCCL_CROSS_NIC": "1"}, "NCCL_CROSS_NIC", "one rail"),
+    ({"NCCL_MIN_NCHANNELS": "32", "NCCL_MAX_NCHANNELS": "8"}, "NCCL_MIN_NCHANNELS",
+     "above"),
+    ({"NCCL_MAX_NCHANNELS": "65"}, "NCCL_MAX_NCHANNELS", "1..64"),
+    ({"NCCL_IB_QPS_PER_CONNECTION": "0"}, "NCCL_IB_QPS_PER_CONNECTION", "1..128"),
+    ({"NCCL_ALGO": "NVLS", "NCCL_NVLS_ENABLE": "0"}, "NCCL_NVLS_ENABLE", "turns NVLS off"),
+    ({"NCCL_ALGO": "CollNetDirect"}, "NCCL_COLLNET_ENABLE", "NCCL_COLLNET_ENABLE=1"),
+    ({"NCCL_ALGO": "PAT"}, "NCCL_ALGO", "PAT algorithm is not modelled"),
+])
+def test_unsupported_or_contradictory_nccl_settings_are_refused_by_name(
+        env: dict[str, str], field: str, words: str) -> None:
+    with pytest.raises(ConfigError, match=words) as e:
+        nccl_env(env)
+    assert e.value.field == field
+
+
+def test_nccl_settings_that_change_nothing_or_are_the_default_are_accepted() -> None:
+    e = nccl_env({"NCCL_DEBUG": "INFO", "NCCL_SOCKET_IFNAME": "eth0",
+                  "NCCL_BUFFSIZE": "4194304", "NCCL_CROSS_NIC": "2", "NCCL_NVLS_ENABLE": "2",
+                  "NCCL_MIN_CTAS": "4", "NCCL_IB_QPS_PER_CONNECTION": "4"})
+    assert e.no_effect == ("NCCL_DEBUG", "NCCL_SOCKET_IFNAME")
+    assert (e.nvls, e.min_channels, e.qps, e.channels(2), e.channels(16)) == \
+        (None, 4, 4, 4, 16)
+
+
+def test_bench_honours_channels_and_queue_pairs(capsys, monkeypatch) -> None:
+    args = ["bench", "all_reduce", "--nodes", "2", "-b", "64M", "-e", "64M", "--json"]
+    assert main(args) == 0
+    free = json.loads(capsys.readouterr().out)
+    monkeypatch.setenv("NCCL_MAX_NCHANNELS", "1")
+    monkeypatch.setenv("NCCL_ALGO", "Ring")
+    assert main(args) == 0
+    one = json.loads(capsys.readouterr().out)
+    assert one["time_us"] > 2 * free["time_us"]   # one ring on one NIC of 8
+    assert main([*args, "--backend", "flow"]) == 2
+    assert "NCCL_MAX_NCHANNELS" in capsys.readouterr().err
+    monkeypatch.delenv("NCCL_MAX_NCHANNELS")
+    monkeypatch.setenv("NCCL_IB_QPS_PER_CONNECTION", "4")
+    assert main(["bench", "all_reduce", "--nodes", "2", "-b", "64M", "-e", "64M"]) == 0
+    assert "changes results only on the flow backend" in capsys.readouterr().out
+    assert main([*args, "--backend", "flow"]) == 0
 
 
 def _bench_algos(capsys, monkeypatch, env: dict[str, str], *args: str) -> list[str]:

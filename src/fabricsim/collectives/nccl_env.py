@@ -1,15 +1,31 @@
-"""What NCCL's environment variables allow the tuner to choose.
+"""NCCL's environment variables: each one honoured as NCCL reads it, or refused by name.
 
-``NCCL_ALGO`` and ``NCCL_PROTO`` restrict the algorithms and protocols NCCL picks from
-(a list, or ``^`` and a list to exclude); ``NCCL_NVLS_ENABLE`` and ``NCCL_COLLNET_ENABLE``
-turn NVLink SHARP and in-network reduction (SHARP, run as CollNet) off or on. A
-:class:`NcclEnv` is read once (:func:`nccl_env`) and narrows the choice of
-:func:`fabricsim.collectives.tuner.choose` as NCCL's own settings do.
+A :class:`NcclEnv` is read once (:func:`nccl_env`) from a mapping such as ``os.environ``;
+every ``NCCL_*`` variable in it is one of:
+
+* **honoured** — ``NCCL_ALGO`` and ``NCCL_PROTO`` (a list, ``^`` and a list to exclude,
+  or NCCL 2.24's per-collective form ``"ring;allreduce:tree,ring"``) narrow the tuner's
+  choice; ``NCCL_NVLS_ENABLE`` (0, 1, 2) and ``NCCL_COLLNET_ENABLE`` (0, 1) turn NVLink
+  SHARP and in-network reduction off or on; ``NCCL_MIN_NCHANNELS`` / ``NCCL_MAX_NCHANNELS``
+  (and their newer names ``NCCL_MIN_CTAS`` / ``NCCL_MAX_CTAS``) clamp the channels the
+  model runs; ``NCCL_IB_QPS_PER_CONNECTION`` (1-128) is the flow backend's queue pairs per
+  connection (hashed ECMP spreads them); ``NCCL_CROSS_NIC`` 0 or 2 and
+  ``NCCL_BUFFSIZE=4194304`` are what the model does already (rings stay on one rail;
+  NCCL's default buffer);
+* **without effect on time** — :data:`NO_EFFECT` (logging, interface and GID selection,
+  time-outs), accepted and listed as such;
+* **refused** — anything else, by name, with what is supported: settings the model does
+  not represent (``NCCL_IB_HCA``, another ``NCCL_BUFFSIZE``, ``NCCL_CROSS_NIC=1``, the
+  ``PAT`` algorithm, ...) and contradictions (``NCCL_ALGO=NVLS`` with
+  ``NCCL_NVLS_ENABLE=0``, a minimum above the maximum).
 
 Example
 -------
 >>> nccl_env({"NCCL_ALGO": "Ring"}).allowed_algorithms(["ring", "tree"])
 ['ring']
+>>> e = nccl_env({"NCCL_ALGO": "ring;allreduce:tree", "NCCL_MAX_NCHANNELS": "8"})
+>>> e.allowed_algorithms(["ring", "tree"], "all_reduce"), e.channels(16)
+(['tree'], 8)
 """
 
 from __future__ import annotations
@@ -20,7 +36,7 @@ from typing import Any
 
 from fabricsim.errors import ConfigError
 
-__all__ = ["NCCL_ALGOS", "NCCL_PROTOS", "NcclEnv", "nccl_env"]
+__all__ = ["HONOURED", "NCCL_ALGOS", "NCCL_PROTOS", "NO_EFFECT", "NcclEnv", "nccl_env"]
 
 
 #: NCCL_ALGO names -> fabricsim algorithms (CollNet runs as SHARP; with NVLS, NVLS+SHARP).
@@ -29,68 +45,229 @@ NCCL_ALGOS = {"ring": ("ring",), "tree": ("tree",), "nvls": ("nvls",),
               "collnetchain": ("sharp", "nvls_sharp"), "collnet": ("sharp", "nvls_sharp")}
 #: NCCL_PROTO names -> fabricsim protocols.
 NCCL_PROTOS = {"ll": "ll", "ll128": "ll128", "simple": "simple"}
+#: NCCL's names of collectives in the per-collective form -> fabricsim's.
+_FUNCS = {"broadcast": "broadcast", "reduce": "reduce", "allgather": "all_gather",
+          "reducescatter": "reduce_scatter", "allreduce": "all_reduce"}
+#: Variables fabricsim honours (see the module docs).
+HONOURED = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_NVLS_ENABLE", "NCCL_COLLNET_ENABLE",
+            "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_MIN_CTAS", "NCCL_MAX_CTAS",
+            "NCCL_IB_QPS_PER_CONNECTION", "NCCL_CROSS_NIC", "NCCL_BUFFSIZE")
+#: Variables that change no timing (logging, device and interface selection, time-outs).
+NO_EFFECT = ("NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE", "NCCL_DEBUG_TIMESTAMP_FORMAT",
+             "NCCL_SOCKET_IFNAME", "NCCL_SOCKET_FAMILY", "NCCL_IB_GID_INDEX",
+             "NCCL_IB_TIMEOUT", "NCCL_IB_RETRY_CNT", "NCCL_IB_SL", "NCCL_IB_TC",
+             "NCCL_IB_PKEY", "NCCL_ASYNC_ERROR_HANDLING", "NCCL_TOPO_DUMP_FILE",
+             "NCCL_GRAPH_DUMP_FILE", "NCCL_HOSTID", "NCCL_COMM_ID", "NCCL_CUMEM_ENABLE",
+             "NCCL_IGNORE_CPU_AFFINITY", "NCCL_SET_THREAD_NAME", "NCCL_LAUNCH_MODE",
+             "NCCL_NET_PLUGIN", "NCCL_TUNER_PLUGIN", "NCCL_PROFILER_PLUGIN",
+             "NCCL_MNNVL_ENABLE", "NCCL_NET_GDR_LEVEL", "NCCL_NET_GDR_READ")
+#: NCCL's default buffer (bytes): the model's chunking is NCCL's at this size.
+DEFAULT_BUFFSIZE = 4 * 2**20
+#: NCCL's bounds on channels and queue pairs.
+MAX_CHANNELS = 64
+MAX_QPS = 128
 
 
 @dataclass(frozen=True)
 class NcclEnv:
-    """What NCCL's environment variables allow: algorithm and protocol sets (``None``:
-    NCCL's own choice), and SHARP/NVLS switches (``None``: the fabric's default)."""
+    """What NCCL's environment variables allow: algorithm and protocol sets per
+    collective (key ``""``: every collective; ``None``: NCCL's own choice), SHARP/NVLS
+    switches (``None``: the fabric's default), channel bounds and queue pairs."""
 
-    algorithms: frozenset[str] | None = None
-    protocols: frozenset[str] | None = None
+    algorithms: Mapping[str, frozenset[str]] | None = None
+    protocols: Mapping[str, frozenset[str]] | None = None
     collnet: bool | None = None
     nvls: bool | None = None
+    min_channels: int | None = None
+    max_channels: int | None = None
+    qps: int | None = None
+    #: Variables set that change no timing (reported, not used).
+    no_effect: tuple[str, ...] = ()
 
-    def allowed_algorithms(self, candidates: Sequence[str]) -> list[str]:
-        """``candidates`` NCCL may run under these settings."""
-        out = [a for a in candidates if self.algorithms is None or a in self.algorithms]
+    def algorithm_set(self, collective: str = "") -> frozenset[str] | None:
+        """The algorithms allowed for ``collective`` (``None``: any)."""
+        if self.algorithms is None:
+            return None
+        return self.algorithms.get(collective, self.algorithms.get(""))
+
+    def protocol_set(self, collective: str = "") -> frozenset[str] | None:
+        """The protocols allowed for ``collective`` (``None``: any)."""
+        if self.protocols is None:
+            return None
+        return self.protocols.get(collective, self.protocols.get(""))
+
+    def allowed_algorithms(self, candidates: Sequence[str],
+                           collective: str = "") -> list[str]:
+        """``candidates`` NCCL may run for ``collective`` under these settings."""
+        allowed = self.algorithm_set(collective)
+        out = [a for a in candidates if allowed is None or a in allowed]
         if self.nvls is False:
             out = [a for a in out if not a.startswith("nvls")]
         if self.collnet is not True:
             out = [a for a in out if a not in ("sharp", "nvls_sharp")]
         return out
 
+    def channels(self, default: int) -> int:
+        """``default`` channels clamped to ``NCCL_MIN/MAX_NCHANNELS``."""
+        n = default
+        if self.min_channels is not None:
+            n = max(n, self.min_channels)
+        if self.max_channels is not None:
+            n = min(n, self.max_channels)
+        return n
 
-def _names(var: str, value: str, table: dict[str, Any]) -> set[str]:
-    text = value.strip()
-    if ";" in text or ":" in text:  # per-collective form: 'allreduce:tree,ring;...'
-        raise ConfigError(f"{var}={value!r}: the per-collective form is not supported; give "
-                          f"a plain list such as {var}=Ring,Tree", field=var)
+    @property
+    def restricts(self) -> bool:
+        """True when the settings narrow the tuner's choice of algorithm or protocol."""
+        return (self.algorithms is not None or self.protocols is not None
+                or self.nvls is False or bool(self.collnet))
+
+    def describe(self) -> str:
+        """The honoured settings, as a user would have written them ('' if none)."""
+        out = []
+        if self.min_channels is not None or self.max_channels is not None:
+            out.append(f"channels {self.min_channels or 1}-{self.max_channels or MAX_CHANNELS}")
+        if self.qps is not None:
+            out.append(f"{self.qps} QPs per connection")
+        return ", ".join(out)
+
+
+def _list(var: str, text: str, table: Mapping[str, Any]) -> frozenset[str]:
     neg = text.startswith("^")
     words = [w.strip().lower() for w in text.lstrip("^").split(",") if w.strip()]
+    if "pat" in words and table is NCCL_ALGOS:
+        raise ConfigError(f"{var}={text!r}: NCCL's PAT algorithm is not modelled; valid: "
+                          f"{', '.join(sorted(table))}", field=var)
     bad = [w for w in words if w not in table]
     if bad or not words:
-        raise ConfigError(f"{var}={value!r}: unknown name(s) {', '.join(bad) or '(none)'}; "
+        raise ConfigError(f"{var}={text!r}: unknown name(s) {', '.join(bad) or '(none)'}; "
                           f"valid: {', '.join(sorted(table))} (a leading ^ excludes)",
                           field=var)
-    chosen = set(words)
-    return set(table) - chosen if neg else chosen
+    return frozenset(set(table) - set(words) if neg else set(words))
 
 
-def _flag(var: str, value: str) -> bool:
+def _names(var: str, value: str, table: Mapping[str, Any]) -> dict[str, frozenset[str]]:
+    """A list, or NCCL 2.24's per-collective form: ``list;func:list;...`` where only the
+    first entry may omit ``func``."""
+    out: dict[str, frozenset[str]] = {}
+    for i, part in enumerate(p.strip() for p in value.strip().split(";")):
+        if not part:
+            continue
+        if ":" in part:
+            func, _, rest = part.partition(":")
+            key = func.strip().lower()
+            if key not in _FUNCS:
+                raise ConfigError(f"{var}={value!r}: unknown collective {func.strip()!r}; "
+                                  f"valid: {', '.join(_FUNCS)}", field=var)
+            out[_FUNCS[key]] = _list(var, rest.strip(), table)
+        elif i == 0:
+            out[""] = _list(var, part, table)
+        else:
+            raise ConfigError(f"{var}={value!r}: only the first entry may omit the "
+                              f"collective (write e.g. allreduce:{part})", field=var)
+    if not out:
+        raise ConfigError(f"{var}={value!r}: give a list such as Ring,Tree", field=var)
+    return out
+
+
+def _int(var: str, value: str, lo: int, hi: int) -> int:
+    try:
+        v = int(value.strip())
+    except ValueError:
+        raise ConfigError(f"{var}={value!r}: must be a whole number {lo}..{hi}",
+                          field=var) from None
+    if not lo <= v <= hi:
+        raise ConfigError(f"{var}={value!r}: must be {lo}..{hi}", field=var)
+    return v
+
+
+def _flag(var: str, value: str, legal: tuple[str, ...] = ("0", "1")) -> str:
     v = value.strip()
-    if v not in ("0", "1"):
-        raise ConfigError(f"{var}={value!r}: must be 0 or 1", field=var)
-    return v == "1"
+    if v not in legal:
+        raise ConfigError(f"{var}={value!r}: must be {' or '.join(legal)}", field=var)
+    return v
+
+
+def _refuse_unknown(env: Mapping[str, str]) -> tuple[str, ...]:
+    """The variables without effect that are set; any other unknown NCCL_* refused."""
+    quiet = []
+    for var in sorted(env):
+        if not var.startswith("NCCL_") or var in HONOURED:
+            continue
+        if var in NO_EFFECT:
+            quiet.append(var)
+            continue
+        if var == "NCCL_IB_HCA":
+            raise ConfigError("which NICs NCCL uses is not modelled: every NIC of a server "
+                              "carries traffic. Unset it, or model fewer NICs with a system "
+                              "of your own (catalog: nics: N)", field=var)
+        raise ConfigError(f"not modelled by fabricsim; unset it. Honoured: "
+                          f"{', '.join(HONOURED)}; accepted without effect on time: "
+                          f"{', '.join(NO_EFFECT)}", field=var)
+    return tuple(quiet)
 
 
 def nccl_env(env: Mapping[str, str]) -> NcclEnv:
-    """Read ``NCCL_ALGO``, ``NCCL_PROTO``, ``NCCL_COLLNET_ENABLE`` and
-    ``NCCL_NVLS_ENABLE`` from a mapping (e.g. ``os.environ``) as NCCL reads them.
+    """Read every ``NCCL_*`` variable of ``env`` (e.g. ``os.environ``) as NCCL reads it;
+    unknown, unsupported or contradictory ones raise :class:`ConfigError` naming them.
 
     >>> e = nccl_env({"NCCL_ALGO": "^Tree", "NCCL_PROTO": "Simple", "NCCL_NVLS_ENABLE": "0"})
-    >>> e.allowed_algorithms(["ring", "tree", "nvls", "nvlstree"]), sorted(e.protocols)
+    >>> e.allowed_algorithms(["ring", "tree", "nvls", "nvlstree"]), sorted(e.protocol_set())
     (['ring'], ['simple'])
+    >>> nccl_env({"NCCL_IB_HCA": "mlx5_0"})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    fabricsim.errors.ConfigError: NCCL_IB_HCA: which NICs NCCL uses is not modelled: ...
     """
+    quiet = _refuse_unknown(env)
+
+    def get(*names: str) -> tuple[str, str] | None:
+        for n in names:
+            if env.get(n, "").strip():
+                return n, env[n]
+        return None
+
     algos = protos = None
-    if env.get("NCCL_ALGO"):
-        algos = frozenset(a for n in _names("NCCL_ALGO", env["NCCL_ALGO"], NCCL_ALGOS)
-                          for a in NCCL_ALGOS[n])
-    if env.get("NCCL_PROTO"):
-        protos = frozenset(NCCL_PROTOS[n] for n in
-                           _names("NCCL_PROTO", env["NCCL_PROTO"], NCCL_PROTOS))
-    collnet = _flag("NCCL_COLLNET_ENABLE", env["NCCL_COLLNET_ENABLE"]) \
-        if env.get("NCCL_COLLNET_ENABLE") else None
-    nvls = _flag("NCCL_NVLS_ENABLE", env["NCCL_NVLS_ENABLE"]) \
-        if env.get("NCCL_NVLS_ENABLE") else None
-    return NcclEnv(algorithms=algos, protocols=protos, collnet=collnet, nvls=nvls)
+    if (a := get("NCCL_ALGO")) is not None:
+        algos = {k: frozenset(x for n in v for x in NCCL_ALGOS[n])
+                 for k, v in _names(*a, NCCL_ALGOS).items()}
+    if (p := get("NCCL_PROTO")) is not None:
+        protos = {k: frozenset(NCCL_PROTOS[n] for n in v)
+                  for k, v in _names(*p, NCCL_PROTOS).items()}
+    collnet = None
+    if (c := get("NCCL_COLLNET_ENABLE")) is not None:
+        collnet = _flag(*c) == "1"
+    nvls = None
+    if (v := get("NCCL_NVLS_ENABLE")) is not None:
+        nvls = {"0": False, "1": True, "2": None}[_flag(*v, ("0", "1", "2"))]
+    lo = hi = qps = None
+    if (m := get("NCCL_MIN_NCHANNELS", "NCCL_MIN_CTAS")) is not None:
+        lo = _int(*m, 1, MAX_CHANNELS)
+    if (m := get("NCCL_MAX_NCHANNELS", "NCCL_MAX_CTAS")) is not None:
+        hi = _int(*m, 1, MAX_CHANNELS)
+    if lo is not None and hi is not None and lo > hi:
+        raise ConfigError(f"NCCL_MIN_NCHANNELS={lo} is above NCCL_MAX_NCHANNELS={hi}; give a "
+                          f"minimum at most the maximum", field="NCCL_MIN_NCHANNELS")
+    if (q := get("NCCL_IB_QPS_PER_CONNECTION")) is not None:
+        qps = _int(*q, 1, MAX_QPS)
+    if (x := get("NCCL_CROSS_NIC")) is not None and _flag(*x, ("0", "1", "2")) == "1":
+        raise ConfigError("NCCL_CROSS_NIC=1 (rings may change rail between servers) is not "
+                          "modelled: fabricsim's rings stay on one rail, as with 0 or 2 "
+                          "(NCCL's default)", field="NCCL_CROSS_NIC")
+    if (b := get("NCCL_BUFFSIZE")) is not None and \
+            _int(*b, 1, 2**40) != DEFAULT_BUFFSIZE:
+        raise ConfigError(f"NCCL_BUFFSIZE={b[1].strip()} is not modelled: the protocol model "
+                          f"follows NCCL's default buffer ({DEFAULT_BUFFSIZE}); unset it",
+                          field="NCCL_BUFFSIZE")
+    every = algos.get("", frozenset()) if algos else frozenset()
+    if nvls is False and algos is not None and all(
+            s and s <= {"nvls", "nvlstree"} for s in algos.values()):
+        raise ConfigError(f"NCCL_ALGO={env['NCCL_ALGO']!r} asks for NVLS only, and "
+                          f"NCCL_NVLS_ENABLE=0 turns NVLS off; change one of them",
+                          field="NCCL_NVLS_ENABLE")
+    if collnet is not True and algos is not None and every and every <= {
+            "sharp", "nvls_sharp"}:
+        raise ConfigError(f"NCCL_ALGO={env['NCCL_ALGO']!r} asks for CollNet only, which "
+                          f"needs NCCL_COLLNET_ENABLE=1", field="NCCL_COLLNET_ENABLE")
+    return NcclEnv(algorithms=algos, protocols=protos, collnet=collnet, nvls=nvls,
+                   min_channels=lo, max_channels=hi, qps=qps, no_effect=quiet)

@@ -172,7 +172,8 @@ def bench_job(sc: Scenario, *, collective: str | None = None,
 
 
 def _best(fabric: Fabric, coll: str, size: int, algos: list[str | None],
-          protos: list[str | None], gpus_per_thread: int, ranks: list[int] | None) -> Any:
+          protos: list[str | None], gpus_per_thread: int, ranks: list[int] | None,
+          channels: int | None = None) -> Any:
     """The fastest allowed (algorithm, protocol) at ``size`` (``None``: the tuner's own
     choice)."""
     from fabricsim.collectives.tuner import choose
@@ -181,7 +182,8 @@ def _best(fabric: Fabric, coll: str, size: int, algos: list[str | None],
     for a in algos:
         for p in protos:
             try:
-                c = choose(fabric, coll, size, ranks, a, p, gpus_per_thread=gpus_per_thread)
+                c = choose(fabric, coll, size, ranks, a, p, channels,
+                           gpus_per_thread=gpus_per_thread)
             except ScheduleError as e:
                 why = e
                 continue
@@ -204,15 +206,27 @@ def _sweep(job: CollectiveBench, fabric: Fabric, algo: str | None, backend: Any,
     coll, env = job.collective, job.env
     algos: list[str | None] = [algo]
     protos: list[str | None] = [job.proto]
-    if algo is None and (env.algorithms is not None or env.nvls is False or env.collnet):
+    if algo is None and env.restricts:
         auto = [a.name for a in ALGORITHMS.values() if a.auto]
         extra = ["sharp", "nvls_sharp"] if env.collnet else []
-        algos[:] = env.allowed_algorithms([*auto, *extra])
+        algos[:] = env.allowed_algorithms([*auto, *extra], coll)
         if not algos:
-            raise ConfigError("NCCL_ALGO/NCCL_NVLS_ENABLE leave no algorithm to run",
-                              field="NCCL_ALGO")
-    if job.proto is None and env.protocols is not None:
-        protos[:] = sorted(env.protocols)
+            raise ConfigError(f"NCCL_ALGO/NCCL_NVLS_ENABLE leave no algorithm to run "
+                              f"{coll}", field="NCCL_ALGO")
+    allowed_protos = env.protocol_set(coll)
+    if job.proto is None and allowed_protos is not None:
+        protos[:] = sorted(allowed_protos)
+    channels = None
+    if env.min_channels is not None or env.max_channels is not None:
+        if job.backend != "analytic":
+            raise ConfigError("NCCL_MIN_NCHANNELS/NCCL_MAX_NCHANNELS are honoured by the "
+                              "analytic backend; the flow and packet backends run the "
+                              "model's own channels: unset them or use --backend analytic",
+                              field="NCCL_MAX_NCHANNELS")
+        from fabricsim.collectives import Group
+        from fabricsim.collectives.tuner import default_channels
+
+        channels = env.channels(default_channels(Group.of(fabric, job.ranks)))
     tsize = DATATYPES[job.datatype]
     ranks = list(job.ranks) if job.ranks else None
     n = len(ranks) if ranks else fabric.n_gpus
@@ -226,7 +240,8 @@ def _sweep(job: CollectiveBench, fabric: Fabric, algo: str | None, backend: Any,
         if on_size is not None:
             on_size(i, len(job.sizes), size)
         if job.backend == "analytic":
-            c = _best(fabric, coll, size, algos, protos, job.gpus_per_thread, ranks)
+            c = _best(fabric, coll, size, algos, protos, job.gpus_per_thread, ranks,
+                      channels)
             t, alg_name, pr = c.time, c.algorithm, c.protocol
         else:
             if len(algos) > 1 or len(protos) > 1:
@@ -264,6 +279,13 @@ class BenchReport:
     def warnings(self) -> list[str]:
         """Algorithms that cannot run here, and sizes no published measurement covers."""
         out = [f"{a} cannot run here: {why}" for a, why in self.skipped.items()]
+        env = self.job.env
+        if env.qps is not None and self.job.backend != "flow":
+            out.append(f"NCCL_IB_QPS_PER_CONNECTION={env.qps} changes results only on the "
+                       f"flow backend (hashed ECMP spreads the queue pairs); the "
+                       f"{self.job.backend} backend shares links evenly")
+        if env.no_effect:
+            out.append(f"{', '.join(env.no_effect)}: set, without effect on time")
         out += sorted({r.envelope for rows in self.rows.values() for r in rows
                        if r.envelope})
         return out
@@ -319,12 +341,13 @@ def run_bench(job: CollectiveBench, fabric: Fabric, progress: Progress = quiet,
                           f"{fabric.info.system} servers have {per_server}; give a -g that "
                           f"divides {per_server}", field="--ngpus")
     backend: Any = job.backend
-    if job.faults or job.time_limit_s is not None:
+    qps = job.env.qps or 1
+    if job.faults or job.time_limit_s is not None or (job.backend == "flow" and qps > 1):
         from fabricsim.backends.flow import FlowBackend
 
         backend = FlowBackend(faults=list(job.faults.faults),
                               background=list(job.faults.background), seed=job.faults.seed,
-                              time_limit_s=job.time_limit_s)
+                              time_limit_s=job.time_limit_s, qps=qps)
     names: list[str | None] = list(job.algos)
     if job.every_algorithm:
         names += [a for a, alg in ALGORITHMS.items()
