@@ -7,8 +7,11 @@ on the command line override the file.
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import sys
+import tempfile
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -93,7 +96,11 @@ def check_out_file(path: Path | None, flag: str,
 
     if path is None:
         return None
-    if path.is_dir():
+    try:
+        is_dir = path.is_dir()
+    except OSError as e:  # a name too long, a loop of links
+        raise _unwritable(path, e, flag) from None
+    if is_dir:
         raise ConfigError(f"{path} is a folder; give a file name in it, e.g. "
                           f"{path / ('out' + suffixes[0])}", field=flag)
     if suffixes and path.suffix.lower() not in suffixes:
@@ -101,7 +108,31 @@ def check_out_file(path: Path | None, flag: str,
             suffixes[-1]
         raise ConfigError(f"{path}: give a file ending in {names}", field=flag)
     _make_folder(path.parent, flag)
+    _probe_file(path, flag)
     return path
+
+
+def _unwritable(path: Path, e: OSError, flag: str) -> Exception:
+    from fabricsim.errors import ConfigError
+
+    why = e.strerror or type(e).__name__
+    return ConfigError(f"cannot write {path}: {why}; give a path in a folder you can write"
+                       f"{' (and a shorter name)' if e.errno == errno.ENAMETOOLONG else ''}",
+                       field=flag)
+
+
+def _probe_file(path: Path, flag: str) -> None:
+    """Open ``path`` for writing without changing it (removed again if it did not
+    exist): a read-only folder, a name too long or a pseudo file system fails here,
+    before the run, not after it."""
+    try:
+        existed = path.exists()
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.close(fd)
+        if not existed:
+            path.unlink()
+    except OSError as e:
+        raise _unwritable(path, e, flag) from None
 
 
 def check_out_dir(path: Path | None, flag: str) -> Path | None:
@@ -115,10 +146,19 @@ def check_out_dir(path: Path | None, flag: str) -> Path | None:
 
     if path is None:
         return None
-    if path.exists() and not path.is_dir():
+    try:
+        is_file = path.exists() and not path.is_dir()
+    except OSError as e:
+        raise _unwritable(path, e, flag) from None
+    if is_file:
         raise ConfigError(f"{path} is a file, not a folder; give a folder name (it is "
                           f"created if missing)", field=flag)
     _make_folder(path, flag)
+    try:
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as e:
+        raise _unwritable(path, e, flag) from None
     return path
 
 
@@ -133,3 +173,5 @@ def _make_folder(path: Path, flag: str) -> None:
     except PermissionError:
         raise ConfigError(f"cannot create folder {path}: permission denied",
                           field=flag) from None
+    except OSError as e:
+        raise _unwritable(path, e, flag) from None

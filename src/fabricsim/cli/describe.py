@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from fabricsim.cli.common import JsonOpt, ScenarioArg, console, print_json
+from fabricsim.cli.common import JsonOpt, ScenarioArg, check_out_file, console, print_json
 from fabricsim.cli.options import NET_ROUTING, NO_CLUSTER_FLAGS, ClusterFlags, load, with_groups
 from fabricsim.errors import ConfigError
 from fabricsim.fabric import Fabric
@@ -32,6 +32,7 @@ def register(app: typer.Typer) -> None:
         """
         from fabricsim import jobs
 
+        check_out_file(export, "--export", (".json", ".graphml"))
         job = jobs.job_from_scenario("describe", load(scenario, cluster))
         fab = job.cluster.build()
         if export is not None:

@@ -9,7 +9,14 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from fabricsim.cli.common import JsonOpt, ScenarioArg, console, print_json, print_warnings
+from fabricsim.cli.common import (
+    JsonOpt,
+    ScenarioArg,
+    check_out_file,
+    console,
+    print_json,
+    print_warnings,
+)
 from fabricsim.cli.options import (
     CLUSTER,
     NO_CLUSTER_FLAGS,
@@ -75,6 +82,8 @@ def register(app: typer.Typer) -> None:
             raise ConfigError("--chakra writes 1F1B pipeline traces; DualPipe's two "
                               "directions are not exported: drop --chakra or use "
                               "--pp-schedule 1f1b", field="--chakra")
+        if chakra is not None:  # the folder the traces go to, before the run
+            check_out_file(chakra.with_name(chakra.name + ".0.et"), "--chakra", ())
         fab = job.cluster.build()
         report = jobs.run(job, fab)
         d = report.to_dict()
