@@ -406,3 +406,26 @@ def test_failed_points_say_why_in_the_summary(capsys, tmp_path: Path) -> None:
     assert main(["sweep", str(spec), "--store", str(tmp_path / "j.duckdb"), "--json"]) == 0
     counts = json.loads(capsys.readouterr().out)
     assert sum(counts["reasons"].values()) == counts["failed"] == 2
+
+
+def test_a_results_query_is_read_only_and_bounded(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """issue 40: --sql ran any statement (COPY ... TO wrote files, read_text read any) and
+    a 300-million-row query filled memory."""
+    import fabricsim.sweeps as sw
+
+    store = tmp_path / "r.duckdb"
+    run_sweep(_spec(), store, limit=2)
+    assert len(read_results(store, "SELECT * FROM points WHERE status = 'ok';")) == 2
+    out = tmp_path / "leak.csv"
+    for sql, words in ((f"COPY points TO '{out}'", "one read-only query"),
+                       ("SELECT * FROM read_text('/etc/hostname')", "may not read or write"),
+                       ("ATTACH 'x.duckdb' AS x", "one read-only query"),
+                       ("SELECT 1; SELECT 2", "one read-only query")):
+        with pytest.raises(ConfigError, match=words) as e:
+            read_results(store, sql)
+        assert e.value.field == "--sql"
+    assert not out.exists()
+    monkeypatch.setattr(sw, "MAX_QUERY_ROWS", 1000)
+    with pytest.raises(ConfigError, match="more than 1,000 rows"):
+        read_results(store, "SELECT * FROM range(300000000)")

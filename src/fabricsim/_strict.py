@@ -26,13 +26,32 @@ from pydantic_core import PydanticCustomError
 
 from fabricsim.errors import ConfigError
 
+#: Longest echo of a rejected value in an error message (a list of 2,000 items is named
+#: by its length and first items, not printed whole).
+ECHO_CHARS = 200
+
+
+def _short(value: object) -> str:
+    """``repr(value)``, cut to :data:`ECHO_CHARS` with the length of a long sequence.
+
+    >>> _short(("ib-ndr",) * 3)
+    "('ib-ndr', 'ib-ndr', 'ib-ndr')"
+    >>> _short(("ib-ndr",) * 2000)[-25:]
+    '... (2000 items in all)'
+    """
+    text = repr(value)
+    if len(text) <= ECHO_CHARS:
+        return text
+    n = f" ({len(value)} items in all)" if isinstance(value, list | tuple) else ""
+    return f"{text[:ECHO_CHARS]} ...{n}"
+
 
 def config_error(e: ValidationError, prefix: str = "") -> ConfigError:
     """pydantic's first error as a ConfigError: ``<prefix>.<field>: <message>, got <value>``."""
     err = e.errors()[0]
     loc = ".".join(str(p) for p in err["loc"])
     got = err.get("input")
-    got_s = f", got {got!r}" if got is not None and not isinstance(got, dict) else ""
+    got_s = f", got {_short(got)}" if got is not None and not isinstance(got, dict) else ""
     msg = str(err["msg"]).removeprefix("Value error, ")
     more = len(e.errors()) - 1
     tail = f" (and {more} more problem(s))" if more else ""

@@ -687,7 +687,6 @@ def run_sweep(spec: SweepSpec, store: Path, *, workers: int | None = None,
 def read_results(store: Path, sql: str | None = None) -> Any:
     """The store's rows as a pandas DataFrame (``sql`` over table ``points``)."""
     _need_store()
-    import duckdb
 
     if not store.exists():
         raise ConfigError(f"results store {str(store)!r} does not exist", field="STORE")
@@ -707,10 +706,46 @@ def read_results(store: Path, sql: str | None = None) -> Any:
             import pandas as pd
 
             return pd.DataFrame()
-        try:
-            return db.execute(sql or "SELECT * FROM points ORDER BY sweep, point_key").df()
-        except duckdb.Error as e:
-            raise ConfigError(f"the query failed: {e}", field="--sql") from None
+        if sql is None:
+            return db.execute("SELECT * FROM points ORDER BY sweep, point_key").df()
+        return _bounded_query(db, sql)
     finally:
         db.close()
+
+
+#: Most rows a ``--sql`` query may return (the rows become one table in memory).
+MAX_QUERY_ROWS = 1_000_000
+#: DuckDB's memory for one results query.
+QUERY_MEMORY = "1GB"
+
+
+def _bounded_query(db: Any, sql: str) -> Any:
+    """``sql`` run read-only and bounded: one query (it is run as a subquery, so a
+    statement that is not a query does not parse), no file access (COPY, ATTACH,
+    read_text, INSTALL and LOAD are refused by DuckDB's own switch, locked), at most
+    :data:`MAX_QUERY_ROWS` rows and :data:`QUERY_MEMORY` of memory."""
+    import duckdb
+
+    db.execute("SET enable_external_access = false")
+    db.execute(f"SET memory_limit = '{QUERY_MEMORY}'")
+    db.execute("SET lock_configuration = true")
+    text = sql.strip().rstrip(";").strip()
+    try:
+        df = db.execute(f"SELECT * FROM ({text}) AS q LIMIT {MAX_QUERY_ROWS + 1}").df()
+    except duckdb.ParserException as e:
+        first = str(e).splitlines()[0]
+        raise ConfigError(f"give one read-only query over table 'points' (SELECT ..., "
+                          f"WITH ...): {first}", field="--sql") from None
+    except duckdb.PermissionException:
+        raise ConfigError("a results query may not read or write files; query table "
+                          "'points'", field="--sql") from None
+    except duckdb.OutOfMemoryException:
+        raise ConfigError(f"the query needs more than {QUERY_MEMORY} of memory; add a "
+                          f"WHERE or a LIMIT", field="--sql") from None
+    except duckdb.Error as e:
+        raise ConfigError(f"the query failed: {e}", field="--sql") from None
+    if len(df) > MAX_QUERY_ROWS:
+        raise ConfigError(f"the query returns more than {MAX_QUERY_ROWS:,} rows; add a "
+                          f"WHERE or a LIMIT", field="--sql")
+    return df
 

@@ -187,3 +187,45 @@ def test_bench_g_is_gpus_per_thread(capsys: pytest.CaptureFixture[str]) -> None:
                      "dgx-a100", "--json"]) == 0
         times.append(json.loads(capsys.readouterr().out.splitlines()[0])["time_us"])
     assert times[1] - times[0] == pytest.approx(7 * 3.18, rel=0.01)  # 7 more launches
+
+
+# ---------------------------------------------------------------- issue 40: hangs and blow-ups
+def test_sizes_a_user_controls_are_bounded_before_any_work(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    storage = tmp_path / "storage.yaml"
+    storage.write_text("cluster: {system: dgx-h100, nodes: 2, storage: true,\n"
+                       "          params: {storage_targets: 100000000}}\n")
+    code, err = run(capsys, "describe", str(storage))
+    assert code == 2 and "storage_targets must be at most 16,384" in err
+    window = tmp_path / "window.yaml"
+    window.write_text("cluster: {system: dgx-h100, nodes: 2}\n"
+                      "collective: {collective: all_reduce, maxbytes: 1MiB}\n"
+                      "packet: {pfc: {deadlock_window: 0}}\n")
+    code, err = run(capsys, "packet", str(window))
+    assert code == 2 and "packet.pfc.deadlock_window" in err
+    many = ",".join(["ib-ndr"] * 2000)
+    code, err = run(capsys, "plan", "--gpus", "64", "--model", "llama3-8b", "--fabrics", many)
+    assert code == 2 and "given more than once" in err and len(err) < 400
+    log = tmp_path / "all_reduce_perf.log"
+    lines = [f"#  Rank {r:6d} Group  0 Pid  1 on host{r:06d} device  0 [0x1b] NVIDIA H100"
+             for r in range(320_000)]
+    row = ("           8             2     float     sum      -1    30.00    0.00    0.00      0"
+           "    30.00    0.00    0.00      0")
+    log.write_text("# nThread 1 nGpus 1 minBytes 8 maxBytes 8 step: 2(factor)\n#\n"
+                   "# Using devices\n" + "\n".join(lines) + "\n#\n" + row + "\n")
+    code, err = run(capsys, "compare", str(log))
+    assert code == 2 and "320,000 ranks" in err
+
+
+def test_a_long_rejected_value_is_not_echoed_whole() -> None:
+    from pydantic import BaseModel, Field, ValidationError
+
+    from fabricsim._strict import config_error
+
+    class Few(BaseModel):
+        names: tuple[str, ...] = Field(max_length=16)
+
+    with pytest.raises(ValidationError) as e:
+        Few.model_validate({"names": [f"f{i}" for i in range(2000)]})
+    err = config_error(e.value)
+    assert "(2000 items in all)" in str(err) and len(str(err)) < 400

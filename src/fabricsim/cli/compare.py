@@ -30,6 +30,7 @@ from fabricsim.cli.common import (
     scenario_with_overrides,
 )
 from fabricsim.errors import ConfigError, UnknownPresetError
+from fabricsim.fabric.cluster import MAX_GPUS
 from fabricsim.interop.nccl_tests import NcclTest, Row, parse_nccl_tests
 
 
@@ -320,6 +321,10 @@ def register(app: typer.Typer) -> None:
                                   "name; pass --collective all_reduce (or another)",
                                   field="--collective")
             coll = check_collective(coll_name)
+            if t.ranks > MAX_GPUS:
+                raise ConfigError(f"the log's test {k + 1} claims {t.ranks:,} ranks, more "
+                                  f"than the {MAX_GPUS:,} GPUs fabricsim builds; is it a "
+                                  f"real nccl-tests log?", field="LOG")
             check_given(t, system, nodes, gpus_per_node)
             sys_k: str | None = system
             nodes_k, gpn_k = nodes, gpus_per_node

@@ -59,10 +59,18 @@ class AuxSummary:
     extra: dict[str, object] = field(default_factory=dict)
 
 
-def _pos_int(params: Mapping[str, object], name: str, default: int) -> int:
+#: Most storage targets a storage network is built with (a target is a server with
+#: TARGET_PORTS ports: 16,384 of them is a storage cluster beyond any GPU cluster's).
+MAX_STORAGE_TARGETS = 16_384
+
+
+def _pos_int(params: Mapping[str, object], name: str, default: int,
+             most: int | None = None) -> int:
     v = params.get(name, default)
     if not isinstance(v, int) or isinstance(v, bool) or v < 1:
         raise ConfigError(f"{name} must be an integer >= 1, got {v!r}", field=f"params.{name}")
+    if most is not None and v > most:
+        raise ConfigError(f"{name} must be at most {most:,}, got {v:,}", field=f"params.{name}")
     return v
 
 
@@ -74,7 +82,8 @@ def add_storage_network(b: FabricBuilder, storage_nics: NDArray[np.int32], *, ra
     if per == 0:
         raise ConfigError("this system has no storage NIC (storage_nics = 0 in its preset); "
                           "use storage=False", field="storage")
-    targets = _pos_int(params, "storage_targets", max(1, math.ceil(servers / 8)))
+    targets = _pos_int(params, "storage_targets", max(1, math.ceil(servers / 8)),
+                       MAX_STORAGE_TARGETS)
     t_idx = np.arange(targets, dtype=np.int32)
     tnodes = b.add_nodes(NodeKind.STORAGE_TARGET, targets, local=t_idx)
     ports = np.repeat(tnodes, TARGET_PORTS)

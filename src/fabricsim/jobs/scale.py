@@ -225,6 +225,10 @@ def plan_job(sc: Scenario, over: TrainingSection | None = None, *,
     if over is not None:
         given |= over.model_fields_set
     fixed = any(k in given for k in LAYOUT_KEYS)
+    twice = sorted({f for f in fabrics if fabrics.count(f) > 1})
+    if twice:
+        raise ConfigError(f"{', '.join(twice)} given more than once; name each fabric once",
+                          field="fabrics")
     return PlanJob(training=job, fabrics=fabrics, fixed_layout=fixed,
                    lifetime_years=lifetime_years)
 

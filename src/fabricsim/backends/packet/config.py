@@ -572,7 +572,8 @@ def _timers(c: PacketConfig) -> Iterator[tuple[str, str]]:
             "packet.dcqcn.rate_reduce_period": c.dcqcn.rate_reduce_period,
             "packet.pfc.watchdog.detect": c.pfc.watchdog.detect,
             "packet.pfc.watchdog.restore": c.pfc.watchdog.restore,
-            "packet.pfc.deadlock_window": c.pfc.deadlock_window or MIN_TIMER_S}
+            "packet.pfc.deadlock_window": (MIN_TIMER_S if c.pfc.deadlock_window is None
+                                           else c.pfc.deadlock_window)}
     for f, v in vals.items():
         if v < MIN_TIMER_S:
             yield f, f"{_t(v)} is shorter than {MIN_TIMER_S * 1e6:g} µs"
