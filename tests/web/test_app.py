@@ -199,3 +199,42 @@ def test_a_restart_keeps_results_and_marks_interrupted_jobs(tmp_path: Path) -> N
         assert c.get(f"/api/jobs/{done}").json()["result"]["kind"] == "describe"
         lost = c.get("/api/jobs/feedfacefeedface").json()
         assert lost["status"] == "failed" and "interrupted" in lost["error"]["message"]
+
+
+def test_malformed_bodies_get_4xx_never_500(tmp_path: Path) -> None:
+    """issue 40: a NaN literal (the 422 echoed it back and JSON encoding failed) and a
+    scenario nested 330 levels deep (RecursionError) answered 500."""
+    app = create_app(store=":memory:", limits=Limits(workers=1))
+    deep = "a:\n" + "".join("  " * i + "b:\n" for i in range(1, 330)) + "  " * 330 + "c: 1\n"
+    with TestClient(app, raise_server_exceptions=False) as c:
+        r = c.post("/api/validate", content=b'{"scenario": NaN}',
+                   headers={"content-type": "application/json"})
+        assert r.status_code == 422 and r.json()["detail"][0]["input"] == "nan"
+        r = c.post("/api/scenario/patch", json={"scenario": deep, "set": {}})
+        assert r.status_code == 400 and "64 deep" in r.json()["detail"]["message"]
+        r = c.post("/api/validate", json={"scenario": deep})
+        assert r.status_code == 200 and "64 levels" in r.json()["error"]["message"]
+        r = c.post("/api/jobs", json={"kind": "describe", "designs": [deep]})
+        assert r.status_code == 400
+
+
+def test_a_dribbled_body_is_timed_out(tmp_path: Path) -> None:
+    import asyncio
+
+    from fabricsim.web.app import _BodyLimit
+
+    sent: list[dict[str, object]] = []
+
+    async def app(scope: object, receive: object, send: object) -> None:
+        raise AssertionError("the app must not see a body that never arrived")
+
+    async def receive() -> dict[str, object]:
+        await asyncio.sleep(10)  # one byte that never comes
+        return {"type": "http.request", "body": b"x", "more_body": True}
+
+    async def send(msg: dict[str, object]) -> None:
+        sent.append(msg)
+
+    scope = {"type": "http", "method": "POST", "headers": [(b"content-length", b"10")]}
+    asyncio.run(_BodyLimit(app, limit=100, timeout_s=0.05)(scope, receive, send))
+    assert sent[0]["status"] == 408

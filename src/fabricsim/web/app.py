@@ -48,6 +48,7 @@ require("fastapi", "web", "the web app")
 
 from fastapi import FastAPI, HTTPException, Query, Request  # noqa: E402
 from fastapi import Path as PathParam  # noqa: E402
+from fastapi.exceptions import RequestValidationError  # noqa: E402
 from fastapi.responses import (  # noqa: E402
     FileResponse,
     HTMLResponse,
@@ -119,6 +120,23 @@ class PatchOut(BaseModel):
     scenario: str
 
 
+#: Deepest nesting of a scenario the page's controls edit (a scenario is 3-4 deep).
+MAX_DEPTH = 64
+
+
+def _depth(obj: Any) -> int:
+    """How deeply ``obj`` nests (iteratively: a deep document cannot overflow the stack)."""
+    deepest, todo = 0, [(obj, 1)]
+    while todo:
+        o, d = todo.pop()
+        deepest = max(deepest, d)
+        if isinstance(o, dict):
+            todo += [(v, d + 1) for v in o.values()]
+        elif isinstance(o, list):
+            todo += [(v, d + 1) for v in o]
+    return deepest
+
+
 def _raw(text: str) -> dict[str, Any] | None:
     import yaml
 
@@ -126,7 +144,26 @@ def _raw(text: str) -> dict[str, Any] | None:
         raw = yaml.safe_load(text) if len(text) <= 128 * 1024 else None
     except (yaml.YAMLError, RecursionError):
         return None
-    return raw if isinstance(raw, dict) else None
+    return raw if isinstance(raw, dict) and _depth(raw) <= MAX_DEPTH else None
+
+
+def _json_safe(obj: Any) -> Any:
+    """``obj`` with non-finite floats as text and long values cut, so that an error
+    about a request can always be sent back as JSON (a NaN in the body is echoed as
+    ``"nan"``, not as a 500)."""
+    import math
+
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return repr(obj)
+    if isinstance(obj, dict):
+        return {str(k): _json_safe(v) for k, v in list(obj.items())[:50]}
+    if isinstance(obj, list | tuple):
+        return [_json_safe(v) for v in list(obj)[:50]]
+    if isinstance(obj, str) and len(obj) > 500:
+        return obj[:500] + "..."
+    if obj is None or isinstance(obj, bool | int | float | str):
+        return obj
+    return repr(obj)[:500]
 
 
 def _fields(text: str) -> dict[str, Any]:
@@ -265,15 +302,18 @@ def _plotly_js() -> Path:
 
 
 class _BodyLimit:
-    """ASGI middleware: a request body over ``limit`` bytes gets 413 naming the limit.
+    """ASGI middleware: a request body over ``limit`` bytes gets 413 naming the limit, one
+    that does not arrive within ``timeout_s`` gets 408.
 
-    A declared ``content-length`` is checked before anything is read; a streamed
-    (chunked) body is read up to the limit and handed on unchanged, message by message.
+    A declared ``content-length`` is checked before anything is read; the body of a
+    POST, PUT or PATCH is then read here (up to the limit, against the deadline) and
+    handed on unchanged, message by message.
     """
 
-    def __init__(self, app: Any, limit: int) -> None:
+    def __init__(self, app: Any, limit: int, timeout_s: float = 30.0) -> None:
         self.app = app
         self.limit = limit
+        self.timeout_s = timeout_s
 
     async def _refuse(self, scope: Any, receive: Any, send: Any, said: str) -> None:
         await JSONResponse(status_code=413, content={"detail": {
@@ -291,15 +331,22 @@ class _BodyLimit:
             if not text.isdigit() or int(text) > self.limit:
                 await self._refuse(scope, receive, send, f"{text} bytes")
                 return
-            await self.app(scope, receive, send)
-            return
         if scope.get("method") not in ("POST", "PUT", "PATCH"):
             await self.app(scope, receive, send)
             return
         held: list[Any] = []
         total = 0
-        while True:  # read the streamed body, refusing it once past the limit
-            msg = await receive()
+        deadline = asyncio.get_running_loop().time() + self.timeout_s
+        while True:  # read the body, refusing it once past the limit or the deadline
+            left = deadline - asyncio.get_running_loop().time()
+            try:
+                msg = await asyncio.wait_for(receive(), timeout=max(left, 0.0))
+            except TimeoutError:
+                await JSONResponse(status_code=408, content={"detail": {
+                    "message": f"the request body did not arrive within "
+                               f"{self.timeout_s:g} s (body_timeout_s); send it whole",
+                    "field": "body"}})(scope, receive, send)
+                return
             held.append(msg)
             if msg["type"] != "http.request":
                 break
@@ -353,7 +400,13 @@ def create_app(*, store: str | Path = "fabricsim-web.duckdb", limits: Limits | N
                   "serve models on: describe a cluster, run collectives, training steps, "
                   "fault and packet-level scenarios as jobs, and compare two designs.")
 
-    app.add_middleware(_BodyLimit, limit=lim.max_body_bytes)
+    app.add_middleware(_BodyLimit, limit=lim.max_body_bytes, timeout_s=lim.body_timeout_s)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = [{k: _json_safe(v) for k, v in e.items() if k != "ctx"}
+                  for e in exc.errors()[:20]]
+        return JSONResponse(status_code=422, content={"detail": errors})
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     def index() -> FileResponse:
@@ -422,10 +475,10 @@ def create_app(*, store: str | Path = "fabricsim-web.duckdb", limits: Limits | N
 
         raw = _raw(body.scenario) if body.scenario.strip() else {}
         if raw is None:
-            raise HTTPException(400, detail={"message": "the scenario is not a YAML mapping; "
-                                             "fix it (see the error next to its line) "
-                                             "before using the controls",
-                                             "field": "scenario"})
+            raise HTTPException(400, detail={"message": f"the scenario is not a YAML mapping "
+                                             f"(nested at most {MAX_DEPTH} deep); fix it "
+                                             f"(see the error next to its line) before "
+                                             f"using the controls", "field": "scenario"})
         for f, v in body.set.items():
             sec, key = f.split(".")
             part = raw.get(sec)

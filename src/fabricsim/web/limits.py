@@ -24,6 +24,9 @@ class Limits:
 
     #: Largest request body.
     max_body_bytes: int = 512 * 1024
+    #: Time a client has to send a whole request body (a body dribbled byte by byte
+    #: would hold a connection open without end).
+    body_timeout_s: float = 30.0
     #: Largest scenario text of one design.
     max_scenario_bytes: int = 128 * 1024
     #: GPUs of one design for the analytic kinds (describe, bench, train, scale, plan).
