@@ -229,3 +229,46 @@ def test_a_long_rejected_value_is_not_echoed_whole() -> None:
         Few.model_validate({"names": [f"f{i}" for i in range(2000)]})
     err = config_error(e.value)
     assert "(2000 items in all)" in str(err) and len(str(err)) < 400
+
+
+# ---------------------------------------------------------------- issue 40: settings that cannot be
+def test_a_user_defined_systems_price_is_used_and_must_be_finite(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    import json
+
+    f = tmp_path / "priced.yaml"
+    f.write_text("systems:\n  my-h100: {base: dgx-h100, gpu_hour_usd: 3.5}\n"
+                 "cluster: {system: my-h100, nodes: 2}\ntraining: {model: llama3-8b}\n")
+    assert main(["train", str(f), "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["gpu_hour_usd"] == 3.5 and d["comm_usd_per_day"] > 0   # was $0.00
+    f.write_text(f.read_text().replace("3.5", ".inf"))
+    code, err = run(capsys, "train", str(f))
+    assert code == 2 and "systems.my-h100.gpu_hour_usd" in err
+
+
+@pytest.mark.parametrize(("ranks", "words"), [
+    ("[0, 999]", "0..15"), ("[-1, 0]", "0..15"), ("[]", "at least two"),
+    ("[0, 0, 1]", "must not repeat"), ("[3]", "at least two")])
+def test_collective_ranks_are_checked(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                      ranks: str, words: str) -> None:
+    f = tmp_path / "ranks.yaml"
+    f.write_text("cluster: {system: dgx-h100, nodes: 2}\ncollective: {collective: all_reduce,"
+                 f" minbytes: 1MiB, maxbytes: 1MiB, ranks: {ranks}}}\n")
+    code, err = run(capsys, "bench", "scenario", str(f))
+    assert code == 2 and "collective.ranks" in err and words in err
+
+
+def test_settings_no_hardware_has_are_refused(capsys: pytest.CaptureFixture[str],
+                                              tmp_path: Path) -> None:
+    code, err = run(capsys, "bench", "all_reduce", "--nodes", "2", "-b", "100G", "-e", "100G")
+    assert code == 2 and "collective.maxbytes" in err and "80 GiB" in err
+    f = tmp_path / "cal.yaml"
+    f.write_text("cluster: {system: dgx-h100, nodes: 2,\n"
+                 "          params: {calibration: {net.efficiency: 1.0e-300}}}\n")
+    code, err = run(capsys, "describe", str(f))
+    assert code == 2 and "params.calibration.net.efficiency" in err
+    f.write_text("systems:\n  weak: {base: dgx-h100, gpu_power_w: 1.0e-9}\n"
+                 "cluster: {system: weak, nodes: 1}\n")
+    code, err = run(capsys, "describe", str(f))
+    assert code == 2 and "gpu_power_w" in err

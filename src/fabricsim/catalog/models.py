@@ -54,7 +54,10 @@ _TB = 1e12
 _NS = 1e9
 _GIB = 2**30
 
-NonNegFloat = Field(ge=0.0)
+NonNegFloat = Field(ge=0.0, allow_inf_nan=False)
+#: Lowest power cap (W) a system may run its GPUs at: data-centre GPUs refuse caps below
+#: about a third of their TDP (an H100 SXM's floor is 200 W; an L4's TDP is 72 W).
+MIN_GPU_POWER_W = 50.0
 
 
 class Spec(StrictModel):
@@ -310,9 +313,10 @@ class SystemSpec(Spec):
     """Key into fabrics."""
     default_topology: TopologyName
     gpu_hour_usd: float = NonNegFloat
-    gpu_power_w: float = Field(0.0, ge=0.0)
+    gpu_power_w: float = Field(0.0, ge=0.0, allow_inf_nan=False)
     """Power cap the box runs its GPUs at, W (0: the GPU's TDP). Meta's Grand Teton caps
-    its H100s at 500 W; a cap below the TDP lowers the tensor-core clock."""
+    its H100s at 500 W; a cap below the TDP lowers the tensor-core clock. A cap must be
+    at least :data:`MIN_GPU_POWER_W` (no data-centre GPU runs below it)."""
 
     @model_validator(mode="after")
     def _counts_consistent(self) -> SystemSpec:
@@ -324,6 +328,9 @@ class SystemSpec(Spec):
             raise ValueError("nvswitch must be '' exactly when nvswitches == 0")
         if (self.storage_nics == 0) != (self.storage_nic == ""):
             raise ValueError("storage_nic must be '' exactly when storage_nics == 0")
+        if 0.0 < self.gpu_power_w < MIN_GPU_POWER_W:
+            raise ValueError(f"gpu_power_w {self.gpu_power_w:g} W is below any GPU's power "
+                             f"floor; give 0 (the GPU's TDP) or at least {MIN_GPU_POWER_W:g}")
         return self
 
     @property

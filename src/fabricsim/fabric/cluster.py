@@ -88,8 +88,14 @@ CALIBRATION_KEYS = frozenset(f"{c}.{what}" for c in ("nvlink", "pcie", "net", "n
                              for what in ("efficiency", "hop"))
 
 
+#: Range of a calibration factor: fitted clusters land within a few times the model's
+#: figures; 1e-300 would make a 1 GiB all-reduce take 1e303 us.
+CALIBRATION_RANGE = (0.01, 10.0)
+
+
 def check_calibration(raw: object) -> dict[str, float]:
-    """``params.calibration`` as a checked mapping: known keys, factors in (0, 10].
+    """``params.calibration`` as a checked mapping: known keys, factors in
+    :data:`CALIBRATION_RANGE`.
 
     >>> check_calibration({"net.efficiency": 0.95})
     {'net.efficiency': 0.95}
@@ -104,10 +110,12 @@ def check_calibration(raw: object) -> dict[str, float]:
         if k not in CALIBRATION_KEYS:
             raise unknown("calibration factor", str(k), sorted(CALIBRATION_KEYS),
                           field="params.calibration")
-        if isinstance(v, bool) or not isinstance(v, int | float) or not 0 < v <= 10 \
-                or v != v:
-            raise ConfigError(f"calibration {k} must be a factor in (0, 10], got {v!r}",
-                              field=f"params.calibration.{k}")
+        if isinstance(v, bool) or not isinstance(v, int | float) \
+                or not CALIBRATION_RANGE[0] <= v <= CALIBRATION_RANGE[1] or v != v:
+            lo, hi = CALIBRATION_RANGE
+            raise ConfigError(f"calibration {k} must be a factor in [{lo:g}, {hi:g}], got "
+                              f"{v!r} (a cluster that slow is broken, not calibrated: "
+                              f"model it with a fault)", field=f"params.calibration.{k}")
         out[str(k)] = float(v)
     return out
 #: Topologies whose switches can form SHARP aggregation trees (InfiniBand fat-trees).
@@ -525,7 +533,7 @@ def build_cluster(system: str = "dgx-h100", nodes: int = 1, *, gpus_per_node: in
         nvls=bool(sysp.nvswitch) and cat.switch(sysp.nvswitch).in_network_reduction
         and domain_gpus > 1,
         nics_per_gpu=int(gpu_nics.shape[1]), pcie_switches=template.params.pcie_switches,
-        gpu_power_w=sysp.gpu_power_w, cables=cables,
+        gpu_power_w=sysp.gpu_power_w, gpu_hour_usd=sysp.gpu_hour_usd, cables=cables,
         calibration=check_calibration(prm.get("calibration")), extra=extra,
     )
     return b.build(gpus=gpus, gpu_nics=gpu_nics, router=router, info=info, arrays=arrays)

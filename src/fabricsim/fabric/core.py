@@ -76,6 +76,8 @@ class FabricInfo:
     pcie_switches: int = 0
     #: The GPUs' power cap, W (0: their TDP), from the system.
     gpu_power_w: float = 0.0
+    #: Price of a GPU-hour of the system (a preset's or a user-defined system's), USD.
+    gpu_hour_usd: float = 0.0
     cables: Mapping[str, int] = field(default_factory=dict)
     #: Factors a calibration to this cluster's own measurements applies to the protocol
     #: model (``fabricsim calibrate``): ``"<class>.efficiency"`` and ``"<class>.hop"`` for

@@ -131,6 +131,18 @@ class CollectiveBench(Part):
     time_limit_s: float | None = Field(None, gt=0, allow_inf_nan=False)
 
 
+def _ranks(ranks: Any) -> tuple[int, ...] | None:
+    """``collective.ranks`` (``None``: every GPU); fewer than two is refused, not read
+    as every GPU."""
+    if ranks is None:
+        return None
+    if len(ranks) < 2:
+        raise ConfigError(f"a collective moves data between ranks; give at least two "
+                          f"(got {list(ranks)}) or leave ranks out for every GPU",
+                          field="collective.ranks")
+    return tuple(ranks)
+
+
 def bench_job(sc: Scenario, *, collective: str | None = None,
               sizes: tuple[int, ...] | None = None, datatype: str | None = None,
               op: str | None = None, algos: tuple[str, ...] = (), proto: str | None = None,
@@ -166,7 +178,7 @@ def bench_job(sc: Scenario, *, collective: str | None = None,
     return CollectiveBench(
         cluster=Cluster.of(sc), collective=name, sizes=tuple(sizes), datatype=dtype, op=red,
         algos=chosen, every_algorithm=every_algorithm, proto=proto or spec.proto,
-        backend=be, ranks=tuple(spec.ranks) if spec.ranks else None,
+        backend=be, ranks=_ranks(spec.ranks),
         gpus_per_thread=gpus_per_thread, env=env or NcclEnv(), faults=faults,
         time_limit_s=time_limit_s)
 
@@ -232,8 +244,16 @@ def _sweep(job: CollectiveBench, fabric: Fabric, algo: str | None, backend: Any,
     n = len(ranks) if ranks else fabric.n_gpus
     align = tsize * (n if coll in ("all_gather", "reduce_scatter", "alltoall") else 1)
     reduces = coll in ("all_reduce", "reduce_scatter", "reduce")
-    servers = (len({int(x) for x in fabric.node_server[fabric.gpus[ranks]]}) if ranks
-               else fabric.info.servers)
+    if ranks is not None:
+        from fabricsim.collectives import Group
+
+        try:  # the ranks checked against the cluster, once
+            group = Group.of(fabric, ranks)
+        except ConfigError as e:
+            raise ConfigError(e.message, field="collective.ranks") from None
+        servers = len({int(x) for x in fabric.node_server[fabric.gpus[group.ranks]]})
+    else:
+        servers = fabric.info.servers
     rows = []
     for i, s in enumerate(job.sizes):
         size = (s // align) * align
@@ -334,6 +354,16 @@ def run_bench(job: CollectiveBench, fabric: Fabric, progress: Progress = quiet,
         raise ConfigError(f"a collective moves data between GPUs and this cluster has "
                           f"{fabric.n_gpus}; give --nodes 2 or --gpus-per-node 2 or more",
                           field="cluster.nodes")
+    from fabricsim.catalog import get_catalog
+
+    cat = get_catalog()
+    if fabric.info.gpu in cat.gpus:  # the same rule a scenario's collective: obeys
+        mem = float(cat.gpu(fabric.info.gpu).memory_bytes)
+        if max(job.sizes) > mem:
+            raise ConfigError(f"{max(job.sizes) / 2**30:.3g} GiB is more than a "
+                              f"{fabric.info.gpu}'s {mem / 2**30:.3g} GiB: a collective's buffer "
+                              f"lives in GPU memory; give a smaller -e/--maxbytes",
+                              field="collective.maxbytes")
     per_server = fabric.info.gpus_per_server
     g = job.gpus_per_thread
     if g > per_server or per_server % g:

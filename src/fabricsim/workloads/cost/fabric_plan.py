@@ -119,13 +119,13 @@ def compare_fabrics(model: TransformerSpec, *, system: str, nodes: int,
     for f in fabrics:
         if f not in cat.fabrics:
             raise unknown("fabric", f, list(cat.fabrics), field="fabrics")
-    price = gpu_hour_usd if gpu_hour_usd is not None else (
-        cat.system(system).gpu_hour_usd if system in cat.systems else 0.0)
     out: list[FabricOption] = []
     for f in fabrics:
         fab = build(f) if build is not None else build_cluster(
             system, nodes, gpus_per_node=gpus_per_node, fabric=f, topology=topology,
             oversubscription=oversubscription, catalog=catalog)
+        # the system's price as built (a user-defined system's too), unless one is given
+        price = gpu_hour_usd if gpu_hour_usd is not None else fab.info.gpu_hour_usd
         if cfg is not None:
             step = simulate_step(model, cfg, fab, backend=backend, gpu_hour_usd=price)
             planned = False

@@ -815,9 +815,7 @@ def simulate_step(model: TransformerSpec, cfg: ParallelConfig, fabric: Fabric,
         share = min(cfg.recompute_layers, p.stage_layers) / p.stage_layers
         hw_flops = model_flops + (hw_flops - model_flops) * share
     peak = peak_flops(gpu, cfg.precision)
-    price = gpu_hour_usd if gpu_hour_usd is not None else \
-        cat.system(fabric.info.system).gpu_hour_usd if fabric.info.system in cat.systems \
-        else 0.0
+    price = gpu_hour_usd if gpu_hour_usd is not None else fabric.info.gpu_hour_usd
     par = {"tp": p.tp, "pp": p.pp, "dp": p.dp, "cp": p.cp, "ep": p.ep,
            "etp": p.etp if model.is_moe else None,
            "zero": cfg.zero, "micro_batch": cfg.micro_batch, "global_batch": p.global_batch,
