@@ -272,3 +272,21 @@ def test_settings_no_hardware_has_are_refused(capsys: pytest.CaptureFixture[str]
                  "cluster: {system: weak, nodes: 1}\n")
     code, err = run(capsys, "describe", str(f))
     assert code == 2 and "gpu_power_w" in err
+
+
+@pytest.mark.parametrize(("entry", "words"), [
+    ("faults: [{type: link_down, kind: leaf-spine, index: 0, start: -1s}]", "cannot read time"),
+    ("faults: [{type: link_down, link: 'server0/nic0->leaf0.0', kind: nic-leaf}]",
+     "not both"),
+    ("background: [{pattern: pairs, src: [1], dst: [1]}]", "to itself"),
+    ("background: [{pattern: incast, src: [3], dst: [3]}]", "needs senders"),
+    ("background: [{traffic_class: gold}]", "'storage', 'checkpoint'"),
+])
+def test_simulate_refuses_faults_and_traffic_that_cannot_be(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, entry: str, words: str) -> None:
+    f = tmp_path / "s.yaml"
+    f.write_text("cluster: {system: dgx-h100, nodes: 2}\n"
+                 "collective: {collective: all_reduce, maxbytes: 1MiB, algo: ring}\n"
+                 + entry + "\n")
+    code, err = run(capsys, "simulate", str(f))
+    assert code == 2 and words in err, err

@@ -109,14 +109,31 @@ def test_heatmap_rank(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert (tmp_path / "o" / "link_utilization.png").stat().st_size > 5000
 
 
-def test_no_route_is_reported_as_stall(tmp_path: Path,
-                                       capsys: pytest.CaptureFixture[str]) -> None:
-    faults = "\n".join(f"  - {{type: link_down, link: 'server0/nic7->leaf0.{i}'}}"
-                       for i in range(1))
-    sc = write(tmp_path, faults)
+def test_no_route_from_the_start_is_refused_naming_the_ranks(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    sc = write(tmp_path, "  - {type: link_down, link: 'server0/nic7->leaf0.0'}")
+    assert main(["simulate", str(sc), "--json"]) == 2
+    err = capsys.readouterr().err
+    assert "faults:" in err and "cannot run: no route for rank 7 -> rank" in err
+
+
+def test_every_nic_down_is_refused_not_an_index_error(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """issue 40: every NIC link down ended in IndexError inside flow routing."""
+    sc = write(tmp_path, "\n".join(f"  - {{type: link_down, kind: nic-leaf, index: {i}}}"
+                                   for i in range(32)))
+    assert main(["simulate", str(sc)]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "no route for rank" in err
+
+
+def test_a_route_lost_during_the_run_is_reported_as_a_stall(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    sc = write(tmp_path, "  - {type: link_down, link: 'server0/nic7->leaf0.0', start: 1us}")
     assert main(["simulate", str(sc), "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert d["stalled"] is True and d["time_s"] is None and d["stalled_transfers"]
+    assert d["cut_off"] and d["cut_off"][0].startswith("rank 7 -> rank")
 
 
 def test_human_output_and_packaged_scenario(capsys: pytest.CaptureFixture[str]) -> None:

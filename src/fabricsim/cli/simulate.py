@@ -129,9 +129,10 @@ def _print(s: dict[str, Any]) -> None:
                   f"{s['qps']} QP")
     base = format_time(s["baseline_time_s"])
     if s["stalled"]:
-        console.print(f"fault-free {base}; with faults: [red]STALLED[/red] — steps "
-                      f"{s['stalled_steps']} cannot finish (transfers without a route: "
-                      f"{s['stalled_transfers'][:5]})")
+        cut = s.get("cut_off") or []
+        console.print(f"fault-free {base}; with faults: [red]cannot complete[/red] — steps "
+                      f"{s['stalled_steps']} have transfers without a route: "
+                      f"{'; '.join(cut[:5])}{' ...' if len(cut) > 5 else ''}")
     else:
         console.print(f"fault-free {base}; with faults {format_time(s['time_s'])}: "
                       f"[bold]slowdown ×{s['slowdown']:.3f}[/bold]")

@@ -91,6 +91,31 @@ def flow_job(sc: Scenario, *, size: str | None = None, routing: str = "ecmp", qp
                    qps=qps, faults=faults, time_limit_s=time_limit_s, record=record)
 
 
+def _from_start(fault: Any) -> bool:
+    """A fault in force from the first instant (not one that starts later)."""
+    from fabricsim.units import parse_time
+
+    start = getattr(fault, "start", 0.0) if not isinstance(fault, dict) else \
+        fault.get("start", 0.0)
+    return parse_time(start or 0.0) == 0.0
+
+
+def _cut_off(fabric: Fabric, sch: Schedule, stalled: Any) -> list[str]:
+    """The transfers without a route as ``rank a -> rank b`` (node names for other
+    nodes), each pair once."""
+    rank = {int(g): r for r, g in enumerate(fabric.gpus)}
+
+    def name(node: int) -> str:
+        return f"rank {rank[node]}" if node in rank else fabric.node_name(node)
+
+    out: dict[str, None] = {}
+    for step, i in stalled:
+        st = sch.steps[int(step)]
+        a, b = int(st.src[int(i)]), int(st.dst[int(i)])
+        out[f"{name(a)} -> {name(b)}"] = None
+    return list(out)
+
+
 @dataclass(frozen=True)
 class FlowReport:
     """What :func:`run_flow` ran: the fabric, the schedule, both Results, the summary."""
@@ -108,8 +133,10 @@ class FlowReport:
         """A run that stalls (a transfer with no route) says so."""
         if not self.summary["stalled"]:
             return []
-        return [f"with the faults the run stalls: steps {self.summary['stalled_steps']} "
-                f"cannot finish (transfers without a route)"]
+        cut = self.summary.get("cut_off") or []
+        return [f"with the faults the collective cannot complete: steps "
+                f"{self.summary['stalled_steps']} have transfers without a route "
+                f"({'; '.join(cut[:5])}{' ...' if len(cut) > 5 else ''})"]
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.summary, "warnings": self.warnings}
@@ -153,6 +180,13 @@ def run_flow(job: FlowRun, fabric: Fabric, progress: Progress = quiet,
     progress(0.3, "run with the faults and traffic")
     hit = backend(faults=faults, background=background,
                   record_timeline=job.record).run(sch, fabric)
+    if hit.extra["stalled_transfers"] and all(_from_start(f) for f in faults):
+        # cut off from the first instant: no run can say more than which ranks
+        cut = _cut_off(fabric, sch, hit.extra["stalled_transfers"])
+        raise ConfigError(f"with these faults the collective cannot run: no route for "
+                          f"{'; '.join(cut[:5])}{' ...' if len(cut) > 5 else ''}; bring a "
+                          f"link of that path up, or start the fault later (start:)",
+                          field="faults")
     causes: list[dict[str, Any]] = []
     descs: list[str] = list(hit.extra["faults"])
     fault_links: dict[str, list[int]] = hit.extra["fault_links"]
@@ -187,6 +221,7 @@ def run_flow(job: FlowRun, fabric: Fabric, progress: Progress = quiet,
         "slowdown": _finite(hit.time / base.time), "stalled": not math.isfinite(hit.time),
         "stalled_steps": hit.extra["stalled_steps"],
         "stalled_transfers": [list(x) for x in hit.extra["stalled_transfers"]][:20],
+        "cut_off": _cut_off(fabric, sch, hit.extra["stalled_transfers"]),
         "causes": causes, "bottlenecks": tops,
         "baseline_bottlenecks": base.extra["bottlenecks"][:3], "outputs": [],
     }

@@ -80,10 +80,17 @@ def background_transfers(fabric: Fabric, specs: Sequence[BackgroundSpec | dict[s
         dst = _ranks(fabric, spec.dst, f"{where}.dst")
         if spec.pattern == "incast":
             s, d = src[src != dst[0]], np.full(int((src != dst[0]).sum()), dst[0])
+            if s.size == 0:
+                raise ConfigError(f"an incast into rank {int(dst[0])} needs senders other "
+                                  f"than rank {int(dst[0])}", field=f"{where}.src")
         elif spec.pattern == "pairs":
             if src.shape != dst.shape:
                 raise ConfigError("pairs needs src and dst of the same length",
                                   field=f"{where}.dst")
+            if (src == dst).any():
+                i = int(np.flatnonzero(src == dst)[0])
+                raise ConfigError(f"pair {i} sends from rank {int(src[i])} to itself, which "
+                                  f"moves nothing over the fabric", field=f"{where}.dst")
             s, d = src, dst
         elif spec.pattern == "all_to_all":
             a, b = np.meshgrid(src, dst, indexing="ij")

@@ -172,9 +172,9 @@ def expand(fabric: Fabric, src: NDArray[np.int32], dst: NDArray[np.int32], nbyte
     nj = n * qps
     if mode == "ecmp":
         ptr, links, ok = _route(fabric, rep_src, rep_dst, h)
-        lat = np.add.reduceat(fabric.link_latency[links], ptr[:-1]) if links.size else \
-            np.zeros(nj)
-        lat = np.where(np.diff(ptr) > 0, lat, 0.0)
+        # path latency per flow (a flow with no path, e.g. cut off by faults, has 0)
+        csum = np.concatenate([[0.0], np.cumsum(fabric.link_latency[links])])
+        lat = csum[ptr[1:]] - csum[ptr[:-1]]
         return Expanded(size=size, latency=lat, tag=tag, src=rep_src.astype(np.int64),
                         dst=rep_dst.astype(np.int64), routable=ok,
                         job_fptr=np.arange(nj + 1, dtype=np.int64), flow_ptr=ptr,

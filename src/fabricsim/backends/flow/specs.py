@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from fabricsim._strict import StrictModel
 
@@ -53,15 +53,41 @@ class FaultSpec(_Spec):
             raise ValueError("factor is the fraction of capacity left (0 < factor <= 1)")
         return v
 
+    _t = field_validator("start", "delay", "period")(lambda v: _duration(v))
+
+    @model_validator(mode="after")
+    def _one_way_to_name_a_link(self) -> FaultSpec:
+        if self.link is not None and (self.kind is not None or self.index is not None):
+            raise ValueError("name the link by link: or by kind: and index:, not both")
+        return self
+
+
+def _duration(v: str | float | None) -> str | float | None:
+    """A time as given, once checked to parse as a duration >= 0 (``-1s`` is refused)."""
+    if v is None:
+        return None
+    from fabricsim.units import parse_time
+
+    try:
+        parse_time(v)
+    except Exception as e:  # the units module's own error, worded for the field
+        raise ValueError(str(getattr(e, "message", e))) from None
+    return v
+
 
 class BackgroundSpec(_Spec):
     """Traffic from another source sharing the fabric (storage, other jobs)."""
 
     name: str = "background"
-    traffic_class: str = "storage"
+    #: What the source is, for the reports: the flow backend shares links max-min fairly
+    #: whatever the class (priorities per class are the packet backend's).
+    traffic_class: Literal["storage", "checkpoint", "compute", "inference", "management",
+                           "other"] = "storage"
     pattern: Literal["incast", "permutation", "all_to_all", "pairs"] = "permutation"
     src: list[int] | None = None
     dst: list[int] | None = None
     nbytes: int | str = "1GiB"
     weight: float = Field(1.0, gt=0)
     start: str | float = 0.0
+
+    _t = field_validator("start")(lambda v: _duration(v))
