@@ -290,3 +290,9 @@ def test_simulate_refuses_faults_and_traffic_that_cannot_be(
                  + entry + "\n")
     code, err = run(capsys, "simulate", str(f))
     assert code == 2 and words in err, err
+
+
+def test_a_refusal_names_its_real_reason(capsys: pytest.CaptureFixture[str]) -> None:
+    """issue 40: bench alltoall --nodes 512 blamed NCCL_ALGO (never set)."""
+    code, err = run(capsys, "bench", "alltoall", "--nodes", "512", "-b", "1M", "-e", "1M")
+    assert code == 2 and "NCCL_ALGO" not in err and "transfers (limit" in err

@@ -116,13 +116,16 @@ def candidates(group: Group, collective: str, algo: str | None = None,
             raise ScheduleError(why, field="algo")
         algos = [a]
     else:
-        algos = [a for a in ALGORITHMS.values()
-                 if a.auto and group.servers >= a.auto_min_servers
-                 and (a.auto_max_servers == 0 or group.servers <= a.auto_max_servers)
-                 and a.why_not(group, collective) is None]
+        auto = [a for a in ALGORITHMS.values()
+                if a.auto and group.servers >= a.auto_min_servers
+                and (a.auto_max_servers == 0 or group.servers <= a.auto_max_servers)]
+        whys = {a.name: a.why_not(group, collective) for a in auto}
+        algos = [a for a in auto if whys[a.name] is None]
         if not algos:
-            raise ScheduleError(f"no algorithm implements {collective} on this group",
-                                field="algo")
+            said = [f"{n}: {w}" for n, w in whys.items()
+                    if w and "does not implement" not in w]
+            raise ScheduleError(f"no algorithm runs {collective} on this group"
+                                + (f" ({'; '.join(said)})" if said else ""), field="algo")
     if proto is not None:
         p = protocol_of(proto, protocols).name
         ok = [(a, p) for a in algos if p in a.protocols or p == "ideal"]

@@ -202,6 +202,8 @@ def _best(fabric: Fabric, coll: str, size: int, algos: list[str | None],
             if best is None or c.time < best.time:
                 best = c
     if best is None:
+        if algos == [None] and protos == [None]:  # nothing narrowed the choice: the reason
+            raise why
         raise ConfigError(f"no allowed algorithm/protocol runs {coll} here: {why.message}",
                           field="NCCL_ALGO") from why
     return best
