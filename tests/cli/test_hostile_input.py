@@ -296,3 +296,18 @@ def test_a_refusal_names_its_real_reason(capsys: pytest.CaptureFixture[str]) -> 
     """issue 40: bench alltoall --nodes 512 blamed NCCL_ALGO (never set)."""
     code, err = run(capsys, "bench", "alltoall", "--nodes", "512", "-b", "1M", "-e", "1M")
     assert code == 2 and "NCCL_ALGO" not in err and "transfers (limit" in err
+
+
+def test_a_log_of_mixed_gpus_is_not_modelled_as_one_without_a_word(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    lines = [f"#  Rank {r:2d} Group  0 Pid  1 on host0 device  {r} [0x1b] "
+             + ("NVIDIA H100 80GB HBM3" if r < 7 else "NVIDIA A100-SXM4-80GB") for r in range(8)]
+    row = ("     1048576        262144     float     sum      -1    30.00   34.95   61.17      0"
+           "    30.00   34.95   61.17      0")
+    log = tmp_path / "all_reduce_perf.log"
+    log.write_text("# nThread 1 nGpus 1 minBytes 1048576 maxBytes 1048576 step: 2(factor)\n#\n"
+                   "# Using devices\n" + "\n".join(lines) + "\n#\n" + row + "\n")
+    code, err = run(capsys, "compare", str(log))
+    assert code == 2 and "different GPUs" in err and "--system" in err
+    code, err = run(capsys, "compare", str(log), "--system", "dgx-h100")
+    assert code == 0 and "every one is modelled as dgx-h100's" in err

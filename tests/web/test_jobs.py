@@ -256,3 +256,21 @@ def test_train_reads_the_sections_backend_total_tokens_and_goodput_settings() ->
 
     with pytest.raises(FabricsimError, match="backend"):  # the section's backend is used
         run_job("train", [TRAIN + "  backend: nonesuch\n"])
+
+
+@pytest.mark.parametrize(("kind", "text", "field"), [
+    ("simulate", "cluster: {system: dgx-h100, nodes: 2}\ncollective: {collective: all_reduce, "
+     "maxbytes: 1MiB, algo: ring}\nfaults: [{type: link_degraded, kind: leaf-spine, index: 0,"
+     " factor: 0.001}]", "faults[0].factor"),
+    ("packet", "cluster: {system: dgx-h100, nodes: 2}\ncollective: {collective: all_reduce, "
+     "maxbytes: 1MiB, algo: ring}\npacket: {loss_rate: 0.02}", "packet.loss_rate")])
+def test_extreme_settings_are_refused_at_submission(kind: str, text: str, field: str) -> None:
+    """issue 40: the web ran a link at 0.001 (the CLI wants --force) and accepted a 2 %
+    loss with 202, then failed telling the web user to pass --force."""
+    from fabricsim.errors import ConfigError
+    from fabricsim.web.jobs import parse_design
+    from fabricsim.web.limits import Limits
+
+    with pytest.raises(ConfigError, match="web app does not run it") as e:
+        parse_design(text, kind, Limits())
+    assert e.value.field == field

@@ -89,6 +89,11 @@ def system_for_log(parsed: NcclLog) -> str:
         raise ConfigError("the log names no GPU (no 'Using devices' list); pass --system "
                           "(e.g. --system dgx-a100)", field="--system")
     model = parsed.gpus[0]
+    mixed = sorted(set(parsed.gpus))
+    if len(mixed) > 1:
+        raise ConfigError(f"the log ran on different GPUs ({', '.join(mixed)}); fabricsim "
+                          f"models one GPU per cluster: pass --system for the one to model "
+                          f"(the others are then modelled as it)", field="--system")
     gpu = catalog_gpu(model)
     systems = [name for name, s in get_catalog().systems.items() if s.gpu == gpu]
     if gpu is None or not systems:
@@ -326,6 +331,10 @@ def register(app: typer.Typer) -> None:
                                   f"than the {MAX_GPUS:,} GPUs fabricsim builds; is it a "
                                   f"real nccl-tests log?", field="LOG")
             check_given(t, system, nodes, gpus_per_node)
+            if system is not None and len(set(t.gpus)) > 1:
+                typer.echo(f"warning: test {k + 1} ran on different GPUs "
+                           f"({', '.join(sorted(set(t.gpus)))}); every one is modelled as "
+                           f"{system}'s", err=True)
             sys_k: str | None = system
             nodes_k, gpn_k = nodes, gpus_per_node
             if scenario is None:

@@ -82,12 +82,38 @@ def design_job(kind: str, sc: Scenario, limits: Limits) -> Any:
                               f"bench, which has no such limit)", field="collective.stepfactor")
         return job
     job = jobs.job_from_scenario(kind, sc)
+    _refuse_extremes(kind, sc, job)
     if kind == "packet" and len(job.variants) > limits.max_variants:
         raise ConfigError(f"the packet section has {len(job.variants)} runs (the base and "
                           f"its variants); a web job runs at most {limits.max_variants}: "
                           f"keep fewer variants, or run fabricsim packet, which has no such "
                           f"limit", field="packet.variants")
     return job
+
+
+def _refuse_extremes(kind: str, sc: Scenario, job: Any) -> None:
+    """Settings that are legal but extreme (a link below 1 % of its capacity, a packet
+    loss above 1 %) run on the command line only with ``--force``; the web app has no
+    such switch and refuses them at submission, saying so."""
+    from fabricsim.scenario.rules import violations
+
+    found: list[tuple[str | None, str]] = [
+        (e.field, e.message) for e in violations(sc, extreme=True)] \
+        if kind in ("simulate", "train", "packet", "bench") else []
+    if kind == "packet" and not found:
+        from fabricsim.backends.packet.config import extreme_violations
+
+        for v in job.variants:
+            ex = extreme_violations(job.packet.with_settings(v))
+            if ex:
+                rule, name, detail = ex[0]
+                found.append((name, rule.error(name, detail).message))
+                break
+    if found:
+        where, msg = found[0]
+        raise ConfigError(f"{msg}; the setting is legal but extreme, and the web app does "
+                          f"not run it: run it with the CLI (fabricsim {kind} SCENARIO "
+                          f"--force)", field=where)
 
 
 def parse_design(text: str, kind: str, limits: Limits, *, field: str = "scenario"
