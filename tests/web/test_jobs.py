@@ -274,3 +274,19 @@ def test_extreme_settings_are_refused_at_submission(kind: str, text: str, field:
     with pytest.raises(ConfigError, match="web app does not run it") as e:
         parse_design(text, kind, Limits())
     assert e.value.field == field
+
+
+def test_a_web_all_to_all_is_bounded_by_its_transfers() -> None:
+    """issue 40: a 1,024-rank flow all-to-all (1M transfers) grew a worker to 1.7 GiB
+    inside the wall-time budget."""
+    from fabricsim.errors import ConfigError
+    from fabricsim.web.jobs import parse_design
+    from fabricsim.web.limits import Limits
+
+    text = ("cluster: {system: dgx-h100, nodes: 128}\ncollective: {collective: alltoall, "
+            "maxbytes: 1MiB, algo: direct, backend: flow}\n"
+            "faults: [{type: link_degraded, kind: leaf-spine, index: 0, factor: 0.5}]\n")
+    with pytest.raises(ConfigError, match="1,047,552 transfers") as e:
+        parse_design(text, "simulate", Limits())
+    assert e.value.field == "collective.ranks"
+    assert parse_design(text.replace("128", "32"), "simulate", Limits()).cluster.nodes == 32

@@ -83,6 +83,17 @@ def design_job(kind: str, sc: Scenario, limits: Limits) -> Any:
         return job
     job = jobs.job_from_scenario(kind, sc)
     _refuse_extremes(kind, sc, job)
+    if kind == "simulate" and job.collective.collective in ("alltoall", "sendrecv"):
+        from fabricsim.scenario.fabric import scenario_gpus
+
+        n = len(job.collective.ranks) if job.collective.ranks else scenario_gpus(sc)
+        pairs = n * (n - 1)
+        if pairs > limits.max_flow_transfers:
+            raise ConfigError(f"an all-to-all of {n} ranks is {pairs:,} transfers; a web "
+                              f"simulate job runs at most {limits.max_flow_transfers:,} "
+                              f"(about 512 ranks): simulate fewer ranks (collective.ranks), "
+                              f"or run fabricsim simulate, which has no such limit",
+                              field="collective.ranks")
     if kind == "packet" and len(job.variants) > limits.max_variants:
         raise ConfigError(f"the packet section has {len(job.variants)} runs (the base and "
                           f"its variants); a web job runs at most {limits.max_variants}: "

@@ -33,6 +33,9 @@ class Limits:
     max_gpus: int = 16_384
     #: GPUs of one design for a flow-level ``simulate`` job.
     max_gpus_flow: int = 1_024
+    #: Point-to-point transfers of one flow-level all-to-all (n(n-1) for n ranks; a
+    #: 1,024-rank all-to-all is 1,047,552 and grew a worker to 1.7 GiB).
+    max_flow_transfers: int = 262_144
     #: GPUs of one design for a ``packet`` job (its event budget also applies).
     max_gpus_packet: int = 512
     #: Message sizes of one ``bench`` curve (nccl-tests' 8 B to 1 GiB is 28).
