@@ -83,7 +83,7 @@ def register(app: typer.Typer) -> None:
         sc = load(scenario, cluster)
         from fabricsim.scenario.rules import check_extreme
 
-        check_extreme(sc, force=force)
+        check_extreme(sc, force=force)  # before the progress bar (the job checks it too)
         if time_limit is not None and not time_limit > 0:
             raise ConfigError(f"--time-limit must be > 0 seconds, got {time_limit}",
                               field="--time-limit")
@@ -108,7 +108,8 @@ def register(app: typer.Typer) -> None:
             from fabricsim.reports.flow import write_flow_outputs
 
             job = jobs.job_from_scenario("simulate", sc, size=size, routing=routing, qps=qps,
-                                         time_limit_s=time_limit, record=out is not None)
+                                         time_limit_s=time_limit, record=out is not None,
+                                         force=force)
             report = jobs.run(job, step_progress=tick)
             if out is not None:
                 write_flow_outputs(report, out, csv=csv, full=full, rank=heatmap_rank)

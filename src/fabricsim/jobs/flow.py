@@ -63,12 +63,20 @@ class FlowRun(Part):
     time_limit_s: float | None = Field(None, gt=0, allow_inf_nan=False)
     record: bool = False
     """Keep both runs' link timelines (for the tables and the heatmap)."""
+    force: bool = False
+    """Run faults that are legal but extreme (``--force``)."""
 
 
 def flow_job(sc: Scenario, *, size: str | None = None, routing: str = "ecmp", qps: int = 1,
-             time_limit_s: float | None = None, record: bool = False) -> FlowRun:
+             time_limit_s: float | None = None, record: bool = False,
+             force: bool = False) -> FlowRun:
     """The flow run of ``sc``: its collective (all-reduce when it names none) at
-    ``size`` (default its ``maxbytes``), its faults and background traffic."""
+    ``size`` (default its ``maxbytes``), its faults and background traffic. Faults that
+    are legal but extreme (a link below 1 % of its rate) are refused unless ``force``,
+    on every face (the CLI's ``--force``; a sweep and the web app have none)."""
+    from fabricsim.scenario.rules import check_extreme
+
+    check_extreme(sc, force=force)
     faults = Faults.of(sc)
     if not faults:
         raise ConfigError("a flow run compares the fabric with and without faults or "
@@ -88,7 +96,8 @@ def flow_job(sc: Scenario, *, size: str | None = None, routing: str = "ecmp", qp
         raise unknown("routing", routing, ["ecmp", "spray", "adaptive"], field="--routing")
     return FlowRun(cluster=Cluster.of(sc), name=sc.name, description=sc.description,
                    collective=spec, nbytes=nbytes, routing=routing,
-                   qps=qps, faults=faults, time_limit_s=time_limit_s, record=record)
+                   qps=qps, faults=faults, time_limit_s=time_limit_s, record=record,
+                   force=force)
 
 
 def _from_start(fault: Any) -> bool:

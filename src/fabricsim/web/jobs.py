@@ -81,6 +81,7 @@ def design_job(kind: str, sc: Scenario, limits: Limits) -> Any:
                               f"stepfactor or narrow minbytes..maxbytes (or run fabricsim "
                               f"bench, which has no such limit)", field="collective.stepfactor")
         return job
+    _refuse_extremes(kind, sc, None)  # before the job, whose own refusal says --force
     job = jobs.job_from_scenario(kind, sc)
     _refuse_extremes(kind, sc, job)
     if kind == "simulate" and job.collective.collective in ("alltoall", "sendrecv"):
@@ -110,8 +111,8 @@ def _refuse_extremes(kind: str, sc: Scenario, job: Any) -> None:
 
     found: list[tuple[str | None, str]] = [
         (e.field, e.message) for e in violations(sc, extreme=True)] \
-        if kind in ("simulate", "train", "packet", "bench") else []
-    if kind == "packet" and not found:
+        if kind in ("simulate", "train", "packet", "bench") and job is None else []
+    if kind == "packet" and job is not None:
         from fabricsim.backends.packet.config import extreme_violations
 
         for v in job.variants:
