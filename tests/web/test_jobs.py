@@ -290,3 +290,7 @@ def test_a_web_all_to_all_is_bounded_by_its_transfers() -> None:
         parse_design(text, "simulate", Limits())
     assert e.value.field == "collective.ranks"
     assert parse_design(text.replace("128", "32"), "simulate", Limits()).cluster.nodes == 32
+    bg = ("cluster: {system: dgx-h100, nodes: 128}\ncollective: {collective: all_reduce, "
+          "maxbytes: 1MiB, algo: ring}\nbackground: [{pattern: all_to_all}]\n")
+    with pytest.raises(ConfigError, match="background\\[0\\] \\(all_to_all of 1024 ranks\\)"):
+        parse_design(bg, "simulate", Limits())

@@ -84,23 +84,41 @@ def design_job(kind: str, sc: Scenario, limits: Limits) -> Any:
     _refuse_extremes(kind, sc, None)  # before the job, whose own refusal says --force
     job = jobs.job_from_scenario(kind, sc)
     _refuse_extremes(kind, sc, job)
-    if kind == "simulate" and job.collective.collective in ("alltoall", "sendrecv"):
-        from fabricsim.scenario.fabric import scenario_gpus
-
-        n = len(job.collective.ranks) if job.collective.ranks else scenario_gpus(sc)
-        pairs = n * (n - 1)
-        if pairs > limits.max_flow_transfers:
-            raise ConfigError(f"an all-to-all of {n} ranks is {pairs:,} transfers; a web "
-                              f"simulate job runs at most {limits.max_flow_transfers:,} "
-                              f"(about 512 ranks): simulate fewer ranks (collective.ranks), "
-                              f"or run fabricsim simulate, which has no such limit",
-                              field="collective.ranks")
+    if kind == "simulate":
+        _bound_transfers(sc, job, limits)
     if kind == "packet" and len(job.variants) > limits.max_variants:
         raise ConfigError(f"the packet section has {len(job.variants)} runs (the base and "
                           f"its variants); a web job runs at most {limits.max_variants}: "
                           f"keep fewer variants, or run fabricsim packet, which has no such "
                           f"limit", field="packet.variants")
     return job
+
+
+def _bound_transfers(sc: Scenario, job: Any, limits: Limits) -> None:
+    """Refuse a flow run whose all-to-all collective or background traffic is more
+    point-to-point transfers than ``limits.max_flow_transfers`` (their count, not the
+    GPUs, sets a flow run's memory)."""
+    from fabricsim.scenario.fabric import scenario_gpus
+
+    gpus = scenario_gpus(sc)
+    if job.collective.collective in ("alltoall", "sendrecv"):
+        n = len(job.collective.ranks) if job.collective.ranks else gpus
+        count, where = n * (n - 1), f"an all-to-all of {n} ranks"
+        _over(count, where, "collective.ranks", limits)
+    for i, b in enumerate(job.faults.background):
+        src = len(b.src) if b.src else gpus
+        dst = len(b.dst) if b.dst else gpus
+        count = src * dst if b.pattern == "all_to_all" else max(src, dst)
+        _over(count, f"background[{i}] ({b.pattern} of {src} ranks)", f"background[{i}]",
+              limits)
+
+
+def _over(count: int, what: str, field: str, limits: Limits) -> None:
+    if count > limits.max_flow_transfers:
+        raise ConfigError(f"{what} is {count:,} transfers; a web simulate job runs at most "
+                          f"{limits.max_flow_transfers:,} (an all-to-all of about 512 "
+                          f"ranks): use fewer ranks, or run fabricsim simulate, which has "
+                          f"no such limit", field=field)
 
 
 def _refuse_extremes(kind: str, sc: Scenario, job: Any) -> None:
