@@ -213,13 +213,39 @@ def test_bench_scenario_runs_its_sweep(capsys) -> None:
 
 
 def test_an_nccl_tests_command_line_runs_as_is(capsys) -> None:
-    """all_reduce_perf -b 1M -e 1M -c 0 -n 10 -w 2 -g 1 -d half --op max: every flag is
-    nccl-tests' own but -o, which is fabricsim's output file everywhere: nccl-tests' -o max
-    is refused with the fix."""
-    line = ["bench", "all_reduce", "-b", "1M", "-e", "1M", "-c", "0", "-n", "10", "-w", "2",
-            "-g", "1", "-d", "half"]
-    assert main([*line, "--op", "max"]) == 0
-    row = parse_nccl_tests(capsys.readouterr().out).tests[0].rows[0]
-    assert (row.type, row.redop, row.count) == ("half", "max", 2**19)
-    assert main([*line, "-o", "max"]) == 2
-    assert "--op max" in capsys.readouterr().err
+    """A whole nccl-tests line (issue 37): the binary's name, every flag of nccl-tests
+    2.19 and -o as its reduction op."""
+    line = ["bench", "all_gather_perf", "-b", "1M", "-e", "1M", "-c", "1", "-n", "10",
+            "-w", "2", "-g", "1", "-d", "half", "-t", "1", "-m", "1", "-r", "0", "-z", "0",
+            "-y", "0", "-T", "60", "-a", "3", "-C", "0", "-R", "0", "-N", "1", "-p", "0",
+            "-S", "0", "-M", "0", "-u", "0", "-I", "0", "-K", "0", "-x", "0", "-D", "0",
+            "-V", "0", "-G", "0", "--nodes", "2"]
+    assert main([*line, "-o", "max"]) == 0
+    out = capsys.readouterr().out
+    t = parse_nccl_tests(out).tests[0]
+    row = t.rows[0]
+    # all_gather's count is elements per rank, as nccl-tests prints it
+    assert (row.type, row.redop, row.count) == ("half", "none", 2**20 // 2 // 16)
+    assert "agg iters: 1 validation: 1 graph: 0 unalign: 0" in out
+    assert "not modelled" not in out
+    assert main([*line, "-o", "max", "--op", "min"]) == 2
+    assert "two reduction ops" in capsys.readouterr().err
+
+
+def test_nccl_tests_flags_that_change_the_run(capsys, tmp_path: Path) -> None:
+    base = ["bench", "broadcast", "-b", "64K", "-e", "64K", "--json"]
+    assert main(base) == 0
+    one = json.loads(capsys.readouterr().out)
+    assert main([*base, "-m", "4"]) == 0  # four operations share one launch
+    four = json.loads(capsys.readouterr().out)
+    assert four["time_us"] == pytest.approx(one["time_us"] - 0.75 * 7.96, abs=0.01)
+    assert main([*base, "-r", "3"]) == 0 and json.loads(capsys.readouterr().out)["root"] == 3
+    assert main([*base, "-r", "8"]) == 2 and "-r/--root" in capsys.readouterr().err
+    assert main(["bench", "all_reduce", "-b", "1M", "-e", "1M", "-G", "10", "-R", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "-G 10 is not modelled" in out and "-R 1 is not modelled" in out
+    rows = tmp_path / "rows.json"
+    assert main(["bench", "all_reduce", "-b", "1M", "-e", "1M", "-J", str(rows)]) == 0
+    assert json.loads(rows.read_text().splitlines()[0])["size_bytes"] == 2**20
+    assert main(["bench", "all_reduce", "-b", "1M", "-e", "1M", "-a", "7"]) == 2
+    assert "-a" in capsys.readouterr().err

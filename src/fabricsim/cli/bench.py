@@ -8,8 +8,9 @@ take nccl-tests' suffixes (``K``/``M``/``G`` are binary) or ``KiB``/``MB``.
 environment restrict the choice as NCCL does. ``bench SCENARIO`` runs the scenario's
 ``collective:`` sweep (flags on the command line override it); the job is
 :class:`fabricsim.jobs.CollectiveBench`. ``-o/--out FILE`` writes the rows (``.json``,
-JSON lines, or ``.csv``); nccl-tests' reduction op is ``--op`` (``-o`` is fabricsim's
-output everywhere).
+JSON lines, or ``.csv``); ``-o`` with a reduction op (``-o max``) is nccl-tests' op, so
+an nccl-tests command line runs as it is, with every other flag of nccl-tests
+(:data:`NCCL_TESTS`, docs/cli.md).
 """
 
 from __future__ import annotations
@@ -17,23 +18,106 @@ from __future__ import annotations
 import csv
 import io
 import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from fabricsim.cli.common import ScenarioArg, check_out_file
-from fabricsim.cli.options import NET_ROUTING, NO_CLUSTER_FLAGS, ClusterFlags, load, with_groups
+from fabricsim.cli.options import (
+    NET_ROUTING,
+    NO_CLUSTER_FLAGS,
+    ClusterFlags,
+    Flag,
+    Group,
+    load,
+    with_groups,
+)
 from fabricsim.errors import ConfigError, unknown
 from fabricsim.units import parse_nccl_size
 
-#: nccl-tests' reduction ops (what ``-o`` meant there, refused here with the fix).
+#: nccl-tests' reduction ops (``-o`` takes them, as nccl-tests does, or a file to write).
 _OPS = ("sum", "prod", "min", "max", "avg")
+
+
+@dataclass(frozen=True)
+class NcclTestsRun:
+    """nccl-tests' run flags beyond the sweep (``all_reduce_perf -t -m -r ...``), as
+    given. Each one either changes what is printed, what is modelled (``root``,
+    ``agg_iters``), or is accepted with a warning saying it is not modelled."""
+
+    given: Mapping[str, int | str] = field(default_factory=dict)
+
+    def get(self, name: str, default: int) -> int:
+        return int(self.given.get(name, default))
+
+
+def _int(name: str, lo: int, hi: int) -> Callable[[int], int]:
+    def conv(v: int) -> int:
+        if not lo <= v <= hi:
+            raise ConfigError(f"must be {lo}..{hi}, got {v}", field=name)
+        return v
+    return conv
+
+
+#: nccl-tests flags that change the run in ways a simulation does not model (warned).
+NOT_MODELLED = {"blocking": ("-z", "a blocking wait after each operation"),
+                "cudagraph": ("-G", "CUDA graph launches cut the launch cost"),
+                "report_cputime": ("-C", "CPU time is reported instead of GPU time"),
+                "local_register": ("-R", "registered buffers speed up NVLS and copies"),
+                "cta_policy": ("-x", "NCCL's CTA policy"),
+                "device_implementation": ("-D", "a device-side implementation"),
+                "device_cta_count": ("-V", "a device CTA count"),
+                "stream_null": ("-y", "the default stream")}
+NCCL_TESTS = Group("run", tuple(
+    Flag(name, int, help, decls=decls, convert=conv) for name, decls, help, conv in (
+        ("nthreads", ("--nthreads", "-t"), "nccl-tests' threads per process (no effect on "
+         "a simulation: ranks are the cluster's GPUs).", _int("-t", 1, 1024)),
+        ("agg_iters", ("--agg_iters", "-m"), "Operations aggregated per launch (one NCCL "
+         "group): the launch cost is shared among them.", _int("-m", 1, 1 << 20)),
+        ("root", ("--root", "-r"), "Root rank of broadcast and reduce (printed; the model "
+         "is the same from any root).", _int("-r", 0, 1 << 20)),
+        ("run_cycles", ("--run_cycles", "-N"), "Sweep repetitions (no effect).",
+         _int("-N", 0, 1 << 20)),
+        ("parallel_init", ("--parallel_init", "-p"), "Parallel communicator init (no "
+         "effect).", _int("-p", 0, 1)),
+        ("blocking", ("--blocking", "-z"), "Blocking collectives (warned: not modelled).",
+         _int("-z", 0, 1)),
+        ("stream_null", ("--stream_null", "-y"), "Default stream (warned: not modelled).",
+         _int("-y", 0, 1)),
+        ("timeout", ("--timeout", "-T"), "Seconds before nccl-tests aborts (no effect).",
+         _int("-T", 0, 1 << 30)),
+        ("cudagraph", ("--cudagraph", "-G"), "CUDA graph launches (warned: not modelled).",
+         _int("-G", 0, 1 << 20)),
+        ("report_cputime", ("--report_cputime", "-C"), "Report CPU time (warned: not "
+         "modelled).", _int("-C", 0, 1)),
+        ("report_timestamps", ("--report_timestamps", "-S"), "Timestamps per row (no "
+         "effect).", _int("-S", 0, 1)),
+        ("average", ("--average", "-a"), "How ranks' times are combined (one simulated "
+         "time: no effect).", _int("-a", 0, 3)),
+        ("local_register", ("--local_register", "-R"), "Buffer registration (warned: not "
+         "modelled).", _int("-R", 0, 2)),
+        ("cta_policy", ("--cta_policy", "-x"), "NCCL CTA policy (warned: not modelled).",
+         _int("-x", 0, 1 << 10)),
+        ("device_implementation", ("--device_implementation", "-D"), "Device-side "
+         "implementation (warned: not modelled).", _int("-D", 0, 1 << 10)),
+        ("device_cta_count", ("--device_cta_count", "-V"), "Device CTA count (warned: not "
+         "modelled).", _int("-V", 0, 1 << 10)),
+        ("memory", ("--memory", "-M"), "Memory report (no effect).", _int("-M", 0, 1)),
+        ("unalign", ("--unalign", "-u"), "Buffer misalignment in bytes (no effect).",
+         _int("-u", 0, 1 << 20)),
+        ("per_iter_timing", ("--per_iter_timing", "-I"), "Per-iteration timing (no "
+         "effect).", _int("-I", 0, 1)),
+        ("per_iter_skip", ("--per_iter_skip", "-K"), "Iterations skipped in per-iteration "
+         "timing (no effect).", _int("-K", 0, 1 << 20)),
+    )), lambda given: NcclTestsRun(dict(given)), "run")
 
 
 def register(app: typer.Typer) -> None:
     @app.command("bench")
-    @with_groups(NET_ROUTING)
+    @with_groups(NET_ROUTING, NCCL_TESTS)
     def bench(
         collective: Annotated[str, typer.Argument(
             help="all_reduce, reduce_scatter, all_gather, broadcast, reduce, alltoall, "
@@ -93,6 +177,10 @@ def register(app: typer.Typer) -> None:
         quiet: Annotated[bool, typer.Option(
             "--quiet", "-q", help="No progress display (flow and packet backends show "
             "one on a terminal).")] = False,
+        output_file: Annotated[Path | None, typer.Option(
+            "--output_file", "-J", help="nccl-tests' JSON results file: the rows as JSON "
+            "lines (as --out FILE.json).")] = None,
+        run: NcclTestsRun = NcclTestsRun(),
     ) -> None:
         """Simulate an nccl-tests sweep (all_reduce_perf etc.) on a cluster."""
         import os
@@ -102,11 +190,20 @@ def register(app: typer.Typer) -> None:
         from fabricsim.interop.nccl_tests import format_bench
         from fabricsim.jobs.collective import BenchRow, bench_sizes, run_bench
 
+        if out is not None and out.suffix == "" and str(out) in (*_OPS, "mulsum", "all"):
+            if op is not None and op != str(out):  # nccl-tests' -o: the reduction op
+                raise ConfigError(f"-o {out} and --op {op} name two reduction ops; give one",
+                                  field="--op")
+            op, out = str(out), None
+        if output_file is not None:
+            if out is not None:
+                raise ConfigError("-J and --out both name a rows file; give one", field="-J")
+            out = output_file
+        if collective.endswith("_perf"):  # nccl-tests' binary names
+            collective = collective.removesuffix("_perf")
         if out is not None and out.suffix.lower() not in (".json", ".csv"):
-            if out.name in _OPS:
-                raise ConfigError(f"-o is the file fabricsim writes the rows to; nccl-tests' "
-                                  f"reduction op is --op here: --op {out.name}", field="--out")
-            raise ConfigError(f"{out}: give a file ending in .json or .csv", field="--out")
+            raise ConfigError(f"{out}: give a file ending in .json or .csv (or a reduction "
+                              f"op: {', '.join(_OPS)})", field="--out")
         check_out_file(out, "--out", (".json", ".csv"))
         check_out_file(plot, "--plot")
         if json_out and csv_out:
@@ -148,7 +245,8 @@ def register(app: typer.Typer) -> None:
         job = jobs.job_from_scenario(
             "bench", sc, collective=collective, sizes=sizes, datatype=datatype, op=op,
             algos=tuple(algo or ()), proto=proto, backend=backend, gpus_per_thread=ngpus,
-            env=env, time_limit_s=time_limit)
+            env=env, time_limit_s=time_limit, root=run.get("root", 0),
+            agg_iters=run.get("agg_iters", 1))
         fab = job.cluster.build()
         from contextlib import ExitStack
 
@@ -185,13 +283,23 @@ def register(app: typer.Typer) -> None:
                           f"{job.backend}, algorithm {a or 'auto'}")
                 step = (f"{step_b}(bytes)" if step_b is not None else f"{factor:g}(factor)")
                 typer.echo(format_bench(rows, header, collective=job.collective, fabric=fab,
-                                        gpus_per_thread=ngpus, sweep=(lo, hi, step)))
+                                        gpus_per_thread=ngpus, sweep=(lo, hi, step),
+                                        run={"nthreads": run.get("nthreads", 1),
+                                             "warmup": warmup, "iters": iters,
+                                             "agg": run.get("agg_iters", 1),
+                                             "validation": check,
+                                             "graph": run.get("cudagraph", 0),
+                                             "unalign": run.get("unalign", 0)}))
             for g in report.accuracy():
                 typer.echo(f"# accuracy, {g['group']}: \u00b1 {g['median'] * 100:.0f} % "
                            f"(median held-out error; p90 {g['p90'] * 100:.0f} %; "
                            f"{g['rows']} published rows from {g['sources']} sources)")
             for w in report.warnings:
                 typer.echo(f"# warning: {w}")
+            for name, (flag, what) in NOT_MODELLED.items():
+                if run.get(name, 0):
+                    typer.echo(f"# warning: {flag} {run.get(name, 0)} is not modelled "
+                               f"({what}): the figures are without it")
         if plot is not None:
             from fabricsim.plots.busbw import Sweep, plot_collective
 

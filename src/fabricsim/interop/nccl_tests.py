@@ -37,7 +37,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -389,7 +389,8 @@ def parse_nccl_tests(text: str, name: str = "") -> NcclTestsFile:
 def format_nccl_tests(rows: Sequence[Row], *, collective: str, header: Sequence[str] = (),
                       devices: Sequence[tuple[str, int, str]] = (), gpus_per_thread: int = 1,
                       extra_columns: Sequence[str] = (), min_bytes: int | None = None,
-                      max_bytes: int | None = None, step: str = "2(factor)") -> str:
+                      max_bytes: int | None = None, step: str = "2(factor)",
+                      run: Mapping[str, int] | None = None) -> str:
     """``rows`` in nccl-tests' layout (current format, with ``root``): a starting line,
     the run header, ``Using devices``, both column groups, ``#wrong`` (``N/A`` when
     ``None``), the average busbw and a concluding line. ``devices`` are (host, device,
@@ -410,9 +411,12 @@ def format_nccl_tests(rows: Sequence[Row], *, collective: str, header: Sequence[
     sizes = [r.size_bytes for r in rows]
     lo = min(sizes, default=0) if min_bytes is None else min_bytes
     hi = max(sizes, default=0) if max_bytes is None else max_bytes
-    lines.append(f"# nThread 1 nGpus {gpus_per_thread} minBytes {lo} "
-                 f"maxBytes {hi} step: {step} warmup iters: 5 "
-                 f"iters: 20 agg iters: 1 validation: 0 graph: 0")
+    how = {"nthreads": 1, "warmup": 5, "iters": 20, "agg": 1, "validation": 1, "graph": 0,
+           "unalign": 0, **(run or {})}
+    lines.append(f"# nThread {how['nthreads']} nGpus {gpus_per_thread} minBytes {lo} "
+                 f"maxBytes {hi} step: {step} warmup iters: {how['warmup']} "
+                 f"iters: {how['iters']} agg iters: {how['agg']} validation: "
+                 f"{how['validation']} graph: {how['graph']} unalign: {how['unalign']}")
     lines += [f"# {h}" for h in header]
     lines.append("#")
     if devices:
@@ -447,7 +451,8 @@ def format_nccl_tests(rows: Sequence[Row], *, collective: str, header: Sequence[
 
 def format_bench(rows: Sequence[Any], header: str, collective: str = "all_reduce",
                  fabric: Any = None, gpus_per_thread: int = 1,
-                 sweep: tuple[int, int, str] | None = None) -> str:
+                 sweep: tuple[int, int, str] | None = None,
+                 run: Mapping[str, int] | None = None) -> str:
     """A simulated sweep's rows (:class:`fabricsim.jobs.collective.BenchRow`) in
     nccl-tests' layout: out-of-place and in-place columns (the model has one
     time for both), ``#wrong`` as ``N/A`` (nothing is validated), then the algorithm and
@@ -471,7 +476,7 @@ def format_bench(rows: Sequence[Any], header: str, collective: str = "all_reduce
     return format_nccl_tests(out, collective=collective, header=[header.lstrip("# ")],
                              devices=devices, gpus_per_thread=gpus_per_thread,
                              extra_columns=("algorithm", "protocol"), min_bytes=lo,
-                             max_bytes=hi, step=step)
+                             max_bytes=hi, step=step, run=run)
 
 
 def gpu_label(gpu: str) -> str:

@@ -126,9 +126,26 @@ class CollectiveBench(Part):
     backend: Literal["analytic", "flow", "packet"] = "analytic"
     ranks: tuple[int, ...] | None = None
     gpus_per_thread: int = Field(1, ge=1, le=72)
+    root: int = Field(0, ge=0)
+    """Root rank of broadcast and reduce (nccl-tests' ``-r``)."""
+    agg_iters: int = Field(1, ge=1)
+    """Operations aggregated per launch (nccl-tests' ``-m``: one NCCL group)."""
     env: NcclEnv = NcclEnv()
     faults: Faults = Faults()
     time_limit_s: float | None = Field(None, gt=0, allow_inf_nan=False)
+
+
+def _count(collective: str, size: int, tsize: int, n: int) -> int:
+    """The ``count`` column as nccl-tests prints it: elements per rank for the collectives
+    whose buffers are split among ranks (all_gather, reduce_scatter, alltoall), aligned
+    to 16 bytes as nccl-tests aligns them; else the buffer's elements.
+
+    >>> _count("all_reduce", 1 << 20, 4, 8), _count("all_gather", 1 << 20, 4, 8)
+    (262144, 32768)
+    """
+    if collective in ("all_gather", "reduce_scatter", "alltoall"):
+        return (size // tsize // n) & ~(max(16 // tsize, 1) - 1)
+    return size // tsize
 
 
 def _ranks(ranks: Any) -> tuple[int, ...] | None:
@@ -148,7 +165,8 @@ def bench_job(sc: Scenario, *, collective: str | None = None,
               op: str | None = None, algos: tuple[str, ...] = (), proto: str | None = None,
               backend: str | None = None, gpus_per_thread: int = 1,
               env: NcclEnv | None = None, every_algorithm: bool = False,
-              time_limit_s: float | None = None) -> CollectiveBench:
+              time_limit_s: float | None = None, root: int = 0,
+              agg_iters: int = 1) -> CollectiveBench:
     """The benchmark of ``sc``'s ``collective:`` section (:data:`DEFAULT_SWEEP` when it
     has none), each argument given replacing the section's."""
     from fabricsim.backends.registry import BACKENDS
@@ -180,7 +198,7 @@ def bench_job(sc: Scenario, *, collective: str | None = None,
         algos=chosen, every_algorithm=every_algorithm, proto=proto or spec.proto,
         backend=be, ranks=_ranks(spec.ranks),
         gpus_per_thread=gpus_per_thread, env=env or NcclEnv(), faults=faults,
-        time_limit_s=time_limit_s)
+        time_limit_s=time_limit_s, root=root, agg_iters=agg_iters)
 
 
 def _best(fabric: Fabric, coll: str, size: int, algos: list[str | None],
@@ -215,7 +233,7 @@ def _sweep(job: CollectiveBench, fabric: Fabric, algo: str | None, backend: Any,
     from fabricsim.collectives import ALGORITHMS, run_collective
     from fabricsim.collectives.accuracy import band, envelope_warning
     from fabricsim.collectives.busbw import bandwidths
-    from fabricsim.protocols import PROTOCOL_LABELS
+    from fabricsim.protocols import PROTOCOL_LABELS, PROTOCOLS
 
     coll, env = job.collective, job.env
     algos: list[str | None] = [algo]
@@ -274,11 +292,14 @@ def _sweep(job: CollectiveBench, fabric: Fabric, algo: str | None, backend: Any,
             r = run_collective(fabric, coll, size, ranks, algo=a_run, proto=p_run,
                                backend=backend)
             t, alg_name, pr = r.time, r.algorithm, r.protocol
+        if job.agg_iters > 1:  # one launch shared by the group's operations
+            t -= PROTOCOLS[pr].launch * (1.0 - 1.0 / job.agg_iters) if pr in PROTOCOLS \
+                else 0.0
         alg, bus = bandwidths(coll, size, t, n)
         b = band(fabric, coll, size, servers)
-        rows.append(BenchRow(size_bytes=size, count=size // tsize, type=job.datatype,
-                             redop=job.op if reduces else "none",
-                             root=0 if coll in ("broadcast", "reduce") else -1,
+        rows.append(BenchRow(size_bytes=size, count=_count(coll, size, tsize, n),
+                             type=job.datatype, redop=job.op if reduces else "none",
+                             root=job.root if coll in ("broadcast", "reduce") else -1,
                              time_us=t * 1e6, algbw_gbps=alg / 1e9, busbw_gbps=bus / 1e9,
                              algorithm=alg_name, protocol=PROTOCOL_LABELS.get(pr, pr),
                              band=b.median, band_group=b.group,
@@ -352,6 +373,10 @@ def run_bench(job: CollectiveBench, fabric: Fabric, progress: Progress = quiet,
     then (with ``every_algorithm``) every other one that runs the collective."""
     from fabricsim.collectives import ALGORITHMS
 
+    n_ranks = len(job.ranks) if job.ranks else fabric.n_gpus
+    if job.root >= n_ranks:
+        raise ConfigError(f"root {job.root} is not a rank of this run (0..{n_ranks - 1})",
+                          field="-r/--root")
     if fabric.n_gpus < 2:
         raise ConfigError(f"a collective moves data between GPUs and this cluster has "
                           f"{fabric.n_gpus}; give --nodes 2 or --gpus-per-node 2 or more",
