@@ -87,3 +87,29 @@ def test_system_must_have_the_logs_gpu(capsys) -> None:
     a100 = ROOT / "tests" / "data" / "nccl_logs" / "all_reduce_perf_dgx_a100.log"
     assert main(["diagnose", *map(str, PAIRS), str(a100)]) == 2
     assert "LOGS: the logs ran on different GPUs" in capsys.readouterr().err
+
+
+def test_a_folder_with_aborted_logs_and_other_files_is_read_whole(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """issue 37: a folder path was refused, and one log with no result rows (a test that
+    died) refused the whole set; the dead runs are the strongest evidence."""
+    import shutil
+
+    from fabricsim.cli.app import main
+
+    runs = tmp_path / "acceptance"
+    runs.mkdir()
+    for p in PAIRS:
+        shutil.copy(p, runs / p.name)
+    dead = runs / "all_reduce_h100-02_h100-04.log"  # it listed its devices and died
+    head = [x for x in dead.read_text().splitlines() if x.startswith("#")][:21]
+    dead.write_text("\n".join(head) + "\n")
+    (runs / "README.txt").write_text("acceptance run of 2026-11-28\n")
+    assert main(["diagnose", str(runs), "--system", "dgx-h100", "--json"]) == 0
+    out = capsys.readouterr()
+    assert "skipped README.txt" in out.err
+    rep = json.loads(out.out)
+    top = rep["suspects"][0]
+    assert "h100-04" in top["component"] and "h100-02-h100-04" in top["failed_runs"]
+    assert main(["diagnose", str(runs / "*.log"), "--system", "dgx-h100", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["suspects"][0]["component"] == top["component"]

@@ -160,6 +160,48 @@ def system_for_logs(files: Sequence[tuple[Path, Sequence[NcclTest]]], system: st
     return system
 
 
+#: Most log files one command reads (a cluster acceptance run is hundreds).
+MAX_LOG_FILES = 20_000
+
+
+def expand_log_paths(paths: Sequence[Path]) -> list[Path]:
+    """Files, folders (every file in them, recursively, in name order) and glob patterns
+    (``runs/*.log``, for a shell that did not expand them) as the files they name; a
+    name that matches nothing is a ConfigError naming LOGS.
+
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> for n in ("b.log", "a.log"):
+    ...     _ = (d / n).write_text("x")
+    >>> [p.name for p in expand_log_paths([d])]
+    ['a.log', 'b.log']
+    """
+    import glob
+
+    out: list[Path] = []
+    for p in paths:
+        if p.is_dir():
+            found = sorted(x for x in p.rglob("*") if x.is_file()
+                           and not x.name.startswith("."))
+            if not found:
+                raise ConfigError(f"folder {str(p)!r} holds no files", field="LOGS")
+            out += found
+        elif p.exists():
+            out.append(p)
+        elif any(c in str(p) for c in "*?["):
+            found = sorted(Path(x) for x in glob.glob(str(p), recursive=True)
+                           if Path(x).is_file())
+            if not found:
+                raise ConfigError(f"no file matches {str(p)!r}", field="LOGS")
+            out += found
+        else:
+            raise ConfigError(f"log file {str(p)!r} does not exist", field="LOGS")
+        if len(out) > MAX_LOG_FILES:
+            raise ConfigError(f"more than {MAX_LOG_FILES:,} log files; give a narrower "
+                              f"folder or pattern", field="LOGS")
+    return out
+
+
 def read_log_files(paths: list[Path], *, warn: bool = True
                    ) -> list[tuple[Path, list[NcclTest]]]:
     """Every test of every log in ``paths``, per file (bounded reads; a missing file or
@@ -168,20 +210,30 @@ def read_log_files(paths: list[Path], *, warn: bool = True
     from fabricsim.scenario.loader import read_text_file
 
     out: list[tuple[Path, list[NcclTest]]] = []
-    for p in paths:
-        if not p.exists():
-            raise ConfigError(f"log file {str(p)!r} does not exist", field="LOGS")
+    files = expand_log_paths(paths)
+    unread: list[str] = []
+    for p in files:
         try:
             f = parse_nccl_tests(read_text_file(p, MAX_LOG_BYTES, "nccl-tests log", "LOGS"),
                                  p.name)
         except ConfigError as e:
-            if e.field != "LOG":
+            if e.field not in ("LOG", "LOGS"):
                 raise
-            raise ConfigError(e.message, field="LOGS") from None
+            if len(files) == 1:
+                raise ConfigError(e.message, field="LOGS") from None
+            # one unreadable file of many (a README, a scheduler's .err file) is said and
+            # set aside; the others are the evidence
+            typer.echo(f"warning: skipped {p.name}: {e.message}", err=True)
+            unread.append(p.name)
+            continue
         if warn:
             for note in f.notes:
                 typer.echo(f"warning: {p.name}: {note}", err=True)
         out.append((p, list(f.tests)))
+    if not out:
+        raise ConfigError(f"none of the {len(files)} files is an nccl-tests log "
+                          f"({', '.join(unread[:3])}{' ...' if len(unread) > 3 else ''})",
+                          field="LOGS")
     return out
 
 

@@ -314,6 +314,10 @@ def parse_nccl_tests(text: str, name: str = "") -> NcclTestsFile:
 
     def close() -> None:
         nonlocal cur
+        if cur is not None and cur["hosts"] and not cur["rows"] and not cur["failures"]:
+            # a test that listed its devices and printed nothing more: it died (killed,
+            # hung, a crashed rank); that is evidence against its hosts, not a bad file
+            cur["failures"].append("aborted: the test ends before its first result row")
         if cur is not None and (cur["rows"] or cur["hosts"] or cur["failures"]):
             tests.append(NcclTest(
                 collective=cur["collective"], rows=tuple(cur["rows"]),
