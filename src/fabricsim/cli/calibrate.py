@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -44,24 +44,44 @@ def register(app: typer.Typer) -> None:
         system = system_for_logs(files, system, one="a calibration fits one system: "
                                  "calibrate the logs of each GPU separately")
         res = calibrate([t for _, tests in files for t in tests], system=system)
-        if output is not None:
+        write = output is not None and bool(res.determined)
+        if write and output is not None:
             output.write_text(yaml.safe_dump(res.scenario(output.stem), sort_keys=False),
                               encoding="utf-8")
         if as_json:
-            print_json({**res.as_dict(), "output": str(output) if output else None})
+            print_json({**res.as_dict(), "output": str(output) if write else None})
+            _nothing_written(res, output)
             return
         console.print(f"calibrated {system} on {res.fitted_rows} rows, checked on "
                       f"{res.held_out_rows} held out")
         for k, v in res.factors.items():
             se = res.stderr.get(k)
-            loose = se is not None and se > 0.25
-            console.print(f"  {k:<18} {v:.3f}" + (f" ± {se:.3f}" if se is not None else "")
-                          + ("  (not determined by these logs)" if loose else ""))
+            if k in res.undetermined:
+                console.print(f"  {k:<18} not determined by these logs (left at 1)")
+            else:
+                console.print(f"  {k:<18} {v:.3f}" + (f" ± {se:.3f}" if se is not None
+                                                        else ""))
         console.print(f"median |time error|: fitted {res.fit_error_before:.1%} -> "
                       f"{res.fit_error_after:.1%}; held out {res.held_out_error_before:.1%}"
                       f" -> {res.held_out_error_after:.1%}")
         for n in res.notes:
             console.print(f"note: {n}")
-        if output is not None:
+        if res.undetermined:
+            from fabricsim.interop.calibrate import COLLECT
+
+            which = "the others" if res.determined else "them"
+            console.print(f"to determine {which}, collect:")
+            for k in res.undetermined:
+                console.print(f"  {k:<18} {COLLECT.get(k, '')}")
+        if write:
             console.print(f"wrote {output} (use it as the scenario of any command, e.g. "
                           f"fabricsim bench all_reduce {output})")
+        _nothing_written(res, output)
+
+
+def _nothing_written(res: Any, output: Path | None) -> None:
+    """A calibration that determines nothing writes no file, and says so (exit 2)."""
+    if output is not None and not res.determined:
+        raise ConfigError(f"no factor is determined by these logs, so {output} was not "
+                          f"written (it would change nothing); collect the runs listed "
+                          f"above and calibrate again", field="LOGS")

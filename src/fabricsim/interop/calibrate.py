@@ -63,6 +63,22 @@ EFFICIENCY_SLACK = 0.02
 _CLASS_NAMES = {"net": "network", "nvlink": "NVLink", "nvls": "NVLink SHARP (NVLS)"}
 
 
+#: A factor whose standard error is above this is not determined by the logs.
+LOOSE = 0.25
+#: What determines each factor: the nccl-tests runs to collect (one server, or two or
+#: more, with NCCL's choice narrowed so the factor is what the time depends on).
+COLLECT = {
+    "nvlink.efficiency": "on one server: NCCL_ALGO=Ring NCCL_NVLS_ENABLE=0 "
+                         "all_reduce_perf -b 1G -e 8G -f 2 -g 1",
+    "nvlink.hop": "on one server: all_reduce_perf -b 8 -e 1M -f 2 -g 1",
+    "nvls.efficiency": "on one server with NVSwitch: NCCL_ALGO=NVLS all_reduce_perf -b 1G "
+                       "-e 8G -f 2 -g 1",
+    "net.efficiency": "across 2 or more servers: NCCL_ALGO=Ring all_reduce_perf -b 1G -e 8G "
+                      "-f 2 -g 1",
+    "net.hop": "across 2 or more servers: all_reduce_perf -b 8 -e 1M -f 2 -g 1",
+}
+
+
 @dataclass(frozen=True)
 class CalibrationResult(Tabular):
     """Fitted factors with standard errors, and the error before/after on both halves.
@@ -83,6 +99,14 @@ class CalibrationResult(Tabular):
     notes: tuple[str, ...] = field(default_factory=tuple)
     #: compute NICs per server the fit found in use (multi-node logs), else the system's
     nics: int | None = None
+    #: factors the logs do not determine (standard error above :data:`LOOSE`): left at
+    #: 1, not written, and what runs would determine them (:data:`COLLECT`)
+    undetermined: tuple[str, ...] = ()
+
+    @property
+    def determined(self) -> dict[str, float]:
+        """The factors the logs determine (what the written scenario carries)."""
+        return {k: v for k, v in self.factors.items() if k not in self.undetermined}
 
     def _record(self) -> dict[str, Any]:
         return self.as_dict()
@@ -101,6 +125,7 @@ class CalibrationResult(Tabular):
                     "fitted_after": round(self.fit_error_after, 4),
                     "held_out_before": round(self.held_out_error_before, 4),
                     "held_out_after": round(self.held_out_error_after, 4)},
+                "undetermined": {k: COLLECT.get(k, "") for k in self.undetermined},
                 "notes": list(self.notes)}
 
     def scenario(self, name: str = "calibrated-cluster") -> dict[str, Any]:
@@ -119,7 +144,7 @@ class CalibrationResult(Tabular):
                 "systems": {name: system},
                 "cluster": {"system": name,
                             "params": {"calibration": {k: round(v, 4) for k, v in
-                                                       self.factors.items()}}}}
+                                                       self.determined.items()}}}}
 
 
 @dataclass(frozen=True)
@@ -268,7 +293,6 @@ def _fit(pts: list[_Point], fit_idx: list[int], held_idx: list[int],
                          f"less than the {EFFICIENCY_SLACK:.0%} allowed for noise: held at "
                          f"1.0")
             x[i] = 1.0
-    factors = dict(zip(active, (float(v) for v in x), strict=True))
     stderr: dict[str, float] = {}
     dof = max(len(fit_idx) - len(active), 1)
     try:
@@ -277,6 +301,18 @@ def _fit(pts: list[_Point], fit_idx: list[int], held_idx: list[int],
         stderr = {k: float(math.sqrt(max(cov[i, i], 0.0))) for i, k in enumerate(active)}
     except np.linalg.LinAlgError:  # pragma: no cover - pinv does not raise in practice
         stderr = {}
+    # a factor the rows do not determine is left at 1: its fitted value is noise, and
+    # writing it would change the model for no reason
+    # (one pinned at a bound, or an efficiency past the line rate where it stops having
+    # an effect, is not loose: the rows push it past what is allowed, which the hardware
+    # check reports)
+    pinned = {k for i, k in enumerate(active) if min(abs(x[i] - 0.2), abs(x[i] - 5.0)) < 1e-3
+              or (k.endswith(".efficiency") and x[i] > 1.0 + EFFICIENCY_SLACK)}
+    loose = tuple(k for k in active if stderr.get(k, 0.0) > LOOSE and k not in pinned)
+    for i, k in enumerate(active):
+        if k in loose:
+            x[i] = 1.0
+    factors = dict(zip(active, (float(v) for v in x), strict=True))
 
     def med(idx: list[int], x: np.ndarray) -> float:
         if not idx:
@@ -288,4 +324,4 @@ def _fit(pts: list[_Point], fit_idx: list[int], held_idx: list[int],
         system=system, factors=factors, stderr=stderr, fitted_rows=len(fit_idx),
         held_out_rows=len(held_idx), fit_error_before=med(fit_idx, x0),
         fit_error_after=med(fit_idx, x), held_out_error_before=med(held_idx, x0),
-        held_out_error_after=med(held_idx, x), notes=tuple(notes))
+        held_out_error_after=med(held_idx, x), notes=tuple(notes), undetermined=loose)
