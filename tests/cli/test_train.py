@@ -412,3 +412,42 @@ def test_plan_reads_the_goodput_settings(capsys: pytest.CaptureFixture[str],
     assert got["slow"]["fabrics"][0]["goodput"] == pytest.approx(
         json.loads(out)["goodput"]["goodput"])
     assert got["slow"]["fabrics"][0]["goodput"] < got["plain"]["fabrics"][0]["goodput"]
+
+
+def test_a_whole_megatron_launch_line_runs_with_only_the_system(capsys) -> None:
+    """issue 37: Megatron-LM's own Llama 3 8B FP8 example line, pasted whole: vocab from
+    --vocab-size, gated/untied from its switches, the cluster from torchrun; the same step
+    time as the explicit flags."""
+    import json
+    from pathlib import Path
+
+    line = (Path(__file__).resolve().parents[1] / "data" / "megatron"
+            / "llama3_8b_h100_fp8.txt").read_text().strip()
+    assert main(["train", "--from-megatron", line, "--system", "dgx-h100", "--json"]) == 0
+    pasted = json.loads(capsys.readouterr().out)
+    assert main(["train", "--system", "dgx-h100", "--nodes", "1", "--model", "llama3-8b",
+                 "--global-batch", "128", "--micro-batch", "1", "--seq-len", "8192",
+                 "--precision", "fp8", "--zero", "1", "--overlap-grad-reduce",
+                 "--overlap-param-gather", "--sequence-parallel", "--grad-reduce-dtype",
+                 "bf16", "--json"]) == 0
+    explicit = json.loads(capsys.readouterr().out)
+    assert pasted["step_time_s"] == pytest.approx(explicit["step_time_s"], rel=0.01)
+    assert any("cluster from the launcher" in w for w in pasted["warnings"])
+
+
+def test_a_launch_line_too_small_for_its_layout_says_what_it_needs(capsys) -> None:
+    line = ("torchrun --nproc_per_node 8 --nnodes 1 pretrain_gpt.py "
+            "--tensor-model-parallel-size 8 --pipeline-model-parallel-size 16 --num-layers 96 "
+            "--hidden-size 12288 --num-attention-heads 96 --seq-length 2048 "
+            "--micro-batch-size 1 --global-batch-size 1536 --fp16 "
+            "--tokenizer-type GPT2BPETokenizer")
+    assert main(["train", "--from-megatron", line, "--system", "dgx-a100"]) == 2
+    assert "needs at least 128 GPUs" in capsys.readouterr().err
+    assert main(["train", "--from-megatron", line, "--system", "dgx-a100", "--gpus", "128",
+                 "--json"]) == 0
+    import json
+
+    d = json.loads(capsys.readouterr().out)
+    assert d["parallel"]["precision"] == "bf16"   # --fp16, timed as BF16, said so
+    assert any("--fp16 timed as BF16" in w for w in d["warnings"])
+    assert any("vocab 50257 padded to 51200" in w for w in d["warnings"])

@@ -177,7 +177,7 @@ class ClusterFlags:
         from fabricsim.scenario.cluster import ClusterSpec
         from fabricsim.scenario.loader import validate_section
 
-        data = sc.cluster.model_dump()
+        data = sc.cluster.model_dump(exclude_unset=True)  # what the flags leave unset stays so
         over = {k: v for k, v in self.given.items() if k not in ("routing", "gpus")}
         data.update(over)
         if "routing" in self.given:
@@ -194,14 +194,14 @@ class ClusterFlags:
         from fabricsim.scenario.cluster import scenario_catalog
 
         gpus = int(self.given["gpus"])
-        per = data.get("gpus_per_node") or scenario_catalog(sc.systems).system(
-            str(data["system"])).gpus
+        system = str(data.get("system", sc.cluster.system))
+        per = data.get("gpus_per_node") or scenario_catalog(sc.systems).system(system).gpus
         if gpus < 1:
             raise ConfigError(f"must be a positive number of GPUs, got {gpus}", field="--gpus")
         if gpus < per and "gpus_per_node" not in self.given:
             nodes, gpn = 1, gpus
         elif gpus % per:
-            raise ConfigError(f"{gpus} GPUs are not whole {data['system']} servers of {per}; "
+            raise ConfigError(f"{gpus} GPUs are not whole {system} servers of {per}; "
                               f"give a multiple of {per} (or --gpus-per-node)", field="--gpus")
         else:
             nodes, gpn = gpus // per, None

@@ -86,6 +86,18 @@ def training_job(sc: Scenario, over: TrainingSection | None = None, *,
     backend = section.backend or "analytic"
     faults = Faults.of(sc)
     faults.refuse_on(backend, "training.backend")
+    launch = section.megatron_launcher()
+    if launch and not {"nodes", "gpus_per_node"} & sc.cluster.model_fields_set:
+        # the launcher's cluster, as the pasted line ran, when nothing else names one
+        sc = sc.model_copy(update={"cluster": sc.cluster.model_copy(update=launch)})
+        par = section.parallel()
+        need = par.tp * par.pp * par.cp
+        have = Cluster.of(sc).gpus()
+        if need > have:
+            raise ConfigError(f"the layout needs at least {need} GPUs (tp {par.tp} x pp "
+                              f"{par.pp} x cp {par.cp}) and the pasted launcher runs "
+                              f"{have}; give the cluster it ran on (--nodes or --gpus, "
+                              f"e.g. --gpus {need})", field="--nodes")
     return TrainingJob(
         cluster=Cluster.of(sc), model=section.build_model(DEFAULT_MODEL, "training"),
         parallel=section.parallel(), backend=backend,

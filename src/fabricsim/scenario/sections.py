@@ -231,14 +231,28 @@ class TrainingSection(ParallelConfig, _ModelFields):
         return out.model_copy(update={"from_megatron": pasted}) if pasted else out
 
     def megatron_notes(self, where: str = "training") -> list[str]:
-        """The pasted list's arguments with no effect on the step time, as a note."""
+        """What the pasted list's reading derived (an FFN width, a padded vocabulary, the
+        launcher's cluster) and its arguments with no effect on the step time, as notes."""
         if not self.from_megatron:
             return []
-        from fabricsim.workloads.training.megatron import parse_megatron_args
+        from fabricsim.workloads.training.megatron import read_megatron_line
 
-        ignored = parse_megatron_args(self.from_megatron).ignored
-        return [f"{field_name('from_megatron', where)} ignored (no effect on the step "
-                f"time): {', '.join(ignored)}"] if ignored else []
+        line = read_megatron_line(self.from_megatron)
+        name = field_name("from_megatron", where)
+        out = [f"{name}: {a}" for a in line.applied]
+        if line.args.ignored:
+            out.append(f"{name} ignored (no effect on the step time): "
+                       f"{', '.join(line.args.ignored)}")
+        return out
+
+    def megatron_launcher(self) -> dict[str, int]:
+        """The cluster the pasted list's launcher prefix names (``torchrun --nnodes N
+        --nproc_per_node G``), ``{}`` without one."""
+        if not self.from_megatron:
+            return {}
+        from fabricsim.workloads.training.megatron import read_megatron_line
+
+        return dict(read_megatron_line(self.from_megatron).launcher)
 
 
 class ServingSection(ServingConfig, _ModelFields):

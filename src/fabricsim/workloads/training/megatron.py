@@ -34,7 +34,8 @@ from typing import Any, NamedTuple
 
 from fabricsim.errors import ConfigError
 
-__all__ = ["MEGATRON_FLAGS", "MegatronArgs", "parse_megatron_args"]
+__all__ = ["MEGATRON_FLAGS", "MegatronArgs", "MegatronLine", "parse_megatron_args",
+           "read_megatron_line"]
 
 
 class MegatronArgs(NamedTuple):
@@ -48,6 +49,18 @@ class MegatronArgs(NamedTuple):
 
     fields: Mapping[str, object]
     ignored: list[str]
+
+
+class MegatronLine(NamedTuple):
+    """A whole launch line read (:func:`read_megatron_line`): its :class:`MegatronArgs`,
+    the values Megatron itself would derive or default that were used (``applied``: a
+    derived FFN width, a padded vocabulary), and the cluster a launcher prefix gives
+    (``launcher``: ``torchrun --nnodes N --nproc_per_node G`` is
+    ``{"nodes": N, "gpus_per_node": G}``)."""
+
+    args: MegatronArgs
+    applied: tuple[str, ...]
+    launcher: Mapping[str, int]
 
 
 def _window(v: str, flag: str) -> int:
@@ -133,6 +146,15 @@ MEGATRON_FLAGS: dict[str, tuple[str, Callable[[str, str], Any] | None]] = {
     "--num-query-groups": ("kv_heads", _int),
     "--group-query-attention": ("_gqa", None),
     "--num-experts": ("experts", _int),
+    "--vocab-size": ("_vocab", _int),
+    "--tokenizer-type": ("_tokenizer", lambda v, f: v),
+    "--make-vocab-size-divisible-by": ("_vocab_div", _int),
+    "--swiglu": ("_swiglu", None),
+    "--untie-embeddings-and-output-weights": ("_untie", None),
+    "--fp16": ("_fp16", None),
+    "--nnodes": ("_nnodes", lambda v, f: v),
+    "--nproc_per_node": ("_nproc", _int),
+    "--nproc-per-node": ("_nproc", _int),
     "--moe-router-topk": ("top_k", _int),
     "--moe-router-num-groups": ("router_groups", _int),
     "--moe-router-group-topk": ("router_group_topk", _int),
@@ -152,6 +174,17 @@ _SWITCH_VALUES = {"--bf16": "bf16", "--use-distributed-optimizer": 1,
 
 
 def parse_megatron_args(text: str) -> MegatronArgs:
+    """Map a Megatron/NeMo argument list onto ``training:`` fields
+    (:func:`read_megatron_line` also returns what was derived and the launcher's cluster).
+
+    >>> s = parse_megatron_args("--tensor-model-parallel-size=4 --bf16 --fp8-format hybrid")[0]
+    >>> s["tp"], s["precision"], s["sequence_parallel"], s["zero"]
+    (4, 'fp8', False, 0)
+    """
+    return read_megatron_line(text).args
+
+
+def read_megatron_line(text: str) -> MegatronLine:
     """Map a Megatron/NeMo argument list onto ``training:`` fields.
 
     Returns the fields and the arguments that were ignored (as given). Both
@@ -235,7 +268,77 @@ def parse_megatron_args(text: str) -> MegatronArgs:
         ignored.append(f"--fp8-recipe {out.pop('fp8_recipe')} (no --fp8-format: {low})")
     if "_fp4_recipe" in out and not out.get("_fp4"):  # and this under --fp4-format
         ignored.append(f"--fp4-recipe {out.pop('_fp4_recipe')} (no --fp4-format: not FP4)")
-    return MegatronArgs(MappingProxyType(_finish(out)), ignored)
+    applied: list[str] = []
+    launcher = _launcher(out, applied)
+    if out.get("_fp16"):
+        if out.get("precision") == "bf16":
+            raise ConfigError("--fp16 and --bf16 both given: Megatron trains in one; keep "
+                              "one", field="--from-megatron")
+        out["precision"] = "bf16"
+        applied.append("--fp16 timed as BF16 (the same tensor-core rate and 2-byte "
+                       "tensors)")
+    _derive_shape(out, applied)
+    return MegatronLine(MegatronArgs(MappingProxyType(_finish(out)), ignored),
+                        tuple(applied), MappingProxyType(launcher))
+
+
+def _launcher(raw: dict[str, Any], applied: list[str]) -> dict[str, int]:
+    """The cluster of a launcher prefix (torchrun's ``--nnodes``, ``--nproc_per_node``)."""
+    out: dict[str, int] = {}
+    if "_nnodes" in raw:
+        v = str(raw.pop("_nnodes"))
+        lo, _, hi = v.partition(":")  # torchrun's elastic range MIN:MAX
+        if not (lo.isdigit() and (not hi or hi.isdigit())) or int(hi or lo) < 1:
+            raise ConfigError(f"--nnodes takes a node count (or MIN:MAX), got {v!r}",
+                              field="--from-megatron")
+        out["nodes"] = int(hi or lo)
+    if "_nproc" in raw:
+        out["gpus_per_node"] = int(raw.pop("_nproc"))
+        if out["gpus_per_node"] < 1:
+            raise ConfigError("--nproc_per_node must be at least 1", field="--from-megatron")
+    if out:
+        applied.append("cluster from the launcher: " + ", ".join(
+            f"{k.replace('_', ' ')} {v}" for k, v in out.items()))
+    return out
+
+
+#: Vocabulary sizes of the tokenizers Megatron knows without a file to read (GPT-2's BPE:
+#: 50,257 tokens, before Megatron's padding).
+TOKENIZER_VOCAB = {"GPT2BPETokenizer": 50257}
+
+
+def _derive_shape(raw: dict[str, Any], applied: list[str]) -> None:
+    """What Megatron derives when the list defines a model: the FFN width from the hidden
+    size (4h, or SwiGLU's two thirds of it rounded down to 64), the gated MLP and untied
+    embeddings from their switches, and the vocabulary padded to a multiple of
+    ``--make-vocab-size-divisible-by`` (128) times the tensor-parallel size."""
+    defines = "hidden" in raw and "heads" in raw
+    swiglu = bool(raw.pop("_swiglu", False))
+    untie = bool(raw.pop("_untie", False))
+    if defines:
+        raw["gated"] = swiglu
+        raw["tied_embeddings"] = not untie
+        if "ffn" not in raw:
+            h = int(raw["hidden"])
+            raw["ffn"] = int(4 * h * 2 / 3 / 64) * 64 if swiglu else 4 * h
+            applied.append(f"ffn {raw['ffn']} from --hidden-size {h} (Megatron's "
+                           f"{'SwiGLU ' if swiglu else ''}default)")
+    div = raw.pop("_vocab_div", 128)
+    tokenizer = raw.pop("_tokenizer", None)
+    if "_vocab" not in raw and tokenizer in TOKENIZER_VOCAB:
+        raw["_vocab"] = TOKENIZER_VOCAB[tokenizer]
+        applied.append(f"vocab {raw['_vocab']} from --tokenizer-type {tokenizer}")
+    if "_vocab" in raw:
+        v = int(raw.pop("_vocab"))
+        if v < 1 or div < 1:
+            raise ConfigError("--vocab-size and --make-vocab-size-divisible-by must be at "
+                              "least 1", field="--from-megatron")
+        multiple = div * int(raw.get("tp", 1))
+        padded = -(-v // multiple) * multiple
+        raw["vocab"] = padded
+        if padded != v:
+            applied.append(f"vocab {v} padded to {padded} (a multiple of "
+                           f"{div} x TP {raw.get('tp', 1)}, as Megatron pads it)")
 
 
 def _finish(raw: dict[str, Any]) -> dict[str, Any]:
