@@ -277,6 +277,10 @@ def read_megatron_line(text: str) -> MegatronLine:
         out["precision"] = "bf16"
         applied.append("--fp16 timed as BF16 (the same tensor-core rate and 2-byte "
                        "tensors)")
+    if (launcher or ("hidden" in out and "heads" in out)) and not any(
+            out.get(k) for k in ("precision", "_fp8", "_fp4", "_fp16")):
+        applied.append("no --bf16 or --fp16: Megatron trains in FP32, which is not "
+                       "modelled; timed as BF16")
     _derive_shape(out, applied)
     return MegatronLine(MegatronArgs(MappingProxyType(_finish(out)), ignored),
                         tuple(applied), MappingProxyType(launcher))
@@ -302,9 +306,9 @@ def _launcher(raw: dict[str, Any], applied: list[str]) -> dict[str, int]:
     return out
 
 
-#: Vocabulary sizes of the tokenizers Megatron knows without a file to read (GPT-2's BPE:
-#: 50,257 tokens, before Megatron's padding).
-TOKENIZER_VOCAB = {"GPT2BPETokenizer": 50257}
+#: Vocabulary sizes of the tokenizers whose size is fixed (GPT-2's BPE: 50,257 tokens;
+#: Llama 2's SentencePiece: 32,000), before Megatron's padding.
+TOKENIZER_VOCAB = {"GPT2BPETokenizer": 50257, "Llama2Tokenizer": 32000}
 
 
 def _derive_shape(raw: dict[str, Any], applied: list[str]) -> None:
