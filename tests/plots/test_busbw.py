@@ -53,6 +53,20 @@ def test_collective_has_busbw_time_and_choices(tmp_path: Path,
     assert {"1K", "64K", "4M"} <= set(ticks)
 
 
+def test_the_held_out_band_is_shaded_around_the_curve(
+        tmp_path: Path, drawn: Callable[[], list[Any]]) -> None:
+    sw = sweep(360.0, 2**20)
+    banded = Sweep(sw.sizes, sw.busbw_gbps, sw.time_s, sw.choice, band=[0.2] * len(SIZES))
+    plot_collective({"InfiniBand NDR": banded}, tmp_path / "b.png")
+    (fig,) = drawn()
+    bw = fig.axes[0]
+    (area,) = bw.collections
+    ys = area.get_paths()[0].vertices[:, 1]
+    top = max(banded.busbw_gbps)
+    assert max(ys) == pytest.approx(1.2 * top) and "held-out error band" in " ".join(
+        legend_labels(bw))
+
+
 def test_choice_spans_run_lengths() -> None:
     assert choice_spans([1, 2, 4], ["a", "b", "a"]) == [(1, 1, "a"), (2, 2, "b"),
                                                          (4, 4, "a")]

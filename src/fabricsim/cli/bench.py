@@ -307,7 +307,8 @@ def register(app: typer.Typer) -> None:
             sweeps = {a or "auto": Sweep(
                 sizes=[r.size_bytes for r in rows], busbw_gbps=[r.busbw_gbps for r in rows],
                 time_s=[r.time_us * 1e-6 for r in rows],
-                choice=[f"{r.algorithm}/{r.protocol}".lower() for r in rows])
+                choice=[f"{r.algorithm}/{r.protocol}".lower() for r in rows],
+                band=[r.band for r in rows])
                 for a, rows in rows_by.items()}
             plot_collective(sweeps, plot, title=f"{collective} on {fab.n_gpus} GPUs "
                                                 f"({sc.cluster.system}, {fab.info.fabric})")

@@ -47,6 +47,9 @@ class Sweep:
     busbw_gbps: Sequence[float]
     time_s: Sequence[float]
     choice: Sequence[str] = field(default_factory=list)
+    #: Relative held-out error at each size (``fabricsim.collectives.accuracy``): the
+    #: bandwidth curve is drawn with a shaded band of ``busbw × (1 ± band)``.
+    band: Sequence[float] = field(default_factory=list)
 
 
 def choice_spans(sizes: Sequence[float], choice: Sequence[str]
@@ -128,6 +131,11 @@ def plot_collective(curves: Mapping[str, Sweep], path: str | Path, *, title: str
     for (label, sw), c in zip(curves.items(), cols, strict=True):
         a1.plot(list(sw.sizes), list(sw.busbw_gbps), "-o", ms=2.5, lw=1.5, color=c,
                 label=label)
+        if sw.band and len(sw.band) == len(sw.sizes):
+            lo = [b * (1 - e) for b, e in zip(sw.busbw_gbps, sw.band, strict=True)]
+            hi = [b * (1 + e) for b, e in zip(sw.busbw_gbps, sw.band, strict=True)]
+            a1.fill_between(list(sw.sizes), [max(x, 0.0) for x in lo], hi, color=c,
+                            alpha=0.12, lw=0, label=f"{label}: held-out error band")
         a2.plot(list(sw.sizes), [t * 1e6 for t in sw.time_s], "-o", ms=2.5, lw=1.5, color=c,
                 label=label)
         if sw.choice:
