@@ -230,7 +230,7 @@ def _best(fabric: Fabric, coll: str, size: int, algos: list[str | None],
 def _sweep(job: CollectiveBench, fabric: Fabric, algo: str | None, backend: Any,
            on_size: Callable[[int, int, int], None] | None) -> list[BenchRow]:
     """The rows of one algorithm (``None``: NCCL's choice under the job's environment)."""
-    from fabricsim.collectives import ALGORITHMS, run_collective
+    from fabricsim.collectives import ALGORITHMS, Group, run_collective
     from fabricsim.collectives.accuracy import band, envelope_warning
     from fabricsim.collectives.busbw import bandwidths
     from fabricsim.protocols import PROTOCOL_LABELS, PROTOCOLS
@@ -248,6 +248,11 @@ def _sweep(job: CollectiveBench, fabric: Fabric, algo: str | None, backend: Any,
     allowed_protos = env.protocol_set(coll)
     if job.proto is None and allowed_protos is not None:
         protos[:] = sorted(allowed_protos)
+    ranks = list(job.ranks) if job.ranks else None
+    try:  # the ranks checked against the cluster, once
+        group = Group.of(fabric, ranks)
+    except ConfigError as e:
+        raise ConfigError(e.message, field="collective.ranks") from None
     channels = None
     if env.min_channels is not None or env.max_channels is not None:
         if job.backend != "analytic":
@@ -255,25 +260,14 @@ def _sweep(job: CollectiveBench, fabric: Fabric, algo: str | None, backend: Any,
                               "analytic backend; the flow and packet backends run the "
                               "model's own channels: unset them or use --backend analytic",
                               field="NCCL_MAX_NCHANNELS")
-        from fabricsim.collectives import Group
         from fabricsim.collectives.tuner import default_channels
 
-        channels = env.channels(default_channels(Group.of(fabric, job.ranks)))
+        channels = env.channels(default_channels(group))
     tsize = DATATYPES[job.datatype]
-    ranks = list(job.ranks) if job.ranks else None
-    n = len(ranks) if ranks else fabric.n_gpus
+    n = group.n
     align = tsize * (n if coll in ("all_gather", "reduce_scatter", "alltoall") else 1)
     reduces = coll in ("all_reduce", "reduce_scatter", "reduce")
-    if ranks is not None:
-        from fabricsim.collectives import Group
-
-        try:  # the ranks checked against the cluster, once
-            group = Group.of(fabric, ranks)
-        except ConfigError as e:
-            raise ConfigError(e.message, field="collective.ranks") from None
-        servers = len({int(x) for x in fabric.node_server[fabric.gpus[group.ranks]]})
-    else:
-        servers = fabric.info.servers
+    servers = group.servers
     rows = []
     for i, s in enumerate(job.sizes):
         size = (s // align) * align

@@ -32,6 +32,7 @@ import numpy as np
 from pydantic import Field
 
 from fabricsim.backends.base import Result
+from fabricsim.backends.flow.specs import FaultSpec
 from fabricsim.errors import ConfigError
 from fabricsim.fabric import Fabric
 from fabricsim.jobs.common import Cluster, Faults, Part, Progress, quiet
@@ -100,13 +101,11 @@ def flow_job(sc: Scenario, *, size: str | None = None, routing: str = "ecmp", qp
                    force=force)
 
 
-def _from_start(fault: Any) -> bool:
+def _from_start(fault: FaultSpec) -> bool:
     """A fault in force from the first instant (not one that starts later)."""
     from fabricsim.units import parse_time
 
-    start = getattr(fault, "start", 0.0) if not isinstance(fault, dict) else \
-        fault.get("start", 0.0)
-    return parse_time(start or 0.0) == 0.0
+    return parse_time(fault.start) == 0.0
 
 
 def _cut_off(fabric: Fabric, sch: Schedule, stalled: Any) -> list[str]:

@@ -81,9 +81,10 @@ def design_job(kind: str, sc: Scenario, limits: Limits) -> Any:
                               f"stepfactor or narrow minbytes..maxbytes (or run fabricsim "
                               f"bench, which has no such limit)", field="collective.stepfactor")
         return job
-    _refuse_extremes(kind, sc, None)  # before the job, whose own refusal says --force
+    _refuse_extreme(_extreme_faults(kind, sc), kind)
     job = jobs.job_from_scenario(kind, sc)
-    _refuse_extremes(kind, sc, job)
+    if kind == "packet":
+        _refuse_extreme(_extreme_packet(job), kind)
     if kind == "simulate":
         _bound_transfers(sc, job, limits)
     if kind == "packet" and len(job.variants) > limits.max_variants:
@@ -121,29 +122,38 @@ def _over(count: int, what: str, field: str, limits: Limits) -> None:
                           f"no such limit", field=field)
 
 
-def _refuse_extremes(kind: str, sc: Scenario, job: Any) -> None:
+def _refuse_extreme(found: Any, kind: str) -> None:
     """Settings that are legal but extreme (a link below 1 % of its capacity, a packet
     loss above 1 %) run on the command line only with ``--force``; the web app has no
-    such switch and refuses them at submission, saying so."""
-    from fabricsim.scenario.rules import violations
-
-    found: list[tuple[str | None, str]] = [
-        (e.field, e.message) for e in violations(sc, extreme=True)] \
-        if kind in ("simulate", "train", "packet", "bench") and job is None else []
-    if kind == "packet" and job is not None:
-        from fabricsim.backends.packet.config import extreme_violations
-
-        for v in job.variants:
-            ex = extreme_violations(job.packet.with_settings(v))
-            if ex:
-                rule, name, detail = ex[0]
-                found.append((name, rule.error(name, detail).message))
-                break
-    if found:
-        where, msg = found[0]
+    such switch and refuses them at submission, saying so. ``found``: ``(field,
+    message)`` of the first one, or ``None``."""
+    if found is not None:
+        where, msg = found
         raise ConfigError(f"{msg}; the setting is legal but extreme, and the web app does "
                           f"not run it: run it with the CLI (fabricsim {kind} SCENARIO "
                           f"--force)", field=where)
+
+
+def _extreme_faults(kind: str, sc: Scenario) -> tuple[str | None, str] | None:
+    """The scenario's first extreme fault (checked before the job, whose own refusal
+    would tell a web user to pass --force)."""
+    from fabricsim.scenario.rules import violations
+
+    if kind not in ("simulate", "train", "packet", "bench"):
+        return None
+    return next(((e.field, e.message) for e in violations(sc, extreme=True)), None)
+
+
+def _extreme_packet(job: Any) -> tuple[str | None, str] | None:
+    """The first extreme packet setting of any variant of a packet job."""
+    from fabricsim.backends.packet.config import extreme_violations
+
+    for v in job.variants:
+        ex = extreme_violations(job.packet.with_settings(v))
+        if ex:
+            rule, name, detail = ex[0]
+            return name, rule.error(name, detail).message
+    return None
 
 
 def parse_design(text: str, kind: str, limits: Limits, *, field: str = "scenario"
