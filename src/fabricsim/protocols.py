@@ -111,13 +111,15 @@ class Protocol:
             out *= np.array([cal.get(f"{c}.hop", 1.0) for c in LINK_CLASSES])
         return out
 
-    def eff_array(self, fabric: Fabric | None = None) -> NDArray[np.float64]:
+    def eff_array(self, fabric: Fabric | None = None, *,
+                  calibrated: bool = True) -> NDArray[np.float64]:
         """``efficiency`` as an array in :data:`LINK_CLASSES` order.
 
         With ``fabric``, the ``nvls`` entry is scaled by :attr:`nvls_scale` of the fabric's
         NVSwitch generation, and the ``net`` and ``sharp`` entries by the packet framing of
         its scale-out transport (:func:`fabricsim.transport.framing_efficiency`): the
         packet backend sends those headers, the fluid backends charge them here.
+        ``calibrated=False`` leaves out the fabric's calibration factors.
         """
         out = np.array([self.efficiency[c] for c in LINK_CLASSES], dtype=np.float64)
         if fabric is not None and self.nvls_scale:
@@ -125,7 +127,8 @@ class Protocol:
         if fabric is not None:  # packet framing of the scale-out transport (fabricsim.transport)
             out[[LINK_CLASSES.index("net"), LINK_CLASSES.index("sharp")]] *= \
                 framing_efficiency(fabric.info.transport)
-        if fabric is not None and fabric.info.calibration and self.name != "ideal":
+        if calibrated and fabric is not None and fabric.info.calibration \
+                and self.name != "ideal":
             cal = fabric.info.calibration  # fitted to this cluster (not physics: not ideal)
             out = np.minimum(out * np.array([cal.get(f"{c}.efficiency", 1.0)
                                              for c in LINK_CLASSES]), 1.0)
@@ -184,9 +187,18 @@ def hardware_of(fabric: Fabric) -> tuple[str, str]:
 #   (Blackwell's NVLS 13 % below Hopper's, 0.87) gave 1046 GB/s, 23 % above the vendor.
 # simple.ramp_bytes 4.8 MB, ramp_power 0.56 (fit, rows 11-19, 35-44): Simple's bandwidth
 #   grows with the message as NCCL grows chunk size and channels. At small sizes the ramp
-#   acts as a slowly growing latency.
+#   acts as a slowly growing latency. It applies only to schedules without a chunk
+#   pipeline (ring and direct): tree, NVLS, NVLSTree and the broadcast/reduce chains time
+#   their fill from NCCL's chunk sizes, channels and kernel stages instead
+#   (fabricsim.collectives.pipeline), a mechanism, where the ramp is a fitted constant.
 # simple.hop nvlink 8.83 us (a chunk step's pipeline latency), nvls 0 (fit: NVLS's latency
-#   is its three switch hops' link latency).
+#   is its three switch hops' link latency). Open: the sources disagree on NVLS's latency.
+#   The in-sample Azure ND H100 v5 rows (nccl-tests -g 8) want about 0 on top of the -g 8
+#   launch; published p5, H200 and H20 runs 9-15 us; NCCL's tuning model 25 us (hwLat,
+#   src/graph/tuning.cc 2.23-2.27, a selection prior). NCCL's 25 us improved every held-out
+#   group (one server 9.1 -> 8.3 %, NVL72 racks 30 -> 28 %) but put the Azure rows 15-26 %
+#   slow and drove calibrate into an unphysical fit on them; symmetric-memory kernels
+#   (NCCL 2.27, -R 2) are faster than all of these.
 # ll128: hop 0.54 us, efficiency 0.452 on NVLink (fit). ll: the same hop (not separable from
 #   LL128 by these rows), efficiency 0.33.
 # net / pcie / sharp hops and ll/ll128 net efficiencies: no reference rows resolve them;

@@ -31,15 +31,16 @@ def test_rate_is_the_smaller_of_channels_and_nics() -> None:
 
 
 def test_auto_picks_ring_where_nccl_measured_ring() -> None:
-    """2 x DGX A100, 1 GiB: the tree's links allow 246 GB/s busbw, its kernels 172; ring's
-    178 wins, as NCCL's default measured 184 (measurements_2.csv row 1085)."""
+    """2 x DGX A100, 1 GiB: the tree's links allow 246 GB/s busbw, its kernels 172, less
+    its chunk pipeline's fill (16 channels of 512 KiB chunks through 16 stages) 164;
+    ring's 178 wins, as NCCL's default measured 184 (measurements_2.csv row 1085)."""
     fab = build_cluster("dgx-a100", 2)
     n = fab.n_gpus
     bus = {a: 2**30 / predict_time(fab, "all_reduce", 2**30, algo=a) * 2 * (n - 1) / n / 1e9
            for a in ("ring", "tree")}
     auto = 2**30 / predict_time(fab, "all_reduce", 2**30) * 2 * (n - 1) / n / 1e9
     assert bus["tree"] < bus["ring"] == pytest.approx(auto)
-    assert 165 < bus["tree"] < 180
+    assert 155 < bus["tree"] < 172
 
 
 def test_every_backend_applies_the_floor_alike() -> None:

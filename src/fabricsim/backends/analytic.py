@@ -33,6 +33,7 @@ import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -44,7 +45,7 @@ from fabricsim.backends.analytic_shared import (
     plane_groups,
     reduce_keys,
 )
-from fabricsim.backends.base import Result, kernel_floor
+from fabricsim.backends.base import Result, fill_efficiency, kernel_floor
 from fabricsim.fabric.core import Fabric, pair_hash
 from fabricsim.fabric.kinds import LinkKind
 from fabricsim.fabric.paths import Paths
@@ -55,7 +56,7 @@ from fabricsim.protocols import (
     get_protocol,
     link_class_of_kind,
 )
-from fabricsim.schedule.core import Schedule, Step, concurrency_groups
+from fabricsim.schedule.core import Pipeline, Schedule, Step, concurrency_groups
 
 FloatArray = NDArray[np.float64]
 _CLASS_OF_KIND = link_class_of_kind()
@@ -117,11 +118,22 @@ class CompiledSchedule:
     message_bytes: float = 0.0
     #: Least time (s, at factor 1) the kernels need (:meth:`Schedule.kernel_floor`).
     kernel_floor: float = 0.0
+    #: The chunk pipeline whose fill this protocol pays (:class:`Schedule.pipeline`), and
+    #: the protocol's payload efficiency per link class it is timed with.
+    pipeline: Pipeline | None = None
+    fill_eff: Mapping[str, float] = field(default_factory=dict)
+
+    def fill(self, factor: float = 1.0) -> float:
+        """Seconds the chunk pipeline takes to fill at byte counts times ``factor``."""
+        if self.pipeline is None:
+            return 0.0
+        return self.pipeline.fill(self.message_bytes * factor, self.fill_eff)
 
     def step_times(self, factor: float = 1.0) -> tuple[FloatArray, FloatArray]:
         """Start and end of every step when all byte counts are multiplied by ``factor``."""
         # the bandwidth (β) terms slow down by the protocol's ramp at this message size
-        bf = factor if self.protocol is None else \
+        # (not where a chunk pipeline's fill models the same cost: Schedule.pipeline)
+        bf = factor if self.protocol is None or self.pipeline is not None else \
             factor / max(self.protocol.bandwidth_ramp(self.message_bytes * factor), 1e-12)
         dur = np.array([g.duration(s * bf) for g, s in zip(self.groups, self.scales,
                                                              strict=True)])
@@ -137,7 +149,8 @@ class CompiledSchedule:
     def time(self, factor: float = 1.0) -> float:
         """Completion time (s) with byte counts multiplied by ``factor``."""
         _, end = self.step_times(factor)
-        return max(float(end.max(initial=0.0)), self.kernel_floor * factor) + self.launch
+        return (max(float(end.max(initial=0.0)), self.kernel_floor * factor)
+                + self.fill(factor) + self.launch)
 
 
 @dataclass(eq=False)
@@ -193,7 +206,8 @@ class AnalyticBackend:
                                  launch=p.launch if schedule.steps else 0.0,
                                  n_links=fabric.n_links, protocol=p,
                                  message_bytes=float(schedule.nbytes),
-                                 kernel_floor=kernel_floor(schedule, p.name))
+                                 kernel_floor=kernel_floor(schedule, p.name),
+                                 **_fill_of(schedule, p, fabric))
                 for g, p in zip(per_proto, protocols, strict=True)]
 
     def run(self, schedule: Schedule, fabric: Fabric) -> Result:
@@ -251,6 +265,15 @@ class AnalyticBackend:
                 cache[pkey] = hit
             out.append(hit)
         return out, scale
+
+
+def _fill_of(schedule: Schedule, proto: Protocol, fabric: Fabric) -> dict[str, Any]:
+    """The :class:`CompiledSchedule` fields of ``schedule``'s pipeline fill under
+    ``proto`` (none where that protocol does not fill by chunks)."""
+    pipe = schedule.pipeline
+    if pipe is None or proto.name not in pipe.protocols:
+        return {}
+    return {"pipeline": pipe, "fill_eff": fill_efficiency(proto, fabric)}
 
 
 @dataclass(frozen=True, eq=False)

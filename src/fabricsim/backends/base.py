@@ -112,6 +112,47 @@ def kernel_floor(schedule: Schedule, protocol_name: str | None) -> float:
     return schedule.kernel_floor()
 
 
+def fill_efficiency(protocol: Any, fabric: Fabric) -> dict[str, float]:
+    """Payload share of line rate per link class under ``protocol`` on ``fabric`` (the
+    efficiencies a :class:`~fabricsim.schedule.Pipeline`'s fill is timed with): the
+    published ones, not a calibration's (the fill is a small term of a large message, so
+    a fit would get a weak and misleading lever on the efficiencies through it)."""
+    from fabricsim.protocols import LINK_CLASSES
+
+    eff = protocol.eff_array(fabric, calibrated=False)
+    return dict(zip(LINK_CLASSES, (float(x) for x in eff), strict=True))
+
+
+def pipeline_fill(schedule: Schedule, protocol: Any, fabric: Fabric) -> float:
+    """Seconds ``schedule``'s chunk pipeline takes to fill (:class:`Schedule.pipeline`)
+    under ``protocol`` (0 without a pipeline, or for a protocol that does not fill by
+    chunks). Every backend adds it to the network time the same way:
+    ``time = max(network, kernels) + fill``.
+
+    >>> from fabricsim.schedule import Schedule
+    >>> pipeline_fill(Schedule(steps=()), None, None)
+    0.0
+    """
+    pipe = schedule.pipeline
+    if pipe is None or protocol is None or protocol.name not in pipe.protocols:
+        return 0.0
+    return pipe.fill(float(schedule.nbytes), fill_efficiency(protocol, fabric))
+
+
+def ramp_bytes(schedule: Schedule, protocol: Any) -> float:
+    """The message size at which ``protocol``'s bandwidth ramp applies to ``schedule``;
+    0 (no ramp) where the schedule's chunk pipeline models that cost instead.
+
+    >>> from fabricsim.schedule import Schedule
+    >>> ramp_bytes(Schedule(steps=(), nbytes=4096), None)
+    4096.0
+    """
+    pipe = schedule.pipeline
+    if pipe is not None and protocol is not None and protocol.name in pipe.protocols:
+        return 0.0
+    return float(schedule.nbytes)
+
+
 @runtime_checkable
 class Backend(Protocol):
     """Anything with a name and ``run(schedule, fabric) -> Result``."""

@@ -29,6 +29,7 @@ from dataclasses import replace
 import numpy as np
 
 from fabricsim.collectives.hierarchical import rail_ring
+from fabricsim.collectives.pipeline import nvls_pipeline, nvlstree_pipeline
 from fabricsim.collectives.registry import Algorithm, Group, IntArray, register, step
 from fabricsim.protocols import nvlstree_kernel_rate
 from fabricsim.schedule.core import FloatArray, Step
@@ -153,6 +154,7 @@ def _check_tree(group: Group, collective: str) -> str | None:
 NVLS = register(Algorithm(
     name="nvls", build=nvls_steps, check=_check, collectives=frozenset({"all_reduce"}),
     protocols=("simple",), auto_max_servers=1,
+    pipeline=lambda group, collective: nvls_pipeline(group),
     description="NVLink SHARP: reduction and multicast inside NVSwitch (H100+); rings per "
                 "rail across servers, pipelined with both (chosen automatically on one "
                 "server only: across servers NCCL runs NVLSTree, or NVLS with SHARP)."))
@@ -160,6 +162,7 @@ NVLSTREE = register(Algorithm(
     name="nvlstree", build=nvlstree_steps, check=_check_tree,
     collectives=frozenset({"all_reduce"}), protocols=("simple",), auto_min_servers=2,
     kernel_rate=_nvlstree_rate,
+    pipeline=lambda group, collective: nvlstree_pipeline(group),
     description="NCCL's NVLSTree: NVLS inside servers, a double binary tree per rail "
                 "across them, all phases pipelined (the fastest H100 all-reduce at 2+ "
                 "servers)."))

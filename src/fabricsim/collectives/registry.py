@@ -28,7 +28,7 @@ from numpy.typing import ArrayLike, NDArray
 from fabricsim.errors import ConfigError, ScheduleError, unknown
 from fabricsim.fabric.core import Fabric, pair_hash, with_nics
 from fabricsim.fabric.kinds import NodeKind
-from fabricsim.schedule.core import Step
+from fabricsim.schedule.core import Pipeline, Step
 
 IntArray = NDArray[np.int32]
 
@@ -203,6 +203,9 @@ class Algorithm:
     #: Most message bytes/s its kernels move on a group with this many channels
     #: (:attr:`Schedule.kernel_bytes_per_s`); ``None``: only the links bound it.
     kernel_rate: Callable[[Group, int], float] | None = None
+    #: Its chunk pipeline on a group, for a collective (:attr:`Schedule.pipeline`);
+    #: ``None``: its steps already hold every chunk's cost.
+    pipeline: Callable[[Group, str], Pipeline | None] | None = None
 
     def why_not(self, group: Group, collective: str) -> str | None:
         """Why this algorithm cannot run ``collective`` on ``group`` (``None`` if it can)."""

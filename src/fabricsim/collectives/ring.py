@@ -26,8 +26,9 @@ from dataclasses import replace
 import numpy as np
 from numpy.typing import NDArray
 
+from fabricsim.collectives.pipeline import chain_pipeline
 from fabricsim.collectives.registry import Algorithm, Group, fill_step, register, step
-from fabricsim.schedule.core import Step
+from fabricsim.schedule.core import Pipeline, Step
 
 _REPEATS = {"all_reduce": lambda n: 2 * (n - 1), "reduce_scatter": lambda n: n - 1,
             "all_gather": lambda n: n - 1}
@@ -129,8 +130,14 @@ def ring_steps(group: Group, collective: str, nbytes: float, channels: int) -> l
     return out
 
 
+def _pipeline(group: Group, collective: str) -> Pipeline | None:
+    """Broadcast and reduce stream chunks down a chain; the ring collectives' steps
+    already carry one chunk each."""
+    return chain_pipeline(group) if collective in ("broadcast", "reduce") else None
+
+
 RING = register(Algorithm(
-    name="ring", build=ring_steps,
+    name="ring", build=ring_steps, pipeline=_pipeline,
     collectives=frozenset({"all_reduce", "reduce_scatter", "all_gather", "broadcast",
                            "reduce"}),
     description="NCCL ring: 2(n-1) steps of S/n per rank (all-reduce), chunk-pipelined "

@@ -19,12 +19,12 @@ Example
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 
 import numpy as np
 from numpy.typing import NDArray
 
+from fabricsim.collectives.pipeline import tree_depth, tree_pipeline
 from fabricsim.collectives.registry import Algorithm, Group, fill_step, register, step
 from fabricsim.protocols import tree_kernel_rate
 from fabricsim.schedule.core import Step
@@ -37,8 +37,7 @@ def parents(n: int) -> NDArray[np.int64]:
     return p
 
 
-def _depth(n: int) -> int:
-    return max(0, math.ceil(math.log2(n + 1)) - 1)
+_depth = tree_depth
 
 
 def tree_steps(group: Group, collective: str, nbytes: float, channels: int) -> list[Step]:
@@ -97,5 +96,6 @@ def _kernel_rate(group: Group, channels: int) -> float:
 TREE = register(Algorithm(
     name="tree", build=tree_steps, collectives=frozenset({"all_reduce"}),
     auto_min_servers=2, kernel_rate=_kernel_rate,
+    pipeline=lambda group, collective: tree_pipeline(group),
     description="NCCL double binary tree across servers with chains inside them: reduce up "
                 "and broadcast down, pipelined; latency ~ 2 log2(servers) network hops."))

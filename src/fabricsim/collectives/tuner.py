@@ -146,9 +146,11 @@ def build(group: Group, collective: str, nbytes: float, algo: Algorithm, proto: 
         raise ConfigError(f"channels must be >= 1, got {ch}", field="channels")
     steps = algo.build(group, collective, nbytes, ch)
     rate = algo.kernel_rate(group, ch) if algo.kernel_rate is not None else 0.0
+    pipe = algo.pipeline(group, collective) if algo.pipeline is not None else None
     return Schedule(steps=tuple(steps), collective=collective, algorithm=algo.name,
                     protocol=proto, nbytes=int(nbytes), ranks=group.ranks,
-                    meta={"channels": ch, "group_size": group.n}, kernel_bytes_per_s=rate)
+                    meta={"channels": ch, "group_size": group.n}, kernel_bytes_per_s=rate,
+                    pipeline=pipe)
 
 
 def protocol_of(name: str, protocols: Mapping[str, Protocol] = PROTOCOLS) -> Protocol:

@@ -96,6 +96,62 @@ class Step:
         return float(self.nbytes.sum()) * self.repeat
 
 
+@dataclass(frozen=True)
+class Pipeline:
+    """The fill of a store-and-forward pipeline of chunks (NCCL's Simple protocol).
+
+    A chunked algorithm moves its buffer through ``stages`` one chunk at a time: a stage
+    forwards a chunk only once the whole of it has arrived (Simple posts a chunk's flag
+    after its data). The steady stream is the schedule's bandwidth term; before it, the
+    first chunk crosses every stage: ``sum(t_s) - max(t_s)`` extra, ``t_s`` the time a
+    stage takes to move one chunk. ``ops`` chunks move at once (NCCL's channels, times
+    NVLS heads where each head owns a share). The chunk starts at ``chunk_bytes`` and
+    shrinks for small messages by ``shrink``: for each ``(k, smaller)`` in order, if the
+    message is below ``k · ops · chunk`` and the chunk exceeds ``smaller``, it becomes
+    ``smaller`` (NCCL's ``calcCollChunking``); it never exceeds a share of the message.
+
+    ``stages`` are ``(link class, count, line bytes/s one op has on that stage)``; the
+    protocol's efficiency on the class turns line rate into payload rate. Only the
+    protocols in ``protocols`` fill this way (LL and LL128 forward line by line).
+
+    >>> p = Pipeline(stages=(("net", 2, 1e9),), ops=4, chunk_bytes=65536.0)
+    >>> p.chunk(2**30), p.chunk(65536)
+    (65536.0, 16384.0)
+    >>> round(p.fill(2**30, {"net": 1.0}) * 1e6, 2)  # one extra stage of one chunk
+    65.54
+    """
+
+    stages: tuple[tuple[str, float, float], ...]
+    ops: int
+    chunk_bytes: float
+    shrink: tuple[tuple[float, float], ...] = ()
+    protocols: frozenset[str] = frozenset({"simple"})
+
+    def __post_init__(self) -> None:
+        if self.ops < 1 or not self.chunk_bytes > 0:
+            raise ScheduleError("a pipeline needs ops >= 1 and a chunk > 0 bytes")
+        if any(not r > 0 or c < 0 for _, c, r in self.stages):
+            raise ScheduleError("pipeline stages need a rate > 0 and a count >= 0")
+
+    def chunk(self, nbytes: float) -> float:
+        """The chunk (bytes) one op moves per stage for a message of ``nbytes``."""
+        c = self.chunk_bytes
+        for k, smaller in self.shrink:
+            if nbytes < k * self.ops * c and c > smaller:
+                c = smaller
+        return min(c, nbytes / self.ops)
+
+    def fill(self, nbytes: float, efficiency: Mapping[str, float]) -> float:
+        """Seconds the first chunk of a ``nbytes`` message adds before the stream is
+        steady, with ``efficiency`` the payload share of line rate per link class."""
+        if nbytes <= 0 or not self.stages:
+            return 0.0
+        c = self.chunk(nbytes)
+        per = [c / (r * max(efficiency.get(cls, 1.0), 1e-9)) for cls, _, r in self.stages]
+        total = sum(n * t for (_, n, _), t in zip(self.stages, per, strict=True))
+        return max(total - max(per), 0.0)
+
+
 @dataclass(frozen=True, eq=False)
 class Schedule:
     """A DAG of steps; steps may depend only on earlier steps (so it is acyclic)."""
@@ -111,6 +167,8 @@ class Schedule:
     #: allow (0: no limit). A GPU's thread blocks reduce and forward data at a finite rate;
     #: where that rate is below the network's (NCCL's tree kernels), it sets the time.
     kernel_bytes_per_s: float = 0.0
+    #: The chunk pipeline's fill (:class:`Pipeline`), ``None`` where there is none.
+    pipeline: Pipeline | None = None
 
     def __post_init__(self) -> None:
         if not (self.kernel_bytes_per_s >= 0.0):  # also rejects NaN

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import NDArray
 
+from fabricsim.backends.base import ramp_bytes
 from fabricsim.backends.flow.background import BackgroundTransfers
 from fabricsim.backends.flow.faults import FaultPlan
 from fabricsim.backends.flow.kernel import BUDGET, STALL, Pool
@@ -176,7 +177,7 @@ def simulate(schedule: Schedule, plan: FaultPlan,
                         seed=seed, channel=s.channel)
             ex = stripe_planes(fab, ex)
             if protocol is not None:
-                ex = apply_protocol(fab, ex, protocol, float(schedule.nbytes))
+                ex = apply_protocol(fab, ex, protocol, ramp_bytes(schedule, protocol))
             templates[i] = (ex, plan.delays(ex.src) * s.rounds)
         return templates[i]
 

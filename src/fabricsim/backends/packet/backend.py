@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from fabricsim.backends.base import Result, kernel_floor
+from fabricsim.backends.base import Result, kernel_floor, pipeline_fill
 from fabricsim.backends.packet import layout as L
 from fabricsim.backends.packet.budget import check_endpoints
 from fabricsim.backends.packet.build import MODES, State, build_state
@@ -191,7 +191,11 @@ class PacketBackend:
             t = max(res.time, floor + (proto.launch if proto else 0.0))
             limited = "kernels" if t > res.time else "links"
             res = replace(res, time=t)
-        return replace(res, extra={**res.extra, "limited_by": limited})
+        fill = pipeline_fill(schedule, proto, fabric)  # the chunk pipeline's fill
+        if fill > 0 and res.extra.get("complete", False):
+            res = replace(res, time=res.time + fill)
+        return replace(res, extra={**res.extra, "limited_by": limited,
+                                   "pipeline_fill": fill})
 
 
 def _run(st: State) -> float:

@@ -1,0 +1,203 @@
+"""How NCCL's chunked algorithms fill their pipelines: chunk sizes, channels, stages.
+
+NCCL's Simple protocol forwards a chunk only once all of it has arrived (the flag is
+posted after the data), so tree, NVLS, NVLSTree and the broadcast/reduce chains are
+store-and-forward pipelines of chunks: before the stream is steady, the first chunk
+crosses every stage (:class:`~fabricsim.schedule.Pipeline`). What that costs follows from
+three facts NCCL sets, all from its source (``src/enqueue.cc`` ``calcCollChunking``,
+``src/init.cc``, ``src/transport/nvls.cc``, ``src/graph/connect.cc``; NCCL 2.23-2.27):
+
+* **chunk sizes**: the Simple step is ``NCCL_BUFFSIZE / NCCL_STEPS`` = 4 MiB / 8 =
+  512 KiB (tree and chains move one step per chunk); NVLS starts at
+  ``NCCL_NVLS_CHUNKSIZE`` = 128 KiB, NVLSTree too but at most 64 KiB from 4 servers on,
+  and both shrink for small messages by the rules in :data:`NVLS_SHRINK` and
+  :data:`NVLSTREE_SHRINK`. The AWS EFA plugin sets ``NCCL_BUFFSIZE`` = 8 MiB and both
+  NVLS chunk limits to 512 KiB on its platforms (aws-ofi-nccl ``platform-aws.cpp``).
+* **channels**: across servers NCCL's topology search finds one channel per NIC rail
+  (at most one NCCL network device per GPU) and doubles the count when it connects
+  channels (``ncclTopoPostset``): 16 on a DGX H100 or p5 with eight rails, 8 on a p4d
+  with four NICs (AWS's documentation says 8). NVLS runs its own 16 channels on Hopper,
+  24 inside one Blackwell NVLink domain and 32 across domains, over at most 32 heads.
+* **stages**: a tree chunk goes up the chain inside a server and the tree between
+  servers, and down again; an NVLS chunk is scattered into the switch and reduced and
+  multicast out of it; NVLSTree adds the tree between servers in the middle.
+
+LL and LL128 forward line by line (each 8- or 128-byte line carries its own flag), so their
+pipelines fill at line granularity: they get no chunk fill here.
+
+Example
+-------
+>>> from fabricsim.fabric import build_cluster
+>>> from fabricsim.collectives.registry import Group
+>>> g = Group.of(build_cluster("dgx-h100", 4))
+>>> p = nvlstree_pipeline(g)
+>>> p.ops, p.chunk_bytes, p.chunk(2**30), p.chunk(4 * 2**20)
+(128, 65536.0, 65536.0, 32768.0)
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from fabricsim.collectives.registry import Group
+from fabricsim.fabric.core import Fabric
+from fabricsim.fabric.kinds import LINK_CLASSES, link_class_of_kind
+from fabricsim.protocols import nvlstree_kernel_rate, tree_kernel_rate
+from fabricsim.schedule.core import Pipeline
+
+KIB = 1024.0
+#: NCCL's Simple step: ``NCCL_BUFFSIZE`` (4 MiB) over ``NCCL_STEPS`` (8).
+SIMPLE_STEP_BYTES = 512 * KIB
+#: ``NCCL_NVLS_CHUNKSIZE``'s default.
+NVLS_CHUNK_BYTES = 128 * KIB
+#: NVLSTree's chunk limit from 4 servers on (``NCCL_NVLSTREE_MAX_CHUNKSIZE`` unset).
+NVLSTREE_MAX_CHUNK_BYTES = 64 * KIB
+#: What the AWS EFA plugin sets on its platforms: ``NCCL_BUFFSIZE`` 8 MiB (a 1 MiB
+#: step), ``NCCL_NVLS_CHUNKSIZE`` and ``NCCL_NVLSTREE_MAX_CHUNKSIZE`` 512 KiB.
+AWS_SIMPLE_STEP_BYTES = 1024 * KIB
+AWS_NVLS_CHUNK_BYTES = 512 * KIB
+#: ``calcCollChunking``'s shrinking for NVLS: below ``k`` chunks per op, the chunk drops
+#: to the given size (applied in order, each test with the chunk the previous left).
+NVLS_SHRINK = ((64.0, 64 * KIB), (8.0, 32 * KIB), (2.0, 16 * KIB))
+NVLSTREE_SHRINK = ((32.0, 256 * KIB), (16.0, 128 * KIB), (4.0, 64 * KIB), (1.0, 32 * KIB))
+#: NCCL's most NVLS heads (``NCCL_MAX_NVLS_ARITY``) and channels.
+NVLS_MAX_HEADS = 32
+MAX_CHANNELS = 64
+
+
+def _aws(fabric: Fabric) -> bool:
+    return fabric.info.transport == "srd"
+
+
+def _class_rate(fabric: Fabric, node: int, cls: str) -> float:
+    """Line rate (bytes/s) of the links of class ``cls`` leaving ``node``."""
+    classes = link_class_of_kind()[fabric.link_kind]
+    mask = (fabric.link_src == node) & (classes == LINK_CLASSES.index(cls))
+    return float(fabric.link_capacity[mask].sum())
+
+
+def nvlink_rate(group: Group) -> float:
+    """NVLink bytes/s one GPU of ``group`` sends (all its NVLinks; 0 without NVLink)."""
+    return _class_rate(group.fabric, int(group.nodes[0]), "nvlink")
+
+
+def nic_rate(fabric: Fabric) -> float:
+    """Scale-out bytes/s of one server (all its NICs)."""
+    return fabric.info.nic_bandwidth * fabric.info.nics_per_server
+
+
+def nccl_channels(group: Group) -> int:
+    """NCCL's ring/tree channels for ``group``: across servers two per network device
+    (one device per NIC rail, at most one per GPU); inside a server two per GPU.
+
+    >>> from fabricsim.fabric import build_cluster
+    >>> nccl_channels(Group.of(build_cluster("aws-p4d", 2)))
+    8
+    """
+    info = group.fabric.info
+    gpus = max(group.per_server or info.gpus_per_server, 1)
+    devices = min(info.nics_per_server, gpus) if group.servers > 1 else gpus
+    return int(np.clip(2 * max(devices, 1), 2, MAX_CHANNELS))
+
+
+def nvls_channels(group: Group) -> int:
+    """NCCL's NVLS channels: 16 on Hopper; on Blackwell 24 inside one NVLink domain,
+    32 across domains (``src/transport/nvls.cc``)."""
+    if group.fabric.info.nvlink.startswith("nvlink5") or \
+            group.fabric.info.nvlink.startswith("nvlink6"):
+        return 32 if group.servers > 1 else 24
+    return 16
+
+
+def nvls_heads(group: Group) -> int:
+    """NVLS heads: one per GPU of a server, at most :data:`NVLS_MAX_HEADS`."""
+    return max(1, min(group.per_server or group.n, NVLS_MAX_HEADS))
+
+
+def tree_depth(n: int) -> int:
+    """Depth of a heap-ordered binary tree of ``n`` members (0 for one).
+
+    >>> [tree_depth(n) for n in (1, 2, 3, 4, 8, 10)]
+    [0, 1, 1, 2, 3, 3]
+    """
+    return max(0, math.ceil(math.log2(n + 1)) - 1)
+
+
+_depth = tree_depth
+
+
+def tree_pipeline(group: Group) -> Pipeline | None:
+    """NCCL's tree all-reduce: chunks of one Simple step up the chain inside each server
+    and the double binary tree between servers, and down again, on every channel."""
+    if group.servers < 2 or not group.per_server or nic_rate(group.fabric) <= 0:
+        return None
+    c = nccl_channels(group)
+    g, m = group.per_server, group.servers
+    # a channel's network hop runs at its share of the NICs or at its kernel's own rate
+    kernel = tree_kernel_rate(group.fabric, m, c) / c
+    net = nic_rate(group.fabric) / c
+    stages = [("net", 2.0 * _depth(m), min(net, kernel) if kernel > 0 else net)]
+    nvl = nvlink_rate(group)
+    if g > 1 and nvl > 0:
+        stages.append(("nvlink", 2.0 * (g - 1), nvl / c))
+    step = AWS_SIMPLE_STEP_BYTES if _aws(group.fabric) else SIMPLE_STEP_BYTES
+    return Pipeline(stages=tuple(stages), ops=c, chunk_bytes=step)
+
+
+def chain_pipeline(group: Group) -> Pipeline | None:
+    """NCCL's ring broadcast and reduce: chunks of one Simple step down the chain of all
+    ranks (NVLink hops inside servers, network hops between them) on every channel."""
+    if group.n < 3:
+        return None
+    c = nccl_channels(group)
+    m = max(group.servers, 1)
+    stages = []
+    nvl = nvlink_rate(group)
+    if group.n - m > 0 and nvl > 0:
+        stages.append(("nvlink", float(group.n - m), nvl / c))
+    if m > 1 and nic_rate(group.fabric) > 0:
+        stages.append(("net", float(m - 1), nic_rate(group.fabric) / c))
+    if not stages:
+        return None
+    step = AWS_SIMPLE_STEP_BYTES if _aws(group.fabric) else SIMPLE_STEP_BYTES
+    return Pipeline(stages=tuple(stages), ops=c, chunk_bytes=step)
+
+
+def nvls_pipeline(group: Group) -> Pipeline | None:
+    """NVLS inside one server: three warp groups pass each round of chunks on, each a
+    Simple primitive with its own handshake: scatter (the input into every head's
+    buffer), reduce + multicast (the head's ``multimem`` load-reduce and store through
+    the switch), gather (the result out of the heads' buffers); NCCL's
+    ``src/device/all_reduce.h``, ``RunWorkColl<..., NCCL_ALGO_NVLS, ...>``."""
+    nvl = nvlink_rate(group)
+    if nvl <= 0 or group.servers > 1:
+        return None
+    ops = nvls_channels(group) * nvls_heads(group)
+    chunk = AWS_NVLS_CHUNK_BYTES if _aws(group.fabric) else NVLS_CHUNK_BYTES
+    return Pipeline(stages=(("nvls", 3.0, nvl / ops),), ops=ops,
+                    chunk_bytes=min(chunk, SIMPLE_STEP_BYTES), shrink=NVLS_SHRINK)
+
+
+def nvlstree_pipeline(group: Group) -> Pipeline | None:
+    """NVLSTree: scatter and reduce through the switch, up the double binary tree
+    between servers and down again (a head on its own NIC), multicast and gather
+    (``src/device/all_reduce.h``, ``RunWorkColl<..., NCCL_ALGO_NVLS_TREE, ...>``)."""
+    nvl = nvlink_rate(group)
+    info = group.fabric.info
+    if nvl <= 0 or group.servers < 2 or nic_rate(group.fabric) <= 0:
+        return None
+    ch, heads = nvls_channels(group), nvls_heads(group)
+    ops = ch * heads
+    nic_gpu = nic_rate(group.fabric) / max(info.gpus_per_server, 1)
+    if _aws(group.fabric):
+        chunk = AWS_NVLS_CHUNK_BYTES
+    else:
+        chunk = NVLS_CHUNK_BYTES if group.servers < 4 else min(NVLS_CHUNK_BYTES,
+                                                                NVLSTREE_MAX_CHUNK_BYTES)
+    # a head's network hop runs at its NIC's share or at the NVLSTree kernel's own rate
+    kernel = nvlstree_kernel_rate(group.fabric, group.servers, group.n) / (heads * ch)
+    net = min(nic_gpu / ch, kernel) if kernel > 0 else nic_gpu / ch
+    stages = (("nvls", 4.0, nvl / ops), ("net", 2.0 * _depth(group.servers), net))
+    return Pipeline(stages=stages, ops=ops, chunk_bytes=chunk, shrink=NVLSTREE_SHRINK)

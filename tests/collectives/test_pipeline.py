@@ -1,0 +1,121 @@
+"""Chunk pipelines (collectives.pipeline, schedule.Pipeline): NCCL's chunk sizes, channels
+and stages, and their fill as every backend times it."""
+
+from __future__ import annotations
+
+import pytest
+
+from fabricsim.backends.analytic import AnalyticBackend
+from fabricsim.backends.base import pipeline_fill, ramp_bytes
+from fabricsim.backends.flow import FlowBackend
+from fabricsim.backends.packet import PacketBackend
+from fabricsim.collectives.pipeline import (
+    chain_pipeline,
+    nccl_channels,
+    nvls_channels,
+    nvls_pipeline,
+    nvlstree_pipeline,
+    tree_pipeline,
+)
+from fabricsim.collectives.registry import Group, get_algorithm
+from fabricsim.collectives.tuner import build
+from fabricsim.errors import ScheduleError
+from fabricsim.fabric import build_cluster
+from fabricsim.protocols import PROTOCOLS
+from fabricsim.schedule import Pipeline, Schedule
+
+KIB = 1024
+
+
+def test_fill_is_every_stage_but_the_slowest_once() -> None:
+    p = Pipeline(stages=(("nvlink", 3, 2e9), ("net", 2, 1e9)), ops=1, chunk_bytes=1e6)
+    # stages take 0.5 ms (NVLink) and 1 ms (network): 3 x 0.5 + 2 x 1 - 1 = 2.5 ms
+    assert p.fill(1e9, {"nvlink": 1.0, "net": 1.0}) == pytest.approx(2.5e-3)
+    # half the efficiency, twice the time; a message smaller than a chunk fills with itself
+    assert p.fill(1e9, {"nvlink": 0.5, "net": 0.5}) == pytest.approx(5e-3)
+    assert p.fill(1e5, {"nvlink": 1.0, "net": 1.0}) == pytest.approx(2.5e-4)
+    assert p.fill(0, {}) == 0.0
+    with pytest.raises(ScheduleError):
+        Pipeline(stages=(("net", 1, 0.0),), ops=1, chunk_bytes=1.0)
+    with pytest.raises(ScheduleError):
+        Pipeline(stages=(), ops=0, chunk_bytes=1.0)
+
+
+def test_nccl_chunk_rules() -> None:
+    """calcCollChunking (NCCL 2.27, src/enqueue.cc): NVLS 128 KiB shrinking to 64/32/16 KiB
+    below 64/8/2 chunks per op; NVLSTree 64 KiB from 4 servers, 32 KiB below one chunk per
+    op; AWS's EFA plugin: 512 KiB NVLS chunks and a 1 MiB Simple step."""
+    one = nvls_pipeline(Group.of(build_cluster("dgx-h100", 1)))
+    assert one is not None and one.ops == 16 * 8
+    assert [one.chunk(s) for s in (2**30, 2**26, 2**24, 2**21)] == \
+        [128 * KIB, 64 * KIB, 32 * KIB, 16 * KIB]
+    four = nvlstree_pipeline(Group.of(build_cluster("dgx-h100", 4)))
+    two = nvlstree_pipeline(Group.of(build_cluster("dgx-h100", 2)))
+    assert four is not None and two is not None
+    assert four.chunk(2**33) == 64 * KIB and two.chunk(2**33) == 128 * KIB
+    assert four.chunk(4 * 2**20) == 32 * KIB
+    aws = nvlstree_pipeline(Group.of(build_cluster("aws-p5", 4)))
+    assert aws is not None and aws.chunk_bytes == 512 * KIB
+    tree = tree_pipeline(Group.of(build_cluster("aws-p4d", 2)))
+    assert tree is not None and tree.chunk_bytes == 1024 * KIB
+    assert tree_pipeline(Group.of(build_cluster("dgx-a100", 2))).chunk_bytes == 512 * KIB
+
+
+def test_nccl_channels_and_stages() -> None:
+    h100 = Group.of(build_cluster("dgx-h100", 10))
+    assert nccl_channels(h100) == 16                       # 8 rails, doubled
+    assert nccl_channels(Group.of(build_cluster("aws-p4d", 2))) == 8   # AWS: 8 on p4d
+    assert nvls_channels(h100) == 16
+    assert nvls_channels(Group.of(build_cluster("hgx-b200", 1))) == 24
+    assert nvls_channels(Group.of(build_cluster("hgx-b200", 2))) == 32
+    t = tree_pipeline(h100)
+    assert t is not None
+    stages = {cls: n for cls, n, _ in t.stages}
+    assert stages == {"net": 6.0, "nvlink": 14.0}          # depth 3 up and down; 7-GPU chains
+    assert nvls_pipeline(h100) is None                     # NVLS alone: one server
+    assert tree_pipeline(Group.of(build_cluster("dgx-h100", 1))) is None
+    chain = chain_pipeline(Group.of(build_cluster("dgx-h100", 2)))
+    assert chain is not None and {c: n for c, n, _ in chain.stages} == {"nvlink": 14.0,
+                                                                        "net": 1.0}
+
+
+@pytest.mark.parametrize("algo", ["tree", "nvlstree"])
+def test_every_backend_adds_the_same_fill(algo: str) -> None:
+    fab = build_cluster("dgx-h100", 2)
+    sched = build(Group.of(fab), "all_reduce", 2**24, get_algorithm(algo), "simple")
+    fill = pipeline_fill(sched, PROTOCOLS["simple"], fab)
+    assert fill > 0
+    for backend in (FlowBackend(), PacketBackend()):
+        assert backend.run(sched, fab).extra["pipeline_fill"] == pytest.approx(fill)
+    # the analytic time is the pipeline-free schedule's (no ramp either) plus the fill
+    flat = {"simple": PROTOCOLS["simple"].scaled(ramp_bytes=0.0)}
+    bare = Schedule(steps=sched.steps, collective=sched.collective, algorithm=algo,
+                    protocol="simple", nbytes=sched.nbytes, ranks=sched.ranks,
+                    kernel_bytes_per_s=sched.kernel_bytes_per_s)
+    analytic = AnalyticBackend(protocols=flat)
+    assert analytic.run(sched, fab).time - analytic.run(bare, fab).time == \
+        pytest.approx(fill, rel=1e-9)
+
+
+def test_line_protocols_and_ideal_do_not_fill_and_the_ramp_steps_aside() -> None:
+    fab = build_cluster("dgx-h100", 2)
+    sched = build(Group.of(fab), "all_reduce", 2**24, get_algorithm("tree"), "ll128")
+    assert pipeline_fill(sched, PROTOCOLS["ll128"], fab) == 0.0
+    assert pipeline_fill(sched, None, fab) == 0.0
+    # Simple's fitted ramp stands in for what the pipeline models: not both
+    assert ramp_bytes(sched, PROTOCOLS["simple"]) == 0.0
+    assert ramp_bytes(sched, PROTOCOLS["ll128"]) == float(sched.nbytes)
+    ring = build(Group.of(fab), "all_reduce", 2**24, get_algorithm("ring"), "simple")
+    assert ring.pipeline is None and ramp_bytes(ring, PROTOCOLS["simple"]) == 2**24
+
+
+def test_the_fill_is_a_mid_size_cost() -> None:
+    """Share of the time the fill takes: large at 16 MiB, small at 4 GiB (two DGX H100,
+    NVLSTree; the published two-server curve closes on its asymptote the same way)."""
+    fab = build_cluster("dgx-h100", 2)
+    shares = []
+    for size in (2**24, 2**32):
+        sched = build(Group.of(fab), "all_reduce", size, get_algorithm("nvlstree"), "simple")
+        t = AnalyticBackend().run(sched, fab).time
+        shares.append(pipeline_fill(sched, PROTOCOLS["simple"], fab) / t)
+    assert shares[0] > 0.3 and shares[1] < 0.02
