@@ -222,3 +222,42 @@ def test_user_defined_system_reaches_every_command(capsys: pytest.CaptureFixture
     from fabricsim.scenario.fabric import fabric_from_scenario as fabric_of
 
     assert fabric_of(load_scenario(p)).n_gpus == 8
+
+
+LOGS = ROOT / "tests" / "data" / "nccl_logs"
+
+
+def test_describe_from_an_nccl_info_log(capsys: pytest.CaptureFixture[str]) -> None:
+    """issue 37: a public issue's cluster (NVIDIA/nccl #1357: 2 x 8 H100, four SHARP HCAs
+    per host) rebuilt from its NCCL_DEBUG=INFO lines."""
+    log = str(LOGS / "nccl_info_2x8_h100_4nic_sharp.log")
+    code, out, _ = run(capsys, "describe", "--from-nccl-log", log, "--system", "dgx-h100",
+                       "--json")
+    assert code == 0
+    d = json.loads(out)
+    assert d["gpus"] == 16 and d["servers"] == 2
+    assert d["nccl_log"]["from_log"]["nics_per_node"] == 4
+    assert d["nccl_log"]["systems"] == {"dgx-h100-from-log": {"base": "dgx-h100", "nics": 4}}
+    assert d["nccl_log"]["hosts"] == ["qh100-gpu19", "qh100-gpu20"]
+    # the flags given override the log's facts; the text names what was assumed
+    code, out, _ = run(capsys, "describe", "--from-nccl-log", log, "--system", "dgx-h100",
+                       "--nodes", "4")
+    assert code == 0 and "4 × dgx-h100-from-log" in out and "not in the log" in out
+    # the GPU model comes from nccl-tests' device list when the log has one
+    code, out, _ = run(capsys, "describe", "--from-nccl-log",
+                       str(LOGS / "nccl_info_2x8_a100_allgather.log"))
+    assert code == 0 and "2 × dgx-a100 on ib-hdr" in out and "NCCL WARN" in out
+
+
+@pytest.mark.parametrize(("args", "field"), [
+    (["--from-nccl-log", "nccl_info_truncated.log"], "--from-nccl-log"),
+    (["--from-nccl-log", "nccl_info_2x8_h100_4nic_sharp.log"], "--system"),
+    (["--from-nccl-log", "nccl_info_2x8_a100_allgather.log", "--system", "dgx-h100"],
+     "--system"),
+    (["--from-nccl-log", "missing.log"], "--from-nccl-log"),
+])
+def test_describe_from_nccl_log_refusals(capsys: pytest.CaptureFixture[str], args: list[str],
+                                         field: str) -> None:
+    args = [str(LOGS / a) if a.endswith(".log") else a for a in args]
+    code, out, err = run(capsys, "describe", *args)
+    assert code == 2 and not out and f"{field}:" in err and "Traceback" not in err

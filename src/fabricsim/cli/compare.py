@@ -29,8 +29,9 @@ from fabricsim.cli.common import (
     print_json_line,
     scenario_with_overrides,
 )
-from fabricsim.errors import ConfigError, UnknownPresetError
+from fabricsim.errors import ConfigError
 from fabricsim.fabric.cluster import MAX_GPUS
+from fabricsim.interop.nccl_debug import catalog_gpu, check_system_gpu
 from fabricsim.interop.nccl_tests import NcclTest, Row, parse_nccl_tests
 
 
@@ -60,27 +61,6 @@ class NcclLog:
 
 #: Largest log ``compare`` reads (nccl-tests logs are kilobytes; a 64 MiB one is a mistake).
 MAX_LOG_BYTES = 64 * 2**20
-#: GPU model words as nccl-tests prints them -> catalog GPU, most specific first.
-_GPU_WORDS = (("gb200", "gb200"), ("b200", "b200"), ("h200", "h200-sxm"),
-              ("h800", "h800-sxm"), ("h100 pcie", "h100-pcie"), ("h100", "h100-sxm"),
-              ("h20", "h20"), ("a800", "a800-sxm"), ("a100-sxm4-40gb", "a100-sxm-40gb"),
-              ("a100", "a100-sxm"), ("v100", "v100-sxm"), ("l40s", "l40s"))
-
-
-def catalog_gpu(model: str) -> str | None:
-    """The catalog GPU of a model name as nccl-tests prints it (None if unknown).
-
-    Examples
-    --------
-    >>> catalog_gpu("NVIDIA A100-SXM4-80GB"), catalog_gpu("NVIDIA H100 80GB HBM3")
-    ('a100-sxm', 'h100-sxm')
-    >>> catalog_gpu("Tesla K80") is None
-    True
-    """
-    low = model.lower()
-    return next((gpu for word, gpu in _GPU_WORDS if word in low), None)
-
-
 def system_for_log(parsed: NcclLog) -> str:
     """The preset system whose GPU is the log's, or a ConfigError saying what to do."""
     from fabricsim.catalog import get_catalog
@@ -101,35 +81,6 @@ def system_for_log(parsed: NcclLog) -> str:
                           "define a system for it in a scenario's systems: section "
                           "(docs/scenarios.md)", field="--system")
     return systems[0]
-
-
-def check_system_gpu(system: str, model: str) -> None:
-    """Refuse ``system`` when its GPU is not the one a log ran on (``model``, as
-    nccl-tests prints it): a ConfigError naming --system and the systems with that GPU.
-    A GPU the catalog does not know cannot be checked and passes.
-
-    >>> check_system_gpu("dgx-h100", "NVIDIA H100 80GB HBM3")
-    >>> check_system_gpu("dgx-a100", "NVIDIA H100 80GB HBM3")
-    Traceback (most recent call last):
-    ...
-    fabricsim.errors.ConfigError: --system: --system dgx-a100 has a100-sxm GPUs but the \
-log ran on 'NVIDIA H100 80GB HBM3' (h100-sxm); drop --system or pass one with that GPU \
-(dgx-h100, aws-p5)
-    """
-    from fabricsim.catalog import get_catalog
-
-    cat = get_catalog()
-    try:
-        have = cat.system(system).gpu
-    except UnknownPresetError as e:
-        raise UnknownPresetError(e.message, field="--system") from None
-    gpu = catalog_gpu(model)
-    if gpu is not None and gpu != have:
-        same = [name for name, s in cat.systems.items() if s.gpu == gpu]
-        raise ConfigError(
-            f"--system {system} has {have} GPUs but the log ran on {model!r} ({gpu}); drop "
-            f"--system or pass one with that GPU" + (f" ({', '.join(same)})" if same else
-                                                     ""), field="--system")
 
 
 def system_for_logs(files: Sequence[tuple[Path, Sequence[NcclTest]]], system: str | None,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -13,6 +13,7 @@ from fabricsim.cli.options import NET_ROUTING, NO_CLUSTER_FLAGS, ClusterFlags, l
 from fabricsim.errors import ConfigError
 from fabricsim.fabric import Fabric
 from fabricsim.jobs.describe import ClusterSummary
+from fabricsim.scenario import Scenario
 
 
 def register(app: typer.Typer) -> None:
@@ -25,6 +26,11 @@ def register(app: typer.Typer) -> None:
         export: Annotated[Path | None, typer.Option(
             "--export", help="Also write the fabric's nodes and links: .json or .graphml.")
         ] = None,
+        from_nccl_log: Annotated[Path | None, typer.Option(
+            "--from-nccl-log", metavar="LOG",
+            help="Rebuild the cluster from an NCCL_DEBUG=INFO log (hosts, GPUs per host, "
+                 "NICs and link layer, SHARP); cluster flags given override it.")
+        ] = None,
     ) -> None:
         """Describe a cluster: GPUs, switches per tier, cables, bisection, hierarchy, bottleneck.
 
@@ -33,15 +39,68 @@ def register(app: typer.Typer) -> None:
         from fabricsim import jobs
 
         check_out_file(export, "--export", (".json", ".graphml"))
-        job = jobs.job_from_scenario("describe", load(scenario, cluster))
+        read = None
+        if from_nccl_log is not None:
+            if scenario is not None:
+                raise ConfigError("give a scenario or --from-nccl-log, not both",
+                                  field="--from-nccl-log")
+            read, sc = scenario_from_nccl_log(from_nccl_log, cluster)
+        else:
+            sc = load(scenario, cluster)
+        job = jobs.job_from_scenario("describe", sc)
         fab = job.cluster.build()
         if export is not None:
             export_fabric(fab, export)
         summary = jobs.run(job, fab).summary
         if json_out:
-            print_json(summary.as_dict())
+            out = summary.as_dict()
+            if read is not None:
+                out["nccl_log"] = read
+            print_json(out)
         else:
+            if read is not None:
+                print_log_facts(read)
             print_summary(summary)
+
+
+def scenario_from_nccl_log(path: Path, cluster: ClusterFlags
+                           ) -> tuple[dict[str, Any], Scenario]:
+    """The facts an ``NCCL_DEBUG=INFO`` log gives and the scenario it rebuilds, with the
+    cluster flags given laid over it (``--system`` chooses the preset the log is read as)."""
+    from fabricsim.interop.nccl_debug import MAX_LOG_BYTES, cluster_of, read_nccl_debug
+    from fabricsim.scenario.loader import read_text_file, validate_scenario
+
+    text = read_text_file(path, MAX_LOG_BYTES, "NCCL log", field="--from-nccl-log")
+    log = read_nccl_debug(text, name="--from-nccl-log")
+    system = cluster.given.get("system")
+    lc = cluster_of(log, str(system) if system is not None else None)
+    sc = validate_scenario({"cluster": lc.cluster, "systems": lc.systems})
+    rest = ClusterFlags.of({k: v for k, v in cluster.given.items() if k != "system"})
+    return {**log.to_dict(), **lc.to_dict()}, rest.apply(sc)
+
+
+def print_log_facts(read: dict[str, Any]) -> None:
+    """What the NCCL log said, and what the catalog had to supply."""
+    t = Table(title=f"read from the NCCL log ({read['lines']:,} lines)", title_justify="left",
+              show_header=False)
+    t.add_column("what")
+    t.add_column("value")
+    facts = read["from_log"]
+    hosts = read["hosts"]
+    t.add_row("hosts", f"{facts['nodes']}" + (f" ({', '.join(hosts[:4])}"
+                                              f"{', ...' if len(hosts) > 4 else ''})"
+                                              if hosts else ""))
+    t.add_row("GPUs per host", str(facts["gpus_per_node"])
+              + (f" × {read['gpu_model']}" if read["gpu_model"] else ""))
+    t.add_row("network", f"{facts['network']}, {facts['nics_per_node']} NICs per host"
+              + (" with SHARP" if facts["sharp"] else ""))
+    t.add_row("NCCL", f"{facts['nccl_version']}; {facts['channels']} channels"
+              + ("; NVLS" if facts["nvls"] else ""))
+    for k, v in read["assumed"].items():
+        t.add_row(f"{k} (not in the log)" if "given" not in v else k, v)
+    console.print(t)
+    for w in read["warnings"][:5]:
+        console.print(f"[yellow]NCCL WARN[/] {w}")
 
 
 def export_fabric(fab: Fabric, path: Path) -> None:

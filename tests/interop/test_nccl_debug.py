@@ -1,0 +1,70 @@
+"""NCCL's own INFO logs read back into a cluster (interop.nccl_debug)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fabricsim.errors import ConfigError
+from fabricsim.interop.nccl_debug import cluster_of, read_nccl_debug
+
+LOGS = Path(__file__).resolve().parents[1] / "data" / "nccl_logs"
+
+
+def test_an_nccl_tests_run_with_info_lines() -> None:
+    log = read_nccl_debug((LOGS / "nccl_info_2x8_a100_allgather.log").read_text())
+    assert (log.nodes, log.gpus_per_node, log.ranks) == (2, 8, 16)
+    assert log.hosts == ("swat1-04", "swat1-05")
+    assert log.gpu_model == "NVIDIA A100-SXM4-80GB" and log.version == "2.18.3"
+    assert (log.link_layer, len(log.nics), log.sharp, log.channels) == ("IB", 8, False, 8)
+    assert log.rings[0][:4] == (0, 5, 4, 7) and len(log.warnings) == 1
+    lc = cluster_of(log)
+    assert lc.cluster == {"system": "dgx-a100", "nodes": 2, "fabric": "ib-hdr"}
+    assert lc.systems == {} and "not" not in lc.assumed["system"]
+
+
+def test_a_four_nic_sharp_cluster_needs_its_system_and_gets_its_nics() -> None:
+    log = read_nccl_debug((LOGS / "nccl_info_2x8_h100_4nic_sharp.log").read_text())
+    assert (log.nodes, log.gpus_per_node, len(log.nics), log.sharp) == (2, 8, 4, True)
+    assert log.nvls and log.nvls_channels == 16 and log.gpu_model == ""
+    with pytest.raises(ConfigError, match="names no GPU model") as e:
+        cluster_of(log)
+    assert e.value.field == "--system"
+    lc = cluster_of(log, "dgx-h100")
+    assert lc.cluster == {"system": "dgx-h100-from-log", "nodes": 2, "fabric": "ib-ndr",
+                          "params": {"sharp": True}}
+    assert lc.systems == {"dgx-h100-from-log": {"base": "dgx-h100", "nics": 4}}
+    # a system whose GPU is not the log's is refused
+    a100 = read_nccl_debug((LOGS / "nccl_info_2x8_a100_allgather.log").read_text())
+    with pytest.raises(ConfigError, match="dgx-h100 has h100-sxm GPUs"):
+        cluster_of(a100, "dgx-h100")
+
+
+@pytest.mark.parametrize(("text", "match"), [
+    ("node-a:1:1 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>\n", "truncated"),
+    ("", "truncated"),
+    ("a:1:1 [0] NCCL INFO comm 0x1 rank 0 nRanks 3 nNodes 2 localRanks 0 localRank 0\n",
+     "same number of GPUs"),
+])
+def test_logs_without_a_shape_are_refused(text: str, match: str) -> None:
+    with pytest.raises(ConfigError, match=match) as e:
+        read_nccl_debug(text, name="--from-nccl-log")
+    assert e.value.field == "--from-nccl-log"
+
+
+def test_roce_efa_and_socket_link_layers() -> None:
+    head = "a:1:1 [0] NCCL INFO comm 0x1 rank 0 nRanks 16 nNodes 2 localRanks 8 localRank 0\n"
+    roce = read_nccl_debug(head + "a:1:1 [0] NCCL INFO NET/IB : Using [0]mlx5_10:1/RoCE "
+                                  "[1]mlx5_11:1/RoCE [RO]; OOB eth0:1.2.3.4<0>\n")
+    assert roce.link_layer == "RoCE" and roce.nics == ("mlx5_10", "mlx5_11")
+    lc = cluster_of(roce, "dgx-h100")
+    assert lc.cluster["fabric"] == "roce-400g" and lc.systems["dgx-h100-from-log"]["nics"] == 2
+    efa = read_nccl_debug(head + "a:1:1 [0] NCCL INFO NET/OFI Selected Provider is efa, "
+                                 "fabric is efa-direct (found 32 nics)\n")
+    assert efa.link_layer == "EFA" and len(efa.nics) == 32
+    assert cluster_of(efa, "aws-p5").cluster == {"system": "aws-p5", "nodes": 2,
+                                                   "fabric": "efa"}
+    tcp = read_nccl_debug(head + "a:1:1 [0] NCCL INFO NET/Socket : Using [0]eth0:1.2.3.4<0>\n")
+    assert tcp.link_layer == "Socket" and cluster_of(tcp, "dgx-h100").cluster["fabric"] \
+        .startswith("tcp")
