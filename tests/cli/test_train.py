@@ -451,3 +451,18 @@ def test_a_launch_line_too_small_for_its_layout_says_what_it_needs(capsys) -> No
     assert d["parallel"]["precision"] == "bf16"   # --fp16, timed as BF16, said so
     assert any("--fp16 timed as BF16" in w for w in d["warnings"])
     assert any("vocab 50257 padded to 51200" in w for w in d["warnings"])
+
+
+@pytest.mark.parametrize(("name", "system"), [("deepseek2_lite_h100.txt", "dgx-h100"),
+                                              ("mixtral_distributed.txt", "dgx-h100")])
+def test_megatrons_moe_example_lines_run_with_only_the_system(capsys, name: str,
+                                                               system: str) -> None:
+    """issue 37: Megatron-LM's DeepSeek-V2-Lite and Mixtral example lines, pasted whole."""
+    import json
+    from pathlib import Path
+
+    line = (Path(__file__).resolve().parents[1] / "data" / "megatron" / name).read_text()
+    assert main(["train", "--from-megatron", line.strip(), "--system", system, "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["step_time_s"] > 0 and any("cluster from the launcher" in w
+                                        for w in d["warnings"])

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from fabricsim.errors import ConfigError
-from fabricsim.workloads.training.megatron import parse_megatron_args
+from fabricsim.workloads.models import MODEL_FIELDS, TransformerSpec
+from fabricsim.workloads.training.megatron import parse_megatron_args, read_megatron_line
 
 
 def test_reads_both_spellings_and_reports_what_it_ignores() -> None:
@@ -234,3 +237,49 @@ def test_block_recompute_counts_per_model_chunk() -> None:
     assert per_stage("--pipeline-model-parallel-size 4 --recompute-granularity full "
                      "--recompute-method block --recompute-num-layers 3") == 3
     assert plain["recompute_layers_per_chunk"] == 3
+
+
+_DATA = Path(__file__).resolve().parents[2] / "data" / "megatron"
+
+
+def test_deepseek_v2_lite_line_builds_the_published_model() -> None:
+    """issue 37: Megatron's DeepSeek-V2-Lite example (MLA, 64 experts top-6, shared experts,
+    a dense first layer) read whole. At the model's own 27 layers and 102,400-token
+    vocabulary it has 15.7B parameters, the model card's figure (deepseek-ai/DeepSeek-V2-Lite:
+    15.7B total, 2.4B activated; the activated count here also holds the 0.2B input
+    embedding, which the card leaves out)."""
+    line = (_DATA / "deepseek2_lite_h100.txt").read_text()
+    got = read_megatron_line(line)
+    f = got.args.fields
+    assert (f["experts"], f["top_k"], f["moe_ffn"], f["shared_experts"], f["dense_layers"]) \
+        == (64, 6, 1408, 2, 1)
+    assert (f["kv_latent"], f["attn_core_width"], f["v_head_dim"]) == (576, 320, 128)
+    assert "head_dim" not in f          # --kv-channels is not MLA's head width
+    assert any("multi-latent attention" in a for a in got.applied)
+    full = read_megatron_line(line.replace("--num-layers 16", "--num-layers 27")
+                              .replace("([0]+[1]*15)", "([0]+[1]*26)")).args.fields
+    model = TransformerSpec(**{**{k: v for k, v in full.items() if k in MODEL_FIELDS},
+                               "vocab": 102400})
+    assert model.params == pytest.approx(15.7e9, rel=0.01)
+    assert model.active_params - model.hidden * model.vocab == pytest.approx(2.4e9, rel=0.03)
+
+
+@pytest.mark.parametrize(("text", "match"), [
+    ("--kv-lora-rank 512", "needs --multi-latent-attention"),
+    ("--num-layers 4 --moe-layer-freq ([0]+[1]*2)", "describes 3 layers"),
+    ("--num-layers 4 --moe-layer-freq [0,2,1,1]", "must be 0 or 1"),
+    ("--num-layers 4 --moe-layer-freq 0", "at least 1"),
+    ("--num-layers 4 --moe-layer-freq every-other", "list expression"),
+])
+def test_moe_and_mla_flags_refused_clearly(text: str, match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        read_megatron_line(text)
+
+
+def test_layer_frequency_and_shared_width() -> None:
+    f = read_megatron_line("--num-layers 8 --moe-layer-freq 2 --moe-ffn-hidden-size 512 "
+                           "--moe-shared-expert-intermediate-size 1024").args.fields
+    assert f["dense_layers"] == 4 and f["shared_experts"] == 2
+    mixtral = read_megatron_line((_DATA / "mixtral_distributed.txt").read_text())
+    assert mixtral.launcher == {"nodes": 1, "gpus_per_node": 2}
+    assert mixtral.args.fields["experts"] == 2 and mixtral.args.fields["ep"] == 2

@@ -156,6 +156,14 @@ MEGATRON_FLAGS: dict[str, tuple[str, Callable[[str, str], Any] | None]] = {
     "--nproc_per_node": ("_nproc", _int),
     "--nproc-per-node": ("_nproc", _int),
     "--moe-router-topk": ("top_k", _int),
+    "--moe-shared-expert-intermediate-size": ("_shared_width", _int),
+    "--moe-layer-freq": ("_layer_freq", lambda v, f: v),
+    "--multi-latent-attention": ("_mla", None),
+    "--q-lora-rank": ("_q_lora", _int),
+    "--kv-lora-rank": ("_kv_lora", _int),
+    "--qk-head-dim": ("_qk_dim", _int),
+    "--qk-pos-emb-head-dim": ("_qk_pos", _int),
+    "--v-head-dim": ("_v_dim", _int),
     "--moe-router-num-groups": ("router_groups", _int),
     "--moe-router-group-topk": ("router_group_topk", _int),
 }
@@ -327,6 +335,8 @@ def _derive_shape(raw: dict[str, Any], applied: list[str]) -> None:
             raw["ffn"] = int(4 * h * 2 / 3 / 64) * 64 if swiglu else 4 * h
             applied.append(f"ffn {raw['ffn']} from --hidden-size {h} (Megatron's "
                            f"{'SwiGLU ' if swiglu else ''}default)")
+    _derive_moe(raw, applied)
+    _derive_mla(raw, applied)
     div = raw.pop("_vocab_div", 128)
     tokenizer = raw.pop("_tokenizer", None)
     if "_vocab" not in raw and tokenizer in TOKENIZER_VOCAB:
@@ -343,6 +353,108 @@ def _derive_shape(raw: dict[str, Any], applied: list[str]) -> None:
         if padded != v:
             applied.append(f"vocab {v} padded to {padded} (a multiple of "
                            f"{div} x TP {raw.get('tp', 1)}, as Megatron pads it)")
+
+
+#: Megatron's multi-latent-attention defaults (``arguments.py``: ``--q-lora-rank`` None,
+#: i.e. no query compression, ``--kv-lora-rank`` 32, ``--qk-head-dim`` 128,
+#: ``--qk-pos-emb-head-dim`` 64, ``--v-head-dim`` 128).
+MLA_DEFAULTS = {"_q_lora": None, "_kv_lora": 32, "_qk_dim": 128, "_qk_pos": 64,
+                "_v_dim": 128}
+_MLA_FLAGS = {"_q_lora": "--q-lora-rank", "_kv_lora": "--kv-lora-rank",
+              "_qk_dim": "--qk-head-dim", "_qk_pos": "--qk-pos-emb-head-dim",
+              "_v_dim": "--v-head-dim"}
+
+
+def _derive_mla(raw: dict[str, Any], applied: list[str]) -> None:
+    """Multi-head latent attention (``--multi-latent-attention``) as the model's fields:
+    the attention core's widths, the KV cache of one latent per token, and the weights of
+    the down- and up-projections Megatron builds (DeepSeek's layout: queries through a
+    ``--q-lora-rank`` latent when given, keys and values through ``--kv-lora-rank``)."""
+    given = {k: raw.pop(k) for k in list(_MLA_FLAGS) if k in raw}
+    if not raw.pop("_mla", False):
+        if given:
+            raise ConfigError(f"{_MLA_FLAGS[next(iter(given))]} needs "
+                              f"--multi-latent-attention (Megatron reads it only then)",
+                              field="--from-megatron")
+        return
+    if "hidden" not in raw or "heads" not in raw:
+        return
+    v = {**MLA_DEFAULTS, **given}
+    h, heads = int(raw["hidden"]), int(raw["heads"])
+    q_lora, kv_lora = v["_q_lora"], int(v["_kv_lora"])
+    qk, pos, vd = int(v["_qk_dim"]), int(v["_qk_pos"]), int(v["_v_dim"])
+    q_w = h * heads * (qk + pos) if q_lora is None else \
+        h * int(q_lora) + int(q_lora) * heads * (qk + pos)
+    up = kv_lora * heads * (qk + vd)
+    raw["attn_core_width"] = qk + pos + vd
+    raw["v_head_dim"] = vd
+    raw["kv_latent"] = kv_lora + pos
+    raw["attn_weights"] = q_w + h * (kv_lora + pos) + up + heads * vd * h
+    raw["mla_up_params"] = up + (0 if q_lora is None else int(q_lora) * heads * (qk + pos))
+    raw["mla_up_width"] = heads * (qk + vd) + (0 if q_lora is None else heads * (qk + pos))
+    if raw.pop("head_dim", None) is not None:
+        applied.append("--kv-channels not used: multi-latent attention's heads are "
+                       "--qk-head-dim + --qk-pos-emb-head-dim wide")
+    missing = [f"{_MLA_FLAGS[k]} {MLA_DEFAULTS[k]}" for k in _MLA_FLAGS
+               if k not in given and MLA_DEFAULTS[k] is not None]
+    applied.append(f"multi-latent attention: {raw['attn_weights'] / 1e6:.1f}M attention "
+                   f"weights per layer, a {raw['kv_latent']}-element KV latent"
+                   + ("; queries not compressed (no --q-lora-rank)" if q_lora is None else "")
+                   + (f"; Megatron's defaults {', '.join(missing)}" if missing else ""))
+
+
+def _layer_pattern(text: str, layers: int) -> list[int]:
+    """Megatron's ``--moe-layer-freq``: an integer k (every k-th layer MoE, from the first)
+    or a list expression such as ``([0]+[1]*15)`` or ``[0,1,1,1]`` (1: MoE)."""
+    t = text.strip()
+    if t.isdigit():
+        k = int(t)
+        if k < 1:
+            raise ConfigError(f"--moe-layer-freq must be at least 1, got {t}",
+                              field="--from-megatron")
+        return [1 if i % k == 0 else 0 for i in range(layers)]
+    out: list[int] = []
+    body = t[1:-1] if t.startswith("(") and t.endswith(")") else t
+    for term in body.replace(" ", "").split("+"):
+        lst, star, times = term.partition("*")
+        if not (lst.startswith("[") and lst.endswith("]")) or (star and not times.isdigit()):
+            raise ConfigError(f"--moe-layer-freq {text!r}: expected an integer or a list "
+                              f"expression such as ([0]+[1]*15)", field="--from-megatron")
+        items = [x for x in lst[1:-1].split(",") if x]
+        if any(x not in ("0", "1") for x in items):
+            raise ConfigError(f"--moe-layer-freq {text!r}: list entries must be 0 or 1",
+                              field="--from-megatron")
+        out += [int(x) for x in items] * (int(times) if star else 1)
+    if len(out) != layers:
+        raise ConfigError(f"--moe-layer-freq {text!r} describes {len(out)} layers but "
+                          f"--num-layers is {layers}", field="--from-megatron")
+    return out
+
+
+def _derive_moe(raw: dict[str, Any], applied: list[str]) -> None:
+    """Megatron's shared experts (one MLP ``--moe-shared-expert-intermediate-size`` wide,
+    as that many expert widths) and dense layers (``--moe-layer-freq``)."""
+    shared = raw.pop("_shared_width", None)
+    if shared is not None:
+        width = int(raw.get("moe_ffn") or raw.get("ffn") or 0)
+        if width <= 0:
+            raise ConfigError("--moe-shared-expert-intermediate-size needs "
+                              "--moe-ffn-hidden-size (or --ffn-hidden-size) to compare with",
+                              field="--from-megatron")
+        n = max(1, round(int(shared) / width))
+        raw["shared_experts"] = n
+        note = "" if n * width == int(shared) else f" (rounded from {int(shared) / width:.2f})"
+        applied.append(f"shared experts {n} from --moe-shared-expert-intermediate-size "
+                       f"{shared} / expert width {width}{note}")
+    freq = raw.pop("_layer_freq", None)
+    if freq is not None and "layers" in raw:
+        pattern = _layer_pattern(str(freq), int(raw["layers"]))
+        dense = pattern.count(0)
+        raw["dense_layers"] = dense
+        leading = pattern[:dense] == [0] * dense
+        applied.append(f"{dense} dense layer{'s' * (dense != 1)} from --moe-layer-freq"
+                       + ("" if leading else " (modelled as the first layers: the pipeline "
+                          "split may differ from Megatron's)"))
 
 
 def _finish(raw: dict[str, Any]) -> dict[str, Any]:
