@@ -466,3 +466,27 @@ def test_megatrons_moe_example_lines_run_with_only_the_system(capsys, name: str,
     d = json.loads(capsys.readouterr().out)
     assert d["step_time_s"] > 0 and any("cluster from the launcher" in w
                                         for w in d["warnings"])
+
+
+def test_a_torchtitan_config_runs_as_its_preset_says(capsys, tmp_path) -> None:
+    """issue 37: torchtitan's own Llama 3 8B config (a preset for 64 A100s) with the
+    cluster given; the same step as the explicit flags; a config with a key of an unknown
+    torchtitan version exits 2 naming it."""
+    import json
+    from pathlib import Path
+
+    cfg = Path(__file__).resolve().parents[1] / "data" / "torchtitan" / "llama3_8b.toml"
+    assert main(["train", "--from-torchtitan", str(cfg), "--system", "dgx-a100", "--gpus",
+                 "64", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert main(["train", "--system", "dgx-a100", "--gpus", "64", "--model", "llama3-8b",
+                 "--zero", "fsdp", "--micro-batch", "1", "--seq-len", "8192",
+                 "--recompute", "selective", "--grad-reduce-dtype", "fp32", "--json"]) == 0
+    explicit = json.loads(capsys.readouterr().out)
+    assert got["step_time_s"] == pytest.approx(explicit["step_time_s"], rel=0.01)
+    assert any(w.startswith("--from-torchtitan") for w in got["warnings"])
+    bad = tmp_path / "bad.toml"
+    bad.write_text(cfg.read_text().replace("[parallelism]", "[parallelism]\nspeed = 2"))
+    assert main(["train", "--from-torchtitan", str(bad), "--system", "dgx-a100", "--gpus",
+                 "64"]) == 2
+    assert "unknown key parallelism.speed" in capsys.readouterr().err

@@ -256,6 +256,12 @@ def _words(v: str) -> list[str]:
 def _training(given: dict[str, Any]) -> TrainingSection | None:
     if not given:
         return None
+    if given.get("from_torchtitan") is not None:  # a path on the command line: its text
+        from fabricsim.scenario.loader import read_text_file
+
+        given["from_torchtitan"] = read_text_file(Path(given["from_torchtitan"]), 1_000_000,
+                                                  "torchtitan config",
+                                                  field="--from-torchtitan")
     if given.pop("fp8", False):
         if given.get("precision") not in (None, "fp8"):
             raise ConfigError(f"--fp8 and --precision {given['precision']} contradict each "
@@ -352,6 +358,9 @@ TRAINING = Group("training", (
          "(default on).", ("--sequence-parallel/--no-sequence-parallel",)),
     Flag("from_megatron", str | None, "A Megatron-LM/NeMo argument list, pasted as one "
          "string; explicit flags given here override it."),
+    Flag("from_torchtitan", str | None, "A torchtitan job config (TOML file): model, "
+         "batch, FSDP2/TP/PP/CP/EP degrees, activation checkpointing, Float8; explicit "
+         "flags given here override it."),
     Flag("backend", str | None, "analytic or flow (flow runs the scenario's faults and "
          "background traffic)."),
     Flag("gpu_hour_usd", float | None, "Price of a GPU-hour."),

@@ -75,7 +75,7 @@ def training_job(sc: Scenario, over: TrainingSection | None = None, *,
     where = "training"
     if over is not None:
         section = section.over(over)
-        if over.from_megatron:
+        if over.from_megatron or over.from_torchtitan:
             where = "--"
     if section.from_megatron and not section.names_model():
         raise ConfigError("the Megatron list sets no model shape and none is named: add "

@@ -156,6 +156,9 @@ class TrainingSection(ParallelConfig, _ModelFields):
     from_megatron : str or None
         A Megatron-LM/NeMo argument list, pasted as one string; the section's own keys
         win over it.
+    from_torchtitan : str or None
+        A torchtitan job config (its TOML text; ``--from-torchtitan FILE`` reads the file);
+        the section's own keys win over it.
 
     >>> TrainingSection.model_validate({"model": "llama3-8b", "vp": 2}).given()
     {'model': 'llama3-8b', 'vp': 2}
@@ -167,6 +170,7 @@ class TrainingSection(ParallelConfig, _ModelFields):
     checkpoint_gbps: float | None = None
     restart_min: float | None = None
     from_megatron: str | None = Field(None, max_length=100_000)
+    from_torchtitan: str | None = Field(None, max_length=1_000_000)
 
     @field_validator("gpu_hour_usd", "total_tokens", "checkpoint_gbps", mode="before")
     @classmethod
@@ -194,6 +198,22 @@ class TrainingSection(ParallelConfig, _ModelFields):
         if not isinstance(data, Mapping):
             return data
         data = _numbers(dict(data))
+        titan = data.get("from_torchtitan")
+        if titan is not None:
+            field = field_name("from_torchtitan", _where(info, "training"))
+            if data.get("from_megatron") is not None:
+                raise ConfigError("a Megatron list and a torchtitan config both given: "
+                                  "give one", field=field)
+            if not isinstance(titan, str):
+                raise ConfigError(f"must be the config's TOML text, got {titan!r}",
+                                  field=field)
+            from fabricsim.workloads.training.torchtitan import read_torchtitan
+
+            try:
+                cfg = read_torchtitan(titan)
+            except ConfigError as e:
+                raise ConfigError(e.message, field=field) from None
+            return {**cfg.fields, **data}
         pasted = data.get("from_megatron")
         if pasted is None:
             return data
@@ -226,13 +246,28 @@ class TrainingSection(ParallelConfig, _ModelFields):
         wins over this section's fields too."""
         merged = {**self.given(), **top.given()}
         merged.pop("from_megatron", None)
+        merged.pop("from_torchtitan", None)
         out = type(self).model_validate(merged)
         pasted = top.from_megatron or self.from_megatron
-        return out.model_copy(update={"from_megatron": pasted}) if pasted else out
+        titan = top.from_torchtitan or self.from_torchtitan
+        if pasted:
+            out = out.model_copy(update={"from_megatron": pasted})
+        return out.model_copy(update={"from_torchtitan": titan}) if titan else out
 
     def megatron_notes(self, where: str = "training") -> list[str]:
         """What the pasted list's reading derived (an FFN width, a padded vocabulary, the
-        launcher's cluster) and its arguments with no effect on the step time, as notes."""
+        launcher's cluster) and its arguments with no effect on the step time, as notes
+        (a torchtitan config's alike)."""
+        if self.from_torchtitan:
+            from fabricsim.workloads.training.torchtitan import read_torchtitan
+
+            cfg = read_torchtitan(self.from_torchtitan)
+            tname = field_name("from_torchtitan", where)
+            notes = [f"{tname}: {a}" for a in cfg.applied]
+            if cfg.ignored:
+                notes.append(f"{tname} ignored (no effect on the step time): "
+                             f"{', '.join(cfg.ignored)}")
+            return notes
         if not self.from_megatron:
             return []
         from fabricsim.workloads.training.megatron import read_megatron_line
