@@ -163,3 +163,13 @@ def test_system_is_checked_against_the_log_gpu_only_when_the_catalog_knows_it(
                    "  1048576  262144  float  sum  -1  50.0  20.97  36.70  0"
                    "  49.0  21.40  37.45  0\n")
     assert main(["compare", str(k80), "--system", "dgx-a100", "--json"]) == 0
+
+
+def test_compare_reads_nccl_inspector_output(capsys) -> None:
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "data" / "nccl_logs" / \
+        "nccl_inspector_2x8_h100.jsonl"
+    assert main(["compare", str(path), "--system", "dgx-h100"]) == 0
+    out = capsys.readouterr().out
+    assert "all_reduce on 16 ranks vs dgx-h100 x 2" in out and "over 5 sizes" in out

@@ -249,3 +249,35 @@ def test_nccl_tests_flags_that_change_the_run(capsys, tmp_path: Path) -> None:
     assert json.loads(rows.read_text().splitlines()[0])["size_bytes"] == 2**20
     assert main(["bench", "all_reduce", "-b", "1M", "-e", "1M", "-a", "7"]) == 2
     assert "-a" in capsys.readouterr().err
+
+
+def test_nccl_inspector_output_is_read_as_tests() -> None:
+    """issue 37: NCCL Inspector's per-collective JSON (NCCL 2.28+) feeds compare,
+    calibrate and diagnose like nccl-tests logs: one test per communicator and collective,
+    the median per size over ranks and calls, hosts by rank."""
+    import json
+    from pathlib import Path
+
+    from fabricsim.interop.nccl_tests import parse_nccl_tests
+
+    path = Path(__file__).resolve().parents[1] / "data" / "nccl_logs" / \
+        "nccl_inspector_2x8_h100.jsonl"
+    f = parse_nccl_tests(path.read_text(), path.name)
+    (t,) = f.tests
+    assert t.collective == "all_reduce" and t.source == "NCCL Inspector"
+    assert [r.size_bytes for r in t.rows] == [2**29, 2**30, 2**31, 2**32, 2**33]
+    assert t.rows[0].time_us == pytest.approx(2432.7)
+    assert (t.ranks, t.nodes, t.gpus_per_node) == (16, 2, 8)
+    # reduce-scatter records one rank's share: nccl-tests' size counts every rank's
+    rec = {"header": {"id": "0x1", "rank": 0, "n_ranks": 8, "nnodes": 1},
+           "metadata": {"hostname": "a"},
+           "coll_perf": {"coll": "ReduceScatter", "coll_msg_size_bytes": 2147483648,
+                         "coll_exec_time_us": 41057, "coll_algobw_gbs": 418.439467,
+                         "coll_busbw_gbs": 366.134533}}
+    pretty = json.dumps(rec, indent=2) + "\n" + json.dumps(rec, indent=2)
+    (rs,) = parse_nccl_tests(pretty).tests
+    assert rs.collective == "reduce_scatter" and rs.rows[0].size_bytes == 8 * 2147483648
+    assert rs.ranks == 0          # one rank of eight recorded: no full device list
+    bad = dict(rec, coll_perf={**rec["coll_perf"], "coll_exec_time_us": -3})
+    with pytest.raises(ConfigError, match="coll_exec_time_us"):
+        parse_nccl_tests(json.dumps(bad), "x.jsonl")

@@ -37,6 +37,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -288,6 +289,92 @@ def _from_json_lines(lines: list[str], name: str = "") -> NcclTestsFile | None:
                                          source="fabricsim bench --json"),))
 
 
+#: NCCL Inspector's collective names -> fabricsim's.
+_INSPECTOR_COLLS = {"AllReduce": "all_reduce", "AllGather": "all_gather",
+                    "ReduceScatter": "reduce_scatter", "Broadcast": "broadcast",
+                    "Reduce": "reduce", "AllToAll": "alltoall"}
+
+
+def _json_objects(text: str) -> list[Any] | None:
+    """Every JSON value in ``text`` one after another (one per line, or pretty-printed and
+    concatenated, as NCCL Inspector writes them); None if the text is not such a stream."""
+    dec = json.JSONDecoder()
+    out: list[Any] = []
+    i, n = 0, len(text)
+    while True:
+        while i < n and text[i].isspace():
+            i += 1
+        if i >= n:
+            return out
+        try:
+            obj, i = dec.raw_decode(text, i)
+        except ValueError:
+            return None
+        out.append(obj)
+
+
+def _from_inspector(text: str, name: str = "") -> NcclTestsFile | None:
+    """NCCL Inspector's per-collective JSON (``NCCL_INSPECTOR_ENABLE=1``, NCCL 2.28+:
+    ``header`` with the communicator, rank and sizes, ``metadata`` with the host,
+    ``coll_perf`` with the collective, its message size, time and bandwidths), or None if
+    the text is not that. One test per communicator and collective; per size, the median
+    over every rank and call recorded. The message size is nccl-tests' (all-gather and
+    reduce-scatter count every rank's share, as the bandwidths Inspector prints do). A record
+    with a nonsense figure is a ConfigError naming the file, the record and the key."""
+    objs = _json_objects(text)
+    if not objs or not all(isinstance(o, dict) and "coll_perf" in o and "header" in o
+                           for o in objs):
+        return None
+    groups: dict[tuple[str, str], dict[str, Any]] = {}
+    version = None
+    for k, o in enumerate(objs, 1):
+        at = f"{name} record {k}" if name else f"record {k}"
+        head, meta, perf = o["header"], o.get("metadata") or {}, o["coll_perf"]
+        if not isinstance(head, dict) or not isinstance(perf, dict):
+            raise ConfigError(f"{at}: header and coll_perf must be objects", field="LOG")
+        coll = _INSPECTOR_COLLS.get(str(perf.get("coll")))
+        if coll is None:
+            continue
+        t = _time(perf.get("coll_exec_time_us"), at, "coll_exec_time_us")
+        alg = _rate(perf.get("coll_algobw_gbs"), at, "coll_algobw_gbs")
+        bus = _rate(perf.get("coll_busbw_gbs"), at, "coll_busbw_gbs")
+        msg = _whole(perf.get("coll_msg_size_bytes"), at, "coll_msg_size_bytes")
+        nranks = _whole(head.get("n_ranks"), at, "n_ranks", "ranks")
+        # all-gather and reduce-scatter record one rank's share: nccl-tests' size (and the
+        # algorithm bandwidth NCCL Inspector prints) counts every rank's
+        size = msg * nranks if coll in ("all_gather", "reduce_scatter") else msg
+        g = groups.setdefault((str(head.get("id", "")), coll), {
+            "coll": coll, "nranks": nranks, "nnodes": head.get("nnodes"), "sizes": {},
+            "hosts": {}})
+        g["sizes"].setdefault(size, []).append((t, alg, bus))
+        rank = head.get("rank")
+        if isinstance(rank, int) and isinstance(meta.get("hostname"), str):
+            g["hosts"][rank] = meta["hostname"]
+        version = version or meta.get("inspector_output_format_version")
+    if not groups:
+        return None
+    tests = []
+    for g in groups.values():
+        rows = []
+        for size in sorted(g["sizes"]):
+            vals = g["sizes"][size]
+            t, alg, bus = (statistics.median(v[i] for v in vals) for i in range(3))
+            rows.append(Row(size_bytes=size, count=0, type="float", redop="sum", root=-1,
+                            time_us=t, algbw_gbps=alg, busbw_gbps=bus, wrong=None,
+                            time_us_inplace=t, algbw_gbps_inplace=alg,
+                            busbw_gbps_inplace=bus, wrong_inplace=None,
+                            extra=(f"{len(vals)} records",)))
+        hosts = tuple(g["hosts"][r] for r in range(g["nranks"])) \
+            if len(g["hosts"]) == g["nranks"] else ()
+        tests.append(NcclTest(collective=g["coll"], rows=tuple(rows), hosts=hosts,
+                              header={"nranks": str(g["nranks"]),
+                                      "nnodes": str(g["nnodes"])},
+                              source="NCCL Inspector"))
+    return NcclTestsFile(tests=tuple(tests), version=None,
+                         notes=(f"NCCL Inspector output (format {version})",) if version
+                         else ())
+
+
 def parse_nccl_tests(text: str, name: str = "") -> NcclTestsFile:
     """Parse nccl-tests output (or fabricsim's ``bench --json``). ``name`` (the file
     name) helps name the collective when the log does not.
@@ -298,6 +385,9 @@ def parse_nccl_tests(text: str, name: str = "") -> NcclTestsFile:
     """
     lines = text.splitlines()
     if lines and lines[0].lstrip().startswith("{"):
+        inspected = _from_inspector(text, name)
+        if inspected is not None:
+            return inspected
         parsed = _from_json_lines(lines, name)
         if parsed is not None:
             coll = _collective_of(name)
