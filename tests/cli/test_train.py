@@ -490,3 +490,21 @@ def test_a_torchtitan_config_runs_as_its_preset_says(capsys, tmp_path) -> None:
     assert main(["train", "--from-torchtitan", str(bad), "--system", "dgx-a100", "--gpus",
                  "64"]) == 2
     assert "unknown key parallelism.speed" in capsys.readouterr().err
+
+
+def test_a_maxtext_config_runs_with_the_cluster_given(capsys) -> None:
+    import json
+    from pathlib import Path
+
+    cfg = Path(__file__).resolve().parents[1] / "data" / "maxtext" / "llama2_70b_gpu.yml"
+    assert main(["train", "--from-maxtext", str(cfg), "--system", "dgx-h100", "--gpus", "64",
+                 "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert main(["train", "--system", "dgx-h100", "--gpus", "64", "--model", "llama2-70b",
+                 "--zero", "fsdp", "--micro-batch", "6", "--seq-len", "4096", "--recompute",
+                 "full", "--json"]) == 0
+    explicit = json.loads(capsys.readouterr().out)
+    assert got["step_time_s"] == pytest.approx(explicit["step_time_s"], rel=0.01)
+    assert main(["train", "--from-maxtext", str(cfg), "--from-torchtitan", str(cfg),
+                 "--system", "dgx-h100", "--gpus", "64"]) == 2
+    assert "give one framework" in capsys.readouterr().err

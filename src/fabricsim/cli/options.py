@@ -256,12 +256,13 @@ def _words(v: str) -> list[str]:
 def _training(given: dict[str, Any]) -> TrainingSection | None:
     if not given:
         return None
-    if given.get("from_torchtitan") is not None:  # a path on the command line: its text
-        from fabricsim.scenario.loader import read_text_file
+    for key, what in (("from_torchtitan", "torchtitan config"),
+                      ("from_maxtext", "MaxText config")):
+        if given.get(key) is not None:  # a path on the command line: the file's text
+            from fabricsim.scenario.loader import read_text_file
 
-        given["from_torchtitan"] = read_text_file(Path(given["from_torchtitan"]), 1_000_000,
-                                                  "torchtitan config",
-                                                  field="--from-torchtitan")
+            given[key] = read_text_file(Path(given[key]), 1_000_000, what,
+                                        field="--" + key.replace("_", "-"))
     if given.pop("fp8", False):
         if given.get("precision") not in (None, "fp8"):
             raise ConfigError(f"--fp8 and --precision {given['precision']} contradict each "
@@ -361,6 +362,9 @@ TRAINING = Group("training", (
     Flag("from_torchtitan", str | None, "A torchtitan job config (TOML file): model, "
          "batch, FSDP2/TP/PP/CP/EP degrees, activation checkpointing, Float8; explicit "
          "flags given here override it."),
+    Flag("from_maxtext", str | None, "A MaxText config (YAML file): model, per-device "
+         "batch, sequence, ICI/DCN mesh degrees, remat policy, FP8; explicit flags given "
+         "here override it."),
     Flag("backend", str | None, "analytic or flow (flow runs the scenario's faults and "
          "background traffic)."),
     Flag("gpu_hour_usd", float | None, "Price of a GPU-hour."),

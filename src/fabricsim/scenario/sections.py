@@ -137,6 +137,23 @@ class _ModelFields(ModelShape):
         return self.model is not None or bool(self.given_shape())
 
 
+def _torchtitan() -> Any:
+    from fabricsim.workloads.training.torchtitan import read_torchtitan
+
+    return read_torchtitan
+
+
+def _maxtext() -> Any:
+    from fabricsim.workloads.training.maxtext import read_maxtext
+
+    return read_maxtext
+
+
+#: Other frameworks' configuration files a training section reads whole (the field holds
+#: the file's text), each with the reader that turns it into the section's fields.
+_CONFIG_READERS = {"from_torchtitan": _torchtitan, "from_maxtext": _maxtext}
+
+
 class TrainingSection(ParallelConfig, _ModelFields):
     """A scenario's ``training:`` section (or the training flags given on a command line).
 
@@ -156,9 +173,10 @@ class TrainingSection(ParallelConfig, _ModelFields):
     from_megatron : str or None
         A Megatron-LM/NeMo argument list, pasted as one string; the section's own keys
         win over it.
-    from_torchtitan : str or None
-        A torchtitan job config (its TOML text; ``--from-torchtitan FILE`` reads the file);
-        the section's own keys win over it.
+    from_torchtitan, from_maxtext : str or None
+        A torchtitan job config (its TOML text) or a MaxText config (its YAML text;
+        ``--from-torchtitan FILE`` and ``--from-maxtext FILE`` read the file); the
+        section's own keys win over it.
 
     >>> TrainingSection.model_validate({"model": "llama3-8b", "vp": 2}).given()
     {'model': 'llama3-8b', 'vp': 2}
@@ -171,6 +189,7 @@ class TrainingSection(ParallelConfig, _ModelFields):
     restart_min: float | None = None
     from_megatron: str | None = Field(None, max_length=100_000)
     from_torchtitan: str | None = Field(None, max_length=1_000_000)
+    from_maxtext: str | None = Field(None, max_length=1_000_000)
 
     @field_validator("gpu_hour_usd", "total_tokens", "checkpoint_gbps", mode="before")
     @classmethod
@@ -198,19 +217,21 @@ class TrainingSection(ParallelConfig, _ModelFields):
         if not isinstance(data, Mapping):
             return data
         data = _numbers(dict(data))
-        titan = data.get("from_torchtitan")
-        if titan is not None:
-            field = field_name("from_torchtitan", _where(info, "training"))
-            if data.get("from_megatron") is not None:
-                raise ConfigError("a Megatron list and a torchtitan config both given: "
-                                  "give one", field=field)
-            if not isinstance(titan, str):
-                raise ConfigError(f"must be the config's TOML text, got {titan!r}",
+        given = [k for k in (*_CONFIG_READERS, "from_megatron") if data.get(k) is not None]
+        if len(given) > 1:
+            raise ConfigError(f"{' and '.join(given)} both given: give one framework's "
+                              f"configuration", field=field_name(given[0],
+                                                                 _where(info, "training")))
+        for key, reader in _CONFIG_READERS.items():
+            text = data.get(key)
+            if text is None:
+                continue
+            field = field_name(key, _where(info, "training"))
+            if not isinstance(text, str):
+                raise ConfigError(f"must be the configuration's text, got {text!r}",
                                   field=field)
-            from fabricsim.workloads.training.torchtitan import read_torchtitan
-
             try:
-                cfg = read_torchtitan(titan)
+                cfg = reader()(text)
             except ConfigError as e:
                 raise ConfigError(e.message, field=field) from None
             return {**cfg.fields, **data}
@@ -245,24 +266,23 @@ class TrainingSection(ParallelConfig, _ModelFields):
         ``top``'s pasted Megatron list has been merged under its own keys already, so it
         wins over this section's fields too."""
         merged = {**self.given(), **top.given()}
-        merged.pop("from_megatron", None)
-        merged.pop("from_torchtitan", None)
+        keys = ("from_megatron", *_CONFIG_READERS)
+        for k in keys:
+            merged.pop(k, None)
         out = type(self).model_validate(merged)
-        pasted = top.from_megatron or self.from_megatron
-        titan = top.from_torchtitan or self.from_torchtitan
-        if pasted:
-            out = out.model_copy(update={"from_megatron": pasted})
-        return out.model_copy(update={"from_torchtitan": titan}) if titan else out
+        texts = {k: getattr(top, k) or getattr(self, k) for k in keys}
+        return out.model_copy(update={k: v for k, v in texts.items() if v})
 
     def megatron_notes(self, where: str = "training") -> list[str]:
         """What the pasted list's reading derived (an FFN width, a padded vocabulary, the
         launcher's cluster) and its arguments with no effect on the step time, as notes
         (a torchtitan config's alike)."""
-        if self.from_torchtitan:
-            from fabricsim.workloads.training.torchtitan import read_torchtitan
-
-            cfg = read_torchtitan(self.from_torchtitan)
-            tname = field_name("from_torchtitan", where)
+        for key, reader in _CONFIG_READERS.items():
+            text = getattr(self, key)
+            if not text:
+                continue
+            cfg = reader()(text)
+            tname = field_name(key, where)
             notes = [f"{tname}: {a}" for a in cfg.applied]
             if cfg.ignored:
                 notes.append(f"{tname} ignored (no effect on the step time): "
