@@ -113,3 +113,21 @@ def test_a_folder_with_aborted_logs_and_other_files_is_read_whole(
     assert "h100-04" in top["component"] and "h100-02-h100-04" in top["failed_runs"]
     assert main(["diagnose", str(runs / "*.log"), "--system", "dgx-h100", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["suspects"][0]["component"] == top["component"]
+
+
+def test_a_real_acceptance_folder_names_the_host_that_fails_most(capsys) -> None:
+    """issue 37: a public 17-host acceptance run (136 pairwise logs, 19 with failed
+    tests, tests/data/acceptance/README.md) read as a folder: the failed runs count as
+    evidence, and the host in most failed pairs (cnode2-003: 8 of the run's 18) is named
+    first."""
+    folder = Path(__file__).resolve().parents[1] / "data" / "acceptance" / \
+        "cluster00-pairwise-g4"
+    assert main(["diagnose", str(folder), "--system", "dgx-h100", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["identified"] and d["hosts"] == 17
+    first = d["suspects"][0]
+    assert first["component"] == "host cnode2-003"
+    # the eight failed pairs the run's own failures.txt lists with cnode2-003
+    assert sorted(first["failed_runs"]) == [f"cnode2-{a}-cnode2-{b}" for a, b in (
+        ("001", "003"), ("003", "005"), ("003", "008"), ("003", "010"), ("003", "011"),
+        ("003", "012"), ("003", "013"), ("003", "015"))]
