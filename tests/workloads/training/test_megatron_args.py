@@ -270,6 +270,8 @@ def test_deepseek_v2_lite_line_builds_the_published_model() -> None:
     ("--num-layers 4 --moe-layer-freq [0,2,1,1]", "must be 0 or 1"),
     ("--num-layers 4 --moe-layer-freq 0", "at least 1"),
     ("--num-layers 4 --moe-layer-freq every-other", "list expression"),
+    ("--num-layers 32 --hidden-size 4096 --num-layers 40", "contradict each other"),
+    ("--nproc_per_node 8 --nproc-per-node 4", "contradict each other"),
 ])
 def test_moe_and_mla_flags_refused_clearly(text: str, match: str) -> None:
     with pytest.raises(ConfigError, match=match):

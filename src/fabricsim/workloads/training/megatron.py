@@ -210,6 +210,7 @@ def read_megatron_line(text: str) -> MegatronLine:
         raise ConfigError(f"cannot split the argument list: {e}", field="--from-megatron") \
             from None
     out: dict[str, Any] = {}
+    seen: dict[str, str] = {}
     ignored: list[str] = []
     i = 0
     while i < len(words):
@@ -239,7 +240,15 @@ def read_megatron_line(text: str) -> MegatronLine:
             i = j
         else:
             i += 1
-        out[field] = conv(val, flag)
+        value = conv(val, flag)
+        if field in out and field in seen and out[field] != value:
+            # argparse keeps the last; two different sizes in one pasted line are a
+            # line assembled from two runs, whose step would be neither's
+            raise ConfigError(f"{seen[field]} {out[field]} and {flag} {value} in one line: "
+                              f"the sizes contradict each other (Megatron would silently "
+                              f"take the last); keep one", field="--from-megatron")
+        out[field] = value
+        seen[field] = flag
     shard = out.get("_dp_shard")
     if shard is not None and shard not in _SHARDING:
         raise ConfigError(f"--data-parallel-sharding-strategy must be one of "
