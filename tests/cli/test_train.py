@@ -508,3 +508,16 @@ def test_a_maxtext_config_runs_with_the_cluster_given(capsys) -> None:
     assert main(["train", "--from-maxtext", str(cfg), "--from-torchtitan", str(cfg),
                  "--system", "dgx-h100", "--gpus", "64"]) == 2
     assert "give one framework" in capsys.readouterr().err
+
+
+def test_a_nemo_line_runs_on_the_cluster_its_trainer_names(capsys) -> None:
+    import json
+
+    line = ("nemo llm pretrain --factory llama3_8b trainer.num_nodes=2 trainer.devices=8 "
+            "trainer.strategy.tensor_model_parallel_size=2 data.global_batch_size=64 "
+            "data.seq_length=8192 trainer.max_steps=100")
+    assert main(["train", "--from-nemo", line, "--system", "dgx-h100", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["gpus"] == 16 and got["parallel"]["tp"] == 2
+    assert main(["train", "--from-nemo", line, "--from-megatron", "--num-layers 2",
+                 "--system", "dgx-h100"]) == 2

@@ -365,6 +365,9 @@ TRAINING = Group("training", (
     Flag("from_maxtext", str | None, "A MaxText config (YAML file): model, per-device "
          "batch, sequence, ICI/DCN mesh degrees, remat policy, FP8; explicit flags given "
          "here override it."),
+    Flag("from_nemo", str | None, "A NeMo 2 / Megatron-Bridge recipe command line, pasted "
+         "as one string (--factory llama3_8b trainer.strategy.tensor_model_parallel_size=4 "
+         "...); explicit flags given here override it."),
     Flag("backend", str | None, "analytic or flow (flow runs the scenario's faults and "
          "background traffic)."),
     Flag("gpu_hour_usd", float | None, "Price of a GPU-hour."),

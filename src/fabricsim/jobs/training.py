@@ -75,7 +75,7 @@ def training_job(sc: Scenario, over: TrainingSection | None = None, *,
     where = "training"
     if over is not None:
         section = section.over(over)
-        if over.from_megatron or over.from_torchtitan or over.from_maxtext:
+        if over.from_megatron or over.from_torchtitan or over.from_maxtext or over.from_nemo:
             where = "--"
     if section.from_megatron and not section.names_model():
         raise ConfigError("the Megatron list sets no model shape and none is named: add "

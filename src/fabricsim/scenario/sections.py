@@ -149,9 +149,17 @@ def _maxtext() -> Any:
     return read_maxtext
 
 
-#: Other frameworks' configuration files a training section reads whole (the field holds
-#: the file's text), each with the reader that turns it into the section's fields.
-_CONFIG_READERS = {"from_torchtitan": _torchtitan, "from_maxtext": _maxtext}
+def _nemo() -> Any:
+    from fabricsim.workloads.training.nemo import read_nemo
+
+    return read_nemo
+
+
+#: Other frameworks' configurations a training section reads whole (the field holds the
+#: file's or the command line's text), each with the reader that turns it into the
+#: section's fields.
+_CONFIG_READERS = {"from_torchtitan": _torchtitan, "from_maxtext": _maxtext,
+                   "from_nemo": _nemo}
 
 
 class TrainingSection(ParallelConfig, _ModelFields):
@@ -177,6 +185,10 @@ class TrainingSection(ParallelConfig, _ModelFields):
         A torchtitan job config (its TOML text) or a MaxText config (its YAML text;
         ``--from-torchtitan FILE`` and ``--from-maxtext FILE`` read the file); the
         section's own keys win over it.
+    from_nemo : str or None
+        A NeMo 2 / Megatron-Bridge recipe command line (``--factory llama3_8b
+        trainer.strategy.tensor_model_parallel_size=4 ...``), pasted as one string; the
+        section's own keys win over it.
 
     >>> TrainingSection.model_validate({"model": "llama3-8b", "vp": 2}).given()
     {'model': 'llama3-8b', 'vp': 2}
@@ -190,6 +202,7 @@ class TrainingSection(ParallelConfig, _ModelFields):
     from_megatron: str | None = Field(None, max_length=100_000)
     from_torchtitan: str | None = Field(None, max_length=1_000_000)
     from_maxtext: str | None = Field(None, max_length=1_000_000)
+    from_nemo: str | None = Field(None, max_length=100_000)
 
     @field_validator("gpu_hour_usd", "total_tokens", "checkpoint_gbps", mode="before")
     @classmethod
@@ -302,7 +315,12 @@ class TrainingSection(ParallelConfig, _ModelFields):
 
     def megatron_launcher(self) -> dict[str, int]:
         """The cluster the pasted list's launcher prefix names (``torchrun --nnodes N
-        --nproc_per_node G``), ``{}`` without one."""
+        --nproc_per_node G``; a NeMo line's ``trainer.num_nodes``/``trainer.devices``),
+        ``{}`` without one."""
+        if self.from_nemo:
+            from fabricsim.workloads.training.nemo import read_nemo
+
+            return dict(read_nemo(self.from_nemo).launcher)
         if not self.from_megatron:
             return {}
         from fabricsim.workloads.training.megatron import read_megatron_line

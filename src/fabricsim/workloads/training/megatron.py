@@ -259,8 +259,8 @@ def read_megatron_line(text: str) -> MegatronLine:
     hydra = [w for w in ignored if not w.startswith("-") and "=" in w.split()[0]]
     if hydra:
         raise ConfigError(f"{hydra[0].split()[0]} is a NeMo/Hydra override, not a Megatron "
-                          f"argument: paste Megatron-LM's flags (e.g. "
-                          f"--tensor-model-parallel-size 4) or use a scenario file",
+                          f"argument: paste the NeMo line with --from-nemo, or Megatron-LM's "
+                          f"flags (e.g. --tensor-model-parallel-size 4) here",
                           field="--from-megatron")
     if out.get("_fp8") not in (None, "e4m3", "hybrid"):
         raise ConfigError(f"--fp8-format must be e4m3 or hybrid, got {out['_fp8']!r}",
