@@ -173,3 +173,20 @@ def test_compare_reads_nccl_inspector_output(capsys) -> None:
     assert main(["compare", str(path), "--system", "dgx-h100"]) == 0
     out = capsys.readouterr().out
     assert "all_reduce on 16 ranks vs dgx-h100 x 2" in out and "over 5 sizes" in out
+
+
+def test_compare_takes_the_network_from_the_logs_nccl_info_lines(capsys) -> None:
+    """issue 37: a log written with NCCL_DEBUG=INFO says which NICs NCCL used; compare
+    models those (4 SHARP HCAs per host), not the preset's 8."""
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "data" / "nccl_logs" / \
+        "nccl_info_and_results_2x8_h100_4nic.log"
+    assert main(["compare", str(path)]) == 0
+    got = capsys.readouterr()
+    assert "4 IB NICs per host with SHARP" in got.err
+    assert "vs dgx-h100-from-log x 2" in got.out
+    # a fabric given on the line wins: the log's network is then not used
+    assert main(["compare", str(path), "--fabric", "roce-400g"]) == 0
+    got = capsys.readouterr()
+    assert "NCCL INFO" not in got.err and "vs dgx-h100 x 2 (roce-400g)" in got.out

@@ -193,6 +193,38 @@ def read_logs(paths: list[Path], *, warn: bool = True) -> list[NcclTest]:
     return [t for _, tests in read_log_files(paths, warn=warn) for t in tests]
 
 
+def _debug_facts(text: str) -> Any:
+    """The NCCL_DEBUG=INFO facts in a log (:mod:`fabricsim.interop.nccl_debug`), or None
+    when it has no INFO lines naming the network."""
+    from fabricsim.interop.nccl_debug import read_nccl_debug
+
+    if "NCCL INFO" not in text:
+        return None
+    try:
+        log = read_nccl_debug(text)
+    except ConfigError:
+        return None
+    return log if log.nics and log.nodes > 1 else None
+
+
+def _with_log_network(sc: Any, info: Any, system: str, k: int) -> Any:
+    """``sc`` with the network the log's NCCL INFO lines name (NICs per host, link layer,
+    SHARP) on ``system``, as ``describe --from-nccl-log`` rebuilds it; said on stderr."""
+    from fabricsim.interop.nccl_debug import cluster_of
+    from fabricsim.scenario.loader import validate_scenario
+
+    lc = cluster_of(info, system)
+    cluster = {**sc.cluster.model_dump(exclude_unset=True), **lc.cluster}
+    if "nodes" in sc.cluster.model_fields_set:
+        cluster["nodes"] = sc.cluster.nodes
+    if k == 0:
+        typer.echo(f"note: the network from the log's NCCL INFO lines: {len(info.nics)} "
+                   f"{info.link_layer} NICs per host{' with SHARP' if info.sharp else ''} "
+                   f"(fabric {lc.cluster.get('fabric', 'the preset')}; speeds from {system})",
+                   err=True)
+    return validate_scenario({"cluster": cluster, "systems": lc.systems})
+
+
 def parse_nccl_log(text: str, name: str = "") -> NcclLog:
     """The first test with results of an nccl-tests log
     (:func:`fabricsim.interop.nccl_tests.parse_nccl_tests` reads them all).
@@ -313,10 +345,11 @@ def register(app: typer.Typer) -> None:
         check_out_file(plot, "--plot")
         if not log.exists() and not log.is_symlink():
             raise ConfigError(f"log file {str(log)!r} does not exist", field="LOG")
-        parsed = parse_nccl_tests(read_text_file(log, MAX_LOG_BYTES, "nccl-tests log",
-                                                 "LOG"), log.name)
+        text = read_text_file(log, MAX_LOG_BYTES, "nccl-tests log", "LOG")
+        parsed = parse_nccl_tests(text, log.name)
         for note in parsed.notes:
             typer.echo(f"warning: {note}", err=True)
+        info = _debug_facts(text) if scenario is None and fabric is None else None
         tests = [t for t in parsed.tests if t.rows]
         if not tests:
             raise ConfigError("the log holds no result rows: " + "; ".join(
@@ -347,6 +380,8 @@ def register(app: typer.Typer) -> None:
                                          gpus_per_node=gpn_k, fabric=fabric,
                                          topology=topology,
                                          oversubscription=oversubscription)
+            if info is not None and sys_k is not None:
+                sc = _with_log_network(sc, info, sys_k, k)
             fab = fabric_from_scenario(sc)
             n = t.ranks or fab.n_gpus
             if n > fab.n_gpus:
