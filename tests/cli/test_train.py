@@ -521,3 +521,20 @@ def test_a_nemo_line_runs_on_the_cluster_its_trainer_names(capsys) -> None:
     assert got["gpus"] == 16 and got["parallel"]["tp"] == 2
     assert main(["train", "--from-nemo", line, "--from-megatron", "--num-layers 2",
                  "--system", "dgx-h100"]) == 2
+
+
+def test_megatrons_gpt3_175b_example_needs_its_128_gpus(capsys) -> None:
+    """issue 37: the 175B example as shipped (--nnodes 1) is refused saying it needs 128
+    GPUs; with them it runs, GPT-2's BPE vocabulary taken from its --merge-file."""
+    import json
+    from pathlib import Path
+
+    line = (Path(__file__).resolve().parents[1] / "data" / "megatron"
+            / "gpt3_175b_distributed.txt").read_text().strip()
+    assert main(["train", "--from-megatron", line, "--system", "dgx-a100"]) == 2
+    assert "needs at least 128 GPUs" in capsys.readouterr().err
+    assert main(["train", "--from-megatron", line, "--system", "dgx-a100", "--gpus", "128",
+                 "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["gpus"] == 128 and any("GPT-2's BPE" in w for w in d["warnings"])
+    assert any("vocab 50257 padded to 51200" in w for w in d["warnings"])

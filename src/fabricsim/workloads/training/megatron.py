@@ -148,6 +148,7 @@ MEGATRON_FLAGS: dict[str, tuple[str, Callable[[str, str], Any] | None]] = {
     "--num-experts": ("experts", _int),
     "--vocab-size": ("_vocab", _int),
     "--tokenizer-type": ("_tokenizer", lambda v, f: v),
+    "--merge-file": ("_merge_file", lambda v, f: v),
     "--make-vocab-size-divisible-by": ("_vocab_div", _int),
     "--swiglu": ("_swiglu", None),
     "--untie-embeddings-and-output-weights": ("_untie", None),
@@ -348,9 +349,14 @@ def _derive_shape(raw: dict[str, Any], applied: list[str]) -> None:
     _derive_mla(raw, applied)
     div = raw.pop("_vocab_div", 128)
     tokenizer = raw.pop("_tokenizer", None)
+    if raw.pop("_merge_file", None) is not None and tokenizer is None:
+        # a BPE merges file and no tokenizer type: GPT-2's BPE, the one tokenizer
+        # Megatron reads from --vocab-file and --merge-file
+        tokenizer = "GPT2BPETokenizer"
+        applied.append("--merge-file with no --tokenizer-type: GPT-2's BPE tokenizer")
     if "_vocab" not in raw and tokenizer in TOKENIZER_VOCAB:
         raw["_vocab"] = TOKENIZER_VOCAB[tokenizer]
-        applied.append(f"vocab {raw['_vocab']} from --tokenizer-type {tokenizer}")
+        applied.append(f"vocab {raw['_vocab']} from the {tokenizer} tokenizer")
     if "_vocab" in raw:
         v = int(raw.pop("_vocab"))
         if v < 1 or div < 1:
