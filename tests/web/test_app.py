@@ -238,3 +238,20 @@ def test_a_dribbled_body_is_timed_out(tmp_path: Path) -> None:
     scope = {"type": "http", "method": "POST", "headers": [(b"content-length", b"10")]}
     asyncio.run(_BodyLimit(app, limit=100, timeout_s=0.05)(scope, receive, send))
     assert sent[0]["status"] == 408
+
+
+def test_framework_configs_reach_the_web_app_as_scenario_fields(client: TestClient) -> None:
+    """issue 37: a NeMo line or a torchtitan config is a training field, so the web app
+    reads it as the CLI does (and names the field when it is bad)."""
+    nemo = ("cluster:\n  system: dgx-h100\n  nodes: 2\ntraining:\n  from_nemo: \"--factory "
+            "llama3_8b trainer.strategy.tensor_model_parallel_size=2\"\n")
+    body = client.post("/api/validate", json={"scenario": nemo, "kind": "train"}).json()
+    assert body["ok"] and "training llama3-8b (tp 2, pp 1, dp 8)" in body["summary"]
+    titan = ("cluster:\n  system: dgx-h100\n  nodes: 2\ntraining:\n  from_torchtitan: |\n"
+             "    [model]\n    name = \"llama3\"\n    flavor = \"8B\"\n    [parallelism]\n"
+             "    tensor_parallel_degree = 4\n")
+    body = client.post("/api/validate", json={"scenario": titan, "kind": "train"}).json()
+    assert body["ok"] and "training llama3-8b (tp 4, pp 1, dp 4)" in body["summary"]
+    bad = nemo.replace("tensor_model_parallel_size", "tensor_size")
+    body = client.post("/api/validate", json={"scenario": bad, "kind": "train"}).json()
+    assert not body["ok"] and body["error"]["field"].startswith("training.from_nemo")
