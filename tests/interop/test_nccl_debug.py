@@ -68,3 +68,27 @@ def test_roce_efa_and_socket_link_layers() -> None:
     tcp = read_nccl_debug(head + "a:1:1 [0] NCCL INFO NET/Socket : Using [0]eth0:1.2.3.4<0>\n")
     assert tcp.link_layer == "Socket" and cluster_of(tcp, "dgx-h100").cluster["fabric"] \
         .startswith("tcp")
+
+
+def test_a_topology_dump_gives_gpus_nics_and_their_speed() -> None:
+    from fabricsim.interop.nccl_debug import read_topo_dump
+
+    log = read_topo_dump((LOGS / "nccl_topo_dump_h100_4nic.xml").read_text())
+    assert (log.gpus_per_node, len(log.nics), log.nic_gbps, log.gpu_model) == \
+        (8, 4, 400.0, "sm_90")
+    with pytest.raises(ConfigError, match="compute capability"):
+        cluster_of(log)
+    with pytest.raises(ConfigError, match="sm_90"):
+        cluster_of(log, "dgx-a100")
+    lc = cluster_of(log, "dgx-h100")
+    assert lc.systems == {"dgx-h100-from-log": {"base": "dgx-h100", "nics": 4}}
+    assert "link layer" in lc.assumed
+    slow = read_topo_dump((LOGS / "nccl_topo_dump_h100_4nic.xml").read_text()
+                          .replace('speed="400000"', 'speed="200000"'))
+    lc = cluster_of(slow, "dgx-h100")
+    assert lc.cluster["fabric"] == "ib-hdr" \
+        and lc.systems["dgx-h100-from-log"]["nic_gbit_s"] == 200
+    for bad, match in (("<system><cpu/></system>", "no <gpu>"), ("<sys", "not an NCCL"),
+                       ("<html/>", "root element")):
+        with pytest.raises(ConfigError, match=match):
+            read_topo_dump(bad)

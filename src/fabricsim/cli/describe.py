@@ -29,7 +29,8 @@ def register(app: typer.Typer) -> None:
         from_nccl_log: Annotated[Path | None, typer.Option(
             "--from-nccl-log", metavar="LOG",
             help="Rebuild the cluster from an NCCL_DEBUG=INFO log (hosts, GPUs per host, "
-                 "NICs and link layer, SHARP); cluster flags given override it.")
+                 "NICs and link layer, SHARP) or NCCL's topology dump (GPUs, NICs and "
+                 "their speed); cluster flags given override it.")
         ] = None,
     ) -> None:
         """Describe a cluster: GPUs, switches per tier, cables, bisection, hierarchy, bottleneck.
@@ -67,11 +68,19 @@ def scenario_from_nccl_log(path: Path, cluster: ClusterFlags
                            ) -> tuple[dict[str, Any], Scenario]:
     """The facts an ``NCCL_DEBUG=INFO`` log gives and the scenario it rebuilds, with the
     cluster flags given laid over it (``--system`` chooses the preset the log is read as)."""
-    from fabricsim.interop.nccl_debug import MAX_LOG_BYTES, cluster_of, read_nccl_debug
+    from fabricsim.interop.nccl_debug import (
+        MAX_LOG_BYTES,
+        cluster_of,
+        read_nccl_debug,
+        read_topo_dump,
+    )
     from fabricsim.scenario.loader import read_text_file, validate_scenario
 
     text = read_text_file(path, MAX_LOG_BYTES, "NCCL log", field="--from-nccl-log")
-    log = read_nccl_debug(text, name="--from-nccl-log")
+    if text.lstrip().startswith(("<system", "<?xml")):  # NCCL_TOPO_DUMP_FILE's XML
+        log = read_topo_dump(text, name="--from-nccl-log")
+    else:
+        log = read_nccl_debug(text, name="--from-nccl-log")
     system = cluster.given.get("system")
     lc = cluster_of(log, str(system) if system is not None else None)
     sc = validate_scenario({"cluster": lc.cluster, "systems": lc.systems})

@@ -130,6 +130,8 @@ class NcclDebugLog:
     rings: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
     lines: int = 0
+    #: NIC line rate (Gb/s) where the source gives it (a topology dump); 0 otherwise
+    nic_gbps: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return {"nccl_version": self.version, "hosts": list(self.hosts), "ranks": self.ranks,
@@ -138,7 +140,42 @@ class NcclDebugLog:
                 "link_layer": self.link_layer, "sharp": self.sharp,
                 "channels": self.channels, "nvls_channels": self.nvls_channels,
                 "nvls": self.nvls, "mnnvl": self.mnnvl, "rings": len(self.rings),
-                "warnings": list(self.warnings), "lines": self.lines}
+                "warnings": list(self.warnings), "lines": self.lines,
+                "nic_gbps": self.nic_gbps}
+
+
+#: NCCL's topology ``sm`` attribute (compute capability x 10) -> catalog GPUs with it.
+_SM_GPUS = {"70": ("v100-sxm",), "80": ("a100-sxm", "a100-sxm-40gb", "a800-sxm"),
+            "90": ("h100-sxm", "h200-sxm", "h800-sxm", "h20", "h100-pcie"),
+            "100": ("b200", "gb200", "b300", "gb300"), "89": ("l40s",)}
+
+
+def read_topo_dump(text: str, name: str = "LOG") -> NcclDebugLog:
+    """One server as NCCL's topology dump describes it (``NCCL_TOPO_DUMP_FILE``: XML with
+    ``<gpu dev sm>`` and ``<net name speed>`` elements): its GPUs, their compute
+    capability (``gpu_model`` is ``sm_90`` and the like: the dump names no model), and the
+    NICs NCCL would use with their speed (Mb/s, in ``nic_gbps``). A file that is not such
+    XML is a ConfigError naming ``name``."""
+    import xml.etree.ElementTree as ET
+
+    try:
+        root = ET.fromstring(text)
+    except ET.ParseError as e:
+        raise ConfigError(f"not an NCCL topology dump: {e}", field=name) from None
+    if root.tag != "system":
+        raise ConfigError(f"not an NCCL topology dump: the root element is <{root.tag}>, "
+                          f"NCCL writes <system>", field=name)
+    gpus = root.findall(".//gpu")
+    nets = root.findall(".//net")
+    if not gpus:
+        raise ConfigError("the topology dump lists no <gpu>: it is truncated", field=name)
+    sms = sorted({g.get("sm", "") for g in gpus})
+    speeds = sorted({int(float(n.get("speed", "0") or 0)) for n in nets} - {0})
+    return NcclDebugLog(ranks=len(gpus), nodes=1, gpus_per_node=len(gpus),
+                        gpu_model=f"sm_{sms[0]}" if len(sms) == 1 and sms[0] else "",
+                        nics=tuple(n.get("name", f"net{i}") for i, n in enumerate(nets)),
+                        link_layer="IB" if nets else "", nic_gbps=speeds[-1] / 1000
+                        if speeds else 0.0, lines=text.count("\n") + 1)
 
 
 def read_nccl_debug(text: str, name: str = "LOG") -> NcclDebugLog:
@@ -262,6 +299,11 @@ def cluster_of(log: NcclDebugLog, system: str | None = None) -> LogCluster:
     from fabricsim.catalog import get_catalog
     cat = get_catalog()
     assumed: dict[str, str] = {}
+    if system is None and log.gpu_model.startswith("sm_"):
+        sm_of = _SM_GPUS.get(log.gpu_model[3:], ())
+        raise ConfigError(f"the topology dump gives the GPUs' compute capability "
+                          f"({log.gpu_model}: {', '.join(sm_of) or 'no catalog GPU'}), not "
+                          f"their model; pass --system", field="--system")
     if system is None:
         if not log.gpu_model:
             raise ConfigError("the log names no GPU model (NCCL's INFO lines do not; an "
@@ -279,7 +321,13 @@ def cluster_of(log: NcclDebugLog, system: str | None = None) -> LogCluster:
         system = (fits or cands)[0]
         assumed["system"] = f"the preset with the log's GPU ({log.gpu_model})"
     else:
-        if log.gpu_model:
+        if log.gpu_model.startswith("sm_"):
+            sm_gpus = _SM_GPUS.get(log.gpu_model[3:], ())
+            if cat.system(system).gpu not in sm_gpus:
+                raise ConfigError(f"--system {system} has {cat.system(system).gpu} GPUs but "
+                                  f"the dump's are {log.gpu_model} ({', '.join(sm_gpus)})",
+                                  field="--system")
+        elif log.gpu_model:
             check_system_gpu(system, log.gpu_model)
         assumed["system"] = "given (--system)"
     spec = cat.system(system)
@@ -292,24 +340,33 @@ def cluster_of(log: NcclDebugLog, system: str | None = None) -> LogCluster:
         cluster["gpus_per_node"] = log.gpus_per_node
     systems: dict[str, dict[str, Any]] = {}
     nics = len(log.nics)
-    if log.nodes > 1 and log.link_layer in _TRANSPORT:
+    if log.gpu_model.startswith("sm_") and log.nics:
+        assumed["link layer"] = ("InfiniBand: NCCL's topology dump names no link layer "
+                                 "(pass --fabric for RoCE)")
+    if (log.nodes > 1 or log.nic_gbps > 0) and log.link_layer in _TRANSPORT:
         have = cat.fabric(spec.default_fabric).transport
         want = _TRANSPORT[log.link_layer]
-        if have == want:
+        speed = round(log.nic_gbps or spec.nic_gbit_s)
+        said = "the dump's" if log.nic_gbps else f"{system}'s"
+        if have == want and speed == round(spec.nic_gbit_s):
             fabric = spec.default_fabric
-            assumed["fabric"] = f"{fabric}: {system}'s own (NCCL prints no NIC speed)"
+            assumed["fabric"] = (f"{fabric}: {system}'s own"
+                                 + ("" if log.nic_gbps else " (NCCL prints no NIC speed)"))
         else:
-            speed = round(spec.nic_gbit_s)
             fabric = next((n for n, f in cat.fabrics.items() if f.transport == want
                            and str(speed) in n), "")
             fabric = fabric or next(n for n, f in cat.fabrics.items() if f.transport == want)
-            assumed["fabric"] = (f"{fabric}: the log's link layer ({log.link_layer}) at "
-                                 f"{system}'s NIC speed, {speed} Gb/s (NCCL prints no NIC "
-                                 f"speed)")
+            assumed["fabric"] = (f"{fabric}: the {log.link_layer} link layer at {said} NIC "
+                                 f"speed, {speed} Gb/s")
         cluster["fabric"] = fabric
+        over: dict[str, Any] = {}
         if nics and log.link_layer != "EFA" and nics != spec.nics:
+            over["nics"] = nics
+        if log.nic_gbps and speed != round(spec.nic_gbit_s):
+            over["nic_gbit_s"] = speed
+        if over:
             name = f"{system}-from-log"
-            systems[name] = {"base": system, "nics": nics}
+            systems[name] = {"base": system, **over}
             cluster["system"] = name
         if log.sharp and want == "ib":
             cluster["params"] = {"sharp": True}
