@@ -29,9 +29,9 @@ SETS = {"pairs": ROOT / "tests" / "data" / "nccl_logs" / "pairs",
 
 def run(folder: Path) -> dict[str, object]:
     t0 = time.perf_counter()
-    exe = Path(sys.executable).with_name("fabricsim")
-    proc = subprocess.run([str(exe), "calibrate", str(folder), "--system", "dgx-h100",
-                           "--json"], capture_output=True, text=True, check=False)
+    proc = subprocess.run([sys.executable, "-m", "fabricsim", "calibrate", str(folder),
+                           "--system", "dgx-h100", "--json"], capture_output=True,
+                          text=True, check=False)
     secs = time.perf_counter() - t0
     try:
         out = json.loads(proc.stdout)

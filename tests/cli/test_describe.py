@@ -261,3 +261,13 @@ def test_describe_from_nccl_log_refusals(capsys: pytest.CaptureFixture[str], arg
     args = [str(LOGS / a) if a.endswith(".log") else a for a in args]
     code, out, err = run(capsys, "describe", *args)
     assert code == 2 and not out and f"{field}:" in err and "Traceback" not in err
+
+
+def test_python_dash_m_fabricsim_is_the_command_line() -> None:
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "fabricsim", "describe", "--system",
+                          "dgx-h100", "--nodes", "2", "--json"], capture_output=True,
+                         text=True, check=False)
+    assert out.returncode == 0 and json.loads(out.stdout)["gpus"] == 16
