@@ -119,3 +119,12 @@ def test_the_fill_is_a_mid_size_cost() -> None:
         t = AnalyticBackend().run(sched, fab).time
         shares.append(pipeline_fill(sched, PROTOCOLS["simple"], fab) / t)
     assert shares[0] > 0.3 and shares[1] < 0.02
+
+
+def test_the_packet_backend_does_not_also_apply_the_ramp() -> None:
+    """Review finding: the packet backend applied Simple's ramp beside the fill."""
+    fab = build_cluster("dgx-h100", 1)
+    sched = build(Group.of(fab), "all_reduce", 2**20, get_algorithm("nvls"), "simple")
+    a = AnalyticBackend().run(sched, fab).time
+    p = PacketBackend().run(sched, fab).time
+    assert p == pytest.approx(a, rel=0.1)

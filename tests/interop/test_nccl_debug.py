@@ -92,3 +92,31 @@ def test_a_topology_dump_gives_gpus_nics_and_their_speed() -> None:
                        ("<html/>", "root element")):
         with pytest.raises(ConfigError, match=match):
             read_topo_dump(bad)
+
+
+def test_review_findings_stay_fixed() -> None:
+    """Interleaved output cannot make the ring pattern backtrack for ever; the largest
+    communicator is the cluster; an IB NIC other than the preset's speed picks the IB
+    fabric of that speed; B300 dumps (sm_103) are read; a NIC speed that is not a number
+    is refused."""
+    import time
+
+    from fabricsim.interop.nccl_debug import read_topo_dump
+
+    head = "a:1:1 [0] NCCL INFO comm 0x1 rank 0 nRanks 16 nNodes 2 localRanks 8 localRank 0\n"
+    mixed = ("n1:1:2 [0] NCCL INFO Channel 05/32 : " + " ".join(str(100 + i)
+                                                          for i in range(40))
+             + "n2:3:4 [0] NCCL INFO x\n")
+    t0 = time.perf_counter()
+    log = read_nccl_debug(head + mixed + "b:1:1 [0] NCCL INFO comm 0x2 rank 0 nRanks 2 "
+                                         "nNodes 2 localRanks 1 localRank 0\n")
+    assert time.perf_counter() - t0 < 1.0
+    assert (log.ranks, log.nodes, log.gpus_per_node) == (16, 2, 8)
+    ib = read_nccl_debug(head + "a:1:1 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [RO]; "
+                                "OOB x<0>\n")
+    assert cluster_of(ib, "hgx-h20").cluster["fabric"] == "ib-ndr"
+    b300 = read_topo_dump('<system><gpu dev="0" sm="103"/><net name="m" speed="400000"/>'
+                          '</system>')
+    assert cluster_of(b300, "hgx-b300").cluster["system"].startswith("hgx-b300")
+    with pytest.raises(ConfigError, match="speed 'nan'"):
+        read_topo_dump('<system><gpu dev="0" sm="90"/><net name="m" speed="nan"/></system>')

@@ -277,7 +277,9 @@ def test_nccl_inspector_output_is_read_as_tests() -> None:
     pretty = json.dumps(rec, indent=2) + "\n" + json.dumps(rec, indent=2)
     (rs,) = parse_nccl_tests(pretty).tests
     assert rs.collective == "reduce_scatter" and rs.rows[0].size_bytes == 8 * 2147483648
-    assert rs.ranks == 0          # one rank of eight recorded: no full device list
+    # one rank of eight recorded: the communicator's shape from the header, hosts marked
+    # as such (diagnose does not take them for real ones)
+    assert (rs.ranks, rs.nodes) == (8, 1) and rs.header["hosts"] == "from the header"
     bad = dict(rec, coll_perf={**rec["coll_perf"], "coll_exec_time_us": -3})
     with pytest.raises(ConfigError, match="coll_exec_time_us"):
         parse_nccl_tests(json.dumps(bad), "x.jsonl")

@@ -77,6 +77,7 @@ def scenario_from_nccl_log(path: Path, cluster: ClusterFlags
     from fabricsim.scenario.loader import read_text_file, validate_scenario
 
     text = read_text_file(path, MAX_LOG_BYTES, "NCCL log", field="--from-nccl-log")
+    text = text.removeprefix("\ufeff")
     if text.lstrip().startswith(("<system", "<?xml")):  # NCCL_TOPO_DUMP_FILE's XML
         log = read_topo_dump(text, name="--from-nccl-log")
     else:

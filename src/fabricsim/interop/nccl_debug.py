@@ -46,7 +46,7 @@ _NET_IB = re.compile(r"NET/IB\s*:\s*Using\s+(?P<devs>(?:\[\d+\]\S+\s*)+)")
 _IB_DEV = re.compile(r"\[\d+\](?P<name>[^:\s]+):(?P<port>\d+)/(?P<layer>IB|RoCE)(?P<sharp>/SHARP)?")
 _NET_OFI = re.compile(r"NET/OFI Selected [Pp]rovider is (?P<prov>\w+)(?:.*?found (?P<n>\d+) nics)?")
 _NET_SOCKET = re.compile(r"NET/Socket\s*:\s*Using\s+(?P<devs>(?:\[\d+\]\S+\s*)+)")
-_RING = re.compile(r"^Channel (?P<ch>\d+)/(?P<of>\d+) :\s+(?P<order>(?:\d+\s*)+)$")
+_RING = re.compile(r"^Channel (?P<ch>\d+)/(?P<of>\d+) :\s+(?P<order>\d+(?:\s+\d+)*)\s*$")
 _COUNTS = re.compile(r"(?P<coll>\d+) coll channels, (?:(?P<collnet>\d+) collnet channels, )?"
                      r"(?:(?P<nvls>\d+) nvls channels, )?(?P<p2p>\d+) p2p channels")
 _NVLS = re.compile(r"NVLS multicast support is available")
@@ -147,7 +147,7 @@ class NcclDebugLog:
 #: NCCL's topology ``sm`` attribute (compute capability x 10) -> catalog GPUs with it.
 _SM_GPUS = {"70": ("v100-sxm",), "80": ("a100-sxm", "a100-sxm-40gb", "a800-sxm"),
             "90": ("h100-sxm", "h200-sxm", "h800-sxm", "h20", "h100-pcie"),
-            "100": ("b200", "gb200", "b300", "gb300"), "89": ("l40s",)}
+            "100": ("b200", "gb200"), "103": ("b300", "gb300"), "89": ("l40s",)}
 
 
 def read_topo_dump(text: str, name: str = "LOG") -> NcclDebugLog:
@@ -170,12 +170,24 @@ def read_topo_dump(text: str, name: str = "LOG") -> NcclDebugLog:
     if not gpus:
         raise ConfigError("the topology dump lists no <gpu>: it is truncated", field=name)
     sms = sorted({g.get("sm", "") for g in gpus})
-    speeds = sorted({int(float(n.get("speed", "0") or 0)) for n in nets} - {0})
+    speeds: set[int] = set()
+    for n in nets:
+        raw = n.get("speed", "0") or "0"
+        try:
+            v = float(raw)
+        except ValueError:
+            v = -1.0
+        if not (0 <= v < 1e9):  # Mb/s; NaN and inf fail too
+            raise ConfigError(f"<net name={n.get('name')!r}> has speed {raw!r}: NCCL writes "
+                              f"the NIC's rate in Mb/s", field=name)
+        if v > 0:
+            speeds.add(int(v))
+    speeds_sorted = sorted(speeds)
     return NcclDebugLog(ranks=len(gpus), nodes=1, gpus_per_node=len(gpus),
                         gpu_model=f"sm_{sms[0]}" if len(sms) == 1 and sms[0] else "",
                         nics=tuple(n.get("name", f"net{i}") for i, n in enumerate(nets)),
-                        link_layer="IB" if nets else "", nic_gbps=speeds[-1] / 1000
-                        if speeds else 0.0, lines=text.count("\n") + 1)
+                        link_layer="IB" if nets else "", nic_gbps=speeds_sorted[-1] / 1000
+                        if speeds_sorted else 0.0, lines=text.count("\n") + 1)
 
 
 def read_nccl_debug(text: str, name: str = "LOG") -> NcclDebugLog:
@@ -218,11 +230,15 @@ def read_nccl_debug(text: str, name: str = "LOG") -> NcclDebugLog:
                 warns.append(f"{m.group('host')}: {msg[:200]}")
             continue
         if (c := _COMM.search(msg)) is not None:
-            ranks, nodes, local = int(c.group("n")), int(c.group("nodes")), int(c.group("local"))
+            # a job builds many communicators (world, then DP/TP subgroups): the largest
+            # is the cluster
+            if int(c.group("n")) > ranks:
+                ranks, nodes = int(c.group("n")), int(c.group("nodes"))
+                local = int(c.group("local"))
             mnnvl = mnnvl or c.group("mnnvl") == "1"
         elif (i := _INIT.search(msg)) is not None:
             init_ranks.add(int(i.group("rank")))
-            init_n = int(i.group("n"))
+            init_n = max(init_n, int(i.group("n")))
         elif (ib := _NET_IB.search(msg)) is not None:
             devs = list(_IB_DEV.finditer(ib.group("devs")))
             if devs:
@@ -353,9 +369,9 @@ def cluster_of(log: NcclDebugLog, system: str | None = None) -> LogCluster:
             assumed["fabric"] = (f"{fabric}: {system}'s own"
                                  + ("" if log.nic_gbps else " (NCCL prints no NIC speed)"))
         else:
-            fabric = next((n for n, f in cat.fabrics.items() if f.transport == want
-                           and str(speed) in n), "")
-            fabric = fabric or next(n for n, f in cat.fabrics.items() if f.transport == want)
+            same = [(abs(f.port_gbit_s - speed), n) for n, f in cat.fabrics.items()
+                    if f.transport == want]
+            fabric = min(same)[1]
             assumed["fabric"] = (f"{fabric}: the {log.link_layer} link layer at {said} NIC "
                                  f"speed, {speed} Gb/s")
         cluster["fabric"] = fabric

@@ -322,9 +322,10 @@ def _from_inspector(text: str, name: str = "") -> NcclTestsFile | None:
     reduce-scatter count every rank's share, as the bandwidths Inspector prints do). A record
     with a nonsense figure is a ConfigError naming the file, the record and the key."""
     objs = _json_objects(text)
-    if not objs or not all(isinstance(o, dict) and "coll_perf" in o and "header" in o
-                           for o in objs):
+    if not objs or not all(isinstance(o, dict) and "header" in o for o in objs) \
+            or not any("coll_perf" in o for o in objs):
         return None
+    objs = [o for o in objs if "coll_perf" in o]  # p2p_perf and other records: not tests
     groups: dict[tuple[str, str], dict[str, Any]] = {}
     version = None
     for k, o in enumerate(objs, 1):
@@ -364,12 +365,20 @@ def _from_inspector(text: str, name: str = "") -> NcclTestsFile | None:
                             time_us_inplace=t, algbw_gbps_inplace=alg,
                             busbw_gbps_inplace=bus, wrong_inplace=None,
                             extra=(f"{len(vals)} records",)))
-        hosts = tuple(g["hosts"][r] for r in range(g["nranks"])) \
+        hosts: tuple[str, ...] = tuple(g["hosts"][r] for r in range(g["nranks"])) \
             if len(g["hosts"]) == g["nranks"] else ()
+        nnodes = g["nnodes"]
+        if not hosts and isinstance(nnodes, int) and nnodes > 0 and \
+                g["nranks"] % nnodes == 0:
+            # one process's file (Inspector writes one per process): the header's shape,
+            # as placeholder hosts, so the cluster is the one the communicator spanned
+            per = g["nranks"] // nnodes
+            hosts = tuple(f"node{r // per}" for r in range(g["nranks"]))
+        head = {"nranks": str(g["nranks"]), "nnodes": str(g["nnodes"])}
+        if len(g["hosts"]) != g["nranks"] and hosts:
+            head["hosts"] = "from the header"
         tests.append(NcclTest(collective=g["coll"], rows=tuple(rows), hosts=hosts,
-                              header={"nranks": str(g["nranks"]),
-                                      "nnodes": str(g["nnodes"])},
-                              source="NCCL Inspector"))
+                              header=head, source="NCCL Inspector"))
     return NcclTestsFile(tests=tuple(tests), version=None,
                          notes=(f"NCCL Inspector output (format {version})",) if version
                          else ())

@@ -280,6 +280,12 @@ class TrainingSection(ParallelConfig, _ModelFields):
         wins over this section's fields too."""
         merged = {**self.given(), **top.given()}
         keys = ("from_megatron", *_CONFIG_READERS)
+        mine = [k for k in keys if getattr(self, k)]
+        theirs = [k for k in keys if getattr(top, k)]
+        if mine and theirs and set(mine) != set(theirs):
+            raise ConfigError(f"{theirs[0]} given over a section with {mine[0]}: two "
+                              f"frameworks' configurations would mix; give one",
+                              field=field_name(theirs[0], "training"))
         for k in keys:
             merged.pop(k, None)
         out = type(self).model_validate(merged)

@@ -45,3 +45,18 @@ def test_bad_configs_are_refused_naming_the_key(text: str, match: str) -> None:
     with pytest.raises(ConfigError, match=match) as e:
         read_maxtext(text)
     assert e.value.field == "--from-maxtext"
+
+
+def test_alias_bombs_and_base_data_parallelism() -> None:
+    bomb = ("a: &a [x,x,x,x,x,x,x,x,x]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\n"
+            "model_name: *b\n")
+    with pytest.raises(ConfigError, match="aliases"):
+        read_maxtext(bomb)
+    # base.yml's dcn_data_parallelism -1: data parallelism fills the cluster
+    assert "dp" not in read_maxtext("model_name: llama2-7b\nici_fsdp_parallelism: 8\n").fields
+    f = read_maxtext("model_name: llama2-7b\nici_fsdp_parallelism: 8\n"
+                     "dcn_data_parallelism: 2\ndcn_pipeline_parallelism: 4\n"
+                     "per_device_batch_size: 2\n").fields
+    # MaxText's global batch: 2 per device x 64 devices (16 data-parallel x 4 stages)
+    assert f["dp"] == 16 and f["pp"] == 4 and f["micro_batch"] == 2
+    assert f["global_batch"] == 128

@@ -285,3 +285,12 @@ def test_layer_frequency_and_shared_width() -> None:
     mixtral = read_megatron_line((_DATA / "mixtral_distributed.txt").read_text())
     assert mixtral.launcher == {"nodes": 1, "gpus_per_node": 2}
     assert mixtral.args.fields["experts"] == 2 and mixtral.args.fields["ep"] == 2
+
+
+def test_a_huge_layer_frequency_is_refused_before_it_is_built() -> None:
+    import time
+
+    t0 = time.perf_counter()
+    with pytest.raises(ConfigError, match="more layers than"):
+        read_megatron_line("--num-layers 4 --moe-layer-freq [1]*300000000")
+    assert time.perf_counter() - t0 < 1.0

@@ -67,3 +67,9 @@ def test_unknown_versions_and_bad_values_are_refused(text: str, match: str) -> N
     with pytest.raises(ConfigError, match=match) as e:
         read_torchtitan(text)
     assert e.value.field == "--from-torchtitan"
+
+
+def test_newer_converter_names_are_fp8() -> None:
+    t = read_torchtitan('[model]\nname = "llama3"\nflavor = "8B"\n'
+                        'converters = ["quantize.linear.float8"]\n')
+    assert t.fields["precision"] == "fp8" and t.fields["fp8_recipe"] == "torchao"

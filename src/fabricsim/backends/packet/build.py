@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from fabricsim.backends.base import ramp_bytes
 from fabricsim.backends.packet import layout as L
 from fabricsim.backends.packet.budget import EventEstimate, check_budget, events_lower_bound
 from fabricsim.backends.packet.config import PacketConfig
@@ -250,12 +251,12 @@ def build_state(schedule: Schedule, fabric: Fabric, cfg: PacketConfig, *, mode: 
     hop_of_flow = np.zeros(nf)
     if protocol is not None and nf and p0 is not None:
         innet = switch_endpoint(fabric, src, dst)
-        rate, hop_of_flow = transfer_terms(fabric, protocol, p0, innet,
-                                           float(schedule.nbytes))
+        ramp_at = ramp_bytes(schedule, protocol)  # no ramp where the pipeline's fill is timed
+        rate, hop_of_flow = transfer_terms(fabric, protocol, p0, innet, ramp_at)
         for i, paths in alts.items():  # striped over every plane: the planes' rates add up
             alt = Paths.from_rows([np.asarray(p, dtype=np.int32) for p in paths])
             r_alt, _ = transfer_terms(fabric, protocol, alt, innet[[i] * len(paths)],
-                                      float(schedule.nbytes))
+                                      ramp_at)
             rate[i] = float(r_alt.sum())
         FF[:nf, L.FF_PROTO] = np.where(np.isfinite(rate), rate, 0.0)
     # ---------------------------------------------------------------- links

@@ -83,10 +83,21 @@ def _degree(v: Any, key: str) -> int:
     return v
 
 
+class _NoAliases(yaml.SafeLoader):
+    """YAML without aliases (``*name``): a MaxText config has none, and a few of them
+    nested expand a small file into an exponentially large value (an alias bomb)."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            raise ConfigError("YAML aliases (*name) are not read in a MaxText config; write "
+                              "the values out", field=FIELD)
+        return super().compose_node(parent, index)
+
+
 def read_maxtext(text: str) -> MaxTextConfig:
     """The ``training:`` fields of a MaxText config (YAML text); see the module."""
     try:
-        cfg = yaml.safe_load(text)
+        cfg = yaml.load(text, Loader=_NoAliases)
     except yaml.YAMLError as e:
         raise ConfigError(f"not a YAML file: {e}", field=FIELD) from None
     if not isinstance(cfg, dict):
@@ -95,6 +106,10 @@ def read_maxtext(text: str) -> MaxTextConfig:
     out: dict[str, Any] = {}
     applied: list[str] = []
     name = cfg.get("model_name")
+    for key in ("model_name", "remat_policy", "quantization", "dtype"):
+        if cfg.get(key) is not None and not isinstance(cfg[key], str):
+            raise ConfigError(f"{key} must be a string, got {type(cfg[key]).__name__}",
+                              field=FIELD)
     if name is None or str(name) == "default":
         raise ConfigError("no model_name: give MaxText's model (e.g. model_name: "
                           "\"llama2-70b\")", field=FIELD)
@@ -137,7 +152,9 @@ def read_maxtext(text: str) -> MaxTextConfig:
                        "gradients reduce-scattered)")
     else:
         out["zero"] = 0
-    if "dp" in degrees and -1 not in degrees["dp"]:
+    # base.yml's dcn_data_parallelism is -1: data parallelism fills what the other axes
+    # leave unless the config fixes it
+    if "dp" in degrees and -1 not in degrees["dp"] and "dcn_data_parallelism" in cfg:
         prod = 1
         for d in degrees["dp"]:
             prod *= d
@@ -149,12 +166,20 @@ def read_maxtext(text: str) -> MaxTextConfig:
             raise ConfigError(f"per_device_batch_size must be a positive number, got "
                               f"{pdbs!r}", field=FIELD)
         share = int(out.get("tp", 1)) * int(out.get("cp", 1))
-        micro = pdbs * share  # one data-parallel rank's sequences: every device's batch
+        # one data-parallel rank's micro-batch: the batch of every device of one stage
+        micro = pdbs * share
         if micro != int(micro):
             raise ConfigError(f"per_device_batch_size {pdbs} x the {share} devices of a "
                               f"data-parallel rank is not a whole number of sequences",
                               field=FIELD)
         out["micro_batch"] = int(micro)
+        pp = int(out.get("pp", 1))
+        if pp > 1 and "dp" in out:  # MaxText's pipeline: one micro-batch per stage
+            out["global_batch"] = int(micro) * int(out["dp"]) * pp
+        elif pp > 1:
+            applied.append(f"pipelining with data parallelism filling the cluster: give "
+                           f"--global-batch {pdbs} x the GPUs for MaxText's global batch; "
+                           f"fabricsim's default used")
         applied.append(f"global batch: per_device_batch_size {pdbs} x every device, as "
                        f"MaxText counts it")
     if "max_target_length" in cfg:

@@ -439,7 +439,11 @@ def _layer_pattern(text: str, layers: int) -> list[int]:
         if any(x not in ("0", "1") for x in items):
             raise ConfigError(f"--moe-layer-freq {text!r}: list entries must be 0 or 1",
                               field="--from-megatron")
-        out += [int(x) for x in items] * (int(times) if star else 1)
+        reps = int(times) if star else 1
+        if len(out) + len(items) * reps > layers:  # checked before anything is built
+            raise ConfigError(f"--moe-layer-freq {text!r} describes more layers than "
+                              f"--num-layers {layers}", field="--from-megatron")
+        out += [int(x) for x in items] * reps
     if len(out) != layers:
         raise ConfigError(f"--moe-layer-freq {text!r} describes {len(out)} layers but "
                           f"--num-layers is {layers}", field="--from-megatron")

@@ -196,9 +196,11 @@ def read_torchtitan(text: str) -> TorchtitanConfig:
     out["recompute"] = mode
     convs = model.get("converters", [])
     convs = [convs] if isinstance(convs, str) else list(convs)
-    if "float8" in convs or train.get("enable_float8_linear"):
+    # converter names: "float8"/"mx", or newer torchtitan's "quantize.linear.float8"/...mx
+    kinds = {str(c).rsplit(".", 1)[-1] for c in convs}
+    if "float8" in kinds or train.get("enable_float8_linear"):
         out["precision"], out["fp8_recipe"] = "fp8", "torchao"
-    elif "mx" in convs:
+    elif "mx" in kinds:
         out["precision"], out["fp8_recipe"] = "fp8", "mxfp8"
     reduce = train.get("mixed_precision_reduce", "float32")
     out["grad_reduce_dtype"] = "bf16" if reduce == "bfloat16" else "fp32"
