@@ -120,3 +120,10 @@ def test_review_findings_stay_fixed() -> None:
     assert cluster_of(b300, "hgx-b300").cluster["system"].startswith("hgx-b300")
     with pytest.raises(ConfigError, match="speed 'nan'"):
         read_topo_dump('<system><gpu dev="0" sm="90"/><net name="m" speed="nan"/></system>')
+
+
+def test_info_lines_behind_a_launcher_prefix() -> None:
+    text = (LOGS / "nccl_info_2x8_a100_allgather.log").read_text()
+    tagged = "".join("0: " + ln for ln in text.splitlines(keepends=True))
+    log = read_nccl_debug(tagged)
+    assert (log.nodes, log.gpus_per_node, len(log.nics)) == (2, 8, 8)

@@ -283,3 +283,19 @@ def test_nccl_inspector_output_is_read_as_tests() -> None:
     bad = dict(rec, coll_perf={**rec["coll_perf"], "coll_exec_time_us": -3})
     with pytest.raises(ConfigError, match="coll_exec_time_us"):
         parse_nccl_tests(json.dumps(bad), "x.jsonl")
+
+
+@pytest.mark.parametrize("prefix", ["0: ", "  3: ", "[1,0]<stdout>:", "[0]:", "[default0]:"])
+def test_launcher_prefixes_are_read_through(prefix: str) -> None:
+    """Logs as Slurm (srun -l), Open MPI (--tag-output) and torchrun write them."""
+    from pathlib import Path
+
+    from fabricsim.interop.nccl_tests import parse_nccl_tests
+
+    src = (Path(__file__).resolve().parents[1] / "data" / "nccl_logs" /
+           "all_reduce_perf_dgx_a100.log").read_text()
+    plain = parse_nccl_tests(src, "all_reduce_perf.log").tests[0]
+    tagged = parse_nccl_tests("".join(prefix + ln for ln in src.splitlines(keepends=True)),
+                              "all_reduce_perf.log").tests[0]
+    assert [r.size_bytes for r in tagged.rows] == [r.size_bytes for r in plain.rows]
+    assert [r.time_us for r in tagged.rows] == [r.time_us for r in plain.rows]

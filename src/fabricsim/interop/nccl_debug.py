@@ -209,7 +209,9 @@ def read_nccl_debug(text: str, name: str = "LOG") -> NcclDebugLog:
     rings: dict[int, tuple[int, ...]] = {}
     warns: list[str] = []
     n_lines = 0
-    for raw in text.splitlines():
+    from fabricsim.interop.nccl_tests import strip_launcher_prefixes
+
+    for raw in strip_launcher_prefixes(text).splitlines():
         n_lines += 1
         line = raw.rstrip()
         v = _VERSION.search(line)

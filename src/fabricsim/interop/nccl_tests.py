@@ -289,6 +289,26 @@ def _from_json_lines(lines: list[str], name: str = "") -> NcclTestsFile | None:
                                          source="fabricsim bench --json"),))
 
 
+#: What launchers put in front of every line a rank prints: ``srun -l`` (``0: ``),
+#: ``mpirun --tag-output`` (``[1,0]<stdout>:``), torchrun's log prefix (``[default0]:``).
+_LAUNCHER_PREFIX = re.compile(r"^(?:\s*\d+: |\[\d+(?:,\d+)*\](?:<std(?:out|err)>)?:|"
+                              r"\[default\d+\]:)")
+
+
+def strip_launcher_prefixes(text: str) -> str:
+    """``text`` without the launcher prefix on each line, when most lines carry one
+    (a file that only some lines of happen to match is left alone).
+
+    >>> strip_launcher_prefixes("0: # nThread 1\n0:        8  2  float\n")
+    '# nThread 1\n       8  2  float\n'
+    """
+    lines = text.splitlines(keepends=True)
+    hits = sum(1 for ln in lines if _LAUNCHER_PREFIX.match(ln))
+    if not lines or hits * 2 < sum(1 for ln in lines if ln.strip()):
+        return text
+    return "".join(_LAUNCHER_PREFIX.sub("", ln, count=1) for ln in lines)
+
+
 #: NCCL Inspector's collective names -> fabricsim's.
 _INSPECTOR_COLLS = {"AllReduce": "all_reduce", "AllGather": "all_gather",
                     "ReduceScatter": "reduce_scatter", "Broadcast": "broadcast",
@@ -392,6 +412,7 @@ def parse_nccl_tests(text: str, name: str = "") -> NcclTestsFile:
     is nccl-tests output; a failed or truncated test is returned with ``failures`` /
     ``complete=False`` instead.
     """
+    text = strip_launcher_prefixes(text)
     lines = text.splitlines()
     if lines and lines[0].lstrip().startswith("{"):
         inspected = _from_inspector(text, name)
