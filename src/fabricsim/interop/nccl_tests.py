@@ -296,7 +296,7 @@ _LAUNCHER_PREFIX = re.compile(r"^(?:\s*\d+: |\[\d+(?:,\d+)*\](?:<std(?:out|err)>
 
 
 def strip_launcher_prefixes(text: str) -> str:
-    """``text`` without the launcher prefix on each line, when most lines carry one
+    r"""``text`` without the launcher prefix on each line, when most lines carry one
     (a file that only some lines of happen to match is left alone).
 
     >>> strip_launcher_prefixes("0: # nThread 1\n0:        8  2  float\n")
