@@ -45,7 +45,7 @@ from fabricsim.backends.analytic_shared import (
     plane_groups,
     reduce_keys,
 )
-from fabricsim.backends.base import Result, fill_efficiency, kernel_floor
+from fabricsim.backends.base import Result, active_pipeline, fill_efficiency, kernel_floor
 from fabricsim.fabric.core import Fabric, pair_hash
 from fabricsim.fabric.kinds import LinkKind
 from fabricsim.fabric.paths import Paths
@@ -270,8 +270,8 @@ class AnalyticBackend:
 def _fill_of(schedule: Schedule, proto: Protocol, fabric: Fabric) -> dict[str, Any]:
     """The :class:`CompiledSchedule` fields of ``schedule``'s pipeline fill under
     ``proto`` (none where that protocol does not fill by chunks)."""
-    pipe = schedule.pipeline
-    if pipe is None or proto.name not in pipe.protocols:
+    pipe = active_pipeline(schedule, proto)
+    if pipe is None:
         return {}
     return {"pipeline": pipe, "fill_eff": fill_efficiency(proto, fabric)}
 

@@ -123,6 +123,14 @@ def fill_efficiency(protocol: Any, fabric: Fabric) -> dict[str, float]:
     return dict(zip(LINK_CLASSES, (float(x) for x in eff), strict=True))
 
 
+def active_pipeline(schedule: Schedule, protocol: Any) -> Any:
+    """``schedule``'s chunk pipeline if ``protocol`` fills by chunks, else None."""
+    pipe = schedule.pipeline
+    if pipe is None or protocol is None or protocol.name not in pipe.protocols:
+        return None
+    return pipe
+
+
 def pipeline_fill(schedule: Schedule, protocol: Any, fabric: Fabric) -> float:
     """Seconds ``schedule``'s chunk pipeline takes to fill (:class:`Schedule.pipeline`)
     under ``protocol`` (0 without a pipeline, or for a protocol that does not fill by
@@ -133,10 +141,10 @@ def pipeline_fill(schedule: Schedule, protocol: Any, fabric: Fabric) -> float:
     >>> pipeline_fill(Schedule(steps=()), None, None)
     0.0
     """
-    pipe = schedule.pipeline
-    if pipe is None or protocol is None or protocol.name not in pipe.protocols:
+    pipe = active_pipeline(schedule, protocol)
+    if pipe is None:
         return 0.0
-    return pipe.fill(float(schedule.nbytes), fill_efficiency(protocol, fabric))
+    return float(pipe.fill(float(schedule.nbytes), fill_efficiency(protocol, fabric)))
 
 
 def ramp_bytes(schedule: Schedule, protocol: Any) -> float:
@@ -147,10 +155,7 @@ def ramp_bytes(schedule: Schedule, protocol: Any) -> float:
     >>> ramp_bytes(Schedule(steps=(), nbytes=4096), None)
     4096.0
     """
-    pipe = schedule.pipeline
-    if pipe is not None and protocol is not None and protocol.name in pipe.protocols:
-        return 0.0
-    return float(schedule.nbytes)
+    return 0.0 if active_pipeline(schedule, protocol) is not None else float(schedule.nbytes)
 
 
 @runtime_checkable

@@ -29,7 +29,7 @@ from dataclasses import replace
 import numpy as np
 
 from fabricsim.collectives.hierarchical import rail_ring
-from fabricsim.collectives.pipeline import nvls_pipeline, nvlstree_pipeline
+from fabricsim.collectives.pipeline import nvls_pipeline, nvlstree_pipeline, tree_depth
 from fabricsim.collectives.registry import Algorithm, Group, IntArray, register, step
 from fabricsim.protocols import nvlstree_kernel_rate
 from fabricsim.schedule.core import FloatArray, Step
@@ -129,14 +129,13 @@ def nvlstree_steps(group: Group, collective: str, nbytes: float, channels: int
     """NCCL's NVLSTree: in-switch reduce-scatter inside servers, each rail's shard reduced
     up and broadcast down a double binary tree across servers, in-switch multicast; all
     three pipelined."""
-    from fabricsim.collectives.tree import _depth
 
     grid = group.grid()
     m, g = grid.shape
     srcs, dsts, sizes = _nvls_parts(group, grid, nbytes)
     s, d, b = _rail_tree(group, grid, nbytes / g)
     return _pipelined(group, ([*srcs, s], [*dsts, d], [*sizes, b]),
-                      max(1, 2 * _depth(m) - 1), "nvls reduce-scatter + rail trees + multicast")
+                      max(1, 2 * tree_depth(m) - 1), "nvls reduce-scatter + rail trees + multicast")
 
 
 def _nvlstree_rate(group: Group, channels: int) -> float:

@@ -125,9 +125,6 @@ def tree_depth(n: int) -> int:
     return max(0, math.ceil(math.log2(n + 1)) - 1)
 
 
-_depth = tree_depth
-
-
 def tree_pipeline(group: Group) -> Pipeline | None:
     """NCCL's tree all-reduce: chunks of one Simple step up the chain inside each server
     and the double binary tree between servers, and down again, on every channel."""
@@ -138,7 +135,7 @@ def tree_pipeline(group: Group) -> Pipeline | None:
     # a channel's network hop runs at its share of the NICs or at its kernel's own rate
     kernel = tree_kernel_rate(group.fabric, m, c) / c
     net = nic_rate(group.fabric) / c
-    stages = [("net", 2.0 * _depth(m), min(net, kernel) if kernel > 0 else net)]
+    stages = [("net", 2.0 * tree_depth(m), min(net, kernel) if kernel > 0 else net)]
     nvl = nvlink_rate(group)
     if g > 1 and nvl > 0:
         stages.append(("nvlink", 2.0 * (g - 1), nvl / c))
@@ -199,5 +196,5 @@ def nvlstree_pipeline(group: Group) -> Pipeline | None:
     # a head's network hop runs at its NIC's share or at the NVLSTree kernel's own rate
     kernel = nvlstree_kernel_rate(group.fabric, group.servers, group.n) / (heads * ch)
     net = min(nic_gpu / ch, kernel) if kernel > 0 else nic_gpu / ch
-    stages = (("nvls", 4.0, nvl / ops), ("net", 2.0 * _depth(group.servers), net))
+    stages = (("nvls", 4.0, nvl / ops), ("net", 2.0 * tree_depth(group.servers), net))
     return Pipeline(stages=stages, ops=ops, chunk_bytes=chunk, shrink=NVLSTREE_SHRINK)

@@ -37,7 +37,6 @@ def parents(n: int) -> NDArray[np.int64]:
     return p
 
 
-_depth = tree_depth
 
 
 def tree_steps(group: Group, collective: str, nbytes: float, channels: int) -> list[Step]:
@@ -58,7 +57,7 @@ def tree_steps(group: Group, collective: str, nbytes: float, channels: int) -> l
     out = fill_step(f, int(group.nodes[grid[0, -1]]), int(group.nodes[grid[0, 0]]),
                     2 * (g - 1), "tree fill (chains)")
     inter = fill_step(f, int(group.nodes[grid[-1, 0]]), int(group.nodes[grid[0, 0]]),
-                      max(1, 2 * _depth(m) - 1) if m > 1 else 0, "tree fill (servers)")
+                      max(1, 2 * tree_depth(m) - 1) if m > 1 else 0, "tree fill (servers)")
     if out and inter:
         inter = [replace(inter[0], deps=(0,))]
     out += inter

@@ -199,7 +199,6 @@ def read_nccl_debug(text: str, name: str = "LOG") -> NcclDebugLog:
     hosts: dict[str, None] = {}
     dev_hosts: dict[str, None] = {}
     ranks = nodes = local = 0
-    init_ranks: set[int] = set()
     init_n = 0
     model = ""
     nics: tuple[str, ...] = ()
@@ -239,7 +238,6 @@ def read_nccl_debug(text: str, name: str = "LOG") -> NcclDebugLog:
                 local = int(c.group("local"))
             mnnvl = mnnvl or c.group("mnnvl") == "1"
         elif (i := _INIT.search(msg)) is not None:
-            init_ranks.add(int(i.group("rank")))
             init_n = max(init_n, int(i.group("n")))
         elif (ib := _NET_IB.search(msg)) is not None:
             devs = list(_IB_DEV.finditer(ib.group("devs")))
