@@ -181,9 +181,54 @@ def register(app: typer.Typer) -> None:
             "--output_file", "-J", help="nccl-tests' JSON results file: the rows as JSON "
             "lines (as --out FILE.json).")] = None,
         run: NcclTestsRun = NcclTestsRun(),
+        tokens: Annotated[int | None, typer.Option(
+            "--tokens", help="ep_dispatch/ep_combine: tokens per rank (default 4096).")
+        ] = None,
+        hidden: Annotated[int | None, typer.Option(
+            "--hidden", "--hidden-size", help="ep_*: hidden size (default 7168).")] = None,
+        top_k: Annotated[int | None, typer.Option(
+            "--top-k", "--moe-router-topk", help="ep_*: routed experts per token "
+            "(default 8).")] = None,
+        experts: Annotated[int | None, typer.Option(
+            "--experts", "--num-experts", help="ep_*: experts in all (default 256).")
+        ] = None,
+        ep: Annotated[str | None, typer.Option(
+            "--ep", "--expert-model-parallel-size", help="ep_*: EP sizes, comma-separated "
+            "(each the first that many GPUs; default every GPU).")] = None,
+        ep_kernel: Annotated[list[str] | None, typer.Option(
+            "--ep-kernel", help="ep_*: kernel family: nccl, deepep, deepep-ll, hybridep, "
+            "nvlink-onesided or auto (repeat to compare; default auto).")] = None,
+        dtype: Annotated[str | None, typer.Option(
+            "--dtype", help="ep_*: what dispatch moves: fp8 (default), bf16, nvfp4.")
+        ] = None,
+        combine_dtype: Annotated[str | None, typer.Option(
+            "--combine-dtype", help="ep_*: what combine moves (default bf16).")] = None,
+        token_routing: Annotated[str | None, typer.Option(
+            "--token-routing", help="ep_*: uniform (default), zipf:SKEW, or a file of one "
+            "token count per expert (a measured load histogram).")] = None,
+        node_limit: Annotated[int | None, typer.Option(
+            "--node-limit", help="ep_*: a token's experts on at most this many servers "
+            "(DeepSeek-V3 routes to 4).")] = None,
     ) -> None:
-        """Simulate an nccl-tests sweep (all_reduce_perf etc.) on a cluster."""
+        """Simulate an nccl-tests sweep (all_reduce_perf etc.) on a cluster, or MoE
+        dispatch/combine kernels (ep_dispatch, ep_combine, ep)."""
         import os
+
+        ep_flags = {"--tokens": tokens, "--hidden": hidden, "--top-k": top_k,
+                    "--experts": experts, "--ep": ep, "--ep-kernel": ep_kernel,
+                    "--dtype": dtype, "--combine-dtype": combine_dtype,
+                    "--token-routing": token_routing, "--node-limit": node_limit}
+        if collective in EP_COLLECTIVES:
+            _bench_ep(collective, scenario, cluster, backend, json_out, csv_out, out, plot,
+                      quiet, tokens=tokens, hidden=hidden, top_k=top_k, experts=experts,
+                      ep=ep, ep_kernel=ep_kernel, dtype=dtype, combine_dtype=combine_dtype,
+                      routing=token_routing, node_limit=node_limit)
+            return
+        given = [k for k, v in ep_flags.items() if v is not None]
+        if given:
+            raise ConfigError(f"{given[0]} describes an MoE layer: it goes with bench "
+                              f"ep_dispatch, ep_combine or ep, not {collective}",
+                              field=given[0])
 
         from fabricsim import jobs
         from fabricsim.collectives.nccl_env import nccl_env
@@ -316,6 +361,124 @@ def register(app: typer.Typer) -> None:
                 typer.echo(f"# wrote {plot}")
         if out is not None and not (json_out or csv_out):
             typer.echo(f"# wrote {out}")
+
+
+#: The expert-parallel names ``bench`` takes (``ep``: the scenario's phases, else both).
+EP_COLLECTIVES: dict[str, tuple[str, ...] | None] = {
+    "ep_dispatch": ("dispatch",), "ep_combine": ("combine",), "ep": None}
+
+
+def _routing(text: str | None) -> dict[str, Any]:
+    """``--token-routing``: ``uniform``, ``zipf:SKEW`` or a file of per-expert counts."""
+    if text is None:
+        return {}
+    if text == "uniform":
+        return {"routing": "uniform"}
+    if text.startswith("zipf"):
+        _, _, val = text.partition(":")
+        try:
+            skew = float(val or "1.0")
+        except ValueError:
+            raise ConfigError(f"--token-routing zipf:SKEW takes a number, got {val!r}",
+                              field="--token-routing") from None
+        if not 0 < skew <= 10:
+            raise ConfigError(f"a Zipf skew is a number in (0, 10], got {skew}",
+                              field="--token-routing")
+        return {"routing": "zipf", "skew": skew}
+    path = Path(text)
+    if not path.is_file():
+        raise ConfigError(f"--token-routing takes uniform, zipf:SKEW or a file of per-expert "
+                          f"token counts; {text!r} is none of them", field="--token-routing")
+    import re
+
+    try:
+        vals = [float(v) for v in re.split(r"[\s,]+", path.read_text(encoding="utf-8"))
+                if v]
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{path}: an expert-load histogram is numbers separated by "
+                          f"commas or spaces ({e})", field="--token-routing") from None
+    return {"routing": "histogram", "load": tuple(vals)}
+
+
+def _bench_ep(collective: str, scenario: Any, cluster: Any, backend: str | None,
+              json_out: bool, csv_out: bool, out: Path | None, plot: Path | None,
+              quiet: bool, **flags: Any) -> None:
+    """``bench ep_dispatch|ep_combine|ep``: the EP kernel job, printed as a table."""
+    from fabricsim import jobs
+
+    check_out_file(out, "--out", (".json", ".csv"))
+    check_out_file(plot, "--plot")
+    if json_out and csv_out:
+        raise ConfigError("--json and --csv are two formats of the same rows; give one",
+                          field="--csv")
+    sc = load(scenario, cluster)
+    sizes = None
+    if flags["ep"] is not None:
+        try:
+            sizes = tuple(int(v) for v in str(flags["ep"]).split(",") if v.strip())
+        except ValueError:
+            raise ConfigError(f"--ep takes EP sizes separated by commas (8,16,32), got "
+                              f"{flags['ep']!r}", field="--ep") from None
+        if not sizes:
+            raise ConfigError("--ep needs at least one size", field="--ep")
+    over: dict[str, Any] = {
+        "phases": EP_COLLECTIVES[collective], "tokens": flags["tokens"],
+        "hidden": flags["hidden"], "top_k": flags["top_k"], "experts": flags["experts"],
+        "ep_sizes": sizes, "dispatch_dtype": flags["dtype"],
+        "combine_dtype": flags["combine_dtype"], "node_limit": flags["node_limit"],
+        "kernels": tuple(flags["ep_kernel"]) if flags["ep_kernel"] else None,
+        "backend": backend, **_routing(flags["routing"])}
+    job = jobs.job_from_scenario("ep", sc, **over)
+    report = jobs.run(job)
+    rows = report.rows
+    cols = ["ep", "servers", "kernel", "phase", "time_us", "headline_gbps", "headline",
+            "algbw_gbps", "bw_rdma_gbps", "bw_nvl_gbps", "limit", "imbalance"]
+    if out is not None:
+        with out.open("w", encoding="utf-8", newline="") as f:
+            _ep_rows(f, rows, cols, as_csv=out.suffix.lower() == ".csv")
+    if json_out or csv_out:
+        _ep_rows(sys.stdout, rows, cols, as_csv=csv_out)
+    else:
+        c = sc.cluster
+        typer.echo(f"# fabricsim bench {collective}: {job.tokens} tokens/rank, hidden "
+                   f"{job.hidden}, top-{job.top_k} of {job.experts} experts, "
+                   f"{job.dispatch_dtype} dispatch / {job.combine_dtype} combine, "
+                   f"{job.routing} routing; {c.system} x {c.nodes}, backend {job.backend}")
+        typer.echo(f"# {'EP':>5} {'kernel':>15} {'phase':>8} {'time(us)':>10} "
+                   f"{'GB/s':>8} {'(as)':>6} {'RDMA':>7} {'NVL':>7}  limit")
+        for r in rows:
+            typer.echo(f"  {r['ep']:>5} {r['kernel']:>15} {r['phase']:>8} "
+                       f"{r['time_us']:>10.1f} {r['headline_gbps']:>8.1f} "
+                       f"{r['headline']:>6} {r['bw_rdma_gbps']:>7.1f} "
+                       f"{r['bw_nvl_gbps']:>7.1f}  {r['limit']}")
+        typer.echo("# GB/s as each family's benchmark counts it: rdma = bytes a rank sends "
+                   "to every server its tokens reach (its own included); nvl = bytes a rank "
+                   "receives; algbw = one copy per (token, expert)")
+        for w in report.warnings:
+            typer.echo(f"# warning: {w}")
+    if plot is not None:
+        from fabricsim.plots.ep import plot_ep
+
+        plot_ep(rows, plot, title=f"{collective} on {sc.cluster.system} "
+                                  f"({job.tokens} tokens/rank)")
+        if not (json_out or csv_out):
+            typer.echo(f"# wrote {plot}")
+    if out is not None and not (json_out or csv_out):
+        typer.echo(f"# wrote {out}")
+
+
+def _ep_rows(f: Any, rows: list[dict[str, Any]], cols: list[str], *, as_csv: bool) -> None:
+    if as_csv:
+        w = csv.writer(f)
+        w.writerow(cols)
+        for r in rows:
+            w.writerow([r[c] for c in cols])
+        return
+    import json
+
+    for r in rows:
+        f.write(json.dumps({c: (round(r[c], 4) if isinstance(r[c], float) else r[c])
+                            for c in cols}) + "\n")
 
 
 def _write_rows(f: Any, rows_by: dict[str | None, list[Any]], fields: list[str], *,

@@ -83,9 +83,18 @@ def _pxn(group: Group, src: NDArray[np.int32], dst: NDArray[np.int32]
     """Transfers between servers whose endpoints sit on different rails, relayed PXN-style:
     ``a → b`` becomes ``a → r`` over NVLink and ``r → b`` over the network, where ``r`` is
     ``a``'s server-mate in ``b``'s column of the group's grid (its rail)."""
+    s, d, _ = pxn_relay(group, src, dst, np.zeros(src.shape[0]))
+    return s, d
+
+
+def pxn_relay(group: Group, src: NDArray[np.int32], dst: NDArray[np.int32],
+              nbytes: NDArray[np.float64]
+              ) -> tuple[NDArray[np.int32], NDArray[np.int32], NDArray[np.float64]]:
+    """:func:`_pxn` for transfers of different sizes: the relayed transfers' two legs
+    each carry the transfer's bytes."""
     f = group.fabric
     if group.servers < 2 or not group.per_server or not f.info.nvlink:
-        return src, dst
+        return src, dst, nbytes
     grid = group.grid()
     row = np.empty(group.n, dtype=np.int64)
     col = np.empty(group.n, dtype=np.int64)
@@ -97,12 +106,13 @@ def _pxn(group: Group, src: NDArray[np.int32], dst: NDArray[np.int32]
     ps, pd = pos[src], pos[dst]
     relay = (row[ps] != row[pd]) & (col[ps] != col[pd])
     if not relay.any():
-        return src, dst
+        return src, dst, nbytes
     mid = group.nodes[grid[row[ps[relay]], col[pd[relay]]]]
     keep = ~relay
     new_src = np.concatenate([src[keep], src[relay], mid]).astype(np.int32)
     new_dst = np.concatenate([dst[keep], mid, dst[relay]]).astype(np.int32)
-    return new_src, new_dst
+    new_nb = np.concatenate([nbytes[keep], nbytes[relay], nbytes[relay]])
+    return new_src, new_dst, new_nb
 
 
 def pairwise_steps(group: Group, collective: str, nbytes: float, channels: int

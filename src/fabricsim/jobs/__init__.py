@@ -11,6 +11,7 @@ kind           job                                      runs
 =============  =======================================  ===========================
 ``describe``   :class:`~.describe.Describe`             what the cluster is
 ``bench``      :class:`~.collective.CollectiveBench`    an nccl-tests sweep
+``ep``         :class:`~.ep.EpBench`                    MoE dispatch/combine kernels
 ``train``      :class:`~.training.TrainingJob`          one training step, goodput
 ``scale``      :class:`~.scale.ScaleJob`                the job over GPU counts
 ``plan``       :class:`~.scale.PlanJob`                 the job on fabrics, priced
@@ -43,6 +44,7 @@ from fabricsim.fabric import Fabric
 from fabricsim.jobs.collective import BenchReport, CollectiveBench, bench_job, run_bench
 from fabricsim.jobs.common import Cluster, Faults, Goodput, Job, Pricing, Progress, Report, quiet
 from fabricsim.jobs.describe import Describe, DescribeReport, describe_job, run_describe
+from fabricsim.jobs.ep import EpBench, EpReport, ep_job, run_ep_bench
 from fabricsim.jobs.flow import FlowReport, FlowRun, flow_job, run_flow
 from fabricsim.jobs.packet import PacketReport, PacketRun, packet_job, run_packet
 from fabricsim.jobs.scale import (
@@ -70,6 +72,8 @@ __all__ = [
     "CollectiveBench",
     "Describe",
     "DescribeReport",
+    "EpBench",
+    "EpReport",
     "Faults",
     "FlowReport",
     "FlowRun",
@@ -124,6 +128,8 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
     Kind("bench", "an nccl-tests sweep of the scenario's collective", CollectiveBench,
          bench_job, run_bench, None, (*_CLUSTER, "collective", "faults", "background",
                                       "seed")),
+    Kind("ep", "MoE dispatch/combine kernels of the scenario's expert_parallel section",
+         EpBench, ep_job, run_ep_bench, None, (*_CLUSTER, "expert_parallel", "seed")),
     Kind("train", "one training step and its goodput", TrainingJob, training_job,
          run_training, "training", (*_CLUSTER, "training", "gpu_hour_usd", "faults",
                                     "background", "seed")),
@@ -180,6 +186,8 @@ def run(job: Any, fabric: Fabric | None = None, progress: Progress = quiet,
 def kinds_of(sc: Scenario) -> list[str]:
     """The kinds of job ``sc`` can run (those whose sections it has)."""
     out = ["describe", "bench"]
+    if sc.expert_parallel is not None:
+        out.append("ep")
     if sc.training is not None:
         out += ["train", "scale", "plan", "plan-parallel"]
     if sc.inference is not None:
@@ -209,4 +217,6 @@ def primary_kind(sc: Scenario) -> str:
         return "simulate"
     if sc.collective is not None:
         return "bench"
+    if sc.expert_parallel is not None:
+        return "ep"
     return "describe"

@@ -26,7 +26,7 @@ from fabricsim._strict import StrictModel
 from fabricsim.catalog import Catalog
 from fabricsim.fabric import Fabric, build_cluster
 
-__all__ = ["BuildOptions", "ClusterSpec", "CollectiveSpec", "cluster_gpus",
+__all__ = ["BuildOptions", "ClusterSpec", "CollectiveSpec", "ExpertParallelSpec", "cluster_gpus",
            "fabric_from_cluster", "scenario_catalog"]
 
 
@@ -76,6 +76,30 @@ class CollectiveSpec(_Model):
             return parse_nccl_size(v if isinstance(v, int | str) else str(v), field=None)
         except UnitError as e:
             raise ValueError(e.message) from None
+
+
+class ExpertParallelSpec(_Model):
+    """MoE dispatch and combine kernels (``fabricsim bench ep_dispatch``): the layer's
+    shape, the EP sizes to sweep, the kernel families and the routing
+    (:mod:`fabricsim.collectives.ep`). DeepSeek-V3's shape by default."""
+
+    kernels: list[str] = Field(default_factory=lambda: ["auto"], min_length=1, max_length=8)
+    phases: list[Literal["dispatch", "combine"]] = Field(
+        default_factory=lambda: ["dispatch", "combine"],  # type: ignore[arg-type]
+        min_length=1, max_length=2)
+    tokens: int = Field(4096, ge=1, le=1_048_576)
+    hidden: int = Field(7168, ge=1, le=1_048_576)
+    top_k: int = Field(8, ge=1, le=1024)
+    experts: int = Field(256, ge=1, le=65_536)
+    ep: list[int] | None = Field(None, min_length=1, max_length=32)
+    """EP sizes (each the first that many GPUs); ``None``: every GPU of the cluster."""
+    dispatch_dtype: str = "fp8"
+    combine_dtype: str = "bf16"
+    routing: Literal["uniform", "zipf", "histogram"] = "uniform"
+    skew: float = Field(0.0, ge=0.0, le=10.0, allow_inf_nan=False)
+    load: list[float] | None = Field(None, max_length=65_536)
+    node_limit: int | None = Field(None, ge=1)
+    backend: Literal["analytic", "flow", "packet"] = "analytic"
 
 
 def scenario_catalog(systems: Mapping[str, Mapping[str, object]] | None) -> Catalog:

@@ -26,6 +26,7 @@ from fabricsim.backends.flow.specs import BackgroundSpec as BackgroundSpec
 from fabricsim.backends.flow.specs import FaultSpec as FaultSpec
 from fabricsim.scenario.cluster import ClusterSpec as ClusterSpec
 from fabricsim.scenario.cluster import CollectiveSpec as CollectiveSpec
+from fabricsim.scenario.cluster import ExpertParallelSpec as ExpertParallelSpec
 from fabricsim.scenario.sections import (
     MAX_GPU_HOUR_USD,
     PacketSection,
@@ -45,6 +46,8 @@ class Scenario(StrictModel):
     """User-defined system presets (fields of a catalog system; ``base`` inherits one)."""
     cluster: ClusterSpec = Field(default_factory=ClusterSpec)
     collective: CollectiveSpec | None = None
+    expert_parallel: ExpertParallelSpec | None = None
+    """MoE dispatch/combine kernels (``fabricsim bench ep_dispatch``)."""
     training: TrainingSection | None = None
     """A training job (``fabricsim train``, ``scale``, ``plan``): model and layout."""
     inference: ServingSection | None = None
