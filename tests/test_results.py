@@ -138,7 +138,16 @@ def _summary() -> Any:
 
 
 #: (factory, columns its DataFrame must have, rows) for every public result type
+def _ep() -> Any:
+    from fabricsim.collectives.ep import EpConfig, run_ep
+    from fabricsim.fabric import build_cluster
+
+    return run_ep(build_cluster("dgx-h100", 2), EpConfig(tokens=128, hidden=1024, top_k=4,
+                                                         experts=16), "dispatch")
+
+
 CASES: dict[str, tuple[Callable[[], Any], set[str], int]] = {
+    "EpResult": (_ep, {"kernel", "time_us", "headline_gbps", "limit"}, 1),
     "Result-analytic": (lambda: _collective().result,
                         {"time_s", "backend", "steps", "extra.protocol"}, 1),
     "Result-flow": (_flow_result, {"time_s", "bottleneck_kind", "extra.routing",

@@ -65,7 +65,7 @@ from fabricsim.web.store import TERMINAL, JobStore  # noqa: E402
 __all__ = ["create_app"]
 
 JobId = Annotated[str, PathParam(pattern=r"^[0-9a-f]{16}$", description="a job's id")]
-Kind = Literal["describe", "bench", "train", "scale", "plan", "infer", "simulate", "packet"]
+Kind = Literal["describe", "bench", "ep", "train", "scale", "plan", "infer", "simulate", "packet"]
 assert set(KINDS) == set(get_args(Kind))
 
 
@@ -271,6 +271,8 @@ def _csv_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
                                        c["choice"], strict=True):
                     rows.append({**base, "algorithm": c["name"], "size_bytes": s,
                                  "busbw_gbps": b, "time_us": t, "chosen": ch})
+        elif kind == "ep":
+            rows += [{**base, **flatten(r)} for r in d["ep"]["rows"]]
         elif kind == "scale":
             rows += [{**base, **flatten(p)} for p in d["scale"]["points"]]
         elif kind == "plan":

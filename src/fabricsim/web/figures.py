@@ -339,11 +339,43 @@ def packet(designs: Sequence[dict[str, Any]]) -> tuple[Fig, Fig]:
                                              barmode="group")})
 
 
+def ep_kernels(designs: Sequence[dict[str, Any]]) -> tuple[Fig, Fig]:
+    """MoE dispatch/combine time and bandwidth (each family's convention) against EP
+    size, a line per (kernel, phase) and design."""
+    tm: list[dict[str, Any]] = []
+    bw: list[dict[str, Any]] = []
+    for i, d in enumerate(designs):
+        curves: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for r in d["ep"]["rows"]:
+            curves.setdefault((r["kernel"], r["phase"]), []).append(r)
+        for (kern, ph), rs in curves.items():
+            rs = sorted(rs, key=lambda r: r["ep"])
+            name = _tag(designs, i, f"{kern} {ph}")
+            common = {"type": "scatter", "mode": "lines+markers", "name": name,
+                      "x": [r["ep"] for r in rs],
+                      "customdata": [f"{r['headline']}, limit {r['limit']}" for r in rs],
+                      "line": {"color": color(kern), "dash": "solid" if ph == "dispatch"
+                               else "dash"}}
+            tm.append({**common, "y": [r["time_us"] for r in rs], "hovertemplate":
+                       "EP %{x}: %{y:.1f} µs (%{customdata})<extra>" + name + "</extra>"})
+            bw.append({**common, "y": [r["headline_gbps"] for r in rs], "hovertemplate":
+                       "EP %{x}: %{y:.1f} GB/s (%{customdata})<extra>" + name +
+                       "</extra>"})
+    f1: Fig = {"data": tm, "layout": _layout("MoE dispatch/combine time", "EP size (GPUs)",
+                                        "time per call (µs)", ylog=True)}
+    f2: Fig = {"data": bw, "layout": _layout("MoE dispatch/combine bandwidth (each "
+                                        "family's convention)", "EP size (GPUs)",
+                                        "GB/s")}
+    return f1, f2
+
+
 def figures(kind: str, designs: Sequence[dict[str, Any]]) -> dict[str, Fig]:
     """Every chart of a job's result, by name, in the order the page shows them."""
     out: dict[str, Fig] = {}
     if kind == "bench":
         out["busbw"], out["time"] = busbw(designs)
+    elif kind == "ep":
+        out["ep_time"], out["ep_bandwidth"] = ep_kernels(designs)
     elif kind == "train":
         out["breakdown"] = breakdown(designs)
     elif kind == "scale":

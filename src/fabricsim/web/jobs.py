@@ -51,7 +51,7 @@ __all__ = ["KINDS", "Progress", "design_job", "parse_design", "run_design", "run
            "topology_view"]
 
 #: What a job can compute (see the module docs).
-KINDS = ("describe", "bench", "train", "scale", "plan", "infer", "simulate", "packet")
+KINDS = ("describe", "bench", "ep", "train", "scale", "plan", "infer", "simulate", "packet")
 
 #: A progress callback: (fraction done in [0, 1], what is being done).
 Progress = Callable[[float, str], None]

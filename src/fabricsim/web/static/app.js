@@ -207,6 +207,9 @@ function summaryRows(res) {
     add("disaggregated: KV transfer ms (exposed)", (d) => `${fmt(1e3 * d.infer.disaggregated.kv_transfer_s)} (${fmt(1e3 * d.infer.disaggregated.kv_exposed_s)})`);
     add("disaggregated: TTFT ms", (d) => 1e3 * d.infer.disaggregated.ttft_s);
     add("memory GiB per GPU", (d) => d.infer.memory_per_gpu_gib);
+  } else if (res.kind === "ep") {
+    add("rows (EP size x kernel x phase)", (d) => d.ep.rows.length);
+    add("slowest call us", (d) => Math.max(...d.ep.rows.map((r) => r.time_us)));
   } else if (res.kind === "simulate") {
     add("slowdown", (d) => d.simulate.slowdown);
     add("top link", (d) => d.simulate.bottlenecks[0].name);
