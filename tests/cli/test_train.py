@@ -45,7 +45,8 @@ def test_train_megatron_layout_flags(capsys: pytest.CaptureFixture[str]) -> None
     words = out.split()
     assert code == 0, err
     assert {"vp=4", "layout=Et|(tt|)*30mL", "modules=mla_up_proj,mlp",
-            "dispatcher=deepep"} <= set(words)
+            "ep-kernel=deepep"} <= set(words)
+    assert "expert all-to-all by deepep kernels" in out
     code, out, err = run(capsys, *args, "--json")
     par = json.loads(out)["parallel"]
     assert par["stage_layers"] == [7, 8, 8, 8, 8, 8, 8, 6] and par["vp"] == 4

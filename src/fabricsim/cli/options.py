@@ -343,9 +343,10 @@ TRAINING = Group("training", (
          "compute (DualPipe).", ("--ep-overlap/--no-ep-overlap",)),
     Flag("moe_node_limit", int | None, "Node-limited MoE routing (DeepSeek-V3: 4): a token "
          "crosses the network once per server it visits."),
-    Flag("moe_dispatcher", str | None, "alltoall (one copy per routed expert) or deepep "
-         "(DeepEP/HybridEP: one network copy per destination server, fanned out over "
-         "NVLink)."),
+    Flag("moe_dispatcher", str | None, "The EP kernel family: alltoall (NCCL, one copy "
+         "per routed expert), deepep (one network copy per destination server, fanned out "
+         "over NVLink), hybridep, deepep-ll (low-latency) or nvlink-onesided.",
+         ("--moe-dispatcher", "--ep-kernel")),
     Flag("moe_imbalance", float | None, "MoE routing imbalance: the busiest "
          "expert-parallel rank's tokens over the mean (default 1.0, balanced)."),
     Flag("overlap_grad_reduce", bool | None, "Overlap the DP gradient reduce-scatter with "

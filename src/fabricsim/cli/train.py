@@ -51,8 +51,8 @@ def layout_words(par: dict[str, Any]) -> str:
         words.append(f"modules={','.join(par['recompute_modules'])}")
     if par.get("etp") is not None and par["etp"] != par.get("tp"):
         words.append(f"etp={par['etp']}")
-    if par.get("ep", 1) > 1 and par.get("moe_dispatcher") != "alltoall":
-        words.append(f"dispatcher={par['moe_dispatcher']}")
+    if par.get("ep_kernel"):
+        words.append(f"ep-kernel={par['ep_kernel']}")
     return "".join(" " + escape(w) for w in words)
 
 
@@ -119,6 +119,11 @@ def register(app: typer.Typer) -> None:
                       f"  TFLOP/s/GPU {r.tflops_per_gpu:.1f}  MFU {r.mfu:.1%}  HFU {r.hfu:.1%}")
         console.print(f"memory/GPU {r.memory_per_gpu_gib:.1f} GiB of "
                       f"{r.gpu_memory_bytes / 2**30:.0f} GiB")
+        if par.get("ep_kernel"):
+            console.print(f"expert all-to-all by {par['ep_kernel']} kernels: "
+                          f"{r.breakdown.get('ep', 0.0):.4f} s/step exposed of "
+                          f"{d['comm_total_s'].get('ep', 0.0):.4f} s (--ep-kernel to change; "
+                          f"docs/ep.md)")
         console.print(f"exposed communication {r.comm_fraction:.1%} of the step = "
                       f"{r.idle_gpus:.1f} idle GPUs = ${r.comm_usd_per_day:,.0f}/day at "
                       f"${r.gpu_hour_usd:.2f}/GPU-hour")

@@ -37,6 +37,7 @@ from fabricsim.fabric import Fabric
 
 if TYPE_CHECKING:
     from fabricsim.backends.flow.specs import BackgroundSpec, FaultSpec
+    from fabricsim.collectives.ep import EpConfig
 
 __all__ = ["CommModel", "EngineComm", "FlowComm", "GroupComm", "group_shape",
            "nic_sharing_factor"]
@@ -119,6 +120,26 @@ class EngineComm:
             return hit
         self.calls += 1
         t = self._engine(collective, list(ranks), float(nbytes))
+        if self.share_nics:
+            t *= nic_sharing_factor(self.fabric, ranks)
+        self._cache[key] = t
+        return t
+
+    def ep_time(self, kernel: str, phase: str, ranks: Sequence[int], cfg: EpConfig
+                ) -> float:
+        """Seconds for one MoE dispatch or combine of ``kernel`` over ``ranks``
+        (:func:`fabricsim.collectives.ep.run_ep`), cached by group shape."""
+        from fabricsim.collectives.ep import run_ep
+
+        if len(ranks) <= 1:
+            return 0.0
+        key = ("ep", kernel, phase, group_shape(self.fabric, ranks), cfg)
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
+        self.calls += 1
+        t = run_ep(self.fabric, cfg, phase, kernel, np.asarray(ranks, dtype=np.int32),
+                   backend=self.backend).time_us * 1e-6
         if self.share_nics:
             t *= nic_sharing_factor(self.fabric, ranks)
         self._cache[key] = t
@@ -238,6 +259,26 @@ class FlowComm:
         self.calls += 1
         t = run_collective(self.fabric, collective, int(nbytes), ranks=list(ranks),
                            backend=self._backend).time
+        if self.share_nics:
+            t *= nic_sharing_factor(self.fabric, ranks)
+        self._cache[key] = t
+        return t
+
+    def ep_time(self, kernel: str, phase: str, ranks: Sequence[int], cfg: EpConfig
+                ) -> float:
+        """:meth:`EngineComm.ep_time` with the faults and the traffic, where they reach
+        ``ranks``."""
+        if not self.reaches(ranks):
+            return self.healthy.ep_time(kernel, phase, ranks, cfg)
+        key = ("ep", kernel, phase, tuple(ranks), cfg)
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
+        from fabricsim.collectives.ep import run_ep
+
+        self.calls += 1
+        t = run_ep(self.fabric, cfg, phase, kernel, np.asarray(ranks, dtype=np.int32),
+                   backend=self._backend).time_us * 1e-6
         if self.share_nics:
             t *= nic_sharing_factor(self.fabric, ranks)
         self._cache[key] = t

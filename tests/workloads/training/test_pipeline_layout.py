@@ -104,7 +104,8 @@ def test_distinct_servers_bounds() -> None:
 def test_deepep_dispatch_cuts_network_copies_across_servers() -> None:
     """EP 32 over four B200 servers: one copy per destination server (3.6 of 8) instead
     of one per expert, so the all-to-all time drops by about that ratio; inside one
-    server (EP 8) the two dispatchers cost the same (every copy rides NVLink)."""
+    server (EP 8) every copy rides NVLink either way, and DeepEP's intranode kernel
+    (one copy per destination GPU, its own fixed cost) lands within 10 % of NCCL's."""
     fab = fs.build_cluster("hgx-b200", 8, fabric="ib-ndr")
     base = ParallelConfig(pp=2, ep=32, micro_batch=1, global_batch=64, seq_len=4096,
                           precision="fp8")
@@ -115,7 +116,8 @@ def test_deepep_dispatch_cuts_network_copies_across_servers() -> None:
 
     plain, deep = ep(), ep(moe_dispatcher="deepep")
     assert 0.3 * plain < deep < 0.6 * plain
-    assert ep(ep=8) == pytest.approx(ep(ep=8, moe_dispatcher="deepep"), rel=1e-9)
+    assert ep(ep=8) == pytest.approx(ep(ep=8, moe_dispatcher="deepep"), rel=0.1)
+    assert ep(ep=8) != ep(ep=8, moe_dispatcher="deepep")  # the kernel's own schedule
     with pytest.raises(ModelError, match=r"training\.moe_dispatcher"):
         ParallelConfig(moe_dispatcher="deepep").resolve(get_model("llama3-8b"), 8)
 
@@ -126,7 +128,9 @@ def test_megatron_args_carry_layout_and_dispatcher() -> None:
         "'Et|(tt|)*30mL' --moe-token-dispatcher-type flex "
         "--moe-flex-dispatcher-backend hybridep --overlap-moe-expert-parallel-comm")
     assert s["pipeline_layout"] == "Et|(tt|)*30mL"
-    assert s["moe_dispatcher"] == "deepep" and s["ep_overlap"] is True
+    assert s["moe_dispatcher"] == "hybridep" and s["ep_overlap"] is True
+    s, _ = parse_megatron_args("--moe-token-dispatcher-type flex")
+    assert s["moe_dispatcher"] == "deepep"
     assert not ignored
     assert "moe_dispatcher" not in parse_megatron_args(
         "--moe-token-dispatcher-type alltoall")[0]

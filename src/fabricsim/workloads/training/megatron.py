@@ -568,7 +568,9 @@ def _finish(raw: dict[str, Any]) -> dict[str, Any]:
         raise ConfigError(f"--moe-token-dispatcher-type must be alltoall, allgather or "
                           f"flex, got {kind!r}", field="--from-megatron")
     if raw.get("_deepep") or raw.get("_flex_backend") or kind == "flex":
-        out["moe_dispatcher"] = "deepep"  # DeepEP or HybridEP: one copy per server
+        # Megatron's flex dispatcher: DeepEP's normal kernels, or HybridEP when asked
+        out["moe_dispatcher"] = "hybridep" if str(raw.get("_flex_backend")).lower() \
+            == "hybridep" else "deepep"
     method, n = raw.get("_recompute_method"), raw.get("_recompute_num_layers")
     if out.get("recompute") not in (None, "full", "selective"):
         raise ConfigError(f"--recompute-granularity must be full or selective, got "

@@ -153,12 +153,14 @@ class ParallelConfig(StrictModel):
         Node-limited routing (DeepSeek-V3, DeepEP): each token goes to experts on at most
         this many servers, and crosses the network once per server (its copies for
         several experts there fan out over NVLink). ``None``: one copy per expert.
-    moe_dispatcher : {"alltoall", "deepep"}
-        How MoE tokens travel (Megatron's ``--moe-token-dispatcher-type``): ``alltoall``
-        sends one copy per routed expert through the EP group; ``deepep`` (Megatron's flex
-        dispatcher with DeepEP or HybridEP) sends a token over the network once per server
-        holding one of its experts and fans it out over NVLink there. Node-limited
-        routing (``moe_node_limit``) implies ``deepep``.
+    moe_dispatcher : {"alltoall", "deepep", "hybridep", "deepep-ll", "nvlink-onesided"}
+        The EP kernel family that moves MoE tokens (``--ep-kernel``; Megatron's
+        ``--moe-token-dispatcher-type`` and ``--moe-flex-dispatcher-backend``):
+        ``alltoall`` sends one copy per routed expert through NCCL's all-to-all; the
+        others are the kernels of :mod:`fabricsim.collectives.ep` (``deepep``, Megatron's
+        flex dispatcher: a token crosses the network once per server holding one of its
+        experts and fans out over NVLink there). Node-limited routing
+        (``moe_node_limit``) with ``alltoall`` is timed as ``deepep``.
     moe_imbalance : float
         Tokens of the busiest expert-parallel rank over the mean (1.0: perfectly
         balanced routing). The step waits for that rank: its routed-expert GEMMs and its
@@ -242,7 +244,8 @@ class ParallelConfig(StrictModel):
     tp_comm_overlap: bool = False
     ep_overlap: bool = False
     moe_node_limit: int | None = Field(None, ge=1)
-    moe_dispatcher: Literal["alltoall", "deepep"] = "alltoall"
+    moe_dispatcher: Literal["alltoall", "deepep", "hybridep", "deepep-ll",
+                            "nvlink-onesided"] = "alltoall"
     moe_imbalance: float = Field(1.0, ge=1.0, le=64.0, allow_inf_nan=False)
     overlap_grad_reduce: bool = True
     overlap_param_gather: bool = True
@@ -259,6 +262,8 @@ class ParallelConfig(StrictModel):
         pipeline layout without ``vp`` sets it, as Megatron does: stages / pp."""
         if isinstance(data, Mapping):
             data = renamed_keys(dict(data), RENAMED, "training")
+        if isinstance(data, dict) and isinstance(data.get("moe_dispatcher"), str):
+            data = {**data, "moe_dispatcher": dispatcher_name(data["moe_dispatcher"])}
         if isinstance(data, dict) and isinstance(data.get("grad_reduce_dtype"), int) \
                 and not isinstance(data["grad_reduce_dtype"], bool):  # grad_bytes: 2 / 4
             width = {2: "bf16", 4: "fp32"}.get(data["grad_reduce_dtype"])
@@ -428,8 +433,9 @@ class ParallelConfig(StrictModel):
                       f"training and precision is {self.precision!r}: add --fp8 (or "
                       f"--precision fp8; Megatron's --fp8-format) or drop --fp8-recipe")
         if self.moe_dispatcher != "alltoall" and not (model.is_moe and ep > 1):
-            raise bad("moe_dispatcher", "moe_dispatcher='deepep' needs a mixture-of-experts "
-                      "model with ep > 1 (no expert all-to-all otherwise): drop it")
+            raise bad("moe_dispatcher", f"moe_dispatcher={self.moe_dispatcher!r} needs a "
+                      f"mixture-of-experts model with ep > 1 (no expert all-to-all "
+                      f"otherwise): drop it")
         if ep > 1 and not model.is_moe:
             raise bad("ep", f"ep={ep} needs a mixture-of-experts model; {model.name} is dense")
         if model.is_moe and model.experts % ep:
@@ -717,6 +723,22 @@ class ResolvedParallel:
             return [self.rank(pp_i=i) for i in range(self.pp)]
         raise ConfigError(f"group kind must be one of {', '.join(GROUP_KINDS)}, got {kind!r}",
                           field="kind")
+
+
+def dispatcher_name(name: str) -> str:
+    """The dispatcher field's value for an EP kernel name or alias (NCCL's all-to-all is
+    ``alltoall``, Megatron's name).
+
+    >>> dispatcher_name("nccl"), dispatcher_name("low_latency"), dispatcher_name("flex")
+    ('alltoall', 'deepep-ll', 'deepep')
+    """
+    from fabricsim.collectives.ep import ep_kernel
+
+    key = name.strip().lower()
+    if key in ("alltoall", "allgather"):
+        return "alltoall"
+    k = ep_kernel(key, "training.moe_dispatcher")
+    return "alltoall" if k == "nccl" else k
 
 
 def _expand_layout(text: str) -> str:

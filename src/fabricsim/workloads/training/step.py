@@ -457,6 +457,20 @@ class _Siblings:
         return self.many(collective, self.p.siblings(ranks, self.moe), nbytes)
 
 
+def ep_kernel_of(cfg: ParallelConfig) -> str:
+    """The EP kernel family a layout's MoE tokens travel by (:mod:`fabricsim.collectives.ep`
+    names): its dispatcher, with node-limited routing on NCCL's all-to-all timed as
+    DeepEP's normal kernels (one network copy per server needs them).
+
+    >>> ep_kernel_of(ParallelConfig(ep=8, moe_dispatcher="low_latency"))
+    'deepep-ll'
+    """
+    d = cfg.moe_dispatcher
+    if d == "alltoall":
+        return "deepep" if cfg.moe_node_limit else "nccl"
+    return d
+
+
 def comm_cost(m: TransformerSpec, p: ResolvedParallel, comm: CommModel,
               ct: ComputeTimes, generation: str = "hopper", domain_gpus: int = 0
               ) -> tuple[dict[str, float], dict[str, float]]:
@@ -528,24 +542,37 @@ def comm_cost(m: TransformerSpec, p: ResolvedParallel, comm: CommModel,
         dom = domain_gpus or p.world
         local = [r for r in g if r // dom == g[0] // dom]
         servers = len({r // dom for r in g})
-        if (cfg.moe_dispatcher == "deepep" or cfg.moe_node_limit) and servers > 1:
+        kernel = ep_kernel_of(cfg)
+        ep_time = getattr(raw, "ep_time", None)
+        if kernel != "nccl" and ep_time is not None:
+            # the kernel family's own schedule (fabricsim.collectives.ep), every sibling
+            # EP group alike on a symmetric fabric
+            from fabricsim.collectives.ep import EpConfig, Routing
+
+            def a2a_time(nbytes: float, phase: str) -> float:
+                cfg_ep = EpConfig(
+                    tokens=max(round(tokens), 1), hidden=h, top_k=m.top_k,
+                    experts=m.experts, dispatch_dtype="fp8" if nbytes == 1.0 else "bf16",
+                    routing=Routing(node_limit=cfg.moe_node_limit))
+                return float(ep_time(kernel, phase, g, cfg_ep))
+        elif kernel != "nccl" and servers > 1:
             # hierarchical dispatch (DeepEP, HybridEP): a token crosses the network once
             # per server holding one of its experts (within its node or group limit),
             # then fans out over NVLink to each expert there; both legs run pipelined,
             # the slower one sets the pace
             fan = routed_servers(m, [r // dom for r in g], cfg.moe_node_limit)
 
-            def a2a_time(nbytes: float) -> float:
+            def a2a_time(nbytes: float, phase: str) -> float:
                 net = ep_comm.time("alltoall", g, tokens * fan * h * nbytes)
                 nvl = ep_comm.time("alltoall", local, tokens * m.top_k * h * nbytes) \
                     if len(local) > 1 else 0.0
                 return max(net, nvl)
         else:  # one copy per routed expert through the EP group
 
-            def a2a_time(nbytes: float) -> float:
+            def a2a_time(nbytes: float, phase: str) -> float:
                 return ep_comm.time("alltoall", g, tokens * m.top_k * h * nbytes)
-        a2a_d = a2a_time(dispatch_b)
-        a2a_c = a2a_time(2.0)
+        a2a_d = a2a_time(dispatch_b, "dispatch")
+        a2a_c = a2a_time(2.0, "combine")
         # mean of one dispatch and one combine; the busiest rank receives (and sends
         # back) moe_imbalance times the mean, and every rank waits for it
         a2a = (a2a_d + a2a_c) / 2 * cfg.moe_imbalance
@@ -742,13 +769,13 @@ def simulate_step(model: TransformerSpec, cfg: ParallelConfig, fabric: Fabric,
     gpu = cat.gpu(fabric.info.gpu)
     warnings = placement_warnings(p, fabric.info.gpus_per_server,
                                   fabric.info.nvlink_domain_gpus)
-    if p.ep > 1 and (cfg.moe_node_limit or cfg.moe_dispatcher == "deepep"):
+    if p.ep > 1 and cfg.moe_node_limit:
         dom = fabric.info.nvlink_domain_gpus or world
         span = len({r // dom for r in p.group("ep")})
-        what = "--moe-node-limit" if cfg.moe_node_limit else "--moe-dispatcher deepep"
         if span == 1:
-            warnings.append(f"{what} has no effect here: the EP group's {p.ep} GPUs sit in "
-                            f"one NVLink domain, so no token crosses the network")
+            warnings.append(f"--moe-node-limit has no effect here: the EP group's {p.ep} "
+                            f"GPUs sit in one NVLink domain, so no token crosses the "
+                            f"network")
         elif cfg.moe_node_limit and cfg.moe_node_limit >= span:
             warnings.append(f"--moe-node-limit {cfg.moe_node_limit} does not limit: the EP "
                             f"group spans {span} servers")
@@ -827,6 +854,7 @@ def simulate_step(model: TransformerSpec, cfg: ParallelConfig, fabric: Fabric,
            "recompute_modules": sorted(cfg.modules_recomputed)
            if cfg.recompute == "selective" else None,
            "pipeline_layout": cfg.pipeline_layout, "moe_dispatcher": cfg.moe_dispatcher,
+           "ep_kernel": ep_kernel_of(cfg) if p.ep > 1 else None,
            "tp_comm_overlap": cfg.tp_comm_overlap or cfg.tp_overlap > 0,
            "overlap_grad_reduce": cfg.overlap_grad_reduce,
            "overlap_param_gather": cfg.overlap_param_gather, "ep_overlap": cfg.ep_overlap,
