@@ -113,13 +113,24 @@ def test_the_cli_the_web_and_a_sweep_give_one_answer(
         return reports[-1]
 
     monkeypatch.setattr(jobs, "run", recorded)
-    assert main([kind, name, "--json"]) == 0
-    printed = json.loads(capsys.readouterr().out)
+    command = ["bench", "ep"] if kind == "ep" else [kind]  # the ep job's face is bench
+    assert main([*command, name, "--json"]) == 0
+    out = capsys.readouterr().out
+    printed = {"rows": [json.loads(x) for x in out.splitlines()]} if kind == "ep" \
+        else json.loads(out)
     monkeypatch.undo()
     assert len(reports) == 1
     report = reports[0]
     answer = _norm(report.to_dict())
-    assert not _same(_norm(printed), answer), _same(_norm(printed), answer)[:5]
+    if kind == "ep":  # bench ep --json prints the rows, rounded, a column set of each
+        rows = [{k: r[k] for k in p} for r, p in zip(answer["rows"], printed["rows"],
+                                                      strict=True)]
+        assert all(math.isclose(a, b, rel_tol=1e-3, abs_tol=1e-4)
+                   if isinstance(a, float) else a == b
+                   for r, p in zip(rows, printed["rows"], strict=True)
+                   for a, b in ((r[k], p[k]) for k in p))
+    else:
+        assert not _same(_norm(printed), answer), _same(_norm(printed), answer)[:5]
     # the web: the same report, and what the page draws beside it
     web = _norm(web_answers[name])
     extra = set(web) - set(answer)
