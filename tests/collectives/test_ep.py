@@ -131,3 +131,20 @@ def test_kernel_names_and_aliases() -> None:
     with pytest.raises(ConfigError) as e:
         ep_kernel("deepepp")
     assert "deepep" in e.value.message
+
+
+def test_capacity_factor_drops_and_pads() -> None:
+    srv = np.repeat([0, 1], 8)
+    skew = Routing(kind="zipf", skew=1.0)
+    free = route(EpConfig(tokens=1, hidden=1, top_k=8, experts=64, routing=skew), srv)
+    capped = route(EpConfig(tokens=1, hidden=1, top_k=8, experts=64, routing=skew,
+                            capacity_factor=1.0), srv)
+    padded = route(EpConfig(tokens=1, hidden=1, top_k=8, experts=64, routing=skew,
+                            capacity_factor=2.0, pad_to_capacity=True), srv)
+    assert free.dropped == 0 and 0.2 < capped.dropped < 0.6
+    assert capped.copies.max() < free.copies.max()  # the busiest rank sheds its excess
+    assert float(padded.copies.sum()) == pytest.approx(16.0)  # every expert padded to 2x
+    assert padded.imbalance == pytest.approx(1.0)
+    with pytest.raises(ConfigError) as e:
+        EpConfig(tokens=1, hidden=1, top_k=2, experts=8, pad_to_capacity=True).check(8)
+    assert e.value.field == "--pad-to-capacity"

@@ -209,6 +209,13 @@ def register(app: typer.Typer) -> None:
         node_limit: Annotated[int | None, typer.Option(
             "--node-limit", help="ep_*: a token's experts on at most this many servers "
             "(DeepSeek-V3 routes to 4).")] = None,
+        capacity_factor: Annotated[float | None, typer.Option(
+            "--capacity-factor", "--moe-expert-capacity-factor", help="ep_*: an expert "
+            "takes at most this many times its even share; the rest are dropped.")
+        ] = None,
+        pad_to_capacity: Annotated[bool | None, typer.Option(
+            "--pad-to-capacity", "--moe-pad-expert-input-to-capacity", help="ep_*: pad "
+            "every expert's input to its capacity (needs --capacity-factor).")] = None,
     ) -> None:
         """Simulate an nccl-tests sweep (all_reduce_perf etc.) on a cluster, or MoE
         dispatch/combine kernels (ep_dispatch, ep_combine, ep)."""
@@ -217,12 +224,15 @@ def register(app: typer.Typer) -> None:
         ep_flags = {"--tokens": tokens, "--hidden": hidden, "--top-k": top_k,
                     "--experts": experts, "--ep": ep, "--ep-kernel": ep_kernel,
                     "--dtype": dtype, "--combine-dtype": combine_dtype,
-                    "--token-routing": token_routing, "--node-limit": node_limit}
+                    "--token-routing": token_routing, "--node-limit": node_limit,
+                    "--capacity-factor": capacity_factor,
+                    "--pad-to-capacity": pad_to_capacity}
         if collective in EP_COLLECTIVES:
             _bench_ep(collective, scenario, cluster, backend, json_out, csv_out, out, plot,
                       quiet, tokens=tokens, hidden=hidden, top_k=top_k, experts=experts,
                       ep=ep, ep_kernel=ep_kernel, dtype=dtype, combine_dtype=combine_dtype,
-                      routing=token_routing, node_limit=node_limit)
+                      routing=token_routing, node_limit=node_limit,
+                      capacity_factor=capacity_factor, pad_to_capacity=pad_to_capacity)
             return
         given = [k for k, v in ep_flags.items() if v is not None]
         if given:
@@ -426,13 +436,15 @@ def _bench_ep(collective: str, scenario: Any, cluster: Any, backend: str | None,
         "hidden": flags["hidden"], "top_k": flags["top_k"], "experts": flags["experts"],
         "ep_sizes": sizes, "dispatch_dtype": flags["dtype"],
         "combine_dtype": flags["combine_dtype"], "node_limit": flags["node_limit"],
+        "capacity_factor": flags["capacity_factor"],
+        "pad_to_capacity": flags["pad_to_capacity"],
         "kernels": tuple(flags["ep_kernel"]) if flags["ep_kernel"] else None,
         "backend": backend, **_routing(flags["routing"])}
     job = jobs.job_from_scenario("ep", sc, **over)
     report = jobs.run(job)
     rows = report.rows
     cols = ["ep", "servers", "kernel", "phase", "time_us", "headline_gbps", "headline",
-            "algbw_gbps", "bw_rdma_gbps", "bw_nvl_gbps", "limit", "imbalance"]
+            "algbw_gbps", "bw_rdma_gbps", "bw_nvl_gbps", "limit", "imbalance", "dropped"]
     if out is not None:
         with out.open("w", encoding="utf-8", newline="") as f:
             _ep_rows(f, rows, cols, as_csv=out.suffix.lower() == ".csv")
@@ -443,7 +455,12 @@ def _bench_ep(collective: str, scenario: Any, cluster: Any, backend: str | None,
         typer.echo(f"# fabricsim bench {collective}: {job.tokens} tokens/rank, hidden "
                    f"{job.hidden}, top-{job.top_k} of {job.experts} experts, "
                    f"{job.dispatch_dtype} dispatch / {job.combine_dtype} combine, "
-                   f"{job.routing} routing; {c.system} x {c.nodes}, backend {job.backend}")
+                   f"{job.routing} routing"
+                   + (f", node limit {job.node_limit}" if job.node_limit else "")
+                   + (f", capacity factor {job.capacity_factor:g}"
+                      + (" (padded)" if job.pad_to_capacity else "")
+                      if job.capacity_factor else "")
+                   + f"; {c.system} x {c.nodes}, backend {job.backend}")
         typer.echo(f"# {'EP':>5} {'kernel':>15} {'phase':>8} {'time(us)':>10} "
                    f"{'GB/s':>8} {'(as)':>6} {'RDMA':>7} {'NVL':>7}  limit")
         for r in rows:

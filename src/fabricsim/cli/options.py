@@ -347,6 +347,12 @@ TRAINING = Group("training", (
          "per routed expert), deepep (one network copy per destination server, fanned out "
          "over NVLink), hybridep, deepep-ll (low-latency) or nvlink-onesided.",
          ("--moe-dispatcher", "--ep-kernel")),
+    Flag("moe_capacity_factor", float | None, "Megatron's --moe-expert-capacity-factor: "
+         "an expert takes at most this many times its even share; the rest are dropped.",
+         ("--moe-capacity-factor", "--moe-expert-capacity-factor")),
+    Flag("moe_pad_to_capacity", bool | None, "Pad every expert's input to its capacity "
+         "(Megatron's --moe-pad-expert-input-to-capacity).",
+         ("--moe-pad-to-capacity/--no-moe-pad-to-capacity",)),
     Flag("moe_imbalance", float | None, "MoE routing imbalance: the busiest "
          "expert-parallel rank's tokens over the mean (default 1.0, balanced)."),
     Flag("overlap_grad_reduce", bool | None, "Overlap the DP gradient reduce-scatter with "

@@ -202,6 +202,11 @@ class EpConfig:
     dispatch_dtype: str = "fp8"
     combine_dtype: str = "bf16"
     routing: Routing = field(default_factory=Routing)
+    #: Megatron's ``--moe-expert-capacity-factor``: an expert takes at most this many
+    #: times its even share of a rank's tokens, the rest dropped (``None``: no cap).
+    capacity_factor: float | None = None
+    #: ``--moe-pad-expert-input-to-capacity``: every expert's input padded to capacity.
+    pad_to_capacity: bool = False
 
     def check(self, ep: int) -> None:
         """Refuse a problem that cannot exist on ``ep`` ranks, naming the field."""
@@ -219,6 +224,13 @@ class EpConfig:
         if self.experts % ep:
             raise ConfigError(f"{self.experts} experts do not spread evenly over EP {ep}; "
                               f"give an EP size that divides the experts", field="--ep")
+        cf = self.capacity_factor
+        if cf is not None and not (math.isfinite(cf) and cf > 0):
+            raise ConfigError(f"a capacity factor is a number > 0, got {cf}",
+                              field="--capacity-factor")
+        if self.pad_to_capacity and cf is None:
+            raise ConfigError("padding to capacity needs a capacity factor: give "
+                              "--capacity-factor", field="--pad-to-capacity")
         lim = self.routing.node_limit
         if lim is not None and lim < 1:
             raise ConfigError(f"node limit must be >= 1, got {lim}", field="--node-limit")
@@ -240,6 +252,8 @@ class EpTraffic:
     copies: NDArray[np.float64]
     rank_hit: NDArray[np.float64]
     server_hit: NDArray[np.float64]
+    #: Share of (token, expert) pairs the capacity factor drops.
+    dropped: float = 0.0
 
     @property
     def imbalance(self) -> float:
@@ -280,13 +294,29 @@ def route(cfg: EpConfig, server_of: NDArray[np.integer[Any]]) -> EpTraffic:
                               field="--node-limit")
     chosen = np.argpartition(-keys, k - 1, axis=1)[:, :k]
     pair_rank = rank_of_expert[chosen]
-    copies = np.bincount(pair_rank.ravel(), minlength=ep) / SAMPLE_TOKENS
+    copies = np.bincount(pair_rank.ravel(), minlength=ep).astype(np.float64) / SAMPLE_TOKENS
     hit = np.zeros((SAMPLE_TOKENS, ep), dtype=bool)
     np.put_along_axis(hit, pair_rank, True, axis=1)
     shit = np.zeros((SAMPLE_TOKENS, n_srv), dtype=bool)
     np.put_along_axis(shit, srv[pair_rank], True, axis=1)
-    return EpTraffic(copies=copies.astype(np.float64), rank_hit=hit.mean(axis=0),
-                     server_hit=shit.mean(axis=0))
+    rank_hit, server_hit = hit.mean(axis=0), shit.mean(axis=0)
+    dropped = 0.0
+    cf = cfg.capacity_factor
+    if cf is not None:  # each expert keeps at most cf x its even share (or is padded)
+        load = np.bincount(chosen.ravel(), minlength=e) / SAMPLE_TOKENS
+        cap = cf * k / e
+        kept = np.full(e, cap) if cfg.pad_to_capacity else np.minimum(load, cap)
+        dropped = float(max(load.sum() - np.minimum(load, cap).sum(), 0.0) / k)
+        new = np.bincount(rank_of_expert, weights=kept, minlength=ep).astype(np.float64)
+        scale = np.divide(new, copies, out=np.ones(ep), where=copies > 0)
+        rank_hit = np.minimum(rank_hit * scale, 1.0) if not cfg.pad_to_capacity else \
+            np.minimum(new, 1.0)
+        sscale = np.bincount(srv, weights=new, minlength=n_srv) / np.maximum(
+            np.bincount(srv, weights=copies, minlength=n_srv), 1e-30)
+        server_hit = np.minimum(server_hit * sscale, 1.0)
+        copies = new
+    return EpTraffic(copies=copies, rank_hit=rank_hit,
+                     server_hit=server_hit, dropped=dropped)
 
 
 def default_ep_kernel(fabric: Fabric, tokens: int = 4096) -> str:
@@ -477,6 +507,8 @@ class EpResult(Tabular):
     imbalance: float
     overhead_us: float
     backend: str
+    #: Share of (token, expert) pairs the capacity factor dropped.
+    dropped: float = 0.0
 
     def _record(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -520,4 +552,4 @@ def run_ep(fabric: Fabric, cfg: EpConfig, phase: str, kernel: str | None = None,
                     time_us=t * 1e6, algbw_gbps=pairs / t / 1e9, bw_rdma_gbps=rdma / t / 1e9,
                     bw_nvl_gbps=nvl / t / 1e9, headline_gbps=head / t / 1e9, headline=name,
                     limit=limit or "none", imbalance=tr.imbalance, overhead_us=over * 1e6,
-                    backend=res.backend)
+                    backend=res.backend, dropped=tr.dropped)

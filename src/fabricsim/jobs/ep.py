@@ -54,6 +54,8 @@ class EpBench(Part):
     skew: float = 0.0
     load: tuple[float, ...] = ()
     node_limit: int | None = None
+    capacity_factor: float | None = None
+    pad_to_capacity: bool = False
     seed: int = 0
     backend: Literal["analytic", "flow", "packet"] = "analytic"
 
@@ -64,6 +66,8 @@ class EpBench(Part):
         return EpConfig(tokens=self.tokens, hidden=self.hidden, top_k=self.top_k,
                         experts=self.experts, dispatch_dtype=self.dispatch_dtype,
                         combine_dtype=self.combine_dtype,
+                        capacity_factor=self.capacity_factor,
+                        pad_to_capacity=self.pad_to_capacity,
                         routing=Routing(kind=self.routing, skew=self.skew, load=self.load,
                                         node_limit=self.node_limit, seed=self.seed))
 
@@ -81,7 +85,8 @@ def ep_job(sc: Scenario, **over: Any) -> EpBench:
         "ep_sizes": tuple(spec.ep) if spec.ep else None,
         "dispatch_dtype": spec.dispatch_dtype, "combine_dtype": spec.combine_dtype,
         "routing": spec.routing, "skew": spec.skew, "load": tuple(spec.load or ()),
-        "node_limit": spec.node_limit, "backend": spec.backend, "seed": sc.seed}
+        "node_limit": spec.node_limit, "capacity_factor": spec.capacity_factor,
+        "pad_to_capacity": spec.pad_to_capacity, "backend": spec.backend, "seed": sc.seed}
     base.update({k: v for k, v in over.items() if v is not None})
     base["kernels"] = tuple("auto" if k == "auto" else ep_kernel(k) for k in base["kernels"])
     for name in ("dispatch_dtype", "combine_dtype"):
@@ -113,6 +118,10 @@ class EpReport:
     def warnings(self) -> list[str]:
         """Kernels that cannot run here; routings no published figure covers."""
         out = [f"{k}: {why}" for k, why in self.skipped.items()]
+        drop = max((r.get("dropped", 0.0) for r in self.rows), default=0.0)
+        if drop > 0:
+            out.append(f"the capacity factor drops up to {drop:.0%} of the (token, expert) "
+                       f"pairs: the figures move what is kept")
         if self.job.routing != "uniform":
             out.append("published kernel figures are for uniform routing: a skewed "
                        "routing's figures follow the model, unvalidated")

@@ -99,6 +99,8 @@ class ExpertParallelSpec(_Model):
     skew: float = Field(0.0, ge=0.0, le=10.0, allow_inf_nan=False)
     load: list[float] | None = Field(None, max_length=65_536)
     node_limit: int | None = Field(None, ge=1)
+    capacity_factor: float | None = Field(None, gt=0.0, le=64.0, allow_inf_nan=False)
+    pad_to_capacity: bool = False
     backend: Literal["analytic", "flow", "packet"] = "analytic"
 
 

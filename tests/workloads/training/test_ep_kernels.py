@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import fabricsim as fs
-from fabricsim.errors import ConfigError
+from fabricsim.errors import ConfigError, ModelError
 from fabricsim.workloads.models import get_model
 from fabricsim.workloads.training.parallel import ParallelConfig
 from fabricsim.workloads.training.step import simulate_step
@@ -45,3 +45,27 @@ def test_onesided_across_servers_is_refused() -> None:
     with pytest.raises(ConfigError) as e:
         _step(moe_dispatcher="nvlink-onesided")
     assert e.value.field == "--ep-kernel"
+
+
+def test_capacity_factor_caps_the_busiest_rank() -> None:
+    base = _step(moe_imbalance=1.6)["breakdown"]["ep"]  # type: ignore[index]
+    capped = _step(moe_imbalance=1.6, moe_capacity_factor=1.2)
+    assert capped["breakdown"]["ep"] == pytest.approx(base * 1.2 / 1.6)  # type: ignore[index]
+    assert any("drops about 25%" in w for w in capped["warnings"])  # type: ignore[union-attr]
+    padded = _step(moe_capacity_factor=1.5, moe_pad_to_capacity=True)["breakdown"]["ep"]  # type: ignore[index]
+    plain = _step()["breakdown"]["ep"]  # type: ignore[index]
+    assert padded == pytest.approx(1.5 * plain)
+    with pytest.raises(ModelError) as e:
+        ParallelConfig(moe_pad_to_capacity=True).resolve(DS, 64)
+    assert e.value.field == "training.moe_pad_to_capacity"
+
+
+def test_megatron_capacity_flags_are_read() -> None:
+    from fabricsim.workloads.training.megatron import parse_megatron_args
+
+    s, ignored = parse_megatron_args("--moe-expert-capacity-factor 1.25 "
+                                     "--moe-pad-expert-input-to-capacity")
+    assert s["moe_capacity_factor"] == 1.25 and s["moe_pad_to_capacity"] is True
+    assert not ignored
+    with pytest.raises(ConfigError):
+        parse_megatron_args("--moe-expert-capacity-factor lots")

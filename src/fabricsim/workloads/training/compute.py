@@ -170,7 +170,7 @@ def selective_parts(m: TransformerSpec, p: ResolvedParallel, gpu: GpuSpec, token
     }
     if m.moe_layers:
         width = (m.top_k + m.shared_experts) * m.expert_ffn
-        experts = gemm(_mlp_flops_per_token(m, p.seq, True, p.cfg.moe_imbalance * thin))
+        experts = gemm(_mlp_flops_per_token(m, p.seq, True, p.cfg.moe_load * thin))
         shared = gemm(2.0 * m.shared_experts * m.expert_params)
         moe_act = mem(_act_bytes_per_token(m, width))
         perm = mem(_perm_bytes_per_token(m))
@@ -234,7 +234,7 @@ def microbatch_compute(m: TransformerSpec, p: ResolvedParallel, gpu: GpuSpec,
     def layer_times(moe: bool) -> tuple[float, float, float]:
         f = layer_forward_flops(m, p.seq, moe=moe)
         # the busiest rank's routed experts set the pace, at their shape's rate
-        f = {**f, "mlp": _mlp_flops_per_token(m, p.seq, moe, cfg.moe_imbalance * thin)}
+        f = {**f, "mlp": _mlp_flops_per_token(m, p.seq, moe, cfg.moe_load * thin)}
         gemm = (f["qkv"] + f["proj"] + f["mlp"]) * tokens / split
         attn = attention_flops(m, p.seq, causal=True) * tokens / split
         t_gemm = gemm / (peak * eff)

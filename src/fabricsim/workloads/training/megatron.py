@@ -86,6 +86,14 @@ def _int(v: str, flag: str) -> int:
             from None
 
 
+def _float(v: str, flag: str) -> float:
+    try:
+        return float(v)
+    except ValueError:
+        raise ConfigError(f"{flag} takes a number, got {v!r}", field="--from-megatron") \
+            from None
+
+
 #: Megatron flag -> (fabricsim field, converter). ``None`` as converter: a switch (no
 #: value) that sets the field to True.
 MEGATRON_FLAGS: dict[str, tuple[str, Callable[[str, str], Any] | None]] = {
@@ -166,6 +174,8 @@ MEGATRON_FLAGS: dict[str, tuple[str, Callable[[str, str], Any] | None]] = {
     "--qk-pos-emb-head-dim": ("_qk_pos", _int),
     "--v-head-dim": ("_v_dim", _int),
     "--moe-router-num-groups": ("router_groups", _int),
+    "--moe-expert-capacity-factor": ("moe_capacity_factor", _float),
+    "--moe-pad-expert-input-to-capacity": ("moe_pad_to_capacity", None),
     "--moe-router-group-topk": ("router_group_topk", _int),
 }
 

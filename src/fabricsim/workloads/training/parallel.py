@@ -161,6 +161,13 @@ class ParallelConfig(StrictModel):
         flex dispatcher: a token crosses the network once per server holding one of its
         experts and fans out over NVLink there). Node-limited routing
         (``moe_node_limit``) with ``alltoall`` is timed as ``deepep``.
+    moe_capacity_factor : float or None
+        Megatron's ``--moe-expert-capacity-factor``: an expert takes at most this many
+        times its even share of tokens; the rest are dropped. The busiest rank then
+        carries ``min(moe_imbalance, factor)`` times the mean.
+    moe_pad_to_capacity : bool
+        ``--moe-pad-expert-input-to-capacity``: every expert's input is padded to its
+        capacity, so every rank computes and moves ``factor`` times the mean.
     moe_imbalance : float
         Tokens of the busiest expert-parallel rank over the mean (1.0: perfectly
         balanced routing). The step waits for that rank: its routed-expert GEMMs and its
@@ -247,6 +254,8 @@ class ParallelConfig(StrictModel):
     moe_dispatcher: Literal["alltoall", "deepep", "hybridep", "deepep-ll",
                             "nvlink-onesided"] = "alltoall"
     moe_imbalance: float = Field(1.0, ge=1.0, le=64.0, allow_inf_nan=False)
+    moe_capacity_factor: float | None = Field(None, gt=0.0, le=64.0, allow_inf_nan=False)
+    moe_pad_to_capacity: bool = False
     overlap_grad_reduce: bool = True
     overlap_param_gather: bool = True
     overlap_p2p_comm: bool | None = None
@@ -413,6 +422,13 @@ class ParallelConfig(StrictModel):
             raise bad("tp_comm_overlap", "tp_comm_overlap needs sequence parallelism (as "
                                          "Megatron's userbuffers overlap does): turn it on "
                                          "(--sequence-parallel)")
+        if self.moe_capacity_factor is not None and not model.is_moe:
+            raise bad("moe_capacity_factor", f"moe_capacity_factor caps an expert's tokens; "
+                      f"{model.name} is dense: drop --moe-capacity-factor")
+        if self.moe_pad_to_capacity and self.moe_capacity_factor is None:
+            raise bad("moe_pad_to_capacity", "moe_pad_to_capacity pads each expert's input "
+                      "to its capacity: give --moe-capacity-factor too (Megatron needs "
+                      "--moe-expert-capacity-factor with it)")
         if self.moe_imbalance > 1.0 and not model.is_moe:
             raise bad("moe_imbalance", f"moe_imbalance needs a mixture-of-experts model; "
                                        f"{model.name} is dense: drop --moe-imbalance")
@@ -518,6 +534,21 @@ class ParallelConfig(StrictModel):
         return ResolvedParallel(cfg=cfg, world=world, dp=dp, seq=seq, global_batch=gb,
                                 num_micro=gb // per_step, stage_layers=max(counts),
                                 stage_layer_counts=counts, stage_mtp_layers=mtp)
+
+    @property
+    def moe_load(self) -> float:
+        """The busiest expert-parallel rank's tokens over the even share, after the
+        capacity factor (dropping above it, or padding every expert up to it).
+
+        >>> ParallelConfig(moe_imbalance=1.6, moe_capacity_factor=1.25).moe_load
+        1.25
+        >>> ParallelConfig(moe_capacity_factor=1.5, moe_pad_to_capacity=True).moe_load
+        1.5
+        """
+        cf = self.moe_capacity_factor
+        if cf is None:
+            return self.moe_imbalance
+        return cf if self.moe_pad_to_capacity else min(self.moe_imbalance, cf)
 
     def _stage_layers(self, layers: int, bad: Callable[[str, str], ModelError]
                       ) -> tuple[int, ...]:

@@ -48,7 +48,8 @@ STACK_FIELDS = ("attention_kernel", "grad_reduce_dtype", "fp8_recipe", "fsdp_imp
                 "reshard_after_forward", "sequence_parallel", "tp_overlap",
                 "tp_comm_overlap", "ep_overlap", "overlap_grad_reduce",
                 "overlap_param_gather", "overlap_p2p_comm", "moe_dispatcher",
-                "moe_node_limit", "moe_imbalance")
+                "moe_node_limit", "moe_imbalance", "moe_capacity_factor",
+                "moe_pad_to_capacity")
 
 #: Options that only apply to fully sharded (``zero="fsdp"``) candidates.
 FSDP_ONLY = ("fsdp_impl", "reshard_after_forward")

@@ -575,7 +575,7 @@ def comm_cost(m: TransformerSpec, p: ResolvedParallel, comm: CommModel,
         a2a_c = a2a_time(2.0, "combine")
         # mean of one dispatch and one combine; the busiest rank receives (and sends
         # back) moe_imbalance times the mean, and every rank waits for it
-        a2a = (a2a_d + a2a_c) / 2 * cfg.moe_imbalance
+        a2a = (a2a_d + a2a_c) / 2 * cfg.moe_load
         ep_passes = 2 if "moe" in cfg.modules_recomputed else 1  # forward reruns
         ep_mb = moe_layers * a2a * 2 * (ep_passes + 1)
         tot["ep"] = ep_mb * m_micro
@@ -769,6 +769,12 @@ def simulate_step(model: TransformerSpec, cfg: ParallelConfig, fabric: Fabric,
     gpu = cat.gpu(fabric.info.gpu)
     warnings = placement_warnings(p, fabric.info.gpus_per_server,
                                   fabric.info.nvlink_domain_gpus)
+    cf = cfg.moe_capacity_factor
+    if cf is not None and not cfg.moe_pad_to_capacity and cfg.moe_imbalance > cf:
+        warnings.append(f"--moe-capacity-factor {cf:g} drops about "
+                        f"{1 - cf / cfg.moe_imbalance:.0%} of the busiest expert's tokens "
+                        f"(--moe-imbalance {cfg.moe_imbalance:g}); the step is timed with "
+                        f"what is kept")
     if p.ep > 1 and cfg.moe_node_limit:
         dom = fabric.info.nvlink_domain_gpus or world
         span = len({r // dom for r in p.group("ep")})
@@ -859,6 +865,8 @@ def simulate_step(model: TransformerSpec, cfg: ParallelConfig, fabric: Fabric,
            "overlap_grad_reduce": cfg.overlap_grad_reduce,
            "overlap_param_gather": cfg.overlap_param_gather, "ep_overlap": cfg.ep_overlap,
            "overlap_p2p_comm": cfg.p2p_overlapped, "moe_imbalance": cfg.moe_imbalance,
+           "moe_capacity_factor": cfg.moe_capacity_factor,
+           "moe_pad_to_capacity": cfg.moe_pad_to_capacity,
            "fp8_recipe": cfg.recipe if cfg.precision == "fp8" else None,
            "reshard_after_forward": (not cfg.keeps_gathered) if z >= 3 else None,
            "fsdp_impl": cfg.fsdp_impl if z >= 3 else None,
