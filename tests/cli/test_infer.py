@@ -90,3 +90,18 @@ def test_infer_json_says_where_it_ran_and_warns_for_both_instances(
                for w in d["disaggregated"]["warnings"])
     assert main(["infer", "--tp", "3"]) == 2  # suggests only what 8 GPUs hold
     assert "use --tp 1, 2, 4, 8\n" in capsys.readouterr().err
+
+
+def test_infer_wide_ep_names_the_kernels(capsys: pytest.CaptureFixture[str]) -> None:
+    """SGLang-style DeepSeek serving: DP attention, EP over 32 GPUs of four servers."""
+    args = ["infer", "--model", "deepseek-v3", "--system", "dgx-h100", "--nodes", "4",
+            "--tp", "32", "--ep", "32", "--dp-size", "32", "--batch", "512",
+            "--precision", "fp8"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "attention-dp=32" in out and "deepep-ll (decode), deepep (prefill)" in out
+    assert main([*args, "--ep-kernel", "hybridep", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["ep_kernel"] == "hybridep" and d["ep_s_per_token"] > 0
+    assert main([*args[:-2], "--ep", "8"]) == 2
+    assert "--ep" in capsys.readouterr().err

@@ -53,7 +53,8 @@ def register(app: typer.Typer) -> None:
         if as_json:
             print_json(d)
             return
-        par = f"tp={tp}" + (f" x pp={pp}" if pp > 1 else "") + (f" ep={ep}" if ep > 1 else "")
+        par = f"tp={tp}" + (f" x pp={pp}" if pp > 1 else "") + (f" ep={ep}" if ep > 1 else "") \
+            + (f" attention-dp={cfg.attention_dp}" if cfg.attention_dp > 1 else "")
         console.print(f"[bold]{m.name}[/] ({m.params / 1e9:.1f}B) served by {par} x "
                       f"{fab.info.gpu} ({fab.info.system}), batch {batch}, prompt "
                       f"{prompt_len}, output {output_len}, {precision} weights, "
@@ -71,6 +72,12 @@ def register(app: typer.Typer) -> None:
             if v:
                 t.add_row(f"  decode {k.removesuffix('_s')}{hidden.get(k, '')}",
                           f"{v * 1e3:.2f} ms")
+        if m.is_moe and ep > 1:
+            t.add_row("expert dispatch/combine kernels", r.ep_kernel if r.ep_kernel != "none"
+                      else "none (experts inside the TP group; its all-reduce combines)")
+            if r.ep_kernel != "none":
+                t.add_row("  exposed per output token (prefill)",
+                          f"{r.decode.ep_s * 1e3:.2f} ms  ({r.prefill_ep_s * 1e3:.1f} ms)")
         t.add_row("communication share of decode", f"{r.comm_share:.1%}")
         t.add_row("tokens/s per request", f"{r.tokens_per_s_per_request:,.1f}")
         t.add_row("tokens/s (batch, decode)", f"{r.tokens_per_s:,.0f}")

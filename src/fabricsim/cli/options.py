@@ -411,6 +411,13 @@ SERVING = Group("serving", (
     Flag("max_batch", int | None, "Cap on the continuous batch (vLLM's --max-num-seqs)."),
     Flag("prefill_tp", int | None, "Disaggregated serving: a prefill instance of this many "
          "GPUs on other servers sends each request's KV cache to the decode instance."),
+    Flag("attention_dp", int | None, "Data-parallel attention (SGLang's --dp-size with "
+         "--enable-dp-attention): attention on this many groups of tp/attention_dp GPUs, "
+         "the experts over all --tp GPUs (give --ep equal to --tp).",
+         ("--attention-dp", "--dp-size")),
+    Flag("ep_kernel", str | None, "With --attention-dp: the dispatch/combine kernels "
+         "(deepep, deepep-ll, hybridep, nvlink-onesided, nccl; default DeepEP: "
+         "low-latency for decode, normal for prefill)."),
     Flag("backend", str | None, "analytic or flow (flow serves with the scenario's faults "
          "and background traffic)."),
 ), _serving, "inference")

@@ -80,7 +80,8 @@ def continuous_batching(model: TransformerSpec, fabric: Fabric, *, prompt_len: i
                         kv_precision: str | None = None,
                         engine: str | ServingEngine = "trtllm",
                         memory_fraction: float = 0.9,
-                        comm: CommModel | None = None) -> ContinuousResult:
+                        comm: CommModel | None = None, attention_dp: int = 1,
+                        ep_kernel: str | None = None) -> ContinuousResult:
     """Throughput of continuous batching at a latency target (steady state).
 
     ``b`` sequences decode together; each finishes after ``output_len`` tokens and a new
@@ -115,7 +116,8 @@ def continuous_batching(model: TransformerSpec, fabric: Fabric, *, prompt_len: i
         raise ConfigError(f"memory_fraction must be in (0, 1], got {memory_fraction!r}",
                           field="inference.memory_fraction")
     lay = build_instance(model, fabric, tp=tp, pp=pp, ep=ep, precision=precision,
-                  kv_precision=kv_precision, engine=engine, comm=comm)
+                         kv_precision=kv_precision, engine=engine, comm=comm,
+                         attention_dp=attention_dp, ep_kernel=ep_kernel)
     ctx = prompt_len + output_len / 2
     kv_cap = lay.kv_capacity_tokens(memory_fraction)
     kv_batch = int(kv_cap // lay.kv_tokens(prompt_len + output_len))
@@ -207,7 +209,8 @@ def serve_requests(model: TransformerSpec, fabric: Fabric,
                    max_batched_tokens: int | None = None, tp: int = 8, pp: int = 1,
                    ep: int = 1, precision: str = "bf16", kv_precision: str | None = None,
                    engine: str | ServingEngine = "vllm-0.5", memory_fraction: float = 0.9,
-                   comm: CommModel | None = None) -> TraceResult:
+                   comm: CommModel | None = None, attention_dp: int = 1,
+                   ep_kernel: str | None = None) -> TraceResult:
     """Serve ``requests`` (``(prompt, output)`` token counts, all arriving at once).
 
     Iteration by iteration, as vLLM v0.5's scheduler does: while requests wait and the
@@ -236,7 +239,8 @@ def serve_requests(model: TransformerSpec, fabric: Fabric,
                               f"got ({p!r}, {o!r})", field="inference.requests")
     positive("max_batch", max_batch, "--max-batch")
     lay = build_instance(model, fabric, tp=tp, pp=pp, ep=ep, precision=precision,
-                  kv_precision=kv_precision, engine=engine, comm=comm)
+                         kv_precision=kv_precision, engine=engine, comm=comm,
+                         attention_dp=attention_dp, ep_kernel=ep_kernel)
     budget = max_batched_tokens or max(2048, max(p for p, _ in requests))
     kv_cap = lay.kv_capacity_tokens(memory_fraction)
     too_big = [i for i, (p, o) in enumerate(requests)

@@ -43,3 +43,5 @@ class ServingConfig(BaseModel):
     tpot_target_ms: float | None = Field(None, gt=0, allow_inf_nan=False)
     max_batch: int | None = Field(None, ge=1, le=10_000_000)
     prefill_tp: int | None = Field(None, ge=1, le=1_000_000)
+    attention_dp: int = Field(1, ge=1, le=1_000_000)
+    ep_kernel: str | None = None

@@ -87,7 +87,8 @@ def disaggregated_serving(model: TransformerSpec, fabric: Fabric, *, prefill_tp:
                           pp: int = 1, ep: int = 1, precision: str = "bf16",
                           kv_precision: str | None = None,
                           engine: str | ServingEngine = "trtllm",
-                          comm: CommModel | None = None) -> DisaggregatedResult:
+                          comm: CommModel | None = None, attention_dp: int = 1,
+                          ep_kernel: str | None = None) -> DisaggregatedResult:
     """Disaggregated serving: a ``prefill_tp``-GPU prefill instance on the first servers,
     the decode instance (``tp × pp`` GPUs) from the next server boundary on.
 
@@ -128,8 +129,9 @@ def disaggregated_serving(model: TransformerSpec, fabric: Fabric, *, prefill_tp:
     pre = build_instance(model, fabric, tp=prefill_tp, pp=1, ep=1, precision=precision,
                   kv_precision=kv_precision, engine=engine, comm=comm)
     dec = build_instance(model, fabric, tp=tp, pp=pp, ep=ep, precision=precision,
-                  kv_precision=kv_precision, engine=engine, comm=comm,
-                  first_rank=first_decode)
+                         kv_precision=kv_precision, engine=engine, comm=comm,
+                         first_rank=first_decode, attention_dp=attention_dp,
+                         ep_kernel=ep_kernel)
     if pre.kv_capacity_tokens() < pre.kv_tokens(prompt_len):
         raise ModelError(f"the prefill instance cannot hold {model.name}'s weights and one "
                          f"{prompt_len}-token prompt at tp={prefill_tp}: raise --prefill-tp",

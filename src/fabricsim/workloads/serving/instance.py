@@ -235,11 +235,13 @@ class DecodeTimes:
     """Host time to enqueue the kernels (hidden when the GPU work is longer)."""
     host_s: float = 0.0
     """Per-iteration host time, serial with the GPU."""
+    ep_s: float = 0.0
+    """Expert dispatch and combine (data-parallel attention with wide EP)."""
 
     @property
     def gpu_s(self) -> float:
         """GPU time: roofline of the GEMMs, then attention and communication."""
-        return max(self.weights_s, self.compute_s) + self.kv_s + self.comm_s
+        return max(self.weights_s, self.compute_s) + self.kv_s + self.comm_s + self.ep_s
 
     @property
     def total_s(self) -> float:
@@ -269,6 +271,8 @@ class PrefillTimes:
     """Host time to enqueue the kernels."""
     host_s: float = 0.0
     """Per-iteration host time."""
+    ep_s: float = 0.0
+    """Of ``comm_s``: expert dispatch and combine (data-parallel attention)."""
 
     @property
     def total_s(self) -> float:
@@ -298,11 +302,29 @@ class Instance:
     engine: ServingEngine
     comm: CommModel
     first_rank: int = 0
+    #: Data-parallel attention (SGLang's ``--enable-dp-attention --dp-size``): attention
+    #: runs on ``attention_dp`` groups of ``tp/attention_dp`` GPUs, each with its own
+    #: sequences, and the routed experts spread over all ``ep = tp`` GPUs, reached by
+    #: dispatch/combine kernels (:mod:`fabricsim.collectives.ep`). 1: TP attention.
+    attention_dp: int = 1
+    #: The EP kernel family of the dispatch/combine in DP-attention mode (``None``:
+    #: DeepEP's low-latency kernels for decode, its normal ones for prefill).
+    ep_kernel: str | None = None
 
     # --- shapes -----------------------------------------------------------------------
     @property
     def gpus(self) -> int:
         return self.tp * self.pp
+
+    @property
+    def attn_tp(self) -> int:
+        """GPUs one attention group splits its heads over (``tp`` without DP attention)."""
+        return self.tp // self.attention_dp
+
+    @property
+    def wide_ep(self) -> bool:
+        """Data-parallel attention with the experts over the whole instance."""
+        return self.attention_dp > 1
 
     @property
     def wbytes(self) -> float:
@@ -333,13 +355,14 @@ class Instance:
         return self.gpu.hbm_bandwidth * SERVE_HBM_EFF
 
     def kv_heads_per_gpu(self) -> int:
-        return max(1, math.ceil(self.m.n_kv / self.tp))
+        return max(1, math.ceil(self.m.n_kv / self.attn_tp))
 
     def kv_bytes_per_token_gpu(self) -> float:
         """KV bytes one cached token takes on one GPU of a stage (MLA: the whole latent on
-        every TP rank)."""
+        every TP rank); with data-parallel attention a token lives in one of the
+        ``attention_dp`` groups, so a GPU holds ``1/attention_dp`` of it on average."""
         per_layer = self.m.kv_latent or 2 * self.kv_heads_per_gpu() * self.m.d_head
-        return self.stage_layers * per_layer * self.kvbytes
+        return self.stage_layers * per_layer * self.kvbytes / self.attention_dp
 
     def decode_attn_flops_per_key(self) -> float:
         """Attention FLOPs per cached token and query head in decode: ``QKᵀ`` and ``AV``
@@ -361,6 +384,9 @@ class Instance:
     def weight_bytes_per_gpu(self) -> float:
         """Weights one GPU of the heaviest stage holds."""
         m = self.m
+        if self.wide_ep:  # attention and dense layers per attention group, experts over all
+            shared = float(m.params - m.expert_total_params)
+            return (shared / self.attn_tp + m.expert_total_params / self.ep) * self.wbytes
         if self.pp == 1:
             return m.params * self.wbytes / self.tp
         dense = self._dense_layer_params() / self.pp + self._head_params()
@@ -404,6 +430,50 @@ class Instance:
     def _allreduce(self, nbytes: float) -> float:
         return self.comm.time("all_reduce", self.stage_ranks(0), nbytes)
 
+    def attention_ranks(self) -> list[int]:
+        """The first attention group's GPUs (all of stage 0 without DP attention)."""
+        return self.stage_ranks(0)[:self.attn_tp]
+
+    def ep_kernel_for(self, tokens_per_rank: float) -> str:
+        """The dispatch/combine kernel family at this many tokens per rank."""
+        from fabricsim.collectives.ep import default_ep_kernel, ep_kernel
+
+        if self.ep_kernel is not None:
+            return ep_kernel(self.ep_kernel, "inference.ep_kernel")
+        return default_ep_kernel(self.fabric, max(1, math.ceil(tokens_per_rank)))
+
+    def ep_layer_s(self, tokens: float) -> float:
+        """One MoE layer's dispatch plus combine when the instance holds ``tokens``
+        tokens in all (each GPU dispatches its ``tokens / tp``)."""
+        from fabricsim.collectives.ep import EpConfig
+
+        per = max(1, math.ceil(tokens / self.tp))
+        kern = self.ep_kernel_for(per)
+        fp8 = self.gemm_precision == "fp8"
+        cfg = EpConfig(tokens=per, hidden=self.m.hidden, top_k=self.m.top_k,
+                       experts=self.m.experts, dispatch_dtype="fp8" if fp8 else "bf16",
+                       combine_dtype="bf16")
+        ranks = self.stage_ranks(0)
+        ep_time = getattr(self.comm, "ep_time", None)
+        if ep_time is None:  # a communication model that does not run EP kernels
+            nbytes = per * self.m.top_k * self.m.hidden * (1.0 if fp8 else 2.0)
+            return 2 * self.comm.time("alltoall", ranks, nbytes)
+        return float(ep_time(kern, "dispatch", ranks, cfg)
+                     + ep_time(kern, "combine", ranks, cfg))
+
+    def _layer_comm(self, tokens: float, act: float) -> tuple[float, float]:
+        """A stage's TP all-reduces and its expert dispatch/combine (s) for ``tokens``
+        tokens of ``act`` activation bytes: two all-reduces per layer over the TP group;
+        with DP attention one per layer over the attention group (of its share of the
+        tokens), and a dispatch and a combine per MoE layer over all the GPUs."""
+        if not self.wide_ep:
+            return 2 * self.stage_layers * self._allreduce(act), 0.0
+        ar = 0.0
+        if self.attn_tp > 1:
+            ar = self.stage_layers * self.comm.time("all_reduce", self.attention_ranks(),
+                                                    act / self.attention_dp)
+        return ar, self.m.moe_layers * self.ep_layer_s(tokens)
+
     def _p2p(self, nbytes: float) -> float:
         if self.pp == 1:
             return 0.0
@@ -427,7 +497,7 @@ class Instance:
     def _weights_read_bytes(self, tokens: float) -> float:
         """Bytes of weights one GPU of the last stage reads for one pass of ``tokens``."""
         dense = self._dense_layer_params() / self.pp + self._head_params()
-        return (dense / self.tp + self._expert_read_params(tokens)) * self.wbytes
+        return (dense / self.attn_tp + self._expert_read_params(tokens)) * self.wbytes
 
     def _gemm_flops(self, tokens: float, logits: float) -> float:
         """GEMM FLOPs on one GPU of a stage: ``tokens`` through the layers, ``logits``
@@ -450,18 +520,18 @@ class Instance:
         weights = self._weights_read_bytes(b) / self.hbm
         compute = self._gemm_flops(b, b) / self.flops_rate
         # query heads per KV head (MLA: one latent that every head reads in one pass)
-        group = 1.0 if m.kv_latent else (m.heads / self.tp) / self.kv_heads_per_gpu()
+        group = 1.0 if m.kv_latent else (m.heads / self.attn_tp) / self.kv_heads_per_gpu()
         reads = 1.0 + self.engine.query_head_kv_reads * max(0.0, group - 1.0)
         kv = ctx * self.kv_bytes_per_token_gpu() * reads / self.hbm
         attn_flops = (ctx * self.stage_layers * (m.heads / self.tp)
                       * self.decode_attn_flops_per_key())
         kv = max(kv, attn_flops / (self.flops_rate * ATTENTION_EFF))
         act = b * m.hidden * ACT_BYTES
-        ar = 2 * self.stage_layers * self._allreduce(act)
+        ar, ep_s = self._layer_comm(b, act)
         host = self.engine.step_s + self.engine.per_seq_s * batch
         full = DecodeTimes(weights_s=pp * weights, kv_s=pp * kv, compute_s=pp * compute,
                            comm_s=pp * ar, p2p_s=pp * self._p2p(act),
-                           launch_s=pp * self._launch(), host_s=host)
+                           launch_s=pp * self._launch(), host_s=host, ep_s=pp * ep_s)
         if mb == pp:  # every stage busy: the last (with the output head) sets the pace
             return full
         # fewer micro-batches than stages: a token passes every stage once, and only the
@@ -491,12 +561,13 @@ class Instance:
         attn = (pairs * self.stage_layers * (m.heads / self.tp)
                 * self.prefill_attn_flops_per_pair() / (self.flops_rate * ATTENTION_EFF))
         act = tokens * m.hidden * ACT_BYTES
-        ar = 2 * self.stage_layers * self._allreduce(act)
+        ar, ep_s = self._layer_comm(tokens, act)
         fill = mb + pp - 1
         host = self.engine.step_s + self.engine.per_seq_s * n_seq
-        return PrefillTimes(gemm_s=fill * gemm, attention_s=fill * attn, comm_s=fill * ar,
-                            p2p_s=fill * self._p2p(act), launch_s=fill * self._launch(),
-                            host_s=host)
+        return PrefillTimes(gemm_s=fill * gemm, attention_s=fill * attn,
+                            comm_s=fill * (ar + ep_s), p2p_s=fill * self._p2p(act),
+                            launch_s=fill * self._launch(), host_s=host,
+                            ep_s=fill * ep_s)
 
     def prefill_marginal_s(self, prompt: int) -> float:
         """GPU time one more prompt adds to an iteration it shares (chunked prefill): its
@@ -510,8 +581,8 @@ class Instance:
         gemm = self._gemm_flops(prompt, 1) / self.flops_rate
         attn = (self.attn_pairs(prompt) * self.stage_layers * (m.heads / self.tp)
                 * self.prefill_attn_flops_per_pair() / (self.flops_rate * ATTENTION_EFF))
-        ar = 2 * self.stage_layers * self._allreduce(prompt * m.hidden * ACT_BYTES)
-        return gemm + attn + ar
+        ar, ep_s = self._layer_comm(prompt, prompt * m.hidden * ACT_BYTES)
+        return gemm + attn + ar + ep_s
 
 
 def expected_max_binomial(n: int, p: float, k: int) -> float:
@@ -574,7 +645,8 @@ def positive(name: str, v: object, flag: str) -> int:
 
 def build_instance(model: TransformerSpec, fabric: Fabric, *, tp: int, pp: int, ep: int,
             precision: str, kv_precision: str | None, engine: str | ServingEngine,
-            comm: CommModel | None, first_rank: int = 0) -> Instance:
+            comm: CommModel | None, first_rank: int = 0, attention_dp: int = 1,
+            ep_kernel: str | None = None) -> Instance:
     """Validate a serving instance; every error names the flag and a fix."""
     positive("tp", tp, "--tp")
     positive("pp", pp, "--pp")
@@ -598,7 +670,19 @@ def build_instance(model: TransformerSpec, fabric: Fabric, *, tp: int, pp: int, 
         raise ConfigError(f"{what} exceeds the {free} GPUs of the cluster left for this "
                           f"instance; add --nodes or lower --tp/--pp",
                           field="inference.pp" if pp > 1 else "inference.tp")
-    if model.heads % tp:  # suggest only sizes the cluster can hold
+    positive("attention_dp", attention_dp, "--attention-dp")
+    if attention_dp > 1:
+        _check_wide_ep(model, tp=tp, pp=pp, ep=ep, attention_dp=attention_dp)
+    elif ep_kernel is not None:
+        raise ConfigError("--ep-kernel names the dispatch/combine kernels of data-parallel "
+                          "attention with wide EP; give --attention-dp (with --ep equal to "
+                          "--tp) or drop it (experts inside the TP group need no "
+                          "all-to-all)", field="inference.ep_kernel")
+    if ep_kernel is not None:
+        from fabricsim.collectives.ep import ep_kernel as kernel_name
+
+        kernel_name(ep_kernel, "inference.ep_kernel")
+    if attention_dp == 1 and model.heads % tp:  # suggest sizes the cluster can hold
         ok = [d for d in range(1, model.heads + 1) if model.heads % d == 0 and d * pp <= free]
         raise ConfigError(f"tp={tp} must divide the {model.heads} attention heads of "
                           f"{model.name}; use --tp {', '.join(map(str, ok[-6:]))}",
@@ -607,7 +691,7 @@ def build_instance(model: TransformerSpec, fabric: Fabric, *, tp: int, pp: int, 
         ok = [d for d in range(1, model.layers + 1) if model.layers % d == 0 and d * tp <= free]
         raise ConfigError(f"pp={pp} must divide the {model.layers} layers of {model.name}; "
                           f"use --pp {', '.join(map(str, ok[:8]))}", field="inference.pp")
-    if ep > 1:
+    if ep > 1 and attention_dp == 1:
         if not model.is_moe:
             raise ConfigError(f"--ep {ep} needs a mixture-of-experts model; {model.name} is "
                               f"dense (use --ep 1)", field="inference.ep")
@@ -621,11 +705,46 @@ def build_instance(model: TransformerSpec, fabric: Fabric, *, tp: int, pp: int, 
     return Instance(m=model, fabric=fabric, gpu=gpu, tp=tp, pp=pp, ep=ep,
                    precision=precision, kv_precision=kvp, engine=eng,
                    comm=comm if comm is not None else EngineComm(fabric),
-                   first_rank=first_rank)
+                   first_rank=first_rank, attention_dp=attention_dp, ep_kernel=ep_kernel)
+
+
+def _check_wide_ep(model: TransformerSpec, *, tp: int, pp: int, ep: int,
+                   attention_dp: int) -> None:
+    """Data-parallel attention with wide EP: the layouts that can be placed."""
+    if not model.is_moe:
+        raise ConfigError(f"--attention-dp serves the experts of a mixture-of-experts model "
+                          f"over the instance; {model.name} is dense (drop it)",
+                          field="inference.attention_dp")
+    if tp % attention_dp:
+        ok = [d for d in range(2, tp + 1) if tp % d == 0]
+        raise ConfigError(f"attention_dp={attention_dp} must divide tp={tp} (the "
+                          f"instance's GPUs): use --attention-dp "
+                          f"{', '.join(map(str, ok[-4:]))}", field="inference.attention_dp")
+    if model.heads % (tp // attention_dp):
+        raise ConfigError(f"each attention group of tp/attention_dp = {tp // attention_dp} "
+                          f"GPUs must divide the {model.heads} heads of {model.name}: use "
+                          f"--attention-dp {tp}", field="inference.attention_dp")
+    if pp != 1:
+        raise ConfigError("data-parallel attention with wide EP runs one pipeline stage "
+                          "(as SGLang does): give --pp 1", field="inference.pp")
+    if ep != tp:
+        raise ConfigError(f"with --attention-dp the experts spread over all {tp} GPUs of "
+                          f"the instance: give --ep {tp} (got {ep})", field="inference.ep")
+    if model.experts % ep:
+        divs = [d for d in range(2, model.experts + 1) if model.experts % d == 0]
+        raise ConfigError(f"ep={ep} must divide the {model.experts} experts of {model.name} "
+                          f"(EP larger than the experts, or uneven): use --tp/--ep "
+                          f"{', '.join(map(str, divs[-4:] if ep > model.experts else divs[:6]))}",
+                          field="inference.ep")
 
 
 def span_warning(lay: Instance) -> list[str]:
     dom = lay.fabric.info.nvlink_domain_gpus
+    if lay.wide_ep:
+        if lay.tp > max(1, dom):
+            return [f"the {lay.tp} GPUs of wide EP span beyond the NVLink domain ({dom} "
+                    f"GPUs): dispatch and combine cross the scale-out network"]
+        return []
     if lay.tp > max(1, dom):
         return [f"tp={lay.tp} spans beyond the NVLink domain ({dom} GPUs): every layer's "
                 f"all-reduces cross the slower link"]

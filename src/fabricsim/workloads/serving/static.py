@@ -24,6 +24,7 @@ from fabricsim.workloads.gpu import FRAMEWORK_RESERVE_BYTES
 from fabricsim.workloads.models import TransformerSpec
 from fabricsim.workloads.serving.instance import (
     DecodeTimes,
+    Instance,
     ServingEngine,
     build_instance,
     check_request,
@@ -65,6 +66,11 @@ class InferenceResult(Tabular):
     """Largest batch whose KV cache at the full context fits beside the weights."""
     kv_capacity_tokens: float = 0.0
     """Tokens the KV cache can hold per instance."""
+    attention_dp: int = 1
+    ep_kernel: str = "none"
+    """The expert dispatch/combine kernels assumed (``none``: no all-to-all)."""
+    prefill_ep_s: float = 0.0
+    """Of the prefill: expert dispatch and combine."""
 
     @property
     def gpus(self) -> int:
@@ -93,8 +99,9 @@ class InferenceResult(Tabular):
 
     @property
     def comm_share(self) -> float:
-        """Share of a decode iteration spent in TP all-reduces and stage hand-offs."""
-        return (self.decode.comm_s + self.decode.p2p_s) / self.tpot_s
+        """Share of a decode iteration spent in TP all-reduces, expert dispatch/combine
+        and stage hand-offs."""
+        return (self.decode.comm_s + self.decode.ep_s + self.decode.p2p_s) / self.tpot_s
 
     @property
     def latency_s(self) -> float:
@@ -111,6 +118,8 @@ class InferenceResult(Tabular):
         """JSON-ready summary."""
         return {
             "model": self.model, "tp": self.tp, "pp": self.pp, "ep": self.ep,
+            "attention_dp": self.attention_dp, "ep_kernel": self.ep_kernel,
+            "ep_s_per_token": self.decode.ep_s, "prefill_ep_s": self.prefill_ep_s,
             "batch": self.batch, "prompt_len": self.prompt_len,
             "output_len": self.output_len, "precision": self.precision,
             "kv_precision": self.kv_precision, "engine": self.engine, "gpu": self.gpu,
@@ -136,7 +145,8 @@ def simulate_inference(model: TransformerSpec, fabric: Fabric, *, tp: int = 8,
                        precision: str = "bf16", comm: CommModel | None = None,
                        check_memory: bool = True, pp: int = 1, ep: int = 1,
                        kv_precision: str | None = None,
-                       engine: str | ServingEngine = "trtllm") -> InferenceResult:
+                       engine: str | ServingEngine = "trtllm", attention_dp: int = 1,
+                       ep_kernel: str | None = None) -> InferenceResult:
     """Prefill and decode times of a static batch of ``batch`` requests on one instance.
 
     Parameters
@@ -178,7 +188,8 @@ def simulate_inference(model: TransformerSpec, fabric: Fabric, *, tp: int = 8,
     """
     check_request(model, prompt_len, output_len, batch)
     lay = build_instance(model, fabric, tp=tp, pp=pp, ep=ep, precision=precision,
-                  kv_precision=kv_precision, engine=engine, comm=comm)
+                         kv_precision=kv_precision, engine=engine, comm=comm,
+                         attention_dp=attention_dp, ep_kernel=ep_kernel)
     context = prompt_len + output_len
     kv_cap = lay.kv_capacity_tokens()
     max_batch = int(kv_cap // lay.kv_tokens(context))
@@ -203,4 +214,16 @@ def simulate_inference(model: TransformerSpec, fabric: Fabric, *, tp: int = 8,
         decode_last=last, memory_per_gpu_bytes=mem,
         gpu_memory_bytes=float(lay.gpu.memory_bytes), warnings=span_warning(lay), pp=pp,
         ep=ep, kv_precision=lay.kv_precision, engine=lay.engine.name, max_batch=max_batch,
-        kv_capacity_tokens=kv_cap)
+        kv_capacity_tokens=kv_cap, attention_dp=attention_dp,
+        ep_kernel=_kernels(lay, batch, prompt_len), prefill_ep_s=pre.ep_s)
+
+
+def _kernels(lay: Instance, batch: int, prompt_len: int) -> str:
+    """What moves the experts' tokens: the dispatch/combine kernels of decode and prefill
+    with DP attention; ``none`` when the experts sit inside the TP group (its all-reduce
+    combines them) or the model is dense."""
+    if not lay.wide_ep:
+        return "none"
+    dec = lay.ep_kernel_for(batch / lay.tp)
+    pre = lay.ep_kernel_for(batch * prompt_len / lay.tp)
+    return dec if dec == pre else f"{dec} (decode), {pre} (prefill)"
