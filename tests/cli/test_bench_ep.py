@@ -59,7 +59,7 @@ def test_histogram_routing_from_a_file(tmp_path: Path, capsys: pytest.CaptureFix
     (["--ep-kernel", "magic"], "--ep-kernel"),
     (["--token-routing", "zipf:abc"], "--token-routing"),
     (["--token-routing", "nowhere.txt"], "--token-routing"),
-    (["--dtype", "int3"], "expert_parallel.dispatch_dtype"),
+    (["--dtype", "int3"], "--dtype"),
     (["--tokens", "-4"], "tokens"),
 ])
 def test_bad_input_exits_2_naming_the_field(args: list[str], field: str,

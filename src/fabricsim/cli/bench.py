@@ -115,9 +115,62 @@ NCCL_TESTS = Group("run", tuple(
     )), lambda given: NcclTestsRun(dict(given)), "run")
 
 
+def _ep_sizes(text: str) -> tuple[int, ...]:
+    """``--ep 8,16,32``: the EP sizes."""
+    try:
+        sizes = tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise ConfigError(f"--ep takes EP sizes separated by commas (8,16,32), got "
+                          f"{text!r}", field="--ep") from None
+    if not sizes:
+        raise ConfigError("--ep needs at least one size", field="--ep")
+    return sizes
+
+
+def _ep_layer(given: dict[str, Any]) -> dict[str, Any]:
+    """The EP flags given, as :class:`fabricsim.jobs.EpBench` fields."""
+    out = {k: v for k, v in given.items() if k != "token_routing"}
+    if "kernels" in out:
+        out["kernels"] = tuple(out["kernels"])
+    if "token_routing" in given:
+        out.update(_routing(given["token_routing"]))
+    return out
+
+
+#: ``bench ep_dispatch|ep_combine|ep``: the MoE layer and its kernels (Megatron's names
+#: accepted beside fabricsim's).
+EP_LAYER = Group("ep_layer", (
+    Flag("tokens", int | None, "ep_dispatch/ep_combine: tokens per rank (default 4096)."),
+    Flag("hidden", int | None, "ep_*: hidden size (default 7168).",
+         ("--hidden", "--hidden-size")),
+    Flag("top_k", int | None, "ep_*: routed experts per token (default 8).",
+         ("--top-k", "--moe-router-topk")),
+    Flag("experts", int | None, "ep_*: experts in all (default 256).",
+         ("--experts", "--num-experts")),
+    Flag("ep_sizes", str | None, "ep_*: EP sizes, comma-separated (each the first that "
+         "many GPUs; default every GPU).", ("--ep", "--expert-model-parallel-size"),
+         convert=_ep_sizes),
+    Flag("kernels", list[str] | None, "ep_*: kernel family: nccl, deepep, deepep-ll, "
+         "hybridep, nvlink-onesided or auto (repeat to compare; default auto).",
+         ("--ep-kernel",)),
+    Flag("dispatch_dtype", str | None, "ep_*: what dispatch moves: fp8 (default), bf16, "
+         "nvfp4.", ("--dtype",)),
+    Flag("combine_dtype", str | None, "ep_*: what combine moves (default bf16)."),
+    Flag("token_routing", str | None, "ep_*: uniform (default), zipf:SKEW, or a file of "
+         "one token count per expert (a measured load histogram)."),
+    Flag("node_limit", int | None, "ep_*: a token's experts on at most this many servers "
+         "(DeepSeek-V3 routes to 4)."),
+    Flag("capacity_factor", float | None, "ep_*: an expert takes at most this many times "
+         "its even share; the rest are dropped.",
+         ("--capacity-factor", "--moe-expert-capacity-factor")),
+    Flag("pad_to_capacity", bool | None, "ep_*: pad every expert's input to its capacity "
+         "(needs --capacity-factor).", ("--pad-to-capacity/--no-pad-to-capacity",)),
+), _ep_layer, "expert_parallel")
+
+
 def register(app: typer.Typer) -> None:
     @app.command("bench")
-    @with_groups(NET_ROUTING, NCCL_TESTS)
+    @with_groups(NET_ROUTING, NCCL_TESTS, EP_LAYER)
     def bench(
         collective: Annotated[str, typer.Argument(
             help="all_reduce, reduce_scatter, all_gather, broadcast, reduce, alltoall, "
@@ -181,64 +234,22 @@ def register(app: typer.Typer) -> None:
             "--output_file", "-J", help="nccl-tests' JSON results file: the rows as JSON "
             "lines (as --out FILE.json).")] = None,
         run: NcclTestsRun = NcclTestsRun(),
-        tokens: Annotated[int | None, typer.Option(
-            "--tokens", help="ep_dispatch/ep_combine: tokens per rank (default 4096).")
-        ] = None,
-        hidden: Annotated[int | None, typer.Option(
-            "--hidden", "--hidden-size", help="ep_*: hidden size (default 7168).")] = None,
-        top_k: Annotated[int | None, typer.Option(
-            "--top-k", "--moe-router-topk", help="ep_*: routed experts per token "
-            "(default 8).")] = None,
-        experts: Annotated[int | None, typer.Option(
-            "--experts", "--num-experts", help="ep_*: experts in all (default 256).")
-        ] = None,
-        ep: Annotated[str | None, typer.Option(
-            "--ep", "--expert-model-parallel-size", help="ep_*: EP sizes, comma-separated "
-            "(each the first that many GPUs; default every GPU).")] = None,
-        ep_kernel: Annotated[list[str] | None, typer.Option(
-            "--ep-kernel", help="ep_*: kernel family: nccl, deepep, deepep-ll, hybridep, "
-            "nvlink-onesided or auto (repeat to compare; default auto).")] = None,
-        dtype: Annotated[str | None, typer.Option(
-            "--dtype", help="ep_*: what dispatch moves: fp8 (default), bf16, nvfp4.")
-        ] = None,
-        combine_dtype: Annotated[str | None, typer.Option(
-            "--combine-dtype", help="ep_*: what combine moves (default bf16).")] = None,
-        token_routing: Annotated[str | None, typer.Option(
-            "--token-routing", help="ep_*: uniform (default), zipf:SKEW, or a file of one "
-            "token count per expert (a measured load histogram).")] = None,
-        node_limit: Annotated[int | None, typer.Option(
-            "--node-limit", help="ep_*: a token's experts on at most this many servers "
-            "(DeepSeek-V3 routes to 4).")] = None,
-        capacity_factor: Annotated[float | None, typer.Option(
-            "--capacity-factor", "--moe-expert-capacity-factor", help="ep_*: an expert "
-            "takes at most this many times its even share; the rest are dropped.")
-        ] = None,
-        pad_to_capacity: Annotated[bool | None, typer.Option(
-            "--pad-to-capacity", "--moe-pad-expert-input-to-capacity", help="ep_*: pad "
-            "every expert's input to its capacity (needs --capacity-factor).")] = None,
+        ep_layer: dict[str, Any] | None = None,
     ) -> None:
         """Simulate an nccl-tests sweep (all_reduce_perf etc.) on a cluster, or MoE
         dispatch/combine kernels (ep_dispatch, ep_combine, ep)."""
         import os
 
-        ep_flags = {"--tokens": tokens, "--hidden": hidden, "--top-k": top_k,
-                    "--experts": experts, "--ep": ep, "--ep-kernel": ep_kernel,
-                    "--dtype": dtype, "--combine-dtype": combine_dtype,
-                    "--token-routing": token_routing, "--node-limit": node_limit,
-                    "--capacity-factor": capacity_factor,
-                    "--pad-to-capacity": pad_to_capacity}
+        layer = ep_layer or {}
         if collective in EP_COLLECTIVES:
             _bench_ep(collective, scenario, cluster, backend, json_out, csv_out, out, plot,
-                      quiet, tokens=tokens, hidden=hidden, top_k=top_k, experts=experts,
-                      ep=ep, ep_kernel=ep_kernel, dtype=dtype, combine_dtype=combine_dtype,
-                      routing=token_routing, node_limit=node_limit,
-                      capacity_factor=capacity_factor, pad_to_capacity=pad_to_capacity)
+                      layer)
             return
-        given = [k for k, v in ep_flags.items() if v is not None]
-        if given:
-            raise ConfigError(f"{given[0]} describes an MoE layer: it goes with bench "
-                              f"ep_dispatch, ep_combine or ep, not {collective}",
-                              field=given[0])
+        if layer:
+            flag = next(f.names[0].split("/")[0] for f in EP_LAYER.flags
+                        if f.field in layer)
+            raise ConfigError(f"{flag} describes an MoE layer: it goes with bench "
+                              f"ep_dispatch, ep_combine or ep, not {collective}", field=flag)
 
         from fabricsim import jobs
         from fabricsim.collectives.nccl_env import nccl_env
@@ -412,7 +423,7 @@ def _routing(text: str | None) -> dict[str, Any]:
 
 def _bench_ep(collective: str, scenario: Any, cluster: Any, backend: str | None,
               json_out: bool, csv_out: bool, out: Path | None, plot: Path | None,
-              quiet: bool, **flags: Any) -> None:
+              layer: dict[str, Any]) -> None:
     """``bench ep_dispatch|ep_combine|ep``: the EP kernel job, printed as a table."""
     from fabricsim import jobs
 
@@ -422,24 +433,8 @@ def _bench_ep(collective: str, scenario: Any, cluster: Any, backend: str | None,
         raise ConfigError("--json and --csv are two formats of the same rows; give one",
                           field="--csv")
     sc = load(scenario, cluster)
-    sizes = None
-    if flags["ep"] is not None:
-        try:
-            sizes = tuple(int(v) for v in str(flags["ep"]).split(",") if v.strip())
-        except ValueError:
-            raise ConfigError(f"--ep takes EP sizes separated by commas (8,16,32), got "
-                              f"{flags['ep']!r}", field="--ep") from None
-        if not sizes:
-            raise ConfigError("--ep needs at least one size", field="--ep")
-    over: dict[str, Any] = {
-        "phases": EP_COLLECTIVES[collective], "tokens": flags["tokens"],
-        "hidden": flags["hidden"], "top_k": flags["top_k"], "experts": flags["experts"],
-        "ep_sizes": sizes, "dispatch_dtype": flags["dtype"],
-        "combine_dtype": flags["combine_dtype"], "node_limit": flags["node_limit"],
-        "capacity_factor": flags["capacity_factor"],
-        "pad_to_capacity": flags["pad_to_capacity"],
-        "kernels": tuple(flags["ep_kernel"]) if flags["ep_kernel"] else None,
-        "backend": backend, **_routing(flags["routing"])}
+    over: dict[str, Any] = {"phases": EP_COLLECTIVES[collective], "backend": backend,
+                            **layer}
     job = jobs.job_from_scenario("ep", sc, **over)
     report = jobs.run(job)
     rows = report.rows
