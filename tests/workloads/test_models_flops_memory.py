@@ -16,7 +16,9 @@ GIB = 2**30
     ("deepseek-v3", 671e9),
     # model cards / config.json totals of the presets added for NVIDIA's NeMo tables
     ("mixtral-8x22b", 141e9), ("qwen3-30b-a3b", 30.5e9), ("qwen3-235b-a22b", 235e9),
-    ("gpt-oss-120b", 116.8e9), ("nemotron4-15b", 15.6e9), ("nemotron4-340b", 341e9)])
+    ("gpt-oss-120b", 116.8e9), ("nemotron4-15b", 15.6e9), ("nemotron4-340b", 341e9),
+    # xai-org/grok-1 README (314B) and Llama 4 Maverick's model card (400B)
+    ("grok-1", 314e9), ("llama4-maverick", 400e9)])
 def test_param_counts_match_published(name: str, published: float) -> None:
     assert get_model(name).params == pytest.approx(published, rel=0.01)
 
@@ -34,6 +36,8 @@ def test_moe_active_params() -> None:
     kimi = get_model("kimi-k2")
     assert kimi.params == pytest.approx(1.03e12, rel=0.01)
     assert kimi.active_params == pytest.approx(32e9, rel=0.03)
+    # Llama 4 Maverick: 17B active (one routed and the shared expert on every other layer)
+    assert get_model("llama4-maverick").active_params == pytest.approx(17e9, rel=0.02)
     # GPT-OSS's 5.1B active leave out the input embedding, a lookup
     oss = get_model("gpt-oss-120b")
     assert oss.active_params - oss.vocab * oss.hidden == pytest.approx(5.13e9, rel=0.01)

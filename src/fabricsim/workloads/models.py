@@ -394,6 +394,20 @@ _P: dict[str, dict[str, Any]] = {
     "llama4-scout": dict(layers=48, hidden=5120, heads=40, kv_heads=8, head_dim=128,
                          ffn=16384, vocab=202048, seq=8192, experts=16, top_k=1,
                          moe_ffn=8192, shared_experts=1),
+    # Llama 4 Maverick text model (Meta's Hugging Face config.json: interleave_moe_layer_step
+    # 2, intermediate_size 8,192 per expert, intermediate_size_mlp 16,384 in the dense
+    # layers): 48 layers, every other one MoE with 128 routed experts, top-1, and a
+    # shared expert of 8,192; the 24 dense layers are modelled as the first ones (the
+    # pipeline split may differ). Chunked attention as for Scout. Published 400B / 17B.
+    "llama4-maverick": dict(layers=48, hidden=5120, heads=40, kv_heads=8, head_dim=128,
+                            ffn=16384, vocab=202048, seq=8192, experts=128, top_k=1,
+                            moe_ffn=8192, shared_experts=1, dense_layers=24),
+    # Grok-1 (xai-org/grok-1 README and model.py): 64 layers, embedding 6,144, 48 query
+    # heads of 128 and 8 KV heads, 8 experts, 2 per token, gated MLP of widening factor 8
+    # (ffn_size: int(8 x 6,144) x 2 // 3 = 32,768), SentencePiece vocabulary of 131,072.
+    # Published 314B parameters (about a quarter active).
+    "grok-1": dict(layers=64, hidden=6144, heads=48, kv_heads=8, head_dim=128, ffn=32768,
+                   vocab=131072, seq=8192, experts=8, top_k=2, tied_embeddings=True),
     # Nemotron (NeMo Nemotron3Config8B/22B, Nemotron4Config15B/340B; NeMo-Framework-
     # Launcher yamls): squared-ReLU MLP (two matrices), 256k SentencePiece vocabulary,
     # untied; Nemotron-3 with full multi-head attention, Nemotron-4 with 8 KV groups.
@@ -447,7 +461,8 @@ _CONTEXT: dict[str, int] = {
     "llama3-8b": 8192, "llama3-70b": 8192, "llama3-405b": 131072,
     "mixtral-8x7b": 32768, "mixtral-8x22b": 65536, "deepseek-v3": 163840,
     "qwen3-30b-a3b": 40960, "qwen3-235b-a22b": 40960, "gpt-oss-120b": 131072,
-    "kimi-k2": 131072, "llama4-scout": 10485760,
+    "kimi-k2": 131072, "llama4-scout": 10485760, "llama4-maverick": 1048576,
+    "grok-1": 8192,
     "nemotron3-8b": 4096, "nemotron3-22b": 4096, "nemotron4-15b": 4096,
     "nemotron4-340b": 4096,
 }
