@@ -347,6 +347,9 @@ TRAINING = Group("training", (
          "per routed expert), deepep (one network copy per destination server, fanned out "
          "over NVLink), hybridep, deepep-ll (low-latency) or nvlink-onesided.",
          ("--moe-dispatcher", "--ep-kernel")),
+    Flag("fsdp_shard_size", int | None, "Hybrid sharding (HSDP): ZeRO/FSDP shards over "
+         "groups of this many data-parallel ranks; the groups are replicas that all-reduce "
+         "their gradient shards once a step."),
     Flag("moe_capacity_factor", float | None, "Megatron's --moe-expert-capacity-factor: "
          "an expert takes at most this many times its even share; the rest are dropped.",
          ("--moe-capacity-factor", "--moe-expert-capacity-factor")),

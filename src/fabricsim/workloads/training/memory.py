@@ -337,8 +337,8 @@ def memory_per_gpu(m: TransformerSpec, p: ResolvedParallel, *, flash: bool = Tru
     """
     cfg = p.cfg
     z = cfg.zero_stage
-    shard_dense = p.dp * p.cp
-    shard_expert = p.edp
+    shard_dense = p.shard_size("dp")
+    shard_expert = p.shard_size("edp")
     gb = cfg.grad_bytes
     block = cfg.recompute == "full" and cfg.recompute_layers is not None
 

@@ -161,6 +161,12 @@ class ParallelConfig(StrictModel):
         flex dispatcher: a token crosses the network once per server holding one of its
         experts and fans out over NVLink there). Node-limited routing
         (``moe_node_limit``) with ``alltoall`` is timed as ``deepep``.
+    fsdp_shard_size : int or None
+        Hybrid sharding (HSDP; torchtitan's ``data_parallel_shard_degree`` with
+        ``data_parallel_replicate_degree``, PyTorch's ``HYBRID_SHARD``): ZeRO/FSDP shards
+        over groups of this many data-parallel ranks, and the groups hold replicas whose
+        gradient shards are all-reduced once a step. ``None``: shard over every
+        data-parallel rank.
     moe_capacity_factor : float or None
         Megatron's ``--moe-expert-capacity-factor``: an expert takes at most this many
         times its even share of tokens; the rest are dropped. The busiest rank then
@@ -256,6 +262,7 @@ class ParallelConfig(StrictModel):
     moe_imbalance: float = Field(1.0, ge=1.0, le=64.0, allow_inf_nan=False)
     moe_capacity_factor: float | None = Field(None, gt=0.0, le=64.0, allow_inf_nan=False)
     moe_pad_to_capacity: bool = False
+    fsdp_shard_size: int | None = Field(None, ge=1)
     overlap_grad_reduce: bool = True
     overlap_param_gather: bool = True
     overlap_p2p_comm: bool | None = None
@@ -422,6 +429,17 @@ class ParallelConfig(StrictModel):
             raise bad("tp_comm_overlap", "tp_comm_overlap needs sequence parallelism (as "
                                          "Megatron's userbuffers overlap does): turn it on "
                                          "(--sequence-parallel)")
+        s = self.fsdp_shard_size
+        if s is not None:
+            if self.zero_stage < 1:
+                raise bad("fsdp_shard_size", f"fsdp_shard_size shards ZeRO/FSDP state over "
+                          f"groups of data-parallel ranks; zero={self.zero!r} shards nothing: "
+                          f"set --zero fsdp (or 1) or drop --fsdp-shard-size")
+            if (dp * cp) % s:
+                divs = [d for d in range(1, dp * cp + 1) if (dp * cp) % d == 0]
+                raise bad("fsdp_shard_size", f"fsdp_shard_size={s} must divide the "
+                          f"{dp * cp} data-parallel ranks (dp x cp): use "
+                          f"{', '.join(map(str, divs[-6:]))}")
         if self.moe_capacity_factor is not None and not model.is_moe:
             raise bad("moe_capacity_factor", f"moe_capacity_factor caps an expert's tokens; "
                       f"{model.name} is dense: drop --moe-capacity-factor")
@@ -722,6 +740,29 @@ class ResolvedParallel:
                 group.append(r)
             out.append(group)
         return out
+
+    def shard_size(self, kind: str) -> int:
+        """Ranks ZeRO/FSDP shards over in the data-parallel group ``kind`` (``dp`` or
+        ``edp``): the whole group, or under hybrid sharding its shard groups (the expert
+        group where ``fsdp_shard_size`` divides it, else whole).
+
+        >>> from fabricsim.workloads.models import get_model
+        >>> p = ParallelConfig(tp=8, zero="fsdp", fsdp_shard_size=4).resolve(
+        ...     get_model("llama3-8b"), world=64)
+        >>> p.shard_size("dp"), p.hsdp_groups("dp")
+        (4, ([0, 8, 16, 24], [0, 32]))
+        """
+        n = self.dp * self.cp if kind == "dp" else self.edp
+        s = self.cfg.fsdp_shard_size
+        return s if s is not None and n % s == 0 else n
+
+    def hsdp_groups(self, kind: str) -> tuple[list[int], list[int]]:
+        """The first shard group of ``kind`` and the replicas of its first rank (the
+        group a shard's gradient is all-reduced over; one rank without hybrid
+        sharding)."""
+        g = self.group(kind)
+        s = self.shard_size(kind)
+        return g[:s], g[::s]
 
     def group(self, kind: str) -> list[int]:
         """Ranks of the first group of ``kind`` (``tp``, ``cp``, ``dp``, ``ep``, ``edp``

@@ -615,8 +615,15 @@ def comm_cost(m: TransformerSpec, p: ResolvedParallel, comm: CommModel,
     gbytes = float(cfg.grad_bytes)
     dp_exp = 0.0
     buckets = max(1, layers)
-    groups = [(p.group(kind), n) for kind, n in _dp_shards(p, dense, expert)]
-    for g, n in groups:
+    groups = [(*p.hsdp_groups(kind), n) for kind, n in _dp_shards(p, dense, expert)]
+    for g, reps, n in groups:
+        if z >= 1 and len(reps) > 1:
+            # hybrid sharding: each shard group holds a replica; once a step the
+            # replicas all-reduce their gradient shards, behind the last backward
+            rep = comm.time("all_reduce", reps, n / len(g) * gbytes)
+            tot["dp"] += rep
+            dp_exp += _exposed(rep, ct.bwd, 1 / buckets) if cfg.overlap_grad_reduce \
+                else rep
         if cfg.keeps_gathered and p.pp > 1:
             # pipelined FSDP that keeps its weights (torch.distributed.pipelining): one
             # gather per step, before the first forward's layers; gradients accumulate
@@ -662,7 +669,7 @@ def comm_cost(m: TransformerSpec, p: ResolvedParallel, comm: CommModel,
     # with its own optimizer: after the data-parallel sync the pair all-reduces each
     # stage's gradient shard (DualPipe's example), with nothing left to hide it
     if cfg.pp_schedule == "dualpipe":
-        shard = ((dense / max(1, p.dp * p.cp) + expert / max(1, p.edp)) if z >= 1
+        shard = ((dense / p.shard_size("dp") + expert / p.shard_size("edp")) if z >= 1
                  else dense + expert) / 2
         pair = [p.rank(pp_i=0), p.rank(pp_i=p.pp - 1)]
         mirror = comm.time("all_reduce", pair, shard * gbytes)
@@ -787,7 +794,7 @@ def simulate_step(model: TransformerSpec, cfg: ParallelConfig, fabric: Fabric,
                             f"group spans {span} servers")
     dense, expert = stage_params(model, p)
     z = cfg.zero_stage
-    owned = (dense / (p.dp * p.cp) + expert / p.edp) if z >= 1 \
+    owned = (dense / p.shard_size("dp") + expert / p.shard_size("edp")) if z >= 1 \
         else dense + expert
     # a power cap lowers the clock the kernels run at; MFU stays against the datasheet
     ct = microbatch_compute(model, p, power_capped(gpu, fabric.info.gpu_power_w), owned)

@@ -160,9 +160,12 @@ def read_torchtitan(text: str) -> TorchtitanConfig:
     if shard > 1 or rep > 1:
         if shard > 0:
             out["dp"] = shard * rep
-        if rep > 1 and shard != 1:
-            applied.append(f"HSDP ({rep} replicas of {shard if shard > 0 else 'the rest'} "
-                           f"shards) timed as FSDP over every data-parallel rank")
+        if rep > 1 and shard > 1:
+            out["fsdp_shard_size"] = shard
+            applied.append(f"HSDP: {rep} replicas of {shard}-rank FSDP shard groups")
+        elif rep > 1 and shard == -1:
+            applied.append(f"HSDP ({rep} replicas of the rest as shards) timed as FSDP "
+                           f"over every data-parallel rank (give --fsdp-shard-size)")
     reshard = par.get("fsdp_reshard_after_forward")
     if reshard in ("always", "never"):
         out["reshard_after_forward"] = reshard == "always"
