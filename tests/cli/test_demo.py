@@ -38,13 +38,14 @@ def test_full_demo_shows_every_capability(tmp_path: Path,
                                                str(tmp_path / "report.md")]
     md = (tmp_path / "report.md").read_text()
     heads = re.findall(r"^## (.+)$", md, re.M)
-    assert heads == ["1. The cluster", "2. All-reduce on 256 GPUs", "3. A training step",
-                     "4. Growing the job to 16,384 GPUs",
-                     "5. Which fabric is worth its price", "6. Serving Llama 3 70B",
-                     "7. A fault, its bottleneck and its cost",
-                     "8. A PFC pause storm and the watchdog", "Files written"]
+    assert heads == ["1. The cluster", "2. All-reduce on 256 GPUs",
+                     "3. MoE expert parallelism on 256 GPUs", "4. A training step",
+                     "5. Growing the job to 16,384 GPUs",
+                     "6. Which fabric is worth its price", "7. Serving Llama 3 70B",
+                     "8. A fault, its bottleneck and its cost",
+                     "9. A PFC pause storm and the watchdog", "Files written"]
     figures = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", md)
-    assert len(figures) >= 13 and all((tmp_path / f).stat().st_size > 5000 for f in figures)
+    assert len(figures) >= 15 and all((tmp_path / f).stat().st_size > 5000 for f in figures)
     for f in figures:  # the files table names every figure
         assert f"| `{f}` |" in md
     page = (tmp_path / "report.html").read_text()
@@ -89,4 +90,21 @@ def test_demo_scaling_and_serving_sections(tmp_path: Path,
             if re.match(r"^\| \d+ ms \|", line)]
     assert len(tpot) == 7 and tpot == sorted(tpot)
     for png in ("scaling.png", "serving.png"):
+        assert (tmp_path / png).stat().st_size > 5000
+
+
+def test_demo_moe_section(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """DeepSeek-V3's layer on both fabrics: DeepEP's hierarchical kernels beat NCCL's
+    all-to-all across servers; inside one server every kernel rides NVLink."""
+    assert main(["demo", "--out", str(tmp_path), "--section", "moe"]) == 0
+    md = (tmp_path / "report.md").read_text()
+    rows = [line.split("|") for line in md.splitlines()
+            if re.match(r"^\| (InfiniBand NDR|RoCEv2 400G) \| \d+ \|", line)]
+    assert len(rows) == 18
+    t = {(r[1].strip(), int(r[2]), r[3].strip()): float(r[4].replace(",", ""))
+         for r in rows}
+    for fab in ("InfiniBand NDR", "RoCEv2 400G"):
+        assert t[(fab, 256, "deepep")] < 0.5 * t[(fab, 256, "nccl")]
+    assert all(r[6].strip() == "nvlink" for r in rows if int(r[2]) == 8)
+    for png in ("moe_infiniband-ndr.png", "moe_rocev2-400g.png"):
         assert (tmp_path / png).stat().st_size > 5000

@@ -110,6 +110,44 @@ def section_allreduce(ctx: DemoContext) -> None:
                "all-reduce bus bandwidth and time against size")
 
 
+#: The MoE section: DeepSeek-V3's layer (4,096 tokens per rank, FP8 dispatch, BF16
+#: combine, node-limited to 4 servers) at these EP sizes, with these kernel families.
+MOE_EP = (8, 16, 32, 64, 128, 256)
+MOE_KERNELS = ("deepep", "deepep-ll", "nccl")
+
+
+def section_moe(ctx: DemoContext) -> None:
+    """Section 3: MoE expert dispatch and combine on each fabric, per kernel family."""
+    from fabricsim.plots.ep import plot_ep
+
+    ctx.step("MoE dispatch/combine")
+    rows_by: dict[str, list[dict[str, Any]]] = {}
+    for label, sc in ctx.designs.items():
+        job = jobs.job_from_scenario("ep", sc, ep_sizes=MOE_EP, kernels=MOE_KERNELS,
+                                     node_limit=4)
+        rows_by[label] = jobs.run(job, ctx.fabrics[label]).rows
+    ctx.heading("MoE expert parallelism on 256 GPUs")
+    ctx.add("DeepSeek-V3's MoE layer (4,096 tokens per rank, top-8 of 256 experts, FP8 "
+            "dispatch, BF16 combine, node-limited routing) moved by DeepEP's normal and "
+            "low-latency kernels and by NCCL's all-to-all, each as its published design "
+            "(docs/ep.md; held-out error 11 % on 179 published figures). Run the same with "
+            "`fabricsim bench ep --system dgx-h100 --nodes 32 --ep 8,64,256 --node-limit "
+            "4`.", "")
+    table: list[list[object]] = []
+    for label, rows in rows_by.items():
+        for r in rows:
+            if r["ep"] in (8, 64, 256) and r["phase"] == "dispatch":
+                table.append([label, r["ep"], r["kernel"], f"{r['time_us']:,.0f}",
+                              f"{r['headline_gbps']:,.1f} ({r['headline']})", r["limit"]])
+    ctx.table(["fabric", "EP", "kernel", "dispatch (µs)", "GB/s (convention)", "limit"],
+              table)
+    for label, rows in rows_by.items():
+        slug = "".join(ch if ch.isalnum() else "-" for ch in label.lower()).strip("-")
+        ctx.figure(plot_ep(rows, ctx.out / f"moe_{slug}.png",
+                           title=f"DeepSeek-V3 dispatch/combine, {label}"),
+                   f"MoE dispatch and combine against EP size on {label}")
+
+
 def design_scenario(fabric: str) -> Scenario:
     """The shipped training scenario (:data:`TRAINING_SCENARIO`) on ``fabric``."""
     from fabricsim.scenario import load_scenario
@@ -416,6 +454,7 @@ def section_packet(ctx: DemoContext) -> None:
 SECTIONS: dict[str, Callable[[DemoContext], None]] = {
     "cluster": section_cluster,
     "allreduce": section_allreduce,
+    "moe": section_moe,
     "training": section_training,
     "scaling": section_scaling,
     "plan": section_plan,
