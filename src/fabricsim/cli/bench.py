@@ -16,7 +16,6 @@ an nccl-tests command line runs as it is, with every other flag of nccl-tests
 from __future__ import annotations
 
 import csv
-import io
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -336,11 +335,12 @@ def register(app: typer.Typer) -> None:
             report = run_bench(job, fab, on_size=on_size)
         rows_by = report.rows
         fields = list(BenchRow.__dataclass_fields__)
+        flat = [r.as_dict() for rows in rows_by.values() for r in rows]
         if out is not None:
             with out.open("w", encoding="utf-8", newline="") as f:
-                _write_rows(f, rows_by, fields, as_csv=out.suffix.lower() == ".csv")
+                _write_rows(f, flat, fields, as_csv=out.suffix.lower() == ".csv")
         if json_out or csv_out:
-            _write_rows(sys.stdout, rows_by, fields, as_csv=csv_out)
+            _write_rows(sys.stdout, flat, fields, as_csv=csv_out)
         else:
             c = sc.cluster
             for a, rows in rows_by.items():
@@ -442,9 +442,9 @@ def _bench_ep(collective: str, scenario: Any, cluster: Any, backend: str | None,
             "algbw_gbps", "bw_rdma_gbps", "bw_nvl_gbps", "limit", "imbalance", "dropped"]
     if out is not None:
         with out.open("w", encoding="utf-8", newline="") as f:
-            _ep_rows(f, rows, cols, as_csv=out.suffix.lower() == ".csv")
+            _write_rows(f, rows, cols, as_csv=out.suffix.lower() == ".csv")
     if json_out or csv_out:
-        _ep_rows(sys.stdout, rows, cols, as_csv=csv_out)
+        _write_rows(sys.stdout, rows, cols, as_csv=csv_out)
     else:
         c = sc.cluster
         typer.echo(f"# fabricsim bench {collective}: {job.tokens} tokens/rank, hidden "
@@ -479,7 +479,9 @@ def _bench_ep(collective: str, scenario: Any, cluster: Any, backend: str | None,
         typer.echo(f"# wrote {out}")
 
 
-def _ep_rows(f: Any, rows: list[dict[str, Any]], cols: list[str], *, as_csv: bool) -> None:
+def _write_rows(f: Any, rows: list[dict[str, Any]], cols: list[str], *,
+                as_csv: bool) -> None:
+    """The rows' ``cols`` as JSON lines (floats to 4 decimals) or CSV with a header."""
     if as_csv:
         w = csv.writer(f)
         w.writerow(cols)
@@ -491,23 +493,3 @@ def _ep_rows(f: Any, rows: list[dict[str, Any]], cols: list[str], *, as_csv: boo
     for r in rows:
         f.write(json.dumps({c: (round(r[c], 4) if isinstance(r[c], float) else r[c])
                             for c in cols}) + "\n")
-
-
-def _write_rows(f: Any, rows_by: dict[str | None, list[Any]], fields: list[str], *,
-                as_csv: bool) -> None:
-    """The rows as JSON lines (floats to 4 decimals) or CSV with a header."""
-    if as_csv:
-        w = csv.writer(f)
-        w.writerow(fields)
-        for rows in rows_by.values():
-            for r in rows:
-                w.writerow(list(r.as_dict().values()))
-        return
-    import json
-
-    buf = io.StringIO()
-    for rows in rows_by.values():
-        for r in rows:
-            buf.write(json.dumps({k: (round(v, 4) if isinstance(v, float) else v)
-                                  for k, v in r.as_dict().items()}) + "\n")
-    f.write(buf.getvalue())
