@@ -403,8 +403,8 @@ SERVING = Group("serving", (
     Flag("batch", int | None, "Sequences decoded together (default 1)."),
     Flag("prompt_len", int | None, "Prompt tokens per sequence (default 1024)."),
     Flag("output_len", int | None, "Output tokens per sequence (default 256)."),
-    Flag("precision", str | None, "bf16 (the default), fp8, or fp8-weights (FP8 weights, "
-         "16-bit math)."),
+    Flag("precision", str | None, "bf16 (the default), fp8, fp8-weights (FP8 weights, "
+         "16-bit math) or nvfp4 (Blackwell)."),
     Flag("kv_precision", str | None, "KV-cache precision, bf16 or fp8 (default: fp8 with "
          "--precision fp8, else bf16)."),
     Flag("engine", str | None, "Serving engine's host costs and kernels: trtllm (the "
@@ -418,6 +418,9 @@ SERVING = Group("serving", (
          "--enable-dp-attention): attention on this many groups of tp/attention_dp GPUs, "
          "the experts over all --tp GPUs (give --ep equal to --tp).",
          ("--attention-dp", "--dp-size")),
+    Flag("redundant_experts", int | None, "With --attention-dp: extra copies of the busiest "
+         "experts over the EP ranks (SGLang's --ep-num-redundant-experts, DeepSeek's EPLB).",
+         ("--redundant-experts", "--ep-num-redundant-experts")),
     Flag("ep_kernel", str | None, "With --attention-dp: the dispatch/combine kernels "
          "(deepep, deepep-ll, hybridep, nvlink-onesided, nccl; default DeepEP: "
          "low-latency for decode, normal for prefill)."),

@@ -72,3 +72,25 @@ def test_dense_model_and_kernel_without_dp_are_refused() -> None:
     with pytest.raises(ConfigError) as e:
         simulate_inference(get_model("mixtral-8x7b"), fab, tp=8, ep=8, ep_kernel="deepep")
     assert e.value.field == "inference.ep_kernel"
+
+
+def test_redundant_experts_let_ep72_place_deepseek() -> None:
+    """SGLang's decode on 9 x 8 H100 (EP 72): 256 experts + 32 redundant copies = 288."""
+    fab = fs.build_cluster("dgx-h100", 9)
+    with pytest.raises(ConfigError) as e:
+        _run(fab, tp=72, ep=72, attention_dp=72)
+    assert "--redundant-experts 32" in e.value.message
+    r = _run(fab, tp=72, ep=72, attention_dp=72, redundant_experts=32).as_dict()  # type: ignore[attr-defined]
+    assert r["ep_s_per_token"] > 0 and r["memory_per_gpu_gib"] < 40
+
+
+def test_nvfp4_weights_on_blackwell_only() -> None:
+    rack = fs.build_cluster("gb200-nvl72", 1)
+    fp8 = _run(rack, tp=64, ep=64, attention_dp=64).as_dict()  # type: ignore[attr-defined]
+    fp4 = _run(rack, tp=64, ep=64, attention_dp=64, precision="nvfp4").as_dict()  # type: ignore[attr-defined]
+    assert fp4["memory_per_gpu_gib"] < fp8["memory_per_gpu_gib"]
+    assert fp4["tpot_s"] < fp8["tpot_s"]
+    with pytest.raises(ConfigError) as e:
+        simulate_inference(get_model("llama3-70b"), fs.build_cluster("dgx-h100", 1),
+                           precision="nvfp4")
+    assert e.value.field == "inference.precision"

@@ -81,7 +81,8 @@ def continuous_batching(model: TransformerSpec, fabric: Fabric, *, prompt_len: i
                         engine: str | ServingEngine = "trtllm",
                         memory_fraction: float = 0.9,
                         comm: CommModel | None = None, attention_dp: int = 1,
-                        ep_kernel: str | None = None) -> ContinuousResult:
+                        ep_kernel: str | None = None,
+                        redundant_experts: int = 0) -> ContinuousResult:
     """Throughput of continuous batching at a latency target (steady state).
 
     ``b`` sequences decode together; each finishes after ``output_len`` tokens and a new
@@ -117,7 +118,8 @@ def continuous_batching(model: TransformerSpec, fabric: Fabric, *, prompt_len: i
                           field="inference.memory_fraction")
     lay = build_instance(model, fabric, tp=tp, pp=pp, ep=ep, precision=precision,
                          kv_precision=kv_precision, engine=engine, comm=comm,
-                         attention_dp=attention_dp, ep_kernel=ep_kernel)
+                         attention_dp=attention_dp, ep_kernel=ep_kernel,
+                         redundant_experts=redundant_experts)
     ctx = prompt_len + output_len / 2
     kv_cap = lay.kv_capacity_tokens(memory_fraction)
     kv_batch = int(kv_cap // lay.kv_tokens(prompt_len + output_len))
@@ -210,7 +212,7 @@ def serve_requests(model: TransformerSpec, fabric: Fabric,
                    ep: int = 1, precision: str = "bf16", kv_precision: str | None = None,
                    engine: str | ServingEngine = "vllm-0.5", memory_fraction: float = 0.9,
                    comm: CommModel | None = None, attention_dp: int = 1,
-                   ep_kernel: str | None = None) -> TraceResult:
+                   ep_kernel: str | None = None, redundant_experts: int = 0) -> TraceResult:
     """Serve ``requests`` (``(prompt, output)`` token counts, all arriving at once).
 
     Iteration by iteration, as vLLM v0.5's scheduler does: while requests wait and the
@@ -240,7 +242,8 @@ def serve_requests(model: TransformerSpec, fabric: Fabric,
     positive("max_batch", max_batch, "--max-batch")
     lay = build_instance(model, fabric, tp=tp, pp=pp, ep=ep, precision=precision,
                          kv_precision=kv_precision, engine=engine, comm=comm,
-                         attention_dp=attention_dp, ep_kernel=ep_kernel)
+                         attention_dp=attention_dp, ep_kernel=ep_kernel,
+                         redundant_experts=redundant_experts)
     budget = max_batched_tokens or max(2048, max(p for p, _ in requests))
     kv_cap = lay.kv_capacity_tokens(memory_fraction)
     too_big = [i for i, (p, o) in enumerate(requests)

@@ -37,11 +37,12 @@ class ServingConfig(BaseModel):
     batch: int = Field(1, ge=1, le=10_000_000)
     prompt_len: int = Field(1024, ge=1, le=1_000_000_000)
     output_len: int = Field(256, ge=1, le=1_000_000_000)
-    precision: Literal["bf16", "fp8", "fp8-weights"] = "bf16"
+    precision: Literal["bf16", "fp8", "fp8-weights", "nvfp4"] = "bf16"
     kv_precision: Literal["bf16", "fp8"] | None = None
     engine: str = "trtllm"
     tpot_target_ms: float | None = Field(None, gt=0, allow_inf_nan=False)
     max_batch: int | None = Field(None, ge=1, le=10_000_000)
     prefill_tp: int | None = Field(None, ge=1, le=1_000_000)
     attention_dp: int = Field(1, ge=1, le=1_000_000)
+    redundant_experts: int = Field(0, ge=0, le=1_000_000)
     ep_kernel: str | None = None

@@ -88,7 +88,8 @@ def disaggregated_serving(model: TransformerSpec, fabric: Fabric, *, prefill_tp:
                           kv_precision: str | None = None,
                           engine: str | ServingEngine = "trtllm",
                           comm: CommModel | None = None, attention_dp: int = 1,
-                          ep_kernel: str | None = None) -> DisaggregatedResult:
+                          ep_kernel: str | None = None,
+                          redundant_experts: int = 0) -> DisaggregatedResult:
     """Disaggregated serving: a ``prefill_tp``-GPU prefill instance on the first servers,
     the decode instance (``tp × pp`` GPUs) from the next server boundary on.
 
@@ -131,7 +132,7 @@ def disaggregated_serving(model: TransformerSpec, fabric: Fabric, *, prefill_tp:
     dec = build_instance(model, fabric, tp=tp, pp=pp, ep=ep, precision=precision,
                          kv_precision=kv_precision, engine=engine, comm=comm,
                          first_rank=first_decode, attention_dp=attention_dp,
-                         ep_kernel=ep_kernel)
+                         ep_kernel=ep_kernel, redundant_experts=redundant_experts)
     if pre.kv_capacity_tokens() < pre.kv_tokens(prompt_len):
         raise ModelError(f"the prefill instance cannot hold {model.name}'s weights and one "
                          f"{prompt_len}-token prompt at tp={prefill_tp}: raise --prefill-tp",

@@ -62,7 +62,13 @@ from fabricsim.catalog.models import GpuSpec
 from fabricsim.errors import ConfigError, unknown
 from fabricsim.fabric import Fabric
 from fabricsim.workloads.comm import CommModel, EngineComm
-from fabricsim.workloads.gpu import ATTENTION_EFF, FRAMEWORK_RESERVE_BYTES, generation, peak_flops
+from fabricsim.workloads.gpu import (
+    ATTENTION_EFF,
+    FRAMEWORK_RESERVE_BYTES,
+    NVFP4_OVER_FP8,
+    generation,
+    peak_flops,
+)
 from fabricsim.workloads.models import TransformerSpec
 
 __all__ = [
@@ -89,7 +95,8 @@ PRECISION_BYTES = {"bf16": 2.0, "fp8": 1.0}
 #: Serving precision → (bytes per weight, precision of the GEMMs). ``fp8-weights`` is
 #: weight-only FP8 (16-bit math, e.g. vLLM's Marlin kernels on A100).
 PRECISIONS: dict[str, tuple[float, str]] = {
-    "bf16": (2.0, "bf16"), "fp8": (1.0, "fp8"), "fp8-weights": (1.0, "bf16")}
+    "bf16": (2.0, "bf16"), "fp8": (1.0, "fp8"), "fp8-weights": (1.0, "bf16"),
+    "nvfp4": (0.5 + 1.0 / 16, "fp4")}
 #: Activations travel in 16 bits whatever the weight precision.
 ACT_BYTES = 2.0
 _GIB = 2**30
@@ -282,8 +289,14 @@ class PrefillTimes:
 
 
 def tc_eff(gpu: GpuSpec, precision: str) -> float:
-    """SERVE_TC_EFF for a serving precision (fp8-weights falls back to bf16)."""
+    """SERVE_TC_EFF for a serving precision (fp8-weights falls back to bf16). NVFP4 (4-bit
+    weights and activations, one E4M3 scale per 16) runs at the FP8 share times the
+    measured NVFP4-over-FP8 GEMM speed-up (:data:`~fabricsim.workloads.gpu.NVFP4_OVER_FP8`),
+    as a share of the FP4 peak: no serving row fits it."""
     gen = generation(gpu)
+    if precision == "nvfp4":
+        fp8 = SERVE_TC_EFF.get((gen, "fp8"), 0.44)
+        return fp8 * NVFP4_OVER_FP8 * gpu.fp8_flops / peak_flops(gpu, "fp4")
     return SERVE_TC_EFF.get((gen, precision), SERVE_TC_EFF.get((gen, "bf16"), 0.5))
 
 
@@ -310,6 +323,15 @@ class Instance:
     #: The EP kernel family of the dispatch/combine in DP-attention mode (``None``:
     #: DeepEP's low-latency kernels for decode, its normal ones for prefill).
     ep_kernel: str | None = None
+    #: Extra copies of the busiest experts (SGLang's ``--ep-num-redundant-experts``,
+    #: DeepSeek's EPLB): ``experts + redundant_experts`` physical experts spread over the
+    #: EP ranks, the load balanced over the copies.
+    redundant_experts: int = 0
+
+    @property
+    def physical_experts(self) -> int:
+        """Routed experts as placed: the model's and the redundant copies."""
+        return self.m.experts + self.redundant_experts
 
     # --- shapes -----------------------------------------------------------------------
     @property
@@ -386,7 +408,8 @@ class Instance:
         m = self.m
         if self.wide_ep:  # attention and dense layers per attention group, experts over all
             shared = float(m.params - m.expert_total_params)
-            return (shared / self.attn_tp + m.expert_total_params / self.ep) * self.wbytes
+            placed = m.expert_total_params * self.physical_experts / m.experts
+            return (shared / self.attn_tp + placed / self.ep) * self.wbytes
         if self.pp == 1:
             return m.params * self.wbytes / self.tp
         dense = self._dense_layer_params() / self.pp + self._head_params()
@@ -451,7 +474,8 @@ class Instance:
         kern = self.ep_kernel_for(per)
         fp8 = self.gemm_precision == "fp8"
         cfg = EpConfig(tokens=per, hidden=self.m.hidden, top_k=self.m.top_k,
-                       experts=self.m.experts, dispatch_dtype="fp8" if fp8 else "bf16",
+                       experts=self.physical_experts,
+                       dispatch_dtype="fp8" if fp8 else "bf16",
                        combine_dtype="bf16")
         ranks = self.stage_ranks(0)
         ep_time = getattr(self.comm, "ep_time", None)
@@ -487,7 +511,7 @@ class Instance:
         m = self.m
         if not m.is_moe:
             return 0.0
-        e, k = m.experts, m.top_k
+        e, k = self.physical_experts, m.top_k
         p = 1.0 - (1.0 - k / e) ** tokens  # an expert is reached by at least one token
         local = e // self.ep
         busiest = expected_max_binomial(local, p, self.ep)
@@ -646,15 +670,15 @@ def positive(name: str, v: object, flag: str) -> int:
 def build_instance(model: TransformerSpec, fabric: Fabric, *, tp: int, pp: int, ep: int,
             precision: str, kv_precision: str | None, engine: str | ServingEngine,
             comm: CommModel | None, first_rank: int = 0, attention_dp: int = 1,
-            ep_kernel: str | None = None) -> Instance:
+            ep_kernel: str | None = None, redundant_experts: int = 0) -> Instance:
     """Validate a serving instance; every error names the flag and a fix."""
     positive("tp", tp, "--tp")
     positive("pp", pp, "--pp")
     positive("ep", ep, "--ep")
     if precision not in PRECISIONS:
-        raise ConfigError(f"--precision must be bf16, fp8 or fp8-weights, got {precision!r}",
-                          field="inference.precision")
-    kvp = kv_precision or ("fp8" if precision == "fp8" else "bf16")
+        raise ConfigError(f"--precision must be bf16, fp8, fp8-weights or nvfp4, got "
+                          f"{precision!r}", field="inference.precision")
+    kvp = kv_precision or ("fp8" if precision in ("fp8", "nvfp4") else "bf16")
     if kvp not in PRECISION_BYTES:
         raise ConfigError(f"--kv-precision must be bf16 or fp8, got {kvp!r}",
                           field="inference.kv_precision")
@@ -663,6 +687,9 @@ def build_instance(model: TransformerSpec, fabric: Fabric, *, tp: int, pp: int, 
     if PRECISIONS[precision][1] == "fp8" and gpu.fp8_flops <= 0:
         raise ConfigError(f"{gpu.name} has no FP8 tensor cores: use --precision fp8-weights "
                           f"(FP8 weights, 16-bit math) or bf16", field="inference.precision")
+    if PRECISIONS[precision][1] == "fp4" and gpu.fp4_flops <= 0:
+        raise ConfigError(f"{gpu.name} has no FP4 tensor cores (NVFP4 needs Blackwell): use "
+                          f"--precision fp8 or bf16", field="inference.precision")
     n = tp * pp
     free = fabric.n_gpus - first_rank
     if n > free:
@@ -671,8 +698,16 @@ def build_instance(model: TransformerSpec, fabric: Fabric, *, tp: int, pp: int, 
                           f"instance; add --nodes or lower --tp/--pp",
                           field="inference.pp" if pp > 1 else "inference.tp")
     positive("attention_dp", attention_dp, "--attention-dp")
+    if redundant_experts < 0:
+        raise ConfigError(f"--redundant-experts must be >= 0, got {redundant_experts}",
+                          field="inference.redundant_experts")
+    if redundant_experts and attention_dp == 1:
+        raise ConfigError("--redundant-experts places extra expert copies over wide EP: "
+                          "give --attention-dp (with --ep equal to --tp) or drop it",
+                          field="inference.redundant_experts")
     if attention_dp > 1:
-        _check_wide_ep(model, tp=tp, pp=pp, ep=ep, attention_dp=attention_dp)
+        _check_wide_ep(model, tp=tp, pp=pp, ep=ep, attention_dp=attention_dp,
+                       redundant=redundant_experts)
     elif ep_kernel is not None:
         raise ConfigError("--ep-kernel names the dispatch/combine kernels of data-parallel "
                           "attention with wide EP; give --attention-dp (with --ep equal to "
@@ -705,11 +740,12 @@ def build_instance(model: TransformerSpec, fabric: Fabric, *, tp: int, pp: int, 
     return Instance(m=model, fabric=fabric, gpu=gpu, tp=tp, pp=pp, ep=ep,
                    precision=precision, kv_precision=kvp, engine=eng,
                    comm=comm if comm is not None else EngineComm(fabric),
-                   first_rank=first_rank, attention_dp=attention_dp, ep_kernel=ep_kernel)
+                   first_rank=first_rank, attention_dp=attention_dp, ep_kernel=ep_kernel,
+                   redundant_experts=redundant_experts)
 
 
 def _check_wide_ep(model: TransformerSpec, *, tp: int, pp: int, ep: int,
-                   attention_dp: int) -> None:
+                   attention_dp: int, redundant: int = 0) -> None:
     """Data-parallel attention with wide EP: the layouts that can be placed."""
     if not model.is_moe:
         raise ConfigError(f"--attention-dp serves the experts of a mixture-of-experts model "
@@ -730,11 +766,16 @@ def _check_wide_ep(model: TransformerSpec, *, tp: int, pp: int, ep: int,
     if ep != tp:
         raise ConfigError(f"with --attention-dp the experts spread over all {tp} GPUs of "
                           f"the instance: give --ep {tp} (got {ep})", field="inference.ep")
-    if model.experts % ep:
-        divs = [d for d in range(2, model.experts + 1) if model.experts % d == 0]
-        raise ConfigError(f"ep={ep} must divide the {model.experts} experts of {model.name} "
-                          f"(EP larger than the experts, or uneven): use --tp/--ep "
-                          f"{', '.join(map(str, divs[-4:] if ep > model.experts else divs[:6]))}",
+    placed = model.experts + redundant
+    if placed % ep:
+        divs = [d for d in range(2, placed + 1) if placed % d == 0]
+        extra = (-model.experts) % ep
+        raise ConfigError(f"ep={ep} must divide the {placed} experts placed ({model.experts} "
+                          f"of {model.name}" + (f" + {redundant} redundant" if redundant
+                                                else "")
+                          + f"; EP larger than the experts, or uneven): use --tp/--ep "
+                          f"{', '.join(map(str, divs[-4:] if ep > placed else divs[:6]))}, "
+                          f"or --redundant-experts {extra} (SGLang's EPLB copies)",
                           field="inference.ep")
 
 

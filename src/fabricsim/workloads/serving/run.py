@@ -57,7 +57,8 @@ def run_serving(model: TransformerSpec, cfg: ServingConfig, fabric: Fabric,
     comm = comm if comm is not None else EngineComm(fabric)
     kw: dict[str, Any] = dict(tp=cfg.tp, pp=cfg.pp, ep=cfg.ep, precision=cfg.precision,
                               kv_precision=cfg.kv_precision, engine=cfg.engine, comm=comm,
-                              attention_dp=cfg.attention_dp, ep_kernel=cfg.ep_kernel)
+                              attention_dp=cfg.attention_dp, ep_kernel=cfg.ep_kernel,
+                              redundant_experts=cfg.redundant_experts)
     static = simulate_inference(model, fabric, batch=cfg.batch, prompt_len=cfg.prompt_len,
                                 output_len=cfg.output_len, **kw)
     cont = None

@@ -146,7 +146,8 @@ def simulate_inference(model: TransformerSpec, fabric: Fabric, *, tp: int = 8,
                        check_memory: bool = True, pp: int = 1, ep: int = 1,
                        kv_precision: str | None = None,
                        engine: str | ServingEngine = "trtllm", attention_dp: int = 1,
-                       ep_kernel: str | None = None) -> InferenceResult:
+                       ep_kernel: str | None = None,
+                       redundant_experts: int = 0) -> InferenceResult:
     """Prefill and decode times of a static batch of ``batch`` requests on one instance.
 
     Parameters
@@ -189,7 +190,8 @@ def simulate_inference(model: TransformerSpec, fabric: Fabric, *, tp: int = 8,
     check_request(model, prompt_len, output_len, batch)
     lay = build_instance(model, fabric, tp=tp, pp=pp, ep=ep, precision=precision,
                          kv_precision=kv_precision, engine=engine, comm=comm,
-                         attention_dp=attention_dp, ep_kernel=ep_kernel)
+                         attention_dp=attention_dp, ep_kernel=ep_kernel,
+                         redundant_experts=redundant_experts)
     context = prompt_len + output_len
     kv_cap = lay.kv_capacity_tokens()
     max_batch = int(kv_cap // lay.kv_tokens(context))
