@@ -69,3 +69,4 @@ def test_megatron_capacity_flags_are_read() -> None:
     assert not ignored
     with pytest.raises(ConfigError):
         parse_megatron_args("--moe-expert-capacity-factor lots")
+

@@ -445,3 +445,18 @@ def test_older_attention_kernels_slow_only_the_attention_core() -> None:
     with pytest.raises(ModelError, match=r"training.attention_kernel.*blackwell"):
         check_layout(m, ParallelConfig(attention_kernel="flash1"),
                      fs.build_cluster("hgx-b200", 1))
+
+
+def test_plain_1f1b_with_a_large_bubble_says_so() -> None:
+    """MLPerf's GPT-3 layout given without interleaving: the bubble dominates and the
+    warning names the vp that would cut it."""
+    fab = fs.build_cluster("dgx-h100", 64)
+    cfg = ParallelConfig(tp=4, pp=8, global_batch=64, seq_len=2048, precision="fp8")
+    r = simulate_step(get_model("gpt3-175b"), cfg, fab, check_memory=False)
+    hint = [w for w in r.warnings if "pipeline bubble" in w]
+    assert hint and "--vp" in hint[0]
+    v = int(hint[0].split("--vp ")[1].split()[0])
+    better = simulate_step(get_model("gpt3-175b"), cfg.model_copy(update={"vp": v}), fab,
+                           check_memory=False)
+    assert better.breakdown["bubble"] < 0.5 * r.breakdown["bubble"]
+    assert not [w for w in better.warnings if "pipeline bubble" in w]

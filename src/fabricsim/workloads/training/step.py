@@ -416,6 +416,27 @@ def pipeline_bubble(pp: int, vp: int, schedule: str, t_mb: float, bwd: float,
     return (pp - 1) / vp * t_mb
 
 
+def _interleave_hint(p: ResolvedParallel, micro: int, bubble: float, step: float
+                     ) -> list[str]:
+    """A warning when plain 1F1B leaves a large bubble that interleaving would cut: runs
+    at scale interleave (NeMo's recipes, NVIDIA's MLPerf GPT-3, Meta's Llama 3), so a
+    layout given without ``vp`` is most often not what was run."""
+    cfg = p.cfg
+    if p.pp < 2 or cfg.vp > 1 or cfg.pp_schedule != "1f1b" or step <= 0 \
+            or bubble < 0.15 * step:
+        return []
+    counts = p.stage_layer_counts or (p.stage_layers,)
+    vs = [v for v in range(2, max(counts) + 1) if all(c % v == 0 for c in counts)]
+    if not vs:
+        return []
+    v = next((v for v in vs if bubble / v < 0.05 * step), vs[-1])
+    after = (bubble / v) / (step - bubble + bubble / v)
+    return [f"the pipeline bubble is {bubble / step:.0%} of the step: plain 1F1B with "
+            f"{micro} micro-batches over pp={p.pp}. Runs at this scale interleave (NeMo's "
+            f"recipes, MLPerf's GPT-3, Meta's Llama 3); --vp {v} would cut it to about "
+            f"{after:.0%} if memory allows"]
+
+
 def ring_hop_time(comm: CommModel, ranks: list[int], nbytes: float) -> float:
     """Seconds of one step of a ring over ``ranks``: every rank sends ``nbytes`` to the next
     at once, so the slowest hop (e.g. the one that leaves a server) sets the pace.
@@ -847,6 +868,7 @@ def simulate_step(model: TransformerSpec, cfg: ParallelConfig, fabric: Fabric,
         "optimizer": ct.optimizer,
     }
     step = sum(breakdown.values())
+    warnings += _interleave_hint(p, m, bubble, step)
     tokens = p.global_batch * p.seq
     model_flops = training_flops_per_token(model, p.seq) * tokens
     hw_flops = training_flops_per_token(model, p.seq, cfg.recompute,
