@@ -50,9 +50,9 @@ def test_strong_scaling_flag(capsys) -> None:  # type: ignore[no-untyped-def]
 
     from fabricsim.cli.app import main
 
-    code = main(["scale", "--model", "llama3-70b", "--tp", "8", "--pp", "4", "--seq-len",
-                 "8192", "--gpus", "64,16384", "--strong", "--global-batch", "1024",
-                 "--json"])
+    code = main(["scale", "--model", "llama3-70b", "--tp", "8", "--pp", "4", "--vp", "1",
+                 "--seq-len", "8192", "--gpus", "64,16384", "--strong", "--global-batch",
+                 "1024", "--json"])
     out = capsys.readouterr()
     assert code == 0, out.err
     d = json.loads(out.out)

@@ -218,7 +218,7 @@ def test_train_dualpipe(capsys: pytest.CaptureFixture[str]) -> None:
     assert "schedule=dualpipe" in out.split()
     code, out, err = run(capsys, *args, "--pp-schedule", "dualpipe", "--json")
     dual = json.loads(out)
-    code, out, err = run(capsys, *args, "--json")
+    code, out, err = run(capsys, *args, "--vp", "1", "--json")  # plain 1F1B
     one = json.loads(out)
     assert dual["parallel"]["pp_schedule"] == "dualpipe"
     assert one["parallel"]["pp_schedule"] == "1f1b"

@@ -321,7 +321,8 @@ TRAINING = Group("training", (
          "memory (Megatron's --cpu-offloading-num-layers; with --pp 1 and no "
          "recomputation): less GPU memory, copies over NVLink-C2C or PCIe."),
     Flag("vp", int | None, "Virtual pipeline stages per GPU (interleaved 1F1B; Megatron's "
-         "--virtual-pipeline-model-parallel-size)."),
+         "--virtual-pipeline-model-parallel-size). Default with --pp > 1: the fastest "
+         "interleaving that fits memory, as recipes at scale run; --vp 1 for plain 1F1B."),
     Flag("pp_schedule", str | None, "Pipeline schedule: 1f1b (Megatron's; interleaved "
          "with --vp) or dualpipe (DeepSeek-V3's bidirectional schedule: smaller bubble, two "
          "stages' weights per GPU; even --pp, an even number of at least 2·pp "

@@ -38,7 +38,7 @@ def test_dualpipe_step_uses_its_bubble() -> None:
     from fabricsim.catalog import get_catalog
     from fabricsim.workloads.training.compute import microbatch_compute
 
-    one = simulate_step(M, _cfg("1f1b", overlap_p2p_comm=True), FAB, RingDouble(FAB))
+    one = simulate_step(M, _cfg("1f1b", overlap_p2p_comm=True, vp=1), FAB, RingDouble(FAB))
     dual = simulate_step(M, _cfg("dualpipe"), FAB, RingDouble(FAB))
     assert dual.parallel["pp_schedule"] == "dualpipe"
     assert dual.parallel["overlap_p2p_comm"] is True  # DualPipe hides its sends

@@ -174,6 +174,8 @@ def read_maxtext(text: str) -> MaxTextConfig:
                               field=FIELD)
         out["micro_batch"] = int(micro)
         pp = int(out.get("pp", 1))
+        if pp > 1:
+            out["vp"] = 1  # MaxText's pipeline is not timed as interleaved
         if pp > 1 and "dp" in out:  # MaxText's pipeline: one micro-batch per stage
             out["global_batch"] = int(micro) * int(out["dp"]) * pp
         elif pp > 1:

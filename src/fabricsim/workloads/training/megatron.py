@@ -553,6 +553,8 @@ def _finish(raw: dict[str, Any]) -> dict[str, Any]:
                               field="--from-megatron")
     if raw.get("_vstages") is not None:
         out["vp"] = raw["_vstages"]
+    if not vp_flags and out.get("pp", 1) > 1:
+        out["vp"] = 1  # Megatron-LM without a virtual-pipeline flag runs plain 1F1B
     if raw.get("_recompute_act") and out.get("recompute") is None:
         out["recompute"] = "selective"  # Megatron: --recompute-activations
     per_vstage = raw.get("_layers_per_vstage")

@@ -191,7 +191,7 @@ def _stage_dense_layers(m: TransformerSpec, p: ResolvedParallel) -> list[float]:
     counts = p.stage_layer_counts or (p.stage_layers,) * p.pp
     if not m.is_moe or not m.dense_layers or len(counts) != p.pp:
         return [float(c) * (m.layers - m.moe_layers) / m.layers for c in counts]
-    v = max(p.cfg.vp, 1)
+    v = max(p.cfg.interleave, 1)
     out = [0.0] * p.pp
     start = 0.0
     for c in range(p.pp * v):
@@ -272,7 +272,7 @@ def _in_flight(p: ResolvedParallel, rank: int) -> float:
     >>> [round(_in_flight(p, r), 2) for r in range(4)]
     [4.6, 4.2, 3.8, 3.4]
     """
-    pp, v = p.pp, max(p.cfg.vp, 1)
+    pp, v = p.pp, max(p.cfg.interleave, 1)
     if v == 1 or pp == 1:
         return float(min(pp - rank, p.num_micro))
     chunks = 2 * (pp - rank - 1) + (v - 1) * pp + 1

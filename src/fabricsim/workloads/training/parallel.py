@@ -246,7 +246,7 @@ class ParallelConfig(StrictModel):
     recompute_layers: int | None = Field(None, ge=1)
     recompute_layers_per_chunk: int | None = Field(None, ge=1)
     offload_layers: int | None = Field(None, ge=0)
-    vp: int = Field(1, ge=1)
+    vp: int | None = Field(None, ge=1)
     pp_schedule: Literal["1f1b", "dualpipe"] = "1f1b"
     first_stage_layers: int | None = Field(None, ge=1)
     last_stage_layers: int | None = Field(None, ge=1)
@@ -335,7 +335,7 @@ class ParallelConfig(StrictModel):
         """
         if self.overlap_p2p_comm is not None:
             return self.overlap_p2p_comm
-        return self.vp > 1 or self.pp_schedule == "dualpipe"
+        return self.interleave > 1 or self.pp_schedule == "dualpipe"
 
     @property
     def modules_recomputed(self) -> frozenset[str]:
@@ -378,7 +378,7 @@ class ParallelConfig(StrictModel):
             raise bad("tp", f"tp={tp} must divide the model's {model.heads} attention heads")
         if pp > model.layers:
             raise bad("pp", f"pp={pp} exceeds the model's {model.layers} layers")
-        if self.vp > 1 and pp == 1:
+        if self.interleave > 1 and pp == 1:
             raise bad("vp", "vp > 1 (interleaved 1F1B) needs pp > 1")
         mtp: tuple[int, ...] = ()
         if self.pipeline_layout is not None:
@@ -388,7 +388,7 @@ class ParallelConfig(StrictModel):
                           "stage layers / account_for_embedding_loss, not both")
             try:
                 counts, mtp = parse_pipeline_layout(self.pipeline_layout, pp,
-                                                    self.vp, model.layers)
+                                                    self.interleave, model.layers)
             except ValueError as e:
                 raise bad("pipeline_layout", str(e)) from None
         else:
@@ -492,7 +492,7 @@ class ParallelConfig(StrictModel):
             if pp < 2 or pp % 2:
                 raise bad("pp_schedule", f"dualpipe pairs stage i with stage pp-1-i "
                           f"on one GPU, so pp must be even and >= 2, got pp={pp}")
-            if self.vp > 1:
+            if self.interleave > 1:
                 what = (f"the pipeline layout must hold exactly pp={pp} stages"
                         if self.pipeline_layout is not None else "drop --vp")
                 raise bad("pp_schedule", f"dualpipe is its own schedule and does not "
@@ -540,7 +540,7 @@ class ParallelConfig(StrictModel):
                 raise bad("recompute_layers_per_chunk", "recompute_layers_per_chunk (Megatron's "
                           "block recomputation) needs recompute='full' and no "
                           "recompute_layers")
-            v = max(self.vp, 1)
+            v = self.interleave
             per_stage = min(max(counts), self.recompute_layers_per_chunk * v)
             cfg = self.model_copy(update={
                 "recompute_layers": None if per_stage >= max(counts) else per_stage,
@@ -552,6 +552,17 @@ class ParallelConfig(StrictModel):
         return ResolvedParallel(cfg=cfg, world=world, dp=dp, seq=seq, global_batch=gb,
                                 num_micro=gb // per_step, stage_layers=max(counts),
                                 stage_layer_counts=counts, stage_mtp_layers=mtp)
+
+    @property
+    def interleave(self) -> int:
+        """Virtual stages per pipeline rank: ``vp``, or 1 while it is left to choose
+        (``None``: :func:`~fabricsim.workloads.training.step.simulate_step` interleaves as
+        runs at scale do, :func:`~fabricsim.workloads.training.step.auto_interleave`).
+
+        >>> ParallelConfig(pp=4).interleave, ParallelConfig(pp=4, vp=5).interleave
+        (1, 5)
+        """
+        return self.vp or 1
 
     @property
     def moe_load(self) -> float:
@@ -571,7 +582,7 @@ class ParallelConfig(StrictModel):
     def _stage_layers(self, layers: int, bad: Callable[[str, str], ModelError]
                       ) -> tuple[int, ...]:
         """Layers of every pipeline stage, as Megatron splits them (see the fields)."""
-        pp, v = self.pp, self.vp
+        pp, v = self.pp, self.interleave
         first, last = self.first_stage_layers, self.last_stage_layers
         if self.account_for_embedding_loss:
             if first is not None or last is not None:

@@ -422,7 +422,7 @@ def _interleave_hint(p: ResolvedParallel, micro: int, bubble: float, step: float
     at scale interleave (NeMo's recipes, NVIDIA's MLPerf GPT-3, Meta's Llama 3), so a
     layout given without ``vp`` is most often not what was run."""
     cfg = p.cfg
-    if p.pp < 2 or cfg.vp > 1 or cfg.pp_schedule != "1f1b" or step <= 0 \
+    if p.pp < 2 or cfg.interleave > 1 or cfg.pp_schedule != "1f1b" or step <= 0 \
             or bubble < 0.15 * step:
         return []
     counts = p.stage_layer_counts or (p.stage_layers,)
@@ -624,11 +624,11 @@ def comm_cost(m: TransformerSpec, p: ResolvedParallel, comm: CommModel,
     if p.pp > 1:
         g = p.group("pp")
         t_p2p = comm.time("sendrecv", g[:2], act / sp_split)
-        tot["pp"] = 2 * m_micro * t_p2p * cfg.vp
+        tot["pp"] = 2 * m_micro * t_p2p * cfg.interleave
         if cfg.p2p_overlapped:  # only the fill and drain wait
-            pp_exp = 2 * (p.pp * cfg.vp - 1) * t_p2p
+            pp_exp = 2 * (p.pp * cfg.interleave - 1) * t_p2p
         else:  # every micro-batch slot waits on its two exchanges (fill/drain included)
-            exp["pp_mb"] = 2 * cfg.vp * t_p2p
+            exp["pp_mb"] = 2 * cfg.interleave * t_p2p
 
     # --- data parallel -----------------------------------------------------------------
     dense, expert = stage_params(m, p)
@@ -757,6 +757,51 @@ def _checked(model: TransformerSpec, cfg: ParallelConfig, fabric: Fabric, world:
     return p, mem
 
 
+def auto_interleave(model: TransformerSpec, cfg: ParallelConfig, fabric: Fabric,
+                    comm: CommModel, **kw: Any) -> StepResult:
+    """The step of ``cfg`` with the interleaving a run at scale would use, where ``vp``
+    is not given: plain 1F1B and every virtual-stage count its stages split into, the
+    fastest that fits memory (NeMo's and Megatron-Bridge's recipes interleave every
+    pipelined model, as NVIDIA's MLPerf GPT-3 and Meta's Llama 3 runs do). Give ``vp``
+    (``--vp 1`` for plain 1F1B, as Megatron-LM runs without the flag) to fix it.
+
+    >>> import fabricsim as fs
+    >>> from fabricsim.workloads.models import get_model
+    >>> r = simulate_step(get_model("llama2-7b"), ParallelConfig(tp=2, pp=4,
+    ...                   global_batch=32), fs.build_cluster("dgx-h100", 1))
+    >>> r.parallel["vp"] > 1, any("interleav" in w for w in r.warnings)
+    (True, True)
+    """
+    base = cfg.model_copy(update={"vp": 1})
+    try:
+        counts = base.resolve(model, kw.get("world") or fabric.n_gpus).stage_layer_counts
+    except ModelError:
+        counts = ()
+    most = max(counts or (model.layers // max(cfg.pp, 1),))
+    best: StepResult | None = None
+    why: ModelError | None = None
+    for v in [1, *range(2, most + 1)]:
+        if v > 1 and counts and any(c % v for c in counts) \
+                and not cfg.account_for_embedding_loss:
+            continue
+        try:
+            r = simulate_step(model, cfg.model_copy(update={"vp": v}), fabric, comm, **kw)
+        except ModelError as e:
+            why = why or e
+            continue
+        if best is None or r.step_time_s < best.step_time_s * (1 - 1e-9):
+            best = r
+    if best is None:
+        assert why is not None
+        raise why
+    v = int(best.parallel["vp"])
+    note = (f"vp={v} chosen: interleaved 1F1B, the fastest split that fits memory (runs "
+            f"at scale interleave: NeMo's recipes, MLPerf's GPT-3, Meta's Llama 3); give "
+            f"--vp 1 for plain 1F1B, as Megatron-LM runs without the flag") if v > 1 else \
+        ("plain 1F1B kept: no interleaving fits memory or helps (give --vp to choose)")
+    return replace(best, warnings=[note, *best.warnings])
+
+
 def simulate_step(model: TransformerSpec, cfg: ParallelConfig, fabric: Fabric,
                   comm: CommModel | None = None, *, backend: str = "analytic",
                   gpu_hour_usd: float | None = None, total_tokens: float | None = None,
@@ -791,6 +836,11 @@ def simulate_step(model: TransformerSpec, cfg: ParallelConfig, fabric: Fabric,
     world = world or fabric.n_gpus
     if comm is None:
         comm = EngineComm(fabric, backend=backend)
+    if cfg.vp is None and cfg.pp > 1 and cfg.pipeline_layout is None \
+            and cfg.pp_schedule == "1f1b":
+        return auto_interleave(model, cfg, fabric, comm, gpu_hour_usd=gpu_hour_usd,
+                               total_tokens=total_tokens, check_memory=check_memory,
+                               world=world)
     p, mem = _checked(model, cfg, fabric, world, check_memory, comm)
     cfg = p.cfg  # as resolved (Megatron's per-chunk block count made per stage)
     cat = get_catalog()
@@ -858,7 +908,7 @@ def simulate_step(model: TransformerSpec, cfg: ParallelConfig, fabric: Fabric,
         fsdp_mb += max(0.0, t_copy - ct.fwd) + max(0.0, t_copy - ct.bwd)
     mb_comm = exp["tp"] + exp["ep"] + exp["cp"] + exp["dp_mb"] + exp["pp_mb"]
     t_mb = ct.fwd + ct.bwd + fsdp_mb + mb_comm
-    bubble = pipeline_bubble(p.pp, cfg.vp, cfg.pp_schedule, t_mb, ct.bwd,
+    bubble = pipeline_bubble(p.pp, cfg.interleave, cfg.pp_schedule, t_mb, ct.bwd,
                              ct.wgrad)
     breakdown = {
         "compute": m * (ct.fwd + ct.bwd + fsdp_mb) + fsdp_step,
@@ -882,7 +932,7 @@ def simulate_step(model: TransformerSpec, cfg: ParallelConfig, fabric: Fabric,
            "etp": p.etp if model.is_moe else None,
            "zero": cfg.zero, "micro_batch": cfg.micro_batch, "global_batch": p.global_batch,
            "num_micro": m, "seq_len": p.seq, "precision": cfg.precision,
-           "recompute": cfg.recompute, "vp": cfg.vp,
+           "recompute": cfg.recompute, "vp": cfg.interleave,
            "pp_schedule": cfg.pp_schedule,
            "stage_layers": list(p.stage_layer_counts),
            "recompute_layers": cfg.recompute_layers, "offload_layers": cfg.offload_layers,

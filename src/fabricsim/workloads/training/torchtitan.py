@@ -190,6 +190,10 @@ def read_torchtitan(text: str) -> TorchtitanConfig:
         pp_micro = _int(mb_pp, "pipeline_parallel_microbatch_size") if mb_pp is not None \
             else 1
         out["micro_batch"] = pp_micro if out.get("pp", 1) > 1 else local
+    if out.get("pp", 1) > 1:
+        sched = str(par.get("pipeline_parallel_schedule", "1F1B"))
+        if "interleaved" not in sched.lower() and "looped" not in sched.lower():
+            out["vp"] = 1  # torchtitan's default schedule, 1F1B, does not interleave
     if "seq_len" in train:
         out["seq_len"] = _int(train["seq_len"], "training.seq_len")
     mode = cfg.get("activation_checkpoint", {}).get("mode", "selective")
