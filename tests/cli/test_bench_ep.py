@@ -86,3 +86,22 @@ def test_histogram_mismatch_and_not_a_distribution(tmp_path: Path,
     assert main(["bench", "ep_dispatch", "--system", "dgx-h100", "--nodes", "2",
                  "--token-routing", str(h)]) == 2
     assert "distribution" in capsys.readouterr().err
+
+
+def test_validate_checks_the_section_against_the_cluster(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A file that validates runs: EP sizes beyond the cluster or the experts, and a
+    top-k beyond the experts, are refused by validate naming the section's field."""
+    f = tmp_path / "ep.yaml"
+    f.write_text("cluster: {system: dgx-h100, nodes: 2}\n"
+                 "expert_parallel: {tokens: 128, ep: [32]}\n")
+    assert main(["validate", str(f)]) == 2
+    assert "expert_parallel.ep" in capsys.readouterr().err
+    f.write_text("cluster: {system: dgx-h100, nodes: 2}\n"
+                 "expert_parallel: {tokens: 128, top_k: 300}\n")
+    assert main(["validate", str(f)]) == 2
+    assert "expert_parallel.top_k" in capsys.readouterr().err
+    f.write_text("cluster: {system: dgx-h100, nodes: 2}\n"
+                 "expert_parallel: {tokens: 128, ep: [8, 16]}\n")
+    assert main(["validate", str(f)]) == 0
+    assert "EP 8, 16" in capsys.readouterr().out

@@ -128,7 +128,9 @@ def _ep_sizes(text: str) -> tuple[int, ...]:
 
 def _ep_layer(given: dict[str, Any]) -> dict[str, Any]:
     """The EP flags given, as :class:`fabricsim.jobs.EpBench` fields."""
-    out = {k: v for k, v in given.items() if k != "token_routing"}
+    out = {k: v for k, v in given.items() if k not in ("token_routing", "ep")}
+    if "ep" in given:
+        out["ep_sizes"] = given["ep"]
     if "kernels" in out:
         out["kernels"] = tuple(out["kernels"])
     if "token_routing" in given:
@@ -146,7 +148,7 @@ EP_LAYER = Group("ep_layer", (
          ("--top-k", "--moe-router-topk")),
     Flag("experts", int | None, "ep_*: experts in all (default 256).",
          ("--experts", "--num-experts")),
-    Flag("ep_sizes", str | None, "ep_*: EP sizes, comma-separated (each the first that "
+    Flag("ep", str | None, "ep_*: EP sizes, comma-separated (each the first that "
          "many GPUs; default every GPU).", ("--ep", "--expert-model-parallel-size"),
          convert=_ep_sizes),
     Flag("kernels", list[str] | None, "ep_*: kernel family: nccl, deepep, deepep-ll, "
@@ -246,7 +248,7 @@ def register(app: typer.Typer) -> None:
             return
         if layer:
             flag = next(f.names[0].split("/")[0] for f in EP_LAYER.flags
-                        if f.field in layer)
+                        if f.field in layer or (f.field == "ep" and "ep_sizes" in layer))
             raise ConfigError(f"{flag} describes an MoE layer: it goes with bench "
                               f"ep_dispatch, ep_combine or ep, not {collective}", field=flag)
 

@@ -41,6 +41,13 @@ def check_sections(sc: Scenario, kind: str | None = None) -> list[str]:
             raise ConfigError(f"minbytes ({sc.collective.minbytes}) is larger than maxbytes "
                               f"({sc.collective.maxbytes})", field="collective.minbytes")
         parts.append(f"collective {coll}")
+    if sc.expert_parallel is not None:
+        from fabricsim.jobs.ep import check_ep, ep_job
+
+        layer = ep_job(sc)
+        sizes = check_ep(layer, fab.n_gpus)
+        parts.append(f"expert parallel {layer.tokens} tokens x top-{layer.top_k} of "
+                     f"{layer.experts} experts at EP {', '.join(map(str, sizes))}")
     if sc.training is not None:
         from fabricsim.jobs.training import training_job
         from fabricsim.workloads.training.step import check_layout

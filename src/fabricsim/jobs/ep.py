@@ -30,7 +30,7 @@ from fabricsim.jobs.common import Cluster, Part, Progress, quiet
 from fabricsim.scenario.cluster import ExpertParallelSpec
 from fabricsim.scenario.schema import Scenario
 
-__all__ = ["EpBench", "EpReport", "ep_job", "run_ep_bench"]
+__all__ = ["EpBench", "EpReport", "check_ep", "ep_job", "run_ep_bench"]
 
 #: The section a scenario without ``expert_parallel:`` runs: DeepSeek-V3's layer.
 DEFAULT_EP = ExpertParallelSpec()
@@ -142,21 +142,49 @@ class EpReport:
                 "headline_gbps": r["headline_gbps"], "limit": r["limit"]}
 
 
+#: The problem's fields as a scenario's ``expert_parallel:`` section names them (the
+#: command line's flags, where they were given, name them back:
+#: :data:`fabricsim.cli.bench.EP_LAYER`).
+SECTION_FIELDS = {"--ep": "expert_parallel.ep", "--top-k": "expert_parallel.top_k",
+                  "--tokens": "expert_parallel.tokens", "--hidden": "expert_parallel.hidden",
+                  "--experts": "expert_parallel.experts",
+                  "--dtype": "expert_parallel.dispatch_dtype",
+                  "--combine-dtype": "expert_parallel.combine_dtype",
+                  "--node-limit": "expert_parallel.node_limit",
+                  "--capacity-factor": "expert_parallel.capacity_factor",
+                  "--pad-to-capacity": "expert_parallel.pad_to_capacity",
+                  "routing.load": "expert_parallel.load",
+                  "routing.skew": "expert_parallel.skew"}
+
+
+def check_ep(job: EpBench, n_gpus: int) -> tuple[int, ...]:
+    """The EP sizes of ``job`` on a cluster of ``n_gpus``, each checked against the
+    layer (EP beyond the GPUs or the experts, top-k beyond the experts, a load that is
+    not a distribution): a ConfigError naming the section's field."""
+    sizes = job.ep_sizes or (n_gpus,)
+    try:
+        for e in sizes:
+            if e < 2 or e > n_gpus:
+                raise ConfigError(f"EP {e} needs 2..{n_gpus} GPUs (this cluster has "
+                                  f"{n_gpus}); give EP sizes within that or more nodes",
+                                  field="--ep")
+        cfg = job.config()
+        for e in sizes:
+            cfg.check(e)
+    except ConfigError as err:
+        raise ConfigError(err.message, field=SECTION_FIELDS.get(err.field or "", err.field)
+                          ) from None
+    return tuple(sizes)
+
+
 def run_ep_bench(job: EpBench, fabric: Fabric, progress: Progress = quiet) -> EpReport:
     """Run every (EP size, kernel, phase) of ``job`` on ``fabric``."""
     import numpy as np
 
     from fabricsim.collectives.ep import default_ep_kernel, run_ep
 
-    sizes = job.ep_sizes or (fabric.n_gpus,)
-    for e in sizes:
-        if e < 2 or e > fabric.n_gpus:
-            raise ConfigError(f"EP {e} needs 2..{fabric.n_gpus} GPUs (this cluster has "
-                              f"{fabric.n_gpus}); give --ep within that or more --nodes",
-                              field="--ep")
+    sizes = check_ep(job, fabric.n_gpus)
     cfg = job.config()
-    for e in sizes:
-        cfg.check(e)
     rows: list[dict[str, Any]] = []
     skipped: dict[str, str] = {}
     total = len(sizes) * len(job.kernels) * len(job.phases)
