@@ -108,3 +108,17 @@ def test_the_run_line_states_the_sweep_asked(capsys: pytest.CaptureFixture[str],
 
     assert main(["bench", "all_reduce", "--system", "dgx-h100", "--nodes", "2", *args]) == 0
     assert line in capsys.readouterr().out
+
+
+def test_bench_says_which_links_limit_and_why(capsys: pytest.CaptureFixture[str]) -> None:
+    """RoCE at 64 servers: the tree's traffic climbs to the spines and hashed ECMP piles
+    it on some uplinks; bench names the link class and what spreads it. On InfiniBand's
+    tables the same run is limited at the NICs."""
+    args = ["bench", "all_reduce", "-b", "256M", "-e", "256M", "--system", "dgx-h100",
+            "--nodes", "64"]
+    assert main([*args, "--fabric", "roce-400g"]) == 0
+    roce = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("# limit:")]
+    assert roce and "leaf-spine" in roce[0] and "--routing adaptive" in roce[0]
+    assert main([*args, "--fabric", "roce-400g", "--routing", "adaptive"]) == 0
+    spread = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("# limit:")]
+    assert spread and "leaf-spine" not in spread[0]

@@ -362,6 +362,9 @@ def register(app: typer.Typer) -> None:
                 typer.echo(f"# accuracy, {g['group']}: \u00b1 {g['median'] * 100:.0f} % "
                            f"(median held-out error; p90 {g['p90'] * 100:.0f} %; "
                            f"{g['rows']} published rows from {g['sources']} sources)")
+            why = report.limit(fab)
+            if why:
+                typer.echo(f"# limit: {why}")
             for w in report.warnings:
                 typer.echo(f"# warning: {w}")
             for name, (flag, what) in NOT_MODELLED.items():

@@ -352,6 +352,35 @@ class BenchReport:
                 "accuracy": self.accuracy(),
                 "skipped": dict(self.skipped), "warnings": self.warnings}
 
+    def limit(self, fabric: Fabric) -> str:
+        """Why the largest size of the first curve takes the time it does: the busiest
+        link of its schedule on ``fabric`` (the analytic backend), its class and
+        utilisation, and on Ethernet's hashed ECMP what spreads flows over uplinks.
+        Empty where the sweep ran on another backend."""
+        from fabricsim.collectives import run_collective
+
+        if self.job.backend != "analytic":
+            return ""
+        r = next(iter(self.rows.values()))[-1]
+        if r.size_bytes <= 0:
+            return ""
+        res = run_collective(fabric, self.job.collective, r.size_bytes,
+                             list(self.job.ranks) if self.job.ranks else None,
+                             algo=r.algorithm, proto=r.protocol.lower()).result
+        top = res.top_links(fabric, 1)
+        if not top:
+            return ""
+        link = top[0]
+        out = (f"{r.size_bytes:,} B ({r.algorithm}/{r.protocol}) is limited by "
+               f"{link.kind} links, the busiest {link.name} at {link.utilization:.0%} of "
+               f"its capacity")
+        if link.kind in ("leaf-spine", "spine-core") and fabric.info.transport == "roce":
+            out += ("; on Ethernet each flow hashes onto one uplink (ECMP), so several share "
+                    "one while others idle: --routing adaptive (Spectrum-X, UEC spraying) "
+                    "spreads them, NCCL_IB_QPS_PER_CONNECTION more queue pairs on the flow "
+                    "backend")
+        return out
+
     def to_row(self) -> dict[str, Any]:
         """The largest size of the first algorithm asked for (the figures a sweep of
         designs keeps)."""
