@@ -101,11 +101,12 @@ EP_DTYPES: dict[str, tuple[float, float]] = {"bf16": (2.0, 0.0), "fp16": (2.0, 0
 #: communication buffer. Determined on the published figures of several sources per
 #: family (``benchmarks/accuracy_ep.py`` fits and reports them leave-one-source-out).
 #: In-sample fit over 179 figures of six sources (leave-one-source-out median error
-#: 11 %): DeepEP's normal kernels 159 µs (what its Torch API adds around the kernels:
-#: layout, notify, the copy out), HybridEP 54 µs, the direct kernels nothing beyond one
+#: 11.7 %): DeepEP's normal kernels 184 µs (what its Torch API adds around the kernels:
+#: layout notification, the CPU sync on the received counts, the copy out), HybridEP
+#: 74 µs, the direct kernels 14 µs (low-latency) and 12 µs (one-sided NVLink) beyond one
 #: exchange's latency. NCCL's all-to-all is the protocol model's own.
-KERNEL_OVERHEAD_S: dict[str, float] = {"nccl": 0.0, "deepep": 159e-6, "hybridep": 54e-6,
-                                       "deepep-ll": 0.0, "nvlink-onesided": 1.7e-6}
+KERNEL_OVERHEAD_S: dict[str, float] = {"nccl": 0.0, "deepep": 184e-6, "hybridep": 74e-6,
+                                       "deepep-ll": 14e-6, "nvlink-onesided": 12e-6}
 #: Channels of DeepEP's normal kernels (two SMs each; its default 20 SMs) and the tokens
 #: one channel moves per chunk (its configs use 6-36 per NVLink chunk, 6-20 per RDMA one).
 DEEPEP_CHANNELS = 10
@@ -533,7 +534,7 @@ def run_ep(fabric: Fabric, cfg: EpConfig, phase: str, kernel: str | None = None,
     sched = build_ep_schedule(fabric, cfg, phase, kern, group.ranks, tr)
     be = get_backend(backend) if isinstance(backend, str) else backend
     res = be.run(sched, fabric)
-    over = (overhead_s or KERNEL_OVERHEAD_S).get(kern, 0.0)
+    over = (KERNEL_OVERHEAD_S if overhead_s is None else overhead_s).get(kern, 0.0)
     t = res.time + over
     combine = phase == "combine"
     tb = token_bytes(cfg.combine_dtype if combine else cfg.dispatch_dtype, cfg.hidden)
