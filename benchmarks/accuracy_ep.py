@@ -15,7 +15,11 @@ source's rows are predicted with it. ``--in-sample`` prints the all-source fit i
 A bandwidth figure is compared as the time it implies: the bytes the family's own
 convention counts (from the same routing) over the published bandwidth.
 
-Usage: ``python benchmarks/accuracy_ep.py [--in-sample]``
+``--write`` stores the held-out figures per family, and the systems each family was
+checked on, in ``src/fabricsim/collectives/ep_heldout.json``: the band ``bench ep_*``
+prints beside every result.
+
+Usage: ``python benchmarks/accuracy_ep.py [--in-sample] [--write]``
 """
 
 from __future__ import annotations
@@ -90,6 +94,8 @@ def summary(errs: list[float]) -> dict[str, float]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--in-sample", action="store_true")
+    ap.add_argument("--write", action="store_true",
+                    help="write the held-out bands to src/fabricsim/collectives/")
     args = ap.parse_args()
     rows = model_rows()
     sources = sorted({r["source"] for r in rows})
@@ -112,6 +118,15 @@ def main() -> int:
             by_src.setdefault(src, []).append(err)
             everything.append(err)
     label = "in-sample" if args.in_sample else "leave-one-source-out"
+    if args.write and not args.in_sample:
+        table = {"method": label, "families": {
+            k: {**{m: round(x, 4) for m, x in summary(v).items()},
+                "sources": len({r["source"] for r in rows if r["kernel"] == k}),
+                "systems": sorted({r["system"] for r in rows if r["kernel"] == k})}
+            for k, v in sorted(by_fam.items())}}
+        out = Path(__file__).resolve().parents[1] / "src" / "fabricsim" / "collectives" \
+            / "ep_heldout.json"
+        out.write_text(json.dumps(table, indent=1) + "\n", encoding="utf-8")
     for k, v in sorted(by_fam.items()):
         print(json.dumps({"summary": "family", "kernel": k, "method": label,
                           **summary(v)}))

@@ -105,3 +105,19 @@ def test_validate_checks_the_section_against_the_cluster(
                  "expert_parallel: {tokens: 128, ep: [8, 16]}\n")
     assert main(["validate", str(f)]) == 0
     assert "EP 8, 16" in capsys.readouterr().out
+
+
+def test_band_and_envelope_beside_every_result(capsys: pytest.CaptureFixture[str]) -> None:
+    """Each family's held-out error is printed (and in the report's JSON); a system or a
+    family no published figure covers is said."""
+    from fabricsim.collectives.ep import ep_heldout
+
+    assert main(["bench", "ep_dispatch", "--system", "dgx-h800", "--nodes", "2",
+                 "--ep-kernel", "deepep-ll", "--ep-kernel", "nccl", "--tokens", "128"]) == 0
+    out = capsys.readouterr().out
+    ll = ep_heldout()["families"]["deepep-ll"]
+    assert f"# accuracy, deepep-ll: \u00b1 {ll['median'] * 100:.0f} %" in out
+    assert "no published nccl figure" in out
+    assert main(["bench", "ep_dispatch", "--system", "aws-p5", "--nodes", "2",
+                 "--ep-kernel", "deepep-ll", "--tokens", "128"]) == 0
+    assert "no published deepep-ll figure on aws-p5" in capsys.readouterr().out

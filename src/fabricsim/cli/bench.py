@@ -471,6 +471,10 @@ def _bench_ep(collective: str, scenario: Any, cluster: Any, backend: str | None,
         typer.echo("# GB/s as each family's benchmark counts it: rdma = bytes a rank sends "
                    "to every server its tokens reach (its own included); nvl = bytes a rank "
                    "receives; algbw = one copy per (token, expert)")
+        for a in report.accuracy():
+            typer.echo(f"# accuracy, {a['kernel']}: \u00b1 {a['median'] * 100:.0f} % (median "
+                       f"held-out error; p90 {a['p90'] * 100:.0f} %; {a['rows']} published "
+                       f"figures from {a['sources']} sources)")
         for w in report.warnings:
             typer.echo(f"# warning: {w}")
     if plot is not None:

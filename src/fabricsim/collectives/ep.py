@@ -55,8 +55,10 @@ Example
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any, Literal
 
 import numpy as np
@@ -70,7 +72,7 @@ from fabricsim.schedule.core import Pipeline, Schedule, Step
 
 __all__ = ["EP_DTYPES", "EP_KERNELS", "EP_PHASES", "KERNEL_OVERHEAD_S", "EpConfig",
            "EpResult", "EpTraffic", "Routing", "build_ep_schedule", "default_ep_kernel",
-           "ep_kernel", "route", "run_ep", "token_bytes"]
+           "ep_band", "ep_heldout", "ep_kernel", "route", "run_ep", "token_bytes"]
 
 #: The kernel families, each with what it is.
 EP_KERNELS: dict[str, str] = {
@@ -115,6 +117,40 @@ CHUNK_TOKENS = 16
 LL_MAX_TOKENS = 256
 #: Tokens sampled to estimate a routing's expected traffic.
 SAMPLE_TOKENS = 8192
+
+
+@cache
+def ep_heldout() -> dict[str, Any]:
+    """The shipped held-out table (``collectives/ep_heldout.json``, written by
+    ``benchmarks/accuracy_ep.py --write``): per kernel family the leave-one-source-out
+    error (``median``, ``p90``, ``worst``, ``rows``, ``sources``) and the systems its
+    published figures cover."""
+    from importlib import resources
+
+    text = resources.files("fabricsim.collectives").joinpath("ep_heldout.json").read_text(
+        encoding="utf-8")
+    data: dict[str, Any] = json.loads(text)
+    return data
+
+
+def ep_band(kernel: str, system: str) -> tuple[dict[str, Any] | None, str]:
+    """The held-out error of ``kernel``'s published figures, and a warning when
+    ``system`` is not among the systems they cover ("" when it is).
+
+    >>> band, warn = ep_band("deepep-ll", "dgx-h800")
+    >>> band["rows"] > 10, warn
+    (True, '')
+    >>> ep_band("deepep-ll", "aws-p5")[1].startswith("no published")
+    True
+    """
+    fam = ep_heldout()["families"].get(kernel)
+    if fam is None:
+        return None, (f"no published {kernel} figure is vendored: its times follow the "
+                      f"model, unvalidated")
+    if system not in fam["systems"]:
+        return fam, (f"no published {kernel} figure on {system} (checked on "
+                     f"{', '.join(fam['systems'])}): the band is extrapolated")
+    return fam, ""
 
 
 def ep_kernel(name: str, field_name: str = "--ep-kernel") -> str:

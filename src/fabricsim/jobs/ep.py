@@ -114,10 +114,30 @@ class EpReport:
     gpus: int = 0
     kind: str = "ep"
 
+    def accuracy(self) -> list[dict[str, Any]]:
+        """The held-out error of each kernel family the rows ran
+        (:func:`fabricsim.collectives.ep.ep_band`)."""
+        from fabricsim.collectives.ep import ep_band
+
+        out = []
+        for k in dict.fromkeys(r["kernel"] for r in self.rows):
+            band, _ = ep_band(k, self.job.cluster.spec.system)
+            if band is not None:
+                out.append({"kernel": k, **{m: band[m] for m in
+                                            ("median", "p90", "rows", "sources")}})
+        return out
+
     @property
     def warnings(self) -> list[str]:
-        """Kernels that cannot run here; routings no published figure covers."""
+        """Kernels that cannot run here; systems and routings no published figure
+        covers."""
+        from fabricsim.collectives.ep import ep_band
+
         out = [f"{k}: {why}" for k, why in self.skipped.items()]
+        for k in dict.fromkeys(r["kernel"] for r in self.rows):
+            why = ep_band(k, self.job.cluster.spec.system)[1]
+            if why:
+                out.append(why)
         drop = max((r.get("dropped", 0.0) for r in self.rows), default=0.0)
         if drop > 0:
             out.append(f"the capacity factor drops up to {drop:.0%} of the (token, expert) "
@@ -132,7 +152,8 @@ class EpReport:
         return {"gpus": self.gpus, "backend": self.job.backend, "tokens": self.job.tokens,
                 "hidden": self.job.hidden, "top_k": self.job.top_k,
                 "experts": self.job.experts, "rows": self.rows,
-                "skipped": dict(self.skipped), "warnings": self.warnings}
+                "accuracy": self.accuracy(), "skipped": dict(self.skipped),
+                "warnings": self.warnings}
 
     def to_row(self) -> dict[str, Any]:
         """The first kernel's dispatch at the largest EP size (what a sweep keeps)."""

@@ -130,7 +130,7 @@ def section_moe(ctx: DemoContext) -> None:
     ctx.add("DeepSeek-V3's MoE layer (4,096 tokens per rank, top-8 of 256 experts, FP8 "
             "dispatch, BF16 combine, node-limited routing) moved by DeepEP's normal and "
             "low-latency kernels and by NCCL's all-to-all, each as its published design "
-            "(docs/ep.md; held-out error 11 % on 179 published figures). Run the same with "
+            "(docs/ep.md; held-out error 11.7 % on 179 published figures). Run the same with "
             "`fabricsim bench ep --system dgx-h100 --nodes 32 --ep 8,64,256 --node-limit "
             "4`.", "")
     table: list[list[object]] = []
