@@ -48,7 +48,7 @@ def _check(group: Group, collective: str) -> str | None:
     return None
 
 
-def _nics(group: Group) -> int:
+def nic_split(group: Group) -> int:
     """NICs a peer's bytes are split over: the GPU's NICs across servers, else one."""
     return max(group.fabric.info.nics_per_gpu, 1) if group.servers > 1 else 1
 
@@ -57,7 +57,7 @@ def direct_steps(group: Group, collective: str, nbytes: float, channels: int) ->
     """All sends at once (alltoall) or one send per rank to its successor (sendrecv)."""
     n = group.n
     f = group.fabric
-    k = _nics(group)
+    k = nic_split(group)
     if collective == "sendrecv":  # one rank: it sends to itself (a local copy, as NCCL)
         return [step(f, group.nodes, np.roll(group.nodes, -1), nbytes / k, nic=j,
                      label=f"sendrecv nic{j}") for j in range(k)]

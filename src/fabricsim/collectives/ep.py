@@ -64,6 +64,7 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
+from fabricsim.collectives.alltoall import nic_split, pxn_relay
 from fabricsim.collectives.registry import Group, fill_step, step
 from fabricsim.errors import ConfigError, unknown
 from fabricsim.fabric import Fabric
@@ -280,10 +281,10 @@ class EpConfig:
 class EpTraffic:
     """Expected per-token traffic of a routing on ``ep`` ranks spread over servers.
 
-    ``copies[r]``: the token's experts on rank ``r`` (mean over tokens; sums to top-k);
-    ``rank_hit[r]``: chance the token goes to rank ``r`` at all (deduplicated per rank);
-    ``server_hit[s]``: chance it goes to server ``s``; ``load[r]``: rank ``r``'s share of
-    all (token, expert) pairs, over ``1/ep`` (1 everywhere under balanced routing).
+    ``copies[r]``: the token's experts on rank ``r`` (mean over tokens; sums to top-k, or
+    to what a capacity factor keeps); ``rank_hit[r]``: chance the token goes to rank
+    ``r`` at all (deduplicated per rank); ``server_hit[s]``: chance it goes to server
+    ``s``.
     """
 
     copies: NDArray[np.float64]
@@ -375,10 +376,6 @@ def default_ep_kernel(fabric: Fabric, tokens: int = 4096) -> str:
     return "deepep-ll" if tokens <= LL_MAX_TOKENS else "deepep"
 
 
-def _nic_split(group: Group) -> int:
-    return max(group.fabric.info.nics_per_gpu, 1) if group.servers > 1 else 1
-
-
 def _pairs(group: Group, per_dst: NDArray[np.float64], combine: bool, *, same: bool | None,
            nic_split: int, label: str) -> list[Step]:
     """Transfers ``s → d`` (``d → s`` for a combine) of ``per_dst[d]`` bytes between every
@@ -443,14 +440,12 @@ def build_ep_schedule(fabric: Fabric, cfg: EpConfig, phase: str, kernel: str,
         steps = _pairs(group, t * tr.rank_hit * tb, combine, same=None, nic_split=1,
                        label="nvlink")
     elif kernel == "deepep-ll":
-        k = _nic_split(group)
+        k = nic_split(group)
         per = t * tr.copies * tb
         steps = _pairs(group, per, combine, same=True, nic_split=1, label="nvlink") + \
             _pairs(group, per, combine, same=False, nic_split=k, label="rdma")
     elif kernel == "nccl":
-        from fabricsim.collectives.alltoall import pxn_relay
-
-        k = _nic_split(group)
+        k = nic_split(group)
         per = t * tr.copies * tb
         srv = group.server_of
         remote = int((srv[:, None] != srv[None, :]).sum(axis=1).max())
@@ -474,7 +469,7 @@ def build_ep_schedule(fabric: Fabric, cfg: EpConfig, phase: str, kernel: str,
         if servers > 1:
             grid = group.grid()
             srv_ids = np.unique(group.server_of, return_inverse=True)[1].ravel()
-            k = _nic_split(group)
+            k = nic_split(group)
             s_idx, m_idx = np.meshgrid(np.arange(n), np.arange(servers), indexing="ij")
             own = srv_ids[s_idx] == m_idx
             s_idx, m_idx = s_idx[~own], m_idx[~own]
@@ -511,7 +506,7 @@ def _pipeline(group: Group, kernel: str, tb: float) -> Pipeline | None:
     ops = DEEPEP_CHANNELS
     stages: list[tuple[str, float, float]] = []
     if kernel in ("deepep", "hybridep") and group.servers > 1:
-        stages.append(("net", 1.0, f.info.nic_bandwidth * _nic_split(group) / ops))
+        stages.append(("net", 1.0, f.info.nic_bandwidth * nic_split(group) / ops))
     nvl = nvlink_rate(group)
     if nvl > 0:
         stages.append(("nvlink", 1.0, nvl / ops))
@@ -556,17 +551,19 @@ class EpResult(Tabular):
 
 def run_ep(fabric: Fabric, cfg: EpConfig, phase: str, kernel: str | None = None,
            ranks: NDArray[np.int32] | None = None, backend: Any = "analytic",
-           overhead_s: dict[str, float] | None = None) -> EpResult:
+           overhead_s: dict[str, float] | None = None,
+           traffic: EpTraffic | None = None) -> EpResult:
     """Time one ``phase`` of ``kernel`` (default :func:`default_ep_kernel`) on
     ``fabric`` over ``ranks`` (default every GPU): the schedule on ``backend`` plus the
-    family's fixed cost (``overhead_s`` overrides :data:`KERNEL_OVERHEAD_S`)."""
+    family's fixed cost (``overhead_s`` overrides :data:`KERNEL_OVERHEAD_S`).
+    ``traffic``: the routing's :func:`route` on these ranks, when already known (a
+    routing does not depend on the kernel or the phase)."""
     from fabricsim.backends import get_backend
-    from fabricsim.fabric.kinds import LinkKind
 
     kern = ep_kernel(kernel) if kernel is not None else default_ep_kernel(fabric, cfg.tokens)
     group = Group.of(fabric, ranks)
     cfg.check(group.n)
-    tr = route(cfg, group.server_of)
+    tr = traffic if traffic is not None else route(cfg, group.server_of)
     sched = build_ep_schedule(fabric, cfg, phase, kern, group.ranks, tr)
     be = get_backend(backend) if isinstance(backend, str) else backend
     res = be.run(sched, fabric)
@@ -582,9 +579,8 @@ def run_ep(fabric: Fabric, cfg: EpConfig, phase: str, kernel: str | None = None,
         head, name = (rdma, "rdma") if group.servers > 1 else (nvl, "nvl")
     else:
         head, name = pairs, "algbw"
-    limit = res.bottleneck_kind
-    if res.bottleneck_link >= 0:
-        limit = LinkKind(int(fabric.link_kind[res.bottleneck_link])).label
+    limit = fabric.link_label(res.bottleneck_link) if res.bottleneck_link >= 0 \
+        else res.bottleneck_kind
     return EpResult(kernel=kern, phase=phase, ep=group.n, servers=group.servers,
                     time_us=t * 1e6, algbw_gbps=pairs / t / 1e9, bw_rdma_gbps=rdma / t / 1e9,
                     bw_nvl_gbps=nvl / t / 1e9, headline_gbps=head / t / 1e9, headline=name,

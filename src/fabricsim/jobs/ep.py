@@ -202,7 +202,7 @@ def run_ep_bench(job: EpBench, fabric: Fabric, progress: Progress = quiet) -> Ep
     """Run every (EP size, kernel, phase) of ``job`` on ``fabric``."""
     import numpy as np
 
-    from fabricsim.collectives.ep import default_ep_kernel, run_ep
+    from fabricsim.collectives.ep import default_ep_kernel, route, run_ep
 
     sizes = check_ep(job, fabric.n_gpus)
     cfg = job.config()
@@ -212,13 +212,15 @@ def run_ep_bench(job: EpBench, fabric: Fabric, progress: Progress = quiet) -> Ep
     done = 0
     for e in sizes:
         ranks = np.arange(e, dtype=np.int32)
+        traffic = route(cfg, fabric.node_server[fabric.gpus[ranks]])
         for k in job.kernels:
             kern = default_ep_kernel(fabric, job.tokens) if k == "auto" else k
             for ph in job.phases:
                 progress(done / total, f"{kern} {ph} on EP {e}")
                 done += 1
                 try:
-                    r = run_ep(fabric, cfg, ph, kern, ranks, backend=job.backend)
+                    r = run_ep(fabric, cfg, ph, kern, ranks, backend=job.backend,
+                               traffic=traffic)
                 except FabricsimError as err:
                     if len(job.kernels) == 1:
                         raise

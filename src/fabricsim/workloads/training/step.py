@@ -416,6 +416,16 @@ def pipeline_bubble(pp: int, vp: int, schedule: str, t_mb: float, bwd: float,
     return (pp - 1) / vp * t_mb
 
 
+def interleave_splits(counts: Sequence[int]) -> list[int]:
+    """Virtual-stage counts above one that every pipeline stage's layers divide into.
+
+    >>> interleave_splits([12, 12]), interleave_splits([7, 8, 7])
+    ([2, 3, 4, 6, 12], [])
+    """
+    return [v for v in range(2, max(counts, default=1) + 1)
+            if all(c % v == 0 for c in counts)]
+
+
 def _interleave_hint(p: ResolvedParallel, micro: int, bubble: float, step: float
                      ) -> list[str]:
     """A warning when plain 1F1B leaves a large bubble that interleaving would cut: runs
@@ -425,8 +435,7 @@ def _interleave_hint(p: ResolvedParallel, micro: int, bubble: float, step: float
     if p.pp < 2 or cfg.interleave > 1 or cfg.pp_schedule != "1f1b" or step <= 0 \
             or bubble < 0.15 * step:
         return []
-    counts = p.stage_layer_counts or (p.stage_layers,)
-    vs = [v for v in range(2, max(counts) + 1) if all(c % v == 0 for c in counts)]
+    vs = interleave_splits(p.stage_layer_counts or (p.stage_layers,))
     if not vs:
         return []
     v = next((v for v in vs if bubble / v < 0.05 * step), vs[-1])
@@ -777,13 +786,13 @@ def auto_interleave(model: TransformerSpec, cfg: ParallelConfig, fabric: Fabric,
         counts = base.resolve(model, kw.get("world") or fabric.n_gpus).stage_layer_counts
     except ModelError:
         counts = ()
-    most = max(counts or (model.layers // max(cfg.pp, 1),))
+    if counts and not cfg.account_for_embedding_loss:
+        tries = [1, *interleave_splits(counts)]
+    else:  # the split depends on vp itself (embedding and loss counted as layers)
+        tries = list(range(1, max(counts or (model.layers // max(cfg.pp, 1),)) + 1))
     best: StepResult | None = None
     why: ModelError | None = None
-    for v in [1, *range(2, most + 1)]:
-        if v > 1 and counts and any(c % v for c in counts) \
-                and not cfg.account_for_embedding_loss:
-            continue
+    for v in tries:
         try:
             r = simulate_step(model, cfg.model_copy(update={"vp": v}), fabric, comm, **kw)
         except ModelError as e:
