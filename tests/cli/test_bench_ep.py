@@ -121,3 +121,13 @@ def test_band_and_envelope_beside_every_result(capsys: pytest.CaptureFixture[str
     assert main(["bench", "ep_dispatch", "--system", "aws-p5", "--nodes", "2",
                  "--ep-kernel", "deepep-ll", "--tokens", "128"]) == 0
     assert "no published deepep-ll figure on aws-p5" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("flag", [["-b", "1M"], ["-d", "half"], ["--algo", "ring"],
+                                  ["-g", "8"], ["-m", "4"]])
+def test_nccl_tests_flags_are_refused_not_ignored(flag: list[str],
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "ep_dispatch", "--system", "dgx-h100", "--nodes", "2",
+                 *flag]) == 2
+    err = capsys.readouterr().err
+    assert "nccl-tests sweep" in err and "Traceback" not in err

@@ -169,6 +169,10 @@ EP_LAYER = Group("ep_layer", (
 ), _ep_layer, "expert_parallel")
 
 
+#: nccl-tests' run flags by field, as the command line spells them.
+NCCL_TESTS_FLAG = {f.field: f.names[0] for f in NCCL_TESTS.flags}
+
+
 def register(app: typer.Typer) -> None:
     @app.command("bench")
     @with_groups(NET_ROUTING, NCCL_TESTS, EP_LAYER)
@@ -243,6 +247,18 @@ def register(app: typer.Typer) -> None:
 
         layer = ep_layer or {}
         if collective in EP_COLLECTIVES:
+            sweep = {"--minbytes": minbytes, "--maxbytes": maxbytes,
+                     "--stepfactor": stepfactor, "--stepbytes": stepbytes,
+                     "--datatype": datatype, "--op": op, "--algo": algo, "--proto": proto,
+                     "--time-limit": time_limit, "--output_file": output_file,
+                     "--ngpus": ngpus if ngpus != 1 else None,
+                     **{NCCL_TESTS_FLAG[k]: v for k, v in run.given.items()}}
+            given = next((k for k, v in sweep.items() if v is not None), None)
+            if given is not None:
+                raise ConfigError(f"{given} sets an nccl-tests sweep; {collective} times "
+                                  f"an MoE layer instead (its flags: --tokens, --hidden, "
+                                  f"--top-k, --experts, --ep, --ep-kernel): drop {given}",
+                                  field=given)
             _bench_ep(collective, scenario, cluster, backend, json_out, csv_out, out, plot,
                       layer)
             return
