@@ -82,6 +82,13 @@ class Protocol:
     ramp_power: float = 0.5
     nvls_scale: Any = field(default_factory=dict)
     hop_scale: Any = field(default_factory=dict)
+    #: Seconds each network crossing of a collective costs per channel the operation runs
+    #: on (:class:`~fabricsim.schedule.core.Crossings`): the proxy step of every channel.
+    crossing_per_channel: float = 0.0
+    #: Bytes one channel's threads take before NCCL gives an operation another channel
+    #: (threads per channel × ``threadThreshold``: LL 512 × 8, LL128 640 × 8, Simple
+    #: 512 × 64; ``src/graph/tuning.cc``, ``src/include/comm.h``).
+    thread_bytes: float = 0.0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "hop_latency", MappingProxyType(dict(self.hop_latency)))
@@ -94,7 +101,8 @@ class Protocol:
                 f"eff={dict(self.efficiency)!r}, launch={self.launch!r}, "
                 f"launch_per_gpu={self.launch_per_gpu!r}, "
                 f"ramp=({self.ramp_bytes!r}, {self.ramp_power!r}), "
-                f"nvls_scale={dict(self.nvls_scale)!r}, hop_scale={dict(self.hop_scale)!r})")
+                f"nvls_scale={dict(self.nvls_scale)!r}, hop_scale={dict(self.hop_scale)!r}, "
+                f"crossing={self.crossing_per_channel!r}/{self.thread_bytes!r})")
 
     def hop_array(self, fabric: Fabric | None = None) -> NDArray[np.float64]:
         """``hop_latency`` as an array in :data:`LINK_CLASSES` order.
@@ -209,9 +217,20 @@ def hardware_of(fabric: Fabric) -> tuple[str, str]:
 # net / sharp efficiencies leave out packet framing, which eff_array() multiplies in per
 #   transport (fabricsim.transport: IB x0.9937, RoCE/SRD x0.980): on InfiniBand they act
 #   as 0.24 / 0.60 / 0.96, the values before framing was split out.
+# crossing_per_channel 1.5 us, every protocol (thread_bytes are NCCL's own): a network
+#   crossing of a collective (schedule.core.Crossings) costs this per channel the
+#   operation runs on, so small operations on one or two channels pay little and those
+#   of 256 KiB and more, on all of them, pay the full price. Without it rows of several
+#   servers from 256 KiB to 64 MiB came out up to 2x too fast (a 2-server DGX H100 tree
+#   at 1 MiB: 37 us against 72-94 measured) while 8-byte latencies were right. Fitted by
+#   benchmarks/accuracy_nccl.py on the rows of several servers of 23 sources (each
+#   source's median absolute log error, summed); each source left out in turn gives
+#   1.5-1.75 us, and the held-out table is computed that way. Which part of a crossing
+#   grows with the channels (proxy posts, NIC doorbells, completions) is not resolved.
 _LAUNCH = 7.96e-6
 _LAUNCH_PER_GPU = 3.18e-6
 _NVLS_GEN4 = 0.707
+_CROSSING = 1.5e-6
 PROTOCOLS: dict[str, Protocol] = {
     "ll": Protocol(
         name="ll",
@@ -220,6 +239,7 @@ PROTOCOLS: dict[str, Protocol] = {
         efficiency={"nvlink": 0.33, "pcie": 0.33, "net": 0.2415, "nvls": 0.28,
                     "sharp": 0.2415},
         launch=_LAUNCH, launch_per_gpu=_LAUNCH_PER_GPU,
+        crossing_per_channel=_CROSSING, thread_bytes=512 * 8,
     ),
     "ll128": Protocol(
         name="ll128",
@@ -228,6 +248,7 @@ PROTOCOLS: dict[str, Protocol] = {
         efficiency={"nvlink": 0.452, "pcie": 0.452, "net": 0.604, "nvls": 0.40,
                     "sharp": 0.604},
         launch=_LAUNCH, launch_per_gpu=_LAUNCH_PER_GPU,
+        crossing_per_channel=_CROSSING, thread_bytes=640 * 8,
     ),
     "simple": Protocol(
         name="simple",
@@ -237,6 +258,7 @@ PROTOCOLS: dict[str, Protocol] = {
                     "sharp": 0.966},
         launch=_LAUNCH, launch_per_gpu=_LAUNCH_PER_GPU, ramp_bytes=4.8e6, ramp_power=0.56,
         nvls_scale={"nvswitch-gen3": 1.0, "nvswitch-gen4": _NVLS_GEN4},
+        crossing_per_channel=_CROSSING, thread_bytes=512 * 64,
     ),
 }
 

@@ -115,8 +115,9 @@ def test_reference_benchmark_cuts_held_out_error() -> None:
     for system, nodes, gpn, coll, cases in mod.groups():
         res = calibrate([mod.test_of(system, nodes, gpn, coll, cases)], system=system)
         assert res.held_out_error_after <= res.held_out_error_before + 1e-9
-        if nodes == 2:  # the Nebius NVLSTree rows: 9.8 % -> about 1 %
-            assert res.held_out_error_after < 0.03
+        if nodes == 2:  # the Nebius NVLSTree rows: 9.8 % -> about 1 % with calibration
+            # once; since network crossings are modelled the library alone gives 3.1 %
+            assert res.held_out_error_after < 0.035
 
 
 def test_output_is_checked_before_any_work(capsys, tmp_path) -> None:

@@ -45,7 +45,13 @@ from fabricsim.backends.analytic_shared import (
     plane_groups,
     reduce_keys,
 )
-from fabricsim.backends.base import Result, active_pipeline, fill_efficiency, kernel_floor
+from fabricsim.backends.base import (
+    Result,
+    active_pipeline,
+    crossing_seconds,
+    fill_efficiency,
+    kernel_floor,
+)
 from fabricsim.fabric.core import Fabric, pair_hash
 from fabricsim.fabric.kinds import LinkKind
 from fabricsim.fabric.paths import Paths
@@ -56,7 +62,7 @@ from fabricsim.protocols import (
     get_protocol,
     link_class_of_kind,
 )
-from fabricsim.schedule.core import Pipeline, Schedule, Step, concurrency_groups
+from fabricsim.schedule.core import Crossings, Pipeline, Schedule, Step, concurrency_groups
 
 FloatArray = NDArray[np.float64]
 _CLASS_OF_KIND = link_class_of_kind()
@@ -122,12 +128,18 @@ class CompiledSchedule:
     #: the protocol's payload efficiency per link class it is timed with.
     pipeline: Pipeline | None = None
     fill_eff: Mapping[str, float] = field(default_factory=dict)
+    #: The network crossings whose proxy steps this protocol pays (:class:`Crossings`).
+    crossings: Crossings | None = None
 
     def fill(self, factor: float = 1.0) -> float:
         """Seconds the chunk pipeline takes to fill at byte counts times ``factor``."""
         if self.pipeline is None:
             return 0.0
         return self.pipeline.fill(self.message_bytes * factor, self.fill_eff)
+
+    def crossing(self, factor: float = 1.0) -> float:
+        """Seconds the network crossings cost at byte counts times ``factor``."""
+        return crossing_seconds(self.crossings, self.protocol, self.message_bytes * factor)
 
     def step_times(self, factor: float = 1.0) -> tuple[FloatArray, FloatArray]:
         """Start and end of every step when all byte counts are multiplied by ``factor``."""
@@ -150,7 +162,7 @@ class CompiledSchedule:
         """Completion time (s) with byte counts multiplied by ``factor``."""
         _, end = self.step_times(factor)
         return (max(float(end.max(initial=0.0)), self.kernel_floor * factor)
-                + self.fill(factor) + self.launch)
+                + self.fill(factor) + self.crossing(factor) + self.launch)
 
 
 @dataclass(eq=False)
@@ -207,6 +219,7 @@ class AnalyticBackend:
                                  n_links=fabric.n_links, protocol=p,
                                  message_bytes=float(schedule.nbytes),
                                  kernel_floor=kernel_floor(schedule, p.name),
+                                 crossings=schedule.crossings,
                                  **_fill_of(schedule, p, fabric))
                 for g, p in zip(per_proto, protocols, strict=True)]
 

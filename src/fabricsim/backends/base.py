@@ -28,7 +28,7 @@ from numpy.typing import NDArray
 from fabricsim.fabric.core import Fabric
 from fabricsim.fabric.kinds import LinkKind
 from fabricsim.results import Tabular, scalars
-from fabricsim.schedule.core import Schedule
+from fabricsim.schedule.core import Crossings, Schedule
 
 FloatArray = NDArray[np.float64]
 
@@ -145,6 +145,30 @@ def pipeline_fill(schedule: Schedule, protocol: Any, fabric: Fabric) -> float:
     if pipe is None:
         return 0.0
     return float(pipe.fill(float(schedule.nbytes), fill_efficiency(protocol, fabric)))
+
+
+def crossing_cost(schedule: Schedule, protocol: Any, nbytes: float | None = None) -> float:
+    """Seconds ``schedule``'s network crossings (:class:`Schedule.crossings`) cost under
+    ``protocol`` for a message of ``nbytes`` (default the schedule's own): crossings in
+    sequence × the protocol's ``crossing_per_channel`` × the channels NCCL runs the
+    operation on. Every backend adds it to its time the same way, as it adds the
+    pipeline's fill: ``time = max(network, kernels) + fill + crossings``.
+
+    >>> from fabricsim.schedule import Schedule
+    >>> crossing_cost(Schedule(steps=()), None)
+    0.0
+    """
+    size = float(schedule.nbytes if nbytes is None else nbytes)
+    return crossing_seconds(schedule.crossings, protocol, size)
+
+
+def crossing_seconds(cross: Crossings | None, protocol: Any, nbytes: float) -> float:
+    """Seconds ``cross`` costs under ``protocol`` for a message of ``nbytes``
+    (:func:`crossing_cost` for a schedule's own)."""
+    if cross is None or protocol is None or not getattr(protocol, "crossing_per_channel", 0):
+        return 0.0
+    thread = protocol.thread_bytes * (cross.ll_ranks if protocol.name == "ll" else 1)
+    return float(cross.count * protocol.crossing_per_channel * cross.active(nbytes, thread))
 
 
 def ramp_bytes(schedule: Schedule, protocol: Any) -> float:

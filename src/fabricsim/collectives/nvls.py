@@ -29,7 +29,12 @@ from dataclasses import replace
 import numpy as np
 
 from fabricsim.collectives.hierarchical import rail_ring
-from fabricsim.collectives.pipeline import nvls_pipeline, nvlstree_pipeline, tree_depth
+from fabricsim.collectives.pipeline import (
+    nvls_pipeline,
+    nvlstree_crossings,
+    nvlstree_pipeline,
+    tree_depth,
+)
 from fabricsim.collectives.registry import Algorithm, Group, IntArray, register, step
 from fabricsim.protocols import nvlstree_kernel_rate
 from fabricsim.schedule.core import FloatArray, Step
@@ -162,6 +167,7 @@ NVLSTREE = register(Algorithm(
     collectives=frozenset({"all_reduce"}), protocols=("simple",), auto_min_servers=2,
     kernel_rate=_nvlstree_rate,
     pipeline=lambda group, collective: nvlstree_pipeline(group),
+    crossings=nvlstree_crossings,
     description="NCCL's NVLSTree: NVLS inside servers, a double binary tree per rail "
                 "across them, all phases pipelined (the fastest H100 all-reduce at 2+ "
                 "servers)."))

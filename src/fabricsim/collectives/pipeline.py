@@ -45,7 +45,7 @@ from fabricsim.collectives.registry import Group
 from fabricsim.fabric.core import Fabric
 from fabricsim.fabric.kinds import LINK_CLASSES, link_class_of_kind
 from fabricsim.protocols import nvlstree_kernel_rate, tree_kernel_rate
-from fabricsim.schedule.core import Pipeline
+from fabricsim.schedule.core import Crossings, Pipeline
 
 KIB = 1024.0
 #: NCCL's Simple step: ``NCCL_BUFFSIZE`` (4 MiB) over ``NCCL_STEPS`` (8).
@@ -198,3 +198,58 @@ def nvlstree_pipeline(group: Group) -> Pipeline | None:
     net = min(nic_gpu / ch, kernel) if kernel > 0 else nic_gpu / ch
     stages = (("nvls", 4.0, nvl / ops), ("net", 2.0 * tree_depth(group.servers), net))
     return Pipeline(stages=stages, ops=ops, chunk_bytes=chunk, shrink=NVLSTREE_SHRINK)
+
+
+def ring_crossings(group: Group, collective: str) -> Crossings | None:
+    """A ring's network crossings in sequence: every lap crosses each of the ``m`` server
+    boundaries once, and a ring all-reduce runs ``2(n-1)`` of its ``n`` ranks' steps (two
+    laps), reduce-scatter and all-gather ``n-1``; the broadcast and reduce chains cross
+    ``m-1``. NCCL's ring channels carry it.
+
+    >>> from fabricsim.fabric import build_cluster
+    >>> c = ring_crossings(Group.of(build_cluster("dgx-h100", 4)), "all_reduce")
+    >>> c.count, c.channels, c.traffic_per_byte, c.ll_ranks
+    (8, 16, 2.0, 32)
+    """
+    m, n = group.servers, group.n
+    if m < 2 or nic_rate(group.fabric) <= 0:
+        return None
+    if collective in ("broadcast", "reduce"):
+        count = m - 1
+    else:
+        rounds = 2 * (n - 1) if collective == "all_reduce" else n - 1
+        count = max(round(rounds * m / n), 1)
+    return Crossings(count=count, channels=nccl_channels(group),
+                     traffic_per_byte=2.0 if collective == "all_reduce" else 1.0,
+                     ll_ranks=n)
+
+
+def tree_crossings(group: Group, collective: str) -> Crossings | None:
+    """A tree all-reduce's network crossings in sequence: up the tree between servers and
+    down again, ``2 × depth``, on NCCL's ring/tree channels.
+
+    >>> from fabricsim.fabric import build_cluster
+    >>> tree_crossings(Group.of(build_cluster("dgx-h100", 8)), "all_reduce").count
+    6
+    """
+    if group.servers < 2 or nic_rate(group.fabric) <= 0:
+        return None
+    return Crossings(count=2 * tree_depth(group.servers), channels=nccl_channels(group),
+                     traffic_per_byte=2.0)
+
+
+def nvlstree_crossings(group: Group, collective: str) -> Crossings | None:
+    """NVLSTree's network crossings in sequence: its tree between servers, up and down,
+    on the NVLS channels."""
+    if group.servers < 2 or nic_rate(group.fabric) <= 0:
+        return None
+    return Crossings(count=2 * tree_depth(group.servers), channels=nvls_channels(group),
+                     traffic_per_byte=2.0)
+
+
+def switch_crossings(group: Group, collective: str) -> Crossings | None:
+    """In-network reduction (SHARP / CollNet): up to the switch tree and back, two
+    crossings, on NCCL's channels."""
+    if group.servers < 2 or nic_rate(group.fabric) <= 0:
+        return None
+    return Crossings(count=2, channels=nccl_channels(group), traffic_per_byte=2.0)

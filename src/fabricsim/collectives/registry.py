@@ -28,7 +28,7 @@ from numpy.typing import ArrayLike, NDArray
 from fabricsim.errors import ConfigError, ScheduleError, unknown
 from fabricsim.fabric.core import Fabric, pair_hash, with_nics
 from fabricsim.fabric.kinds import NodeKind
-from fabricsim.schedule.core import Pipeline, Step
+from fabricsim.schedule.core import Crossings, Pipeline, Step
 
 IntArray = NDArray[np.int32]
 
@@ -206,6 +206,9 @@ class Algorithm:
     #: Its chunk pipeline on a group, for a collective (:attr:`Schedule.pipeline`);
     #: ``None``: its steps already hold every chunk's cost.
     pipeline: Callable[[Group, str], Pipeline | None] | None = None
+    #: Its network crossings in sequence on a group, for a collective
+    #: (:attr:`Schedule.crossings`); ``None``: none is charged.
+    crossings: Callable[[Group, str], Crossings | None] | None = None
 
     def why_not(self, group: Group, collective: str) -> str | None:
         """Why this algorithm cannot run ``collective`` on ``group`` (``None`` if it can)."""

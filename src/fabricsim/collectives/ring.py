@@ -26,7 +26,7 @@ from dataclasses import replace
 import numpy as np
 from numpy.typing import NDArray
 
-from fabricsim.collectives.pipeline import chain_pipeline
+from fabricsim.collectives.pipeline import chain_pipeline, ring_crossings
 from fabricsim.collectives.registry import Algorithm, Group, fill_step, register, step
 from fabricsim.schedule.core import Pipeline, Step
 
@@ -137,7 +137,7 @@ def _pipeline(group: Group, collective: str) -> Pipeline | None:
 
 
 RING = register(Algorithm(
-    name="ring", build=ring_steps, pipeline=_pipeline,
+    name="ring", build=ring_steps, pipeline=_pipeline, crossings=ring_crossings,
     collectives=frozenset({"all_reduce", "reduce_scatter", "all_gather", "broadcast",
                            "reduce"}),
     description="NCCL ring: 2(n-1) steps of S/n per rank (all-reduce), chunk-pipelined "

@@ -36,6 +36,7 @@ from dataclasses import replace
 import numpy as np
 
 from fabricsim.collectives.hierarchical import intra_ring
+from fabricsim.collectives.pipeline import switch_crossings
 from fabricsim.collectives.registry import Algorithm, Group, IntArray, fill_step, register, step
 from fabricsim.fabric.core import Fabric
 from fabricsim.fabric.kinds import LinkKind, NodeKind
@@ -180,12 +181,13 @@ def _check_nvls_sharp(group: Group, collective: str) -> str | None:
 
 SHARP = register(Algorithm(
     name="sharp", build=sharp_steps, check=_check, collectives=frozenset({"all_reduce"}),
-    protocols=("ll", "simple"), auto_min_servers=2,
+    protocols=("ll", "simple"), auto_min_servers=2, crossings=switch_crossings,
     description="InfiniBand SHARP / CollNet: per-rail reduction in the switch tree "
                 "(leaf, then root), multicast back; NVLink reduce-scatter/all-gather inside "
                 "servers; pipelined."))
 NVLS_SHARP = register(Algorithm(
     name="nvls_sharp", build=nvls_sharp_steps, check=_check_nvls_sharp,
     collectives=frozenset({"all_reduce"}), protocols=("simple",), auto_min_servers=2,
+    crossings=switch_crossings,
     description="NVLS+SHARP (NCCL's NVLS with CollNet): in-switch reduction inside servers "
                 "and in the InfiniBand switches across them, pipelined (H100+, SHARP on)."))

@@ -24,7 +24,7 @@ from dataclasses import replace
 import numpy as np
 from numpy.typing import NDArray
 
-from fabricsim.collectives.pipeline import tree_depth, tree_pipeline
+from fabricsim.collectives.pipeline import tree_crossings, tree_depth, tree_pipeline
 from fabricsim.collectives.registry import Algorithm, Group, fill_step, register, step
 from fabricsim.protocols import tree_kernel_rate
 from fabricsim.schedule.core import Step
@@ -95,6 +95,6 @@ def _kernel_rate(group: Group, channels: int) -> float:
 TREE = register(Algorithm(
     name="tree", build=tree_steps, collectives=frozenset({"all_reduce"}),
     auto_min_servers=2, kernel_rate=_kernel_rate,
-    pipeline=lambda group, collective: tree_pipeline(group),
+    pipeline=lambda group, collective: tree_pipeline(group), crossings=tree_crossings,
     description="NCCL double binary tree across servers with chains inside them: reduce up "
                 "and broadcast down, pipelined; latency ~ 2 log2(servers) network hops."))

@@ -152,6 +152,56 @@ class Pipeline:
         return max(total - max(per), 0.0)
 
 
+#: NCCL's least traffic per channel (``MinTrafficPerChannel``, 16 KiB since 2.23): an
+#: operation is spread over at most ``ceil(traffic / 16 KiB)`` channels.
+MIN_TRAFFIC_PER_CHANNEL = 16 * 1024
+
+
+@dataclass(frozen=True)
+class Crossings:
+    """The server-to-server crossings a chunk of a collective makes one after another, and
+    how many of NCCL's channels the operation runs on.
+
+    Every crossing of the scale-out network is a step of NCCL's network proxy: the GPU
+    hands the step over, the proxy posts it to the NIC, the far side completes it. That
+    costs more the more channels the operation runs on (the protocol's
+    ``crossing_per_channel``), and NCCL runs small operations on few channels:
+    :meth:`active` follows its rules (``src/enqueue.cc``, NCCL 2.23-2.27): at most
+    ``ceil(traffic / 16 KiB)`` channels, traffic being twice the message for all-reduce
+    and the message otherwise, and while the message is below ``channels × thread bytes``
+    one channel fewer (``thread bytes``: the protocol's threads per channel times its
+    bytes per thread, times the ranks for ring LL).
+
+    ``count``: crossings in sequence (a ring all-reduce crosses every server boundary on
+    each of its two laps, a tree twice per level); ``channels``: the most channels;
+    ``traffic_per_byte``: 2 for all-reduce, 1 otherwise; ``ll_ranks``: factor on LL's
+    thread bytes (the ranks for a ring, as NCCL scales ring LL's threshold; else 1).
+
+    >>> c = Crossings(count=2, channels=16, traffic_per_byte=2.0)
+    >>> c.active(8, 5120.0), c.active(64 * 1024, 5120.0), c.active(2**20, 5120.0)
+    (1, 8, 16)
+    """
+
+    count: float
+    channels: int
+    traffic_per_byte: float = 1.0
+    ll_ranks: int = 1
+
+    def __post_init__(self) -> None:
+        if self.count < 0 or self.channels < 1 or not self.traffic_per_byte > 0 \
+                or self.ll_ranks < 1:
+            raise ScheduleError("crossings need count >= 0, channels >= 1 and positive "
+                                "traffic and thread factors")
+
+    def active(self, nbytes: float, thread_bytes: float) -> int:
+        """Channels an operation of ``nbytes`` runs on (at least 1)."""
+        by_traffic = -(-self.traffic_per_byte * max(nbytes, 0.0) // MIN_TRAFFIC_PER_CHANNEL)
+        nc = int(min(self.channels, max(by_traffic, 1)))
+        if thread_bytes > 0:
+            nc = min(nc, max(int(nbytes // thread_bytes), 1))
+        return max(nc, 1)
+
+
 @dataclass(frozen=True, eq=False)
 class Schedule:
     """A DAG of steps; steps may depend only on earlier steps (so it is acyclic)."""
@@ -169,6 +219,8 @@ class Schedule:
     kernel_bytes_per_s: float = 0.0
     #: The chunk pipeline's fill (:class:`Pipeline`), ``None`` where there is none.
     pipeline: Pipeline | None = None
+    #: Its network crossings in sequence (:class:`Crossings`), ``None`` where none counts.
+    crossings: Crossings | None = None
 
     def __post_init__(self) -> None:
         if not (self.kernel_bytes_per_s >= 0.0):  # also rejects NaN

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from fabricsim.backends.base import Result, kernel_floor, pipeline_fill
+from fabricsim.backends.base import Result, crossing_cost, kernel_floor, pipeline_fill
 from fabricsim.backends.flow.background import background_transfers
 from fabricsim.backends.flow.faults import plan_faults
 from fabricsim.backends.flow.results import Timeline, bottlenecks
@@ -132,8 +132,10 @@ class FlowBackend:
         extra["limited_by"] = "kernels" if time > out.time else "links"
         # the chunk pipeline's fill (Schedule.pipeline), as every backend adds it
         fill = pipeline_fill(schedule, proto, fabric)
-        time += fill
+        cross = crossing_cost(schedule, proto)  # the proxy steps of its network crossings
+        time += fill + cross
         extra["pipeline_fill"] = fill
+        extra["crossings"] = cross
         return Result(time=time, backend=self.name,
                       step_start=np.nan_to_num(out.step_start, nan=np.inf),
                       step_end=np.nan_to_num(out.step_end, nan=np.inf),

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from fabricsim.backends.base import Result, kernel_floor, pipeline_fill
+from fabricsim.backends.base import Result, crossing_cost, kernel_floor, pipeline_fill
 from fabricsim.backends.packet import layout as L
 from fabricsim.backends.packet.budget import check_endpoints
 from fabricsim.backends.packet.build import MODES, State, build_state
@@ -192,10 +192,11 @@ class PacketBackend:
             limited = "kernels" if t > res.time else "links"
             res = replace(res, time=t)
         fill = pipeline_fill(schedule, proto, fabric)  # the chunk pipeline's fill
-        if fill > 0 and res.extra.get("complete", False):
-            res = replace(res, time=res.time + fill)
+        cross = crossing_cost(schedule, proto)  # the proxy steps of its network crossings
+        if fill + cross > 0 and res.extra.get("complete", False):
+            res = replace(res, time=res.time + fill + cross)
         return replace(res, extra={**res.extra, "limited_by": limited,
-                                   "pipeline_fill": fill})
+                                   "pipeline_fill": fill, "crossings": cross})
 
 
 def _run(st: State) -> float:

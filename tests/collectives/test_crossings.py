@@ -1,0 +1,110 @@
+"""Network crossings (schedule.Crossings, collectives.pipeline.*_crossings): NCCL's channels
+per size, the crossings per algorithm, the same cost in every backend, and the published
+two-server curve whose mid-size step they reproduce."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+
+from fabricsim.backends.analytic import AnalyticBackend
+from fabricsim.backends.base import crossing_cost
+from fabricsim.backends.flow import FlowBackend
+from fabricsim.backends.packet import PacketBackend
+from fabricsim.collectives.api import predict_time
+from fabricsim.collectives.pipeline import ring_crossings, tree_crossings
+from fabricsim.collectives.registry import Group, get_algorithm
+from fabricsim.collectives.tuner import Tuner, build
+from fabricsim.errors import ScheduleError
+from fabricsim.fabric import build_cluster
+from fabricsim.protocols import PROTOCOLS
+from fabricsim.schedule import Crossings, Schedule
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_channels_follow_nccl_rules() -> None:
+    c = Crossings(count=2, channels=16, traffic_per_byte=2.0)
+    ll128 = PROTOCOLS["ll128"].thread_bytes
+    # at most ceil(traffic / 16 KiB) channels, all 16 from 128 KiB of all-reduce on
+    assert [c.active(s, ll128) for s in (8, 16 * 1024, 64 * 1024, 2**17, 2**30)] == \
+        [1, 2, 8, 16, 16]
+    # and one fewer while the message is below channels x thread bytes: Simple's 32 KiB
+    assert c.active(64 * 1024, PROTOCOLS["simple"].thread_bytes) == 2
+    # a ring scales LL's threshold by its ranks: 512 ranks run 1 MiB on one channel
+    ring = ring_crossings(Group.of(build_cluster("hgx-b200", 64)), "all_reduce")
+    assert ring is not None and ring.ll_ranks == 512
+    cost = crossing_cost(Schedule(steps=(), nbytes=2**20, crossings=ring), PROTOCOLS["ll"])
+    assert cost == pytest.approx(ring.count * PROTOCOLS["ll"].crossing_per_channel)
+
+
+def test_bad_crossings_are_refused() -> None:
+    with pytest.raises(ScheduleError):
+        Crossings(count=-1, channels=4)
+    with pytest.raises(ScheduleError):
+        Crossings(count=1, channels=0)
+
+
+def test_counts_per_algorithm() -> None:
+    four = Group.of(build_cluster("dgx-h100", 4))
+    ring = ring_crossings(four, "all_reduce")
+    assert ring is not None and ring.count == 8  # two laps over 4 server boundaries
+    gather = ring_crossings(four, "all_gather")
+    assert gather is not None and gather.count == 4 and gather.traffic_per_byte == 1.0
+    chain = ring_crossings(four, "broadcast")
+    assert chain is not None and chain.count == 3
+    tree = tree_crossings(Group.of(build_cluster("dgx-h100", 8)), "all_reduce")
+    assert tree is not None and tree.count == 6
+    assert ring_crossings(Group.of(build_cluster("dgx-h100", 1)), "all_reduce") is None
+    # all-to-all is point to point: no crossing charged
+    sched = build(four, "alltoall", 2**20, get_algorithm("direct"), "simple")
+    assert sched.crossings is None
+
+
+@pytest.mark.parametrize(("algo", "proto"), [("ring", "ll128"), ("tree", "ll128"),
+                                             ("nvlstree", "simple")])
+def test_every_backend_adds_the_same_cost(algo: str, proto: str) -> None:
+    fab = build_cluster("dgx-h100", 2)
+    sched = build(Group.of(fab), "all_reduce", 2**20, get_algorithm(algo), proto)
+    cost = crossing_cost(sched, PROTOCOLS[proto])
+    assert cost > 0
+    for backend in (FlowBackend(), PacketBackend()):
+        assert backend.run(sched, fab).extra["crossings"] == pytest.approx(cost)
+    bare = Schedule(steps=sched.steps, collective=sched.collective, algorithm=algo,
+                    protocol=proto, nbytes=sched.nbytes, ranks=sched.ranks,
+                    kernel_bytes_per_s=sched.kernel_bytes_per_s, pipeline=sched.pipeline)
+    analytic = AnalyticBackend()
+    assert analytic.run(sched, fab).time - analytic.run(bare, fab).time == \
+        pytest.approx(cost, rel=1e-9)
+
+
+def _published(source: str, nodes: int) -> dict[int, float]:
+    """Time (us) per size of a source's default all_reduce rows (nccl_tests.csv)."""
+    out: dict[int, float] = {}
+    with open(ROOT / "data" / "reference" / "nccl_tests.csv", encoding="utf-8") as fh:
+        for r in csv.DictReader(fh):
+            if r["source_key"] == source and int(r["nodes"]) == nodes and not r["algo"] \
+                    and r["collective"] == "all_reduce" and r["time_us"]:
+                out[int(r["size_bytes"])] = float(r["time_us"])
+    return out
+
+
+def test_the_mid_size_step_of_two_dgx_h100() -> None:
+    """Two DGX H100 over NDR (a published curve held out of every fit but the crossing's):
+    from 64 KiB to 1 MiB the measured time grows by 38 us, almost none of it bandwidth; a
+    fixed hop cost grew it by 5 us. The model must now show most of that step, while a
+    16-byte all-reduce, on one channel, gains no more than its two crossings' 3 us (it
+    stays 39 % slower than this source measures, 27 % before: an open latency gap)."""
+    meas = _published("nccl-tests#309-qoofyk", 2)
+    fab = build_cluster("dgx-h100", 2)
+    model = {s: predict_time(fab, "all_reduce", s) * 1e6 for s in (16, 65536, 2**20)}
+    step_meas = meas[2**20] - meas[65536]
+    step_model = model[2**20] - model[65536]
+    assert step_meas > 30
+    assert step_model > 0.6 * step_meas
+    off = Tuner({k: p.scaled(crossing_per_channel=0.0) for k, p in PROTOCOLS.items()})
+    before = {s: predict_time(fab, "all_reduce", s, tuner=off) * 1e6 for s in model}
+    assert before[2**20] - before[65536] < 0.2 * step_meas
+    assert 0 < model[16] - before[16] <= 2 * PROTOCOLS["ll"].crossing_per_channel * 1e6 + 1e-9
