@@ -151,3 +151,19 @@ def test_spraying_over_split_cables_uses_every_cable() -> None:
                              backend=FlowBackend(routing="spray")).time
     want = run_collective(pooled, "all_reduce", 2**26, algo="ring", proto="simple").time
     assert sprayed == pytest.approx(want, rel=1e-3)
+
+
+def test_queue_pairs_per_connection_are_a_cluster_setting() -> None:
+    """``params.qps`` (NCCL_IB_QPS_PER_CONNECTION): NCCL's 1 by default, 1-128 accepted,
+    anything else refused naming the field."""
+    import pytest
+
+    from fabricsim.errors import ConfigError
+    from fabricsim.fabric import build_cluster
+
+    assert build_cluster("dgx-h100", 2, fabric="roce-400g").info.qps == 1
+    assert build_cluster("dgx-h100", 2, fabric="roce-400g", params={"qps": 4}).info.qps == 4
+    for bad in (0, 129, 2.5, "4", True):
+        with pytest.raises(ConfigError) as e:
+            build_cluster("dgx-h100", 2, fabric="roce-400g", params={"qps": bad})
+        assert e.value.field == "params.qps" and "1 to 128" in e.value.message

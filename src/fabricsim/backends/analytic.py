@@ -44,6 +44,7 @@ from fabricsim.backends.analytic_shared import (
     innet_rows,
     plane_groups,
     reduce_keys,
+    split_queue_pairs,
 )
 from fabricsim.backends.base import (
     Result,
@@ -254,6 +255,7 @@ class AnalyticBackend:
         nb = np.concatenate([s.nbytes for s in steps])
         hashes = np.concatenate([s.hashes if s.hashes is not None else pair_hash(s.src, s.dst)
                                  for s in steps])
+        src, dst, nb, hashes = split_queue_pairs(fabric, src, dst, nb, hashes)
         scale = float(nb.max(initial=0.0))
         w = nb / scale if scale > 0 else nb
         h = hashlib.blake2b(digest_size=20)

@@ -229,8 +229,8 @@ def _routed_beta(fabric: Fabric, steps: list[Step], protocols: list[Protocol]
 
     zero = [0.0] * len(protocols)
     r = fabric.router
-    if not _eligible(fabric) or not isinstance(r, ClusterRouter):
-        return zero
+    if not _eligible(fabric) or not isinstance(r, ClusterRouter) or fabric.info.qps > 1:
+        return zero  # (several queue pairs split what is sampled here whole)
     srv = fabric.node_server
     parts: list[tuple[NDArray[np.int32], NDArray[np.int32], NDArray[np.uint64], FloatArray]] = []
     taken = 0

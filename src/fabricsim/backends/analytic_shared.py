@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from fabricsim.fabric.core import Fabric
+from fabricsim.fabric.core import Fabric, mix_hash
 from fabricsim.fabric.kinds import LinkKind, NodeKind
 from fabricsim.protocols import switch_endpoint
 
@@ -159,3 +159,36 @@ def reduce_keys(lat: FloatArray, rank: NDArray[np.int64], cm: FloatArray
     lat_k = np.maximum.reduceat(lat[order], starts)     # max: exact in any order
     cm_k = np.maximum.reduceat(cm[order], starts, axis=0)
     return lat_k, (ks[starts] % 8).astype(np.int64), cm_k
+
+
+def split_queue_pairs(fabric: Fabric, src: NDArray[np.int32], dst: NDArray[np.int32],
+                      nbytes: FloatArray, hashes: NDArray[np.uint64]
+                      ) -> tuple[NDArray[np.int32], NDArray[np.int32], FloatArray,
+                                 NDArray[np.uint64]]:
+    """Transfers between servers split over ``fabric.info.qps`` queue pairs, each with its
+    share of the bytes and its own ECMP hash (as NCCL splits a connection's data over
+    ``NCCL_IB_QPS_PER_CONNECTION`` QPs); transfers inside a server are kept whole.
+
+    >>> from fabricsim.fabric import build_cluster
+    >>> fab = build_cluster("dgx-h100", 2, fabric="roce-400g", params={"qps": 4})
+    >>> g = fab.gpus
+    >>> s, d, b, h = split_queue_pairs(fab, g[[0, 0]], g[[1, 8]], np.array([8.0, 8.0]),
+    ...                                np.array([1, 2], dtype=np.uint64))
+    >>> b.tolist(), len(set(h[1:].tolist()))
+    ([8.0, 2.0, 2.0, 2.0, 2.0], 4)
+    """
+    q = fabric.info.qps
+    if q <= 1:
+        return src, dst, nbytes, hashes
+    srv = fabric.node_server
+    cross = np.flatnonzero(srv[src] != srv[dst])
+    if cross.size == 0:
+        return src, dst, nbytes, hashes
+    keep = np.ones(src.shape[0], dtype=bool)
+    keep[cross] = False
+    parts_h = [mix_hash(hashes[cross], k) for k in range(q)]
+    out_src = np.concatenate([src[keep], np.tile(src[cross], q)])
+    out_dst = np.concatenate([dst[keep], np.tile(dst[cross], q)])
+    out_nb = np.concatenate([nbytes[keep], np.tile(nbytes[cross] / q, q)])
+    out_h = np.concatenate([hashes[keep], *parts_h])
+    return out_src, out_dst, out_nb, out_h

@@ -33,9 +33,9 @@ QuietOpt = Annotated[bool, typer.Option(
     "--quiet", "-q", help="No progress display and no table: only errors (and --json).")]
 RoutingOpt = Annotated[str, typer.Option(
     "--routing", help="ecmp (hash per queue pair), spray or adaptive.")]
-QpsOpt = Annotated[int, typer.Option(
+QpsOpt = Annotated[int | None, typer.Option(
     "--qps", help="Queue pairs per connection (NCCL_IB_QPS_PER_CONNECTION; NCCL allows at "
-    "most 128).", min=1, max=128)]
+    "most 128; default: the cluster's params.qps, else NCCL's 1).", min=1, max=128)]
 SizeOpt = Annotated[str | None, typer.Option(
     "--size", help="Message size (default: the scenario's collective.maxbytes).")]
 
@@ -49,7 +49,7 @@ def register(app: typer.Typer) -> None:
             "name.")],
         cluster: ClusterFlags = NO_CLUSTER_FLAGS,
         routing: RoutingOpt = "ecmp",
-        qps: QpsOpt = 1,
+        qps: QpsOpt = None,
         size: SizeOpt = None,
         out: OutOpt = None,
         csv: CsvOpt = False,

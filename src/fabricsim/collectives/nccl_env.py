@@ -8,8 +8,9 @@ every ``NCCL_*`` variable in it is one of:
   choice; ``NCCL_NVLS_ENABLE`` (0, 1, 2) and ``NCCL_COLLNET_ENABLE`` (0, 1) turn NVLink
   SHARP and in-network reduction off or on; ``NCCL_MIN_NCHANNELS`` / ``NCCL_MAX_NCHANNELS``
   (and their newer names ``NCCL_MIN_CTAS`` / ``NCCL_MAX_CTAS``) clamp the channels the
-  model runs; ``NCCL_IB_QPS_PER_CONNECTION`` (1-128) is the flow backend's queue pairs per
-  connection (hashed ECMP spreads them); ``NCCL_CROSS_NIC`` 0 or 2 and
+  model runs; ``NCCL_IB_QPS_PER_CONNECTION`` (1-128) is the queue pairs per connection
+  between servers, on every backend (the cluster's ``params.qps``: hashed ECMP spreads
+  them); ``NCCL_CROSS_NIC`` 0 or 2 and
   ``NCCL_BUFFSIZE=4194304`` are what the model does already (rings stay on one rail;
   NCCL's default buffer);
 * **without effect on time** — :data:`NO_EFFECT` (logging, interface and GID selection,

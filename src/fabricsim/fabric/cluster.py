@@ -82,7 +82,9 @@ TOPOLOGY_PARAMS: dict[str, frozenset[str] | None] = {
 }
 #: ``params`` keys read by build_cluster itself (NVLink domains, storage, management).
 CLUSTER_PARAMS = frozenset({"nvlink_domain", "storage_targets", "mgmt_servers_per_switch",
-                            "sharp", "routing", "calibration"})
+                            "sharp", "routing", "calibration", "qps"})
+#: Most queue pairs per connection (``params.qps``; NCCL accepts up to 128).
+MAX_QPS = 128
 #: Link classes a calibration may scale, and what it scales.
 CALIBRATION_KEYS = frozenset(f"{c}.{what}" for c in ("nvlink", "pcie", "net", "nvls", "sharp")
                              for what in ("efficiency", "hop"))
@@ -432,6 +434,11 @@ def build_cluster(system: str = "dgx-h100", nodes: int = 1, *, gpus_per_node: in
     switch = cat.switch(fspec.switch)
     sharp = _sharp_setting(prm.get("sharp", False), fabric_name, fspec.sharp,
                            switch.in_network_reduction, fspec.switch, topo)
+    qps = prm.get("qps", 1)
+    if isinstance(qps, bool) or not isinstance(qps, int) or not 1 <= qps <= MAX_QPS:
+        raise ConfigError(f"qps (queue pairs per connection, NCCL_IB_QPS_PER_CONNECTION) "
+                          f"must be a whole number from 1 to {MAX_QPS}, got {qps!r}",
+                          field="params.qps")
     routing = prm.get("routing", ROUTING_BY_TRANSPORT.get(fspec.transport, "ecmp"))
     if routing not in ROUTINGS:
         raise unknown("routing", str(routing), ROUTINGS, field="params.routing")
@@ -534,7 +541,7 @@ def build_cluster(system: str = "dgx-h100", nodes: int = 1, *, gpus_per_node: in
         and domain_gpus > 1,
         nics_per_gpu=int(gpu_nics.shape[1]), pcie_switches=template.params.pcie_switches,
         gpu_power_w=sysp.gpu_power_w, gpu_hour_usd=sysp.gpu_hour_usd, cables=cables,
-        calibration=check_calibration(prm.get("calibration")), extra=extra,
+        calibration=check_calibration(prm.get("calibration")), qps=qps, extra=extra,
     )
     return b.build(gpus=gpus, gpu_nics=gpu_nics, router=router, info=info, arrays=arrays)
 

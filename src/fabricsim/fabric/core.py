@@ -83,6 +83,10 @@ class FabricInfo:
     #: model (``fabricsim calibrate``): ``"<class>.efficiency"`` and ``"<class>.hop"`` for
     #: the link classes ``nvlink``, ``pcie``, ``net``, ``nvls``, ``sharp``. Empty: none.
     calibration: Mapping[str, float] = field(default_factory=dict)
+    #: Queue pairs per connection between servers (``NCCL_IB_QPS_PER_CONNECTION``; NCCL's
+    #: default 1): each carries its share of a transfer and is hashed over the equal-cost
+    #: paths on its own, so hashed ECMP collides less with more.
+    qps: int = 1
     extra: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -355,3 +359,18 @@ def pair_hash(src: IntArray, dst: IntArray, seed: int = 0) -> NDArray[np.uint64]
         x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
         x = x ^ (x >> np.uint64(31))
     return x
+
+
+def mix_hash(h: NDArray[np.uint64], k: int) -> NDArray[np.uint64]:
+    """A new 64-bit hash from ``h`` and a small integer ``k`` (k = 0 returns ``h``); the
+    NIC bytes are kept, so the queue pairs of one connection stay on its NICs."""
+    if k == 0:
+        return h
+    lo = (h & np.uint64(0x7FFFFFFF)).astype(np.int32)
+    hi = ((h >> np.uint64(33)) & np.uint64(0x7FFF)).astype(np.int32)
+    nics = h & (np.uint64(0xFFFF) << NIC_SHIFT_SRC)
+    out: NDArray[np.uint64] = (pair_hash(lo, hi, seed=k) & ~(np.uint64(0xFFFF) << NIC_SHIFT_SRC)
+                               ) | nics
+    return out
+
+

@@ -193,8 +193,13 @@ def bench_job(sc: Scenario, *, collective: str | None = None,
                           f"(or backend: flow in collective:), got {be}",
                           field="collective.backend")
     chosen: tuple[str | None, ...] = tuple(algos) or ((spec.algo,) if spec.algo else (None,))
+    cluster = Cluster.of(sc)
+    if env is not None and env.qps is not None:  # the connections' queue pairs, every backend
+        spec_qps = cluster.spec.model_copy(update={"params": {**cluster.spec.params,
+                                                              "qps": env.qps}})
+        cluster = cluster.model_copy(update={"spec": spec_qps})
     return CollectiveBench(
-        cluster=Cluster.of(sc), collective=name, sizes=tuple(sizes), datatype=dtype, op=red,
+        cluster=cluster, collective=name, sizes=tuple(sizes), datatype=dtype, op=red,
         algos=chosen, every_algorithm=every_algorithm, proto=proto or spec.proto,
         backend=be, ranks=_ranks(spec.ranks),
         gpus_per_thread=gpus_per_thread, env=env or NcclEnv(), faults=faults,
@@ -317,10 +322,6 @@ class BenchReport:
         """Algorithms that cannot run here, and sizes no published measurement covers."""
         out = [f"{a} cannot run here: {why}" for a, why in self.skipped.items()]
         env = self.job.env
-        if env.qps is not None and self.job.backend != "flow":
-            out.append(f"NCCL_IB_QPS_PER_CONNECTION={env.qps} changes results only on the "
-                       f"flow backend (hashed ECMP spreads the queue pairs); the "
-                       f"{self.job.backend} backend shares links evenly")
         if env.no_effect:
             out.append(f"{', '.join(env.no_effect)}: set, without effect on time")
         out += sorted({r.envelope for rows in self.rows.values() for r in rows
@@ -421,13 +422,12 @@ def run_bench(job: CollectiveBench, fabric: Fabric, progress: Progress = quiet,
                           f"{fabric.info.system} servers have {per_server}; give a -g that "
                           f"divides {per_server}", field="--ngpus")
     backend: Any = job.backend
-    qps = job.env.qps or 1
-    if job.faults or job.time_limit_s is not None or (job.backend == "flow" and qps > 1):
+    if job.faults or job.time_limit_s is not None:
         from fabricsim.backends.flow import FlowBackend
 
         backend = FlowBackend(faults=list(job.faults.faults),
                               background=list(job.faults.background), seed=job.faults.seed,
-                              time_limit_s=job.time_limit_s, qps=qps)
+                              time_limit_s=job.time_limit_s)
     names: list[str | None] = list(job.algos)
     if job.every_algorithm:
         names += [a for a, alg in ALGORITHMS.items()

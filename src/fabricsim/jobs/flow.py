@@ -59,7 +59,8 @@ class FlowRun(Part):
     collective: CollectiveSpec
     nbytes: int = Field(ge=0)
     routing: Literal["ecmp", "spray", "adaptive"] = "ecmp"
-    qps: int = Field(1, ge=1, le=128)
+    qps: int | None = Field(None, ge=1, le=128)
+    """Queue pairs per connection (``None``: the cluster's ``params.qps``, else 1)."""
     faults: Faults
     time_limit_s: float | None = Field(None, gt=0, allow_inf_nan=False)
     record: bool = False
@@ -68,7 +69,8 @@ class FlowRun(Part):
     """Run faults that are legal but extreme (``--force``)."""
 
 
-def flow_job(sc: Scenario, *, size: str | None = None, routing: str = "ecmp", qps: int = 1,
+def flow_job(sc: Scenario, *, size: str | None = None, routing: str = "ecmp",
+             qps: int | None = None,
              time_limit_s: float | None = None, record: bool = False,
              force: bool = False) -> FlowRun:
     """The flow run of ``sc``: its collective (all-reduce when it names none) at
@@ -176,7 +178,7 @@ def run_flow(job: FlowRun, fabric: Fabric, progress: Progress = quiet,
                          proto=spec.proto)
     deadline = time.perf_counter() + job.time_limit_s if job.time_limit_s is not None \
         else None
-    routing, qps = job.routing, job.qps
+    routing, qps = job.routing, job.qps if job.qps is not None else fabric.info.qps
 
     def backend(**kw: Any) -> FlowBackend:
         left = None if deadline is None else max(deadline - time.perf_counter(), 1e-3)

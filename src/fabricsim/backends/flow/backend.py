@@ -54,7 +54,8 @@ class FlowBackend:
         ``routing="adaptive"``, else ``"ecmp"`` over the fabric's own routes (its InfiniBand
         tables or Ethernet hashing).
     qps
-        Queue pairs (NCCL channels' connections) per transfer, each ``nbytes/qps``.
+        Queue pairs (NCCL channels' connections) per transfer, each ``nbytes/qps``;
+        ``None`` (default): the fabric's own (``params.qps``, NCCL's 1 unless set).
     faults, background
         :class:`~fabricsim.scenario.schema.FaultSpec` and
         :class:`~fabricsim.scenario.schema.BackgroundSpec` (or dicts of their fields).
@@ -72,7 +73,7 @@ class FlowBackend:
 
     seed: int = 0
     routing: str = "auto"
-    qps: int = 1
+    qps: int | None = None
     faults: Sequence[FaultSpec | dict[str, Any]] = ()
     background: Sequence[BackgroundSpec | dict[str, Any]] = ()
     record_timeline: bool = False
@@ -89,7 +90,7 @@ class FlowBackend:
         if self.routing not in (*ROUTING_MODES, "auto"):
             raise ConfigError(f"routing must be auto or one of {', '.join(ROUTING_MODES)}, got "
                               f"{self.routing!r}", field="routing")
-        if self.qps < 1:
+        if self.qps is not None and self.qps < 1:
             raise ConfigError(f"qps must be >= 1, got {self.qps}", field="qps")
         if self.time_limit_s is not None and not self.time_limit_s > 0:
             raise ConfigError(f"the time limit must be > 0 seconds, got {self.time_limit_s}",
@@ -108,7 +109,8 @@ class FlowBackend:
         plan = plan_faults(fabric, self.faults)
         bg = background_transfers(plan.fabric, self.background, seed=self.seed)
         routing = self.routing_for(fabric)
-        out = simulate(schedule, plan, bg, routing=routing, qps=self.qps, seed=self.seed,
+        qps = self.qps if self.qps is not None else fabric.info.qps
+        out = simulate(schedule, plan, bg, routing=routing, qps=qps, seed=self.seed,
                        exploit_repeats=self.exploit_repeats,
                        record_timeline=self.record_timeline, protocol=proto,
                        time_limit_s=self.time_limit_s, progress=self.progress)
@@ -118,7 +120,7 @@ class FlowBackend:
             "bottlenecks": tops, "critical_time": out.critical_time,
             "stalled_steps": out.stalled_steps, "stalled_transfers": out.stalled_transfers,
             "skipped_epochs": out.skipped_epochs, "kernel_calls": out.kernel_calls,
-            "routing": routing, "qps": self.qps, "protocol": proto.name,
+            "routing": routing, "qps": qps, "protocol": proto.name,
             "faults": [f.description for f in plan.faults],
             "fault_links": {f.description: f.links for f in plan.faults},
         }

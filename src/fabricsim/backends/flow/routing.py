@@ -34,7 +34,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from fabricsim.errors import ConfigError, NoRouteError
-from fabricsim.fabric.core import NIC_SHIFT_SRC, Fabric, pair_hash
+from fabricsim.fabric.core import Fabric, mix_hash, pair_hash
 from fabricsim.fabric.kinds import LinkKind, NodeKind
 from fabricsim.protocols import LINK_CLASSES, Protocol, link_class_of_kind, switch_endpoint
 
@@ -71,19 +71,6 @@ class Expanded:
     @property
     def n_jobs(self) -> int:
         return int(self.size.shape[0])
-
-
-def mix_hash(h: NDArray[np.uint64], k: int) -> NDArray[np.uint64]:
-    """A new 64-bit hash from ``h`` and a small integer ``k`` (k = 0 returns ``h``); the
-    NIC bytes are kept, so the queue pairs of one connection stay on its NICs."""
-    if k == 0:
-        return h
-    lo = (h & np.uint64(0x7FFFFFFF)).astype(np.int32)
-    hi = ((h >> np.uint64(33)) & np.uint64(0x7FFF)).astype(np.int32)
-    nics = h & (np.uint64(0xFFFF) << NIC_SHIFT_SRC)
-    out: NDArray[np.uint64] = (pair_hash(lo, hi, seed=k) & ~(np.uint64(0xFFFF) << NIC_SHIFT_SRC)
-                               ) | nics
-    return out
 
 
 def _route_each(fabric: Fabric, src: NDArray[np.int32], dst: NDArray[np.int32],
