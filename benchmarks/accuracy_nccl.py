@@ -218,6 +218,7 @@ def scale_out_cases() -> list[Case]:
 
 
 _FABRICS: dict[tuple[Any, ...], Any] = {}
+_CATALOGS: dict[str, Any] = {}
 
 
 def predict_us(c: Case, tuner: Tuner | None = None) -> float:
@@ -437,10 +438,18 @@ def fit_sources(cs: list[Case] | None = None) -> set[str]:
 
 
 def fabric_of(c: Case) -> Any:
-    key = (c.system, c.nodes, tuple(sorted(c.cluster.items())))
+    key = (c.system, c.nodes, tuple(sorted((k, repr(v)) for k, v in c.cluster.items())))
     if key not in _FABRICS:
-        _FABRICS[key] = build_cluster(c.system, c.nodes, catalog=CATALOG, **c.cluster)
+        _FABRICS[key] = build_cluster(c.system, c.nodes, catalog=catalog(), **c.cluster)
     return _FABRICS[key]
+
+
+def catalog() -> Any:
+    """:data:`CATALOG` with the published rows' own NIC configurations
+    (``published_nccl.nic_variants``)."""
+    if "published" not in _CATALOGS:
+        _CATALOGS["published"] = with_systems(CATALOG, published().nic_variants())
+    return _CATALOGS["published"]
 
 
 def published() -> Any:
@@ -479,10 +488,12 @@ def heldout_table(cs: list[Case], errors: list[float]) -> dict[str, Any]:
     fitted = fit_sources([c for c in cs if c.row < 3000])  # the measurements*.csv rows
     by: dict[str, list[tuple[float, str]]] = {}
     envelope: dict[str, dict[str, int]] = {}
+    variants = published().nic_variants()
     for c, e in zip(cs, errors, strict=True):
         fab = fabric_of(c)
-        env = envelope.setdefault(c.system, {"max_servers": 0, "min_bytes": 2**62,
-                                             "max_bytes": 0})
+        preset = str(variants.get(c.system, {}).get("base", c.system))  # NICs as run
+        env = envelope.setdefault(preset, {"max_servers": 0, "min_bytes": 2**62,
+                                           "max_bytes": 0})
         env["max_servers"] = max(env["max_servers"], fab.info.servers)
         env["min_bytes"] = min(env["min_bytes"], int(c.nbytes))
         env["max_bytes"] = max(env["max_bytes"], int(c.nbytes))

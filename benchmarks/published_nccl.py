@@ -10,8 +10,11 @@ it cannot (:data:`NOT_COVERED_REASONS`):
   4 GPUs inside one rack: one "node" of the preset with ``4 x trays`` GPUs); ``mnnvl+ib`` /
   ``mnnvl+roce-400g`` span racks, split evenly (the published runs name 2 x 16 trays, not
   18 + 14);
-- a forced ``NCCL_ALGO`` / ``NCCL_PROTO`` is forced in the model too, and ``-g N`` in
-  the notes (one process driving N GPUs) is the model's ``gpus_per_thread``;
+- a forced ``NCCL_ALGO`` / ``NCCL_PROTO`` is forced in the model too, ``-g N`` in the
+  notes (one process driving N GPUs) is the model's ``gpus_per_thread``, and
+  ``NCCL_IB_QPS_PER_CONNECTION=N`` the cluster's ``params.qps``;
+- NICs as the row gives them (``nics_per_node``, ``nic_gbps``) where they differ from
+  the preset's: a user-defined variant of it (:func:`nic_variant`);
 - the comparison is on time for sizes below 1 MiB (what a latency user reads) and on bus
   bandwidth from 1 MiB up (the same ratio, inverted).
 
@@ -41,6 +44,52 @@ _FABRICS = {"ib-ndr": "ib-ndr", "ib-hdr": "ib-hdr", "ib-xdr": "ib-xdr", "efa": "
 #: Per-tray GPU count of the NVL72 systems' compute trays.
 _TRAY_GPUS = 4
 _RACK_GPUS = 72
+
+
+def nic_variant(r: dict[str, str]) -> tuple[str, dict[str, object]] | None:
+    """The system a row ran on when its NICs differ from its preset's: the row's NICs per
+    GPU (``nics_per_node`` over ``gpus_per_node``, per tray on NVL72) and their speed
+    (``nic_gbps`` where given) on the preset's GPUs, as a user would define it
+    (``catalog.with_systems``); ``None`` when the preset already matches. OCI's HGX B300
+    has 16 x 400G NICs where the preset has 8 x 800G, and its GB300 trays 8 x 400G per 4
+    GPUs: on a 400G fabric the preset would carry half their bandwidth.
+
+    >>> nic_variant({"system": "hgx-b300", "nics_per_node": "16", "nic_gbps": "400",
+    ...              "gpus_per_node": "8"})
+    ('hgx-b300-16x400g', {'base': 'hgx-b300', 'nics': 16, 'nic_gbit_s': 400.0})
+    >>> nic_variant({"system": "dgx-h100", "nics_per_node": "8", "nic_gbps": "400",
+    ...              "gpus_per_node": "8"}) is None
+    True
+    """
+    from fabricsim.catalog import get_catalog
+
+    if not r.get("nics_per_node"):
+        return None
+    preset = get_catalog().system(r["system"])
+    gpn = int(r["gpus_per_node"] or 8)
+    nics = int(r["nics_per_node"])
+    if nics * preset.gpus % gpn:
+        return None
+    want = nics * preset.gpus // gpn
+    gbit = float(r["nic_gbps"]) if r.get("nic_gbps") else preset.nic_gbit_s
+    if want == preset.nics and gbit == preset.nic_gbit_s:
+        return None
+    spec: dict[str, object] = {"base": r["system"], "nics": want, "nic_gbit_s": gbit}
+    return f"{r['system']}-{want}x{gbit:g}g", spec
+
+
+def nic_variants() -> dict[str, dict[str, object]]:
+    """Every row's :func:`nic_variant`, by name (for the benchmark's catalog)."""
+    out: dict[str, dict[str, object]] = {}
+    with open(CSV, encoding="utf-8") as fh:
+        for r in csv.DictReader(fh):
+            try:
+                v = nic_variant(r)
+            except Exception:  # a system without a preset: not run at all
+                continue
+            if v is not None:
+                out[v[0]] = v[1]
+    return out
 
 
 def _cluster(r: dict[str, str]) -> tuple[int, dict[str, object]] | str:
@@ -122,8 +171,12 @@ def published_cases() -> tuple[list[Case], Counter[str]]:
             per_server = int(kw.get("gpus_per_node", 8))  # type: ignore[call-overload]
             if per_server % gpt:
                 gpt = 1
+            q = re.search(r"NCCL_IB_QPS_PER_CONNECTION=(\d+)", r["notes"])
+            if q and int(q.group(1)) > 1 and nodes > 1:  # the run's own queue pairs
+                kw = {**kw, "params": {"qps": int(q.group(1))}}
+            variant = nic_variant(r)
             out.append(Case(
-                int(r["id"]), r["system"], nodes, size, busbw,
+                int(r["id"]), variant[0] if variant else r["system"], nodes, size, busbw,
                 algo=_ALGOS.get(r["algo"]) if r["algo"] else None,
                 proto=_PROTOS.get(r["proto"]) if r["proto"] else None,
                 collective=r["collective"], cluster=kw,
