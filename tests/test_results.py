@@ -146,7 +146,20 @@ def _ep() -> Any:
                                                          experts=16), "dispatch")
 
 
+def _cluster() -> Any:
+    from fabricsim.workloads.cluster import ClusterMember, interfere, place
+    from fabricsim.workloads.models import get_model
+    from fabricsim.workloads.training.parallel import ParallelConfig
+
+    fab = _fab(4)
+    cfg = ParallelConfig(tp=8, global_batch=16, seq_len=2048)
+    members = [ClusterMember(n, 16, get_model("llama2-7b"), cfg) for n in "ab"]
+    return interfere(fab, members, place(fab, [(m.name, 16, None) for m in members]))
+
+
 CASES: dict[str, tuple[Callable[[], Any], set[str], int]] = {
+    "ClusterResult": (_cluster, {"job", "slowdown", "step_alone_s",
+                                 "gpu_hours_lost_per_hour"}, 2),
     "EpResult": (_ep, {"kernel", "time_us", "headline_gbps", "limit"}, 1),
     "Result-analytic": (lambda: _collective().result,
                         {"time_s", "backend", "steps", "extra.protocol"}, 1),

@@ -47,7 +47,7 @@ def _root(version: bool = typer.Option(
 COMMAND_MODULES = (
     "presets", "describe", "validate", "bench", "compare", "diagnose", "calibrate", "sweep",
     "simulate", "train",
-    "scale",
+    "scale", "cluster",
     "plan_parallel", "plan", "infer", "packet", "report", "serve", "demo",
 )
 

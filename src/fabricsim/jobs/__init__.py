@@ -19,6 +19,7 @@ kind           job                                      runs
 ``infer``      :class:`~.serving.ServingJob`            serving one model instance
 ``simulate``   :class:`~.flow.FlowRun`                  faults on the flow backend
 ``packet``     :class:`~.packet.PacketRun`              the packet-level experiment
+``cluster``    :class:`~.cluster.ClusterJob`            many jobs sharing the fabric
 =============  =======================================  ===========================
 
 Example
@@ -41,6 +42,7 @@ from typing import Any
 
 from fabricsim.errors import ConfigError
 from fabricsim.fabric import Fabric
+from fabricsim.jobs.cluster import ClusterJob, ClusterReport, cluster_job, run_cluster
 from fabricsim.jobs.collective import BenchReport, CollectiveBench, bench_job, run_bench
 from fabricsim.jobs.common import Cluster, Faults, Goodput, Job, Pricing, Progress, Report, quiet
 from fabricsim.jobs.describe import Describe, DescribeReport, describe_job, run_describe
@@ -69,6 +71,8 @@ __all__ = [
     "KINDS",
     "BenchReport",
     "Cluster",
+    "ClusterJob",
+    "ClusterReport",
     "CollectiveBench",
     "Describe",
     "DescribeReport",
@@ -147,6 +151,9 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
     Kind("packet", "the packet-level experiment, every variant", PacketRun, packet_job,
          run_packet, "packet", (*_CLUSTER, "packet", "collective", "faults", "seed"),
          own_fabric=True),
+    Kind("cluster", "many training jobs sharing the cluster, placed", ClusterJob,
+         cluster_job, run_cluster, "jobs", (*_CLUSTER, "jobs", "placement", "seed",
+                                            "gpu_hour_usd")),
 )}
 
 
@@ -196,12 +203,15 @@ def kinds_of(sc: Scenario) -> list[str]:
         out.append("simulate")
     if sc.packet is not None:
         out.append("packet")
+    if sc.jobs:
+        out.append("cluster")
     return out
 
 
 def primary_kind(sc: Scenario) -> str:
-    """The kind a scenario is written for: its packet experiment, else its serving, its
-    training, its faults on the flow backend, its collective, else the cluster alone.
+    """The kind a scenario is written for: its packet experiment, else its jobs sharing
+    the cluster, its serving, its training, its faults on the flow backend, its
+    collective, else the cluster alone.
 
     >>> from fabricsim.scenario import Scenario
     >>> primary_kind(Scenario.model_validate({"cluster": {"nodes": 2}}))
@@ -209,6 +219,8 @@ def primary_kind(sc: Scenario) -> str:
     """
     if sc.packet is not None:
         return "packet"
+    if sc.jobs:
+        return "cluster"
     if sc.inference is not None:
         return "infer"
     if sc.training is not None:

@@ -17,7 +17,7 @@ Example
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, PrivateAttr, model_validator
 
@@ -28,9 +28,11 @@ from fabricsim.scenario.cluster import ClusterSpec as ClusterSpec
 from fabricsim.scenario.cluster import CollectiveSpec as CollectiveSpec
 from fabricsim.scenario.cluster import ExpertParallelSpec as ExpertParallelSpec
 from fabricsim.scenario.sections import (
+    MAX_CLUSTER_JOBS,
     MAX_GPU_HOUR_USD,
     PacketSection,
     ServingSection,
+    SharedJobSection,
     TrainingSection,
 )
 
@@ -55,6 +57,11 @@ class Scenario(StrictModel):
     layout."""
     packet: PacketSection | None = None
     """A packet-level experiment (``fabricsim packet``): its base and its variants."""
+    jobs: list[SharedJobSection] = Field(default_factory=list, max_length=MAX_CLUSTER_JOBS)
+    """Many training jobs sharing the cluster (``fabricsim cluster``), each with its GPUs
+    and its own ``training:`` section."""
+    placement: Literal["packed", "spread", "random"] = "packed"
+    """How ``jobs`` without ``hosts`` get their servers (``fabricsim cluster``)."""
     faults: list[FaultSpec] = Field(default_factory=list)
     background: list[BackgroundSpec] = Field(default_factory=list)
     seed: int = 0

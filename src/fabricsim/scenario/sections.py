@@ -569,3 +569,18 @@ def _check_number(value: object, field: str, *, zero_ok: bool) -> float | None:
         what = "a finite number >= 0" if zero_ok else "a positive, finite number"
         raise ConfigError(f"must be {what}, got {value!r}", field=field)
     return float(value)
+
+
+#: Most jobs one cluster scenario may hold.
+MAX_CLUSTER_JOBS = 500
+
+
+class SharedJobSection(StrictModel):
+    """One job of a cluster of many (``jobs:``): its name, its GPUs, its training
+    section, and optionally the servers it runs on (``hosts``, as a scheduler hands them
+    out; otherwise the scenario's ``placement`` chooses)."""
+
+    name: str = Field(min_length=1, max_length=64)
+    gpus: int = Field(ge=1, le=1_000_000)
+    training: TrainingSection
+    hosts: list[int] | None = Field(None, min_length=1)

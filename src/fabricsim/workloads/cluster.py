@@ -1,0 +1,467 @@
+"""Many jobs on one fabric: where the scheduler puts them, and what they cost each other.
+
+**Placement.** :func:`place` gives every job its GPUs on a shared fabric by a policy, as a
+scheduler hands out hosts: ``packed`` (the lowest free servers, so a job fills a leaf
+group before it spills into the next), ``spread`` (servers dealt round-robin over the
+leaf groups, as a scheduler balancing load across racks does), ``random`` (free servers
+in a seeded random order: a fragmented cluster) or an explicit host list. A job of fewer
+GPUs than a server takes free GPUs of a partly used server; a larger one takes whole
+servers.
+
+**Interference.** Each job's step is timed by the training step model
+(:func:`~fabricsim.workloads.training.step.simulate_step`) with a :class:`PlacedComm`: every
+collective of the job runs on the job's own GPUs of the shared fabric, all sibling
+groups at once (a synchronous step waits for the slowest), on the analytic backend. That
+gives the job's time alone, and what it puts on every link: the link bytes of each
+distinct collective times how often a step runs it (:func:`link_use`). Sharing follows
+from max-min fairness, in the mean: where job ``k`` keeps link ``l`` busy a share
+``u_k(l)`` of the time (its bytes per step over the link's capacity and its step time),
+another job's flow on that link gets, on average, the capacity divided by
+``1 + Σ_k u_k(l)`` (two saturating flows halve the link while both run, and run together
+a share ``u`` of the time). :func:`interfere` times every job on its own view of the
+fabric, capacities reduced by the others' use, and repeats until the step times settle
+(the others' use falls as they slow down).
+
+This is a fluid, time-averaged model: it gives each job's mean slowdown and the links
+and jobs that cause it, not the step-to-step jitter of phases that happen to align.
+
+Example
+-------
+>>> import fabricsim as fs
+>>> from fabricsim.workloads.models import get_model
+>>> from fabricsim.workloads.training.parallel import ParallelConfig
+>>> fab = fs.build_cluster("dgx-h100", 64, fabric="roce-400g")
+>>> m = get_model("llama2-7b")
+>>> cfg = ParallelConfig(tp=8, global_batch=64, seq_len=4096)
+>>> jobs = [ClusterMember("a", 16, m, cfg), ClusterMember("b", 16, m, cfg)]
+>>> placed = place(fab, [(j.name, j.gpus, None) for j in jobs], "spread")
+>>> [p.servers for p in placed]   # each job across both leaf groups
+[(0, 32), (1, 33)]
+>>> out = interfere(fab, jobs, placed)
+>>> [r.slowdown >= 1.0 for r in out.jobs]
+[True, True]
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from fabricsim.errors import ConfigError
+from fabricsim.fabric import Fabric
+from fabricsim.fabric.kinds import NodeKind
+from fabricsim.results import Tabular
+from fabricsim.workloads.models import TransformerSpec
+from fabricsim.workloads.training.parallel import ParallelConfig
+from fabricsim.workloads.training.step import StepResult, simulate_step
+
+__all__ = ["POLICIES", "ClusterMember", "ClusterResult", "JobShare", "PlacedComm",
+           "Placement", "interfere", "link_use", "place", "server_leaves"]
+
+#: Placement policies :func:`place` knows.
+POLICIES = ("packed", "spread", "random")
+FloatArray = NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where one job runs: its servers and its GPUs (indices into ``fabric.gpus``, in
+    the order of the job's ranks)."""
+
+    job: str
+    servers: tuple[int, ...]
+    gpus: tuple[int, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"job": self.job, "servers": list(self.servers), "gpus": len(self.gpus)}
+
+
+def server_leaves(fabric: Fabric) -> NDArray[np.int64]:
+    """The leaf switch each server's first NIC connects to (-1: none), by server.
+
+    >>> import fabricsim as fs
+    >>> leaves = server_leaves(fs.build_cluster("dgx-h100", 64, fabric="roce-400g"))
+    >>> int((leaves == leaves[0]).sum()), bool(leaves[0] != leaves[63])
+    (32, True)
+    """
+    def make() -> NDArray[np.int64]:
+        out = np.full(fabric.info.servers, -1, dtype=np.int64)
+        nics = fabric.nodes_of(NodeKind.NIC)
+        leaf = fabric.node_kind == int(NodeKind.LEAF)
+        for n in nics[np.argsort(fabric.node_server[nics], kind="stable")]:
+            s = int(fabric.node_server[n])
+            if s < 0 or out[s] >= 0:
+                continue
+            dst = fabric.link_dst[fabric.link_src == n]
+            hit = dst[leaf[dst]]
+            if hit.size:
+                out[s] = int(hit[0])
+        return out
+    got: NDArray[np.int64] = fabric.memo("cluster.server_leaves", make)
+    return got
+
+
+def place(fabric: Fabric, demands: Sequence[tuple[str, int, Sequence[int] | None]],
+          policy: str = "packed", seed: int = 0) -> list[Placement]:
+    """GPUs for every job: ``demands`` are ``(name, gpus, hosts)``, ``hosts`` an explicit
+    server list (``None``: the policy chooses). Explicit placements are made first.
+
+    Refused, naming the job: a job larger than the cluster or than what is left, a GPU
+    count that is neither at most a server nor whole servers, hosts out of range, used
+    twice or too few for the job.
+    """
+    if policy not in POLICIES:
+        raise ConfigError(f"placement must be one of {', '.join(POLICIES)} or a host list, "
+                          f"got {policy!r}", field="placement")
+    info = fabric.info
+    per, servers = max(info.gpus_per_server, 1), info.servers
+    free = np.full(servers, per, dtype=np.int64)  # free GPUs per server
+    out: dict[str, Placement] = {}
+    total = servers * per
+    for name, gpus, _ in demands:
+        if gpus < 1:
+            raise ConfigError(f"job {name!r}: needs at least one GPU, got {gpus}",
+                              field=f"jobs.{name}.gpus")
+        if gpus > total:
+            raise ConfigError(f"job {name!r} needs {gpus} GPUs; the cluster has {total}",
+                              field=f"jobs.{name}.gpus")
+        if gpus > per and gpus % per:
+            raise ConfigError(f"job {name!r}: {gpus} GPUs is neither at most one server "
+                              f"({per}) nor whole servers; give a multiple of {per}",
+                              field=f"jobs.{name}.gpus")
+
+    def take(name: str, chosen: Sequence[int], gpus: int) -> None:
+        ids: list[int] = []
+        for s in chosen:
+            n = min(per, gpus - len(ids))
+            start = per - int(free[s])
+            ids.extend(range(s * per + start, s * per + start + n))
+            free[s] -= n
+        out[name] = Placement(name, tuple(int(s) for s in chosen), tuple(ids))
+
+    for name, gpus, hosts in demands:  # explicit host lists first
+        if hosts is None:
+            continue
+        hs = [int(h) for h in hosts]
+        bad = [h for h in hs if not 0 <= h < servers]
+        if bad:
+            raise ConfigError(f"job {name!r}: hosts {bad} are not servers of this cluster "
+                              f"(0-{servers - 1})", field=f"jobs.{name}.hosts")
+        if len(set(hs)) != len(hs):
+            raise ConfigError(f"job {name!r}: a host is listed twice", field=f"jobs.{name}.hosts")
+        need = math.ceil(gpus / per)
+        if len(hs) != need:
+            raise ConfigError(f"job {name!r} needs {need} server(s) for {gpus} GPUs; its "
+                              f"host list has {len(hs)}", field=f"jobs.{name}.hosts")
+        taken = [h for h in hs if free[h] < min(per, gpus)]
+        if taken:
+            who = sorted({p.job for p in out.values() if set(p.servers) & set(taken)})
+            raise ConfigError(f"job {name!r}: hosts {taken} are already taken by "
+                              f"{', '.join(repr(w) for w in who)}", field=f"jobs.{name}.hosts")
+        take(name, hs, gpus)
+
+    leaves = server_leaves(fabric)
+    rng = np.random.default_rng(seed)
+    for name, gpus, hosts in demands:
+        if hosts is not None:
+            continue
+        if gpus < per:  # a partial server: the fullest one it fits in, else a free one
+            fits = np.flatnonzero(free >= gpus)
+            if fits.size == 0:
+                raise _full(name, gpus, free, per)
+            busy = fits[free[fits] < per]
+            pick = busy[np.argmin(free[busy])] if busy.size else _order(
+                fits, leaves, policy, rng)[0]
+            take(name, [int(pick)], gpus)
+            continue
+        whole = np.flatnonzero(free == per)
+        need = gpus // per
+        if whole.size < need:
+            raise _full(name, gpus, free, per)
+        take(name, [int(s) for s in _order(whole, leaves, policy, rng)[:need]], gpus)
+    return [out[name] for name, _, _ in demands]
+
+
+def _full(name: str, gpus: int, free: NDArray[np.int64], per: int) -> ConfigError:
+    return ConfigError(f"job {name!r} needs {gpus} GPUs; {int(free.sum())} are left "
+                       f"({int((free == per).sum())} whole servers) after the jobs before it",
+                       field=f"jobs.{name}.gpus")
+
+
+def _order(cands: NDArray[np.int64], leaves: NDArray[np.int64], policy: str,
+           rng: np.random.Generator) -> list[int]:
+    """Candidate servers in the order ``policy`` takes them."""
+    if policy == "packed":
+        return [int(s) for s in cands]
+    if policy == "random":
+        return [int(s) for s in rng.permutation(cands)]
+    # spread: deal round-robin over the leaf groups, the emptiest group first
+    groups: dict[int, list[int]] = {}
+    for s in cands:
+        groups.setdefault(int(leaves[s]), []).append(int(s))
+    lists = sorted(groups.values(), key=lambda g: (-len(g), g[0]))
+    dealt: list[int] = []
+    for i in range(max(len(g) for g in lists)):
+        dealt.extend(g[i] for g in lists if i < len(g))
+    return dealt
+
+
+class PlacedComm:
+    """The step model's communication for a job placed on ``gpus`` of a shared fabric.
+
+    A collective on a group of the job's ranks runs on the GPUs the ranks map to; asked
+    for all sibling groups (:meth:`time_all`), it runs them together on the analytic
+    backend, one schedule, and answers for the slowest: groups of a job share its
+    servers' links, and the run sees that exactly. Each distinct call's time and link
+    bytes are kept (:attr:`calls`); ``scale`` multiplies the time of the call whose key
+    it names (:func:`link_use` uses it to count how often a step runs each).
+    """
+
+    def __init__(self, fabric: Fabric, gpus: Sequence[int]) -> None:
+        self.fabric = fabric
+        self.gpus = np.asarray(gpus, dtype=np.int64)
+        #: key -> (seconds, link bytes of every sibling group, for one call)
+        self.calls: dict[tuple[Any, ...], tuple[float, FloatArray]] = {}
+        self.scale: tuple[tuple[Any, ...], float] | None = None
+
+    def time(self, collective: str, ranks: Sequence[int], nbytes: float) -> float:
+        """Seconds for ``collective`` over one group of the job's ranks."""
+        return self.time_all(collective, [ranks], nbytes)
+
+    def time_all(self, collective: str, groups: Sequence[Sequence[int]], nbytes: float
+                 ) -> float:
+        """Seconds for ``collective`` on every group at once (the slowest)."""
+        if not groups or len(groups[0]) <= 1 or nbytes <= 0:
+            return 0.0
+        mapped = [self.gpus[np.asarray(g, dtype=np.int64)] for g in groups]
+        key = (collective, round(float(nbytes)),
+               hash(np.concatenate(mapped).tobytes()), len(mapped))
+        hit = self.calls.get(key)
+        if hit is None:
+            hit = self.calls[key] = self._run(collective, mapped, float(nbytes))
+        if self.scale is not None and self.scale[0] == key:
+            return hit[0] * self.scale[1]
+        return hit[0]
+
+    def _run(self, collective: str, groups: list[NDArray[np.int64]], nbytes: float
+             ) -> tuple[float, FloatArray]:
+        from fabricsim.backends.analytic import AnalyticBackend
+        from fabricsim.collectives import Group, get_algorithm, predict_time
+        from fabricsim.collectives.tuner import build, default_tuner
+        from fabricsim.schedule.core import merge_parallel
+
+        fab = self.fabric
+        srv = fab.node_server[fab.gpus]
+        zero = np.zeros(fab.n_links)
+        if all(np.unique(srv[g]).size == 1 for g in groups):  # NVLink only: no sharing
+            return predict_time(fab, collective, int(nbytes), ranks=groups[0]), zero
+        # NCCL's choice for the first group (every sibling sits alike), built for each
+        choice = default_tuner(fab).choose(fab, collective, nbytes, ranks=groups[0])
+        algo = get_algorithm(choice.algorithm)
+        scheds = [build(Group.of(fab, g), collective, nbytes, algo, choice.protocol)
+                  for g in groups]
+        first = scheds[0]
+        merged = merge_parallel(scheds, collective=collective, algorithm=first.algorithm,
+                                protocol=first.protocol, nbytes=first.nbytes,
+                                ranks=first.ranks, kernel_bytes_per_s=first.kernel_bytes_per_s,
+                                pipeline=first.pipeline, crossings=first.crossings)
+        res = AnalyticBackend().run(merged, fab)
+        return float(res.time), np.asarray(res.link_bytes, dtype=np.float64)
+
+
+@dataclass(frozen=True)
+class ClusterMember:
+    """One training job of a cluster: its name, GPUs, model and layout."""
+
+    name: str
+    gpus: int
+    model: TransformerSpec
+    parallel: ParallelConfig
+    gpu_hour_usd: float | None = None
+
+
+def link_use(step: Callable[[PlacedComm], StepResult], comm: PlacedComm,
+             base: StepResult) -> FloatArray:
+    """Bytes per step the job puts on every link: each distinct collective's link bytes
+    (:attr:`PlacedComm.calls`) times how often the step runs it. The count is what the
+    step's total communication time (``comm_total_s``) gains when that one call is made a
+    little slower, over what the call gained; the step model is deterministic, so this
+    is exact in its own terms."""
+    total = sum(base.comm_total_s.values())
+    out = np.zeros(comm.fabric.n_links)
+    eps = 1e-6
+    for key, (t, lb) in list(comm.calls.items()):
+        if t <= 0 or not lb.any():
+            continue
+        comm.scale = (key, 1.0 + eps)
+        try:
+            bumped = sum(step(comm).comm_total_s.values())
+        finally:
+            comm.scale = None
+        count = max((bumped - total) / (eps * t), 0.0)
+        out += count * lb
+    return out
+
+
+@dataclass(frozen=True)
+class JobShare(Tabular):
+    """One job on the shared fabric: alone and with the others."""
+
+    name: str
+    gpus: int
+    servers: tuple[int, ...]
+    alone: StepResult
+    shared: StepResult
+    #: links where the others slow it most: (link name, others' busy share, own share)
+    links: tuple[tuple[str, float, float], ...] = ()
+    #: the jobs whose traffic it meets most there, with their busy share
+    culprits: tuple[tuple[str, float], ...] = ()
+
+    @property
+    def slowdown(self) -> float:
+        return self.shared.step_time_s / self.alone.step_time_s
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready: step alone and shared, slowdown, what it loses, where, by whom."""
+        lost = self.gpus * (1.0 - 1.0 / self.slowdown)
+        price = self.alone.gpu_hour_usd
+        return {"job": self.name, "gpus": self.gpus, "servers": len(self.servers),
+                "model": self.alone.model, "step_alone_s": self.alone.step_time_s,
+                "step_shared_s": self.shared.step_time_s, "slowdown": self.slowdown,
+                "gpu_hours_lost_per_hour": lost, "usd_lost_per_hour": lost * price,
+                "links": [{"link": n, "others_busy": o, "own_busy": w}
+                          for n, o, w in self.links],
+                "culprits": [{"job": j, "busy": b} for j, b in self.culprits]}
+
+
+@dataclass(frozen=True)
+class ClusterResult(Tabular):
+    """Every job alone and shared, and how busy each link is with all of them.
+    ``to_pandas()`` has one row per job."""
+
+    jobs: tuple[JobShare, ...]
+    placements: tuple[Placement, ...]
+    #: mean busy share of every link with all jobs running (sum over jobs)
+    busy: FloatArray = field(repr=False, default_factory=lambda: np.zeros(0))
+    iterations: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready: every job (:meth:`JobShare.as_dict`), passes, busiest links."""
+        return {"jobs": [j.as_dict() for j in self.jobs],
+                "iterations": self.iterations,
+                "busiest_links": self.busiest()}
+
+    def _rows(self) -> list[dict[str, Any]]:
+        return [j.to_dict() for j in self.jobs]
+
+    def busiest(self, n: int = 5) -> list[dict[str, Any]]:
+        """The ``n`` links busiest with all jobs (mean busy share; above 1: oversubscribed
+        in the mean, the jobs slow each other until it is not)."""
+        if self.busy.size == 0:
+            return []
+        top = np.argsort(-self.busy)[:n]
+        return [{"link": int(i), "busy": float(self.busy[i])} for i in top
+                if self.busy[i] > 0]
+
+
+def interfere(fabric: Fabric, jobs: Sequence[ClusterMember], placed: Sequence[Placement],
+              *, iterations: int = 8, tolerance: float = 0.005,
+              progress: Callable[[float, str], None] | None = None) -> ClusterResult:
+    """Every job's step alone on its placement and with all the others (see the module
+    docstring), until no step time changes by more than ``tolerance``."""
+    if len(jobs) != len(placed):
+        raise ConfigError("one placement per job", field="jobs")
+    cap = fabric.link_capacity.astype(np.float64)
+
+    def step_on(fab: Fabric, j: ClusterMember, comm: PlacedComm) -> StepResult:
+        return simulate_step(j.model, j.parallel, fab, comm, world=j.gpus,
+                             check_memory=False, gpu_hour_usd=j.gpu_hour_usd)
+
+    alone: list[StepResult] = []
+    use: list[FloatArray] = []  # bytes per step per link
+    for i, (j, p) in enumerate(zip(jobs, placed, strict=True)):
+        if progress is not None:
+            progress(i / (2 * len(jobs)), f"{j.name} alone")
+        comm = PlacedComm(fabric, p.gpus)
+        base = step_on(fabric, j, comm)
+        pinned = j.parallel.model_copy(update={"vp": base.parallel.get("vp")}) \
+            if j.parallel.vp is None else j.parallel  # the count must not switch layout
+
+        def again(c: PlacedComm, j: ClusterMember = j, cfg: ParallelConfig = pinned
+                  ) -> StepResult:
+            return simulate_step(j.model, cfg, fabric, c, world=j.gpus, check_memory=False,
+                                 gpu_hour_usd=j.gpu_hour_usd)
+
+        alone.append(base)
+        use.append(link_use(again, comm, again(comm)))
+    steps = np.array([a.step_time_s for a in alone])
+    shared = list(alone)
+    mine = [np.flatnonzero(u > 0) for u in use]  # the links each job puts bytes on
+    seen: list[FloatArray | None] = [None] * len(jobs)
+    done = 0
+    for it in range(iterations):
+        busy, per_job = _busy(use, steps, cap)
+        new = []
+        for i, (j, p) in enumerate(zip(jobs, placed, strict=True)):
+            if progress is not None:
+                progress(0.5 + 0.5 * (it + i / len(jobs)) / iterations,
+                         f"{j.name} shared (pass {it + 1})")
+            others = busy - per_job[i]
+            if not (others[mine[i]] > 1e-9).any():
+                new.append(alone[i])
+                continue
+            last = seen[i]
+            if last is not None and np.allclose(others[mine[i]], last, rtol=tolerance,
+                                                atol=1e-6):
+                new.append(shared[i])  # the others look as before on its links
+                continue
+            seen[i] = others[mine[i]]
+            fab = _with_capacity(fabric, cap / (1.0 + others))
+            new.append(step_on(fab, j, PlacedComm(fab, p.gpus)))
+        done = it + 1
+        now = np.array([r.step_time_s for r in new])
+        settled = bool(np.all(np.abs(now - steps) <= tolerance * steps))
+        # damped: the others' use follows the step times halfway each pass
+        steps = np.where(settled, now, 0.5 * (steps + now))
+        shared = new
+        if settled:
+            break
+    busy, per_job = _busy(use, steps, cap)
+    out = []
+    for i, (j, p) in enumerate(zip(jobs, placed, strict=True)):
+        others = busy - per_job[i]
+        hurt = per_job[i] * others  # where it is slowed: its own use x the others'
+        top = [int(x) for x in np.argsort(-hurt)[:3] if hurt[x] > 1e-9]
+        links = tuple((fabric.link_name(x), float(others[x]), float(per_job[i][x]))
+                      for x in top)
+        blame: dict[str, float] = {}
+        for x in top:
+            for k, b in enumerate(per_job):
+                if k != i and b[x] > 1e-9:
+                    blame[jobs[k].name] = max(blame.get(jobs[k].name, 0.0), float(b[x]))
+        culprits = tuple(sorted(blame.items(), key=lambda kv: -kv[1])[:3])
+        out.append(JobShare(j.name, j.gpus, p.servers, alone[i], shared[i], links,
+                            culprits))
+    return ClusterResult(tuple(out), tuple(placed), busy, done)
+
+
+def _busy(use: Sequence[FloatArray], steps: FloatArray, cap: FloatArray
+          ) -> tuple[FloatArray, list[FloatArray]]:
+    """Every job's busy share of every link (its bytes per step over the capacity and its
+    step time), and their sum."""
+    safe = np.where(cap > 0, cap, np.inf)
+    per_job = [u / safe / s for u, s in zip(use, steps, strict=True)]
+    total = np.sum(per_job, axis=0) if per_job else np.zeros_like(cap)
+    return total, per_job
+
+
+def _with_capacity(fabric: Fabric, cap: FloatArray) -> Fabric:
+    """A copy of ``fabric`` with link capacities ``cap``."""
+    from dataclasses import replace
+
+    return replace(fabric, link_capacity=np.asarray(cap, dtype=np.float64))

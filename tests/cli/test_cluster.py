@@ -1,0 +1,109 @@
+"""``fabricsim cluster``: many jobs on one fabric from a scenario's jobs: list; the JSON
+every face gives, placements compared, and bad input refused naming the job."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from fabricsim import jobs
+from fabricsim.cli.app import main
+from fabricsim.scenario import load_scenario_text
+
+ROOT = Path(__file__).resolve().parents[2]
+TWO = """
+cluster: {system: dgx-h100, nodes: 8, fabric: roce-400g, topology: fat-tree,
+          oversubscription: 2}
+placement: spread
+jobs:
+  - {name: a, gpus: 16, training: {model: llama2-7b, tp: 1, global_batch: 64, seq_len: 2048}}
+  - {name: b, gpus: 16, training: {model: llama2-7b, tp: 1, global_batch: 64, seq_len: 2048}}
+"""
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "c.yaml"
+    p.write_text(text, encoding="utf-8")
+    return p
+
+
+def test_json_is_the_job_and_compares_placements(tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    sc = _write(tmp_path, TWO)
+    assert main(["cluster", str(sc), "--placements", "packed,random", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert [p["placement"] for p in d["placements"]] == ["packed", "random"]
+    first = d["placements"][0]
+    assert [j["job"] for j in first["jobs"]] == ["a", "b"]
+    for j in first["jobs"]:
+        assert j["step_shared_s"] >= j["step_alone_s"] > 0
+        assert j["slowdown"] == pytest.approx(j["step_shared_s"] / j["step_alone_s"])
+    assert first["hosts"] == {"a": [0, 1], "b": [2, 3]}
+    # one answer whichever face asks: the CLI's JSON is the job's report
+    job = jobs.job_from_scenario("cluster", load_scenario_text(TWO),
+                                 placements=("packed", "random"))
+    assert json.loads(json.dumps(jobs.run(job).to_dict())) == d
+
+
+def test_the_shipped_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    ex = ROOT / "examples" / "clusters" / "four-jobs.yaml"
+    assert main(["cluster", str(ex), "--placements", "packed", "--quiet"]) == 0
+    assert main(["cluster", str(ex), "--placements", "packed"]) == 0
+    out = capsys.readouterr().out
+    assert "pretrain-70b" in out and "placement packed" in out
+
+
+@pytest.mark.parametrize(("extra", "words"), [
+    ("  - {name: c, gpus: 128, training: {model: llama2-7b}}\n", "jobs.c.gpus"),
+    ("  - {name: a, gpus: 8, training: {model: llama2-7b}}\n", "two jobs are named 'a'"),
+    ("  - {name: c, gpus: 16, hosts: [0, 1], training: {model: llama2-7b}}\n"
+     "  - {name: d, gpus: 16, hosts: [1, 2], training: {model: llama2-7b}}\n",
+     "hosts [1] are already taken by 'c'"),
+    ("  - {name: c, gpus: 12, training: {model: llama2-7b}}\n", "multiple of 8"),
+    ("  - {name: c, gpus: 8, training: {model: llama2-7b, backend: flow}}\n",
+     "jobs.c.training.backend"),
+])
+def test_bad_jobs_exit_2_naming_the_job(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                        extra: str, words: str) -> None:
+    text = TWO.replace("placement: spread", "placement: packed") + extra
+    assert main(["cluster", str(_write(tmp_path, text))]) == 2
+    err = capsys.readouterr().err
+    assert words in err and "Traceback" not in err
+
+
+def test_no_jobs_or_a_bad_policy_are_refused(tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    plain = _write(tmp_path, "cluster: {system: dgx-h100, nodes: 2}\n")
+    assert main(["cluster", str(plain)]) == 2
+    assert "jobs:" in capsys.readouterr().err
+    sc = _write(tmp_path, TWO)
+    assert main(["cluster", str(sc), "--placements", "packed,compact"]) == 2
+    err = capsys.readouterr().err
+    assert "compact" in err and "packed" in err
+
+
+def test_the_documented_scenario_is_valid() -> None:
+    text = (ROOT / "docs" / "cluster.md").read_text(encoding="utf-8")
+    block = text.split("```yaml\n", 1)[1].split("```", 1)[0]
+    job = jobs.job_from_scenario("cluster", load_scenario_text(block))
+    assert [j.name for j in job.jobs] == ["pretrain-70b", "finetune-8b"]
+    assert job.jobs[1].hosts == tuple(range(40, 48)) and job.placements == ("spread",)
+
+
+def test_the_placement_sweep_example(tmp_path: Path, capsys: pytest.CaptureFixture[str]
+                                     ) -> None:
+    """Sweeps run the cluster kind: on InfiniBand's destination-balanced tables spreading
+    the jobs costs nothing; on RoCE's hashed ECMP it does, and packing does not."""
+    from fabricsim.sweeps import read_results
+
+    store = tmp_path / "p.duckdb"
+    ex = ROOT / "examples" / "sweeps" / "cluster-placement.yaml"
+    assert main(["sweep", str(ex), "--store", str(store), "--quiet"]) == 0
+    df = read_results(store)
+    got = {(r["in__placement"], r["in__cluster__fabric"]): r["mean_slowdown"]
+           for _, r in df.iterrows()}
+    assert len(got) == 6 and all(v >= 1.0 for v in got.values())
+    assert got[("packed", "roce-400g")] == got[("spread", "ib-ndr")] == 1.0
+    assert got[("spread", "roce-400g")] > 1.005
