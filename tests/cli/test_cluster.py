@@ -64,13 +64,17 @@ def test_the_shipped_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
     ("  - {name: c, gpus: 12, training: {model: llama2-7b}}\n", "multiple of 8"),
     ("  - {name: c, gpus: 8, training: {model: llama2-7b, backend: flow}}\n",
      "jobs.c.training.backend"),
+    ("  - {name: c, gpus: 8, training: {model: llama3-405b, tp: 8}}\n",
+     "jobs.c.training: job 'c': llama3-405b needs"),
 ])
 def test_bad_jobs_exit_2_naming_the_job(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                         extra: str, words: str) -> None:
     text = TWO.replace("placement: spread", "placement: packed") + extra
-    assert main(["cluster", str(_write(tmp_path, text))]) == 2
-    err = capsys.readouterr().err
-    assert words in err and "Traceback" not in err
+    path = _write(tmp_path, text)
+    for cmd in ("cluster", "validate"):  # validate refuses what cluster would
+        assert main([cmd, str(path)]) == 2
+        err = capsys.readouterr().err
+        assert words in err and "Traceback" not in err
 
 
 def test_no_jobs_or_a_bad_policy_are_refused(tmp_path: Path,

@@ -58,6 +58,13 @@ def check_sections(sc: Scenario, kind: str | None = None) -> list[str]:
             parts.append(f"training {job.model.name} (tp {p.tp}, pp {p.pp}, dp {p.dp})")
         else:
             parts.append(f"training {job.model.name}")
+    if sc.jobs:
+        from fabricsim.jobs.cluster import check_jobs, cluster_job
+
+        shared = cluster_job(sc)
+        check_jobs(shared, fab)
+        parts.append(f"{len(shared.jobs)} jobs placed {', '.join(shared.placements)} "
+                     f"({sum(j.gpus for j in shared.jobs)} GPUs)")
     if sc.inference is not None:
         from fabricsim.jobs.serving import serving_job
         from fabricsim.workloads.serving.run import run_serving

@@ -42,7 +42,8 @@ from fabricsim.workloads.cluster import (
 from fabricsim.workloads.models import TransformerSpec
 from fabricsim.workloads.training.parallel import ParallelConfig
 
-__all__ = ["ClusterJob", "ClusterReport", "SharedJob", "cluster_job", "run_cluster"]
+__all__ = ["ClusterJob", "ClusterReport", "SharedJob", "check_jobs", "cluster_job",
+           "run_cluster"]
 
 
 class SharedJob(Part):
@@ -149,9 +150,26 @@ class ClusterReport:
                 **self._summary(first[1])}
 
 
+def check_jobs(job: ClusterJob, fabric: Fabric) -> None:
+    """Every job's layout on its GPUs, refused as ``fabricsim train`` refuses one (sizes
+    that do not divide, memory), the error naming the job; and every placement made."""
+    from fabricsim.errors import FabricsimError
+    from fabricsim.workloads.training.step import check_layout
+
+    for j in job.jobs:
+        try:
+            check_layout(j.model, j.parallel, fabric, world=j.gpus)
+        except FabricsimError as e:
+            field_ = f"jobs.{j.name}.{e.field}" if e.field else f"jobs.{j.name}"
+            raise type(e)(f"job {j.name!r}: {e.message}", field=field_) from None
+    for policy in job.placements:
+        place(fabric, [(j.name, j.gpus, j.hosts) for j in job.jobs], policy, job.seed)
+
+
 def run_cluster(job: ClusterJob, fabric: Fabric, progress: Progress = quiet
                 ) -> ClusterReport:
     """Place ``job``'s jobs by each of its policies and time them alone and shared."""
+    check_jobs(job, fabric)
     members = [ClusterMember(j.name, j.gpus, j.model, j.parallel, j.gpu_hour_usd)
                for j in job.jobs]
     demands = [(j.name, j.gpus, j.hosts) for j in job.jobs]
