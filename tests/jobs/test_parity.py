@@ -91,7 +91,10 @@ def web_answers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, 
                     break
                 time.sleep(0.2)
             assert row["status"] == "done", (name, row.get("error"))
-            out[name] = c.get(f"/api/jobs/{jid}/result.json").json()["designs"][0][kind]
+            from fabricsim.web.jobs import ANSWER_KEY
+
+            design = c.get(f"/api/jobs/{jid}/result.json").json()["designs"][0]
+            out[name] = design[ANSWER_KEY.get(kind, kind)]
         yield out
 
 

@@ -65,7 +65,8 @@ from fabricsim.web.store import TERMINAL, JobStore  # noqa: E402
 __all__ = ["create_app"]
 
 JobId = Annotated[str, PathParam(pattern=r"^[0-9a-f]{16}$", description="a job's id")]
-Kind = Literal["describe", "bench", "ep", "train", "scale", "plan", "infer", "simulate", "packet"]
+Kind = Literal["describe", "bench", "ep", "train", "scale", "plan", "infer", "simulate", "packet",
+               "cluster"]
 assert set(KINDS) == set(get_args(Kind))
 
 
@@ -256,7 +257,7 @@ def _job_out(row: dict[str, Any], state: dict[str, Any] | None,
 def _csv_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
     """The result as one table: a row per (design, curve, size) for bench, per point for
     scale, per fabric for plan, per link for simulate, per variant for packet, per
-    design otherwise."""
+    placement and job for cluster, per design otherwise."""
     from fabricsim.results import flatten
 
     rows: list[dict[str, Any]] = []
@@ -281,6 +282,9 @@ def _csv_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
             rows += [{**base, **flatten(b)} for b in d["simulate"]["bottlenecks"]]
         elif kind == "packet":
             rows += [{**base, **flatten(r)} for r in d["packet"]["runs"]]
+        elif kind == "cluster":
+            rows += [{**base, "placement": p["placement"], **flatten(j)}
+                     for p in d["jobs"]["placements"] for j in p["jobs"]]
         elif kind in ("train", "infer"):
             rows.append({**base, **flatten({k: v for k, v in d[kind].items()
                                             if k not in ("warnings", "notes")})})

@@ -369,6 +369,25 @@ def ep_kernels(designs: Sequence[dict[str, Any]]) -> tuple[Fig, Fig]:
     return f1, f2
 
 
+def cluster_jobs(designs: Sequence[dict[str, Any]]) -> Fig:
+    """Every job's slowdown with the others running, a bar per job, a series per
+    placement and design."""
+    data: list[dict[str, Any]] = []
+    for i, d in enumerate(designs):
+        for p in d["jobs"]["placements"]:
+            name = _tag(designs, i, p["placement"])
+            data.append({"type": "bar", "name": name,
+                         "x": [j["job"] for j in p["jobs"]],
+                         "y": [j["slowdown"] for j in p["jobs"]],
+                         "customdata": [f"{j['gpu_hours_lost_per_hour']:.2f} GPU-h lost/h"
+                                        for j in p["jobs"]],
+                         "hovertemplate": "%{x}: ×%{y:.3f} (%{customdata})<extra>" + name
+                                          + "</extra>"})
+    return {"data": data, "layout": {**_layout("Each job's slowdown beside the others",
+                                               "job", "step shared / step alone"),
+                                     "barmode": "group"}}
+
+
 def figures(kind: str, designs: Sequence[dict[str, Any]]) -> dict[str, Fig]:
     """Every chart of a job's result, by name, in the order the page shows them."""
     out: dict[str, Fig] = {}
@@ -388,6 +407,8 @@ def figures(kind: str, designs: Sequence[dict[str, Any]]) -> dict[str, Fig]:
         out["bottlenecks"], out["causes"] = bottlenecks(designs)
     elif kind == "packet":
         out["pause_spread"], out["packet_loss"] = packet(designs)
+    elif kind == "cluster":
+        out["cluster_slowdown"] = cluster_jobs(designs)
     out["hierarchy"] = hierarchy(designs)
     for i, d in enumerate(designs):
         out["topology" if i == 0 else "topology_b"] = topology(

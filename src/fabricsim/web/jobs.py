@@ -20,7 +20,11 @@ bandwidth hierarchy and a picture of the topology's tiers and rails); then, by k
 - ``simulate`` — the flow-level run with and without the scenario's faults and
   background traffic: slowdown by cause and the links that limited it;
 - ``packet`` — the ``packet:`` experiment, every variant: drops, pauses and how far PFC
-  pauses spread, queue depth and flow completion times.
+  pauses spread, queue depth and flow completion times;
+- ``cluster`` — the ``jobs:`` list placed by the scenario's ``placement``: each job's
+  step alone and shared, its slowdown, the GPU-hours it loses per hour and the links and
+  jobs that cause it (as ``fabricsim cluster``), kept under ``jobs`` (``cluster`` is
+  every design's cluster).
 
 Everything returned is JSON-ready (no NaN or infinity) and carries the figures the page
 draws (:mod:`fabricsim.web.figures`).
@@ -47,12 +51,16 @@ from fabricsim.results import jsonable
 from fabricsim.scenario import Scenario
 from fabricsim.web.limits import Limits
 
-__all__ = ["KINDS", "Progress", "design_job", "parse_design", "run_design", "run_job",
-           "topology_view"]
+__all__ = ["ANSWER_KEY", "KINDS", "Progress", "design_job", "parse_design", "run_design",
+           "run_job", "topology_view"]
 
 #: What a job can compute (see the module docs).
-KINDS = ("describe", "bench", "ep", "train", "scale", "plan", "infer", "simulate", "packet")
+KINDS = ("describe", "bench", "ep", "train", "scale", "plan", "infer", "simulate", "packet",
+         "cluster")
 
+#: Where a design's answer is kept when the kind's name is taken (``cluster``: the
+#: design's own cluster view).
+ANSWER_KEY = {"cluster": "jobs"}
 #: A progress callback: (fraction done in [0, 1], what is being done).
 Progress = Callable[[float, str], None]
 
@@ -299,8 +307,8 @@ def run_design(kind: str, sc: Scenario, limits: Limits, progress: Progress = _qu
     out: dict[str, Any] = {"name": sc.name, "cluster": cluster_view(fab)}
     if kind == "simulate":
         job = job.model_copy(update={"time_limit_s": limits.max_wall_s * 0.8})
-    if kind != "describe":
-        out[kind] = _view(kind, jobs.run(job, fab, progress), fab)
+    if kind != "describe":  # (the cluster kind's answer beside the design's cluster)
+        out[ANSWER_KEY.get(kind, kind)] = _view(kind, jobs.run(job, fab, progress), fab)
     return jsonable(out)  # type: ignore[no-any-return]
 
 

@@ -213,6 +213,13 @@ function summaryRows(res) {
   } else if (res.kind === "simulate") {
     add("slowdown", (d) => d.simulate.slowdown);
     add("top link", (d) => d.simulate.bottlenecks[0].name);
+  } else if (res.kind === "cluster") {
+    const first = (d) => d.jobs.placements[0];
+    add("placement", (d) => first(d).placement);
+    add("jobs", (d) => first(d).jobs.length);
+    add("mean slowdown", (d) => first(d).mean_slowdown);
+    add("worst slowdown", (d) => first(d).max_slowdown);
+    add("GPU-hours lost per hour", (d) => first(d).gpu_hours_lost_per_hour);
   } else if (res.kind === "packet") {
     add("variants", (d) => d.packet.runs.map((r) => r.variant).join(", "));
     add("ports paused (base)", (d) => d.packet.runs[0].pause.ports_paused);

@@ -1,0 +1,30 @@
+"""The web app runs the cluster job as the CLI does: the same jobs and slowdowns, its
+figure and one CSV row per placement and job."""
+
+from __future__ import annotations
+
+from fabricsim import jobs
+from fabricsim.scenario import load_scenario_text
+from fabricsim.web.app import _csv_rows
+from fabricsim.web.jobs import run_job
+
+TEXT = """
+cluster: {system: dgx-h100, nodes: 8, fabric: roce-400g, topology: fat-tree,
+          oversubscription: 2}
+placement: spread
+jobs:
+  - {name: a, gpus: 16, training: {model: llama2-7b, tp: 1, global_batch: 64, seq_len: 2048}}
+  - {name: b, gpus: 16, training: {model: llama2-7b, tp: 1, global_batch: 64, seq_len: 2048}}
+"""
+
+
+def test_web_cluster_matches_the_job_and_draws_its_figure() -> None:
+    out = run_job("cluster", [TEXT])
+    got = out["designs"][0]["jobs"]
+    ref = jobs.run(jobs.job_from_scenario("cluster", load_scenario_text(TEXT))).to_dict()
+    assert [j["slowdown"] for j in got["placements"][0]["jobs"]] == \
+        [j["slowdown"] for j in ref["placements"][0]["jobs"]]
+    fig = out["figures"]["cluster_slowdown"]
+    assert fig["data"][0]["x"] == ["a", "b"] and fig["data"][0]["name"] == "spread"
+    rows = _csv_rows(out)
+    assert [(r["placement"], r["job"]) for r in rows] == [("spread", "a"), ("spread", "b")]
