@@ -41,6 +41,12 @@ def test_json_is_the_job_and_compares_placements(tmp_path: Path,
         assert j["step_shared_s"] >= j["step_alone_s"] > 0
         assert j["slowdown"] == pytest.approx(j["step_shared_s"] / j["step_alone_s"])
     assert first["hosts"] == {"a": [0, 1], "b": [2, 3]}
+    png = tmp_path / "c.png"
+    assert main(["cluster", str(sc), "--placements", "packed", "--plot", str(png),
+                 "--quiet"]) == 0
+    assert png.stat().st_size > 1000
+    assert main(["cluster", str(sc), "--plot", str(tmp_path)]) == 2  # a folder: refused
+    capsys.readouterr()
     # one answer whichever face asks: the CLI's JSON is the job's report
     job = jobs.job_from_scenario("cluster", load_scenario_text(TWO),
                                  placements=("packed", "random"))

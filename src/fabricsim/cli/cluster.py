@@ -10,7 +10,13 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from fabricsim.cli.common import JsonOpt, console, print_json, print_warnings
+from fabricsim.cli.common import (
+    JsonOpt,
+    check_out_file,
+    console,
+    print_json,
+    print_warnings,
+)
 from fabricsim.cli.options import CLUSTER, NO_CLUSTER_FLAGS, ClusterFlags, load, with_groups
 from fabricsim.units import format_time
 
@@ -29,6 +35,8 @@ def register(app: typer.Typer) -> None:
             "spread, random (default: the scenario's placement).")] = None,
         seed: Annotated[int | None, typer.Option(
             "--seed", help="Seed of the random placement (default: the scenario's).")] = None,
+        plot: Annotated[Path | None, typer.Option(
+            "--plot", help="Write a PNG: each job's slowdown per placement.")] = None,
         json_out: JsonOpt = False,
         quiet: Annotated[bool, typer.Option(
             "--quiet", "-q", help="No progress display and no table: only errors (and "
@@ -40,6 +48,7 @@ def register(app: typer.Typer) -> None:
 
         Example: fabricsim cluster examples/clusters/four-jobs.yaml --placements packed,spread
         """
+        check_out_file(plot, "--plot")
         sc = load(scenario, cluster)
         from rich.progress import BarColumn, Progress, TimeElapsedColumn
 
@@ -58,6 +67,12 @@ def register(app: typer.Typer) -> None:
 
             report = jobs.run(job, progress=tick)
         d = report.to_dict()
+        if plot is not None:
+            from fabricsim.plots.cluster import plot_cluster
+
+            c = d["cluster"]
+            plot_cluster(d["placements"], plot, title=f"{len(job.jobs)} jobs on "
+                         f"{c['gpus']} GPUs, {c['fabric']} {c['topology']}")
         if json_out:
             print_json(d)
         elif not quiet:
