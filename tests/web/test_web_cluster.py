@@ -5,17 +5,12 @@ from __future__ import annotations
 
 from fabricsim import jobs
 from fabricsim.scenario import load_scenario_text
+from fabricsim.scenario.loader import shipped_scenarios
 from fabricsim.web.app import _csv_rows
 from fabricsim.web.jobs import run_job
 
-TEXT = """
-cluster: {system: dgx-h100, nodes: 8, fabric: roce-400g, topology: fat-tree,
-          oversubscription: 2}
-placement: spread
-jobs:
-  - {name: a, gpus: 16, training: {model: llama2-7b, tp: 1, global_batch: 64, seq_len: 2048}}
-  - {name: b, gpus: 16, training: {model: llama2-7b, tp: 1, global_batch: 64, seq_len: 2048}}
-"""
+TEXT = shipped_scenarios()["cluster-moe-beside-dense"]
+NAMES = ["mixtral-ep8", "llama3-8b-dp", "llama2-7b-dp"]
 
 
 def test_web_cluster_matches_the_job_and_draws_its_figure() -> None:
@@ -25,6 +20,6 @@ def test_web_cluster_matches_the_job_and_draws_its_figure() -> None:
     assert [j["slowdown"] for j in got["placements"][0]["jobs"]] == \
         [j["slowdown"] for j in ref["placements"][0]["jobs"]]
     fig = out["figures"]["cluster_slowdown"]
-    assert fig["data"][0]["x"] == ["a", "b"] and fig["data"][0]["name"] == "spread"
+    assert fig["data"][0]["x"] == NAMES and fig["data"][0]["name"] == "random"
     rows = _csv_rows(out)
-    assert [(r["placement"], r["job"]) for r in rows] == [("spread", "a"), ("spread", "b")]
+    assert [(r["placement"], r["job"]) for r in rows] == [("random", n) for n in NAMES]
