@@ -54,6 +54,7 @@ def test_policies(fab: fs.Fabric) -> None:
     ([("a", 16, [3, 3])], "jobs.a.hosts", "twice"),
     ([("a", 16, [3])], "jobs.a.hosts", "needs 2 server"),
     ([("a", 256, None), ("b", 256, None), ("c", 8, None)], "jobs.c.gpus", "0 are left"),
+    ([("a", 8, None), ("a", 8, None)], "jobs.a.name", "two jobs are named 'a'"),
 ])
 def test_bad_placements_name_the_job(fab: fs.Fabric, demands: list, field: str,
                                      words: str) -> None:

@@ -111,9 +111,9 @@ def place(fabric: Fabric, demands: Sequence[tuple[str, int, Sequence[int] | None
     """GPUs for every job: ``demands`` are ``(name, gpus, hosts)``, ``hosts`` an explicit
     server list (``None``: the policy chooses). Explicit placements are made first.
 
-    Refused, naming the job: a job larger than the cluster or than what is left, a GPU
-    count that is neither at most a server nor whole servers, hosts out of range, used
-    twice or too few for the job.
+    Refused, naming the job: two jobs of one name, a job larger than the cluster or than
+    what is left, a GPU count that is neither at most a server nor whole servers, hosts
+    out of range, used twice or too few for the job.
     """
     if policy not in POLICIES:
         raise ConfigError(f"placement must be one of {', '.join(POLICIES)} or a host list, "
@@ -123,6 +123,11 @@ def place(fabric: Fabric, demands: Sequence[tuple[str, int, Sequence[int] | None
     free = np.full(servers, per, dtype=np.int64)  # free GPUs per server
     out: dict[str, Placement] = {}
     total = servers * per
+    names = [name for name, _, _ in demands]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ConfigError(f"two jobs are named {twice[0]!r}; give each its own name",
+                          field=f"jobs.{twice[0]}.name")
     for name, gpus, _ in demands:
         if gpus < 1:
             raise ConfigError(f"job {name!r}: needs at least one GPU, got {gpus}",
