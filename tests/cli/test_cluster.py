@@ -117,3 +117,31 @@ def test_the_placement_sweep_example(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert len(got) == 6 and all(v >= 1.0 for v in got.values())
     assert got[("packed", "roce-400g")] == got[("spread", "ib-ndr")] == 1.0
     assert got[("spread", "roce-400g")] > 1.005
+
+
+def test_failed_servers_from_flags_or_the_scenario(tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    sc = _write(tmp_path, TWO.replace("placement: spread", "placement: packed"))
+    assert main(["cluster", str(sc), "--fail-servers", "0-1", "--repair-hours", "8",
+                 "--json"]) == 0
+    f = json.loads(capsys.readouterr().out)["placements"][0]["failure"]
+    assert f["servers"] == [0, 1] and f["repair_hours"] == 8.0
+    assert [j["job"] for j in f["jobs"]] == ["a"]
+    assert f["jobs"][0]["repair_s"] == 8 * 3600.0
+    # the same from the scenario's failure: section
+    text = TWO.replace("placement: spread", "placement: packed") + \
+        "failure: {servers: [0, 1], repair_hours: 8}\n"
+    assert main(["cluster", str(_write(tmp_path, text)), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["placements"][0]["failure"] == f
+    assert main(["cluster", str(sc), "--fail-servers", "0-1"]) == 0
+    assert "wait for repair" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("flag", "words"), [
+    ("3-1", "--fail-servers"), ("a,b", "--fail-servers"), ("99", "failure.servers"),
+])
+def test_bad_failed_servers_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                   flag: str, words: str) -> None:
+    assert main(["cluster", str(_write(tmp_path, TWO)), "--fail-servers", flag]) == 2
+    err = capsys.readouterr().err
+    assert words in err and "Traceback" not in err

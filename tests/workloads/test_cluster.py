@@ -130,3 +130,38 @@ def test_mean_field_against_the_flow_backend() -> None:
         flow_slow = shared[i] / alone[i]
         assert flow_slow > 1.2 and mf[i] > 1.2
         assert mf[i] == pytest.approx(flow_slow, rel=0.3)
+
+
+def test_failure_costs_three_ways(fab: fs.Fabric) -> None:
+    """A server failing under a 4-server data-parallel job: with a spare it loses the work
+    since the last checkpoint and a restart; without one it waits for the repair, or
+    trains on the 3 surviving replicas (each keeping its micro-batches) meanwhile."""
+    from fabricsim.workloads.cluster import failure_costs
+
+    m = get_model("llama3-8b")
+    jobs = [ClusterMember("a", 32, m, ParallelConfig(tp=8, global_batch=64, seq_len=8192)),
+            ClusterMember("b", 32, m, ParallelConfig(tp=8, global_batch=64, seq_len=8192))]
+    placed = place(fab, [(j.name, j.gpus, None) for j in jobs])
+    out = interfere(fab, jobs, placed)
+    costs = failure_costs(fab, jobs, placed, [j.shared for j in out.jobs], [2],
+                          repair_hours=4.0, restart_s=600.0)
+    assert [c.job for c in costs] == ["a"]  # b runs on servers 4-7
+    c = costs[0]
+    assert (c.servers_lost, c.replicas_lost) == (1, 1)
+    assert c.with_spares_s == pytest.approx(c.lost_work_s + 600.0)
+    assert c.wait_s == pytest.approx(c.with_spares_s + 4 * 3600.0)
+    assert c.shrink_step_s is not None and c.shrink_s is not None
+    # 3 of 4 replicas train meanwhile: about a quarter of the repair is lost, not all
+    lost_share = (c.shrink_s - c.lost_work_s - 1200.0) / (4 * 3600.0)
+    assert 0.2 < lost_share < 0.3
+    assert c.best_without_spares == "shrink"
+    assert c.as_dict()["gpu_hours_lost"]["with_spares"] == pytest.approx(
+        c.with_spares_s * 32 / 3600)
+    # a layout whose every replica has a GPU on the failed server cannot shrink
+    one = [ClusterMember("tp16", 16, m, ParallelConfig(tp=16, global_batch=8,
+                                                       seq_len=4096))]
+    pl = place(fab, [("tp16", 16, None)])
+    solo = interfere(fab, one, pl)
+    c2 = failure_costs(fab, one, pl, [solo.jobs[0].shared], [0])[0]
+    assert c2.shrink_s is None and "every data-parallel replica" in c2.shrink_note
+    assert c2.best_without_spares == "wait"

@@ -35,6 +35,14 @@ def register(app: typer.Typer) -> None:
             "spread, random (default: the scenario's placement).")] = None,
         seed: Annotated[int | None, typer.Option(
             "--seed", help="Seed of the random placement (default: the scenario's).")] = None,
+        fail_servers: Annotated[str | None, typer.Option(
+            "--fail-servers", help="Servers that fail under the jobs, e.g. 0-3 or 0,5,9 "
+            "(default: the scenario's failure.servers): what each job on them loses with "
+            "spares, waiting for the repair, or shrinking to the survivors.")] = None,
+        repair_hours: Annotated[float | None, typer.Option(
+            "--repair-hours", help="Hours the failed servers stay down without a spare "
+            "(default: the scenario's failure.repair_hours, else 4).", min=0.001,
+            max=8760.0)] = None,
         plot: Annotated[Path | None, typer.Option(
             "--plot", help="Write a PNG: each job's slowdown per placement.")] = None,
         json_out: JsonOpt = False,
@@ -56,7 +64,9 @@ def register(app: typer.Typer) -> None:
 
         asked = tuple(p.strip() for p in placements.split(",") if p.strip()) \
             if placements is not None else None
-        job = jobs.job_from_scenario("cluster", sc, placements=asked, seed=seed)
+        failed = _servers(fail_servers) if fail_servers is not None else None
+        job = jobs.job_from_scenario("cluster", sc, placements=asked, seed=seed,
+                                     fail_servers=failed, repair_hours=repair_hours)
         with Progress("[progress.description]{task.description}", BarColumn(),
                       TimeElapsedColumn(), console=console, transient=True,
                       disable=json_out or quiet) as bar:
@@ -78,6 +88,31 @@ def register(app: typer.Typer) -> None:
         elif not quiet:
             _print(d)
             print_warnings(report.warnings)
+
+
+def _servers(text: str) -> tuple[int, ...]:
+    """``0-3,8`` as server numbers; a bad list is refused naming ``--fail-servers``.
+
+    >>> _servers("0-3,8")
+    (0, 1, 2, 3, 8)
+    """
+    from fabricsim.errors import ConfigError
+
+    out: list[int] = []
+    try:
+        for part in (p.strip() for p in text.split(",") if p.strip()):
+            lo, _, hi = part.partition("-")
+            a, b = int(lo), int(hi) if hi else int(lo)
+            if a < 0 or b < a:
+                raise ValueError(part)
+            out.extend(range(a, b + 1))
+    except ValueError:
+        raise ConfigError(f"give servers as numbers and ranges, e.g. 0-3 or 0,5,9; got "
+                          f"{text!r}", field="--fail-servers") from None
+    if not out:
+        raise ConfigError("give at least one server, e.g. --fail-servers 0-3",
+                          field="--fail-servers")
+    return tuple(dict.fromkeys(out))
 
 
 def _print(d: dict[str, Any]) -> None:
@@ -103,3 +138,27 @@ def _print(d: dict[str, Any]) -> None:
         if p["busiest_links"]:
             top = "; ".join(f"{b['link']} {b['busy']:.0%}" for b in p["busiest_links"][:3])
             console.print(f"  busiest links (mean busy share, all jobs): {top}")
+        if "failure" in p:
+            _print_failure(p["failure"])
+
+
+def _print_failure(f: dict[str, Any]) -> None:
+    servers = f["servers"]
+    which = ", ".join(map(str, servers)) if len(servers) <= 6 else f"{len(servers)} servers"
+    t = Table(title=f"servers {which} fail ({f['repair_hours']:g} h to repair without a "
+                    f"spare): GPU-hours lost per job", title_justify="left")
+    for col in ("job", "servers lost", "replicas lost", "with spares", "wait for repair",
+                "shrink to survivors", "best without spares"):
+        t.add_column(col)
+    for j in f["jobs"]:
+        gh = j["gpu_hours_lost"]
+        shrink = f"{gh['shrink']:,.0f}" if gh["shrink"] is not None else "—"
+        t.add_row(j["job"], str(j["servers_lost"]), str(j["replicas_lost"]),
+                  f"{gh['with_spares']:,.0f}", f"{gh['wait']:,.0f}", shrink,
+                  j["best_without_spares"])
+    console.print(t)
+    for j in f["jobs"]:
+        if j["shrink_note"]:
+            console.print(f"  {j['job']}: no shrink — {j['shrink_note']}")
+    if not f["jobs"]:
+        console.print("  no job runs on those servers")

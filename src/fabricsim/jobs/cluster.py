@@ -33,9 +33,12 @@ from fabricsim.jobs.common import Cluster, Part, Progress, quiet
 from fabricsim.jobs.training import DEFAULT_MODEL, cluster_view
 from fabricsim.scenario.schema import Scenario
 from fabricsim.workloads.cluster import (
+    DEFAULT_REPAIR_HOURS,
     POLICIES,
     ClusterMember,
     ClusterResult,
+    FailureCost,
+    failure_costs,
     interfere,
     place,
 )
@@ -65,10 +68,14 @@ class ClusterJob(Part):
     jobs: tuple[SharedJob, ...] = Field(min_length=1)
     placements: tuple[Literal["packed", "spread", "random"], ...] = ("packed",)
     seed: int = 0
+    fail_servers: tuple[int, ...] = ()
+    """Servers that fail under the jobs (``failure.servers``; none: no failure asked)."""
+    repair_hours: float = Field(4.0, gt=0, le=24 * 365)
 
 
 def cluster_job(sc: Scenario, *, placements: tuple[str, ...] | None = None,
-                seed: int | None = None) -> ClusterJob:
+                seed: int | None = None, fail_servers: tuple[int, ...] | None = None,
+                repair_hours: float | None = None) -> ClusterJob:
     """The cluster job of ``sc``: its ``jobs:`` with each job's ``training:`` section
     read as ``fabricsim train`` reads one, placed by ``placements`` (default the
     scenario's ``placement``). Refused: no jobs, two jobs of one name, a job on the flow
@@ -100,9 +107,14 @@ def cluster_job(sc: Scenario, *, placements: tuple[str, ...] | None = None,
             from fabricsim.errors import unknown
 
             raise unknown("placement", p, POLICIES, field="--placements")
+    fail = sc.failure
     return ClusterJob(cluster=Cluster.of(sc), jobs=tuple(out),
                       placements=asked,
-                      seed=sc.seed if seed is None else seed)
+                      seed=sc.seed if seed is None else seed,
+                      fail_servers=tuple(fail_servers) if fail_servers is not None
+                      else tuple(fail.servers) if fail is not None else (),
+                      repair_hours=repair_hours if repair_hours is not None
+                      else fail.repair_hours if fail is not None else DEFAULT_REPAIR_HOURS)
 
 
 @dataclass(frozen=True)
@@ -112,6 +124,8 @@ class ClusterReport:
     job: ClusterJob
     fabric: Fabric
     results: dict[str, ClusterResult]
+    #: per placement, what the failed servers cost each job on them (none asked: empty)
+    failures: dict[str, list[FailureCost]] = field(default_factory=dict)
     kind: str = "cluster"
     notes: list[str] = field(default_factory=list)
 
@@ -138,8 +152,13 @@ class ClusterReport:
             d = r.as_dict()
             for b in d["busiest_links"]:
                 b["link"] = self.fabric.link_name(b["link"])
+            extra = {} if not self.job.fail_servers else {"failure": {
+                "servers": list(self.job.fail_servers),
+                "repair_hours": self.job.repair_hours,
+                "jobs": [f.as_dict() for f in self.failures.get(p, [])]}}
             out.append({"placement": p, **self._summary(r), **d,
-                        "hosts": {pl.job: list(pl.servers) for pl in r.placements}})
+                        "hosts": {pl.job: list(pl.servers) for pl in r.placements},
+                        **extra})
         return {"cluster": cluster_view(self.fabric), "seed": self.job.seed,
                 "placements": out, "warnings": self.warnings}
 
@@ -164,6 +183,10 @@ def check_jobs(job: ClusterJob, fabric: Fabric) -> None:
             raise type(e)(f"job {j.name!r}: {e.message}", field=field_) from None
     for policy in job.placements:
         place(fabric, [(j.name, j.gpus, j.hosts) for j in job.jobs], policy, job.seed)
+    bad = [s for s in job.fail_servers if not 0 <= s < fabric.info.servers]
+    if bad:
+        raise ConfigError(f"failed servers {bad} are not servers of this cluster "
+                          f"(0-{fabric.info.servers - 1})", field="failure.servers")
 
 
 def run_cluster(job: ClusterJob, fabric: Fabric, progress: Progress = quiet
@@ -174,6 +197,7 @@ def run_cluster(job: ClusterJob, fabric: Fabric, progress: Progress = quiet
                for j in job.jobs]
     demands = [(j.name, j.gpus, j.hosts) for j in job.jobs]
     results: dict[str, ClusterResult] = {}
+    failures: dict[str, list[FailureCost]] = {}
     n = len(job.placements)
     for i, policy in enumerate(job.placements):
         placed = place(fabric, demands, policy, job.seed)
@@ -182,5 +206,9 @@ def run_cluster(job: ClusterJob, fabric: Fabric, progress: Progress = quiet
             progress((i + frac) / n, f"{policy}: {msg}")
 
         results[policy] = interfere(fabric, members, placed, progress=step)
+        if job.fail_servers:
+            failures[policy] = failure_costs(
+                fabric, members, placed, [s.shared for s in results[policy].jobs],
+                job.fail_servers, repair_hours=job.repair_hours)
     progress(1.0, "done")
-    return ClusterReport(job=job, fabric=fabric, results=results)
+    return ClusterReport(job=job, fabric=fabric, results=results, failures=failures)

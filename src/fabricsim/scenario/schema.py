@@ -30,6 +30,7 @@ from fabricsim.scenario.cluster import ExpertParallelSpec as ExpertParallelSpec
 from fabricsim.scenario.sections import (
     MAX_CLUSTER_JOBS,
     MAX_GPU_HOUR_USD,
+    FailureSection,
     PacketSection,
     ServingSection,
     SharedJobSection,
@@ -62,6 +63,8 @@ class Scenario(StrictModel):
     and its own ``training:`` section."""
     placement: Literal["packed", "spread", "random"] = "packed"
     """How ``jobs`` without ``hosts`` get their servers (``fabricsim cluster``)."""
+    failure: FailureSection | None = None
+    """Servers failing under ``jobs`` (``fabricsim cluster``): what each job loses."""
     faults: list[FaultSpec] = Field(default_factory=list)
     background: list[BackgroundSpec] = Field(default_factory=list)
     seed: int = 0

@@ -584,3 +584,12 @@ class SharedJobSection(StrictModel):
     gpus: int = Field(ge=1, le=1_000_000)
     training: TrainingSection
     hosts: list[int] | None = Field(None, min_length=1)
+
+
+class FailureSection(StrictModel):
+    """Servers that fail under a cluster's jobs (``failure:``, ``fabricsim cluster``):
+    what each job on them loses with spares, waiting for the repair, or shrinking to
+    the survivors; ``repair_hours`` is how long the servers stay down without a spare."""
+
+    servers: list[int] = Field(min_length=1, max_length=100_000)
+    repair_hours: float = Field(4.0, gt=0, le=24 * 365, allow_inf_nan=False)

@@ -60,8 +60,9 @@ from fabricsim.workloads.models import TransformerSpec
 from fabricsim.workloads.training.parallel import ParallelConfig
 from fabricsim.workloads.training.step import StepResult, simulate_step
 
-__all__ = ["POLICIES", "ClusterMember", "ClusterResult", "JobShare", "PlacedComm",
-           "Placement", "interfere", "link_use", "place", "server_leaves"]
+__all__ = ["DEFAULT_REPAIR_HOURS", "POLICIES", "ClusterMember", "ClusterResult",
+           "FailureCost", "JobShare", "PlacedComm", "Placement", "failure_costs",
+           "interfere", "link_use", "place", "server_leaves"]
 
 #: Placement policies :func:`place` knows.
 POLICIES = ("packed", "spread", "random")
@@ -470,3 +471,133 @@ def _with_capacity(fabric: Fabric, cap: FloatArray) -> Fabric:
     from dataclasses import replace
 
     return replace(fabric, link_capacity=np.asarray(cap, dtype=np.float64))
+
+
+#: Hours to bring failed servers back when no spare takes their place: an assumption.
+#: Reported swaps of a GB200 NVL72 compute tray take 1-4 h, of a backplane 8-24 h
+#: (docs/cluster.md); give the cluster's own with ``repair_hours``.
+DEFAULT_REPAIR_HOURS = 4.0
+
+
+@dataclass(frozen=True)
+class FailureCost(Tabular):
+    """What losing some servers costs one job that runs on them, three ways (seconds of
+    the job's wall time; GPU-hours are these times its GPUs):
+
+    * ``with_spares_s``: restart from the last checkpoint on spare servers — the work
+      since the last durable checkpoint (``lost_work_s``: half a checkpoint interval on
+      average, plus a write not yet durable) and the restart;
+    * ``wait_s``: no spare — wait for the repair, then restart;
+    * ``shrink_s``: no spare — restart on the survivors without the data-parallel
+      replicas that lost a GPU, each keeping its micro-batches (the global batch shrinks
+      with them, as elastic training runs; a step takes ``shrink_step_s``), train at that
+      reduced rate until the repair, and restart on the full set; ``None`` with
+      ``shrink_note`` saying why when the layout cannot shrink.
+    """
+
+    job: str
+    gpus: int
+    servers_lost: int
+    replicas_lost: int
+    step_s: float
+    lost_work_s: float
+    restart_s: float
+    repair_s: float
+    with_spares_s: float
+    wait_s: float
+    shrink_s: float | None
+    shrink_step_s: float | None
+    shrink_note: str = ""
+
+    @property
+    def best_without_spares(self) -> str:
+        """``shrink`` or ``wait``, whichever loses less."""
+        return "shrink" if self.shrink_s is not None and self.shrink_s < self.wait_s \
+            else "wait"
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready, with GPU-hours lost for each way."""
+        gh = self.gpus / 3600.0
+        return {"job": self.job, "gpus": self.gpus, "servers_lost": self.servers_lost,
+                "replicas_lost": self.replicas_lost, "step_s": self.step_s,
+                "lost_work_s": self.lost_work_s, "restart_s": self.restart_s,
+                "repair_s": self.repair_s, "with_spares_s": self.with_spares_s,
+                "wait_s": self.wait_s, "shrink_s": self.shrink_s,
+                "shrink_step_s": self.shrink_step_s, "shrink_note": self.shrink_note,
+                "best_without_spares": self.best_without_spares,
+                "gpu_hours_lost": {"with_spares": self.with_spares_s * gh,
+                                   "wait": self.wait_s * gh,
+                                   "shrink": None if self.shrink_s is None
+                                   else self.shrink_s * gh}}
+
+
+def failure_costs(fabric: Fabric, jobs: Sequence[ClusterMember], placed: Sequence[Placement],
+                  steps: Sequence[StepResult], failed: Sequence[int], *,
+                  repair_hours: float = DEFAULT_REPAIR_HOURS,
+                  restart_s: float | None = None) -> list[FailureCost]:
+    """:class:`FailureCost` of every job with a GPU on the ``failed`` servers, its step
+    ``steps[i]`` (alone or shared) and its checkpoints as the goodput model sets them
+    (:func:`~fabricsim.workloads.training.goodput.goodput_on_fabric`, written by its own
+    servers' storage NICs)."""
+    from fabricsim.errors import FabricsimError
+    from fabricsim.workloads.training.goodput import (
+        DEFAULT_RESTART_S,
+        goodput_on_fabric,
+        storage_write_bytes_per_s,
+    )
+    from fabricsim.workloads.training.step import check_layout
+
+    down = {int(s) for s in failed}
+    per = max(fabric.info.gpus_per_server, 1)
+    repair = repair_hours * 3600.0
+    restart = DEFAULT_RESTART_S if restart_s is None else restart_s
+    out = []
+    for j, p, st in zip(jobs, placed, steps, strict=True):
+        hit = [r for r, g in enumerate(p.gpus) if g // per in down]
+        if not hit:
+            continue
+        g = goodput_on_fabric(fabric, params=j.model.params, step_time_s=st.step_time_s,
+                              gpus=j.gpus, gpu_hour_usd=max(st.gpu_hour_usd, 0.0),
+                              checkpoint_write_bytes_per_s=storage_write_bytes_per_s(
+                                  fabric, len(p.servers)), restart_s=restart)
+        lost_work = g.checkpoint_interval_s / 2.0 + g.checkpoint_write_s \
+            - g.checkpoint_blocking_s
+        res = check_layout(j.model, j.parallel, fabric, world=j.gpus, check_memory=False)
+        lost = sorted({res.coordinates(r)[2] for r in hit})
+        keep = [d for d in range(res.dp) if d not in lost]
+        shrink_step: float | None = None
+        note = ""
+        if not keep:
+            note = "every data-parallel replica has a GPU on the failed servers"
+        else:
+            world = res.tp * res.cp * res.pp * len(keep)
+            # each surviving replica keeps its micro-batches (elastic training): the
+            # global batch shrinks with the replicas
+            gb = res.cfg.global_batch  # (None: one batch per replica, as before)
+            gbs = None if gb is None else gb // res.dp * len(keep)
+            shrunk = res.cfg.model_copy(update={"global_batch": gbs})
+            try:
+                new = check_layout(j.model, shrunk, fabric, world=world)
+                gpus = [0] * world
+                for q in range(res.pp):
+                    for i, d in enumerate(keep):
+                        for c in range(res.cp):
+                            for t in range(res.tp):
+                                gpus[new.rank(t, c, i, q)] = p.gpus[res.rank(t, c, d, q)]
+                shrink_step = simulate_step(j.model, shrunk, fabric,
+                                            PlacedComm(fabric, gpus), world=world,
+                                            gpu_hour_usd=j.gpu_hour_usd).step_time_s
+            except FabricsimError as e:
+                note = f"the layout cannot shrink to {world} GPUs: {e.message}"
+        # while shrunk, the job trains at (its batch / its step) of the full rate
+        rate = 0.0 if shrink_step is None else \
+            (len(keep) / res.dp) * st.step_time_s / shrink_step
+        shrink = None if shrink_step is None else \
+            lost_work + 2.0 * restart + repair * (1.0 - rate)
+        out.append(FailureCost(
+            job=j.name, gpus=j.gpus, servers_lost=len({p.gpus[r] // per for r in hit}),
+            replicas_lost=len(lost), step_s=st.step_time_s, lost_work_s=lost_work,
+            restart_s=restart, repair_s=repair, with_spares_s=lost_work + restart,
+            wait_s=lost_work + repair + restart, shrink_s=shrink, shrink_step_s=shrink_step,
+            shrink_note=note))
+    return out

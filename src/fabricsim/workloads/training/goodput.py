@@ -67,6 +67,7 @@ __all__ = [
     "checkpoint_size_bytes",
     "goodput",
     "goodput_on_fabric",
+    "storage_write_bytes_per_s",
     "young_daly_interval_s",
 ]
 
@@ -559,6 +560,26 @@ class GoodputInputs:
     restart_s: float = DEFAULT_RESTART_S
 
 
+def storage_write_bytes_per_s(fabric: Fabric, servers: int) -> float:
+    """Checkpoint write bandwidth of ``servers`` servers of ``fabric``: their storage NICs
+    at line rate (the scale-out NICs' rate per server where the system has none), at
+    most :data:`STORAGE_WRITE_CAP`.
+
+    >>> from fabricsim.fabric import build_cluster
+    >>> storage_write_bytes_per_s(build_cluster("dgx-h100", 2), 2) / 1e9  # 2 x 2 x 400G
+    200.0
+    """
+    from fabricsim.catalog import get_catalog
+
+    info = fabric.info
+    cat = get_catalog()
+    sysp = cat.systems.get(info.system)
+    per = (sysp.storage_nics * cat.nic(sysp.storage_nic).bandwidth
+           if sysp is not None and sysp.storage_nics and sysp.storage_nic
+           else info.nic_bandwidth)
+    return min(max(per, 1.0) * max(servers, 1), STORAGE_WRITE_CAP)
+
+
 def goodput_on_fabric(fabric: Fabric, *, params: float, step_time_s: float,
                       gpus: int | None = None, gpu_hour_usd: float = DEFAULT_GPU_HOUR_USD,
                       checkpoint_write_bytes_per_s: float | None = None,
@@ -576,17 +597,9 @@ def goodput_on_fabric(fabric: Fabric, *, params: float, step_time_s: float,
     >>> 0.9 < r.goodput < 1.0, r.servers
     (True, 128)
     """
-    from fabricsim.catalog import get_catalog
-
     info = fabric.info
     if checkpoint_write_bytes_per_s is None:
-        cat = get_catalog()
-        sysp = cat.systems.get(info.system)
-        per = (sysp.storage_nics * cat.nic(sysp.storage_nic).bandwidth
-               if sysp is not None and sysp.storage_nics and sysp.storage_nic
-               else info.nic_bandwidth)
-        checkpoint_write_bytes_per_s = min(max(per, 1.0) * max(info.servers, 1),
-                                           STORAGE_WRITE_CAP)
+        checkpoint_write_bytes_per_s = storage_write_bytes_per_s(fabric, info.servers)
     return goodput(gpus or fabric.n_gpus,
                    switches=int(sum((info.extra.get("switches") or {}).values())),
                    links=int(sum(dict(info.cables).values())), step_time_s=step_time_s,
