@@ -108,3 +108,15 @@ def test_demo_moe_section(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert all(r[6].strip() == "nvlink" for r in rows if int(r[2]) == 8)
     for png in ("moe_infiniband-ndr.png", "moe_rocev2-400g.png"):
         assert (tmp_path / png).stat().st_size > 5000
+
+
+def test_demo_shared_section(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two jobs sharing the design and a server failing under the larger: slowdowns on
+    both fabrics, and the GPU-hours lost three ways, a spare the cheapest."""
+    assert main(["demo", "--out", str(tmp_path), "--section", "shared", "--quiet"]) == 0
+    md = (tmp_path / "report.md").read_text()
+    assert "Two jobs on one cluster" in md and "llama3-8b-sft" in md
+    row = next(line for line in md.splitlines()
+               if line.startswith("| InfiniBand NDR | llama3-70b |") and "×" not in line)
+    spare, wait, shrink = (float(c.strip().replace(",", "")) for c in row.split("|")[3:6])
+    assert 0 < spare < shrink < wait
