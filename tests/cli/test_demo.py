@@ -43,7 +43,8 @@ def test_full_demo_shows_every_capability(tmp_path: Path,
                      "5. Growing the job to 16,384 GPUs",
                      "6. Which fabric is worth its price", "7. Serving Llama 3 70B",
                      "8. A fault, its bottleneck and its cost",
-                     "9. A PFC pause storm and the watchdog", "Files written"]
+                     "9. Two jobs on one cluster, and a server that fails",
+                     "10. A PFC pause storm and the watchdog", "Files written"]
     figures = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", md)
     assert len(figures) >= 15 and all((tmp_path / f).stat().st_size > 5000 for f in figures)
     for f in figures:  # the files table names every figure
