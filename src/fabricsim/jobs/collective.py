@@ -378,8 +378,8 @@ class BenchReport:
         if link.kind in ("leaf-spine", "spine-core") and fabric.info.transport == "roce":
             out += ("; on Ethernet each flow hashes onto one uplink (ECMP), so several share "
                     "one while others idle: --routing adaptive (Spectrum-X, UEC spraying) "
-                    "spreads them, NCCL_IB_QPS_PER_CONNECTION more queue pairs on the flow "
-                    "backend")
+                    "spreads them, and so do more queue pairs per connection "
+                    "(NCCL_IB_QPS_PER_CONNECTION)")
         return out
 
     def to_row(self) -> dict[str, Any]:
