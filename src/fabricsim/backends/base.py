@@ -147,19 +147,18 @@ def pipeline_fill(schedule: Schedule, protocol: Any, fabric: Fabric) -> float:
     return float(pipe.fill(float(schedule.nbytes), fill_efficiency(protocol, fabric)))
 
 
-def crossing_cost(schedule: Schedule, protocol: Any, nbytes: float | None = None) -> float:
+def crossing_cost(schedule: Schedule, protocol: Any) -> float:
     """Seconds ``schedule``'s network crossings (:class:`Schedule.crossings`) cost under
-    ``protocol`` for a message of ``nbytes`` (default the schedule's own): crossings in
-    sequence × the protocol's ``crossing_per_channel`` × the channels NCCL runs the
-    operation on. Every backend adds it to its time the same way, as it adds the
-    pipeline's fill: ``time = max(network, kernels) + fill + crossings``.
+    ``protocol`` for its message: crossings in sequence × the protocol's
+    ``crossing_per_channel`` × the channels NCCL runs the operation on. Every backend
+    adds it to its time the same way, as it adds the pipeline's fill:
+    ``time = max(network, kernels) + fill + crossings``.
 
     >>> from fabricsim.schedule import Schedule
     >>> crossing_cost(Schedule(steps=()), None)
     0.0
     """
-    size = float(schedule.nbytes if nbytes is None else nbytes)
-    return crossing_seconds(schedule.crossings, protocol, size)
+    return crossing_seconds(schedule.crossings, protocol, float(schedule.nbytes))
 
 
 def crossing_seconds(cross: Crossings | None, protocol: Any, nbytes: float) -> float:

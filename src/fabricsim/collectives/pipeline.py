@@ -200,6 +200,17 @@ def nvlstree_pipeline(group: Group) -> Pipeline | None:
     return Pipeline(stages=stages, ops=ops, chunk_bytes=chunk, shrink=NVLSTREE_SHRINK)
 
 
+def ring_server_hops(rounds: int, n: int, m: int) -> int:
+    """How many of a rail-aligned ring's ``rounds`` steps over ``n`` ranks on ``m``
+    servers cross between servers: each lap of ``n`` steps crosses all ``m`` boundaries
+    (0 on one server).
+
+    >>> ring_server_hops(30, 16, 2), ring_server_hops(7, 8, 1)
+    (4, 0)
+    """
+    return round(rounds * m / n) if m > 1 else 0
+
+
 def ring_crossings(group: Group, collective: str) -> Crossings | None:
     """A ring's network crossings in sequence: every lap crosses each of the ``m`` server
     boundaries once, and a ring all-reduce runs ``2(n-1)`` of its ``n`` ranks' steps (two
@@ -218,7 +229,7 @@ def ring_crossings(group: Group, collective: str) -> Crossings | None:
         count = m - 1
     else:
         rounds = 2 * (n - 1) if collective == "all_reduce" else n - 1
-        count = max(round(rounds * m / n), 1)
+        count = max(ring_server_hops(rounds, n, m), 1)
     return Crossings(count=count, channels=nccl_channels(group),
                      traffic_per_byte=2.0 if collective == "all_reduce" else 1.0,
                      ll_ranks=n)

@@ -26,7 +26,7 @@ from dataclasses import replace
 import numpy as np
 from numpy.typing import NDArray
 
-from fabricsim.collectives.pipeline import chain_pipeline, ring_crossings
+from fabricsim.collectives.pipeline import chain_pipeline, ring_crossings, ring_server_hops
 from fabricsim.collectives.registry import Algorithm, Group, fill_step, register, step
 from fabricsim.schedule.core import Pipeline, Step
 
@@ -76,7 +76,7 @@ def _ring_fill(group: Group, hops: int) -> list[Step]:
     rest pay NVLink's."""
     f = group.fabric
     n, m = group.n, group.servers
-    inter = max(round((hops + 1) * m / n) - 1, 0) if m > 1 else 0
+    inter = max(ring_server_hops(hops + 1, n, m) - 1, 0)
     intra = hops - inter
     by_srv = group.by_server
     out: list[Step] = []
