@@ -47,6 +47,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -384,8 +385,9 @@ def interfere(fabric: Fabric, jobs: Sequence[ClusterMember], placed: Sequence[Pl
         raise ConfigError("one placement per job", field="jobs")
     cap = fabric.link_capacity.astype(np.float64)
 
-    def step_on(fab: Fabric, j: ClusterMember, comm: PlacedComm) -> StepResult:
-        return simulate_step(j.model, j.parallel, fab, comm, world=j.gpus,
+    def step_on(fab: Fabric, j: ClusterMember, comm: PlacedComm,
+                cfg: ParallelConfig | None = None) -> StepResult:
+        return simulate_step(j.model, cfg or j.parallel, fab, comm, world=j.gpus,
                              check_memory=False, gpu_hour_usd=j.gpu_hour_usd)
 
     alone: list[StepResult] = []
@@ -395,16 +397,11 @@ def interfere(fabric: Fabric, jobs: Sequence[ClusterMember], placed: Sequence[Pl
             progress(i / (2 * len(jobs)), f"{j.name} alone")
         comm = PlacedComm(fabric, p.gpus)
         base = step_on(fabric, j, comm)
+        # the count must not switch layout: the interleaving the step chose, pinned
         pinned = j.parallel.model_copy(update={"vp": base.parallel.get("vp")}) \
-            if j.parallel.vp is None else j.parallel  # the count must not switch layout
-
-        def again(c: PlacedComm, j: ClusterMember = j, cfg: ParallelConfig = pinned
-                  ) -> StepResult:
-            return simulate_step(j.model, cfg, fabric, c, world=j.gpus, check_memory=False,
-                                 gpu_hour_usd=j.gpu_hour_usd)
-
+            if j.parallel.vp is None else j.parallel
         alone.append(base)
-        use.append(link_use(again, comm, again(comm)))
+        use.append(link_use(partial(step_on, fabric, j, cfg=pinned), comm, base))
     steps = np.array([a.step_time_s for a in alone])
     shared = list(alone)
     mine = [np.flatnonzero(u > 0) for u in use]  # the links each job puts bytes on
