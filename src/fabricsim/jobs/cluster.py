@@ -38,6 +38,7 @@ from fabricsim.workloads.cluster import (
     ClusterMember,
     ClusterResult,
     FailureCost,
+    Placement,
     failure_costs,
     interfere,
     place,
@@ -169,9 +170,10 @@ class ClusterReport:
                 **self._summary(first[1])}
 
 
-def check_jobs(job: ClusterJob, fabric: Fabric) -> None:
+def check_jobs(job: ClusterJob, fabric: Fabric) -> dict[str, list[Placement]]:
     """Every job's layout on its GPUs, refused as ``fabricsim train`` refuses one (sizes
-    that do not divide, memory), the error naming the job; and every placement made."""
+    that do not divide, memory), the error naming the job; and every placement, made
+    (returned by policy)."""
     from fabricsim.errors import FabricsimError
     from fabricsim.workloads.training.step import check_layout
 
@@ -181,26 +183,26 @@ def check_jobs(job: ClusterJob, fabric: Fabric) -> None:
         except FabricsimError as e:
             field_ = f"jobs.{j.name}.{e.field}" if e.field else f"jobs.{j.name}"
             raise type(e)(f"job {j.name!r}: {e.message}", field=field_) from None
-    for policy in job.placements:
-        place(fabric, [(j.name, j.gpus, j.hosts) for j in job.jobs], policy, job.seed)
+    demands = [(j.name, j.gpus, j.hosts) for j in job.jobs]
+    placed: dict[str, list[Placement]] = {
+        policy: place(fabric, demands, policy, job.seed) for policy in job.placements}
     bad = [s for s in job.fail_servers if not 0 <= s < fabric.info.servers]
     if bad:
         raise ConfigError(f"failed servers {bad} are not servers of this cluster "
                           f"(0-{fabric.info.servers - 1})", field="failure.servers")
+    return placed
 
 
 def run_cluster(job: ClusterJob, fabric: Fabric, progress: Progress = quiet
                 ) -> ClusterReport:
     """Place ``job``'s jobs by each of its policies and time them alone and shared."""
-    check_jobs(job, fabric)
+    placements = check_jobs(job, fabric)
     members = [ClusterMember(j.name, j.gpus, j.model, j.parallel, j.gpu_hour_usd)
                for j in job.jobs]
-    demands = [(j.name, j.gpus, j.hosts) for j in job.jobs]
     results: dict[str, ClusterResult] = {}
     failures: dict[str, list[FailureCost]] = {}
     n = len(job.placements)
-    for i, policy in enumerate(job.placements):
-        placed = place(fabric, demands, policy, job.seed)
+    for i, (policy, placed) in enumerate(placements.items()):
 
         def step(frac: float, msg: str, i: int = i, policy: str = policy) -> None:
             progress((i + frac) / n, f"{policy}: {msg}")
