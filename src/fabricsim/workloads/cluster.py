@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
@@ -62,7 +62,8 @@ from fabricsim.workloads.training.parallel import ParallelConfig
 from fabricsim.workloads.training.step import StepResult, simulate_step
 
 __all__ = ["DEFAULT_REPAIR_HOURS", "POLICIES", "ClusterMember", "ClusterResult",
-           "FailureCost", "JobShare", "PlacedComm", "Placement", "failure_costs",
+           "FailureCost", "JobShare", "PlacedComm", "Placement", "SharedFabric",
+           "failure_costs",
            "interfere", "link_use", "place", "server_leaves"]
 
 #: Placement policies :func:`place` knows.
@@ -376,6 +377,151 @@ class ClusterResult(Tabular):
                 if self.busy[i] > 0]
 
 
+class SharedFabric:
+    """Jobs on one fabric that come and go: each timed alone once when it is added
+    (:meth:`add`), and all of them with one another on demand (:meth:`settle`).
+
+    A job's alone step and the bytes it puts on every link are kept while it runs; a
+    settle re-times only the jobs whose links the others now use differently, starting
+    from the step times of the last settle. :func:`interfere` is one settle of jobs all
+    added at once; a trace replay adds and removes jobs as they start and end.
+
+    >>> import fabricsim as fs
+    >>> from fabricsim.workloads.models import get_model
+    >>> from fabricsim.workloads.training.parallel import ParallelConfig
+    >>> fab = fs.build_cluster("dgx-h100", 64, fabric="roce-400g")
+    >>> cfg = ParallelConfig(tp=8, global_batch=64, seq_len=4096)
+    >>> m = get_model("llama2-7b")
+    >>> a, b = place(fab, [("a", 16, None), ("b", 16, None)], "spread")
+    >>> shared = SharedFabric(fab)
+    >>> _ = shared.add(ClusterMember("a", 16, m, cfg), a)
+    >>> _ = shared.add(ClusterMember("b", 16, m, cfg), b)
+    >>> _ = shared.settle()
+    >>> shared.slowdown("a") >= 1.0, shared.names
+    (True, ['a', 'b'])
+    >>> shared.remove("b"); _ = shared.settle(); shared.slowdown("a")
+    1.0
+    """
+
+    def __init__(self, fabric: Fabric, *, iterations: int = 8, tolerance: float = 0.005
+                 ) -> None:
+        self.fabric = fabric
+        self.iterations = iterations
+        self.tolerance = tolerance
+        self.cap = fabric.link_capacity.astype(np.float64)
+        self._jobs: dict[str, _Running] = {}
+
+    @property
+    def names(self) -> list[str]:
+        """The jobs running, in the order they were added."""
+        return list(self._jobs)
+
+    def _step(self, fab: Fabric, j: ClusterMember, comm: PlacedComm,
+              cfg: ParallelConfig | None = None) -> StepResult:
+        return simulate_step(j.model, cfg or j.parallel, fab, comm, world=j.gpus,
+                             check_memory=False, gpu_hour_usd=j.gpu_hour_usd)
+
+    def add(self, job: ClusterMember, placement: Placement) -> StepResult:
+        """Start ``job`` on ``placement``: its step alone, and what it puts on each link."""
+        if job.name in self._jobs:
+            raise ConfigError(f"job {job.name!r} is already running; give each its own "
+                              f"name", field=f"jobs.{job.name}.name")
+        comm = PlacedComm(self.fabric, placement.gpus)
+        base = self._step(self.fabric, job, comm)
+        # the count must not switch layout: the interleaving the step chose, pinned
+        pinned = job.parallel.model_copy(update={"vp": base.parallel.get("vp")}) \
+            if job.parallel.vp is None else job.parallel
+        use = link_use(partial(self._step, self.fabric, job, cfg=pinned), comm, base)
+        self._jobs[job.name] = _Running(job, placement, base, use, np.flatnonzero(use > 0),
+                                        base, base.step_time_s)
+        return base
+
+    def remove(self, name: str) -> None:
+        """Stop job ``name``: its traffic leaves the fabric."""
+        del self._jobs[name]
+
+    def slowdown(self, name: str) -> float:
+        """Job ``name``'s step with the others (as of the last settle) over its step alone."""
+        r = self._jobs[name]
+        return r.shared.step_time_s / r.alone.step_time_s
+
+    def settle(self, progress: Callable[[float, str], None] | None = None) -> int:
+        """Time every job with the others until no step changes by more than the
+        tolerance (damped: the others' use follows the step times halfway each pass);
+        the number of passes."""
+        runs = list(self._jobs.values())
+        if not runs:
+            return 0
+        steps = np.array([r.step for r in runs])
+        done = 0
+        for it in range(self.iterations):
+            busy, per_job = _busy([r.use for r in runs], steps, self.cap)
+            now = steps.copy()
+            for i, r in enumerate(runs):
+                if progress is not None:
+                    progress((it + i / len(runs)) / self.iterations,
+                             f"{r.job.name} shared (pass {it + 1})")
+                others = (busy - per_job[i])[r.mine]
+                if not (others > 1e-9).any():
+                    r.shared, r.seen = r.alone, None
+                elif r.seen is None or not np.allclose(others, r.seen,
+                                                       rtol=self.tolerance, atol=1e-6):
+                    r.seen = others
+                    full = np.zeros_like(self.cap)
+                    full[r.mine] = others
+                    fab = _with_capacity(self.fabric, self.cap / (1.0 + full))
+                    r.shared = self._step(fab, r.job, PlacedComm(fab, r.placement.gpus))
+                now[i] = r.shared.step_time_s
+            done = it + 1
+            settled = bool(np.all(np.abs(now - steps) <= self.tolerance * steps))
+            steps = np.where(settled, now, 0.5 * (steps + now))
+            if settled:
+                break
+        for r, s in zip(runs, steps, strict=True):
+            r.step = float(s)
+        return done
+
+    def result(self) -> ClusterResult:
+        """Every running job alone and shared (as of the last settle), the links where
+        the others slow it most and the jobs whose traffic it meets there."""
+        runs = list(self._jobs.values())
+        busy, per_job = _busy([r.use for r in runs], np.array([r.step for r in runs]),
+                              self.cap)
+        out = []
+        for i, r in enumerate(runs):
+            others = busy - per_job[i]
+            hurt = per_job[i] * others  # where it is slowed: its own use x the others'
+            top = [int(x) for x in np.argsort(-hurt)[:3] if hurt[x] > 1e-9]
+            links = tuple((self.fabric.link_name(x), float(others[x]), float(per_job[i][x]))
+                          for x in top)
+            blame: dict[str, float] = {}
+            for x in top:
+                for k, b in enumerate(per_job):
+                    if k != i and b[x] > 1e-9:
+                        who = runs[k].job.name
+                        blame[who] = max(blame.get(who, 0.0), float(b[x]))
+            culprits = tuple(sorted(blame.items(), key=lambda kv: -kv[1])[:3])
+            out.append(JobShare(r.job.name, r.job.gpus, r.placement.servers, r.alone,
+                                r.shared, links, culprits))
+        return ClusterResult(tuple(out), tuple(r.placement for r in runs), busy)
+
+
+@dataclass
+class _Running:
+    """A job on a :class:`SharedFabric`: alone, its bytes per step per link (and the
+    links it uses), its last shared step, the step time the others' use follows, and
+    the others' use of its links when it was last timed."""
+
+    job: ClusterMember
+    placement: Placement
+    alone: StepResult
+    use: FloatArray
+    mine: NDArray[np.int64]
+    shared: StepResult
+    step: float
+    seen: FloatArray | None = None
+
+
 def interfere(fabric: Fabric, jobs: Sequence[ClusterMember], placed: Sequence[Placement],
               *, iterations: int = 8, tolerance: float = 0.005,
               progress: Callable[[float, str], None] | None = None) -> ClusterResult:
@@ -383,74 +529,14 @@ def interfere(fabric: Fabric, jobs: Sequence[ClusterMember], placed: Sequence[Pl
     docstring), until no step time changes by more than ``tolerance``."""
     if len(jobs) != len(placed):
         raise ConfigError("one placement per job", field="jobs")
-    cap = fabric.link_capacity.astype(np.float64)
-
-    def step_on(fab: Fabric, j: ClusterMember, comm: PlacedComm,
-                cfg: ParallelConfig | None = None) -> StepResult:
-        return simulate_step(j.model, cfg or j.parallel, fab, comm, world=j.gpus,
-                             check_memory=False, gpu_hour_usd=j.gpu_hour_usd)
-
-    alone: list[StepResult] = []
-    use: list[FloatArray] = []  # bytes per step per link
+    shared = SharedFabric(fabric, iterations=iterations, tolerance=tolerance)
     for i, (j, p) in enumerate(zip(jobs, placed, strict=True)):
         if progress is not None:
             progress(i / (2 * len(jobs)), f"{j.name} alone")
-        comm = PlacedComm(fabric, p.gpus)
-        base = step_on(fabric, j, comm)
-        # the count must not switch layout: the interleaving the step chose, pinned
-        pinned = j.parallel.model_copy(update={"vp": base.parallel.get("vp")}) \
-            if j.parallel.vp is None else j.parallel
-        alone.append(base)
-        use.append(link_use(partial(step_on, fabric, j, cfg=pinned), comm, base))
-    steps = np.array([a.step_time_s for a in alone])
-    shared = list(alone)
-    mine = [np.flatnonzero(u > 0) for u in use]  # the links each job puts bytes on
-    seen: list[FloatArray | None] = [None] * len(jobs)
-    done = 0
-    for it in range(iterations):
-        busy, per_job = _busy(use, steps, cap)
-        new = []
-        for i, (j, p) in enumerate(zip(jobs, placed, strict=True)):
-            if progress is not None:
-                progress(0.5 + 0.5 * (it + i / len(jobs)) / iterations,
-                         f"{j.name} shared (pass {it + 1})")
-            others = busy - per_job[i]
-            if not (others[mine[i]] > 1e-9).any():
-                new.append(alone[i])
-                continue
-            last = seen[i]
-            if last is not None and np.allclose(others[mine[i]], last, rtol=tolerance,
-                                                atol=1e-6):
-                new.append(shared[i])  # the others look as before on its links
-                continue
-            seen[i] = others[mine[i]]
-            fab = _with_capacity(fabric, cap / (1.0 + others))
-            new.append(step_on(fab, j, PlacedComm(fab, p.gpus)))
-        done = it + 1
-        now = np.array([r.step_time_s for r in new])
-        settled = bool(np.all(np.abs(now - steps) <= tolerance * steps))
-        # damped: the others' use follows the step times halfway each pass
-        steps = np.where(settled, now, 0.5 * (steps + now))
-        shared = new
-        if settled:
-            break
-    busy, per_job = _busy(use, steps, cap)
-    out = []
-    for i, (j, p) in enumerate(zip(jobs, placed, strict=True)):
-        others = busy - per_job[i]
-        hurt = per_job[i] * others  # where it is slowed: its own use x the others'
-        top = [int(x) for x in np.argsort(-hurt)[:3] if hurt[x] > 1e-9]
-        links = tuple((fabric.link_name(x), float(others[x]), float(per_job[i][x]))
-                      for x in top)
-        blame: dict[str, float] = {}
-        for x in top:
-            for k, b in enumerate(per_job):
-                if k != i and b[x] > 1e-9:
-                    blame[jobs[k].name] = max(blame.get(jobs[k].name, 0.0), float(b[x]))
-        culprits = tuple(sorted(blame.items(), key=lambda kv: -kv[1])[:3])
-        out.append(JobShare(j.name, j.gpus, p.servers, alone[i], shared[i], links,
-                            culprits))
-    return ClusterResult(tuple(out), tuple(placed), busy, done)
+        shared.add(j, p)
+    passes = shared.settle(None if progress is None else
+                           lambda f, m: progress(0.5 + 0.5 * f, m))
+    return replace(shared.result(), iterations=passes)
 
 
 def _busy(use: Sequence[FloatArray], steps: FloatArray, cap: FloatArray
@@ -465,8 +551,6 @@ def _busy(use: Sequence[FloatArray], steps: FloatArray, cap: FloatArray
 
 def _with_capacity(fabric: Fabric, cap: FloatArray) -> Fabric:
     """A copy of ``fabric`` with link capacities ``cap``."""
-    from dataclasses import replace
-
     return replace(fabric, link_capacity=np.asarray(cap, dtype=np.float64))
 
 
