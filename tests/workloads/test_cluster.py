@@ -41,6 +41,15 @@ def test_policies(fab: fs.Fabric) -> None:
     assert len({int(leaves[s]) for s in spread[0].servers}) == 2  # both leaf groups
     again = place(fab, d, "random", seed=7)
     assert again == place(fab, d, "random", seed=7) != place(fab, d, "random", seed=8)
+    # rail: a job no wider than a leaf group keeps to the one with the least room
+    frag = [("x", 224, None), ("y", 8, [30]), ("z", 64, None), ("w", 8, None)]
+    assert {int(leaves[s]) for s in place(fab, frag, "packed")[2].servers} == \
+        {int(leaves[0]), int(leaves[63])}  # packed straddles the two groups
+    rail = place(fab, frag, "rail")
+    assert rail[2].servers == tuple(range(32, 40))  # all under the second group
+    assert rail[3].servers == (28,)  # best fit: the first group's last holes
+    wide = place(fab, [("v", 384, None)], "rail")[0]
+    assert len({int(leaves[s]) for s in wide.servers}) == 2
     hosts = place(fab, [("x", 16, [9, 3]), ("y", 64, None)], "packed")
     assert hosts[0].servers == (9, 3) and 3 not in hosts[1].servers
     assert hosts[0].gpus[:2] == (72, 73)  # ranks in the order of the host list

@@ -32,7 +32,7 @@ def register(app: typer.Typer) -> None:
         cluster: ClusterFlags = NO_CLUSTER_FLAGS,
         placements: Annotated[str | None, typer.Option(
             "--placements", help="Comma-separated placement policies to compare: packed, "
-            "spread, random (default: the scenario's placement).")] = None,
+            "rail, spread, random (default: the scenario's placement).")] = None,
         seed: Annotated[int | None, typer.Option(
             "--seed", help="Seed of the random placement (default: the scenario's).")] = None,
         fail_servers: Annotated[str | None, typer.Option(

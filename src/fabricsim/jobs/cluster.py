@@ -67,7 +67,7 @@ class ClusterJob(Part):
     kind: Literal["cluster"] = "cluster"
     cluster: Cluster
     jobs: tuple[SharedJob, ...] = Field(min_length=1)
-    placements: tuple[Literal["packed", "spread", "random"], ...] = ("packed",)
+    placements: tuple[Literal["packed", "rail", "spread", "random"], ...] = ("packed",)
     seed: int = 0
     fail_servers: tuple[int, ...] = ()
     """Servers that fail under the jobs (``failure.servers``; none: no failure asked)."""

@@ -61,7 +61,7 @@ class Scenario(StrictModel):
     jobs: list[SharedJobSection] = Field(default_factory=list, max_length=MAX_CLUSTER_JOBS)
     """Many training jobs sharing the cluster (``fabricsim cluster``), each with its GPUs
     and its own ``training:`` section."""
-    placement: Literal["packed", "spread", "random"] = "packed"
+    placement: Literal["packed", "rail", "spread", "random"] = "packed"
     """How ``jobs`` without ``hosts`` get their servers (``fabricsim cluster``)."""
     failure: FailureSection | None = None
     """Servers failing under ``jobs`` (``fabricsim cluster``): what each job loses."""

@@ -3,8 +3,12 @@
 **Placement.** :func:`place` gives every job its GPUs on a shared fabric by a policy, as a
 scheduler hands out hosts: ``packed`` (the lowest free servers, so a job fills a leaf
 group before it spills into the next), ``spread`` (servers dealt round-robin over the
-leaf groups, as a scheduler balancing load across racks does), ``random`` (free servers
-in a seeded random order: a fragmented cluster) or an explicit host list. A job of fewer
+leaf groups, as a scheduler balancing load across racks does), ``rail`` (rail-aligned,
+topology-aware: the job keeps to one leaf group when one has room for it, the group
+with the least room that does, so its rail traffic never climbs to the spine and large
+holes stay whole; a job no group holds takes the fewest groups, the roomiest first),
+``random`` (free servers in a seeded random order: a fragmented cluster) or an explicit
+host list. A job of fewer
 GPUs than a server takes free GPUs of a partly used server; a larger one takes whole
 servers.
 
@@ -67,7 +71,7 @@ __all__ = ["DEFAULT_REPAIR_HOURS", "POLICIES", "ClusterMember", "ClusterResult",
            "interfere", "link_use", "place", "server_leaves"]
 
 #: Placement policies :func:`place` knows.
-POLICIES = ("packed", "spread", "random")
+POLICIES = ("packed", "rail", "spread", "random")
 FloatArray = NDArray[np.float64]
 
 
@@ -184,14 +188,14 @@ def place(fabric: Fabric, demands: Sequence[tuple[str, int, Sequence[int] | None
                 raise _full(name, gpus, free, per)
             busy = fits[free[fits] < per]
             pick = busy[np.argmin(free[busy])] if busy.size else _order(
-                fits, leaves, policy, rng)[0]
+                fits, leaves, policy, rng, 1)[0]
             take(name, [int(pick)], gpus)
             continue
         whole = np.flatnonzero(free == per)
         need = gpus // per
         if whole.size < need:
             raise _full(name, gpus, free, per)
-        take(name, [int(s) for s in _order(whole, leaves, policy, rng)[:need]], gpus)
+        take(name, [int(s) for s in _order(whole, leaves, policy, rng, need)[:need]], gpus)
     return [out[name] for name, _, _ in demands]
 
 
@@ -202,16 +206,23 @@ def _full(name: str, gpus: int, free: NDArray[np.int64], per: int) -> ConfigErro
 
 
 def _order(cands: NDArray[np.int64], leaves: NDArray[np.int64], policy: str,
-           rng: np.random.Generator) -> list[int]:
-    """Candidate servers in the order ``policy`` takes them."""
+           rng: np.random.Generator, need: int) -> list[int]:
+    """Candidate servers in the order ``policy`` takes them for a job of ``need``."""
     if policy == "packed":
         return [int(s) for s in cands]
     if policy == "random":
         return [int(s) for s in rng.permutation(cands)]
-    # spread: deal round-robin over the leaf groups, the emptiest group first
     groups: dict[int, list[int]] = {}
     for s in cands:
         groups.setdefault(int(leaves[s]), []).append(int(s))
+    if policy == "rail":  # best fit in one group, else the fewest groups
+        holds = sorted((g for g in groups.values() if len(g) >= need),
+                       key=lambda g: (len(g), g[0]))
+        if holds:
+            return holds[0]
+        return [s for g in sorted(groups.values(), key=lambda g: (-len(g), g[0]))
+                for s in g]
+    # spread: deal round-robin over the leaf groups, the emptiest group first
     lists = sorted(groups.values(), key=lambda g: (-len(g), g[0]))
     dealt: list[int] = []
     for i in range(max(len(g) for g in lists)):
