@@ -137,6 +137,22 @@ def test_failed_servers_from_flags_or_the_scenario(tmp_path: Path,
     assert "wait for repair" in capsys.readouterr().out
 
 
+def test_a_rack_fails_under_a_4k_gpu_job(capsys: pytest.CaptureFixture[str]) -> None:
+    """The shipped example: one GB200 NVL72 rack (a server of that cluster) of a
+    4,032-GPU job fails; a spare loses least, shrinking beats waiting, and goodput over a
+    failure trace orders the same way."""
+    ex = ROOT / "examples" / "clusters" / "rack-failure.yaml"
+    assert main(["cluster", str(ex), "--json"]) == 0
+    f = json.loads(capsys.readouterr().out)["placements"][0]["failure"]
+    (j,) = f["jobs"]  # the fine-tune runs on other racks
+    assert (j["job"], j["gpus"], j["servers_lost"]) == ("pretrain-405b", 4032, 1)
+    assert j["replicas_lost"] == 9  # a 72-GPU rack holds slices of 9 of the 63 replicas
+    gh, g = j["gpu_hours_lost"], j["goodput"]
+    assert gh["with_spares"] < gh["shrink"] < gh["wait"]
+    assert g["wait"] < g["shrink"] < g["with_spares"] < 1.0
+    assert j["best_without_spares"] == "shrink"
+
+
 @pytest.mark.parametrize(("flag", "words"), [
     ("3-1", "--fail-servers"), ("a,b", "--fail-servers"), ("99", "failure.servers"),
 ])

@@ -166,6 +166,12 @@ def test_failure_costs_three_ways(fab: fs.Fabric) -> None:
     assert c.best_without_spares == "shrink"
     assert c.as_dict()["gpu_hours_lost"]["with_spares"] == pytest.approx(
         c.with_spares_s * 32 / 3600)
+    # over a failure trace: every hardware failure waits the repair out, or trains shrunk
+    assert 0 < c.hardware_per_day < c.failures_per_day
+    assert c.goodput_wait == pytest.approx(
+        c.goodput_with_spares - c.hardware_per_day / 24 * 4.0)
+    assert c.goodput_shrink is not None
+    assert c.goodput_wait < c.goodput_shrink < c.goodput_with_spares < 1.0
     # a layout whose every replica has a GPU on the failed server cannot shrink
     one = [ClusterMember("tp16", 16, m, ParallelConfig(tp=16, global_batch=8,
                                                        seq_len=4096))]

@@ -128,8 +128,9 @@ def _print(d: dict[str, Any]) -> None:
                     "GPU-h lost/h", "slowed on", "by"):
             t.add_column(col)
         for j in p["jobs"]:
-            link = j["links"][0]["link"] if j["links"] else ""
-            by = ", ".join(x["job"] for x in j["culprits"])
+            felt = j["slowdown"] >= 1.0005  # below: nothing worth naming
+            link = j["links"][0]["link"] if j["links"] and felt else ""
+            by = ", ".join(x["job"] for x in j["culprits"]) if felt else ""
             t.add_row(j["job"], str(j["gpus"]), str(j["servers"]),
                       format_time(j["step_alone_s"]), format_time(j["step_shared_s"]),
                       f"×{j['slowdown']:.3f}", f"{j['gpu_hours_lost_per_hour']:.2f}",
@@ -157,6 +158,13 @@ def _print_failure(f: dict[str, Any]) -> None:
                   f"{gh['with_spares']:,.0f}", f"{gh['wait']:,.0f}", shrink,
                   j["best_without_spares"])
     console.print(t)
+    for j in f["jobs"]:
+        g = j["goodput"]
+        shrink = f", shrinking {g['shrink']:.1%}" if g["shrink"] is not None else ""
+        console.print(f"  {j['job']} over a failure trace ({j['failures_per_day']:.2f} "
+                      f"failures a day, {j['hardware_failures_per_day']:.2f} of them "
+                      f"hardware): goodput {g['with_spares']:.1%} with spares; without, "
+                      f"waiting {g['wait']:.1%}{shrink}")
     for j in f["jobs"]:
         if j["shrink_note"]:
             console.print(f"  {j['job']}: no shrink — {j['shrink_note']}")

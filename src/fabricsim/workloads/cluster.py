@@ -65,7 +65,7 @@ from fabricsim.workloads.models import TransformerSpec
 from fabricsim.workloads.training.parallel import ParallelConfig
 from fabricsim.workloads.training.step import StepResult, simulate_step
 
-__all__ = ["DEFAULT_REPAIR_HOURS", "POLICIES", "ClusterMember", "ClusterResult",
+__all__ = ["DEFAULT_REPAIR_HOURS", "HARDWARE_CLASSES", "POLICIES", "ClusterMember", "ClusterResult",
            "FailureCost", "JobShare", "PlacedComm", "Placement", "SharedFabric",
            "failure_costs",
            "interfere", "link_use", "place", "server_leaves"]
@@ -565,6 +565,9 @@ def _with_capacity(fabric: Fabric, cap: FloatArray) -> Fabric:
     return replace(fabric, link_capacity=np.asarray(cap, dtype=np.float64))
 
 
+#: Failure classes that take a server out until it is swapped (the others only restart).
+HARDWARE_CLASSES = ("gpu", "nic", "host")
+
 #: Hours to bring failed servers back when no spare takes their place: an assumption.
 #: Reported swaps of a GB200 NVL72 compute tray take 1-4 h, of a backplane 8-24 h
 #: (docs/cluster.md); give the cluster's own with ``repair_hours``.
@@ -585,6 +588,15 @@ class FailureCost(Tabular):
       with them, as elastic training runs; a step takes ``shrink_step_s``), train at that
       reduced rate until the repair, and restart on the full set; ``None`` with
       ``shrink_note`` saying why when the layout cannot shrink.
+
+    And the job's goodput over a failure trace (the share of wall time that trains, with
+    the failure rates of :class:`~fabricsim.workloads.training.goodput.FailureRates`,
+    Llama 3 derived): ``goodput_with_spares`` restarts on spares after every failure;
+    without spares, each hardware failure (a GPU, NIC or host: a server to swap) costs
+    the repair too, waited out (``goodput_wait``) or trained through shrunk
+    (``goodput_shrink``), as this failure does; cable, switch and software failures only
+    restart. ``failures_per_day`` is the job's, ``hardware_per_day`` the share that needs
+    a swap.
     """
 
     job: str
@@ -600,6 +612,11 @@ class FailureCost(Tabular):
     shrink_s: float | None
     shrink_step_s: float | None
     shrink_note: str = ""
+    failures_per_day: float = 0.0
+    hardware_per_day: float = 0.0
+    goodput_with_spares: float = 1.0
+    goodput_wait: float = 1.0
+    goodput_shrink: float | None = None
 
     @property
     def best_without_spares(self) -> str:
@@ -617,6 +634,10 @@ class FailureCost(Tabular):
                 "wait_s": self.wait_s, "shrink_s": self.shrink_s,
                 "shrink_step_s": self.shrink_step_s, "shrink_note": self.shrink_note,
                 "best_without_spares": self.best_without_spares,
+                "failures_per_day": self.failures_per_day,
+                "hardware_failures_per_day": self.hardware_per_day,
+                "goodput": {"with_spares": self.goodput_with_spares,
+                            "wait": self.goodput_wait, "shrink": self.goodput_shrink},
                 "gpu_hours_lost": {"with_spares": self.with_spares_s * gh,
                                    "wait": self.wait_s * gh,
                                    "shrink": None if self.shrink_s is None
@@ -651,7 +672,8 @@ def failure_costs(fabric: Fabric, jobs: Sequence[ClusterMember], placed: Sequenc
         g = goodput_on_fabric(fabric, params=j.model.params, step_time_s=st.step_time_s,
                               gpus=j.gpus, gpu_hour_usd=max(st.gpu_hour_usd, 0.0),
                               checkpoint_write_bytes_per_s=storage_write_bytes_per_s(
-                                  fabric, len(p.servers)), restart_s=restart)
+                                  fabric, len(p.servers)), restart_s=restart,
+                              servers=len(p.servers))
         lost_work = g.checkpoint_interval_s / 2.0 + g.checkpoint_write_s \
             - g.checkpoint_blocking_s
         res = check_layout(j.model, j.parallel, fabric, world=j.gpus, check_memory=False)
@@ -686,10 +708,18 @@ def failure_costs(fabric: Fabric, jobs: Sequence[ClusterMember], placed: Sequenc
             (len(keep) / res.dp) * st.step_time_s / shrink_step
         shrink = None if shrink_step is None else \
             lost_work + 2.0 * restart + repair * (1.0 - rate)
+        # over a failure trace: hardware failures wait for a swap or train shrunk
+        hw_per_day = sum(g.failures_per_day_by_class[c] for c in HARDWARE_CLASSES)
+        per_s = hw_per_day / 86_400.0
+        keep_wait = max(g.goodput - per_s * repair, 0.0)
+        keep_shrink = None if shrink_step is None else \
+            max(g.goodput - per_s * (restart + repair * (1.0 - rate)), 0.0)
         out.append(FailureCost(
             job=j.name, gpus=j.gpus, servers_lost=len({p.gpus[r] // per for r in hit}),
             replicas_lost=len(lost), step_s=st.step_time_s, lost_work_s=lost_work,
             restart_s=restart, repair_s=repair, with_spares_s=lost_work + restart,
             wait_s=lost_work + repair + restart, shrink_s=shrink, shrink_step_s=shrink_step,
-            shrink_note=note))
+            shrink_note=note, failures_per_day=g.failures_per_day,
+            hardware_per_day=hw_per_day, goodput_with_spares=g.goodput,
+            goodput_wait=keep_wait, goodput_shrink=keep_shrink))
     return out

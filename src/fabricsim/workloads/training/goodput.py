@@ -583,12 +583,15 @@ def storage_write_bytes_per_s(fabric: Fabric, servers: int) -> float:
 def goodput_on_fabric(fabric: Fabric, *, params: float, step_time_s: float,
                       gpus: int | None = None, gpu_hour_usd: float = DEFAULT_GPU_HOUR_USD,
                       checkpoint_write_bytes_per_s: float | None = None,
-                      restart_s: float = DEFAULT_RESTART_S) -> GoodputResult:
+                      restart_s: float = DEFAULT_RESTART_S,
+                      servers: int | None = None) -> GoodputResult:
     """:func:`goodput` of a job of a ``params``-parameter model on a built ``fabric``: its
     switch and cable counts, GPUs and NICs per server come from ``fabric.info``; the
     checkpoint (:func:`checkpoint_size_bytes`) is written at
     ``checkpoint_write_bytes_per_s``, by default every server's storage NICs at line rate,
-    at most :data:`STORAGE_WRITE_CAP`.
+    at most :data:`STORAGE_WRITE_CAP`. A job on ``servers`` of a larger shared cluster
+    counts that share of the fabric's switches and cables (those under its servers and
+    its part of the spine), not all of them.
 
     Example
     -------
@@ -600,9 +603,11 @@ def goodput_on_fabric(fabric: Fabric, *, params: float, step_time_s: float,
     info = fabric.info
     if checkpoint_write_bytes_per_s is None:
         checkpoint_write_bytes_per_s = storage_write_bytes_per_s(fabric, info.servers)
+    share = 1.0 if servers is None else min(servers / max(info.servers, 1), 1.0)
     return goodput(gpus or fabric.n_gpus,
-                   switches=int(sum((info.extra.get("switches") or {}).values())),
-                   links=int(sum(dict(info.cables).values())), step_time_s=step_time_s,
+                   switches=round(share * sum((info.extra.get("switches") or {}).values())),
+                   links=round(share * sum(dict(info.cables).values())),
+                   step_time_s=step_time_s,
                    checkpoint_bytes=checkpoint_size_bytes(params),
                    checkpoint_write_bytes_per_s=checkpoint_write_bytes_per_s,
                    gpus_per_server=max(info.gpus_per_server, 1),
