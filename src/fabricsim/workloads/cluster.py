@@ -65,10 +65,10 @@ from fabricsim.workloads.models import TransformerSpec
 from fabricsim.workloads.training.parallel import ParallelConfig
 from fabricsim.workloads.training.step import StepResult, simulate_step
 
-__all__ = ["DEFAULT_REPAIR_HOURS", "HARDWARE_CLASSES", "POLICIES", "ClusterMember", "ClusterResult",
+__all__ = ["DEFAULT_REPAIR_HOURS", "HARDWARE_CLASSES", "POLICIES", "Allocator",
+           "ClusterMember", "ClusterResult",
            "FailureCost", "JobShare", "PlacedComm", "Placement", "SharedFabric",
-           "failure_costs",
-           "interfere", "link_use", "place", "server_leaves"]
+           "failure_costs", "interfere", "link_use", "place", "server_leaves"]
 
 #: Placement policies :func:`place` knows.
 POLICIES = ("packed", "rail", "spread", "random")
@@ -113,6 +113,129 @@ def server_leaves(fabric: Fabric) -> NDArray[np.int64]:
     return got
 
 
+class Allocator:
+    """The free GPUs of a shared cluster, handed out and taken back job by job (a
+    scheduler's view). :func:`place` places a job list at once with one; a trace replay
+    keeps one across arrivals and departures.
+
+    >>> import fabricsim as fs
+    >>> alloc = Allocator(fs.build_cluster("dgx-h100", 4))
+    >>> a = alloc.take("a", 16)
+    >>> b = alloc.take("b", 4)
+    >>> a.servers, b.servers, alloc.free_gpus
+    ((0, 1), (2,), 12)
+    >>> alloc.fits(16), alloc.release(a), alloc.fits(16)
+    (False, None, True)
+    """
+
+    def __init__(self, fabric: Fabric, policy: str = "packed", seed: int = 0) -> None:
+        if policy not in POLICIES:
+            raise ConfigError(f"placement must be one of {', '.join(POLICIES)} or a host "
+                              f"list, got {policy!r}", field="placement")
+        info = fabric.info
+        self.per = max(info.gpus_per_server, 1)
+        self.servers = info.servers
+        self.policy = policy
+        self.used = np.zeros((self.servers, self.per), dtype=bool)
+        self.leaves = server_leaves(fabric)
+        self.rng = np.random.default_rng(seed)
+        self.owner: dict[int, str] = {}  # server -> a job on it (for error messages)
+
+    @property
+    def free(self) -> NDArray[np.int64]:
+        """Free GPUs per server."""
+        out: NDArray[np.int64] = self.per - self.used.sum(axis=1)
+        return out
+
+    @property
+    def free_gpus(self) -> int:
+        return int(self.per * self.servers - self.used.sum())
+
+    def check(self, name: str, gpus: int) -> None:
+        """Refuse, naming the job, a count the cluster can never hold or that is neither
+        at most a server nor whole servers."""
+        total = self.servers * self.per
+        if gpus < 1:
+            raise ConfigError(f"job {name!r}: needs at least one GPU, got {gpus}",
+                              field=f"jobs.{name}.gpus")
+        if gpus > total:
+            raise ConfigError(f"job {name!r} needs {gpus} GPUs; the cluster has {total}",
+                              field=f"jobs.{name}.gpus")
+        if gpus > self.per and gpus % self.per:
+            raise ConfigError(f"job {name!r}: {gpus} GPUs is neither at most one server "
+                              f"({self.per}) nor whole servers; give a multiple of "
+                              f"{self.per}", field=f"jobs.{name}.gpus")
+
+    def fits(self, gpus: int) -> bool:
+        """Whether a job of ``gpus`` fits now (a partial server, or whole free ones)."""
+        free = self.free
+        if gpus < self.per:
+            return bool((free >= gpus).any())
+        return int((free == self.per).sum()) >= gpus // self.per
+
+    def _give(self, name: str, chosen: Sequence[int], gpus: int) -> Placement:
+        ids: list[int] = []
+        for s in chosen:
+            n = min(self.per, gpus - len(ids))
+            slots = np.flatnonzero(~self.used[s])[:n]
+            self.used[s, slots] = True
+            ids.extend(int(s * self.per + k) for k in slots)
+            self.owner[int(s)] = name
+        return Placement(name, tuple(int(s) for s in chosen), tuple(ids))
+
+    def take(self, name: str, gpus: int, hosts: Sequence[int] | None = None) -> Placement:
+        """GPUs for job ``name`` by the policy (or on ``hosts``, in that order); refused,
+        naming the job, when they are not free."""
+        self.check(name, gpus)
+        per, free = self.per, self.free
+        if hosts is not None:
+            hs = [int(h) for h in hosts]
+            bad = [h for h in hs if not 0 <= h < self.servers]
+            if bad:
+                raise ConfigError(f"job {name!r}: hosts {bad} are not servers of this "
+                                  f"cluster (0-{self.servers - 1})",
+                                  field=f"jobs.{name}.hosts")
+            if len(set(hs)) != len(hs):
+                raise ConfigError(f"job {name!r}: a host is listed twice",
+                                  field=f"jobs.{name}.hosts")
+            need = math.ceil(gpus / per)
+            if len(hs) != need:
+                raise ConfigError(f"job {name!r} needs {need} server(s) for {gpus} GPUs; "
+                                  f"its host list has {len(hs)}", field=f"jobs.{name}.hosts")
+            taken = [h for h in hs if free[h] < min(per, gpus)]
+            if taken:
+                who = sorted({self.owner[h] for h in taken if h in self.owner})
+                raise ConfigError(f"job {name!r}: hosts {taken} are already taken by "
+                                  f"{', '.join(repr(w) for w in who)}",
+                                  field=f"jobs.{name}.hosts")
+            return self._give(name, hs, gpus)
+        if gpus < per:  # a partial server: the fullest one it fits in, else a free one
+            fits = np.flatnonzero(free >= gpus)
+            if fits.size == 0:
+                raise self._full(name, gpus)
+            busy = fits[free[fits] < per]
+            pick = busy[np.argmin(free[busy])] if busy.size else _order(
+                fits, self.leaves, self.policy, self.rng, 1)[0]
+            return self._give(name, [int(pick)], gpus)
+        whole = np.flatnonzero(free == per)
+        need = gpus // per
+        if whole.size < need:
+            raise self._full(name, gpus)
+        return self._give(name, _order(whole, self.leaves, self.policy, self.rng,
+                                       need)[:need], gpus)
+
+    def release(self, placement: Placement) -> None:
+        """Give a job's GPUs back."""
+        g = np.asarray(placement.gpus, dtype=np.int64)
+        self.used[g // self.per, g % self.per] = False
+
+    def _full(self, name: str, gpus: int) -> ConfigError:
+        free = self.free
+        return ConfigError(f"job {name!r} needs {gpus} GPUs; {int(free.sum())} are left "
+                           f"({int((free == self.per).sum())} whole servers) after the "
+                           f"jobs before it", field=f"jobs.{name}.gpus")
+
+
 def place(fabric: Fabric, demands: Sequence[tuple[str, int, Sequence[int] | None]],
           policy: str = "packed", seed: int = 0) -> list[Placement]:
     """GPUs for every job: ``demands`` are ``(name, gpus, hosts)``, ``hosts`` an explicit
@@ -122,87 +245,19 @@ def place(fabric: Fabric, demands: Sequence[tuple[str, int, Sequence[int] | None
     what is left, a GPU count that is neither at most a server nor whole servers, hosts
     out of range, used twice or too few for the job.
     """
-    if policy not in POLICIES:
-        raise ConfigError(f"placement must be one of {', '.join(POLICIES)} or a host list, "
-                          f"got {policy!r}", field="placement")
-    info = fabric.info
-    per, servers = max(info.gpus_per_server, 1), info.servers
-    free = np.full(servers, per, dtype=np.int64)  # free GPUs per server
-    out: dict[str, Placement] = {}
-    total = servers * per
+    alloc = Allocator(fabric, policy, seed)
     names = [name for name, _, _ in demands]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
         raise ConfigError(f"two jobs are named {twice[0]!r}; give each its own name",
                           field=f"jobs.{twice[0]}.name")
     for name, gpus, _ in demands:
-        if gpus < 1:
-            raise ConfigError(f"job {name!r}: needs at least one GPU, got {gpus}",
-                              field=f"jobs.{name}.gpus")
-        if gpus > total:
-            raise ConfigError(f"job {name!r} needs {gpus} GPUs; the cluster has {total}",
-                              field=f"jobs.{name}.gpus")
-        if gpus > per and gpus % per:
-            raise ConfigError(f"job {name!r}: {gpus} GPUs is neither at most one server "
-                              f"({per}) nor whole servers; give a multiple of {per}",
-                              field=f"jobs.{name}.gpus")
-
-    def take(name: str, chosen: Sequence[int], gpus: int) -> None:
-        ids: list[int] = []
-        for s in chosen:
-            n = min(per, gpus - len(ids))
-            start = per - int(free[s])
-            ids.extend(range(s * per + start, s * per + start + n))
-            free[s] -= n
-        out[name] = Placement(name, tuple(int(s) for s in chosen), tuple(ids))
-
-    for name, gpus, hosts in demands:  # explicit host lists first
-        if hosts is None:
-            continue
-        hs = [int(h) for h in hosts]
-        bad = [h for h in hs if not 0 <= h < servers]
-        if bad:
-            raise ConfigError(f"job {name!r}: hosts {bad} are not servers of this cluster "
-                              f"(0-{servers - 1})", field=f"jobs.{name}.hosts")
-        if len(set(hs)) != len(hs):
-            raise ConfigError(f"job {name!r}: a host is listed twice", field=f"jobs.{name}.hosts")
-        need = math.ceil(gpus / per)
-        if len(hs) != need:
-            raise ConfigError(f"job {name!r} needs {need} server(s) for {gpus} GPUs; its "
-                              f"host list has {len(hs)}", field=f"jobs.{name}.hosts")
-        taken = [h for h in hs if free[h] < min(per, gpus)]
-        if taken:
-            who = sorted({p.job for p in out.values() if set(p.servers) & set(taken)})
-            raise ConfigError(f"job {name!r}: hosts {taken} are already taken by "
-                              f"{', '.join(repr(w) for w in who)}", field=f"jobs.{name}.hosts")
-        take(name, hs, gpus)
-
-    leaves = server_leaves(fabric)
-    rng = np.random.default_rng(seed)
-    for name, gpus, hosts in demands:
-        if hosts is not None:
-            continue
-        if gpus < per:  # a partial server: the fullest one it fits in, else a free one
-            fits = np.flatnonzero(free >= gpus)
-            if fits.size == 0:
-                raise _full(name, gpus, free, per)
-            busy = fits[free[fits] < per]
-            pick = busy[np.argmin(free[busy])] if busy.size else _order(
-                fits, leaves, policy, rng, 1)[0]
-            take(name, [int(pick)], gpus)
-            continue
-        whole = np.flatnonzero(free == per)
-        need = gpus // per
-        if whole.size < need:
-            raise _full(name, gpus, free, per)
-        take(name, [int(s) for s in _order(whole, leaves, policy, rng, need)[:need]], gpus)
+        alloc.check(name, gpus)
+    out = {name: alloc.take(name, gpus, hosts) for name, gpus, hosts in demands
+           if hosts is not None}  # explicit host lists first
+    out.update({name: alloc.take(name, gpus) for name, gpus, hosts in demands
+                if hosts is None})
     return [out[name] for name, _, _ in demands]
-
-
-def _full(name: str, gpus: int, free: NDArray[np.int64], per: int) -> ConfigError:
-    return ConfigError(f"job {name!r} needs {gpus} GPUs; {int(free.sum())} are left "
-                       f"({int((free == per).sum())} whole servers) after the jobs before it",
-                       field=f"jobs.{name}.gpus")
 
 
 def _order(cands: NDArray[np.int64], leaves: NDArray[np.int64], policy: str,
