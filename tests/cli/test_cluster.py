@@ -161,3 +161,96 @@ def test_bad_failed_servers_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture
     assert main(["cluster", str(_write(tmp_path, TWO)), "--fail-servers", flag]) == 2
     err = capsys.readouterr().err
     assert words in err and "Traceback" not in err
+
+
+def test_the_trace_example_compares_schedulers(tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """A synthetic day on 64 DGX H100 over RoCE: the topology-aware scheduler keeps jobs
+    under one leaf group, so far fewer GPU-hours go to interference than first-in
+    first-out on the lowest free servers, and fewer jobs are left queued."""
+    ex = ROOT / "examples" / "clusters" / "trace-day.yaml"
+    png = tmp_path / "replay.png"
+    assert main(["cluster", str(ex), "--schedulers", "fifo,topology", "--json",
+                 "--plot", str(png)]) == 0
+    d = json.loads(capsys.readouterr().out)
+    tr = d["trace"]
+    assert (tr["source"], tr["format"], tr["model"]) == ("synthetic-day.csv", "helios",
+                                                         "llama3-8b")
+    fifo, topo = tr["replays"]
+    assert (fifo["scheduler"], topo["scheduler"]) == ("fifo", "topology")
+    assert fifo["jobs"] == topo["jobs"] == tr["jobs"] == len(fifo["job_list"])
+    assert topo["interference_gpu_hours"] < 0.2 * fifo["interference_gpu_hours"]
+    assert topo["queued_at_end"] <= fifo["queued_at_end"]
+    assert 0.5 < fifo["utilisation"] < 0.9
+    assert png.stat().st_size > 1000
+    # the same answer from the job layer, as a script or the web's worker would get it
+    sc = load_scenario_text(ex.read_text(encoding="utf-8"))
+    job = jobs.job_from_scenario("cluster", sc, schedulers=("fifo", "topology"),
+                                 base_dir=ex.parent)
+    assert json.loads(json.dumps(jobs.run(job).to_dict())) == d
+    assert main(["cluster", str(ex)]) == 0
+    out = capsys.readouterr().out
+    assert "synthetic-day.csv (helios)" in out and "fragmented" in out
+
+
+TRACE = """
+cluster: {system: dgx-h100, nodes: 8}
+trace: {file: t.csv}
+"""
+
+
+@pytest.mark.parametrize(("csv", "extra", "flags", "words"), [
+    ("a;b\n", "", (), "trace.format"),
+    ("name,submit_s,gpus,duration_s\na,0,8,60\nb,x,8,60\n", "", (), "t.csv line 3"),
+    ("name,submit_s,gpus,duration_s\na,0,128,60\n", "", (),
+     "t.csv line 2 (job 'a') needs 128 GPUs; the cluster has 64"),
+    ("name,submit_s,gpus,duration_s\na,0,8,60\n", "failure: {servers: [0]}\n", (),
+     "failure"),
+    ("name,submit_s,gpus,duration_s\na,0,8,60\n", "", ("--schedulers", "sjf"),
+     "unknown scheduler 'sjf'"),
+    ("name,submit_s,gpus,duration_s\na,0,16,60\n",
+     "", (), None),
+    ("name,submit_s,gpus,duration_s\na,0,16,60\n",
+     "", ("--placements", "packed"), None),
+])
+def test_bad_traces_exit_2_naming_the_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                           csv: str, extra: str, flags: tuple[str, ...],
+                                           words: str | None) -> None:
+    (tmp_path / "t.csv").write_text(csv, encoding="utf-8")
+    sc = _write(tmp_path, TRACE + extra)
+    code = main(["cluster", str(sc), "--quiet", *flags])
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    if words is None:
+        assert code == 0, err
+    else:
+        assert code == 2 and words in err, err
+
+
+def test_trace_refusals_outside_the_file(tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "t.csv").write_text("name,submit_s,gpus,duration_s\na,0,16,60\n",
+                                    encoding="utf-8")
+    cases = [
+        (TRACE.replace("t.csv", "missing.csv"), (), "trace file 'missing.csv' does not"),
+        (TRACE.replace("{file: t.csv}", "{file: t.csv, training: {model: llama3-70b, "
+                       "tp: 8, global_batch: 64}}"), (), "trace.training.global_batch"),
+        (TRACE.replace("{file: t.csv}", "{file: t.csv, training: {model: llama3-405b, "
+                       "tp: 8}}"), (), "t.csv line 2 (job 'a', 16 GPUs)"),
+        (TRACE.replace("{file: t.csv}", "{file: t.csv, start_hours: 5}"), (),
+         "no job is submitted in the window"),
+        (TWO, ("--schedulers", "fifo"), "no trace: section"),
+    ]
+    for text, flags, words in cases:
+        code = main(["cluster", str(_write(tmp_path, text)), "--quiet", *flags])
+        err = capsys.readouterr().err
+        assert code == 2 and words in err and "Traceback" not in err, (words, err)
+
+
+def test_the_web_refuses_a_trace_file() -> None:
+    from fabricsim.errors import ConfigError
+    from fabricsim.web.jobs import Limits, parse_design
+
+    with pytest.raises(ConfigError) as e:
+        parse_design(TRACE, "cluster", Limits())
+    assert e.value.field == "trace.file" and "fabricsim cluster" in str(e.value)

@@ -43,8 +43,12 @@ def register(app: typer.Typer) -> None:
             "--repair-hours", help="Hours the failed servers stay down without a spare "
             "(default: the scenario's failure.repair_hours, else 4).", min=0.001,
             max=8760.0)] = None,
+        schedulers: Annotated[str | None, typer.Option(
+            "--schedulers", help="Comma-separated schedulers to replay the scenario's "
+            "trace with: fifo, topology (default: the trace's scheduler).")] = None,
         plot: Annotated[Path | None, typer.Option(
-            "--plot", help="Write a PNG: each job's slowdown per placement.")] = None,
+            "--plot", help="Write a PNG: each job's slowdown per placement, or a trace "
+            "replay over time per scheduler.")] = None,
         json_out: JsonOpt = False,
         quiet: Annotated[bool, typer.Option(
             "--quiet", "-q", help="No progress display and no table: only errors (and "
@@ -65,8 +69,12 @@ def register(app: typer.Typer) -> None:
         asked = tuple(p.strip() for p in placements.split(",") if p.strip()) \
             if placements is not None else None
         failed = _servers(fail_servers) if fail_servers is not None else None
-        job = jobs.job_from_scenario("cluster", sc, placements=asked, seed=seed,
-                                     fail_servers=failed, repair_hours=repair_hours)
+        sch = tuple(p.strip() for p in schedulers.split(",") if p.strip()) \
+            if schedulers is not None else None
+        job = jobs.job_from_scenario(
+            "cluster", sc, placements=asked, seed=seed, fail_servers=failed,
+            repair_hours=repair_hours, schedulers=sch,
+            base_dir=scenario.parent if scenario.exists() else None)
         with Progress("[progress.description]{task.description}", BarColumn(),
                       TimeElapsedColumn(), console=console, transient=True,
                       disable=json_out or quiet) as bar:
@@ -78,11 +86,15 @@ def register(app: typer.Typer) -> None:
             report = jobs.run(job, progress=tick)
         d = report.to_dict()
         if plot is not None:
-            from fabricsim.plots.cluster import plot_cluster
+            from fabricsim.plots.cluster import plot_cluster, plot_replay
 
             c = d["cluster"]
-            plot_cluster(d["placements"], plot, title=f"{len(job.jobs)} jobs on "
-                         f"{c['gpus']} GPUs, {c['fabric']} {c['topology']}")
+            where = f"{c['gpus']} GPUs, {c['fabric']} {c['topology']}"
+            if "trace" in d:
+                plot_replay(d["trace"]["replays"], plot, title=f"{d['trace']['source']} "
+                            f"({d['trace']['jobs']} jobs) on {where}")
+            else:
+                plot_cluster(d["placements"], plot, title=f"{len(job.jobs)} jobs on {where}")
         if json_out:
             print_json(d)
         elif not quiet:
@@ -119,6 +131,8 @@ def _print(d: dict[str, Any]) -> None:
     c = d["cluster"]
     console.print(f"{c['nodes']} × {c['system']} ({c['gpus']} GPUs) on {c['fabric']} "
                   f"{c['topology']}")
+    if "trace" in d:
+        _print_replay(d["trace"])
     for p in d["placements"]:
         t = Table(title=f"placement {p['placement']}: mean slowdown ×{p['mean_slowdown']:.3f}"
                         f", {p['gpu_hours_lost_per_hour']:.1f} GPU-hours "
@@ -170,3 +184,29 @@ def _print_failure(f: dict[str, Any]) -> None:
             console.print(f"  {j['job']}: no shrink — {j['shrink_note']}")
     if not f["jobs"]:
         console.print("  no job runs on those servers")
+
+
+def _print_replay(tr: dict[str, Any]) -> None:
+    t = Table(title=f"{tr['source']} ({tr['format']}): {tr['jobs']} jobs submitted in "
+                    f"{tr['hours']:g} h from hour {tr['start_hours']:g}; multi-server "
+                    f"jobs run {tr['model']}", title_justify="left")
+    for col in ("scheduler", "finished", "queued at end", "GPUs busy", "mean wait",
+                "p90 wait", "idle while queued", "fragmented", "lost to interference",
+                "slowdown mean / worst"):
+        t.add_column(col)
+    for r in tr["replays"]:
+        t.add_row(r["scheduler"], f"{r['finished']} of {r['jobs']}", str(r["queued_at_end"]),
+                  f"{r['utilisation']:.1%}", format_time(r["wait_mean_s"]),
+                  format_time(r["wait_p90_s"]),
+                  f"{r['idle_while_queued_gpu_hours']:,.0f} GPU-h",
+                  f"{r['fragmented_gpu_hours']:,.0f} GPU-h",
+                  f"{r['interference_gpu_hours']:,.1f} GPU-h",
+                  f"×{r['mean_slowdown']:.3f} / ×{r['max_slowdown']:.3f}")
+    console.print(t)
+    for r in tr["replays"]:
+        slowed = sorted((j for j in r["job_list"] if (j["slowdown"] or 1.0) >= 1.0005),
+                        key=lambda j: -j["slowdown"])[:3]
+        if slowed:
+            top = "; ".join(f"{j['job']} ({j['gpus']} GPUs) ×{j['slowdown']:.3f}"
+                            for j in slowed)
+            console.print(f"  {r['scheduler']}: most slowed {top}")

@@ -153,7 +153,7 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
          own_fabric=True),
     Kind("cluster", "many training jobs sharing the cluster, placed", ClusterJob,
          cluster_job, run_cluster, "jobs", (*_CLUSTER, "jobs", "placement", "seed",
-                                            "gpu_hour_usd")),
+                                            "gpu_hour_usd", "trace", "failure")),
 )}
 
 
@@ -203,7 +203,7 @@ def kinds_of(sc: Scenario) -> list[str]:
         out.append("simulate")
     if sc.packet is not None:
         out.append("packet")
-    if sc.jobs:
+    if sc.jobs or sc.trace is not None:
         out.append("cluster")
     return out
 
@@ -219,7 +219,7 @@ def primary_kind(sc: Scenario) -> str:
     """
     if sc.packet is not None:
         return "packet"
-    if sc.jobs:
+    if sc.jobs or sc.trace is not None:
         return "cluster"
     if sc.inference is not None:
         return "infer"

@@ -22,7 +22,9 @@ Example
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field
@@ -43,11 +45,23 @@ from fabricsim.workloads.cluster import (
     interfere,
     place,
 )
-from fabricsim.workloads.models import TransformerSpec
+from fabricsim.workloads.jobtrace import TraceJob
+from fabricsim.workloads.models import TransformerSpec, get_model
+from fabricsim.workloads.replay import SCHEDULERS, ReplayResult, replay
 from fabricsim.workloads.training.parallel import ParallelConfig
 
-__all__ = ["ClusterJob", "ClusterReport", "SharedJob", "check_jobs", "cluster_job",
-           "run_cluster"]
+#: A trace file's size limit (Philly's whole job log is about 1 GB) and the jobs one
+#: window may hold.
+MAX_TRACE_BYTES = 1_500_000_000
+MAX_TRACE_JOBS = 200_000
+
+__all__ = ["DEFAULT_TRACE_MODEL", "ClusterJob", "ClusterReport", "SharedJob", "TraceReplay",
+           "check_jobs", "cluster_job", "run_cluster"]
+
+#: The training job a trace job spanning servers runs when ``trace.training`` is not
+#: given: Llama 3 8B, tensor-parallel over (up to) 8 GPUs of a server, data-parallel
+#: across servers.
+DEFAULT_TRACE_MODEL = "llama3-8b"
 
 
 class SharedJob(Part):
@@ -61,29 +75,64 @@ class SharedJob(Part):
     gpu_hour_usd: float | None = None
 
 
+class TraceReplay(Part):
+    """A job trace, read once: its jobs in the replay window, what was left out, and the
+    training job a trace job spanning servers runs (``parallel`` ``None``: tensor
+    parallel over up to 8 GPUs of a server)."""
+
+    source: str
+    format: str
+    jobs: tuple[TraceJob, ...]
+    skipped: dict[str, int] = Field(default_factory=dict)
+    start_s: float = 0.0
+    hours: float = 24.0
+    model: TransformerSpec
+    parallel: ParallelConfig | None = None
+    gpu_hour_usd: float | None = None
+    skip_larger: bool = False
+
+    def member(self, fabric: Fabric) -> Callable[[TraceJob, int], ClusterMember]:
+        """The training job a trace job of ``gpus`` (spanning servers) runs."""
+        cfg = self.parallel or ParallelConfig(
+            tp=min(8, max(fabric.info.gpus_per_server, 1)))
+
+        def make(j: TraceJob, gpus: int) -> ClusterMember:
+            return ClusterMember(j.name, gpus, self.model, cfg, self.gpu_hour_usd)
+        return make
+
+
 class ClusterJob(Part):
-    """Many training jobs on one cluster, placed by each policy in ``placements``."""
+    """Many training jobs on one cluster, placed by each policy in ``placements``; or a
+    job trace replayed on it by each scheduler in ``schedulers``, around the ``jobs``."""
 
     kind: Literal["cluster"] = "cluster"
     cluster: Cluster
-    jobs: tuple[SharedJob, ...] = Field(min_length=1)
+    jobs: tuple[SharedJob, ...] = ()
     placements: tuple[Literal["packed", "rail", "spread", "random"], ...] = ("packed",)
     seed: int = 0
     fail_servers: tuple[int, ...] = ()
     """Servers that fail under the jobs (``failure.servers``; none: no failure asked)."""
     repair_hours: float = Field(4.0, gt=0, le=24 * 365)
+    trace: TraceReplay | None = None
+    schedulers: tuple[Literal["fifo", "topology"], ...] = ("fifo",)
 
 
 def cluster_job(sc: Scenario, *, placements: tuple[str, ...] | None = None,
                 seed: int | None = None, fail_servers: tuple[int, ...] | None = None,
-                repair_hours: float | None = None) -> ClusterJob:
+                repair_hours: float | None = None,
+                schedulers: tuple[str, ...] | None = None,
+                base_dir: Path | None = None) -> ClusterJob:
     """The cluster job of ``sc``: its ``jobs:`` with each job's ``training:`` section
     read as ``fabricsim train`` reads one, placed by ``placements`` (default the
-    scenario's ``placement``). Refused: no jobs, two jobs of one name, a job on the flow
-    backend, an unknown policy."""
-    if not sc.jobs:
+    scenario's ``placement``); and its ``trace:``, read once from its file (relative to
+    ``base_dir``, the scenario's folder; default the working folder), replayed by
+    ``schedulers`` (default the trace's ``scheduler``). Refused: neither jobs nor a
+    trace, two jobs of one name, a job on the flow backend, an unknown policy or
+    scheduler, a trace that cannot be read (naming its line)."""
+    if not sc.jobs and sc.trace is None:
         raise ConfigError("a cluster job needs a jobs: list (name, gpus and a training: "
-                          "section each); see docs/cluster.md", field="jobs")
+                          "section each) or a trace: section; see docs/cluster.md",
+                          field="jobs")
     seen: set[str] = set()
     out = []
     for i, j in enumerate(sc.jobs):
@@ -109,13 +158,72 @@ def cluster_job(sc: Scenario, *, placements: tuple[str, ...] | None = None,
 
             raise unknown("placement", p, POLICIES, field="--placements")
     fail = sc.failure
-    return ClusterJob(cluster=Cluster.of(sc), jobs=tuple(out),
+    trace = None if sc.trace is None else _read_trace(sc, base_dir)
+    if schedulers is not None and trace is None:
+        raise ConfigError("--schedulers replays a job trace; this scenario has no trace: "
+                          "section", field="--schedulers")
+    if trace is not None and (fail_servers or fail is not None):
+        raise ConfigError("a failure asks what placed jobs lose; a trace replay does not "
+                          "take one yet: drop failure: (or --fail-servers), or the trace",
+                          field="failure")
+    picked = tuple(schedulers) if schedulers else (
+        (sc.trace.scheduler,) if sc.trace is not None else ("fifo",))
+    for name in picked:
+        if name not in SCHEDULERS:
+            from fabricsim.errors import unknown
+
+            raise unknown("scheduler", name, tuple(SCHEDULERS), field="--schedulers")
+    return ClusterJob(cluster=Cluster.of(sc), jobs=tuple(out), trace=trace,
+                      schedulers=picked,
                       placements=asked,
                       seed=sc.seed if seed is None else seed,
                       fail_servers=tuple(fail_servers) if fail_servers is not None
                       else tuple(fail.servers) if fail is not None else (),
                       repair_hours=repair_hours if repair_hours is not None
                       else fail.repair_hours if fail is not None else DEFAULT_REPAIR_HOURS)
+
+
+def _read_trace(sc: Scenario, base_dir: Path | None) -> TraceReplay:
+    """The scenario's trace, read and parsed once (jobs in its window only)."""
+    from fabricsim.scenario.loader import read_text_file
+    from fabricsim.workloads.jobtrace import detect_format, parse_trace
+
+    t = sc.trace
+    assert t is not None
+    path = Path(t.file).expanduser()
+    if not path.is_absolute() and base_dir is not None:
+        path = base_dir / path
+    if not path.exists():
+        raise ConfigError(f"trace file {t.file!r} does not exist"
+                          + (f" (looked in {str(path.parent)!r})" if base_dir else ""),
+                          field="trace.file")
+    text = read_text_file(path, MAX_TRACE_BYTES, "job trace", field="trace.file")
+    jobs, skipped = parse_trace(text, t.format, source=path.name)
+    start, span = t.start_hours * 3600.0, t.hours * 3600.0
+    window = [j for j in jobs if start <= j.submit_s < start + span]
+    if not window:
+        raise ConfigError(f"{path.name}: no job is submitted in the window replayed "
+                          f"({t.start_hours:g} h to {t.start_hours + t.hours:g} h after "
+                          f"the first; the trace spans "
+                          f"{jobs[-1].submit_s / 3600.0:.1f} h)", field="trace.start_hours")
+    if len(window) > MAX_TRACE_JOBS:
+        raise ConfigError(f"{path.name}: {len(window):,} jobs in the window; the limit is "
+                          f"{MAX_TRACE_JOBS:,}: give a shorter trace.hours",
+                          field="trace.hours")
+    fmt = t.format or detect_format(text, path.name)
+    sec = t.training
+    if sec is not None and sec.global_batch is not None:
+        raise ConfigError("a trace job's batch grows with its data-parallel size; drop "
+                          "global_batch (give micro_batch: a step is micro_batch × dp × "
+                          "(4·pp if pp > 1))", field="trace.training.global_batch")
+    model = sec.build_model(DEFAULT_TRACE_MODEL, "trace.training") if sec is not None \
+        else get_model(DEFAULT_TRACE_MODEL)
+    price = sec.gpu_hour_usd if sec is not None and sec.gpu_hour_usd is not None \
+        else sc.gpu_hour_usd
+    return TraceReplay(source=path.name, format=fmt, jobs=tuple(window), skipped=skipped,
+                       start_s=start, hours=t.hours, model=model,
+                       parallel=None if sec is None else sec.parallel(),
+                       gpu_hour_usd=price, skip_larger=t.skip_larger)
 
 
 @dataclass(frozen=True)
@@ -127,6 +235,8 @@ class ClusterReport:
     results: dict[str, ClusterResult]
     #: per placement, what the failed servers cost each job on them (none asked: empty)
     failures: dict[str, list[FailureCost]] = field(default_factory=dict)
+    #: per scheduler, the trace replayed (no trace: empty)
+    replays: dict[str, ReplayResult] = field(default_factory=dict)
     kind: str = "cluster"
     notes: list[str] = field(default_factory=list)
 
@@ -135,7 +245,9 @@ class ClusterReport:
         return list(self.notes)
 
     def rows(self) -> list[dict[str, Any]]:
-        """One summary row per placement."""
+        """One summary row per placement, or per scheduler of a trace replay."""
+        if self.replays:
+            return [r.summary() for r in self.replays.values()]
         return [{"placement": p, **self._summary(r)} for p, r in self.results.items()]
 
     @staticmethod
@@ -160,11 +272,21 @@ class ClusterReport:
             out.append({"placement": p, **self._summary(r), **d,
                         "hosts": {pl.job: list(pl.servers) for pl in r.placements},
                         **extra})
+        extra = {}
+        t = self.job.trace
+        if t is not None:
+            extra = {"trace": {
+                "source": t.source, "format": t.format, "jobs": len(t.jobs),
+                "skipped": t.skipped, "start_hours": t.start_s / 3600.0, "hours": t.hours,
+                "model": t.model.name,
+                "replays": [r.as_dict() for r in self.replays.values()]}}
         return {"cluster": cluster_view(self.fabric), "seed": self.job.seed,
-                "placements": out, "warnings": self.warnings}
+                "placements": out, **extra, "warnings": self.warnings}
 
     def to_row(self) -> dict[str, Any]:
-        """The first placement's summary (a sweep's row)."""
+        """The first placement's summary (a sweep's row), or the first scheduler's."""
+        if self.replays:
+            return {"gpus": self.fabric.n_gpus, **next(iter(self.replays.values())).summary()}
         first = next(iter(self.results.items()))
         return {"gpus": self.fabric.n_gpus, "placement": first[0],
                 **self._summary(first[1])}
@@ -193,12 +315,48 @@ def check_jobs(job: ClusterJob, fabric: Fabric) -> dict[str, list[Placement]]:
     return placed
 
 
+def check_trace(job: ClusterJob, fabric: Fabric) -> list[TraceJob]:
+    """The trace jobs to replay: those larger than the cluster refused naming their line
+    (or left out with ``skip_larger``); the training job of every size that spans servers
+    checked as ``fabricsim train`` checks one, the error naming the first trace line of
+    that size."""
+    from fabricsim.errors import FabricsimError
+    from fabricsim.workloads.training.step import check_layout
+
+    t = job.trace
+    assert t is not None
+    per = max(fabric.info.gpus_per_server, 1)
+    total = per * fabric.info.servers
+    keep = [j for j in t.jobs if j.gpus <= total or not t.skip_larger]
+    member = t.member(fabric)
+    sizes: dict[int, TraceJob] = {}
+    for j in keep:
+        if j.gpus > total:
+            raise ConfigError(f"{t.source} line {j.line} (job {j.name!r}) needs {j.gpus} "
+                              f"GPUs; the cluster has {total}: give a larger cluster, or "
+                              f"trace.skip_larger: true to leave such jobs out",
+                              field="trace.file")
+        if j.gpus > per:
+            sizes.setdefault(-(-j.gpus // per) * per, j)
+    for g, j in sorted(sizes.items()):
+        m = member(j, g)
+        try:
+            check_layout(m.model, m.parallel, fabric, world=g)
+        except FabricsimError as e:
+            raise type(e)(f"{t.source} line {j.line} (job {j.name!r}, {g} GPUs): "
+                          f"{e.message}", field=f"trace.training.{e.field or 'tp'}") from None
+    return keep
+
+
 def run_cluster(job: ClusterJob, fabric: Fabric, progress: Progress = quiet
                 ) -> ClusterReport:
-    """Place ``job``'s jobs by each of its policies and time them alone and shared."""
+    """Place ``job``'s jobs by each of its policies and time them alone and shared; or
+    replay its trace by each of its schedulers, around its jobs."""
     placements = check_jobs(job, fabric)
     members = [ClusterMember(j.name, j.gpus, j.model, j.parallel, j.gpu_hour_usd)
                for j in job.jobs]
+    if job.trace is not None:
+        return _run_trace(job, fabric, members, progress)
     results: dict[str, ClusterResult] = {}
     failures: dict[str, list[FailureCost]] = {}
     n = len(job.placements)
@@ -214,3 +372,35 @@ def run_cluster(job: ClusterJob, fabric: Fabric, progress: Progress = quiet
                 job.fail_servers, repair_hours=job.repair_hours)
     progress(1.0, "done")
     return ClusterReport(job=job, fabric=fabric, results=results, failures=failures)
+
+
+def _run_trace(job: ClusterJob, fabric: Fabric, members: list[ClusterMember],
+               progress: Progress) -> ClusterReport:
+    t = job.trace
+    assert t is not None
+    keep = check_trace(job, fabric)
+    member = t.member(fabric)
+    resident = [(m, j.hosts) for m, j in zip(members, job.jobs, strict=True)]
+    replays: dict[str, ReplayResult] = {}
+    n = len(job.schedulers)
+    for i, sch in enumerate(job.schedulers):
+
+        def step(frac: float, msg: str, i: int = i) -> None:
+            progress((i + frac) / n, msg)
+
+        replays[sch] = replay(fabric, keep, member, scheduler=sch, hours=t.hours,
+                              start_s=t.start_s, resident=resident, seed=job.seed,
+                              progress=step)
+    progress(1.0, "done")
+    notes = []
+    if len(keep) < len(t.jobs):
+        notes.append(f"{len(t.jobs) - len(keep)} trace jobs larger than the cluster were "
+                     f"left out (trace.skip_larger)")
+    skipped = ", ".join(f"{n} {why}" for why, n in t.skipped.items())
+    if skipped:
+        notes.append(f"{t.source}: left out jobs with {skipped} (the whole file)")
+    first = next(iter(replays.values()))
+    if first.rounded_up:
+        notes.append(f"{first.rounded_up} jobs of more than one server but not whole "
+                     f"servers were rounded up to whole servers")
+    return ClusterReport(job=job, fabric=fabric, results={}, replays=replays, notes=notes)

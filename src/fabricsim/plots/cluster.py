@@ -24,7 +24,7 @@ import numpy as np
 
 from fabricsim.plots.style import colors_for, plt, save
 
-__all__ = ["plot_cluster"]
+__all__ = ["plot_cluster", "plot_replay"]
 
 
 def plot_cluster(placements: Sequence[dict[str, Any]], path: str | Path,
@@ -47,4 +47,42 @@ def plot_cluster(placements: Sequence[dict[str, Any]], path: str | Path,
     ax.legend(fontsize=8)
     if title:
         ax.set_title(title)
+    return save(fig, path)
+
+
+def plot_replay(replays: Sequence[dict[str, Any]], path: str | Path, title: str = ""
+                ) -> Path:
+    """A trace replay over time, a line per scheduler (``trace.replays`` of
+    ``ClusterReport.to_dict()``): GPUs busy, jobs queued, and GPUs lost to interference.
+
+    >>> import tempfile, pathlib
+    >>> r = [{"scheduler": "fifo", "hours": 1.0, "utilisation": 0.5,
+    ...       "wait_mean_s": 60.0, "interference_gpu_hours": 0.1,
+    ...       "timeline": {"t_s": [0, 1800], "busy_gpus": [8, 16],
+    ...                    "queued_jobs": [0, 2], "interference_gpus": [0, 0.5]}}]
+    >>> plot_replay(r, pathlib.Path(tempfile.mkdtemp()) / "r.png").exists()
+    True
+    """
+    fig, axes = plt.subplots(3, 1, figsize=(8.0, 6.6), dpi=110, sharex=True)
+    cols = colors_for([r["scheduler"] for r in replays])
+    for k, r in enumerate(replays):
+        tl = r["timeline"]
+        end = r["hours"]
+        t = np.append(np.asarray(tl["t_s"], dtype=float) / 3600.0, end)
+        label = (f"{r['scheduler']}: {r['utilisation']:.0%} busy, mean wait "
+                 f"{r['wait_mean_s'] / 60.0:.0f} min, "
+                 f"{r['interference_gpu_hours']:.0f} GPU-h lost to interference")
+        for ax, key in zip(axes, ("busy_gpus", "queued_jobs", "interference_gpus"),
+                           strict=True):
+            y = np.asarray(tl[key], dtype=float)
+            ax.step(t, np.append(y, y[-1] if y.size else 0.0), where="post", color=cols[k],
+                    lw=1.1, label=label if key == "busy_gpus" else None)
+    for ax, lab in zip(axes, ("GPUs busy", "jobs queued", "GPUs lost to\ninterference"),
+                       strict=True):
+        ax.set_ylabel(lab)
+        ax.grid(True, alpha=0.3)
+    axes[0].legend(fontsize=7, loc="lower right")
+    axes[-1].set_xlabel("hours into the trace window")
+    if title:
+        axes[0].set_title(title)
     return save(fig, path)

@@ -34,6 +34,7 @@ from fabricsim.scenario.sections import (
     PacketSection,
     ServingSection,
     SharedJobSection,
+    TraceSection,
     TrainingSection,
 )
 
@@ -65,6 +66,8 @@ class Scenario(StrictModel):
     """How ``jobs`` without ``hosts`` get their servers (``fabricsim cluster``)."""
     failure: FailureSection | None = None
     """Servers failing under ``jobs`` (``fabricsim cluster``): what each job loses."""
+    trace: TraceSection | None = None
+    """A job trace replayed on the cluster through a scheduler (``fabricsim cluster``)."""
     faults: list[FaultSpec] = Field(default_factory=list)
     background: list[BackgroundSpec] = Field(default_factory=list)
     seed: int = 0

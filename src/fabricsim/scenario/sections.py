@@ -586,6 +586,22 @@ class SharedJobSection(StrictModel):
     hosts: list[int] | None = Field(None, min_length=1)
 
 
+class TraceSection(StrictModel):
+    """A job trace replayed on the cluster (``trace:``, ``fabricsim cluster``): its file
+    (relative to the scenario's folder), format, the window replayed, the scheduler, and
+    the training job that a trace job spanning servers runs (its traffic; the batch grows
+    with its data-parallel size, so ``global_batch`` is not given)."""
+
+    file: str = Field(min_length=1, max_length=4096)
+    format: Literal["philly", "pai", "helios", "csv"] | None = None
+    start_hours: float = Field(0.0, ge=0, le=24 * 366 * 10, allow_inf_nan=False)
+    hours: float = Field(24.0, gt=0, le=24 * 31, allow_inf_nan=False)
+    scheduler: Literal["fifo", "topology"] = "fifo"
+    training: TrainingSection | None = None
+    skip_larger: bool = False
+    """Leave out (and count) jobs larger than the cluster instead of refusing them."""
+
+
 class FailureSection(StrictModel):
     """Servers that fail under a cluster's jobs (``failure:``, ``fabricsim cluster``):
     what each job on them loses with spares, waiting for the repair, or shrinking to
