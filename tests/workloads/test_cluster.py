@@ -53,6 +53,10 @@ def test_policies(fab: fs.Fabric) -> None:
     hosts = place(fab, [("x", 16, [9, 3]), ("y", 64, None)], "packed")
     assert hosts[0].servers == (9, 3) and 3 not in hosts[1].servers
     assert hosts[0].gpus[:2] == (72, 73)  # ranks in the order of the host list
+    # a host list may split a job evenly: 4 GPUs on each of 4 partly used hosts
+    four = place(fab, [("x", 4, [0]), ("y", 16, [0, 1, 2, 3]), ("z", 12, [1, 2, 3])])
+    assert four[1].gpus[:5] == (4, 5, 6, 7, 8) and len(four[2].gpus) == 12
+    assert four[2].gpus[:4] == (12, 13, 14, 15)  # the free half of host 1
 
 
 @pytest.mark.parametrize(("demands", "field", "words"), [
@@ -62,6 +66,8 @@ def test_policies(fab: fs.Fabric) -> None:
     ([("a", 16, [0, 64])], "jobs.a.hosts", "not servers"),
     ([("a", 16, [3, 3])], "jobs.a.hosts", "twice"),
     ([("a", 16, [3])], "jobs.a.hosts", "needs 2 server"),
+    ([("a", 16, [3, 4, 5])], "jobs.a.hosts", "split evenly"),
+    ([("a", 6, [3]), ("b", 16, [3, 4, 5, 6])], "jobs.b.hosts", "already taken by 'a'"),
     ([("a", 256, None), ("b", 256, None), ("c", 8, None)], "jobs.c.gpus", "0 are left"),
     ([("a", 8, None), ("a", 8, None)], "jobs.a.name", "two jobs are named 'a'"),
 ])

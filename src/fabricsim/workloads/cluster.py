@@ -151,9 +151,10 @@ class Allocator:
     def free_gpus(self) -> int:
         return int(self.per * self.servers - self.used.sum())
 
-    def check(self, name: str, gpus: int) -> None:
+    def check(self, name: str, gpus: int, hosts: Sequence[int] | None = None) -> None:
         """Refuse, naming the job, a count the cluster can never hold or that is neither
-        at most a server nor whole servers."""
+        at most a server nor whole servers (a host list may split a job evenly over
+        partly used hosts instead)."""
         total = self.servers * self.per
         if gpus < 1:
             raise ConfigError(f"job {name!r}: needs at least one GPU, got {gpus}",
@@ -161,7 +162,7 @@ class Allocator:
         if gpus > total:
             raise ConfigError(f"job {name!r} needs {gpus} GPUs; the cluster has {total}",
                               field=f"jobs.{name}.gpus")
-        if gpus > self.per and gpus % self.per:
+        if gpus > self.per and gpus % self.per and hosts is None:
             raise ConfigError(f"job {name!r}: {gpus} GPUs is neither at most one server "
                               f"({self.per}) nor whole servers; give a multiple of "
                               f"{self.per}", field=f"jobs.{name}.gpus")
@@ -173,10 +174,11 @@ class Allocator:
             return bool((free >= gpus).any())
         return int((free == self.per).sum()) >= gpus // self.per
 
-    def _give(self, name: str, chosen: Sequence[int], gpus: int) -> Placement:
+    def _give(self, name: str, chosen: Sequence[int], gpus: int,
+              each: int | None = None) -> Placement:
         ids: list[int] = []
         for s in chosen:
-            n = min(self.per, gpus - len(ids))
+            n = min(each or self.per, gpus - len(ids))
             slots = np.flatnonzero(~self.used[s])[:n]
             self.used[s, slots] = True
             ids.extend(int(s * self.per + k) for k in slots)
@@ -186,7 +188,7 @@ class Allocator:
     def take(self, name: str, gpus: int, hosts: Sequence[int] | None = None) -> Placement:
         """GPUs for job ``name`` by the policy (or on ``hosts``, in that order); refused,
         naming the job, when they are not free."""
-        self.check(name, gpus)
+        self.check(name, gpus, hosts)
         per, free = self.per, self.free
         if hosts is not None:
             hs = [int(h) for h in hosts]
@@ -198,17 +200,22 @@ class Allocator:
             if len(set(hs)) != len(hs):
                 raise ConfigError(f"job {name!r}: a host is listed twice",
                                   field=f"jobs.{name}.hosts")
-            need = math.ceil(gpus / per)
-            if len(hs) != need:
-                raise ConfigError(f"job {name!r} needs {need} server(s) for {gpus} GPUs; "
-                                  f"its host list has {len(hs)}", field=f"jobs.{name}.hosts")
-            taken = [h for h in hs if free[h] < min(per, gpus)]
+            # as many GPUs on each host as the list spreads them over (4 on each of 4
+            # hosts for 16), or whole servers
+            each = gpus // len(hs) if gpus % len(hs) == 0 else 0
+            if not 0 < each <= per:
+                need = math.ceil(gpus / per)
+                raise ConfigError(f"job {name!r} needs {need} server(s) for {gpus} GPUs, or "
+                                  f"a host list over which they split evenly (at most {per} "
+                                  f"on each); its host list has {len(hs)}",
+                                  field=f"jobs.{name}.hosts")
+            taken = [h for h in hs if free[h] < each]
             if taken:
                 who = sorted({self.owner[h] for h in taken if h in self.owner})
                 raise ConfigError(f"job {name!r}: hosts {taken} are already taken by "
                                   f"{', '.join(repr(w) for w in who)}",
                                   field=f"jobs.{name}.hosts")
-            return self._give(name, hs, gpus)
+            return self._give(name, hs, gpus, each)
         if gpus < per:  # a partial server: the fullest one it fits in, else a free one
             fits = np.flatnonzero(free >= gpus)
             if fits.size == 0:
@@ -251,8 +258,8 @@ def place(fabric: Fabric, demands: Sequence[tuple[str, int, Sequence[int] | None
     if twice:
         raise ConfigError(f"two jobs are named {twice[0]!r}; give each its own name",
                           field=f"jobs.{twice[0]}.name")
-    for name, gpus, _ in demands:
-        alloc.check(name, gpus)
+    for name, gpus, hosts in demands:
+        alloc.check(name, gpus, hosts)
     out = {name: alloc.take(name, gpus, hosts) for name, gpus, hosts in demands
            if hosts is not None}  # explicit host lists first
     out.update({name: alloc.take(name, gpus) for name, gpus, hosts in demands
