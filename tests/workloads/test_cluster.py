@@ -186,3 +186,33 @@ def test_failure_costs_three_ways(fab: fs.Fabric) -> None:
     c2 = failure_costs(fab, one, pl, [solo.jobs[0].shared], [0])[0]
     assert c2.shrink_s is None and "every data-parallel replica" in c2.shrink_note
     assert c2.best_without_spares == "wait"
+
+
+def test_crux_pair_rebuilds_and_is_scored() -> None:
+    """The published pair runs as a cluster job: the GPT's step alone is the stated
+    1.53 s (its batch is chosen so), both jobs share leaf uplinks (each names the other),
+    and the published slowdowns are read as shared over alone."""
+    from benchmark_module import load
+
+    bench = load("accuracy_cluster")
+    pub = {r["job"]: bench.published(r) for r in bench.rows()}
+    assert pub == pytest.approx({"gpt": 1.70 / 1.53, "bert": 1 / (1 - 0.077)})
+    got = bench.crux(2304)
+    assert got["gpt"]["step_alone_s"] == pytest.approx(1.53, rel=0.02)
+    assert [c["job"] for c in got["gpt"]["culprits"]] == ["bert"]
+    assert [c["job"] for c in got["bert"]["culprits"]] == ["gpt"]
+
+
+@pytest.mark.xfail(strict=True, reason="the mean-field model gives x1.000 for both jobs of "
+                   "Crux's pair, measured x1.11 and x1.08: their data-parallel all-reduce is "
+                   "hidden behind backward compute in the step model and their mean busy "
+                   "share of the shared uplinks is 1-3 %; the measured slowdown needs "
+                   "exposed communication the section does not describe (docs/cluster.md)")
+def test_crux_pair_slowdowns_within_a_quarter_of_their_excess() -> None:
+    from benchmark_module import load
+
+    bench = load("accuracy_cluster")
+    got = bench.crux(2304)
+    for row in bench.rows():
+        pub = bench.published(row)
+        assert got[row["job"]]["slowdown"] - 1.0 == pytest.approx(pub - 1.0, rel=0.25)
