@@ -254,3 +254,40 @@ def test_the_web_refuses_a_trace_file() -> None:
     with pytest.raises(ConfigError) as e:
         parse_design(TRACE, "cluster", Limits())
     assert e.value.field == "trace.file" and "fabricsim cluster" in str(e.value)
+
+
+def test_links_failing_under_the_jobs(tmp_path: Path,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """Leaf uplinks down or degraded under running jobs: hashed ECMP moves their flows to
+    the other uplinks; jobs whose traffic climbs to the spine slow down, the others do
+    not, and each job's lost GPU-hours per hour of the fault follow from its steps."""
+    text = TWO + ("faults:\n  - {type: link_down, kind: leaf-spine, index: 0}\n"
+                  "  - {type: link_degraded, kind: leaf-spine, index: 1, factor: 0.25}\n")
+    assert main(["cluster", str(_write(tmp_path, text)), "--placements",
+                 "packed,spread", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    for p in d["placements"]:
+        f = p["faults"]
+        assert len(f["faults"]) == 2 and "down" in f["faults"][0]
+        for j, share in zip(f["jobs"], p["jobs"], strict=True):
+            assert j["step_healthy_s"] == share["step_shared_s"]
+            assert j["gpu_hours_lost_per_hour"] == pytest.approx(
+                j["gpus"] * (1 - j["step_healthy_s"] / j["step_faulted_s"]))
+    spread = d["placements"][1]["faults"]["jobs"]
+    assert max(j["slowdown"] for j in spread) > 1.01  # their traffic crosses the spine
+    assert main(["cluster", str(_write(tmp_path, text))]) == 0
+    assert "step faulted" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("extra", "words"), [
+    ("faults:\n  - {type: slow_gpu, gpu: 1, delay: 5us}\n", "faults[0].type"),
+    ("faults:\n  - {type: link_down, kind: nic-leaf, index: 0}\n",
+     "failure: {servers: [0]}"),
+    ("background:\n  - {name: s, pattern: incast, nbytes: 1GiB}\n", "background"),
+])
+def test_faults_a_cluster_cannot_run_are_refused(tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str],
+                                                 extra: str, words: str) -> None:
+    assert main(["cluster", str(_write(tmp_path, TWO + extra)), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert words in err and "Traceback" not in err, err

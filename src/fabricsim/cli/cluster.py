@@ -153,8 +153,22 @@ def _print(d: dict[str, Any]) -> None:
         if p["busiest_links"]:
             top = "; ".join(f"{b['link']} {b['busy']:.0%}" for b in p["busiest_links"][:3])
             console.print(f"  busiest links (mean busy share, all jobs): {top}")
+        if "faults" in p:
+            _print_faults(p["faults"])
         if "failure" in p:
             _print_failure(p["failure"])
+
+
+def _print_faults(f: dict[str, Any]) -> None:
+    t = Table(title=f"with {'; '.join(f['faults'])}: each job beside the others",
+              title_justify="left")
+    for col in ("job", "GPUs", "step healthy", "step faulted", "slowdown", "GPU-h lost/h"):
+        t.add_column(col)
+    for j in f["jobs"]:
+        t.add_row(j["job"], str(j["gpus"]), format_time(j["step_healthy_s"]),
+                  format_time(j["step_faulted_s"]), f"×{j['slowdown']:.3f}",
+                  f"{j['gpu_hours_lost_per_hour']:.2f}")
+    console.print(t)
 
 
 def _print_failure(f: dict[str, Any]) -> None:

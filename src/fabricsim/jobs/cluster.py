@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from fabricsim.backends.flow.specs import FaultSpec
 from fabricsim.errors import ConfigError
 from fabricsim.fabric import Fabric
 from fabricsim.jobs.common import Cluster, Part, Progress, quiet
@@ -40,6 +41,7 @@ from fabricsim.workloads.cluster import (
     ClusterMember,
     ClusterResult,
     FailureCost,
+    JobShare,
     Placement,
     failure_costs,
     interfere,
@@ -115,6 +117,8 @@ class ClusterJob(Part):
     repair_hours: float = Field(4.0, gt=0, le=24 * 365)
     trace: TraceReplay | None = None
     schedulers: tuple[Literal["fifo", "topology"], ...] = ("fifo",)
+    faults: tuple[FaultSpec, ...] = ()
+    """Links down or degraded under the running jobs (the scenario's ``faults:``)."""
 
 
 def cluster_job(sc: Scenario, *, placements: tuple[str, ...] | None = None,
@@ -162,6 +166,17 @@ def cluster_job(sc: Scenario, *, placements: tuple[str, ...] | None = None,
     if schedulers is not None and trace is None:
         raise ConfigError("--schedulers replays a job trace; this scenario has no trace: "
                           "section", field="--schedulers")
+    for i, f in enumerate(sc.faults):
+        if f.type not in ("link_down", "link_degraded"):
+            raise ConfigError(f"a cluster runs links down or degraded under its jobs; "
+                              f"{f.type} needs one job on the flow backend (fabricsim "
+                              f"simulate or train --backend flow)", field=f"faults[{i}].type")
+    if sc.background:
+        raise ConfigError("background traffic does not run in a cluster: give it as one "
+                          "of the jobs, or drop background:", field="background")
+    if trace is not None and sc.faults:
+        raise ConfigError("faults ask what placed jobs lose; a trace replay does not take "
+                          "them yet: drop faults:, or the trace", field="faults")
     if trace is not None and (fail_servers or fail is not None):
         raise ConfigError("a failure asks what placed jobs lose; a trace replay does not "
                           "take one yet: drop failure: (or --fail-servers), or the trace",
@@ -174,7 +189,7 @@ def cluster_job(sc: Scenario, *, placements: tuple[str, ...] | None = None,
 
             raise unknown("scheduler", name, tuple(SCHEDULERS), field="--schedulers")
     return ClusterJob(cluster=Cluster.of(sc), jobs=tuple(out), trace=trace,
-                      schedulers=picked,
+                      schedulers=picked, faults=tuple(sc.faults),
                       placements=asked,
                       seed=sc.seed if seed is None else seed,
                       fail_servers=tuple(fail_servers) if fail_servers is not None
@@ -237,6 +252,10 @@ class ClusterReport:
     failures: dict[str, list[FailureCost]] = field(default_factory=dict)
     #: per scheduler, the trace replayed (no trace: empty)
     replays: dict[str, ReplayResult] = field(default_factory=dict)
+    #: per placement, every job with the faulted links (no faults: empty), and what the
+    #: faults are
+    faulted: dict[str, ClusterResult] = field(default_factory=dict)
+    fault_names: tuple[str, ...] = ()
     kind: str = "cluster"
     notes: list[str] = field(default_factory=list)
 
@@ -265,23 +284,27 @@ class ClusterReport:
             d = r.as_dict()
             for b in d["busiest_links"]:
                 b["link"] = self.fabric.link_name(b["link"])
-            extra = {} if not self.job.fail_servers else {"failure": {
+            extra: dict[str, Any] = {} if not self.job.fail_servers else {"failure": {
                 "servers": list(self.job.fail_servers),
                 "repair_hours": self.job.repair_hours,
                 "jobs": [f.as_dict() for f in self.failures.get(p, [])]}}
+            if p in self.faulted:
+                extra["faults"] = {"faults": list(self.fault_names), "jobs": [
+                    _fault_row(h, f) for h, f in zip(r.jobs, self.faulted[p].jobs,
+                                                      strict=True)]}
             out.append({"placement": p, **self._summary(r), **d,
                         "hosts": {pl.job: list(pl.servers) for pl in r.placements},
                         **extra})
-        extra = {}
+        top: dict[str, Any] = {}
         t = self.job.trace
         if t is not None:
-            extra = {"trace": {
+            top = {"trace": {
                 "source": t.source, "format": t.format, "jobs": len(t.jobs),
                 "skipped": t.skipped, "start_hours": t.start_s / 3600.0, "hours": t.hours,
                 "model": t.model.name,
                 "replays": [r.as_dict() for r in self.replays.values()]}}
         return {"cluster": cluster_view(self.fabric), "seed": self.job.seed,
-                "placements": out, **extra, "warnings": self.warnings}
+                "placements": out, **top, "warnings": self.warnings}
 
     def to_row(self) -> dict[str, Any]:
         """The first placement's summary (a sweep's row), or the first scheduler's."""
@@ -359,6 +382,8 @@ def run_cluster(job: ClusterJob, fabric: Fabric, progress: Progress = quiet
         return _run_trace(job, fabric, members, progress)
     results: dict[str, ClusterResult] = {}
     failures: dict[str, list[FailureCost]] = {}
+    faulted: dict[str, ClusterResult] = {}
+    plan = None if not job.faults else _faulted_fabric(job, fabric)
     n = len(job.placements)
     for i, (policy, placed) in enumerate(placements.items()):
 
@@ -366,12 +391,46 @@ def run_cluster(job: ClusterJob, fabric: Fabric, progress: Progress = quiet
             progress((i + frac) / n, f"{policy}: {msg}")
 
         results[policy] = interfere(fabric, members, placed, progress=step)
+        if plan is not None:
+            faulted[policy] = interfere(plan[0], members, placed)
         if job.fail_servers:
             failures[policy] = failure_costs(
                 fabric, members, placed, [s.shared for s in results[policy].jobs],
                 job.fail_servers, repair_hours=job.repair_hours)
     progress(1.0, "done")
-    return ClusterReport(job=job, fabric=fabric, results=results, failures=failures)
+    return ClusterReport(job=job, fabric=fabric, results=results, failures=failures,
+                         faulted=faulted, fault_names=() if plan is None else plan[1])
+
+
+def _faulted_fabric(job: ClusterJob, fabric: Fabric) -> tuple[Fabric, tuple[str, ...]]:
+    """The fabric with the job's links down or degraded, and what each fault is. A NIC's
+    own link down is refused: NCCL does not move a rank to another NIC, so the jobs on
+    that server stop, which ``failure.servers`` asks about."""
+    from fabricsim.backends.flow.faults import plan_faults
+    from fabricsim.fabric.kinds import NodeKind
+
+    plan = plan_faults(fabric, job.faults)
+    nic = int(NodeKind.NIC)
+    for i, a in enumerate(plan.faults):
+        ends = [int(fabric.node_kind[fabric.link_src[x]]) for x in a.links] + \
+            [int(fabric.node_kind[fabric.link_dst[x]]) for x in a.links]
+        if a.spec.type == "link_down" and nic in ends:
+            server = int(fabric.node_server[fabric.link_src[a.links[0]]])
+            if server < 0:
+                server = int(fabric.node_server[fabric.link_dst[a.links[0]]])
+            raise ConfigError(f"{a.description}: a NIC's own link down stops the jobs on "
+                              f"server {server} (NCCL does not move a rank to another NIC); "
+                              f"ask failure: {{servers: [{server}]}} for what that costs",
+                              field=f"faults[{i}]")
+    return plan.fabric, tuple(a.description for a in plan.faults)
+
+
+def _fault_row(healthy: JobShare, hurt: JobShare) -> dict[str, Any]:
+    """One job's step with and without the faults (both with the other jobs)."""
+    h, f = healthy.shared.step_time_s, hurt.shared.step_time_s
+    return {"job": healthy.name, "gpus": healthy.gpus, "step_healthy_s": h,
+            "step_faulted_s": f, "slowdown": f / h,
+            "gpu_hours_lost_per_hour": healthy.gpus * (1.0 - h / f)}
 
 
 def _run_trace(job: ClusterJob, fabric: Fabric, members: list[ClusterMember],
