@@ -78,6 +78,12 @@ def test_interference_stretches_a_job_across_leaves() -> None:
     assert t.end_s == pytest.approx(600.0 * t.slowdown)
     assert jobs["r1"].slowdown is not None and jobs["r1"].slowdown >= 1.0
     assert jobs["r2"].slowdown == pytest.approx(1.0)  # inside one leaf
+    assert "leaf" in t.slowed_on and t.by == ("r1",)  # where, and by whom
+    assert jobs["r2"].slowed_on == "" and jobs["r2"].by == ()
+    d = r.as_dict()["links_over_time"]
+    assert len(d["t_s"]) == r.settles == 3  # residents, t starts, t ends
+    assert t.slowed_on in [x["link"] for x in d["links"]]
+    assert all(len(x["busy"]) == 3 for x in d["links"])
     assert r.summary()["interference_gpu_hours"] > 0
     alone = replay(fab, _trace("t,0,16,600\n"), member, hours=1)
     assert alone.jobs[0].end_s == pytest.approx(600.0)

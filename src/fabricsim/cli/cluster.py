@@ -222,5 +222,6 @@ def _print_replay(tr: dict[str, Any]) -> None:
                         key=lambda j: -j["slowdown"])[:3]
         if slowed:
             top = "; ".join(f"{j['job']} ({j['gpus']} GPUs) ×{j['slowdown']:.3f}"
-                            for j in slowed)
+                            + (f" on {j['slowed_on']} by {', '.join(j['by'])}"
+                               if j["slowed_on"] else "") for j in slowed)
             console.print(f"  {r['scheduler']}: most slowed {top}")

@@ -83,6 +83,10 @@ class ReplayJob(Tabular):
     """Whether it spans servers (its traffic meets the other jobs')."""
     wall_s: float = 0.0
     """How long it held its GPUs within the window."""
+    slowed_on: str = ""
+    """The link where the others slowed it most, at its worst (empty: never slowed)."""
+    by: tuple[str, ...] = ()
+    """The jobs whose traffic it met there."""
 
     @property
     def status(self) -> str:
@@ -105,7 +109,7 @@ class ReplayJob(Tabular):
                 "wait_s": self.wait_s, "work_s": self.work_s, "done_s": self.done_s,
                 "servers": self.servers, "leaf_groups": self.leaf_groups,
                 "spans_servers": self.shared, "slowdown": self.slowdown,
-                "status": self.status}
+                "status": self.status, "slowed_on": self.slowed_on, "by": list(self.by)}
 
 
 @dataclass(frozen=True)
@@ -127,6 +131,12 @@ class ReplayResult(Tabular):
     idle_queued_gpu_s: float = 0.0
     rounded_up: int = 0
     settles: int = 0
+    link_names: tuple[str, ...] = ()
+    """The links busiest at their peak (at most 16)."""
+    link_times_s: FloatArray = field(repr=False, default_factory=lambda: np.zeros(0))
+    """When the jobs were re-timed (a job spanning servers started or ended)."""
+    link_busy: FloatArray = field(repr=False, default_factory=lambda: np.zeros((0, 0)))
+    """Busy share of each of ``link_names`` (rows) from each re-timing to the next."""
 
     def _rows(self) -> list[dict[str, Any]]:
         return [j.as_dict() for j in self.jobs]
@@ -166,6 +176,10 @@ class ReplayResult(Tabular):
                              "busy_gpus": self.busy_gpus.tolist(),
                              "queued_jobs": self.queued.tolist(),
                              "interference_gpus": self.lost_gpus.tolist()},
+                "links_over_time": {"t_s": self.link_times_s.tolist(),
+                                    "links": [{"link": n, "busy": b.tolist()} for n, b in
+                                              zip(self.link_names, self.link_busy,
+                                                  strict=True)]},
                 "job_list": [j.as_dict() for j in self.jobs]}
 
 
@@ -178,6 +192,9 @@ class _Run:
     spans: bool
     done: float = 0.0  # work done (seconds alone)
     slow: float = 1.0
+    worst: float = 1.0005  # below: nothing worth naming
+    slowed_on: str = ""
+    by: tuple[str, ...] = ()
 
     @property
     def left(self) -> float:
@@ -245,7 +262,7 @@ def replay(fabric: Fabric, trace: Sequence[TraceJob],
             r.job.name, r.job.line, r.gpus, r.job.submit_s - start_s, r.start,
             until if done else None, work, min(r.done, work),
             len(p.servers), len({int(leaves[s]) for s in p.servers}), r.spans,
-            until - r.start)
+            until - r.start, r.slowed_on, r.by)
 
     residents = []
     for m, hosts in resident:
@@ -257,11 +274,26 @@ def replay(fabric: Fabric, trace: Sequence[TraceJob],
         need[id(tj)] = m.gpus
         if r.spans:
             shared.add(m, p)
+    snaps: list[tuple[float, NDArray[np.int64], FloatArray]] = []
+
+    def resettle(now: float) -> None:
+        """Re-time the jobs that span servers with one another; keep the links they load
+        (sparse) and, for each, where and by whom it was slowed at its worst."""
+        shared.settle()
+        res = shared.result()
+        for js in res.jobs:
+            r = running[js.name]
+            r.slow = js.slowdown
+            if js.slowdown > r.worst and js.links:
+                r.worst = js.slowdown
+                r.slowed_on = js.links[0][0]
+                r.by = tuple(c for c, _ in js.culprits)
+        hot = np.flatnonzero(res.busy > 0.01)
+        snaps.append((now, hot, res.busy[hot]))
+
     if shared.names:
         settles += 1
-        shared.settle()
-        for name in shared.names:
-            running[name].slow = shared.slowdown(name)
+        resettle(0.0)
 
     while True:
         nxt_arr = todo[i].submit_s - start_s if i < len(todo) else math.inf
@@ -309,14 +341,33 @@ def replay(fabric: Fabric, trace: Sequence[TraceJob],
                 changed = True
         if changed:
             settles += 1
-            shared.settle()
-            for name in shared.names:
-                running[name].slow = shared.slowdown(name)
+            resettle(t)
     for r in running.values():
         record(r, end, False)
     for j in queue:
         out[id(j)] = ReplayJob(j.name, j.line, need[id(j)], j.submit_s - start_s, None,
                                None, j.duration_s, 0.0, 0, 0, need[id(j)] > per)
     jobs = tuple(out[id(j)] for j in (*residents, *todo))
+    names_, at, load = _hot_links(fabric, snaps)
     return ReplayResult(scheduler, total, hours, jobs, np.array(times), np.array(busy),
-                        np.array(queued), np.array(lost), frag, idle, rounded, settles)
+                        np.array(queued), np.array(lost), frag, idle, rounded, settles,
+                        names_, at, load)
+
+
+def _hot_links(fabric: Fabric, snaps: Sequence[tuple[float, NDArray[np.int64], FloatArray]],
+               keep: int = 16) -> tuple[tuple[str, ...], FloatArray, FloatArray]:
+    """The ``keep`` links busiest at their peak, and their busy share at every re-timing
+    (links × times)."""
+    peak: dict[int, float] = {}
+    for _, idx, val in snaps:
+        for x, v in zip(idx.tolist(), val.tolist(), strict=True):
+            peak[x] = max(peak.get(x, 0.0), v)
+    top = sorted(peak, key=lambda x: -peak[x])[:keep]
+    row = {x: k for k, x in enumerate(top)}
+    load = np.zeros((len(top), len(snaps)))
+    for c, (_, idx, val) in enumerate(snaps):
+        for x, v in zip(idx.tolist(), val.tolist(), strict=True):
+            if x in row:
+                load[row[x], c] = v
+    return (tuple(fabric.link_name(x) for x in top),
+            np.array([t for t, _, _ in snaps]), load)
