@@ -264,6 +264,11 @@ def test_trace_refusals_outside_the_file(tmp_path: Path,
         (TRACE.replace("{file: t.csv}", "{file: t.csv, start_hours: 5}"), (),
          "no job is submitted in the window"),
         (TWO, ("--schedulers", "fifo"), "no trace: section"),
+        (TRACE.replace("{file: t.csv}", "{hours: 4}"), (), "give the trace's file, or"),
+        (TRACE.replace("{file: t.csv}", "{file: t.csv, synthetic: {load: 1}}"), (),
+         "one of the two"),
+        (TRACE.replace("{file: t.csv}", "{synthetic: {load: 0.01}, hours: 0.01}"), (),
+         "it has no job at all"),
     ]
     for text, flags, words in cases:
         code = main(["cluster", str(_write(tmp_path, text)), "--quiet", *flags])

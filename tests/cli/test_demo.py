@@ -44,7 +44,8 @@ def test_full_demo_shows_every_capability(tmp_path: Path,
                      "6. Which fabric is worth its price", "7. Serving Llama 3 70B",
                      "8. A fault, its bottleneck and its cost",
                      "9. Two jobs on one cluster, and a server that fails",
-                     "10. A PFC pause storm and the watchdog", "Files written"]
+                     "10. A day of jobs on the design",
+                     "11. A PFC pause storm and the watchdog", "Files written"]
     figures = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", md)
     assert len(figures) >= 15 and all((tmp_path / f).stat().st_size > 5000 for f in figures)
     for f in figures:  # the files table names every figure
@@ -109,6 +110,19 @@ def test_demo_moe_section(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert all(r[6].strip() == "nvlink" for r in rows if int(r[2]) == 8)
     for png in ("moe_infiniband-ndr.png", "moe_rocev2-400g.png"):
         assert (tmp_path / png).stat().st_size > 5000
+
+
+def test_demo_day_section(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A synthetic day replayed on both designs by both schedulers, through the cluster
+    job: one row each, and the queue, not the network, what it costs here."""
+    assert main(["demo", "--out", str(tmp_path), "--section", "day", "--quiet"]) == 0
+    capsys.readouterr()
+    md = (tmp_path / "report.md").read_text()
+    assert "A day of jobs on the design" in md and "synthetic day" in md
+    rows = [ln for ln in md.splitlines() if ln.startswith(("| InfiniBand", "| RoCE"))]
+    assert len(rows) == 4 and {r.split("|")[2].strip() for r in rows} == {"fifo",
+                                                                            "topology"}
+    assert "no job's traffic meets another's" in md
 
 
 def test_demo_shared_section(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

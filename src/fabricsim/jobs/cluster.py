@@ -205,6 +205,17 @@ def _read_trace(sc: Scenario, base_dir: Path | None) -> TraceReplay:
 
     t = sc.trace
     assert t is not None
+    start, span = t.start_hours * 3600.0, t.hours * 3600.0
+    if t.synthetic is not None:
+        from fabricsim.scenario.fabric import scenario_gpus
+        from fabricsim.workloads.jobtrace import synthetic_day
+
+        gpus = scenario_gpus(sc)
+        jobs = synthetic_day(gpus, t.synthetic.load, t.start_hours + t.hours,
+                             t.synthetic.seed)
+        name = f"synthetic day (load {t.synthetic.load:g}, seed {t.synthetic.seed})"
+        return _trace_of(sc, jobs, {}, name, "synthetic", start, span)
+    assert t.file is not None
     path = Path(t.file).expanduser()
     if not path.is_absolute() and base_dir is not None:
         path = base_dir / path
@@ -214,18 +225,26 @@ def _read_trace(sc: Scenario, base_dir: Path | None) -> TraceReplay:
                           field="trace.file")
     text = read_text_file(path, MAX_TRACE_BYTES, "job trace", field="trace.file")
     jobs, skipped = parse_trace(text, t.format, source=path.name)
-    start, span = t.start_hours * 3600.0, t.hours * 3600.0
+    return _trace_of(sc, jobs, skipped, path.name, t.format or detect_format(text, path.name),
+                     start, span)
+
+
+def _trace_of(sc: Scenario, jobs: list[TraceJob], skipped: dict[str, int], source: str,
+              fmt: str, start: float, span: float) -> TraceReplay:
+    """The trace's jobs in its window, with the training job they run."""
+    t = sc.trace
+    assert t is not None
     window = [j for j in jobs if start <= j.submit_s < start + span]
     if not window:
-        raise ConfigError(f"{path.name}: no job is submitted in the window replayed "
+        spans = f"the trace spans {jobs[-1].submit_s / 3600.0:.1f} h" if jobs else \
+            "it has no job at all: give more hours or a higher load"
+        raise ConfigError(f"{source}: no job is submitted in the window replayed "
                           f"({t.start_hours:g} h to {t.start_hours + t.hours:g} h after "
-                          f"the first; the trace spans "
-                          f"{jobs[-1].submit_s / 3600.0:.1f} h)", field="trace.start_hours")
+                          f"the first; {spans})", field="trace.start_hours")
     if len(window) > MAX_TRACE_JOBS:
-        raise ConfigError(f"{path.name}: {len(window):,} jobs in the window; the limit is "
+        raise ConfigError(f"{source}: {len(window):,} jobs in the window; the limit is "
                           f"{MAX_TRACE_JOBS:,}: give a shorter trace.hours",
                           field="trace.hours")
-    fmt = t.format or detect_format(text, path.name)
     sec = t.training
     if sec is not None and sec.global_batch is not None:
         raise ConfigError("a trace job's batch grows with its data-parallel size; drop "
@@ -235,7 +254,7 @@ def _read_trace(sc: Scenario, base_dir: Path | None) -> TraceReplay:
         else get_model(DEFAULT_TRACE_MODEL)
     price = sec.gpu_hour_usd if sec is not None and sec.gpu_hour_usd is not None \
         else sc.gpu_hour_usd
-    return TraceReplay(source=path.name, format=fmt, jobs=tuple(window), skipped=skipped,
+    return TraceReplay(source=source, format=fmt, jobs=tuple(window), skipped=skipped,
                        start_s=start, hours=t.hours, model=model,
                        parallel=None if sec is None else sec.parallel(),
                        gpu_hour_usd=price, skip_larger=t.skip_larger)

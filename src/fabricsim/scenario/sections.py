@@ -586,13 +586,24 @@ class SharedJobSection(StrictModel):
     hosts: list[int] | None = Field(None, min_length=1)
 
 
+class SyntheticTrace(StrictModel):
+    """A synthetic trace's offered load (GPU-time asked over the cluster's, in
+    expectation) and seed."""
+
+    load: float = Field(1.1, gt=0, le=10, allow_inf_nan=False)
+    seed: int = 2026
+
+
 class TraceSection(StrictModel):
     """A job trace replayed on the cluster (``trace:``, ``fabricsim cluster``): its file
     (relative to the scenario's folder), format, the window replayed, the scheduler, and
     the training job that a trace job spanning servers runs (its traffic; the batch grows
     with its data-parallel size, so ``global_batch`` is not given)."""
 
-    file: str = Field(min_length=1, max_length=4096)
+    file: str | None = Field(None, min_length=1, max_length=4096)
+    synthetic: SyntheticTrace | None = None
+    """Instead of a file: a synthetic day shaped like the Helios traces, sized to the
+    cluster (:func:`~fabricsim.workloads.jobtrace.synthetic_day`)."""
     format: Literal["philly", "pai", "helios", "csv"] | None = None
     start_hours: float = Field(0.0, ge=0, le=24 * 366 * 10, allow_inf_nan=False)
     hours: float = Field(24.0, gt=0, le=24 * 31, allow_inf_nan=False)
@@ -600,6 +611,13 @@ class TraceSection(StrictModel):
     training: TrainingSection | None = None
     skip_larger: bool = False
     """Leave out (and count) jobs larger than the cluster instead of refusing them."""
+
+    @model_validator(mode="after")
+    def _one_source(self) -> TraceSection:
+        if (self.file is None) == (self.synthetic is None):
+            raise ValueError("give the trace's file, or synthetic: {load: 1.1} for a "
+                             "synthetic day; one of the two")
+        return self
 
 
 class FailureSection(StrictModel):

@@ -257,7 +257,8 @@ def _job_out(row: dict[str, Any], state: dict[str, Any] | None,
 def _csv_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
     """The result as one table: a row per (design, curve, size) for bench, per point for
     scale, per fabric for plan, per link for simulate, per variant for packet, per
-    placement and job for cluster, per design otherwise."""
+    placement and job for cluster (per scheduler for a trace replay), per design
+    otherwise."""
     from fabricsim.results import flatten
 
     rows: list[dict[str, Any]] = []
@@ -285,6 +286,9 @@ def _csv_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
         elif kind == "cluster":
             rows += [{**base, "placement": p["placement"], **flatten(j)}
                      for p in d["jobs"]["placements"] for j in p["jobs"]]
+            rows += [{**base, **{k: v for k, v in r.items()
+                                 if k not in ("timeline", "job_list", "links_over_time")}}
+                     for r in d["jobs"].get("trace", {}).get("replays", [])]
         elif kind in ("train", "infer"):
             rows.append({**base, **flatten({k: v for k, v in d[kind].items()
                                             if k not in ("warnings", "notes")})})

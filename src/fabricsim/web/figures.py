@@ -388,6 +388,20 @@ def cluster_jobs(designs: Sequence[dict[str, Any]]) -> Fig:
                                      "barmode": "group"}}
 
 
+def cluster_replay(designs: Sequence[dict[str, Any]]) -> Fig:
+    """A trace replay: GPUs busy over the window, a line per scheduler and design."""
+    data: list[dict[str, Any]] = []
+    for i, d in enumerate(designs):
+        for r in d["jobs"]["trace"]["replays"]:
+            tl = r["timeline"]
+            name = _tag(designs, i, r["scheduler"])
+            data.append({"type": "scatter", "mode": "lines", "line": {"shape": "hv"},
+                         "name": f"{name}: {r['interference_gpu_hours']:.1f} GPU-h lost",
+                         "x": [t / 3600.0 for t in tl["t_s"]], "y": tl["busy_gpus"]})
+    return {"data": data, "layout": _layout("GPUs busy over the trace", "hours",
+                                            "GPUs busy")}
+
+
 def figures(kind: str, designs: Sequence[dict[str, Any]]) -> dict[str, Fig]:
     """Every chart of a job's result, by name, in the order the page shows them."""
     out: dict[str, Fig] = {}
@@ -407,6 +421,8 @@ def figures(kind: str, designs: Sequence[dict[str, Any]]) -> dict[str, Fig]:
         out["bottlenecks"], out["causes"] = bottlenecks(designs)
     elif kind == "packet":
         out["pause_spread"], out["packet_loss"] = packet(designs)
+    elif kind == "cluster" and all("trace" in d["jobs"] for d in designs):
+        out["cluster_replay"] = cluster_replay(designs)
     elif kind == "cluster":
         out["cluster_slowdown"] = cluster_jobs(designs)
     out["hierarchy"] = hierarchy(designs)

@@ -197,9 +197,10 @@ def parse_design(text: str, kind: str, limits: Limits, *, field: str = "scenario
         raise ConfigError(f"the scenario is {len(text.encode('utf-8')):,} bytes; the web "
                           f"limit is {limits.max_scenario_bytes:,}", field=field)
     sc = load_scenario_text(text, source=field)
-    if kind == "cluster" and sc.trace is not None:
+    if kind == "cluster" and sc.trace is not None and sc.trace.file is not None:
         raise ConfigError("the web app reads no file of the server, so it cannot replay "
-                          "a trace: run fabricsim cluster FILE, or drop trace:",
+                          "a trace file: run fabricsim cluster FILE, or give trace: "
+                          "{synthetic: {load: 1.1}} for a synthetic day",
                           field="trace.file")
     gpus = scenario_gpus(sc)
     cap = limits.gpu_cap(kind)

@@ -50,7 +50,7 @@ from typing import Any
 
 from fabricsim.errors import ConfigError
 
-__all__ = ["FORMATS", "TraceJob", "detect_format", "parse_trace"]
+__all__ = ["FORMATS", "TraceJob", "detect_format", "parse_trace", "synthetic_day"]
 
 #: Trace formats :func:`parse_trace` reads.
 FORMATS = ("philly", "pai", "helios", "csv")
@@ -270,4 +270,43 @@ def _ours(text: str, source: str, skipped: dict[str, int]) -> list[Raw]:
         if dur <= 0:
             raise _bad(source, ln, f"duration_s {r['duration_s'].strip()!r} must be > 0")
         out.append((name, submit, int(gpus), dur, ln))
+    return out
+
+
+#: A synthetic day's job sizes (GPUs), their shares and median minutes (lognormal, sigma
+#: 1.4, at most 20 h): most jobs take one GPU for minutes, a few of 16-128 GPUs run for
+#: hours and hold most of the GPU time (the shape Helios's published summaries give).
+SYNTHETIC_SIZES = (1, 2, 4, 8, 16, 32, 64, 128)
+SYNTHETIC_SHARES = (0.56, 0.08, 0.10, 0.14, 0.05, 0.04, 0.02, 0.01)
+SYNTHETIC_MEDIAN_MIN = (4, 6, 10, 20, 60, 90, 120, 180)
+
+
+def synthetic_day(gpus: int = 512, load: float = 1.1, hours: float = 24.0,
+                  seed: int = 2026) -> list[TraceJob]:
+    """A synthetic trace (not real data): Poisson arrivals whose rate offers ``load``
+    times ``gpus`` in expectation over ``hours``, sizes and durations drawn from
+    :data:`SYNTHETIC_SIZES` (seeded: the same jobs every time).
+
+    >>> day = synthetic_day(256, hours=2)
+    >>> len(day), day[0].name, min(j.gpus for j in day) >= 1
+    (21, 'job00001', True)
+    """
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    sigma = 1.4
+    mean_gpu_s = sum(s * g * m * 60 * float(np.exp(sigma ** 2 / 2)) for s, g, m in zip(
+        SYNTHETIC_SHARES, SYNTHETIC_SIZES, SYNTHETIC_MEDIAN_MIN, strict=True))
+    rate = load * gpus / mean_gpu_s  # jobs per second
+    t, out = 0.0, list[TraceJob]()
+    while True:
+        t += float(rng.exponential(1.0 / rate))
+        if t >= hours * 3600:
+            break
+        k = int(rng.choice(len(SYNTHETIC_SIZES), p=SYNTHETIC_SHARES))
+        dur = min(float(rng.lognormal(np.log(SYNTHETIC_MEDIAN_MIN[k] * 60), sigma)),
+                  20 * 3600.0)
+        rng.integers(1, 60)  # a user id (kept so the stream matches the shipped file)
+        out.append(TraceJob(f"job{len(out) + 1:05d}", float(round(t)),
+                            SYNTHETIC_SIZES[k], float(max(1, round(dur))), len(out) + 2))
     return out
