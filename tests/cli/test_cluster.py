@@ -320,3 +320,55 @@ def test_faults_a_cluster_cannot_run_are_refused(tmp_path: Path,
     assert main(["cluster", str(_write(tmp_path, TWO + extra)), "--quiet"]) == 2
     err = capsys.readouterr().err
     assert words in err and "Traceback" not in err, err
+
+
+LOOP = """
+cluster: {system: dgx-h100, nodes: 64, fabric: roce-400g}
+jobs:
+  - name: moe
+    gpus: 128
+    training: {model: mixtral-8x7b, tp: 2, ep: 8, global_batch: 256, seq_len: 4096}
+  - name: burn-in
+    gpus: 128
+    collective: {collective: alltoall, size: 1GiB, gap: 1ms}
+"""
+
+
+def test_a_collective_loop_beside_a_training_job(tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """An all-to-all burn-in run back to back (1 ms apart) beside a MoE job: packed, each
+    under its own leaf group, nothing; dealt over both groups, their traffic meets on the
+    spine and the MoE job names the burn-in as what slows it. The loop's step is one
+    collective and the gap."""
+    assert main(["cluster", str(_write(tmp_path, LOOP)), "--placements", "packed,spread",
+                 "--json"]) == 0
+    packed, spread = json.loads(capsys.readouterr().out)["placements"]
+    assert [j["slowdown"] for j in packed["jobs"]] == [1.0, 1.0]
+    moe, loop = spread["jobs"]
+    assert moe["slowdown"] > 1.02 and [c["job"] for c in moe["culprits"]] == ["burn-in"]
+    assert loop["model"] == "alltoall 1 GiB" and loop["step_alone_s"] > 1e-3
+    from fabricsim.collectives import predict_time
+    from fabricsim.fabric import build_cluster
+
+    own = predict_time(build_cluster("dgx-h100", 16, fabric="roce-400g"), "alltoall", 2**30)
+    assert loop["step_alone_s"] - 1e-3 == pytest.approx(own, rel=0.1)  # as bench times it
+
+
+@pytest.mark.parametrize(("job", "words"), [
+    ("{name: x, gpus: 16, collective: {collective: all_to_all}}",
+     "jobs.x.collective.collective: unknown collective 'all_to_all'"),
+    ("{name: x, gpus: 16, collective: {collective: alltoall, size: 0}}",
+     "jobs.x.collective.size"),
+    ("{name: x, gpus: 16, collective: {collective: alltoall, gap: -1s}}",
+     "jobs.x.collective.gap"),
+    ("{name: x, gpus: 1, collective: {collective: alltoall}}", "at least 2 GPUs"),
+    ("{name: x, gpus: 16}", "a training: section or a collective: loop"),
+    ("{name: x, gpus: 16, collective: {collective: alltoall}, training: {model: llama2-7b}}",
+     "one of the two"),
+])
+def test_bad_loops_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str], job: str,
+                               words: str) -> None:
+    text = "cluster: {system: dgx-h100, nodes: 8}\njobs:\n  - " + job + "\n"
+    assert main(["cluster", str(_write(tmp_path, text)), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert words in err and "Traceback" not in err, err

@@ -26,5 +26,5 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Validate a scenario file: schema, presets, sections, and that its cluster builds."""
         sc = load_scenario(scenario)
-        parts = check_sections(sc)
+        parts = check_sections(sc, base_dir=scenario.parent if scenario.exists() else None)
         console.print(f"ok: {scenario}: " + ", ".join(parts))

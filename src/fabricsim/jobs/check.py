@@ -16,6 +16,8 @@ Example
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from fabricsim.errors import ConfigError
 from fabricsim.jobs.common import Cluster
 from fabricsim.scenario.schema import Scenario
@@ -23,13 +25,15 @@ from fabricsim.scenario.schema import Scenario
 __all__ = ["check_sections"]
 
 
-def check_sections(sc: Scenario, kind: str | None = None) -> list[str]:
+def check_sections(sc: Scenario, kind: str | None = None,
+                   base_dir: Path | None = None) -> list[str]:
     """Check every section of ``sc``; returns what was found (raises on the first error).
 
     The ``training:`` section is resolved against the cluster (sizes, flags, memory per
     GPU) when the file is checked as a whole (``kind`` None: ``fabricsim validate``) or for
     a training step (``"train"``); for other kinds of job its job is only built, since
-    they do not run it on this cluster (``scale`` sizes it per GPU count)."""
+    they do not run it on this cluster (``scale`` sizes it per GPU count). A trace file
+    is read relative to ``base_dir`` (the scenario's folder)."""
     fab = Cluster.of(sc).build()
     parts = [f"{fab.n_gpus} GPUs on {fab.info.servers} × {fab.info.system}",
              f"{fab.info.fabric} {fab.info.topology}"]
@@ -58,13 +62,18 @@ def check_sections(sc: Scenario, kind: str | None = None) -> list[str]:
             parts.append(f"training {job.model.name} (tp {p.tp}, pp {p.pp}, dp {p.dp})")
         else:
             parts.append(f"training {job.model.name}")
-    if sc.jobs:
-        from fabricsim.jobs.cluster import check_jobs, cluster_job
+    if sc.jobs or sc.trace is not None:
+        from fabricsim.jobs.cluster import check_jobs, check_trace, cluster_job
 
-        shared = cluster_job(sc)
+        shared = cluster_job(sc, base_dir=base_dir)
         check_jobs(shared, fab)
-        parts.append(f"{len(shared.jobs)} jobs placed {', '.join(shared.placements)} "
-                     f"({sum(j.gpus for j in shared.jobs)} GPUs)")
+        if shared.jobs:
+            parts.append(f"{len(shared.jobs)} jobs placed {', '.join(shared.placements)} "
+                         f"({sum(j.gpus for j in shared.jobs)} GPUs)")
+        if shared.trace is not None:
+            kept = check_trace(shared, fab)
+            parts.append(f"trace {shared.trace.source}: {len(kept)} jobs in "
+                         f"{shared.trace.hours:g} h, {', '.join(shared.schedulers)}")
     if sc.inference is not None:
         from fabricsim.jobs.serving import serving_job
         from fabricsim.workloads.serving.run import run_serving

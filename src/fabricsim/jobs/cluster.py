@@ -35,6 +35,7 @@ from fabricsim.fabric import Fabric
 from fabricsim.jobs.common import Cluster, Part, Progress, quiet
 from fabricsim.jobs.training import DEFAULT_MODEL, cluster_view
 from fabricsim.scenario.schema import Scenario
+from fabricsim.scenario.sections import LoopSection
 from fabricsim.workloads.cluster import (
     DEFAULT_REPAIR_HOURS,
     POLICIES,
@@ -42,6 +43,8 @@ from fabricsim.workloads.cluster import (
     ClusterResult,
     FailureCost,
     JobShare,
+    LoopMember,
+    Member,
     Placement,
     failure_costs,
     interfere,
@@ -51,13 +54,15 @@ from fabricsim.workloads.jobtrace import TraceJob
 from fabricsim.workloads.models import TransformerSpec, get_model
 from fabricsim.workloads.replay import SCHEDULERS, ReplayResult, replay
 from fabricsim.workloads.training.parallel import ParallelConfig
+from fabricsim.workloads.training.step import StepResult
 
 #: A trace file's size limit (Philly's whole job log is about 1 GB) and the jobs one
 #: window may hold.
 MAX_TRACE_BYTES = 1_500_000_000
 MAX_TRACE_JOBS = 200_000
 
-__all__ = ["DEFAULT_TRACE_MODEL", "ClusterJob", "ClusterReport", "SharedJob", "TraceReplay",
+__all__ = ["DEFAULT_TRACE_MODEL", "ClusterJob", "ClusterReport", "Loop", "SharedJob",
+           "TraceReplay",
            "check_jobs", "cluster_job", "run_cluster"]
 
 #: The training job a trace job spanning servers runs when ``trace.training`` is not
@@ -66,15 +71,34 @@ __all__ = ["DEFAULT_TRACE_MODEL", "ClusterJob", "ClusterReport", "SharedJob", "T
 DEFAULT_TRACE_MODEL = "llama3-8b"
 
 
+class Loop(Part):
+    """A collective run again and again over a job's GPUs, ``gap_s`` idle between two."""
+
+    collective: str
+    nbytes: int = Field(ge=1)
+    gap_s: float = Field(0.0, ge=0)
+
+
 class SharedJob(Part):
-    """One job of the cluster, as read: name, GPUs, model, layout, optional hosts."""
+    """One job of the cluster, as read: name, GPUs, model and layout (or a collective
+    loop), optional hosts."""
 
     name: str
     gpus: int = Field(ge=1)
-    model: TransformerSpec
-    parallel: ParallelConfig
+    model: TransformerSpec | None = None
+    parallel: ParallelConfig | None = None
+    loop: Loop | None = None
     hosts: tuple[int, ...] | None = None
     gpu_hour_usd: float | None = None
+
+    def member(self) -> Member:
+        """The job as the shared fabric runs it."""
+        if self.loop is not None:
+            return LoopMember(self.name, self.gpus, self.loop.collective,
+                              float(self.loop.nbytes), self.loop.gap_s, self.gpu_hour_usd)
+        assert self.model is not None and self.parallel is not None
+        return ClusterMember(self.name, self.gpus, self.model, self.parallel,
+                             self.gpu_hour_usd)
 
 
 class TraceReplay(Part):
@@ -145,14 +169,20 @@ def cluster_job(sc: Scenario, *, placements: tuple[str, ...] | None = None,
             raise ConfigError(f"two jobs are named {j.name!r}; give each its own name",
                               field=f"jobs[{i}].name")
         seen.add(j.name)
-        if j.training.backend not in (None, "analytic"):
+        hosts = tuple(j.hosts) if j.hosts is not None else None
+        if j.collective is not None:
+            out.append(SharedJob(name=j.name, gpus=j.gpus, loop=_loop(j.collective, where),
+                                 hosts=hosts, gpu_hour_usd=sc.gpu_hour_usd))
+            continue
+        sec = j.training
+        assert sec is not None
+        if sec.backend not in (None, "analytic"):
             raise ConfigError(f"job {j.name!r}: a cluster times every job on the analytic "
                               f"backend with the others' traffic; drop training.backend",
                               field=f"{where}.training.backend")
-        sec = j.training
         out.append(SharedJob(
             name=j.name, gpus=j.gpus, model=sec.build_model(DEFAULT_MODEL, f"{where}.training"),
-            parallel=sec.parallel(), hosts=tuple(j.hosts) if j.hosts is not None else None,
+            parallel=sec.parallel(), hosts=hosts,
             gpu_hour_usd=sec.gpu_hour_usd if sec.gpu_hour_usd is not None
             else sc.gpu_hour_usd))
     asked = tuple(placements) if placements else (sc.placement,)
@@ -196,6 +226,24 @@ def cluster_job(sc: Scenario, *, placements: tuple[str, ...] | None = None,
                       else tuple(fail.servers) if fail is not None else (),
                       repair_hours=repair_hours if repair_hours is not None
                       else fail.repair_hours if fail is not None else DEFAULT_REPAIR_HOURS)
+
+
+def _loop(sec: LoopSection, where: str) -> Loop:
+    """A ``collective:`` loop section, its size and gap parsed."""
+    from fabricsim.collectives import COLLECTIVES
+    from fabricsim.errors import unknown
+    from fabricsim.units import parse_size, parse_time
+
+    name = sec.collective.lower().replace("-", "_")
+    if name not in COLLECTIVES:
+        raise unknown("collective", sec.collective, COLLECTIVES,
+                      field=f"{where}.collective.collective")
+    size = parse_size(sec.size, field=f"{where}.collective.size")
+    if size < 1:
+        raise ConfigError(f"a collective moves at least one byte, got {sec.size!r}",
+                          field=f"{where}.collective.size")
+    gap = parse_time(sec.gap, field=f"{where}.collective.gap")
+    return Loop(collective=name, nbytes=size, gap_s=gap)
 
 
 def _read_trace(sc: Scenario, base_dir: Path | None) -> TraceReplay:
@@ -342,6 +390,12 @@ def check_jobs(job: ClusterJob, fabric: Fabric) -> dict[str, list[Placement]]:
     from fabricsim.workloads.training.step import check_layout
 
     for j in job.jobs:
+        if j.loop is not None:
+            if j.gpus < 2:
+                raise ConfigError(f"job {j.name!r}: a collective needs at least 2 GPUs, "
+                                  f"got {j.gpus}", field=f"jobs.{j.name}.gpus")
+            continue
+        assert j.model is not None and j.parallel is not None
         try:
             check_layout(j.model, j.parallel, fabric, world=j.gpus)
         except FabricsimError as e:
@@ -395,8 +449,7 @@ def run_cluster(job: ClusterJob, fabric: Fabric, progress: Progress = quiet
     """Place ``job``'s jobs by each of its policies and time them alone and shared; or
     replay its trace by each of its schedulers, around its jobs."""
     placements = check_jobs(job, fabric)
-    members = [ClusterMember(j.name, j.gpus, j.model, j.parallel, j.gpu_hour_usd)
-               for j in job.jobs]
+    members = [j.member() for j in job.jobs]
     if job.trace is not None:
         return _run_trace(job, fabric, members, progress)
     results: dict[str, ClusterResult] = {}
@@ -412,10 +465,13 @@ def run_cluster(job: ClusterJob, fabric: Fabric, progress: Progress = quiet
         results[policy] = interfere(fabric, members, placed, progress=step)
         if plan is not None:
             faulted[policy] = interfere(plan[0], members, placed)
-        if job.fail_servers:
+        if job.fail_servers:  # what training jobs lose (a loop just stops)
+            train = [(m, p, s.shared) for m, p, s in zip(members, placed,
+                                                         results[policy].jobs, strict=True)
+                     if isinstance(m, ClusterMember) and isinstance(s.shared, StepResult)]
             failures[policy] = failure_costs(
-                fabric, members, placed, [s.shared for s in results[policy].jobs],
-                job.fail_servers, repair_hours=job.repair_hours)
+                fabric, [t[0] for t in train], [t[1] for t in train],
+                [t[2] for t in train], job.fail_servers, repair_hours=job.repair_hours)
     progress(1.0, "done")
     return ClusterReport(job=job, fabric=fabric, results=results, failures=failures,
                          faulted=faulted, fault_names=() if plan is None else plan[1])
@@ -452,7 +508,7 @@ def _fault_row(healthy: JobShare, hurt: JobShare) -> dict[str, Any]:
             "gpu_hours_lost_per_hour": healthy.gpus * (1.0 - h / f)}
 
 
-def _run_trace(job: ClusterJob, fabric: Fabric, members: list[ClusterMember],
+def _run_trace(job: ClusterJob, fabric: Fabric, members: list[Member],
                progress: Progress) -> ClusterReport:
     t = job.trace
     assert t is not None

@@ -575,15 +575,34 @@ def _check_number(value: object, field: str, *, zero_ok: bool) -> float | None:
 MAX_CLUSTER_JOBS = 500
 
 
+class LoopSection(StrictModel):
+    """A job that runs one collective over all its GPUs again and again (an nccl-tests
+    burn-in, a benchmark, a synthetic load): the collective, its size, and the idle time
+    between two (``gap``; 0: back to back)."""
+
+    collective: str = Field(min_length=1, max_length=64)
+    size: str | int = "1GiB"
+    gap: str | float = 0.0
+
+
 class SharedJobSection(StrictModel):
     """One job of a cluster of many (``jobs:``): its name, its GPUs, its training
-    section, and optionally the servers it runs on (``hosts``, as a scheduler hands them
-    out; otherwise the scenario's ``placement`` chooses)."""
+    section (or a ``collective:`` loop), and optionally the servers it runs on
+    (``hosts``, as a scheduler hands them out; otherwise the scenario's ``placement``
+    chooses)."""
 
     name: str = Field(min_length=1, max_length=64)
     gpus: int = Field(ge=1, le=1_000_000)
-    training: TrainingSection
+    training: TrainingSection | None = None
+    collective: LoopSection | None = None
     hosts: list[int] | None = Field(None, min_length=1)
+
+    @model_validator(mode="after")
+    def _one_workload(self) -> SharedJobSection:
+        if (self.training is None) == (self.collective is None):
+            raise ValueError("give the job a training: section or a collective: loop, "
+                             "one of the two")
+        return self
 
 
 class SyntheticTrace(StrictModel):

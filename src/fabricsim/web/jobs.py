@@ -197,7 +197,7 @@ def parse_design(text: str, kind: str, limits: Limits, *, field: str = "scenario
         raise ConfigError(f"the scenario is {len(text.encode('utf-8')):,} bytes; the web "
                           f"limit is {limits.max_scenario_bytes:,}", field=field)
     sc = load_scenario_text(text, source=field)
-    if kind == "cluster" and sc.trace is not None and sc.trace.file is not None:
+    if sc.trace is not None and sc.trace.file is not None:
         raise ConfigError("the web app reads no file of the server, so it cannot replay "
                           "a trace file: run fabricsim cluster FILE, or give trace: "
                           "{synthetic: {load: 1.1}} for a synthetic day",

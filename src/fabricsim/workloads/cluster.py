@@ -65,10 +65,28 @@ from fabricsim.workloads.models import TransformerSpec
 from fabricsim.workloads.training.parallel import ParallelConfig
 from fabricsim.workloads.training.step import StepResult, simulate_step
 
-__all__ = ["DEFAULT_REPAIR_HOURS", "HARDWARE_CLASSES", "POLICIES", "Allocator",
-           "ClusterMember", "ClusterResult",
-           "FailureCost", "JobShare", "PlacedComm", "Placement", "SharedFabric",
-           "failure_costs", "interfere", "link_use", "place", "server_leaves"]
+__all__ = [
+    "DEFAULT_REPAIR_HOURS",
+    "HARDWARE_CLASSES",
+    "POLICIES",
+    "Allocator",
+    "ClusterMember",
+    "ClusterResult",
+    "FailureCost",
+    "JobShare",
+    "LoopMember",
+    "LoopStep",
+    "Member",
+    "PlacedComm",
+    "Placement",
+    "SharedFabric",
+    "Step",
+    "failure_costs",
+    "interfere",
+    "link_use",
+    "place",
+    "server_leaves",
+]
 
 #: Placement policies :func:`place` knows.
 POLICIES = ("packed", "rail", "spread", "random")
@@ -366,8 +384,46 @@ class ClusterMember:
     gpu_hour_usd: float | None = None
 
 
-def link_use(step: Callable[[PlacedComm], StepResult], comm: PlacedComm,
-             base: StepResult) -> FloatArray:
+@dataclass(frozen=True)
+class LoopMember:
+    """A job of a cluster that runs one collective over all its GPUs again and again,
+    ``gap_s`` idle between two (an nccl-tests burn-in, a benchmark, a synthetic load)."""
+
+    name: str
+    gpus: int
+    collective: str
+    nbytes: float
+    gap_s: float = 0.0
+    gpu_hour_usd: float | None = None
+
+
+@dataclass(frozen=True)
+class LoopStep:
+    """One round of a :class:`LoopMember`: the collective, then the gap (the fields a
+    shared fabric reads of a step: its time, its communication, a label, a price)."""
+
+    model: str
+    step_time_s: float
+    comm_total_s: dict[str, float]
+    gpu_hour_usd: float
+    parallel: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def run(cls, job: LoopMember, comm: PlacedComm) -> LoopStep:
+        t = comm.time_all(job.collective, [list(range(job.gpus))], job.nbytes)
+        from fabricsim.units import format_bytes
+
+        return cls(f"{job.collective} {format_bytes(job.nbytes)}", t + job.gap_s,
+                   {"loop": t}, job.gpu_hour_usd or 0.0)
+
+
+#: What runs on a shared fabric, and what one of its steps gives.
+Member = ClusterMember | LoopMember
+Step = StepResult | LoopStep
+
+
+def link_use(step: Callable[[PlacedComm], Step], comm: PlacedComm,
+             base: Step) -> FloatArray:
     """Bytes per step the job puts on every link: each distinct collective's link bytes
     (:attr:`PlacedComm.calls`) times how often the step runs it. The count is what the
     step's total communication time (``comm_total_s``) gains when that one call is made a
@@ -396,8 +452,8 @@ class JobShare(Tabular):
     name: str
     gpus: int
     servers: tuple[int, ...]
-    alone: StepResult
-    shared: StepResult
+    alone: Step
+    shared: Step
     #: links where the others slow it most: (link name, others' busy share, own share)
     links: tuple[tuple[str, float, float], ...] = ()
     #: the jobs whose traffic it meets most there, with their busy share
@@ -489,12 +545,14 @@ class SharedFabric:
         """The jobs running, in the order they were added."""
         return list(self._jobs)
 
-    def _step(self, fab: Fabric, j: ClusterMember, comm: PlacedComm,
-              cfg: ParallelConfig | None = None) -> StepResult:
+    def _step(self, fab: Fabric, j: Member, comm: PlacedComm,
+              cfg: ParallelConfig | None = None) -> Step:
+        if isinstance(j, LoopMember):
+            return LoopStep.run(j, comm)
         return simulate_step(j.model, cfg or j.parallel, fab, comm, world=j.gpus,
                              check_memory=False, gpu_hour_usd=j.gpu_hour_usd)
 
-    def add(self, job: ClusterMember, placement: Placement) -> StepResult:
+    def add(self, job: Member, placement: Placement) -> Step:
         """Start ``job`` on ``placement``: its step alone, and what it puts on each link."""
         if job.name in self._jobs:
             raise ConfigError(f"job {job.name!r} is already running; give each its own "
@@ -502,7 +560,8 @@ class SharedFabric:
         comm = PlacedComm(self.fabric, placement.gpus)
         base = self._step(self.fabric, job, comm)
         # the count must not switch layout: the interleaving the step chose, pinned
-        pinned = job.parallel.model_copy(update={"vp": base.parallel.get("vp")}) \
+        pinned = None if isinstance(job, LoopMember) else \
+            job.parallel.model_copy(update={"vp": base.parallel.get("vp")}) \
             if job.parallel.vp is None else job.parallel
         use = link_use(partial(self._step, self.fabric, job, cfg=pinned), comm, base)
         self._jobs[job.name] = _Running(job, placement, base, use, np.flatnonzero(use > 0),
@@ -585,17 +644,17 @@ class _Running:
     links it uses), its last shared step, the step time the others' use follows, and
     the others' use of its links when it was last timed."""
 
-    job: ClusterMember
+    job: Member
     placement: Placement
-    alone: StepResult
+    alone: Step
     use: FloatArray
     mine: NDArray[np.int64]
-    shared: StepResult
+    shared: Step
     step: float
     seen: FloatArray | None = None
 
 
-def interfere(fabric: Fabric, jobs: Sequence[ClusterMember], placed: Sequence[Placement],
+def interfere(fabric: Fabric, jobs: Sequence[Member], placed: Sequence[Placement],
               *, iterations: int = 8, tolerance: float = 0.005,
               progress: Callable[[float, str], None] | None = None) -> ClusterResult:
     """Every job's step alone on its placement and with all the others (see the module

@@ -54,7 +54,13 @@ from numpy.typing import NDArray
 from fabricsim.errors import ConfigError
 from fabricsim.fabric import Fabric
 from fabricsim.results import Tabular
-from fabricsim.workloads.cluster import Allocator, ClusterMember, Placement, SharedFabric
+from fabricsim.workloads.cluster import (
+    Allocator,
+    ClusterMember,
+    Member,
+    Placement,
+    SharedFabric,
+)
 from fabricsim.workloads.jobtrace import TraceJob
 
 __all__ = ["SCHEDULERS", "ReplayJob", "ReplayResult", "replay"]
@@ -204,7 +210,7 @@ class _Run:
 def replay(fabric: Fabric, trace: Sequence[TraceJob],
            member: Callable[[TraceJob, int], ClusterMember], *,
            scheduler: str = "fifo", hours: float = 24.0, start_s: float = 0.0,
-           resident: Sequence[tuple[ClusterMember, Sequence[int] | None]] = (),
+           resident: Sequence[tuple[Member, Sequence[int] | None]] = (),
            seed: int = 0, progress: Callable[[float, str], None] | None = None
            ) -> ReplayResult:
     """Replay the jobs of ``trace`` submitted in ``[start_s, start_s + hours)`` on
