@@ -25,12 +25,13 @@ from fabricsim.errors import UnitError
 
 _SI = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
 _BIN = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50}
-_TIME = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "": 1.0}
+_TIME = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "": 1.0,
+         "min": 60.0, "h": 3600.0}
 
 _NUM = r"([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)"
 _SIZE_RE = re.compile(_NUM + r"\s*([kKMGTP]i?)?\s*(B)?$")
 _BW_RE = re.compile(_NUM + r"\s*([kKMGTP]i?)?\s*(b|B)(?:ps|/s)$")
-_TIME_RE = re.compile(_NUM + r"\s*(ns|us|µs|ms|s)?$")
+_TIME_RE = re.compile(_NUM + r"\s*(ns|us|µs|ms|s|min|h)?$")
 
 _NCCL_SIZE_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kKmMgGtT]?)(i?)([bB]?)\s*$")
 #: Largest message size a collective sweep may ask for (1 PiB per rank: far beyond any
@@ -119,7 +120,12 @@ def parse_bandwidth(value: str | int | float, field: str | None = None) -> float
 
 
 def parse_time(value: str | int | float, field: str | None = None) -> float:
-    """Parse a duration into seconds (numbers are seconds); must be >= 0."""
+    """Parse a duration into seconds (numbers are seconds; units ns, us, ms, s, min, h);
+    must be >= 0.
+
+    >>> parse_time("30min"), parse_time("2h"), parse_time("1.5us")
+    (1800.0, 7200.0, 1.5e-06)
+    """
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         out = float(value)
     else:

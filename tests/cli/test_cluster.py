@@ -372,3 +372,58 @@ def test_bad_loops_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert main(["cluster", str(_write(tmp_path, text)), "--quiet"]) == 2
     err = capsys.readouterr().err
     assert words in err and "Traceback" not in err, err
+
+
+CKPT = """
+cluster: {system: dgx-h100, nodes: 16, fabric: roce-400g, topology: fat-tree,
+          oversubscription: 2}
+checkpoints:
+  - {job: big, to: [14, 15], every: 30min}
+jobs:
+  - {name: big, gpus: 64, training: {model: llama3-8b, tp: 8, global_batch: 64}}
+  - {name: small, gpus: 32, training: {model: llama2-7b, tp: 1, global_batch: 64,
+                                       seq_len: 2048}}
+"""
+
+
+def test_a_checkpoint_burst_and_what_it_costs(tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """A job writes its checkpoint (Llama 3 8B at 14 B a parameter) to two storage
+    servers that no job may take: the burst's length follows from the write (or the
+    storage's own rate), each job's step during it is no faster than without it, and the
+    GPU-hours per hour are those per burst times the bursts an hour."""
+    assert main(["cluster", str(_write(tmp_path, CKPT)), "--json"]) == 0
+    p = json.loads(capsys.readouterr().out)["placements"][0]
+    assert all(14 not in h and 15 not in h for h in p["hosts"].values())
+    (c,) = p["checkpoints"]
+    assert c["bytes"] == pytest.approx(14 * 8.03e9, rel=0.01)
+    assert c["burst_s"] >= c["burst_alone_s"] > 0
+    assert c["write_gbytes_per_s"] <= 2 * 8 * 50.0  # two servers' eight 400G NICs
+    assert c["gpu_hours_lost_per_hour"] == pytest.approx(c["gpu_hours_lost_per_burst"] * 2)
+    by = {j["job"]: j for j in c["jobs"]}
+    assert by["big"]["step_during_s"] >= by["big"]["step_s"] * 0.999
+    slow = CKPT.replace("every: 30min}", "every: 30min, rate: 10GB/s}")
+    assert main(["cluster", str(_write(tmp_path, slow)), "--json"]) == 0
+    (c2,) = json.loads(capsys.readouterr().out)["placements"][0]["checkpoints"]
+    assert c2["burst_s"] == pytest.approx(c["bytes"] / 10e9)  # the storage's pace
+    assert main(["cluster", str(_write(tmp_path, CKPT))]) == 0
+    assert "step during the burst" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("ck", "words"), [
+    ("{job: nobody, to: [14]}", "checkpoints[0].job: unknown training job 'nobody'"),
+    ("{job: big, to: [99]}", "storage servers [99]"),
+    ("{job: big, to: [14, 14]}", "listed twice"),
+    ("{job: big, to: [0]}", "already taken by 'storage servers'"),
+    ("{job: big, to: [14], every: 0s}", "checkpoints[0].every"),
+    ("{job: big, to: [14], rate: fast}", "checkpoints[0].rate"),
+])
+def test_bad_checkpoints_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                     ck: str, words: str) -> None:
+    text = CKPT.replace("{job: big, to: [14, 15], every: 30min}", ck)
+    if "to: [0]" in ck:
+        text = text.replace("{name: big, gpus: 64,", "{name: big, gpus: 64, hosts: [0, 1, 2, "
+                                                      "3, 4, 5, 6, 7],")
+    assert main(["cluster", str(_write(tmp_path, text)), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert words in err and "Traceback" not in err, err

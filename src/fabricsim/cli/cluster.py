@@ -153,10 +153,36 @@ def _print(d: dict[str, Any]) -> None:
         if p["busiest_links"]:
             top = "; ".join(f"{b['link']} {b['busy']:.0%}" for b in p["busiest_links"][:3])
             console.print(f"  busiest links (mean busy share, all jobs): {top}")
+        for c in p.get("checkpoints", []):
+            _print_burst(c)
         if "faults" in p:
             _print_faults(p["faults"])
         if "failure" in p:
             _print_failure(p["failure"])
+
+
+def _print_burst(c: dict[str, Any]) -> None:
+    every = c["every_s"]
+    often = f"{every / 3600:g} h" if every >= 3600 else f"{every / 60:g} min" \
+        if every >= 60 else format_time(every)
+    t = Table(title=f"{c['job']} writes {c['bytes'] / 1e9:,.0f} GB to servers "
+                    f"{', '.join(map(str, c['to']))} every {often}: "
+                    f"{format_time(c['burst_s'])} at {c['write_gbytes_per_s']:,.0f} GB/s, "
+                    f"{c['gpu_hours_lost_per_hour']:.3f} GPU-h lost per hour",
+              title_justify="left")
+    for col in ("job", "GPUs", "step", "step during the burst", "slowdown",
+                "GPU-h lost per burst"):
+        t.add_column(col)
+    for j in c["jobs"]:
+        t.add_row(j["job"], str(j["gpus"]), format_time(j["step_s"]),
+                  format_time(j["step_during_s"]), f"×{j['slowdown']:.3f}",
+                  f"{_signed(j['gpu_hours_lost_per_burst']):.4f}")
+    console.print(t)
+
+
+def _signed(x: float) -> float:
+    """``x``, or 0 where it would print as -0."""
+    return x if abs(x) >= 5e-5 else 0.0
 
 
 def _print_faults(f: dict[str, Any]) -> None:

@@ -46,6 +46,7 @@ from fabricsim.workloads.cluster import (
     LoopMember,
     Member,
     Placement,
+    WriteMember,
     failure_costs,
     interfere,
     place,
@@ -59,9 +60,12 @@ from fabricsim.workloads.training.step import StepResult
 #: A trace file's size limit (Philly's whole job log is about 1 GB) and the jobs one
 #: window may hold.
 MAX_TRACE_BYTES = 1_500_000_000
+#: The name the storage servers of ``checkpoints:`` are held under while jobs are placed.
+STORAGE = "storage servers"
 MAX_TRACE_JOBS = 200_000
 
-__all__ = ["DEFAULT_TRACE_MODEL", "ClusterJob", "ClusterReport", "Loop", "SharedJob",
+__all__ = ["DEFAULT_TRACE_MODEL", "STORAGE", "Checkpoint", "ClusterJob", "ClusterReport",
+           "Loop", "SharedJob",
            "TraceReplay",
            "check_jobs", "cluster_job", "run_cluster"]
 
@@ -77,6 +81,17 @@ class Loop(Part):
     collective: str
     nbytes: int = Field(ge=1)
     gap_s: float = Field(0.0, ge=0)
+
+
+class Checkpoint(Part):
+    """A job's checkpoint written to storage servers of the cluster every ``every_s``."""
+
+    job: str
+    to: tuple[int, ...]
+    nbytes: float = Field(gt=0)
+    every_s: float = Field(gt=0)
+    bytes_per_s: float | None = Field(None, gt=0)
+    """What the storage takes in at most (``None``: what the network carries)."""
 
 
 class SharedJob(Part):
@@ -143,6 +158,8 @@ class ClusterJob(Part):
     schedulers: tuple[Literal["fifo", "topology"], ...] = ("fifo",)
     faults: tuple[FaultSpec, ...] = ()
     """Links down or degraded under the running jobs (the scenario's ``faults:``)."""
+    checkpoints: tuple[Checkpoint, ...] = ()
+    """Checkpoints written to storage servers (the scenario's ``checkpoints:``)."""
 
 
 def cluster_job(sc: Scenario, *, placements: tuple[str, ...] | None = None,
@@ -218,14 +235,52 @@ def cluster_job(sc: Scenario, *, placements: tuple[str, ...] | None = None,
             from fabricsim.errors import unknown
 
             raise unknown("scheduler", name, tuple(SCHEDULERS), field="--schedulers")
+    if trace is not None and sc.checkpoints:
+        raise ConfigError("checkpoints ask what placed jobs lose; a trace replay does not "
+                          "take them yet: drop checkpoints:, or the trace",
+                          field="checkpoints")
     return ClusterJob(cluster=Cluster.of(sc), jobs=tuple(out), trace=trace,
                       schedulers=picked, faults=tuple(sc.faults),
+                      checkpoints=_checkpoints(sc, out),
                       placements=asked,
                       seed=sc.seed if seed is None else seed,
                       fail_servers=tuple(fail_servers) if fail_servers is not None
                       else tuple(fail.servers) if fail is not None else (),
                       repair_hours=repair_hours if repair_hours is not None
                       else fail.repair_hours if fail is not None else DEFAULT_REPAIR_HOURS)
+
+
+def _checkpoints(sc: Scenario, jobs: list[SharedJob]) -> tuple[Checkpoint, ...]:
+    """The scenario's ``checkpoints:``, each naming a training job of the list."""
+    from fabricsim.units import parse_bandwidth, parse_size, parse_time
+    from fabricsim.workloads.training.goodput import checkpoint_size_bytes
+
+    by = {j.name: j for j in jobs}
+    out = []
+    for i, c in enumerate(sc.checkpoints):
+        where = f"checkpoints[{i}]"
+        j = by.get(c.job)
+        if j is None or j.model is None:
+            from fabricsim.errors import unknown
+
+            raise unknown("training job", c.job,
+                          [n for n, x in by.items() if x.model is not None],
+                          field=f"{where}.job")
+        if len(set(c.to)) != len(c.to):
+            raise ConfigError("a storage server is listed twice", field=f"{where}.to")
+        size = checkpoint_size_bytes(j.model.params) if c.size is None \
+            else float(parse_size(c.size, field=f"{where}.size"))
+        if size <= 0:
+            raise ConfigError(f"a checkpoint holds at least one byte, got {c.size!r}",
+                              field=f"{where}.size")
+        every = parse_time(c.every, field=f"{where}.every")
+        if every <= 0:
+            raise ConfigError(f"give how often it is written, e.g. 30min; got {c.every!r}",
+                              field=f"{where}.every")
+        rate = None if c.rate is None else parse_bandwidth(c.rate, field=f"{where}.rate")
+        out.append(Checkpoint(job=c.job, to=tuple(c.to), nbytes=size, every_s=every,
+                              bytes_per_s=rate))
+    return tuple(out)
 
 
 def _loop(sec: LoopSection, where: str) -> Loop:
@@ -323,6 +378,8 @@ class ClusterReport:
     #: faults are
     faulted: dict[str, ClusterResult] = field(default_factory=dict)
     fault_names: tuple[str, ...] = ()
+    #: per placement, what each checkpoint burst costs the jobs (none asked: empty)
+    bursts: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     kind: str = "cluster"
     notes: list[str] = field(default_factory=list)
 
@@ -355,6 +412,8 @@ class ClusterReport:
                 "servers": list(self.job.fail_servers),
                 "repair_hours": self.job.repair_hours,
                 "jobs": [f.as_dict() for f in self.failures.get(p, [])]}}
+            if p in self.bursts:
+                extra["checkpoints"] = self.bursts[p]
             if p in self.faulted:
                 extra["faults"] = {"faults": list(self.fault_names), "jobs": [
                     _fault_row(h, f) for h, f in zip(r.jobs, self.faulted[p].jobs,
@@ -402,8 +461,17 @@ def check_jobs(job: ClusterJob, fabric: Fabric) -> dict[str, list[Placement]]:
             field_ = f"jobs.{j.name}.{e.field}" if e.field else f"jobs.{j.name}"
             raise type(e)(f"job {j.name!r}: {e.message}", field=field_) from None
     demands = [(j.name, j.gpus, j.hosts) for j in job.jobs]
+    storage = sorted({h for c in job.checkpoints for h in c.to})
+    if storage:  # storage servers run no job: held first, as explicit hosts
+        per = max(fabric.info.gpus_per_server, 1)
+        bad = [h for h in storage if not 0 <= h < fabric.info.servers]
+        if bad:
+            raise ConfigError(f"storage servers {bad} are not servers of this cluster "
+                              f"(0-{fabric.info.servers - 1})", field="checkpoints.to")
+        demands = [(STORAGE, per * len(storage), tuple(storage)), *demands]
     placed: dict[str, list[Placement]] = {
-        policy: place(fabric, demands, policy, job.seed) for policy in job.placements}
+        policy: [p for p in place(fabric, demands, policy, job.seed) if p.job != STORAGE]
+        for policy in job.placements}
     bad = [s for s in job.fail_servers if not 0 <= s < fabric.info.servers]
     if bad:
         raise ConfigError(f"failed servers {bad} are not servers of this cluster "
@@ -455,6 +523,7 @@ def run_cluster(job: ClusterJob, fabric: Fabric, progress: Progress = quiet
     results: dict[str, ClusterResult] = {}
     failures: dict[str, list[FailureCost]] = {}
     faulted: dict[str, ClusterResult] = {}
+    bursts: dict[str, list[dict[str, Any]]] = {}
     plan = None if not job.faults else _faulted_fabric(job, fabric)
     n = len(job.placements)
     for i, (policy, placed) in enumerate(placements.items()):
@@ -465,6 +534,9 @@ def run_cluster(job: ClusterJob, fabric: Fabric, progress: Progress = quiet
         results[policy] = interfere(fabric, members, placed, progress=step)
         if plan is not None:
             faulted[policy] = interfere(plan[0], members, placed)
+        if job.checkpoints:
+            bursts[policy] = [_burst(fabric, c, members, placed, results[policy])
+                              for c in job.checkpoints]
         if job.fail_servers:  # what training jobs lose (a loop just stops)
             train = [(m, p, s.shared) for m, p, s in zip(members, placed,
                                                          results[policy].jobs, strict=True)
@@ -474,7 +546,41 @@ def run_cluster(job: ClusterJob, fabric: Fabric, progress: Progress = quiet
                 [t[2] for t in train], job.fail_servers, repair_hours=job.repair_hours)
     progress(1.0, "done")
     return ClusterReport(job=job, fabric=fabric, results=results, failures=failures,
-                         faulted=faulted, fault_names=() if plan is None else plan[1])
+                         faulted=faulted, fault_names=() if plan is None else plan[1],
+                         bursts=bursts)
+
+
+def _burst(fabric: Fabric, c: Checkpoint, members: list[Member], placed: list[Placement],
+           steady: ClusterResult) -> dict[str, Any]:
+    """One checkpoint burst beside the jobs: the write alone and with them, and each
+    job's step while it lasts against its step without it; the GPU-hours lost per burst
+    and per hour at its interval."""
+    per = max(fabric.info.gpus_per_server, 1)
+    i = [m.name for m in members].index(c.job)
+    src = placed[i]
+    dst = tuple(s * per + k for s in c.to for k in range(per))
+    name = f"checkpoint of {c.job}"
+    w = WriteMember(name, len(src.gpus), c.nbytes / len(src.gpus), len(src.gpus) + len(dst),
+                    min_s=0.0 if c.bytes_per_s is None else c.nbytes / c.bytes_per_s)
+    wp = Placement(name, src.servers + c.to, src.gpus + dst)
+    res = interfere(fabric, [*members, w], [*placed, wp])
+    write = res.jobs[-1]
+    burst = write.shared.step_time_s
+    rows = []
+    lost = 0.0
+    for before, during in zip(steady.jobs, res.jobs[:-1], strict=True):
+        slow = during.shared.step_time_s / before.shared.step_time_s
+        gh = before.gpus * burst * (1.0 - 1.0 / slow) / 3600.0
+        lost += gh
+        rows.append({"job": before.name, "gpus": before.gpus,
+                     "step_s": before.shared.step_time_s,
+                     "step_during_s": during.shared.step_time_s, "slowdown": slow,
+                     "gpu_hours_lost_per_burst": gh})
+    return {"job": c.job, "to": list(c.to), "bytes": c.nbytes, "every_s": c.every_s,
+            "burst_alone_s": write.alone.step_time_s, "burst_s": burst,
+            "write_gbytes_per_s": c.nbytes / burst / 1e9,
+            "gpu_hours_lost_per_burst": lost,
+            "gpu_hours_lost_per_hour": lost * 3600.0 / c.every_s, "jobs": rows}
 
 
 def _faulted_fabric(job: ClusterJob, fabric: Fabric) -> tuple[Fabric, tuple[str, ...]]:

@@ -30,6 +30,7 @@ from fabricsim.scenario.cluster import ExpertParallelSpec as ExpertParallelSpec
 from fabricsim.scenario.sections import (
     MAX_CLUSTER_JOBS,
     MAX_GPU_HOUR_USD,
+    CheckpointSection,
     FailureSection,
     PacketSection,
     ServingSection,
@@ -66,6 +67,9 @@ class Scenario(StrictModel):
     """How ``jobs`` without ``hosts`` get their servers (``fabricsim cluster``)."""
     failure: FailureSection | None = None
     """Servers failing under ``jobs`` (``fabricsim cluster``): what each job loses."""
+    checkpoints: list[CheckpointSection] = Field(default_factory=list, max_length=100)
+    """Jobs writing checkpoints to storage servers of the cluster (``fabricsim cluster``):
+    what each burst costs the other jobs."""
     trace: TraceSection | None = None
     """A job trace replayed on the cluster through a scheduler (``fabricsim cluster``)."""
     faults: list[FaultSpec] = Field(default_factory=list)

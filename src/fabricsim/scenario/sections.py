@@ -605,6 +605,20 @@ class SharedJobSection(StrictModel):
         return self
 
 
+class CheckpointSection(StrictModel):
+    """A job of the cluster writing its checkpoint to storage servers on the same fabric
+    (``checkpoints:``, ``fabricsim cluster``): which job, to which servers (kept free of
+    jobs), how large (default: the job's model at 14 bytes a parameter) and how often."""
+
+    job: str = Field(min_length=1, max_length=64)
+    to: list[int] = Field(min_length=1, max_length=10_000)
+    size: str | int | None = None
+    every: str | float = "30min"
+    rate: str | float | None = None
+    """What the storage takes in at most (e.g. ``200GB/s``); default: what the storage
+    servers' NICs and the fabric carry."""
+
+
 class SyntheticTrace(StrictModel):
     """A synthetic trace's offered load (GPU-time asked over the cluster's, in
     expectation) and seed."""

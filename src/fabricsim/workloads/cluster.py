@@ -81,6 +81,7 @@ __all__ = [
     "Placement",
     "SharedFabric",
     "Step",
+    "WriteMember",
     "failure_costs",
     "interfere",
     "link_use",
@@ -347,6 +348,28 @@ class PlacedComm:
             return hit[0] * self.scale[1]
         return hit[0]
 
+    def time_writes(self, src: Sequence[int], dst: Sequence[int], nbytes: float) -> float:
+        """Seconds for every rank of ``src`` to send ``nbytes`` to the rank of ``dst`` in
+        the same position, all at once (a checkpoint written to storage servers)."""
+        s = self.gpus[np.asarray(src, dtype=np.int64)]
+        d = self.gpus[np.asarray(dst, dtype=np.int64)]
+        key = ("write", round(float(nbytes)), hash(np.concatenate([s, d]).tobytes()), 1)
+        hit = self.calls.get(key)
+        if hit is None:
+            from fabricsim.backends.analytic import AnalyticBackend
+            from fabricsim.schedule.core import Schedule, Step
+
+            fab = self.fabric
+            sched = Schedule((Step(fab.gpus[s], fab.gpus[d], np.full(s.size, nbytes),
+                                   label="checkpoint write"),), collective="write",
+                             nbytes=int(nbytes) * int(s.size))
+            res = AnalyticBackend().run(sched, fab)
+            hit = self.calls[key] = (float(res.time),
+                                     np.asarray(res.link_bytes, dtype=np.float64))
+        if self.scale is not None and self.scale[0] == key:
+            return hit[0] * self.scale[1]
+        return hit[0]
+
     def _run(self, collective: str, groups: list[NDArray[np.int64]], nbytes: float
              ) -> tuple[float, FloatArray]:
         from fabricsim.backends.analytic import AnalyticBackend
@@ -417,8 +440,33 @@ class LoopStep:
                    {"loop": t}, job.gpu_hour_usd or 0.0)
 
 
+@dataclass(frozen=True)
+class WriteMember:
+    """A checkpoint being written: each GPU of a job (the first ``writers`` ranks of its
+    placement) sends ``nbytes`` to a GPU of the storage servers (the ranks after them),
+    back to back while the burst lasts; the burst lasts at least ``min_s`` (storage that
+    takes data in slower than the network brings it)."""
+
+    name: str
+    writers: int
+    nbytes: float
+    gpus: int = 0  # every rank of its placement: writers, then the storage GPUs
+    min_s: float = 0.0  # the storage's own pace: the burst lasts at least this
+    gpu_hour_usd: float | None = None
+
+    def step(self, comm: PlacedComm) -> LoopStep:
+        n = self.gpus - self.writers
+        src = list(range(self.writers))
+        dst = [self.writers + k % n for k in range(self.writers)]
+        from fabricsim.units import format_bytes
+
+        t = comm.time_writes(src, dst, self.nbytes)
+        return LoopStep(f"checkpoint {format_bytes(self.nbytes * self.writers)}",
+                        max(t, self.min_s), {"write": t}, 0.0)
+
+
 #: What runs on a shared fabric, and what one of its steps gives.
-Member = ClusterMember | LoopMember
+Member = ClusterMember | LoopMember | WriteMember
 Step = StepResult | LoopStep
 
 
@@ -549,6 +597,8 @@ class SharedFabric:
               cfg: ParallelConfig | None = None) -> Step:
         if isinstance(j, LoopMember):
             return LoopStep.run(j, comm)
+        if isinstance(j, WriteMember):
+            return j.step(comm)
         return simulate_step(j.model, cfg or j.parallel, fab, comm, world=j.gpus,
                              check_memory=False, gpu_hour_usd=j.gpu_hour_usd)
 
@@ -560,7 +610,7 @@ class SharedFabric:
         comm = PlacedComm(self.fabric, placement.gpus)
         base = self._step(self.fabric, job, comm)
         # the count must not switch layout: the interleaving the step chose, pinned
-        pinned = None if isinstance(job, LoopMember) else \
+        pinned = None if isinstance(job, LoopMember | WriteMember) else \
             job.parallel.model_copy(update={"vp": base.parallel.get("vp")}) \
             if job.parallel.vp is None else job.parallel
         use = link_use(partial(self._step, self.fabric, job, cfg=pinned), comm, base)
