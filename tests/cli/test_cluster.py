@@ -161,6 +161,30 @@ def test_failed_servers_from_flags_or_the_scenario(tmp_path: Path,
     assert "wait for repair" in capsys.readouterr().out
 
 
+def test_a_compute_tray_fails_alone(tmp_path: Path,
+                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """Four GPUs of one NVL72 rack fail (a compute tray): one replica of the 4,032-GPU
+    job is hit, not nine; a spare costs the same as for a rack, shrinking far less."""
+    ex = ROOT / "examples" / "clusters" / "rack-failure.yaml"
+    assert main(["cluster", str(ex), "--fail-gpus", "288-291", "--json"]) == 0
+    f = json.loads(capsys.readouterr().out)["placements"][0]["failure"]
+    assert (f["servers"], f["gpus"]) == ([], [288, 289, 290, 291])
+    (j,) = f["jobs"]
+    assert (j["gpus_lost"], j["servers_lost"], j["replicas_lost"]) == (4, 1, 1)
+    gh = j["gpu_hours_lost"]
+    assert gh["with_spares"] < gh["shrink"] < gh["wait"]
+    text = ex.read_text(encoding="utf-8").replace("failure: {servers: [3], repair_hours: 4}",
+                                                  "failure: {gpus: [288, 289, 290, 291]}")
+    assert main(["cluster", str(_write(tmp_path, text)), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["placements"][0]["failure"] == f
+    for bad, words in (("failure: {repair_hours: 4}", "name the servers"),
+                       ("failure: {gpus: [5000]}", "failure.gpus")):
+        code = main(["cluster", str(_write(tmp_path, text.replace(
+            "failure: {gpus: [288, 289, 290, 291]}", bad))), "--quiet"])
+        err = capsys.readouterr().err
+        assert code == 2 and words in err and "Traceback" not in err, err
+
+
 def test_a_rack_fails_under_a_4k_gpu_job(capsys: pytest.CaptureFixture[str]) -> None:
     """The shipped example: one GB200 NVL72 rack (a server of that cluster) of a
     4,032-GPU job fails; a spare loses least, shrinking beats waiting, and goodput over a

@@ -39,6 +39,10 @@ def register(app: typer.Typer) -> None:
             "--fail-servers", help="Servers that fail under the jobs, e.g. 0-3 or 0,5,9 "
             "(default: the scenario's failure.servers): what each job on them loses with "
             "spares, waiting for the repair, or shrinking to the survivors.")] = None,
+        fail_gpus: Annotated[str | None, typer.Option(
+            "--fail-gpus", help="GPUs that fail alone, e.g. 288-291 (an NVL72 compute "
+            "tray: 4 consecutive GPUs of a rack; default: the scenario's failure.gpus): "
+            "what each job on them loses, as --fail-servers.")] = None,
         repair_hours: Annotated[float | None, typer.Option(
             "--repair-hours", help="Hours the failed servers stay down without a spare "
             "(default: the scenario's failure.repair_hours, else 4).", min=0.001,
@@ -69,11 +73,12 @@ def register(app: typer.Typer) -> None:
         asked = tuple(p.strip() for p in placements.split(",") if p.strip()) \
             if placements is not None else None
         failed = _servers(fail_servers) if fail_servers is not None else None
+        gpus = _servers(fail_gpus, "--fail-gpus") if fail_gpus is not None else None
         sch = tuple(p.strip() for p in schedulers.split(",") if p.strip()) \
             if schedulers is not None else None
         job = jobs.job_from_scenario(
             "cluster", sc, placements=asked, seed=seed, fail_servers=failed,
-            repair_hours=repair_hours, schedulers=sch,
+            fail_gpus=gpus, repair_hours=repair_hours, schedulers=sch,
             base_dir=scenario.parent if scenario.exists() else None)
         with Progress("[progress.description]{task.description}", BarColumn(),
                       TimeElapsedColumn(), console=console, transient=True,
@@ -102,8 +107,8 @@ def register(app: typer.Typer) -> None:
             print_warnings(report.warnings)
 
 
-def _servers(text: str) -> tuple[int, ...]:
-    """``0-3,8`` as server numbers; a bad list is refused naming ``--fail-servers``.
+def _servers(text: str, flag: str = "--fail-servers") -> tuple[int, ...]:
+    """``0-3,8`` as server (or GPU) numbers; a bad list is refused naming ``flag``.
 
     >>> _servers("0-3,8")
     (0, 1, 2, 3, 8)
@@ -119,11 +124,10 @@ def _servers(text: str) -> tuple[int, ...]:
                 raise ValueError(part)
             out.extend(range(a, b + 1))
     except ValueError:
-        raise ConfigError(f"give servers as numbers and ranges, e.g. 0-3 or 0,5,9; got "
-                          f"{text!r}", field="--fail-servers") from None
+        raise ConfigError(f"give numbers and ranges, e.g. 0-3 or 0,5,9; got {text!r}",
+                          field=flag) from None
     if not out:
-        raise ConfigError("give at least one server, e.g. --fail-servers 0-3",
-                          field="--fail-servers")
+        raise ConfigError(f"give at least one, e.g. {flag} 0-3", field=flag)
     return tuple(dict.fromkeys(out))
 
 
@@ -198,17 +202,21 @@ def _print_faults(f: dict[str, Any]) -> None:
 
 
 def _print_failure(f: dict[str, Any]) -> None:
-    servers = f["servers"]
-    which = ", ".join(map(str, servers)) if len(servers) <= 6 else f"{len(servers)} servers"
-    t = Table(title=f"servers {which} fail ({f['repair_hours']:g} h to repair without a "
-                    f"spare): GPU-hours lost per job", title_justify="left")
-    for col in ("job", "servers lost", "replicas lost", "with spares", "wait for repair",
+    parts = []
+    for key, what in (("servers", "servers"), ("gpus", "GPUs")):
+        ids = f[key]
+        if ids:
+            parts.append(f"{what} " + (", ".join(map(str, ids)) if len(ids) <= 6
+                                       else f"{ids[0]}… ({len(ids)})"))
+    t = Table(title=f"{' and '.join(parts)} fail ({f['repair_hours']:g} h to repair "
+                    f"without a spare): GPU-hours lost per job", title_justify="left")
+    for col in ("job", "GPUs lost", "replicas lost", "with spares", "wait for repair",
                 "shrink to survivors", "best without spares"):
         t.add_column(col)
     for j in f["jobs"]:
         gh = j["gpu_hours_lost"]
         shrink = f"{gh['shrink']:,.0f}" if gh["shrink"] is not None else "—"
-        t.add_row(j["job"], str(j["servers_lost"]), str(j["replicas_lost"]),
+        t.add_row(j["job"], str(j["gpus_lost"]), str(j["replicas_lost"]),
                   f"{gh['with_spares']:,.0f}", f"{gh['wait']:,.0f}", shrink,
                   j["best_without_spares"])
     console.print(t)
@@ -223,7 +231,7 @@ def _print_failure(f: dict[str, Any]) -> None:
         if j["shrink_note"]:
             console.print(f"  {j['job']}: no shrink — {j['shrink_note']}")
     if not f["jobs"]:
-        console.print("  no job runs on those servers")
+        console.print("  no job runs on them")
 
 
 def _print_replay(tr: dict[str, Any]) -> None:

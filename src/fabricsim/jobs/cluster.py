@@ -153,6 +153,8 @@ class ClusterJob(Part):
     seed: int = 0
     fail_servers: tuple[int, ...] = ()
     """Servers that fail under the jobs (``failure.servers``; none: no failure asked)."""
+    fail_gpus: tuple[int, ...] = ()
+    """GPUs that fail alone (``failure.gpus``: an NVL72 compute tray)."""
     repair_hours: float = Field(4.0, gt=0, le=24 * 365)
     trace: TraceReplay | None = None
     schedulers: tuple[Literal["fifo", "topology"], ...] = ("fifo",)
@@ -165,6 +167,7 @@ class ClusterJob(Part):
 def cluster_job(sc: Scenario, *, placements: tuple[str, ...] | None = None,
                 seed: int | None = None, fail_servers: tuple[int, ...] | None = None,
                 repair_hours: float | None = None,
+                fail_gpus: tuple[int, ...] | None = None,
                 schedulers: tuple[str, ...] | None = None,
                 base_dir: Path | None = None) -> ClusterJob:
     """The cluster job of ``sc``: its ``jobs:`` with each job's ``training:`` section
@@ -224,7 +227,7 @@ def cluster_job(sc: Scenario, *, placements: tuple[str, ...] | None = None,
     if trace is not None and sc.faults:
         raise ConfigError("faults ask what placed jobs lose; a trace replay does not take "
                           "them yet: drop faults:, or the trace", field="faults")
-    if trace is not None and (fail_servers or fail is not None):
+    if trace is not None and (fail_servers or fail_gpus or fail is not None):
         raise ConfigError("a failure asks what placed jobs lose; a trace replay does not "
                           "take one yet: drop failure: (or --fail-servers), or the trace",
                           field="failure")
@@ -245,7 +248,11 @@ def cluster_job(sc: Scenario, *, placements: tuple[str, ...] | None = None,
                       placements=asked,
                       seed=sc.seed if seed is None else seed,
                       fail_servers=tuple(fail_servers) if fail_servers is not None
+                      else () if fail_gpus is not None
                       else tuple(fail.servers) if fail is not None else (),
+                      fail_gpus=tuple(fail_gpus) if fail_gpus is not None
+                      else () if fail_servers is not None
+                      else tuple(fail.gpus) if fail is not None else (),
                       repair_hours=repair_hours if repair_hours is not None
                       else fail.repair_hours if fail is not None else DEFAULT_REPAIR_HOURS)
 
@@ -408,8 +415,9 @@ class ClusterReport:
             d = r.as_dict()
             for b in d["busiest_links"]:
                 b["link"] = self.fabric.link_name(b["link"])
-            extra: dict[str, Any] = {} if not self.job.fail_servers else {"failure": {
-                "servers": list(self.job.fail_servers),
+            failing = self.job.fail_servers or self.job.fail_gpus
+            extra: dict[str, Any] = {} if not failing else {"failure": {
+                "servers": list(self.job.fail_servers), "gpus": list(self.job.fail_gpus),
                 "repair_hours": self.job.repair_hours,
                 "jobs": [f.as_dict() for f in self.failures.get(p, [])]}}
             if p in self.bursts:
@@ -476,6 +484,10 @@ def check_jobs(job: ClusterJob, fabric: Fabric) -> dict[str, list[Placement]]:
     if bad:
         raise ConfigError(f"failed servers {bad} are not servers of this cluster "
                           f"(0-{fabric.info.servers - 1})", field="failure.servers")
+    bad = [g for g in job.fail_gpus if not 0 <= g < fabric.n_gpus]
+    if bad:
+        raise ConfigError(f"failed GPUs {bad} are not GPUs of this cluster "
+                          f"(0-{fabric.n_gpus - 1})", field="failure.gpus")
     return placed
 
 
@@ -537,13 +549,14 @@ def run_cluster(job: ClusterJob, fabric: Fabric, progress: Progress = quiet
         if job.checkpoints:
             bursts[policy] = [_burst(fabric, c, members, placed, results[policy])
                               for c in job.checkpoints]
-        if job.fail_servers:  # what training jobs lose (a loop just stops)
+        if job.fail_servers or job.fail_gpus:  # what training jobs lose (a loop stops)
             train = [(m, p, s.shared) for m, p, s in zip(members, placed,
                                                          results[policy].jobs, strict=True)
                      if isinstance(m, ClusterMember) and isinstance(s.shared, StepResult)]
             failures[policy] = failure_costs(
                 fabric, [t[0] for t in train], [t[1] for t in train],
-                [t[2] for t in train], job.fail_servers, repair_hours=job.repair_hours)
+                [t[2] for t in train], job.fail_servers, repair_hours=job.repair_hours,
+                failed_gpus=job.fail_gpus)
     progress(1.0, "done")
     return ClusterReport(job=job, fabric=fabric, results=results, failures=failures,
                          faulted=faulted, fault_names=() if plan is None else plan[1],

@@ -654,9 +654,18 @@ class TraceSection(StrictModel):
 
 
 class FailureSection(StrictModel):
-    """Servers that fail under a cluster's jobs (``failure:``, ``fabricsim cluster``):
+    """Servers or GPUs that fail under a cluster's jobs (``failure:``, ``fabricsim cluster``):
     what each job on them loses with spares, waiting for the repair, or shrinking to
     the survivors; ``repair_hours`` is how long the servers stay down without a spare."""
 
-    servers: list[int] = Field(min_length=1, max_length=100_000)
+    servers: list[int] = Field(default_factory=list, max_length=100_000)
+    gpus: list[int] = Field(default_factory=list, max_length=1_000_000)
+    """GPUs failing alone (an NVL72 compute tray: 4 consecutive GPUs of a rack)."""
     repair_hours: float = Field(4.0, gt=0, le=24 * 365, allow_inf_nan=False)
+
+    @model_validator(mode="after")
+    def _something_fails(self) -> FailureSection:
+        if not self.servers and not self.gpus:
+            raise ValueError("name the servers (servers: [0]) or GPUs (gpus: [0, 1, 2, "
+                             "3]) that fail")
+        return self

@@ -774,6 +774,7 @@ class FailureCost(Tabular):
     gpus: int
     servers_lost: int
     replicas_lost: int
+    gpus_lost: int
     step_s: float
     lost_work_s: float
     restart_s: float
@@ -799,6 +800,7 @@ class FailureCost(Tabular):
         """JSON-ready, with GPU-hours lost for each way."""
         gh = self.gpus / 3600.0
         return {"job": self.job, "gpus": self.gpus, "servers_lost": self.servers_lost,
+                "gpus_lost": self.gpus_lost,
                 "replicas_lost": self.replicas_lost, "step_s": self.step_s,
                 "lost_work_s": self.lost_work_s, "restart_s": self.restart_s,
                 "repair_s": self.repair_s, "with_spares_s": self.with_spares_s,
@@ -818,8 +820,10 @@ class FailureCost(Tabular):
 def failure_costs(fabric: Fabric, jobs: Sequence[ClusterMember], placed: Sequence[Placement],
                   steps: Sequence[StepResult], failed: Sequence[int], *,
                   repair_hours: float = DEFAULT_REPAIR_HOURS,
-                  restart_s: float | None = None) -> list[FailureCost]:
-    """:class:`FailureCost` of every job with a GPU on the ``failed`` servers, its step
+                  restart_s: float | None = None,
+                  failed_gpus: Sequence[int] = ()) -> list[FailureCost]:
+    """:class:`FailureCost` of every job with a GPU on the ``failed`` servers or among
+    ``failed_gpus`` (indices into ``fabric.gpus``: an NVL72 compute tray alone), its step
     ``steps[i]`` (alone or shared) and its checkpoints as the goodput model sets them
     (:func:`~fabricsim.workloads.training.goodput.goodput_on_fabric`, written by its own
     servers' storage NICs)."""
@@ -832,12 +836,13 @@ def failure_costs(fabric: Fabric, jobs: Sequence[ClusterMember], placed: Sequenc
     from fabricsim.workloads.training.step import check_layout
 
     down = {int(s) for s in failed}
+    lost_gpus = {int(g) for g in failed_gpus}
     per = max(fabric.info.gpus_per_server, 1)
     repair = repair_hours * 3600.0
     restart = DEFAULT_RESTART_S if restart_s is None else restart_s
     out = []
     for j, p, st in zip(jobs, placed, steps, strict=True):
-        hit = [r for r, g in enumerate(p.gpus) if g // per in down]
+        hit = [r for r, g in enumerate(p.gpus) if g // per in down or g in lost_gpus]
         if not hit:
             continue
         g = goodput_on_fabric(fabric, params=j.model.params, step_time_s=st.step_time_s,
@@ -887,6 +892,7 @@ def failure_costs(fabric: Fabric, jobs: Sequence[ClusterMember], placed: Sequenc
             max(g.goodput - per_s * (restart + repair * (1.0 - rate)), 0.0)
         out.append(FailureCost(
             job=j.name, gpus=j.gpus, servers_lost=len({p.gpus[r] // per for r in hit}),
+            gpus_lost=len(hit),
             replicas_lost=len(lost), step_s=st.step_time_s, lost_work_s=lost_work,
             restart_s=restart, repair_s=repair, with_spares_s=lost_work + restart,
             wait_s=lost_work + repair + restart, shrink_s=shrink, shrink_step_s=shrink_step,
