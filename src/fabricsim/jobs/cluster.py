@@ -53,7 +53,7 @@ from fabricsim.workloads.cluster import (
 )
 from fabricsim.workloads.jobtrace import TraceJob
 from fabricsim.workloads.models import TransformerSpec, get_model
-from fabricsim.workloads.replay import SCHEDULERS, ReplayResult, replay
+from fabricsim.workloads.replay import SCHEDULERS, ReplayResult, replay, too_large
 from fabricsim.workloads.training.parallel import ParallelConfig
 from fabricsim.workloads.training.step import StepResult
 
@@ -508,10 +508,7 @@ def check_trace(job: ClusterJob, fabric: Fabric) -> list[TraceJob]:
     sizes: dict[int, TraceJob] = {}
     for j in keep:
         if j.gpus > total:
-            raise ConfigError(f"{t.source} line {j.line} (job {j.name!r}) needs {j.gpus} "
-                              f"GPUs; the cluster has {total}: give a larger cluster, or "
-                              f"trace.skip_larger: true to leave such jobs out",
-                              field="trace.file")
+            raise too_large(j, total, t.source)
         if j.gpus > per:
             sizes.setdefault(-(-j.gpus // per) * per, j)
     for g, j in sorted(sizes.items()):

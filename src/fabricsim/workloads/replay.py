@@ -63,7 +63,7 @@ from fabricsim.workloads.cluster import (
 )
 from fabricsim.workloads.jobtrace import TraceJob
 
-__all__ = ["SCHEDULERS", "ReplayJob", "ReplayResult", "replay"]
+__all__ = ["SCHEDULERS", "ReplayJob", "ReplayResult", "replay", "too_large"]
 
 #: Schedulers :func:`replay` knows, and the placement policy each uses.
 SCHEDULERS = {"fifo": "packed", "topology": "rail"}
@@ -189,6 +189,13 @@ class ReplayResult(Tabular):
                 "job_list": [j.as_dict() for j in self.jobs]}
 
 
+def too_large(job: TraceJob, total: int, source: str) -> ConfigError:
+    """The error for a trace job larger than the cluster, naming its line."""
+    return ConfigError(f"{source} line {job.line} (job {job.name!r}) needs {job.gpus} GPUs; "
+                       f"the cluster has {total}: give a larger cluster, or "
+                       f"trace.skip_larger: true to leave such jobs out", field="trace.file")
+
+
 @dataclass
 class _Run:
     job: TraceJob
@@ -235,10 +242,7 @@ def replay(fabric: Fabric, trace: Sequence[TraceJob],
     need: dict[int, int] = {}
     for j in todo:
         if j.gpus > total:
-            raise ConfigError(f"trace line {j.line} (job {j.name!r}) needs {j.gpus} GPUs; "
-                              f"the cluster has {total}: give a larger cluster, or "
-                              f"trace.skip_larger: true to leave such jobs out",
-                              field="trace.file")
+            raise too_large(j, total, "trace")
         g = j.gpus if j.gpus <= per else -(-j.gpus // per) * per
         rounded += g != j.gpus
         need[id(j)] = g
