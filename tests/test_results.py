@@ -157,7 +157,21 @@ def _cluster() -> Any:
     return interfere(fab, members, place(fab, [(m.name, 16, None) for m in members]))
 
 
+def _replay() -> Any:
+    from fabricsim.workloads.cluster import ClusterMember
+    from fabricsim.workloads.jobtrace import parse_trace
+    from fabricsim.workloads.models import get_model
+    from fabricsim.workloads.replay import replay
+    from fabricsim.workloads.training.parallel import ParallelConfig
+
+    jobs, _ = parse_trace("name,submit_s,gpus,duration_s\na,0,16,600\nb,5,4,60\n")
+    m, cfg = get_model("llama2-7b"), ParallelConfig(tp=8, seq_len=2048)
+    return replay(_fab(4), jobs, lambda j, g: ClusterMember(j.name, g, m, cfg), hours=1)
+
+
 CASES: dict[str, tuple[Callable[[], Any], set[str], int]] = {
+    "ReplayResult": (_replay, {"job", "start_s", "end_s", "wait_s", "slowdown", "status",
+                               "slowed_on"}, 2),
     "ClusterResult": (_cluster, {"job", "slowdown", "step_alone_s",
                                  "gpu_hours_lost_per_hour"}, 2),
     "EpResult": (_ep, {"kernel", "time_us", "headline_gbps", "limit"}, 1),

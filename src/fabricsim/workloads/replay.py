@@ -145,7 +145,7 @@ class ReplayResult(Tabular):
     """Busy share of each of ``link_names`` (rows) from each re-timing to the next."""
 
     def _rows(self) -> list[dict[str, Any]]:
-        return [j.as_dict() for j in self.jobs]
+        return [j.to_dict() for j in self.jobs]
 
     def summary(self) -> dict[str, Any]:
         """Utilisation, queueing delay (mean, median, 90th percentile of the jobs that
