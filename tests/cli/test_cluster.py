@@ -386,9 +386,9 @@ def test_a_collective_loop_beside_a_training_job(tmp_path: Path,
     ("{name: x, gpus: 16, collective: {collective: alltoall, gap: -1s}}",
      "jobs.x.collective.gap"),
     ("{name: x, gpus: 1, collective: {collective: alltoall}}", "at least 2 GPUs"),
-    ("{name: x, gpus: 16}", "a training: section or a collective: loop"),
+    ("{name: x, gpus: 16}", "an inference: section or a collective: loop"),
     ("{name: x, gpus: 16, collective: {collective: alltoall}, training: {model: llama2-7b}}",
-     "one of the two"),
+     "one of them"),
 ])
 def test_bad_loops_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str], job: str,
                                words: str) -> None:
@@ -451,3 +451,44 @@ def test_bad_checkpoints_are_refused(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert main(["cluster", str(_write(tmp_path, text)), "--quiet"]) == 2
     err = capsys.readouterr().err
     assert words in err and "Traceback" not in err, err
+
+
+SERVE = """
+cluster: {system: dgx-h100, nodes: 64, fabric: roce-400g}
+jobs:
+  - name: moe
+    gpus: 128
+    training: {model: mixtral-8x7b, tp: 2, ep: 8, global_batch: 256, seq_len: 4096}
+  - name: serve-405b
+    gpus: 64
+    inference: {model: llama3-405b, tp: 16, batch: 64, prompt_len: 2048, output_len: 512,
+                precision: fp8}
+"""
+
+
+def test_a_serving_job_beside_a_training_job(tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """Four replicas of a 2-server (TP 16) Llama 3 405B instance beside a MoE training
+    job: alone, a replica decodes as `fabricsim infer` has it on two servers of its own;
+    dealt over both leaf groups, its TP all-reduces meet the MoE job's all-to-alls."""
+    assert main(["cluster", str(_write(tmp_path, SERVE)), "--placements", "packed,spread",
+                 "--json"]) == 0
+    packed, spread = json.loads(capsys.readouterr().out)["placements"]
+    assert main(["infer", "--model", "llama3-405b", "--tp", "16", "--batch", "64",
+                 "--prompt-len", "2048", "--output-len", "512", "--precision", "fp8",
+                 "--system", "dgx-h100", "--nodes", "2", "--fabric", "roce-400g",
+                 "--json"]) == 0
+    infer = json.loads(capsys.readouterr().out)
+    serve = packed["jobs"][1]
+    assert serve["model"].startswith("serve llama3-405b tp16")
+    assert serve["step_alone_s"] == pytest.approx(infer["tpot_s"], rel=1e-6)
+    moe, s2 = spread["jobs"]
+    assert s2["slowdown"] > 1.0 and [c["job"] for c in s2["culprits"]] == ["moe"]
+    bad = SERVE.replace("gpus: 64\n    inference", "gpus: 40\n    inference")
+    assert main(["cluster", str(_write(tmp_path, bad)), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "jobs.serve-405b.gpus" in err and "multiple of 16" in err
+    worse = SERVE.replace("tp: 16, batch: 64", "tp: 1, batch: 64")
+    assert main(["cluster", str(_write(tmp_path, worse)), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "job 'serve-405b'" in err and "Traceback" not in err, err

@@ -33,6 +33,7 @@ from fabricsim.backends.flow.specs import FaultSpec
 from fabricsim.errors import ConfigError
 from fabricsim.fabric import Fabric
 from fabricsim.jobs.common import Cluster, Part, Progress, quiet
+from fabricsim.jobs.serving import DEFAULT_SERVED_MODEL
 from fabricsim.jobs.training import DEFAULT_MODEL, cluster_view
 from fabricsim.scenario.schema import Scenario
 from fabricsim.scenario.sections import LoopSection
@@ -46,6 +47,7 @@ from fabricsim.workloads.cluster import (
     LoopMember,
     Member,
     Placement,
+    ServingMember,
     WriteMember,
     failure_costs,
     interfere,
@@ -54,6 +56,7 @@ from fabricsim.workloads.cluster import (
 from fabricsim.workloads.jobtrace import TraceJob
 from fabricsim.workloads.models import TransformerSpec, get_model
 from fabricsim.workloads.replay import SCHEDULERS, ReplayResult, replay, too_large
+from fabricsim.workloads.serving.config import ServingConfig
 from fabricsim.workloads.training.parallel import ParallelConfig
 from fabricsim.workloads.training.step import StepResult
 
@@ -103,11 +106,16 @@ class SharedJob(Part):
     model: TransformerSpec | None = None
     parallel: ParallelConfig | None = None
     loop: Loop | None = None
+    serving: ServingConfig | None = None
     hosts: tuple[int, ...] | None = None
     gpu_hour_usd: float | None = None
 
     def member(self) -> Member:
         """The job as the shared fabric runs it."""
+        if self.serving is not None:
+            assert self.model is not None
+            return ServingMember(self.name, self.gpus, self.model, self.serving,
+                                 self.gpu_hour_usd)
         if self.loop is not None:
             return LoopMember(self.name, self.gpus, self.loop.collective,
                               float(self.loop.nbytes), self.loop.gap_s, self.gpu_hour_usd)
@@ -193,6 +201,17 @@ def cluster_job(sc: Scenario, *, placements: tuple[str, ...] | None = None,
         if j.collective is not None:
             out.append(SharedJob(name=j.name, gpus=j.gpus, loop=_loop(j.collective, where),
                                  hosts=hosts, gpu_hour_usd=sc.gpu_hour_usd))
+            continue
+        if j.inference is not None:
+            inf = j.inference
+            if inf.backend not in (None, "analytic"):
+                raise ConfigError(f"job {j.name!r}: a cluster times every job on the "
+                                  f"analytic backend with the others' traffic; drop "
+                                  f"inference.backend", field=f"{where}.inference.backend")
+            out.append(SharedJob(
+                name=j.name, gpus=j.gpus,
+                model=inf.build_model(DEFAULT_SERVED_MODEL, f"{where}.inference"),
+                serving=inf.config(), hosts=hosts, gpu_hour_usd=sc.gpu_hour_usd))
             continue
         sec = j.training
         assert sec is not None
@@ -449,6 +468,30 @@ class ClusterReport:
                 **self._summary(first[1])}
 
 
+def _check_serving(j: SharedJob, fabric: Fabric) -> None:
+    """A serving job's GPUs hold whole instances, and one instance serves as ``fabricsim
+    infer`` would serve it; refused naming the job."""
+    from fabricsim.errors import FabricsimError
+    from fabricsim.workloads.serving.static import simulate_inference
+
+    assert j.serving is not None and j.model is not None
+    c = j.serving
+    size = c.tp * c.pp
+    if j.gpus % size:
+        raise ConfigError(f"job {j.name!r}: {j.gpus} GPUs do not hold whole instances of "
+                          f"tp {c.tp} × pp {c.pp} = {size}; give a multiple of {size}",
+                          field=f"jobs.{j.name}.gpus")
+    try:
+        simulate_inference(j.model, fabric, tp=c.tp, pp=c.pp, ep=c.ep, batch=c.batch,
+                           prompt_len=c.prompt_len, output_len=c.output_len,
+                           precision=c.precision, kv_precision=c.kv_precision,
+                           engine=c.engine, attention_dp=c.attention_dp,
+                           ep_kernel=c.ep_kernel, redundant_experts=c.redundant_experts)
+    except FabricsimError as e:
+        field_ = f"jobs.{j.name}.{e.field}" if e.field else f"jobs.{j.name}"
+        raise type(e)(f"job {j.name!r}: {e.message}", field=field_) from None
+
+
 def check_jobs(job: ClusterJob, fabric: Fabric) -> dict[str, list[Placement]]:
     """Every job's layout on its GPUs, refused as ``fabricsim train`` refuses one (sizes
     that do not divide, memory), the error naming the job; and every placement, made
@@ -457,6 +500,9 @@ def check_jobs(job: ClusterJob, fabric: Fabric) -> dict[str, list[Placement]]:
     from fabricsim.workloads.training.step import check_layout
 
     for j in job.jobs:
+        if j.serving is not None:
+            _check_serving(j, fabric)
+            continue
         if j.loop is not None:
             if j.gpus < 2:
                 raise ConfigError(f"job {j.name!r}: a collective needs at least 2 GPUs, "

@@ -594,14 +594,16 @@ class SharedJobSection(StrictModel):
     name: str = Field(min_length=1, max_length=64)
     gpus: int = Field(ge=1, le=1_000_000)
     training: TrainingSection | None = None
+    inference: ServingSection | None = None
     collective: LoopSection | None = None
     hosts: list[int] | None = Field(None, min_length=1)
 
     @model_validator(mode="after")
     def _one_workload(self) -> SharedJobSection:
-        if (self.training is None) == (self.collective is None):
-            raise ValueError("give the job a training: section or a collective: loop, "
-                             "one of the two")
+        given = [self.training, self.inference, self.collective]
+        if sum(x is not None for x in given) != 1:
+            raise ValueError("give the job a training: section, an inference: section or "
+                             "a collective: loop, one of them")
         return self
 
 

@@ -62,6 +62,7 @@ from fabricsim.fabric import Fabric
 from fabricsim.fabric.kinds import NodeKind
 from fabricsim.results import Tabular
 from fabricsim.workloads.models import TransformerSpec
+from fabricsim.workloads.serving.config import ServingConfig
 from fabricsim.workloads.training.parallel import ParallelConfig
 from fabricsim.workloads.training.step import StepResult, simulate_step
 
@@ -79,6 +80,7 @@ __all__ = [
     "Member",
     "PlacedComm",
     "Placement",
+    "ServingMember",
     "SharedFabric",
     "Step",
     "WriteMember",
@@ -465,8 +467,56 @@ class WriteMember:
                         max(t, self.min_s), {"write": t}, 0.0)
 
 
+@dataclass(frozen=True)
+class ServingMember:
+    """A serving job of a cluster: ``gpus / instance`` replicas of one serving instance
+    (``cfg``: ``tp × pp`` GPUs), each decoding its static batch. Its step is one decode
+    iteration (the time per output token); its traffic the decode's TP all-reduces,
+    pipeline hand-offs and expert all-to-alls of every replica (prefill bursts are not
+    counted)."""
+
+    name: str
+    gpus: int
+    model: TransformerSpec
+    cfg: ServingConfig
+    gpu_hour_usd: float | None = None
+
+    @property
+    def instance(self) -> int:
+        return int(self.cfg.tp) * int(self.cfg.pp)
+
+    def step(self, fab: Fabric, comm: PlacedComm) -> LoopStep:
+        from fabricsim.workloads.serving.static import simulate_inference
+
+        c = self.cfg
+        r = simulate_inference(
+            self.model, fab, tp=c.tp, pp=c.pp, ep=c.ep, batch=c.batch,
+            prompt_len=c.prompt_len, output_len=c.output_len, precision=c.precision,
+            kv_precision=c.kv_precision, engine=c.engine,
+            comm=_Replicas(comm, self.instance, self.gpus // self.instance),
+            attention_dp=c.attention_dp, ep_kernel=c.ep_kernel,
+            redundant_experts=c.redundant_experts)
+        d = r.decode
+        return LoopStep(f"serve {self.model.name} tp{c.tp}"
+                        + (f" pp{c.pp}" if c.pp > 1 else ""), r.tpot_s,
+                        {"decode": d.comm_s + d.p2p_s + d.ep_s},
+                        self.gpu_hour_usd or 0.0)
+
+
+class _Replicas:
+    """A serving instance's collectives on every replica at once (the slowest answers)."""
+
+    def __init__(self, comm: PlacedComm, size: int, copies: int) -> None:
+        self.comm, self.size, self.copies = comm, size, copies
+
+    def time(self, collective: str, ranks: Sequence[int], nbytes: float) -> float:
+        return self.comm.time_all(
+            collective, [[int(r) + k * self.size for r in ranks] for k in range(self.copies)],
+            nbytes)
+
+
 #: What runs on a shared fabric, and what one of its steps gives.
-Member = ClusterMember | LoopMember | WriteMember
+Member = ClusterMember | LoopMember | WriteMember | ServingMember
 Step = StepResult | LoopStep
 
 
@@ -599,6 +649,8 @@ class SharedFabric:
             return LoopStep.run(j, comm)
         if isinstance(j, WriteMember):
             return j.step(comm)
+        if isinstance(j, ServingMember):
+            return j.step(fab, comm)
         return simulate_step(j.model, cfg or j.parallel, fab, comm, world=j.gpus,
                              check_memory=False, gpu_hour_usd=j.gpu_hour_usd)
 
@@ -610,7 +662,7 @@ class SharedFabric:
         comm = PlacedComm(self.fabric, placement.gpus)
         base = self._step(self.fabric, job, comm)
         # the count must not switch layout: the interleaving the step chose, pinned
-        pinned = None if isinstance(job, LoopMember | WriteMember) else \
+        pinned = None if isinstance(job, LoopMember | WriteMember | ServingMember) else \
             job.parallel.model_copy(update={"vp": base.parallel.get("vp")}) \
             if job.parallel.vp is None else job.parallel
         use = link_use(partial(self._step, self.fabric, job, cfg=pinned), comm, base)
