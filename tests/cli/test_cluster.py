@@ -482,7 +482,7 @@ def test_a_serving_job_beside_a_training_job(tmp_path: Path,
     serve = packed["jobs"][1]
     assert serve["model"].startswith("serve llama3-405b tp16")
     assert serve["step_alone_s"] == pytest.approx(infer["tpot_s"], rel=1e-6)
-    moe, s2 = spread["jobs"]
+    _, s2 = spread["jobs"]
     assert s2["slowdown"] > 1.0 and [c["job"] for c in s2["culprits"]] == ["moe"]
     bad = SERVE.replace("gpus: 64\n    inference", "gpus: 40\n    inference")
     assert main(["cluster", str(_write(tmp_path, bad)), "--quiet"]) == 2
