@@ -88,3 +88,44 @@ def test_rows_the_issue_names(rows: list[dict[str, Any]]) -> None:
     # was +19 / +36 / +94 %, then -4 / -4 / +22 % without the last two
     for gbs, bound in ((2048, 0.07), (192, 0.11), (16, 0.12)):
         assert abs(by[f"BLOOM-176B 384xA100 GBS {gbs}"]["rel_error"]) <= bound
+
+
+@pytest.fixture(scope="module")
+def held_out() -> list[dict[str, Any]]:
+    from fabricsim.workloads.comm import EngineComm
+
+    return list(_bench().loso(lambda fab: EngineComm(fab)))
+
+
+def test_leave_one_source_out_as_it_stands(held_out: list[dict[str, Any]]) -> None:
+    """Each case predicted with its class's constant fitted on the other sources only.
+    Held out, the median is 10.6 % (6.1 % in sample), p90 21 %. Hopper BF16 rests on two
+    sources that disagree: llm-foundry's H100 runs want a sustained share of 0.64,
+    Megatron-LM's 0.76, so each predicts the other 12-23 % off. torchao FP8 has one
+    source (torchtitan): no held-out figure, and the summary says so."""
+    bench = _bench()
+    s = bench.loso_summary(held_out)
+    assert s["all"]["cases"] == 20 and s["all"]["sources"] == 7
+    assert s["all"]["median"] <= 0.11 and s["all"]["p90"] <= 0.22
+    g = s["groups"]
+    assert g["class ampere/bf16"]["median"] <= 0.10
+    assert g["class hopper/bf16"]["median"] <= 0.16
+    assert g["class hopper/fp8/torchao"] == {"cases": 0}
+    assert len(s["no_held_out_figure"]) == 6
+    by = {r["case"]: r for r in held_out}
+    mpt, meg = by["MPT-30b 32xh100 mb14 x3"], by["GPT-3 175B 96xH100 (Megatron)"]
+    assert mpt["fitted_on"] == ["Megatron-LM (NVIDIA)"] and mpt["held_out"] < -0.15
+    assert meg["fitted_on"] == ["llm-foundry (MosaicML)"] and meg["held_out"] > 0.15
+    # nothing is refitted for a class this benchmark does not fit
+    ds = by["DeepSeek-V3 2048xH800 (tech report)"]
+    assert ds["held_out"] == ds["in_sample"] and ds["fitted_on"] == "nothing here"
+
+
+@pytest.mark.xfail(strict=True, reason="issue 35's target, held out by source: median <= 8 % "
+                   "and p90 <= 20 % in every scale band; held out it is 10.6 % / 21 %, the "
+                   ">=8k band has one published run and 1k-8k three")
+def test_leave_one_source_out_meets_the_target(held_out: list[dict[str, Any]]) -> None:
+    s = _bench().loso_summary(held_out)
+    for band in ("<1k", "1k-8k", ">=8k"):
+        g = s["groups"][f"band {band}"]
+        assert g["cases"] >= 4 and g["median"] <= 0.08 and g["p90"] <= 0.20
