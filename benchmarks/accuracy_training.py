@@ -24,6 +24,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import fabricsim as fs
@@ -422,6 +423,37 @@ def loso_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "groups": {g: stats(v) for g, v in sorted(groups.items())}}
 
 
+#: Where ``--write`` puts the table ``fabricsim train`` reads its band from.
+HELDOUT_JSON = Path(__file__).resolve().parents[1] / "src" / "fabricsim" / "workloads" / \
+    "training" / "heldout.json"
+
+
+def heldout_table(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """What ``fabricsim train`` needs of the held-out rows
+    (:mod:`fabricsim.workloads.training.accuracy`): per class the median and p90 of the
+    absolute held-out error with its runs and sources (runs 0 where none can be held
+    out), every run's, the MoE runs', and the largest run."""
+    def stats(sel: list[dict[str, Any]]) -> dict[str, Any]:
+        e = sorted(abs(r["held_out"]) for r in sel if r["held_out"] is not None)
+        if not e:
+            return {"median": 0.0, "p90": 0.0, "runs": 0, "sources": 0}
+        return {"median": round(statistics.median(e), 4),
+                "p90": round(e[min(len(e) - 1, round(0.9 * (len(e) - 1)))], 4),
+                "runs": len(e),
+                "sources": len({r["source"] for r in sel if r["held_out"] is not None})}
+
+    classes: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        if not r["moe"]:
+            classes.setdefault(r["class"], []).append(r)
+    held = [r for r in rows if r["held_out"] is not None]
+    return {"written_by": "benchmarks/accuracy_training.py --loso --write",
+            "classes": {k: stats(v) for k, v in sorted(classes.items())},
+            "all": stats([r for r in rows if not r["moe"]]),
+            "moe": stats([r for r in rows if r["moe"]]),
+            "largest_gpus": max(r["gpus"] for r in held)}
+
+
 def fit(comm_factory: Callable[[Fabric], CommModel]) -> dict[str, Any]:  # pragma: no cover
     """Fit one multiplier per (generation, precision) on half of each class's cases (every
     other case in row order) by the median absolute log error, and report the error on
@@ -479,12 +511,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--loso", action="store_true",
                     help="leave-one-source-out: each case predicted with its class's "
                          "constant fitted on the other sources")
+    ap.add_argument("--write", action="store_true",
+                    help="with --loso: write the held-out table fabricsim train reads")
     a = ap.parse_args(argv)
     if a.loso:
         rows = loso(lambda fab: EngineComm(fab, backend=a.backend))
         for r in rows:
             sys.stdout.write(json.dumps(r) + "\n")
         sys.stdout.write(json.dumps(loso_summary(rows)) + "\n")
+        if a.write:
+            HELDOUT_JSON.write_text(json.dumps(heldout_table(rows), indent=1) + "\n",
+                                    encoding="utf-8")
         return 0
     if a.fit:  # pragma: no cover - calibration tool
         sys.stdout.write(json.dumps(fit(lambda fab: EngineComm(fab, backend=a.backend)),

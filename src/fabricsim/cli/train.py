@@ -117,6 +117,11 @@ def register(app: typer.Typer) -> None:
         console.print(t)
         console.print(f"tokens/s {r.tokens_per_s:,.0f}  ({r.tokens_per_s / r.world:,.0f} per GPU)"
                       f"  TFLOP/s/GPU {r.tflops_per_gpu:.1f}  MFU {r.mfu:.1%}  HFU {r.hfu:.1%}")
+        if report.accuracy is not None:
+            b = report.accuracy
+            console.print(f"± {b.median:.0%} (p90 {b.p90:.0%}): the held-out error of "
+                          f"published {b.group} runs ({b.runs} runs, {b.sources} sources; "
+                          f"docs/training.md)")
         console.print(f"memory/GPU {r.memory_per_gpu_gib:.1f} GiB of "
                       f"{r.gpu_memory_bytes / 2**30:.0f} GiB")
         if par.get("ep_kernel"):

@@ -33,6 +33,7 @@ from fabricsim.scenario.schema import Scenario
 from fabricsim.scenario.sections import TrainingSection
 from fabricsim.workloads.comm import CommModel, EngineComm, FlowComm
 from fabricsim.workloads.models import TransformerSpec
+from fabricsim.workloads.training.accuracy import Band
 from fabricsim.workloads.training.goodput import GoodputResult, goodput_on_fabric
 from fabricsim.workloads.training.parallel import ParallelConfig
 from fabricsim.workloads.training.step import StepResult, simulate_step
@@ -135,11 +136,16 @@ class TrainingReport:
     fault_free: StepResult | None = None
     fault_descriptions: list[str] = field(default_factory=list)
     kind: str = "train"
+    #: the held-out error of published runs like this one, and where it lies outside
+    #: them (:mod:`fabricsim.workloads.training.accuracy`); ``None``: not asked
+    accuracy: Band | None = None
 
     @property
     def warnings(self) -> list[str]:
-        """The step's warnings, then the job's notes."""
-        return [*self.step.warnings, *self.job.notes]
+        """The step's warnings, then the job's notes, then where the step lies outside
+        the published runs checked."""
+        outside = self.accuracy.warnings if self.accuracy is not None else []
+        return [*self.step.warnings, *self.job.notes, *outside]
 
     @property
     def slowdown(self) -> float | None:
@@ -157,6 +163,8 @@ class TrainingReport:
         d["backend"] = self.job.backend
         d["notes"] = list(self.job.notes)
         d["warnings"] = self.warnings
+        if self.accuracy is not None:
+            d["accuracy"] = self.accuracy.to_dict()
         if self.fault_free is not None:
             free = self.fault_free.step_time_s
             lost = self.step.world * (1 - free / self.step.step_time_s)
@@ -223,4 +231,21 @@ def run_training(job: TrainingJob, fabric: Fabric, progress: Progress = quiet
                       for b in job.faults.background]
     return TrainingReport(job=job, step=step, goodput=job_goodput(job, fabric, step),
                           cluster=cluster_view(fabric), fault_free=free,
-                          fault_descriptions=described)
+                          fault_descriptions=described,
+                          accuracy=step_band(job, fabric, step.world))
+
+
+def step_band(job: TrainingJob, fabric: Fabric, gpus: int) -> Band:
+    """The held-out error band of ``job``'s step on ``gpus`` GPUs of ``fabric``: their
+    generation, the step's precision, dense or MoE."""
+    from fabricsim.catalog import get_catalog
+    from fabricsim.errors import FabricsimError
+    from fabricsim.workloads.gpu import generation
+    from fabricsim.workloads.training.accuracy import band
+
+    try:
+        gen = generation(get_catalog().gpu(fabric.info.gpu))
+    except FabricsimError:  # a GPU the shipped catalog lacks: its class has no band
+        gen = fabric.info.gpu or "unknown"
+    cfg = job.parallel
+    return band(gen, cfg.precision, cfg.recipe, gpus=gpus, moe=job.model.is_moe)

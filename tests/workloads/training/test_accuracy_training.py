@@ -129,3 +129,13 @@ def test_leave_one_source_out_meets_the_target(held_out: list[dict[str, Any]]) -
     for band in ("<1k", "1k-8k", ">=8k"):
         g = s["groups"][f"band {band}"]
         assert g["cases"] >= 4 and g["median"] <= 0.08 and g["p90"] <= 0.20
+
+
+def test_the_shipped_band_table_is_the_benchmarks(held_out: list[dict[str, Any]]) -> None:
+    """`fabricsim train` reads its band from workloads/training/heldout.json; it must be
+    what `accuracy_training.py --loso --write` writes from today's model."""
+    import json
+
+    shipped = json.loads((ROOT / "src" / "fabricsim" / "workloads" / "training"
+                          / "heldout.json").read_text(encoding="utf-8"))
+    assert shipped == _bench().heldout_table(held_out)
