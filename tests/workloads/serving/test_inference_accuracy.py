@@ -72,3 +72,22 @@ def test_sharegpt_sample_matches_the_published_means() -> None:
     assert sum(p for p, _ in reqs) / 320 == pytest.approx(205, rel=0.05)
     assert sum(o for _, o in reqs) / 320 == pytest.approx(197, rel=0.05)
     assert b.sharegpt_requests() == reqs
+
+
+def test_leave_one_source_out_as_it_stands() -> None:
+    """The tensor-core shares refitted without each source (TensorRT-LLM's v0.6.1 docs,
+    Azure's guide, LambdaLabs' vLLM runs), its figures predicted: median 8.3 %, p90 19 %
+    (7.3 % for the row-split held-out figures above). Each engine's own overhead
+    constants rest on the one source that runs that engine, so every figure is held out
+    in its hardware only, and each row says so."""
+    b = _bench()
+    before = b.evaluate(b.cases())
+    rows = b.loso()
+    s = b.loso_summary(rows)
+    assert s["all"]["figures"] == 29 and all(r["engine_in_sample"] for r in rows)
+    assert s["all"]["median"] <= 0.09 and s["all"]["p90"] <= 0.20
+    assert s["groups"]["latency"]["median"] <= 0.15  # decode ITL, issue 35's target
+    for r in rows:
+        assert r["source"] not in r["fitted_on"]
+    # the shipped constants are back after the run: every figure as before
+    assert b.evaluate(b.cases()) == before
