@@ -52,6 +52,7 @@ import math
 import statistics
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import fabricsim as fs
@@ -360,18 +361,55 @@ def loso_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "groups": {g: stats(v) for g, v in sorted(groups.items())}}
 
 
+#: Where ``--write`` puts the table ``fabricsim infer`` reads its band from.
+HELDOUT_JSON = Path(__file__).resolve().parents[1] / "src" / "fabricsim" / "workloads" / \
+    "serving" / "heldout.json"
+
+
+def heldout_table(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """What ``fabricsim infer`` needs of the held-out figures
+    (:mod:`fabricsim.workloads.serving.accuracy`): per kind the median and p90 of the
+    absolute error with its figures and sources, and the engines, GPU generations and
+    largest instance they cover."""
+    from fabricsim.catalog import get_catalog
+    from fabricsim.workloads.gpu import generation
+
+    by_case = {c.label: c for c in cases()}
+
+    def stats(sel: list[dict[str, Any]]) -> dict[str, Any]:
+        e = sorted(abs(r["held_out"]) for r in sel)
+        return {"median": round(statistics.median(e), 4),
+                "p90": round(e[min(len(e) - 1, round(0.9 * (len(e) - 1)))], 4),
+                "figures": len(e), "sources": len({r["source"] for r in sel})}
+
+    cat = get_catalog()
+    used = [by_case[r["case"]] for r in rows]
+    return {"written_by": "benchmarks/accuracy_inference.py --loso --write",
+            "kinds": {k: stats([r for r in rows if r["kind"] == k])
+                      for k in ("throughput", "latency")},
+            "engines": sorted({c.engine for c in used}),
+            "generations": sorted({generation(cat.gpu(cat.system(c.system).gpu))
+                                   for c in used}),
+            "largest_instance_gpus": max(c.tp for c in used)}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--fit", action="store_true", help="re-fit the constants first")
     ap.add_argument("--loso", action="store_true",
                     help="leave-one-source-out: the hardware constants refitted without "
                          "each source, its figures predicted")
+    ap.add_argument("--write", action="store_true",
+                    help="with --loso: write the held-out table fabricsim infer reads")
     a = ap.parse_args(argv)
     if a.loso:  # pragma: no cover
         rows = loso()
         for r in rows:
             sys.stdout.write(json.dumps(r) + "\n")
         sys.stdout.write(json.dumps(loso_summary(rows)) + "\n")
+        if a.write:
+            HELDOUT_JSON.write_text(json.dumps(heldout_table(rows), indent=1) + "\n",
+                                    encoding="utf-8")
         return 0
     if a.fit:  # pragma: no cover
         sys.stdout.write(json.dumps({"fitted": fit()}) + "\n")

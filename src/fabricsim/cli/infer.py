@@ -110,6 +110,12 @@ def register(app: typer.Typer) -> None:
                       f"{dis.tokens_per_s_per_gpu:,.1f}  (prefill instances per decode "
                       f"{dis.prefill_instances_per_decode:.2f})")
         console.print(t)
+        if report.accuracy:
+            lat, tput = report.accuracy["latency"], report.accuracy["throughput"]
+            console.print(f"± {lat.median:.0%} on the time per output token, ± "
+                          f"{tput.median:.0%} on throughput (p90 {lat.p90:.0%} / "
+                          f"{tput.p90:.0%}): the held-out error of published serving "
+                          f"figures (docs/inference.md)")
         if tp * pp <= fab.info.gpus_per_server and (dis is None or not dis.crosses_servers):
             console.print(f"note: one instance's {tp * pp} GPUs sit in one server, so its "
                           f"traffic stays on NVLink/PCIe and the scale-out fabric "
@@ -120,7 +126,9 @@ def register(app: typer.Typer) -> None:
             console.print(f"with {job.faults.describe()}: time per output token "
                           f"{r.tpot_s * 1e3:.2f} ms against {f['fault_free_tpot_s'] * 1e3:.2f} "
                           f"ms fault-free (x{f['tpot_slowdown']:.3f})")
-        for w in r.warnings + (dis.warnings if dis is not None else []):
+        outside = list(dict.fromkeys(w for b in (report.accuracy or {}).values()
+                                     for w in b.warnings))
+        for w in r.warnings + (dis.warnings if dis is not None else []) + outside:
             console.print(f"[yellow]warning:[/] {w}")
         for n in notes:
             console.print(f"note: {n}")

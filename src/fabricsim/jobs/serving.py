@@ -33,6 +33,7 @@ from fabricsim.scenario.schema import Scenario
 from fabricsim.scenario.sections import ServingSection, TrainingSection
 from fabricsim.workloads.comm import FlowComm
 from fabricsim.workloads.models import MODEL_FIELDS, TransformerSpec, get_model
+from fabricsim.workloads.serving.accuracy import ServingBand
 from fabricsim.workloads.serving.config import ServingConfig
 from fabricsim.workloads.serving.run import ServingRun, run_serving
 
@@ -106,13 +107,20 @@ class ServingReport:
     cluster: dict[str, Any]
     fault_free: ServingRun | None = None
     kind: str = "infer"
+    #: the held-out error of published figures like the time per output token and the
+    #: throughput, and where the instance lies outside them
+    #: (:mod:`fabricsim.workloads.serving.accuracy`); ``None``: not asked
+    accuracy: dict[str, ServingBand] | None = None
 
     @property
     def warnings(self) -> list[str]:
-        """The instances' warnings, then the job's notes."""
+        """The instances' warnings, then the job's notes, then where the instance lies
+        outside the published figures checked."""
         dis = self.run.disaggregated
+        outside = list(dict.fromkeys(w for b in (self.accuracy or {}).values()
+                                     for w in b.warnings))
         return [*self.run.static.warnings, *(dis.warnings if dis is not None else []),
-                *self.job.notes]
+                *self.job.notes, *outside]
 
     def to_dict(self) -> dict[str, Any]:
         d = self.run.as_dict()
@@ -123,6 +131,8 @@ class ServingReport:
         d["backend"] = self.job.backend
         d["notes"] = list(self.job.notes)
         d["warnings"] = self.warnings
+        if self.accuracy:
+            d["accuracy"] = {k: b.to_dict() for k, b in self.accuracy.items()}
         if self.fault_free is not None:
             free = self.fault_free.static
             d["faults"] = {"fault_free_tpot_s": free.tpot_s,
@@ -157,4 +167,22 @@ def run_serving_job(job: ServingJob, fabric: Fabric, progress: Progress = quiet
     run = run_serving(job.model, job.serving, fabric, comm)
     free = run_serving(job.model, job.serving, fabric, comm.healthy) \
         if isinstance(comm, FlowComm) else None
-    return ServingReport(job=job, run=run, cluster=cluster_view(fabric), fault_free=free)
+    return ServingReport(job=job, run=run, cluster=cluster_view(fabric), fault_free=free,
+                         accuracy=serving_bands(job, fabric))
+
+
+def serving_bands(job: ServingJob, fabric: Fabric) -> dict[str, ServingBand]:
+    """The held-out error bands of ``job``'s time per output token (``latency``) and
+    throughput on ``fabric``'s GPUs."""
+    from fabricsim.catalog import get_catalog
+    from fabricsim.errors import FabricsimError
+    from fabricsim.workloads.gpu import generation
+    from fabricsim.workloads.serving.accuracy import band
+
+    try:
+        gen = generation(get_catalog().gpu(fabric.info.gpu))
+    except FabricsimError:  # a GPU the shipped catalog lacks
+        gen = fabric.info.gpu or "unknown"
+    c = job.serving
+    return {k: band(k, engine=c.engine, generation=gen, gpus=c.tp * c.pp,
+                    moe=job.model.is_moe) for k in ("latency", "throughput")}

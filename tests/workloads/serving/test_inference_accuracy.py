@@ -91,3 +91,9 @@ def test_leave_one_source_out_as_it_stands() -> None:
         assert r["source"] not in r["fitted_on"]
     # the shipped constants are back after the run: every figure as before
     assert b.evaluate(b.cases()) == before
+    # fabricsim infer's band is this run's table (accuracy_inference.py --loso --write)
+    import json
+
+    shipped = json.loads((ROOT / "src" / "fabricsim" / "workloads" / "serving"
+                          / "heldout.json").read_text(encoding="utf-8"))
+    assert shipped == b.heldout_table(rows)

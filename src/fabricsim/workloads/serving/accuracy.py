@@ -1,0 +1,75 @@
+"""How far off a serving prediction is likely to be: the held-out error of published
+figures like it, and whether it lies where they reach.
+
+``benchmarks/accuracy_inference.py --loso --write`` predicts every published serving
+figure with the hardware constants refitted without its source and keeps, per kind
+(``throughput``, ``latency``: inter-token) the median and 90th percentile of the
+absolute error, with the engines, GPU generations and the largest instance they cover
+(an engine counts by family: TensorRT-LLM's runtimes and versions as one).
+The result ships as ``workloads/serving/heldout.json``; :func:`band` reads it so that
+``fabricsim infer`` says ``± 6 % (p90 24 %)`` beside its time per output token, and warns
+when an instance lies outside what was checked: an engine, a GPU generation, an instance
+wider than one server, or a mixture-of-experts model no published figure covers.
+
+Example
+-------
+>>> b = band("throughput", engine="trtllm", generation="hopper", gpus=8, moe=False)
+>>> b.kind, 0 < b.median < b.p90 < 1, b.warnings
+('throughput', True, [])
+>>> band("throughput", engine="sglang", generation="hopper", gpus=8, moe=False).warnings
+['no published sglang figure is held out: its overheads are unvalidated']
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from importlib import resources
+from typing import Any
+
+__all__ = ["ServingBand", "band", "heldout"]
+
+
+@dataclass(frozen=True)
+class ServingBand:
+    """The held-out error of published serving figures of one kind (fractions)."""
+
+    kind: str
+    median: float
+    p90: float
+    figures: int
+    sources: int
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def heldout() -> dict[str, Any]:
+    """The shipped held-out table (``workloads/serving/heldout.json``)."""
+    text = resources.files("fabricsim.workloads.serving").joinpath("heldout.json") \
+        .read_text(encoding="utf-8")
+    data: dict[str, Any] = json.loads(text)
+    return data
+
+
+def band(kind: str, *, engine: str, generation: str, gpus: int, moe: bool) -> ServingBand:
+    """The band of a ``kind`` figure (``throughput`` or ``latency``) of an instance of
+    ``gpus`` GPUs of ``generation`` served by ``engine``."""
+    data = heldout()
+    g = data["kinds"][kind]
+    warnings = []
+    families = {e.split("-")[0] for e in data["engines"]}
+    if engine.split("-")[0] not in families:
+        warnings.append(f"no published {engine} figure is held out: its overheads are "
+                        f"unvalidated")
+    if g["sources"] < 2:
+        warnings.append(f"the {kind} band rests on one source")
+    if generation not in data["generations"]:
+        warnings.append(f"no published serving figure on {generation} GPUs is held out")
+    if gpus > data["largest_instance_gpus"]:
+        warnings.append(f"an instance of {gpus} GPUs is wider than any published one "
+                        f"checked ({data['largest_instance_gpus']})")
+    if moe:
+        warnings.append("no published mixture-of-experts serving figure is held out")
+    return ServingBand(kind, g["median"], g["p90"], g["figures"], g["sources"], warnings)
