@@ -74,3 +74,51 @@ def test_bad_traces_are_refused_naming_the_line(text: str, fmt: str | None,
         parse_trace(text, fmt, source="t.csv")
     assert words in str(e.value), str(e.value)
     assert e.value.field in ("trace.file", "trace.format")
+
+
+# --- hostile text: whatever a file holds, the reader answers or refuses by name --------
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from hypothesis_budget import examples  # noqa: E402
+
+_HEADERS = ("name,submit_s,gpus,duration_s",
+            "job_id,user,vc,gpu_num,cpu_num,node_num,state,submit_time,start_time,end_time,"
+            "duration,queue", "")
+_CELL = st.one_of(st.integers(-5, 10**6).map(str), st.floats(allow_nan=True).map(str),
+                  st.text(max_size=8), st.just("None"), st.just("2020-04-01 00:00:03"))
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(header=st.sampled_from(_HEADERS),
+       rows=st.lists(st.lists(_CELL, min_size=0, max_size=12), max_size=6),
+       fmt=st.sampled_from([None, "csv", "helios", "pai", "philly"]))
+def test_any_table_is_read_or_refused_by_name(header: str, rows: list[list[str]],
+                                              fmt: str | None) -> None:
+    text = "\n".join([header, *(",".join(r) for r in rows)])
+    try:
+        jobs, skipped = parse_trace(text, fmt, source="t")
+    except ConfigError as e:
+        assert e.field in ("trace.file", "trace.format")
+        return
+    for j in jobs:
+        assert j.gpus >= 1 and j.duration_s > 0 and j.submit_s >= 0
+    assert all(n > 0 for n in skipped.values())
+
+
+@settings(max_examples=examples(40), deadline=None)
+@given(st.recursive(st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=6)),
+                    lambda inner: st.one_of(st.lists(inner, max_size=4),
+                                            st.dictionaries(st.sampled_from(
+                                                ["jobid", "submitted_time", "attempts",
+                                                 "start_time", "end_time", "detail",
+                                                 "gpus"]), inner, max_size=4)),
+                    max_leaves=12))
+def test_any_json_is_read_or_refused_by_name(value: object) -> None:
+    import json
+
+    try:
+        jobs, _ = parse_trace(json.dumps([value]), "philly", source="t")
+    except ConfigError as e:
+        assert e.field in ("trace.file", "trace.format")
+        return
+    assert all(j.gpus >= 1 and j.duration_s >= 0 for j in jobs)

@@ -192,7 +192,7 @@ def _philly(text: str, source: str, skipped: dict[str, int]) -> list[Raw]:
 
 def _pai(text: str, source: str, skipped: dict[str, int]) -> list[Raw]:
     jobs: dict[str, list[float]] = {}  # name -> [gpus, start, end, first line]
-    for ln, row in enumerate(csv.reader(io.StringIO(text)), start=1):
+    for ln, row in enumerate(_csv_rows(text, source), start=1):
         if not row or not "".join(row).strip():
             continue
         if len(row) != 10:
@@ -224,7 +224,7 @@ def _pai(text: str, source: str, skipped: dict[str, int]) -> list[Raw]:
 
 def _rows(text: str, source: str, need: tuple[str, ...]
           ) -> tuple[list[tuple[int, dict[str, str]]], str]:
-    reader = csv.reader(io.StringIO(text))
+    reader = iter(_csv_rows(text, source))
     header = [c.strip().lower() for c in next(reader, [])]
     miss = [c for c in need if c not in header]
     if miss:
@@ -237,6 +237,19 @@ def _rows(text: str, source: str, need: tuple[str, ...]
             raise _bad(source, ln, f"{len(row)} fields; the header has {len(header)}")
         rows.append((ln, dict(zip(header, row, strict=True))))
     return rows, ",".join(header)
+
+
+def _csv_rows(text: str, source: str) -> list[list[str]]:
+    """Every row of a CSV text; a line the csv module cannot split is refused with its
+    number (a carriage return inside a field, an unclosed quote)."""
+    reader = csv.reader(io.StringIO(text, newline=""))
+    out = []
+    try:
+        for row in reader:
+            out.append(row)
+    except csv.Error as e:
+        raise _bad(source, reader.line_num, f"not CSV: {e}") from None
+    return out
 
 
 def _helios(text: str, source: str, skipped: dict[str, int]) -> list[Raw]:
