@@ -125,3 +125,43 @@ def test_a_mutated_scenario_is_run_or_refused_never_a_traceback(
         if code == 2:
             assert out.err.startswith("error: "), out.err[-300:]
             break
+
+
+#: A small cluster scenario with every section the cluster kind reads (jobs of each
+#: kind, checkpoints, failures, faults): mutated, `validate` and `cluster` answer or
+#: refuse by name, never a traceback.
+_CLUSTER = """
+cluster: {system: dgx-h100, nodes: 8, fabric: roce-400g}
+placement: spread
+checkpoints: [{job: a, to: [7], every: 30min, rate: 50GB/s}]
+failure: {servers: [0], gpus: [9], repair_hours: 4}
+faults: [{type: link_degraded, kind: leaf-spine, index: 0, factor: 0.5}]
+jobs:
+  - {name: a, gpus: 16, training: {model: llama3-8b, tp: 8, global_batch: 16}}
+  - {name: b, gpus: 16, collective: {collective: all_reduce, size: 64MiB, gap: 1ms}}
+  - {name: c, gpus: 8, inference: {model: llama3-8b, tp: 8, batch: 8}}
+"""
+
+
+@settings(max_examples=examples(10), deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                 HealthCheck.too_slow])
+@given(pick=st.integers(min_value=0), value=_HOSTILE_VALUES)
+def test_a_mutated_cluster_is_run_or_refused_never_a_traceback(
+        pick: int, value: object, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tree = yaml.safe_load(_CLUSTER)
+    leaves = _leaves(tree)
+    path = leaves[pick % len(leaves)]
+    node = tree
+    for k in path[:-1]:
+        node = node[k]
+    node[path[-1]] = value
+    f = tmp_path / "mutated.yaml"
+    f.write_text(yaml.safe_dump(tree))
+    for cmd in (["validate", str(f)], ["cluster", str(f), "--quiet"]):
+        code = main(cmd)
+        out = capsys.readouterr()
+        assert "Traceback" not in out.out + out.err, (cmd[0], path, value, out.err[-600:])
+        assert code in (0, 2), (cmd[0], path, value, code, out.err[-400:])
+        if code == 2:
+            break
