@@ -96,6 +96,22 @@ def _leaves(tree: object, path: tuple[object, ...] = ()) -> list[tuple[object, .
     return [path]
 
 
+def _mutated(text: str, pick: int, value: object, folder: Path
+             ) -> tuple[Path, tuple[object, ...]]:
+    """The scenario ``text`` with its ``pick``-th leaf (modulo their number) set to
+    ``value``, written to ``folder``; the file and the leaf's path."""
+    tree = yaml.safe_load(text)
+    leaves = _leaves(tree)
+    path = leaves[pick % len(leaves)]
+    node = tree
+    for k in path[:-1]:
+        node = node[k]
+    node[path[-1]] = value
+    f = folder / "mutated.yaml"
+    f.write_text(yaml.safe_dump(tree))
+    return f, path
+
+
 _SMALL = [name for name, text in sorted(shipped_scenarios().items())
           if "packet:" not in text and "training:" not in text
           and "inference:" not in text][:6]
@@ -108,15 +124,7 @@ _SMALL = [name for name, text in sorted(shipped_scenarios().items())
 def test_a_mutated_scenario_is_run_or_refused_never_a_traceback(
         name: str, pick: int, value: object, tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
-    tree = yaml.safe_load(shipped_scenarios()[name])
-    leaves = _leaves(tree)
-    path = leaves[pick % len(leaves)]
-    node = tree
-    for k in path[:-1]:
-        node = node[k]
-    node[path[-1]] = value
-    f = tmp_path / "mutated.yaml"
-    f.write_text(yaml.safe_dump(tree))
+    f, path = _mutated(shipped_scenarios()[name], pick, value, tmp_path)
     for cmd in ("validate", "describe"):  # describe builds the fabric too
         code = main([cmd, str(f)])
         out = capsys.readouterr()
@@ -149,15 +157,7 @@ jobs:
 @given(pick=st.integers(min_value=0), value=_HOSTILE_VALUES)
 def test_a_mutated_cluster_is_run_or_refused_never_a_traceback(
         pick: int, value: object, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    tree = yaml.safe_load(_CLUSTER)
-    leaves = _leaves(tree)
-    path = leaves[pick % len(leaves)]
-    node = tree
-    for k in path[:-1]:
-        node = node[k]
-    node[path[-1]] = value
-    f = tmp_path / "mutated.yaml"
-    f.write_text(yaml.safe_dump(tree))
+    f, path = _mutated(_CLUSTER, pick, value, tmp_path)
     for cmd in (["validate", str(f)], ["cluster", str(f), "--quiet"]):
         code = main(cmd)
         out = capsys.readouterr()
