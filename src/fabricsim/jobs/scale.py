@@ -28,7 +28,7 @@ from pydantic import Field
 from fabricsim.errors import ConfigError
 from fabricsim.fabric import Fabric
 from fabricsim.jobs.common import Cluster, Part, Progress, quiet
-from fabricsim.jobs.training import TrainingJob, training_job
+from fabricsim.jobs.training import TrainingJob, gpu_band, training_job
 from fabricsim.scenario.cluster import fabric_from_cluster
 from fabricsim.scenario.schema import Scenario
 from fabricsim.scenario.sections import TrainingSection
@@ -118,8 +118,11 @@ class ScaleReport:
 
     @property
     def warnings(self) -> list[str]:
-        """The job's notes."""
-        return list(self.job.training.notes)
+        """The job's notes, then where the sizes lie outside the published runs checked
+        (each once)."""
+        outside = dict.fromkeys(w for p in self.points
+                                for w in p.get("accuracy", {}).get("warnings", []))
+        return [*self.job.training.notes, *outside]
 
     @property
     def mode(self) -> str:
@@ -192,6 +195,10 @@ def run_scale(job: ScaleJob, fabric: Fabric | None = None, progress: Progress = 
         global_batch=cfg.global_batch if job.strong else None, backend=t.backend,
         gpu_hour_usd=t.pricing.gpu_hour_usd, gpus_per_node=c.gpus_per_node,
         catalog=t.cluster.catalog(), build=_builder(t), goodput=t.goodput.inputs())
+    gpu = t.cluster.catalog().system(c.system).gpu
+    for p in points:  # the held-out error of published runs like each size
+        if p["feasible"]:
+            p["accuracy"] = gpu_band(t, gpu, int(p["gpus"])).to_dict()
     return ScaleReport(job=job, points=points, seqs_per_replica=spr)
 
 

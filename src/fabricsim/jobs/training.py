@@ -238,14 +238,19 @@ def run_training(job: TrainingJob, fabric: Fabric, progress: Progress = quiet
 def step_band(job: TrainingJob, fabric: Fabric, gpus: int) -> Band:
     """The held-out error band of ``job``'s step on ``gpus`` GPUs of ``fabric``: their
     generation, the step's precision, dense or MoE."""
-    from fabricsim.catalog import get_catalog
+    return gpu_band(job, fabric.info.gpu, gpus)
+
+
+def gpu_band(job: TrainingJob, gpu: str, gpus: int) -> Band:
+    """The held-out error band of ``job``'s step on ``gpus`` GPUs named ``gpu`` (a key
+    of the job's catalog)."""
     from fabricsim.errors import FabricsimError
     from fabricsim.workloads.gpu import generation
     from fabricsim.workloads.training.accuracy import band
 
     try:
-        gen = generation(get_catalog().gpu(fabric.info.gpu))
-    except FabricsimError:  # a GPU the shipped catalog lacks: its class has no band
-        gen = fabric.info.gpu or "unknown"
+        gen = generation(job.cluster.catalog().gpu(gpu))
+    except FabricsimError:  # a GPU the catalog lacks: its class has no band
+        gen = gpu or "unknown"
     cfg = job.parallel
     return band(gen, cfg.precision, cfg.recipe, gpus=gpus, moe=job.model.is_moe)

@@ -42,3 +42,15 @@ def test_train_prints_and_returns_its_band(capsys: pytest.CaptureFixture[str]) -
     out = capsys.readouterr()
     assert "held-out error of published hopper/bf16 runs" in out.out
     assert "MoE layers" in out.out + out.err
+
+
+def test_scale_carries_a_band_per_size(capsys: pytest.CaptureFixture[str]) -> None:
+    """Each feasible size gets the band of its class; a size beyond the largest published
+    run checked is warned about, once."""
+    assert main(["scale", "train-llama3-70b-256", "--gpus", "256,32768", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    small, big = d["points"]
+    assert small["accuracy"]["group"] == big["accuracy"]["group"] == "hopper/bf16"
+    assert small["accuracy"]["warnings"] == []
+    assert [w for w in d["warnings"] if "beyond the largest" in w] == \
+        big["accuracy"]["warnings"]
