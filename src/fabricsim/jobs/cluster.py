@@ -30,7 +30,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from fabricsim.backends.flow.specs import FaultSpec
-from fabricsim.errors import ConfigError
+from fabricsim.errors import ConfigError, FabricsimError
 from fabricsim.fabric import Fabric
 from fabricsim.jobs.common import Cluster, Part, Progress, quiet
 from fabricsim.jobs.serving import DEFAULT_SERVED_MODEL
@@ -471,10 +471,8 @@ class ClusterReport:
 def _check_serving(j: SharedJob, fabric: Fabric) -> None:
     """A serving job's GPUs hold whole instances, and one instance serves as ``fabricsim
     infer`` would serve it; refused naming the job."""
-    from fabricsim.errors import FabricsimError
-    from fabricsim.workloads.serving.static import simulate_inference
-
-    assert j.serving is not None and j.model is not None
+    member = j.member()
+    assert isinstance(member, ServingMember) and j.serving is not None
     c = j.serving
     size = c.tp * c.pp
     if j.gpus % size:
@@ -482,21 +480,21 @@ def _check_serving(j: SharedJob, fabric: Fabric) -> None:
                           f"tp {c.tp} × pp {c.pp} = {size}; give a multiple of {size}",
                           field=f"jobs.{j.name}.gpus")
     try:
-        simulate_inference(j.model, fabric, tp=c.tp, pp=c.pp, ep=c.ep, batch=c.batch,
-                           prompt_len=c.prompt_len, output_len=c.output_len,
-                           precision=c.precision, kv_precision=c.kv_precision,
-                           engine=c.engine, attention_dp=c.attention_dp,
-                           ep_kernel=c.ep_kernel, redundant_experts=c.redundant_experts)
+        member.serve(fabric)
     except FabricsimError as e:
-        field_ = f"jobs.{j.name}.{e.field}" if e.field else f"jobs.{j.name}"
-        raise type(e)(f"job {j.name!r}: {e.message}", field=field_) from None
+        raise _named(j.name, e) from None
+
+
+def _named(job: str, e: FabricsimError) -> FabricsimError:
+    """``e`` as an error of job ``job``: its message and field prefixed with the job."""
+    return type(e)(f"job {job!r}: {e.message}",
+                   field=f"jobs.{job}.{e.field}" if e.field else f"jobs.{job}")
 
 
 def check_jobs(job: ClusterJob, fabric: Fabric) -> dict[str, list[Placement]]:
     """Every job's layout on its GPUs, refused as ``fabricsim train`` refuses one (sizes
     that do not divide, memory), the error naming the job; and every placement, made
     (returned by policy)."""
-    from fabricsim.errors import FabricsimError
     from fabricsim.workloads.training.step import check_layout
 
     for j in job.jobs:
@@ -512,8 +510,7 @@ def check_jobs(job: ClusterJob, fabric: Fabric) -> dict[str, list[Placement]]:
         try:
             check_layout(j.model, j.parallel, fabric, world=j.gpus)
         except FabricsimError as e:
-            field_ = f"jobs.{j.name}.{e.field}" if e.field else f"jobs.{j.name}"
-            raise type(e)(f"job {j.name!r}: {e.message}", field=field_) from None
+            raise _named(j.name, e) from None
     demands = [(j.name, j.gpus, j.hosts) for j in job.jobs]
     storage = sorted({h for c in job.checkpoints for h in c.to})
     if storage:  # storage servers run no job: held first, as explicit hosts
@@ -542,7 +539,6 @@ def check_trace(job: ClusterJob, fabric: Fabric) -> list[TraceJob]:
     (or left out with ``skip_larger``); the training job of every size that spans servers
     checked as ``fabricsim train`` checks one, the error naming the first trace line of
     that size."""
-    from fabricsim.errors import FabricsimError
     from fabricsim.workloads.training.step import check_layout
 
     t = job.trace

@@ -61,8 +61,10 @@ from fabricsim.errors import ConfigError
 from fabricsim.fabric import Fabric
 from fabricsim.fabric.kinds import NodeKind
 from fabricsim.results import Tabular
+from fabricsim.workloads.comm import CommModel
 from fabricsim.workloads.models import TransformerSpec
 from fabricsim.workloads.serving.config import ServingConfig
+from fabricsim.workloads.serving.static import InferenceResult
 from fabricsim.workloads.training.parallel import ParallelConfig
 from fabricsim.workloads.training.step import StepResult, simulate_step
 
@@ -343,21 +345,15 @@ class PlacedComm:
         mapped = [self.gpus[np.asarray(g, dtype=np.int64)] for g in groups]
         key = (collective, round(float(nbytes)),
                hash(np.concatenate(mapped).tobytes()), len(mapped))
-        hit = self.calls.get(key)
-        if hit is None:
-            hit = self.calls[key] = self._run(collective, mapped, float(nbytes))
-        if self.scale is not None and self.scale[0] == key:
-            return hit[0] * self.scale[1]
-        return hit[0]
+        return self._cached(key, lambda: self._run(collective, mapped, float(nbytes)))
 
     def time_writes(self, src: Sequence[int], dst: Sequence[int], nbytes: float) -> float:
         """Seconds for every rank of ``src`` to send ``nbytes`` to the rank of ``dst`` in
         the same position, all at once (a checkpoint written to storage servers)."""
         s = self.gpus[np.asarray(src, dtype=np.int64)]
         d = self.gpus[np.asarray(dst, dtype=np.int64)]
-        key = ("write", round(float(nbytes)), hash(np.concatenate([s, d]).tobytes()), 1)
-        hit = self.calls.get(key)
-        if hit is None:
+
+        def run() -> tuple[float, FloatArray]:
             from fabricsim.backends.analytic import AnalyticBackend
             from fabricsim.schedule.core import Schedule, Step
 
@@ -366,8 +362,18 @@ class PlacedComm:
                                    label="checkpoint write"),), collective="write",
                              nbytes=int(nbytes) * int(s.size))
             res = AnalyticBackend().run(sched, fab)
-            hit = self.calls[key] = (float(res.time),
-                                     np.asarray(res.link_bytes, dtype=np.float64))
+            return float(res.time), np.asarray(res.link_bytes, dtype=np.float64)
+
+        key = ("write", round(float(nbytes)), hash(np.concatenate([s, d]).tobytes()), 1)
+        return self._cached(key, run)
+
+    def _cached(self, key: tuple[Any, ...], run: Callable[[], tuple[float, FloatArray]]
+                ) -> float:
+        """A call's seconds, run once per key (its link bytes kept in :attr:`calls`),
+        times :attr:`scale` when that names it."""
+        hit = self.calls.get(key)
+        if hit is None:
+            hit = self.calls[key] = run()
         if self.scale is not None and self.scale[0] == key:
             return hit[0] * self.scale[1]
         return hit[0]
@@ -485,17 +491,22 @@ class ServingMember:
     def instance(self) -> int:
         return int(self.cfg.tp) * int(self.cfg.pp)
 
-    def step(self, fab: Fabric, comm: PlacedComm) -> LoopStep:
+    def serve(self, fab: Fabric, comm: CommModel | None = None) -> InferenceResult:
+        """One instance as ``fabricsim infer`` serves it, its collectives timed by
+        ``comm`` (default: the collective engine on ``fab``)."""
         from fabricsim.workloads.serving.static import simulate_inference
 
         c = self.cfg
-        r = simulate_inference(
+        return simulate_inference(
             self.model, fab, tp=c.tp, pp=c.pp, ep=c.ep, batch=c.batch,
             prompt_len=c.prompt_len, output_len=c.output_len, precision=c.precision,
-            kv_precision=c.kv_precision, engine=c.engine,
-            comm=_Replicas(comm, self.instance, self.gpus // self.instance),
+            kv_precision=c.kv_precision, engine=c.engine, comm=comm,
             attention_dp=c.attention_dp, ep_kernel=c.ep_kernel,
             redundant_experts=c.redundant_experts)
+
+    def step(self, fab: Fabric, comm: PlacedComm) -> LoopStep:
+        c = self.cfg
+        r = self.serve(fab, _Replicas(comm, self.instance, self.gpus // self.instance))
         d = r.decode
         return LoopStep(f"serve {self.model.name} tp{c.tp}"
                         + (f" pp{c.pp}" if c.pp > 1 else ""), r.tpot_s,
