@@ -259,7 +259,7 @@ trace: {file: t.csv}
     ("name,submit_s,gpus,duration_s\na,0,16,60\n",
      "", (), None),
     ("name,submit_s,gpus,duration_s\na,0,16,60\n",
-     "", ("--placements", "packed"), None),
+     "", ("--placements", "packed"), "drop placement"),  # the scheduler places
 ])
 def test_bad_traces_exit_2_naming_the_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                            csv: str, extra: str, flags: tuple[str, ...],
@@ -293,6 +293,10 @@ def test_trace_refusals_outside_the_file(tmp_path: Path,
          "one of the two"),
         (TRACE.replace("{file: t.csv}", "{synthetic: {load: 0.01}, hours: 0.01}"), (),
          "it has no job at all"),
+        (TRACE.replace("{file: t.csv}", "{synthetic: {load: 1}, format: helios}"), (),
+         "drop format"),
+        (TRACE + "placement: spread\n", (), "drop placement"),
+        (TRACE, ("--placements", "spread"), "drop placement"),
     ]
     for text, flags, words in cases:
         code = main(["cluster", str(_write(tmp_path, text)), "--quiet", *flags])

@@ -232,6 +232,10 @@ def cluster_job(sc: Scenario, *, placements: tuple[str, ...] | None = None,
             raise unknown("placement", p, POLICIES, field="--placements")
     fail = sc.failure
     trace = None if sc.trace is None else _read_trace(sc, base_dir)
+    if trace is not None and (placements or "placement" in sc.model_fields_set):
+        raise ConfigError("a trace replay places every job by its scheduler (fifo: "
+                          "packed, topology: rail); drop placement (or --placements) and "
+                          "give trace.scheduler or --schedulers", field="placement")
     if schedulers is not None and trace is None:
         raise ConfigError("--schedulers replays a job trace; this scenario has no trace: "
                           "section", field="--schedulers")

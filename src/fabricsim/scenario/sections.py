@@ -652,6 +652,9 @@ class TraceSection(StrictModel):
         if (self.file is None) == (self.synthetic is None):
             raise ValueError("give the trace's file, or synthetic: {load: 1.1} for a "
                              "synthetic day; one of the two")
+        if self.synthetic is not None and self.format is not None:
+            raise ValueError("format names a trace file's format; a synthetic day has "
+                             "none: drop format")
         return self
 
 
