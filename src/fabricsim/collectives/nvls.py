@@ -35,7 +35,14 @@ from fabricsim.collectives.pipeline import (
     nvlstree_pipeline,
     tree_depth,
 )
-from fabricsim.collectives.registry import Algorithm, Group, IntArray, register, step
+from fabricsim.collectives.registry import (
+    Algorithm,
+    Group,
+    IntArray,
+    register,
+    step,
+    striped_step,
+)
 from fabricsim.protocols import nvlstree_kernel_rate
 from fabricsim.schedule.core import FloatArray, Step
 
@@ -108,8 +115,10 @@ def _pipelined(group: Group, parts: tuple[list[IntArray], list[IntArray], list[F
                                 repeat=inter_hops, label="fill between servers"),
                            deps=(0,)))
     srcs, dsts, sizes = parts
-    out.append(step(f, np.concatenate(srcs), np.concatenate(dsts), np.concatenate(sizes),
-                    deps=(len(out) - 1,), reduce_at="switch", label=label))
+    src, dst = np.concatenate(srcs), np.concatenate(dsts)
+    across = np.flatnonzero(f.node_server[src] != f.node_server[dst]).astype(np.int32)
+    out.append(striped_step(f, src, dst, np.concatenate(sizes), across,
+                            deps=(len(out) - 1,), reduce_at="switch", label=label))
     return out
 
 

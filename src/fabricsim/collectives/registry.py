@@ -31,6 +31,7 @@ from fabricsim.fabric.kinds import NodeKind
 from fabricsim.schedule.core import Crossings, Pipeline, Step
 
 IntArray = NDArray[np.int32]
+FloatArray = NDArray[np.float64]
 
 
 @dataclass(frozen=True, eq=False)
@@ -174,6 +175,42 @@ def step(fabric: Fabric, src: ArrayLike, dst: ArrayLike, nbytes: float | ArrayLi
     nb = np.broadcast_to(np.asarray(nbytes, dtype=np.float64), s.shape).copy()
     return Step(src=s, dst=d, nbytes=nb, repeat=repeat, deps=deps, reduce_at=reduce_at,
                 label=label, channel=channel, hashes=channel_hashes(fabric, s, d, channel, nic))
+
+
+def striped_step(fabric: Fabric, src: IntArray, dst: IntArray, nbytes: FloatArray,
+                 across: IntArray, *, deps: tuple[int, ...] = (), reduce_at: str = "",
+                 label: str = "") -> Step:
+    """One channel-0 :class:`Step` whose transfers between servers (``across``: their
+    indices) are striped over every NIC of the sending GPU, as a GPU with several NICs
+    moves one head's data: NCCL gives each GPU:NIC pair its own channel, and AWS's EFA
+    plugin stripes messages over the NICs it groups into one device (aws-ofi-nccl,
+    ``OFI_NCCL_MIN_STRIPE_SIZE``). With one NIC per GPU it is :func:`step`.
+
+    >>> import numpy as np
+    >>> from fabricsim.fabric import build_cluster
+    >>> p5 = build_cluster("aws-p5", 2)
+    >>> s = striped_step(p5, p5.gpus[:1], p5.gpus[8:9], np.array([4e6]), np.array([0]))
+    >>> len(s.src), float(s.nbytes.sum())
+    (4, 4000000.0)
+    """
+    src = np.asarray(src, dtype=np.int32).ravel()
+    dst = np.asarray(dst, dtype=np.int32).ravel()
+    nb = np.broadcast_to(np.asarray(nbytes, dtype=np.float64), src.shape).copy()
+    k = max(fabric.info.nics_per_gpu, 1)
+    if k == 1 or len(across) == 0:
+        return step(fabric, src, dst, nb, deps=deps, reduce_at=reduce_at, label=label)
+    keep = np.ones(src.size, dtype=bool)
+    keep[across] = False
+    ss, dd, bb = [src[keep]], [dst[keep]], [nb[keep]]
+    hh = [channel_hashes(fabric, src[keep], dst[keep], 0)]
+    for j in range(k):
+        ss.append(src[across])
+        dd.append(dst[across])
+        bb.append(nb[across] / k)
+        hh.append(channel_hashes(fabric, src[across], dst[across], 0, nic=j))
+    return Step(src=np.concatenate(ss), dst=np.concatenate(dd), nbytes=np.concatenate(bb),
+                deps=deps, reduce_at=reduce_at, label=label, channel=0,
+                hashes=np.concatenate(hh))
 
 
 Builder = Callable[[Group, str, float, int], list[Step]]
