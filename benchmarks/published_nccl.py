@@ -149,6 +149,9 @@ def published_cases() -> tuple[list[Case], Counter[str]]:
                     _ALGOS[r["algo"]]).collectives:
                 skipped[f"NCCL_ALGO={r['algo']} for {r['collective']} not modelled"] += 1
                 continue
+            if re.search(r"-R 2\b", r["notes"]):
+                skipped["symmetric-memory kernels (nccl-tests -R 2) not modelled"] += 1
+                continue
             built = _cluster(r)
             if isinstance(built, str):
                 skipped[built] += 1
