@@ -302,9 +302,13 @@ def summary(res: list[dict[str, Any]]) -> dict[str, Any]:
 FIT_PARAMS: tuple[tuple[str, str], ...] = (
     ("all", "launch"), ("all", "launch_per_gpu"), ("ll", "nvlink_hop"), ("ll", "nvlink_eff"),
     ("ll128", "nvlink_hop"), ("ll128", "nvlink_eff"),
-    ("simple", "nvlink_hop"), ("simple", "nvlink_eff"), ("simple", "nvls_hop"),
+    ("simple", "nvlink_hop"), ("simple", "nvlink_eff"),
     ("simple", "nvls_eff"), ("simple", "ramp_bytes"), ("simple", "ramp_power"),
 )
+#: NVLS runs only on Simple, as three Simple primitives in a row (scatter, reduce +
+#: multicast, gather), each with the handshake of a Simple step over NVLink: its hop is
+#: Simple's NVLink hop, set with it rather than fitted apart.
+TIED_HOPS = {("simple", "nvlink"): ("nvls",)}
 
 
 def _get(proto: Any, what: str) -> float:
@@ -348,6 +352,8 @@ def fit(cs: list[Case]) -> Tuner:  # pragma: no cover - calibration tool
                     hop, eff = dict(pr.hop_latency), dict(pr.efficiency)
                     if kind == "hop":
                         hop[cls] = float(v) * 1e-6
+                        for other in TIED_HOPS.get((q, cls), ()):
+                            hop[other] = hop[cls]
                     else:
                         eff[cls] = float(v)
                     new[q] = pr.scaled(hop_latency=hop, efficiency=eff)
