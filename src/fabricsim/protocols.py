@@ -116,7 +116,9 @@ class Protocol:
             out[[LINK_CLASSES.index("nvlink"), LINK_CLASSES.index("nvls")]] *= f
         if fabric is not None and fabric.info.calibration and self.name != "ideal":
             cal = fabric.info.calibration  # fitted to this cluster (not physics: not ideal)
-            out *= np.array([cal.get(f"{c}.hop", 1.0) for c in LINK_CLASSES])
+            # NVLS's steps are Simple NVLink steps: NVLink's hop factor scales them too
+            out *= np.array([cal.get(f"{c}.hop", cal.get("nvlink.hop", 1.0) if c == "nvls"
+                                     else 1.0) for c in LINK_CLASSES])
         return out
 
     def eff_array(self, fabric: Fabric | None = None, *,

@@ -110,10 +110,19 @@ def test_too_little_is_a_clear_error(capsys, tmp_path) -> None:
 
 def test_reference_benchmark_cuts_held_out_error() -> None:
     mod = load("calibrate_reference")
+    from fabricsim.errors import ConfigError
     from fabricsim.interop.calibrate import calibrate
 
     for system, nodes, gpn, coll, cases in mod.groups():
-        res = calibrate([mod.test_of(system, nodes, gpn, coll, cases)], system=system)
+        test = mod.test_of(system, nodes, gpn, coll, cases)
+        if system == "dgx-h100" and test.gpus_per_thread > 1:
+            # Azure ND H100 v5, -g 8: these logs hide the extra launches from 1 MiB up,
+            # which the model charges on every operation, and NVLS's latency (three
+            # Simple steps) leaves them nothing to hide it in: refused with the fix.
+            with pytest.raises(ConfigError, match="re-run nccl-tests with -g 1"):
+                calibrate([test], system=system)
+            continue
+        res = calibrate([test], system=system)
         assert res.held_out_error_after <= res.held_out_error_before + 1e-9
         if nodes == 2:  # the Nebius NVLSTree rows: 9.8 % -> about 1 % with calibration
             # once; since network crossings are modelled the library alone gives 3.1 %

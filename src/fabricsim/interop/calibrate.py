@@ -55,7 +55,7 @@ __all__ = ["CalibrationResult", "calibrate"]
 PRIOR = 0.05
 #: Factors fitted, in order; a factor no test can inform stays 1.
 FACTORS = ("net.efficiency", "net.hop", "nvlink.efficiency", "nvlink.hop",
-           "nvls.efficiency")
+           "nvls.efficiency", "nvls.hop")
 #: How far above 1 a fitted efficiency factor may land and be held at 1 (with a note);
 #: beyond it the logs are faster than the system's hardware model: refused.
 EFFICIENCY_SLACK = 0.02
@@ -73,6 +73,8 @@ COLLECT = {
     "nvlink.hop": "on one server: all_reduce_perf -b 8 -e 1M -f 2 -g 1",
     "nvls.efficiency": "on one server with NVSwitch: NCCL_ALGO=NVLS all_reduce_perf -b 1G "
                        "-e 8G -f 2 -g 1",
+    "nvls.hop": "on one server with NVSwitch: NCCL_ALGO=NVLS all_reduce_perf -b 64K -e 16M "
+                "-f 2 -g 1",
     "net.efficiency": "across 2 or more servers: NCCL_ALGO=Ring all_reduce_perf -b 1G -e 8G "
                       "-f 2 -g 1",
     "net.hop": "across 2 or more servers: all_reduce_perf -b 8 -e 1M -f 2 -g 1",
@@ -183,17 +185,27 @@ def calibrate(tests: Sequence[Any], *, system: str, catalog: Any = None,
     and (field ``--system``) when the logs need an efficiency factor above
     1 + :data:`EFFICIENCY_SLACK`: they ran faster than ``system`` can.
     """
+    g = max((int(getattr(t, "gpus_per_thread", 1) or 1) for t in tests), default=1)
     return _within_hardware(_calibrate(tests, system=system, catalog=catalog,
-                                       max_evaluations=max_evaluations))
+                                       max_evaluations=max_evaluations), gpus_per_thread=g)
 
 
-def _within_hardware(res: CalibrationResult) -> CalibrationResult:
+def _within_hardware(res: CalibrationResult, gpus_per_thread: int = 1) -> CalibrationResult:
     """``res``, or a ConfigError when an efficiency factor is still above 1 (fits within
-    :data:`EFFICIENCY_SLACK` were held at 1 by :func:`_fit`)."""
+    :data:`EFFICIENCY_SLACK` were held at 1 by :func:`_fit`). Logs of one thread driving
+    several GPUs (``-g``) get the likelier cause named: the model's launch cost for them."""
     over = {k: v for k, v in res.factors.items() if k.endswith(".efficiency") and v > 1.0}
     if over:
         k, v = max(over.items(), key=lambda kv: kv[1])
         cls = _CLASS_NAMES.get(k.split(".")[0], k.split(".")[0])
+        if gpus_per_thread > 1:
+            raise ConfigError(
+                f"the logs ran -g {gpus_per_thread} (one thread launching {gpus_per_thread}"
+                f" GPUs' kernels) and the fit needs {k} {v:.2f}, above 1: the model charges"
+                f" those launches on top of every operation, where these logs hide most of"
+                f" them from 1 MiB up; re-run nccl-tests with -g 1 (one process per GPU, "
+                f"mpirun -np {gpus_per_thread} per server) and calibrate on those logs",
+                field="LOGS")
         raise ConfigError(
             f"the logs ran faster than {res.system} can: the fit needs {k} {v:.2f}, above "
             f"1 (more of the line rate than {res.system}'s {cls} is known to deliver); "
