@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from fabricsim.backends import memory as _memory
 from fabricsim.backends.analytic_fast import fast_structure
 from fabricsim.backends.analytic_shared import (
     adjacent_links,
@@ -256,6 +257,14 @@ class AnalyticBackend:
         hashes = np.concatenate([s.hashes if s.hashes is not None else pair_hash(s.src, s.dst)
                                  for s in steps])
         src, dst, nb, hashes = split_queue_pairs(fabric, src, dst, nb, hashes)
+        if src.size > _memory.CHECK_ABOVE_TRANSFERS:  # refuse what would not fit
+            q = fabric.info.qps
+            _memory.check_fits(src.size * _memory.ANALYTIC_BYTES_PER_TRANSFER,
+                       f"routing {src.size:,} transfers"
+                       + (f" ({q} queue pairs per connection)" if q > 1 else ""),
+                       (["fewer queue pairs (params.qps, NCCL_IB_QPS_PER_CONNECTION)"]
+                        if q > 1 else []) + ["fewer ranks (e.g. one expert-parallel group)"],
+                       field="params.qps" if q > 1 else "ranks")
         scale = float(nb.max(initial=0.0))
         w = nb / scale if scale > 0 else nb
         h = hashlib.blake2b(digest_size=20)

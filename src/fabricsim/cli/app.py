@@ -77,6 +77,13 @@ def main(argv: list[str] | None = None) -> int:
     except FabricsimError as e:
         typer.echo(f"error: {e}", err=True)
         return 2
+    except MemoryError as e:  # past the up-front estimates (fabricsim.backends.memory)
+        what = f" ({e})" if str(e) else ""
+        typer.echo("error: out of memory" + what + ": the run needs more memory than this "
+                   "machine has free; shrink it (fewer servers or ranks, fewer queue pairs, "
+                   "the analytic backend instead of flow or packet) or run it on a larger "
+                   "machine", err=True)
+        return 2
     except typer.Abort:
         typer.echo("aborted", err=True)
         return 1

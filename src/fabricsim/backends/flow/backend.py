@@ -29,10 +29,13 @@ import numpy as np
 from fabricsim.backends.base import Result, crossing_cost, kernel_floor, pipeline_fill
 from fabricsim.backends.flow.background import background_transfers
 from fabricsim.backends.flow.faults import plan_faults
+from fabricsim.backends.flow.memory import MemoryEstimate
+from fabricsim.backends.flow.memory import estimate as estimate_memory
 from fabricsim.backends.flow.results import Timeline, bottlenecks
 from fabricsim.backends.flow.routing import ROUTING_MODES
 from fabricsim.backends.flow.sim import simulate
 from fabricsim.backends.flow.specs import BackgroundSpec, FaultSpec
+from fabricsim.backends.memory import check_fits
 from fabricsim.errors import ConfigError
 from fabricsim.fabric.core import Fabric
 from fabricsim.protocols import get_protocol
@@ -81,6 +84,10 @@ class FlowBackend:
     protocol: str | None = None
     #: Stop with a SimulationError (field ``--time-limit``) after this much wall time.
     time_limit_s: float | None = None
+    #: Refuse (ConfigError, field ``--backend``) a run whose estimated memory
+    #: (:mod:`~fabricsim.backends.flow.memory`) exceeds this many bytes; ``None`` (default):
+    #: the memory the machine has free when the run starts.
+    memory_limit_bytes: float | None = None
     #: Called every few thousand events with (steps done, steps, simulated time, events).
     progress: Callable[[int, int, float, int], None] | None = field(
         default=None, compare=False, repr=False)
@@ -92,6 +99,9 @@ class FlowBackend:
                               f"{self.routing!r}", field="routing")
         if self.qps is not None and self.qps < 1:
             raise ConfigError(f"qps must be >= 1, got {self.qps}", field="qps")
+        if self.memory_limit_bytes is not None and not self.memory_limit_bytes > 0:
+            raise ConfigError(f"the memory limit must be > 0 bytes, got "
+                              f"{self.memory_limit_bytes}", field="memory_limit_bytes")
         if self.time_limit_s is not None and not self.time_limit_s > 0:
             raise ConfigError(f"the time limit must be > 0 seconds, got {self.time_limit_s}",
                               field="--time-limit")
@@ -103,6 +113,23 @@ class FlowBackend:
         spray = getattr(fabric.router, "spray_groups", None)
         return "spray" if spray is not None and spray() else "ecmp"
 
+    def check_memory(self, schedule: Schedule, fabric: Fabric, routing: str, qps: int
+                     ) -> MemoryEstimate:
+        """The run's memory estimate (:func:`~fabricsim.backends.flow.memory.estimate`);
+        a :class:`ConfigError` naming the estimate and how to shrink the run where it
+        exceeds :attr:`memory_limit_bytes` or the memory the machine has free."""
+        need = estimate_memory(schedule, fabric, routing, qps)
+        shrink = ["the analytic backend (--backend analytic), which times the same schedule "
+                  "without holding its flows", "fewer ranks (--ranks, e.g. one expert-"
+                  "parallel group)"]
+        if qps > 1:
+            shrink.append(f"fewer queue pairs ({qps} now: each is a flow)")
+        if routing in ("spray", "adaptive"):
+            shrink.append(f"ECMP routing ({routing} holds a flow per path)")
+        check_fits(need.bytes, f"this flow simulation ({need.jobs:,} flows over "
+                   f"{need.entries:,} link entries)", shrink, limit=self.memory_limit_bytes)
+        return need
+
     def run(self, schedule: Schedule, fabric: Fabric) -> Result:
         """Simulate ``schedule`` on ``fabric`` with this backend's faults and traffic."""
         proto = get_protocol(self.protocol or schedule.protocol or "ideal")
@@ -110,6 +137,7 @@ class FlowBackend:
         bg = background_transfers(plan.fabric, self.background, seed=self.seed)
         routing = self.routing_for(fabric)
         qps = self.qps if self.qps is not None else fabric.info.qps
+        need = self.check_memory(schedule, plan.fabric, routing, qps)
         out = simulate(schedule, plan, bg, routing=routing, qps=qps, seed=self.seed,
                        exploit_repeats=self.exploit_repeats,
                        record_timeline=self.record_timeline, protocol=proto,
@@ -121,7 +149,7 @@ class FlowBackend:
             "stalled_steps": out.stalled_steps, "stalled_transfers": out.stalled_transfers,
             "skipped_epochs": out.skipped_epochs, "kernel_calls": out.kernel_calls,
             "routing": routing, "qps": qps, "protocol": proto.name,
-            "faults": [f.description for f in plan.faults],
+            "faults": [f.description for f in plan.faults], "memory_estimate": need.to_dict(),
             "fault_links": {f.description: f.links for f in plan.faults},
         }
         if self.record_timeline:
