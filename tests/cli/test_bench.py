@@ -122,3 +122,13 @@ def test_bench_says_which_links_limit_and_why(capsys: pytest.CaptureFixture[str]
     assert main([*args, "--fabric", "roce-400g", "--routing", "adaptive"]) == 0
     spread = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("# limit:")]
     assert spread and "leaf-spine" not in spread[0]
+
+
+def test_limit_line_names_the_kernels_when_they_set_the_time(capsys) -> None:  # type: ignore[no-untyped-def]
+    """Four DGX H100 at 1 GiB run NVLSTree at its kernels' rate, its NICs at two thirds."""
+    from fabricsim.cli.app import main
+
+    assert main(["bench", "all_reduce", "--system", "dgx-h100", "--nodes", "4", "-b", "1G",
+                 "-e", "1G"]) == 0
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("# limit:"))
+    assert "limited by the algorithm's kernels" in line and "not by links" in line

@@ -372,6 +372,11 @@ class BenchReport:
         if not top:
             return ""
         link = top[0]
+        if res.extra.get("limited_by") == "kernels":  # the tree / NVLSTree kernels' rate
+            return (f"{r.size_bytes:,} B ({r.algorithm}/{r.protocol}) is limited by the "
+                    f"algorithm's kernels (their own rate per channel, NCCL's figure), not "
+                    f"by links: the busiest, {link.name}, is at {link.utilization:.0%} of "
+                    f"its capacity")
         out = (f"{r.size_bytes:,} B ({r.algorithm}/{r.protocol}) is limited by "
                f"{link.kind} links, the busiest {link.name} at {link.utilization:.0%} of "
                f"its capacity")
