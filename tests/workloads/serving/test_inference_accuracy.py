@@ -37,7 +37,7 @@ def test_summary_targets(results: tuple[ModuleType, list[dict[str, Any]]]) -> No
     assert p["median_abs_error"] <= 0.06
     assert held["median_abs_error"] <= 0.08 and held["figures"] == 18
     assert fit["max_abs_error"] <= 0.13
-    assert p["max_abs_error"] <= 0.47 and p["worst_row"] == 1120
+    assert p["max_abs_error"] <= 0.52 and p["worst_row"] == 1120
 
 
 def test_by_source(results: tuple[ModuleType, list[dict[str, Any]]]) -> None:
@@ -45,12 +45,14 @@ def test_by_source(results: tuple[ModuleType, list[dict[str, Any]]]) -> None:
     primary = [r for r in res if "secondary" not in r]
     trt = [abs(r["rel_error"]) for r in primary if r["row"] < 1117 or r["row"] > 1122]
     vllm_h100 = [abs(r["rel_error"]) for r in primary if r["row"] in (1117, 1119, 1121)]
-    assert len(trt) == 17 and max(trt) <= 0.21
+    # row 1096 (TP2, batch 1024, FP8) -23 %: the FP8 share refitted on 1097/1098 with the
+    # engines' own all-reduce (0.44 -> 0.37) is low for it
+    assert len(trt) == 17 and max(trt) <= 0.23
     assert len(vllm_h100) == 8 and max(vllm_h100) <= 0.26
     # still wrong: Marlin (FP8 weights, 16-bit math) at 405B on A100 runs faster than a
     # tensor-core share fitted at 70B says
     r1120 = [r["rel_error"] for r in primary if r["row"] == 1120]
-    assert -0.42 <= r1120[0] <= -0.33 and 0.40 <= r1120[1] <= 0.47
+    assert -0.42 <= r1120[0] <= -0.33 and 0.40 <= r1120[1] <= 0.52
 
 
 def test_every_row_is_run_or_explained(results: tuple[ModuleType, list[dict[str, Any]]]
@@ -76,7 +78,7 @@ def test_sharegpt_sample_matches_the_published_means() -> None:
 
 def test_leave_one_source_out_as_it_stands() -> None:
     """The tensor-core shares refitted without each source (TensorRT-LLM's v0.6.1 docs,
-    Azure's guide, LambdaLabs' vLLM runs), its figures predicted: median 11.2 %, p90 25 %
+    Azure's guide, LambdaLabs' vLLM runs), its figures predicted: median 5.3 %, p90 23 %
     (7.3 % for the row-split held-out figures above). Each engine's own overhead
     constants rest on the one source that runs that engine, so every figure is held out
     in its hardware only, and each row says so."""
@@ -85,10 +87,9 @@ def test_leave_one_source_out_as_it_stands() -> None:
     rows = b.loso()
     s = b.loso_summary(rows)
     assert s["all"]["figures"] == 29 and all(r["engine_in_sample"] for r in rows)
-    # 8.3 % / 19 % until NVLS got its latency (collectives): a decode step's TP
-    # all-reduces are timed as NCCL runs them in nccl-tests (a launch each, ring LL on one
-    # server), where the engines run their own one-shot kernels inside CUDA graphs
-    assert s["all"]["median"] <= 0.12 and s["all"]["p90"] <= 0.26
+    # 8.3 % / 19 % while TP all-reduces were NCCL's with NVLS free of latency; 5.3 % / 23 %
+    # with the engines' own one-shot/two-shot kernels (collectives.oneshot)
+    assert s["all"]["median"] <= 0.06 and s["all"]["p90"] <= 0.24
     assert s["groups"]["latency"]["median"] <= 0.15  # decode ITL, issue 35's target
     for r in rows:
         assert r["source"] not in r["fitted_on"]

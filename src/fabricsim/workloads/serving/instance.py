@@ -59,6 +59,7 @@ from dataclasses import asdict, dataclass, replace
 
 from fabricsim.catalog import get_catalog
 from fabricsim.catalog.models import GpuSpec
+from fabricsim.collectives.oneshot import engine_allreduce_time
 from fabricsim.errors import ConfigError, unknown
 from fabricsim.fabric import Fabric
 from fabricsim.workloads.comm import CommModel, EngineComm
@@ -109,13 +110,13 @@ _GIB = 2**30
 #: Hopper's, Ada and Volta Ampere's; fp8-weights elsewhere falls back to bf16.
 SERVE_TC_EFF: dict[tuple[str, str], float] = {
     ("ampere", "bf16"): 0.70,
-    ("ampere", "fp8-weights"): 0.23,
+    ("ampere", "fp8-weights"): 0.21,
     ("hopper", "bf16"): 0.67,
-    ("hopper", "fp8"): 0.44,
+    ("hopper", "fp8"): 0.37,
     ("blackwell", "bf16"): 0.67,
-    ("blackwell", "fp8"): 0.44,
+    ("blackwell", "fp8"): 0.37,
     ("ada", "bf16"): 0.70,
-    ("ada", "fp8"): 0.44,
+    ("ada", "fp8"): 0.37,
     ("volta", "bf16"): 0.70,
 }
 #: Achievable share of HBM bandwidth when decode streams weights and KV cache. Not fitted
@@ -141,6 +142,10 @@ class ServingEngine:
     """Host time per iteration, serial with the GPU (scheduling, sampling, sync)."""
     per_seq_s: float = 0.0
     """Host time per sequence and iteration (sampling, detokenising, bookkeeping)."""
+    own_allreduce: bool = True
+    """TP all-reduces inside one NVLink domain run the engine's own one-shot/two-shot
+    kernels in the decode CUDA graph (TensorRT-LLM's AllReduce plugin, vLLM's
+    ``custom_all_reduce``), not NCCL (:mod:`fabricsim.collectives.oneshot`)."""
     query_head_kv_reads: float = 0.0
     """Decode attention with one KV pass per *query* head (the MMHA kernel): the share
     of the ``heads/kv_heads − 1`` extra passes that miss L2 and reach HBM. 0 for kernels
@@ -157,15 +162,15 @@ ENGINES: dict[str, ServingEngine] = {
         description="TensorRT-LLM C++ runtime (XQA decode attention, CUDA graphs): no "
                     "host cost, as none of the rows isolates one"),
     "trtllm-python": ServingEngine(
-        "trtllm-python", launch_per_layer_s=266e-6,
+        "trtllm-python", launch_per_layer_s=262e-6,
         description="a TensorRT-LLM engine driven by the Python runtime (benchmark.py): "
                     "launch cost per layer fitted on rows 1123/1124, batch 16 and 64"),
     "trtllm-0.6": ServingEngine(
-        "trtllm-0.6", query_head_kv_reads=0.78,
+        "trtllm-0.6", query_head_kv_reads=0.79,
         description="TensorRT-LLM v0.6 C++ session (MMHA decode attention, one KV pass "
                     "per query head, before XQA); MMHA share fitted on rows 1097/1098"),
     "vllm-0.5": ServingEngine(
-        "vllm-0.5", step_s=15.9e-3, per_seq_s=62.7e-6,
+        "vllm-0.5", step_s=16.4e-3, per_seq_s=73.7e-6,
         description="vLLM v0.5 (CUDA graphs; Python scheduler, sampler and output "
                     "processing every iteration); host costs fitted on rows 1117/1118"),
 }
@@ -450,8 +455,15 @@ class Instance:
         base = self.first_rank + s * self.tp
         return list(range(base, base + self.tp))
 
-    def _allreduce(self, nbytes: float) -> float:
-        return self.comm.time("all_reduce", self.stage_ranks(0), nbytes)
+    def _allreduce(self, nbytes: float, ranks: list[int] | None = None) -> float:
+        """One TP all-reduce: the engine's own kernel inside one NVLink domain
+        (:mod:`fabricsim.collectives.oneshot`), else NCCL on the fabric."""
+        ranks = self.stage_ranks(0) if ranks is None else ranks
+        if self.engine.own_allreduce and len(ranks) > 1 and nbytes > 0:
+            t = engine_allreduce_time(self.fabric, ranks, nbytes)
+            if t is not None:
+                return t
+        return self.comm.time("all_reduce", ranks, nbytes)
 
     def attention_ranks(self) -> list[int]:
         """The first attention group's GPUs (all of stage 0 without DP attention)."""
@@ -494,8 +506,8 @@ class Instance:
             return 2 * self.stage_layers * self._allreduce(act), 0.0
         ar = 0.0
         if self.attn_tp > 1:
-            ar = self.stage_layers * self.comm.time("all_reduce", self.attention_ranks(),
-                                                    act / self.attention_dp)
+            ar = self.stage_layers * self._allreduce(act / self.attention_dp,
+                                                     self.attention_ranks())
         return ar, self.m.moe_layers * self.ep_layer_s(tokens)
 
     def _p2p(self, nbytes: float) -> float:
