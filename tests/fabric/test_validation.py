@@ -86,3 +86,21 @@ def test_disconnected_network_is_rejected():
     finally:
         TOPOLOGIES.pop("islands-test")
         TOPOLOGY_PARAMS.pop("islands-test")
+
+
+def test_nvlink_domain_no_larger_than_its_generation_joins():
+    """NVLink 5 joins up to 576 GPUs, NVLink 4 up to 256 (issue 41's bad input)."""
+    with pytest.raises(ConfigError) as e:
+        build_cluster("gb200-nvl72", nodes=16, params={"nvlink_domain": 1152})
+    assert e.value.field == "params.nvlink_domain" and "(576)" in str(e.value)
+    with pytest.raises(ConfigError) as e:
+        build_cluster("dgx-h100", nodes=64, params={"nvlink_domain": 512})
+    assert e.value.field == "params.nvlink_domain" and "(256)" in str(e.value)
+    assert build_cluster("dgx-h100", nodes=32, params={"nvlink_domain": 256}).info \
+        .nvlink_domain_gpus == 256
+
+
+def test_gpus_per_node_past_a_server_points_to_the_nvlink_domain():
+    with pytest.raises(ConfigError) as e:
+        build_cluster("gb200-nvl72", nodes=8, gpus_per_node=576)
+    assert e.value.field == "gpus_per_node" and "params.nvlink_domain" in str(e.value)

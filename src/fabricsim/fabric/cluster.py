@@ -37,7 +37,7 @@ from fabricsim.fabric.network import (
     NetworkRouter,
     ScaleOutSpec,
 )
-from fabricsim.fabric.nvlink_domain import NvlinkDomain, add_nvlink_domains
+from fabricsim.fabric.nvlink_domain import NvlinkDomain, add_nvlink_domains, check_domain_size
 from fabricsim.fabric.paths import IntArray, Paths
 from fabricsim.fabric.server import ServerTemplate
 from fabricsim.fabric.torus import torus_network
@@ -403,8 +403,12 @@ def build_cluster(system: str = "dgx-h100", nodes: int = 1, *, gpus_per_node: in
     if not isinstance(nodes, int) or isinstance(nodes, bool) or nodes < 1:
         raise ConfigError(f"nodes must be an integer >= 1, got {nodes!r}", field="nodes")
     if gpus_per_node is not None and (gpus_per_node < 1 or gpus_per_node > sysp.gpus):
+        more = (f"; an NVLink domain across servers (racks) is the cluster's "
+                f"params.nvlink_domain (e.g. {8 * sysp.gpus} on {8} servers, in a "
+                f"scenario's cluster: section)" if gpus_per_node > sysp.gpus
+                and sysp.nvswitches > 0 else "")
         raise ConfigError(f"gpus_per_node must be 1..{sysp.gpus} for {system}, got "
-                          f"{gpus_per_node}", field="gpus_per_node")
+                          f"{gpus_per_node}{more}", field="gpus_per_node")
     n_gpus = nodes * (gpus_per_node or sysp.gpus)
     if n_gpus > MAX_GPUS:
         raise ConfigError(
@@ -468,6 +472,7 @@ def build_cluster(system: str = "dgx-h100", nodes: int = 1, *, gpus_per_node: in
     nt = template.n_nodes
     nvl = None
     if "nvlink_domain" in prm:
+        check_domain_size(prm["nvlink_domain"], cat.gpu(sysp.gpu).nvlink or "", system)
         nvl_lat = template.params.nvlink_latency
         t2_radix = cat.switch(sysp.nvswitch).radix if sysp.nvswitch else 0
         nvl = add_nvlink_domains(b, template, nodes, node_base, link_base,

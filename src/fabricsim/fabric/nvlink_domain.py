@@ -96,6 +96,34 @@ class NvlinkDomain:
         return out
 
 
+#: Most GPUs one NVLink Switch domain joins, by NVLink generation: NVLink 4 (Hopper) up to
+#: 256 through the NVLink Switch System (NVIDIA DGX H100 / GH200 NVLink Switch System
+#: announcements), NVLink 5 (Blackwell) up to 576 (NVIDIA's fifth-generation NVLink and
+#: GB200 NVL72 pages, seed 001: "up to 576 GPUs ... in a single NVLink domain"). Earlier
+#: generations join no GPUs beyond one server.
+MAX_DOMAIN_GPUS = {"nvlink4": 256, "nvlink5": 576}
+
+
+def check_domain_size(value: object, nvlink: str, system: str) -> None:
+    """A ConfigError (field ``params.nvlink_domain``) for a multi-server NVLink domain
+    larger than ``system``'s NVLink generation joins (:data:`MAX_DOMAIN_GPUS`).
+
+    >>> check_domain_size(576, "nvlink5", "gb200-nvl72")
+    >>> try:
+    ...     check_domain_size(1152, "nvlink5", "gb200-nvl72")
+    ... except ConfigError as e:
+    ...     print(e.field)
+    params.nvlink_domain
+    """
+    if not isinstance(value, int) or isinstance(value, bool):
+        return  # _parse_domain names that
+    most = next((v for k, v in MAX_DOMAIN_GPUS.items() if nvlink.startswith(k)), 0)
+    if most and value > most:
+        raise ConfigError(f"nvlink_domain={value} GPUs is more than {nvlink} joins in one "
+                          f"NVLink Switch domain ({most}); use at most {most}, or several "
+                          f"domains joined by the scale-out network", field="params.nvlink_domain")
+
+
 def _parse_domain(value: object, template: ServerTemplate) -> int:
     g = template.n_gpus
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
