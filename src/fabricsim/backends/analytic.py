@@ -259,12 +259,13 @@ class AnalyticBackend:
         src, dst, nb, hashes = split_queue_pairs(fabric, src, dst, nb, hashes)
         if src.size > _memory.CHECK_ABOVE_TRANSFERS:  # refuse what would not fit
             q = fabric.info.qps
-            _memory.check_fits(src.size * _memory.ANALYTIC_BYTES_PER_TRANSFER,
-                       f"routing {src.size:,} transfers"
-                       + (f" ({q} queue pairs per connection)" if q > 1 else ""),
-                       (["fewer queue pairs (params.qps, NCCL_IB_QPS_PER_CONNECTION)"]
-                        if q > 1 else []) + ["fewer ranks (e.g. one expert-parallel group)"],
-                       field="params.qps" if q > 1 else "ranks")
+            what = f"routing {src.size:,} transfers"
+            shrink = ["fewer ranks (e.g. one expert-parallel group)"]
+            if q > 1:
+                what += f" ({q} queue pairs per connection)"
+                shrink.insert(0, "fewer queue pairs (params.qps, NCCL_IB_QPS_PER_CONNECTION)")
+            _memory.check_fits(src.size * _memory.ANALYTIC_BYTES_PER_TRANSFER, what, shrink,
+                               field="params.qps" if q > 1 else "ranks")
         scale = float(nb.max(initial=0.0))
         w = nb / scale if scale > 0 else nb
         h = hashlib.blake2b(digest_size=20)

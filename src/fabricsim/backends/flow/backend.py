@@ -32,7 +32,7 @@ from fabricsim.backends.flow.faults import plan_faults
 from fabricsim.backends.flow.memory import MemoryEstimate
 from fabricsim.backends.flow.memory import estimate as estimate_memory
 from fabricsim.backends.flow.results import Timeline, bottlenecks
-from fabricsim.backends.flow.routing import ROUTING_MODES
+from fabricsim.backends.flow.routing import ROUTING_MODES, Expanded
 from fabricsim.backends.flow.sim import simulate
 from fabricsim.backends.flow.specs import BackgroundSpec, FaultSpec
 from fabricsim.backends.memory import check_fits
@@ -113,12 +113,13 @@ class FlowBackend:
         spray = getattr(fabric.router, "spray_groups", None)
         return "spray" if spray is not None and spray() else "ecmp"
 
-    def check_memory(self, schedule: Schedule, fabric: Fabric, routing: str, qps: int
-                     ) -> MemoryEstimate:
-        """The run's memory estimate (:func:`~fabricsim.backends.flow.memory.estimate`);
-        a :class:`ConfigError` naming the estimate and how to shrink the run where it
-        exceeds :attr:`memory_limit_bytes` or the memory the machine has free."""
-        need = estimate_memory(schedule, fabric, routing, qps)
+    def check_memory(self, schedule: Schedule, fabric: Fabric, routing: str, qps: int,
+                     routed: dict[int, Expanded] | None = None) -> MemoryEstimate:
+        """The run's memory estimate (:func:`~fabricsim.backends.flow.memory.estimate`,
+        which leaves the steps it routed whole in ``routed``); a :class:`ConfigError`
+        naming the estimate and how to shrink the run where it exceeds
+        :attr:`memory_limit_bytes` or the memory the machine has free."""
+        need = estimate_memory(schedule, fabric, routing, qps, seed=self.seed, routed=routed)
         shrink = ["the analytic backend (--backend analytic), which times the same schedule "
                   "without holding its flows", "fewer ranks (--ranks, e.g. one expert-"
                   "parallel group)"]
@@ -137,11 +138,12 @@ class FlowBackend:
         bg = background_transfers(plan.fabric, self.background, seed=self.seed)
         routing = self.routing_for(fabric)
         qps = self.qps if self.qps is not None else fabric.info.qps
-        need = self.check_memory(schedule, plan.fabric, routing, qps)
+        routed: dict[int, Expanded] = {}
+        need = self.check_memory(schedule, plan.fabric, routing, qps, routed)
         out = simulate(schedule, plan, bg, routing=routing, qps=qps, seed=self.seed,
                        exploit_repeats=self.exploit_repeats,
                        record_timeline=self.record_timeline, protocol=proto,
-                       time_limit_s=self.time_limit_s, progress=self.progress)
+                       time_limit_s=self.time_limit_s, progress=self.progress, routed=routed)
         tops = bottlenecks(plan.fabric, out.critical_time, out.link_bytes, out.time)
         extra: dict[str, Any] = {
             "transfers": out.transfers, "rep_start": out.rep_start, "rep_end": out.rep_end,

@@ -32,8 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fabricsim.backends.flow.routing import expand, stripe_planes
-from fabricsim.backends.memory import available_bytes as available_bytes
+from fabricsim.backends.flow.routing import Expanded, expand, stripe_planes
 from fabricsim.fabric.core import Fabric
 from fabricsim.schedule.core import Schedule
 
@@ -62,21 +61,26 @@ class MemoryEstimate:
 
 
 def estimate(schedule: Schedule, fabric: Fabric, routing: str, qps: int,
-             sample: int = SAMPLE) -> MemoryEstimate:
+             sample: int = SAMPLE, *, seed: int = 0,
+             routed: dict[int, Expanded] | None = None) -> MemoryEstimate:
     """The memory a flow simulation of ``schedule`` on ``fabric`` will hold, from a sample
-    of at most ``sample`` transfers routed as the engine routes them."""
+    of at most ``sample`` transfers routed as the engine routes them (``seed``: the
+    engine's). Steps routed whole go into ``routed`` (by step index), for the engine to
+    use instead of routing them again (:func:`~fabricsim.backends.flow.sim.simulate`)."""
     total = sum(s.n for s in schedule.steps)
     jobs = entries = 0.0
     rng = np.random.default_rng(0)
-    for s in schedule.steps:
+    for i, s in enumerate(schedule.steps):
         if s.n == 0:
             continue
         k = min(s.n, max(1, math.ceil(sample * s.n / max(total, 1))))
         idx = np.sort(rng.choice(s.n, size=k, replace=False)) if k < s.n else np.arange(s.n)
         hashes = s.hashes[idx] if s.hashes is not None else None
         ex = expand(fabric, s.src[idx], s.dst[idx], s.nbytes[idx], hashes=hashes,
-                    mode=routing, qps=qps, channel=s.channel)
+                    mode=routing, qps=qps, seed=seed, channel=s.channel)
         ex = stripe_planes(fabric, ex)
+        if routed is not None and k == s.n:
+            routed[i] = ex
         scale = s.n / k
         jobs += ex.n_jobs * scale
         entries += len(ex.links) * scale

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import heapq
 import time as _time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -93,7 +93,8 @@ def simulate(schedule: Schedule, plan: FaultPlan,
              qps: int = 1, seed: int = 0, exploit_repeats: bool = True,
              record_timeline: bool = False, protocol: Protocol | None = None,
              time_limit_s: float | None = None,
-             progress: Callable[[int, int, float, int], None] | None = None) -> SimOutput:
+             progress: Callable[[int, int, float, int], None] | None = None,
+             routed: Mapping[int, Expanded] | None = None) -> SimOutput:
     """Run ``schedule`` on ``plan.fabric`` (see the module docstring for the model).
 
     With a ``protocol``, its launch overhead delays the first steps and its efficiencies
@@ -101,7 +102,9 @@ def simulate(schedule: Schedule, plan: FaultPlan,
     ``time_limit_s`` stops the run with a :class:`~fabricsim.errors.SimulationError`
     (field ``--time-limit``) once that much wall time has passed; ``progress`` is called
     about every :data:`PROGRESS_S` seconds with (steps done, steps, simulated time,
-    solver calls).
+    solver calls). ``routed``: steps already routed (and striped over NVSwitch planes) by
+    index, as :func:`~fabricsim.backends.flow.memory.estimate` leaves them, used as they
+    are.
     """
     wall0 = last_report = _time.perf_counter()
     chunk = EVENT_CHUNK if (time_limit_s is not None or progress is not None) else 1 << 62
@@ -173,9 +176,11 @@ def simulate(schedule: Schedule, plan: FaultPlan,
     def template(i: int) -> tuple[Expanded, F8]:
         if i not in templates:
             s = steps[i]
-            ex = expand(fab, s.src, s.dst, s.nbytes, hashes=s.hashes, mode=routing, qps=qps,
-                        seed=seed, channel=s.channel)
-            ex = stripe_planes(fab, ex)
+            ex = routed.get(i) if routed is not None else None
+            if ex is None:
+                ex = stripe_planes(fab, expand(fab, s.src, s.dst, s.nbytes, hashes=s.hashes,
+                                               mode=routing, qps=qps, seed=seed,
+                                               channel=s.channel))
             if protocol is not None:
                 ex = apply_protocol(fab, ex, protocol, ramp_bytes(schedule, protocol))
             templates[i] = (ex, plan.delays(ex.src) * s.rounds)
