@@ -50,8 +50,10 @@ def engine_allreduce_time(fabric: Fabric, ranks: Sequence[int], nbytes: float
     one-shot and two-shot), or ``None`` where they call NCCL instead: more than
     :data:`MAX_BYTES`, ranks on more than one server (NVLink domain), or no NVLink."""
     n = len(ranks)
-    if n < 2 or nbytes <= 0 or nbytes > MAX_BYTES:
-        return 0.0 if n < 2 or nbytes <= 0 else None
+    if n < 2 or nbytes <= 0:
+        return 0.0
+    if nbytes > MAX_BYTES:
+        return None
     group = Group.of(fabric, list(ranks))
     if group.servers != 1:
         return None
