@@ -28,11 +28,11 @@ Example
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass
 from functools import cache
-from importlib import resources
 from typing import TYPE_CHECKING, Any
+
+from fabricsim.shipped import shipped_json
 
 if TYPE_CHECKING:
     from fabricsim.fabric.core import Fabric
@@ -103,10 +103,7 @@ class Band:
 @cache
 def heldout() -> dict[str, Any]:
     """The shipped held-out table (``collectives/heldout.json``)."""
-    text = resources.files("fabricsim.collectives").joinpath("heldout.json").read_text(
-        encoding="utf-8")
-    data: dict[str, Any] = json.loads(text)
-    return data
+    return shipped_json("fabricsim.collectives", "heldout.json")
 
 
 def _band(name: str, g: dict[str, Any]) -> Band:

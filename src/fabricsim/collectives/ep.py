@@ -55,7 +55,6 @@ Example
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from functools import cache
@@ -70,6 +69,7 @@ from fabricsim.errors import ConfigError, unknown
 from fabricsim.fabric import Fabric
 from fabricsim.results import Tabular
 from fabricsim.schedule.core import Pipeline, Schedule, Step
+from fabricsim.shipped import shipped_json
 
 __all__ = ["EP_DTYPES", "EP_KERNELS", "EP_PHASES", "KERNEL_OVERHEAD_S", "EpConfig",
            "EpResult", "EpTraffic", "Routing", "build_ep_schedule", "default_ep_kernel",
@@ -126,12 +126,7 @@ def ep_heldout() -> dict[str, Any]:
     ``benchmarks/accuracy_ep.py --write``): per kernel family the leave-one-source-out
     error (``median``, ``p90``, ``worst``, ``rows``, ``sources``) and the systems its
     published figures cover."""
-    from importlib import resources
-
-    text = resources.files("fabricsim.collectives").joinpath("ep_heldout.json").read_text(
-        encoding="utf-8")
-    data: dict[str, Any] = json.loads(text)
-    return data
+    return shipped_json("fabricsim.collectives", "ep_heldout.json")
 
 
 def ep_band(kernel: str, system: str) -> tuple[dict[str, Any] | None, str]:

@@ -22,10 +22,10 @@ Example
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
-from importlib import resources
 from typing import Any
+
+from fabricsim.shipped import shipped_json
 
 __all__ = ["ServingBand", "band", "heldout"]
 
@@ -47,10 +47,7 @@ class ServingBand:
 
 def heldout() -> dict[str, Any]:
     """The shipped held-out table (``workloads/serving/heldout.json``)."""
-    text = resources.files("fabricsim.workloads.serving").joinpath("heldout.json") \
-        .read_text(encoding="utf-8")
-    data: dict[str, Any] = json.loads(text)
-    return data
+    return shipped_json("fabricsim.workloads.serving", "heldout.json")
 
 
 def band(kind: str, *, engine: str, generation: str, gpus: int, moe: bool) -> ServingBand:

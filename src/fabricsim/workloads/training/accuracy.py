@@ -21,10 +21,10 @@ Example
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
-from importlib import resources
 from typing import Any
+
+from fabricsim.shipped import shipped_json
 
 __all__ = ["MIN_RUNS", "Band", "band", "heldout"]
 
@@ -51,10 +51,7 @@ class Band:
 
 def heldout() -> dict[str, Any]:
     """The shipped held-out table (``workloads/training/heldout.json``)."""
-    text = resources.files("fabricsim.workloads.training").joinpath("heldout.json") \
-        .read_text(encoding="utf-8")
-    data: dict[str, Any] = json.loads(text)
-    return data
+    return shipped_json("fabricsim.workloads.training", "heldout.json")
 
 
 def band(generation: str, precision: str, recipe: str, *, gpus: int, moe: bool) -> Band:
