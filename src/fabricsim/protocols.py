@@ -133,7 +133,8 @@ class Protocol:
         """
         out = np.array([self.efficiency[c] for c in LINK_CLASSES], dtype=np.float64)
         if fabric is not None and self.nvls_scale:
-            out[LINK_CLASSES.index("nvls")] *= self.nvls_scale.get(hardware_of(fabric)[0], 1.0)
+            out[LINK_CLASSES.index("nvls")] *= self.nvls_scale.get(tuning_hardware(fabric)[0],
+                                                                     1.0)
         if fabric is not None:  # packet framing of the scale-out transport (fabricsim.transport)
             out[[LINK_CLASSES.index("net"), LINK_CLASSES.index("sharp")]] *= \
                 framing_efficiency(fabric.info.transport)
@@ -175,6 +176,30 @@ def hardware_of(fabric: Fabric) -> tuple[str, str]:
     ('nvswitch-gen3', 'nvlink4')
     """
     return fabric.info.nvswitch, fabric.info.nvlink
+
+
+#: NVLink generations and NVSwitch chips newer than any row of NCCL's tuning tables, and
+#: the row they get. NCCL indexes its tables by compute capability and gives every GPU of
+#: 10.0 and above Blackwell's rows (``src/graph/tuning.cc``); Rubin's NVLink 6 and 7 and
+#: their switches therefore run on Blackwell's figures here too, until a measurement says
+#: otherwise.
+NCCL_ROW_OF: dict[str, str] = {"nvlink6": "nvlink5", "nvlink7": "nvlink5",
+                               "nvswitch-gen5": "nvswitch-gen4",
+                               "nvswitch-gen6": "nvswitch-gen4"}
+
+
+def tuning_hardware(fabric: Fabric) -> tuple[str, str]:
+    """:func:`hardware_of`, with hardware newer than NCCL's tables mapped to the row NCCL
+    gives it (:data:`NCCL_ROW_OF`).
+
+    Examples
+    --------
+    >>> from fabricsim.fabric import build_cluster
+    >>> tuning_hardware(build_cluster("vera-rubin-nvl144", 1))
+    ('nvswitch-gen4', 'nvlink5')
+    """
+    sw, nv = hardware_of(fabric)
+    return NCCL_ROW_OF.get(sw, sw), NCCL_ROW_OF.get(nv, nv)
 
 
 # Calibrated constants. Row ids refer to data/reference/measurements.csv (and _2.csv); the
@@ -307,7 +332,7 @@ def tree_kernel_rate(fabric: Fabric, servers: int, channels: int) -> float:
     >>> round(tree_kernel_rate(build_cluster("dgx-a100", 2), 2, 8) / 1e9, 1)
     92.0
     """
-    gen = fabric.info.nvlink
+    gen = tuning_hardware(fabric)[1]
     row = next((v for k, v in TREE_CHANNEL_GBYTE_S.items() if gen.startswith(k)), None)
     rates = []
     if row is not None and channels >= 1:
@@ -346,8 +371,8 @@ def nvlstree_kernel_rate(fabric: Fabric, servers: int, ranks: int) -> float:
     >>> round(nvlstree_kernel_rate(f, 2, 16) * 2 * 15 / 16 / 1e9, 1)  # as busbw
     461.6
     """
-    row = next((v for k, v in NVLSTREE_HEAD_BUSBW_GBYTE_S.items()
-                if fabric.info.nvlink.startswith(k)), None)
+    gen = tuning_hardware(fabric)[1]
+    row = next((v for k, v in NVLSTREE_HEAD_BUSBW_GBYTE_S.items() if gen.startswith(k)), None)
     info = fabric.info
     heads = min(info.gpus_per_server, info.nics_per_server or info.gpus_per_server,
                 NVLS_MAX_HEADS)

@@ -301,6 +301,9 @@ class SystemSpec(Spec):
     pcie: str
     """Key into links: PCIe generation of the GPU/NIC attach in this box."""
     pcie_switches: int = Field(ge=0)
+    gpu_pcie_links: int = Field(1, ge=1, le=4)
+    """PCIe x16 links from each GPU towards its NICs and host (1 on every shipping box;
+    2 on Vera Rubin, whose 1.6 Tb/s of ConnectX-9 per GPU a single Gen6 x16 cannot feed)."""
     nics: int = Field(ge=0)
     """Compute (scale-out) NICs or interfaces."""
     nic: str

@@ -44,7 +44,7 @@ import numpy as np
 from fabricsim.collectives.registry import Group
 from fabricsim.fabric.core import Fabric
 from fabricsim.fabric.kinds import LINK_CLASSES, link_class_of_kind
-from fabricsim.protocols import nvlstree_kernel_rate, tree_kernel_rate
+from fabricsim.protocols import nvlstree_kernel_rate, tree_kernel_rate, tuning_hardware
 from fabricsim.schedule.core import Crossings, Pipeline
 
 KIB = 1024.0
@@ -105,8 +105,7 @@ def nccl_channels(group: Group) -> int:
 def nvls_channels(group: Group) -> int:
     """NCCL's NVLS channels: 16 on Hopper; on Blackwell 24 inside one NVLink domain,
     32 across domains (``src/transport/nvls.cc``)."""
-    if group.fabric.info.nvlink.startswith("nvlink5") or \
-            group.fabric.info.nvlink.startswith("nvlink6"):
+    if tuning_hardware(group.fabric)[1].startswith("nvlink5"):
         return 32 if group.servers > 1 else 24
     return 16
 

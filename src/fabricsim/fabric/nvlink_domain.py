@@ -100,8 +100,10 @@ class NvlinkDomain:
 #: 256 through the NVLink Switch System (NVIDIA DGX H100 / GH200 NVLink Switch System
 #: announcements), NVLink 5 (Blackwell) up to 576 (NVIDIA's fifth-generation NVLink and
 #: GB200 NVL72 pages, seed 001: "up to 576 GPUs ... in a single NVLink domain"). Earlier
-#: generations join no GPUs beyond one server.
-MAX_DOMAIN_GPUS = {"nvlink4": 256, "nvlink5": 576}
+#: generations join no GPUs beyond one server. Rubin's NVLink 6 and Rubin Ultra's NVLink 7
+#: are published only as one rack each (Vera Rubin NVL144: 72 GPUs; Rubin Ultra NVL576:
+#: 144 four-die GPUs), so no domain beyond the rack is built for them.
+MAX_DOMAIN_GPUS = {"nvlink4": 256, "nvlink5": 576, "nvlink6": 72, "nvlink7": 144}
 
 
 def check_domain_size(value: object, nvlink: str, system: str) -> None:

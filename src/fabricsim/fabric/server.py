@@ -58,6 +58,7 @@ class ServerParams:
     nic_bw: float
     storage_nics: int = 0
     storage_nic_bw: float = 0.0
+    gpu_pcie_links: int = 1  # PCIe x16 links from each GPU (their bandwidth adds up)
 
 
 @dataclass(eq=False)
@@ -154,8 +155,8 @@ class ServerTemplate:
         for j, s in enumerate(psw):
             link(s, cpus[j * len(cpus) // len(psw)], p.pcie_bw, p.pcie_latency, LinkKind.PCIE)
         for i, g in enumerate(gpus):
-            link(g, attach[i * len(attach) // len(gpus)], p.pcie_bw, p.pcie_latency,
-                 LinkKind.PCIE)
+            link(g, attach[i * len(attach) // len(gpus)], p.pcie_bw * p.gpu_pcie_links,
+                 p.pcie_latency, LinkKind.PCIE)
         for i, n in enumerate(nics):
             link(n, attach[i * len(attach) // len(nics)], p.pcie_bw, p.pcie_latency,
                  LinkKind.PCIE)
@@ -296,4 +297,5 @@ def server_params(name: str, *, gpus: int | None = None, catalog: Catalog | None
         storage_nics=sysp.storage_nics,
         storage_nic_bw=(cat.nic(sysp.storage_nic).max_gbit_s * 1e9 / 8
                         if sysp.storage_nic else 0.0),
+        gpu_pcie_links=sysp.gpu_pcie_links,
     )

@@ -176,11 +176,11 @@ def serving_bands(job: ServingJob, fabric: Fabric) -> dict[str, ServingBand]:
     throughput on ``fabric``'s GPUs."""
     from fabricsim.catalog import get_catalog
     from fabricsim.errors import FabricsimError
-    from fabricsim.workloads.gpu import generation
+    from fabricsim.workloads.gpu import architecture
     from fabricsim.workloads.serving.accuracy import band
 
     try:
-        gen = generation(get_catalog().gpu(fabric.info.gpu))
+        gen = architecture(get_catalog().gpu(fabric.info.gpu))
     except FabricsimError:  # a GPU the shipped catalog lacks
         gen = fabric.info.gpu or "unknown"
     c = job.serving

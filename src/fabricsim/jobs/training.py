@@ -245,11 +245,11 @@ def gpu_band(job: TrainingJob, gpu: str, gpus: int) -> Band:
     """The held-out error band of ``job``'s step on ``gpus`` GPUs named ``gpu`` (a key
     of the job's catalog)."""
     from fabricsim.errors import FabricsimError
-    from fabricsim.workloads.gpu import generation
+    from fabricsim.workloads.gpu import architecture
     from fabricsim.workloads.training.accuracy import band
 
     try:
-        gen = generation(job.cluster.catalog().gpu(gpu))
+        gen = architecture(job.cluster.catalog().gpu(gpu))
     except FabricsimError:  # a GPU the catalog lacks: its class has no band
         gen = gpu or "unknown"
     cfg = job.parallel

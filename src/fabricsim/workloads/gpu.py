@@ -35,6 +35,8 @@ __all__ = [
     "NVFP4_OVER_FP8",
     "SHAPE_N0",
     "SUSTAINED",
+    "UNMEASURED",
+    "architecture",
     "attention_kernel_eff",
     "gemm_efficiency",
     "generation",
@@ -143,8 +145,31 @@ ADAM_BYTES_PER_PARAM = 34.0
 FRAMEWORK_RESERVE_BYTES = 2 * 2**30
 
 
+#: Architectures no published run measures yet, and the measured generation whose
+#: constants they use. NCCL does the same for its own tables: every GPU of compute
+#: capability 10.0 and above gets Blackwell's rows (``src/graph/tuning.cc``).
+UNMEASURED: dict[str, str] = {"rubin": "blackwell"}
+
+
+def architecture(gpu: GpuSpec) -> str:
+    """GPU architecture of a catalog entry, from its key: :func:`generation`, except that
+    an architecture nothing has measured yet (:data:`UNMEASURED`) is named as itself.
+    Accuracy bands use it, so a Rubin run says it has no held-out figure.
+
+    Examples
+    --------
+    >>> from fabricsim.catalog import get_catalog
+    >>> architecture(get_catalog().gpu("rubin")), generation(get_catalog().gpu("rubin"))
+    ('rubin', 'blackwell')
+    """
+    if gpu.name.startswith("rubin"):
+        return "rubin"
+    return generation(gpu)
+
+
 def generation(gpu: GpuSpec) -> str:
-    """GPU generation of a catalog entry, from its key.
+    """GPU generation of a catalog entry, from its key: the generation whose measured
+    constants it uses (Rubin, unmeasured, uses Blackwell's: :data:`UNMEASURED`).
 
     Examples
     --------
@@ -153,6 +178,8 @@ def generation(gpu: GpuSpec) -> str:
     ('ampere', 'blackwell')
     """
     n = gpu.name
+    if n.startswith("rubin"):
+        return UNMEASURED["rubin"]
     if n.startswith("v100"):
         return "volta"
     if n.startswith(("a100", "a800")):

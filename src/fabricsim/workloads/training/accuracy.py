@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from fabricsim.shipped import shipped_json
+from fabricsim.workloads.gpu import UNMEASURED
 
 __all__ = ["MIN_RUNS", "Band", "band", "heldout"]
 
@@ -63,7 +64,11 @@ def band(generation: str, precision: str, recipe: str, *, gpus: int, moe: bool) 
     g = data["classes"].get(group)
     warnings = []
     if g is None or g["runs"] < MIN_RUNS or g["sources"] < 2:
-        if g is None:
+        if generation in UNMEASURED:
+            warnings.append(f"no published run of a {generation} GPU exists yet: its "
+                            f"per-generation constants are {UNMEASURED[generation]}'s, and "
+                            f"the band is every dense run's, not a measured error")
+        elif g is None:
             warnings.append(f"no published {group} run is held out in the training "
                             f"benchmark: the band is every dense run's")
         elif g["runs"] == 0:
