@@ -93,6 +93,17 @@ def test_unmeasured_rubin_runs_on_blackwell_constants_and_says_so() -> None:
     assert tree_kernel_rate(rubin, 1, 8) == tree_kernel_rate(gb200, 1, 8) == 35e9 * 8
 
 
+def test_nvlink_domain_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    from fabricsim.cli.app import main
+
+    base = ["describe", "--system", "gb200-nvl72", "--nodes", "8", "--nvlink-domain"]
+    assert main([*base, "576", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["nvlink_domain_gpus"] == 576
+    assert main([*base, "1152"]) == 2
+    err = capsys.readouterr().err
+    assert "--nvlink-domain" in err and "576" in err
+
+
 def test_web_trains_on_an_nvl576_rack_as_the_job_layer_does() -> None:
     from fabricsim import jobs
     from fabricsim.scenario import load_scenario_text
@@ -104,3 +115,19 @@ def test_web_trains_on_an_nvl576_rack_as_the_job_layer_does() -> None:
     web = run_job("train", [text])["designs"][0]["train"]
     ref = jobs.run(jobs.job_from_scenario("train", load_scenario_text(text))).to_dict()
     assert web["step_time_s"] == ref["step_time_s"] > 0
+
+
+def test_one_576_gpu_domain_keeps_a_wide_ep_group_on_nvlink() -> None:
+    """docs/ep.md: EP 96 spans two NVL72 racks and crosses InfiniBand; the same eight
+    racks joined into GB200 NVL576 keep it on NVLink, and its exposed all-to-all falls."""
+    from fabricsim import jobs
+    from fabricsim.scenario import load_scenario_text
+
+    def ep_time(params: str) -> float:
+        text = (f"cluster: {{system: gb200-nvl72, nodes: 8{params}}}\n"
+                "training: {model: kimi-k2, tp: 1, pp: 6, ep: 96, global_batch: 4608, "
+                "micro_batch: 1, seq_len: 4096, precision: fp8}\n")
+        r = jobs.run(jobs.job_from_scenario("train", load_scenario_text(text))).to_dict()
+        return float(r["breakdown"]["ep"])
+
+    assert ep_time("") > 4 * ep_time(", params: {nvlink_domain: 576}")

@@ -144,6 +144,9 @@ def with_groups(*groups: Group) -> Callable[[Callable[..., Any]], Callable[..., 
 def _named(e: FabricsimError, flag_of: Mapping[str, str]) -> FabricsimError:
     """``e`` naming the flag that set its field, when one did."""
     key = (e.field or "").split(" (")[0]
+    for cluster_param in ("params.", "cluster.params."):  # a flag that fills params.X
+        if key.startswith(cluster_param) and f"cluster.{key[len(cluster_param):]}" in flag_of:
+            key = f"cluster.{key[len(cluster_param):]}"
     flag = flag_of.get(key) or next((v for k, v in flag_of.items()
                                      if key == "--" + k.split(".", 1)[-1].replace("_", "-")),
                                     None)
@@ -155,6 +158,9 @@ def _named(e: FabricsimError, flag_of: Mapping[str, str]) -> FabricsimError:
 
 
 # -- the cluster ---------------------------------------------------------------------------
+
+#: Cluster flags that fill ``cluster.params`` rather than a field of ``cluster:``.
+PARAM_FLAGS = ("routing", "nvlink_domain")
 
 
 @dataclass(frozen=True)
@@ -169,19 +175,20 @@ class ClusterFlags:
         return cls(dict(given))
 
     def apply(self, sc: Scenario) -> Scenario:
-        """``sc`` with these flags over its ``cluster:`` section (``routing`` goes to
-        ``cluster.params.routing``; ``gpus`` sets ``nodes`` and, below one server,
-        ``gpus_per_node``)."""
+        """``sc`` with these flags over its ``cluster:`` section (``routing`` and
+        ``nvlink_domain`` go to ``cluster.params``; ``gpus`` sets ``nodes`` and, below one
+        server, ``gpus_per_node``)."""
         if not self.given:
             return sc
         from fabricsim.scenario.cluster import ClusterSpec
         from fabricsim.scenario.loader import validate_section
 
         data = sc.cluster.model_dump(exclude_unset=True)  # what the flags leave unset stays so
-        over = {k: v for k, v in self.given.items() if k not in ("routing", "gpus")}
+        over = {k: v for k, v in self.given.items() if k not in (*PARAM_FLAGS, "gpus")}
         data.update(over)
-        if "routing" in self.given:
-            data["params"] = {**(data.get("params") or {}), "routing": self.given["routing"]}
+        for k in PARAM_FLAGS:
+            if k in self.given:
+                data["params"] = {**(data.get("params") or {}), k: self.given[k]}
         if "gpus" in self.given:
             nodes, gpn = self._size(sc, data)
             data["nodes"] = nodes
@@ -224,6 +231,8 @@ CLUSTER = Group("cluster", (
     Flag("fabric", str | None, "Scale-out fabric preset, e.g. ib-ndr, roce-400g."),
     Flag("topology", str | None, "fat-tree, rail-optimized, dragonfly or torus3d."),
     Flag("oversubscription", float | None, "Leaf down:up ratio (1 = non-blocking)."),
+    Flag("nvlink_domain", int | None, "GPUs in one NVLink domain across racks, e.g. 576 on "
+         "8 gb200-nvl72 racks (GB200 NVL576, two NVSwitch tiers)."),
 ), ClusterFlags.of, "cluster")
 
 #: The cluster flags with the scale-out routing (``cluster.params.routing``).
