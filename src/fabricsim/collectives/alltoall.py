@@ -39,6 +39,80 @@ from fabricsim.schedule.core import Step
 #: Largest number of point-to-point transfers an all-to-all schedule may hold.
 MAX_PAIRS = 8_000_000
 
+#: Bytes per channel of a peer up to which NCCL moves a point-to-point transfer with LL
+#: (``NCCL_P2P_LL_THRESHOLD``, ``src/enqueue.cc``: LL when the peer's bytes are at most
+#: this times the channels a peer may use); above it, Simple. Point-to-point never runs
+#: LL128.
+P2P_LL_THRESHOLD_BYTES = 16384
+#: Point-to-point channels NCCL opens on one NVSwitch server: the power of two above its
+#: collective channels (``ncclTopoComputeP2pChannels``, ``src/graph/paths.cc``), which
+#: NCCL logs as "32 p2p channels, 32 p2p channels per peer" on A100 and H100 servers
+#: (24 collective channels each).
+P2P_CHANNELS_ONE_SERVER = 32
+
+
+def _pow2_up(x: int) -> int:
+    return 1 << max(int(x) - 1, 0).bit_length()
+
+
+def _nvlinks_to_a_peer(group: Group) -> int:
+    """NVLinks (lanes) between two GPUs of the group's first server: every NVLink of the
+    GPU through NVSwitches, the links of one GPU pair in a switchless mesh."""
+    from fabricsim.fabric.kinds import LinkKind, NodeKind
+
+    f = group.fabric
+    out = np.flatnonzero((f.link_src == group.nodes[0])
+                         & (f.link_kind == int(LinkKind.NVLINK)))
+    if out.size == 0:
+        return 0
+    lanes = f.link_lanes[out].astype(np.int64)
+    to_switch = f.node_kind[f.link_dst[out]] == int(NodeKind.NVSWITCH)
+    return int(lanes[to_switch].sum()) if to_switch.any() else int(lanes.max())
+
+
+def p2p_channels_per_peer(group: Group) -> int:
+    """Channels NCCL lets one point-to-point peer use (``p2pnChannelsPerPeer``,
+    ``ncclTopoComputeP2pChannels`` in ``src/graph/paths.cc``): the power of two above
+    the fewest any peer's path gets, at most the point-to-point channels. A peer over
+    NVLink gets two per NVLink between the two GPUs, over PCIe two; a peer across the
+    network two (one once the ranks outnumber twice the point-to-point channels), but at
+    least as many as the GPU has NICs. NCCL logs "2 p2p channels per peer" on servers
+    of eight NICs, "32" inside one NVSwitch server.
+
+    >>> from fabricsim.fabric import build_cluster
+    >>> p2p_channels_per_peer(Group.of(build_cluster("dgx-h100", 1)))
+    32
+    >>> p2p_channels_per_peer(Group.of(build_cluster("dgx-h100", 2)))
+    2
+    """
+    from fabricsim.collectives.pipeline import nccl_channels
+
+    if group.servers > 1:
+        p2p = _pow2_up(nccl_channels(group))
+        net = 2 if 2 * group.n <= 4 * p2p else 1
+        least = max(net, group.fabric.info.nics_per_gpu)
+        return min(_pow2_up(least), p2p)
+    links = _nvlinks_to_a_peer(group)
+    least = 2 * links if links else 2
+    return min(_pow2_up(min(least, P2P_CHANNELS_ONE_SERVER)), P2P_CHANNELS_ONE_SERVER)
+
+
+def p2p_protocol(group: Group, collective: str, nbytes: float) -> str:
+    """The protocol NCCL moves ``collective`` (``alltoall``: ``nbytes`` per rank, an
+    ``n``-th to each peer; ``sendrecv``: ``nbytes`` to one peer) with: LL while a peer's
+    bytes are at most :data:`P2P_LL_THRESHOLD_BYTES` per channel it may use
+    (:func:`p2p_channels_per_peer`), else Simple. NCCL decides this by size, not by a
+    cost model, and never uses LL128 for point-to-point.
+
+    >>> from fabricsim.fabric import build_cluster
+    >>> g = Group.of(build_cluster("dgx-h100", 1))
+    >>> p2p_protocol(g, "alltoall", 8 * 512 * 1024), p2p_protocol(g, "alltoall", 8 * 2**20)
+    ('ll', 'simple')
+    """
+    per_peer = nbytes / group.n if collective == "alltoall" else nbytes
+    limit = P2P_LL_THRESHOLD_BYTES * p2p_channels_per_peer(group)
+    return "ll" if per_peer <= limit else "simple"
+
 
 def _check(group: Group, collective: str) -> str | None:
     n = group.n

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import ArrayLike
 
+from fabricsim.collectives.alltoall import p2p_protocol
 from fabricsim.collectives.busbw import COLLECTIVES
 from fabricsim.collectives.registry import ALGORITHMS, Algorithm, Group, get_algorithm
 from fabricsim.errors import ConfigError, ScheduleError, unknown
@@ -103,6 +104,11 @@ def default_channels(group: Group) -> int:
     if group.servers > 1 and group.per_server:
         return group.per_server * max(group.fabric.info.nics_per_gpu, 1)
     return 1
+
+
+#: Collectives NCCL runs as point-to-point sends and receives: their protocol is NCCL's
+#: size rule (:func:`fabricsim.collectives.alltoall.p2p_protocol`), not a cost model's.
+P2P_COLLECTIVES = frozenset({"alltoall", "sendrecv"})
 
 
 def candidates(group: Group, collective: str, algo: str | None = None,
@@ -331,6 +337,8 @@ class Tuner:
         coll = check_collective(collective)
         size = check_nbytes(nbytes)
         group = self.group_of(fabric, ranks)
+        if proto is None and coll in P2P_COLLECTIVES:  # NCCL picks it by size
+            proto = p2p_protocol(group, coll, size)
         per = self._cands.setdefault(group, {})
         ckey = (coll, algo, proto)
         cands = per.get(ckey)
