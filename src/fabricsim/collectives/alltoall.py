@@ -97,12 +97,13 @@ def p2p_channels_per_peer(group: Group) -> int:
     return min(_pow2_up(min(least, P2P_CHANNELS_ONE_SERVER)), P2P_CHANNELS_ONE_SERVER)
 
 
-def p2p_protocol(group: Group, collective: str, nbytes: float) -> str:
+def p2p_protocol(group: Group, collective: str, nbytes: float,
+                 channels_per_peer: int | None = None) -> str:
     """The protocol NCCL moves ``collective`` (``alltoall``: ``nbytes`` per rank, an
     ``n``-th to each peer; ``sendrecv``: ``nbytes`` to one peer) with: LL while a peer's
     bytes are at most :data:`P2P_LL_THRESHOLD_BYTES` per channel it may use
-    (:func:`p2p_channels_per_peer`), else Simple. NCCL decides this by size, not by a
-    cost model, and never uses LL128 for point-to-point.
+    (``channels_per_peer``, default :func:`p2p_channels_per_peer`), else Simple. NCCL
+    decides this by size, not by a cost model, and never uses LL128 for point-to-point.
 
     >>> from fabricsim.fabric import build_cluster
     >>> g = Group.of(build_cluster("dgx-h100", 1))
@@ -110,7 +111,9 @@ def p2p_protocol(group: Group, collective: str, nbytes: float) -> str:
     ('ll', 'simple')
     """
     per_peer = nbytes / group.n if collective == "alltoall" else nbytes
-    limit = P2P_LL_THRESHOLD_BYTES * p2p_channels_per_peer(group)
+    if channels_per_peer is None:
+        channels_per_peer = p2p_channels_per_peer(group)
+    limit = P2P_LL_THRESHOLD_BYTES * channels_per_peer
     return "ll" if per_peer <= limit else "simple"
 
 

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import ArrayLike
 
-from fabricsim.collectives.alltoall import p2p_protocol
+from fabricsim.collectives.alltoall import p2p_channels_per_peer, p2p_protocol
 from fabricsim.collectives.busbw import COLLECTIVES
 from fabricsim.collectives.registry import ALGORITHMS, Algorithm, Group, get_algorithm
 from fabricsim.errors import ConfigError, ScheduleError, unknown
@@ -215,6 +215,8 @@ class Tuner:
         self._cands: weakref.WeakKeyDictionary[
             Group, dict[tuple[object, ...], list[tuple[Algorithm, str]]]] = \
             weakref.WeakKeyDictionary()
+        self._p2p_channels: weakref.WeakKeyDictionary[Group, int] = \
+            weakref.WeakKeyDictionary()
 
     @property
     def backend(self) -> AnalyticBackend:
@@ -236,7 +238,7 @@ class Tuner:
     def clear(self) -> None:
         """Forget every compiled model, bound and schedule."""
         for cache in (self._models, self._bounds, self._scheds, self._groups, self._rkeys,
-                      self._cands):
+                      self._cands, self._p2p_channels):
             cache.clear()
         self._backend = None
         self.bounds_hold = True
@@ -338,7 +340,10 @@ class Tuner:
         size = check_nbytes(nbytes)
         group = self.group_of(fabric, ranks)
         if proto is None and coll in P2P_COLLECTIVES:  # NCCL picks it by size
-            proto = p2p_protocol(group, coll, size)
+            ch = self._p2p_channels.get(group)
+            if ch is None:
+                ch = self._p2p_channels[group] = p2p_channels_per_peer(group)
+            proto = p2p_protocol(group, coll, size, ch)
         per = self._cands.setdefault(group, {})
         ckey = (coll, algo, proto)
         cands = per.get(ckey)
