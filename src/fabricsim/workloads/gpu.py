@@ -152,9 +152,9 @@ UNMEASURED: dict[str, str] = {"rubin": "blackwell"}
 
 
 def architecture(gpu: GpuSpec) -> str:
-    """GPU architecture of a catalog entry, from its key: :func:`generation`, except that
-    an architecture nothing has measured yet (:data:`UNMEASURED`) is named as itself.
-    Accuracy bands use it, so a Rubin run says it has no held-out figure.
+    """GPU architecture of a catalog entry, from its key. An architecture nothing has
+    measured yet (:data:`UNMEASURED`) is named as itself here; accuracy bands use this,
+    so a Rubin run says it has no held-out figure.
 
     Examples
     --------
@@ -162,24 +162,9 @@ def architecture(gpu: GpuSpec) -> str:
     >>> architecture(get_catalog().gpu("rubin")), generation(get_catalog().gpu("rubin"))
     ('rubin', 'blackwell')
     """
-    if gpu.name.startswith("rubin"):
-        return "rubin"
-    return generation(gpu)
-
-
-def generation(gpu: GpuSpec) -> str:
-    """GPU generation of a catalog entry, from its key: the generation whose measured
-    constants it uses (Rubin, unmeasured, uses Blackwell's: :data:`UNMEASURED`).
-
-    Examples
-    --------
-    >>> from fabricsim.catalog import get_catalog
-    >>> generation(get_catalog().gpu("a100-sxm")), generation(get_catalog().gpu("gb200"))
-    ('ampere', 'blackwell')
-    """
     n = gpu.name
     if n.startswith("rubin"):
-        return UNMEASURED["rubin"]
+        return "rubin"
     if n.startswith("v100"):
         return "volta"
     if n.startswith(("a100", "a800")):
@@ -191,6 +176,21 @@ def generation(gpu: GpuSpec) -> str:
     if n.startswith(("l40", "l4")):
         return "ada"
     return "hopper"
+
+
+def generation(gpu: GpuSpec) -> str:
+    """GPU generation of a catalog entry: the measured generation whose constants it
+    uses, its :func:`architecture` (Rubin, unmeasured, uses Blackwell's:
+    :data:`UNMEASURED`).
+
+    Examples
+    --------
+    >>> from fabricsim.catalog import get_catalog
+    >>> generation(get_catalog().gpu("a100-sxm")), generation(get_catalog().gpu("gb200"))
+    ('ampere', 'blackwell')
+    """
+    arch = architecture(gpu)
+    return UNMEASURED.get(arch, arch)
 
 
 def sustained(gpu: GpuSpec) -> float:
