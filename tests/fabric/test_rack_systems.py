@@ -131,3 +131,12 @@ def test_one_576_gpu_domain_keeps_a_wide_ep_group_on_nvlink() -> None:
         return float(r["breakdown"]["ep"])
 
     assert ep_time("") > 4 * ep_time(", params: {nvlink_domain: 576}")
+
+
+def test_gpu_pcie_links_out_of_range_is_refused_naming_the_field() -> None:
+    from fabricsim.catalog.loader import with_systems
+
+    with pytest.raises(ConfigError, match="less than or equal to 4") as e:
+        with_systems(get_catalog(), {"box": {"base": "vera-rubin-nvl144",
+                                             "gpu_pcie_links": 9}})
+    assert e.value.field == "systems.box.gpu_pcie_links"
