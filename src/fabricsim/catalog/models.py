@@ -200,6 +200,11 @@ class NicSpec(Spec):
     latency_ns: float = NonNegFloat
     """One-way processing latency at one end (estimate)."""
     price_usd: float = NonNegFloat
+    nccl_net_latency_us: float = Field(0.0, ge=0.0, allow_inf_nan=False)
+    """Latency NCCL's network plugin for this NIC reports to NCCL's tuner, us: 0 for
+    NCCL's own InfiniBand/RoCE transport; AWS's EFA plugin reports a figure chosen to steer
+    NCCL's choice (75 us on p4d and p5, 35 us from p5en on). It moves NCCL's choice of
+    algorithm and protocol, not any transfer's time."""
 
     @property
     def bandwidth(self) -> float:
@@ -298,6 +303,10 @@ class SystemSpec(Spec):
     nvswitch: str
     """Key into switches (family nvswitch), ``""`` when ``nvswitches == 0``."""
     cpus: int = Field(ge=0)
+    cpu_vendor: Literal["intel", "amd", "arm"] = "intel"
+    """Maker of the host CPUs. NCCL's tuner reads it: across servers an AMD host gets a
+    lower LL bandwidth row and twice the network overhead per step
+    (``src/graph/tuning.cc``), which moves NCCL's protocol switch points."""
     pcie: str
     """Key into links: PCIe generation of the GPU/NIC attach in this box."""
     pcie_switches: int = Field(ge=0)

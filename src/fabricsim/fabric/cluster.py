@@ -546,7 +546,10 @@ def build_cluster(system: str = "dgx-h100", nodes: int = 1, *, gpus_per_node: in
         and domain_gpus > 1,
         nics_per_gpu=int(gpu_nics.shape[1]), pcie_switches=template.params.pcie_switches,
         gpu_power_w=sysp.gpu_power_w, gpu_hour_usd=sysp.gpu_hour_usd, cables=cables,
-        calibration=check_calibration(prm.get("calibration")), qps=qps, extra=extra,
+        calibration=check_calibration(prm.get("calibration")), qps=qps,
+        cpu_vendor=sysp.cpu_vendor,
+        net_plugin_latency=cat.nic(sysp.nic).nccl_net_latency_us * 1e-6 if sysp.nics else 0.0,
+        extra=extra,
     )
     return b.build(gpus=gpus, gpu_nics=gpu_nics, router=router, info=info, arrays=arrays)
 

@@ -87,6 +87,11 @@ class FabricInfo:
     #: default 1): each carries its share of a transfer and is hashed over the equal-cost
     #: paths on its own, so hashed ECMP collides less with more.
     qps: int = 1
+    #: Maker of the servers' host CPUs (``intel``, ``amd``, ``arm``), from the system.
+    cpu_vendor: str = "intel"
+    #: Latency (s) the NICs' NCCL network plugin reports to NCCL's tuner (0 for NCCL's own
+    #: InfiniBand/RoCE transport), from the NIC: it steers NCCL's choice, not a transfer.
+    net_plugin_latency: float = 0.0
     extra: Mapping[str, Any] = field(default_factory=dict)
 
 
