@@ -301,14 +301,13 @@ def summary(res: list[dict[str, Any]]) -> dict[str, Any]:
 #: entries of hop_latency (us) / efficiency; launch (us) is shared by every protocol.
 FIT_PARAMS: tuple[tuple[str, str], ...] = (
     ("all", "launch"), ("all", "launch_per_gpu"), ("ll", "nvlink_hop"), ("ll", "nvlink_eff"),
-    ("ll128", "nvlink_hop"), ("ll128", "nvlink_eff"),
+    ("ll128", "nvlink_hop"), ("ll128", "nvlinkscale_nvlink3"),
     ("simple", "nvlink_hop"), ("simple", "nvlink_eff"),
     ("simple", "nvls_eff"), ("simple", "ramp_bytes"), ("simple", "ramp_power"),
 )
-#: NVLS runs only on Simple, as three Simple primitives in a row (scatter, reduce +
-#: multicast, gather), each with the handshake of a Simple step over NVLink: its hop is
-#: Simple's NVLink hop, set with it rather than fitted apart.
-TIED_HOPS = {("simple", "nvlink"): ("nvls",)}
+#: Hops set with another rather than fitted apart (none today: NVLS's latency and LL128's
+#: NVLink efficiency come from NCCL's tuning model, see fabricsim.protocols).
+TIED_HOPS: dict[tuple[str, str], tuple[str, ...]] = {}
 
 
 def _get(proto: Any, what: str) -> float:
@@ -318,6 +317,8 @@ def _get(proto: Any, what: str) -> float:
         return float(getattr(proto, what))
     if what.startswith("hopscale_"):
         return float(proto.hop_scale.get(what[9:], 1.0))
+    if what.startswith("nvlinkscale_"):
+        return float(proto.nvlink_scale.get(what[12:], 1.0))
     cls, kind = what.split("_")
     return float(proto.hop_latency[cls]) * 1e6 if kind == "hop" else float(proto.efficiency[cls])
 
@@ -342,6 +343,10 @@ def fit(cs: list[Case]) -> Tuner:  # pragma: no cover - calibration tool
                     new[q] = pr.scaled(**{what: float(v) * 1e-6})
                 elif what in ("ramp_bytes", "ramp_power"):
                     new[q] = pr.scaled(**{what: float(v)})
+                elif what.startswith("nvlinkscale_"):
+                    ns = dict(pr.nvlink_scale)
+                    ns[what[12:]] = float(v)
+                    new[q] = pr.scaled(nvlink_scale=ns)
                 elif what == "hopscale_nvlink4":  # Hopper and Blackwell share the value
                     hs = dict(pr.hop_scale)
                     for gen in ("nvlink4", "nvlink4-h800", "nvlink5"):

@@ -66,6 +66,8 @@ class Protocol:
       ``1 / (1 + (ramp_bytes / s) ** ramp_power)``; ``ramp_bytes = 0`` turns it off.
     * ``nvls_scale``: factor on the ``nvls`` efficiency per NVSwitch generation (NCCL keeps
       one NVLS efficiency per GPU architecture; Blackwell's is lower than Hopper's).
+    * ``nvlink_scale``: factor on the ``nvlink`` efficiency per NVLink generation (the
+      row NCCL's tables give it, :func:`tuning_hardware`).
     * ``hop_scale``: factor on the ``nvlink`` and ``nvls`` hop overheads per NVLink
       generation of the GPU (the per-step synchronisation cost differs between generations).
     """
@@ -82,6 +84,7 @@ class Protocol:
     ramp_power: float = 0.5
     nvls_scale: Any = field(default_factory=dict)
     hop_scale: Any = field(default_factory=dict)
+    nvlink_scale: Any = field(default_factory=dict)
     #: Seconds each network crossing of a collective costs per channel the operation runs
     #: on (:class:`~fabricsim.schedule.core.Crossings`): the proxy step of every channel.
     crossing_per_channel: float = 0.0
@@ -95,6 +98,7 @@ class Protocol:
         object.__setattr__(self, "efficiency", MappingProxyType(dict(self.efficiency)))
         object.__setattr__(self, "nvls_scale", MappingProxyType(dict(self.nvls_scale)))
         object.__setattr__(self, "hop_scale", MappingProxyType(dict(self.hop_scale)))
+        object.__setattr__(self, "nvlink_scale", MappingProxyType(dict(self.nvlink_scale)))
 
     def __repr__(self) -> str:  # used as a cache key by the analytic backend
         return (f"Protocol({self.name!r}, hop={dict(self.hop_latency)!r}, "
@@ -102,6 +106,7 @@ class Protocol:
                 f"launch_per_gpu={self.launch_per_gpu!r}, "
                 f"ramp=({self.ramp_bytes!r}, {self.ramp_power!r}), "
                 f"nvls_scale={dict(self.nvls_scale)!r}, hop_scale={dict(self.hop_scale)!r}, "
+                f"nvlink_scale={dict(self.nvlink_scale)!r}, "
                 f"crossing={self.crossing_per_channel!r}/{self.thread_bytes!r})")
 
     def hop_array(self, fabric: Fabric | None = None) -> NDArray[np.float64]:
@@ -126,7 +131,8 @@ class Protocol:
         """``efficiency`` as an array in :data:`LINK_CLASSES` order.
 
         With ``fabric``, the ``nvls`` entry is scaled by :attr:`nvls_scale` of the fabric's
-        NVSwitch generation, and the ``net`` and ``sharp`` entries by the packet framing of
+        NVSwitch generation, the ``nvlink`` entry by :attr:`nvlink_scale` of its NVLink's,
+        and the ``net`` and ``sharp`` entries by the packet framing of
         its scale-out transport (:func:`fabricsim.transport.framing_efficiency`): the
         packet backend sends those headers, the fluid backends charge them here.
         ``calibrated=False`` leaves out the fabric's calibration factors.
@@ -135,6 +141,9 @@ class Protocol:
         if fabric is not None and self.nvls_scale:
             out[LINK_CLASSES.index("nvls")] *= self.nvls_scale.get(tuning_hardware(fabric)[0],
                                                                      1.0)
+        if fabric is not None and self.nvlink_scale:
+            out[LINK_CLASSES.index("nvlink")] *= self.nvlink_scale.get(
+                tuning_hardware(fabric)[1], 1.0)
         if fabric is not None:  # packet framing of the scale-out transport (fabricsim.transport)
             out[[LINK_CLASSES.index("net"), LINK_CLASSES.index("sharp")]] *= \
                 framing_efficiency(fabric.info.transport)
@@ -226,19 +235,25 @@ def tuning_hardware(fabric: Fabric) -> tuple[str, str]:
 #   pipeline (ring and direct): tree, NVLS, NVLSTree and the broadcast/reduce chains time
 #   their fill from NCCL's chunk sizes, channels and kernel stages instead
 #   (fabricsim.collectives.pipeline), a mechanism, where the ramp is a fitted constant.
-# simple.hop nvlink 8.83 us (a chunk step's pipeline latency, fit); nvls the same 8.83 us,
-#   not fitted apart: NVLS runs only on Simple, as three Simple primitives in a row
-#   (scatter, reduce + multicast, gather; src/device/all_reduce.h), each with a Simple
-#   step's handshake over NVLink, so its latency is three Simple NVLink hops, 26.5 us
-#   (NCCL's own tuning model says 25: hwLat NVLS, src/graph/tuning.cc 2.23-2.27). Before,
-#   a separate fit on the Azure ND H100 v5 rows (nccl-tests -g 8, whose 22 us of -g 8
-#   launches hide it) set it to 0: NVLS then won every small operation on one H100
-#   server at 8 us, where NCCL runs ring LL and p5, H20 and H200 runs measure 13-20 us.
-#   With the mechanism, held out: one server latency 16 -> 9 %, 1-16 MiB 32 -> 25 %, all
-#   latencies 26 -> 18 %; the Azure H100 rows (in sample) go to -15 ... -26 % at 1-16 MiB.
-#   A refit with the two tied drives both to 0 again: those rows alone want it.
-# ll128: hop 0.54 us, efficiency 0.452 on NVLink (fit). ll: the same hop (not separable from
-#   LL128 by these rows), efficiency 0.33.
+# simple.hop nvlink 8.83 us (a chunk step's pipeline latency, fit). nvls 4.25 us, from
+#   NCCL's own NVLS latency rather than fitted: NCCL's tuning model gives an NVLS
+#   all-reduce 25 us in all, launch included (hwLat NVLS on NVLink, src/graph/tuning.cc
+#   2.23-2.27), and the nvls schedule pays its hop four times (three fill hops and the
+#   steady step) after the 7.96 us launch: (25 - 8) / 4. Until the tuner made NCCL's choice
+#   (collectives.nccl_model) it was Simple's NVLink hop, 8.83 us: with the least-time
+#   choice a lower NVLS latency made NVLS win every small operation on one H100 server,
+#   where NCCL runs ring LL; with NCCL's choice NVLS runs only where NCCL runs it, and the
+#   H20, H100 and GB300 rows of one server at 1-16 MiB (held out) come to 15 % from 23 %.
+# ll128: hop 0.54 us (fit); efficiency 0.75 on NVLink, 0.92 of Simple's 0.817 as NCCL's
+#   tuning model rates LL128 against Simple (busBw * 0.92, src/graph/tuning.cc), on
+#   Volta, Hopper and Blackwell; x 0.603 on NVLink 3 (A100), 0.452 in all: the fit of the A100
+#   rows (Azure ND A100 v4 at 1-16 MiB, where NCCL runs ring LL128 by either choice).
+#   NCCL's own per-channel LL128 ratings point the same way: 20 GB/s per channel on
+#   Ampere's 300 GB/s of NVLink, 36.7 on Hopper's 450. Before the tuner made NCCL's choice,
+#   0.452 held for every generation: it was where LL128 stopped winning mid-size messages
+#   NCCL sends by Simple or NVLS on H100; with NCCL's choice deciding where LL128 runs, the
+#   H100, H200 and H20 rows of one server at 1-16 MiB (held out) want NCCL's 0.92.
+#   ll: the same hop (not separable from LL128 by these rows), efficiency 0.33.
 # net / pcie / sharp hops and ll/ll128 net efficiencies: no reference rows resolve them;
 #   they keep NCCL's ordering (network hops dearer than NVLink) and are assumptions; the
 #   held-out two-server rows check them (docs/collectives.md).
@@ -264,6 +279,8 @@ _LAUNCH_PER_GPU = 3.18e-6
 _NVLS_GEN4 = 0.707
 _CROSSING = 1.5e-6
 _SIMPLE_NVLINK_HOP = 8.83e-6
+_NVLS_HOP = 4.25e-6
+_LL128_AMPERE = 0.603
 PROTOCOLS: dict[str, Protocol] = {
     "ll": Protocol(
         name="ll",
@@ -278,15 +295,16 @@ PROTOCOLS: dict[str, Protocol] = {
         name="ll128",
         hop_latency={"nvlink": 0.54e-6, "pcie": 3.3e-6, "net": 5.8e-6, "nvls": 0.54e-6,
                      "sharp": 5.8e-6},
-        efficiency={"nvlink": 0.452, "pcie": 0.452, "net": 0.604, "nvls": 0.40,
+        efficiency={"nvlink": 0.75, "pcie": 0.452, "net": 0.604, "nvls": 0.40,
                     "sharp": 0.604},
         launch=_LAUNCH, launch_per_gpu=_LAUNCH_PER_GPU,
+        nvlink_scale={"nvlink3": _LL128_AMPERE},
         crossing_per_channel=_CROSSING, thread_bytes=640 * 8,
     ),
     "simple": Protocol(
         name="simple",
         hop_latency={"nvlink": _SIMPLE_NVLINK_HOP, "pcie": 8.83e-6, "net": 12.5e-6,
-                     "nvls": _SIMPLE_NVLINK_HOP,
+                     "nvls": _NVLS_HOP,
                      "sharp": 12.5e-6},
         efficiency={"nvlink": 0.817, "pcie": 0.80, "net": 0.966, "nvls": 0.697,
                     "sharp": 0.966},

@@ -79,3 +79,17 @@ def test_unknown_protocol_names_field() -> None:
     with pytest.raises(FabricsimError) as e:
         get_protocol("LL64")
     assert "proto" in str(e.value) or getattr(e.value, "field", "") == "proto"
+
+
+def test_ll128_nvlink_efficiency_per_generation() -> None:
+    """LL128 on NVLink runs at NCCL's 0.92 of Simple's on Hopper and Blackwell; A100 keeps
+    its rows' fit (nvlink_scale), and the scale enters the cache key."""
+    ll128, simple = PROTOCOLS["ll128"], PROTOCOLS["simple"]
+    i = LINK_CLASSES.index("nvlink")
+    hopper = ll128.eff_array(build_cluster("dgx-h100", 1))[i]
+    ampere = ll128.eff_array(build_cluster("dgx-a100", 1))[i]
+    blackwell = ll128.eff_array(build_cluster("gb200-nvl72", 1))[i]
+    assert hopper == pytest.approx(0.92 * simple.efficiency["nvlink"], rel=0.01)
+    assert blackwell == hopper
+    assert ampere == pytest.approx(0.452, rel=0.01)
+    assert repr(ll128) != repr(ll128.scaled(nvlink_scale={}))

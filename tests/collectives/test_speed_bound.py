@@ -98,7 +98,8 @@ def test_pruned_selection_equals_exhaustive_scan(system, nodes, kw):
     fab = build_cluster(system, nodes, **kw)
     for ranks in _group_cases(fab):
         for coll in ("all_reduce", "all_gather", "broadcast"):
-            pruned, exhaustive = tu.Tuner(), tu.Tuner(prune=False)
+            pruned = tu.Tuner(select="fastest")
+            exhaustive = tu.Tuner(select="fastest", prune=False)
             fast = [pruned.choose(fab, coll, s, ranks) for s in SIZES]
             full = [exhaustive.choose(fab, coll, s, ranks) for s in SIZES]
             assert fast == full  # same algorithm, protocol and time (bit for bit)
@@ -106,7 +107,7 @@ def test_pruned_selection_equals_exhaustive_scan(system, nodes, kw):
 
 def test_pruning_skips_hopeless_candidates():
     fab = build_cluster("dgx-h100", 128)
-    t = tu.Tuner()
+    t = tu.Tuner(select="fastest")
     picks = [t.choose(fab, "all_reduce", s) for s in SIZES]
     compiled = t.compiled(fab)
     # 2(m-1) = 254 network repetitions per rail ring, in sequence with its NVLink
@@ -121,8 +122,9 @@ def test_pruning_skips_hopeless_candidates():
 
 def test_a_bound_above_the_model_falls_back_to_the_exhaustive_scan(monkeypatch):
     fab = build_cluster("dgx-h100", 16)
-    expect = [tu.Tuner(prune=False).choose(fab, "all_reduce", s) for s in SIZES]
-    t = tu.Tuner()
+    expect = [tu.Tuner(select="fastest", prune=False).choose(fab, "all_reduce", s)
+              for s in SIZES]
+    t = tu.Tuner(select="fastest")
     real = t.lower_bound
 
     def too_high(*args, **kw):  # a broken bound: 10x the truth

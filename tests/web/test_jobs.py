@@ -33,12 +33,14 @@ def test_bench_curves_per_algorithm_and_the_tuners_choice() -> None:
     from fabricsim.collectives import ALGORITHMS
 
     auto = b["curves"][0]
-    for c in b["curves"][1:]:  # the tuner picks the fastest it may pick (within 1 %)
-        alg = ALGORITHMS[c["name"]]  # two servers
-        if not alg.auto or alg.auto_min_servers > 2 or 0 < alg.auto_max_servers < 2:
-            continue
-        assert all(a >= x * 0.99 for a, x in zip(auto["busbw_gbps"], c["busbw_gbps"],
-                                                 strict=True)), c["name"]
+    # the tuner makes NCCL's choice among the algorithms it may pick on two servers: at
+    # every size the auto curve is one of their curves (the one NCCL's model ranks first)
+    pickable = [c for c in b["curves"][1:]
+                if ALGORITHMS[c["name"]].auto and ALGORITHMS[c["name"]].auto_min_servers <= 2
+                and not 0 < ALGORITHMS[c["name"]].auto_max_servers < 2]
+    assert pickable
+    for i, a in enumerate(auto["busbw_gbps"]):
+        assert any(abs(a - c["busbw_gbps"][i]) <= 1e-6 * max(a, 1e-9) for c in pickable), i
     assert len(auto["sizes"]) == 21  # the CLI's sweep: 1 KiB to 1 GiB by 2
     fig = out["figures"]["busbw"]
     _check_figure(fig, series=len(names))

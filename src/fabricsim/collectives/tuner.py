@@ -1,4 +1,11 @@
-"""Algorithm and protocol selection by least predicted time, as NCCL's tuner does.
+"""Algorithm and protocol selection: NCCL's own choice, timed by fabricsim's model.
+
+NCCL runs the (algorithm, protocol) its cost model ranks first, not the one that runs
+fastest. By default (``select="nccl"``) a :class:`Tuner` makes that choice with NCCL's
+model (:mod:`fabricsim.collectives.nccl_model`) wherever every candidate is one of
+NCCL's algorithms, and then times it with fabricsim's own; ``select="fastest"`` picks the
+least time of fabricsim's model instead (what the fabric could do with the best
+algorithm), and so do groups whose candidates NCCL's model cannot rank.
 
 A :class:`Tuner` owns everything selection needs: the protocol model it predicts with
 (:data:`~fabricsim.protocols.PROTOCOLS` unless given another, e.g. by
@@ -9,11 +16,12 @@ model then gives the time of any size in microseconds, so selection over a size 
 costs one compile per (algorithm, protocol). Compiled models are cached per fabric (weakly)
 and per (collective, ranks, algorithm, protocol, channels).
 
-Selection is an exact branch and bound: a candidate is compiled only if a lower bound on
-its time (:mod:`fabricsim.backends.analytic_bound`: latencies, then capacities, then a
-routed sample of its network transfers) does not exceed the best time already found for
-that size, so the answer equals the exhaustive scan's (``Tuner(prune=False)``) while
-hopeless candidates (a 2(n-1)-step ring on 100k GPUs) are never routed.
+NCCL's choice compiles only the candidate chosen. The least-time selection is an exact
+branch and bound: a candidate is compiled only if a lower bound on its time
+(:mod:`fabricsim.backends.analytic_bound`: latencies, then capacities, then a routed
+sample of its network transfers) does not exceed the best time already found for that
+size, so the answer equals the exhaustive scan's (``Tuner(prune=False)``) while hopeless
+candidates (a 2(n-1)-step ring on 100k GPUs) are never routed.
 
 The module-level :func:`choose` uses the fabric's own default tuner (kept with the fabric,
 :meth:`~fabricsim.fabric.Fabric.memo`); pass ``tuner=`` to use another.
@@ -26,8 +34,11 @@ Example
 >>> big = choose(fab, "all_reduce", 2**30)
 >>> small.time < 50e-6 < big.time, big.algorithm
 (True, 'nvls')
->>> exhaustive = Tuner(prune=False)
->>> exhaustive.choose(fab, "all_reduce", 2**30) == big
+>>> fastest = Tuner(select="fastest")
+>>> fastest.choose(fab, "all_reduce", 2**30).time <= big.time
+True
+>>> exhaustive = Tuner(select="fastest", prune=False)
+>>> exhaustive.choose(fab, "all_reduce", 2**30) == fastest.choose(fab, "all_reduce", 2**30)
 True
 """
 
@@ -45,6 +56,7 @@ from numpy.typing import ArrayLike
 
 from fabricsim.collectives.alltoall import p2p_channels_per_peer, p2p_protocol
 from fabricsim.collectives.busbw import COLLECTIVES
+from fabricsim.collectives.nccl_model import NcclModel
 from fabricsim.collectives.registry import ALGORITHMS, Algorithm, Group, get_algorithm
 from fabricsim.errors import ConfigError, ScheduleError, unknown
 from fabricsim.fabric.core import Fabric
@@ -105,6 +117,12 @@ def default_channels(group: Group) -> int:
         return group.per_server * max(group.fabric.info.nics_per_gpu, 1)
     return 1
 
+
+#: How a :class:`Tuner` picks among candidates: ``nccl`` by NCCL's own cost model
+#: (:mod:`fabricsim.collectives.nccl_model`) wherever every candidate is one of NCCL's
+#: algorithms, the least time of fabricsim's model elsewhere; ``fastest`` always by the
+#: least time of fabricsim's model.
+SELECTIONS = ("nccl", "fastest")
 
 #: Collectives NCCL runs as point-to-point sends and receives: their protocol is NCCL's
 #: size rule (:func:`fabricsim.collectives.alltoall.p2p_protocol`), not a cost model's.
@@ -176,12 +194,14 @@ def _ranks_key(group: Group) -> bytes:
 
 
 class Tuner:
-    """Selection of (algorithm, protocol) by least predicted time, with its own caches.
+    """Selection of (algorithm, protocol), with its own caches.
 
     ``protocols`` is the protocol model predictions use (default: the calibrated
     :data:`~fabricsim.protocols.PROTOCOLS`); a calibration passes its own
-    instead of changing the shared one. ``prune=False`` compiles every candidate (the
-    exhaustive scan the branch and bound is checked against).
+    instead of changing the shared one. ``select`` is :data:`SELECTIONS`' ``nccl`` (NCCL's
+    choice, the default) or ``fastest`` (least predicted time). ``prune=False`` compiles
+    every candidate of a least-time choice (the exhaustive scan the branch and bound is
+    checked against).
 
     Example
     -------
@@ -195,10 +215,14 @@ class Tuner:
     """
 
     def __init__(self, protocols: Mapping[str, Protocol] | None = None, *,
-                 prune: bool = True) -> None:
+                 prune: bool = True, select: str = "nccl") -> None:
         self.protocols: Mapping[str, Protocol] = MappingProxyType(
             dict(PROTOCOLS if protocols is None else protocols))
         self.prune = prune
+        if select not in SELECTIONS:
+            raise unknown("selection", select, SELECTIONS, field="select")
+        self.select = select
+        self._nccl: weakref.WeakKeyDictionary[Group, NcclModel] = weakref.WeakKeyDictionary()
         #: cleared if a bound is ever found above a compiled time (selection then scans
         #: every candidate)
         self.bounds_hold = True
@@ -238,7 +262,7 @@ class Tuner:
     def clear(self) -> None:
         """Forget every compiled model, bound and schedule."""
         for cache in (self._models, self._bounds, self._scheds, self._groups, self._rkeys,
-                      self._cands, self._p2p_channels):
+                      self._cands, self._p2p_channels, self._nccl):
             cache.clear()
         self._backend = None
         self.bounds_hold = True
@@ -350,6 +374,15 @@ class Tuner:
         if cands is None:
             cands = per[ckey] = candidates(group, coll, algo, proto, self.protocols)
         factor = size / REFERENCE_BYTES
+        if self.select == "nccl" and len(cands) > 1 and coll not in P2P_COLLECTIVES:
+            m = self._nccl.get(group)
+            if m is None:
+                m = self._nccl[group] = NcclModel.of(group)
+            pick = m.best(coll, size, [(a.name, p) for a, p in cands])
+            if pick is not None:
+                a = next(a for a, p in cands if (a.name, p) == pick)
+                t = self.model(group, coll, a, pick[1], channels).time(factor)
+                return Choice(pick[0], pick[1], t)
         if len(cands) == 1 or not self.prune or not self.bounds_hold:
             return self._scan(group, coll, cands, channels, factor)
         # branch and bound: candidates in order of a lower bound on their time (latencies

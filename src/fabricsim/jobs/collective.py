@@ -18,7 +18,7 @@ Example
 (1048576, 2097152, 4194304)
 >>> r = run_bench(job, job.cluster.build())
 >>> [row.algorithm for row in r.rows[None]], r.to_row()["size_bytes"]
-(['tree', 'tree', 'tree'], 4194304)
+(['nvlstree', 'nvlstree', 'nvlstree'], 4194304)
 """
 
 from __future__ import annotations

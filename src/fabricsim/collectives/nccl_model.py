@@ -1,0 +1,344 @@
+"""NCCL's own cost model, used to choose an (algorithm, protocol) the way NCCL chooses it.
+
+NCCL does not pick the algorithm and protocol that run fastest: it picks the ones its
+tuning model (``ncclTopoTuneModel`` / ``ncclTopoGetAlgoTime`` in ``src/graph/tuning.cc``,
+NCCL 2.23-2.27) predicts fastest, from per-(algorithm, protocol) base latencies, per-hop
+latencies by link class, the bandwidth its topology search found, per-channel caps and a
+size correction for trees. That model was never meant to predict run time, only to rank
+candidates, and its ranking differs from the fastest one in places (it keeps LL128 off
+mid-size messages across servers, it prefers trees early on large clusters). A simulator
+that wants NCCL's times must first make NCCL's choice, then time that choice with its own
+mechanism; :class:`NcclModel` gives the first half.
+
+What this module reads from a group: GPUs per server (``ppn``) and servers (``nodes``,
+NVLink domains, as NCCL counts nodes under MNNVL), the GPUs' architecture (NCCL's
+compute-capability row), NVLink or PCIe inside a server, the NICs' speed, the CPU vendor of
+the host (NCCL's LL bandwidth row and network overhead across servers) and the latency the
+network plugin reports (0 for NCCL's own InfiniBand/RoCE transport; AWS's EFA plugin
+reports 75 us or 35 us by instance family, to steer NCCL to trees).
+
+Example
+-------
+>>> from fabricsim.fabric import build_cluster
+>>> from fabricsim.collectives.registry import Group
+>>> m = NcclModel.of(Group.of(build_cluster("dgx-h100", 16)))
+>>> round(m.latency_us("all_reduce", "ring", "ll"), 1)    # 6.6 + 14N + 2(N-1)·2.7
+311.6
+>>> round(m.latency_us("all_reduce", "tree", "ll"), 1)    # 6.8 + 2(7·0.6 + 4·5.0)
+55.2
+>>> m.best("all_reduce", 1024, [("ring", "ll"), ("tree", "ll"), ("tree", "simple")])
+('tree', 'll')
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from fabricsim.collectives.pipeline import nvlink_rate
+from fabricsim.collectives.registry import Group
+from fabricsim.protocols import tuning_hardware
+
+#: NCCL's rows: 0 Volta, 1 Ampere, 2 Hopper, 3 Blackwell (compute capability 10.0 and
+#: above, so Rubin too).
+ARCH_ROW = {"nvlink2": 0, "nvlink3": 1, "nvlink4": 2, "nvlink5": 3}
+#: Architecture row of GPUs without NVLink, by catalog name prefix.
+PCIE_ARCH_ROW = (("v100", 0), ("a100", 1), ("a10", 1), ("l4", 1), ("l40", 1),
+                 ("h100", 2), ("h200", 2), ("h20", 2), ("b200", 3), ("rtx-pro", 3))
+
+ALGOS = ("tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvlstree")
+PROTOS = ("ll", "ll128", "simple")
+
+#: base latency (us) per algorithm, per protocol (LL, LL128, Simple)
+BASE_LAT: dict[str, tuple[float, float, float]] = {
+    "tree": (6.8, 14.0, 8.4), "ring": (6.6, 14.0, 8.4),
+    "collnet_direct": (0.0, 0.0, 0.0), "collnet_chain": (0.0, 0.0, 0.0),
+    "nvls": (0.0, 0.0, 0.0), "nvlstree": (0.0, 0.0, 0.0)}
+#: latency (us) per hop by hardware class: NVLink, PCIe, network
+HW_LAT: dict[str, dict[str, tuple[float, float, float]]] = {
+    "nvlink": {"tree": (0.6, 1.25, 4.0), "ring": (0.6, 1.9, 3.4),
+               "collnet_direct": (0.0, 0.0, 3.7), "collnet_chain": (0.0, 0.0, 2.8),
+               "nvls": (0.0, 0.0, 25.0), "nvlstree": (0.0, 0.0, 25.0)},
+    "pcie": {"tree": (1.0, 1.9, 4.0), "ring": (1.0, 2.5, 5.7),
+             "collnet_direct": (0.0, 0.0, 3.7), "collnet_chain": (0.0, 0.0, 2.8),
+             "nvls": (0.0, 0.0, 0.0), "nvlstree": (0.0, 0.0, 0.0)},
+    "net": {"tree": (5.0, 8.5, 14.0), "ring": (2.7, 4.0, 14.0),
+            "collnet_direct": (0.0, 0.0, 31.0), "collnet_chain": (0.0, 0.0, 30.0),
+            "nvls": (0.0, 0.0, 18.0), "nvlstree": (0.0, 0.0, 14.0)},
+}
+#: Total LL bandwidth cap (GB/s), by row then by 1 / 2 / more nodes. One node: the GPU's
+#: row; several: the host's (row 0 Intel and others, row 1 AMD).
+LL_MAX_BW = ((39.0, 39.0, 20.4), (87.7, 22.5, 19.0), (141.0, 45.0, 35.0),
+             (282.0, 90.0, 70.0))
+#: Per-channel caps (GB/s) by architecture row, then 1 / 2 / more nodes.
+PER_CH_RING_LL128 = ((20.0,) * 3, (20.0,) * 3, (36.7,) * 3, (73.4,) * 3)
+PER_CH_TREE_LL128 = ((20.0,) * 3, (20.0,) * 3, (36.7, 36.7, 29.0), (73.4, 73.4, 58.0))
+PER_CH_TREE = ((26.5, 18.5, 10.0), (24.0, 23.6, 17.8), (38.7, 41.4, 36.0),
+               (77.4, 82.8, 72.0))
+#: Tree all-reduce bandwidth factor by floor(log2(bytes / 64)), 64 B .. 256 MiB.
+TREE_CORRECTION = {
+    "ll": (1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9,
+           1.0, 1.0, 1.0, 1.0),
+    "ll128": (1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9,
+              .9, .9, .9, 1.0, 1.0),
+    "simple": (.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7,
+               .7, .8, .9, .9),
+}
+#: Per-channel speeds (GB/s) NCCL's ring search tries, highest first, by architecture row
+#: (Volta and Ampere share one), inside a server and with a network.
+SEARCH_SPEEDS_INTRA = ((40, 30, 20, 18, 15, 12, 10, 9, 7, 6, 5, 4, 3),) * 2 + (
+    (60, 50, 40, 30, 24, 20, 15, 12, 11, 6, 3),
+    (90, 80, 70, 60, 50, 40, 30, 24, 20, 19, 18))
+SEARCH_SPEEDS_NET = ((48, 30, 28, 24, 20, 18, 15, 12, 10, 9, 7, 6, 5, 4, 3, 2.4, 1.2,
+                      .24, .12),) * 2 + (
+    (48, 45, 42, 40, 30, 24, 22, 20, 17.5, 15, 12, 6, 3, 2.4, 1.2, .24, .12),
+    (96, 48, 45.1, 42, 40, 30, 24, 22, 20, 17.5, 15, 12, 6, 3, 2.4, 1.2, .24, .12))
+#: NVLink bytes NCCL's topology counts per byte the link carries (20.6 of 25 GB/s per
+#: NVLink 4 link, 40.1 of 50 per NVLink 5 link).
+NVLINK_COUNTED = 0.81
+#: Ring search channels at most (MAXCHANNELS / 2).
+MAX_SEARCH_CHANNELS = 32
+#: NVLS heads per server at most (``NCCL_MAX_NVLS_ARITY``).
+NVLS_MAX_HEADS = 32
+#: Algorithms of fabricsim's registry and the NCCL algorithm each is.
+NCCL_ALGO_OF = {"ring": "ring", "tree": "tree", "nvls": "nvls", "nvlstree": "nvlstree",
+                "nvls_sharp": "nvls"}
+
+
+def _row(group: Group) -> int:
+    _, nv = tuning_hardware(group.fabric)
+    if nv in ARCH_ROW:
+        return ARCH_ROW[nv]
+    gpu = group.fabric.info.gpu
+    for prefix, row in PCIE_ARCH_ROW:
+        if gpu.startswith(prefix):
+            return row
+    return 2
+
+
+def _search(speeds: Sequence[float], total: float, channels_at: Callable[[float], int]
+            ) -> tuple[int, float]:
+    """The (channels, GB/s per channel) NCCL's ring search settles on
+    (``ncclTopoCompute``, ``src/graph/search.cc``): speeds are tried highest first, each
+    with as many channels as fit (``channels_at(speed)``, at most 32); the search stops
+    once a solution carries ``total`` GB/s, or when the next speed is under half the best
+    one found, and keeps the solution of most bandwidth (the first of equals)."""
+    best: tuple[int, float] | None = None
+    for s in speeds:
+        if best is not None and s / best[1] <= 0.49:
+            break
+        n = min(MAX_SEARCH_CHANNELS, channels_at(s))
+        if n >= 1 and (best is None or n * s > best[0] * best[1]):
+            best = (n, float(s))
+        if best is not None and best[0] * best[1] >= total:
+            break
+    return best if best is not None else (1, float(speeds[-1]))
+
+
+def _nvls_search(speeds: Sequence[float], nvl: float, heads: int, nic: float
+                 ) -> tuple[float, float]:
+    """(GB/s inside, GB/s between servers) per head of NCCL's NVLS graph: a head pulls from
+    every GPU through the switch and pushes back, twice over its own NVLinks, so the
+    ``heads`` of a server load each GPU's NVLinks ``heads + 1`` times; across servers a
+    head's own NIC may carry up to twice that (``ncclTopoSearchTryNvls`` and the second
+    pass of ``ncclTopoCompute``)."""
+    intra = next((float(s) for s in speeds if (heads + 1) * s <= nvl), float(speeds[-1]))
+    if nic <= 0:
+        return intra, intra
+    inter = next((float(s) for s in speeds if s <= nic and s <= 2 * intra), intra)
+    return intra, max(inter, min(intra, nic))
+
+
+@dataclass(frozen=True)
+class NcclModel:
+    """NCCL's tuning inputs for one group, and its predicted times.
+
+    ``bw_intra`` / ``bw_inter`` are GB/s per search channel, ``channels`` the search's
+    channel count (NCCL's bus bandwidth is ``channels × bw``); ``net_latency_us`` is the
+    network plugin's reported latency; ``amd_host`` selects NCCL's AMD rows.
+    """
+
+    nodes: int
+    ppn: int
+    ranks: int
+    row: int
+    nvlink: bool
+    channels: int
+    bw_intra: float
+    bw_inter: float
+    net_latency_us: float = 0.0
+    amd_host: bool = False
+    nvls: bool = False
+    ll128: bool = True
+    collnet: bool = False
+    nvls_heads: int = 0
+    nvls_bw_intra: float = 0.0
+    nvls_bw_inter: float = 0.0
+
+    @staticmethod
+    def of(group: Group) -> NcclModel:
+        """NCCL's inputs for ``group``, from its fabric's hardware facts."""
+        info = group.fabric.info
+        row = _row(group)
+        nodes = max(group.servers, 1)
+        ppn = max(group.per_server or group.n // nodes, 1)
+        nvl = nvlink_rate(group) / 1e9 * NVLINK_COUNTED
+        nvlink = nvl > 0
+        if not nvlink:  # PCIe inside the server: NCCL counts width * GT/s / 80
+            nvl = 24.0 if row < 2 else 48.0
+        nic = info.nic_bandwidth / 1e9
+        nics = max(min(info.nics_per_server, max(info.nics_per_gpu, 1) * ppn), 1)
+        speeds = (SEARCH_SPEEDS_INTRA if nodes == 1 else SEARCH_SPEEDS_NET)[row]
+        if nodes == 1:
+            ch, bw = _search(speeds, nvl, lambda s: int(nvl // s))
+        else:
+            # every channel leaves and enters a server through one NIC of its GPUs; NICs
+            # are shared by channels while their speed lasts
+            ch, bw = _search(speeds, nvl, lambda s: min(int(nvl // s), nics * int(nic // s)))
+        inter = bw
+        heads = min(NVLS_MAX_HEADS, ppn if nodes == 1 else min(ppn, nics))
+        nvls_intra, nvls_inter = _nvls_search(speeds, nvl, heads,
+                                              0.0 if nodes == 1 else nic * nics / heads)
+        # ncclTopoDupChannels: twice the channels at half the speed, except on post-Ampere
+        # GPUs whose channels run under 50 GB/s when there are more than four
+        if bw >= 25 and not (row >= 2 and bw < 50 and ch > 4):
+            ch, bw, inter = min(2 * ch, MAX_SEARCH_CHANNELS * 2), bw / 2, inter / 2
+        return NcclModel(nodes=nodes, ppn=ppn, ranks=group.n, row=row, nvlink=nvlink,
+                         channels=ch, bw_intra=bw, bw_inter=inter,
+                         net_latency_us=info.net_plugin_latency * 1e6,
+                         amd_host=info.cpu_vendor == "amd",
+                         nvls=info.nvls and ppn > 2, ll128=nvlink, collnet=info.sharp,
+                         nvls_heads=heads, nvls_bw_intra=nvls_intra, nvls_bw_inter=nvls_inter)
+
+    # ------------------------------------------------------------------ model
+    @property
+    def _index2(self) -> int:
+        return min(self.nodes - 1, 2)
+
+    def _intra_hw(self) -> str:
+        return "nvlink" if self.nvlink else "pcie"
+
+    def latency_us(self, collective: str, algo: str, proto: str) -> float:
+        """NCCL's latency term (us) of ``algo`` with ``proto`` for ``collective``."""
+        p = PROTOS.index(proto)
+        nodes, ppn, n = self.nodes, self.ppn, self.ranks
+        base = BASE_LAT[algo][p]
+        intra = HW_LAT[self._intra_hw()][algo][p]
+        net_algo = "tree" if ppn == 1 else algo
+        inter = HW_LAT["net"][net_algo][p] + self.net_latency_us
+        if proto == "simple":
+            inter += self.net_latency_us
+        log2n = int(math.log2(nodes)) if nodes > 1 else 0
+        if algo == "ring":
+            if collective in ("broadcast", "reduce"):
+                hw = self._intra_hw() if nodes == 1 else "net"
+                return base + n * HW_LAT[hw]["tree" if proto == "simple" else "ring"][p]
+            steps = 2 * (n - 1) if collective == "all_reduce" else n - 1
+            inter_steps = 0 if nodes == 1 else (
+                2 * (nodes - 1) if collective == "all_reduce" else nodes - 1)
+            if nodes > 1:
+                overhead = (2.0 if self.amd_host else 1.0) * (3 if proto == "simple" else 1)
+                intra = max(intra, overhead)
+            return base + (steps - inter_steps) * intra + inter_steps * inter
+        if algo == "tree":
+            return base + 2 * ((ppn - 1) * intra + log2n * inter)
+        if algo == "collnet_direct":
+            return 2 * (min(1, ppn - 1) * intra + (ppn - 1) * 0.4) + inter
+        if algo == "collnet_chain":
+            return 2 * (ppn - 1) * intra + inter
+        if algo == "nvls":
+            return intra + (inter if nodes > 1 else 0.0)
+        if algo == "nvlstree":
+            return intra + 2 * log2n * inter
+        raise ValueError(algo)
+
+    def bandwidth_gbs(self, collective: str, algo: str, proto: str, nbytes: float
+                      ) -> float:
+        """NCCL's algorithm bandwidth (GB/s; time = bytes / bandwidth) of ``algo`` with
+        ``proto`` for ``collective``; 0 where NCCL would not run it."""
+        nodes, ppn, i2, row = self.nodes, self.ppn, self._index2, self.row
+        if proto == "ll128" and not self.ll128:
+            return 0.0
+        if algo.startswith("collnet") and (proto != "simple" or not self.collnet):
+            return 0.0
+        if algo == "nvls" and nodes > 1 and not self.collnet:  # NVLS across servers: CollNet
+            return 0.0
+        if algo in ("nvls", "nvlstree") and (proto != "simple" or not self.nvls):
+            return 0.0
+        bw = self.bw_intra if (nodes <= 2 or algo.startswith("collnet")) else self.bw_inter
+        ch = self.channels
+        if algo == "nvls":  # the NVLS graph: one channel per head
+            ch, bw = self.nvls_heads, min(self.nvls_bw_intra, self.nvls_bw_inter)
+        elif algo == "nvlstree":
+            ch, bw = self.nvls_heads, min(self.nvls_bw_intra, self.nvls_bw_inter
+                                          if nodes <= 2 else self.nvls_bw_inter / 2)
+        bus = ch * bw
+        if algo == "ring" and proto == "ll":
+            ll_row = row if nodes == 1 else (1 if self.amd_host else 0)
+            bus = min(LL_MAX_BW[ll_row][i2], 0.5 * bus)
+        elif algo == "ring" and proto == "ll128":
+            bus = min(0.92 * bus, ch * PER_CH_RING_LL128[row][i2])
+        if algo == "tree" and collective == "all_reduce":
+            bus = min(0.92 * bus, ch * PER_CH_TREE[row][i2])
+        if algo == "tree" and proto == "ll":
+            ll_row = row if nodes == 1 else (1 if self.amd_host else 0)
+            bus = min(bus / 3.8, LL_MAX_BW[ll_row][i2])
+        elif algo == "tree" and proto == "ll128":
+            bus = min(bus * (7 / 9 if nodes == 1 else 120 / 128),
+                      ch * PER_CH_TREE_LL128[row][i2])
+        if algo == "collnet_direct" and collective == "all_reduce":
+            r = ppn / ch
+            bus /= max(r - (r - 1) / 2, 1e-9)
+            if row >= 2:
+                bus *= 0.85
+        if algo == "ring":
+            steps = {"all_reduce": 2 * (self.ranks - 1)}.get(
+                collective, self.ranks - 1 if collective in ("all_gather", "reduce_scatter")
+                else self.ranks)
+            alg = bus * self.ranks / max(steps, 1)
+        elif algo in ("nvls", "nvlstree"):
+            alg = bus * 5 / 6
+        else:
+            alg = bus * 0.5
+        if algo == "tree" and collective == "all_reduce":
+            log_size = int(math.log2(max(nbytes, 1) / 64)) if nbytes >= 64 else -1
+            if 0 <= log_size < len(TREE_CORRECTION[proto]):
+                alg *= TREE_CORRECTION[proto][log_size]
+        return alg
+
+    def time_us(self, collective: str, algo: str, proto: str, nbytes: float) -> float:
+        """NCCL's predicted time (us) of ``algo`` with ``proto``; inf where it would not
+        run it."""
+        bw = self.bandwidth_gbs(collective, algo, proto, nbytes)
+        if bw <= 0:
+            return math.inf
+        lat = self.latency_us(collective, algo, proto)
+        if (algo == "ring" and proto == "simple" and collective == "all_reduce"
+                and self.nodes > 1
+                and nbytes / (2 * self.channels * self.ranks) >= 64):
+            lat *= 1.4 if self.row >= 1 else 1.9
+        return lat + nbytes / (1000 * bw)
+
+    def best(self, collective: str, nbytes: float,
+             pairs: Sequence[tuple[str, str]]) -> tuple[str, str] | None:
+        """The pair of ``pairs`` (fabricsim algorithm names) NCCL's model ranks first, or
+        ``None`` if some pair has no NCCL counterpart (then NCCL's model cannot rank
+        them)."""
+        best: tuple[float, int] | None = None
+        for i, (a, p) in enumerate(pairs):
+            nccl = self.nccl_algo(a)
+            if nccl is None:
+                return None
+            t = self.time_us(collective, nccl, p, nbytes)
+            if best is None or t < best[0]:
+                best = (t, i)
+        if best is None or math.isinf(best[0]):
+            return None
+        return pairs[best[1]]
+
+    def nccl_algo(self, algo: str) -> str | None:
+        """The NCCL algorithm fabricsim's ``algo`` is (``None``: not one of NCCL's)."""
+        if algo == "sharp":
+            return "collnet_direct" if self.ppn <= 8 else "collnet_chain"
+        return NCCL_ALGO_OF.get(algo)

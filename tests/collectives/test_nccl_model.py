@@ -1,0 +1,113 @@
+"""NCCL's cost model (``collectives.nccl_model``) against NCCL's own formulas, and the tuner
+making NCCL's choice with it."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from fabricsim.collectives import Tuner
+from fabricsim.collectives.nccl_model import NcclModel
+from fabricsim.collectives.registry import Group
+from fabricsim.errors import ConfigError
+from fabricsim.fabric import build_cluster
+
+
+def model(system: str, nodes: int) -> NcclModel:
+    return NcclModel.of(Group.of(build_cluster(system, nodes)))
+
+
+def test_one_server_latencies_are_nccls() -> None:
+    # NCCL 2.27 on 8 H100 of one server: ring LL 6.6 + 14 x 0.6, ring Simple 8.4 + 14 x 3.4,
+    # NVLS 25 (src/graph/tuning.cc)
+    m = model("dgx-h100", 1)
+    assert m.latency_us("all_reduce", "ring", "ll") == pytest.approx(15.0)
+    assert m.latency_us("all_reduce", "ring", "simple") == pytest.approx(56.0)
+    assert m.latency_us("all_reduce", "nvls", "simple") == pytest.approx(25.0)
+
+
+def test_server_count_enters_as_nccl_counts_it() -> None:
+    m = model("dgx-h100", 16)
+    # ring: 14N intra steps at max(0.6, 1.0 net overhead) and 2(N-1) network steps
+    assert m.latency_us("all_reduce", "ring", "ll") == pytest.approx(6.6 + 224 + 30 * 2.7)
+    # trees: log2 of the servers, not the ranks
+    assert m.latency_us("all_reduce", "tree", "simple") == pytest.approx(
+        8.4 + 2 * (7 * 4.0 + 4 * 14.0))
+    assert m.latency_us("all_reduce", "nvlstree", "simple") == pytest.approx(25 + 8 * 14.0)
+
+
+def test_efa_plugin_latency_and_amd_host_are_read_from_the_catalog() -> None:
+    p5 = model("aws-p5", 2)
+    assert p5.net_latency_us == pytest.approx(75.0) and p5.amd_host
+    # Simple pays the plugin's latency twice per network step (NCCL's flush)
+    assert p5.latency_us("all_reduce", "tree", "simple") == pytest.approx(
+        8.4 + 2 * (7 * 4.0 + 1 * (14.0 + 150.0)))
+    assert model("aws-p6-b200", 2).net_latency_us == pytest.approx(35.0)
+    h100 = model("dgx-h100", 2)
+    assert h100.net_latency_us == 0.0 and not h100.amd_host
+
+
+def test_protocol_switch_points_order() -> None:
+    """Small messages go LL, large ones Simple (or NVLS), as NCCL does on every system."""
+    for system, nodes in (("dgx-h100", 1), ("dgx-a100", 4), ("aws-p4d", 2), ("hgx-b200", 8)):
+        m = model(system, nodes)
+        pairs = [(a, p) for a in ("ring", "tree", "nvls", "nvlstree")
+                 for p in ("ll", "ll128", "simple")]
+        pairs = [x for x in pairs if not math.isinf(m.time_us("all_reduce", *x, 2**10))
+                 or not math.isinf(m.time_us("all_reduce", *x, 2**32))]
+        assert m.best("all_reduce", 8, pairs)[1] == "ll", system  # type: ignore[index]
+        assert m.best("all_reduce", 2**32, pairs)[1] == "simple", system  # type: ignore[index]
+
+
+def test_ll128_off_without_nvlink_and_nvls_off_without_nvswitch_reduction() -> None:
+    pcie = model("pcie-8gpu", 1)
+    assert math.isinf(pcie.time_us("all_reduce", "ring", "ll128", 2**20))
+    a100 = model("dgx-a100", 1)
+    assert math.isinf(a100.time_us("all_reduce", "nvls", "simple", 2**30))
+
+
+def test_tuner_makes_nccls_choice_and_times_it_with_fabricsims_model() -> None:
+    fab = build_cluster("aws-p4d", 2)
+    m = NcclModel.of(Group.of(fab))
+    nccl, fastest = Tuner(), Tuner(select="fastest")
+    for size in (2**12, 2**20, 2**24, 2**30):
+        c = nccl.choose(fab, "all_reduce", size)
+        assert (c.algorithm, c.protocol) == m.best(
+            "all_reduce", size, [("ring", p) for p in ("ll", "ll128", "simple")]
+            + [("tree", p) for p in ("ll", "ll128", "simple")])
+        forced = fastest.choose(fab, "all_reduce", size, algo=c.algorithm, proto=c.protocol)
+        assert c.time == pytest.approx(forced.time)
+        assert fastest.choose(fab, "all_reduce", size).time <= c.time * (1 + 1e-12)
+    # 1 MiB on 2 p4d: NCCL's model gives ring LL128 269 us (14 + 28 x 1.9 + 2 x (4 + 75)
+    # latency, 44 GB/s bus) and tree LL128 276 us (its 1 MiB correction 0.6), so NCCL
+    # rings where fabricsim's own fastest pick is the tree
+    n, f = nccl.choose(fab, "all_reduce", 2**20), fastest.choose(fab, "all_reduce", 2**20)
+    assert (n.algorithm, n.protocol, f.algorithm) == ("ring", "ll128", "tree")
+
+
+def test_algorithms_nccl_does_not_have_fall_back_to_the_fastest() -> None:
+    m = model("dgx-h100", 2)
+    assert m.best("all_reduce", 2**20, [("ring", "simple"), ("halving_doubling", "simple")]
+                  ) is None
+
+
+def test_unknown_selection_is_refused_by_name() -> None:
+    with pytest.raises(ConfigError, match="selection") as e:
+        Tuner(select="quickest")
+    assert e.value.field == "select"
+
+
+def test_switch_points_match_a_published_nccl_log() -> None:
+    """NCCL's own choice logged on 64 servers of 8 H200 over Ethernet (NCCL issue 1752,
+    NCCL_DEBUG=INFO): 16 MiB all-reduce -> Tree LL128, 32 MiB -> NVLSTree Simple. Both
+    come from NCCL's cost model with the ring search's 8 channels at 45 GB/s and the
+    NVLS graph's 8 heads at 40 GB/s inside (48 across) the servers."""
+    fab = build_cluster("dgx-h200", 64, fabric="roce-400g")
+    m = NcclModel.of(Group.of(fab))
+    assert (m.channels, m.bw_intra) == (8, 45.0)
+    assert (m.nvls_heads, m.nvls_bw_intra, m.nvls_bw_inter) == (8, 40.0, 48.0)
+    t = Tuner()
+    picks = {s: t.choose(fab, "all_reduce", s) for s in (2**24, 2**25)}
+    assert (picks[2**24].algorithm, picks[2**24].protocol) == ("tree", "ll128")
+    assert (picks[2**25].algorithm, picks[2**25].protocol) == ("nvlstree", "simple")
