@@ -133,3 +133,51 @@ def test_limit_line_names_the_kernels_when_they_set_the_time(capsys) -> None:  #
                  "-e", "1G", "--algo", "nvlstree"]) == 0
     line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("# limit:"))
     assert "limited by the algorithm's kernels" in line and "not by links" in line
+
+
+def test_select_fastest_against_nccls_choice(capsys) -> None:  # type: ignore[no-untyped-def]
+    """`--select fastest` gives the least-time pair; the default, NCCL's choice, may be
+    slower (2 p4d at 4 MiB: NCCL rings with LL128, the tree is faster); a scenario's
+    collective.select gives the same rows as the flag; a bad value names the flag."""
+    import json
+
+    from fabricsim import jobs
+    from fabricsim.cli.app import main
+    from fabricsim.scenario import load_scenario_text
+
+    args = ["bench", "all_reduce", "--system", "aws-p4d", "--nodes", "2", "-b", "4M",
+            "-e", "4M", "--json"]
+    assert main(args) == 0
+    nccl = json.loads(capsys.readouterr().out.splitlines()[0])
+    assert main([*args, "--select", "fastest"]) == 0
+    fastest = json.loads(capsys.readouterr().out.splitlines()[0])
+    assert (nccl["algorithm"], fastest["algorithm"]) == ("ring", "tree")
+    assert fastest["busbw_gbps"] > nccl["busbw_gbps"]
+    sc = load_scenario_text("cluster: {system: aws-p4d, nodes: 2}\n"
+                            "collective: {minbytes: 4M, maxbytes: 4M, select: fastest}")
+    job = jobs.job_from_scenario("bench", sc)
+    row = jobs.run(job).rows[None][0]
+    assert row.algorithm == "tree" and round(row.time_us, 4) == fastest["time_us"]
+    assert main([*args, "--select", "quickest"]) == 2
+    assert "--select" in capsys.readouterr().err
+    assert main(args[:-1]) == 0  # the text output says what NCCL's choice leaves
+    room = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("# headroom")]
+    assert room and "ring/LL128 takes 1.88x" in room[0] and "tree/LL128" in room[0]
+    assert main([*args[:-1], "--select", "fastest"]) == 0
+    assert "# headroom" not in capsys.readouterr().out
+
+
+def test_nccl_algo_list_is_ranked_by_nccls_model(monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    """NCCL_ALGO=Ring,Tree leaves NCCL two algorithms, and it runs the one its model ranks
+    first (the ring on 2 p4d at 4 MiB), not the faster one."""
+    import json
+
+    from fabricsim.cli.app import main
+
+    monkeypatch.setenv("NCCL_ALGO", "Ring,Tree")
+    args = ["bench", "all_reduce", "--system", "aws-p4d", "--nodes", "2", "-b", "4M",
+            "-e", "4M", "--json"]
+    assert main(args) == 0
+    assert json.loads(capsys.readouterr().out.splitlines()[0])["algorithm"] == "ring"
+    assert main([*args, "--select", "fastest"]) == 0
+    assert json.loads(capsys.readouterr().out.splitlines()[0])["algorithm"] == "tree"

@@ -217,6 +217,10 @@ def register(app: typer.Typer) -> None:
         ] = None,
         proto: Annotated[str | None, typer.Option(
             "--proto", help="Force a protocol: LL, LL128 or Simple.")] = None,
+        select: Annotated[str | None, typer.Option(
+            "--select", help="Where nothing is forced: nccl (NCCL's own choice, by its "
+            "cost model; the default) or fastest (the pair fabricsim times fastest: what "
+            "the fabric could do).")] = None,
         backend: Annotated[str | None, typer.Option(
             "--backend", help="analytic, flow or packet (default: the scenario's, else "
             "analytic).")] = None,
@@ -250,7 +254,7 @@ def register(app: typer.Typer) -> None:
             sweep = {"--minbytes": minbytes, "--maxbytes": maxbytes,
                      "--stepfactor": stepfactor, "--stepbytes": stepbytes,
                      "--datatype": datatype, "--op": op, "--algo": algo, "--proto": proto,
-                     "--time-limit": time_limit, "--output_file": output_file,
+                     "--select": select, "--time-limit": time_limit, "--output_file": output_file,
                      "--ngpus": ngpus if ngpus != 1 else None,
                      **{NCCL_TESTS_FLAG[k]: v for k, v in run.given.items()}}
             given = next((k for k, v in sweep.items() if v is not None), None)
@@ -325,11 +329,16 @@ def register(app: typer.Typer) -> None:
 
             if backend not in BACKENDS:
                 raise unknown("backend", backend, BACKENDS, field="--backend")
+        if select is not None:
+            from fabricsim.collectives.tuner import SELECTIONS
+
+            if select not in SELECTIONS:
+                raise unknown("selection", select, SELECTIONS, field="--select")
         job = jobs.job_from_scenario(
             "bench", sc, collective=collective, sizes=sizes, datatype=datatype, op=op,
             algos=tuple(algo or ()), proto=proto, backend=backend, gpus_per_thread=ngpus,
             env=env, time_limit_s=time_limit, root=run.get("root", 0),
-            agg_iters=run.get("agg_iters", 1))
+            agg_iters=run.get("agg_iters", 1), select=select)
         fab = job.cluster.build()
         from contextlib import ExitStack
 
@@ -381,6 +390,9 @@ def register(app: typer.Typer) -> None:
             why = report.limit(fab)
             if why:
                 typer.echo(f"# limit: {why}")
+            room = report.headroom(fab)
+            if room:
+                typer.echo(f"# headroom: {room}")
             for w in report.warnings:
                 typer.echo(f"# warning: {w}")
             for name, (flag, what) in NOT_MODELLED.items():

@@ -423,6 +423,18 @@ class Tuner:
         assert best is not None
         return best
 
+    def nccl_pick(self, fabric: Fabric, collective: str, nbytes: float,
+                  ranks: ArrayLike | None, pairs: list[tuple[str, str]]) -> int | None:
+        """Index of the (algorithm, protocol) of ``pairs`` NCCL's cost model ranks first
+        for ``nbytes`` (what NCCL does when its environment allows several), or ``None``
+        where the model cannot rank them (a pair NCCL does not have)."""
+        group = self.group_of(fabric, ranks)
+        m = self._nccl.get(group)
+        if m is None:
+            m = self._nccl[group] = NcclModel.of(group)
+        pick = m.best(check_collective(collective), check_nbytes(nbytes), pairs)
+        return None if pick is None else pairs.index(pick)
+
     def _scan(self, group: Group, coll: str, cands: list[tuple[Algorithm, str]],
               channels: int | None, factor: float) -> Choice:
         """The exhaustive scan: every candidate compiled, the first of least time wins."""
@@ -435,9 +447,14 @@ class Tuner:
         return best
 
 
-def default_tuner(fabric: Fabric) -> Tuner:
-    """The tuner kept with ``fabric`` (the calibrated protocol model, branch and bound)."""
-    return fabric.memo("collectives.tuner", Tuner)
+def default_tuner(fabric: Fabric, select: str = "nccl") -> Tuner:
+    """The tuner kept with ``fabric`` for ``select`` (the calibrated protocol model; NCCL's
+    choice by default, see :data:`SELECTIONS`)."""
+    if select == "nccl":
+        return fabric.memo("collectives.tuner", Tuner)
+    if select not in SELECTIONS:
+        raise unknown("selection", select, SELECTIONS, field="select")
+    return fabric.memo(f"collectives.tuner.{select}", lambda: Tuner(select=select))
 
 
 def choose(fabric: Fabric, collective: str, nbytes: float, ranks: ArrayLike | None = None,
@@ -451,5 +468,7 @@ def choose(fabric: Fabric, collective: str, nbytes: float, ranks: ArrayLike | No
 
 
 def clear_cache(fabric: Fabric) -> None:
-    """Forget ``fabric``'s default tuner and everything it compiled."""
+    """Forget ``fabric``'s default tuners and everything they compiled."""
     fabric.forget("collectives.tuner")
+    for select in SELECTIONS:
+        fabric.forget(f"collectives.tuner.{select}")

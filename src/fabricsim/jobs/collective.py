@@ -123,6 +123,9 @@ class CollectiveBench(Part):
     """Also every algorithm that runs this collective, each as its own curve (those
     that cannot run here are listed as skipped, with the reason)."""
     proto: str | None = None
+    select: Literal["nccl", "fastest"] = "nccl"
+    """Where no pair is forced: NCCL's own choice (``nccl``) or the fastest pair by
+    fabricsim's model (``fastest``; :class:`~fabricsim.collectives.tuner.Tuner`)."""
     backend: Literal["analytic", "flow", "packet"] = "analytic"
     ranks: tuple[int, ...] | None = None
     gpus_per_thread: int = Field(1, ge=1, le=72)
@@ -166,11 +169,11 @@ def bench_job(sc: Scenario, *, collective: str | None = None,
               backend: str | None = None, gpus_per_thread: int = 1,
               env: NcclEnv | None = None, every_algorithm: bool = False,
               time_limit_s: float | None = None, root: int = 0,
-              agg_iters: int = 1) -> CollectiveBench:
+              agg_iters: int = 1, select: str | None = None) -> CollectiveBench:
     """The benchmark of ``sc``'s ``collective:`` section (:data:`DEFAULT_SWEEP` when it
     has none), each argument given replacing the section's."""
     from fabricsim.backends.registry import BACKENDS
-    from fabricsim.collectives.tuner import check_collective
+    from fabricsim.collectives.tuner import SELECTIONS, check_collective
 
     spec = sc.collective or DEFAULT_SWEEP
     name = check_collective(collective or spec.collective)
@@ -180,6 +183,9 @@ def bench_job(sc: Scenario, *, collective: str | None = None,
     red = op or spec.op
     if red not in REDOPS:
         raise unknown("reduction op", red, REDOPS, field="collective.op")
+    how = select or spec.select
+    if how not in SELECTIONS:
+        raise unknown("selection", how, SELECTIONS, field="collective.select")
     be = backend or spec.backend
     if be not in BACKENDS:
         raise unknown("backend", be, BACKENDS, field="collective.backend")
@@ -201,29 +207,37 @@ def bench_job(sc: Scenario, *, collective: str | None = None,
     return CollectiveBench(
         cluster=cluster, collective=name, sizes=tuple(sizes), datatype=dtype, op=red,
         algos=chosen, every_algorithm=every_algorithm, proto=proto or spec.proto,
-        backend=be, ranks=_ranks(spec.ranks),
+        select=how, backend=be, ranks=_ranks(spec.ranks),
         gpus_per_thread=gpus_per_thread, env=env or NcclEnv(), faults=faults,
         time_limit_s=time_limit_s, root=root, agg_iters=agg_iters)
 
 
 def _best(fabric: Fabric, coll: str, size: int, algos: list[str | None],
           protos: list[str | None], gpus_per_thread: int, ranks: list[int] | None,
-          channels: int | None = None) -> Any:
-    """The fastest allowed (algorithm, protocol) at ``size`` (``None``: the tuner's own
-    choice)."""
-    from fabricsim.collectives.tuner import choose
+          channels: int | None = None, select: str = "nccl") -> Any:
+    """The allowed (algorithm, protocol) at ``size`` the tuner picks (``None`` in
+    ``algos``/``protos``: any): by NCCL's cost model, or the fastest (``select``)."""
+    from fabricsim.collectives.tuner import default_tuner
 
+    tuner = default_tuner(fabric, select)
     best, why = None, ScheduleError("nothing tried")
+    tried = []
     for a in algos:
         for p in protos:
             try:
-                c = choose(fabric, coll, size, ranks, a, p, channels,
-                           gpus_per_thread=gpus_per_thread)
+                c = tuner.choose(fabric, coll, size, ranks, a, p, channels,
+                                 gpus_per_thread=gpus_per_thread)
             except ScheduleError as e:
                 why = e
                 continue
+            tried.append(c)
             if best is None or c.time < best.time:
                 best = c
+    if len(tried) > 1 and select == "nccl":  # NCCL ranks what its environment allows
+        pick = tuner.nccl_pick(fabric, coll, size, ranks,
+                               [(c.algorithm, c.protocol) for c in tried])
+        if pick is not None:
+            best = tried[pick]
     if best is None:
         if algos == [None] and protos == [None]:  # nothing narrowed the choice: the reason
             raise why
@@ -280,11 +294,12 @@ def _sweep(job: CollectiveBench, fabric: Fabric, algo: str | None, backend: Any,
             on_size(i, len(job.sizes), size)
         if job.backend == "analytic":
             c = _best(fabric, coll, size, algos, protos, job.gpus_per_thread, ranks,
-                      channels)
+                      channels, job.select)
             t, alg_name, pr = c.time, c.algorithm, c.protocol
         else:
-            if len(algos) > 1 or len(protos) > 1:
-                c = _best(fabric, coll, size, algos, protos, job.gpus_per_thread, ranks)
+            if len(algos) > 1 or len(protos) > 1 or job.select != "nccl":
+                c = _best(fabric, coll, size, algos, protos, job.gpus_per_thread, ranks,
+                          select=job.select)
                 a_run, p_run = c.algorithm, c.protocol
             else:
                 a_run, p_run = algos[0], protos[0]
@@ -386,6 +401,45 @@ class BenchReport:
                     "spreads them, and so do more queue pairs per connection "
                     "(NCCL_IB_QPS_PER_CONNECTION)")
         return out
+
+    def headroom(self, fabric: Fabric, at_least: float = 1.1) -> str:
+        """Where NCCL's own choice (the auto curve, nothing forced, analytic backend) is
+        at least ``at_least`` times slower than the fastest pair by fabricsim's model: the
+        size where the gap is largest, both pairs and the factor ("" where there is no
+        such size, or the sweep is not NCCL's choice).
+
+        >>> from fabricsim.scenario import load_scenario_text
+        >>> sc = load_scenario_text("cluster: {system: aws-p4d, nodes: 2}\\n"
+        ...                         "collective: {minbytes: 4M, maxbytes: 4M}")
+        >>> job = bench_job(sc)
+        >>> fab = job.cluster.build()
+        >>> run_bench(job, fab).headroom(fab)[:60]
+        "4,194,304 B: NCCL's choice ring/LL128 takes 1.88x the time t"
+        """
+        from fabricsim.collectives.tuner import default_tuner
+
+        rows = self.rows.get(None)
+        if (not rows or self.job.backend != "analytic" or self.job.select != "nccl"
+                or self.job.proto is not None or self.job.env.restricts):
+            return ""
+        fastest = default_tuner(fabric, "fastest")
+        ranks = list(self.job.ranks) if self.job.ranks else None
+        worst: tuple[float, BenchRow, Any] | None = None
+        for r in rows:
+            f = fastest.choose(fabric, self.job.collective, r.size_bytes, ranks,
+                               gpus_per_thread=self.job.gpus_per_thread)
+            gap = r.time_us / max(f.time * 1e6, 1e-12)
+            if gap >= at_least and (worst is None or gap > worst[0]):
+                worst = (gap, r, f)
+        if worst is None:
+            return ""
+        gap, r, f = worst
+        from fabricsim.protocols import PROTOCOL_LABELS
+
+        return (f"{r.size_bytes:,} B: NCCL's choice {r.algorithm}/{r.protocol} takes "
+                f"{gap:.2f}x the time this model gives {f.algorithm}/"
+                f"{PROTOCOL_LABELS.get(f.protocol, f.protocol)} (--select fastest; on a "
+                f"real cluster try NCCL_ALGO/NCCL_PROTO)")
 
     def to_row(self) -> dict[str, Any]:
         """The largest size of the first algorithm asked for (the figures a sweep of

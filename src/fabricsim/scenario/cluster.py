@@ -62,6 +62,9 @@ class CollectiveSpec(_Model):
     op: str = "sum"
     algo: str | None = None
     proto: str | None = None
+    select: Literal["nccl", "fastest"] = "nccl"
+    """How the algorithm and protocol are chosen where none is forced: ``nccl``, NCCL's
+    own choice (its cost model); ``fastest``, the pair fabricsim's model times fastest."""
     backend: Literal["analytic", "flow", "packet"] = "analytic"
     ranks: list[int] | None = None
 
