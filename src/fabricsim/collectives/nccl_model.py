@@ -341,4 +341,6 @@ class NcclModel:
         """The NCCL algorithm fabricsim's ``algo`` is (``None``: not one of NCCL's)."""
         if algo == "sharp":
             return "collnet_direct" if self.ppn <= 8 else "collnet_chain"
+        if algo == "nvls" and self.nodes > 1:  # fabricsim's NVLS with rail rings: not NCCL's
+            return None
         return NCCL_ALGO_OF.get(algo)

@@ -426,13 +426,15 @@ class Tuner:
     def nccl_pick(self, fabric: Fabric, collective: str, nbytes: float,
                   ranks: ArrayLike | None, pairs: list[tuple[str, str]]) -> int | None:
         """Index of the (algorithm, protocol) of ``pairs`` NCCL's cost model ranks first
-        for ``nbytes`` (what NCCL does when its environment allows several), or ``None``
-        where the model cannot rank them (a pair NCCL does not have)."""
+        for ``nbytes`` (what NCCL does when its environment allows several); pairs NCCL
+        does not have are left out, and ``None`` says none of them is NCCL's."""
         group = self.group_of(fabric, ranks)
         m = self._nccl.get(group)
         if m is None:
             m = self._nccl[group] = NcclModel.of(group)
-        pick = m.best(check_collective(collective), check_nbytes(nbytes), pairs)
+        ours = [x for x in pairs if m.nccl_algo(x[0]) is not None]  # what NCCL can run
+        pick = m.best(check_collective(collective), check_nbytes(nbytes), ours) if ours \
+            else None
         return None if pick is None else pairs.index(pick)
 
     def _scan(self, group: Group, coll: str, cands: list[tuple[Algorithm, str]],
