@@ -105,7 +105,7 @@ def test_switch_points_match_a_published_nccl_log() -> None:
     NVLS graph's 8 heads at 40 GB/s inside (48 across) the servers."""
     fab = build_cluster("dgx-h200", 64, fabric="roce-400g")
     m = NcclModel.of(Group.of(fab))
-    assert (m.channels, m.bw_intra) == (8, 45.0)
+    assert (m.channels, m.bw) == (8, 45.0)
     assert (m.nvls_heads, m.nvls_bw_intra, m.nvls_bw_inter) == (8, 40.0, 48.0)
     t = Tuner()
     picks = {s: t.choose(fab, "all_reduce", s) for s in (2**24, 2**25)}

@@ -154,8 +154,9 @@ def _nvls_search(speeds: Sequence[float], nvl: float, heads: int, nic: float
 class NcclModel:
     """NCCL's tuning inputs for one group, and its predicted times.
 
-    ``bw_intra`` / ``bw_inter`` are GB/s per search channel, ``channels`` the search's
-    channel count (NCCL's bus bandwidth is ``channels × bw``); ``net_latency_us`` is the
+    ``bw`` is GB/s per search channel, ``channels`` the search's channel count (NCCL's bus
+    bandwidth is ``channels × bw``; its ring search gives the same speed inside and
+    between servers, so NCCL's separate intra/inter figures are one here); ``net_latency_us`` is the
     network plugin's reported latency; ``amd_host`` selects NCCL's AMD rows.
     """
 
@@ -165,8 +166,7 @@ class NcclModel:
     row: int
     nvlink: bool
     channels: int
-    bw_intra: float
-    bw_inter: float
+    bw: float
     net_latency_us: float = 0.0
     amd_host: bool = False
     nvls: bool = False
@@ -196,16 +196,15 @@ class NcclModel:
             # every channel leaves and enters a server through one NIC of its GPUs; NICs
             # are shared by channels while their speed lasts
             ch, bw = _search(speeds, nvl, lambda s: min(int(nvl // s), nics * int(nic // s)))
-        inter = bw
         heads = min(NVLS_MAX_HEADS, ppn if nodes == 1 else min(ppn, nics))
         nvls_intra, nvls_inter = _nvls_search(speeds, nvl, heads,
                                               0.0 if nodes == 1 else nic * nics / heads)
         # ncclTopoDupChannels: twice the channels at half the speed, except on post-Ampere
         # GPUs whose channels run under 50 GB/s when there are more than four
         if bw >= 25 and not (row >= 2 and bw < 50 and ch > 4):
-            ch, bw, inter = min(2 * ch, MAX_SEARCH_CHANNELS * 2), bw / 2, inter / 2
+            ch, bw = min(2 * ch, MAX_SEARCH_CHANNELS * 2), bw / 2
         return NcclModel(nodes=nodes, ppn=ppn, ranks=group.n, row=row, nvlink=nvlink,
-                         channels=ch, bw_intra=bw, bw_inter=inter,
+                         channels=ch, bw=bw,
                          net_latency_us=info.net_plugin_latency * 1e6,
                          amd_host=info.cpu_vendor == "amd",
                          nvls=info.nvls and ppn > 2, ll128=nvlink, collnet=info.sharp,
@@ -266,8 +265,7 @@ class NcclModel:
             return 0.0
         if algo in ("nvls", "nvlstree") and (proto != "simple" or not self.nvls):
             return 0.0
-        bw = self.bw_intra if (nodes <= 2 or algo.startswith("collnet")) else self.bw_inter
-        ch = self.channels
+        bw, ch = self.bw, self.channels
         if algo == "nvls":  # the NVLS graph: one channel per head
             ch, bw = self.nvls_heads, min(self.nvls_bw_intra, self.nvls_bw_inter)
         elif algo == "nvlstree":

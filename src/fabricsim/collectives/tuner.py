@@ -375,10 +375,7 @@ class Tuner:
             cands = per[ckey] = candidates(group, coll, algo, proto, self.protocols)
         factor = size / REFERENCE_BYTES
         if self.select == "nccl" and len(cands) > 1 and coll not in P2P_COLLECTIVES:
-            m = self._nccl.get(group)
-            if m is None:
-                m = self._nccl[group] = NcclModel.of(group)
-            pick = m.best(coll, size, [(a.name, p) for a, p in cands])
+            pick = self._nccl_model(group).best(coll, size, [(a.name, p) for a, p in cands])
             if pick is not None:
                 a = next(a for a, p in cands if (a.name, p) == pick)
                 t = self.model(group, coll, a, pick[1], channels).time(factor)
@@ -423,15 +420,19 @@ class Tuner:
         assert best is not None
         return best
 
+    def _nccl_model(self, group: Group) -> NcclModel:
+        """NCCL's cost model of ``group`` (cached with it)."""
+        m = self._nccl.get(group)
+        if m is None:
+            m = self._nccl[group] = NcclModel.of(group)
+        return m
+
     def nccl_pick(self, fabric: Fabric, collective: str, nbytes: float,
                   ranks: ArrayLike | None, pairs: list[tuple[str, str]]) -> int | None:
         """Index of the (algorithm, protocol) of ``pairs`` NCCL's cost model ranks first
         for ``nbytes`` (what NCCL does when its environment allows several); pairs NCCL
         does not have are left out, and ``None`` says none of them is NCCL's."""
-        group = self.group_of(fabric, ranks)
-        m = self._nccl.get(group)
-        if m is None:
-            m = self._nccl[group] = NcclModel.of(group)
+        m = self._nccl_model(self.group_of(fabric, ranks))
         ours = [x for x in pairs if m.nccl_algo(x[0]) is not None]  # what NCCL can run
         pick = m.best(check_collective(collective), check_nbytes(nbytes), ours) if ours \
             else None
@@ -449,14 +450,17 @@ class Tuner:
         return best
 
 
+def _tuner_key(select: str) -> str:
+    """The key a fabric keeps its default tuner for ``select`` under."""
+    return "collectives.tuner" if select == "nccl" else f"collectives.tuner.{select}"
+
+
 def default_tuner(fabric: Fabric, select: str = "nccl") -> Tuner:
     """The tuner kept with ``fabric`` for ``select`` (the calibrated protocol model; NCCL's
     choice by default, see :data:`SELECTIONS`)."""
-    if select == "nccl":
-        return fabric.memo("collectives.tuner", Tuner)
     if select not in SELECTIONS:
         raise unknown("selection", select, SELECTIONS, field="select")
-    return fabric.memo(f"collectives.tuner.{select}", lambda: Tuner(select=select))
+    return fabric.memo(_tuner_key(select), lambda: Tuner(select=select))
 
 
 def choose(fabric: Fabric, collective: str, nbytes: float, ranks: ArrayLike | None = None,
@@ -471,6 +475,5 @@ def choose(fabric: Fabric, collective: str, nbytes: float, ranks: ArrayLike | No
 
 def clear_cache(fabric: Fabric) -> None:
     """Forget ``fabric``'s default tuners and everything they compiled."""
-    fabric.forget("collectives.tuner")
     for select in SELECTIONS:
-        fabric.forget(f"collectives.tuner.{select}")
+        fabric.forget(_tuner_key(select))
