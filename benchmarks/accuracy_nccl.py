@@ -298,16 +298,15 @@ def summary(res: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 #: Constants the fit may move: (protocol or "all", field). "<class>_hop" / "<class>_eff" are
-#: entries of hop_latency (us) / efficiency; launch (us) is shared by every protocol.
+#: entries of hop_latency (us) / efficiency; launch (us) is shared by every protocol. Not
+#: fitted: NVLS's hop and LL128's NVLink efficiency, which come from NCCL's tuning model
+#: (see fabricsim.protocols).
 FIT_PARAMS: tuple[tuple[str, str], ...] = (
     ("all", "launch"), ("all", "launch_per_gpu"), ("ll", "nvlink_hop"), ("ll", "nvlink_eff"),
     ("ll128", "nvlink_hop"), ("ll128", "nvlinkscale_nvlink3"),
     ("simple", "nvlink_hop"), ("simple", "nvlink_eff"),
     ("simple", "nvls_eff"), ("simple", "ramp_bytes"), ("simple", "ramp_power"),
 )
-#: Hops set with another rather than fitted apart (none today: NVLS's latency and LL128's
-#: NVLink efficiency come from NCCL's tuning model, see fabricsim.protocols).
-TIED_HOPS: dict[tuple[str, str], tuple[str, ...]] = {}
 
 
 def _get(proto: Any, what: str) -> float:
@@ -357,8 +356,6 @@ def fit(cs: list[Case]) -> Tuner:  # pragma: no cover - calibration tool
                     hop, eff = dict(pr.hop_latency), dict(pr.efficiency)
                     if kind == "hop":
                         hop[cls] = float(v) * 1e-6
-                        for other in TIED_HOPS.get((q, cls), ()):
-                            hop[other] = hop[cls]
                     else:
                         eff[cls] = float(v)
                     new[q] = pr.scaled(hop_latency=hop, efficiency=eff)
