@@ -181,3 +181,15 @@ def test_nccl_algo_list_is_ranked_by_nccls_model(monkeypatch, capsys) -> None:  
     assert json.loads(capsys.readouterr().out.splitlines()[0])["algorithm"] == "ring"
     assert main([*args, "--select", "fastest"]) == 0
     assert json.loads(capsys.readouterr().out.splitlines()[0])["algorithm"] == "tree"
+
+
+def test_a_scenario_with_an_unknown_selection_names_the_field(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    from fabricsim.cli.app import main
+
+    sc = tmp_path / "sel.yaml"
+    sc.write_text("cluster: {system: aws-p4d, nodes: 2}\n"
+                  "collective: {minbytes: 4M, maxbytes: 4M, select: quickest}\n",
+                  encoding="utf-8")
+    assert main(["bench", "scenario", str(sc)]) == 2
+    err = capsys.readouterr().err
+    assert "collective.select" in err and "fastest" in err
