@@ -195,6 +195,11 @@ def scale_cases() -> list[Case]:
     - MLPerf GPT-3 on Eos (v3.1, v4.0): the submissions' configs (TE FP8 with delayed
       scaling, distributed optimizer, TP communication overlap, no recomputation);
       tokens/s per GPU from the logs' block timings.
+    - Megatron-Core's weak-scaling table (its README, 48 to 6,144 H100): GPT models of
+      the given shapes (FFN 4h, vocabulary 131,072, sequences of 4,096, Megatron's tied
+      embeddings), the distributed optimizer and every overlap the README names; the
+      micro-batch (1), the interleaving (``train``'s choice) and the network (dgx-h100's
+      default) are not stated.
     """
     import csv
 
@@ -209,12 +214,12 @@ def scale_cases() -> list[Case]:
             "vp": int(r["vp"]) if r["vp"] else None, "micro_batch": int(r["micro_batch"] or 1),
             "global_batch": int(r["global_batch"]), "seq_len": int(r["seq_len"]),
             "precision": r["precision"]}
-        model = get_model(r["model"])
-        label = f"{model.name} {gpus}x{'H100' if 'H100' in r['gpu'] else 'A100'}"
+        label = f"{r['model']} {gpus}x{'H100' if 'H100' in r['gpu'] else 'A100'}"
         if key.startswith("Llama 3"):
             cfg = ParallelConfig(**lay, zero="fsdp", reshard_after_forward=False,
                                  grad_reduce_dtype="fp32", account_for_embedding_loss=True)
-            out.append(Case(row, f"{label} CP{lay['cp']} (Llama 3)", model, "dgx-h100",
+            out.append(Case(row, f"{label} CP{lay['cp']} (Llama 3)",
+                            get_model(r["model"]), "dgx-h100",
                             gpus // per, "roce-400g", "mfu",
                             float(r["value"].split("|")[0]) / 989.0, cfg,
                             note="vp not published: train's choice; memory not checked"))
@@ -223,12 +228,25 @@ def scale_cases() -> list[Case]:
                                  overlap_grad_reduce=False, overlap_param_gather=False,
                                  attention_kernel="flash1")
             tok_s = float(r["value"].split("|")[1].strip().rstrip("k")) * 1e3
-            out.append(Case(row, f"{label} (Megatron-LM in MegaScale)", model, "dgx-a100",
+            out.append(Case(row, f"{label} (Megatron-LM in MegaScale)",
+                            get_model(r["model"]), "dgx-a100",
                             gpus // per, "roce-200g", "tokens_per_gpu", tok_s / gpus, cfg,
                             note="Megatron-LM of Jan 2023: no DP/TP overlap; mb 1 assumed"))
+        elif key.startswith("Megatron-LM"):
+            n_layers, hidden, heads = (int(x) for x in r["model"].split("/")[1:])
+            gpt = TransformerSpec(name=f"megatron-gpt-{n_layers}x{hidden}",
+                                  layers=n_layers, hidden=hidden, heads=heads, ffn=4 * hidden,
+                                  vocab=131072, seq=4096, gated=False, tied_embeddings=True)
+            cfg = ParallelConfig(**lay, zero=1, tp_comm_overlap=lay["tp"] > 1)
+            out.append(Case(row, f"GPT {n_layers}x{hidden} {gpus}xH100 (Megatron-Core)", gpt,
+                            "dgx-h100", gpus // per, None, "mfu",
+                            float(r["value"].split("|")[0]) / 989.0, cfg,
+                            note="vp, micro-batch and network not stated: train's choice, "
+                                 "1, dgx-h100's default fabric"))
         else:
             cfg = ParallelConfig(**lay, zero=1, tp_comm_overlap=True, fp8_recipe="delayed")
-            out.append(Case(row, f"{label} FP8 (MLPerf)", model, "dgx-h100", gpus // per,
+            out.append(Case(row, f"{label} FP8 (MLPerf)",
+                            get_model(r["model"]), "dgx-h100", gpus // per,
                             "ib-ndr", "tokens_per_gpu", float(r["value"]), cfg,
                             note="tokens/s per GPU from the logs' block timings"))
     return out
@@ -359,8 +377,8 @@ def source(c: Case) -> str:
     if 1139 <= c.row <= 1146:
         return "torchtitan (Meta)"
     if 5001 <= c.row <= 5099:
-        return ("Llama 3 paper (Meta)", "MegaScale (ByteDance)",
-                "MLPerf Training (NVIDIA)")[(c.row - 5001) // 10]
+        return ("Llama 3 paper (Meta)", "MegaScale (ByteDance)", "MLPerf Training (NVIDIA)",
+                "Megatron-LM (NVIDIA)")[(c.row - 5001) // 10]
     return {199: "BLOOM (BigScience)", 172: "Narayanan et al. 2021",
             174: "Megatron-LM (NVIDIA)", 175: "MegaScale (ByteDance)",
             0: "DeepSeek-V3 report"}[c.row]

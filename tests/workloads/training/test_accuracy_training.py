@@ -1,7 +1,7 @@
 """Pins benchmarks/accuracy_training.py where the model stands, so a change shows.
 
 Issue 11's targets are median <= 8 % and max <= 20 % over the reference data's runs:
-6.2 % and 16.9 % (MPT-30B on 32 H100) over its 38 rows. DeepSeek-V3's report row, from
+6.1 % and 16.9 % (MPT-30B on 32 H100) over its 47 rows. DeepSeek-V3's report row, from
 outside the reference data, stays at +20 %. These bounds say by how much, and pin the
 rows the issue names.
 """
@@ -32,7 +32,7 @@ def rows() -> list[dict[str, Any]]:
 
 def test_summary_as_it_stands(rows: list[dict[str, Any]]) -> None:
     errs = [abs(r["rel_error"]) for r in rows]
-    assert len(rows) == 39
+    assert len(rows) == 48
     assert statistics.median(errs) <= 0.065
     assert statistics.mean(errs) <= 0.085
     # row 0 (DeepSeek-V3 on 2048 H800, outside the reference data) is +24 %: the model
@@ -40,14 +40,15 @@ def test_summary_as_it_stands(rows: list[dict[str, Any]]) -> None:
     # faster than two all-to-alls did; the rest is compute and overlap)
     assert max(errs) <= 0.25
     reference = [abs(r["rel_error"]) for r in rows if r["row"] > 0]  # row 0: outside
-    assert len(reference) == 38 and max(reference) <= 0.175
+    assert len(reference) == 47 and max(reference) <= 0.175
 
 
 def test_runs_at_eight_thousand_gpus_and_more(rows: list[dict[str, Any]]) -> None:
     """training_scale.csv: Meta's Llama 3 405B (Table 4), Megatron-LM's GPT-3 runs in
-    MegaScale's Table 2 and MLPerf's GPT-3 on Eos, each with its published layout."""
+    MegaScale's Table 2, MLPerf's GPT-3 on Eos and Megatron-Core's weak-scaling table,
+    each with its published layout."""
     by = {r["row"]: r for r in rows if r["row"] >= 5001}
-    assert len(by) == 13
+    assert len(by) == 22
     # Llama 3 at 8K tokens: interleaved with the embedding and loss as stages (vp not
     # published; train's choice), FSDP keeping the weights gathered: -3 / -4 %
     for row in (5001, 5002):
@@ -63,6 +64,10 @@ def test_runs_at_eight_thousand_gpus_and_more(rows: list[dict[str, Any]]) -> Non
     assert 0.0 < by[5011]["rel_error"] <= 0.06
     for row in (5017, 5018):
         assert 0.08 <= by[row]["rel_error"] <= 0.16
+    # Megatron-Core's weak scaling, 48 to 6,144 H100 (every overlap on): -8 ... +9 %
+    # in sample, the 462B on 6,144 GPUs +1 %
+    for row in range(5031, 5040):
+        assert abs(by[row]["rel_error"]) <= 0.10, by[row]["case"]
 
 
 def test_fsdp_at_two_sequences_per_micro_batch(rows: list[dict[str, Any]]) -> None:
@@ -121,18 +126,18 @@ def held_out() -> list[dict[str, Any]]:
 
 def test_leave_one_source_out_as_it_stands(held_out: list[dict[str, Any]]) -> None:
     """Each case predicted with its class's constant fitted on the other sources only,
-    each source weighing the same. Held out, the median is 7.8 %, p90 13 % (33 cases of
+    each source weighing the same. Held out, the median is 8.5 %, p90 15.5 % (42 cases of
     9 sources). Hopper BF16's sources still disagree: llm-foundry's H100 runs want a
     sustained share near 0.64, Megatron-LM's 0.76, Meta's Llama 3 0.72; each of the
-    first two is predicted 13-19 % off by the others. torchao FP8 has one source
+    first two is predicted up to 14-19 % off by the others. torchao FP8 has one source
     (torchtitan): no held-out figure, and the summary says so."""
     bench = _bench()
     s = bench.loso_summary(held_out)
-    assert s["all"]["cases"] == 33 and s["all"]["sources"] == 9
-    assert s["all"]["median"] <= 0.08 and s["all"]["p90"] <= 0.14
+    assert s["all"]["cases"] == 42 and s["all"]["sources"] == 9
+    assert s["all"]["median"] <= 0.09 and s["all"]["p90"] <= 0.16
     g = s["groups"]
     assert g["class ampere/bf16"]["median"] <= 0.09
-    assert g["class hopper/bf16"]["median"] <= 0.05
+    assert g["class hopper/bf16"]["median"] <= 0.095
     assert g["band >=8k"]["cases"] == 8 and g["band >=8k"]["sources"] == 3
     assert g["class hopper/fp8/torchao"] == {"cases": 0}
     assert len(s["no_held_out_figure"]) == 6
@@ -148,8 +153,9 @@ def test_leave_one_source_out_as_it_stands(held_out: list[dict[str, Any]]) -> No
 
 
 @pytest.mark.xfail(strict=True, reason="issue 35's target, held out by source: median <= 8 % "
-                   "and p90 <= 20 % in every scale band with four runs or more; <1k 7.9 % "
-                   "/ 13 %, >=8k 6.6 % / 12 % (8 runs), 1k-8k 8.5 % / 9.8 % misses the median")
+                   "and p90 <= 20 % in every scale band with four runs or more; >=8k 6.6 % "
+                   "/ 12 % (8 runs) meets it; <1k 8.6 % / 14 % and 1k-8k 9.1 % / 17 % miss "
+                   "the median")
 def test_leave_one_source_out_meets_the_target(held_out: list[dict[str, Any]]) -> None:
     s = _bench().loso_summary(held_out)
     for band in ("<1k", "1k-8k", ">=8k"):
