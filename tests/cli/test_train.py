@@ -539,3 +539,20 @@ def test_megatrons_gpt3_175b_example_needs_its_128_gpus(capsys) -> None:
     d = json.loads(capsys.readouterr().out)
     assert d["gpus"] == 128 and any("GPT-2's BPE" in w for w in d["warnings"])
     assert any("vocab 50257 padded to 51200" in w for w in d["warnings"])
+
+
+def test_train_says_what_interleaving_would_need(capsys: pytest.CaptureFixture[str]) -> None:
+    """Llama 3 405B as Meta's paper lays it out on 8,192 H100 (interleaved, embedding and
+    loss as stages, no recomputation): the memory model puts every interleaved split
+    over 80 GB, so plain 1F1B is timed, and the warning names the deepest split, what it
+    needs and the change that fits it, instead of a bare 'kept'."""
+    args = ["train", "--system", "dgx-h100", "--nodes", "1024", "--fabric", "roce-400g",
+            "--model", "llama3-405b", "--tp", "8", "--pp", "16", "--dp", "64",
+            "--global-batch", "2048", "--seq-len", "8192", "--zero", "fsdp",
+            "--no-reshard-after-forward", "--account-for-embedding-loss", "--json"]
+    code, out, err = run(capsys, *args)
+    assert code == 0, err
+    r = json.loads(out)
+    assert r["parallel"]["vp"] == 1
+    note = next(w for w in r["warnings"] if w.startswith("plain 1F1B kept"))
+    assert "vp=8 needs" in note and "GiB per GPU" in note and "fits with --recompute" in note

@@ -792,11 +792,14 @@ def auto_interleave(model: TransformerSpec, cfg: ParallelConfig, fabric: Fabric,
         tries = list(range(1, max(counts or (model.layers // max(cfg.pp, 1),)) + 1))
     best: StepResult | None = None
     why: ModelError | None = None
+    refused: tuple[int, ModelError] | None = None  # the deepest split memory refused
     for v in tries:
         try:
             r = simulate_step(model, cfg.model_copy(update={"vp": v}), fabric, comm, **kw)
         except ModelError as e:
             why = why or e
+            if v > 1 and "GiB per GPU" in e.message:
+                refused = (v, e)
             continue
         if best is None or r.step_time_s < best.step_time_s * (1 - 1e-9):
             best = r
@@ -804,10 +807,19 @@ def auto_interleave(model: TransformerSpec, cfg: ParallelConfig, fabric: Fabric,
         assert why is not None
         raise why
     v = int(best.parallel["vp"])
-    note = (f"vp={v} chosen: interleaved 1F1B, the fastest split that fits memory (runs "
-            f"at scale interleave: NeMo's recipes, MLPerf's GPT-3, Meta's Llama 3); give "
-            f"--vp 1 for plain 1F1B, as Megatron-LM runs without the flag") if v > 1 else \
-        ("plain 1F1B kept: no interleaving fits memory or helps (give --vp to choose)")
+    if v > 1:
+        note = (f"vp={v} chosen: interleaved 1F1B, the fastest split that fits memory (runs "
+                f"at scale interleave: NeMo's recipes, MLPerf's GPT-3, Meta's Llama 3); give "
+                f"--vp 1 for plain 1F1B, as Megatron-LM runs without the flag")
+    elif refused is not None:
+        # say what interleaving would have needed, so that a layout published as
+        # interleaved (e.g. Llama 3's) is not silently timed as plain 1F1B
+        rv, err = refused
+        note = (f"plain 1F1B kept: interleaving does not fit memory; vp={rv} "
+                f"{err.message.split(' ', 1)[1]} (give --vp {rv} with that change to "
+                f"time it)")
+    else:
+        note = "plain 1F1B kept: no interleaving helps (give --vp to choose)"
     return replace(best, warnings=[note, *best.warnings])
 
 
