@@ -1,10 +1,12 @@
 """Accuracy of the serving model against published inference throughput and latency.
 
-Runs every ``inference`` row of data/reference/measurements_2.csv (ids 1096-1127) the
-model can express and prints one JSON line per measured figure (measured, predicted,
-relative error, the settings used), then a summary line: median and max absolute
-relative error over the primary figures, apart for the figures the constants were fitted
-on and those held out.
+Runs every ``inference`` row of data/reference/measurements_2.csv (ids 1096-1127) and of
+data/reference/serving_lowbatch.csv (batch 1: TensorRT-LLM's first-token latencies,
+NIM's concurrency-1 runs, gpt-fast's decode; :func:`lowbatch_cases`) the model can
+express and prints one JSON line per measured figure (measured, predicted, relative
+error, the settings used), then a summary line: median and max absolute relative error
+over the primary figures, apart for the figures the constants were fitted on and those
+held out.
 
 How each source is run:
 
@@ -33,7 +35,9 @@ engine, never per row) and the figures they were fitted on:
 * ``SERVE_TC_EFF[ampere, bf16]``, ``SERVE_TC_EFF[hopper, fp8]``, ``SERVE_HBM_EFF`` and
   ``trtllm`` ``launch_per_layer_s``: rows 1097, 1100, 1123 (batch 16 and 64) and 1124
   (batch 16 and 64);
-* ``vllm-0.5`` ``step_s`` and ``per_seq_s``: row 1117 (throughput and ITL).
+* ``vllm-0.5`` ``step_s`` and ``per_seq_s``: row 1117 (throughput and ITL);
+* ``SERVE_LAYER_KERNELS_S`` (prefill, decode), with the tensor-core shares: TensorRT-LLM
+  v0.8.0's first-token latencies, NIM's four figures and gpt-fast's BF16 rows.
 
 Everything else is held out: 1096, 1098, 1099, 1101, 1123/1124 batch 32, 1125 (H200),
 1126-1127 (405B), 1118-1121 (vLLM: A100, 405B, TP 4, TP 2).
@@ -73,6 +77,18 @@ FALCON_180B = TransformerSpec(name="falcon-180b", layers=80, hidden=14848, heads
 #: tokens as benchmark_serving.py samples them (seed 0, Llama 3 tokenizer) and output
 #: tokens of LambdaLabsML/vllm-benchmark's results/prompt_320/8xA100-80GB-SXM Llama 3.1
 #: 70B FP8 file (means 205 and 197).
+#: Mistral 7B v0.1 (config.json): 32 layers, h 4096, 32 query / 8 KV heads, SwiGLU of
+#: 14336, vocabulary 32000. GPT-J 6B (config.json): 28 layers, h 4096, 16 heads of 256, GELU
+#: MLP of 4h, vocabulary 50400, untied head; its parallel attention+MLP block is modelled
+#: as the usual sequential one, as Falcon's.
+MISTRAL_7B = TransformerSpec(name="mistral-7b", layers=32, hidden=4096, heads=32, kv_heads=8,
+                             ffn=14336, vocab=32000, seq=4096, gated=True)
+GPTJ_6B = TransformerSpec(name="gpt-j-6b", layers=28, hidden=4096, heads=16, ffn=16384,
+                          vocab=50400, seq=2048, gated=False, tied_embeddings=False)
+#: data/reference/serving_lowbatch.csv: batch-1 serving figures of three sources
+LOWBATCH_CSV = Path(__file__).resolve().parents[1] / "data" / "reference" / \
+    "serving_lowbatch.csv"
+
 SHAREGPT_PROMPT_DECILES = (4, 10, 16, 27, 45, 77, 178, 305, 390, 611, 933)
 SHAREGPT_OUTPUT_DECILES = (0, 0, 9, 23, 63, 150, 226, 300, 373, 482, 770)
 
@@ -99,7 +115,7 @@ class Case:
     system: str
     tp: int
     precision: str
-    metric: str  # tok_s_per_gpu | tok_s | itl_ms | total_s
+    metric: str  # tok_s_per_gpu | tok_s | itl_ms | total_s | ttft_ms
     measured: float
     engine: str = "trtllm"
     batch: int = 0  # static batch; 0: the ShareGPT trace
@@ -170,6 +186,55 @@ def cases() -> list[Case]:
         out.append(Case(1122, f"Triton/TRT-LLM Llama2-70B A100-40GB TP8 b{b} {pin}/{pout}",
                         l2, "aws-p4d", 8, "bf16", "total_s", trt, "trtllm", b, pin, pout,
                         secondary=sec))
+    return out + lowbatch_cases()
+
+
+def lowbatch_cases() -> list[Case]:
+    """The rows of ``serving_lowbatch.csv`` the model can express, one sequence each:
+
+    * TensorRT-LLM's first-token latencies (v0.5, v0.8.0, v0.9.0 tables: its C++ session,
+      the context phase and one sampled token; FP8 weights and KV cache on Hopper, FP16
+      on A100). The v0.8.0 rows are fitted on, the others held out.
+    * NIM 1.8.0's concurrency-1 runs of Llama 3.3 70B FP8 on 2 H100 (TensorRT-LLM inside;
+      AIPerf over HTTP, so a few ms of server and client are in every figure): TTFT and
+      ITL, fitted on.
+    * gpt-fast's batch-1 decode of Llama 2 7B and 70B in BF16 on A100 (TP 1-8, 330 W
+      cap, a 5-token prompt; the output length is not stated: 200): tokens/s per user,
+      fitted on.
+
+    L40S rows (no preset for an L40S server), Mixtral's (dropped from the page the next
+    commit) and gpt-fast's weight-only int8/int4 rows are not run."""
+    import csv
+
+    models = {"llama2-7b": get_model("llama2-7b"), "llama2-70b": get_model("llama2-70b"),
+              "llama3-70b": get_model("llama3-70b"), "falcon-180b": FALCON_180B,
+              "mistral-7b": MISTRAL_7B, "gpt-j-6b": GPTJ_6B}
+    systems = {"H100": "dgx-h100", "H200": "dgx-h200", "A100": "dgx-a100"}
+    with LOWBATCH_CSV.open(encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    out = []
+    for r in rows:
+        model, system = models.get(r["model"]), systems.get(r["gpu"])
+        if model is None or system is None or r["precision"] not in ("fp8", "fp16", "bf16"):
+            continue
+        row, tp, isl = int(r["id"]), int(r["tp"]), int(r["input_len"])
+        prec = "fp8" if r["precision"] == "fp8" else "bf16"
+        if r["engine"] == "tensorrt-llm":
+            out.append(Case(row, f"TRT-LLM {r['version']} {model.name} {r['gpu']} {prec} "
+                            f"TP{tp} b1 {isl} TTFT", model, system, tp, prec, "ttft_ms",
+                            float(r["value"]), "trtllm", 1, isl, 1,
+                            fit=r["version"] == "0.8.0"))
+        elif r["engine"] == "nim":
+            osl = int(r["output_len"])
+            out.append(Case(row, f"NIM 1.8 {model.name} {r['gpu']} {prec} TP{tp} c1 "
+                            f"{isl}/{osl} {r['metric'].split('_')[0].upper()}", model,
+                            system, tp, prec, r["metric"], float(r["value"]), "trtllm", 1,
+                            isl, osl, fit=True))
+        else:
+            out.append(Case(row, f"gpt-fast {model.name} {r['gpu']} {prec} TP{tp} b1", model,
+                            system, tp, prec, "tok_s", float(r["value"]), "gpt-fast", 1,
+                            isl, 200, fit=True,
+                            note="output length not stated: 200; A100s capped at 330 W"))
     return out
 
 
@@ -194,8 +259,10 @@ def predict(c: Case) -> tuple[float, dict[str, Any]]:
                                output_len=c.output, precision=c.precision,
                                kv_precision=c.kv_precision, engine=c.engine)
         tok_s = r.throughput_tokens_per_s
+        if c.batch == 1 and c.metric == "tok_s":  # one sequence: tokens/s per user
+            tok_s = 1.0 / r.tpot_s
         value = {"tok_s_per_gpu": tok_s / c.tp, "tok_s": tok_s, "itl_ms": r.tpot_s * 1e3,
-                 "total_s": r.latency_s}[c.metric]
+                 "total_s": r.latency_s, "ttft_ms": r.prefill_s * 1e3}[c.metric]
         return value, {"ttft_s": round(r.prefill_s, 4), "tpot_s": round(r.tpot_s, 5),
                        "max_batch": r.max_batch}
     t = serve_requests(c.model, fab, sharegpt_requests(), max_batch=256, tp=c.tp,
@@ -253,13 +320,18 @@ def summary(res: list[dict[str, Any]]) -> dict[str, Any]:
 # --- fitting ----------------------------------------------------------------------------
 #: The tensor-core shares fitted (SERVE_TC_EFF keys); the rest of FIT_PARAMS are engines'.
 TC_KEYS = (("ampere", "bf16"), ("hopper", "bf16"), ("hopper", "fp8"), ("ampere", "fp8-weights"))
-FIT_PARAMS = (*(f"tc_{g}_{p}" for g, p in TC_KEYS), "trtllm_python_launch_us", "mmha_kv_reads",
-              "vllm_step_ms", "vllm_per_seq_us")
+#: The hardware constants: the tensor-core shares and the layers' fixed kernel time per
+#: phase (``SERVE_LAYER_KERNELS_S``, in µs); the rest of FIT_PARAMS are engines'.
+N_HARDWARE = len(TC_KEYS) + 2
+FIT_PARAMS = (*(f"tc_{g}_{p}" for g, p in TC_KEYS), "prefill_layer_kernels_us",
+              "decode_layer_kernels_us",
+              "trtllm_python_launch_us", "mmha_kv_reads", "vllm_step_ms", "vllm_per_seq_us")
 
 
 def _get() -> list[float]:
     e = inf.ENGINES
     return [*(inf.SERVE_TC_EFF[k] for k in TC_KEYS),
+            inf.SERVE_LAYER_KERNELS_S["prefill"] * 1e6, inf.SERVE_LAYER_KERNELS_S["decode"] * 1e6,
             e["trtllm-python"].launch_per_layer_s * 1e6, e["trtllm-0.6"].query_head_kv_reads,
             e["vllm-0.5"].step_s * 1e3, e["vllm-0.5"].per_seq_s * 1e6]
 
@@ -268,7 +340,9 @@ def _set(x: list[float]) -> None:
     n = len(TC_KEYS)
     for k, v in zip(TC_KEYS, x[:n], strict=True):
         inf.SERVE_TC_EFF[k] = v
-    launch, mmha, step_ms, seq_us = x[n:]
+    inf.SERVE_LAYER_KERNELS_S["prefill"] = x[n] * 1e-6
+    inf.SERVE_LAYER_KERNELS_S["decode"] = x[n + 1] * 1e-6
+    launch, mmha, step_ms, seq_us = x[N_HARDWARE:]
     e = inf.ENGINES
     e["trtllm-python"] = dataclasses.replace(e["trtllm-python"], launch_per_layer_s=launch * 1e-6)
     e["trtllm-0.6"] = dataclasses.replace(e["trtllm-0.6"], query_head_kv_reads=mmha)
@@ -292,10 +366,23 @@ def fit() -> dict[str, float]:  # pragma: no cover - calibration tool
     return dict(zip(FIT_PARAMS, (round(v, 4) for v in _get()), strict=True))
 
 
+def _tc_key(c: Case) -> tuple[str, str]:
+    """The ``SERVE_TC_EFF`` key a case's GEMMs run at."""
+    from fabricsim.catalog import get_catalog
+    from fabricsim.workloads.gpu import generation
+
+    cat = get_catalog()
+    return generation(cat.gpu(cat.system(c.system).gpu)), c.precision
+
+
 def source(c: Case) -> str:
     """The independent source a figure comes from (the unit held out)."""
-    if 1096 <= c.row <= 1101:
-        return "TensorRT-LLM v0.6.1 docs"
+    if 1096 <= c.row <= 1101 or 6001 <= c.row <= 6200:
+        return "TensorRT-LLM docs"
+    if 6201 <= c.row <= 6300:
+        return "NIM docs"
+    if 6301 <= c.row <= 6400:
+        return "gpt-fast README"
     if 1123 <= c.row <= 1127:
         return "Azure AI-benchmarking-guide"
     if 1117 <= c.row <= 1121:
@@ -305,8 +392,9 @@ def source(c: Case) -> str:
 
 def loso() -> list[dict[str, Any]]:
     """Leave-one-source-out error of every primary figure: the hardware constants (the
-    tensor-core shares of ``SERVE_TC_EFF``) refitted, least squares on log error, on the
-    fit figures of every other source, then the source's figures predicted. Each
+    tensor-core shares of ``SERVE_TC_EFF`` the other sources run on, and the layers'
+    fixed kernel time per phase) refitted, least squares on log error, on the fit
+    figures of every other source, then the source's figures predicted. Each
     engine's own constants (TensorRT-LLM's launch cost, v0.6's MMHA reads, vLLM 0.5's
     step costs) are each fitted on the one source that runs that engine, so they stay as
     shipped: those figures are held out in their hardware only, which ``engine_in_sample``
@@ -315,19 +403,31 @@ def loso() -> list[dict[str, Any]]:
     from scipy.optimize import least_squares
 
     shipped = _get()
-    n = len(TC_KEYS)
+    n = N_HARDWARE
     all_cases = [c for c in cases() if not c.secondary]
     out = []
     try:
         for src in sorted({source(c) for c in all_cases}):
             others = [c for c in all_cases if c.fit and source(c) != src]
+            # refit only what the other sources' figures determine: a tensor-core share
+            # no other figure runs on keeps its shipped value (a free parameter with no
+            # figure behind it would wander off to any value)
+            seen = {_tc_key(c) for c in others}
+            free = [i for i, k in enumerate(TC_KEYS) if k in seen] + \
+                list(range(len(TC_KEYS), n))
+
+            def full(logx: Any, free: list[int] = free) -> list[float]:
+                x = list(shipped)
+                for i, v in zip(free, logx, strict=True):
+                    x[i] = float(np.exp(v))
+                return x
 
             def resid(logx: Any, others: list[Case] = others) -> Any:
-                _set([float(v) for v in np.exp(logx)] + shipped[n:])
+                _set(full(logx))
                 return [math.log(predict(c)[0] / c.measured) for c in others]
 
-            sol = least_squares(resid, np.log(shipped[:n]), diff_step=1e-3)
-            _set([float(v) for v in np.exp(sol.x)] + shipped[n:])
+            sol = least_squares(resid, np.log([shipped[i] for i in free]), diff_step=1e-3)
+            _set(full(sol.x))
             for c in all_cases:
                 if source(c) != src:
                     continue

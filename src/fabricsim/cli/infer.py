@@ -112,7 +112,7 @@ def register(app: typer.Typer) -> None:
         console.print(t)
         if report.accuracy:
             lat, tput = report.accuracy["latency"], report.accuracy["throughput"]
-            console.print(f"± {lat.median:.0%} on the time per output token, ± "
+            console.print(f"± {lat.median:.0%} on latencies (first token, per output token), ± "
                           f"{tput.median:.0%} on throughput (p90 {lat.p90:.0%} / "
                           f"{tput.p90:.0%}): the held-out error of published serving "
                           f"figures (docs/inference.md)")

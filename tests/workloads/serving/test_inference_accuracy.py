@@ -1,9 +1,10 @@
 """Pins the summary of benchmarks/accuracy_inference.py so a serving-model regression fails.
 
-Bounds are where the model stands after the serving work (issue target: median error of
-the published throughput / inter-token latency <= 15 %): primary median 4.8 %, held-out
-median 6.8 %. The worst held-out row (1120, vLLM's Marlin kernels for Llama 3.1 405B on
-A100) is pinned as *still wrong*, so that an improvement or a regression there shows.
+Bounds are where the model stands (issue target: median error of the published
+throughput / inter-token latency <= 15 %): primary median 8.7 % over 116 figures, the
+87 batch-1 figures of serving_lowbatch.csv among them. The worst held-out row (1120,
+vLLM's Marlin kernels for Llama 3.1 405B on A100) is pinned as *still wrong*, so that an
+improvement or a regression there shows.
 """
 
 from __future__ import annotations
@@ -33,21 +34,28 @@ def test_summary_targets(results: tuple[ModuleType, list[dict[str, Any]]]) -> No
     s = b.summary(res)
     assert s["errors"] == []
     p, held, fit = s["primary"], s["held_out"], s["fitted"]
-    assert p["figures"] == 29 and p["rows"] == 16
-    assert p["median_abs_error"] <= 0.06
-    assert held["median_abs_error"] <= 0.08 and held["figures"] == 18
-    assert fit["max_abs_error"] <= 0.13
+    assert p["figures"] == 116 and p["rows"] == 103
+    assert p["median_abs_error"] <= 0.09
+    assert held["median_abs_error"] <= 0.09 and held["figures"] == 64
+    # worst fitted: Falcon-180B's 128-token first token on H200 (-39 %), whose parallel
+    # attention and MLP run as the usual sequential block
+    assert fit["max_abs_error"] <= 0.40
     assert p["max_abs_error"] <= 0.52 and p["worst_row"] == 1120
 
 
 def test_by_source(results: tuple[ModuleType, list[dict[str, Any]]]) -> None:
     _, res = results
     primary = [r for r in res if "secondary" not in r]
-    trt = [abs(r["rel_error"]) for r in primary if r["row"] < 1117 or r["row"] > 1122]
+    trt = [abs(r["rel_error"]) for r in primary
+           if r["row"] < 1117 or 1122 < r["row"] < 1126]
     vllm_h100 = [abs(r["rel_error"]) for r in primary if r["row"] in (1117, 1119, 1121)]
-    # row 1096 (TP2, batch 1024, FP8) -23 %: the FP8 share refitted on 1097/1098 with the
-    # engines' own all-reduce (0.44 -> 0.37) is low for it
-    assert len(trt) == 17 and max(trt) <= 0.235
+    # Azure's Llama 3 70B batch-16 rows: -14 / -16 % (H100, H200), +13 % (A100)
+    assert len(trt) == 15 and max(trt) <= 0.17
+    # Azure's 405B FP8 rows (TensorRT-LLM's Python runtime): +34 / +35 %. They were
+    # +8 / 0 % with an FP8 share of 0.37; TensorRT-LLM's own batch-1 first-token
+    # latencies at 2,048 tokens want 0.59, and the fit over both takes 0.59
+    r405 = [r["rel_error"] for r in primary if r["row"] in (1126, 1127)]
+    assert all(0.30 <= e <= 0.40 for e in r405)
     assert len(vllm_h100) == 8 and max(vllm_h100) <= 0.26
     # still wrong: Marlin (FP8 weights, 16-bit math) at 405B on A100 runs faster than a
     # tensor-core share fitted at 70B says
@@ -63,8 +71,30 @@ def test_every_row_is_run_or_explained(results: tuple[ModuleType, list[dict[str,
     with open(ROOT / "data" / "reference" / "measurements_2.csv", encoding="utf-8") as fh:
         ids = {int(r["id"]) for r in csv.DictReader(fh) if r["topic"] == "inference"}
     run = {r["row"] for r in res}
-    assert ids == run | set(b.NOT_COVERED)
+    assert ids == {r for r in run if r < 6000} | set(b.NOT_COVERED)
     assert all("secondary" in r for r in res if r["row"] == 1122)
+    # serving_lowbatch.csv: every row run, but for the ones lowbatch_cases() names
+    with open(b.LOWBATCH_CSV, encoding="utf-8") as fh:
+        low = list(csv.DictReader(fh))
+    skipped = {int(r["id"]) for r in low if r["gpu"] == "L40S" or r["model"] == "mixtral-8x7b"
+               or r["precision"].startswith("int")}
+    assert {int(r["id"]) for r in low} == {r for r in run if r > 6000} | skipped
+    assert len(skipped) == 37
+
+
+def test_batch_one_serving(results: tuple[ModuleType, list[dict[str, Any]]]) -> None:
+    """serving_lowbatch.csv: each layer's fixed kernel time and a prefill's weight reads
+    added to its math. Without them, 128-token first-token latencies came out 60 % short
+    (median of 38), gpt-fast's batch-1 decode 25 % and NIM's inter-token latency 33 %."""
+    _, res = results
+    low = [r for r in res if r["row"] > 6000]
+    assert len(low) == 87
+    ttft128 = sorted(abs(r["rel_error"]) for r in low if r["case"].endswith(" 128 TTFT"))
+    assert len(ttft128) == 38 and ttft128[len(ttft128) // 2] <= 0.16
+    fast = [r["rel_error"] for r in low if r["case"].startswith("gpt-fast")]
+    assert len(fast) == 7 and max(abs(e) for e in fast) <= 0.16
+    itl = [r["rel_error"] for r in low if r["case"].endswith(" ITL")]
+    assert len(itl) == 2 and all(-0.2 <= e <= -0.1 for e in itl)  # still short
 
 
 def test_sharegpt_sample_matches_the_published_means() -> None:
@@ -77,20 +107,24 @@ def test_sharegpt_sample_matches_the_published_means() -> None:
 
 
 def test_leave_one_source_out_as_it_stands() -> None:
-    """The tensor-core shares refitted without each source (TensorRT-LLM's v0.6.1 docs,
-    Azure's guide, LambdaLabs' vLLM runs), its figures predicted: median 5.3 %, p90 23 %
-    (7.3 % for the row-split held-out figures above). Each engine's own overhead
-    constants rest on the one source that runs that engine, so every figure is held out
-    in its hardware only, and each row says so."""
+    """The hardware constants (the tensor-core shares the other sources run on, the
+    layers' fixed kernel time per phase) refitted without each of the five sources, its
+    figures predicted: median 13.5 %, p90 44 % over 116 figures; the 29 figures of
+    measurements_2.csv 7.0 % (6.0 % before the batch-1 sources), the 87 batch-1 figures
+    16.6 % (40 % before, never fitted). Each engine's own overhead constants rest on the
+    one source that runs that engine, so every figure is held out in its hardware only,
+    and each row says so."""
     b = _bench()
     before = b.evaluate(b.cases())
     rows = b.loso()
     s = b.loso_summary(rows)
-    assert s["all"]["figures"] == 29 and all(r["engine_in_sample"] for r in rows)
-    # 8.3 % / 19 % while TP all-reduces were NCCL's with NVLS free of latency; 5.3 % / 23 %
-    # with the engines' own one-shot/two-shot kernels (collectives.oneshot)
-    assert s["all"]["median"] <= 0.06 and s["all"]["p90"] <= 0.24
-    assert s["groups"]["latency"]["median"] <= 0.15  # decode ITL, issue 35's target
+    assert s["all"]["figures"] == 116 and all(r["engine_in_sample"] for r in rows)
+    assert s["all"]["median"] <= 0.14 and s["all"]["p90"] <= 0.45
+    old = sorted(abs(r["held_out"]) for r in rows if r["row"] < 6000)
+    assert len(old) == 29 and old[14] <= 0.075
+    # issue 35's target is a latency median <= 15 %: 17 % held out (first-token latencies
+    # at 128 tokens on Hopper come out 40 % short when TensorRT-LLM's own source is out)
+    assert 0.15 < s["groups"]["latency"]["median"] <= 0.18
     for r in rows:
         assert r["source"] not in r["fitted_on"]
     # the shipped constants are back after the run: every figure as before

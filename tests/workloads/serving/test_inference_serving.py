@@ -151,7 +151,20 @@ def test_host_costs_add_per_iteration_and_per_sequence(dgx1: fs.Fabric) -> None:
     r = simulate_inference(L70, dgx1, tp=8, batch=32, precision="fp8", engine=e)
     assert r.decode.host_s == pytest.approx(e.step_s + 32 * e.per_seq_s)
     ideal = simulate_inference(L70, dgx1, tp=8, batch=32, precision="fp8", engine="ideal")
-    assert r.tpot_s == pytest.approx(ideal.tpot_s + r.decode.host_s)
+    assert r.tpot_s == pytest.approx(ideal.tpot_s + r.decode.host_s + r.decode.kernels_s)
+
+
+def test_each_layer_costs_its_fixed_kernel_time(dgx1: fs.Fabric) -> None:
+    """Every real engine pays SERVE_LAYER_KERNELS_S per layer and phase; ideal does not."""
+    from fabricsim.workloads.serving.instance import SERVE_LAYER_KERNELS_S
+
+    r = simulate_inference(L70, dgx1, tp=8, batch=1, precision="fp8", engine="trtllm")
+    ideal = simulate_inference(L70, dgx1, tp=8, batch=1, precision="fp8", engine="ideal")
+    assert r.decode.kernels_s == pytest.approx(80 * SERVE_LAYER_KERNELS_S["decode"])
+    assert ideal.decode.kernels_s == 0.0
+    assert r.prefill_s - ideal.prefill_s == pytest.approx(
+        80 * SERVE_LAYER_KERNELS_S["prefill"])
+    assert SERVE_LAYER_KERNELS_S["prefill"] > SERVE_LAYER_KERNELS_S["decode"]
 
 
 def test_launch_bound_decode(dgx1: fs.Fabric) -> None:

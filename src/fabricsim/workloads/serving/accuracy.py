@@ -3,11 +3,11 @@ figures like it, and whether it lies where they reach.
 
 ``benchmarks/accuracy_inference.py --loso --write`` predicts every published serving
 figure with the hardware constants refitted without its source and keeps, per kind
-(``throughput``, ``latency``: inter-token) the median and 90th percentile of the
+(``throughput``, ``latency``: first-token and inter-token) the median and 90th percentile of the
 absolute error, with the engines, GPU generations and the largest instance they cover
 (an engine counts by family: TensorRT-LLM's runtimes and versions as one).
 The result ships as ``workloads/serving/heldout.json``; :func:`band` reads it so that
-``fabricsim infer`` says ``± 4 % (p90 23 %)`` beside its time per output token, and warns
+``fabricsim infer`` says ``± 17 % (p90 44 %)`` beside its latencies, and warns
 when an instance lies outside what was checked: an engine, a GPU generation, an instance
 wider than one server, or a mixture-of-experts model no published figure covers.
 

@@ -78,6 +78,7 @@ __all__ = [
     "PRECISIONS",
     "PRECISION_BYTES",
     "SERVE_HBM_EFF",
+    "SERVE_LAYER_KERNELS_S",
     "SERVE_TC_EFF",
     "DecodeTimes",
     "Instance",
@@ -105,24 +106,38 @@ _GIB = 2**30
 #: Achievable share of the dense tensor peak for serving GEMMs, by (generation, serving
 #: precision): prefill and compute-bound decode alike. Fitted once by
 #: benchmarks/accuracy_inference.py --fit: ampere/bf16 on rows 1100 and 1123 (batch 16,
-#: 64); hopper/bf16 on 1124 (batch 16, 64); hopper/fp8 on 1097 and 1098; ampere/fp8-weights
-#: (vLLM's Marlin weight-only kernels) on 1118. Not fitted (no rows): Blackwell takes
-#: Hopper's, Ada and Volta Ampere's; fp8-weights elsewhere falls back to bf16.
+#: 64) and TensorRT-LLM v0.8's A100 first-token latencies; hopper/bf16 on 1124 (batch 16,
+#: 64); hopper/fp8 on 1097, 1098 and v0.8's H100/H200 first-token latencies;
+#: ampere/fp8-weights (vLLM's Marlin weight-only kernels) on 1118. Not fitted (no rows):
+#: Blackwell takes Hopper's, Ada and Volta Ampere's; fp8-weights elsewhere falls back to
+#: bf16.
 SERVE_TC_EFF: dict[tuple[str, str], float] = {
-    ("ampere", "bf16"): 0.70,
-    ("ampere", "fp8-weights"): 0.21,
-    ("hopper", "bf16"): 0.67,
-    ("hopper", "fp8"): 0.37,
-    ("blackwell", "bf16"): 0.67,
-    ("blackwell", "fp8"): 0.37,
-    ("ada", "bf16"): 0.70,
-    ("ada", "fp8"): 0.37,
-    ("volta", "bf16"): 0.70,
+    ("ampere", "bf16"): 0.81,
+    ("ampere", "fp8-weights"): 0.22,
+    ("hopper", "bf16"): 0.74,
+    ("hopper", "fp8"): 0.59,
+    ("blackwell", "bf16"): 0.74,
+    ("blackwell", "fp8"): 0.59,
+    ("ada", "bf16"): 0.81,
+    ("ada", "fp8"): 0.59,
+    ("volta", "bf16"): 0.81,
 }
 #: Achievable share of HBM bandwidth when decode streams weights and KV cache. Not fitted
 #: (a free fit runs away to unphysical values, trading off against the MMHA share): the
 #: share STREAM-like copies reach on HBM2e/HBM3 (0.85-0.9).
 SERVE_HBM_EFF = 0.85
+#: GPU time each decoder layer costs an iteration that neither its bytes nor its FLOPs
+#: account for, by phase: about a dozen kernels a layer (norms, GEMMs, attention,
+#: activation, all-reduce), each with its launch-to-launch gap, ramp and tail. Decode runs
+#: them from a CUDA graph (TensorRT-LLM's generation phase, vLLM, gpt-fast), prefill
+#: launches them one by one (TensorRT-LLM's context phase, vLLM's eager prefill), so a
+#: prefill layer costs more. It is what batch-1 serving is made of: measured, a batch-1
+#: token of Llama 2 7B takes 2 ms longer than its weight reads at every TP size from 1 to
+#: 8 (gpt-fast on A100), and a 128-token prefill on H100 about 4 ms. Fitted once
+#: (``accuracy_inference.py --fit``) on the batch-1 figures of three sources:
+#: TensorRT-LLM's first-token latencies (v0.8), NIM's concurrency-1 runs and gpt-fast's
+#: batch-1 decode; each source is held out in turn (``--loso``).
+SERVE_LAYER_KERNELS_S: dict[str, float] = {"prefill": 115e-6, "decode": 45e-6}
 
 
 @dataclass(frozen=True)
@@ -146,6 +161,9 @@ class ServingEngine:
     """TP all-reduces inside one NVLink domain run the engine's own one-shot/two-shot
     kernels in the decode CUDA graph (TensorRT-LLM's AllReduce plugin, vLLM's
     ``custom_all_reduce``), not NCCL (:mod:`fabricsim.collectives.oneshot`)."""
+    kernel_gaps: bool = True
+    """Each layer pays its phase's :data:`SERVE_LAYER_KERNELS_S` of fixed kernel time
+    (every real engine; ``ideal`` does not)."""
     query_head_kv_reads: float = 0.0
     """Decode attention with one KV pass per *query* head (the MMHA kernel): the share
     of the ``heads/kv_heads − 1`` extra passes that miss L2 and reach HBM. 0 for kernels
@@ -156,23 +174,28 @@ class ServingEngine:
 #: Serving engines. Host costs and the MMHA share are fitted once per engine by
 #: benchmarks/accuracy_inference.py --fit (rows named); nothing is fitted per row.
 ENGINES: dict[str, ServingEngine] = {
-    "ideal": ServingEngine("ideal", description="no host costs: the hardware bound"),
+    "ideal": ServingEngine("ideal", kernel_gaps=False,
+                           description="no host costs or kernel gaps: the hardware bound"),
     "trtllm": ServingEngine(
         "trtllm",
         description="TensorRT-LLM C++ runtime (XQA decode attention, CUDA graphs): no "
                     "host cost, as none of the rows isolates one"),
     "trtllm-python": ServingEngine(
-        "trtllm-python", launch_per_layer_s=262e-6,
+        "trtllm-python", launch_per_layer_s=263e-6,
         description="a TensorRT-LLM engine driven by the Python runtime (benchmark.py): "
                     "launch cost per layer fitted on rows 1123/1124, batch 16 and 64"),
     "trtllm-0.6": ServingEngine(
-        "trtllm-0.6", query_head_kv_reads=0.79,
+        "trtllm-0.6", query_head_kv_reads=0.84,
         description="TensorRT-LLM v0.6 C++ session (MMHA decode attention, one KV pass "
                     "per query head, before XQA); MMHA share fitted on rows 1097/1098"),
     "vllm-0.5": ServingEngine(
-        "vllm-0.5", step_s=16.4e-3, per_seq_s=73.7e-6,
+        "vllm-0.5", step_s=13.6e-3, per_seq_s=72.8e-6,
         description="vLLM v0.5 (CUDA graphs; Python scheduler, sampler and output "
                     "processing every iteration); host costs fitted on rows 1117/1118"),
+    "gpt-fast": ServingEngine(
+        "gpt-fast", own_allreduce=False,
+        description="PyTorch gpt-fast (torch.compile with CUDA graphs, one sequence, no "
+                    "server): TP all-reduces through NCCL, no host cost"),
 }
 
 
@@ -249,11 +272,15 @@ class DecodeTimes:
     """Per-iteration host time, serial with the GPU."""
     ep_s: float = 0.0
     """Expert dispatch and combine (data-parallel attention with wide EP)."""
+    kernels_s: float = 0.0
+    """The layers' fixed kernel time (:data:`SERVE_LAYER_KERNELS_S`)."""
 
     @property
     def gpu_s(self) -> float:
-        """GPU time: roofline of the GEMMs, then attention and communication."""
-        return max(self.weights_s, self.compute_s) + self.kv_s + self.comm_s + self.ep_s
+        """GPU time: roofline of the GEMMs, then attention, communication and the
+        layers' fixed kernel time."""
+        return (max(self.weights_s, self.compute_s) + self.kv_s + self.comm_s + self.ep_s
+                + self.kernels_s)
 
     @property
     def total_s(self) -> float:
@@ -272,7 +299,7 @@ class PrefillTimes:
     """
 
     gemm_s: float
-    """GEMMs: FLOPs at the achievable rate (or the weight reads, when longer)."""
+    """GEMMs: FLOPs at the achievable rate plus the weight reads."""
     attention_s: float
     """Causal attention over the prompts."""
     comm_s: float
@@ -285,11 +312,13 @@ class PrefillTimes:
     """Per-iteration host time."""
     ep_s: float = 0.0
     """Of ``comm_s``: expert dispatch and combine (data-parallel attention)."""
+    kernels_s: float = 0.0
+    """The layers' fixed kernel time (:data:`SERVE_LAYER_KERNELS_S`)."""
 
     @property
     def total_s(self) -> float:
         """Time to first token of the batch."""
-        gpu = self.gemm_s + self.attention_s + self.comm_s
+        gpu = self.gemm_s + self.attention_s + self.comm_s + self.kernels_s
         return max(gpu, self.launch_s) + self.p2p_s + self.host_s
 
 
@@ -546,6 +575,13 @@ class Instance:
     def _launch(self) -> float:
         return self.engine.launch_per_layer_s * self.stage_layers
 
+    def _kernels(self, phase: str) -> float:
+        """A stage's fixed kernel time for one pass of ``phase`` (``"prefill"`` or
+        ``"decode"``, :data:`SERVE_LAYER_KERNELS_S`)."""
+        if not self.engine.kernel_gaps:
+            return 0.0
+        return SERVE_LAYER_KERNELS_S[phase] * self.stage_layers
+
     # --- decode -----------------------------------------------------------------------
     def decode(self, batch: int, context_tokens: float) -> DecodeTimes:
         """One iteration for ``batch`` sequences holding ``context_tokens`` in all."""
@@ -567,7 +603,8 @@ class Instance:
         host = self.engine.step_s + self.engine.per_seq_s * batch
         full = DecodeTimes(weights_s=pp * weights, kv_s=pp * kv, compute_s=pp * compute,
                            comm_s=pp * ar, p2p_s=pp * self._p2p(act),
-                           launch_s=pp * self._launch(), host_s=host, ep_s=pp * ep_s)
+                           launch_s=pp * self._launch(), host_s=host, ep_s=pp * ep_s,
+                           kernels_s=pp * self._kernels("decode"))
         if mb == pp:  # every stage busy: the last (with the output head) sets the pace
             return full
         # fewer micro-batches than stages: a token passes every stage once, and only the
@@ -593,7 +630,12 @@ class Instance:
         # causal attention: position i attends to i keys, sum over a prompt = p(p+1)/2
         pairs = sum(self.attn_pairs(p) for p in prompts) / mb
         gemm = self._gemm_flops(tokens, seqs) / self.flops_rate
-        gemm = max(gemm, self._weights_read_bytes(tokens) / self.hbm)
+        # the weight reads and the math add up: at a prefill's few hundred tokens per
+        # GEMM the two are of one size and the kernels do not hide one behind the other
+        # (TensorRT-LLM's batch-1 first-token latencies on A100, where both are ~200 us
+        # a layer at 128 tokens, measure their sum); at thousands of tokens the math
+        # dominates and the reads add a few per cent
+        gemm = gemm + self._weights_read_bytes(tokens) / self.hbm
         attn = (pairs * self.stage_layers * (m.heads / self.tp)
                 * self.prefill_attn_flops_per_pair() / (self.flops_rate * ATTENTION_EFF))
         act = tokens * m.hidden * ACT_BYTES
@@ -603,7 +645,7 @@ class Instance:
         return PrefillTimes(gemm_s=fill * gemm, attention_s=fill * attn,
                             comm_s=fill * (ar + ep_s), p2p_s=fill * self._p2p(act),
                             launch_s=fill * self._launch(), host_s=host,
-                            ep_s=fill * ep_s)
+                            ep_s=fill * ep_s, kernels_s=fill * self._kernels("prefill"))
 
     def prefill_marginal_s(self, prompt: int) -> float:
         """GPU time one more prompt adds to an iteration it shares (chunked prefill): its
