@@ -193,3 +193,18 @@ def test_a_scenario_with_an_unknown_selection_names_the_field(tmp_path, capsys) 
     assert main(["bench", "scenario", str(sc)]) == 2
     err = capsys.readouterr().err
     assert "collective.select" in err and "fastest" in err
+
+
+def test_select_with_both_algorithm_and_protocol_forced_says_so(capsys) -> None:  # type: ignore[no-untyped-def]
+    """--select fastest with --algo and --proto both given has nothing left to choose:
+    the warning says so, instead of the flag being silently ignored; with one of them
+    free it chooses and nothing is said."""
+    from fabricsim.cli.app import main
+
+    base = ["bench", "all_reduce", "--system", "dgx-h100", "--nodes", "2", "-b", "1M",
+            "-e", "1M", "--algo", "ring", "--select", "fastest"]
+    assert main([*base, "--proto", "simple"]) == 0
+    out = capsys.readouterr().out
+    assert "# warning: select fastest: without effect" in out and "--proto" in out
+    assert main(base) == 0
+    assert "select fastest: without effect" not in capsys.readouterr().out

@@ -334,8 +334,13 @@ class BenchReport:
 
     @property
     def warnings(self) -> list[str]:
-        """Algorithms that cannot run here, and sizes no published measurement covers."""
+        """Algorithms that cannot run here, a selection with nothing left to choose, and
+        sizes no published measurement covers."""
         out = [f"{a} cannot run here: {why}" for a, why in self.skipped.items()]
+        if self.job.select != "nccl" and self.job.proto is not None \
+                and None not in self.job.algos:
+            out.append(f"select {self.job.select}: without effect, the algorithm and the "
+                       f"protocol are both forced (--algo, --proto): one pair runs")
         env = self.job.env
         if env.no_effect:
             out.append(f"{', '.join(env.no_effect)}: set, without effect on time")
