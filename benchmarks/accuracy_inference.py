@@ -115,7 +115,7 @@ class Case:
     system: str
     tp: int
     precision: str
-    metric: str  # tok_s_per_gpu | tok_s | itl_ms | total_s | ttft_ms
+    metric: str  # tok_s_per_gpu | tok_s | tok_s_per_user | itl_ms | total_s | ttft_ms
     measured: float
     engine: str = "trtllm"
     batch: int = 0  # static batch; 0: the ShareGPT trace
@@ -232,7 +232,8 @@ def lowbatch_cases() -> list[Case]:
                             isl, osl, fit=True))
         else:
             out.append(Case(row, f"gpt-fast {model.name} {r['gpu']} {prec} TP{tp} b1", model,
-                            system, tp, prec, "tok_s", float(r["value"]), "gpt-fast", 1,
+                            system, tp, prec, "tok_s_per_user", float(r["value"]),
+                            "gpt-fast", 1,
                             isl, 200, fit=True,
                             note="output length not stated: 200; A100s capped at 330 W"))
     return out
@@ -259,9 +260,8 @@ def predict(c: Case) -> tuple[float, dict[str, Any]]:
                                output_len=c.output, precision=c.precision,
                                kv_precision=c.kv_precision, engine=c.engine)
         tok_s = r.throughput_tokens_per_s
-        if c.batch == 1 and c.metric == "tok_s":  # one sequence: tokens/s per user
-            tok_s = 1.0 / r.tpot_s
-        value = {"tok_s_per_gpu": tok_s / c.tp, "tok_s": tok_s, "itl_ms": r.tpot_s * 1e3,
+        value = {"tok_s_per_gpu": tok_s / c.tp, "tok_s": tok_s,
+                 "tok_s_per_user": 1.0 / r.tpot_s, "itl_ms": r.tpot_s * 1e3,
                  "total_s": r.latency_s, "ttft_ms": r.prefill_s * 1e3}[c.metric]
         return value, {"ttft_s": round(r.prefill_s, 4), "tpot_s": round(r.tpot_s, 5),
                        "max_batch": r.max_batch}
@@ -471,9 +471,6 @@ def heldout_table(rows: list[dict[str, Any]]) -> dict[str, Any]:
     (:mod:`fabricsim.workloads.serving.accuracy`): per kind the median and p90 of the
     absolute error with its figures and sources, and the engines, GPU generations and
     largest instance they cover."""
-    from fabricsim.catalog import get_catalog
-    from fabricsim.workloads.gpu import generation
-
     by_case = {c.label: c for c in cases()}
 
     def stats(sel: list[dict[str, Any]]) -> dict[str, Any]:
@@ -482,14 +479,12 @@ def heldout_table(rows: list[dict[str, Any]]) -> dict[str, Any]:
                 "p90": round(e[min(len(e) - 1, round(0.9 * (len(e) - 1)))], 4),
                 "figures": len(e), "sources": len({r["source"] for r in sel})}
 
-    cat = get_catalog()
     used = [by_case[r["case"]] for r in rows]
     return {"written_by": "benchmarks/accuracy_inference.py --loso --write",
             "kinds": {k: stats([r for r in rows if r["kind"] == k])
                       for k in ("throughput", "latency")},
             "engines": sorted({c.engine for c in used}),
-            "generations": sorted({generation(cat.gpu(cat.system(c.system).gpu))
-                                   for c in used}),
+            "generations": sorted({_tc_key(c)[0] for c in used}),
             "largest_instance_gpus": max(c.tp for c in used)}
 
 
