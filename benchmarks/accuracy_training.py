@@ -75,6 +75,8 @@ class Case:
     #: failures, restarts and checkpoints included): the prediction is the step's
     #: throughput times the run's goodput (fabricsim.workloads.training.goodput, its defaults)
     run_average: bool = False
+    #: the independent source, where the case's data file names it (else by row)
+    source: str = ""
 
 
 def _mpt(row: int, size: str, gpus: int, gpu: str, mfu: float, mb: int, accum: int,
@@ -222,7 +224,8 @@ def scale_cases() -> list[Case]:
                             get_model(r["model"]), "dgx-h100",
                             gpus // per, "roce-400g", "mfu",
                             float(r["value"].split("|")[0]) / 989.0, cfg,
-                            note="vp not published: train's choice; memory not checked"))
+                            note="vp not published: train's choice; memory not checked",
+                            source="Llama 3 paper (Meta)"))
         elif key.startswith("MegaScale"):
             cfg = ParallelConfig(**lay, zero=0, recompute="selective", grad_reduce_dtype="fp32",
                                  overlap_grad_reduce=False, overlap_param_gather=False,
@@ -231,7 +234,8 @@ def scale_cases() -> list[Case]:
             out.append(Case(row, f"{label} (Megatron-LM in MegaScale)",
                             get_model(r["model"]), "dgx-a100",
                             gpus // per, "roce-200g", "tokens_per_gpu", tok_s / gpus, cfg,
-                            note="Megatron-LM of Jan 2023: no DP/TP overlap; mb 1 assumed"))
+                            note="Megatron-LM of Jan 2023: no DP/TP overlap; mb 1 assumed",
+                            source="MegaScale (ByteDance)"))  # as row 175, the same paper
         elif key.startswith("Megatron-LM"):
             n_layers, hidden, heads = (int(x) for x in r["model"].split("/")[1:])
             gpt = TransformerSpec(name=f"megatron-gpt-{n_layers}x{hidden}",
@@ -242,13 +246,15 @@ def scale_cases() -> list[Case]:
                             "dgx-h100", gpus // per, None, "mfu",
                             float(r["value"].split("|")[0]) / 989.0, cfg,
                             note="vp, micro-batch and network not stated: train's choice, "
-                                 "1, dgx-h100's default fabric"))
+                                 "1, dgx-h100's default fabric",
+                            source="Megatron-LM (NVIDIA)"))  # as row 174, its README
         else:
             cfg = ParallelConfig(**lay, zero=1, tp_comm_overlap=True, fp8_recipe="delayed")
             out.append(Case(row, f"{label} FP8 (MLPerf)",
                             get_model(r["model"]), "dgx-h100", gpus // per,
                             "ib-ndr", "tokens_per_gpu", float(r["value"]), cfg,
-                            note="tokens/s per GPU from the logs' block timings"))
+                            note="tokens/s per GPU from the logs' block timings",
+                            source="MLPerf Training (NVIDIA)"))
     return out
 
 
@@ -372,13 +378,12 @@ def _predict(c: Case, comm_factory: Callable[[Fabric], CommModel]) -> float:
 def source(c: Case) -> str:
     """The independent source a case comes from (the unit leave-one-source-out holds
     out): a paper, a vendor's table, a project's benchmark page."""
+    if c.source:
+        return c.source
     if 181 <= c.row <= 190:
         return "llm-foundry (MosaicML)"
     if 1139 <= c.row <= 1146:
         return "torchtitan (Meta)"
-    if 5001 <= c.row <= 5099:
-        return ("Llama 3 paper (Meta)", "MegaScale (ByteDance)", "MLPerf Training (NVIDIA)",
-                "Megatron-LM (NVIDIA)")[(c.row - 5001) // 10]
     return {199: "BLOOM (BigScience)", 172: "Narayanan et al. 2021",
             174: "Megatron-LM (NVIDIA)", 175: "MegaScale (ByteDance)",
             0: "DeepSeek-V3 report"}[c.row]
