@@ -64,6 +64,12 @@ class ModelError(FabricsimError):
     """A training/inference configuration is invalid (sizes do not divide, memory, ...)."""
 
 
+class OutOfMemoryError(ModelError):
+    """A layout valid in itself needs more GPU memory than the GPU has; the message says
+    how much, and the cheapest change that fits (callers that try several layouts tell
+    it from a layout that cannot be built at all)."""
+
+
 class DeprecatedName(FutureWarning):
     """A field or flag written by its old name: still read, under its new one. Every face
     shows it beside the answer (``warning: ...``), so a scenario can be updated."""

@@ -460,3 +460,17 @@ def test_plain_1f1b_with_a_large_bubble_says_so() -> None:
                            check_memory=False)
     assert better.breakdown["bubble"] < 0.5 * r.breakdown["bubble"]
     assert not [w for w in better.warnings if "pipeline bubble" in w]
+
+
+def test_a_layout_over_gpu_memory_raises_out_of_memory() -> None:
+    """Memory refusals are their own ModelError, so callers trying several layouts (the
+    interleaving choice) tell them from layouts that cannot be built."""
+    from fabricsim.errors import OutOfMemoryError
+
+    fab = fs.build_cluster("dgx-h100", 1)
+    with pytest.raises(OutOfMemoryError, match="GiB per GPU") as e:
+        simulate_step(get_model("llama3-70b"), ParallelConfig(tp=1, global_batch=8), fab)
+    assert isinstance(e.value, ModelError) and e.value.field == "training"
+    with pytest.raises(ModelError) as bad:  # cannot be built: not a memory refusal
+        simulate_step(get_model("llama3-70b"), ParallelConfig(tp=3, global_batch=8), fab)
+    assert not isinstance(bad.value, OutOfMemoryError)

@@ -60,7 +60,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fabricsim.catalog import get_catalog
-from fabricsim.errors import ModelError
+from fabricsim.errors import ModelError, OutOfMemoryError
 from fabricsim.fabric import Fabric
 from fabricsim.results import Tabular
 from fabricsim.workloads.comm import CommModel, EngineComm, GroupComm
@@ -725,7 +725,7 @@ def check_layout(model: TransformerSpec, cfg: ParallelConfig, fabric: Fabric, *,
     ...     "dgx-h100", 1, gpus_per_node=1))
     Traceback (most recent call last):
     ...
-    fabricsim.errors.ModelError: training: llama3-405b needs ...
+    fabricsim.errors.OutOfMemoryError: training: llama3-405b needs ...
     """
     return _checked(model, cfg, fabric, world, check_memory)[0]
 
@@ -752,7 +752,7 @@ def _checked(model: TransformerSpec, cfg: ParallelConfig, fabric: Fabric, world:
                                  world=world).step_time_s
 
         fix = cheapest_fit(model, p, gpu.memory_bytes, step_time=step_time)
-        raise ModelError(
+        raise OutOfMemoryError(
             f"{model.name} needs {mem.total / _GIB:.1f} GiB per GPU on its fullest "
             f"pipeline stage ({parts} GiB) but {gpu.name} has "
             f"{gpu.memory_bytes / _GIB:.0f} GiB; "
@@ -798,7 +798,7 @@ def auto_interleave(model: TransformerSpec, cfg: ParallelConfig, fabric: Fabric,
             r = simulate_step(model, cfg.model_copy(update={"vp": v}), fabric, comm, **kw)
         except ModelError as e:
             why = why or e
-            if v > 1 and "GiB per GPU" in e.message:
+            if v > 1 and isinstance(e, OutOfMemoryError):
                 refused = (v, e)
             continue
         if best is None or r.step_time_s < best.step_time_s * (1 - 1e-9):
