@@ -8,7 +8,11 @@ case, with many distinct rates and finish times). Issue 12's targets: 512 GPUs i
 tuner's all-to-all is printed beside it, as the peer of the same run: the two agree where
 contention does not decide the time, and the ratio shows what it adds where it does.
 
+``--precision P`` (default 0, exact) settles finishes within P of a transfer's duration as
+one event (``FlowBackend(precision=P)``, the CLI's ``--flow-precision``).
+
 Usage: python benchmarks/flow_alltoall.py [--nodes 64,128] [--fabrics ib-ndr,roce-400g]
+                                          [--precision 1e-3]
 Prints one JSON line per (nodes, fabric).
 """
 
@@ -29,6 +33,7 @@ def main() -> None:
     ap.add_argument("--nodes", default="64,128")
     ap.add_argument("--fabrics", default="ib-ndr,roce-400g")
     ap.add_argument("--size", type=int, default=2**30)
+    ap.add_argument("--precision", type=float, default=0.0)
     a = ap.parse_args()
     for nodes in (int(x) for x in a.nodes.split(",")):
         for fabric in a.fabrics.split(","):
@@ -36,11 +41,12 @@ def main() -> None:
             fab = fs.build_cluster("dgx-h100", nodes=nodes, fabric=fabric)
             sch = build_schedule(fab, "alltoall", a.size)
             t1 = time.perf_counter()
-            res = FlowBackend().run(sch, fab)
+            res = FlowBackend(precision=a.precision).run(sch, fab)
             t2 = time.perf_counter()
             ana = run_collective(fab, "alltoall", a.size).time
             print(json.dumps({
                 "gpus": fab.n_gpus, "fabric": fabric, "algorithm": sch.algorithm,
+                "precision": a.precision,
                 "transfers": int(sum(s.n for s in sch.steps)),
                 "completion_us": round(res.time * 1e6, 2),
                 "analytic_us": round(ana * 1e6, 2),

@@ -24,7 +24,12 @@ from typing import Annotated, Any
 
 import typer
 
-from fabricsim.cli.common import ScenarioArg, check_out_file
+from fabricsim.cli.common import (
+    FlowPrecisionOpt,
+    ScenarioArg,
+    check_flow_precision,
+    check_out_file,
+)
 from fabricsim.cli.options import (
     NET_ROUTING,
     NO_CLUSTER_FLAGS,
@@ -236,6 +241,7 @@ def register(app: typer.Typer) -> None:
         time_limit: Annotated[float | None, typer.Option(
             "--time-limit", help="Flow backend: stop with an explained error after this "
             "many seconds of wall time per size.")] = None,
+        flow_precision: FlowPrecisionOpt = 0.0,
         quiet: Annotated[bool, typer.Option(
             "--quiet", "-q", help="No progress display (flow and packet backends show "
             "one on a terminal).")] = False,
@@ -263,6 +269,10 @@ def register(app: typer.Typer) -> None:
                                   f"an MoE layer instead (its flags: --tokens, --hidden, "
                                   f"--top-k, --experts, --ep, --ep-kernel): drop {given}",
                                   field=given)
+            if flow_precision:
+                raise ConfigError(f"--flow-precision applies to nccl-tests sweeps on the flow "
+                                  f"backend; {collective} times its MoE layer exactly: drop "
+                                  f"--flow-precision", field="--flow-precision")
             _bench_ep(collective, scenario, cluster, backend, json_out, csv_out, out, plot,
                       layer)
             return
@@ -302,6 +312,7 @@ def register(app: typer.Typer) -> None:
         if time_limit is not None and not time_limit > 0:
             raise ConfigError("--time-limit takes seconds > 0 and applies to the flow "
                               "backend (--backend flow)", field="--time-limit")
+        check_flow_precision(flow_precision)
         env = nccl_env(os.environ)
         sc = load(scenario, cluster)
         if env.collnet:  # NCCL_COLLNET_ENABLE=1: the fabric's SHARP switches take part
@@ -338,7 +349,8 @@ def register(app: typer.Typer) -> None:
             "bench", sc, collective=collective, sizes=sizes, datatype=datatype, op=op,
             algos=tuple(algo or ()), proto=proto, backend=backend, gpus_per_thread=ngpus,
             env=env, time_limit_s=time_limit, root=run.get("root", 0),
-            agg_iters=run.get("agg_iters", 1), select=select)
+            agg_iters=run.get("agg_iters", 1), select=select,
+            flow_precision=flow_precision)
         fab = job.cluster.build()
         from contextlib import ExitStack
 

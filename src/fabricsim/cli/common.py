@@ -38,6 +38,21 @@ FabricOpt = CLUSTER.option("fabric")
 TopologyOpt = CLUSTER.option("topology")
 OversubOpt = CLUSTER.option("oversubscription")
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
+FlowPrecisionOpt = Annotated[float, typer.Option(
+    "--flow-precision", help="Flow backend: settle finishes within this fraction of a "
+    "transfer's duration as one event (each ends at most that much late); 0 (default) is "
+    "exact, 1e-3 makes a million-flow hashed all-to-all about 15x faster.")]
+
+
+def check_flow_precision(value: float) -> float:
+    """``--flow-precision`` checked: 0 (exact) to 0.1."""
+    from fabricsim.errors import ConfigError
+
+    if not 0.0 <= value <= 0.1:
+        raise ConfigError(f"give a fraction of a transfer's duration from 0 "
+                          f"(exact) to 0.1 (1e-3 is a good start), got {value}",
+                          field="--flow-precision")
+    return value
 
 
 def scenario_with_overrides(scenario: Path | None, **flags: Any) -> Scenario:

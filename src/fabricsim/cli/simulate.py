@@ -9,7 +9,15 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from fabricsim.cli.common import JsonOpt, check_out_dir, console, print_json, print_warnings
+from fabricsim.cli.common import (
+    FlowPrecisionOpt,
+    JsonOpt,
+    check_flow_precision,
+    check_out_dir,
+    console,
+    print_json,
+    print_warnings,
+)
 from fabricsim.cli.options import CLUSTER, NO_CLUSTER_FLAGS, ClusterFlags, load, with_groups
 from fabricsim.errors import ConfigError
 from fabricsim.reports.flow import human_size
@@ -63,6 +71,7 @@ def register(app: typer.Typer) -> None:
         time_limit: Annotated[float | None, typer.Option(
             "--time-limit", help="Stop with an explained error after this many seconds of "
             "wall time (all runs together).")] = None,
+        flow_precision: FlowPrecisionOpt = 0.0,
     ) -> None:
         """Simulate a scenario's collective with its faults and background traffic (flow
         backend); report the slowdown against the fault-free run and where it came from.
@@ -87,6 +96,7 @@ def register(app: typer.Typer) -> None:
         if time_limit is not None and not time_limit > 0:
             raise ConfigError(f"--time-limit must be > 0 seconds, got {time_limit}",
                               field="--time-limit")
+        check_flow_precision(flow_precision)
         from fabricsim.plots.heatmap import RANKS
 
         if heatmap_rank not in RANKS:
@@ -109,7 +119,7 @@ def register(app: typer.Typer) -> None:
 
             job = jobs.job_from_scenario("simulate", sc, size=size, routing=routing, qps=qps,
                                          time_limit_s=time_limit, record=out is not None,
-                                         force=force)
+                                         force=force, precision=flow_precision)
             report = jobs.run(job, step_progress=tick)
             if out is not None:
                 write_flow_outputs(report, out, csv=csv, full=full, rank=heatmap_rank)

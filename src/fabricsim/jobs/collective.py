@@ -136,6 +136,9 @@ class CollectiveBench(Part):
     env: NcclEnv = NcclEnv()
     faults: Faults = Faults()
     time_limit_s: float | None = Field(None, gt=0, allow_inf_nan=False)
+    flow_precision: float = Field(0.0, ge=0.0, le=0.1)
+    """Flow backend: finishes within this fraction of a transfer's duration settled as
+    one event (:attr:`~fabricsim.backends.flow.FlowBackend.precision`; 0: exact)."""
 
 
 def _count(collective: str, size: int, tsize: int, n: int) -> int:
@@ -169,7 +172,8 @@ def bench_job(sc: Scenario, *, collective: str | None = None,
               backend: str | None = None, gpus_per_thread: int = 1,
               env: NcclEnv | None = None, every_algorithm: bool = False,
               time_limit_s: float | None = None, root: int = 0,
-              agg_iters: int = 1, select: str | None = None) -> CollectiveBench:
+              agg_iters: int = 1, select: str | None = None,
+              flow_precision: float = 0.0) -> CollectiveBench:
     """The benchmark of ``sc``'s ``collective:`` section (:data:`DEFAULT_SWEEP` when it
     has none), each argument given replacing the section's."""
     from fabricsim.backends.registry import BACKENDS
@@ -193,8 +197,9 @@ def bench_job(sc: Scenario, *, collective: str | None = None,
         sizes = tuple(bench_sizes(int(spec.minbytes), int(spec.maxbytes),
                                   float(spec.stepfactor), field_name="collective.stepfactor"))
     faults = Faults.of(sc)
-    if (faults or time_limit_s is not None) and be != "flow":
-        what = f"the scenario's {faults.describe()}" if faults else "--time-limit"
+    if (faults or time_limit_s is not None or flow_precision) and be != "flow":
+        what = f"the scenario's {faults.describe()}" if faults else (
+            "--time-limit" if time_limit_s is not None else "--flow-precision")
         raise ConfigError(f"{what} need(s) the flow backend; run with --backend flow "
                           f"(or backend: flow in collective:), got {be}",
                           field="collective.backend")
@@ -209,7 +214,8 @@ def bench_job(sc: Scenario, *, collective: str | None = None,
         algos=chosen, every_algorithm=every_algorithm, proto=proto or spec.proto,
         select=how, backend=be, ranks=_ranks(spec.ranks),
         gpus_per_thread=gpus_per_thread, env=env or NcclEnv(), faults=faults,
-        time_limit_s=time_limit_s, root=root, agg_iters=agg_iters)
+        time_limit_s=time_limit_s, root=root, agg_iters=agg_iters,
+        flow_precision=flow_precision)
 
 
 def _best(fabric: Fabric, coll: str, size: int, algos: list[str | None],
@@ -486,12 +492,12 @@ def run_bench(job: CollectiveBench, fabric: Fabric, progress: Progress = quiet,
                           f"{fabric.info.system} servers have {per_server}; give a -g that "
                           f"divides {per_server}", field="--ngpus")
     backend: Any = job.backend
-    if job.faults or job.time_limit_s is not None:
+    if job.faults or job.time_limit_s is not None or job.flow_precision:
         from fabricsim.backends.flow import FlowBackend
 
         backend = FlowBackend(faults=list(job.faults.faults),
                               background=list(job.faults.background), seed=job.faults.seed,
-                              time_limit_s=job.time_limit_s)
+                              time_limit_s=job.time_limit_s, precision=job.flow_precision)
     names: list[str | None] = list(job.algos)
     if job.every_algorithm:
         names += [a for a, alg in ALGORITHMS.items()

@@ -63,6 +63,9 @@ class FlowRun(Part):
     """Queue pairs per connection (``None``: the cluster's ``params.qps``, else 1)."""
     faults: Faults
     time_limit_s: float | None = Field(None, gt=0, allow_inf_nan=False)
+    precision: float = Field(0.0, ge=0.0, le=0.1)
+    """Finishes within this fraction of a transfer's duration settled as one event
+    (:attr:`~fabricsim.backends.flow.FlowBackend.precision`; 0: exact)."""
     record: bool = False
     """Keep both runs' link timelines (for the tables and the heatmap)."""
     force: bool = False
@@ -72,7 +75,7 @@ class FlowRun(Part):
 def flow_job(sc: Scenario, *, size: str | None = None, routing: str = "ecmp",
              qps: int | None = None,
              time_limit_s: float | None = None, record: bool = False,
-             force: bool = False) -> FlowRun:
+             force: bool = False, precision: float = 0.0) -> FlowRun:
     """The flow run of ``sc``: its collective (all-reduce when it names none) at
     ``size`` (default its ``maxbytes``), its faults and background traffic. Faults that
     are legal but extreme (a link below 1 % of its rate) are refused unless ``force``,
@@ -100,7 +103,7 @@ def flow_job(sc: Scenario, *, size: str | None = None, routing: str = "ecmp",
     return FlowRun(cluster=Cluster.of(sc), name=sc.name, description=sc.description,
                    collective=spec, nbytes=nbytes, routing=routing,
                    qps=qps, faults=faults, time_limit_s=time_limit_s, record=record,
-                   force=force)
+                   force=force, precision=precision)
 
 
 def _from_start(fault: FaultSpec) -> bool:
@@ -183,7 +186,7 @@ def run_flow(job: FlowRun, fabric: Fabric, progress: Progress = quiet,
     def backend(**kw: Any) -> FlowBackend:
         left = None if deadline is None else max(deadline - time.perf_counter(), 1e-3)
         return FlowBackend(seed=seed, routing=routing, qps=qps, progress=step_progress,
-                           time_limit_s=left, **kw)
+                           time_limit_s=left, precision=job.precision, **kw)
 
     progress(0.0, "fault-free run")
     base = backend(record_timeline=job.record).run(sch, fabric)

@@ -88,6 +88,11 @@ class FlowBackend:
     #: (:mod:`~fabricsim.backends.flow.memory`) exceeds this many bytes; ``None`` (default):
     #: the memory the machine has free when the run starts.
     memory_limit_bytes: float | None = None
+    #: Finishes that fall within this fraction of a transfer's own duration of each other
+    #: are settled as one event (each transfer ends at most that fraction late, never
+    #: early); 0 (default) settles every distinct finish time exactly. See docs/flow.md,
+    #: "Precision", for what it costs and saves.
+    precision: float = 0.0
     #: Called every few thousand events with (steps done, steps, simulated time, events).
     progress: Callable[[int, int, float, int], None] | None = field(
         default=None, compare=False, repr=False)
@@ -102,6 +107,9 @@ class FlowBackend:
         if self.memory_limit_bytes is not None and not self.memory_limit_bytes > 0:
             raise ConfigError(f"the memory limit must be > 0 bytes, got "
                               f"{self.memory_limit_bytes}", field="memory_limit_bytes")
+        if not 0.0 <= self.precision <= 0.1:
+            raise ConfigError(f"the flow precision must be between 0 (exact) and 0.1, got "
+                              f"{self.precision}", field="--flow-precision")
         if self.time_limit_s is not None and not self.time_limit_s > 0:
             raise ConfigError(f"the time limit must be > 0 seconds, got {self.time_limit_s}",
                               field="--time-limit")
@@ -143,7 +151,8 @@ class FlowBackend:
         out = simulate(schedule, plan, bg, routing=routing, qps=qps, seed=self.seed,
                        exploit_repeats=self.exploit_repeats,
                        record_timeline=self.record_timeline, protocol=proto,
-                       time_limit_s=self.time_limit_s, progress=self.progress, routed=routed)
+                       time_limit_s=self.time_limit_s, progress=self.progress, routed=routed,
+                       precision=self.precision)
         tops = bottlenecks(plan.fabric, out.critical_time, out.link_bytes, out.time)
         extra: dict[str, Any] = {
             "transfers": out.transfers, "rep_start": out.rep_start, "rep_end": out.rep_end,

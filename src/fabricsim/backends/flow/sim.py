@@ -94,7 +94,8 @@ def simulate(schedule: Schedule, plan: FaultPlan,
              record_timeline: bool = False, protocol: Protocol | None = None,
              time_limit_s: float | None = None,
              progress: Callable[[int, int, float, int], None] | None = None,
-             routed: Mapping[int, Expanded] | None = None) -> SimOutput:
+             routed: Mapping[int, Expanded] | None = None,
+             precision: float = 0.0) -> SimOutput:
     """Run ``schedule`` on ``plan.fabric`` (see the module docstring for the model).
 
     With a ``protocol``, its launch overhead delays the first steps and its efficiencies
@@ -104,7 +105,8 @@ def simulate(schedule: Schedule, plan: FaultPlan,
     about every :data:`PROGRESS_S` seconds with (steps done, steps, simulated time,
     solver calls). ``routed``: steps already routed (and striped over NVSwitch planes) by
     index, as :func:`~fabricsim.backends.flow.memory.estimate` leaves them, used as they
-    are.
+    are. ``precision``: finishes settled together (:func:`~fabricsim.backends.flow.kernel.
+    advance`); 0 is exact.
     """
     wall0 = last_report = _time.perf_counter()
     chunk = EVENT_CHUNK if (time_limit_s is not None or progress is not None) else 1 << 62
@@ -291,7 +293,7 @@ def simulate(schedule: Schedule, plan: FaultPlan,
         call0 = _time.perf_counter()
         code, t_new, done = pool.run(t, t_limit, cap, n_groups, g_left, g_end, g_bneck,
                                      (g_more, g_flat, g_start, rep_start_flat, rep_end_flat,
-                                      crit), max_events=chunk)
+                                      crit), max_events=chunk, precision=precision)
         t = float(t_new)
         calls += 1
         if code == BUDGET:  # a call costs O(jobs) to enter: keep calls near PROGRESS_S
@@ -308,7 +310,9 @@ def simulate(schedule: Schedule, plan: FaultPlan,
                     f"time limit of {time_limit_s:g} s reached after {calls:,} solver "
                     f"calls, at simulated t = {t * 1e6:.1f} us with "
                     f"{n_steps - remaining} of {n_steps} steps done; raise --time-limit, "
-                    "use the analytic backend, or simulate a smaller group",
+                    + ("" if precision > 0 else "settle close finishes together "
+                       "(--flow-precision 1e-3: each transfer at most 0.1 % late), ")
+                    + "use the analytic backend, or simulate a smaller group",
                     field="--time-limit")
         if code == BUDGET:  # the kernel paused mid-group: go on from where it stopped
             continue
