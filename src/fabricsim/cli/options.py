@@ -37,7 +37,8 @@ from fabricsim.errors import ConfigError, DeprecatedName, FabricsimError
 from fabricsim.scenario import Scenario
 from fabricsim.scenario.sections import ServingSection, TrainingSection, parse_section
 
-__all__ = ["CLUSTER", "NET_ROUTING", "NO_CLUSTER_FLAGS", "SERVING", "STACK", "TRAINING",
+__all__ = ["CLUSTER", "NET_ROUTING", "NO_CLUSTER_FLAGS", "ONE_STEP_ONLY", "SERVING", "STACK",
+           "TRAINING",
            "ClusterFlags", "Flag", "Group", "load", "subgroup", "with_groups"]
 
 
@@ -390,6 +391,14 @@ TRAINING = Group("training", (
          "...); explicit flags given here override it."),
     Flag("backend", str | None, "analytic or flow (flow runs the scenario's faults and "
          "background traffic)."),
+    Flag("whole_fabric", bool | None, "With --backend flow: run every group of each part "
+         "of the step at once on the fabric (they meet on NICs and switches), not one "
+         "group alone; reports the flows simulated, the links that limited each part and "
+         "the slowdown against each group alone.",
+         ("--whole-fabric/--no-whole-fabric",)),
+    Flag("flow_precision", float | None, "With --whole-fabric: settle flow finishes "
+         "within this fraction of a transfer's duration as one event (default 1e-3; 0 "
+         "exact)."),
     Flag("gpu_hour_usd", float | None, "Price of a GPU-hour."),
     Flag("checkpoint_gbps", float | None, "Aggregate checkpoint write bandwidth to storage, "
          "GB/s (default: the servers' storage NICs, at most 2,000 GB/s: the sustained "
@@ -437,6 +446,11 @@ SERVING = Group("serving", (
     Flag("backend", str | None, "analytic or flow (flow serves with the scenario's faults "
          "and background traffic)."),
 ), _serving, "inference")
+
+
+#: Training flags only ``train`` takes (one step, every group run on the fabric):
+#: ``scale`` and ``plan`` time many steps by shape and are not given them.
+ONE_STEP_ONLY = ("whole_fabric", "flow_precision")
 
 
 def subgroup(group: Group, fields: tuple[str, ...]) -> Group:

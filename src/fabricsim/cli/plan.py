@@ -21,6 +21,7 @@ from fabricsim.cli.common import (
 from fabricsim.cli.options import (
     CLUSTER,
     NO_CLUSTER_FLAGS,
+    ONE_STEP_ONLY,
     TRAINING,
     ClusterFlags,
     load,
@@ -32,6 +33,8 @@ from fabricsim.scenario.sections import TrainingSection
 
 #: plan's cluster flags: the fabrics it compares are --fabrics, not one --fabric.
 PLAN_CLUSTER = subgroup(CLUSTER, tuple(f.field for f in CLUSTER.flags if f.field != "fabric"))
+PLAN_TRAINING = subgroup(TRAINING, tuple(f.field for f in TRAINING.flags
+                                         if f.field not in ONE_STEP_ONLY))
 
 FabricsOpt = Annotated[str | None, typer.Option(
     "--fabrics", help="Comma-separated fabric presets to compare (default: the cluster's own, "
@@ -43,7 +46,7 @@ PlotOpt = Annotated[Path | None, typer.Option("--plot", help="Write a PNG compar
 
 def register(app: typer.Typer) -> None:
     @app.command("plan")
-    @with_groups(PLAN_CLUSTER, TRAINING)
+    @with_groups(PLAN_CLUSTER, PLAN_TRAINING)
     def plan_cmd(scenario: ScenarioArg = None, cluster: ClusterFlags = NO_CLUSTER_FLAGS,
                  training: TrainingSection | None = None, fabrics: FabricsOpt = None,
                  lifetime_years: LifeOpt = 4.0, plot: PlotOpt = None,

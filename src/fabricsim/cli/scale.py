@@ -19,6 +19,7 @@ from fabricsim.cli.common import (
 from fabricsim.cli.options import (
     CLUSTER,
     NO_CLUSTER_FLAGS,
+    ONE_STEP_ONLY,
     TRAINING,
     ClusterFlags,
     load,
@@ -32,7 +33,8 @@ from fabricsim.scenario.sections import TrainingSection
 #: cluster's own size flags only name the cluster a weak-scaling batch was set for.
 SCALE_CLUSTER = subgroup(CLUSTER, tuple(f.field for f in CLUSTER.flags if f.field != "gpus"))
 #: scale's training flags: every size gets its own data-parallel size, so no --dp.
-SCALE_TRAINING = subgroup(TRAINING, tuple(f.field for f in TRAINING.flags if f.field != "dp"))
+SCALE_TRAINING = subgroup(TRAINING, tuple(f.field for f in TRAINING.flags
+                                          if f.field not in ("dp", *ONE_STEP_ONLY)))
 
 
 def parse_gpus(text: str | None) -> tuple[int, ...] | None:

@@ -60,13 +60,17 @@ ChakraOpt = Annotated[Path | None, typer.Option(
     "--chakra", help="Also write the step as Chakra execution traces (ASTRA-sim's input): "
     "PREFIX.<rank>.et for the first rank of every pipeline stage.")]
 
+TimeLimitOpt = Annotated[float | None, typer.Option(
+    "--time-limit", help="With --whole-fabric: stop with an explained error after this "
+    "many seconds of wall time (all runs together).")]
+
 
 def register(app: typer.Typer) -> None:
     @app.command("train")
     @with_groups(CLUSTER, TRAINING)
     def train(scenario: ScenarioArg = None, cluster: ClusterFlags = NO_CLUSTER_FLAGS,
               training: TrainingSection | None = None, chakra: ChakraOpt = None,
-              as_json: JsonOpt = False) -> None:
+              as_json: JsonOpt = False, time_limit: TimeLimitOpt = None) -> None:
         """Time one training step: throughput, MFU, breakdown, memory, cost of the network,
         and the goodput once failures and restarts are counted. With --backend flow the
         scenario's faults and background traffic slow the groups they reach.
@@ -78,6 +82,12 @@ def register(app: typer.Typer) -> None:
 
         sc = load(scenario, cluster)
         job = jobs.job_from_scenario("train", sc, over=training or TrainingSection())
+        if time_limit is not None:
+            if not time_limit > 0 or not job.whole_fabric:
+                raise ConfigError(f"--time-limit bounds the --whole-fabric runs: give "
+                                  f"seconds > 0 with --backend flow --whole-fabric, got "
+                                  f"{time_limit}", field="--time-limit")
+            job = job.model_copy(update={"time_limit_s": time_limit})
         if chakra is not None and job.parallel.pp_schedule != "1f1b":
             raise ConfigError("--chakra writes 1F1B pipeline traces; DualPipe's two "
                               "directions are not exported: drop --chakra or use "
@@ -85,7 +95,8 @@ def register(app: typer.Typer) -> None:
         if chakra is not None:  # the folder the traces go to, before the run
             check_out_file(chakra.with_name(chakra.name + ".0.et"), "--chakra", ())
         fab = job.cluster.build()
-        report = jobs.run(job, fab)
+        whole = job.whole_fabric
+        report = _with_progress(job, fab, quiet=as_json) if whole else jobs.run(job, fab)
         d = report.to_dict()
         r, gp, m = report.step, report.goodput, job.model
         if chakra is not None:
@@ -140,6 +151,8 @@ def register(app: typer.Typer) -> None:
                           f"${f['usd_per_day']:,.0f}/day")
             for desc in f["descriptions"]:
                 console.print(f"  {desc}")
+        if "whole_fabric" in d:
+            _print_whole(d["whole_fabric"], r.step_time_s)
         if r.total_tokens:
             run = r.run(r.total_tokens)
             console.print(f"run of {run['tokens']:.3g} tokens: {run['days']:.1f} days, "
@@ -154,3 +167,44 @@ def register(app: typer.Typer) -> None:
             console.print(f"wrote {len(d['chakra_traces'])} Chakra trace(s): "
                           f"{d['chakra_traces'][0]} ...")
         print_warnings(report.warnings)
+
+
+def _with_progress(job: Any, fab: Any, quiet: bool) -> Any:
+    """Run a whole-fabric training job with a progress line (part, simulated time)."""
+    from rich.progress import Progress, SpinnerColumn, TimeElapsedColumn
+
+    from fabricsim import jobs
+    from fabricsim.cli.common import err_console
+
+    with Progress(SpinnerColumn(), "[progress.description]{task.description}",
+                  TimeElapsedColumn(), console=err_console, transient=True,
+                  disable=quiet) as bar:
+        task = bar.add_task("whole fabric", total=None)
+        now = {"what": "whole fabric"}
+
+        def said(frac: float, what: str) -> None:
+            now["what"] = what
+            bar.update(task, description=escape(what))
+
+        def tick(done: int, steps: int, t: float, calls: int) -> None:
+            bar.update(task, description=escape(f"{now['what']}: {done}/{steps} steps, "
+                                                f"simulated {t * 1e3:.3f} ms"))
+
+        return jobs.run(job, fab, said, step_progress=tick)
+
+
+def _print_whole(w: dict[str, Any], step_s: float) -> None:
+    """The whole-fabric runs: every part with its siblings against one group alone."""
+    console.print(f"whole fabric: {w['flows_simulated']:,} flows simulated in {w['runs']} "
+                  f"runs ({w['wall_s']:.1f} s, precision {w['precision']:g}); step "
+                  f"{step_s:.4f} s against {w['step_time_alone_s']:.4f} s with each group "
+                  f"alone (x{w['slowdown']:.3f})")
+    t = Table(show_header=True)
+    for col in ("part", "groups x ranks", "flows", "together s", "alone s", "x", "limited by"):
+        t.add_column(col, justify="left" if col in ("part", "limited by") else "right")
+    for c in w["calls"]:
+        t.add_row(c["kind"], f"{c['groups']:,} x {c['group_size']}", f"{c['transfers']:,}",
+                  f"{c['time_s']:.6f}", f"{c['alone_s']:.6f}", f"{c['slowdown']:.3f}",
+                  escape(c["limited_link"] or c["limited_by"] or "-")
+                  + ("" if c["siblings_met"] else " (groups inside one server)"))
+    console.print(t)

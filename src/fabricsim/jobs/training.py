@@ -23,8 +23,11 @@ Example
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from pydantic import Field
 
 from fabricsim.errors import ConfigError, ModelError
 from fabricsim.fabric import Fabric
@@ -57,6 +60,13 @@ class TrainingJob(Part):
     model: TransformerSpec
     parallel: ParallelConfig
     backend: Literal["analytic", "flow"] = "analytic"
+    whole_fabric: bool = False
+    """Every sibling group of each part at once on the flow backend
+    (:class:`~fabricsim.workloads.wholefabric.WholeFabricComm`)."""
+    flow_precision: float = Field(1e-3, ge=0.0, le=0.1)
+    """The whole-fabric runs' event coalescing (``FlowBackend.precision``)."""
+    time_limit_s: float | None = Field(None, gt=0, allow_inf_nan=False)
+    """Wall time for the whole-fabric runs together (``--time-limit``)."""
     pricing: Pricing = Pricing()
     goodput: Goodput = Goodput()
     faults: Faults = Faults()
@@ -87,6 +97,21 @@ def training_job(sc: Scenario, over: TrainingSection | None = None, *,
     backend = section.backend or "analytic"
     faults = Faults.of(sc)
     faults.refuse_on(backend, "training.backend")
+    whole = bool(section.whole_fabric)
+    flag = "--whole-fabric" if over is not None and over.whole_fabric is not None \
+        else "training.whole_fabric"
+    if whole and backend != "flow":
+        raise ConfigError("--whole-fabric runs every group on the flow backend: add "
+                          "--backend flow (backend: flow in training:)", field=flag)
+    if whole and faults:
+        raise ConfigError(f"--whole-fabric does not yet run the scenario's "
+                          f"{faults.describe()}: drop --whole-fabric (the faults then slow "
+                          f"the groups they reach) or the faults", field=flag)
+    if section.flow_precision is not None and not whole:
+        raise ConfigError("flow_precision sets the whole-fabric runs' precision: add "
+                          "--whole-fabric or drop --flow-precision",
+                          field="--flow-precision" if over is not None
+                          and over.flow_precision is not None else "training.flow_precision")
     launch = section.megatron_launcher()
     if launch and not {"nodes", "gpus_per_node"} & sc.cluster.model_fields_set:
         # the launcher's cluster, as the pasted line ran, when nothing else names one
@@ -101,7 +126,8 @@ def training_job(sc: Scenario, over: TrainingSection | None = None, *,
                               f"e.g. --gpus {need})", field="--nodes")
     return TrainingJob(
         cluster=Cluster.of(sc), model=section.build_model(DEFAULT_MODEL, "training"),
-        parallel=section.parallel(), backend=backend,
+        parallel=section.parallel(), backend=backend, whole_fabric=whole,
+        flow_precision=1e-3 if section.flow_precision is None else section.flow_precision,
         pricing=Pricing(gpu_hour_usd=section.gpu_hour_usd if section.gpu_hour_usd
                         is not None else sc.gpu_hour_usd,
                         total_tokens=section.total_tokens),
@@ -139,6 +165,9 @@ class TrainingReport:
     #: the held-out error of published runs like this one, and where it lies outside
     #: them (:mod:`fabricsim.workloads.training.accuracy`); ``None``: not asked
     accuracy: Band | None = None
+    #: with ``whole_fabric``: :meth:`WholeFabricComm.summary` of the runs, the step with
+    #: each group alone (``step_time_alone_s``) and the slowdown against it
+    whole_fabric: dict[str, Any] | None = None
 
     @property
     def warnings(self) -> list[str]:
@@ -165,6 +194,8 @@ class TrainingReport:
         d["warnings"] = self.warnings
         if self.accuracy is not None:
             d["accuracy"] = self.accuracy.to_dict()
+        if self.whole_fabric is not None:
+            d["whole_fabric"] = self.whole_fabric
         if self.fault_free is not None:
             free = self.fault_free.step_time_s
             lost = self.step.world * (1 - free / self.step.step_time_s)
@@ -190,6 +221,10 @@ class TrainingReport:
         if self.fault_free is not None:
             out["fault_free_step_time_s"] = self.fault_free.step_time_s
             out["slowdown"] = self.slowdown
+        if self.whole_fabric is not None:
+            out["step_time_alone_s"] = self.whole_fabric["step_time_alone_s"]
+            out["whole_fabric_slowdown"] = self.whole_fabric["slowdown"]
+            out["flows_simulated"] = self.whole_fabric["flows_simulated"]
         return out
 
 
@@ -209,10 +244,14 @@ def job_goodput(job: TrainingJob, fabric: Fabric, step: StepResult) -> GoodputRe
                          ) from None
 
 
-def run_training(job: TrainingJob, fabric: Fabric, progress: Progress = quiet
+def run_training(job: TrainingJob, fabric: Fabric, progress: Progress = quiet,
+                 step_progress: Callable[[int, int, float, int], None] | None = None
                  ) -> TrainingReport:
-    """Time one step of ``job`` on ``fabric`` (its cluster, built) and its goodput."""
+    """Time one step of ``job`` on ``fabric`` (its cluster, built) and its goodput.
+    ``step_progress``: the flow backend's progress callback (whole-fabric runs)."""
     progress(0.1, f"one training step of {job.model.name}")
+    if job.whole_fabric:
+        return _whole_fabric(job, fabric, progress, step_progress)
     comm = comm_model(job.faults, job.backend, fabric)
     step = simulate_step(job.model, job.parallel, fabric, comm, backend=job.backend,
                          gpu_hour_usd=job.pricing.gpu_hour_usd,
@@ -232,6 +271,30 @@ def run_training(job: TrainingJob, fabric: Fabric, progress: Progress = quiet
     return TrainingReport(job=job, step=step, goodput=job_goodput(job, fabric, step),
                           cluster=cluster_view(fabric), fault_free=free,
                           fault_descriptions=described,
+                          accuracy=step_band(job, fabric, step.world))
+
+
+def _whole_fabric(job: TrainingJob, fabric: Fabric, progress: Progress,
+                  step_progress: Callable[[int, int, float, int], None] | None
+                  ) -> TrainingReport:
+    """The step with every sibling group of each part at once on the fabric, beside
+    the step with each group alone (by shape, NIC sharing estimated)."""
+    from fabricsim.workloads.wholefabric import WholeFabricComm
+
+    def said(done: int, what: str) -> None:
+        progress(min(0.1 + 0.8 * done / (done + 4), 0.9), f"whole fabric: {what}")
+
+    comm = WholeFabricComm(fabric, precision=job.flow_precision, progress=said,
+                           step_progress=step_progress, time_limit_s=job.time_limit_s)
+    kw: dict[str, Any] = {"backend": "flow", "gpu_hour_usd": job.pricing.gpu_hour_usd,
+                          "total_tokens": job.pricing.total_tokens}
+    step = simulate_step(job.model, job.parallel, fabric, comm, **kw)
+    progress(0.9, "the same step with each group alone")
+    alone = simulate_step(job.model, job.parallel, fabric, EngineComm(fabric, "flow"), **kw)
+    whole = {**comm.summary(), "step_time_alone_s": alone.step_time_s,
+             "slowdown": step.step_time_s / alone.step_time_s}
+    return TrainingReport(job=job, step=step, goodput=job_goodput(job, fabric, step),
+                          cluster=cluster_view(fabric), whole_fabric=whole,
                           accuracy=step_band(job, fabric, step.world))
 
 

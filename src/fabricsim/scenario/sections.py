@@ -172,6 +172,13 @@ class TrainingSection(ParallelConfig, _ModelFields):
         A model preset (``fabricsim presets``); ``None`` with no shape field: llama3-8b.
     backend : {"analytic", "flow"} or None
         Where collective times come from (``None``: analytic).
+    whole_fabric : bool or None
+        With the flow backend: run every sibling group of each part of the step at once
+        on the fabric (:class:`~fabricsim.workloads.wholefabric.WholeFabricComm`)
+        instead of one group alone by shape.
+    flow_precision : float or None
+        The flow backend's event coalescing for ``whole_fabric`` runs (``None``: 1e-3;
+        0: exact).
     gpu_hour_usd : float or None
         Price of a GPU-hour (``None``: the scenario's, else the system preset's).
     total_tokens : float or None
@@ -195,6 +202,8 @@ class TrainingSection(ParallelConfig, _ModelFields):
     """
 
     backend: Literal["analytic", "flow"] | None = None
+    whole_fabric: bool | None = None
+    flow_precision: float | None = Field(None, ge=0.0, le=0.1)
     gpu_hour_usd: float | None = None
     total_tokens: float | None = None
     checkpoint_gbps: float | None = None

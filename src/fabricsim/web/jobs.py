@@ -310,7 +310,7 @@ def run_design(kind: str, sc: Scenario, limits: Limits, progress: Progress = _qu
     job = design_job(kind, sc, limits)
     fab = job.cluster.build()
     out: dict[str, Any] = {"name": sc.name, "cluster": cluster_view(fab)}
-    if kind == "simulate":
+    if kind == "simulate" or (kind == "train" and job.whole_fabric):
         job = job.model_copy(update={"time_limit_s": limits.max_wall_s * 0.8})
     if kind != "describe":  # (the cluster kind's answer beside the design's cluster)
         out[ANSWER_KEY.get(kind, kind)] = _view(kind, jobs.run(job, fab, progress), fab)

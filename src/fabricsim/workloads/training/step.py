@@ -574,6 +574,12 @@ def comm_cost(m: TransformerSpec, p: ResolvedParallel, comm: CommModel,
         servers = len({r // dom for r in g})
         kernel = ep_kernel_of(cfg)
         ep_time = getattr(raw, "ep_time", None)
+        ep_all = getattr(raw, "ep_time_all", None)
+        if ep_all is not None:  # a model that runs the sibling EP groups together
+            sibs = p.siblings(g, moe=True)
+
+            def ep_time(kernel: str, phase: str, ranks: Sequence[int], cfg: Any) -> float:
+                return float(ep_all(kernel, phase, sibs, cfg))
         if kernel != "nccl" and ep_time is not None:
             # the kernel family's own schedule (fabricsim.collectives.ep), every sibling
             # EP group alike on a symmetric fabric

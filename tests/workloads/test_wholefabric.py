@@ -1,0 +1,156 @@
+"""Every sibling group of a step's part on the flow backend at once (issue 39):
+``WholeFabricComm`` against closed forms and the single-group path, the fused schedules,
+and ``train --whole-fabric`` on every face."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import fabricsim as fs
+from fabricsim.backends.flow import FlowBackend
+from fabricsim.cli.app import main
+from fabricsim.collectives import run_collective
+from fabricsim.errors import ConfigError, SimulationError
+from fabricsim.schedule.core import Schedule, Step
+from fabricsim.workloads.comm import nic_sharing_factor
+from fabricsim.workloads.wholefabric import (
+    WholeFabricComm,
+    disjoint,
+    siblings_schedule,
+    side_by_side,
+)
+
+
+def test_siblings_sharing_nics_slow_down_by_the_closed_form() -> None:
+    """Eight 2-rank DP groups on two PCIe servers of 8 GPUs and 4 NICs: each pair of
+    groups shares a NIC, so together they take twice one group alone, the factor the
+    analytic step model applies (nic_sharing_factor) without running the siblings."""
+    fab = fs.build_cluster("pcie-8gpu", nodes=2)
+    comm = WholeFabricComm(fab)
+    t = comm.time_all("all_reduce", [[i, 8 + i] for i in range(8)], 2**30)
+    c = comm.calls[0]
+    assert c.siblings_met and c.groups == 8
+    assert t == c.time_s
+    assert c.slowdown == pytest.approx(nic_sharing_factor(fab, [0, 8]), rel=0.01)
+    assert c.limited_by == "nic-leaf"
+
+
+def test_one_group_is_the_bench_path() -> None:
+    """Alone, a part takes what ``run_collective`` on the flow backend gives the group."""
+    fab = fs.build_cluster("dgx-h100", nodes=4, fabric="roce-400g")
+    ranks = [0, 8, 16, 24]
+    comm = WholeFabricComm(fab)
+    t = comm.time("all_reduce", ranks, 2**28)
+    ref = run_collective(fab, "all_reduce", 2**28, ranks=ranks,
+                         backend=FlowBackend(precision=1e-3)).time
+    assert t == pytest.approx(ref, rel=1e-12)
+    assert comm.calls[0].alone_s == comm.calls[0].time_s
+
+
+def test_hashed_paths_collide_where_rails_do_not() -> None:
+    """Pipeline sends of every stage pair at once: on a plain fat-tree with hashed ECMP
+    they collide on leaf-spine links (slower than one pair alone); rail-optimized, each
+    pair stays on its rail and nothing changes."""
+    def sends(topology: str) -> float:
+        fab = fs.build_cluster("dgx-h100", nodes=8, fabric="roce-400g", topology=topology)
+        comm = WholeFabricComm(fab)
+        comm.time_all("sendrecv", [[g, g + 32] for g in range(32)], 2**26)
+        return comm.calls[0].slowdown
+
+    assert sends("fat-tree") > 1.5
+    assert sends("rail-optimized") == pytest.approx(1.0, abs=1e-9)
+
+
+def test_cached_and_counted() -> None:
+    fab = fs.build_cluster("pcie-8gpu", nodes=2)
+    comm = WholeFabricComm(fab)
+    groups = [[i, 8 + i] for i in range(8)]
+    a = comm.time_all("all_reduce", groups, 2**24)
+    b = comm.time_all("all_reduce", groups, 2**24)
+    assert a == b and len(comm.calls) == 1
+    s = comm.summary()
+    assert s["flows_simulated"] == comm.calls[0].transfers > 0
+    assert s["worst_slowdown"] >= 1.0 and s["runs"] == 1
+
+
+def test_side_by_side_fuses_alike_steps_and_merges_others() -> None:
+    a = Schedule(steps=(Step(src=[0], dst=[1], nbytes=[4.0], repeat=2),
+                        Step(src=[1], dst=[0], nbytes=[4.0], deps=(0,))))
+    b = Schedule(steps=(Step(src=[2], dst=[3], nbytes=[4.0], repeat=2),
+                        Step(src=[3], dst=[2], nbytes=[4.0], deps=(0,))))
+    fused = side_by_side([a, b])
+    assert len(fused.steps) == 2
+    assert fused.steps[1].deps == (0,) and fused.steps[1].src.tolist() == [1, 3]
+    c = Schedule(steps=(Step(src=[4], dst=[5], nbytes=[4.0], repeat=3),))
+    merged = side_by_side([a, c])  # not alike: each at its own pace
+    assert len(merged.steps) == 3 and merged.steps[2].repeat == 3
+
+
+def test_fused_siblings_keep_every_transfer() -> None:
+    fab = fs.build_cluster("dgx-h100", nodes=4)
+    groups = [[i, 8 + i, 16 + i, 24 + i] for i in range(8)]
+    one = siblings_schedule(fab, "reduce_scatter", groups[:1], 2**24)
+    every = siblings_schedule(fab, "reduce_scatter", groups, 2**24)
+    assert len(every.steps) == len(one.steps)
+    assert sum(s.n for s in every.steps) == 8 * sum(s.n for s in one.steps)
+    np.testing.assert_array_equal(every.steps[0].src[:one.steps[0].n], one.steps[0].src)
+
+
+def test_disjoint_keeps_one_exchange_per_rank() -> None:
+    assert disjoint([[0, 1], [1, 2], [2, 3], [3, 4]]) == [[0, 1], [2, 3]]
+
+
+def test_limits_and_bad_precision() -> None:
+    fab = fs.build_cluster("pcie-8gpu", nodes=2)
+    with pytest.raises(ConfigError) as e:
+        WholeFabricComm(fab, precision=0.2)
+    assert e.value.field == "--flow-precision"
+    comm = WholeFabricComm(fab, time_limit_s=1e-9)
+    with pytest.raises(SimulationError) as s:
+        comm.time_all("all_reduce", [[0, 8], [1, 9]], 2**24)
+    assert s.value.field == "--time-limit"
+
+
+SCENARIO = "train-mixtral-whole-fabric"
+
+
+def test_train_whole_fabric_reports_runs(capsys) -> None:  # type: ignore[no-untyped-def]
+    """The shipped scenario: every part with its siblings, the flows simulated, and the
+    step against each group alone (slower: hashed leaf-spine collisions)."""
+    assert main(["train", SCENARIO, "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    w = d["whole_fabric"]
+    assert w["flows_simulated"] == sum(c["transfers"] for c in w["calls"]) > 1000
+    assert w["slowdown"] == pytest.approx(d["step_time_s"] / w["step_time_alone_s"])
+    assert w["slowdown"] > 1.01
+    assert {c["kind"] for c in w["calls"]} >= {"sendrecv", "alltoall", "reduce_scatter"}
+    assert "leaf-spine" in w["limiting_links"]
+    # rail-optimized, the same job's groups do not meet
+    assert main(["train", SCENARIO, "--topology", "rail-optimized", "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)["whole_fabric"]
+    assert r["slowdown"] == pytest.approx(1.0, abs=1e-9)
+
+
+@pytest.mark.parametrize("extra, field", [
+    (["--backend", "analytic"], "--whole-fabric"),
+    (["--no-whole-fabric", "--flow-precision", "1e-3"], "--flow-precision"),
+    (["--flow-precision", "0.5"], "--flow-precision"),
+    (["--no-whole-fabric", "--time-limit", "10"], "--time-limit"),
+    (["--time-limit", "0"], "--time-limit"),
+])
+def test_train_whole_fabric_refusals(capsys, extra: list[str], field: str  # type: ignore[no-untyped-def]
+                                     ) -> None:
+    assert main(["train", SCENARIO, *extra]) == 2
+    err = capsys.readouterr().err
+    assert field in err and "Traceback" not in err
+
+
+def test_whole_fabric_with_faults_is_refused(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "s.yaml"
+    f.write_text("cluster: {system: dgx-h100, nodes: 2, fabric: roce-400g}\n"
+                 "training: {model: llama2-7b, tp: 8, backend: flow, whole_fabric: true}\n"
+                 "faults: [{type: slow_nic, node: 1, index: 3, factor: 0.5}]\n")
+    assert main(["train", str(f)]) == 2
