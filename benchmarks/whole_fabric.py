@@ -9,8 +9,9 @@ what running every group's flows together costs.
 
 Usage: python benchmarks/whole_fabric.py [--nodes 256,2048,16384] [--fabric ib-ndr]
                                          [--precision 1e-3]
-One JSON line per size: flows simulated, wall and peak RSS, the step with all groups and
-alone, and each part's slowdown.
+One JSON line per size: the flows of every group and those simulated (the rest are exact
+copies, docs/training.md), wall and peak RSS, the step with all groups and alone, and each
+part's [slowdown, flows, flows simulated, link-disjoint components, limiting link].
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ def one(nodes: int, fabric: str, precision: float) -> dict[str, object]:
     t2 = time.perf_counter()
     w = rep.whole_fabric or {}
     return {"gpus": fab.n_gpus, "fabric": fabric, "precision": precision,
-            "flows_simulated": w.get("flows_simulated"), "runs": w.get("runs"),
+            "flows": w.get("flows"), "flows_simulated": w.get("flows_simulated"),
+            "runs": w.get("runs"),
             "step_s": rep.step.step_time_s, "step_alone_s": w.get("step_time_alone_s"),
             "slowdown": w.get("slowdown"),
             "alone_path_step_s": alone.step.step_time_s,
@@ -52,7 +54,8 @@ def one(nodes: int, fabric: str, precision: float) -> dict[str, object]:
             "peak_rss_gib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
                                   / 2**20, 2),
             "parts": {f"{c['kind']} {c['groups']}x{c['group_size']}":
-                      [round(c["slowdown"], 3), c["transfers"], c["limited_by"]]
+                      [round(c["slowdown"], 3), c["transfers"], c["simulated"],
+                       c["components"], c["limited_by"]]
                       for c in w.get("calls", [])}}
 
 

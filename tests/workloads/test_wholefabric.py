@@ -72,7 +72,8 @@ def test_cached_and_counted() -> None:
     b = comm.time_all("all_reduce", groups, 2**24)
     assert a == b and len(comm.calls) == 1
     s = comm.summary()
-    assert s["flows_simulated"] == comm.calls[0].transfers > 0
+    assert s["flows"] == comm.calls[0].transfers > 0
+    assert 0 < s["flows_simulated"] <= s["flows"]
     assert s["worst_slowdown"] >= 1.0 and s["runs"] == 1
 
 
@@ -123,7 +124,8 @@ def test_train_whole_fabric_reports_runs(capsys) -> None:  # type: ignore[no-unt
     assert main(["train", SCENARIO, "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     w = d["whole_fabric"]
-    assert w["flows_simulated"] == sum(c["transfers"] for c in w["calls"]) > 1000
+    assert w["flows"] == sum(c["transfers"] for c in w["calls"]) > 1000
+    assert w["flows_simulated"] == sum(c["simulated"] for c in w["calls"])
     assert w["slowdown"] == pytest.approx(d["step_time_s"] / w["step_time_alone_s"])
     assert w["slowdown"] > 1.01
     assert {c["kind"] for c in w["calls"]} >= {"sendrecv", "alltoall", "reduce_scatter"}
@@ -154,3 +156,45 @@ def test_whole_fabric_with_faults_is_refused(tmp_path) -> None:  # type: ignore[
                  "training: {model: llama2-7b, tp: 8, backend: flow, whole_fabric: true}\n"
                  "faults: [{type: slow_nic, node: 1, index: 3, factor: 0.5}]\n")
     assert main(["train", str(f)]) == 2
+
+
+def test_copies_in_their_own_components_are_run_once_and_change_nothing() -> None:
+    """Four all-to-all groups of two servers each on a rail-optimized fabric share no link:
+    four components posing the same problem, so one is run; its time is the time of
+    running all four (the full fused schedule on the same backend)."""
+    from fabricsim.collectives import Group, get_algorithm
+    from fabricsim.collectives.tuner import build, default_tuner
+
+    fab = fs.build_cluster("dgx-h100", nodes=8, fabric="ib-ndr", topology="rail-optimized")
+    groups = [list(range(16 * k, 16 * k + 16)) for k in range(4)]
+    comm = WholeFabricComm(fab)
+    t = comm.time_all("alltoall", groups, 2**27)
+    c = comm.calls[0]
+    assert (c.components, c.distinct) == (4, 1)
+    assert c.simulated * 4 == c.transfers
+    choice = default_tuner(fab).choose(fab, "alltoall", 2**27, ranks=groups[0])
+    every = side_by_side([build(Group.of(fab, g), "alltoall", 2**27,
+                                get_algorithm(choice.algorithm), choice.protocol)
+                          for g in groups])
+    assert t == pytest.approx(FlowBackend(precision=1e-3).run(every, fab).time, rel=1e-12)
+
+
+def test_groups_sharing_links_are_all_run() -> None:
+    """Hashed leaf-spine paths join the pipeline sends into shared components: every
+    group of those is simulated, none assumed a copy."""
+    fab = fs.build_cluster("dgx-h100", nodes=8, fabric="roce-400g", topology="fat-tree")
+    comm = WholeFabricComm(fab)
+    comm.time_all("sendrecv", [[g, g + 32] for g in range(32)], 2**26)
+    c = comm.calls[0]
+    assert c.components < c.groups
+    assert c.distinct > c.components
+
+
+def test_a_part_too_big_to_route_is_refused_up_front() -> None:
+    fab = fs.build_cluster("dgx-h100", nodes=8, fabric="ib-ndr")
+    comm = WholeFabricComm(fab, memory_limit_bytes=2**20)
+    with pytest.raises(ConfigError) as e:
+        comm.time_all("alltoall", [list(range(16 * k, 16 * k + 16)) for k in range(4)],
+                      2**27)
+    assert e.value.field == "--whole-fabric"
+    assert "GiB" in e.value.message and "drop --whole-fabric" in e.value.message

@@ -224,6 +224,7 @@ class TrainingReport:
         if self.whole_fabric is not None:
             out["step_time_alone_s"] = self.whole_fabric["step_time_alone_s"]
             out["whole_fabric_slowdown"] = self.whole_fabric["slowdown"]
+            out["flows"] = self.whole_fabric["flows"]
             out["flows_simulated"] = self.whole_fabric["flows_simulated"]
         return out
 

@@ -129,7 +129,10 @@ class FabricCall:
 
     ``time_s``: until the slowest group finishes, all of them running at once;
     ``alone_s``: the first group alone on the same fabric and backend; ``transfers``:
-    the flows the whole run simulated (every group's, every repetition's);
+    the flows of every group together (every repetition's); ``components``: how many
+    link-disjoint sets the groups form; ``distinct`` and ``simulated``: the groups and
+    flows run (the others are exact copies of one of them in a component of its own,
+    :meth:`WholeFabricComm._distinct`);
     ``limited_by``/``limited_link``: the kind and name of the link that bounded the run
     longest (empty when none did);
     ``siblings_met``: false where the groups share no link (inside one server each), so
@@ -141,6 +144,9 @@ class FabricCall:
     group_size: int
     nbytes: float
     transfers: int
+    simulated: int
+    components: int
+    distinct: int
     time_s: float
     alone_s: float
     limited_by: str
@@ -175,6 +181,9 @@ class WholeFabricComm:
     precision: float = 1e-3
     time_limit_s: float | None = None
     seed: int = 0
+    #: Refuse (ConfigError, field ``--whole-fabric``) a part whose routing would need more
+    #: bytes than this; ``None``: the memory free when it starts.
+    memory_limit_bytes: float | None = None
     progress: Callable[[int, str], None] | None = None
     step_progress: Callable[[int, int, float, int], None] | None = None
     calls: list[FabricCall] = field(default_factory=list)
@@ -205,8 +214,17 @@ class WholeFabricComm:
         if hit is not None:
             return hit
 
-        def build(gs: Sequence[Sequence[int]]) -> Schedule:
-            return siblings_schedule(self.fabric, collective, gs, float(nbytes))
+        from fabricsim.collectives import Group, get_algorithm
+        from fabricsim.collectives.tuner import build as build_algo
+        from fabricsim.collectives.tuner import default_tuner
+
+        fab = self.fabric
+        choice = default_tuner(fab).choose(fab, collective, nbytes, ranks=list(groups[0]))
+        algo = get_algorithm(choice.algorithm)
+
+        def build(g: Sequence[int]) -> Schedule:
+            return build_algo(Group.of(fab, list(g)), collective, nbytes, algo,
+                              choice.protocol)
 
         t = self._record(collective, groups, float(nbytes), build, 0.0)
         self._cache[key] = t
@@ -232,13 +250,10 @@ class WholeFabricComm:
         if hit is not None:
             return hit
 
-        def build(gs: Sequence[Sequence[int]]) -> Schedule:
-            scheds = []
-            for g in gs:
-                grp = Group.of(self.fabric, list(g))
-                cfg.check(grp.n)
-                scheds.append(build_ep_schedule(self.fabric, cfg, phase, kern, grp.ranks))
-            return side_by_side(scheds)
+        def build(g: Sequence[int]) -> Schedule:
+            grp = Group.of(self.fabric, list(g))
+            cfg.check(grp.n)
+            return build_ep_schedule(self.fabric, cfg, phase, kern, grp.ranks)
 
         t = self._record(f"ep {phase} ({kern})", groups, float(cfg.tokens), build,
                          KERNEL_OVERHEAD_S.get(kern, 0.0))
@@ -247,16 +262,22 @@ class WholeFabricComm:
 
     # --- what the runs found ----------------------------------------------------------
     @property
-    def flows_simulated(self) -> int:
-        """Flows of every run together (every group's, every repetition's)."""
+    def flows(self) -> int:
+        """Flows of every part, every group's and every repetition's."""
         return sum(c.transfers for c in self.calls)
 
+    @property
+    def flows_simulated(self) -> int:
+        """Flows the runs simulated: :attr:`flows` less the exact copies left out."""
+        return sum(c.simulated for c in self.calls)
+
     def summary(self) -> dict[str, Any]:
-        """JSON-ready: flows simulated, the runs (slowest-down first), the worst slowdown
-        and the links that limited the parts."""
+        """JSON-ready: the flows of every group and those simulated, the runs (slowest-down
+        first), the worst slowdown and the links that limited the parts."""
         calls = sorted(self.calls, key=lambda c: -c.slowdown)
         limits = sorted({c.limited_by for c in self.calls if c.limited_by})
-        return {"flows_simulated": self.flows_simulated, "runs": len(self.calls),
+        return {"flows": self.flows, "flows_simulated": self.flows_simulated,
+                "runs": len(self.calls),
                 "precision": self.precision,
                 "worst_slowdown": max((c.slowdown for c in self.calls), default=1.0),
                 "limiting_links": limits,
@@ -279,8 +300,7 @@ class WholeFabricComm:
                            progress=self.step_progress)
 
     def _record(self, kind: str, groups: Sequence[Sequence[int]], nbytes: float,
-                build: Callable[[Sequence[Sequence[int]]], Schedule], fixed_s: float
-                ) -> float:
+                build: Callable[[Sequence[int]], Schedule], fixed_s: float) -> float:
         fab = self.fabric
         wall0 = _time.perf_counter()
         srv = np.asarray(fab.node_server)[np.asarray(fab.gpus)]
@@ -288,21 +308,122 @@ class WholeFabricComm:
         if self.progress is not None:
             self.progress(len(self.calls), f"{kind} on {len(groups):,} group(s) of "
                           f"{len(groups[0])}")
-        alone_sched = build([groups[0]])
-        alone = self._backend().run(alone_sched, fab)
-        if inside or len(groups) == 1:
-            res, sched = alone, alone_sched
-        else:
-            sched = build(groups)
-            res = self._backend().run(sched, fab)
+        first = build(groups[0])
+        alone = self._backend().run(first, fab)
+        met = not inside and len(groups) > 1
+        every = [first] + [build(g) for g in groups[1:]] if met else [first]
+        keep, comps = (self._distinct(every) if met else (list(range(len(every))), 1))
+        sched = side_by_side([every[i] for i in keep])
+        res = alone if keep == [0] else self._backend().run(sched, fab)
         t = float(res.time) + fixed_s
         kind_l, name_l = _limit(res)
         self.calls.append(FabricCall(
             kind=kind, groups=len(groups), group_size=len(groups[0]), nbytes=nbytes,
-            transfers=_flows(sched), time_s=t, alone_s=float(alone.time) + fixed_s,
-            limited_by=kind_l, limited_link=name_l, siblings_met=not inside and len(groups) > 1,
-            wall_s=_time.perf_counter() - wall0))
+            transfers=sum(_flows(x) for x in every) if met else _flows(first),
+            simulated=_flows(sched), components=comps, distinct=len(keep),
+            time_s=t, alone_s=float(alone.time) + fixed_s, limited_by=kind_l,
+            limited_link=name_l, siblings_met=met, wall_s=_time.perf_counter() - wall0))
         return t
+
+    def _distinct(self, scheds: list[Schedule]) -> tuple[list[int], int]:
+        """The groups that must be simulated, and how many link-disjoint components the
+        groups form. Groups that share a link (any step) are one component and are all
+        kept; a group alone in its component is kept unless an earlier one poses the same
+        problem: the same steps and sizes over links of the same capacities and latencies
+        in the same pattern (its link ids renamed in order of first use). Components share
+        no link, so max-min fairness solves each on its own, and a copy finishes each
+        step exactly when its original does: dropping it changes no time.
+        """
+        from scipy.sparse import coo_matrix
+        from scipy.sparse.csgraph import connected_components
+
+        from fabricsim.backends.flow.routing import expand, stripe_planes
+
+        fab = self.fabric
+        be = self._backend()
+        routing = be.routing_for(fab)
+        qps = fab.info.qps
+        n_g, n_links = len(scheds), int(fab.n_links)
+        if any(len(s.steps) != len(scheds[0].steps) for s in scheds):
+            return list(range(n_g)), 1  # not alike: run them all, side by side
+        # every group is routed at once below: refused up front where that cannot fit
+        from fabricsim.backends.flow.memory import estimate
+        from fabricsim.backends.memory import check_fits
+
+        need = estimate(side_by_side(scheds), fab, routing, qps, seed=be.seed)
+        check_fits(need.bytes, f"routing every group of this part ({need.jobs:,} flows over "
+                   f"{need.entries:,} link entries)",
+                   ["drop --whole-fabric (each group alone, by shape)",
+                    "a smaller cluster (--nodes)"], limit=self.memory_limit_bytes,
+                   field="--whole-fabric")
+        pairs_g: list[np.ndarray] = []
+        pairs_l: list[np.ndarray] = []
+        # per group, per step: (entry links, job sizes, latencies, flows/job, entries/flow,
+        # coefficients), gathered for the signature
+        parts: list[list[np.ndarray]] = [[] for _ in range(n_g)]
+        cap = np.asarray(fab.link_capacity, dtype=np.float64)
+        lat = np.asarray(fab.link_latency, dtype=np.float64)
+        for k in range(len(scheds[0].steps)):
+            steps = [s.steps[k] for s in scheds]
+            counts = np.array([st.n for st in steps], dtype=np.int64)
+            if counts.sum() == 0:
+                continue
+            src = np.concatenate([st.src for st in steps])
+            dst = np.concatenate([st.dst for st in steps])
+            nb = np.concatenate([st.nbytes for st in steps])
+            hashes = None if any(st.hashes is None for st in steps) else np.concatenate(
+                [st.hashes for st in steps if st.hashes is not None])
+            ex = stripe_planes(fab, expand(fab, src, dst, nb, hashes=hashes, mode=routing,
+                                           qps=qps, seed=be.seed, channel=steps[0].channel))
+            t_group = np.repeat(np.arange(n_g, dtype=np.int64), counts)
+            j_group = t_group[ex.tag]
+            f_per_j = np.diff(ex.job_fptr)
+            e_per_f = np.diff(ex.flow_ptr)
+            f_job = np.repeat(np.arange(ex.n_jobs), f_per_j)
+            e_group = np.repeat(j_group[f_job], e_per_f)
+            pairs_g.append(e_group)
+            pairs_l.append(ex.links)
+            # jobs of one group are contiguous (tags ascend), so are their flows, entries
+            j_cut = np.searchsorted(j_group, np.arange(n_g + 1))
+            f_cut = ex.job_fptr[j_cut]
+            e_cut = ex.flow_ptr[f_cut]
+            for g in range(n_g):
+                j0, j1 = j_cut[g], j_cut[g + 1]
+                f0, f1 = f_cut[g], f_cut[g + 1]
+                e0, e1 = e_cut[g], e_cut[g + 1]
+                parts[g].append(np.asarray(ex.links[e0:e1]))
+                # (a job's path latency is the links' own, in the links' pattern: the
+                # routed sum carries rounding from its place in the step)
+                parts[g].append(np.concatenate([ex.size[j0:j1], ex.coef[e0:e1],
+                                                ex.weight[f0:f1]]))
+                parts[g].append(np.concatenate([[k, j1 - j0, f1 - f0, e1 - e0],
+                                                f_per_j[j0:j1], e_per_f[f0:f1],
+                                                ex.routable[j0:j1].astype(np.int64)]))
+        eg = np.concatenate(pairs_g) if pairs_g else np.zeros(0, np.int64)
+        el = np.concatenate(pairs_l) if pairs_l else np.zeros(0, np.int64)
+        adj = coo_matrix((np.ones(eg.shape[0], dtype=np.int8), (eg, n_g + el)),
+                         shape=(n_g + n_links, n_g + n_links)).tocsr()
+        _, label = connected_components(adj, directed=False)
+        comp = label[:n_g]
+        sizes = np.bincount(comp)
+        keep: list[int] = []
+        seen: dict[bytes, int] = {}
+        for g in range(n_g):
+            if sizes[comp[g]] > 1:
+                keep.append(g)
+                continue
+            links = np.concatenate(parts[g][0::3]) if parts[g] else np.zeros(0, np.int64)
+            _, first, inv = np.unique(links, return_index=True, return_inverse=True)
+            order = np.argsort(np.argsort(first))  # rank of each link's first use
+            sig = b"".join([order[inv].astype(np.int64).tobytes(),
+                            cap[links[np.sort(first)]].tobytes(),
+                            lat[links[np.sort(first)]].tobytes(),
+                            *(x.tobytes() for x in parts[g][1::3]),
+                            *(x.tobytes() for x in parts[g][2::3])])
+            if sig not in seen:
+                seen[sig] = g
+                keep.append(g)
+        return keep, int(np.unique(comp).size)
 
 
 def disjoint(groups: Sequence[Sequence[int]]) -> list[Sequence[int]]:
