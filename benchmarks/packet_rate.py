@@ -7,9 +7,9 @@ excluded); ``total_wall_s`` includes building the state arrays and the report.
 
 Cases: one 100 MB flow over a 100 Gb/s, 1 µs link at MTU 1500 and 9000 (TCP-like, 52 B of
 headers per packet, as ns-3's TCP); a 64-host fat-tree 32:1 incast (RoCEv2, DCQCN); a
-128-host ring all-reduce on 400 Gb/s links (RoCEv2). The ns-3 peer is built from
-benchmarks/ns3/single_flow.cc with g++ and pkg-config at run time; if that fails the
-output says so.
+128-host ring all-reduce on 400 Gb/s links (RoCEv2); a 128-host 127:1 incast over TCP on
+one switch. The ns-3 peers (single flow, incast) are built from benchmarks/ns3/*.cc with
+g++ and pkg-config at run time; if that fails the output says so.
 
 Run: python benchmarks/packet_rate.py [--quick]
 """
@@ -28,7 +28,7 @@ import numpy as np
 
 from fabricsim.backends.flow.testing import host_fat_tree
 from fabricsim.backends.packet import PacketBackend
-from fabricsim.backends.packet.testbeds import point_to_point
+from fabricsim.backends.packet.testbeds import point_to_point, star
 from fabricsim.schedule import Schedule, Step
 
 HERE = Path(__file__).resolve().parent
@@ -54,27 +54,35 @@ def timed(case: str, be: PacketBackend, sch: Schedule, fab, **info) -> dict:  # 
     return out
 
 
-def ns3_single_flow(mtus: list[int]) -> dict[int, dict]:
-    """Build and run the ns-3 peer; returns {mtu: result} (empty when unavailable)."""
-    src = HERE / "ns3" / "single_flow.cc"
+def ns3_build(name: str, case: str) -> Path | None:
+    """Build benchmarks/ns3/<name>.cc; None (and a line saying why) when it cannot be."""
+    src = HERE / "ns3" / f"{name}.cc"
     if shutil.which("g++") is None or shutil.which("pkg-config") is None:
-        emit({"case": "single-flow", "tool": "ns-3", "available": False,
+        emit({"case": case, "tool": "ns-3", "available": False,
               "reason": "g++ or pkg-config not found"})
-        return {}
+        return None
     flags = subprocess.run(
         ["pkg-config", "--cflags", "--libs", "ns3-core", "ns3-network", "ns3-internet",
          "ns3-point-to-point", "ns3-applications"], capture_output=True, text=True)
     if flags.returncode != 0:
-        emit({"case": "single-flow", "tool": "ns-3", "available": False,
+        emit({"case": case, "tool": "ns-3", "available": False,
               "reason": "ns-3 development files not installed (apt-get install libns3-dev "
                         "libgsl-dev libsqlite3-dev): " + flags.stderr.strip()[:200]})
-        return {}
-    exe = Path(tempfile.mkdtemp()) / "single_flow"
+        return None
+    exe = Path(tempfile.mkdtemp()) / name
     b = subprocess.run(["g++", "-O2", str(src), "-o", str(exe), *flags.stdout.split()],
                        capture_output=True, text=True)
     if b.returncode != 0:
-        emit({"case": "single-flow", "tool": "ns-3", "available": False,
+        emit({"case": case, "tool": "ns-3", "available": False,
               "reason": "build failed: " + b.stderr.strip()[-300:]})
+        return None
+    return exe
+
+
+def ns3_single_flow(mtus: list[int]) -> dict[int, dict]:
+    """Build and run the ns-3 peer; returns {mtu: result} (empty when unavailable)."""
+    exe = ns3_build("single_flow", "single-flow")
+    if exe is None:
         return {}
     out = {}
     for mtu in mtus:
@@ -89,6 +97,35 @@ def ns3_single_flow(mtus: list[int]) -> dict[int, dict]:
               "simulated_s": d["completion_s"], "wall_s": d["wall_s"],
               "data_packets": d["data_packets"], "packets_per_s": round(d["packets_per_s"])})
     return out
+
+
+def incast_128(quick: bool) -> None:
+    """127 hosts send to one over TCP on one switch (100 Gb/s, 1 us links, MTU 1500), ours
+    then ns-3's (benchmarks/ns3/incast.cc: the same star, drop-tail queues of 1,000
+    packets, RTO floor 200 us), and the ratio of data packets per wall-second."""
+    n, size = 128, 2.5e5 if quick else 1e6
+    fab = star(n, rate=100e9 / 8, latency=1e-6, transport="tcp")
+    g = np.asarray(fab.gpus)
+    sch = Schedule(steps=(Step(src=g[1:], dst=np.full(n - 1, g[0]),
+                               nbytes=np.full(n - 1, size)),))
+    be = PacketBackend(mtu=1448, header_bytes=52, transport="tcp", event_budget=10**9)
+    ours = timed("incast-128", be, sch, fab, transport="tcp", hosts=n, nbytes=size)
+    exe = ns3_build("incast", "incast-128")
+    if exe is None:
+        return
+    p = subprocess.run([str(exe), str(n), str(int(size)), "1500"], capture_output=True,
+                       text=True)
+    if p.returncode != 0:
+        emit({"case": "incast-128", "tool": "ns-3", "available": False,
+              "reason": p.stderr.strip()[-300:]})
+        return
+    d = json.loads(p.stdout.strip().splitlines()[-1])
+    emit({"case": "incast-128", "tool": "ns-3", "simulated_s": d["completion_s"],
+          "wall_s": d["wall_s"], "data_packets": d["data_packets"],
+          "packets_per_s": round(d["packets_per_s"])})
+    emit({"case": "incast-128", "compare": "fabricsim-packet / ns-3",
+          "packets_per_s_ratio": round(ours["packets_per_s"] / d["packets_per_s"], 1),
+          "simulated_s": {"fabricsim": ours["simulated_s"], "ns-3": d["completion_s"]}})
 
 
 def main(quick: bool = False) -> None:
@@ -131,6 +168,8 @@ def main(quick: bool = False) -> None:
     timed("ring-all-reduce-128", PacketBackend(transport="roce", mtu=4096,
                                                event_budget=10**9), ring, ft2,
           transport="roce", hosts=128, nbytes=size)
+    # ---- 128-host incast over TCP, ns-3 side by side
+    incast_128(quick)
 
 
 if __name__ == "__main__":
