@@ -75,3 +75,20 @@ def test_ray_gives_the_same_answer() -> None:
     on_ray = HybridBackend(links=3, transport="roce", ray_address="local").run(sch, fab)
     here = HybridBackend(links=3, transport="roce").run(sch, fab)
     np.testing.assert_array_equal(on_ray.extra["fct"]["hybrid"], here.extra["fct"]["hybrid"])
+
+
+def test_bench_takes_the_hybrid_backend(capsys) -> None:  # type: ignore[no-untyped-def]
+    """``bench --backend hybrid``: the nccl-tests rows from the corrected flow run. Two
+    servers' all-to-all is NIC-bound (each NIC's transfers share its send queue: no
+    congestion for the packet level to add), so it equals the flow backend's row."""
+    import json
+
+    from fabricsim.cli.app import main
+
+    args = ["bench", "alltoall", "--nodes", "2", "--fabric", "roce-400g", "-b", "16M",
+            "-e", "16M", "--json", "-q"]
+    assert main([*args, "--backend", "hybrid"]) == 0
+    hy = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert main([*args, "--backend", "flow"]) == 0
+    fl = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert hy["time_us"] == pytest.approx(fl["time_us"], rel=0.02)

@@ -3,13 +3,14 @@
 The flow backend times a whole fabric quickly but as fluid: no packets, queues, pause
 frames, ECN marks or rate control. The packet backend has all of those and stops at a
 few hundred hosts. :class:`HybridBackend` runs the flow backend on the whole schedule,
-takes its busiest links (bytes over capacity) that ever carried several transfers at
-once (where congestion lives), and for each such link builds a small fabric of its own:
-a host per transfer that crossed it (its own sender: rate control and pauses stay per
-sender), a switch per link that feeds it (a transfer's previous hop), the link and a
-sink, with the first links', feeding links' and the link's capacities and the latencies
-before and at the link. Every transfer that crossed the link in the flow run starts
-there when it started in the flow run, and the small fabric is timed twice: at packet level
+takes its busiest network links (bytes over capacity; not NVLink or PCIe) that ever
+carried several transfers at once (where congestion lives), and for each such link
+builds a small fabric of its own: a host per node where its transfers enter the network
+(a NIC: its transfers share its send queue, as they do), a switch per network link that
+feeds it (a transfer's previous hop), the link and a sink, with those links' capacities
+and the latencies before and at the link. Every transfer that crossed the link in the
+flow run starts there when it started in the flow run, and the small fabric is timed
+twice: at packet level
 (:class:`~fabricsim.backends.packet.PacketBackend`, the fabric's transport with its PFC,
 ECN/DCQCN, credits or spraying) and as fluid (the flow backend). A transfer's hybrid
 completion time is its flow-run time plus, for every such link on its path, what the
@@ -59,19 +60,25 @@ I8 = NDArray[np.int64]
 
 @dataclass(frozen=True)
 class LinkProblem:
-    """One congested link as a fabric of its own: per feeding link its capacity and
-    latency, the link's own, and every transfer that crossed it (its feeder, the
-    capacity of its own first link and the latency before its feeder, bytes, start)."""
+    """One congested link as a fabric of its own.
+
+    Senders are the nodes where the transfers enter the network (a NIC, or a host); each
+    reaches the link through a feeding network link (``host_feeder``) or, when the link
+    is its own first network hop, directly (-1). Per sender: the capacity and latency of
+    its first network link; per feeder: its capacity and latency; the link's own; per
+    transfer: its sender, bytes and start.
+    """
 
     link: int
     name: str
+    host_cap: F8
+    host_lat: F8
+    host_feeder: I8
     feed_cap: F8
     feed_lat: F8
     cap: float
     lat: float
-    feeder: I8
-    nic_cap: F8
-    nic_lat: F8
+    sender: I8
     nbytes: F8
     start: F8
 
@@ -89,24 +96,30 @@ def _most_at_once(start: F8, end: F8) -> int:
 
 
 def _funnel(p: LinkProblem, transport: str) -> Fabric:
-    """A host per transfer -> a switch per feeding link -> the link's switch -> sink: each
-    transfer keeps its own sender (its own rate control and pauses), the feeding links
-    their capacities, the link its own."""
+    """Senders -> a switch per feeding link -> the link's switch -> sink. A sender with
+    no feeder joins the link's switch directly at the link's rate (its queue is its
+    own send queue: the transfers of one NIC share it as they do)."""
     from fabricsim.backends.packet.testbeds import _info, _Routes
     from fabricsim.fabric.builder import FabricBuilder
     from fabricsim.fabric.kinds import LinkKind, NodeKind
     from fabricsim.fabric.network import ShortestPathRouter
 
-    n = p.nbytes.shape[0]
+    n = p.host_cap.shape[0]
     m = p.feed_cap.shape[0]
     b = FabricBuilder()
     hosts = b.add_nodes(NodeKind.GPU, n + 1)  # the last one is the sink
-    feed = b.add_nodes(NodeKind.LEAF, m, group=0)
+    feed = b.add_nodes(NodeKind.LEAF, m, group=0) if m else np.zeros(0, np.int32)
     sw = b.add_nodes(NodeKind.SPINE, 1)
-    b.add_links(hosts[:n], feed[p.feeder], p.nic_cap, np.maximum(p.nic_lat, 1e-9),
-                LinkKind.NIC_LEAF)
-    b.add_links(feed, np.full(m, sw[0]), p.feed_cap, np.maximum(p.feed_lat, 1e-9),
-                LinkKind.LEAF_SPINE)
+    via = p.host_feeder >= 0
+    if via.any():
+        b.add_links(hosts[:n][via], feed[p.host_feeder[via]], p.host_cap[via],
+                    np.maximum(p.host_lat[via], 1e-9), LinkKind.NIC_LEAF)
+    if (~via).any():
+        b.add_links(hosts[:n][~via], np.full(int((~via).sum()), sw[0]), p.cap, 1e-9,
+                    LinkKind.NIC_LEAF)
+    if m:
+        b.add_links(feed, np.full(m, sw[0]), p.feed_cap, np.maximum(p.feed_lat, 1e-9),
+                    LinkKind.LEAF_SPINE)
     b.add_links(sw, hosts[n:], p.cap, max(p.lat, 1e-9), LinkKind.NIC_LEAF)
     a = b.arrays()
     no_transit = np.zeros(b.n_nodes, dtype=bool)
@@ -128,7 +141,7 @@ def _schedule(p: LinkProblem, fab: Fabric) -> tuple[Schedule, I8]:
     for k, t0 in enumerate(starts):
         idx = np.flatnonzero(inv == k)
         order.append(idx)
-        steps.append(Step(src=hosts[idx], dst=np.full(idx.size, sink),
+        steps.append(Step(src=hosts[p.sender[idx]], dst=np.full(idx.size, sink),
                           nbytes=p.nbytes[idx], delay=float(max(t0, 0.0)),
                           label=f"start {t0 * 1e6:.3f} us"))
     return Schedule(steps=tuple(steps)), np.concatenate(order)
@@ -166,11 +179,12 @@ def solve_link(p: LinkProblem, transport: str, packet: dict[str, Any], seed: int
     n = p.nbytes.shape[0]
     # a funnel is a few links however many senders it has: its endpoint count is not
     # what bounds its run (its packets are), so the limit follows its senders
-    opts = {"max_endpoints": max(1024, n + 2), **packet}
+    opts = {"max_endpoints": max(1024, p.host_cap.shape[0] + 2), **packet}
     pk = PacketBackend(seed=seed, transport=transport, **opts).run(sched, fab)
     fl = FlowBackend(seed=seed, record_timeline=True, exploit_repeats=False).run(sched, fab)
     drops = pk.extra.get("drops", {})
-    stats = {"link": p.name, "flows": int(n), "feeders": int(p.feed_cap.shape[0]),
+    stats = {"link": p.name, "flows": int(n), "senders": int(p.host_cap.shape[0]),
+             "feeders": int(p.feed_cap.shape[0]),
              "status": pk.extra.get("status"), "pause_frames": pk.extra.get("pause_frames"),
              "ecn_marks": pk.extra.get("ecn_marks"), "drops": drops,
              "wall_s": pk.extra.get("wall_s")}
@@ -262,6 +276,15 @@ class HybridBackend:
         # where congestion lives: the links busiest in the flow run (bytes over capacity)
         # among those that ever carried min_flows transfers at once
         busy = np.asarray(flow.link_bytes, dtype=np.float64) / np.maximum(cap, 1e-30)
+        # the network's links only: the transport's packets, pauses and marks live there
+        # (NVLink and PCIe inside a server carry no RoCE, InfiniBand or SRD)
+        from fabricsim.fabric.kinds import LinkKind
+
+        network = np.isin(np.asarray(fabric.link_kind), [
+            int(k) for k in (LinkKind.NIC_LEAF, LinkKind.LEAF_SPINE, LinkKind.SPINE_CORE,
+                             LinkKind.LOCAL, LinkKind.GLOBAL, LinkKind.TORUS,
+                             LinkKind.STORAGE)])
+        busy = np.where(network, busy, 0.0)
         chosen: list[LinkProblem] = []
         rows: list[I8] = []
         for link in np.argsort(-busy, kind="stable"):
@@ -272,24 +295,34 @@ class HybridBackend:
             if hit.size < self.min_flows or _most_at_once(start[hit], end[hit]) < \
                     self.min_flows:
                 continue
-            feeders, nic_cap, nic_lat = [], [], []
+            senders, feeders, h_cap, h_lat = [], [], {}, {}
             for r, k in zip(hit.tolist(), k_at.tolist(), strict=True):
                 path = paths[int(step[r])][int(within[r])]
-                # the feeding link (none when the link is the transfer's first: its own)
-                feeders.append(int(path[k - 1]) if k > 0 else -1 - r)
-                nic_cap.append(float(cap[path[0]]) if k > 1 else float("inf"))
-                nic_lat.append(float(lat[path[:max(k - 1, 0)]].sum()))
-            keys, feeder = np.unique(np.array(feeders), return_inverse=True)
-            f_cap = np.array([cap[q] if q >= 0 else cap[link] for q in keys])
-            f_lat = np.array([lat[q] if q >= 0 else 0.0 for q in keys])
-            n_cap = np.array(nic_cap)
-            n_cap[~np.isfinite(n_cap)] = f_cap[feeder[~np.isfinite(n_cap)]]
+                on_net = np.flatnonzero(network[path[:k + 1]])
+                first = int(on_net[0]) if on_net.size else k
+                node = int(fabric.link_src[path[first]])  # where it enters the network
+                senders.append(node)
+                # the network link that feeds this one (none: it is the first network hop)
+                q = int(path[k - 1]) if k > first else -1
+                feeders.append(q)
+                h_cap[node] = float(cap[path[first]])
+                h_lat[node] = float(lat[path[first:max(k - 1, first)]].sum())
+            s_keys, sender = np.unique(np.array(senders), return_inverse=True)
+            f_arr = np.array(feeders)
+            q_keys = np.unique(f_arr[f_arr >= 0])
+            host_feeder = np.full(s_keys.size, -1, dtype=np.int64)
+            for i in range(len(senders)):  # a sender's feeder (its first transfer's)
+                if f_arr[i] >= 0 and host_feeder[sender[i]] < 0:
+                    host_feeder[sender[i]] = int(np.searchsorted(q_keys, f_arr[i]))
             idx = np.asarray(hit, dtype=np.int64)
-            chosen.append(LinkProblem(link=int(link), name=fabric.link_name(int(link)),
-                                      feed_cap=f_cap, feed_lat=f_lat, cap=float(cap[link]),
-                                      lat=float(lat[link]), feeder=feeder.astype(np.int64),
-                                      nic_cap=n_cap, nic_lat=np.array(nic_lat),
-                                      nbytes=nbytes[idx], start=start[idx]))
+            chosen.append(LinkProblem(
+                link=int(link), name=fabric.link_name(int(link)),
+                host_cap=np.array([h_cap[int(x)] for x in s_keys]),
+                host_lat=np.array([h_lat[int(x)] for x in s_keys]),
+                host_feeder=host_feeder, feed_cap=cap[q_keys].astype(np.float64),
+                feed_lat=lat[q_keys].astype(np.float64), cap=float(cap[link]),
+                lat=float(lat[link]), sender=sender.astype(np.int64),
+                nbytes=nbytes[idx], start=start[idx]))
             rows.append(idx)
         return chosen, rows
 

@@ -1,4 +1,5 @@
-"""Backends by name: ``get_backend("analytic" | "flow" | "packet" | "ideal", **options)``.
+"""Backends by name: ``get_backend("analytic" | "flow" | "packet" | "hybrid" | "ideal",
+**options)``.
 
 Example
 -------
@@ -19,6 +20,7 @@ BACKENDS: dict[str, str] = {
     "analytic": "fabricsim.backends.analytic:AnalyticBackend",
     "flow": "fabricsim.backends.flow:FlowBackend",
     "packet": "fabricsim.backends.packet:PacketBackend",
+    "hybrid": "fabricsim.backends.hybrid:HybridBackend",
 }
 
 

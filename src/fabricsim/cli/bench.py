@@ -227,7 +227,8 @@ def register(app: typer.Typer) -> None:
             "cost model; the default) or fastest (the pair fabricsim times fastest: what "
             "the fabric could do).")] = None,
         backend: Annotated[str | None, typer.Option(
-            "--backend", help="analytic, flow or packet (default: the scenario's, else "
+            "--backend", help="analytic, flow, packet or hybrid (flow with packet runs of the "
+            "congested links; default: the scenario's, else "
             "analytic).")] = None,
         json_out: Annotated[bool, typer.Option("--json", help="One JSON object per row.")
                             ] = False,

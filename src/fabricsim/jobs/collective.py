@@ -126,7 +126,7 @@ class CollectiveBench(Part):
     select: Literal["nccl", "fastest"] = "nccl"
     """Where no pair is forced: NCCL's own choice (``nccl``) or the fastest pair by
     fabricsim's model (``fastest``; :class:`~fabricsim.collectives.tuner.Tuner`)."""
-    backend: Literal["analytic", "flow", "packet"] = "analytic"
+    backend: Literal["analytic", "flow", "packet", "hybrid"] = "analytic"
     ranks: tuple[int, ...] | None = None
     gpus_per_thread: int = Field(1, ge=1, le=72)
     root: int = Field(0, ge=0)

@@ -65,7 +65,7 @@ class CollectiveSpec(_Model):
     select: Literal["nccl", "fastest"] = "nccl"
     """How the algorithm and protocol are chosen where none is forced: ``nccl``, NCCL's
     own choice (its cost model); ``fastest``, the pair fabricsim's model times fastest."""
-    backend: Literal["analytic", "flow", "packet"] = "analytic"
+    backend: Literal["analytic", "flow", "packet", "hybrid"] = "analytic"
     ranks: list[int] | None = None
 
     @field_validator("minbytes", "maxbytes", mode="before")
