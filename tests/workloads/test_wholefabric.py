@@ -130,6 +130,9 @@ def test_train_whole_fabric_reports_runs(capsys) -> None:  # type: ignore[no-unt
     assert w["slowdown"] > 1.01
     assert {c["kind"] for c in w["calls"]} >= {"sendrecv", "alltoall", "reduce_scatter"}
     assert "leaf-spine" in w["limiting_links"]
+    once = w["all_at_once"]  # every part started together: a bound, slower still
+    assert once["refused"] is None
+    assert max(p["slowdown"] for p in once["parts"]) > max(c["slowdown"] for c in w["calls"])
     # rail-optimized, the same job's groups do not meet
     assert main(["train", SCENARIO, "--topology", "rail-optimized", "--json"]) == 0
     r = json.loads(capsys.readouterr().out)["whole_fabric"]
@@ -198,3 +201,22 @@ def test_a_part_too_big_to_route_is_refused_up_front() -> None:
                       2**27)
     assert e.value.field == "--whole-fabric"
     assert "GiB" in e.value.message and "drop --whole-fabric" in e.value.message
+
+
+def test_every_part_at_once() -> None:
+    """Two parts whose GPUs share a NIC slow each other when started together; a part
+    set too big is not run, and says why."""
+    fab = fs.build_cluster("pcie-8gpu", nodes=2)
+    comm = WholeFabricComm(fab)
+    comm.time_all("all_reduce", [[0, 8]], 2**26)
+    comm.time_all("reduce_scatter", [[1, 9]], 2**26)
+    both = comm.all_at_once()
+    assert both["refused"] is None and both["flows"] > 0
+    assert [p["kind"] for p in both["parts"]] == ["all_reduce", "reduce_scatter"]
+    assert all(p["slowdown"] > 1.1 for p in both["parts"])
+    comm.max_flows_at_once = 1
+    assert "more than the 1 this runs at once" in comm.all_at_once()["refused"]
+    apart = WholeFabricComm(fs.build_cluster("dgx-h100", nodes=2))
+    apart.time_all("all_reduce", [[0, 8]], 2**26)  # NIC 0
+    apart.time_all("reduce_scatter", [[1, 9]], 2**26)  # NIC 1: nothing shared
+    assert [round(p["slowdown"], 6) for p in apart.all_at_once()["parts"]] == [1.0, 1.0]

@@ -211,3 +211,11 @@ def _print_whole(w: dict[str, Any], step_s: float) -> None:
                   escape(c["limited_link"] or c["limited_by"] or "-")
                   + ("" if c["siblings_met"] else " (groups inside one server)"))
     console.print(t)
+    once = w.get("all_at_once") or {}
+    if once.get("refused"):
+        console.print(f"every part at once: not run ({escape(once['refused'])})")
+    elif once.get("parts"):
+        worst = max(once["parts"], key=lambda p: p["slowdown"])
+        console.print("every part at once (a bound: the step overlaps fewer): "
+                      + ", ".join(f"{p['kind']} x{p['slowdown']:.2f}" for p in once["parts"])
+                      + f"; worst {worst['kind']}")

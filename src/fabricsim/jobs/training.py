@@ -292,8 +292,10 @@ def _whole_fabric(job: TrainingJob, fabric: Fabric, progress: Progress,
     step = simulate_step(job.model, job.parallel, fabric, comm, **kw)
     progress(0.9, "the same step with each group alone")
     alone = simulate_step(job.model, job.parallel, fabric, EngineComm(fabric, "flow"), **kw)
+    progress(0.95, "every part at once")
     whole = {**comm.summary(), "step_time_alone_s": alone.step_time_s,
-             "slowdown": step.step_time_s / alone.step_time_s}
+             "slowdown": step.step_time_s / alone.step_time_s,
+             "all_at_once": comm.all_at_once()}
     return TrainingReport(job=job, step=step, goodput=job_goodput(job, fabric, step),
                           cluster=cluster_view(fabric), whole_fabric=whole,
                           accuracy=step_band(job, fabric, step.world))

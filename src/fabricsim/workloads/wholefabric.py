@@ -184,10 +184,16 @@ class WholeFabricComm:
     #: Refuse (ConfigError, field ``--whole-fabric``) a part whose routing would need more
     #: bytes than this; ``None``: the memory free when it starts.
     memory_limit_bytes: float | None = None
+    #: :meth:`all_at_once` runs at most this many flows (it cannot leave copies out);
+    #: a million take about a minute on one core
+    max_flows_at_once: int = 1_000_000
     progress: Callable[[int, str], None] | None = None
     step_progress: Callable[[int, int, float, int], None] | None = None
     calls: list[FabricCall] = field(default_factory=list)
     _cache: dict[tuple[Any, ...], float] = field(default_factory=dict, repr=False)
+    #: per call: its sibling schedules fused (one group if they never meet) and whether
+    #: its groups stay inside their servers (for :meth:`all_at_once`)
+    _parts: list[tuple[Schedule, bool]] = field(default_factory=list, repr=False)
     _deadline: float | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -317,6 +323,7 @@ class WholeFabricComm:
         res = alone if keep == [0] else self._backend().run(sched, fab)
         t = float(res.time) + fixed_s
         kind_l, name_l = _limit(res)
+        self._parts.append((side_by_side(every) if met else first, inside))
         self.calls.append(FabricCall(
             kind=kind, groups=len(groups), group_size=len(groups[0]), nbytes=nbytes,
             transfers=sum(_flows(x) for x in every) if met else _flows(first),
@@ -324,6 +331,78 @@ class WholeFabricComm:
             time_s=t, alone_s=float(alone.time) + fixed_s, limited_by=kind_l,
             limited_link=name_l, siblings_met=met, wall_s=_time.perf_counter() - wall0))
         return t
+
+    def all_at_once(self) -> dict[str, Any]:
+        """Every part run so far, with every sibling group, started together in one flow
+        run: how much slower each part's transfers finish than in its own whole-fabric
+        run. A bound: the step model overlaps fewer parts than all (the DP reduce-scatter
+        under the backward's all-to-alls and sends; TP on its own), and here all start at
+        the same instant. Each part keeps every group (no copies are left out: parts
+        share GPUs, so their groups meet); where that cannot fit in memory the run is
+        refused and ``refused`` says why.
+
+        >>> import fabricsim as fs
+        >>> comm = WholeFabricComm(fs.build_cluster("pcie-8gpu", nodes=2))
+        >>> _ = comm.time_all("all_reduce", [[0, 8]], 2**26)  # GPUs 0 and 1 share a NIC
+        >>> _ = comm.time_all("reduce_scatter", [[1, 9]], 2**26)
+        >>> both = comm.all_at_once()
+        >>> [(p["kind"], round(p["slowdown"], 2)) for p in both["parts"]], both["refused"]
+        ([('all_reduce', 1.5), ('reduce_scatter', 2.0)], None)
+
+        Max-min sharing is not monotone: a part can also finish sooner beside another.
+        """
+        from dataclasses import replace as _replace
+
+        from fabricsim.errors import ConfigError as _Refused
+
+        parts = [(c, sched) for c, (sched, inside) in zip(self.calls, self._parts,
+                                                          strict=True) if not inside]
+        out: dict[str, Any] = {"parts": [], "refused": None, "flows": 0}
+        if len(parts) < 2:
+            return out
+        be0 = self._backend()
+        merged = merge_parallel([p[1] for p in parts], collective="step",
+                                algorithm="all parts at once")
+        out["flows"] = _flows(merged)
+        if out["flows"] > self.max_flows_at_once:
+            out["refused"] = (f"{out['flows']:,} flows, more than the {self.max_flows_at_once:,} "
+                              f"this runs at once (every group of every part, none left out "
+                              f"as a copy); each part's own run is above")
+            return out
+        from fabricsim.backends.flow.memory import estimate
+        from fabricsim.backends.memory import check_fits
+
+        try:
+            need = estimate(merged, self.fabric, be0.routing_for(self.fabric),
+                            self.fabric.info.qps, seed=self.seed)
+            check_fits(need.bytes, f"every part at once ({need.jobs:,} flows)",
+                       ["each part's own run (above)"], limit=self.memory_limit_bytes,
+                       field="--whole-fabric")
+        except _Refused as e:
+            out["refused"] = e.message
+            return out
+        wall0 = _time.perf_counter()
+        # every part as pure transfers (no protocol's efficiency, ramp or launch: those
+        # depend on each part's own message), alone and together: the ratio is the
+        # fabric's sharing alone
+        be = _replace(be0, protocol="ideal")
+        try:
+            res = be.run(merged, self.fabric)
+            alone = [float(np.max(be.run(sched, self.fabric).step_end, initial=0.0))
+                     for _c, sched in parts]
+        except _Refused as e:
+            out["refused"] = e.message
+            return out
+        off = 0
+        for (call, sched), raw in zip(parts, alone, strict=True):
+            n = len(sched.steps)
+            end = float(np.max(res.step_end[off:off + n], initial=0.0))
+            off += n
+            out["parts"].append({"kind": call.kind, "groups": call.groups,
+                                 "group_size": call.group_size,
+                                 "slowdown": end / raw if raw > 0 else 1.0})
+        out["wall_s"] = _time.perf_counter() - wall0
+        return out
 
     def _distinct(self, scheds: list[Schedule]) -> tuple[list[int], int]:
         """The groups that must be simulated, and how many link-disjoint components the
