@@ -15,20 +15,9 @@
 #include "ns3/internet-module.h"
 #include "ns3/network-module.h"
 #include "ns3/point-to-point-module.h"
+#include "sink_done.h"
 
 using namespace ns3;
-
-static uint64_t g_target = 0;  // bytes the sink must receive in all
-static uint64_t g_rx = 0;
-static double g_done = -1.0;
-
-static void OnRx(Ptr<const Packet> p, const Address &) {
-  g_rx += p->GetSize();
-  if (g_done < 0 && g_rx >= g_target) {
-    g_done = Simulator::Now().GetSeconds();
-    Simulator::Stop();
-  }
-}
 
 int main(int argc, char *argv[]) {
   uint32_t n = argc > 1 ? std::stoul(argv[1]) : 128;

@@ -99,10 +99,9 @@ def _funnel(p: LinkProblem, transport: str) -> Fabric:
     """Senders -> a switch per feeding link -> the link's switch -> sink. A sender with
     no feeder joins the link's switch directly at the link's rate (its queue is its
     own send queue: the transfers of one NIC share it as they do)."""
-    from fabricsim.backends.packet.testbeds import _info, _Routes
+    from fabricsim.backends.packet.testbeds import hosts_and_switches
     from fabricsim.fabric.builder import FabricBuilder
     from fabricsim.fabric.kinds import LinkKind, NodeKind
-    from fabricsim.fabric.network import ShortestPathRouter
 
     n = p.host_cap.shape[0]
     m = p.feed_cap.shape[0]
@@ -121,14 +120,7 @@ def _funnel(p: LinkProblem, transport: str) -> Fabric:
         b.add_links(feed, np.full(m, sw[0]), p.feed_cap, np.maximum(p.feed_lat, 1e-9),
                     LinkKind.LEAF_SPINE)
     b.add_links(sw, hosts[n:], p.cap, max(p.lat, 1e-9), LinkKind.NIC_LEAF)
-    a = b.arrays()
-    no_transit = np.zeros(b.n_nodes, dtype=bool)
-    no_transit[hosts] = True
-    ls, ld = a["link_src"].astype(np.int32), a["link_dst"].astype(np.int32)
-    router = _Routes(ShortestPathRouter(ls, ld, np.arange(b.n_links, dtype=np.int32),
-                                        b.n_nodes, no_transit=no_transit))
-    return b.build(gpus=hosts, gpu_nics=hosts.reshape(-1, 1), router=router,
-                   info=_info(transport, n + 1, float(p.cap), "funnel"))
+    return hosts_and_switches(b, hosts, transport, float(p.cap), "funnel")
 
 
 def _schedule(p: LinkProblem, fab: Fabric) -> tuple[Schedule, I8]:
