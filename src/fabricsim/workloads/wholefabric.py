@@ -197,9 +197,9 @@ class WholeFabricComm:
     _deadline: float | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
-        if not 0.0 <= self.precision <= 0.1:
-            raise ConfigError(f"give a fraction of a transfer's duration from 0 (exact) to "
-                              f"0.1, got {self.precision}", field="--flow-precision")
+        from fabricsim.backends.flow.backend import check_precision
+
+        check_precision(self.precision)
         if self.time_limit_s is not None:
             self._deadline = _time.perf_counter() + self.time_limit_s
 
@@ -351,10 +351,6 @@ class WholeFabricComm:
 
         Max-min sharing is not monotone: a part can also finish sooner beside another.
         """
-        from dataclasses import replace as _replace
-
-        from fabricsim.errors import ConfigError as _Refused
-
         parts = [(c, sched) for c, (sched, inside) in zip(self.calls, self._parts,
                                                           strict=True) if not inside]
         out: dict[str, Any] = {"parts": [], "refused": None, "flows": 0}
@@ -378,19 +374,19 @@ class WholeFabricComm:
             check_fits(need.bytes, f"every part at once ({need.jobs:,} flows)",
                        ["each part's own run (above)"], limit=self.memory_limit_bytes,
                        field="--whole-fabric")
-        except _Refused as e:
+        except ConfigError as e:
             out["refused"] = e.message
             return out
         wall0 = _time.perf_counter()
         # every part as pure transfers (no protocol's efficiency, ramp or launch: those
         # depend on each part's own message), alone and together: the ratio is the
         # fabric's sharing alone
-        be = _replace(be0, protocol="ideal")
+        be = replace(be0, protocol="ideal")
         try:
             res = be.run(merged, self.fabric)
             alone = [float(np.max(be.run(sched, self.fabric).step_end, initial=0.0))
                      for _c, sched in parts]
-        except _Refused as e:
+        except ConfigError as e:
             out["refused"] = e.message
             return out
         off = 0

@@ -42,6 +42,19 @@ from fabricsim.protocols import get_protocol
 from fabricsim.schedule.core import Schedule
 
 
+def check_precision(value: float) -> float:
+    """A flow precision (:attr:`FlowBackend.precision`) checked: 0 (exact) to 0.1; else a
+    ConfigError naming ``--flow-precision``.
+
+    >>> check_precision(1e-3)
+    0.001
+    """
+    if not 0.0 <= value <= 0.1:
+        raise ConfigError(f"give a fraction of a transfer's duration from 0 (exact) to 0.1 "
+                          f"(1e-3 is a good start), got {value}", field="--flow-precision")
+    return value
+
+
 @dataclass(frozen=True)
 class FlowBackend:
     """Flow-level backend: event-driven, max-min fair sharing of link capacity.
@@ -107,9 +120,7 @@ class FlowBackend:
         if self.memory_limit_bytes is not None and not self.memory_limit_bytes > 0:
             raise ConfigError(f"the memory limit must be > 0 bytes, got "
                               f"{self.memory_limit_bytes}", field="memory_limit_bytes")
-        if not 0.0 <= self.precision <= 0.1:
-            raise ConfigError(f"the flow precision must be between 0 (exact) and 0.1, got "
-                              f"{self.precision}", field="--flow-precision")
+        check_precision(self.precision)
         if self.time_limit_s is not None and not self.time_limit_s > 0:
             raise ConfigError(f"the time limit must be > 0 seconds, got {self.time_limit_s}",
                               field="--time-limit")
