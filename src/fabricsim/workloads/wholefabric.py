@@ -55,7 +55,8 @@ if TYPE_CHECKING:
     from fabricsim.backends.base import Result
     from fabricsim.collectives.ep import EpConfig
 
-__all__ = ["FabricCall", "WholeFabricComm", "disjoint", "siblings_schedule", "side_by_side"]
+__all__ = ["FabricCall", "WholeFabricComm", "disjoint", "group_builder", "siblings_schedule",
+           "side_by_side"]
 
 
 def siblings_schedule(fabric: Fabric, collective: str, groups: Sequence[Sequence[int]],
@@ -69,14 +70,24 @@ def siblings_schedule(fabric: Fabric, collective: str, groups: Sequence[Sequence
     >>> s.collective, len(s.steps) % 2
     ('all_reduce', 0)
     """
+    build = group_builder(fabric, collective, groups[0], nbytes)
+    return side_by_side([build(g) for g in groups])
+
+
+def group_builder(fabric: Fabric, collective: str, first: Sequence[int], nbytes: float
+                  ) -> Callable[[Sequence[int]], Schedule]:
+    """What builds ``collective`` of ``nbytes`` for any sibling of group ``first``: NCCL's
+    choice (algorithm, protocol) made once, for ``first``, as every sibling sits alike."""
     from fabricsim.collectives import Group, get_algorithm
     from fabricsim.collectives.tuner import build, default_tuner
 
-    choice = default_tuner(fabric).choose(fabric, collective, nbytes, ranks=list(groups[0]))
+    choice = default_tuner(fabric).choose(fabric, collective, nbytes, ranks=list(first))
     algo = get_algorithm(choice.algorithm)
-    scheds = [build(Group.of(fabric, list(g)), collective, nbytes, algo, choice.protocol)
-              for g in groups]
-    return side_by_side(scheds)
+
+    def one(g: Sequence[int]) -> Schedule:
+        return build(Group.of(fabric, list(g)), collective, nbytes, algo, choice.protocol)
+
+    return one
 
 
 def side_by_side(scheds: Sequence[Schedule]) -> Schedule:
@@ -220,18 +231,7 @@ class WholeFabricComm:
         if hit is not None:
             return hit
 
-        from fabricsim.collectives import Group, get_algorithm
-        from fabricsim.collectives.tuner import build as build_algo
-        from fabricsim.collectives.tuner import default_tuner
-
-        fab = self.fabric
-        choice = default_tuner(fab).choose(fab, collective, nbytes, ranks=list(groups[0]))
-        algo = get_algorithm(choice.algorithm)
-
-        def build(g: Sequence[int]) -> Schedule:
-            return build_algo(Group.of(fab, list(g)), collective, nbytes, algo,
-                              choice.protocol)
-
+        build = group_builder(self.fabric, collective, groups[0], nbytes)
         t = self._record(collective, groups, float(nbytes), build, 0.0)
         self._cache[key] = t
         return t
@@ -318,16 +318,17 @@ class WholeFabricComm:
         alone = self._backend().run(first, fab)
         met = not inside and len(groups) > 1
         every = [first] + [build(g) for g in groups[1:]] if met else [first]
-        keep, comps = (self._distinct(every) if met else (list(range(len(every))), 1))
-        sched = side_by_side([every[i] for i in keep])
+        whole = side_by_side(every)  # every group's, fused: the part as it runs
+        keep, comps = self._distinct(every, whole) if met else ([0], 1)
+        sched = whole if len(keep) == len(every) else side_by_side([every[i] for i in keep])
         res = alone if keep == [0] else self._backend().run(sched, fab)
         t = float(res.time) + fixed_s
         kind_l, name_l = _limit(res)
-        self._parts.append((side_by_side(every) if met else first, inside))
+        self._parts.append((whole, inside))
         self.calls.append(FabricCall(
             kind=kind, groups=len(groups), group_size=len(groups[0]), nbytes=nbytes,
-            transfers=sum(_flows(x) for x in every) if met else _flows(first),
-            simulated=_flows(sched), components=comps, distinct=len(keep),
+            transfers=_flows(whole), simulated=_flows(sched), components=comps,
+            distinct=len(keep),
             time_s=t, alone_s=float(alone.time) + fixed_s, limited_by=kind_l,
             limited_link=name_l, siblings_met=met, wall_s=_time.perf_counter() - wall0))
         return t
@@ -365,15 +366,8 @@ class WholeFabricComm:
                               f"this runs at once (every group of every part, none left out "
                               f"as a copy); each part's own run is above")
             return out
-        from fabricsim.backends.flow.memory import estimate
-        from fabricsim.backends.memory import check_fits
-
         try:
-            need = estimate(merged, self.fabric, be0.routing_for(self.fabric),
-                            self.fabric.info.qps, seed=self.seed)
-            check_fits(need.bytes, f"every part at once ({need.jobs:,} flows)",
-                       ["each part's own run (above)"], limit=self.memory_limit_bytes,
-                       field="--whole-fabric")
+            self._fits(merged, "every part at once", ["each part's own run (above)"])
         except ConfigError as e:
             out["refused"] = e.message
             return out
@@ -400,14 +394,28 @@ class WholeFabricComm:
         out["wall_s"] = _time.perf_counter() - wall0
         return out
 
-    def _distinct(self, scheds: list[Schedule]) -> tuple[list[int], int]:
+    def _fits(self, sched: Schedule, what: str, shrink: list[str]) -> None:
+        """Refuse (ConfigError, field ``--whole-fabric``) routing ``sched`` whole where
+        its flows would not fit in :attr:`memory_limit_bytes` or the memory free."""
+        from fabricsim.backends.flow import FlowBackend
+        from fabricsim.backends.flow.memory import estimate
+        from fabricsim.backends.memory import check_fits
+
+        fab = self.fabric
+        routing = FlowBackend(seed=self.seed).routing_for(fab)
+        need = estimate(sched, fab, routing, fab.info.qps, seed=self.seed)
+        check_fits(need.bytes, f"{what} ({need.jobs:,} flows over {need.entries:,} link "
+                   f"entries)", shrink, limit=self.memory_limit_bytes, field="--whole-fabric")
+
+    def _distinct(self, scheds: list[Schedule], whole: Schedule) -> tuple[list[int], int]:
         """The groups that must be simulated, and how many link-disjoint components the
         groups form. Groups that share a link (any step) are one component and are all
         kept; a group alone in its component is kept unless an earlier one poses the same
         problem: the same steps and sizes over links of the same capacities and latencies
         in the same pattern (its link ids renamed in order of first use). Components share
         no link, so max-min fairness solves each on its own, and a copy finishes each
-        step exactly when its original does: dropping it changes no time.
+        step exactly when its original does: dropping it changes no time. ``whole``: the
+        groups' schedules fused (:func:`side_by_side`), as the memory check routes it.
         """
         from scipy.sparse import coo_matrix
         from scipy.sparse.csgraph import connected_components
@@ -422,19 +430,14 @@ class WholeFabricComm:
         if any(len(s.steps) != len(scheds[0].steps) for s in scheds):
             return list(range(n_g)), 1  # not alike: run them all, side by side
         # every group is routed at once below: refused up front where that cannot fit
-        from fabricsim.backends.flow.memory import estimate
-        from fabricsim.backends.memory import check_fits
-
-        need = estimate(side_by_side(scheds), fab, routing, qps, seed=be.seed)
-        check_fits(need.bytes, f"routing every group of this part ({need.jobs:,} flows over "
-                   f"{need.entries:,} link entries)",
+        self._fits(whole, "routing every group of this part",
                    ["drop --whole-fabric (each group alone, by shape)",
-                    "a smaller cluster (--nodes)"], limit=self.memory_limit_bytes,
-                   field="--whole-fabric")
+                    "a smaller cluster (--nodes)"])
         pairs_g: list[np.ndarray] = []
         pairs_l: list[np.ndarray] = []
-        # per group, per step: (entry links, job sizes, latencies, flows/job, entries/flow,
-        # coefficients), gathered for the signature
+        # per group, per step: entry links; sizes, coefficients and weights; the counts
+        # (step, jobs, flows, entries), flows per job, entries per flow, routability:
+        # gathered for the signature
         parts: list[list[np.ndarray]] = [[] for _ in range(n_g)]
         cap = np.asarray(fab.link_capacity, dtype=np.float64)
         lat = np.asarray(fab.link_latency, dtype=np.float64)
