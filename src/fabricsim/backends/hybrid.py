@@ -242,13 +242,9 @@ class HybridBackend:
         for s in schedule.steps:  # each transfer's links (all its queue pairs' together)
             ex = expand(fabric, s.src, s.dst, s.nbytes, hashes=s.hashes, mode=routing,
                         qps=qps, seed=self.seed, channel=s.channel)
-            per: list[I8] = [np.zeros(0, np.int64) for _ in range(s.n)]
-            for j in range(ex.n_jobs):
-                f0, f1 = ex.job_fptr[j], ex.job_fptr[j + 1]
-                links = ex.links[ex.flow_ptr[f0]:ex.flow_ptr[f1]]
-                t = int(ex.tag[j])
-                per[t] = links if per[t].size == 0 else np.concatenate([per[t], links])
-            paths.append(per)
+            # a transfer's jobs are contiguous (tags ascend), so are their entries
+            cut = ex.flow_ptr[ex.job_fptr[np.searchsorted(ex.tag, np.arange(s.n + 1))]]
+            paths.append([ex.links[cut[t]:cut[t + 1]] for t in range(s.n)])
         cap = np.asarray(fabric.link_capacity, dtype=np.float64)
         lat = np.asarray(fabric.link_latency, dtype=np.float64)
         end = np.asarray(tr["end"], dtype=np.float64)
@@ -270,12 +266,11 @@ class HybridBackend:
         busy = np.asarray(flow.link_bytes, dtype=np.float64) / np.maximum(cap, 1e-30)
         # the network's links only: the transport's packets, pauses and marks live there
         # (NVLink and PCIe inside a server carry no RoCE, InfiniBand or SRD)
+        from fabricsim.fabric.cluster import NETWORK_LINK_KINDS
         from fabricsim.fabric.kinds import LinkKind
 
-        network = np.isin(np.asarray(fabric.link_kind), [
-            int(k) for k in (LinkKind.NIC_LEAF, LinkKind.LEAF_SPINE, LinkKind.SPINE_CORE,
-                             LinkKind.LOCAL, LinkKind.GLOBAL, LinkKind.TORUS,
-                             LinkKind.STORAGE)])
+        network = np.isin(np.asarray(fabric.link_kind),
+                          [int(k) for k in (*NETWORK_LINK_KINDS, LinkKind.STORAGE)])
         busy = np.where(network, busy, 0.0)
         chosen: list[LinkProblem] = []
         rows: list[I8] = []
