@@ -381,9 +381,9 @@ class PlacedComm:
     def _run(self, collective: str, groups: list[NDArray[np.int64]], nbytes: float
              ) -> tuple[float, FloatArray]:
         from fabricsim.backends.analytic import AnalyticBackend
-        from fabricsim.collectives import Group, get_algorithm, predict_time
-        from fabricsim.collectives.tuner import build, default_tuner
+        from fabricsim.collectives import predict_time
         from fabricsim.schedule.core import merge_parallel
+        from fabricsim.workloads.comm import group_builder
 
         fab = self.fabric
         srv = fab.node_server[fab.gpus]
@@ -391,10 +391,8 @@ class PlacedComm:
         if all(np.unique(srv[g]).size == 1 for g in groups):  # NVLink only: no sharing
             return predict_time(fab, collective, int(nbytes), ranks=groups[0]), zero
         # NCCL's choice for the first group (every sibling sits alike), built for each
-        choice = default_tuner(fab).choose(fab, collective, nbytes, ranks=groups[0])
-        algo = get_algorithm(choice.algorithm)
-        scheds = [build(Group.of(fab, g), collective, nbytes, algo, choice.protocol)
-                  for g in groups]
+        build = group_builder(fab, collective, groups[0].tolist(), nbytes)
+        scheds = [build(g.tolist()) for g in groups]
         first = scheds[0]
         merged = merge_parallel(scheds, collective=collective, algorithm=first.algorithm,
                                 protocol=first.protocol, nbytes=first.nbytes,

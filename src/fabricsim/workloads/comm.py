@@ -27,7 +27,7 @@ Example
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
@@ -38,8 +38,9 @@ from fabricsim.fabric import Fabric
 if TYPE_CHECKING:
     from fabricsim.backends.flow.specs import BackgroundSpec, FaultSpec
     from fabricsim.collectives.ep import EpConfig
+    from fabricsim.schedule.core import Schedule
 
-__all__ = ["CommModel", "EngineComm", "FlowComm", "GroupComm", "group_shape",
+__all__ = ["CommModel", "EngineComm", "FlowComm", "GroupComm", "group_builder", "group_shape",
            "nic_sharing_factor"]
 
 
@@ -67,6 +68,28 @@ def group_shape(fabric: Fabric, ranks: Sequence[int]) -> tuple[int, ...]:
     servers = {r // gps for r in ranks}
     stride = ranks[1] - ranks[0] if len(ranks) > 1 else 0
     return (len(ranks), len(servers), len(ranks) // max(1, len(servers)), stride)
+
+
+def group_builder(fabric: Fabric, collective: str, first: Sequence[int], nbytes: float
+                  ) -> Callable[[Sequence[int]], Schedule]:
+    """What builds ``collective`` of ``nbytes`` for any sibling of group ``first``: NCCL's
+    choice (algorithm, protocol) made once, for ``first``, as every sibling sits alike.
+
+    >>> import fabricsim as fs
+    >>> build = group_builder(fs.build_cluster("dgx-h100", nodes=2), "all_reduce", [0, 8], 2**20)
+    >>> build([1, 9]).algorithm == build([0, 8]).algorithm
+    True
+    """
+    from fabricsim.collectives import Group, get_algorithm
+    from fabricsim.collectives.tuner import build, default_tuner
+
+    choice = default_tuner(fabric).choose(fabric, collective, nbytes, ranks=list(first))
+    algo = get_algorithm(choice.algorithm)
+
+    def one(g: Sequence[int]) -> Schedule:
+        return build(Group.of(fabric, list(g)), collective, nbytes, algo, choice.protocol)
+
+    return one
 
 
 def nic_sharing_factor(fabric: Fabric, ranks: Sequence[int]) -> float:

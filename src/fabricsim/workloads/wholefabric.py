@@ -50,13 +50,13 @@ import numpy as np
 from fabricsim.errors import ConfigError, SimulationError
 from fabricsim.fabric import Fabric
 from fabricsim.schedule.core import Schedule, merge_parallel
+from fabricsim.workloads.comm import group_builder
 
 if TYPE_CHECKING:
     from fabricsim.backends.base import Result
     from fabricsim.collectives.ep import EpConfig
 
-__all__ = ["FabricCall", "WholeFabricComm", "disjoint", "group_builder", "siblings_schedule",
-           "side_by_side"]
+__all__ = ["FabricCall", "WholeFabricComm", "disjoint", "siblings_schedule", "side_by_side"]
 
 
 def siblings_schedule(fabric: Fabric, collective: str, groups: Sequence[Sequence[int]],
@@ -72,22 +72,6 @@ def siblings_schedule(fabric: Fabric, collective: str, groups: Sequence[Sequence
     """
     build = group_builder(fabric, collective, groups[0], nbytes)
     return side_by_side([build(g) for g in groups])
-
-
-def group_builder(fabric: Fabric, collective: str, first: Sequence[int], nbytes: float
-                  ) -> Callable[[Sequence[int]], Schedule]:
-    """What builds ``collective`` of ``nbytes`` for any sibling of group ``first``: NCCL's
-    choice (algorithm, protocol) made once, for ``first``, as every sibling sits alike."""
-    from fabricsim.collectives import Group, get_algorithm
-    from fabricsim.collectives.tuner import build, default_tuner
-
-    choice = default_tuner(fabric).choose(fabric, collective, nbytes, ranks=list(first))
-    algo = get_algorithm(choice.algorithm)
-
-    def one(g: Sequence[int]) -> Schedule:
-        return build(Group.of(fabric, list(g)), collective, nbytes, algo, choice.protocol)
-
-    return one
 
 
 def side_by_side(scheds: Sequence[Schedule]) -> Schedule:
