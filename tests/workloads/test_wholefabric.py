@@ -220,3 +220,20 @@ def test_every_part_at_once() -> None:
     apart.time_all("all_reduce", [[0, 8]], 2**26)  # NIC 0
     apart.time_all("reduce_scatter", [[1, 9]], 2**26)  # NIC 1: nothing shared
     assert [round(p["slowdown"], 6) for p in apart.all_at_once()["parts"]] == [1.0, 1.0]
+
+
+@pytest.mark.parametrize("kind", ["scale", "plan", "plan-parallel"])
+def test_kinds_by_shape_say_whole_fabric_is_not_used(kind: str) -> None:
+    """A scenario asking for whole-fabric runs, given to a kind that times steps by
+    shape: not silently dropped, a note (its reports' warnings) says so."""
+    from fabricsim import jobs
+    from fabricsim.scenario import load_scenario
+
+    sc = load_scenario(SCENARIO)
+    job = jobs.job_from_scenario(kind, sc)
+    assert any(f"training.whole_fabric is not used by {kind}" in n
+               for n in job.training.notes)
+    plain = sc.model_copy(update={"training": sc.training.model_copy(  # type: ignore[union-attr]
+        update={"whole_fabric": None})})
+    assert not any("whole_fabric" in n for n in jobs.job_from_scenario(kind, plain)
+                   .training.notes)

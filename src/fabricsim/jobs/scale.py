@@ -58,6 +58,18 @@ def _refuse_faults(job: TrainingJob, kind: str) -> None:
                           f"backend, or remove faults: and background:", field="faults")
 
 
+def _by_shape(job: TrainingJob, kind: str) -> TrainingJob:
+    """``job`` as ``kind`` takes it (a kind that times each step with one group of each
+    shape): faults refused; a section's ``whole_fabric`` kept in a note that says it is
+    not used here (only ``train`` runs every group on the fabric)."""
+    _refuse_faults(job, kind)
+    if not job.whole_fabric:
+        return job
+    note = (f"training.whole_fabric is not used by {kind}: it times each step with one "
+            f"group of each shape; run train for the whole-fabric step")
+    return job.model_copy(update={"notes": (*job.notes, note)})
+
+
 def default_sizes(gpus: int, per_server: int) -> tuple[int, ...]:
     """The GPU counts a scaling job sweeps when none are named: ⅛, ¼, ½ and all of the
     cluster's GPUs in whole servers; a one-server cluster, the sizes clusters are
@@ -92,8 +104,7 @@ def scale_job(sc: Scenario, over: TrainingSection | None = None, *,
               notes: tuple[str, ...] = ()) -> ScaleJob:
     """The scaling job of ``sc``'s training section (flags ``over`` it) at ``gpus``
     (default :func:`default_sizes`); ``strong`` needs a global batch."""
-    job = training_job(sc, over, notes=notes)
-    _refuse_faults(job, "scale")
+    job = _by_shape(training_job(sc, over, notes=notes), "scale")
     if strong and job.parallel.global_batch is None:
         raise ConfigError("strong scaling keeps the global batch fixed: give "
                           "global_batch (--global-batch)", field="training.global_batch")
@@ -223,8 +234,7 @@ def plan_job(sc: Scenario, over: TrainingSection | None = None, *,
              notes: tuple[str, ...] = ()) -> PlanJob:
     """The plan of ``sc``'s training job on ``fabrics`` (default: the cluster's own,
     then :data:`PLAN_FABRICS`)."""
-    job = training_job(sc, over, notes=notes)
-    _refuse_faults(job, "plan")
+    job = _by_shape(training_job(sc, over, notes=notes), "plan")
     if not fabrics:
         own = job.cluster.spec.fabric
         fabrics = tuple(dict.fromkeys([f for f in (own, *PLAN_FABRICS) if f]))
@@ -326,8 +336,7 @@ def search_job(sc: Scenario, over: TrainingSection | None = None, *, top: int = 
     if laid:
         notes = (*notes, f"the scenario's training fields {', '.join(laid)} fix a layout; "
                          f"plan-parallel searches the layout, so they are not used")
-    job = training_job(sc, over, notes=notes)
-    _refuse_faults(job, "plan-parallel")
+    job = _by_shape(training_job(sc, over, notes=notes), "plan-parallel")
     return LayoutSearch(training=job, global_batch=job.parallel.global_batch, top=top)
 
 
