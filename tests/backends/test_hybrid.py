@@ -92,3 +92,11 @@ def test_bench_takes_the_hybrid_backend(capsys) -> None:  # type: ignore[no-unty
     assert main([*args, "--backend", "flow"]) == 0
     fl = json.loads(capsys.readouterr().out.splitlines()[-1])
     assert hy["time_us"] == pytest.approx(fl["time_us"], rel=0.02)
+
+
+def test_an_unreachable_ray_cluster_is_named() -> None:
+    pytest.importorskip("ray")
+    sch, fab = _incast(8)
+    with pytest.raises(ConfigError) as e:
+        HybridBackend(links=2, transport="roce", ray_address="ray://nowhere:1").run(sch, fab)
+    assert e.value.field == "ray_address" and "ray://host:10001" in e.value.message
