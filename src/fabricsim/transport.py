@@ -18,6 +18,12 @@ uncontended transfer.
 * ``srd`` 82 B, an estimate: Ethernet 14 + FCS 4 + IPv4 20 + UDP-like 8 + 16 B assumed for
   the SRD header (AWS does not publish its format) + 20 B preamble/SFD/IFG. Payload 8192 B
   (EFA's maximum message segment on a 9001 B MTU).
+* ``uet`` 122 B, an estimate: Ethernet 14 + FCS 4 + IPv4 20 + UDP 8 (UET runs over UDP,
+  IANA port 4793) + 12 B PDS header of a reliable-unordered request + 44 B standard SES
+  header (the sizes public summaries of the Ultra Ethernet 1.0 specification give; the
+  optional 16 B UET ICRC and the security header are not counted) + 20 B
+  preamble/SFD/IFG. MTU 4096 (the payload UE 1.0 names for AI traffic on a 9000 B
+  Ethernet MTU, as RoCE's).
 
 NVLink and PCIe rates in the catalog are data rates: no framing is charged on them.
 
@@ -34,9 +40,11 @@ from __future__ import annotations
 from fabricsim.errors import ConfigError
 
 #: Wire bytes each packet adds to its payload, by transport (see the module docstring).
-TRANSPORT_HEADER_BYTES: dict[str, int] = {"ib": 26, "roce": 82, "tcp": 90, "srd": 82}
+TRANSPORT_HEADER_BYTES: dict[str, int] = {"ib": 26, "roce": 82, "tcp": 90, "srd": 82,
+                                         "uet": 122}
 #: Payload bytes per packet (the MTU as the transport's packets carry data).
-DEFAULT_MTU: dict[str, int] = {"ib": 4096, "roce": 4096, "tcp": 8948, "srd": 8192}
+DEFAULT_MTU: dict[str, int] = {"ib": 4096, "roce": 4096, "tcp": 8948, "srd": 8192,
+                              "uet": 4096}
 TRANSPORTS = tuple(TRANSPORT_HEADER_BYTES)
 
 

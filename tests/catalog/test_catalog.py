@@ -52,7 +52,7 @@ REQUIRED = {
     ],
     "fabrics": [
         "ib-hdr", "ib-ndr", "ib-xdr", "roce-100g", "roce-200g", "roce-400g", "roce-800g",
-        "efa", "tcp-100g",
+        "efa", "tcp-100g", "uet-400g", "uet-800g",
     ],
     "systems": [
         "dgx-a100", "dgx-a800", "dgx-h100", "dgx-h800", "hgx-h20", "dgx-h200", "hgx-b200",
@@ -217,11 +217,11 @@ def test_flow_control_semantics(cat: Catalog) -> None:
             assert s.flow_control == "srd"
     for name, f in cat.fabrics.items():
         expected = {"ib": ("credit", True), "roce": ("pfc", True), "srd": ("srd", False),
-                    "tcp": ("none", False)}[f.transport]
+                    "tcp": ("none", False), "uet": ("uet", False)}[f.transport]
         assert (f.flow_control, f.lossless) == expected, name
         assert f.sharp == (f.transport == "ib"), name
         assert cat.link(f.link).family == {"ib": "ib", "roce": "ethernet", "srd": "efa",
-                                           "tcp": "ethernet"}[f.transport], name
+                                           "tcp": "ethernet", "uet": "ethernet"}[f.transport], name
 
 
 def test_fabric_parts_agree_on_port_speed(cat: Catalog) -> None:

@@ -43,11 +43,11 @@ __all__ = [
 NAME_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 
 LinkFamily = Literal["pcie", "nvlink", "ib", "ethernet", "efa"]
-FlowControl = Literal["credit", "pfc", "none", "srd"]
+FlowControl = Literal["credit", "pfc", "none", "srd", "uet"]
 SwitchFamily = Literal["nvswitch", "ib", "ethernet", "efa"]
 NicKind = Literal["nic", "dpu", "efa"]
 CableKind = Literal["dac", "aoc", "transceiver"]
-Transport = Literal["ib", "roce", "srd", "tcp"]
+Transport = Literal["ib", "roce", "srd", "tcp", "uet"]
 TopologyName = Literal["fat-tree", "rail-optimized", "dragonfly", "torus3d"]
 
 _TB = 1e12

@@ -207,7 +207,8 @@ class ScaleOutSpec:
 #: destination-balanced tables (OpenSM ftree/updn d-mod-k); Ethernet hashes each flow over
 #: the equal-cost paths (ECMP); AWS SRD sprays every flow's packets over many paths, which
 #: balances like a destination-spread table rather than like one hash per flow.
-ROUTING_BY_TRANSPORT = {"ib": "dmodk", "srd": "dmodk", "roce": "ecmp", "tcp": "ecmp"}
+ROUTING_BY_TRANSPORT = {"ib": "dmodk", "srd": "dmodk", "roce": "ecmp", "tcp": "ecmp",
+                        "uet": "dmodk"}
 ROUTINGS = ("dmodk", "ecmp", "adaptive")
 #: Topologies that implement ``routing="adaptive"`` (spreading over up/down paths).
 ADAPTIVE_TOPOLOGIES = ("fat-tree", "rail-optimized")

@@ -75,9 +75,11 @@ class ScenarioParts(Protocol):
 #: Transports each scale-out fabric family carries, by the fabric preset's own transport.
 #: InfiniBand switches forward only InfiniBand link-layer packets; Ethernet fabrics with
 #: ConnectX-class NICs carry RoCEv2 and TCP; AWS EFA fabrics carry SRD and TCP (SRD is the
-#: EFA NIC's own protocol, and EFA offers no RoCE).
+#: EFA NIC's own protocol, and EFA offers no RoCE); Ultra Ethernet fabrics (UE 1.0 NICs
+#: and switches) carry UET, and RoCEv2 and TCP beside it on other traffic classes.
 FABRIC_TRANSPORTS: dict[str, tuple[str, ...]] = {
-    "ib": ("ib",), "roce": ("roce", "tcp"), "tcp": ("tcp", "roce"), "srd": ("srd", "tcp")}
+    "ib": ("ib",), "roce": ("roce", "tcp"), "tcp": ("tcp", "roce"), "srd": ("srd", "tcp"),
+    "uet": ("uet", "roce", "tcp")}
 #: Path MTUs InfiniBand and RoCEv2 allow (payload bytes; IBTA vol. 1, 7.7.7).
 IB_MTUS = (256, 512, 1024, 2048, 4096)
 #: Largest payload per packet on an Ethernet transport (bytes): a 9000 B jumbo frame.
@@ -143,8 +145,9 @@ def _where(variant: str | None, field: str) -> str:
 
 @_scenario_rule("transport-matches-fabric", "packet.transport",
                 "one the fabric carries: ib on InfiniBand; roce or tcp on Ethernet; srd or "
-                "tcp on EFA", "InfiniBand's credit-based link layer needs InfiniBand "
-                "switches, RoCE and TCP need Ethernet, SRD needs AWS EFA NICs; set "
+                "tcp on EFA; uet, roce or tcp on Ultra Ethernet",
+                "InfiniBand's credit-based link layer needs InfiniBand switches, RoCE and TCP "
+                "need Ethernet, SRD needs AWS EFA NICs, UET needs Ultra Ethernet NICs; set "
                 "packet.fabric to a fabric that carries it")
 def _transport(ctx: Context) -> Iterator[tuple[str, str]]:
     for v, cfg in ctx.packet.items():
@@ -159,7 +162,7 @@ def _transport(ctx: Context) -> Iterator[tuple[str, str]]:
 
 @_scenario_rule("mtu-of-transport", "packet.mtu",
                 f"one of {', '.join(map(str, IB_MTUS))} on ib and roce; at most "
-                f"{MAX_ETHERNET_MTU} on tcp and srd",
+                f"{MAX_ETHERNET_MTU} on tcp, srd and uet",
                 "InfiniBand and RoCEv2 packets carry one of five path MTUs, and no Ethernet "
                 "frame is larger than a 9000-byte jumbo frame")
 def _mtu(ctx: Context) -> Iterator[tuple[str, str]]:
@@ -171,7 +174,7 @@ def _mtu(ctx: Context) -> Iterator[tuple[str, str]]:
         mtu = cfg.mtu_for(t)   # what the run will use: the transport's own when unset
         if t in ("ib", "roce") and mtu not in IB_MTUS:
             yield _where(v, "packet.mtu"), f"{mtu} B is no {t} path MTU"
-        elif t in ("tcp", "srd") and mtu > MAX_ETHERNET_MTU:
+        elif t in ("tcp", "srd", "uet") and mtu > MAX_ETHERNET_MTU:
             yield _where(v, "packet.mtu"), f"{mtu} B is more than a jumbo frame holds"
 
 
