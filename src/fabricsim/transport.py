@@ -20,10 +20,9 @@ uncontended transfer.
   (EFA's maximum message segment on a 9001 B MTU).
 * ``uet`` 122 B, an estimate: Ethernet 14 + FCS 4 + IPv4 20 + UDP 8 (UET runs over UDP,
   IANA port 4793) + 12 B PDS header of a reliable-unordered request + 44 B standard SES
-  header (the sizes public summaries of the Ultra Ethernet 1.0 specification give; the
-  optional 16 B UET ICRC and the security header are not counted) + 20 B
-  preamble/SFD/IFG. MTU 4096 (the payload UE 1.0 names for AI traffic on a 9000 B
-  Ethernet MTU, as RoCE's).
+  header (the sizes public summaries of the Ultra Ethernet 1.0 specification give;
+  optional integrity and security headers are not counted) + 20 B preamble/SFD/IFG.
+  MTU 4096 (as RoCE's, on a 9000 B Ethernet MTU).
 
 NVLink and PCIe rates in the catalog are data rates: no framing is charged on them.
 

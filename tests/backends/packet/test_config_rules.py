@@ -68,6 +68,8 @@ CASES: dict[str, tuple[dict[str, Any], str, str]] = {
                    "6-bit field"),
     "cwnd-within-window": ({"window": 4, "init_cwnd": 10}, "packet.init_cwnd",
                            "largest window"),
+    "uet-trim-in-queue": ({"transport": "uet", "uet": {"trim_threshold_bytes": "2MiB"}},
+                          "packet.uet.trim_threshold_bytes", "never trims"),
 }
 
 
@@ -101,7 +103,7 @@ def test_edges_that_exist_are_accepted(data: dict[str, Any]) -> None:
     parse_packet_config(data)
 
 
-@pytest.mark.parametrize("transport", ["ib", "roce", "tcp", "srd"])
+@pytest.mark.parametrize("transport", ["ib", "roce", "tcp", "srd", "uet"])
 def test_packets_are_the_transport_model_of_every_backend(transport: str) -> None:
     """MTU and header bytes come from fabricsim.transport, as the analytic and flow
     backends' framing does; an mtu that is set wins on every transport."""

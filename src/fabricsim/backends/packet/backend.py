@@ -49,7 +49,9 @@ class PacketBackend:
         endpoints are refused before anything is built.
     transport
         ``"ib"`` (credits), ``"roce"`` (PFC + ECN + DCQCN), ``"tcp"`` (lossy, TCP-like) or
-        ``"srd"`` (spraying); default: the fabric's own transport.
+        ``"srd"`` (spraying) or ``"uet"`` (Ultra Ethernet: spraying, trimming, NSCC/RCCC,
+        LLR, CBFC; :mod:`~fabricsim.backends.packet.uet`); default: the fabric's own
+        transport.
     config
         A :class:`PacketConfig` or a ``packet:`` mapping; keyword ``options`` override its
         fields (``loss_rate=1e-4``, ``pfc={"enabled": False}``, ...). Its ``faults``
@@ -87,7 +89,7 @@ class PacketBackend:
         t = self.config.transport or fabric.info.transport or "ib"
         if t not in MODES:
             raise ConfigError(f"fabric transport {t!r} has no packet model; set "
-                              "packet.transport to ib, roce, tcp or srd",
+                              "packet.transport to ib, roce, tcp, srd or uet",
                               field="packet.transport")
         return t
 
@@ -208,4 +210,4 @@ def _run(st: State) -> float:
         a["FF"], a["FPS"], a["FPL"], a["PL"], a["NB"], a["BM"], a["SI"], a["SF"], a["DP"],
         a["DI"], a["RF"], a["RT"], a["TS_Q"], a["TS_D"], a["TS_F"], a["TS_NP"], a["P"],
         a["IP"], a["HT"], a["HI"], a["C"], a["STUCK_L"], np.int64(st.stuck_node), a["SQ"],
-        a["SPF"], a["FT"]))
+        a["SPF"], a["FT"], a["RX"]))

@@ -32,7 +32,8 @@ from fabricsim.fabric.paths import Paths
 from fabricsim.protocols import Protocol, switch_endpoint, transfer_terms
 from fabricsim.schedule.core import Schedule
 
-MODES = {"ib": L.MODE_IB, "roce": L.MODE_ROCE, "tcp": L.MODE_TCP, "srd": L.MODE_SRD}
+MODES = {"ib": L.MODE_IB, "roce": L.MODE_ROCE, "tcp": L.MODE_TCP, "srd": L.MODE_SRD,
+         "uet": L.MODE_UET}
 INTRA_LINKS = (LinkKind.NVLINK, LinkKind.PCIE, LinkKind.CPU_INTERCONNECT,
                LinkKind.NVLINK_NETWORK)
 ETH_SWITCHES = (NodeKind.LEAF, NodeKind.SPINE, NodeKind.CORE, NodeKind.ROUTER,
@@ -41,8 +42,11 @@ MAX_BITMAP = 400_000_000
 #: Retransmission timeouts in a row (no progress between) a flow survives by default:
 #: 7 for RDMA, the largest ``retry_cnt`` of an InfiniBand/RoCE queue pair (then the QP
 #: goes to error, ``IBV_WC_RETRY_EXC_ERR``), 15 for TCP (Linux ``tcp_retries2``); SRD's
-#: spray-only model has no limit.
+#: spray-only model and UET (which skips failed paths) have no limit.
 RETRY_LIMIT = {"ib": 7, "roce": 7, "tcp": 15}
+#: Default retransmission timeout by transport (s; 1 ms otherwise): SRD's, and UET's, the
+#: 100 us minimum RTO of htsim's UEC model (``DEFAULT_UEC_RTO_MIN``).
+DEFAULT_RTO = {"srd": 100e-6, "uet": 100e-6}
 #: Largest per-packet sender state of SRD flows (bytes): 4 float64 per packet per
 #: repetition (send time, state, path, serial) beside the receive bitmap.
 MAX_SRD_STATE_BYTES = 4 * 2**30
@@ -100,7 +104,7 @@ def build_state(schedule: Schedule, fabric: Fabric, cfg: PacketConfig, *, mode: 
     pause (:func:`~fabricsim.backends.packet.faults.nopfc_mask`).
     """
     if mode not in MODES:
-        raise ConfigError(f"unknown transport {mode!r}; use ib, roce, tcp or srd",
+        raise ConfigError(f"unknown transport {mode!r}; use ib, roce, tcp, srd or uet",
                           field="packet.transport")
     NP = len(cfg.classes)
     nl, nn = fabric.n_links, fabric.n_nodes
@@ -108,6 +112,9 @@ def build_state(schedule: Schedule, fabric: Fabric, cfg: PacketConfig, *, mode: 
     hdr = cfg.header_for(mode)
     wire = mtu + hdr
     roce = mode == "roce"
+    uet = mode == "uet"
+    ucfg = cfg.uet
+    rccc = uet and ucfg.feature("cc") == "rccc"
     # ---------------------------------------------------------------- flows
     steps = schedule.steps
     classes = step_classes(schedule, cfg)
@@ -117,8 +124,9 @@ def build_state(schedule: Schedule, fabric: Fabric, cfg: PacketConfig, *, mode: 
     nf = int(src.shape[0])
     fstep = np.repeat(np.arange(len(steps)), [s.n for s in steps]).astype(np.int64)
     reps = np.array([s.repeat for s in steps], dtype=np.int64)
-    spray = mode == "srd"
-    npath = cfg.paths if (spray or cfg.adaptive_routing) else 1
+    spray = mode in ("srd", "uet")
+    npath = (ucfg.entropies if uet else
+             cfg.paths if (spray or cfg.adaptive_routing) else 1)
     base_h = np.concatenate([s.hashes if s.hashes is not None else pair_hash(s.src, s.dst)
                              for s in steps]) if steps else np.zeros(0, np.uint64)
     rows = []
@@ -129,7 +137,7 @@ def build_state(schedule: Schedule, fabric: Fabric, cfg: PacketConfig, *, mode: 
     hops = p0.lengths() if p0 is not None else np.zeros(0, np.int64)
     est = _estimate(schedule, fabric, cfg, mode, p0, hops, nf)
     check_budget(est, cfg.event_budget)
-    if mode == "srd" and cfg.srd.congestion_control:
+    if (mode == "srd" and cfg.srd.congestion_control) or uet:
         check_srd_state(int(np.maximum(np.ceil(nb / mtu), 1).sum()))
     # NVLink flows stripe their packets round-robin over every equal-cost path (as a GPU
     # spreads NVLink traffic over all its links / NVSwitches); receivers take them in any
@@ -213,9 +221,10 @@ def build_state(schedule: Schedule, fabric: Fabric, cfg: PacketConfig, *, mode: 
     else:
         FI[:, L.F_BM] = -1
         BM = np.zeros(1, dtype=np.int8)
-    srdcc = spray and cfg.srd.congestion_control
-    SQ = np.zeros((int(npkt.sum()) if srdcc and nf else 1, L.N_SQ))
-    SPF = np.zeros((max(nf, 1) if srdcc else 1, npath if srdcc else 1, L.N_SPF))
+    srdcc = mode == "srd" and cfg.srd.congestion_control
+    persend = srdcc or uet   # per-packet sender state and per-path (entropy) state
+    SQ = np.zeros((int(npkt.sum()) if persend and nf else 1, L.N_SQ))
+    SPF = np.zeros((max(nf, 1) if persend else 1, npath if persend else 1, L.N_SPF))
     if nf and p0 is not None:
         bott = _path_min(cap, PL, FPS[:nf, 0], FPL[:nf, 0])
         FF[:nf, L.FF_LINE] = bott
@@ -248,6 +257,8 @@ def build_state(schedule: Schedule, fabric: Fabric, cfg: PacketConfig, *, mode: 
             SPF[:nf, k, L.SP_SRTT] = rtt
             SPF[:nf, k, L.SP_BASE] = rtt
             SPF[:nf, k, L.SP_LDEC] = -1.0
+    if uet and nf:
+        _uet_flows(FF, SPF, PL, FPS, FPL, fabric, cfg, nf, npath, mtu, wire, rccc)
     hop_of_flow = np.zeros(nf)
     if protocol is not None and nf and p0 is not None:
         innet = switch_endpoint(fabric, src, dst)
@@ -268,9 +279,14 @@ def build_state(schedule: Schedule, fabric: Fabric, cfg: PacketConfig, *, mode: 
     LF = np.zeros((nl, L.N_LF), dtype=np.float64)
     LI[:, L.LI_SRC] = fabric.link_src
     LI[:, L.LI_DST] = fabric.link_dst
-    LI[:, L.LI_CREDIT] = (intra | (mode == "ib")).astype(np.int64)
+    cbfc = uet and bool(ucfg.feature("cbfc"))
+    LI[:, L.LI_CREDIT] = (intra | (mode == "ib") | cbfc).astype(np.int64)
+    LI[:, L.LI_CBFC] = (~intra & cbfc).astype(np.int64)
+    LI[:, L.LI_LLR] = (~intra & (uet and bool(ucfg.feature("llr")))).astype(np.int64)
+    trim = uet and bool(ucfg.feature("trimming"))
+    LI[:, L.LI_TRIM] = (eth_sw[fabric.link_src] & trim).astype(np.int64)
     LI[:, L.LI_LOSSY] = (~intra).astype(np.int64) if cfg.loss_rate > 0 else 0
-    LI[:, L.LI_ECN] = (eth_sw[fabric.link_src] & roce).astype(np.int64)
+    LI[:, L.LI_ECN] = (eth_sw[fabric.link_src] & (roce or uet)).astype(np.int64)
     LI[:, L.LI_WATCH] = -1
     LI[:, L.LI_TX_LOST] = -1
     LI[:, L.LI_TX_INL] = -1
@@ -291,9 +307,18 @@ def build_state(schedule: Schedule, fabric: Fabric, cfg: PacketConfig, *, mode: 
     CL = np.zeros((NP, L.N_CL), dtype=np.int64)
     for i, c in enumerate(cfg.classes):
         CL[i, L.CL_LOSSLESS] = int(c.lossless and cfg.pfc.enabled and roce)
-        CL[i, L.CL_ECN] = int(c.ecn and cfg.ecn.enabled and roce)
+        CL[i, L.CL_ECN] = int(c.ecn and cfg.ecn.enabled and (roce or uet))
     NDF = np.zeros((nn, L.N_NF), dtype=np.float64)
     NDF[:, L.N_BUF] = np.where(eth_sw, cfg.switch_buffer, cfg.nic_buffer)
+    RX = np.zeros(nn + 1, dtype=np.int64)   # RCCC: flows by receiver (pointers, then ids)
+    if rccc and nf:
+        order = np.argsort(dst, kind="stable")
+        ptr = np.zeros(nn + 1, dtype=np.int64)
+        np.cumsum(np.bincount(dst, minlength=nn), out=ptr[1:])
+        RX = np.concatenate([ptr + nn + 1, order.astype(np.int64)])
+        rate = np.zeros(nn)
+        np.maximum.at(rate, dst, FF[:nf, L.FF_LINE])
+        NDF[:, L.N_PULL_RATE] = np.maximum(rate * ucfg.rccc.rate_share, 1.0)
     # ---------------------------------------------------------------- steps
     ns = len(steps)
     SI = np.zeros((max(ns, 1), L.N_SI), dtype=np.int64)
@@ -372,7 +397,7 @@ def build_state(schedule: Schedule, fabric: Fabric, cfg: PacketConfig, *, mode: 
     P[L.P_FR_STEPS] = dc.fast_recovery_steps
     P[L.P_CLAMP] = {"never": 0.0, "after_timer": 1.0, "always": 2.0}[dc.clamp_target]
     P[L.P_LOSS] = cfg.loss_rate
-    rto = cfg.rto if cfg.rto is not None else {"srd": 100e-6}.get(mode, 1e-3)
+    rto = cfg.rto if cfg.rto is not None else DEFAULT_RTO.get(mode, 1e-3)
     P[L.P_RTO] = rto
     # base round trip of each flow's path: propagation both ways (FF_RET_LAT is one way)
     # plus one packet's serialization per hop
@@ -395,6 +420,12 @@ def build_state(schedule: Schedule, fabric: Fabric, cfg: PacketConfig, *, mode: 
     P[L.P_SRD_BETA] = cfg.srd.beta
     P[L.P_SRD_MDF] = cfg.srd.max_decrease
     P[L.P_SRD_MINCW] = cfg.srd.min_cwnd
+    P[L.P_TRIM] = ucfg.trim_threshold_bytes
+    P[L.P_TRIM_SIZE] = min(hdr, wire) if hdr > 0 else 64.0
+    P[L.P_NSCC_GAMMA] = ucfg.nscc.gamma
+    P[L.P_NSCC_MAXMD] = ucfg.nscc.max_decrease
+    P[L.P_NSCC_FI] = ucfg.nscc.fair_increase_mtus * wire
+    P[L.P_NSCC_QA] = ucfg.nscc.quick_adapt_factor
     dlw = cfg.pfc.deadlock_window
     if dlw is not None and roce and cfg.pfc.enabled and cfg.pfc.watchdog.enabled:
         dlw = max(dlw, cfg.pfc.watchdog.detect)   # a watchdog that is on acts first
@@ -417,6 +448,9 @@ def build_state(schedule: Schedule, fabric: Fabric, cfg: PacketConfig, *, mode: 
     IP[L.I_NBINS] = nbins
     IP[L.I_SRDCC] = int(srdcc)
     IP[L.I_DL] = int(dlw is not None)
+    IP[L.I_UET] = int(uet)
+    IP[L.I_TRIM] = int(trim)
+    IP[L.I_RCCC] = int(rccc)
     IP[L.I_RETRY] = (cfg.retry_limit if cfg.retry_limit is not None else
                      RETRY_LIMIT.get(mode, 1 << 40))
     # ---------------------------------------------------------------- pools
@@ -439,7 +473,7 @@ def build_state(schedule: Schedule, fabric: Fabric, cfg: PacketConfig, *, mode: 
         TS_D=np.zeros(nbins), TS_F=np.zeros((nbins, max(min(nf, 64), 1))),
         TS_NP=np.zeros(nbins), P=P, IP=IP,
         HT=np.zeros(heap_cap), HI=np.zeros((heap_cap, 4), dtype=np.int64), C=C,
-        STUCK_L=stuck_links, SQ=SQ, SPF=SPF, FT=FT,
+        STUCK_L=stuck_links, SQ=SQ, SPF=SPF, FT=FT, RX=RX,
     )
     return State(arrays=arrays, FI=FI, n_flows=nf, nprio=NP,
                  watched=np.asarray(watched, dtype=np.int64), bin_dt=bin_dt,
@@ -508,9 +542,33 @@ def _estimate(schedule: Schedule, fabric: Fabric, cfg: PacketConfig, mode: str, 
         kind = fabric.link_kind[p0.links]
         credit = np.isin(kind, np.array([int(k) for k in INTRA_LINKS])) | (mode == "ib")
         credit_hops = np.bincount(p0.row_ids(), weights=credit, minlength=nf).astype(np.int64)
-    per_packet_acks = mode == "tcp" or (mode == "srd" and cfg.srd.congestion_control)
+    per_packet_acks = mode in ("tcp", "uet") or (mode == "srd" and cfg.srd.congestion_control)
     return events_lower_bound(schedule, hops, credit_hops, mtu=cfg.mtu_for(mode),
                               ack_every=cfg.ack_every, tcp=per_packet_acks)
+
+
+def _uet_flows(FF: NDArray[np.float64], SPF: NDArray[np.float64], PL: NDArray[np.int64],
+               FPS: NDArray[np.int64], FPL: NDArray[np.int64], fabric: Fabric,
+               cfg: PacketConfig, nf: int, npath: int, mtu: int, wire: int,
+               rccc: bool) -> None:
+    """UET sender state: base RTT (the fastest entropy's unloaded round trip), NSCC target
+    delay and windows, RCCC speculative credit (in bandwidth-delay products)."""
+    cap = fabric.link_capacity.astype(np.float64)
+    hdr = FF[:nf, L.FF_HDR]
+    ser = np.where(fabric.link_up, (mtu + hdr.max(initial=0.0)) / cap, np.inf)
+    rtts = np.stack([_path_sum(ser + fabric.link_latency, PL, FPS[:nf, k], FPL[:nf, k])
+                     for k in range(npath)]) + FF[:nf, L.FF_RET_LAT]
+    brtt = rtts.min(axis=0)
+    bdp = FF[:nf, L.FF_LINE] * brtt
+    n = cfg.uet.nscc
+    FF[:nf, L.FF_BRTT] = brtt
+    FF[:nf, L.FF_TGT] = n.target_delay_s if n.target_delay_s is not None else 0.5 * brtt
+    FF[:nf, L.FF_MAXW] = np.maximum(n.max_window_bdp * bdp, wire)
+    FF[:nf, L.FF_CWND] = (np.full(nf, 1e300) if rccc else
+                          np.minimum(np.maximum(n.init_window_bdp * bdp, wire),
+                                     FF[:nf, L.FF_MAXW]))
+    FF[:nf, L.FF_CRED0] = np.maximum(cfg.uet.rccc.init_credit_bdp * bdp, wire)
+    SPF[:nf, :npath, L.SP_CWND] = 1.0   # every entropy usable
 
 
 def _path_min(vals: NDArray[np.float64], PL: NDArray[np.int64], start: NDArray[np.int64],

@@ -271,6 +271,117 @@ class SrdConfig(_M):
     _t = field_validator("target_delay", mode="before")(_time)
 
 
+#: UE 1.0 profiles (Ultra Ethernet Specification 1.0, June 2025, "profiles"; Hoefler et
+#: al., arXiv:2508.08906, 2025). They differ above all in the semantic layer (AI Base:
+#: the operations collective libraries need; AI Full: AI Base plus tagged sends and
+#: rendezvous; HPC: MPI-style tag matching and the full set of atomics), which this packet
+#: model does not time. What a profile switches on here, in packet delivery and congestion
+#: control, is :data:`UET_PROFILES`.
+UetProfile = Literal["ai_base", "ai_full", "hpc"]
+#: Per profile, the defaults of the features the packet model has: ``cc`` (congestion
+#: control), ``trimming`` (switches trim instead of dropping), ``llr`` and ``cbfc`` (link
+#: layer). Every profile runs reliable unordered delivery (RUD) with packet spraying. Which
+#: features a profile turns on is this model's reading, not a table of the specification:
+#: public summaries of UE 1.0 tie the profiles to semantic features and leave RCCC,
+#: trimming, LLR and CBFC to the deployment. Here ``ai_base`` and ``ai_full`` run NSCC
+#: with trimming; ``hpc`` runs RCCC (receiver-granted credit, for the incast-heavy
+#: traffic of MPI codes) with trimming; LLR and CBFC are off unless set.
+UET_PROFILES: dict[str, dict[str, Any]] = {
+    "ai_base": {"cc": "nscc", "trimming": True, "llr": False, "cbfc": False},
+    "ai_full": {"cc": "nscc", "trimming": True, "llr": False, "cbfc": False},
+    "hpc": {"cc": "rccc", "trimming": True, "llr": False, "cbfc": False},
+}
+
+
+class NsccConfig(_M):
+    """NSCC (network-signalled congestion control), the UET sender's window, as UE 1.0
+    describes it and htsim's UEC model (uec.cpp) implements it: a per-connection window
+    (bytes) moved by two signals per ACK, the queueing delay (RTT minus the base RTT) and
+    the ECN echo:
+
+    * no ECN, delay below ``target_delay_s``: *proportional increase*, the window grows by
+      ``acked × (target − delay) / target`` (a doubling per RTT on an empty path);
+    * no ECN, delay above target: *fair increase*, ``fair_increase_mtus`` MTUs per RTT;
+    * ECN and delay above target: *multiplicative decrease*, at most once per base RTT, by
+      ``gamma × (delay − target) / delay`` (at most ``max_decrease``);
+    * ECN, delay below target: the path, not the receiver, is congested: no window change,
+      the entropy (path) that saw the mark is not used for one base RTT (REPS-style);
+    * *quick adapt*: a delay above ``quick_adapt_factor × target`` (or a trim NACK)
+      sets the window to what was acknowledged in the last base RTT, once per RTT;
+    * a trim NACK or a loss takes the packet's bytes off the window.
+
+    ``target_delay_s`` null: half the flow's base RTT (htsim's default, 6 µs at a 12 µs
+    base RTT). The window starts at ``init_window_bdp`` bandwidth-delay products and never
+    exceeds ``max_window_bdp`` (htsim: 1 and 1.5)."""
+
+    target_delay_s: float | None = None
+    gamma: float = Field(0.8, gt=0, le=1)
+    max_decrease: float = Field(0.5, gt=0, lt=1)
+    fair_increase_mtus: float = Field(1.0, gt=0, le=64)
+    quick_adapt_factor: float = Field(4.0, ge=1, le=100)
+    init_window_bdp: float = Field(1.0, gt=0, le=4)
+    max_window_bdp: float = Field(1.5, gt=0, le=16)
+
+    _t = field_validator("target_delay_s", mode="before")(
+        lambda v: None if v is None else _time(v))
+
+
+class RcccConfig(_M):
+    """RCCC (receiver credit-based congestion control): a sender may send only bytes the
+    receiver granted. Each receiver runs a pacer that grants one packet's worth of credit
+    per packet time of its link (``rate_share`` of its line rate), round-robin over the
+    flows that still need credit, so all senders together never send faster than the
+    receiver's link drains; a sender starts with ``init_credit_bdp`` bandwidth-delay
+    products it may send unasked (UE 1.0's speculative window). A trimmed packet asks for
+    credit again (its NACK tells the receiver); a packet lost to a timeout is resent on
+    the sender's own credit."""
+
+    init_credit_bdp: float = Field(1.0, ge=0, le=4)
+    rate_share: float = Field(1.0, gt=0, le=1)
+
+
+class UetConfig(_M):
+    """Ultra Ethernet Transport (UE 1.0): the ``packet.uet`` section
+    (:mod:`~fabricsim.backends.packet.uet`).
+
+    ``profile`` picks the defaults of ``cc``, ``trimming``, ``llr`` and ``cbfc``
+    (:data:`UET_PROFILES`); set any of them to override. ``entropies``: entropy values
+    (ECMP paths) each connection sprays over. ``trim_threshold_bytes``: a switch egress
+    queue holding more than this trims arriving packets to their headers (which then go
+    ahead of the data, at high priority) instead of queueing them; at most
+    ``packet.lossy_queue`` (the queue's size). ``llr``: link-level retry, a frame
+    corrupted on a link (``packet.loss_rate``) is sent again by that link after a link
+    round trip instead of being lost end to end. ``cbfc``: credit-based flow control on
+    every Ethernet link (lossless, as InfiniBand's credits)."""
+
+    profile: UetProfile = "ai_full"
+    cc: Literal["nscc", "rccc"] | None = None
+    trimming: bool | None = None
+    trim_threshold_bytes: float = 200e3
+    llr: bool | None = None
+    cbfc: bool | None = None
+    entropies: int = Field(16, ge=1, le=64)
+    nscc: NsccConfig = Field(default_factory=NsccConfig)
+    rccc: RcccConfig = Field(default_factory=RcccConfig)
+
+    @field_validator("trim_threshold_bytes", mode="before")
+    @classmethod
+    def _trim(cls, v: Any) -> float:
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and v < 0:
+            raise ValueError(f"{v:g} B is negative: a queue holds no fewer than 0 bytes")
+        return _size(v)
+
+    def feature(self, name: str) -> Any:
+        """The setting of ``name`` (``cc``, ``trimming``, ``llr``, ``cbfc``): as set, else
+        the profile's.
+
+        >>> UetConfig(profile="hpc").feature("cc"), UetConfig(cc="nscc").feature("cc")
+        ('rccc', 'nscc')
+        """
+        v = getattr(self, name)
+        return UET_PROFILES[self.profile][name] if v is None else v
+
+
 class TrafficClass(_M):
     """A priority / traffic class: which DSCP values map to it, lossless (PFC) or not,
     ECN marking or not."""
@@ -333,7 +444,7 @@ class PacketConfig(_M):
 
     mtu: int = Field(DEFAULT_MTU["ib"], ge=64, le=65536)
     fabric: str | None = None
-    transport: Literal["ib", "roce", "tcp", "srd"] | None = None
+    transport: Literal["ib", "roce", "tcp", "srd", "uet"] | None = None
     header_bytes: int | None = Field(None, ge=0, le=512)
     switching: Literal["cut-through", "store-and-forward"] = "cut-through"
     switch_buffer: float = 32 * 2**20
@@ -346,6 +457,7 @@ class PacketConfig(_M):
     ecn: EcnConfig = Field(default_factory=EcnConfig)
     dcqcn: DcqcnConfig = Field(default_factory=DcqcnConfig)
     srd: SrdConfig = Field(default_factory=SrdConfig)
+    uet: UetConfig = Field(default_factory=UetConfig)
     classes: list[TrafficClass] = Field(default_factory=lambda: [
         TrafficClass(name="rdma", dscp=[26], lossless=True, ecn=True),
         TrafficClass(name="default", dscp=[0], lossless=False, ecn=False),
@@ -614,6 +726,25 @@ def _credits(c: PacketConfig) -> Iterator[tuple[str, str]]:
     if c.credit_bytes is not None and c.credit_bytes < _wire(c):
         yield "packet.credit_bytes", (f"{_b(c.credit_bytes)} is less than one packet "
                                       f"({_b(_wire(c))} on the wire)")
+
+
+@_packet_rule("uet-trim-in-queue", "packet.uet.trim_threshold_bytes",
+              "at least one packet (mtu + header), at most packet.lossy_queue",
+              "a switch trims packets that arrive at an egress queue holding more than the "
+              "threshold; below one packet it trims nearly every packet, above the queue's "
+              "size it never trims (the queue drops first)")
+def _trim(c: PacketConfig) -> Iterator[tuple[str, str]]:
+    u = c.uet
+    if c.transport not in (None, "uet") or not u.feature("trimming"):
+        return
+    if u.trim_threshold_bytes > c.lossy_queue:
+        yield "packet.uet.trim_threshold_bytes", (
+            f"{_b(u.trim_threshold_bytes)} is above packet.lossy_queue "
+            f"({_b(c.lossy_queue)})")
+    elif u.trim_threshold_bytes < _wire(c):
+        yield "packet.uet.trim_threshold_bytes", (
+            f"{_b(u.trim_threshold_bytes)} is less than one packet ({_b(_wire(c))} on the "
+            "wire)")
 
 
 @_packet_rule("stuck-receiver-times-ordered", "packet.stuck_receiver.end",

@@ -10,7 +10,8 @@ data packet crossing ``h`` links costs at least ``2h`` events.
 
 Numba's cache keys this module on its own source text only; at import,
 :mod:`~fabricsim.backends.packet.numba_cache` drops the cached engine when any module it
-compiles in (``transport``, ``srd``, ``port``, ``roce``, ``kernel``, ``layout``) has changed.
+compiles in (``transport``, ``srd``, ``uet``, ``port``, ``roce``, ``kernel``, ``layout``) has
+changed.
 
 Example
 -------
@@ -42,10 +43,12 @@ from fabricsim.backends.packet.layout import (
     E_DCQ_ALPHA,
     E_DCQ_INC,
     E_DL_CHECK,
+    E_GRANT,
     E_INJECT,
     E_LINK,
     E_NAK,
     E_PAUSE,
+    E_PULL,
     E_RTO,
     E_STEP,
     E_STUCK,
@@ -58,6 +61,7 @@ from fabricsim.backends.packet.layout import (
     ERR_UNTIL,
     F_INJ_PEND,
     F_SPRAY,
+    FF_CREDIT,
     FT_DUTY,
     FT_FACTOR,
     FT_PERIOD,
@@ -67,6 +71,8 @@ from fabricsim.backends.packet.layout import (
     I_NP,
     I_SEED,
     I_SRDCC,
+    I_TRIM,
+    I_UET,
     I_WD,
     LF_LAT,
     LI_BUSY,
@@ -75,6 +81,7 @@ from fabricsim.backends.packet.layout import (
     LI_ECN,
     LI_NOPFC,
     LI_SRC,
+    LI_TRIM,
     LI_TX_INL,
     LI_TX_LOST,
     LI_TX_PRIO,
@@ -94,6 +101,7 @@ from fabricsim.backends.packet.layout import (
     PK_PLEN,
     PK_PRIO,
     PK_SIZE,
+    PK_TRIM,
     Q_PAUSE_SENT,
     Q_WD,
     QF_BYTES,
@@ -137,6 +145,14 @@ from fabricsim.backends.packet.transport import (
     on_rto,
     start_step,
     try_inject,
+)
+from fabricsim.backends.packet.uet import (
+    enqueue_head,
+    rccc_pull,
+    trim_at_switch,
+    uet_on_ack,
+    uet_on_nack,
+    uet_on_rto,
 )
 
 _ = (_C_ECN, P_LOSS)
@@ -187,7 +203,7 @@ def arrive(pk, now, stuck_on, stuck_node, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, 
             C[C_DROP_LOSSY] += 1
         else:
             deliver(pk, now, PK, FI, FF, SI, SF, DP, DI, BM, RF, RT, TS_D, TS_F, P, IP, HT,
-                    HI, C)
+                    HI, C, NDF)
         if credit_in:
             push(HT, HI, C, now + LF[l_in, LF_LAT], E_CREDIT, lp_in, size)
         free_packet(free, C, pk)
@@ -200,6 +216,11 @@ def arrive(pk, now, stuck_on, stuck_node, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, 
             push(HT, HI, C, now + LF[l_in, LF_LAT], E_CREDIT, lp_in, size)
         free_packet(free, C, pk)
         return
+    head = False
+    if IP[I_TRIM] == 1 and LI[l_out, LI_TRIM] == 1:   # UET switch: trim above the threshold
+        size = trim_at_switch(pk, l_in, lp_in, lp_out, credit_in, now, LF, QF, PK, P, HT,
+                              HI, C)
+        head = PK[pk, PK_TRIM] == 1
     lossless = CL[p, CL_LOSSLESS] == 1
     pfc_in = (not credit_in) and lossless and (LI[l_in, LI_NOPFC] >> p) & 1 == 0
     used = NDF[node, N_USED]
@@ -227,7 +248,10 @@ def arrive(pk, now, stuck_on, stuck_node, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, 
         QI[lp_in, Q_PAUSE_SENT] = 1
         push(HT, HI, C, now + LF[l_in, LF_LAT], E_PAUSE, lp_in, 1)
     PK[pk, PK_HOP] = h + 1
-    enqueue(l_out, pk, now, LI, LF, QI, QF, PK, TS_Q, P, IP)
+    if head:
+        enqueue_head(l_out, pk, now, LI, LF, QI, QF, PK, TS_Q, P, IP)
+    else:
+        enqueue(l_out, pk, now, LI, LF, QI, QF, PK, TS_Q, P, IP)
     kick_link(l_out, now, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, PL, CL, P, IP, HT, HI, C,
               free, TS_Q, SQ, SPF)
 
@@ -235,7 +259,7 @@ def arrive(pk, now, stuck_on, stuck_node, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, 
 @njit(cache=True)
 def run_engine(LI, LF, QI, QF, CL, NDF, PK, free, FI, FF, FPS, FPL, PL, NB, BM, SI, SF, DP,
                DI, RF, RT, TS_Q, TS_D, TS_F, TS_NP, P, IP, HT, HI, C, STUCK_L, stuck_node,
-               SQ, SPF, FT) -> float:  # pragma: no cover
+               SQ, SPF, FT, RX) -> float:  # pragma: no cover
     """Run until every step has ended (or an error, the budget, ``until``, a PFC
     deadlock or a stall behind a down link); returns the time of the last event
     processed."""
@@ -309,7 +333,12 @@ def run_engine(LI, LF, QI, QF, CL, NDF, PK, free, FI, FF, FPS, FPL, PL, NB, BM, 
             kick_flow(a, now, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, PL, CL, P, IP, HT, HI, C,
                       free, TS_Q, SQ, SPF)
         elif kind in (E_ACK, E_NAK):
-            if kind == E_ACK and IP[I_SRDCC] == 1 and FI[a, F_SPRAY] == 2:
+            if IP[I_UET] == 1 and FI[a, F_SPRAY] == 2:
+                if kind == E_ACK:
+                    uet_on_ack(a, b, now, FI, FF, SQ, SPF, P, IP)
+                else:
+                    uet_on_nack(a, b, now, FI, FF, SQ, SPF, P, IP)
+            elif kind == E_ACK and IP[I_SRDCC] == 1 and FI[a, F_SPRAY] == 2:
                 srd_on_ack(a, b, now, FI, FF, SQ, SPF, P)
             elif kind == E_ACK:
                 on_ack(a, b, now, FI, FF, IP)
@@ -327,7 +356,9 @@ def run_engine(LI, LF, QI, QF, CL, NDF, PK, free, FI, FF, FPS, FPL, PL, NB, BM, 
             kick_flow(a, now, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, PL, CL, P, IP, HT, HI, C,
                       free, TS_Q, SQ, SPF)
         elif kind == E_RTO:
-            if IP[I_SRDCC] == 1 and FI[a, F_SPRAY] == 2:
+            if IP[I_UET] == 1 and FI[a, F_SPRAY] == 2:
+                fired = uet_on_rto(a, now, FI, FF, SQ, SPF, P, IP, HT, HI, C)
+            elif IP[I_SRDCC] == 1 and FI[a, F_SPRAY] == 2:
                 fired = srd_on_rto(a, now, FI, FF, SQ, SPF, P, HT, HI, C)
             else:
                 fired = on_rto(a, now, FI, FF, P, IP, HT, HI, C)
@@ -358,6 +389,12 @@ def run_engine(LI, LF, QI, QF, CL, NDF, PK, free, FI, FF, FPS, FPL, PL, NB, BM, 
                 arm_deadlock_check(now, IP, P, HT, HI, C)
         elif kind == E_DL_CHECK:
             on_deadlock_check(now, C[C_STEPS_DONE] < ns, LI, QI, PK, P, IP, HT, HI, C)
+        elif kind == E_PULL:
+            rccc_pull(a, now, FI, FF, NDF, RX, P, HT, HI, C)
+        elif kind == E_GRANT:
+            FF[a, FF_CREDIT] += b
+            kick_flow(a, now, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, PL, CL, P, IP, HT, HI, C,
+                      free, TS_Q, SQ, SPF)
         elif kind == E_STUCK:
             stuck_on = b == 1
             for i in range(STUCK_L.shape[0]):

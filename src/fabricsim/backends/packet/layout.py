@@ -27,7 +27,9 @@ E_WD_RESTORE = 13  # a = queue: PFC watchdog restoration timer
 E_STUCK = 14      # b = 1 receiver stops draining / 0 resumes
 E_LINK = 15       # a = timed link fault (row of FT), b = 1 enters its fault / 0 recovers
 E_DL_CHECK = 16   # PFC deadlock / stall check (every P_DL_WINDOW while ports are paused)
-N_EVENT_KINDS = 17
+E_PULL = 17       # a = node: the RCCC credit pacer of a UET receiver grants its next packet
+E_GRANT = 18      # a = flow, b = bytes: an RCCC credit grant reached the UET sender
+N_EVENT_KINDS = 19
 MASK32 = (1 << 32) - 1  # the low 32 bits of an ACK/NAK payload: the packet number
 
 # ---- counters (int64 array C); 0..2 belong to the kernel
@@ -61,7 +63,10 @@ C_NDOWN = 29       # links currently down
 C_LINK_FLIPS = 30  # timed link faults entered or recovered
 C_RETRY_FLOW = 31  # the flow that exceeded its retry limit (ERR_RETRY)
 C_NDOWN_PERM = 32  # links down for good (a timed link_down that never recovers)
-N_C = 33
+C_TRIMS = 33       # UET: packets a switch trimmed to their headers
+C_LLR = 34         # UET: frames corrupted on a link and sent again by link-level retry
+C_GRANTS = 35      # UET: RCCC credit grants sent by receivers
+N_C = 36
 
 # ---- error codes (C[C_ERR])
 ERR_NONE = 0
@@ -112,11 +117,17 @@ P_DEC_PERIOD = 33  # DCQCN: shortest time between two rate decreases (rate_reduc
 P_FR_STEPS = 34    # DCQCN: increase events of fast recovery (rpg_threshold, the paper's F)
 P_CLAMP = 35       # DCQCN: target rate on a decrease: 0 kept, 1 after a timer increase, 2 always
 P_DL_WINDOW = 36   # PFC deadlock detection: no progress for this long (s; inf: off)
-N_P = 37
+P_TRIM = 37        # UET: egress queue bytes above which an arriving packet is trimmed
+P_TRIM_SIZE = 38   # UET: wire bytes of a trimmed packet (its headers)
+P_NSCC_GAMMA = 39  # NSCC: multiplicative-decrease gain per unit of excess delay
+P_NSCC_MAXMD = 40  # NSCC: largest decrease per base RTT
+P_NSCC_FI = 41     # NSCC: fair increase, bytes per RTT
+P_NSCC_QA = 42     # NSCC: quick adapt when the delay exceeds this many targets
+N_P = 43
 
 # ---- int parameters IP
 I_NP = 0          # priorities (traffic classes)
-I_MODE = 1        # 0 ib, 1 roce, 2 tcp, 3 srd
+I_MODE = 1        # 0 ib, 1 roce, 2 tcp, 3 srd, 4 uet
 I_DCQCN = 2
 I_WD = 3
 I_CUT = 4         # cut-through switching
@@ -133,9 +144,12 @@ I_NBINS = 14
 I_SRDCC = 15       # SRD per-path congestion control + selective retransmission
 I_DL = 16          # PFC deadlock / stall detection on
 I_RETRY = 17       # timeouts in a row a go-back-N / TCP flow survives
-N_I = 18
+I_UET = 18         # UET sender/receiver (spraying, trim NACKs, NSCC or RCCC)
+I_TRIM = 19        # UET: switches trim packets above P_TRIM
+I_RCCC = 20        # UET: receiver credit-based congestion control (else NSCC)
+N_I = 21
 
-MODE_IB, MODE_ROCE, MODE_TCP, MODE_SRD = 0, 1, 2, 3
+MODE_IB, MODE_ROCE, MODE_TCP, MODE_SRD, MODE_UET = 0, 1, 2, 3, 4
 
 # ---- per link ints LI
 LI_SRC = 0
@@ -156,7 +170,10 @@ LI_NOPFC = 14     # bit p set: the downstream port does not pause class p (misco
 LI_TXC = 15       # packets started on the link (progress, for the deadlock check)
 LI_TXC_LAST = 16  # LI_TXC at the previous deadlock check
 LI_DLK = 17       # 1: the link's port is part of a detected deadlock
-N_LI = 18
+LI_LLR = 18       # 1: link-level retry (UET): a corrupted frame is resent by the link
+LI_CBFC = 19      # 1: Ethernet credit-based flow control (UET): credits, but a down link drops
+LI_TRIM = 20      # 1: the link leaves a switch that trims (UET)
+N_LI = 21
 
 # ---- per link floats LF
 LF_CAP = 0
@@ -244,8 +261,19 @@ FF_SSTHRESH = 13
 FF_HDR = 14       # wire bytes added to every packet of the flow (headers, framing)
 FF_PROTO = 15     # payload bytes/s the NCCL protocol lets the sender push (0: no limit)
 FF_ALPHA_T = 16   # DCQCN: time alpha was last brought up to date (-1: no CNP yet)
-FF_LAST_DEC = 17  # DCQCN: time of the last rate decrease (-1: none)
-N_FF = 18
+FF_LAST_DEC = 17  # DCQCN / NSCC: time of the last rate or window decrease (-1: none)
+FF_INFL = 18      # UET: wire bytes in flight
+FF_BRTT = 19      # UET: base RTT of the flow (s)
+FF_TGT = 20       # NSCC: target queueing delay (s)
+FF_MAXW = 21      # NSCC: largest window (bytes)
+FF_ACH = 22       # NSCC: bytes acknowledged in the current quick-adapt period
+FF_QA_T = 23      # NSCC: end of the current quick-adapt period
+FF_QA_TRIG = 24   # NSCC: 1 when the period saw a delay above the quick-adapt threshold or a trim
+FF_CREDIT = 25    # RCCC: bytes the sender may still send
+FF_NEED = 26      # RCCC: bytes the receiver has still to grant
+FF_CRED0 = 27     # RCCC: speculative credit at the start of a repetition
+FF_RACK = 28      # UET: latest send time of a packet acknowledged (later ones reveal losses)
+N_FF = 29
 
 # ---- per packet ints PK
 PK_FLOW = 0
@@ -260,7 +288,8 @@ PK_REP = 8
 PK_INL = 9
 PK_NEXT = 10
 PK_PATH = 11      # index of the flow's path the packet took
-N_PK = 12
+PK_TRIM = 12      # 1: a switch trimmed the packet to its headers (UET)
+N_PK = 13
 
 # ---- SRD per sent packet (SQ, float rows; offset FI[f, F_BM] + seq)
 SQ_T = 0          # time of the latest transmission
@@ -274,11 +303,11 @@ SQ_INFLIGHT, SQ_ACKED, SQ_LOST = 1, 2, 3
 SP_INFL = 0       # packets in flight on the path
 SP_NSER = 1       # next serial number on the path
 SP_EXP = 2        # lowest serial not yet acknowledged or declared lost (in order)
-SP_CWND = 3       # congestion window (packets)
+SP_CWND = 3       # congestion window (packets); UET: 1 usable, 0 failed (until SP_NEXT)
 SP_SRTT = 4       # smoothed RTT
 SP_BASE = 5       # lowest RTT seen (the path's base RTT)
 SP_LDEC = 6       # time of the last window decrease
-SP_NEXT = 7       # earliest next send when the window is below one packet
+SP_NEXT = 7       # earliest next send when the window is below one packet (UET: path avoided until)
 SP_INIT = 8       # initial window (path's share of the bandwidth-delay product)
 SP_LACK = 9       # time of the path's latest ACK (a silent path has none for a timeout)
 N_SPF = 10
@@ -302,7 +331,11 @@ N_SF = 4
 N_BUF = 0
 N_USED = 1
 N_MAXUSED = 2
-N_NF = 3
+N_PULL_T = 3      # RCCC: earliest time the node's credit pacer may grant again
+N_PULL_ON = 4     # RCCC: 1 while the pacer has a grant scheduled
+N_PULL_RR = 5     # RCCC: round-robin position among the node's incoming flows
+N_PULL_RATE = 6   # RCCC: bytes/s the pacer grants
+N_NF = 7
 # ---- timed link faults FT (float rows, one per faulted link)
 FT_LINK = 0       # link id
 FT_START = 1      # first time the fault can act (s)

@@ -2,10 +2,10 @@
 
 Numba keys a cached function on the file that defines it (its modification time and size)
 only. The engine in ``engine.py`` inlines functions of ``kernel.py``, ``port.py``,
-``roce.py``, ``srd.py``, ``transport.py`` and columns of ``layout.py``, so a change there
-alone would load a stale engine. :func:`drop_stale` compares a digest of all of them with the one
-stored beside the cache and removes the packet modules' cache files when they differ;
-numba then compiles afresh and caches again.
+``roce.py``, ``srd.py``, ``transport.py``, ``uet.py`` and columns of ``layout.py``, so a
+change there alone would load a stale engine. :func:`drop_stale` compares a digest of all
+of them with the one stored beside the cache and removes the packet modules' cache files
+when they differ; numba then compiles afresh and caches again.
 
 Example
 -------
@@ -20,7 +20,7 @@ import hashlib
 from pathlib import Path
 
 #: Every module whose code the compiled engine contains.
-SOURCES = ("engine", "kernel", "layout", "port", "roce", "srd", "transport")
+SOURCES = ("engine", "kernel", "layout", "port", "roce", "srd", "transport", "uet")
 STAMP_NAME = "fabricsim-packet-sources.sha256"
 _HERE = Path(__file__).resolve().parent
 

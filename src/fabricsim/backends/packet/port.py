@@ -34,6 +34,7 @@ from fabricsim.backends.packet.layout import (
     C_FREE,
     C_HOP_PKTS,
     C_LINK_FLIPS,
+    C_LLR,
     C_NDOWN,
     C_NDOWN_PERM,
     C_NPAUSED,
@@ -61,9 +62,11 @@ from fabricsim.backends.packet.layout import (
     LF_QMAX,
     LF_QTOT,
     LI_BUSY,
+    LI_CBFC,
     LI_CREDIT,
     LI_DOWN,
     LI_ECN,
+    LI_LLR,
     LI_LOSSY,
     LI_RR,
     LI_TX_INL,
@@ -195,11 +198,15 @@ def try_start_tx(l, now, LI, LF, QI, QF, PK, FI, CL, P, IP, HT, HI, C, PL, TS_Q
 
     A link that is down (a timed fault) sends nothing if it is credit-based (InfiniBand,
     NVLink, PCIe: the queue waits and credits stall upstream); an Ethernet link keeps
-    draining its queue at line rate into the void (the packets are lost)."""
+    draining its queue at line rate into the void (the packets are lost), and so does an
+    Ethernet link with credit-based flow control (UET's CBFC), whose credits for a lost
+    frame come back after the link's latency. With link-level retry (UET's LLR) a frame
+    hit by random loss is not lost: the link sends it again after a link round trip (the
+    link is busy for that round trip and one more serialisation)."""
     if LI[l, LI_BUSY] == 1:
         return -1
     down = LI[l, LI_DOWN] == 1
-    if down and LI[l, LI_CREDIT] == 1:
+    if down and LI[l, LI_CREDIT] == 1 and LI[l, LI_CBFC] == 0:
         return -1
     NP = IP[I_NP]
     r = LI[l, LI_RR]
@@ -235,19 +242,26 @@ def try_start_tx(l, now, LI, LF, QI, QF, PK, FI, CL, P, IP, HT, HI, C, PL, TS_Q
         LF[l, LF_BYTES] += size
         LI[l, LI_TXC] += 1
         C[C_HOP_PKTS] += 1
-        push(HT, HI, C, now + ser, E_TXDONE, l, 0)
         hop = PK[pk, PK_HOP]
         lost = False
+        replay = 0.0
         if down:
             lost = True
             C[C_DROP_DOWN] += 1
         elif LI[l, LI_LOSSY] == 1 and P[P_LOSS] > 0.0 and np.random.random() < P[P_LOSS]:
-            lost = True
-            C[C_DROP_LOSS] += 1
+            if LI[l, LI_LLR] == 1:   # the receiving port NACKs the bad frame; it is replayed
+                replay = ser + 2.0 * LF[l, LF_LAT]
+                C[C_LLR] += 1
+            else:
+                lost = True
+                C[C_DROP_LOSS] += 1
+        push(HT, HI, C, now + ser + replay, E_TXDONE, l, 0)
         if lost:
             LI[l, LI_TX_LOST] = pk
+            if credit and LI[l, LI_CBFC] == 1:   # the frame never used the credits
+                push(HT, HI, C, now + LF[l, LF_LAT], E_CREDIT, lp, size)
         else:
-            delay = ser
+            delay = ser + replay
             if IP[I_CUT] == 1 and hop + 1 < PK[pk, PK_PLEN]:
                 nxt = PL[PK[pk, PK_PBASE] + hop + 1]
                 if LF[nxt, LF_CAP] <= cap:

@@ -11,7 +11,9 @@
   ``random_loss``, ``link_down`` (sent onto an Ethernet link while it was down),
   ``pfc_mismatch`` (a lossless class dropped where a port does not pause it);
   ``retransmits``, ``timeouts``, ``naks``, ``cnps``, ``ecn_marks``, ``pause_frames``,
-  ``watchdog_triggers``, ``link_changes`` (timed link faults entered or left);
+  ``watchdog_triggers``, ``link_changes`` (timed link faults entered or left); on ``uet``
+  ``trims`` (packets switches cut to their headers; each is NACKed), ``llr_replays``
+  (frames resent by link-level retry), ``grants`` (RCCC credit grants);
 * ``faults`` (descriptions); with ``status`` ``pfc_deadlock`` a ``deadlock`` entry
   (ports, ``cycle``, detection time; see :mod:`~fabricsim.backends.packet.deadlock`),
   with ``stalled`` a ``stalled`` entry (the down links);
@@ -95,6 +97,8 @@ def make_result(st: State, fabric: Fabric, *, end: float, wall: float, mode: str
         "retransmits": int(C[L.C_RETX]), "timeouts": int(C[L.C_TIMEOUTS]),
         "naks": int(C[L.C_NAKS]), "cnps": int(C[L.C_CNPS]), "ecn_marks": int(C[L.C_ECN]),
         "pause_frames": int(C[L.C_PAUSES]), "watchdog_triggers": int(C[L.C_WD_TRIG]),
+        "trims": int(C[L.C_TRIMS]), "llr_replays": int(C[L.C_LLR]),
+        "grants": int(C[L.C_GRANTS]),
         "pause_time": pause.sum(axis=1), "pause_first": np.where(np.isfinite(first), first,
                                                                  np.nan),
         "queue_max": a["LF"][:, L.LF_QMAX].copy(),

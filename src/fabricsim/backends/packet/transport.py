@@ -15,6 +15,11 @@
   retransmits only lost packets (:mod:`~fabricsim.backends.packet.srd`). With
   ``srd.congestion_control: false`` the earlier model: uniform random spraying, no
   window, repair by a short timer going back to the first hole.
+* ``uet`` (Ultra Ethernet, UE 1.0): sprayed like ``srd`` over ``uet.entropies`` paths,
+  every packet ACKed with its entropy and ECN bit; a packet trimmed by a switch reaches
+  the receiver as headers only and is NACKed, and the sender resends it alone; NSCC
+  (window) or RCCC (receiver credit) paces the sender
+  (:mod:`~fabricsim.backends.packet.uet`).
 
 Control packets (ACK, NAK, CNP) are not queued in the fabric: they reach the sender after
 the path's latency. A sender keeps at most one packet in its NIC queue per flow, so flows
@@ -91,10 +96,12 @@ from fabricsim.backends.packet.layout import (
     I_ADAPTIVE,
     I_DCQCN,
     I_NFLOW_TS,
+    I_RCCC,
     I_RETRY,
     I_SELECTIVE,
     I_SRDCC,
     I_TCP,
+    I_UET,
     LF_QTOT,
     MASK32,
     P_CNP_INT,
@@ -112,6 +119,7 @@ from fabricsim.backends.packet.layout import (
     PK_REP,
     PK_SEQ,
     PK_SIZE,
+    PK_TRIM,
     S_DONE,
     S_FOFF,
     S_NDEP,
@@ -127,6 +135,14 @@ from fabricsim.backends.packet.layout import (
 from fabricsim.backends.packet.port import alloc_packet, bin_of, enqueue
 from fabricsim.backends.packet.roce import on_bytes_sent
 from fabricsim.backends.packet.srd import srd_next_seq, srd_pick_path, srd_reset, srd_sent
+from fabricsim.backends.packet.uet import (
+    rccc_want,
+    uet_may_send,
+    uet_pick_path,
+    uet_reset,
+    uet_sent,
+    uet_wire,
+)
 
 
 @njit(cache=True)
@@ -165,11 +181,16 @@ def try_inject(f, now, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, PL, P, IP, HT, HI, 
     slots = 2 * FI[f, F_NPATH] if FI[f, F_SPRAY] == 1 else 1
     if FI[f, F_DONE] == 1 or FI[f, F_ACTIVE] == 0 or FI[f, F_QUEUED] >= slots:
         return -1
-    srd = IP[I_SRDCC] == 1 and FI[f, F_SPRAY] == 2
+    uet = IP[I_UET] == 1 and FI[f, F_SPRAY] == 2
+    srd = uet or (IP[I_SRDCC] == 1 and FI[f, F_SPRAY] == 2)
     rtx = FI[f, F_RTX]
     seq = rtx
     k = 0
-    if srd:
+    if uet:
+        seq = srd_next_seq(f, FI, SQ, P)
+        if seq < 0 or not uet_may_send(f, seq, FI, FF, P, IP):
+            return -1
+    elif srd:
         seq = srd_next_seq(f, FI, SQ, P)
         if seq < 0:
             return -1
@@ -194,6 +215,9 @@ def try_inject(f, now, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, PL, P, IP, HT, HI, 
     pk = alloc_packet(PK, free, C)
     if pk < 0:
         return -1
+    if uet:
+        k = uet_pick_path(f, now, FI, SPF)
+        uet_sent(f, seq, now, FI, FF, P, IP)
     if srd:
         srd_sent(f, seq, k, now, FI, SQ, SPF)
     elif rtx >= 0:
@@ -219,6 +243,7 @@ def try_inject(f, now, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, PL, P, IP, HT, HI, 
     PK[pk, PK_ECN] = 0
     PK[pk, PK_REP] = FI[f, F_REP]
     PK[pk, PK_INL] = -1
+    PK[pk, PK_TRIM] = 0
     FI[f, F_QUEUED] += 1
     if paced:
         t0 = FF[f, FF_NEXT_T] if FF[f, FF_NEXT_T] > now else now
@@ -235,7 +260,7 @@ def try_inject(f, now, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, PL, P, IP, HT, HI, 
 
 @njit(cache=True)
 def deliver(pk, now, PK, FI, FF, SI, SF, DP, DI, BM, RF, RT, TS_D, TS_F, P, IP, HT, HI,
-            C) -> None:  # pragma: no cover
+            C, NDF) -> None:  # pragma: no cover
     """Packet ``pk`` reached its flow's destination: receiver side of the transport."""
     f = PK[pk, PK_FLOW]
     rep = PK[pk, PK_REP]
@@ -244,6 +269,16 @@ def deliver(pk, now, PK, FI, FF, SI, SF, DP, DI, BM, RF, RT, TS_D, TS_F, P, IP, 
     seq = PK[pk, PK_SEQ]
     ret = FF[f, FF_RET_LAT]
     tag = rep << 32
+    uet = IP[I_UET] == 1 and FI[f, F_SPRAY] == 2
+    if uet:
+        if PK[pk, PK_TRIM] == 1:   # headers only: NACK it, the sender resends it alone
+            C[C_NAKS] += 1
+            push(HT, HI, C, now + ret, E_NAK, f, (rep << 41) | (PK[pk, PK_PATH] << 32) | seq)
+            if IP[I_RCCC] == 1:
+                rccc_want(f, uet_wire(f, seq, FI, FF, P), now, FI, FF, NDF, HT, HI, C)
+            return
+        if IP[I_RCCC] == 1:
+            rccc_want(f, 0.0, now, FI, FF, NDF, HT, HI, C)
     if PK[pk, PK_ECN] == 1 and IP[I_DCQCN] == 1 and now - FF[f, FF_LAST_CNP] >= P[P_CNP_INT]:
         FF[f, FF_LAST_CNP] = now
         C[C_CNPS] += 1
@@ -261,7 +296,11 @@ def deliver(pk, now, PK, FI, FF, SI, SF, DP, DI, BM, RF, RT, TS_D, TS_F, P, IP, 
                 r += 1
             FI[f, F_RCV_NEXT] = r
         FI[f, F_ACKCNT] += 1
-        if IP[I_SRDCC] == 1 and FI[f, F_SPRAY] == 2:  # SRD: every packet, with its path
+        if uet:   # every packet, with its entropy and ECN mark
+            FI[f, F_ACKCNT] = 0
+            push(HT, HI, C, now + ret, E_ACK, f, (rep << 41) | (PK[pk, PK_ECN] << 40) |
+                 (PK[pk, PK_PATH] << 32) | seq)
+        elif IP[I_SRDCC] == 1 and FI[f, F_SPRAY] == 2:  # SRD: every packet, with its path
             FI[f, F_ACKCNT] = 0
             push(HT, HI, C, now + ret, E_ACK, f, (rep << 40) | (PK[pk, PK_PATH] << 32) | seq)
         elif IP[I_TCP] == 1 or FI[f, F_ACKCNT] >= IP[I_ACK_EVERY] or FI[f, F_RCV_CNT] == npkt:
@@ -361,7 +400,9 @@ def start_step(s, now, SI, SF, FI, FF, NB, BM, DP, DI, RF, RT, P, IP, HT, HI, C,
         FI[f, F_NPKT] = npkt
         if FI[f, F_BM] >= 0:
             BM[FI[f, F_BM]:FI[f, F_BM] + npkt] = 0
-        if IP[I_SRDCC] == 1 and FI[f, F_SPRAY] == 2:
+        if IP[I_UET] == 1 and FI[f, F_SPRAY] == 2:
+            uet_reset(f, FI, FF, SQ, SPF, P)
+        elif IP[I_SRDCC] == 1 and FI[f, F_SPRAY] == 2:
             srd_reset(f, FI, SQ, SPF)
         if FI[f, F_SRC] == FI[f, F_DST]:
             FI[f, F_ACTIVE] = 0
