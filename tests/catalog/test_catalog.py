@@ -174,7 +174,10 @@ def test_nvlink_per_gpu_bandwidth_is_links_times_per_link(cat: Catalog) -> None:
         # a link's lanes x lane rate (Gb/s) is its per-direction rate
         assert s.lanes * s.gbit_s_per_lane / 8 == pytest.approx(s.gbyte_s_per_link)
     for s in cat.links.values():
-        if s.family != "nvlink":
+        if s.family == "ici":  # a TPU chip's ports: ports x per-port rate
+            assert s.gbyte_s_per_direction == pytest.approx(s.links_per_gpu
+                                                            * s.gbyte_s_per_link)
+        elif s.family != "nvlink":
             assert s.links_per_gpu == 0 and s.gbyte_s_per_link == 0.0
             assert s.link_bandwidth == s.bandwidth
 
@@ -286,7 +289,10 @@ def test_gpu_figures_are_dense(cat: Catalog) -> None:
     assert cat.gpu("b200").bf16_dense_tflops == pytest.approx(2250.0)
     assert cat.gpu("b200").fp8_dense_tflops == pytest.approx(4500.0)
     for name, g in cat.gpus.items():
-        assert g.fp8_dense_tflops in (0.0, pytest.approx(2 * g.bf16_dense_tflops, rel=0.02)), name
+        # TPU v5p and v6e run FP8 at their bf16 rate (the Cloud TPU pages list both)
+        same = bool(g.ici) and g.fp8_dense_tflops == g.bf16_dense_tflops
+        assert same or g.fp8_dense_tflops in (
+            0.0, pytest.approx(2 * g.bf16_dense_tflops, rel=0.02)), name
         # seed 002's '3.35 PF BF16' for H100 must not have crept in anywhere (Rubin's
         # rack figures are checked in tests/fabric/test_rack_systems.py)
         assert g.bf16_dense_tflops < 3000 or name.startswith("rubin"), name

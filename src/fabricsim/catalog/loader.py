@@ -290,6 +290,10 @@ def _is_nvlink(s: LinkSpec) -> bool:
     return s.family == "nvlink"
 
 
+def _is_ici(s: LinkSpec) -> bool:
+    return s.family == "ici"
+
+
 def _is_nvswitch(s: SwitchSpec) -> bool:
     return s.family == "nvswitch"
 
@@ -307,6 +311,8 @@ def _check_refs(cat: Catalog) -> None:
                    want=_is_nvlink, want_desc="an nvlink link")
         _check_ref("gpus.toml", n, "pcie", g.pcie, "link", cat.links, want=_is_pcie,
                    want_desc="a pcie link")
+        _check_ref("gpus.toml", n, "ici", g.ici, "link", cat.links, allow_empty=True,
+                   want=_is_ici, want_desc="an ici link")
     for n, c in cat.nics.items():
         _check_ref("nics.toml", n, "pcie", c.pcie, "link", cat.links, want=_is_pcie,
                    want_desc="a pcie link")
@@ -336,6 +342,11 @@ def _check_refs(cat: Catalog) -> None:
                 f"got {s.nvlink_domain_gpus}",
                 field=_where(_SYS, n, ("nvlink_domain_gpus",)),
             )
+        if bool(cat.gpus[s.gpu].ici) != bool(s.ici_host_shape):
+            raise ConfigError(
+                f"a system of TPU chips (gpu with an ici link) needs ici_host_shape and "
+                f"ici_max_slice, and only such a system takes them ({s.gpu!r})",
+                field=_where(_SYS, n, ("ici_host_shape",)))
         if s.nic_gbit_s > cat.nics[s.nic].max_gbit_s:
             raise ConfigError(
                 f"nic_gbit_s {s.nic_gbit_s:g} exceeds {s.nic!r} max_gbit_s "

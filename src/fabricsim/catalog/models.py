@@ -18,6 +18,7 @@ Example
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Literal
 
@@ -42,7 +43,7 @@ __all__ = [
 #: Catalog keys: lowercase letters and digits in dash-separated words (``dgx-h100``).
 NAME_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 
-LinkFamily = Literal["pcie", "nvlink", "ib", "ethernet", "efa"]
+LinkFamily = Literal["pcie", "nvlink", "ib", "ethernet", "efa", "ici"]
 FlowControl = Literal["credit", "pfc", "none", "srd", "uet"]
 SwitchFamily = Literal["nvswitch", "ib", "ethernet", "efa"]
 NicKind = Literal["nic", "dpu", "efa"]
@@ -98,9 +99,9 @@ class LinkSpec(Spec):
     gbit_s_per_lane: float = NonNegFloat
     """Nominal per-lane rate (GT/s for PCIe); 0 when not meaningful."""
     links_per_gpu: int = Field(default=0, ge=0)
-    """NVLink only: links per GPU."""
+    """NVLink and ICI only: links (ICI: ports) per GPU or TPU chip."""
     gbyte_s_per_link: float = Field(default=0.0, ge=0.0)
-    """NVLink only: GB/s per link per direction."""
+    """NVLink and ICI only: GB/s per link per direction."""
     latency_ns: float = NonNegFloat
     """Per-hop PHY/FEC/cable latency (switch and NIC latency excluded)."""
     lossless: bool
@@ -108,9 +109,10 @@ class LinkSpec(Spec):
 
     @model_validator(mode="after")
     def _nvlink_fields(self) -> LinkSpec:
-        if self.family == "nvlink":
+        if self.family in ("nvlink", "ici"):
             if self.links_per_gpu <= 0 or self.gbyte_s_per_link <= 0:
-                raise ValueError("an nvlink entry needs links_per_gpu > 0 and gbyte_s_per_link > 0")
+                raise ValueError(f"an {self.family} entry needs links_per_gpu > 0 and "
+                                 "gbyte_s_per_link > 0")
             total = self.links_per_gpu * self.gbyte_s_per_link
             if abs(total - self.gbyte_s_per_direction) > 1e-6 * total:
                 raise ValueError(
@@ -118,7 +120,8 @@ class LinkSpec(Spec):
                     f"gbyte_s_per_link = {total}"
                 )
         elif self.links_per_gpu or self.gbyte_s_per_link:
-            raise ValueError("links_per_gpu / gbyte_s_per_link are for nvlink entries only")
+            raise ValueError("links_per_gpu / gbyte_s_per_link are for nvlink and ici entries "
+                             "only")
         return self
 
     @property
@@ -129,7 +132,7 @@ class LinkSpec(Spec):
     @property
     def link_bandwidth(self) -> float:
         """Bytes/s per direction of ONE NVLink link (equals ``bandwidth`` otherwise)."""
-        if self.family == "nvlink":
+        if self.family in ("nvlink", "ici"):
             return self.gbyte_s_per_link * GBPS
         return self.bandwidth
 
@@ -154,6 +157,8 @@ class GpuSpec(Spec):
     pcie: str
     """Key into links (family pcie): the GPU's host interface."""
     tdp_w: float = Field(gt=0.0)
+    ici: str = ""
+    """Key into links (family ici): a TPU chip's inter-chip interconnect; ``""`` for none."""
     c2c_gbyte_s: float = Field(0.0, ge=0.0)
     """NVLink-C2C bandwidth to its Grace CPU, GB/s per direction per GPU (the route
     activations offloaded to host memory take); 0 when the host is reached over PCIe."""
@@ -330,8 +335,29 @@ class SystemSpec(Spec):
     its H100s at 500 W; a cap below the TDP lowers the tensor-core clock. A cap must be
     at least :data:`MIN_GPU_POWER_W` (no data-centre GPU runs below it)."""
 
+    ici_host_shape: list[int] = Field(default_factory=list)
+    """TPU hosts only: how the host's chips sit in the slice torus (``[2, 2, 1]`` on v4,
+    v5p and TPU7x; ``[2, 4]`` on v5e and v6e); empty for GPU servers."""
+    ici_max_slice: list[int] = Field(default_factory=list)
+    """TPU hosts only: the largest slice the pod schedules (``[16, 16, 24]`` on v5p)."""
+    ici_cube: int = Field(0, ge=0)
+    """TPU hosts only: edge of the cube that optical circuit switches join (4), whose whole
+    multiples get wraparound links; 0 for a pod that is one fixed torus (v5e, v6e)."""
+    ici_twist: bool = False
+    """TPU hosts only: the pod can wire ``k×k×2k`` and ``k×2k×2k`` slices as twisted tori."""
+
     @model_validator(mode="after")
     def _counts_consistent(self) -> SystemSpec:
+        if self.ici_host_shape:
+            if math.prod(self.ici_host_shape) != self.gpus or min(self.ici_host_shape) < 1:
+                raise ValueError(f"ici_host_shape {self.ici_host_shape} must hold the "
+                                 f"{self.gpus} chips of the host")
+            if len(self.ici_max_slice) != len(self.ici_host_shape) \
+                    or len(self.ici_host_shape) not in (2, 3):
+                raise ValueError("ici_max_slice needs one size per dimension of "
+                                 "ici_host_shape (2 or 3)")
+        elif self.ici_max_slice or self.ici_cube or self.ici_twist:
+            raise ValueError("ici_max_slice, ici_cube and ici_twist need ici_host_shape")
         if self.nvlink_domain_gpus > self.gpus or self.gpus % self.nvlink_domain_gpus:
             raise ValueError(
                 f"nvlink_domain_gpus ({self.nvlink_domain_gpus}) must divide gpus ({self.gpus})"
