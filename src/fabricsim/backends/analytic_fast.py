@@ -54,9 +54,10 @@ def _eligible(fabric: Fabric) -> bool:
 
 
 def _uniform_servers(fabric: Fabric) -> bool:
-    """Every server is a copy of one template with the same latencies (no NVLink domain)."""
+    """Every server is a copy of one template with the same latencies (no NVLink domain,
+    no TPU slice)."""
     r = fabric.router
-    ok = isinstance(r, ClusterRouter) and r.nvl is None
+    ok = isinstance(r, ClusterRouter) and r.nvl is None and r.ici is None
     if ok and isinstance(r, ClusterRouter):
         lt, s0 = int(r.template.n_links), int(r.link_base)
         lat = fabric.link_latency[s0: s0 + lt * int(r.servers)].reshape(int(r.servers), lt)

@@ -14,6 +14,7 @@ Example
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -27,6 +28,15 @@ from fabricsim.fabric.builder import FabricBuilder
 from fabricsim.fabric.core import Fabric, FabricInfo, nic_pick
 from fabricsim.fabric.dragonfly import dragonfly_network
 from fabricsim.fabric.fattree import fat_tree_network
+from fabricsim.fabric.ici import (
+    IciSlices,
+    PodRules,
+    add_ici_slices,
+    check_slice,
+    default_slice,
+    parse_shape,
+    twistable,
+)
 from fabricsim.fabric.kinds import LinkKind, NodeKind
 from fabricsim.fabric.network import (
     ADAPTIVE_TOPOLOGIES,
@@ -44,6 +54,7 @@ from fabricsim.fabric.torus import torus_network
 
 if TYPE_CHECKING:
     from fabricsim.catalog import Catalog
+    from fabricsim.catalog.models import SystemSpec
 
 ScaleOutBuilder = Callable[[FabricBuilder, NDArray[np.int32], ScaleOutSpec], Network]
 
@@ -82,7 +93,8 @@ TOPOLOGY_PARAMS: dict[str, frozenset[str] | None] = {
 }
 #: ``params`` keys read by build_cluster itself (NVLink domains, storage, management).
 CLUSTER_PARAMS = frozenset({"nvlink_domain", "storage_targets", "mgmt_servers_per_switch",
-                            "sharp", "routing", "calibration", "qps"})
+                            "sharp", "routing", "calibration", "qps", "ici_slice",
+                            "ici_twisted"})
 #: Most queue pairs per connection (``params.qps``; NCCL accepts up to 128).
 MAX_QPS = 128
 #: Link classes a calibration may scale, and what it scales.
@@ -196,6 +208,7 @@ class ClusterRouter:
     net: NetworkRouter
     nic_plane: Callable[[IntArray], IntArray] | None = None
     nvl: NvlinkDomain | None = None
+    ici: IciSlices | None = None
     # template path table, filled lazily per (local src, local dst) pair
     _opt_start: NDArray[np.int64] | None = field(default=None, init=False, repr=False)
     _opt_count: NDArray[np.int64] | None = field(default=None, init=False, repr=False)
@@ -271,6 +284,14 @@ class ClusterRouter:
         n = src.shape[0]
         ss, sd = self.node_server[src], self.node_server[dst]
         same = (ss >= 0) & (ss == sd)
+        rows_ici = np.zeros(0, dtype=np.int64)
+        on_ici = np.zeros(n, dtype=bool)
+        if self.ici is not None:  # chips of one TPU slice talk over ICI, same host or not
+            rs, rd = self.rank_of[src], self.rank_of[dst]
+            on_ici = ((rs >= 0) & (rd >= 0) & (src != dst)
+                      & (self.ici.slice_of(rs) == self.ici.slice_of(rd)))
+            rows_ici = np.flatnonzero(on_ici)
+            same &= ~on_ici
         sa = np.full(n, -1, dtype=np.int64)
         pa = np.full(n, -1, dtype=np.int64)
         sb = np.full(n, -1, dtype=np.int64)
@@ -290,13 +311,24 @@ class ClusterRouter:
             g = self.template.n_gpus
             seg_nvl = self.nvl.route_avoiding(ss[rows_nvl], sd[rows_nvl], rs[rows_nvl] % g,
                                               rd[rows_nvl] % g, hashes[rows_nvl], link_up)
-            rows_net = np.flatnonzero(~same & ~dom)
+            rows_net = np.flatnonzero(~same & ~dom & ~on_ici)
             if rows_nvl.size and (seg_nvl < 0).all(axis=1).any():
                 i = int(rows_nvl[np.flatnonzero((seg_nvl < 0).all(axis=1))[0]])
                 raise NoRouteError(f"no NVLink route from node {int(src[i])} to node "
                                    f"{int(dst[i])} avoids the links that are down")
         else:
-            rows_net = np.flatnonzero(~same)
+            rows_net = np.flatnonzero(~same & ~on_ici)
+        seg_ici = np.zeros((0, 1), dtype=np.int64)
+        if rows_ici.size:
+            assert self.ici is not None
+            seg_ici = self.ici.route_avoiding(self.rank_of[src[rows_ici]].astype(np.int64),
+                                              self.rank_of[dst[rows_ici]].astype(np.int64),
+                                              hashes[rows_ici], link_up)
+            cut = (seg_ici < 0).all(axis=1)
+            if cut.any():
+                i = int(rows_ici[np.flatnonzero(cut)[0]])
+                raise NoRouteError(f"no ICI route from node {int(src[i])} to node "
+                                   f"{int(dst[i])} avoids the links that are down")
         mid_net = np.zeros((0, 1), dtype=np.int64)
         if rows_net.size:
             s, d, h = src[rows_net], dst[rows_net], hashes[rows_net]
@@ -327,8 +359,11 @@ class ClusterRouter:
                 sb[r] = sd[r]
                 pb[r] = self.template_paths(self._local(d_nic[d_in]), self._local(d[d_in]),
                                             h[d_in] >> np.uint64(13))
-        width = max(mid_net.shape[1], seg_nvl.shape[1] if rows_nvl.size else 1, 1)
+        width = max(mid_net.shape[1], seg_nvl.shape[1] if rows_nvl.size else 1,
+                    seg_ici.shape[1], 1)
         mid = np.full((n, width), PAD, dtype=np.int64)
+        if rows_ici.size:
+            mid[rows_ici, : seg_ici.shape[1]] = seg_ici
         if rows_nvl.size:
             mid[rows_nvl, : seg_nvl.shape[1]] = seg_nvl
         if rows_net.size:
@@ -352,7 +387,7 @@ class ClusterRouter:
         s = np.array([src], dtype=np.int32)
         d = np.array([dst], dtype=np.int32)
         ss, sd = int(self.node_server[src]), int(self.node_server[dst])
-        if ss >= 0 and ss == sd:
+        if ss >= 0 and ss == sd and self.ici is None:
             base = self.link_base + ss * self.template.n_links
             return [p + base for p in self.template.local_paths(
                 int(self._local(s)[0]), int(self._local(d)[0]))][:limit]
@@ -409,6 +444,11 @@ def build_cluster(system: str = "dgx-h100", nodes: int = 1, *, gpus_per_node: in
                 and sysp.nvswitches > 0 else "")
         raise ConfigError(f"gpus_per_node must be 1..{sysp.gpus} for {system}, got "
                           f"{gpus_per_node}{more}", field="gpus_per_node")
+    if sysp.ici_host_shape and gpus_per_node not in (None, sysp.gpus):
+        raise ConfigError(f"a {system} host has {sysp.gpus} chips laid out "
+                          f"{'x'.join(map(str, sysp.ici_host_shape))} in its slice's torus; "
+                          f"gpus_per_node cannot change that (choose the slice with "
+                          f"params.ici_slice)", field="gpus_per_node")
     n_gpus = nodes * (gpus_per_node or sysp.gpus)
     if n_gpus > MAX_GPUS:
         raise ConfigError(
@@ -471,6 +511,14 @@ def build_cluster(system: str = "dgx-h100", nodes: int = 1, *, gpus_per_node: in
     gpus, nics, gpu_nics = _tile_servers(b, template, nodes)
     nt = template.n_nodes
     nvl = None
+    ici = _ici_slices(b, gpus, nodes, sysp, system, prm, cat) if sysp.ici_host_shape else None
+    if ici is None and ("ici_slice" in prm or "ici_twisted" in prm):
+        key = "ici_slice" if "ici_slice" in prm else "ici_twisted"
+        raise ConfigError(f"{key} shapes a TPU slice; {system} has no ICI (use a TPU system "
+                          f"such as tpu-v5p)", field=f"params.{key}")
+    if "nvlink_domain" in prm and ici is not None:
+        raise ConfigError(f"{system} chips have no NVLink; their slice is set by "
+                          f"params.ici_slice", field="params.nvlink_domain")
     if "nvlink_domain" in prm:
         check_domain_size(prm["nvlink_domain"], cat.gpu(sysp.gpu).nvlink or "", system)
         nvl_lat = template.params.nvlink_latency
@@ -508,7 +556,7 @@ def build_cluster(system: str = "dgx-h100", nodes: int = 1, *, gpus_per_node: in
                            link_base=link_base,
                            node_server=arrays["node_server"].astype(np.int32),
                            rank_of=rank_of, gpu_nics=gpu_nics, net=net.router,
-                           nic_plane=plane_fn, nvl=nvl)
+                           nic_plane=plane_fn, nvl=nvl, ici=ici)
     attach = getattr(net.router, "attach", None)
     if attach is not None:
         net_links = np.flatnonzero(np.isin(arrays["link_kind"],
@@ -528,6 +576,10 @@ def build_cluster(system: str = "dgx-h100", nodes: int = 1, *, gpus_per_node: in
         cables["nvlink-network"] = int(nvl.summary["cables"])
         extra["nvlink_domain"] = dict(nvl.summary)
         domain_gpus = min(nvl.gpus, nodes * template.n_gpus)
+    if ici is not None:
+        cables["ici"] = int(ici.summary["cables"])
+        extra["ici"] = {"link": cat.gpu(sysp.gpu).ici, **ici.summary}
+        domain_gpus = min(ici.chips_per_slice, nodes * template.n_gpus)
     for a in aux:
         switches.update(a.switches)
         cables.update(a.cables)
@@ -549,9 +601,40 @@ def build_cluster(system: str = "dgx-h100", nodes: int = 1, *, gpus_per_node: in
         calibration=check_calibration(prm.get("calibration")), qps=qps,
         cpu_vendor=sysp.cpu_vendor,
         net_plugin_latency=cat.nic(sysp.nic).nccl_net_latency_us * 1e-6 if sysp.nics else 0.0,
+        ici_slice=ici.dims if ici is not None else (),
         extra=extra,
     )
     return b.build(gpus=gpus, gpu_nics=gpu_nics, router=router, info=info, arrays=arrays)
+
+
+def _ici_slices(b: FabricBuilder, gpus: IntArray, nodes: int, sysp: SystemSpec, system: str,
+                prm: dict[str, object], cat: Catalog) -> IciSlices:
+    """Join a TPU system's chips into slices (``params.ici_slice``, ``params.ici_twisted``)."""
+    rules = PodRules(host_shape=tuple(sysp.ici_host_shape), max_slice=tuple(sysp.ici_max_slice),
+                     cube=sysp.ici_cube, twist=sysp.ici_twist)
+    chips = nodes * sysp.gpus
+    if "ici_slice" in prm:
+        dims = parse_shape(prm["ici_slice"], rules.ndim)
+        check_slice(dims, rules, system)
+    elif chips > math.prod(rules.max_slice):
+        big = "x".join(map(str, rules.max_slice))
+        raise ConfigError(f"{chips:,} chips are more than one {system} slice holds ({big}); "
+                          f"set params.ici_slice (e.g. ici_slice: {big}) and the cluster is "
+                          f"that many slices joined by the data-centre network", field="nodes")
+    else:
+        dims = default_slice(rules, chips, system)
+    twisted = prm.get("ici_twisted", False)
+    if not isinstance(twisted, bool):
+        raise ConfigError(f"ici_twisted must be true or false, got {twisted!r}",
+                          field="params.ici_twisted")
+    if twisted and not twistable(dims, rules):
+        raise ConfigError(f"{'x'.join(map(str, dims))} cannot be a twisted torus on {system}: "
+                          f"twisting needs a k x k x 2k or k x 2k x 2k slice of whole "
+                          f"{rules.cube or 4}-chip cubes on a pod that twists (e.g. 4x4x8)",
+                          field="params.ici_twisted")
+    link = cat.link(cat.gpu(sysp.gpu).ici)
+    return add_ici_slices(b, gpus, nodes, sysp.gpus, dims, rules, twisted,
+                          link.link_bandwidth, link.latency)
 
 
 def _sharp_setting(asked: object, fabric: str, fabric_sharp: bool, switch_reduces: bool,

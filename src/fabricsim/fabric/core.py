@@ -92,6 +92,8 @@ class FabricInfo:
     #: Latency (s) the NICs' NCCL network plugin reports to NCCL's tuner (0 for NCCL's own
     #: InfiniBand/RoCE transport), from the NIC: it steers NCCL's choice, not a transfer.
     net_plugin_latency: float = 0.0
+    #: Shape of each TPU slice, chips per dimension of its ICI torus (``()`` for GPUs).
+    ici_slice: tuple[int, ...] = ()
     extra: Mapping[str, Any] = field(default_factory=dict)
 
 

@@ -74,6 +74,8 @@ class LinkKind(IntEnum):
     NVLINK_NETWORK = 9
     STORAGE = 10
     MGMT = 11
+    #: A TPU chip's inter-chip interconnect link to a torus neighbour (direct, no switch).
+    ICI = 12
 
     @property
     def label(self) -> str:
@@ -93,6 +95,7 @@ _LINK_LABELS = {
     LinkKind.NVLINK_NETWORK: "nvlink-network",
     LinkKind.STORAGE: "storage",
     LinkKind.MGMT: "management",
+    LinkKind.ICI: "ici",
 }
 
 
@@ -112,6 +115,7 @@ def link_class_of_kind() -> NDArray[np.int8]:
     out = np.full(max(int(k) for k in LinkKind) + 1, 2, dtype=np.int8)
     out[int(LinkKind.NVLINK)] = 0
     out[int(LinkKind.NVLINK_NETWORK)] = 0
+    out[int(LinkKind.ICI)] = 0
     out[int(LinkKind.PCIE)] = 1
     out[int(LinkKind.CPU_INTERCONNECT)] = 1
     return out

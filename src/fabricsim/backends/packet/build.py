@@ -35,7 +35,7 @@ from fabricsim.schedule.core import Schedule
 MODES = {"ib": L.MODE_IB, "roce": L.MODE_ROCE, "tcp": L.MODE_TCP, "srd": L.MODE_SRD,
          "uet": L.MODE_UET}
 INTRA_LINKS = (LinkKind.NVLINK, LinkKind.PCIE, LinkKind.CPU_INTERCONNECT,
-               LinkKind.NVLINK_NETWORK)
+               LinkKind.NVLINK_NETWORK, LinkKind.ICI)
 ETH_SWITCHES = (NodeKind.LEAF, NodeKind.SPINE, NodeKind.CORE, NodeKind.ROUTER,
                 NodeKind.STORAGE_SWITCH, NodeKind.MGMT_SWITCH)
 MAX_BITMAP = 400_000_000
