@@ -22,6 +22,7 @@ from fabricsim.collectives import (  # noqa: F401  (import registers the algorit
     ring,
     sharp,
     tree,
+    xla,
 )
 from fabricsim.collectives.api import (
     CollectiveResult,

@@ -140,9 +140,11 @@ def candidates(group: Group, collective: str, algo: str | None = None,
             raise ScheduleError(why, field="algo")
         algos = [a]
     else:
+        tpu = bool(group.fabric.info.ici_slice)  # XLA lays out a TPU slice's collectives
         auto = [a for a in ALGORITHMS.values()
                 if a.auto and group.servers >= a.auto_min_servers
-                and (a.auto_max_servers == 0 or group.servers <= a.auto_max_servers)]
+                and (a.auto_max_servers == 0 or group.servers <= a.auto_max_servers)
+                and a.name.startswith("xla_") == tpu]
         whys = {a.name: a.why_not(group, collective) for a in auto}
         algos = [a for a in auto if whys[a.name] is None]
         if not algos:
@@ -363,7 +365,8 @@ class Tuner:
         coll = check_collective(collective)
         size = check_nbytes(nbytes)
         group = self.group_of(fabric, ranks)
-        if proto is None and coll in P2P_COLLECTIVES:  # NCCL picks it by size
+        if proto is None and coll in P2P_COLLECTIVES and not fabric.info.ici_slice:
+            # NCCL picks it by size (XLA on a TPU slice has no such protocols)
             ch = self._p2p_channels.get(group)
             if ch is None:
                 ch = self._p2p_channels[group] = p2p_channels_per_peer(group)

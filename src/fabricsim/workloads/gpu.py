@@ -148,7 +148,10 @@ FRAMEWORK_RESERVE_BYTES = 2 * 2**30
 #: Architectures no published run measures yet, and the measured generation whose
 #: constants they use. NCCL does the same for its own tables: every GPU of compute
 #: capability 10.0 and above gets Blackwell's rows (``src/graph/tuning.cc``).
-UNMEASURED: dict[str, str] = {"rubin": "blackwell"}
+#: Google's TPUs have no GPU generation: until published TPU step times are in the
+#: reference data, their GEMM and sustained shares are Hopper's (an assumption the
+#: accuracy band states: no held-out figure exists for them).
+UNMEASURED: dict[str, str] = {"rubin": "blackwell", "tpu": "hopper"}
 
 
 def architecture(gpu: GpuSpec) -> str:
@@ -165,6 +168,8 @@ def architecture(gpu: GpuSpec) -> str:
     n = gpu.name
     if n.startswith("rubin"):
         return "rubin"
+    if n.startswith("tpu") or gpu.ici:
+        return "tpu"
     if n.startswith("v100"):
         return "volta"
     if n.startswith(("a100", "a800")):
