@@ -132,6 +132,18 @@ def export_fabric(fab: Fabric, path: Path) -> None:
         nx.write_graphml(nx.DiGraph(g), path)
 
 
+def _ici_row(ici: dict[str, object]) -> str:
+    """``4x4x8 torus (twisted), 2 slices of 128 chips; ICI bisection 6,400 GB/s``."""
+    shape = "x".join(str(d) for d in ici["slice"])  # type: ignore[attr-defined]
+    wrap = ici["wrap"]
+    kind = ("torus" if all(wrap) else "mesh" if not any(wrap)  # type: ignore[arg-type]
+            else "torus/mesh")
+    n = int(ici["slices"])  # type: ignore[call-overload]
+    return (f"{shape} {kind}{' (twisted)' if ici['twisted'] else ''}, {n} slice"
+            f"{'s' if n > 1 else ''} of {ici['chips_per_slice']} chips; ICI bisection "
+            f"{float(ici['bisection_gbps']):,.0f} GB/s per direction")  # type: ignore[arg-type]
+
+
 def print_summary(s: ClusterSummary) -> None:
     """Render a ClusterSummary as rich tables."""
     head = Table(title=f"{s.servers} × {s.system} on {s.fabric} ({s.topology})",
@@ -140,7 +152,8 @@ def print_summary(s: ClusterSummary) -> None:
     head.add_column("value")
     rows = [
         ("GPUs", f"{s.gpus} × {s.gpu} ({s.gpus_per_server} per server)"),
-        ("NVLink domain", f"{s.nvlink_domain_gpus} GPUs"),
+        (("ICI slice", _ici_row(s.ici)) if s.ici else
+         ("NVLink domain", f"{s.nvlink_domain_gpus} GPUs")),
         ("NICs per server", str(s.nics_per_server)),
         ("transport", f"{s.transport} ({'lossless' if s.lossless else 'lossy'}"
                       f"{', SHARP' if s.sharp else ''})"),

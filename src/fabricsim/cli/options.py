@@ -161,7 +161,7 @@ def _named(e: FabricsimError, flag_of: Mapping[str, str]) -> FabricsimError:
 # -- the cluster ---------------------------------------------------------------------------
 
 #: Cluster flags that fill ``cluster.params`` rather than a field of ``cluster:``.
-PARAM_FLAGS = ("routing", "nvlink_domain")
+PARAM_FLAGS = ("routing", "nvlink_domain", "ici_slice", "ici_twisted")
 
 
 @dataclass(frozen=True)
@@ -176,9 +176,9 @@ class ClusterFlags:
         return cls(dict(given))
 
     def apply(self, sc: Scenario) -> Scenario:
-        """``sc`` with these flags over its ``cluster:`` section (``routing`` and
-        ``nvlink_domain`` go to ``cluster.params``; ``gpus`` sets ``nodes`` and, below one
-        server, ``gpus_per_node``)."""
+        """``sc`` with these flags over its ``cluster:`` section (``routing``,
+        ``nvlink_domain``, ``ici_slice`` and ``ici_twisted`` go to ``cluster.params``;
+        ``gpus`` sets ``nodes`` and, below one server, ``gpus_per_node``)."""
         if not self.given:
             return sc
         from fabricsim.scenario.cluster import ClusterSpec
@@ -234,6 +234,12 @@ CLUSTER = Group("cluster", (
     Flag("oversubscription", float | None, "Leaf down:up ratio (1 = non-blocking)."),
     Flag("nvlink_domain", int | None, "GPUs in one NVLink domain across racks, e.g. 576 on "
          "8 gb200-nvl72 racks (GB200 NVL576, two NVSwitch tiers)."),
+    Flag("ici_slice", str | None, "TPU systems: slice shape of the ICI torus, e.g. 4x4x8 "
+         "(tpu-v4, tpu-v5p, tpu7x) or 8x16 (tpu-v5e, tpu-v6e); more chips than one slice "
+         "are several slices joined by the data-centre network. Default: the most compact "
+         "slice of all the chips."),
+    Flag("ici_twisted", bool | None, "TPU systems: wire a k x k x 2k or k x 2k x 2k slice "
+         "as a twisted torus.", ("--ici-twisted",)),
 ), ClusterFlags.of, "cluster")
 
 #: The cluster flags with the scale-out routing (``cluster.params.routing``).

@@ -70,6 +70,9 @@ class ClusterSummary(Tabular):
     lossless: bool
     sharp: bool
     notes: list[str] = field(default_factory=list)
+    #: TPU slices (empty for GPU clusters): shape, wraparound per dimension, twisted,
+    #: slices, chips per slice, ICI bisection (GB/s, one direction).
+    ici: dict[str, Any] = field(default_factory=dict)
 
     def _record(self) -> dict[str, Any]:
         rec = self.as_dict()
@@ -121,6 +124,18 @@ def summarize(fabric: Fabric) -> ClusterSummary:
         out_nv = nvl[fabric.link_src[nvl] == g0]
         levels.append(HierarchyLevel("nvlink", _gbps(fabric.link_capacity[out_nv].sum()),
                                      f"GPU to GPU in a {info.nvlink_domain_gpus}-GPU domain"))
+    ici_links = fabric.links_of(LinkKind.ICI)
+    ici: dict[str, Any] = {}
+    if ici_links.size:
+        e = info.extra.get("ici", {})
+        out_ici = ici_links[fabric.link_src[ici_links] == g0]
+        shape = "x".join(str(d) for d in info.ici_slice)
+        levels.append(HierarchyLevel("ici", _gbps(fabric.link_capacity[out_ici].sum()),
+                                     f"chip to its torus neighbours in a {shape} slice"))
+        ici = {"slice": list(info.ici_slice), "wrap": list(e.get("wrap", [])),
+               "twisted": bool(e.get("twisted", False)), "slices": int(e.get("slices", 1)),
+               "chips_per_slice": int(e.get("chips_per_slice", 0)),
+               "bisection_gbps": _gbps(float(e.get("bisection_bandwidth", 0.0)))}
     pcie = fabric.links_of(LinkKind.PCIE)
     out_pcie = pcie[fabric.link_src[pcie] == g0]
     pcie_bw = float(fabric.link_capacity[out_pcie].max()) if out_pcie.size else 0.0
@@ -172,6 +187,7 @@ def summarize(fabric: Fabric) -> ClusterSummary:
         oversubscription=round(float(info.oversubscription), 4),
         bisection_bandwidth_gbps=_gbps(info.bisection_bandwidth), hierarchy=levels,
         bottleneck=bottleneck, lossless=info.lossless, sharp=info.sharp, notes=notes,
+        ici=ici,
     )
 
 
