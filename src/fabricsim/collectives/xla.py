@@ -27,7 +27,7 @@ All-to-all posts every pair's transfer at once, routed dimension-order over the 
 
 The ``ideal`` protocol is used: transfers run at link rate with each link's latency (ICI's
 per-hop latency is a catalog fact). XLA's launch and synchronisation overheads are not
-modelled (small collectives come out fast by a few microseconds).
+modelled (small collectives come out fast by that overhead, unknown publicly).
 
 Example
 -------
@@ -35,8 +35,8 @@ Example
 >>> from fabricsim.collectives import run_collective
 >>> fab = build_cluster("tpu-v5e", nodes=32)           # 16x16 pod
 >>> r = run_collective(fab, "all_reduce", 2**30)
->>> r.algorithm, round(r.busbw / 1e9)                 # 4 ports x 50 GB/s
-('xla_torus', 200)
+>>> r.algorithm, round(r.busbw / 1e9, -1)             # 4 ports x 50 GB/s
+('xla_torus', 200.0)
 """
 
 from __future__ import annotations
