@@ -22,6 +22,19 @@ def test_the_transport_picks_the_routing() -> None:
         build_cluster("dgx-h100", 4, params={"routing": "random"})
 
 
+def test_ultra_ethernet_sprays_where_the_topology_can() -> None:
+    """UET spreads each flow over the paths: adaptive on fat-trees; elsewhere (no adaptive
+    routing there) it falls back to ECMP instead of refusing its own default."""
+    assert _router(build_cluster("dgx-h100", 16, fabric="uet-800g")).routing == "adaptive"
+    assert _router(build_cluster("dgx-h100", 16, fabric="uet-800g",
+                                 topology="fat-tree")).routing == "adaptive"
+    fab = build_cluster("dgx-h100", 16, fabric="uet-800g", topology="dragonfly")
+    assert fab.info.fabric == "uet-800g"
+    with pytest.raises(ConfigError, match="adaptive"):
+        build_cluster("dgx-h100", 16, fabric="uet-800g", topology="dragonfly",
+                      params={"routing": "adaptive"})
+
+
 def test_dmodk_spreads_destinations_evenly_over_the_uplinks() -> None:
     """Every NIC of leaf 0 sends to every NIC of another leaf: with destination-based
     tables each of the leaf's uplinks carries the same number of destinations."""

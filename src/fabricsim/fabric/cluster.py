@@ -484,6 +484,8 @@ def build_cluster(system: str = "dgx-h100", nodes: int = 1, *, gpus_per_node: in
                           f"must be a whole number from 1 to {MAX_QPS}, got {qps!r}",
                           field="params.qps")
     routing = prm.get("routing", ROUTING_BY_TRANSPORT.get(fspec.transport, "ecmp"))
+    if "routing" not in prm and routing == "adaptive" and topo not in ADAPTIVE_TOPOLOGIES:
+        routing = "ecmp"  # a spraying transport's default where no adaptive routing exists
     if routing not in ROUTINGS:
         raise unknown("routing", str(routing), ROUTINGS, field="params.routing")
     if routing == "adaptive" and topo not in ADAPTIVE_TOPOLOGIES:

@@ -206,9 +206,12 @@ class ScaleOutSpec:
 #: Routing of a scale-out network by transport: InfiniBand's subnet manager programs
 #: destination-balanced tables (OpenSM ftree/updn d-mod-k); Ethernet hashes each flow over
 #: the equal-cost paths (ECMP); AWS SRD sprays every flow's packets over many paths, which
-#: balances like a destination-spread table rather than like one hash per flow.
+#: balances like a destination-spread table rather than like one hash per flow. Ultra
+#: Ethernet sprays each flow's packets over its entropies, which on a fat-tree is what
+#: ``adaptive`` models (each flow spread over the up/down paths; the packet backend
+#: routes each entropy by its own hash); on other topologies it falls back to ECMP.
 ROUTING_BY_TRANSPORT = {"ib": "dmodk", "srd": "dmodk", "roce": "ecmp", "tcp": "ecmp",
-                        "uet": "dmodk"}
+                        "uet": "adaptive"}
 ROUTINGS = ("dmodk", "ecmp", "adaptive")
 #: Topologies that implement ``routing="adaptive"`` (spreading over up/down paths).
 ADAPTIVE_TOPOLOGIES = ("fat-tree", "rail-optimized")
