@@ -118,7 +118,8 @@ def register(app: typer.Typer) -> None:
                           f"figures (docs/inference.md)")
         if tp * pp <= fab.info.gpus_per_server and (dis is None or not dis.crosses_servers):
             console.print(f"note: one instance's {tp * pp} GPUs sit in one server, so its "
-                          f"traffic stays on NVLink/PCIe and the scale-out fabric "
+                          f"traffic stays on {'ICI' if fab.info.ici_slice else 'NVLink/PCIe'}"
+                          f" and the scale-out fabric "
                           f"({fab.info.fabric}, {fab.info.topology}) and the server count do "
                           f"not change these figures")
         if "faults" in d:
