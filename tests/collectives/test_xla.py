@@ -81,3 +81,20 @@ def test_every_backend_times_a_host_the_same() -> None:
     sched = build_schedule(fab, "all_reduce", 2**20)
     times = [get_backend(b).run(sched, fab).time for b in ("analytic", "flow", "packet")]
     assert max(times) == pytest.approx(min(times), rel=0.01)
+
+
+def test_experts_exchange_by_xla_on_a_slice() -> None:
+    """MoE dispatch on a TPU slice is XLA's all-to-all; NVIDIA's EP kernels are refused."""
+    from fabricsim.collectives.ep import EpConfig, run_ep
+    from fabricsim.errors import ConfigError
+
+    fab = build_cluster("tpu-v5p", nodes=16)
+    cfg = EpConfig(tokens=4096, hidden=7168, top_k=8, experts=256)
+    r = run_ep(fab, cfg, "dispatch")
+    assert r.kernel == "xla" and r.limit == "ici"
+    assert run_ep(fab, cfg, "dispatch", kernel="nccl").time_us == pytest.approx(r.time_us)
+    with pytest.raises(ConfigError) as e:
+        run_ep(fab, cfg, "dispatch", kernel="deepep")
+    assert e.value.field == "--ep-kernel"
+    with pytest.raises(ConfigError):
+        run_ep(build_cluster("dgx-h100", 2), cfg, "dispatch", kernel="xla")

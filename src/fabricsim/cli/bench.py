@@ -157,7 +157,8 @@ EP_LAYER = Group("ep_layer", (
          "many GPUs; default every GPU).", ("--ep", "--expert-model-parallel-size"),
          convert=_ep_sizes),
     Flag("kernels", list[str] | None, "ep_*: kernel family: nccl, deepep, deepep-ll, "
-         "hybridep, nvlink-onesided or auto (repeat to compare; default auto).",
+         "hybridep, nvlink-onesided, xla (TPU slices) or auto (repeat to compare; default "
+         "auto).",
          ("--ep-kernel",)),
     Flag("dispatch_dtype", str | None, "ep_*: what dispatch moves: fp8 (default), bf16, "
          "nvfp4.", ("--dtype",)),

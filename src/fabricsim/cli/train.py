@@ -136,7 +136,9 @@ def register(app: typer.Typer) -> None:
         console.print(f"memory/GPU {r.memory_per_gpu_gib:.1f} GiB of "
                       f"{r.gpu_memory_bytes / 2**30:.0f} GiB")
         if par.get("ep_kernel"):
-            console.print(f"expert all-to-all by {par['ep_kernel']} kernels: "
+            kern = ("xla" if fab.info.ici_slice and par["ep_kernel"] == "nccl"
+                    else par["ep_kernel"])
+            console.print(f"expert all-to-all by {kern} kernels: "
                           f"{r.breakdown.get('ep', 0.0):.4f} s/step exposed of "
                           f"{d['comm_total_s'].get('ep', 0.0):.4f} s (--ep-kernel to change; "
                           f"docs/ep.md)")

@@ -82,6 +82,7 @@ EP_KERNELS: dict[str, str] = {
     "hybridep": "NVIDIA HybridEP: network once per server, NVLink fan-out (TMA)",
     "deepep-ll": "DeepEP low-latency kernels: a copy per (token, expert), direct RDMA",
     "nvlink-onesided": "one-sided NVLink stores in one NVLink domain (TensorRT-LLM MNNVL)",
+    "xla": "XLA's all-to-all on a TPU slice: a copy per (token, expert) over ICI",
 }
 #: Other names users give the families (Megatron's ``--moe-token-dispatcher-type``,
 #: DeepEP's and TensorRT-LLM's own words).
@@ -109,7 +110,8 @@ EP_DTYPES: dict[str, tuple[float, float]] = {"bf16": (2.0, 0.0), "fp16": (2.0, 0
 #: 74 µs, the direct kernels 14 µs (low-latency) and 12 µs (one-sided NVLink) beyond one
 #: exchange's latency. NCCL's all-to-all is the protocol model's own.
 KERNEL_OVERHEAD_S: dict[str, float] = {"nccl": 0.0, "deepep": 184e-6, "hybridep": 74e-6,
-                                       "deepep-ll": 14e-6, "nvlink-onesided": 12e-6}
+                                       "deepep-ll": 14e-6, "nvlink-onesided": 12e-6,
+                                       "xla": 0.0}
 #: Channels of DeepEP's normal kernels (two SMs each; its default 20 SMs) and the tokens
 #: one channel moves per chunk (its configs use 6-36 per NVLink chunk, 6-20 per RDMA one).
 DEEPEP_CHANNELS = 10
@@ -366,6 +368,8 @@ def default_ep_kernel(fabric: Fabric, tokens: int = 4096) -> str:
     >>> default_ep_kernel(build_cluster("pcie-8gpu", 1))
     'nccl'
     """
+    if fabric.info.ici_slice:
+        return "xla"
     if not fabric.info.nvlink:
         return "nccl"
     return "deepep-ll" if tokens <= LL_MAX_TOKENS else "deepep"
@@ -411,6 +415,14 @@ def build_ep_schedule(fabric: Fabric, cfg: EpConfig, phase: str, kernel: str,
     if phase not in EP_PHASES:
         raise unknown("EP phase", phase, EP_PHASES, field="phase")
     kernel = ep_kernel(kernel)
+    if fabric.info.ici_slice and kernel == "nccl":
+        kernel = "xla"  # no NCCL on a TPU slice: XLA lays out the all-to-all
+    if bool(fabric.info.ici_slice) != (kernel == "xla"):
+        raise ConfigError(
+            f"{kernel} kernels run on NVIDIA GPUs; a TPU slice's experts exchange tokens by "
+            f"XLA's all-to-all: use --ep-kernel xla" if fabric.info.ici_slice else
+            f"XLA's all-to-all runs on TPU slices; {fabric.info.system} uses nccl, deepep, "
+            f"hybridep, deepep-ll or nvlink-onesided", field="--ep-kernel")
     group = Group.of(fabric, ranks)
     n = group.n
     if n < 2:
@@ -434,6 +446,9 @@ def build_ep_schedule(fabric: Fabric, cfg: EpConfig, phase: str, kernel: str,
                               field="--ep-kernel")
         steps = _pairs(group, t * tr.rank_hit * tb, combine, same=None, nic_split=1,
                        label="nvlink")
+    elif kernel == "xla":  # every (token, expert) copy straight to its rank over ICI
+        steps = _pairs(group, t * tr.copies * tb, combine, same=None, nic_split=1,
+                       label="xla alltoall")
     elif kernel == "deepep-ll":
         k = nic_split(group)
         per = t * tr.copies * tb
@@ -482,7 +497,8 @@ def build_ep_schedule(fabric: Fabric, cfg: EpConfig, phase: str, kernel: str,
                         nic_split=1, label="nvlink")
     steps = [s for s in steps if s.n]
     return Schedule(steps=tuple(steps), collective=f"ep_{phase}", algorithm=kernel,
-                    protocol="simple", nbytes=int(t * tb * cfg.top_k), ranks=group.ranks,
+                    protocol="ideal" if kernel == "xla" else "simple",
+                    nbytes=int(t * tb * cfg.top_k), ranks=group.ranks,
                     meta={"group_size": n, "servers": servers},
                     pipeline=_pipeline(group, kernel, tb))
 
@@ -495,7 +511,7 @@ def _pipeline(group: Group, kernel: str, tb: float) -> Pipeline | None:
     token where it goes, so nothing fills."""
     from fabricsim.collectives.pipeline import nvlink_rate
 
-    if kernel == "nccl":
+    if kernel in ("nccl", "xla"):
         return None
     f = group.fabric
     ops = DEEPEP_CHANNELS
@@ -556,6 +572,8 @@ def run_ep(fabric: Fabric, cfg: EpConfig, phase: str, kernel: str | None = None,
     from fabricsim.backends import get_backend
 
     kern = ep_kernel(kernel) if kernel is not None else default_ep_kernel(fabric, cfg.tokens)
+    if fabric.info.ici_slice and kern == "nccl":
+        kern = "xla"
     group = Group.of(fabric, ranks)
     cfg.check(group.n)
     tr = traffic if traffic is not None else route(cfg, group.server_of)
