@@ -2,16 +2,11 @@ import json
 from pathlib import Path
 
 import pytest
+from cli_run import run
 
 from fabricsim.cli.app import main
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = main(list(args))
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def test_describe_json_fields(capsys: pytest.CaptureFixture[str]) -> None:

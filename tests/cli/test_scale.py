@@ -4,16 +4,11 @@ import json
 from pathlib import Path
 
 import pytest
+from cli_run import run
 
 from fabricsim.cli.app import main
 
 SCEN = "src/fabricsim/scenarios/train-llama3-70b-256.yaml"
-
-
-def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = main(list(args))
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def test_issue_example_skips_infeasible_size(capsys: pytest.CaptureFixture[str]) -> None:

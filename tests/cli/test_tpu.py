@@ -7,17 +7,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cli_run import run
 from fastapi.testclient import TestClient
 
-from fabricsim.cli.app import main
 from fabricsim.web.app import create_app
 from fabricsim.web.limits import Limits
-
-
-def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = main(list(args))
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def test_describe_a_twisted_slice(capsys: pytest.CaptureFixture[str]) -> None:

@@ -4,14 +4,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_run import run
 
 from fabricsim.cli.app import main
-
-
-def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = main(list(args))
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def test_train_json(capsys: pytest.CaptureFixture[str]) -> None:
