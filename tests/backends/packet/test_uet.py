@@ -122,6 +122,32 @@ def test_a_failed_link_costs_uet_little_and_roce_its_run():  # type: ignore[no-u
     assert (not roce.extra["complete"]) or roce.time > 2 * uet.time
 
 
+def test_every_path_down_exceeds_the_retry_limit():  # type: ignore[no-untyped-def]
+    """Every uplink of leaf0 fails 20 us into a 4 MB transfer gpu0 -> gpu8: each entropy
+    goes silent and is skipped, then probed again, and none answers. After more than
+    retry_limit (7) retransmission timeouts (100 us) in a row with no ACK or NACK on any
+    entropy the flow errors as a RoCE queue pair does: ``retry_exceeded`` naming it,
+    about 8 rto after its last ACK and far inside the event budget;
+    ``packet.retry_limit`` overrides the count."""
+    g = _fab().gpus
+    sch = Schedule(steps=(Step(src=g[[0]], dst=g[[8]], nbytes=[4e6]),))
+    down = [{"type": "link_down", "link": f"leaf0->spine{i}", "start": "20us"}
+            for i in range(4)]
+    r = _run(sch, faults=down)
+    e = r.extra
+    assert e["status"] == "retry_exceeded" and not e["complete"]
+    x = e["retry_exceeded"]
+    assert (x["flow"], x["src"], x["dst"]) == (0, "gpu0", "gpu8")
+    assert x["timeouts_in_a_row"] == 8
+    # the last ACK comes back within a few base RTTs of the failure; then 8 rto
+    assert 20e-6 + 8 * 100e-6 <= r.time <= 20e-6 + 8 * 100e-6 + 30e-6
+    assert e["events"] < 10_000 and e["drops"]["link_down"] > 0   # budget: 200 M
+    r2 = _run(sch, faults=down, retry_limit=2)
+    assert r2.extra["status"] == "retry_exceeded"
+    assert r2.extra["retry_exceeded"]["timeouts_in_a_row"] == 3
+    assert 20e-6 + 3 * 100e-6 <= r2.time <= 20e-6 + 3 * 100e-6 + 30e-6
+
+
 def test_llr_repairs_corrupted_frames_on_the_link():  # type: ignore[no-untyped-def]
     """1e-3 frame loss on every link: without LLR every loss is an end-to-end loss the
     sender must detect and resend; with LLR no packet is lost end to end, and the run

@@ -176,7 +176,10 @@ class PacketBackend:
                 "timeouts_in_a_row": int(st.arrays["FI"][f, L.F_NTO]),
                 "reason": "the flow's retransmission timer expired more than retry_limit "
                           "times in a row without progress (an RDMA queue pair then goes "
-                          "to error)"}
+                          "to error)" if mode != "uet" else
+                          "the flow heard no ACK or NACK on any entropy for more than "
+                          "retry_limit retransmission timeouts in a row (every path "
+                          "failed)"}
         if err == L.ERR_STALL:
             down = np.flatnonzero(st.arrays["LI"][:, L.LI_DOWN] == 1)
             more["stalled"] = {

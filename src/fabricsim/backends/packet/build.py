@@ -41,9 +41,11 @@ ETH_SWITCHES = (NodeKind.LEAF, NodeKind.SPINE, NodeKind.CORE, NodeKind.ROUTER,
 MAX_BITMAP = 400_000_000
 #: Retransmission timeouts in a row (no progress between) a flow survives by default:
 #: 7 for RDMA, the largest ``retry_cnt`` of an InfiniBand/RoCE queue pair (then the QP
-#: goes to error, ``IBV_WC_RETRY_EXC_ERR``), 15 for TCP (Linux ``tcp_retries2``); SRD's
-#: spray-only model and UET (which skips failed paths) have no limit.
-RETRY_LIMIT = {"ib": 7, "roce": 7, "tcp": 15}
+#: goes to error, ``IBV_WC_RETRY_EXC_ERR``), 15 for TCP (Linux ``tcp_retries2``); UET
+#: (timeouts in a row with no ACK or NACK on any entropy: every path has failed) 7 as
+#: RDMA, an assumption: htsim's UEC model retries forever and no count from the UE 1.0
+#: specification is modelled; SRD's spray-only model has no limit.
+RETRY_LIMIT = {"ib": 7, "roce": 7, "tcp": 15, "uet": 7}
 #: Default retransmission timeout by transport (s; 1 ms otherwise): SRD's, and UET's, the
 #: 100 us minimum RTO of htsim's UEC model (``DEFAULT_UEC_RTO_MIN``).
 DEFAULT_RTO = {"srd": 100e-6, "uet": 100e-6}

@@ -22,6 +22,9 @@ engine from those descriptions. What it models, per reliable-unordered (RUD) con
 * **Loss detection** without a trim: packets on one entropy follow one path in order, so
   an ACK for a later packet on it declares the earlier unacknowledged ones lost; a
   periodic check declares packets older than ``rto`` lost (tail losses, failed links).
+  A flow that hears nothing (no ACK or NACK on any entropy) for more than ``retry_limit``
+  whole ``rto`` in a row while it has packets out fails the run with ``ERR_RETRY``, as
+  an RDMA queue pair whose retry counter runs out: every entropy has failed.
 * **NSCC** (:func:`nscc_on_ack`, see :class:`~fabricsim.backends.packet.config.NsccConfig`)
   or **RCCC** (:func:`rccc_pull`, :class:`~fabricsim.backends.packet.config.RcccConfig`).
 * **LLR** and **CBFC** act in the link layer (:func:`~fabricsim.backends.packet.port.
@@ -42,13 +45,16 @@ from numba import njit
 
 from fabricsim.backends.packet.kernel import push
 from fabricsim.backends.packet.layout import (
+    C_ERR,
     C_GRANTS,
+    C_RETRY_FLOW,
     C_TIMEOUTS,
     C_TRIMS,
     E_CREDIT,
     E_GRANT,
     E_PULL,
     E_RTO,
+    ERR_RETRY,
     F_ACTIVE,
     F_BM,
     F_DONE,
@@ -56,6 +62,7 @@ from fabricsim.backends.packet.layout import (
     F_NLOST,
     F_NPATH,
     F_NPKT,
+    F_NTO,
     F_REP,
     F_RR,
     F_RTO_ON,
@@ -81,6 +88,7 @@ from fabricsim.backends.packet.layout import (
     FF_TGT,
     I_NP,
     I_RCCC,
+    I_RETRY,
     LF_LAT,
     LF_QMAX,
     LF_QTOT,
@@ -317,8 +325,9 @@ def uet_on_rto(f, now, FI, FF, SQ, SPF, P, IP, HT, HI, C) -> bool:  # pragma: no
     """Periodic check: a packet out for :data:`SILENT_BASE_RTTS` base RTTs (at most
     ``rto``) while a later one was acknowledged, or out for ``rto``, is lost; if its
     entropy answered nothing since the packet left, the entropy has failed and is skipped
-    for :data:`FAILED_PATH_RTOS` timeouts (its other packets are lost with it). Returns
-    True when packets were declared lost."""
+    for :data:`FAILED_PATH_RTOS` timeouts (its other packets are lost with it). More than
+    ``retry_limit`` whole ``rto`` without an ACK or NACK on any entropy while packets are
+    out end the run with ``ERR_RETRY``. Returns True when packets were declared lost."""
     if FI[f, F_DONE] == 1 or FI[f, F_ACTIVE] == 0:
         FI[f, F_RTO_ON] = 0
         return False
@@ -345,6 +354,16 @@ def uet_on_rto(f, now, FI, FF, SQ, SPF, P, IP, HT, HI, C) -> bool:  # pragma: no
             found = True
     if found:
         C[C_TIMEOUTS] += 1
+    if FF[f, FF_INFL] <= 0.0 and FI[f, F_NLOST] == 0:
+        FF[f, FF_PROGRESS] = now   # nothing out (waiting for credit): no timer runs
+        FI[f, F_NTO] = 0
+    else:   # retransmission timeouts in a row since the flow last heard from its receiver
+        nto = int((now - FF[f, FF_PROGRESS]) / (rto * eps))
+        FI[f, F_NTO] = nto
+        if nto > IP[I_RETRY]:
+            C[C_ERR] = ERR_RETRY
+            C[C_RETRY_FLOW] = f
+            return False
     push(HT, HI, C, now + 0.5 * quiet, E_RTO, f, 0)
     return found
 
