@@ -3,7 +3,9 @@
 Prints one JSON line per case with ``events_per_s`` and ``packets_per_s`` (data packets
 leaving senders per wall-second; ``hop_packets_per_s`` counts every link transmission).
 Rates use the engine's own wall time after a warm-up run (numba compile and cache load
-excluded); ``total_wall_s`` includes building the state arrays and the report.
+excluded); ``total_wall_s`` includes building the state arrays and the report, and
+``total_cpu_s`` is the process's CPU time over the same span (steadier than wall time
+on a loaded machine).
 
 Cases: one 100 MB flow over a 100 Gb/s, 1 µs link at MTU 1500 and 9000 (TCP-like, 52 B of
 headers per packet, as ns-3's TCP); a 64-host fat-tree 32:1 incast (RoCEv2, DCQCN); a
@@ -11,15 +13,17 @@ headers per packet, as ns-3's TCP); a 64-host fat-tree 32:1 incast (RoCEv2, DCQC
 one switch. The ns-3 peers (single flow, incast) are built from benchmarks/ns3/*.cc with
 g++ and pkg-config at run time; if that fails the output says so.
 
-Run: python benchmarks/packet_rate.py [--quick]
+Run: python benchmarks/packet_rate.py [--quick] [--cases incast,ring] [--transports roce,ib]
+(``--cases``: any of single-flow, incast, ring, tcp-incast, default all; ``--transports``:
+the transports of the incast and ring cases, default roce).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -39,15 +43,17 @@ def emit(d: dict) -> None:
 
 
 def timed(case: str, be: PacketBackend, sch: Schedule, fab, **info) -> dict:  # type: ignore[no-untyped-def]
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     r = be.run(sch, fab)
     total = time.perf_counter() - t0
+    cpu = time.process_time() - c0
     e = r.extra
     w = e["wall_s"]
     out = {"case": case, "tool": "fabricsim-packet", **info,
            "simulated_s": r.time, "events": e["events"], "data_packets": e["data_packets"],
            "hop_packets": e["hop_packets"], "wall_s": round(w, 4),
-           "total_wall_s": round(total, 4), "events_per_s": round(e["events"] / w),
+           "total_wall_s": round(total, 4), "total_cpu_s": round(cpu, 4),
+           "events_per_s": round(e["events"] / w),
            "packets_per_s": round(e["data_packets"] / w),
            "hop_packets_per_s": round(e["hop_packets"] / w)}
     emit(out)
@@ -128,49 +134,77 @@ def incast_128(quick: bool) -> None:
           "simulated_s": {"fabricsim": ours["simulated_s"], "ns-3": d["completion_s"]}})
 
 
-def main(quick: bool = False) -> None:
+CASES = ("single-flow", "incast", "ring", "tcp-incast")
+
+
+def main(quick: bool = False, cases: tuple[str, ...] = CASES,
+         transports: tuple[str, ...] = ("roce",)) -> None:
     # ---- warm-up: compile or load every specialisation once, outside the measurements
     p2p = point_to_point(rate=100e9 / 8, latency=1e-6, transport="tcp")
     tiny = Schedule(steps=(Step(src=[0], dst=[1], nbytes=[1e5]),))
-    for tr in ("tcp", "roce", "ib"):
+    for tr in sorted({"tcp", "roce", "ib", *transports}):
         PacketBackend(transport=tr).run(tiny, p2p)
     mtus = [1500, 9000]
     # ---- single flow, ours then ns-3
-    ours = {}
-    for mtu in mtus:
-        sch = Schedule(steps=(Step(src=[0], dst=[1], nbytes=[100e6]),))
-        be = PacketBackend(mtu=mtu - 52, header_bytes=52, transport="tcp",
-                           event_budget=10**9)
-        ours[mtu] = timed("single-flow", be, sch, p2p, mtu=mtu, transport="tcp")
-    peer = ns3_single_flow(mtus)
-    for mtu in mtus:
-        if mtu in peer:
-            emit({"case": "single-flow", "compare": "fabricsim-packet / ns-3", "mtu": mtu,
-                  "packets_per_s_ratio": round(ours[mtu]["packets_per_s"] /
-                                               peer[mtu]["packets_per_s"], 1),
-                  "simulated_s": {"fabricsim": ours[mtu]["simulated_s"],
-                                  "ns-3": peer[mtu]["completion_s"]},
-                  "target_ratio": 10})
-    # ---- 64-host fat-tree, 32:1 incast (RoCEv2 with DCQCN)
-    ft = host_fat_tree(64, bandwidth=50e9, latency=1e-6)
-    g = ft.gpus
-    senders = g[np.r_[8:40]]
-    inc = Schedule(steps=(Step(src=senders, dst=np.full(32, g[0]), nbytes=[2e6 if quick
-                                                                          else 8e6]),))
-    timed("fat-tree-64-incast-32:1", PacketBackend(transport="roce", mtu=4096), inc, ft,
-          transport="roce", hosts=64, senders=32)
+    if "single-flow" in cases:
+        ours = {}
+        for mtu in mtus:
+            sch = Schedule(steps=(Step(src=[0], dst=[1], nbytes=[100e6]),))
+            be = PacketBackend(mtu=mtu - 52, header_bytes=52, transport="tcp",
+                               event_budget=10**9)
+            ours[mtu] = timed("single-flow", be, sch, p2p, mtu=mtu, transport="tcp")
+        peer = ns3_single_flow(mtus)
+        for mtu in mtus:
+            if mtu in peer:
+                emit({"case": "single-flow", "compare": "fabricsim-packet / ns-3", "mtu": mtu,
+                      "packets_per_s_ratio": round(ours[mtu]["packets_per_s"] /
+                                                   peer[mtu]["packets_per_s"], 1),
+                      "simulated_s": {"fabricsim": ours[mtu]["simulated_s"],
+                                      "ns-3": peer[mtu]["completion_s"]},
+                      "target_ratio": 10})
+    # ---- 64-host fat-tree, 32:1 incast (RoCEv2 with DCQCN, or the other transports)
+    if "incast" in cases:
+        ft = host_fat_tree(64, bandwidth=50e9, latency=1e-6)
+        g = ft.gpus
+        senders = g[np.r_[8:40]]
+        inc = Schedule(steps=(Step(src=senders, dst=np.full(32, g[0]),
+                                   nbytes=[2e6 if quick else 8e6]),))
+        for tr in transports:
+            timed("fat-tree-64-incast-32:1", PacketBackend(transport=tr, mtu=4096), inc, ft,
+                  transport=tr, hosts=64, senders=32)
     # ---- 128-host ring all-reduce on 400 Gb/s links
-    ft2 = host_fat_tree(128, hosts_per_leaf=16, spines=16, bandwidth=50e9, latency=1e-6)
-    g2 = ft2.gpus
-    size = 8e6 if quick else 32e6
-    ring = Schedule(steps=(Step(src=g2, dst=np.roll(g2, -1), nbytes=[size / 128],
-                                repeat=2 * 127),))
-    timed("ring-all-reduce-128", PacketBackend(transport="roce", mtu=4096,
-                                               event_budget=10**9), ring, ft2,
-          transport="roce", hosts=128, nbytes=size)
+    if "ring" in cases:
+        ft2 = host_fat_tree(128, hosts_per_leaf=16, spines=16, bandwidth=50e9, latency=1e-6)
+        g2 = ft2.gpus
+        size = 8e6 if quick else 32e6
+        ring = Schedule(steps=(Step(src=g2, dst=np.roll(g2, -1), nbytes=[size / 128],
+                                    repeat=2 * 127),))
+        for tr in transports:
+            timed("ring-all-reduce-128", PacketBackend(transport=tr, mtu=4096,
+                                                       event_budget=10**9), ring, ft2,
+                  transport=tr, hosts=128, nbytes=size)
     # ---- 128-host incast over TCP, ns-3 side by side
-    incast_128(quick)
+    if "tcp-incast" in cases:
+        incast_128(quick)
+
+
+def _csv(choices: tuple[str, ...]):  # type: ignore[no-untyped-def]
+    def parse(text: str) -> tuple[str, ...]:
+        items = tuple(t.strip() for t in text.split(",") if t.strip())
+        bad = [t for t in items if t not in choices]
+        if bad or not items:
+            raise argparse.ArgumentTypeError(f"choose from {', '.join(choices)}")
+        return items
+    return parse
 
 
 if __name__ == "__main__":
-    main(quick="--quick" in sys.argv)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="smaller transfers")
+    ap.add_argument("--cases", type=_csv(CASES), default=CASES,
+                    help="comma-separated cases to run (default: all)")
+    ap.add_argument("--transports", type=_csv(("roce", "ib", "tcp", "srd", "uet")),
+                    default=("roce",),
+                    help="transports of the incast and ring cases (default: roce)")
+    a = ap.parse_args()
+    main(quick=a.quick, cases=a.cases, transports=a.transports)
