@@ -16,9 +16,12 @@ from fabricsim.backends.flow.kernel import (
     LIMIT,
     STALL,
     Pool,
+    _heap_build,
     _heap_del,
     _heap_pop,
     _heap_set,
+    _heap_take_due,
+    _heap_update,
 )
 from fabricsim.backends.flow.maxmin import maxmin_numpy
 
@@ -161,6 +164,53 @@ def test_heap_pops_in_time_then_job_order(p: dict[str, np.ndarray]) -> None:
         out.append((hk[0], int(hv[0])))
         hn = _heap_pop(hk, hv, hpos, hn)
     assert out == sorted((t, j) for j, t in final.items())
+    assert (hpos == -1).all()
+
+
+def _drain(hk: np.ndarray, hv: np.ndarray, hpos: np.ndarray, hn: int) -> list[tuple[float, int]]:
+    out = []
+    while hn:
+        assert hpos[hv[0]] == 0
+        out.append((float(hk[0]), int(hv[0])))
+        hn = _heap_pop(hk, hv, hpos, hn)
+    return out
+
+
+@settings(max_examples=examples(100))
+@given(st.lists(st.sampled_from([0.0, 1.0, 1.0, 2.0, 3.0, 5.0]), min_size=1, max_size=60),
+       st.sampled_from([-1.0, 0.0, 1.0, 2.5, 9.0]), st.integers(0, 2**32 - 1))
+def test_heap_bulk_paths_leave_what_one_by_one_leaves(keys: list[float], thr: float,
+                                                      seed: int) -> None:
+    """The heap built at once, every entry due taken out at once (few popped one by one,
+    many dropped together), and a re-solve's end times written back (few sifted, many
+    rebuilt): each leaves the jobs a heap of single operations leaves, in (time, job)
+    order."""
+    n = len(keys)
+    rng = np.random.default_rng(seed)
+    j_state = np.zeros(n, dtype=np.int64)  # pending: keyed by activation
+    act = np.array(keys)
+    hk, hv, hpos, hn = _heap_build(j_state, act, np.full(n, np.inf), np.zeros(n))
+    want = sorted((k, j) for j, k in enumerate(keys))
+    assert hn == n
+    out = np.empty(n, dtype=np.int64)
+    hn, nb = _heap_take_due(hk, hv, hpos, hn, thr, out, 0, np.empty(n, dtype=np.int64))
+    assert sorted(out[:nb].tolist()) == sorted(j for k, j in want if k <= thr)
+    assert all(hpos[j] == -1 for j in out[:nb])
+    left = {j: k for k, j in want if k > thr}
+    # a re-solve changes some jobs: new end times, or no longer moving (out of the heap)
+    n_ch = int(rng.integers(0, 2 * n + 1))
+    flows = rng.integers(0, n, size=n_ch).astype(np.int64)  # a job may come twice
+    j_state[:] = 1
+    rate = np.where(rng.random(n) < 0.8, 1.0, 0.0)
+    tfin = np.round(rng.random(n) * 4.0, 1)
+    for j in flows.tolist():
+        if rate[j] > 0.0:
+            left[j] = float(tfin[j])
+        else:
+            left.pop(j, None)
+    hn = _heap_update(hk, hv, hpos, hn, flows, np.arange(n), j_state, rate, tfin)
+    assert hn == len(left)
+    assert _drain(hk, hv, hpos, hn) == sorted((k, j) for j, k in left.items())
     assert (hpos == -1).all()
 
 

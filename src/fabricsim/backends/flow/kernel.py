@@ -105,7 +105,8 @@ def advance(now: float, t_limit: float,
     # link_bytes when its rate changes, when it finishes, and for every active flow when
     # this call returns (the driver reads both then). The next events come from an
     # indexed heap of (time, job), one entry per job: its activation or its finish,
-    # moved in place when a re-solve changes its end time.
+    # moved in place when a re-solve changes its end time (a large share of the jobs
+    # taken or moved at once: the heap is rebuilt once instead).
     f_since = np.full(f_w.shape[0], now)
     fseen = np.zeros(f_w.shape[0], dtype=np.bool_)  # _resolve's search; false between
     j_since = np.full(n_jobs, now)
@@ -116,6 +117,7 @@ def advance(now: float, t_limit: float,
             j_tfin[j] = now + j_rem[j] / j_rate[j]
     hk, hv, hpos, hn = _heap_build(j_state, j_act, j_tfin, j_rate)
     batch = np.empty(max(n_jobs, 1), dtype=np.int64)
+    hscratch = np.empty(max(n_jobs, 1), dtype=np.int64)  # _heap_take_due's search
     seeds = np.empty(e_link.shape[0] + n_links, dtype=np.int64)
     first = True
     while True:
@@ -169,10 +171,7 @@ def advance(now: float, t_limit: float,
         # part only in the levels from its own up), so only flows at or above it are
         # re-solved. Any start or capacity change re-solves the whole component.
         cut = np.inf if n_aff == 0 and partial else -1.0
-        while hn > 0 and hk[0] <= now + tol:
-            batch[nb] = hv[0]
-            nb += 1
-            hn = _heap_pop(hk, hv, hpos, hn)
+        hn, nb = _heap_take_due(hk, hv, hpos, hn, now + tol, batch, nb, hscratch)
         batch[:nb].sort()  # pool order: ties are settled in it
         for k in range(nb):  # bottlenecks of the jobs that end, before any leaves a link
             j = batch[k]
@@ -251,12 +250,7 @@ def advance(now: float, t_limit: float,
                                inc_cnt, u_coef, u_frac, u_n, f_counted, l_sorted, inc_key,
                                cut, now,
                                f_since, link_bytes, j_rem, j_since, j_tfin, fseen)
-            for i in range(changed.shape[0]):
-                j = f_job[changed[i]]
-                if j_state[j] == ACTIVE and j_rate[j] > 0.0:
-                    hn = _heap_set(hk, hv, hpos, hn, j, j_tfin[j])
-                else:
-                    hn = _heap_del(hk, hv, hpos, hn, j)
+            hn = _heap_update(hk, hv, hpos, hn, changed, f_job, j_state, j_rate, j_tfin)
         for k in range(n_re):
             g = rearm[k]
             rep_end[g_flat[g]] = now
@@ -367,6 +361,133 @@ def _heap_pop(hk: F8, hv: I8, hpos: I8, hn: int) -> int:
 
 
 @numba.njit(cache=True)
+def _heap_sift_down(hk: F8, hv: I8, hpos: I8, hn: int, i: int) -> None:
+    """Sift the entry at slot ``i`` down into place (its subtrees are heaps)."""
+    key = hk[i]
+    val = hv[i]
+    while True:
+        c = 2 * i + 1
+        if c >= hn:
+            break
+        if c + 1 < hn and _heap_less(hk, hv, c + 1, hk[c], hv[c]):
+            c += 1
+        if not _heap_less(hk, hv, c, key, val):
+            break
+        hk[i] = hk[c]
+        hv[i] = hv[c]
+        hpos[hv[i]] = i
+        i = c
+    hk[i] = key
+    hv[i] = val
+    hpos[val] = i
+
+
+@numba.njit(cache=True)
+def _heapify(hk: F8, hv: I8, hpos: I8, hn: int) -> None:
+    """Make slots ``0:hn`` a heap, bottom up (O(n), where ``n`` inserts cost
+    O(n log n)); ``hpos`` of every entry is set."""
+    for i in range(hn):
+        hpos[hv[i]] = i
+    for i in range(hn // 2 - 1, -1, -1):
+        _heap_sift_down(hk, hv, hpos, hn, i)
+
+
+@numba.njit(cache=True)
+def _bulk(k: int, hn: int) -> bool:
+    """Whether ``k`` changes to a heap of ``hn`` entries cost less as one rebuild
+    (O(hn)) than one by one (O(k log hn) each, at scattered slots)."""
+    return k > 0 and k * (int(np.log2(hn + 1)) + 1) >= 2 * hn
+
+
+@numba.njit(cache=True)
+def _heap_compact(hk: F8, hv: I8, hpos: I8, hn: int) -> int:
+    """Drop the slots whose job is marked absent (``hpos`` -1) and rebuild the heap;
+    returns its size."""
+    w = 0
+    for i in range(hn):
+        if hpos[hv[i]] >= 0:
+            hk[w] = hk[i]
+            hv[w] = hv[i]
+            w += 1
+    _heapify(hk, hv, hpos, w)
+    return w
+
+
+@numba.njit(cache=True)
+def _heap_take_due(hk: F8, hv: I8, hpos: I8, hn: int, thr: float, out: I8, nb: int,
+                   scratch: I8) -> tuple[int, int]:
+    """Take every entry with time ``<= thr`` out of the heap, appending its job to
+    ``out[nb:]``; returns the heap's and ``out``'s new sizes.
+
+    The entries due form a subtree at the root (a parent is never later than its
+    children), found in O(due). Few are popped one by one; many (an activation or a
+    finish of a large share of the pool at once) are dropped together and the rest
+    rebuilt in O(heap) instead of O(due × log heap). The same jobs are taken either way
+    (the caller orders them)."""
+    if hn == 0 or hk[0] > thr:
+        return hn, nb
+    k = 0
+    scratch[k] = 0
+    k += 1
+    q = 0
+    while q < k:
+        i = scratch[q]
+        q += 1
+        for c in (2 * i + 1, 2 * i + 2):
+            if c < hn and hk[c] <= thr:
+                scratch[k] = c
+                k += 1
+    if not _bulk(k, hn):
+        while hn > 0 and hk[0] <= thr:
+            out[nb] = hv[0]
+            nb += 1
+            hn = _heap_pop(hk, hv, hpos, hn)
+        return hn, nb
+    for q in range(k):
+        j = hv[scratch[q]]
+        out[nb] = j
+        nb += 1
+        hpos[j] = -1
+    return _heap_compact(hk, hv, hpos, hn), nb
+
+
+@numba.njit(cache=True)
+def _heap_update(hk: F8, hv: I8, hpos: I8, hn: int, changed: I8, f_job: I8, j_state: I8,
+                 j_rate: F8, j_tfin: F8) -> int:
+    """After a re-solve: the jobs of the ``changed`` flows get their new end times in
+    the heap (jobs no longer moving leave it); returns its size. Many changes are
+    written in place and the heap rebuilt once (O(heap)), few are sifted one by one;
+    both leave the same entries."""
+    nch = changed.shape[0]
+    if not _bulk(nch, hn):
+        for i in range(nch):
+            j = f_job[changed[i]]
+            if j_state[j] == ACTIVE and j_rate[j] > 0.0:
+                hn = _heap_set(hk, hv, hpos, hn, j, j_tfin[j])
+            else:
+                hn = _heap_del(hk, hv, hpos, hn, j)
+        return hn
+    gone = False
+    for i in range(nch):
+        j = f_job[changed[i]]
+        s = hpos[j]
+        if j_state[j] == ACTIVE and j_rate[j] > 0.0:
+            if s < 0:
+                s = hn
+                hn += 1
+                hv[s] = j
+                hpos[j] = s
+            hk[s] = j_tfin[j]
+        elif s >= 0:
+            hpos[j] = -1  # its slot is dropped below
+            gone = True
+    if gone:
+        return _heap_compact(hk, hv, hpos, hn)
+    _heapify(hk, hv, hpos, hn)
+    return hn
+
+
+@numba.njit(cache=True)
 def _heap_build(j_state: I8, j_act: F8, j_tfin: F8, j_rate: F8
                 ) -> tuple[F8, I8, I8, int]:
     """A heap of every job's next event: its activation or its finish."""
@@ -377,9 +498,14 @@ def _heap_build(j_state: I8, j_act: F8, j_tfin: F8, j_rate: F8
     hn = 0
     for j in range(n):
         if j_state[j] == PENDING:
-            hn = _heap_set(hk, hv, hpos, hn, j, j_act[j])
+            hk[hn] = j_act[j]
         elif j_state[j] == ACTIVE and j_rate[j] > 0.0 and np.isfinite(j_tfin[j]):
-            hn = _heap_set(hk, hv, hpos, hn, j, j_tfin[j])
+            hk[hn] = j_tfin[j]
+        else:
+            continue
+        hv[hn] = j
+        hn += 1
+    _heapify(hk, hv, hpos, hn)
     return hk, hv, hpos, hn
 
 
