@@ -704,10 +704,11 @@ def _resolve(seeds: I8, j_state: I8, j_rate: F8, j_fptr: I8, f_w: F8, f_ptr: I8,
     re-solved flows' share, so they are not visited: on a link whose live incidences are
     ordered by level (``l_sorted``) the search reads them from the top down and stops at
     the first flow below the cut. A link is ordered the first time a partial re-solve
-    reaches it (after a start, a re-arm or a rebuild it is not) and kept ordered after:
-    only re-solved flows change rate, and they all sit above the cut on each of their
-    links, so only that top part is sorted again (the whole link if it no longer lies
-    above the rest). A full re-solve resets the sums of its links exactly.
+    reaches it and keeps some of its flows (after a start, a re-arm, a rebuild or a
+    re-solve of all its flows it is not) and kept ordered after: only re-solved flows
+    change rate, and they all sit above the cut on each of their links, so only that top
+    part is sorted again (the whole link if it no longer lies above the rest). A full
+    re-solve resets the sums of its links exactly.
 
     """
     full = cut < 0.0
@@ -733,6 +734,7 @@ def _resolve(seeds: I8, j_state: I8, j_rate: F8, j_fptr: I8, f_w: F8, f_ptr: I8,
         lo = inc_ptr[l]
         end = lo + inc_cnt[l]
         if full or not l_sorted[l]:
+            kept = False
             k = lo
             while k < end:
                 f = inc_flow[k]
@@ -745,9 +747,10 @@ def _resolve(seeds: I8, j_state: I8, j_rate: F8, j_fptr: I8, f_w: F8, f_ptr: I8,
                 if st != ACTIVE or fseen[f]:
                     continue
                 if not full and _level(f, j_state, f_job, f_rate, f_w) < keep_below:
-                    continue  # kept
+                    kept = True
+                    continue
                 nc, nq = _take(f, fseen, comp, nc, f_ptr, e_link, s_seen, queue, nq)
-            top[ncl] = lo
+            top[ncl] = -1 if kept else lo  # -1: to be ordered whole
         else:
             k = end - 1
             while k >= lo:
@@ -803,15 +806,18 @@ def _resolve(seeds: I8, j_state: I8, j_rate: F8, j_fptr: I8, f_w: F8, f_ptr: I8,
         _count(flows[i], f_ptr, e_link, e_coef, e_frac, f_rate, u_coef, u_frac, u_n,
                f_counted)
     # keep each link's live incidences ordered by level: the re-solved flows are its
-    # top part (all of it after a full search); after a start every flow of the link
-    # is re-solved at once again and again, so ordering waits for a partial re-solve
+    # top part. When they are all of its active flows (after a start, every flow of the
+    # link is re-solved at once, again and again; in an all-to-all of equal transfers a
+    # partial re-solve takes them all too), ordering waits for a partial re-solve that
+    # keeps some: a sort now is wasted if all are re-solved again before that, and
+    # otherwise costs the same then, plus one read of the link whole
     for k in range(ncl):
         l = comp_links[k]
         lo = inc_ptr[l]
         hi = lo + inc_cnt[l]
-        if full:
+        if full or top[k] == lo:
             l_sorted[l] = False
-        elif not l_sorted[l] or top[k] == lo:
+        elif top[k] < 0:
             _order(lo, hi, inc_flow, inc_entry, inc_key, j_state, f_job, f_rate, f_w)
             l_sorted[l] = True
         else:
