@@ -310,9 +310,12 @@ class NsccConfig(_M):
       sets the window to what was acknowledged in the last base RTT, once per RTT;
     * a trim NACK or a loss takes the packet's bytes off the window.
 
-    ``target_delay_s`` null: half the flow's base RTT (htsim's default, 6 µs at a 12 µs
-    base RTT). The window starts at ``init_window_bdp`` bandwidth-delay products and never
-    exceeds ``max_window_bdp`` (htsim: 1 and 1.5)."""
+    ``target_delay_s`` null: half the flow's base RTT, fabricsim's own choice. htsim's
+    UEC model (uet-htsim commit 40ccb05, ``UecSrc::initNsccParams``) defaults instead to
+    0.75 × the network's largest unloaded RTT when trimming is on and 1 × that RTT when it
+    is off (its static 6 µs is overwritten at start-up). The window starts at
+    ``init_window_bdp`` bandwidth-delay products and never exceeds ``max_window_bdp``
+    (htsim: 1 and 1.5)."""
 
     target_delay_s: float | None = None
     gamma: float = Field(0.8, gt=0, le=1)
