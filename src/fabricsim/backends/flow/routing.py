@@ -159,9 +159,13 @@ def expand(fabric: Fabric, src: NDArray[np.int32], dst: NDArray[np.int32], nbyte
     nj = n * qps
     if mode == "ecmp":
         ptr, links, ok = _route(fabric, rep_src, rep_dst, h)
-        # path latency per flow (a flow with no path, e.g. cut off by faults, has 0)
-        csum = np.concatenate([[0.0], np.cumsum(fabric.link_latency[links])])
-        lat = csum[ptr[1:]] - csum[ptr[:-1]]
+        # path latency per flow (a flow with no path, e.g. cut off by faults, has 0),
+        # summed path by path: differences of one running sum round equal paths apart
+        # and split one start instant into many events
+        has = ptr[1:] > ptr[:-1]
+        lat = np.zeros(nj)
+        if has.any():
+            lat[has] = np.add.reduceat(fabric.link_latency[links], ptr[:-1][has])
         return Expanded(size=size, latency=lat, tag=tag, src=rep_src.astype(np.int64),
                         dst=rep_dst.astype(np.int64), routable=ok,
                         job_fptr=np.arange(nj + 1, dtype=np.int64), flow_ptr=ptr,
