@@ -92,7 +92,7 @@ def test_shipped_scenarios_validate() -> None:
     from fabricsim.scenario import load_scenario
 
     paths = sorted(Path(str(files("fabricsim") / "scenarios")).glob("packet-*.yaml"))
-    assert len(paths) == 11
+    assert len(paths) == 12
     for p in paths:
         sc = load_scenario(p)  # the base and every variant, each read as a PacketConfig
         assert sc.packet is not None and isinstance(sc.packet.base, PacketConfig)
