@@ -203,3 +203,18 @@ def test_settings_outside_the_spec_name_their_field(uet, field):  # type: ignore
     with pytest.raises(ConfigError) as e:
         PacketBackend(transport="uet", uet=uet)
     assert str(e.value).startswith(field + ":")
+
+
+def test_other_transports_run_an_engine_compiled_without_uet():  # type: ignore[no-untyped-def]
+    # the engine's last argument is None unless the run has UET flows; numba compiles one
+    # specialisation per type and prunes UET's branches from the other one (speed)
+    from numba import types
+
+    from fabricsim.backends.packet.engine import run_engine
+
+    g = _fab().gpus
+    sch = Schedule(steps=(Step(src=[g[1]], dst=[g[0]], nbytes=[1e5]),))
+    for transport in ("roce", "uet"):
+        assert _run(sch, transport).extra["complete"]
+    last = {sig[-1] for sig in run_engine.signatures}
+    assert types.none in last and types.boolean in last

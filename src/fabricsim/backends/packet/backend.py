@@ -213,4 +213,4 @@ def _run(st: State) -> float:
         a["FF"], a["FPS"], a["FPL"], a["PL"], a["NB"], a["BM"], a["SI"], a["SF"], a["DP"],
         a["DI"], a["RF"], a["RT"], a["TS_Q"], a["TS_D"], a["TS_F"], a["TS_NP"], a["P"],
         a["IP"], a["HT"], a["HI"], a["C"], a["STUCK_L"], np.int64(st.stuck_node), a["SQ"],
-        a["SPF"], a["FT"], a["RX"]))
+        a["SPF"], a["FT"], a["RX"], True if a["IP"][L.I_UET] == 1 else None))

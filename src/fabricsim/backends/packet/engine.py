@@ -8,6 +8,10 @@ reaching a port, returned InfiniBand credits, a sender's pacing timer, an ACK, N
 reaching a sender, DCQCN and retransmission timers, step starts and watchdog timers. A
 data packet crossing ``h`` links costs at least ``2h`` events.
 
+Every function on the hot path takes a last argument ``uet``, True or None (see
+:func:`run_engine`): numba compiles one engine per transport family, and the one without
+UET has none of UET's branches.
+
 Numba's cache keys this module on its own source text only; at import,
 :mod:`~fabricsim.backends.packet.numba_cache` drops the cached engine when any module it
 compiles in (``transport``, ``srd``, ``uet``, ``port``, ``roce``, ``kernel``, ``layout``) has
@@ -72,7 +76,6 @@ from fabricsim.backends.packet.layout import (
     I_SEED,
     I_SRDCC,
     I_TRIM,
-    I_UET,
     I_WD,
     LF_LAT,
     LI_BUSY,
@@ -160,34 +163,35 @@ _ = (_C_ECN, P_LOSS)
 
 @njit(cache=True)
 def kick_link(l, now, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, PL, CL, P, IP, HT, HI, C,
-              free, TS_Q, SQ, SPF) -> None:  # pragma: no cover
+              free, TS_Q, SQ, SPF, uet) -> None:  # pragma: no cover
     """Start link ``l`` if idle; refill the NIC slot of the flow whose packet left."""
-    f = try_start_tx(l, now, LI, LF, QI, QF, PK, FI, CL, P, IP, HT, HI, C, PL, TS_Q)
+    f = try_start_tx(l, now, LI, LF, QI, QF, PK, FI, CL, P, IP, HT, HI, C, PL, TS_Q, uet)
     while f >= 0:
         l0 = try_inject(f, now, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, PL, P, IP, HT, HI, C,
-                        free, TS_Q, SQ, SPF)
+                        free, TS_Q, SQ, SPF, uet)
         if l0 < 0:
             return
-        f = try_start_tx(l0, now, LI, LF, QI, QF, PK, FI, CL, P, IP, HT, HI, C, PL, TS_Q)
+        f = try_start_tx(l0, now, LI, LF, QI, QF, PK, FI, CL, P, IP, HT, HI, C, PL, TS_Q,
+                         uet)
 
 
 @njit(cache=True)
 def kick_flow(f, now, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, PL, CL, P, IP, HT, HI, C, free,
-              TS_Q, SQ, SPF) -> None:  # pragma: no cover
+              TS_Q, SQ, SPF, uet) -> None:  # pragma: no cover
     """Let flow ``f`` inject a packet if it may, and start its first link."""
     while True:
         l0 = try_inject(f, now, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, PL, P, IP, HT, HI, C,
-                        free, TS_Q, SQ, SPF)
+                        free, TS_Q, SQ, SPF, uet)
         if l0 < 0:
             return
         kick_link(l0, now, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, PL, CL, P, IP, HT, HI, C,
-                  free, TS_Q, SQ, SPF)
+                  free, TS_Q, SQ, SPF, uet)
 
 
 @njit(cache=True)
 def arrive(pk, now, stuck_on, stuck_node, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, PL, CL,
-           NDF, SI, SF, DP, DI, BM, RF, RT, TS_Q, TS_D, TS_F, P, IP, HT, HI, C, free, SQ, SPF
-           ) -> None:  # pragma: no cover
+           NDF, SI, SF, DP, DI, BM, RF, RT, TS_Q, TS_D, TS_F, P, IP, HT, HI, C, free, SQ, SPF,
+           uet) -> None:  # pragma: no cover
     """A packet reached the node at the end of its current link."""
     NP = IP[I_NP]
     h = PK[pk, PK_HOP]
@@ -203,7 +207,7 @@ def arrive(pk, now, stuck_on, stuck_node, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, 
             C[C_DROP_LOSSY] += 1
         else:
             deliver(pk, now, PK, FI, FF, SI, SF, DP, DI, BM, RF, RT, TS_D, TS_F, P, IP, HT,
-                    HI, C, NDF)
+                    HI, C, NDF, uet)
         if credit_in:
             push(HT, HI, C, now + LF[l_in, LF_LAT], E_CREDIT, lp_in, size)
         free_packet(free, C, pk)
@@ -217,7 +221,7 @@ def arrive(pk, now, stuck_on, stuck_node, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, 
         free_packet(free, C, pk)
         return
     head = False
-    if IP[I_TRIM] == 1 and LI[l_out, LI_TRIM] == 1:   # UET switch: trim above the threshold
+    if uet is not None and IP[I_TRIM] == 1 and LI[l_out, LI_TRIM] == 1:   # UET: trim
         size = trim_at_switch(pk, l_in, lp_in, lp_out, credit_in, now, LF, QF, PK, P, HT,
                               HI, C)
         head = PK[pk, PK_TRIM] == 1
@@ -248,21 +252,27 @@ def arrive(pk, now, stuck_on, stuck_node, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, 
         QI[lp_in, Q_PAUSE_SENT] = 1
         push(HT, HI, C, now + LF[l_in, LF_LAT], E_PAUSE, lp_in, 1)
     PK[pk, PK_HOP] = h + 1
-    if head:
+    if uet is not None and head:   # a trimmed header goes ahead of the data
         enqueue_head(l_out, pk, now, LI, LF, QI, QF, PK, TS_Q, P, IP)
     else:
         enqueue(l_out, pk, now, LI, LF, QI, QF, PK, TS_Q, P, IP)
     kick_link(l_out, now, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, PL, CL, P, IP, HT, HI, C,
-              free, TS_Q, SQ, SPF)
+              free, TS_Q, SQ, SPF, uet)
 
 
 @njit(cache=True)
 def run_engine(LI, LF, QI, QF, CL, NDF, PK, free, FI, FF, FPS, FPL, PL, NB, BM, SI, SF, DP,
                DI, RF, RT, TS_Q, TS_D, TS_F, TS_NP, P, IP, HT, HI, C, STUCK_L, stuck_node,
-               SQ, SPF, FT, RX) -> float:  # pragma: no cover
+               SQ, SPF, FT, RX, uet) -> float:  # pragma: no cover
     """Run until every step has ended (or an error, the budget, ``until``, a PFC
     deadlock or a stall behind a down link); returns the time of the last event
-    processed."""
+    processed.
+
+    ``uet`` is True when the run has UET flows and None otherwise. Its type picks the
+    compiled specialisation: with None, numba prunes every ``uet is not None`` branch
+    here and in the functions it calls, so the other transports' event loop contains
+    none of UET's code (compiled in, it made their loop larger and slower). Hence the
+    ``uet is not None and`` before conditions that already imply it."""
     np.random.seed(IP[I_SEED])
     out = np.zeros(3, np.int64)
     NP = IP[I_NP]
@@ -306,11 +316,11 @@ def run_engine(LI, LF, QI, QF, CL, NDF, PK, free, FI, FF, FPS, FPL, PL, NB, BM, 
                 free_packet(free, C, lost)
                 LI[l, LI_TX_LOST] = -1
             kick_link(l, now, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, PL, CL, P, IP, HT, HI, C,
-                      free, TS_Q, SQ, SPF)
+                      free, TS_Q, SQ, SPF, uet)
         elif kind == E_ARRIVE:
             arrive(a, now, stuck_on, stuck_node, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, PL, CL,
                    NDF, SI, SF, DP, DI, BM, RF, RT, TS_Q, TS_D, TS_F, P, IP, HT, HI, C, free,
-                   SQ, SPF)
+                   SQ, SPF, uet)
         elif kind == E_PAUSE:
             set_pause(a, b, now, QI, QF, C)
             bn = bin_of(now, P, IP)
@@ -323,17 +333,17 @@ def run_engine(LI, LF, QI, QF, CL, NDF, PK, free, FI, FF, FPS, FPL, PL, NB, BM, 
                 arm_deadlock_check(now, IP, P, HT, HI, C)
             else:
                 kick_link(l, now, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, PL, CL, P, IP, HT, HI,
-                          C, free, TS_Q, SQ, SPF)
+                          C, free, TS_Q, SQ, SPF, uet)
         elif kind == E_CREDIT:
             QF[a, QF_CRED] += b
             kick_link(a // NP, now, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, PL, CL, P, IP, HT,
-                      HI, C, free, TS_Q, SQ, SPF)
+                      HI, C, free, TS_Q, SQ, SPF, uet)
         elif kind == E_INJECT:
             FI[a, F_INJ_PEND] = 0
             kick_flow(a, now, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, PL, CL, P, IP, HT, HI, C,
-                      free, TS_Q, SQ, SPF)
+                      free, TS_Q, SQ, SPF, uet)
         elif kind in (E_ACK, E_NAK):
-            if IP[I_UET] == 1 and FI[a, F_SPRAY] == 2:
+            if uet is not None and FI[a, F_SPRAY] == 2:
                 if kind == E_ACK:
                     uet_on_ack(a, b, now, FI, FF, SQ, SPF, P, IP)
                 else:
@@ -345,7 +355,7 @@ def run_engine(LI, LF, QI, QF, CL, NDF, PK, free, FI, FF, FPS, FPL, PL, NB, BM, 
             else:
                 on_nak(a, b, now, FI, FF)
             kick_flow(a, now, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, PL, CL, P, IP, HT, HI, C,
-                      free, TS_Q, SQ, SPF)
+                      free, TS_Q, SQ, SPF, uet)
         elif kind == E_CNP:
             if IP[I_DCQCN] == 1:
                 on_cnp(a, now, FI, FF, P, HT, HI, C)
@@ -354,9 +364,9 @@ def run_engine(LI, LF, QI, QF, CL, NDF, PK, free, FI, FF, FPS, FPL, PL, NB, BM, 
         elif kind == E_DCQ_INC:
             on_inc_timer(a, b, now, FI, FF, P, HT, HI, C)
             kick_flow(a, now, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, PL, CL, P, IP, HT, HI, C,
-                      free, TS_Q, SQ, SPF)
+                      free, TS_Q, SQ, SPF, uet)
         elif kind == E_RTO:
-            if IP[I_UET] == 1 and FI[a, F_SPRAY] == 2:
+            if uet is not None and FI[a, F_SPRAY] == 2:
                 fired = uet_on_rto(a, now, FI, FF, SQ, SPF, P, IP, HT, HI, C)
             elif IP[I_SRDCC] == 1 and FI[a, F_SPRAY] == 2:
                 fired = srd_on_rto(a, now, FI, FF, SQ, SPF, P, HT, HI, C)
@@ -364,14 +374,14 @@ def run_engine(LI, LF, QI, QF, CL, NDF, PK, free, FI, FF, FPS, FPL, PL, NB, BM, 
                 fired = on_rto(a, now, FI, FF, P, IP, HT, HI, C)
             if fired:
                 kick_flow(a, now, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, PL, CL, P, IP, HT, HI,
-                          C, free, TS_Q, SQ, SPF)
+                          C, free, TS_Q, SQ, SPF, uet)
         elif kind == E_STEP:
             start_step(a, now, SI, SF, FI, FF, NB, BM, DP, DI, RF, RT, P, IP, HT, HI, C, SQ,
-                       SPF)
+                       SPF, uet)
             f0 = SI[a, S_FOFF]
             for f in range(f0, f0 + SI[a, S_NF]):
                 kick_flow(f, now, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, PL, CL, P, IP, HT, HI,
-                          C, free, TS_Q, SQ, SPF)
+                          C, free, TS_Q, SQ, SPF, uet)
         elif kind == E_WD_CHECK:
             on_wd_check(a, b, now, LI, LF, QI, QF, PK, NDF, CL, P, IP, HT, HI, C, free)
         elif kind == E_WD_RESTORE:
@@ -384,17 +394,17 @@ def run_engine(LI, LF, QI, QF, CL, NDF, PK, free, FI, FF, FPS, FPL, PL, NB, BM, 
                 push(HT, HI, C, now + (period - up if b == 1 else up), E_LINK, a, 1 - b)
             if b == 0:
                 kick_link(l, now, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, PL, CL, P, IP, HT, HI,
-                          C, free, TS_Q, SQ, SPF)
+                          C, free, TS_Q, SQ, SPF, uet)
             elif FT[a, FT_FACTOR] == 0.0:
                 arm_deadlock_check(now, IP, P, HT, HI, C)
         elif kind == E_DL_CHECK:
             on_deadlock_check(now, C[C_STEPS_DONE] < ns, LI, QI, PK, P, IP, HT, HI, C)
-        elif kind == E_PULL:
+        elif uet is not None and kind == E_PULL:
             rccc_pull(a, now, FI, FF, NDF, RX, P, HT, HI, C)
-        elif kind == E_GRANT:
+        elif uet is not None and kind == E_GRANT:
             FF[a, FF_CREDIT] += b
             kick_flow(a, now, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, PL, CL, P, IP, HT, HI, C,
-                      free, TS_Q, SQ, SPF)
+                      free, TS_Q, SQ, SPF, uet)
         elif kind == E_STUCK:
             stuck_on = b == 1
             for i in range(STUCK_L.shape[0]):

@@ -191,7 +191,7 @@ def mark_ecn(pk, q, PK, P, C):  # pragma: no cover
 
 
 @njit(cache=True)
-def try_start_tx(l, now, LI, LF, QI, QF, PK, FI, CL, P, IP, HT, HI, C, PL, TS_Q
+def try_start_tx(l, now, LI, LF, QI, QF, PK, FI, CL, P, IP, HT, HI, C, PL, TS_Q, uet
                  ) -> int:  # pragma: no cover
     """Start sending the next eligible packet on link ``l``; returns the source flow of
     that packet when it left its sender's NIC queue (so the sender may inject), else -1.
@@ -202,11 +202,13 @@ def try_start_tx(l, now, LI, LF, QI, QF, PK, FI, CL, P, IP, HT, HI, C, PL, TS_Q
     Ethernet link with credit-based flow control (UET's CBFC), whose credits for a lost
     frame come back after the link's latency. With link-level retry (UET's LLR) a frame
     hit by random loss is not lost: the link sends it again after a link round trip (the
-    link is busy for that round trip and one more serialisation)."""
+    link is busy for that round trip and one more serialisation). CBFC and LLR exist
+    only in runs with UET flows: with ``uet`` None (every other run) numba compiles
+    neither."""
     if LI[l, LI_BUSY] == 1:
         return -1
     down = LI[l, LI_DOWN] == 1
-    if down and LI[l, LI_CREDIT] == 1 and LI[l, LI_CBFC] == 0:
+    if down and LI[l, LI_CREDIT] == 1 and (uet is None or LI[l, LI_CBFC] == 0):
         return -1
     NP = IP[I_NP]
     r = LI[l, LI_RR]
@@ -249,7 +251,7 @@ def try_start_tx(l, now, LI, LF, QI, QF, PK, FI, CL, P, IP, HT, HI, C, PL, TS_Q
             lost = True
             C[C_DROP_DOWN] += 1
         elif LI[l, LI_LOSSY] == 1 and P[P_LOSS] > 0.0 and np.random.random() < P[P_LOSS]:
-            if LI[l, LI_LLR] == 1:   # the receiving port NACKs the bad frame; it is replayed
+            if uet is not None and LI[l, LI_LLR] == 1:   # the receiving port NACKs it: replay
                 replay = ser + 2.0 * LF[l, LF_LAT]
                 C[C_LLR] += 1
             else:
@@ -258,7 +260,7 @@ def try_start_tx(l, now, LI, LF, QI, QF, PK, FI, CL, P, IP, HT, HI, C, PL, TS_Q
         push(HT, HI, C, now + ser + replay, E_TXDONE, l, 0)
         if lost:
             LI[l, LI_TX_LOST] = pk
-            if credit and LI[l, LI_CBFC] == 1:   # the frame never used the credits
+            if uet is not None and credit and LI[l, LI_CBFC] == 1:   # credits unused
                 push(HT, HI, C, now + LF[l, LF_LAT], E_CREDIT, lp, size)
         else:
             delay = ser + replay

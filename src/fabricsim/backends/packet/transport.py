@@ -101,7 +101,6 @@ from fabricsim.backends.packet.layout import (
     I_SELECTIVE,
     I_SRDCC,
     I_TCP,
-    I_UET,
     LF_QTOT,
     MASK32,
     P_CNP_INT,
@@ -175,18 +174,20 @@ def choose_path(f, LF, FI, FPS, FPL, PL, IP):  # pragma: no cover
 
 @njit(cache=True)
 def try_inject(f, now, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, PL, P, IP, HT, HI, C, free,
-               TS_Q, SQ, SPF) -> int:  # pragma: no cover
+               TS_Q, SQ, SPF, uet) -> int:  # pragma: no cover
     """Put the next packet of flow ``f`` in its NIC queue if pacing, window and the
-    one-packet-per-flow NIC slot allow; returns the first link used, or -1."""
+    one-packet-per-flow NIC slot allow; returns the first link used, or -1. ``uet`` is
+    None unless the run has UET flows (see :func:`~fabricsim.backends.packet.engine.
+    run_engine`)."""
     slots = 2 * FI[f, F_NPATH] if FI[f, F_SPRAY] == 1 else 1
     if FI[f, F_DONE] == 1 or FI[f, F_ACTIVE] == 0 or FI[f, F_QUEUED] >= slots:
         return -1
-    uet = IP[I_UET] == 1 and FI[f, F_SPRAY] == 2
-    srd = uet or (IP[I_SRDCC] == 1 and FI[f, F_SPRAY] == 2)
+    on_uet = uet is not None and FI[f, F_SPRAY] == 2
+    srd = on_uet or (IP[I_SRDCC] == 1 and FI[f, F_SPRAY] == 2)
     rtx = FI[f, F_RTX]
     seq = rtx
     k = 0
-    if uet:
+    if uet is not None and on_uet:
         seq = srd_next_seq(f, FI, SQ, P)
         if seq < 0 or not uet_may_send(f, seq, FI, FF, P, IP):
             return -1
@@ -215,7 +216,7 @@ def try_inject(f, now, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, PL, P, IP, HT, HI, 
     pk = alloc_packet(PK, free, C)
     if pk < 0:
         return -1
-    if uet:
+    if uet is not None and on_uet:
         k = uet_pick_path(f, now, FI, SPF)
         uet_sent(f, seq, now, FI, FF, P, IP)
     if srd:
@@ -243,7 +244,8 @@ def try_inject(f, now, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, PL, P, IP, HT, HI, 
     PK[pk, PK_ECN] = 0
     PK[pk, PK_REP] = FI[f, F_REP]
     PK[pk, PK_INL] = -1
-    PK[pk, PK_TRIM] = 0
+    if uet is not None:
+        PK[pk, PK_TRIM] = 0
     FI[f, F_QUEUED] += 1
     if paced:
         t0 = FF[f, FF_NEXT_T] if FF[f, FF_NEXT_T] > now else now
@@ -260,7 +262,7 @@ def try_inject(f, now, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, PL, P, IP, HT, HI, 
 
 @njit(cache=True)
 def deliver(pk, now, PK, FI, FF, SI, SF, DP, DI, BM, RF, RT, TS_D, TS_F, P, IP, HT, HI,
-            C, NDF) -> None:  # pragma: no cover
+            C, NDF, uet) -> None:  # pragma: no cover
     """Packet ``pk`` reached its flow's destination: receiver side of the transport."""
     f = PK[pk, PK_FLOW]
     rep = PK[pk, PK_REP]
@@ -269,8 +271,8 @@ def deliver(pk, now, PK, FI, FF, SI, SF, DP, DI, BM, RF, RT, TS_D, TS_F, P, IP, 
     seq = PK[pk, PK_SEQ]
     ret = FF[f, FF_RET_LAT]
     tag = rep << 32
-    uet = IP[I_UET] == 1 and FI[f, F_SPRAY] == 2
-    if uet:
+    on_uet = uet is not None and FI[f, F_SPRAY] == 2
+    if uet is not None and on_uet:
         if PK[pk, PK_TRIM] == 1:   # headers only: NACK it, the sender resends it alone
             C[C_NAKS] += 1
             push(HT, HI, C, now + ret, E_NAK, f, (rep << 41) | (PK[pk, PK_PATH] << 32) | seq)
@@ -296,7 +298,7 @@ def deliver(pk, now, PK, FI, FF, SI, SF, DP, DI, BM, RF, RT, TS_D, TS_F, P, IP, 
                 r += 1
             FI[f, F_RCV_NEXT] = r
         FI[f, F_ACKCNT] += 1
-        if uet:   # every packet, with its entropy and ECN mark
+        if uet is not None and on_uet:   # every packet, with its entropy and ECN mark
             FI[f, F_ACKCNT] = 0
             push(HT, HI, C, now + ret, E_ACK, f, (rep << 41) | (PK[pk, PK_ECN] << 40) |
                  (PK[pk, PK_PATH] << 32) | seq)
@@ -365,8 +367,8 @@ def step_rep_done(s, now, SI, SF, DP, DI, HT, HI, C):  # pragma: no cover
 
 
 @njit(cache=True)
-def start_step(s, now, SI, SF, FI, FF, NB, BM, DP, DI, RF, RT, P, IP, HT, HI, C, SQ, SPF
-               ) -> None:  # pragma: no cover
+def start_step(s, now, SI, SF, FI, FF, NB, BM, DP, DI, RF, RT, P, IP, HT, HI, C, SQ, SPF,
+               uet) -> None:  # pragma: no cover
     """Begin the next repetition of step ``s``: reset and activate its flows (the caller
     then injects their first packets)."""
     rep = SI[s, S_REP] + 1
@@ -400,7 +402,7 @@ def start_step(s, now, SI, SF, FI, FF, NB, BM, DP, DI, RF, RT, P, IP, HT, HI, C,
         FI[f, F_NPKT] = npkt
         if FI[f, F_BM] >= 0:
             BM[FI[f, F_BM]:FI[f, F_BM] + npkt] = 0
-        if IP[I_UET] == 1 and FI[f, F_SPRAY] == 2:
+        if uet is not None and FI[f, F_SPRAY] == 2:
             uet_reset(f, FI, FF, SQ, SPF, P)
         elif IP[I_SRDCC] == 1 and FI[f, F_SPRAY] == 2:
             srd_reset(f, FI, SQ, SPF)
