@@ -369,8 +369,12 @@ def cluster_of(log: NcclDebugLog, system: str | None = None) -> LogCluster:
             assumed["fabric"] = (f"{fabric}: {system}'s own"
                                  + ("" if log.nic_gbps else " (NCCL prints no NIC speed)"))
         else:
+            # an NCCL log comes from GPUs: not the data-centre network of TPU hosts
+            tpu_only = ({x.default_fabric for x in cat.systems.values() if x.ici_host_shape}
+                        - {x.default_fabric for x in cat.systems.values()
+                           if not x.ici_host_shape})
             same = [(abs(f.port_gbit_s - speed), n) for n, f in cat.fabrics.items()
-                    if f.transport == want]
+                    if f.transport == want and n not in tpu_only]
             fabric = min(same)[1]
             assumed["fabric"] = (f"{fabric}: the {log.link_layer} link layer at {said} NIC "
                                  f"speed, {speed} Gb/s")
