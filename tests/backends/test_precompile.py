@@ -17,7 +17,7 @@ from fabricsim.errors import ConfigError
 
 MODULES = {
     "flow": ("kernel", "maxmin"),
-    "packet": ("engine", "kernel", "port", "roce", "srd", "transport"),
+    "packet": ("engine", "kernel", "port", "roce", "srd", "transport", "uet"),
 }
 
 

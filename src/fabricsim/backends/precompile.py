@@ -48,7 +48,12 @@ def warm(backend: str) -> float:
     fab = build_cluster("dgx-h100", 2, gpus_per_node=1)
     a, b = (int(g) for g in fab.gpus[:2])
     step = Step(src=np.array([a, b]), dst=np.array([b, a]), nbytes=np.array([65536.0] * 2))
-    get_backend(backend).run(Schedule(steps=(step,), nbytes=65536), fab)
+    sched = Schedule(steps=(step,), nbytes=65536)
+    get_backend(backend).run(sched, fab)
+    if backend == "packet":  # Ultra Ethernet runs an engine of its own (UET compiled in)
+        from fabricsim.backends.packet import PacketBackend
+
+        PacketBackend(transport="uet").run(sched, fab)
     return time.perf_counter() - t0
 
 
