@@ -103,17 +103,21 @@ def test_spraying_uses_every_path_and_runs_all_to_all_near_line_rate():  # type:
     assert uet.extra["delivered_bytes"] == 240 * 256_000
 
 
-def test_a_failed_link_costs_uet_little_and_roce_its_run():  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("lb", [{}, {"load_balance": "oblivious", "entropies": 16}])
+def test_a_failed_link_costs_uet_little_and_roce_its_run(lb):  # type: ignore[no-untyped-def]
     """leaf0->spine0 fails 20 us into a transfer of 4 flows that all leave leaf0 (routes
     unchanged): leaf0 keeps 3 of its 4 uplinks, so the closed form is the healthy time
-    with the rest at 3/4 of the rate. UET's dead entropies go silent, are skipped, and the
-    run finishes within 1.25x that bound; RoCE's flows hashed onto the dead link time out
-    until the QP gives up (or the run is far slower)."""
+    with the rest at 3/4 of the rate. UET's dead entropies go silent, are skipped (REPS
+    no longer recycles them: their ACKs stop), and the run finishes within 1.25x that
+    bound, with REPS over 64 entropies (the default) as with round-robin over 16 (the
+    model before REPS; round-robin over 64 has four times as many dead entropies to
+    find and takes 1.28x); RoCE's flows hashed onto the dead link time out until the QP
+    gives up (or the run is far slower)."""
     g = _fab().gpus
     sch = Schedule(steps=(Step(src=g[[0, 1, 2, 3]], dst=g[[8, 9, 12, 13]], nbytes=[2e6]),))
     down = [{"type": "link_down", "link": "leaf0->spine0", "start": "20us"}]
-    healthy = _run(sch)
-    uet = _run(sch, faults=down)
+    healthy = _run(sch, uet=lb)
+    uet = _run(sch, faults=down, uet=lb)
     roce = _run(sch, "roce", faults=down)
     assert uet.extra["complete"] and uet.extra["delivered_bytes"] == 8_000_000
     assert uet.extra["drops"]["link_down"] > 0
@@ -197,6 +201,7 @@ def test_rccc_paces_the_incast_at_the_receiver():  # type: ignore[no-untyped-def
     ({"profile": "ai_lite"}, "packet.uet.profile"),
     ({"cc": "dcqcn"}, "packet.uet.cc"),
     ({"entropies": 0}, "packet.uet.entropies"),
+    ({"load_balance": "ecmp"}, "packet.uet.load_balance"),
     ({"nscc": {"gamma": 2}}, "packet.uet.nscc.gamma"),
 ])
 def test_settings_outside_the_spec_name_their_field(uet, field):  # type: ignore[no-untyped-def]
@@ -218,3 +223,88 @@ def test_other_transports_run_an_engine_compiled_without_uet():  # type: ignore[
         assert _run(sch, transport).extra["complete"]
     last = {sig[-1] for sig in run_engine.signatures}
     assert types.none in last and types.boolean in last
+
+
+def _balancer(n, reps):  # type: ignore[no-untyped-def]
+    """One UET flow's sender state with ``n`` entropies, nothing sent, for the
+    balancer's own functions (the engine's arrays, as the builder lays them out)."""
+    from fabricsim.backends.packet import layout as L
+
+    FI = np.zeros((1, L.N_FI), dtype=np.int64)
+    FI[0, L.F_NPATH] = n
+    FI[0, L.F_NPKT] = 64
+    FI[0, L.F_REP] = 0
+    FF = np.zeros((1, L.N_FF))
+    FF[0, L.FF_SIZE] = 64 * 4096
+    SQ = np.zeros((64, L.N_SQ))
+    SQ[:, L.SQ_ST] = L.SQ_ACKED   # ACKs for packets already acknowledged: only the
+    SPF = np.zeros((1, n, L.N_SPF))   # balancer hears them
+    SPF[0, :, L.SP_CWND] = 1.0
+    P = np.zeros(L.N_P)
+    P[L.P_MTU] = 4096
+    IP = np.zeros(L.N_I, dtype=np.int64)
+    IP[L.I_REPS] = int(reps)
+    return FI, FF, SQ, SPF, P, IP
+
+
+@pytest.mark.parametrize("reps", [True, False])
+def test_reps_reuses_unmarked_entropies_and_not_marked_ones(reps):  # type: ignore[no-untyped-def]
+    """REPS (Bonato et al. 2024; htsim's UEC ``mixed`` balancer): ACKs come back unmarked
+    on entropies 5 and 2 and ECN-marked on 3. The next packets go on 5 and 2 (oldest
+    first), then the sender explores in turn from entropy 0: 0, 1, 2 (no penalty), and
+    passes over 3 (its mark costs it one exploration) to 4, 5, ...; 3 is used again once
+    its penalty is paid. ``oblivious`` ignores the ACKs: 0, 1, 2, 3, ..."""
+    from fabricsim.backends.packet.uet import uet_on_ack, uet_pick_path
+
+    FI, FF, SQ, SPF, P, IP = _balancer(8, reps)
+    for seq, (k, ecn) in enumerate([(5, 0), (3, 1), (2, 0)]):
+        uet_on_ack(0, ecn << 40 | k << 32 | seq, 1e-6, FI, FF, SQ, SPF, P, IP)
+    picks = [uet_pick_path(0, 2e-6, FI, FF, SPF, IP) for _ in range(12)]
+    if reps:
+        assert picks == [5, 2, 0, 1, 2, 4, 5, 6, 7, 0, 1, 2]
+        assert 3 not in picks[:9]
+        # a second unmarked ACK on 3 is reused at once
+        uet_on_ack(0, 3 << 32 | 3, 3e-6, FI, FF, SQ, SPF, P, IP)
+        assert uet_pick_path(0, 4e-6, FI, FF, SPF, IP) == 3
+    else:
+        assert picks == [0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3]
+
+
+def test_reps_passes_over_nacked_entropies_longer_than_marked_ones():  # type: ignore[no-untyped-def]
+    """A trim NACK costs its entropy four explorations (an ECN mark one) and it is never
+    recycled; with nothing to recycle, exploration takes the unpenalised entropies."""
+    from fabricsim.backends.packet.uet import uet_on_nack, uet_pick_path
+
+    FI, FF, SQ, SPF, P, IP = _balancer(4, True)
+    uet_on_nack(0, 1 << 32 | 0, 1e-6, FI, FF, SQ, SPF, P, IP)
+    picks = [uet_pick_path(0, 2e-6, FI, FF, SPF, IP) for _ in range(16)]
+    assert picks[:12] == [0, 2, 3] * 4   # four explorations pass over entropy 1
+    assert picks[12:15] == [0, 1, 2]     # then it is back in turn
+
+
+def _permutation(seed=1):  # type: ignore[no-untyped-def]
+    g = _fab().gpus
+    rng = np.random.default_rng(seed)
+    while True:
+        p = rng.permutation(16)
+        if not np.any(p == np.arange(16)):
+            break
+    return Schedule(steps=(Step(src=g, dst=g[p], nbytes=[2e6]),))
+
+
+def test_reps_beats_oblivious_spraying_on_a_permutation():  # type: ignore[no-untyped-def]
+    """A 16-host permutation of 2 MB (seed 3): oblivious round-robin over the same 64
+    entropies keeps sending on entropies whose spine links collide with other flows' and
+    finishes over 1.2x the line-rate time (165 us with 122 B of headers), over 16
+    entropies 1.8x; REPS keeps reusing the entropies that came back unmarked, so flows
+    settle on paths they share with no one and finish within 10 % of line rate."""
+    sch = _permutation(3)
+    reps = _run(sch)
+    obl = _run(sch, uet={"load_balance": "oblivious"})
+    obl16 = _run(sch, uet={"load_balance": "oblivious", "entropies": 16})
+    line = 2e6 * WIRE / CAP
+    assert reps.extra["complete"] and obl.extra["complete"]
+    assert obl.time > 1.2 * line and obl16.time > 1.8 * line
+    assert reps.time < 1.10 * line
+    assert reps.time < 0.9 * obl.time
+    assert reps.extra["trims"] == 0 < obl.extra["trims"]

@@ -453,6 +453,7 @@ def build_state(schedule: Schedule, fabric: Fabric, cfg: PacketConfig, *, mode: 
     IP[L.I_UET] = int(uet)
     IP[L.I_TRIM] = int(trim)
     IP[L.I_RCCC] = int(rccc)
+    IP[L.I_REPS] = int(uet and ucfg.load_balance == "reps")
     IP[L.I_RETRY] = (cfg.retry_limit if cfg.retry_limit is not None else
                      RETRY_LIMIT.get(mode, 1 << 40))
     # ---------------------------------------------------------------- pools

@@ -305,7 +305,7 @@ class NsccConfig(_M):
     * ECN and delay above target: *multiplicative decrease*, at most once per base RTT, by
       ``gamma × (delay − target) / delay`` (at most ``max_decrease``);
     * ECN, delay below target: the path, not the receiver, is congested: no window change,
-      the entropy (path) that saw the mark is not used for one base RTT (REPS-style);
+      the path, not the window, takes the blame (``UetConfig.load_balance``);
     * *quick adapt*: a delay above ``quick_adapt_factor × target`` (or a trim NACK)
       sets the window to what was acknowledged in the last base RTT, once per RTT;
     * a trim NACK or a loss takes the packet's bytes off the window.
@@ -349,7 +349,18 @@ class UetConfig(_M):
 
     ``profile`` picks the defaults of ``cc``, ``trimming``, ``llr`` and ``cbfc``
     (:data:`UET_PROFILES`); set any of them to override. ``entropies``: entropy values
-    (ECMP paths) each connection sprays over. ``trim_threshold_bytes``: a switch egress
+    (ECMP paths) each connection sprays over, 64 by default as in the UEC's htsim model
+    (each is one routed path per flow: memory and set-up grow with it). ``load_balance``:
+    how the sender picks the entropy of each packet. ``reps`` (the default, as htsim's
+    default ``mixed`` balancer; REPS, Bonato et al., "REPS: Recycled Entropy Packet
+    Spraying", 2024): an entropy whose ACK came back without an ECN mark is used again
+    (first returned, first reused); with none to recycle, the sender explores the next
+    entropy in turn, passing over those penalised by an ECN mark (one pass), a trim NACK
+    (four) or a timeout (fifteen); after a timeout it explores no unknown entropy for
+    four ``rto`` (REPS's freezing) but reuses those that answered before.
+    ``oblivious``: round-robin over every entropy, one marked at low delay skipped for one
+    base RTT (fabricsim's balancer before REPS, with 16 entropies). Under both, an entropy
+    that went silent (failed) is avoided. ``trim_threshold_bytes``: a switch egress
     queue holding more than this trims arriving packets to their headers (which then go
     ahead of the data, at high priority) instead of queueing them; at most
     ``packet.lossy_queue`` (the queue's size). ``llr``: link-level retry, a frame
@@ -363,7 +374,8 @@ class UetConfig(_M):
     trim_threshold_bytes: float = 200e3
     llr: bool | None = None
     cbfc: bool | None = None
-    entropies: int = Field(16, ge=1, le=64)
+    entropies: int = Field(64, ge=1, le=64)
+    load_balance: Literal["reps", "oblivious"] = "reps"
     nscc: NsccConfig = Field(default_factory=NsccConfig)
     rccc: RcccConfig = Field(default_factory=RcccConfig)
 

@@ -147,7 +147,8 @@ I_RETRY = 17       # timeouts in a row a go-back-N / TCP flow survives
 I_UET = 18         # UET sender/receiver (spraying, trim NACKs, NSCC or RCCC)
 I_TRIM = 19        # UET: switches trim packets above P_TRIM
 I_RCCC = 20        # UET: receiver credit-based congestion control (else NSCC)
-N_I = 21
+I_REPS = 21        # UET: REPS load balancing (recycle unmarked entropies), else oblivious
+N_I = 22
 
 MODE_IB, MODE_ROCE, MODE_TCP, MODE_SRD, MODE_UET = 0, 1, 2, 3, 4
 
@@ -241,7 +242,9 @@ F_SPRAY = 28       # 0 one path, 1 round-robin striping (NVLink), 2 random (SRD)
 F_RR = 29
 F_NLOST = 30       # SRD: packets declared lost and not yet retransmitted
 F_NTO = 31         # retransmission timeouts in a row without progress
-N_FI = 32
+F_RQ_HEAD = 32     # UET REPS: first slot of the ring of entropies to recycle (SPF[f, :, SP_RQ])
+F_RQ_N = 33        # UET REPS: entropies waiting in that ring
+N_FI = 34
 
 # ---- per flow floats FF
 FF_SIZE = 0
@@ -273,7 +276,8 @@ FF_CREDIT = 25    # RCCC: bytes the sender may still send
 FF_NEED = 26      # RCCC: bytes the receiver has still to grant
 FF_CRED0 = 27     # RCCC: speculative credit at the start of a repetition
 FF_RACK = 28      # UET: latest send time of a packet acknowledged (later ones reveal losses)
-N_FF = 29
+FF_FREEZE = 29    # UET REPS: after a timeout, explore no unknown entropy before this time
+N_FF = 30
 
 # ---- per packet ints PK
 PK_FLOW = 0
@@ -310,7 +314,9 @@ SP_LDEC = 6       # time of the last window decrease
 SP_NEXT = 7       # earliest next send when the window is below one packet (UET: path avoided until)
 SP_INIT = 8       # initial window (path's share of the bandwidth-delay product)
 SP_LACK = 9       # time of the path's latest ACK (a silent path has none for a timeout)
-N_SPF = 10
+SP_PEN = 10       # UET REPS: penalty, explorations that pass over this entropy
+SP_RQ = 11        # UET REPS: slot k of the flow's recycle ring (an entropy index)
+N_SPF = 12
 
 # ---- per step ints SI / floats SF
 S_FOFF = 0

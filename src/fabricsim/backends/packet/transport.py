@@ -217,7 +217,7 @@ def try_inject(f, now, LI, LF, QI, QF, PK, FI, FF, FPS, FPL, PL, P, IP, HT, HI, 
     if pk < 0:
         return -1
     if uet is not None and on_uet:
-        k = uet_pick_path(f, now, FI, SPF)
+        k = uet_pick_path(f, now, FI, FF, SPF, IP)
         uet_sent(f, seq, now, FI, FF, P, IP)
     if srd:
         srd_sent(f, seq, k, now, FI, SQ, SPF)

@@ -8,13 +8,20 @@ Sources: Ultra Ethernet Consortium, *UE Specification 1.0* (June 2025); Hoefler 
 quick adapt, trimming, the receiver's pull pacer). The code here is written for this
 engine from those descriptions. What it models, per reliable-unordered (RUD) connection:
 
-* **Spraying**: every packet carries an entropy value; the sender takes the flow's
-  ``uet.entropies`` values round-robin, each an ECMP path through the fabric, and the
-  receiver accepts packets in any order (bitmap) and ACKs each with its entropy and the
-  ECN bit it saw. An entropy whose ACK came back ECN-marked at low delay (a congested
-  path, not a congested receiver) is skipped for one base RTT; one that went silent for a
-  whole ``rto`` while others answered has failed and is skipped for ``4 rto``, then
-  probed again.
+* **Spraying**: every packet carries one of the flow's ``uet.entropies`` entropy
+  values, each an ECMP path through the fabric; the receiver accepts packets in any
+  order (bitmap) and ACKs each with its entropy and the ECN bit it saw. The sender picks
+  entropies as ``uet.load_balance`` says (:func:`uet_pick_path`). ``reps`` (REPS, Bonato
+  et al., 2024, as the default ``mixed`` balancer of htsim's UEC model): an entropy whose
+  ACK came back unmarked is reused, oldest first; with none to reuse, the sender takes
+  the next entropy in turn that carries no penalty (an ECN mark adds 1, a trim NACK 4, a
+  timeout 15, at most 15; each exploration that starts on a penalised entropy takes 1
+  off and moves on); for ``4 rto`` after a timeout it explores no unknown entropy and
+  takes in turn those that answered before (REPS's freezing); an entropy silent for that
+  whole ``rto`` has failed. ``oblivious``: round-robin, an entropy whose ACK came back
+  marked at low delay (a congested path, not a congested receiver) skipped for one base
+  RTT. Under both, an entropy that went silent for a whole ``rto`` while others answered
+  has failed; a failed entropy is avoided for ``4 rto``, then probed again.
 * **Trimming** (switches, :func:`trim_at_switch`): a packet that reaches an egress queue
   holding more than ``trim_threshold_bytes`` loses its payload; its headers go on at the
   head of the queue (high priority) to the receiver, which answers with a NACK at once;
@@ -64,6 +71,8 @@ from fabricsim.backends.packet.layout import (
     F_NPKT,
     F_NTO,
     F_REP,
+    F_RQ_HEAD,
+    F_RQ_N,
     F_RR,
     F_RTO_ON,
     F_SND_NEXT,
@@ -73,6 +82,7 @@ from fabricsim.backends.packet.layout import (
     FF_CRED0,
     FF_CREDIT,
     FF_CWND,
+    FF_FREEZE,
     FF_HDR,
     FF_INFL,
     FF_LAST_DEC,
@@ -88,6 +98,7 @@ from fabricsim.backends.packet.layout import (
     FF_TGT,
     I_NP,
     I_RCCC,
+    I_REPS,
     I_RETRY,
     LF_LAT,
     LF_QMAX,
@@ -120,6 +131,8 @@ from fabricsim.backends.packet.layout import (
     SP_LACK,
     SP_NEXT,
     SP_NSER,
+    SP_PEN,
+    SP_RQ,
     SQ_ACKED,
     SQ_INFLIGHT,
     SQ_K,
@@ -132,6 +145,9 @@ from fabricsim.backends.packet.port import bin_of
 
 #: A failed entropy is skipped for this many retransmission timeouts, then probed.
 FAILED_PATH_RTOS = 4.0
+#: REPS: explorations that pass over an entropy after an ECN mark, a trim NACK and a
+#: timeout on it, and the most it can owe (the values of htsim's UEC balancer).
+PEN_ECN, PEN_NACK, PEN_TIMEOUT, PEN_MAX = 1.0, 4.0, 15.0, 15.0
 #: A packet out for this many base RTTs (or ``rto``, if shorter) while a packet sent
 #: after it was acknowledged is lost (time-based reordering window, as RACK); if its
 #: entropy answered nothing since it was sent, the entropy has failed. The flow checks
@@ -164,9 +180,72 @@ def uet_may_send(f, seq, FI, FF, P, IP) -> bool:  # pragma: no cover
 
 
 @njit(cache=True)
-def uet_pick_path(f, now, FI, SPF) -> int:  # pragma: no cover
-    """The next entropy round-robin, skipping avoided ones (ECN at low delay, failed);
-    when every one is avoided, the next one that has not failed (else the next)."""
+def _penalise(f, k, pen, SPF) -> None:  # pragma: no cover
+    p = SPF[f, k, SP_PEN] + pen
+    SPF[f, k, SP_PEN] = p if p < PEN_MAX else PEN_MAX
+
+
+@njit(cache=True)
+def _recycle(f, k, FI, SPF) -> None:  # pragma: no cover
+    """REPS: entropy ``k`` came back unmarked; queue it for reuse (the ring holds one slot
+    per entropy; when full, the oldest entry gives way)."""
+    n = FI[f, F_NPATH]
+    h = FI[f, F_RQ_HEAD]
+    m = FI[f, F_RQ_N]
+    if m >= n:
+        h = (h + 1) % n
+        m -= 1
+        FI[f, F_RQ_HEAD] = h
+    SPF[f, (h + m) % n, SP_RQ] = k
+    FI[f, F_RQ_N] = m + 1
+
+
+@njit(cache=True)
+def _reps_pick(f, now, FI, FF, SPF) -> int:  # pragma: no cover
+    """REPS: the oldest recycled entropy that has not failed since; else, within
+    :data:`FAILED_PATH_RTOS` timeouts of a timeout (REPS's freezing), the next one in
+    turn that has answered before and has not failed since; else the next one in turn
+    without a penalty (the exploration's first entropy, if penalised, pays 1); -1 when
+    every entropy is penalised or avoided."""
+    n = FI[f, F_NPATH]
+    while FI[f, F_RQ_N] > 0:
+        h = FI[f, F_RQ_HEAD]
+        k = int(SPF[f, h, SP_RQ])
+        FI[f, F_RQ_HEAD] = (h + 1) % n
+        FI[f, F_RQ_N] -= 1
+        if SPF[f, k, SP_NEXT] <= now and SPF[f, k, SP_CWND] > 0.0:
+            return k
+    rr = FI[f, F_RR]
+    if now < FF[f, FF_FREEZE]:   # a path failed: do not try unknown entropies now
+        for i in range(n):
+            k = (rr + i) % n
+            if SPF[f, k, SP_LACK] > 0.0 and SPF[f, k, SP_NEXT] <= now and \
+                    SPF[f, k, SP_CWND] > 0.0:
+                FI[f, F_RR] = k + 1
+                return k
+    for i in range(n):
+        k = (rr + i) % n
+        if SPF[f, k, SP_PEN] > 0.0:
+            if i == 0:
+                SPF[f, k, SP_PEN] -= 1.0
+            continue
+        if SPF[f, k, SP_NEXT] <= now:
+            FI[f, F_RR] = k + 1
+            if SPF[f, k, SP_CWND] <= 0.0:   # a failed entropy's pause is over: probe it
+                SPF[f, k, SP_CWND] = 1.0
+            return k
+    return -1
+
+
+@njit(cache=True)
+def uet_pick_path(f, now, FI, FF, SPF, IP) -> int:  # pragma: no cover
+    """The entropy of the next packet (``uet.load_balance``): REPS's recycled or explored
+    one, or the next round-robin, skipping avoided ones (ECN at low delay, failed); when
+    every one is avoided or penalised, the next one that has not failed (else the next)."""
+    if IP[I_REPS] == 1:
+        k = _reps_pick(f, now, FI, FF, SPF)
+        if k >= 0:
+            return k
     n = FI[f, F_NPATH]
     rr = FI[f, F_RR]
     fallback = -1
@@ -212,7 +291,7 @@ def _lose(f, i, w, own_credit, SQ, SPF, FI, FF, P, IP) -> None:  # pragma: no co
 
 
 @njit(cache=True)
-def nscc_on_ack(f, k, w, rtt, ecn, now, FF, SPF, P) -> None:  # pragma: no cover
+def nscc_on_ack(f, k, w, rtt, ecn, now, FF, SPF, P, IP) -> None:  # pragma: no cover
     """NSCC window update from one ACK of ``w`` bytes on entropy ``k``."""
     brtt = FF[f, FF_BRTT]
     if rtt < brtt:
@@ -247,8 +326,8 @@ def nscc_on_ack(f, k, w, rtt, ecn, now, FF, SPF, P) -> None:  # pragma: no cover
             mx = P[P_NSCC_MAXMD]
             cw *= 1.0 - (dec if dec < mx else mx)
             FF[f, FF_LAST_DEC] = now
-    else:                 # marked at low delay: the path is congested; try other entropies
-        SPF[f, k, SP_NEXT] = now + brtt
+    elif IP[I_REPS] == 0:   # marked at low delay: the path is congested; try other entropies
+        SPF[f, k, SP_NEXT] = now + brtt   # (REPS: the mark's penalty does that)
     mw = FF[f, FF_MAXW]
     FF[f, FF_CWND] = lo if cw < lo else (mw if cw > mw else cw)
 
@@ -262,6 +341,11 @@ def uet_on_ack(f, b, now, FI, FF, SQ, SPF, P, IP) -> None:  # pragma: no cover
     k = (b >> 32) & 0xFF
     seq = b & MASK32
     SPF[f, k, SP_LACK] = now
+    if IP[I_REPS] == 1:   # every ACK tells the balancer how its entropy fared
+        if ecn == 0:
+            _recycle(f, k, FI, SPF)
+        else:
+            _penalise(f, k, PEN_ECN, SPF)
     base = FI[f, F_BM]
     i = base + seq
     st = SQ[i, SQ_ST]
@@ -285,7 +369,7 @@ def uet_on_ack(f, b, now, FI, FF, SQ, SPF, P, IP) -> None:  # pragma: no cover
             if ser + 1 > SPF[f, k, SP_EXP]:
                 SPF[f, k, SP_EXP] = ser + 1
             if IP[I_RCCC] == 0:
-                nscc_on_ack(f, k, w, now - SQ[i, SQ_T], ecn, now, FF, SPF, P)
+                nscc_on_ack(f, k, w, now - SQ[i, SQ_T], ecn, now, FF, SPF, P, IP)
     elif st == SQ_LOST:   # declared lost, yet it arrived: no resend needed
         FI[f, F_NLOST] -= 1
     SQ[i, SQ_ST] = SQ_ACKED
@@ -306,6 +390,8 @@ def uet_on_nack(f, b, now, FI, FF, SQ, SPF, P, IP) -> None:  # pragma: no cover
     seq = b & MASK32
     i = FI[f, F_BM] + seq
     SPF[f, k, SP_LACK] = now
+    if IP[I_REPS] == 1:
+        _penalise(f, k, PEN_NACK, SPF)
     if SQ[i, SQ_ST] == SQ_INFLIGHT and SQ[i, SQ_K] == k:
         _lose(f, i, uet_wire(f, seq, FI, FF, P), False, SQ, SPF, FI, FF, P, IP)
         FF[f, FF_QA_TRIG] = 1.0
@@ -350,6 +436,12 @@ def uet_on_rto(f, now, FI, FF, SQ, SPF, P, IP, HT, HI, C) -> bool:  # pragma: no
             if late and SPF[f, k, SP_LACK] < t0 and SPF[f, k, SP_CWND] > 0.0:
                 SPF[f, k, SP_CWND] = 0.0   # nothing came back on it since: it failed
                 SPF[f, k, SP_NEXT] = now + FAILED_PATH_RTOS * rto
+            if IP[I_REPS] == 1 and not late:   # a timeout, not a reordering loss
+                _penalise(f, k, PEN_TIMEOUT, SPF)
+                FF[f, FF_FREEZE] = now + FAILED_PATH_RTOS * rto
+                if SPF[f, k, SP_LACK] < t0 and SPF[f, k, SP_CWND] > 0.0:
+                    SPF[f, k, SP_CWND] = 0.0   # silent for a whole rto: failed
+                    SPF[f, k, SP_NEXT] = now + FAILED_PATH_RTOS * rto
             _lose(f, j, uet_wire(f, s, FI, FF, P), True, SQ, SPF, FI, FF, P, IP)
             found = True
     if found:
