@@ -105,7 +105,8 @@ def summary(start: np.ndarray, end: np.ndarray, n_flows: int) -> dict[str, objec
 
 
 def run_fabricsim(case: str, fl: list[tuple[int, int, int]], n: int, queue_pkts: int,
-                  ecn: tuple[int, int], seed: int) -> dict[str, object]:
+                  ecn: tuple[int, int], seed: int,
+                  lb: dict[str, object] | None = None) -> dict[str, object]:
     k, spines = layout(n)
     fab = host_fat_tree(n, hosts_per_leaf=k, spines=spines, bandwidth=GBPS * 1e9 / 8,
                         latency=LATENCY)
@@ -118,7 +119,8 @@ def run_fabricsim(case: str, fl: list[tuple[int, int, int]], n: int, queue_pkts:
         transport="uet", mtu=PAYLOAD, header_bytes=HEADER, switching="store-and-forward",
         seed=seed,
         ecn={"kmin": ecn[0] * WIRE, "kmax": ecn[1] * WIRE, "pmax": 1.0},
-        uet={"trim_threshold_bytes": queue_pkts * WIRE}, event_budget=100_000_000)
+        uet={"trim_threshold_bytes": queue_pkts * WIRE, **(lb or {})},
+        event_budget=100_000_000)
     t0 = time.perf_counter()
     r = be.run(sch, fab)
     wall = time.perf_counter() - t0
@@ -188,19 +190,28 @@ def main() -> None:
     ap.add_argument("--end-us", type=int, default=100_000,
                     help="htsim's simulated-time limit (-end), microseconds")
     ap.add_argument("--no-htsim", action="store_true", help="run fabricsim alone")
+    ap.add_argument("--load-balance", choices=("reps", "oblivious"),
+                    help="fabricsim's packet.uet.load_balance (default: its own)")
+    ap.add_argument("--entropies", type=int,
+                    help="fabricsim's packet.uet.entropies (default: its own)")
     a = ap.parse_args()
+    lb: dict[str, object] = {}
+    if a.load_balance:
+        lb["load_balance"] = a.load_balance
+    if a.entropies:
+        lb["entropies"] = a.entropies
 
     n = a.hosts
     queue_pkts = bdp_packets(GBPS, LATENCY, WIRE, tiers=2)
     ecn = (math.ceil(0.2 * queue_pkts), math.ceil(0.8 * queue_pkts))
     binary, reason = (None, "--no-htsim") if a.no_htsim else find_binary(a.htsim)
     # compile fabricsim's kernels once so its wall times are the runs', not numba's
-    run_fabricsim("warm-up", [(0, n - 1, 100_000)], n, queue_pkts, ecn, a.seed)
+    run_fabricsim("warm-up", [(0, n - 1, 100_000)], n, queue_pkts, ecn, a.seed, lb)
     for case in a.cases.split(","):
         fl = flows(case, n, a.seed)
         hts = run_htsim(binary, reason, case, fl, n, queue_pkts, ecn, a.end_us, a.seed)
-        fab = run_fabricsim(case, fl, n, queue_pkts, ecn, a.seed)
-        common = {"hosts": n, "seed": a.seed, "queue_pkts": queue_pkts,
+        fab = run_fabricsim(case, fl, n, queue_pkts, ecn, a.seed, lb)
+        common = {"hosts": n, "seed": a.seed, "queue_pkts": queue_pkts, **lb,
                   "queue_bytes": queue_pkts * WIRE, "ecn_pkts": list(ecn)}
         print(json.dumps({**hts, **common}), flush=True)
         print(json.dumps({**fab, **common, "ratio_fabricsim_over_htsim":
