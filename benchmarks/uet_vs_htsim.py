@@ -15,8 +15,9 @@ Switch queues are htsim's default for a trimming fabric, one bandwidth-delay pro
 ``-q`` and to fabricsim as ``uet.trim_threshold_bytes`` (htsim trims when its data queue
 is full); ECN marks from 0.2 to 0.8 BDP, linear, on both (htsim ``-ecn``, fabricsim
 ``ecn.kmin/kmax`` with ``pmax 1``). Everything else is each simulator's own default: NSCC
-on both; htsim's load balancer (``mixed``, 64 entropies) and fabricsim's (16 entropies);
-each side's RTO, start window and NSCC constants (see the notes printed in each line).
+on both; REPS load balancing over 64 entropies on both (htsim ``mixed``, fabricsim
+``reps``; ``--load-balance`` and ``--entropies`` change fabricsim's); each side's RTO,
+start window and NSCC constants.
 
 One JSON line per (case, simulator): completion time (last flow finish), mean and p99
 flow completion time, trims (htsim: NACKs received; fabricsim: trimmed packets),
@@ -31,6 +32,7 @@ htsim line says ``peer_unavailable`` and why, and fabricsim still runs.
 Usage:
     python benchmarks/uet_vs_htsim.py [--htsim PATH] [--hosts 16|32]
                                       [--cases permutation,all_to_all,incast] [--seed 1]
+                                      [--load-balance reps|oblivious] [--entropies N]
 """
 
 from __future__ import annotations
