@@ -311,6 +311,13 @@ def _heap_place(hk: F8, hv: I8, hpos: I8, hn: int, i: int, key: float, val: int)
         hv[i] = hv[p]
         hpos[hv[i]] = i
         i = p
+    _heap_down(hk, hv, hpos, hn, i, key, val)
+
+
+@numba.njit(cache=True)
+def _heap_down(hk: F8, hv: I8, hpos: I8, hn: int, i: int, key: float, val: int) -> None:
+    """Put ``(key, val)`` at slot ``i`` or below it, sifting down (its subtrees are
+    heaps)."""
     while True:
         c = 2 * i + 1
         if c >= hn:
@@ -363,23 +370,7 @@ def _heap_pop(hk: F8, hv: I8, hpos: I8, hn: int) -> int:
 @numba.njit(cache=True)
 def _heap_sift_down(hk: F8, hv: I8, hpos: I8, hn: int, i: int) -> None:
     """Sift the entry at slot ``i`` down into place (its subtrees are heaps)."""
-    key = hk[i]
-    val = hv[i]
-    while True:
-        c = 2 * i + 1
-        if c >= hn:
-            break
-        if c + 1 < hn and _heap_less(hk, hv, c + 1, hk[c], hv[c]):
-            c += 1
-        if not _heap_less(hk, hv, c, key, val):
-            break
-        hk[i] = hk[c]
-        hv[i] = hv[c]
-        hpos[hv[i]] = i
-        i = c
-    hk[i] = key
-    hv[i] = val
-    hpos[val] = i
+    _heap_down(hk, hv, hpos, hn, i, hk[i], hv[i])
 
 
 @numba.njit(cache=True)

@@ -146,6 +146,13 @@ def enqueue(l, pk, now, LI, LF, QI, QF, PK, TS_Q, P, IP):  # pragma: no cover
     else:
         PK[QI[lp, Q_TAIL], PK_NEXT] = pk
     QI[lp, Q_TAIL] = pk
+    count_queued(l, lp, size, now, LI, LF, QI, QF, TS_Q, P, IP)
+
+
+@njit(cache=True)
+def count_queued(l, lp, size, now, LI, LF, QI, QF, TS_Q, P, IP):  # pragma: no cover
+    """Count a packet of ``size`` bytes just queued at ``lp`` of link ``l``: the class's
+    and the link's bytes, the link's high-water mark and its watched queue trace."""
     QI[lp, Q_N] += 1
     QF[lp, QF_BYTES] += size
     q = LF[l, LF_QTOT] + size

@@ -222,6 +222,14 @@ def srd_on_ack(f, b, now, FI, FF, SQ, SPF, P) -> None:  # pragma: no cover
                 SPF[f, k, SP_EXP] = ser + 1
     elif st == SQ_LOST:
         FI[f, F_NLOST] -= 1
+    mark_acked(f, i, base, now, FI, FF, SQ)
+
+
+@njit(cache=True)
+def mark_acked(f, i, base, now, FI, FF, SQ):  # pragma: no cover
+    """Packet ``i`` (slot ``base`` + its sequence) of flow ``f`` is acknowledged: the
+    flow's first unacknowledged packet moves past every acknowledged one, and its
+    progress time is now."""
     SQ[i, SQ_ST] = SQ_ACKED
     una = FI[f, F_SND_UNA]
     npkt = FI[f, F_NPKT]

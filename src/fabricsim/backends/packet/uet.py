@@ -94,16 +94,12 @@ from fabricsim.backends.packet.layout import (
     FF_RACK,
     FF_RET_LAT,
     FF_SIZE,
-    FF_START,
     FF_TGT,
     I_NP,
     I_RCCC,
     I_REPS,
     I_RETRY,
     LF_LAT,
-    LF_QMAX,
-    LF_QTOT,
-    LI_WATCH,
     MASK32,
     N_PULL_ON,
     N_PULL_RATE,
@@ -130,7 +126,6 @@ from fabricsim.backends.packet.layout import (
     SP_INFL,
     SP_LACK,
     SP_NEXT,
-    SP_NSER,
     SP_PEN,
     SP_RQ,
     SQ_ACKED,
@@ -141,7 +136,8 @@ from fabricsim.backends.packet.layout import (
     SQ_ST,
     SQ_T,
 )
-from fabricsim.backends.packet.port import bin_of
+from fabricsim.backends.packet.port import count_queued
+from fabricsim.backends.packet.srd import mark_acked, srd_reset
 
 #: A failed entropy is skipped for this many retransmission timeouts, then probed.
 FAILED_PATH_RTOS = 4.0
@@ -372,13 +368,7 @@ def uet_on_ack(f, b, now, FI, FF, SQ, SPF, P, IP) -> None:  # pragma: no cover
                 nscc_on_ack(f, k, w, now - SQ[i, SQ_T], ecn, now, FF, SPF, P, IP)
     elif st == SQ_LOST:   # declared lost, yet it arrived: no resend needed
         FI[f, F_NLOST] -= 1
-    SQ[i, SQ_ST] = SQ_ACKED
-    una = FI[f, F_SND_UNA]
-    npkt = FI[f, F_NPKT]
-    while una < npkt and SQ[base + una, SQ_ST] == SQ_ACKED:
-        una += 1
-    FI[f, F_SND_UNA] = una
-    FF[f, FF_PROGRESS] = now
+    mark_acked(f, i, base, now, FI, FF, SQ)
 
 
 @njit(cache=True)
@@ -396,14 +386,6 @@ def uet_on_nack(f, b, now, FI, FF, SQ, SPF, P, IP) -> None:  # pragma: no cover
         _lose(f, i, uet_wire(f, seq, FI, FF, P), False, SQ, SPF, FI, FF, P, IP)
         FF[f, FF_QA_TRIG] = 1.0
     FF[f, FF_PROGRESS] = now
-
-
-@njit(cache=True)
-def _silent(f, k, now, rto, FF, SPF):  # pragma: no cover
-    heard = SPF[f, k, SP_LACK]
-    if heard < FF[f, FF_START]:
-        heard = FF[f, FF_START]
-    return now - heard >= rto * (1.0 - 1e-12)
 
 
 @njit(cache=True)
@@ -464,14 +446,7 @@ def uet_on_rto(f, now, FI, FF, SQ, SPF, P, IP, HT, HI, C) -> bool:  # pragma: no
 def uet_reset(f, FI, FF, SQ, SPF, P) -> None:  # pragma: no cover
     """A new repetition of flow ``f``: nothing sent or in flight; RCCC credit and demand
     start again (windows, base RTTs and failed entropies are kept)."""
-    base = FI[f, F_BM]
-    for s in range(FI[f, F_NPKT]):
-        SQ[base + s, SQ_ST] = 0.0
-    FI[f, F_NLOST] = 0
-    for k in range(FI[f, F_NPATH]):
-        SPF[f, k, SP_INFL] = 0.0
-        SPF[f, k, SP_NSER] = 0.0
-        SPF[f, k, SP_EXP] = 0.0
+    srd_reset(f, FI, SQ, SPF)  # what SRD resets: packets, losses, per-entropy counts
     FF[f, FF_INFL] = 0.0
     FF[f, FF_RACK] = -1.0
     total = FF[f, FF_SIZE] + FI[f, F_NPKT] * FF[f, FF_HDR]
@@ -495,17 +470,7 @@ def enqueue_head(l, pk, now, LI, LF, QI, QF, PK, TS_Q, P, IP):  # pragma: no cov
     else:
         PK[pk, PK_NEXT] = QI[lp, Q_HEAD]
     QI[lp, Q_HEAD] = pk
-    QI[lp, Q_N] += 1
-    QF[lp, QF_BYTES] += size
-    q = LF[l, LF_QTOT] + size
-    LF[l, LF_QTOT] = q
-    if q > LF[l, LF_QMAX]:
-        LF[l, LF_QMAX] = q
-    w = LI[l, LI_WATCH]
-    if w >= 0:
-        b = bin_of(now, P, IP)
-        if q > TS_Q[b, w]:
-            TS_Q[b, w] = q
+    count_queued(l, lp, size, now, LI, LF, QI, QF, TS_Q, P, IP)
 
 
 @njit(cache=True)
