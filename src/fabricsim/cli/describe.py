@@ -12,6 +12,7 @@ from fabricsim.cli.common import JsonOpt, ScenarioArg, check_out_file, console, 
 from fabricsim.cli.options import NET_ROUTING, NO_CLUSTER_FLAGS, ClusterFlags, load, with_groups
 from fabricsim.errors import ConfigError
 from fabricsim.fabric import Fabric
+from fabricsim.fabric.ici import shape_name
 from fabricsim.jobs.describe import ClusterSummary
 from fabricsim.scenario import Scenario
 
@@ -134,7 +135,7 @@ def export_fabric(fab: Fabric, path: Path) -> None:
 
 def _ici_row(ici: dict[str, object]) -> str:
     """``4x4x8 torus (twisted), 2 slices of 128 chips; ICI bisection 6,400 GB/s``."""
-    shape = "x".join(str(d) for d in ici["slice"])  # type: ignore[attr-defined]
+    shape = shape_name(ici["slice"])  # type: ignore[arg-type]
     wrap = ici["wrap"]
     kind = ("torus" if all(wrap) else "mesh" if not any(wrap)  # type: ignore[arg-type]
             else "torus/mesh")

@@ -35,6 +35,7 @@ from fabricsim.fabric.ici import (
     check_slice,
     default_slice,
     parse_shape,
+    shape_name,
     twistable,
 )
 from fabricsim.fabric.kinds import LinkKind, NodeKind
@@ -446,7 +447,7 @@ def build_cluster(system: str = "dgx-h100", nodes: int = 1, *, gpus_per_node: in
                           f"{gpus_per_node}{more}", field="gpus_per_node")
     if sysp.ici_host_shape and gpus_per_node not in (None, sysp.gpus):
         raise ConfigError(f"a {system} host has {sysp.gpus} chips laid out "
-                          f"{'x'.join(map(str, sysp.ici_host_shape))} in its slice's torus; "
+                          f"{shape_name(sysp.ici_host_shape)} in its slice's torus; "
                           f"gpus_per_node cannot change that (choose the slice with "
                           f"params.ici_slice)", field="gpus_per_node")
     n_gpus = nodes * (gpus_per_node or sysp.gpus)
@@ -619,7 +620,7 @@ def _ici_slices(b: FabricBuilder, gpus: IntArray, nodes: int, sysp: SystemSpec, 
         dims = parse_shape(prm["ici_slice"], rules.ndim)
         check_slice(dims, rules, system)
     elif chips > math.prod(rules.max_slice):
-        big = "x".join(map(str, rules.max_slice))
+        big = shape_name(rules.max_slice)
         raise ConfigError(f"{chips:,} chips are more than one {system} slice holds ({big}); "
                           f"set params.ici_slice (e.g. ici_slice: {big}) and the cluster is "
                           f"that many slices joined by the data-centre network", field="nodes")
@@ -630,13 +631,13 @@ def _ici_slices(b: FabricBuilder, gpus: IntArray, nodes: int, sysp: SystemSpec, 
         raise ConfigError(f"ici_twisted must be true or false, got {twisted!r}",
                           field="params.ici_twisted")
     if twisted and not twistable(dims, rules):
-        raise ConfigError(f"{'x'.join(map(str, dims))} cannot be a twisted torus on {system}: "
+        raise ConfigError(f"{shape_name(dims)} cannot be a twisted torus on {system}: "
                           f"twisting needs a k x k x 2k or k x 2k x 2k slice of whole "
                           f"{rules.cube or 4}-chip cubes on a pod that twists (e.g. 4x4x8)",
                           field="params.ici_twisted")
     link = cat.link(cat.gpu(sysp.gpu).ici)
-    return add_ici_slices(b, gpus, nodes, sysp.gpus, dims, rules, twisted,
-                          link.link_bandwidth, link.latency)
+    return add_ici_slices(b, gpus, nodes, dims, rules, twisted, link.link_bandwidth,
+                          link.latency)
 
 
 def _sharp_setting(asked: object, fabric: str, fabric_sharp: bool, switch_reduces: bool,

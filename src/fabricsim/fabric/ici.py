@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,6 +74,15 @@ class PodRules:
         return math.prod(self.host_shape)
 
 
+def shape_name(dims: Sequence[int]) -> str:
+    """A slice shape as Google writes it.
+
+    >>> shape_name((4, 4, 8))
+    '4x4x8'
+    """
+    return "x".join(str(int(d)) for d in dims)
+
+
 def parse_shape(value: object, ndim: int) -> tuple[int, ...]:
     """A slice shape from ``"4x4x8"`` or ``[4, 4, 8]`` (``params.ici_slice``).
 
@@ -81,14 +91,15 @@ def parse_shape(value: object, ndim: int) -> tuple[int, ...]:
     >>> parse_shape([16, 16], 2)
     (16, 16)
     """
+    eg = "4x4x8" if ndim == 3 else "8x16"
     raw: list[object]
     if isinstance(value, str):
         raw = [x.strip() for x in value.lower().split("x")]
     elif isinstance(value, list | tuple):
         raw = list(value)
     else:
-        raise ConfigError(f"ici_slice must be a shape such as {'4x4x8' if ndim == 3 else '8x16'}"
-                          f", got {value!r}", field="params.ici_slice")
+        raise ConfigError(f"ici_slice must be a shape such as {eg}, got {value!r}",
+                          field="params.ici_slice")
     dims: list[int] = []
     for x in raw:
         try:
@@ -97,12 +108,12 @@ def parse_shape(value: object, ndim: int) -> tuple[int, ...]:
             v = 0
         if v < 1 or str(x) != str(v):
             raise ConfigError(f"ici_slice {value!r}: every dimension must be a whole number "
-                              f">= 1 (e.g. {'4x4x8' if ndim == 3 else '8x16'})",
+                              f">= 1 (e.g. {eg})",
                               field="params.ici_slice")
         dims.append(v)
     if len(dims) != ndim:
         raise ConfigError(f"ici_slice {value!r} has {len(dims)} dimensions; this pod's ICI is "
-                          f"a {ndim}-D torus, e.g. {'4x4x8' if ndim == 3 else '8x16'}",
+                          f"a {ndim}-D torus, e.g. {eg}",
                           field="params.ici_slice")
     return tuple(dims)
 
@@ -111,9 +122,9 @@ def slice_problem(dims: tuple[int, ...], rules: PodRules, system: str = "this po
     """Why ``dims`` is not a slice the pod can make (``""`` if it is)."""
     if any(d % h for d, h in zip(dims, rules.host_shape, strict=True)):
         return (f"each dimension must be a multiple of the {system} host's chip layout "
-                f"{'x'.join(map(str, rules.host_shape))}")
+                f"{shape_name(rules.host_shape)}")
     if any(d > m for d, m in zip(sorted(dims), sorted(rules.max_slice), strict=True)):
-        return f"it is larger than {system}'s largest slice {'x'.join(map(str, rules.max_slice))}"
+        return f"it is larger than {system}'s largest slice {shape_name(rules.max_slice)}"
     cube_chips = rules.cube ** rules.ndim
     if rules.cube and math.prod(dims) >= cube_chips and any(d % rules.cube for d in dims):
         return (f"a slice of {math.prod(dims)} chips is made of whole {rules.cube}x{rules.cube}x"
@@ -139,8 +150,8 @@ def check_slice(dims: tuple[int, ...], rules: PodRules, system: str) -> None:
     why = slice_problem(dims, rules, system)
     if why:
         near = legal_shapes(rules, math.prod(dims))
-        hint = f"; {'x'.join(map(str, near[0]))} has as many chips" if near else ""
-        raise ConfigError(f"ici_slice {'x'.join(map(str, dims))} is not a slice {system} can "
+        hint = f"; {shape_name(near[0])} has as many chips" if near else ""
+        raise ConfigError(f"ici_slice {shape_name(dims)} is not a slice {system} can "
                           f"make: {why}{hint}", field="params.ici_slice")
 
 
@@ -162,8 +173,8 @@ def default_slice(rules: PodRules, chips: int, system: str) -> tuple[int, ...]:
     shapes = legal_shapes(rules, chips)
     if not shapes:
         raise ConfigError(f"{chips} chips of {system} make no slice its pod can cut (slices "
-                          f"are blocks of {'x'.join(map(str, rules.host_shape))} hosts up to "
-                          f"{'x'.join(map(str, rules.max_slice))}); choose a node count "
+                          f"are blocks of {shape_name(rules.host_shape)} hosts up to "
+                          f"{shape_name(rules.max_slice)}); choose a node count "
                           f"that does, or set params.ici_slice and join several slices "
                           f"over the DCN", field="nodes")
     return shapes[0]
@@ -186,6 +197,20 @@ def twistable(dims: tuple[int, ...], rules: PodRules) -> bool:
     return (2 * a == b == c) or (2 * a == 2 * b == c)
 
 
+def _ring_move(delta: NDArray[np.int64], n: int, tie: NDArray[np.bool_]) -> NDArray[np.int64]:
+    """Signed hops from ``delta`` round a ring of ``n``: the shorter way, ``tie`` picking
+    forward when both ways are as long."""
+    fwd = delta % n
+    back = fwd - n
+    return np.where((fwd < -back) | ((fwd == -back) & tie), fwd, back)
+
+
+def _rows_up(rows: NDArray[np.int64], link_up: NDArray[np.bool_]) -> NDArray[np.bool_]:
+    """Which PAD-padded rows of link ids cross only links that are up."""
+    return np.asarray(np.where(rows >= 0, link_up[np.maximum(rows, 0)], True).all(axis=1),
+                      dtype=np.bool_)
+
+
 @dataclass(eq=False)
 class IciSlices:
     """Index tables to route chip pairs of one slice over its ICI links."""
@@ -194,9 +219,7 @@ class IciSlices:
     wrap: tuple[bool, ...]
     twisted: bool
     chips_per_slice: int
-    chips_per_host: int
     coord: NDArray[np.int64]  # [chips_per_slice, ndim] coordinate of slice-local chip
-    index: NDArray[np.int64]  # flat coordinate -> slice-local chip
     plus: NDArray[np.int64]  # [n_ranks, ndim] link chip -> + neighbour (-1 none)
     minus: NDArray[np.int64]  # [n_ranks, ndim] link chip -> - neighbour (-1 none)
     nbr_plus: NDArray[np.int64]  # [n_ranks, ndim] rank of the + neighbour (-1 none)
@@ -228,13 +251,7 @@ class IciSlices:
             out = []
             for d in order:
                 delta = b[:, d] - a[:, d]
-                if self.wrap[d]:
-                    fwd = delta % dims[d]
-                    back = fwd - dims[d]
-                    take_fwd = (fwd < -back) | ((fwd == -back) & tie)
-                    out.append((d, np.where(take_fwd, fwd, back)))
-                else:
-                    out.append((d, delta))
+                out.append((d, _ring_move(delta, int(dims[d]), tie) if self.wrap[d] else delta))
             return out
         long_d = self._long_dim()
         half = int(dims[long_d]) // 2
@@ -257,11 +274,7 @@ class IciSlices:
                     shift -= np.where(delta > 0, half, 0)
             cost = np.abs(mv[:, short]).sum(axis=1)
             for d in longs:
-                delta = b[:, d] - (a[:, d] + shift)
-                fwd = delta % dims[d]
-                back = fwd - dims[d]
-                take_fwd = (fwd < -back) | ((fwd == -back) & tie)
-                mv[:, d] = np.where(take_fwd, fwd, back)
+                mv[:, d] = _ring_move(b[:, d] - (a[:, d] + shift), int(dims[d]), tie)
                 cost = cost + np.abs(mv[:, d])
             better = cost < best
             best = np.where(better, cost, best)
@@ -298,7 +311,7 @@ class IciSlices:
         """As :meth:`route`; rows that cross a link that is down take another dimension
         order (PAD rows when every order is cut)."""
         out = self.route(ra, rb, h)
-        ok = np.where(out >= 0, link_up[np.maximum(out, 0)], True).all(axis=1)
+        ok = _rows_up(out, link_up)
         if ok.all():
             return out
         bad = np.flatnonzero(~ok)
@@ -310,7 +323,7 @@ class IciSlices:
                 if not todo.size:
                     break
                 alt = self.route(ra[bad[todo]], rb[bad[todo]], h[bad[todo]] ^ flip, order)
-                good = np.where(alt >= 0, link_up[np.maximum(alt, 0)], True).all(axis=1)
+                good = _rows_up(alt, link_up)
                 if fixed.shape[1] < alt.shape[1]:
                     fixed = np.hstack([fixed, np.full((bad.size, alt.shape[1] - fixed.shape[1]),
                                                       PAD, dtype=np.int64)])
@@ -338,19 +351,19 @@ def _slice_coords(dims: tuple[int, ...], host_shape: tuple[int, ...]
     return np.asarray(coord.reshape(n_hosts * per, len(dims)), dtype=np.int64)
 
 
-def add_ici_slices(b: FabricBuilder, gpus: IntArray, servers: int, chips_per_host: int,
-                   dims: tuple[int, ...], rules: PodRules, twisted: bool, link_bw: float,
-                   link_latency: float) -> IciSlices:
+def add_ici_slices(b: FabricBuilder, gpus: IntArray, servers: int, dims: tuple[int, ...],
+                   rules: PodRules, twisted: bool, link_bw: float, link_latency: float
+                   ) -> IciSlices:
     """Join the chips of every ``prod(dims)``-chip block of consecutive hosts into a slice.
 
     ``gpus`` are the chips' node ids in rank order; ``link_bw`` is one ICI link's bytes/s
     per direction and ``link_latency`` its per-hop latency (s).
     """
     per_slice = math.prod(dims)
-    hosts_per_slice = per_slice // chips_per_host
+    hosts_per_slice = per_slice // rules.chips_per_host
     if servers % hosts_per_slice:
         raise ConfigError(f"{servers} hosts do not divide into slices of "
-                          f"{'x'.join(map(str, dims))} ({hosts_per_slice} hosts each); use a "
+                          f"{shape_name(dims)} ({hosts_per_slice} hosts each); use a "
                           f"multiple of {hosts_per_slice} nodes", field="nodes")
     n_slices = servers // hosts_per_slice
     wrap = slice_wrap(dims, rules)
@@ -404,5 +417,5 @@ def add_ici_slices(b: FabricBuilder, gpus: IntArray, servers: int, chips_per_hos
                                           if dims[e] > 1 and dims[e] % 2 == 0),
                                          default=0) * link_bw)}
     return IciSlices(dims=dims, wrap=wrap, twisted=twisted, chips_per_slice=per_slice,
-                     chips_per_host=chips_per_host, coord=coord, index=index, plus=plus,
+                     coord=coord, plus=plus,
                      minus=minus, nbr_plus=nbr_plus, nbr_minus=nbr_minus, summary=summary)

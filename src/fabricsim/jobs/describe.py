@@ -25,6 +25,7 @@ import numpy as np
 
 from fabricsim.catalog import get_catalog
 from fabricsim.fabric import Fabric, LinkKind, NodeKind
+from fabricsim.fabric.ici import shape_name
 from fabricsim.jobs.common import Cluster, Part, Progress, quiet
 from fabricsim.results import Tabular, flatten
 from fabricsim.scenario.schema import Scenario
@@ -129,7 +130,7 @@ def summarize(fabric: Fabric) -> ClusterSummary:
     if ici_links.size:
         e = info.extra.get("ici", {})
         out_ici = ici_links[fabric.link_src[ici_links] == g0]
-        shape = "x".join(str(d) for d in info.ici_slice)
+        shape = shape_name(info.ici_slice)
         levels.append(HierarchyLevel("ici", _gbps(fabric.link_capacity[out_ici].sum()),
                                      f"chip to its torus neighbours in a {shape} slice"))
         ici = {"slice": list(info.ici_slice), "wrap": list(e.get("wrap", [])),
