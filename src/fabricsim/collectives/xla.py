@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -126,13 +127,12 @@ def _rank_ring(n: int) -> Rings:
     return Rings([np.roll(idx, -1)], [np.roll(idx, 1)], [n])
 
 
-def _slice_layout(group: Group) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """(slice id, coordinates) of every member."""
+def _slices(group: Group) -> IciSlices:
+    """The TPU slices the group's chips sit in."""
     ici = getattr(group.fabric.router, "ici", None)
     if ici is None:
         raise ScheduleError("XLA's collectives need a TPU slice fabric", field="algo")
-    ranks = group.ranks.astype(np.int64)
-    return ici.slice_of(ranks), ici.coords(ranks)
+    return cast(IciSlices, ici)
 
 
 def _stages(group: Group, nodes: NDArray[np.int32], rings: Rings, nbytes: float,
@@ -175,49 +175,43 @@ def torus_steps(group: Group, collective: str, nbytes: float, channels: int) -> 
     n = group.n
     if n == 1:
         return []
-    reduce = collective in ("all_reduce", "reduce_scatter")
-    gather = collective in ("all_reduce", "all_gather")
-    slices, coords = _slice_layout(group)
+    ici = _slices(group)
+    ranks = group.ranks.astype(np.int64)
+    slices, coords = ici.slice_of(ranks), ici.coords(ranks)
     uniq, inv = np.unique(slices, return_inverse=True)
     nodes = group.nodes.astype(np.int32)
-    if uniq.size == 1 or collective != "all_reduce":
-        rings = (_axis_rings(coords) if uniq.size == 1 else None) or _rank_ring(n)
-        ici = getattr(group.fabric.router, "ici", None)
-        if ici is not None and ici.twisted and uniq.size == 1 and n == ici.chips_per_slice:
+    per = [np.flatnonzero(inv == i) for i in range(uniq.size)]
+    if uniq.size == 1 or collective != "all_reduce" or len({x.size for x in per}) > 1:
+        if uniq.size > 1:
+            rings = _rank_ring(n)
+        elif ici.twisted and n == ici.chips_per_slice:
             rings = _twisted_rings(group, ici)
+        else:
+            rings = _axis_rings(coords) or _rank_ring(n)
+        reduce = collective in ("all_reduce", "reduce_scatter")
+        gather = collective in ("all_reduce", "all_gather")
         steps, _ = _stages(group, nodes, rings, nbytes, reduce, gather, (), "xla", 0)
         return steps
-    # several slices: RS inside each, all-reduce across, AG inside (same block in each)
-    per = [np.flatnonzero(inv == i) for i in range(uniq.size)]
+    # several slices holding the same block: RS inside each, all-reduce across, AG inside
     m = per[0].size
-    if any(x.size != m for x in per):
-        rings = _rank_ring(n)
-        steps, _ = _stages(group, nodes, rings, nbytes, True, True, (), "xla", 0)
-        return steps
-    order = [x[np.lexsort(coords[x].T[::-1])] for x in per]
-    inner = _axis_rings(coords[order[0]]) or _rank_ring(m)
-    grid = np.stack(order)  # [slices, m] member index, aligned by position in the block
+    grid = np.stack([x[np.lexsort(coords[x].T[::-1])] for x in per])  # [slices, m]
     s_count = grid.shape[0]
-    # the inner rings of every slice at once: member index offsets per slice
-    succ = [np.concatenate([grid[i][r] for i in range(s_count)]) for r in inner.succ]
-    pred = [np.concatenate([grid[i][r] for i in range(s_count)]) for r in inner.pred]
-    flat = grid.ravel()
-    remap = np.empty(n, dtype=np.int64)
-    remap[flat] = np.arange(n)
-    all_inner = Rings([remap[x] for x in succ], [remap[x] for x in pred], inner.size)
-    nodes_flat = nodes[flat]
-    rs, deps = _stages(group, nodes_flat, all_inner, nbytes, True, False, (), "xla slice", 0)
-    shard = nbytes / m
+    inner = _axis_rings(coords[grid[0]]) or _rank_ring(m)
+    # every slice's inner rings at once, over members in grid order (slice i at i * m)
+    offs = (np.arange(s_count, dtype=np.int64) * m)[:, None]
+    rings = Rings([(offs + r[None, :]).ravel() for r in inner.succ],
+                  [(offs + r[None, :]).ravel() for r in inner.pred], inner.size)
+    in_grid = nodes[grid.ravel()]
+    rs, deps = _stages(group, in_grid, rings, nbytes, True, False, (), "xla slice", 0)
     # across slices: each position's chips form a bidirectional ring over the DCN
     idx = np.arange(s_count)
-    src = np.concatenate([grid[idx], grid[idx]]).ravel()
+    src = np.concatenate([grid, grid]).ravel()
     dst = np.concatenate([grid[np.roll(idx, -1)], grid[np.roll(idx, 1)]]).ravel()
-    cross = step(group.fabric, nodes[src], nodes[dst], shard / (2 * s_count),
+    cross = step(group.fabric, nodes[src], nodes[dst], nbytes / m / (2 * s_count),
                  repeat=2 * (s_count - 1), deps=deps, reduce_at="dst",
                  label="xla across slices (DCN)")
-    mid = len(rs)
-    ag, _ = _stages(group, nodes_flat, all_inner, nbytes, False, True, (mid,),
-                    "xla slice", mid + 1)
+    ag, _ = _stages(group, in_grid, rings, nbytes, False, True, (len(rs),), "xla slice",
+                    len(rs) + 1)
     return [*rs, cross, *ag]
 
 
