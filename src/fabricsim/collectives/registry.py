@@ -233,6 +233,9 @@ class Algorithm:
     description: str = ""
     #: Considered by automatic selection (NCCL's own algorithms); others only when forced.
     auto: bool = True
+    #: Who lays the collective out: ``"nccl"`` on GPUs, ``"xla"`` on TPU slices; automatic
+    #: selection considers only the runtime of the group's fabric.
+    runtime: str = "nccl"
     #: Automatic selection considers it only on groups spanning at least this many servers.
     auto_min_servers: int = 1
     #: ... and at most this many (0: no limit).

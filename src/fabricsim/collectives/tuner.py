@@ -140,11 +140,10 @@ def candidates(group: Group, collective: str, algo: str | None = None,
             raise ScheduleError(why, field="algo")
         algos = [a]
     else:
-        tpu = bool(group.fabric.info.ici_slice)  # XLA lays out a TPU slice's collectives
+        runtime = "xla" if group.fabric.info.ici_slice else "nccl"
         auto = [a for a in ALGORITHMS.values()
-                if a.auto and group.servers >= a.auto_min_servers
-                and (a.auto_max_servers == 0 or group.servers <= a.auto_max_servers)
-                and a.name.startswith("xla_") == tpu]
+                if a.auto and a.runtime == runtime and group.servers >= a.auto_min_servers
+                and (a.auto_max_servers == 0 or group.servers <= a.auto_max_servers)]
         whys = {a.name: a.why_not(group, collective) for a in auto}
         algos = [a for a in auto if whys[a.name] is None]
         if not algos:

@@ -236,12 +236,13 @@ def alltoall_steps(group: Group, collective: str, nbytes: float, channels: int
 
 
 XLA_TORUS = register(Algorithm(
-    name="xla_torus", build=torus_steps, check=_check, protocols=("ideal",),
+    name="xla_torus", build=torus_steps, check=_check, protocols=("ideal",), runtime="xla",
     collectives=frozenset({"all_reduce", "reduce_scatter", "all_gather"}),
     description="XLA on a TPU slice: bidirectional rings along each torus dimension in "
                 "turn, data split so every ICI port works; hierarchical across slices."))
 XLA_ALLTOALL = register(Algorithm(
     name="xla_alltoall", build=alltoall_steps, check=_check, protocols=("ideal",),
+    runtime="xla",
     collectives=frozenset({"alltoall", "sendrecv"}),
     description="XLA on a TPU slice: every pair's transfer at once, dimension-order "
                 "routed over the ICI torus."))
