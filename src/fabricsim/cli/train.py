@@ -25,6 +25,7 @@ from fabricsim.cli.options import (
     load,
     with_groups,
 )
+from fabricsim.collectives.ep import ep_kernel_on
 from fabricsim.errors import ConfigError
 from fabricsim.scenario.sections import TrainingSection
 
@@ -136,9 +137,7 @@ def register(app: typer.Typer) -> None:
         console.print(f"memory/GPU {r.memory_per_gpu_gib:.1f} GiB of "
                       f"{r.gpu_memory_bytes / 2**30:.0f} GiB")
         if par.get("ep_kernel"):
-            kern = ("xla" if fab.info.ici_slice and par["ep_kernel"] == "nccl"
-                    else par["ep_kernel"])
-            console.print(f"expert all-to-all by {kern} kernels: "
+            console.print(f"expert all-to-all by {ep_kernel_on(fab, par['ep_kernel'])} kernels: "
                           f"{r.breakdown.get('ep', 0.0):.4f} s/step exposed of "
                           f"{d['comm_total_s'].get('ep', 0.0):.4f} s (--ep-kernel to change; "
                           f"docs/ep.md)")

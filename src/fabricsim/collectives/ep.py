@@ -164,6 +164,18 @@ def ep_kernel(name: str, field_name: str = "--ep-kernel") -> str:
     return key
 
 
+def ep_kernel_on(fabric: Fabric, name: str) -> str:
+    """The family ``name`` runs as on ``fabric``: :func:`ep_kernel`, with NCCL's
+    all-to-all read as XLA's on a TPU slice (no NCCL there).
+
+    >>> from fabricsim.fabric import build_cluster
+    >>> ep_kernel_on(build_cluster("tpu-v5p", 1), "alltoall")
+    'xla'
+    """
+    key = ep_kernel(name)
+    return "xla" if key == "nccl" and fabric.info.ici_slice else key
+
+
 def token_bytes(dtype: str, hidden: int, field_name: str = "--dtype") -> float:
     """Bytes of one token's hidden vector in ``dtype`` (scales included).
 
@@ -414,9 +426,7 @@ def build_ep_schedule(fabric: Fabric, cfg: EpConfig, phase: str, kernel: str,
     """
     if phase not in EP_PHASES:
         raise unknown("EP phase", phase, EP_PHASES, field="phase")
-    kernel = ep_kernel(kernel)
-    if fabric.info.ici_slice and kernel == "nccl":
-        kernel = "xla"  # no NCCL on a TPU slice: XLA lays out the all-to-all
+    kernel = ep_kernel_on(fabric, kernel)
     if bool(fabric.info.ici_slice) != (kernel == "xla"):
         raise ConfigError(
             f"{kernel} kernels run on NVIDIA GPUs; a TPU slice's experts exchange tokens by "
@@ -571,9 +581,8 @@ def run_ep(fabric: Fabric, cfg: EpConfig, phase: str, kernel: str | None = None,
     routing does not depend on the kernel or the phase)."""
     from fabricsim.backends import get_backend
 
-    kern = ep_kernel(kernel) if kernel is not None else default_ep_kernel(fabric, cfg.tokens)
-    if fabric.info.ici_slice and kern == "nccl":
-        kern = "xla"
+    kern = (ep_kernel_on(fabric, kernel) if kernel is not None
+            else default_ep_kernel(fabric, cfg.tokens))
     group = Group.of(fabric, ranks)
     cfg.check(group.n)
     tr = traffic if traffic is not None else route(cfg, group.server_of)
