@@ -58,6 +58,17 @@ TRAINING = {
     "llama4-maverick": ["--model", "llama4-maverick", "--system", "dgx-h100", "--nodes", "32",
                         "--tp", "4", "--pp", "4", "--ep", "16", "--etp", "1",
                         "--global-batch", "512", "--zero", "fsdp", "--recompute", "full"],
+    # hybrid Mamba models: Nemotron-H 56B as NVIDIA trained it (TP8, FP8), Nemotron 3 Nano
+    # in NeMo's H100 layout (EP8), Qwen3-Next's gated delta-net blocks
+    "nemotron-h-56b": ["--model", "nemotron-h-56b", "--system", "dgx-h100", "--nodes", "16",
+                       "--tp", "8", "--global-batch", "768", "--seq-len", "8192",
+                       "--precision", "fp8", "--zero", "1"],
+    "nemotron-3-nano": ["--model", "nemotron-3-nano", "--system", "dgx-h100", "--nodes",
+                        "2", "--tp", "1", "--ep", "8", "--global-batch", "1024",
+                        "--seq-len", "8192", "--precision", "fp8", "--zero", "1"],
+    "qwen3-next": ["--model", "qwen3-next-80b-a3b", "--system", "dgx-h100", "--nodes", "8",
+                   "--tp", "2", "--ep", "32", "--global-batch", "512", "--precision", "fp8",
+                   "--zero", "1"],
 }
 
 
@@ -94,6 +105,9 @@ SERVING = {
                       "--ep", "72", "--attention-dp", "72", "--redundant-experts", "32",
                       "--batch", "2304", "--ep-kernel", "nvlink-onesided",
                       "--precision", "nvfp4"],
+    # a hybrid model's recurrent state instead of a KV cache in most of its blocks
+    "nemotron-h-8b": ["--model", "nemotron-h-8b", "--tp", "1", "--batch", "64",
+                      "--prompt-len", "7000", "--output-len", "1000", "--precision", "fp8"],
     # Kimi K2 on 16 x 8 H200 (EP128, 384 experts)
     "kimi-k2-h200": ["--model", "kimi-k2", "--system", "dgx-h200", "--nodes", "16",
                      "--tp", "128", "--ep", "128", "--attention-dp", "128",

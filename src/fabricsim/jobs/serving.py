@@ -185,4 +185,5 @@ def serving_bands(job: ServingJob, fabric: Fabric) -> dict[str, ServingBand]:
         gen = fabric.info.gpu or "unknown"
     c = job.serving
     return {k: band(k, engine=c.engine, generation=gen, gpus=c.tp * c.pp,
-                    moe=job.model.is_moe) for k in ("latency", "throughput")}
+                    moe=job.model.is_moe, hybrid=job.model.is_hybrid)
+            for k in ("latency", "throughput")}

@@ -319,4 +319,5 @@ def gpu_band(job: TrainingJob, gpu: str, gpus: int) -> Band:
     except FabricsimError:  # a GPU the catalog lacks: its class has no band
         gen = gpu or "unknown"
     cfg = job.parallel
-    return band(gen, cfg.precision, cfg.recipe, gpus=gpus, moe=job.model.is_moe)
+    return band(gen, cfg.precision, cfg.recipe, gpus=gpus, moe=job.model.is_moe,
+                hybrid=job.model.is_hybrid)

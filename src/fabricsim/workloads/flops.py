@@ -34,6 +34,7 @@ __all__ = [
     "attention_flops",
     "forward_flops_per_token",
     "layer_forward_flops",
+    "mixer_core_flops",
     "recompute_flops_per_token",
     "training_flops_per_token",
 ]
@@ -60,6 +61,8 @@ def attention_flops(m: TransformerSpec, seq: int, causal: bool = False) -> float
     ...                         causal=True), 3)
     0.531
     """
+    if m.is_hybrid:
+        return mixer_core_flops(m, seq, causal) / m.layers
     per_key = 2.0 * m.heads * m.core_width
     keys = seq / 2 if causal else float(seq)  # keys a query meets, on average
     if m.windowed_layers:  # sliding windows: a query meets at most the window's last keys
@@ -68,8 +71,56 @@ def attention_flops(m: TransformerSpec, seq: int, causal: bool = False) -> float
     return per_key * keys
 
 
-def layer_forward_flops(m: TransformerSpec, seq: int, moe: bool = False) -> dict[str, float]:
+def mixer_core_flops(m: TransformerSpec, seq: int, causal: bool = False) -> float:
+    """Forward FLOPs per token of every token mixer's core together, summed over the
+    layers: attention's ``QKᵀ`` and ``AV`` in each attention block; a Mamba-2 scan's
+    ``7·inner·state`` (Megatron-LM's estimate for the SSD kernels) and its 4-tap
+    convolution; a gated delta-net's ``8·v_heads·head_dim²`` (its state update and read,
+    Megatron-LM's count) and convolution. The recurrent cores grow with tokens, not with
+    the sequence: what makes a hybrid model cheap at long context.
+
+    >>> from fabricsim.workloads.models import get_model
+    >>> m = get_model("nemotron-h-8b")
+    >>> round(mixer_core_flops(m, 8192) / (m.blocks("*") * 4 * 8192 * 4096), 2)
+    1.31
+    """
+    n_attn = m.blocks("*")
+    per_key = 2.0 * m.heads * m.core_width
+    out = n_attn * per_key * (seq / 2 if causal else float(seq))
+    d, bc = m.mamba_inner, 2 * m.mamba_groups * m.mamba_state
+    out += m.blocks("M") * (7.0 * d * m.mamba_state + 2.0 * 4 * (d + bc))
+    qk, v = m.gdn_qk_heads * m.gdn_head_dim, m.gdn_v_heads * m.gdn_head_dim
+    out += m.blocks("G") * (8.0 * m.gdn_v_heads * m.gdn_head_dim ** 2 + 2.0 * 4 * (2 * qk + v))
+    return out
+
+
+def _hybrid_parts(m: TransformerSpec, seq: int, causal: bool) -> dict[str, float]:
+    """A hybrid model's blocks other than MoE, by part, per token, averaged over them:
+    the mixers' input projections (``qkv``), cores (``attn``) and output projections
+    (``proj``), the MLP blocks' ``mlp``."""
+    h, q, kv = m.hidden, m.heads * m.d_head, m.n_kv * m.d_head
+    n_attn, n_m, n_g, n_mlp = (m.blocks(k) for k in "*MG-")
+    n = max(n_attn + n_m + n_g + n_mlp, 1)
+    attn_in = 2.0 * h * (q + 2 * kv) if m.attn_weights is None \
+        else 2.0 * (m.attn_weights - q * h)
+    d, nh = m.mamba_inner, m.mamba_inner // m.mamba_head_dim
+    bc = 2 * m.mamba_groups * m.mamba_state
+    qk, v = m.gdn_qk_heads * m.gdn_head_dim, m.gdn_v_heads * m.gdn_head_dim
+    qkv = (n_attn * attn_in + n_m * 2.0 * h * (2 * d + bc + nh)
+           + n_g * 2.0 * h * (2 * qk + 2 * v + 2 * m.gdn_v_heads))
+    proj = n_attn * 2.0 * q * h + n_m * 2.0 * d * h + n_g * 2.0 * v * h
+    return {"qkv": qkv / n, "attn": mixer_core_flops(m, seq, causal) / n, "proj": proj / n,
+            "mlp": n_mlp * 2.0 * m.mlp_params(m.ffn) / n}
+
+
+def layer_forward_flops(m: TransformerSpec, seq: int, moe: bool = False,
+                        causal: bool = False) -> dict[str, float]:
     """Forward FLOPs per token of one layer, by part (``qkv``, ``attn``, ``proj``, ``mlp``).
+
+    Of a hybrid model (``hybrid_pattern``): with ``moe`` its MoE block (``mlp`` only),
+    otherwise the mean of its other blocks (mixers and MLPs), so that the dense and MoE
+    layers weigh in as for a transformer. ``causal`` counts the attention core's useful
+    half (:func:`attention_flops`).
 
     Examples
     --------
@@ -82,11 +133,16 @@ def layer_forward_flops(m: TransformerSpec, seq: int, moe: bool = False) -> dict
     h, q, kv = m.hidden, m.heads * m.d_head, m.n_kv * m.d_head
     if moe:
         mlp = 2.0 * (m.top_k + m.shared_experts) * m.expert_params + 2.0 * h * m.experts
+        if m.is_hybrid:
+            return {"qkv": 0.0, "attn": 0.0, "proj": 0.0, "mlp": mlp}
+    elif m.is_hybrid:
+        return _hybrid_parts(m, seq, causal)
     else:
         mlp = 2.0 * m.mlp_params(m.ffn)
     qkv = 2.0 * h * (q + 2 * kv) if m.attn_weights is None \
         else 2.0 * (m.attn_weights - q * h)  # MLA: every projection but the output's
-    return {"qkv": qkv, "attn": attention_flops(m, seq), "proj": 2.0 * q * h, "mlp": mlp}
+    return {"qkv": qkv, "attn": attention_flops(m, seq, causal), "proj": 2.0 * q * h,
+            "mlp": mlp}
 
 
 def forward_flops_per_token(m: TransformerSpec, seq: int) -> float:

@@ -28,8 +28,12 @@ from pydantic import ConfigDict, Field, create_model, model_validator
 from fabricsim._strict import StrictModel
 from fabricsim.errors import ConfigError, unknown
 
-__all__ = ["MODEL_FIELDS", "PRESETS", "ModelShape", "TransformerSpec", "custom_model",
+__all__ = ["BLOCKS", "MODEL_FIELDS", "PRESETS", "ModelShape", "TransformerSpec", "custom_model",
            "get_model", "model_names"]
+
+
+#: Block kinds of a hybrid model (``hybrid_pattern``), as Megatron-LM names them.
+BLOCKS = {"M": "Mamba-2", "G": "gated delta-net", "*": "attention", "-": "MLP", "E": "MoE"}
 
 
 class TransformerSpec(StrictModel):
@@ -86,6 +90,19 @@ class TransformerSpec(StrictModel):
         ``window_skip_freq``-th layer, which attends to the whole sequence (Megatron's
         ``--window-size`` and ``--window-attn-skip-freq``; ``None``: every layer
         windowed). Given as a frequency, it follows a change of ``layers``.
+    hybrid_pattern : str or None
+        A hybrid model's blocks in order, one character each, as Megatron-LM's
+        ``--hybrid-layer-pattern`` writes them: ``M`` a Mamba-2 mixer, ``G`` a gated
+        delta-net mixer (linear attention), ``*`` an attention block, ``-`` a dense MLP,
+        ``E`` an MoE block. Each block is one of ``layers`` (a block, not an attention +
+        MLP pair); ``None``: a plain transformer, every layer attention + MLP.
+    mamba_heads, mamba_head_dim, mamba_state, mamba_groups : int
+        A Mamba-2 mixer's heads, head width, state size per head channel and B/C groups
+        (Megatron's ``--mamba-num-heads``, ``--mamba-head-dim``, ``--mamba-state-dim``,
+        ``--mamba-num-groups``); ``mamba_heads`` 0: ``2·hidden / mamba_head_dim``.
+    gdn_qk_heads, gdn_v_heads, gdn_head_dim : int
+        A gated delta-net mixer's query/key heads, value heads and head width (Qwen3-Next:
+        16, 32, 128).
     router_groups, router_group_topk : int
         Group-limited routing (Megatron's ``--moe-router-num-groups`` and
         ``--moe-router-group-topk``; DeepSeek-V3: 8 and 4): the routed experts form
@@ -130,6 +147,14 @@ class TransformerSpec(StrictModel):
     attn_window: int | None = Field(None, ge=1)
     window_skip_freq: int | None = Field(None, ge=1)
     max_context: int | None = Field(None, ge=1)
+    hybrid_pattern: str | None = Field(None, min_length=1)
+    mamba_heads: int = Field(0, ge=0)
+    mamba_head_dim: int = Field(64, ge=1)
+    mamba_state: int = Field(128, ge=1)
+    mamba_groups: int = Field(8, ge=1)
+    gdn_qk_heads: int = Field(16, ge=1)
+    gdn_v_heads: int = Field(32, ge=1)
+    gdn_head_dim: int = Field(128, ge=1)
 
     @model_validator(mode="after")
     def _check(self) -> TransformerSpec:
@@ -158,6 +183,8 @@ class TransformerSpec(StrictModel):
                              f"({self.core_width}): give attn_core_width too")
         if self.dense_layers > self.layers:
             raise ValueError(f"dense_layers ({self.dense_layers}) must be <= layers")
+        if self.hybrid_pattern is not None:
+            self._check_pattern(self.hybrid_pattern)
         if self.window_skip_freq is not None and self.attn_window is None:
             raise ValueError("window_skip_freq needs attn_window (the window's width in "
                              "tokens)")
@@ -171,7 +198,101 @@ class TransformerSpec(StrictModel):
                     f"needs its attn_weights given too")
         return self
 
+    def _check_pattern(self, pat: str) -> None:
+        bad = sorted(set(pat) - set(BLOCKS))
+        if bad:
+            raise ValueError(f"hybrid_pattern has {''.join(bad)!r}: its blocks are M (Mamba-2), "
+                             f"G (gated delta-net), * (attention), - (MLP) and E (MoE), one "
+                             f"character each (pipeline marks | and MTP / are not part of it)")
+        if len(pat) != self.layers:
+            raise ValueError(f"hybrid_pattern has {len(pat)} blocks but layers is "
+                             f"{self.layers}: a hybrid model's layers are its blocks, give "
+                             f"layers={len(pat)}")
+        if ("E" in pat) != (self.experts > 1):
+            raise ValueError("hybrid_pattern has MoE blocks (E) but experts is 1: give "
+                             "experts" if "E" in pat else
+                             f"experts is {self.experts} but hybrid_pattern has no MoE "
+                             f"block (E): add E blocks or set experts=1")
+        if self.dense_layers:
+            raise ValueError("dense_layers does not apply to a hybrid model: its "
+                             "hybrid_pattern places the MLP (-) and MoE (E) blocks")
+        if self.attn_window is not None:
+            raise ValueError("attn_window (sliding-window attention) is not modelled in a "
+                             "hybrid model: drop it or hybrid_pattern")
+        if not set(pat) & set("MG*"):
+            raise ValueError("hybrid_pattern has no token mixer (M, G or *): a model needs "
+                             "one")
+
     # --- derived shapes -------------------------------------------------------------
+    def blocks(self, kind: str) -> int:
+        """Blocks of ``kind`` (a :data:`BLOCKS` character). A plain transformer's layer
+        is one attention block and one MLP (``-``) or MoE (``E``) block.
+
+        >>> m = get_model("nemotron-h-8b")
+        >>> m.blocks("M"), m.blocks("*"), m.blocks("-"), m.blocks("E")
+        (24, 4, 24, 0)
+        >>> get_model("llama2-7b").blocks("*")
+        32
+        """
+        if self.hybrid_pattern is not None:
+            return self.hybrid_pattern.count(kind)
+        return {"*": self.layers, "E": self.moe_layers,
+                "-": self.layers - self.moe_layers}.get(kind, 0)
+
+    @property
+    def is_hybrid(self) -> bool:
+        """True for a model of blocks (``hybrid_pattern``)."""
+        return self.hybrid_pattern is not None
+
+    @property
+    def attention_share(self) -> float:
+        """Attention blocks per layer: 1 for a transformer, fewer for a hybrid."""
+        return self.blocks("*") / self.layers
+
+    @property
+    def mamba_inner(self) -> int:
+        """A Mamba-2 mixer's inner width ``heads·head_dim``."""
+        heads = self.mamba_heads or 2 * self.hidden // self.mamba_head_dim
+        return heads * self.mamba_head_dim
+
+    def mixer_params(self, kind: str) -> int:
+        """Weights of one token mixer of ``kind`` (``*``, ``M`` or ``G``): attention's
+        Q/K/V/O; Mamba-2's input projection (``x``, gate ``z``, ``B``, ``C``, one ``dt``
+        per head), its 4-tap convolution and per-head ``A``, ``D``, ``dt`` bias, the
+        gated norm and output projection; a gated delta-net's projections (q, k, v, the
+        output gate, ``a`` and ``b`` per value head), convolution, norm and output.
+
+        >>> round(get_model("nemotron-h-8b").mixer_params("M") / 1e6, 1)
+        109.6
+        """
+        h = self.hidden
+        if kind == "*":
+            return self.attn_params
+        if kind == "M":
+            d, nh = self.mamba_inner, self.mamba_inner // self.mamba_head_dim
+            bc = 2 * self.mamba_groups * self.mamba_state
+            return h * (2 * d + bc + nh) + 4 * (d + bc) + 3 * nh + d + d * h
+        qk = self.gdn_qk_heads * self.gdn_head_dim
+        v = self.gdn_v_heads * self.gdn_head_dim
+        return h * (2 * qk + 2 * v + 2 * self.gdn_v_heads) + 4 * (2 * qk + v) + v + v * h
+
+    def recurrent_state(self) -> int:
+        """Elements of state one sequence keeps across all recurrent mixers (Mamba-2: each
+        head's ``head_dim × state`` matrix and the convolution's last 3 inputs; gated
+        delta-net: each value head's ``head_dim²`` matrix and its convolution's), whatever
+        the context's length: what replaces a KV cache in those layers.
+
+        >>> get_model("llama3-8b").recurrent_state()
+        0
+        """
+        d, nh = self.mamba_inner, self.mamba_inner // self.mamba_head_dim
+        mamba = nh * self.mamba_head_dim * self.mamba_state + 3 * (
+            d + 2 * self.mamba_groups * self.mamba_state)
+        qk = self.gdn_qk_heads * self.gdn_head_dim
+        v = self.gdn_v_heads * self.gdn_head_dim
+        gdn = self.gdn_v_heads * self.gdn_head_dim ** 2 + 3 * (2 * qk + v)
+        return self.blocks("M") * mamba + self.blocks("G") * gdn
+
     @property
     def d_head(self) -> int:
         """Width of one attention head."""
@@ -223,7 +344,9 @@ class TransformerSpec(StrictModel):
 
     @property
     def moe_layers(self) -> int:
-        """Number of MoE layers."""
+        """Number of MoE layers (a hybrid model's MoE blocks)."""
+        if self.hybrid_pattern is not None:
+            return self.hybrid_pattern.count("E")
         return self.layers - self.dense_layers if self.is_moe else 0
 
     @property
@@ -243,9 +366,21 @@ class TransformerSpec(StrictModel):
         """Weights of one MLP of inner width ``width``."""
         return (3 if self.gated else 2) * self.hidden * width
 
+    def block_params(self, kind: str) -> int:
+        """Weights of one block of a hybrid model, its norm included."""
+        if kind == "-":
+            return self.mlp_params(self.ffn) + self.hidden
+        if kind == "E":
+            return self.moe_layer_params
+        return self.mixer_params(kind) + self.hidden
+
     @property
     def dense_layer_params(self) -> int:
-        """Weights of one dense layer (attention, MLP, two norms)."""
+        """Weights of one dense layer (attention, MLP, two norms); of a hybrid model, the
+        mean of its blocks other than MoE."""
+        if self.hybrid_pattern is not None:
+            other = [k for k in self.hybrid_pattern if k != "E"]
+            return round(sum(self.block_params(k) for k in other) / max(len(other), 1))
         return self.attn_params + self.mlp_params(self.ffn) + 2 * self.hidden
 
     @property
@@ -255,9 +390,13 @@ class TransformerSpec(StrictModel):
 
     @property
     def moe_layer_params(self) -> int:
-        """Weights of one MoE layer: attention, all experts, shared experts, router."""
-        return (self.attn_params + (self.experts + self.shared_experts) * self.expert_params
-                + self.hidden * self.experts + 2 * self.hidden)
+        """Weights of one MoE layer: attention, all experts, shared experts, router (a
+        hybrid model's MoE block has no attention and one norm)."""
+        experts = ((self.experts + self.shared_experts) * self.expert_params
+                   + self.hidden * self.experts)
+        if self.hybrid_pattern is not None:
+            return experts + self.hidden
+        return self.attn_params + experts + 2 * self.hidden
 
     @property
     def embedding_params(self) -> int:
@@ -266,7 +405,9 @@ class TransformerSpec(StrictModel):
 
     @property
     def layer_params(self) -> int:
-        """Weights of all transformer layers."""
+        """Weights of all transformer layers (a hybrid model's blocks)."""
+        if self.hybrid_pattern is not None:
+            return sum(self.block_params(k) for k in self.hybrid_pattern)
         dense = self.layers - self.moe_layers
         return dense * self.dense_layer_params + self.moe_layers * self.moe_layer_params
 
@@ -419,6 +560,40 @@ _P: dict[str, dict[str, Any]] = {
                           vocab=256000, seq=4096, gated=False),
     "nemotron4-340b": dict(layers=96, hidden=18432, heads=96, kv_heads=8, head_dim=192,
                            ffn=73728, vocab=256000, seq=4096, gated=False),
+    # Nemotron-H (Megatron-LM examples/post_training/modelopt/conf/nvidia/Nemotron-H-8B-
+    # Base-8K.sh and -56B-Base-8K.sh; Megatron-Bridge docs/models/llm/nemotronh.md):
+    # hybrid blocks, Mamba-2 mixers with an MLP block after each, attention in 8 % of the
+    # blocks, squared-ReLU MLPs, 8 KV groups, untied embeddings, 131,072-token vocabulary.
+    "nemotron-h-8b": dict(layers=52, hidden=4096, heads=32, kv_heads=8, head_dim=128,
+                          ffn=21504, vocab=131072, seq=8192, gated=False,
+                          hybrid_pattern="M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-"
+                                         "M-M-",
+                          mamba_heads=128, mamba_head_dim=64, mamba_state=128),
+    "nemotron-h-56b": dict(layers=118, hidden=8192, heads=64, kv_heads=8, head_dim=128,
+                           ffn=32768, vocab=131072, seq=8192, gated=False,
+                           hybrid_pattern="M-M-M-M*-" + "M-M-M-M-M*-" * 9 + "M-M-M-M-M-",
+                           mamba_heads=256, mamba_head_dim=64, mamba_state=256),
+    # Nemotron 3 Nano 30B-A3B (Megatron-LM .../NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.sh):
+    # 23 Mamba-2 and 23 MoE blocks and 6 attention blocks (2 KV groups), 128 routed
+    # experts of 1,856 (top-6) and a shared expert of 3,712 (two widths), squared ReLU.
+    # Published 30B total, 3.5B active.
+    "nemotron-3-nano": dict(layers=52, hidden=2688, heads=32, kv_heads=2, head_dim=128,
+                            ffn=1856, vocab=131072, seq=8192, gated=False, experts=128,
+                            top_k=6, moe_ffn=1856, shared_experts=2,
+                            hybrid_pattern="MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EM"
+                                           "EMEMEME",
+                            mamba_heads=64, mamba_head_dim=64, mamba_state=128),
+    # Qwen3-Next-80B-A3B (Hugging Face config.json): 48 layers, three gated delta-net
+    # mixers to one gated attention (16 heads of 256, 2 KV groups; the query projection
+    # also makes the output gate), every layer MoE with 512 experts of 512 (top-10) and a
+    # shared expert of 512: 96 blocks. Published 80B total, 3B active.
+    "qwen3-next-80b-a3b": dict(layers=96, hidden=2048, heads=16, kv_heads=2, head_dim=256,
+                               attn_weights=2048 * 16 * 256 * 2 + 2 * 2048 * 2 * 256
+                               + 16 * 256 * 2048,
+                               ffn=5120, vocab=151936, seq=4096, experts=512, top_k=10,
+                               moe_ffn=512, shared_experts=1,
+                               hybrid_pattern="GEGEGE*E" * 12, gdn_qk_heads=16,
+                               gdn_v_heads=32, gdn_head_dim=128),
     # NeMo's GPT-3 5B and 20B (NeMo-Framework-Launcher conf/training/gpt3/5b.yaml, 20b.yaml):
     # GELU MLP of 4h, tied embeddings, GPT-2 vocabulary.
     "gpt3-5b": dict(layers=24, hidden=4096, heads=32, ffn=16384, vocab=50257, seq=2048,
@@ -465,6 +640,8 @@ _CONTEXT: dict[str, int] = {
     "grok-1": 8192,
     "nemotron3-8b": 4096, "nemotron3-22b": 4096, "nemotron4-15b": 4096,
     "nemotron4-340b": 4096,
+    "nemotron-h-8b": 8192, "nemotron-h-56b": 8192, "nemotron-3-nano": 1048576,
+    "qwen3-next-80b-a3b": 262144,
 }
 
 PRESETS: dict[str, TransformerSpec] = {

@@ -50,9 +50,11 @@ def heldout() -> dict[str, Any]:
     return shipped_json("fabricsim.workloads.serving", "heldout.json")
 
 
-def band(kind: str, *, engine: str, generation: str, gpus: int, moe: bool) -> ServingBand:
+def band(kind: str, *, engine: str, generation: str, gpus: int, moe: bool,
+         hybrid: bool = False) -> ServingBand:
     """The band of a ``kind`` figure (``throughput`` or ``latency``) of an instance of
-    ``gpus`` GPUs of ``generation`` served by ``engine``."""
+    ``gpus`` GPUs of ``generation`` served by ``engine`` (``hybrid``: a model with
+    recurrent Mamba / delta-net blocks)."""
     data = heldout()
     g = data["kinds"][kind]
     warnings = []
@@ -69,4 +71,8 @@ def band(kind: str, *, engine: str, generation: str, gpus: int, moe: bool) -> Se
                         f"checked ({data['largest_instance_gpus']})")
     if moe:
         warnings.append("no published mixture-of-experts serving figure is held out")
+    if hybrid:
+        warnings.append("no published serving figure of a hybrid (Mamba / delta-net) model "
+                        "is held out: its recurrent state and scans are modelled, not "
+                        "checked")
     return ServingBand(kind, g["median"], g["p90"], g["figures"], g["sources"], warnings)

@@ -63,6 +63,7 @@ from fabricsim.collectives.oneshot import engine_allreduce_time
 from fabricsim.errors import ConfigError, unknown
 from fabricsim.fabric import Fabric
 from fabricsim.workloads.comm import CommModel, EngineComm
+from fabricsim.workloads.flops import mixer_core_flops
 from fabricsim.workloads.gpu import (
     ATTENTION_EFF,
     FRAMEWORK_RESERVE_BYTES,
@@ -80,6 +81,7 @@ __all__ = [
     "SERVE_HBM_EFF",
     "SERVE_LAYER_KERNELS_S",
     "SERVE_TC_EFF",
+    "STATE_BYTES",
     "DecodeTimes",
     "Instance",
     "PrefillTimes",
@@ -90,6 +92,7 @@ __all__ = [
     "kv_bytes_per_token",
     "no_room",
     "span_warning",
+    "state_bytes_per_sequence",
 ]
 
 #: Bytes per element by precision name (weights, KV cache).
@@ -236,7 +239,23 @@ def kv_bytes_per_token(model: TransformerSpec, precision: str = "bf16") -> float
         raise ConfigError(f"must be bf16 or fp8, got {precision!r}",
                           field="inference.kv_precision")
     per_layer = model.kv_latent or 2 * model.n_kv * model.d_head
-    return model.layers * per_layer * PRECISION_BYTES[precision]
+    return model.blocks("*") * per_layer * PRECISION_BYTES[precision]
+
+
+#: Bytes per element of a recurrent mixer's state (Mamba-2, gated delta-net) in a serving
+#: cache: FP32, the precision the scan kernels carry it in.
+STATE_BYTES = 4.0
+
+
+def state_bytes_per_sequence(model: TransformerSpec) -> float:
+    """Recurrent state one sequence keeps over the whole model (hybrid models): the same
+    at any context length, where attention layers keep a KV cache that grows.
+
+    >>> from fabricsim.workloads.models import get_model
+    >>> round(state_bytes_per_sequence(get_model("nemotron-h-8b")) / 2**20, 1)  # MiB
+    98.8
+    """
+    return model.recurrent_state() * STATE_BYTES
 
 
 # --------------------------------------------------------------------------------------
@@ -418,7 +437,13 @@ class Instance:
         every TP rank); with data-parallel attention a token lives in one of the
         ``attention_dp`` groups, so a GPU holds ``1/attention_dp`` of it on average."""
         per_layer = self.m.kv_latent or 2 * self.kv_heads_per_gpu() * self.m.d_head
-        return self.stage_layers * per_layer * self.kvbytes / self.attention_dp
+        return (self.stage_layers * self.m.attention_share * per_layer * self.kvbytes
+                / self.attention_dp)
+
+    def state_bytes_gpu(self) -> float:
+        """Recurrent state one sequence keeps on one GPU of a stage (hybrid models; its
+        heads split over the TP group as attention's are)."""
+        return state_bytes_per_sequence(self.m) / self.pp / self.attn_tp / self.attention_dp
 
     def decode_attn_flops_per_key(self) -> float:
         """Attention FLOPs per cached token and query head in decode: ``QKᵀ`` and ``AV``
@@ -460,8 +485,13 @@ class Instance:
         return m.layer_mean(1.0, min(1.0, (m.attn_window or context) / context))
 
     def kv_tokens(self, context: float) -> float:
-        """KV cache of one sequence of ``context`` tokens, in full-model tokens."""
-        return context * self.kv_share(context)
+        """KV cache of one sequence of ``context`` tokens, in full-model tokens; a hybrid
+        model's recurrent state is counted in as the tokens of KV cache it weighs."""
+        kv = context * self.kv_share(context)
+        if self.m.is_hybrid:
+            kv += state_bytes_per_sequence(self.m) / kv_bytes_per_token(self.m,
+                                                                        self.kv_precision)
+        return kv
 
     def attn_pairs(self, prompt: int) -> float:
         """Query-key pairs of a causal prefill of ``prompt`` tokens, per layer averaged
@@ -469,7 +499,7 @@ class Instance:
         full = prompt * (prompt + 1) / 2
         m = self.m
         if not m.windowed_layers:
-            return full
+            return full * m.attention_share  # a hybrid model's attention blocks only
         w = m.attn_window or prompt
         return m.layer_mean(full, full if prompt <= w else w * (w + 1) / 2 + (prompt - w) * w)
 
@@ -531,8 +561,9 @@ class Instance:
         tokens of ``act`` activation bytes: two all-reduces per layer over the TP group;
         with DP attention one per layer over the attention group (of its share of the
         tokens), and a dispatch and a combine per MoE layer over all the GPUs."""
-        if not self.wide_ep:
-            return 2 * self.stage_layers * self._allreduce(act), 0.0
+        if not self.wide_ep:  # a hybrid model's layer is one block: one all-reduce
+            per_layer = 1 if self.m.is_hybrid else 2
+            return per_layer * self.stage_layers * self._allreduce(act), 0.0
         ar = 0.0
         if self.attn_tp > 1:
             ar = self.stage_layers * self._allreduce(act / self.attention_dp,
@@ -572,15 +603,30 @@ class Instance:
         return (2.0 * layer_active / self.pp * tokens
                 + 2.0 * self._head_params() * logits) / self.tp
 
+    def _recurrent_core(self, tokens: float) -> float:
+        """A stage's recurrent scans (hybrid models) over ``tokens`` prompt tokens: their
+        FLOPs (:func:`~fabricsim.workloads.flops.mixer_core_flops`, which grow with the
+        tokens, not the context) at the attention kernels' rate."""
+        if not self.m.is_hybrid:
+            return 0.0
+        per_token = mixer_core_flops(self.m, 0) / self.pp / self.tp
+        return tokens * per_token / (self.flops_rate * ATTENTION_EFF)
+
+    @property
+    def _layer_units(self) -> float:
+        """A stage's layers in transformer layers: a hybrid model's block (a mixer or an
+        MLP) is half of one (its kernels: one norm, one or two GEMMs, one all-reduce)."""
+        return self.stage_layers * (0.5 if self.m.is_hybrid else 1.0)
+
     def _launch(self) -> float:
-        return self.engine.launch_per_layer_s * self.stage_layers
+        return self.engine.launch_per_layer_s * self._layer_units
 
     def _kernels(self, phase: str) -> float:
         """A stage's fixed kernel time for one pass of ``phase`` (``"prefill"`` or
         ``"decode"``, :data:`SERVE_LAYER_KERNELS_S`)."""
         if not self.engine.kernel_gaps:
             return 0.0
-        return SERVE_LAYER_KERNELS_S[phase] * self.stage_layers
+        return SERVE_LAYER_KERNELS_S[phase] * self._layer_units
 
     # --- decode -----------------------------------------------------------------------
     def decode(self, batch: int, context_tokens: float) -> DecodeTimes:
@@ -595,9 +641,11 @@ class Instance:
         group = 1.0 if m.kv_latent else (m.heads / self.attn_tp) / self.kv_heads_per_gpu()
         reads = 1.0 + self.engine.query_head_kv_reads * max(0.0, group - 1.0)
         kv = ctx * self.kv_bytes_per_token_gpu() * reads / self.hbm
-        attn_flops = (ctx * self.stage_layers * (m.heads / self.tp)
+        attn_flops = (ctx * self.stage_layers * m.attention_share * (m.heads / self.tp)
                       * self.decode_attn_flops_per_key())
         kv = max(kv, attn_flops / (self.flops_rate * ATTENTION_EFF))
+        # a hybrid model's recurrent mixers read and write each sequence's state per token
+        kv += 2.0 * b * self.state_bytes_gpu() / self.hbm
         act = b * m.hidden * ACT_BYTES
         ar, ep_s = self._layer_comm(b, act)
         host = self.engine.step_s + self.engine.per_seq_s * batch
@@ -638,6 +686,7 @@ class Instance:
         gemm = gemm + self._weights_read_bytes(tokens) / self.hbm
         attn = (pairs * self.stage_layers * (m.heads / self.tp)
                 * self.prefill_attn_flops_per_pair() / (self.flops_rate * ATTENTION_EFF))
+        attn += self._recurrent_core(tokens)
         act = tokens * m.hidden * ACT_BYTES
         ar, ep_s = self._layer_comm(tokens, act)
         fill = mb + pp - 1
@@ -658,7 +707,8 @@ class Instance:
         m = self.m
         gemm = self._gemm_flops(prompt, 1) / self.flops_rate
         attn = (self.attn_pairs(prompt) * self.stage_layers * (m.heads / self.tp)
-                * self.prefill_attn_flops_per_pair() / (self.flops_rate * ATTENTION_EFF))
+                * self.prefill_attn_flops_per_pair() / (self.flops_rate * ATTENTION_EFF)
+                + self._recurrent_core(prompt))
         ar, ep_s = self._layer_comm(prompt, prompt * m.hidden * ACT_BYTES)
         return gemm + attn + ar + ep_s
 

@@ -27,7 +27,7 @@ from typing import Any
 from fabricsim.shipped import shipped_json
 from fabricsim.workloads.gpu import UNMEASURED
 
-__all__ = ["MIN_RUNS", "Band", "band", "heldout"]
+__all__ = ["HYBRID_WARNING", "MIN_RUNS", "Band", "band", "heldout"]
 
 #: A class needs this many held-out runs, of at least two sources, for its own band;
 #: with fewer it borrows the band of every run.
@@ -55,9 +55,20 @@ def heldout() -> dict[str, Any]:
     return shipped_json("fabricsim.workloads.training", "heldout.json")
 
 
-def band(generation: str, precision: str, recipe: str, *, gpus: int, moe: bool) -> Band:
+#: What the NeMo tables say of hybrid models (Mamba-2 / gated delta-net blocks), which no
+#: training benchmark run holds out: ``benchmarks/accuracy_nemo.py`` runs NVIDIA's
+#: Nemotron 3 Nano rows with nothing fitted on them.
+HYBRID_WARNING = ("hybrid model (recurrent Mamba / delta-net blocks): no held-out run; "
+                  "NVIDIA's published Nemotron 3 Nano steps on five systems run 29-37 % "
+                  "faster in the model than measured (their scan kernels cost more than "
+                  "their FLOPs and memory traffic say): read this step as optimistic")
+
+
+def band(generation: str, precision: str, recipe: str, *, gpus: int, moe: bool,
+         hybrid: bool = False) -> Band:
     """The band of a job on ``gpus`` GPUs of ``generation`` in ``precision`` (``recipe``:
-    its FP8 scaling recipe, ignored in BF16), with MoE layers or not."""
+    its FP8 scaling recipe, ignored in BF16), with MoE layers or not, a hybrid model of
+    recurrent and attention blocks or not."""
     data = heldout()
     cls = "bf16" if precision == "bf16" else f"{precision}/{recipe}"
     group = f"{generation}/{cls}"
@@ -78,6 +89,8 @@ def band(generation: str, precision: str, recipe: str, *, gpus: int, moe: bool) 
     if moe:
         warnings.append(f"MoE layers: {data['moe']['runs']} published run held out, off by "
                         f"{data['moe']['median']:.0%}; the band is for dense models")
+    if hybrid:
+        warnings.append(HYBRID_WARNING)
     if gpus > data["largest_gpus"]:
         warnings.append(f"{gpus:,} GPUs is beyond the largest published run checked "
                         f"({data['largest_gpus']:,})")

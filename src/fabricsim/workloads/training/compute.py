@@ -36,11 +36,12 @@ True
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from fabricsim.catalog.models import GpuSpec
 from fabricsim.errors import ModelError
-from fabricsim.workloads.flops import attention_flops, layer_forward_flops
+from fabricsim.workloads.flops import layer_forward_flops
 from fabricsim.workloads.gpu import (
     ADAM_BYTES_PER_PARAM,
     ATTENTION_EFF,
@@ -117,7 +118,55 @@ def _elementwise_bytes_per_token(m: TransformerSpec, moe: bool) -> float:
     q, kv = m.heads * m.d_head, m.n_kv * m.d_head
     width = (m.top_k + m.shared_experts) * m.expert_ffn if moe else m.ffn
     perm = _perm_bytes_per_token(m) if moe else 0.0
+    if m.is_hybrid:  # half a layer's norms and residuals per block, and the block's own
+        return _hybrid_mean(m, moe, lambda k: 10.0 * h + _block_elementwise(m, k, width)
+                            + (perm if k == "E" else 0.0))
     return 20.0 * h + 4.0 * (q + 2 * kv) + _act_bytes_per_token(m, width) + perm
+
+
+def _inner_width(m: TransformerSpec, kind: str, width: int) -> int:
+    """The width a block's output projection reads: attention's heads, a recurrent
+    mixer's inner width, an MLP's (MoE: its routes') ``width``."""
+    return {"*": m.heads * m.d_head, "M": m.mamba_inner,
+            "G": m.gdn_v_heads * m.gdn_head_dim}.get(kind, width)
+
+
+#: Tokens per chunk of the chunked scans: Megatron-LM's Mamba-2 mixer (``chunk_size``
+#: 128) and flash-linear-attention's gated delta rule (64).
+SCAN_CHUNK = {"M": 128, "G": 64}
+
+
+def _block_elementwise(m: TransformerSpec, kind: str, width: int) -> float:
+    """HBM bytes per token of a hybrid block's own memory-bound work: attention's rotary
+    embedding and layout copies; an MLP's activation; a recurrent mixer's convolution over
+    its inputs, its gated norm and its chunked scan. The scan keeps one FP32 state per head
+    and chunk (``head_dim × state``, or ``head_dim²`` for a delta net), written once, read
+    and rewritten while passing it from chunk to chunk, and read back for the output — four
+    passes of ``4·inner·state / chunk`` bytes a token — and re-reads its inputs for the
+    chunk states and for the output (the kernels of Mamba-2's SSD: chunk state, state
+    passing, chunk scan; flash-linear-attention's likewise)."""
+    if kind == "*":
+        return 4.0 * (m.heads * m.d_head + 2 * m.n_kv * m.d_head)
+    if kind == "M":
+        d, n = m.mamba_inner, m.mamba_state
+        bc = 2 * m.mamba_groups * n
+        scan = 16.0 * d * n / SCAN_CHUNK["M"] + 2.0 * (2 * d + bc) + 2.0 * d
+        return 4.0 * (d + bc) + 6.0 * d + scan
+    if kind == "G":
+        qk, v = m.gdn_qk_heads * m.gdn_head_dim, m.gdn_v_heads * m.gdn_head_dim
+        scan = 16.0 * v * m.gdn_head_dim / SCAN_CHUNK["G"] + 2.0 * (2 * qk + v) * 2 + 2.0 * v
+        return 4.0 * (2 * qk + v) + 6.0 * v + scan
+    return _act_bytes_per_token(m, width)
+
+
+def _hybrid_mean(m: TransformerSpec, moe: bool, per_block: Callable[[str], float]) -> float:
+    """``per_block`` of a hybrid model's MoE block (``moe``) or the mean over its other
+    blocks, as :func:`~fabricsim.workloads.flops.layer_forward_flops` averages them."""
+    if moe:
+        return per_block("E")
+    kinds = [k for k in "*MG-" if m.blocks(k)]
+    n = sum(m.blocks(k) for k in kinds)
+    return sum(m.blocks(k) * per_block(k) for k in kinds) / max(n, 1)
 
 
 def _fp8_cast_bytes_per_token(m: TransformerSpec, moe: bool) -> float:
@@ -125,6 +174,8 @@ def _fp8_cast_bytes_per_token(m: TransformerSpec, moe: bool) -> float:
     the four linear layers read in BF16 (2 B), written in FP8 (1 B) and scanned for its
     amax (2 B) — 5 bytes per element of the QKV, projection, MLP-in and MLP-out inputs."""
     width = (m.top_k + m.shared_experts) * m.expert_ffn if moe else m.ffn
+    if m.is_hybrid:  # a block's linear inputs: its input and its output projection's
+        return _hybrid_mean(m, moe, lambda k: 5.0 * (m.hidden + _inner_width(m, k, width)))
     return 5.0 * (2 * m.hidden + m.heads * m.d_head + width)
 
 
@@ -161,7 +212,9 @@ def selective_parts(m: TransformerSpec, p: ResolvedParallel, gpu: GpuSpec, token
         return bytes_per_token * tokens / split / hbm
 
     dense_mlp = gemm(_mlp_flops_per_token(m, p.seq, False, 1.0))
-    dense_act = mem(_act_bytes_per_token(m, m.ffn))
+    # a hybrid model's MLP blocks among its blocks other than MoE
+    mlp_share = m.blocks("-") / max(m.layers - m.moe_layers, 1) if m.is_hybrid else 1.0
+    dense_act = mlp_share * mem(_act_bytes_per_token(m, m.ffn))
     parts: dict[str, tuple[float, float]] = {
         "core_attn": (attn, 0.0),
         "mlp": ((1 - moe_frac) * (dense_mlp + dense_act), (1 - moe_frac) * dense_mlp),
@@ -236,7 +289,7 @@ def microbatch_compute(m: TransformerSpec, p: ResolvedParallel, gpu: GpuSpec,
         # the busiest rank's routed experts set the pace, at their shape's rate
         f = {**f, "mlp": _mlp_flops_per_token(m, p.seq, moe, cfg.moe_load * thin)}
         gemm = (f["qkv"] + f["proj"] + f["mlp"]) * tokens / split
-        attn = attention_flops(m, p.seq, causal=True) * tokens / split
+        attn = layer_forward_flops(m, p.seq, moe=moe, causal=True)["attn"] * tokens / split
         t_gemm = gemm / (peak * eff)
         t_attn = attn / (bf16_peak * bf16_eff * ATTENTION_EFF * kernel
                          * (CP_ATTENTION_EFF if p.cp > 1 else 1.0))

@@ -177,6 +177,12 @@ MEGATRON_FLAGS: dict[str, tuple[str, Callable[[str, str], Any] | None]] = {
     "--moe-expert-capacity-factor": ("moe_capacity_factor", _float),
     "--moe-pad-expert-input-to-capacity": ("moe_pad_to_capacity", None),
     "--moe-router-group-topk": ("router_group_topk", _int),
+    "--hybrid-layer-pattern": ("_hybrid", lambda v, f: v),
+    "--hybrid-override-pattern": ("_hybrid", lambda v, f: v),
+    "--mamba-num-heads": ("mamba_heads", _int),
+    "--mamba-head-dim": ("mamba_head_dim", _int),
+    "--mamba-state-dim": ("mamba_state", _int),
+    "--mamba-num-groups": ("mamba_groups", _int),
 }
 
 #: Flags that take several values (argparse nargs="+").
@@ -355,6 +361,7 @@ def _derive_shape(raw: dict[str, Any], applied: list[str]) -> None:
             raw["ffn"] = int(4 * h * 2 / 3 / 64) * 64 if swiglu else 4 * h
             applied.append(f"ffn {raw['ffn']} from --hidden-size {h} (Megatron's "
                            f"{'SwiGLU ' if swiglu else ''}default)")
+    _derive_hybrid(raw, applied)
     _derive_moe(raw, applied)
     _derive_mla(raw, applied)
     div = raw.pop("_vocab_div", 128)
@@ -458,6 +465,27 @@ def _layer_pattern(text: str, layers: int) -> list[int]:
         raise ConfigError(f"--moe-layer-freq {text!r} describes {len(out)} layers but "
                           f"--num-layers is {layers}", field="--from-megatron")
     return out
+
+
+def _derive_hybrid(raw: dict[str, Any], applied: list[str]) -> None:
+    """A hybrid model's block pattern (``--hybrid-layer-pattern``): its pipeline marks
+    (``|``) dropped, its layers the pattern's blocks; multi-token-prediction blocks
+    (after ``/``) refused."""
+    pat = raw.pop("_hybrid", None)
+    if pat is None:
+        return
+    pat = str(pat).strip().strip("\"'")
+    if "/" in pat:
+        raise ConfigError(f"--hybrid-layer-pattern {pat!r}: multi-token-prediction blocks "
+                          f"(after /) are not modelled; drop them", field="--from-megatron")
+    if "|" in pat:
+        applied.append("pipeline marks (|) of --hybrid-layer-pattern dropped: stages split "
+                       "its blocks evenly")
+        pat = pat.replace("|", "")
+    raw["hybrid_pattern"] = pat
+    if "layers" not in raw:
+        raw["layers"] = len(pat)
+        applied.append(f"layers {len(pat)} from --hybrid-layer-pattern (one per block)")
 
 
 def _derive_moe(raw: dict[str, Any], applied: list[str]) -> None:

@@ -125,6 +125,12 @@ def activation_bytes_per_layer(m: TransformerSpec, p: ResolvedParallel, moe: boo
     if rc == "full":
         return 2.0 * s * b * h / (t if p.sp else 1)
     width = (m.top_k + m.shared_experts) * m.expert_ffn if moe else m.ffn
+    if m.is_hybrid:
+        linear = _hybrid_block_bytes(m, p, moe, width)
+        if rc == "selective" and p.cfg.recompute == "selective":
+            share = 1.0 if moe else m.blocks("-") / max(m.layers - m.moe_layers, 1)
+            linear -= share * _module_savings(m, p, moe)
+        return linear
     mlp = s * b * (3 * h + (6 if m.gated else 4) * width) + (2 * s * b * h * m.top_k if moe
                                                              else 0)
     # attention: its input and dropout mask (3·h), the core's query, key and value and
@@ -140,6 +146,36 @@ def activation_bytes_per_layer(m: TransformerSpec, p: ResolvedParallel, moe: boo
     if rc == "selective" and p.cfg.recompute == "selective":
         linear -= _module_savings(m, p, moe)
     return linear
+
+
+def _hybrid_block_bytes(m: TransformerSpec, p: ResolvedParallel, moe: bool,
+                        width: int) -> float:
+    """Activation bytes one GPU stores for a hybrid model's MoE block (``moe``) or, on
+    average, one of its other blocks, one micro-batch, no recomputation: the block's norm
+    (2·h; 5·h of the block lie outside TP regions); attention as a transformer layer's
+    half; an MLP's input and activation; a Mamba-2 mixer's input, its
+    input projection's output (x, z, B, C, dt), the convolution's output, the scan's
+    output and the gated norm's output; a gated delta-net's likewise (BF16)."""
+    s, b, h, t = p.seq / p.cp, p.cfg.micro_batch, m.hidden, p.tp
+    act = 6 if m.gated else 4
+    d, nh = m.mamba_inner, m.mamba_inner // m.mamba_head_dim
+    bc = 2 * m.mamba_groups * m.mamba_state
+    qk, v = m.gdn_qk_heads * m.gdn_head_dim, m.gdn_v_heads * m.gdn_head_dim
+    q, k, vv, o = m.attn_io_widths
+
+    def inside(kind: str) -> float:  # per token, in TP regions
+        return {"*": 3 * h + 2 * (q + k + vv) + 2 * o,
+                "M": 2 * h + 2 * (2 * d + bc + nh) + 2 * (d + bc) + 4 * d,
+                "G": 2 * h + 2 * (2 * qk + 2 * v + 2 * m.gdn_v_heads) + 2 * (2 * qk + v)
+                + 4 * v,
+                "-": 3 * h + act * m.ffn,
+                "E": 3 * h + act * width + 2 * h * m.top_k}[kind] + 2.0 * h
+
+    kinds = ["E"] if moe else [kd for kd in "*MG-" if m.blocks(kd)]
+    n = sum(m.blocks(kd) for kd in kinds)
+    linear = s * b * sum(m.blocks(kd) * inside(kd) for kd in kinds) / max(n, 1)
+    outside = 5.0 * s * b * h  # of those, outside TP regions: split by TP only with SP
+    return linear / t if p.sp else (linear - outside) / t + outside
 
 
 def _module_savings(m: TransformerSpec, p: ResolvedParallel, moe: bool) -> float:
@@ -250,6 +286,15 @@ def _fp8_saving(m: TransformerSpec, p: ResolvedParallel, moe: bool,
     else:
         freed = "mlp" in mods
         mlp_in, act_out = (0.0, 0.0) if freed else (float(m.hidden), float(m.ffn))
+    if m.is_hybrid:  # a block's linear inputs: the mixer's, or the MLP's (MoE block's)
+        if moe:
+            return s * b * (mlp_in + act_out) / p.tp
+        mixers = {"*": 2 * m.hidden, "M": m.hidden + m.mamba_inner,
+                  "G": m.hidden + m.gdn_v_heads * m.gdn_head_dim}
+        per = [(m.blocks(kd), float(w)) for kd, w in mixers.items()]
+        per.append((m.blocks("-"), mlp_in + act_out))
+        n = sum(c for c, _ in per)
+        return s * b * sum(c * w for c, w in per) / max(n, 1) / p.tp
     saved = s * b * (2 * m.hidden + mlp_in + act_out)
     return saved / p.tp  # the MLP input and activation live in TP regions
 

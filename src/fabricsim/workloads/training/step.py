@@ -550,8 +550,10 @@ def comm_cost(m: TransformerSpec, p: ResolvedParallel, comm: CommModel,
             one = comm.time("all_reduce", g, act)
         # an attention and an MLP pair per layer; with experts folded out of TP (etp = 1)
         # the MoE layers' tokens go straight from their sequence-parallel shard to the
-        # all-to-all, so those layers pay only the attention's pair
-        pairs = 2.0 - (m.moe_layers / m.layers if m.is_moe and p.etp == 1 else 0.0)
+        # all-to-all, so those layers pay only the attention's pair; a hybrid model's
+        # layer is one block (a mixer, an MLP or an MoE block): one pair each
+        pairs = (1.0 if m.is_hybrid else 2.0) - (
+            m.moe_layers / m.layers if m.is_moe and p.etp == 1 else 0.0)
         per_layer = pairs * one * (fwd_passes + 1)
         tp_mb = layers * per_layer
         tot["tp"] = tp_mb * m_micro
@@ -650,7 +652,8 @@ def comm_cost(m: TransformerSpec, p: ResolvedParallel, comm: CommModel,
     z = cfg.zero_stage
     gbytes = float(cfg.grad_bytes)
     dp_exp = 0.0
-    buckets = max(1, layers)
+    # a bucket per layer (a hybrid model's block is half of one)
+    buckets = max(1, round(layers / 2) if m.is_hybrid else layers)
     groups = [(*p.hsdp_groups(kind), n) for kind, n in _dp_shards(p, dense, expert)]
     for g, reps, n in groups:
         if z >= 1 and len(reps) > 1:
