@@ -2,10 +2,11 @@
 
 Runs every row of data/reference/nemo_perf.csv whose model fabricsim ships (Llama 2/3,
 GPT-3 5B/20B/175B, Nemotron-3 8B/22B and -4 15B/340B, Mixtral 8x7B/8x22B, Qwen3-30B-A3B
-and 235B-A22B, GPT-OSS-120B, Llama 4 Scout, Kimi K2, DeepSeek-V3) on DGX-H100, DGX-B200,
-DGX-GB200, DGX-B300 and DGX-GB300, with the layout the table gives (GBS, MBS, sequence,
-FSDP, TP, PP, CP, VP, EP) and, for what it does not say, what the release's Megatron-
-Bridge / NeMo performance configuration sets (see ``_config``): sequence parallelism and
+and 235B-A22B, GPT-OSS-120B, Llama 4 Scout, Kimi K2, DeepSeek-V3, Nemotron 3 Nano) on
+DGX-H100, DGX-B200, DGX-GB200, DGX-B300 and DGX-GB300, with the layout the table gives
+(GBS, MBS, sequence, FSDP, TP, PP, CP, VP, EP) and, for what it does not say, what the
+release's Megatron-Bridge / NeMo performance configuration sets (see ``_config``):
+sequence parallelism and
 TP communication overlap with TP > 1, the distributed optimizer (ZeRO-1) unless FSDP, DP
 overlap, experts folded out of TP, the expert all-to-all overlapped where the release
 does, each model's recomputation modules and pipeline layouts, balanced experts (the
@@ -17,8 +18,10 @@ over the *current* ones (the newest release of each system, model and format), t
 how far NVIDIA's own figure for one layout moves between releases.
 
 Where a layout was published in several releases, the newest release's figure is used.
-Rows of models fabricsim does not ship (the hybrid Mamba Nemotron 3 Nano/Super/Ultra,
-Llama 4 Maverick, DeepSeek-V4) are not run.
+Nemotron 3 Nano, a hybrid of Mamba-2, attention and MoE blocks, runs from its block
+pattern (``hybrid_pattern``) with nothing fitted on it, and is summarised apart
+(``hybrid``). Rows of models fabricsim does not ship (Nemotron 3 Super and Ultra, whose
+latent MoE is not modelled; Llama 4 Maverick; DeepSeek-V4) are not run.
 
 ``--fit [GENERATION ...]`` refits one constant each on every other row of its kind in row
 order and reports the held-out half before and after: the FP8 GEMM share
@@ -66,7 +69,7 @@ MODELS = {
     "Kimi_K2": "kimi-k2", "LLAMA4-Scout-LLM": "llama4-scout",
     "Nemotron-8B": "nemotron3-8b", "Nemotron-22B": "nemotron3-22b",
     "Nemotron-15B": "nemotron4-15b", "Nemotron-340B": "nemotron4-340b",
-    "GPT3-5B": "gpt3-5b", "GPT3-20B": "gpt3-20b",
+    "GPT3-5B": "gpt3-5b", "GPT3-20B": "gpt3-20b", "Nemotron_3_Nano": "nemotron-3-nano",
 }
 #: Published systems -> fabricsim presets (DGX-B200/B300 are HGX boards).
 SYSTEMS = {"DGX-H100": "dgx-h100", "DGX-B200": "hgx-b200", "DGX-GB200": "gb200-nvl72",
@@ -100,6 +103,10 @@ class Row:
     @property
     def dense(self) -> bool:
         return not get_model(MODELS[self.model]).is_moe
+
+    @property
+    def hybrid(self) -> bool:
+        return get_model(MODELS[self.model]).is_hybrid
 
     @property
     def label(self) -> str:
@@ -305,6 +312,7 @@ def run(comm_factory: Callable[[Fabric], CommModel] = EngineComm,
         out.append({"case": row.label, "system": row.system, "precision": row.precision,
                     "model": MODELS[row.model], "release": row.container,
                     "generation": row.generation, "dense": row.dense,
+                    "hybrid": row.hybrid,
                     "published_tokens_per_gpu": row.published,
                     "predicted_tokens_per_gpu": round(pred, 1),
                     "rel_error": round(pred / row.published - 1, 4),
@@ -314,10 +322,11 @@ def run(comm_factory: Callable[[Fabric], CommModel] = EngineComm,
 
 
 def summary(res: list[dict[str, Any]]) -> dict[str, Any]:
-    """Median and max absolute error per (system, number format, dense/MoE), over all
-    rows, dense and MoE rows, and the *current* rows: those of the newest release that
-    published the system, model and number format (what NVIDIA's software does today;
-    older releases of the same pair ran older software, see :func:`release_spread`)."""
+    """Median and max absolute error per (system, number format, dense/MoE/hybrid), over
+    all rows, dense, MoE and hybrid (Mamba) rows, and the *current* rows: those of the
+    newest release that published the system, model and number format (what NVIDIA's
+    software does today; older releases of the same pair ran older software, see
+    :func:`release_spread`)."""
     done = [r for r in res if "not_covered" not in r]
     newest: dict[tuple[str, str, str], tuple[int, ...]] = {}
     for r in done:
@@ -326,7 +335,7 @@ def summary(res: list[dict[str, Any]]) -> dict[str, Any]:
     groups: dict[str, list[float]] = {}
     for r in done:
         prec = {"BF16": "bf16", "NVFP4": "nvfp4"}.get(r["precision"], "fp8")
-        kind = "dense" if r["dense"] else "moe"
+        kind = "hybrid" if r.get("hybrid") else "dense" if r["dense"] else "moe"
         err = abs(r["rel_error"])
         groups.setdefault(f"{r['system']}/{prec}/{kind}", []).append(err)
         groups.setdefault("all", []).append(err)

@@ -129,3 +129,24 @@ def test_context_parallel_rows(results: list[dict[str, Any]]) -> None:
     assert len(cp) >= 10
     assert statistics.median(abs(e) for e in cp) <= 0.08
     assert sum(e > 0 for e in cp) <= 0.8 * len(cp)  # no longer one-sided
+
+
+def _hybrid(results: list[dict[str, Any]]) -> list[float]:
+    return [r["rel_error"] for r in results if "rel_error" in r and r.get("hybrid")]
+
+
+def test_hybrid_rows_run_with_nothing_fitted(results: list[dict[str, Any]]) -> None:
+    """Nemotron 3 Nano (Mamba-2, attention and MoE blocks) on all five systems, from its
+    block pattern alone. Where the model stands: 29-37 % faster than NVIDIA measured,
+    every row (the scan blocks' kernels cost more than their FLOPs and bytes say)."""
+    errs = _hybrid(results)
+    assert len(errs) == 5
+    assert all(0.2 < e < 0.45 for e in errs)
+
+
+@pytest.mark.xfail(strict=True, reason="hybrid (Mamba-2) blocks are modelled from their "
+                   "FLOPs and memory traffic (the SSD scan's chunk states included) and "
+                   "run 29-37 % faster than NVIDIA's Nemotron 3 Nano rows; no published "
+                   "kernel timing of the scans to set them from (docs/training.md)")
+def test_hybrid_rows_within_the_moe_target(results: list[dict[str, Any]]) -> None:
+    assert statistics.median(abs(e) for e in _hybrid(results)) <= 0.15
