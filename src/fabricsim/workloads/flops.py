@@ -82,7 +82,7 @@ def mixer_core_flops(m: TransformerSpec, seq: int, causal: bool = False) -> floa
     >>> from fabricsim.workloads.models import get_model
     >>> m = get_model("nemotron-h-8b")
     >>> round(mixer_core_flops(m, 8192) / (m.blocks("*") * 4 * 8192 * 4096), 2)
-    1.31
+    1.33
     """
     n_attn = m.blocks("*")
     per_key = 2.0 * m.heads * m.core_width
