@@ -105,6 +105,9 @@ SERVING = {
                       "--ep", "72", "--attention-dp", "72", "--redundant-experts", "32",
                       "--batch", "2304", "--ep-kernel", "nvlink-onesided",
                       "--precision", "nvfp4"],
+    # the engine SGLang's published runs use (its overlap scheduler)
+    "sglang-engine": ["--model", "llama3-70b", "--tp", "2", "--batch", "1", "--precision",
+                      "fp8", "--engine", "sglang"],
     # a hybrid model's recurrent state instead of a KV cache in most of its blocks
     "nemotron-h-8b": ["--model", "nemotron-h-8b", "--tp", "1", "--batch", "64",
                       "--prompt-len", "7000", "--output-len", "1000", "--precision", "fp8"],

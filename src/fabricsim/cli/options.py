@@ -433,7 +433,8 @@ SERVING = Group("serving", (
     Flag("kv_precision", str | None, "KV-cache precision, bf16 or fp8 (default: fp8 with "
          "--precision fp8, else bf16)."),
     Flag("engine", str | None, "Serving engine's host costs and kernels: trtllm (the "
-         "default), trtllm-python, trtllm-0.6, vllm-0.5, gpt-fast or ideal."),
+         "default), trtllm-python, trtllm-0.6, vllm-0.5, sglang (sglang-0.4), gpt-fast or "
+         "ideal."),
     Flag("tpot_target_ms", float | None, "Continuous batching: the largest batch whose time "
          "per output token stays within this many ms.", old="--tpot-target"),
     Flag("max_batch", int | None, "Cap on the continuous batch (vLLM's --max-num-seqs)."),

@@ -148,3 +148,19 @@ def test_pipelined_decode_of_one_sequence_reads_the_output_head_once(
     full = simulate_inference(m, dgx2, tp=1, pp=4, batch=4).decode
     part = simulate_inference(m, dgx2, tp=1, pp=4, batch=2).decode
     assert full.weights_s - part.weights_s == pytest.approx(3 * head, rel=1e-6)
+
+
+def test_overlap_scheduler_hides_host_time_behind_the_gpu() -> None:
+    """SGLang's overlap scheduler: an iteration takes the longer of host and GPU time,
+    a serial engine their sum; ``sglang`` names the newest SGLang profile."""
+    from fabricsim.workloads.serving.instance import DecodeTimes, get_engine
+
+    serial = DecodeTimes(weights_s=3.0, kv_s=1.0, compute_s=2.0, comm_s=1.0, host_s=2.0)
+    hidden = DecodeTimes(weights_s=3.0, kv_s=1.0, compute_s=2.0, comm_s=1.0, host_s=2.0,
+                         host_hidden=True)
+    assert (serial.total_s, hidden.total_s) == (7.0, 5.0)
+    longer = DecodeTimes(weights_s=1.0, kv_s=0.0, compute_s=0.0, comm_s=0.0, host_s=2.0,
+                         host_hidden=True)
+    assert longer.total_s == 2.0
+    assert get_engine("sglang") is get_engine("sglang-0.4")
+    assert get_engine("sglang").overlap_host and not get_engine("vllm-0.5").overlap_host

@@ -184,7 +184,7 @@ def test_mmha_rereads_the_kv_cache_per_query_head(dgx1: fs.Fabric) -> None:
 
 def test_unknown_engine() -> None:
     with pytest.raises(ConfigError) as e:
-        get_engine("sglang")
+        get_engine("tgi")
     assert e.value.field == "inference.engine" and "trtllm" in str(e.value)
 
 

@@ -160,6 +160,10 @@ class ServingEngine:
     """Host time per iteration, serial with the GPU (scheduling, sampling, sync)."""
     per_seq_s: float = 0.0
     """Host time per sequence and iteration (sampling, detokenising, bookkeeping)."""
+    overlap_host: bool = False
+    """An overlap scheduler: the host prepares iteration ``n + 1`` while the GPU runs
+    ``n`` (SGLang's zero-overhead batch scheduler since v0.4, after NanoFlow), so an
+    iteration takes the longer of the two instead of their sum."""
     own_allreduce: bool = True
     """TP all-reduces inside one NVLink domain run the engine's own one-shot/two-shot
     kernels in the decode CUDA graph (TensorRT-LLM's AllReduce plugin, vLLM's
@@ -195,6 +199,12 @@ ENGINES: dict[str, ServingEngine] = {
         "vllm-0.5", step_s=13.6e-3, per_seq_s=72.8e-6,
         description="vLLM v0.5 (CUDA graphs; Python scheduler, sampler and output "
                     "processing every iteration); host costs fitted on rows 1117/1118"),
+    "sglang-0.4": ServingEngine(
+        "sglang-0.4", overlap_host=True,
+        description="SGLang v0.4 and later (CUDA-graph decode, its own all-reduce kernels, "
+                    "the overlap scheduler hiding host work behind the GPU's); its host "
+                    "costs are not isolated by any published figure: none, as for the "
+                    "TensorRT-LLM C++ runtime"),
     "gpt-fast": ServingEngine(
         "gpt-fast", own_allreduce=False,
         description="PyTorch gpt-fast (torch.compile with CUDA graphs, one sequence, no "
@@ -202,13 +212,20 @@ ENGINES: dict[str, ServingEngine] = {
 }
 
 
+#: Engine names without a version: the newest profile of that engine.
+ENGINE_ALIASES = {"sglang": "sglang-0.4"}
+
+
 def get_engine(name: str | ServingEngine) -> ServingEngine:
-    """The engine ``name`` of :data:`ENGINES` (unknown names raise with the nearest).
+    """The engine ``name`` of :data:`ENGINES` or :data:`ENGINE_ALIASES` (unknown names
+    raise with the nearest).
 
     Examples
     --------
     >>> get_engine("trtllm").name
     'trtllm'
+    >>> get_engine("sglang").overlap_host
+    True
     >>> try:
     ...     get_engine("vllm-0.4")
     ... except ConfigError as e:
@@ -218,7 +235,7 @@ def get_engine(name: str | ServingEngine) -> ServingEngine:
     if isinstance(name, ServingEngine):
         return name
     try:
-        return ENGINES[name]
+        return ENGINES[ENGINE_ALIASES.get(name, name)]
     except KeyError:
         raise unknown("engine", name, ENGINES, field="inference.engine") from None
 
@@ -293,6 +310,9 @@ class DecodeTimes:
     """Expert dispatch and combine (data-parallel attention with wide EP)."""
     kernels_s: float = 0.0
     """The layers' fixed kernel time (:data:`SERVE_LAYER_KERNELS_S`)."""
+    host_hidden: bool = False
+    """The engine prepares the next iteration while the GPU runs this one (an overlap
+    scheduler): host time then counts only where it is longer than the GPU's."""
 
     @property
     def gpu_s(self) -> float:
@@ -303,7 +323,14 @@ class DecodeTimes:
 
     @property
     def total_s(self) -> float:
-        """Iteration time: GPU or launch-bound, plus stage hand-offs and host time."""
+        """Iteration time: GPU or launch-bound, plus stage hand-offs and host time (or,
+        under an overlap scheduler, the longer of host and GPU).
+
+        >>> DecodeTimes(3.0, 1.0, 2.0, 1.0, host_s=0.5, host_hidden=True).total_s
+        5.0
+        """
+        if self.host_hidden:
+            return max(self.gpu_s, self.launch_s, self.host_s) + self.p2p_s
         return max(self.gpu_s, self.launch_s) + self.p2p_s + self.host_s
 
 
@@ -652,7 +679,8 @@ class Instance:
         full = DecodeTimes(weights_s=pp * weights, kv_s=pp * kv, compute_s=pp * compute,
                            comm_s=pp * ar, p2p_s=pp * self._p2p(act),
                            launch_s=pp * self._launch(), host_s=host, ep_s=pp * ep_s,
-                           kernels_s=pp * self._kernels("decode"))
+                           kernels_s=pp * self._kernels("decode"),
+                           host_hidden=self.engine.overlap_host)
         if mb == pp:  # every stage busy: the last (with the output head) sets the pace
             return full
         # fewer micro-batches than stages: a token passes every stage once, and only the
@@ -662,7 +690,7 @@ class Instance:
         walk = replace(full, weights_s=full.weights_s - (pp - 1) * head_w,
                        compute_s=full.compute_s - (pp - 1) * head_c)
         f = mb / pp  # ... unless the last stage's share of the micro-batches is longer
-        busy = DecodeTimes(**{k: v if k == "host_s" else f * v
+        busy = DecodeTimes(**{k: v if k in ("host_s", "host_hidden") else f * v
                               for k, v in asdict(full).items()})
         return walk if walk.total_s >= busy.total_s else busy
 
