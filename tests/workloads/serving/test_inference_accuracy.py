@@ -109,9 +109,10 @@ def test_sharegpt_sample_matches_the_published_means() -> None:
 def test_leave_one_source_out_as_it_stands() -> None:
     """The hardware constants (the tensor-core shares the other sources run on, the
     layers' fixed kernel time per phase) refitted without each of the five sources, its
-    figures predicted: median 13.5 %, p90 44 % over 116 figures; the 29 figures of
+    figures predicted: median 13.9 %, p90 32 % over 116 figures; the 29 figures of
     measurements_2.csv 7.0 % (6.0 % before the batch-1 sources), the 87 batch-1 figures
-    16.6 % (40 % before, never fitted). Each engine's own overhead constants rest on the
+    16.1 % (40 % before, never fitted). Prefill's fixed kernel time is fitted as decode's
+    plus what it adds, never below. Each engine's own overhead constants rest on the
     one source that runs that engine, so every figure is held out in its hardware only,
     and each row says so."""
     b = _bench()
@@ -119,12 +120,14 @@ def test_leave_one_source_out_as_it_stands() -> None:
     rows = b.loso()
     s = b.loso_summary(rows)
     assert s["all"]["figures"] == 116 and all(r["engine_in_sample"] for r in rows)
-    assert s["all"]["median"] <= 0.14 and s["all"]["p90"] <= 0.45
+    assert s["all"]["median"] <= 0.14 and s["all"]["p90"] <= 0.33
     old = sorted(abs(r["held_out"]) for r in rows if r["row"] < 6000)
     assert len(old) == 29 and old[14] <= 0.075
-    # issue 35's target is a latency median <= 15 %: 17 % held out (first-token latencies
-    # at 128 tokens on Hopper come out 40 % short when TensorRT-LLM's own source is out)
-    assert 0.15 < s["groups"]["latency"]["median"] <= 0.18
+    # issue 35's target is a latency median <= 15 %: 16 % held out (first-token latencies
+    # at 128 tokens on Hopper come out 22 % short when TensorRT-LLM's own source is out;
+    # 40 % while prefill's fixed cost could fall below decode's)
+    assert 0.15 < s["groups"]["latency"]["median"] <= 0.17
+    assert s["groups"]["latency"]["p90"] <= 0.31
     for r in rows:
         assert r["source"] not in r["fitted_on"]
     # the shipped constants are back after the run: every figure as before

@@ -7,7 +7,7 @@ figure with the hardware constants refitted without its source and keeps, per ki
 absolute error, with the engines, GPU generations and the largest instance they cover
 (an engine counts by family: TensorRT-LLM's runtimes and versions as one).
 The result ships as ``workloads/serving/heldout.json``; :func:`band` reads it so that
-``fabricsim infer`` says ``± 17 % (p90 44 %)`` beside its latencies, and warns
+``fabricsim infer`` says ``± 16 % (p90 30 %)`` beside its latencies, and warns
 when an instance lies outside what was checked: an engine, a GPU generation, an instance
 wider than one server, or a mixture-of-experts model no published figure covers.
 
