@@ -133,3 +133,14 @@ def test_megatron_launch_line_builds_the_preset() -> None:
     m = TransformerSpec(name="line", **shape)
     assert m.layers == 52 and m.hybrid_pattern == preset.hybrid_pattern
     assert m.params == preset.params
+
+
+def test_serving_a_model_without_attention_is_refused_by_name() -> None:
+    """The cache is counted in tokens of KV cache: a model of recurrent blocks only has
+    none, so serving it is refused naming the field, not divided by zero."""
+    m = get_model("nemotron-h-8b").model_copy(update={"hybrid_pattern": "M-M-M-M-",
+                                                      "layers": 8})
+    with pytest.raises(ConfigError) as e:
+        build_instance(m, fs.build_cluster("dgx-h100", nodes=1), tp=1, pp=1, ep=1,
+                       precision="bf16", kv_precision=None, engine="trtllm", comm=None)
+    assert e.value.field == "training.hybrid_pattern" and "attention block" in str(e.value)

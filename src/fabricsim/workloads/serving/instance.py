@@ -804,6 +804,11 @@ def build_instance(model: TransformerSpec, fabric: Fabric, *, tp: int, pp: int, 
             comm: CommModel | None, first_rank: int = 0, attention_dp: int = 1,
             ep_kernel: str | None = None, redundant_experts: int = 0) -> Instance:
     """Validate a serving instance; every error names the flag and a fix."""
+    if model.is_hybrid and not model.blocks("*"):
+        raise ConfigError(f"{model.name}'s hybrid_pattern has no attention block (*): "
+                          f"serving counts the cache in tokens of KV cache, which a model "
+                          f"of recurrent blocks only does not keep; add an attention block "
+                          f"(training models it as it is)", field="training.hybrid_pattern")
     positive("tp", tp, "--tp")
     positive("pp", pp, "--pp")
     positive("ep", ep, "--ep")
