@@ -10,8 +10,10 @@ what running every group's flows together costs.
 Usage: python benchmarks/whole_fabric.py [--nodes 256,2048,16384] [--fabric ib-ndr]
                                          [--precision 1e-3]
 One JSON line per size: the flows of every group and those simulated (the rest are exact
-copies, docs/training.md), wall and peak RSS, the step with all groups and alone, and each
-part's [slowdown, flows, flows simulated, link-disjoint components, limiting link].
+copies, docs/training.md), wall and peak RSS, the step with all groups and its parts beside
+each other, with its parts apart and with each group alone, and each part's [slowdown,
+flows, flows simulated, link-disjoint components, limiting link, slowdown beside the other
+parts].
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ def one(nodes: int, fabric: str, precision: float) -> dict[str, object]:
             "flows": w.get("flows"), "flows_simulated": w.get("flows_simulated"),
             "runs": w.get("runs"),
             "step_s": rep.step.step_time_s, "step_alone_s": w.get("step_time_alone_s"),
+            "step_parts_apart_s": w.get("step_time_parts_apart_s"),
             "slowdown": w.get("slowdown"),
             "alone_path_step_s": alone.step.step_time_s,
             "whole_wall_s": round(t2 - t1, 1), "alone_wall_s": round(t1 - t0, 1),
@@ -55,7 +58,9 @@ def one(nodes: int, fabric: str, precision: float) -> dict[str, object]:
                                   / 2**20, 2),
             "parts": {f"{c['kind']} {c['groups']}x{c['group_size']}":
                       [round(c["slowdown"], 3), c["transfers"], c["simulated"],
-                       c["components"], c["limited_by"]]
+                       c["components"], c["limited_by"],
+                       round(c["overlapped_s"] / c["time_s"], 3) if c["overlapped_s"]
+                       else 1.0]
                       for c in w.get("calls", [])}}
 
 

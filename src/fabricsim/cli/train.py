@@ -195,23 +195,31 @@ def _with_progress(job: Any, fab: Any, quiet: bool) -> Any:
 
 
 def _print_whole(w: dict[str, Any], step_s: float) -> None:
-    """The whole-fabric runs: every part with its siblings against one group alone."""
+    """The whole-fabric runs: every part with its siblings against one group alone, and
+    beside the step's other parts."""
     console.print(f"whole fabric: {w['flows']:,} flows of every group, {w['flows_simulated']:,} "
                   f"simulated (the rest exact copies) in {w['runs']} runs ({w['wall_s']:.1f} "
-                  f"s, precision {w['precision']:g}); step {step_s:.4f} s against "
-                  f"{w['step_time_alone_s']:.4f} s with each group alone "
+                  f"s, precision {w['precision']:g}); step {step_s:.4f} s with its parts "
+                  f"beside each other, {w['step_time_parts_apart_s']:.4f} s with each part "
+                  f"apart, {w['step_time_alone_s']:.4f} s with each group alone "
                   f"(x{w['slowdown']:.3f})")
     t = Table(show_header=True)
-    for col in ("part", "groups x ranks", "flows", "simulated", "together s", "alone s", "x",
-                "limited by"):
-        t.add_column(col, justify="left" if col in ("part", "limited by") else "right")
+    for col in ("part", "of", "groups x ranks", "flows", "simulated", "together s", "alone s",
+                "x", "beside others s", "limited by"):
+        t.add_column(col, justify="left" if col in ("part", "of", "limited by") else "right")
     for c in w["calls"]:
-        t.add_row(c["kind"], f"{c['groups']:,} x {c['group_size']}", f"{c['transfers']:,}",
-                  f"{c['simulated']:,}", f"{c['time_s']:.6f}", f"{c['alone_s']:.6f}",
-                  f"{c['slowdown']:.3f}",
+        t.add_row(c["kind"], c["part"] or "-", f"{c['groups']:,} x {c['group_size']}",
+                  f"{c['transfers']:,}", f"{c['simulated']:,}", f"{c['time_s']:.6f}",
+                  f"{c['alone_s']:.6f}", f"{c['slowdown']:.3f}",
+                  f"{c['overlapped_s']:.6f}" if c["overlapped_s"] else "-",
                   escape(c["limited_link"] or c["limited_by"] or "-")
                   + ("" if c["siblings_met"] else " (groups inside one server)"))
     console.print(t)
+    links = (w.get("overlap") or {}).get("busiest_shared_links") or []
+    if links:
+        console.print("links the other parts load most (mean share of the step): "
+                      + ", ".join(f"{escape(x['link'])} {x['others_load']:.2f}"
+                                  for x in links[:3]))
     once = w.get("all_at_once") or {}
     if once.get("refused"):
         console.print(f"every part at once: not run ({escape(once['refused'])})")

@@ -278,8 +278,9 @@ def run_training(job: TrainingJob, fabric: Fabric, progress: Progress = quiet,
 def _whole_fabric(job: TrainingJob, fabric: Fabric, progress: Progress,
                   step_progress: Callable[[int, int, float, int], None] | None
                   ) -> TrainingReport:
-    """The step with every sibling group of each part at once on the fabric, beside
-    the step with each group alone (by shape, NIC sharing estimated)."""
+    """The step with every sibling group of each part at once on the fabric and the
+    parts beside each other (:meth:`WholeFabricComm.overlap`), beside the step with its
+    parts apart and with each group alone (by shape, NIC sharing estimated)."""
     from fabricsim.workloads.wholefabric import WholeFabricComm
 
     def said(done: int, what: str) -> None:
@@ -289,13 +290,18 @@ def _whole_fabric(job: TrainingJob, fabric: Fabric, progress: Progress,
                            step_progress=step_progress, time_limit_s=job.time_limit_s)
     kw: dict[str, Any] = {"backend": "flow", "gpu_hour_usd": job.pricing.gpu_hour_usd,
                           "total_tokens": job.pricing.total_tokens}
+    apart = simulate_step(job.model, job.parallel, fabric, comm, **kw)
+    # the parts meet too: each timed again beside the others' mean load, then the step
+    # model asked again (the comm answers from its cache: no part runs a third time)
+    overlap = comm.overlap(apart.step_time_s, apart.comm_total_s)
     step = simulate_step(job.model, job.parallel, fabric, comm, **kw)
     progress(0.9, "the same step with each group alone")
     alone = simulate_step(job.model, job.parallel, fabric, EngineComm(fabric, "flow"), **kw)
     progress(0.95, "every part at once")
     whole = {**comm.summary(), "step_time_alone_s": alone.step_time_s,
+             "step_time_parts_apart_s": apart.step_time_s,
              "slowdown": step.step_time_s / alone.step_time_s,
-             "all_at_once": comm.all_at_once()}
+             "overlap": overlap, "all_at_once": comm.all_at_once()}
     return TrainingReport(job=job, step=step, goodput=job_goodput(job, fabric, step),
                           cluster=cluster_view(fabric), whole_fabric=whole,
                           accuracy=step_band(job, fabric, step.world))

@@ -46,6 +46,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from fabricsim.errors import ConfigError, SimulationError
 from fabricsim.fabric import Fabric
@@ -55,6 +56,8 @@ from fabricsim.workloads.comm import group_builder
 if TYPE_CHECKING:
     from fabricsim.backends.base import Result
     from fabricsim.collectives.ep import EpConfig
+
+FloatArray = NDArray[np.float64]
 
 __all__ = ["FabricCall", "WholeFabricComm", "disjoint", "siblings_schedule", "side_by_side"]
 
@@ -131,7 +134,10 @@ class FabricCall:
     ``limited_by``/``limited_link``: the kind and name of the link that bounded the run
     longest (empty when none did);
     ``siblings_met``: false where the groups share no link (inside one server each), so
-    one group was run for all.
+    one group was run for all; ``part``: the step's part it belongs to (``tp``, ``ep``,
+    ``cp``, ``pp``, ``dp``; empty outside a step); ``overlapped_s``: its time with the
+    step's other parts on the fabric in the mean (:meth:`WholeFabricComm.overlap`; 0
+    until then).
     """
 
     kind: str
@@ -148,6 +154,8 @@ class FabricCall:
     limited_link: str
     siblings_met: bool
     wall_s: float
+    part: str = ""
+    overlapped_s: float = 0.0
 
     @property
     def slowdown(self) -> float:
@@ -186,10 +194,10 @@ class WholeFabricComm:
     step_progress: Callable[[int, int, float, int], None] | None = None
     calls: list[FabricCall] = field(default_factory=list)
     _cache: dict[tuple[Any, ...], float] = field(default_factory=dict, repr=False)
-    #: per call: its sibling schedules fused (one group if they never meet) and whether
-    #: its groups stay inside their servers (for :meth:`all_at_once`)
-    _parts: list[tuple[Schedule, bool]] = field(default_factory=list, repr=False)
+    #: per call: what :meth:`all_at_once` and :meth:`overlap` need to run it again
+    _parts: list[_Run] = field(default_factory=list, repr=False)
     _deadline: float | None = field(default=None, repr=False)
+    _part: str = field(default="", repr=False)
 
     def __post_init__(self) -> None:
         from fabricsim.backends.flow.backend import check_precision
@@ -199,6 +207,11 @@ class WholeFabricComm:
             self._deadline = _time.perf_counter() + self.time_limit_s
 
     # --- the CommModel / GroupComm protocol -----------------------------------------
+    def part(self, kind: str) -> None:
+        """The step's part (``tp``, ``ep``, ``cp``, ``pp``, ``dp``) the next calls time
+        (the step model says so before each)."""
+        self._part = kind
+
     def time(self, collective: str, ranks: Sequence[int], nbytes: float) -> float:
         """Seconds for ``collective`` on one group (no siblings given: that group alone
         on the fabric)."""
@@ -216,7 +229,7 @@ class WholeFabricComm:
             return hit
 
         build = group_builder(self.fabric, collective, groups[0], nbytes)
-        t = self._record(collective, groups, float(nbytes), build, 0.0)
+        t = self._record(collective, groups, float(nbytes), build, 0.0, key)
         self._cache[key] = t
         return t
 
@@ -246,7 +259,7 @@ class WholeFabricComm:
             return build_ep_schedule(self.fabric, cfg, phase, kern, grp.ranks)
 
         t = self._record(f"ep {phase} ({kern})", groups, float(cfg.tokens), build,
-                         KERNEL_OVERHEAD_S.get(kern, 0.0))
+                         KERNEL_OVERHEAD_S.get(kern, 0.0), key)
         self._cache[key] = t
         return t
 
@@ -290,7 +303,8 @@ class WholeFabricComm:
                            progress=self.step_progress)
 
     def _record(self, kind: str, groups: Sequence[Sequence[int]], nbytes: float,
-                build: Callable[[Sequence[int]], Schedule], fixed_s: float) -> float:
+                build: Callable[[Sequence[int]], Schedule], fixed_s: float,
+                key: tuple[Any, ...]) -> float:
         fab = self.fabric
         wall0 = _time.perf_counter()
         srv = np.asarray(fab.node_server)[np.asarray(fab.gpus)]
@@ -301,21 +315,100 @@ class WholeFabricComm:
         first = build(groups[0])
         alone = self._backend().run(first, fab)
         met = not inside and len(groups) > 1
-        every = [first] + [build(g) for g in groups[1:]] if met else [first]
-        whole = side_by_side(every)  # every group's, fused: the part as it runs
-        keep, comps = self._distinct(every, whole) if met else ([0], 1)
-        sched = whole if len(keep) == len(every) else side_by_side([every[i] for i in keep])
-        res = alone if keep == [0] else self._backend().run(sched, fab)
+        run = _Run(build, list(groups), inside, met, key, fixed_s)
+        res, whole, sched, keep, comps, link_bytes = self._together(run, fab, alone)
+        run.whole, run.link_bytes = whole, link_bytes
         t = float(res.time) + fixed_s
         kind_l, name_l = _limit(res)
-        self._parts.append((whole, inside))
+        self._parts.append(run)
         self.calls.append(FabricCall(
             kind=kind, groups=len(groups), group_size=len(groups[0]), nbytes=nbytes,
             transfers=_flows(whole), simulated=_flows(sched), components=comps,
             distinct=len(keep),
             time_s=t, alone_s=float(alone.time) + fixed_s, limited_by=kind_l,
-            limited_link=name_l, siblings_met=met, wall_s=_time.perf_counter() - wall0))
+            limited_link=name_l, siblings_met=met, wall_s=_time.perf_counter() - wall0,
+            part=self._part))
         return t
+
+    def _together(self, run: _Run, fab: Fabric, alone: Result | None = None
+                  ) -> tuple[Result, Schedule, Schedule, list[int], int, FloatArray]:
+        """Every group of ``run`` at once on ``fab``: the result, the groups' schedules
+        fused, the schedule run (exact copies left out), the groups kept, the components
+        and the bytes every link carries (all groups, copies included)."""
+        every = [run.build(g) for g in run.groups] if run.met else [run.build(run.groups[0])]
+        whole = side_by_side(every)  # every group's, fused: the part as it runs
+        if run.met:
+            keep, comps, link_bytes = self._distinct(every, whole, fab)
+        else:
+            keep, comps, link_bytes = [0], 1, np.zeros(0)
+        sched = whole if len(keep) == len(every) else side_by_side([every[i] for i in keep])
+        res = alone if (keep == [0] and alone is not None) else self._backend().run(sched, fab)
+        if not run.met or len(keep) == len(every):  # the run covered every group
+            link_bytes = np.asarray(res.link_bytes, dtype=np.float64)
+        return res, whole, sched, keep, comps, link_bytes
+
+    def overlap(self, step_time_s: float, comm_total_s: dict[str, float]) -> dict[str, Any]:
+        """Every network part of a step timed again with the others on the fabric in the
+        mean: part ``K`` keeps link ``l`` busy a share ``u_K(l)`` of the step (the bytes its
+        runs put on ``l`` per second of their own time, times the share of the step its
+        traffic is on the wire: ``comm_total_s[K]`` of the step's ``step_time_s``, over
+        the link's capacity), and a part of another kind gets, on average, the capacity
+        divided by ``1 + Σ u_K(l)`` (max-min sharing while they coincide, weighted by how
+        often they do: the fluid model :mod:`fabricsim.workloads.cluster` applies to
+        jobs, here to the parts of one job). Each part is run again, every group at once,
+        on those capacities; its cached time becomes that time, so the step model asked
+        again (same object) gives the step with its parts overlapping. Parts inside
+        servers (an NVSwitch meets no other part) keep their time.
+
+        Returns the runs' slowdowns by part and the links that lost the most capacity.
+
+        >>> import fabricsim as fs
+        >>> comm = WholeFabricComm(fs.build_cluster("pcie-8gpu", nodes=2))
+        >>> comm.part("dp"); _ = comm.time_all("all_reduce", [[0, 8]], 2**26)
+        >>> comm.part("pp"); _ = comm.time_all("sendrecv", [[1, 9]], 2**26)
+        >>> out = comm.overlap(1.0, {"dp": 0.5, "pp": 0.5})
+        >>> [(p["part"], p["slowdown"] > 1) for p in out["parts"]]
+        [('dp', True), ('pp', True)]
+        """
+        net = [(c, r) for c, r in zip(self.calls, self._parts, strict=True)
+               if not r.inside and c.part]
+        out: dict[str, Any] = {"parts": [], "method": "mean field (fluid, time-averaged)"}
+        if step_time_s <= 0 or len({c.part for c, _ in net}) < 2:
+            return out
+        fab = self.fabric
+        cap = np.asarray(fab.link_capacity, dtype=np.float64)
+        load: dict[str, FloatArray] = {}
+        for kind in sorted({c.part for c, _ in net}):
+            mine = [(c, r) for c, r in net if c.part == kind]
+            busy = sum(c.time_s - r.fixed_s for c, r in mine)
+            if busy <= 0:
+                continue
+            every_call = sum(c.time_s for c in self.calls if c.part == kind)
+            active = min(1.0, comm_total_s.get(kind, 0.0) * busy / max(every_call, 1e-300)
+                         / step_time_s)
+            rate = sum(r.link_bytes for _, r in mine) / busy
+            load[kind] = rate * active / np.maximum(cap, 1e-300)
+        worst: dict[int, float] = {}
+        for c, r in net:
+            others = [u for k, u in load.items() if k != c.part]
+            if not others:
+                continue
+            bg = np.sum(others, axis=0)
+            fab2 = replace(fab, link_capacity=cap / (1.0 + bg))
+            res = self._together(r, fab2)[0]
+            t = float(res.time) + r.fixed_s
+            self._cache[r.key] = t
+            i = self.calls.index(c)
+            self.calls[i] = replace(c, overlapped_s=t)
+            for link in np.flatnonzero(bg > 0.05):
+                worst[int(link)] = max(worst.get(int(link), 0.0), float(bg[link]))
+            out["parts"].append({"kind": c.kind, "part": c.part, "groups": c.groups,
+                                 "time_s": c.time_s, "overlapped_s": t,
+                                 "slowdown": t / c.time_s if c.time_s > 0 else 1.0})
+        top = sorted(worst.items(), key=lambda kv: -kv[1])[:5]
+        out["busiest_shared_links"] = [{"link": fab.link_name(k), "others_load": round(v, 4)}
+                                       for k, v in top]
+        return out
 
     def all_at_once(self) -> dict[str, Any]:
         """Every part run so far, with every sibling group, started together in one flow
@@ -336,8 +429,8 @@ class WholeFabricComm:
 
         Max-min sharing is not monotone: a part can also finish sooner beside another.
         """
-        parts = [(c, sched) for c, (sched, inside) in zip(self.calls, self._parts,
-                                                          strict=True) if not inside]
+        parts = [(c, r.whole) for c, r in zip(self.calls, self._parts, strict=True)
+                 if not r.inside and r.whole is not None]
         out: dict[str, Any] = {"parts": [], "refused": None, "flows": 0}
         if len(parts) < 2:
             return out
@@ -391,12 +484,16 @@ class WholeFabricComm:
         check_fits(need.bytes, f"{what} ({need.jobs:,} flows over {need.entries:,} link "
                    f"entries)", shrink, limit=self.memory_limit_bytes, field="--whole-fabric")
 
-    def _distinct(self, scheds: list[Schedule], whole: Schedule) -> tuple[list[int], int]:
-        """The groups that must be simulated, and how many link-disjoint components the
-        groups form. Groups that share a link (any step) are one component and are all
-        kept; a group alone in its component is kept unless an earlier one poses the same
-        problem: the same steps and sizes over links of the same capacities and latencies
-        in the same pattern (its link ids renamed in order of first use). Components share
+    def _distinct(self, scheds: list[Schedule], whole: Schedule, fab: Fabric
+                  ) -> tuple[list[int], int, FloatArray]:
+        """The groups that must be simulated, how many link-disjoint components the
+        groups form, and the bytes every link carries (every group's, every repetition;
+        a flow's share of its job where routing splits it: sprayed paths by their
+        fraction, adaptive paths evenly). Groups that share a link (any step) are one
+        component and are all kept; a group alone in its component is kept unless an
+        earlier one poses the same problem: the same steps and sizes over links of the
+        same capacities and latencies in the same pattern (its link ids renamed in order
+        of first use). Components share
         no link, so max-min fairness solves each on its own, and a copy finishes each
         step exactly when its original does: dropping it changes no time. ``whole``: the
         groups' schedules fused (:func:`side_by_side`), as the memory check routes it.
@@ -406,13 +503,13 @@ class WholeFabricComm:
 
         from fabricsim.backends.flow.routing import expand, stripe_planes
 
-        fab = self.fabric
         be = self._backend()
         routing = be.routing_for(fab)
         qps = fab.info.qps
         n_g, n_links = len(scheds), int(fab.n_links)
         if any(len(s.steps) != len(scheds[0].steps) for s in scheds):
-            return list(range(n_g)), 1  # not alike: run them all, side by side
+            # not alike: run them all, side by side (that run counts their bytes)
+            return list(range(n_g)), 1, np.zeros(n_links)
         # every group is routed at once below: refused up front where that cannot fit
         self._fits(whole, "routing every group of this part",
                    ["drop --whole-fabric (each group alone, by shape)",
@@ -425,6 +522,7 @@ class WholeFabricComm:
         parts: list[list[np.ndarray]] = [[] for _ in range(n_g)]
         cap = np.asarray(fab.link_capacity, dtype=np.float64)
         lat = np.asarray(fab.link_latency, dtype=np.float64)
+        link_bytes = np.zeros(n_links, dtype=np.float64)
         for k in range(len(scheds[0].steps)):
             steps = [s.steps[k] for s in scheds]
             counts = np.array([st.n for st in steps], dtype=np.int64)
@@ -437,6 +535,13 @@ class WholeFabricComm:
                 [st.hashes for st in steps if st.hashes is not None])
             ex = stripe_planes(fab, expand(fab, src, dst, nb, hashes=hashes, mode=routing,
                                            qps=qps, seed=be.seed, channel=steps[0].channel))
+            f_job = np.repeat(np.arange(ex.n_jobs), np.diff(ex.job_fptr))
+            share = ex.coef if ex.frac is None else ex.frac
+            e_job = np.repeat(f_job, np.diff(ex.flow_ptr))
+            if routing == "adaptive":  # paths feed their job together: split evenly
+                share = share / np.diff(ex.job_fptr)[e_job]
+            link_bytes += np.bincount(ex.links, weights=ex.size[e_job] * share,
+                                      minlength=n_links) * steps[0].repeat
             t_group = np.repeat(np.arange(n_g, dtype=np.int64), counts)
             j_group = t_group[ex.tag]
             f_per_j = np.diff(ex.job_fptr)
@@ -485,7 +590,23 @@ class WholeFabricComm:
             if sig not in seen:
                 seen[sig] = g
                 keep.append(g)
-        return keep, int(np.unique(comp).size)
+        return keep, int(np.unique(comp).size), link_bytes
+
+
+@dataclass
+class _Run:
+    """What it takes to run one part again: its schedule builder and groups, whether its
+    groups stay inside servers or meet, its cache key and fixed cost; after the first run
+    its groups' schedules fused and the bytes every link carries."""
+
+    build: Callable[[Sequence[int]], Schedule]
+    groups: list[Sequence[int]]
+    inside: bool
+    met: bool
+    key: tuple[Any, ...]
+    fixed_s: float
+    whole: Schedule | None = None
+    link_bytes: FloatArray = field(default_factory=lambda: np.zeros(0))
 
 
 def disjoint(groups: Sequence[Sequence[int]]) -> list[Sequence[int]]:

@@ -487,6 +487,14 @@ class _Siblings:
         return self.many(collective, self.p.siblings(ranks, self.moe), nbytes)
 
 
+def _part(comm: CommModel, kind: str) -> None:
+    """Tell a communication model that records its runs (``WholeFabricComm.part``) which
+    part of the step (``tp``, ``ep``, ``cp``, ``pp`` or ``dp``) the next calls time."""
+    tell = getattr(comm, "part", None)
+    if callable(tell):
+        tell(kind)
+
+
 def ep_kernel_of(cfg: ParallelConfig) -> str:
     """The EP kernel family a layout's MoE tokens travel by (:mod:`fabricsim.collectives.ep`
     names): its dispatcher, with node-limited routing on NCCL's all-to-all timed as
@@ -537,6 +545,7 @@ def comm_cost(m: TransformerSpec, p: ResolvedParallel, comm: CommModel,
     tot: dict[str, float] = {k: 0.0 for k in COMM_KINDS}
 
     # --- tensor parallel -------------------------------------------------------------
+    _part(raw, "tp")
     if p.tp > 1:
         g = p.group("tp")
         if p.sp:
@@ -566,6 +575,7 @@ def comm_cost(m: TransformerSpec, p: ResolvedParallel, comm: CommModel,
             exp["tp"] = tp_mb
 
     # --- expert parallel ---------------------------------------------------------------
+    _part(raw, "ep")
     if p.ep > 1 and m.is_moe:
         ep_comm = _Siblings(raw, p, moe=True)
         g = p.group("ep")
@@ -624,6 +634,7 @@ def comm_cost(m: TransformerSpec, p: ResolvedParallel, comm: CommModel,
             exp["ep"] = ep_mb
 
     # --- context parallel (ring attention) ---------------------------------------------
+    _part(raw, "cp")
     if p.cp > 1:
         g = p.group("cp")
         kv = b * s_local * 2 * m.n_kv * m.d_head * 2.0 / p.tp
@@ -637,6 +648,7 @@ def comm_cost(m: TransformerSpec, p: ResolvedParallel, comm: CommModel,
         exp["cp"] = layers * (per_layer - fwd_passes * hidden_fwd - hidden_bwd)
 
     # --- pipeline ----------------------------------------------------------------------
+    _part(raw, "pp")
     pp_exp = 0.0
     if p.pp > 1:
         g = p.group("pp")
@@ -648,6 +660,7 @@ def comm_cost(m: TransformerSpec, p: ResolvedParallel, comm: CommModel,
             exp["pp_mb"] = 2 * cfg.interleave * t_p2p
 
     # --- data parallel -----------------------------------------------------------------
+    _part(raw, "dp")
     dense, expert = stage_params(m, p)
     z = cfg.zero_stage
     gbytes = float(cfg.grad_bytes)
