@@ -370,16 +370,17 @@ class WholeFabricComm:
         >>> [(p["part"], p["slowdown"] > 1) for p in out["parts"]]
         [('dp', True), ('pp', True)]
         """
-        net = [(c, r) for c, r in zip(self.calls, self._parts, strict=True)
+        net = [(i, c, r) for i, (c, r) in enumerate(zip(self.calls, self._parts,
+                                                        strict=True))
                if not r.inside and c.part]
         out: dict[str, Any] = {"parts": [], "method": "mean field (fluid, time-averaged)"}
-        if step_time_s <= 0 or len({c.part for c, _ in net}) < 2:
+        if step_time_s <= 0 or len({c.part for _, c, _ in net}) < 2:
             return out
         fab = self.fabric
         cap = np.asarray(fab.link_capacity, dtype=np.float64)
         load: dict[str, FloatArray] = {}
-        for kind in sorted({c.part for c, _ in net}):
-            mine = [(c, r) for c, r in net if c.part == kind]
+        for kind in sorted({c.part for _, c, _ in net}):
+            mine = [(c, r) for _, c, r in net if c.part == kind]
             busy = sum(c.time_s - r.fixed_s for c, r in mine)
             if busy <= 0:
                 continue
@@ -389,7 +390,7 @@ class WholeFabricComm:
             rate = sum(r.link_bytes for _, r in mine) / busy
             load[kind] = rate * active / np.maximum(cap, 1e-300)
         worst: dict[int, float] = {}
-        for c, r in net:
+        for i, c, r in net:
             others = [u for k, u in load.items() if k != c.part]
             if not others:
                 continue
@@ -398,7 +399,6 @@ class WholeFabricComm:
             res = self._together(r, fab2)[0]
             t = float(res.time) + r.fixed_s
             self._cache[r.key] = t
-            i = self.calls.index(c)
             self.calls[i] = replace(c, overlapped_s=t)
             for link in np.flatnonzero(bg > 0.05):
                 worst[int(link)] = max(worst.get(int(link), 0.0), float(bg[link]))
