@@ -62,7 +62,7 @@ def test_table_shows_the_new_sections(capsys: pytest.CaptureFixture[str]) -> Non
     (["--tpot-target-ms", "-2"], ["--tpot-target-ms", "greater than 0"]),
     (["--max-batch", "0"], ["--max-batch", "greater than or equal to 1"]),
     (["--kv-precision", "int4"], ["--kv-precision", "'bf16' or 'fp8'"]),
-    (["--engine", "sglang"], ["--engine", "trtllm"]),
+    (["--engine", "tgi"], ["--engine", "trtllm"]),
     (["--system", "dgx-a100", "--precision", "fp8"], ["--precision", "fp8-weights"]),
     (["--batch", "100000"], ["--batch", "lower --batch to"]),
 ])
