@@ -2,7 +2,8 @@
 
 Runs every row of data/reference/nemo_perf.csv whose model fabricsim ships (Llama 2/3,
 GPT-3 5B/20B/175B, Nemotron-3 8B/22B and -4 15B/340B, Mixtral 8x7B/8x22B, Qwen3-30B-A3B
-and 235B-A22B, GPT-OSS-120B, Llama 4 Scout, Kimi K2, DeepSeek-V3, Nemotron 3 Nano) on
+and 235B-A22B, GPT-OSS-120B, Llama 4 Scout, Kimi K2, DeepSeek-V3, Nemotron 3 Nano and
+Super) on
 DGX-H100, DGX-B200, DGX-GB200, DGX-B300 and DGX-GB300, with the layout the table gives
 (GBS, MBS, sequence, FSDP, TP, PP, CP, VP, EP) and, for what it does not say, what the
 release's Megatron-Bridge / NeMo performance configuration sets (see ``_config``):
@@ -18,10 +19,11 @@ over the *current* ones (the newest release of each system, model and format), t
 how far NVIDIA's own figure for one layout moves between releases.
 
 Where a layout was published in several releases, the newest release's figure is used.
-Nemotron 3 Nano, a hybrid of Mamba-2, attention and MoE blocks, runs from its block
-pattern (``hybrid_pattern``) with nothing fitted on it, and is summarised apart
-(``hybrid``). Rows of models fabricsim does not ship (Nemotron 3 Super and Ultra, whose
-latent MoE is not modelled; Llama 4 Maverick; DeepSeek-V4) are not run.
+Nemotron 3 Nano and Super, hybrids of Mamba-2, attention and MoE blocks (Super's MoE
+latent), run from their block patterns (``hybrid_pattern``) with nothing fitted on them,
+and are summarised apart (``hybrid``); Super's multi-token-prediction layers are not
+modelled. Rows of models fabricsim does not ship (Nemotron 3 Ultra, Llama 4 Maverick,
+DeepSeek-V4) are not run.
 
 ``--fit [GENERATION ...]`` refits one constant each on every other row of its kind in row
 order and reports the held-out half before and after: the FP8 GEMM share
@@ -70,6 +72,7 @@ MODELS = {
     "Nemotron-8B": "nemotron3-8b", "Nemotron-22B": "nemotron3-22b",
     "Nemotron-15B": "nemotron4-15b", "Nemotron-340B": "nemotron4-340b",
     "GPT3-5B": "gpt3-5b", "GPT3-20B": "gpt3-20b", "Nemotron_3_Nano": "nemotron-3-nano",
+    "Nemotron_3_Super": "nemotron-3-super",
 }
 #: Published systems -> fabricsim presets (DGX-B200/B300 are HGX boards).
 SYSTEMS = {"DGX-H100": "dgx-h100", "DGX-B200": "hgx-b200", "DGX-GB200": "gb200-nvl72",

@@ -66,6 +66,11 @@ TRAINING = {
     "nemotron-3-nano": ["--model", "nemotron-3-nano", "--system", "dgx-h100", "--nodes",
                         "2", "--tp", "1", "--ep", "8", "--global-batch", "1024",
                         "--seq-len", "8192", "--precision", "fp8", "--zero", "1"],
+    # Nemotron 3 Super's latent MoE on one GB200 rack in NVFP4 (NeMo's 64-GPU layout)
+    "nemotron-3-super": ["--model", "nemotron-3-super", "--system", "gb200-nvl72",
+                         "--gpus-per-node", "64", "--tp", "1", "--ep", "64",
+                         "--global-batch", "512", "--seq-len", "8192", "--precision", "fp4",
+                         "--zero", "1"],
     "qwen3-next": ["--model", "qwen3-next-80b-a3b", "--system", "dgx-h100", "--nodes", "8",
                    "--tp", "2", "--ep", "32", "--global-batch", "512", "--precision", "fp8",
                    "--zero", "1"],

@@ -23,6 +23,8 @@ from fabricsim.workloads.training.step import simulate_step
     ("nemotron-h-56b", 56e9, None),
     ("nemotron-3-nano", 31.6e9, 3.6e9),
     ("qwen3-next-80b-a3b", 80e9, None),
+    # Nemotron 3 Super 120B-A12B: 12 B active without embeddings (11.7 here)
+    ("nemotron-3-super", 120e9, None),
 ])
 def test_parameter_counts_match_the_published(name: str, total: float,
                                               active: float | None) -> None:
@@ -144,3 +146,21 @@ def test_serving_a_model_without_attention_is_refused_by_name() -> None:
         build_instance(m, fs.build_cluster("dgx-h100", nodes=1), tp=1, pp=1, ep=1,
                        precision="bf16", kv_precision=None, engine="trtllm", comm=None)
     assert e.value.field == "training.hybrid_pattern" and "attention block" in str(e.value)
+
+
+def test_latent_moe_routes_and_moves_its_latent() -> None:
+    """Nemotron 3 Super's routed experts work at a 1,024-wide latent: their weights, the
+    FLOPs of the tokens through them and what dispatch and combine move shrink 4x against
+    experts at the 4,096 hidden width; the shared expert and the projections stay."""
+    m = get_model("nemotron-3-super")
+    wide = m.model_copy(update={"moe_latent": None})
+    assert (m.expert_width_in, wide.expert_width_in) == (1024, 4096)
+    assert wide.expert_params == 4 * m.expert_params
+    assert m.shared_expert_params == wide.shared_expert_params
+    assert m.latent_params == 2 * 4096 * 1024 and wide.latent_params == 0
+    assert (m.active_params - m.embedding_params) / 1e9 == pytest.approx(12, rel=0.05)
+    fab = fs.build_cluster("dgx-h100", nodes=8)
+    cfg = ParallelConfig(tp=1, ep=64, global_batch=64, seq_len=4096, zero="fsdp")
+    a = simulate_step(m, cfg, fab, backend="analytic", check_memory=False)
+    b = simulate_step(wide, cfg, fab, backend="analytic", check_memory=False)
+    assert b.comm_total_s["ep"] > 3 * a.comm_total_s["ep"]

@@ -132,7 +132,8 @@ def layer_forward_flops(m: TransformerSpec, seq: int, moe: bool = False,
     """
     h, q, kv = m.hidden, m.heads * m.d_head, m.n_kv * m.d_head
     if moe:
-        mlp = 2.0 * (m.top_k + m.shared_experts) * m.expert_params + 2.0 * h * m.experts
+        mlp = (2.0 * (m.top_k * m.expert_params + m.shared_experts * m.shared_expert_params)
+               + 2.0 * h * m.experts + 2.0 * m.latent_params)
         if m.is_hybrid:
             return {"qkv": 0.0, "attn": 0.0, "proj": 0.0, "mlp": mlp}
     elif m.is_hybrid:
@@ -187,7 +188,7 @@ def recompute_flops_per_token(m: TransformerSpec, seq: int, recompute: str,
         if "moe" in mods:
             out += m.moe_layers * layer_forward_flops(m, seq, moe=True)["mlp"]
         elif "shared_experts" in mods:
-            out += m.moe_layers * 2.0 * m.shared_experts * m.expert_params
+            out += m.moe_layers * 2.0 * m.shared_experts * m.shared_expert_params
         if "mla_up_proj" in mods:
             out += m.layers * 2.0 * m.mla_up_params
         return out

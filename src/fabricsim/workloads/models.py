@@ -100,6 +100,11 @@ class TransformerSpec(StrictModel):
         A Mamba-2 mixer's heads, head width, state size per head channel and B/C groups
         (Megatron's ``--mamba-num-heads``, ``--mamba-head-dim``, ``--mamba-state-dim``,
         ``--mamba-num-groups``); ``mamba_heads`` 0: ``2·hidden / mamba_head_dim``.
+    moe_latent : int or None
+        Latent MoE (Megatron's ``--moe-latent-size``; Nemotron 3 Super): each MoE layer
+        projects a token from ``hidden`` down to this width, its routed experts work and
+        travel at it, and the result is projected back up; shared experts stay at
+        ``hidden``. ``None``: experts at ``hidden``.
     gdn_qk_heads, gdn_v_heads, gdn_head_dim : int
         A gated delta-net mixer's query/key heads, value heads and head width (Qwen3-Next:
         16, 32, 128).
@@ -155,6 +160,7 @@ class TransformerSpec(StrictModel):
     gdn_qk_heads: int = Field(16, ge=1)
     gdn_v_heads: int = Field(32, ge=1)
     gdn_head_dim: int = Field(128, ge=1)
+    moe_latent: int | None = Field(None, ge=1)
 
     @model_validator(mode="after")
     def _check(self) -> TransformerSpec:
@@ -384,16 +390,33 @@ class TransformerSpec(StrictModel):
         return self.attn_params + self.mlp_params(self.ffn) + 2 * self.hidden
 
     @property
+    def expert_width_in(self) -> int:
+        """The width routed experts take tokens at, and dispatch and combine move:
+        ``moe_latent`` for a latent MoE, else ``hidden``."""
+        return self.moe_latent or self.hidden
+
+    @property
     def expert_params(self) -> int:
-        """Weights of one routed expert."""
+        """Weights of one routed expert (at :attr:`expert_width_in`)."""
+        return (3 if self.gated else 2) * self.expert_width_in * self.expert_ffn
+
+    @property
+    def shared_expert_params(self) -> int:
+        """Weights of one shared expert's width of MLP (at ``hidden``)."""
         return self.mlp_params(self.expert_ffn)
+
+    @property
+    def latent_params(self) -> int:
+        """Weights of a latent MoE layer's down- and up-projections (0 without one)."""
+        return 2 * self.hidden * self.moe_latent if self.moe_latent else 0
 
     @property
     def moe_layer_params(self) -> int:
         """Weights of one MoE layer: attention, all experts, shared experts, router (a
         hybrid model's MoE block has no attention and one norm)."""
-        experts = ((self.experts + self.shared_experts) * self.expert_params
-                   + self.hidden * self.experts)
+        experts = (self.experts * self.expert_params
+                   + self.shared_experts * self.shared_expert_params
+                   + self.hidden * self.experts + self.latent_params)
         if self.hybrid_pattern is not None:
             return experts + self.hidden
         return self.attn_params + experts + 2 * self.hidden
@@ -583,6 +606,16 @@ _P: dict[str, dict[str, Any]] = {
                             hybrid_pattern="MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EM"
                                            "EMEMEME",
                             mamba_heads=64, mamba_head_dim=64, mamba_state=128),
+    # Nemotron 3 Super 120B-A12B (Megatron-LM .../NVIDIA-Nemotron-3-Super-120B-A12B-
+    # BF16.sh): 40 Mamba-2, 40 latent-MoE and 8 attention blocks (2 KV groups); 512
+    # routed experts of 2,688 (top-22) working at a 1,024-wide latent, a shared expert of
+    # 5,376 at 4,096; squared ReLU. Its multi-token-prediction layers are not modelled.
+    "nemotron-3-super": dict(layers=88, hidden=4096, heads=32, kv_heads=2, head_dim=128,
+                             ffn=2688, vocab=131072, seq=8192, gated=False, experts=512,
+                             top_k=22, moe_ffn=2688, shared_experts=2, moe_latent=1024,
+                             hybrid_pattern="MEMEMEM*EMEMEMEM*EMEMEMEM*EMEMEMEMEM*EMEMEMEME"
+                                            "M*EMEMEMEMEM*EMEMEMEMEM*EMEMEMEM*EMEMEMEME",
+                             mamba_heads=128, mamba_head_dim=64, mamba_state=128),
     # Qwen3-Next-80B-A3B (Hugging Face config.json): 48 layers, three gated delta-net
     # mixers to one gated attention (16 heads of 256, 2 KV groups; the query projection
     # also makes the output gate), every layer MoE with 512 experts of 512 (top-10) and a
@@ -641,6 +674,7 @@ _CONTEXT: dict[str, int] = {
     "nemotron3-8b": 4096, "nemotron3-22b": 4096, "nemotron4-15b": 4096,
     "nemotron4-340b": 4096,
     "nemotron-h-8b": 8192, "nemotron-h-56b": 8192, "nemotron-3-nano": 1048576,
+    "nemotron-3-super": 1048576,
     "qwen3-next-80b-a3b": 262144,
 }
 

@@ -571,14 +571,14 @@ class Instance:
         per = max(1, math.ceil(tokens / self.tp))
         kern = self.ep_kernel_for(per)
         fp8 = self.gemm_precision == "fp8"
-        cfg = EpConfig(tokens=per, hidden=self.m.hidden, top_k=self.m.top_k,
+        cfg = EpConfig(tokens=per, hidden=self.m.expert_width_in, top_k=self.m.top_k,
                        experts=self.physical_experts,
                        dispatch_dtype="fp8" if fp8 else "bf16",
                        combine_dtype="bf16")
         ranks = self.stage_ranks(0)
         ep_time = getattr(self.comm, "ep_time", None)
         if ep_time is None:  # a communication model that does not run EP kernels
-            nbytes = per * self.m.top_k * self.m.hidden * (1.0 if fp8 else 2.0)
+            nbytes = per * self.m.top_k * self.m.expert_width_in * (1.0 if fp8 else 2.0)
             return 2 * self.comm.time("alltoall", ranks, nbytes)
         return float(ep_time(kern, "dispatch", ranks, cfg)
                      + ep_time(kern, "combine", ranks, cfg))

@@ -60,8 +60,9 @@ def heldout() -> dict[str, Any]:
 #: Nemotron 3 Nano rows with nothing fitted on them.
 HYBRID_WARNING = ("hybrid model (recurrent Mamba / delta-net blocks): no held-out run; "
                   "NVIDIA's published Nemotron 3 Nano steps on five systems run 29-37 % "
-                  "faster in the model than measured (their scan kernels cost more than "
-                  "their FLOPs and memory traffic say): read this step as optimistic")
+                  "faster in the model than measured, Nemotron 3 Super's mostly 64-120 % "
+                  "(their scan kernels cost more than their FLOPs and memory traffic say): "
+                  "read this step as optimistic")
 
 
 def band(generation: str, precision: str, recipe: str, *, gpus: int, moe: bool,

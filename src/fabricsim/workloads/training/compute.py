@@ -102,7 +102,7 @@ def _act_bytes_per_token(m: TransformerSpec, width: int) -> float:
 def _perm_bytes_per_token(m: TransformerSpec) -> float:
     """HBM bytes per token of an MoE layer's token permutation: the dispatch and combine
     copies of each of its ``top_k`` routes."""
-    return 4.0 * m.hidden * 2 * m.top_k
+    return 4.0 * m.expert_width_in * 2 * m.top_k
 
 
 def _mlp_flops_per_token(m: TransformerSpec, seq: int, moe: bool, slow: float) -> float:
@@ -224,7 +224,7 @@ def selective_parts(m: TransformerSpec, p: ResolvedParallel, gpu: GpuSpec, token
     if m.moe_layers:
         width = (m.top_k + m.shared_experts) * m.expert_ffn
         experts = gemm(_mlp_flops_per_token(m, p.seq, True, p.cfg.moe_load * thin))
-        shared = gemm(2.0 * m.shared_experts * m.expert_params)
+        shared = gemm(2.0 * m.shared_experts * m.shared_expert_params)
         moe_act = mem(_act_bytes_per_token(m, width))
         perm = mem(_perm_bytes_per_token(m))
         parts["moe"] = (moe_frac * (experts + moe_act + perm), moe_frac * experts)

@@ -183,6 +183,7 @@ MEGATRON_FLAGS: dict[str, tuple[str, Callable[[str, str], Any] | None]] = {
     "--mamba-head-dim": ("mamba_head_dim", _int),
     "--mamba-state-dim": ("mamba_state", _int),
     "--mamba-num-groups": ("mamba_groups", _int),
+    "--moe-latent-size": ("moe_latent", _int),
 }
 
 #: Flags that take several values (argparse nargs="+").

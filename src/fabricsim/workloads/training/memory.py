@@ -131,8 +131,8 @@ def activation_bytes_per_layer(m: TransformerSpec, p: ResolvedParallel, moe: boo
             share = 1.0 if moe else m.blocks("-") / max(m.layers - m.moe_layers, 1)
             linear -= share * _module_savings(m, p, moe)
         return linear
-    mlp = s * b * (3 * h + (6 if m.gated else 4) * width) + (2 * s * b * h * m.top_k if moe
-                                                             else 0)
+    perm = 2 * s * b * m.expert_width_in * m.top_k if moe else 0  # the routed copies
+    mlp = s * b * (3 * h + (6 if m.gated else 4) * width) + perm
     # attention: its input and dropout mask (3·h), the core's query, key and value and
     # its output (BF16): 11·s·b·h for multi-head attention, less with GQA, more for MLA
     q, k, v, o = m.attn_io_widths
@@ -169,7 +169,7 @@ def _hybrid_block_bytes(m: TransformerSpec, p: ResolvedParallel, moe: bool,
                 "G": 2 * h + 2 * (2 * qk + 2 * v + 2 * m.gdn_v_heads) + 2 * (2 * qk + v)
                 + 4 * v,
                 "-": 3 * h + act * m.ffn,
-                "E": 3 * h + act * width + 2 * h * m.top_k}[kind] + 2.0 * h
+                "E": 3 * h + act * width + 2 * m.expert_width_in * m.top_k}[kind] + 2.0 * h
 
     kinds = ["E"] if moe else [kd for kd in "*MG-" if m.blocks(kd)]
     n = sum(m.blocks(kd) for kd in kinds)
@@ -189,7 +189,7 @@ def _module_savings(m: TransformerSpec, p: ResolvedParallel, moe: bool) -> float
         inside += s * b * (h + act * m.ffn)
     if moe and "moe" in mods:
         width = (m.top_k + m.shared_experts) * m.expert_ffn
-        inside += s * b * (h + act * width) + 2 * s * b * h * m.top_k
+        inside += s * b * (h + act * width) + 2 * s * b * m.expert_width_in * m.top_k
     elif moe:
         if "moe_act" in mods:
             inside += 2 * s * b * (m.top_k + m.shared_experts) * m.expert_ffn

@@ -580,6 +580,7 @@ def comm_cost(m: TransformerSpec, p: ResolvedParallel, comm: CommModel,
         ep_comm = _Siblings(raw, p, moe=True)
         g = p.group("ep")
         tokens = b * s_local / sp_split
+        width = m.expert_width_in  # a latent MoE dispatches its latent
         dispatch_b = 1.0 if cfg.precision == "fp8" else 2.0  # FP8 dispatch, BF16 combine
         dom = domain_gpus or p.world
         local = [r for r in g if r // dom == g[0] // dom]
@@ -599,7 +600,7 @@ def comm_cost(m: TransformerSpec, p: ResolvedParallel, comm: CommModel,
 
             def a2a_time(nbytes: float, phase: str) -> float:
                 cfg_ep = EpConfig(
-                    tokens=max(round(tokens), 1), hidden=h, top_k=m.top_k,
+                    tokens=max(round(tokens), 1), hidden=m.expert_width_in, top_k=m.top_k,
                     experts=m.experts, dispatch_dtype="fp8" if nbytes == 1.0 else "bf16",
                     routing=Routing(node_limit=cfg.moe_node_limit))
                 return float(ep_time(kernel, phase, g, cfg_ep))
@@ -611,14 +612,14 @@ def comm_cost(m: TransformerSpec, p: ResolvedParallel, comm: CommModel,
             fan = routed_servers(m, [r // dom for r in g], cfg.moe_node_limit)
 
             def a2a_time(nbytes: float, phase: str) -> float:
-                net = ep_comm.time("alltoall", g, tokens * fan * h * nbytes)
-                nvl = ep_comm.time("alltoall", local, tokens * m.top_k * h * nbytes) \
+                net = ep_comm.time("alltoall", g, tokens * fan * width * nbytes)
+                nvl = ep_comm.time("alltoall", local, tokens * m.top_k * width * nbytes) \
                     if len(local) > 1 else 0.0
                 return max(net, nvl)
         else:  # one copy per routed expert through the EP group
 
             def a2a_time(nbytes: float, phase: str) -> float:
-                return ep_comm.time("alltoall", g, tokens * m.top_k * h * nbytes)
+                return ep_comm.time("alltoall", g, tokens * m.top_k * width * nbytes)
         a2a_d = a2a_time(dispatch_b, "dispatch")
         a2a_c = a2a_time(2.0, "combine")
         # mean of one dispatch and one combine; the busiest rank receives (and sends
