@@ -17,6 +17,9 @@ Example
 ('ampere/bf16', True, True, [])
 >>> band("hopper", "fp8", "torchao", gpus=128, moe=False).warnings[0][:40]
 'no held-out figure for hopper/fp8/torcha'
+>>> "blackwell/fp4 run" in band("blackwell", "fp4", "tensorwise", gpus=64, moe=False
+...                             ).warnings[0]
+True
 """
 
 from __future__ import annotations
@@ -71,7 +74,8 @@ def band(generation: str, precision: str, recipe: str, *, gpus: int, moe: bool,
     its FP8 scaling recipe, ignored in BF16), with MoE layers or not, a hybrid model of
     recurrent and attention blocks or not."""
     data = heldout()
-    cls = "bf16" if precision == "bf16" else f"{precision}/{recipe}"
+    # an FP8 scaling recipe names FP8 runs only (NVFP4 has its own block scaling)
+    cls = precision if precision in ("bf16", "fp4") else f"{precision}/{recipe}"
     group = f"{generation}/{cls}"
     g = data["classes"].get(group)
     warnings = []
