@@ -87,10 +87,9 @@ def mixer_core_flops(m: TransformerSpec, seq: int, causal: bool = False) -> floa
     n_attn = m.blocks("*")
     per_key = 2.0 * m.heads * m.core_width
     out = n_attn * per_key * (seq / 2 if causal else float(seq))
-    d, bc = m.mamba_inner, 2 * m.mamba_groups * m.mamba_state
-    out += m.blocks("M") * (7.0 * d * m.mamba_state + 2.0 * 4 * (d + bc))
-    qk, v = m.gdn_qk_heads * m.gdn_head_dim, m.gdn_v_heads * m.gdn_head_dim
-    out += m.blocks("G") * (8.0 * m.gdn_v_heads * m.gdn_head_dim ** 2 + 2.0 * 4 * (2 * qk + v))
+    d, qk, v = m.mamba_inner, m.gdn_qk, m.gdn_v
+    out += m.blocks("M") * (7.0 * d * m.mamba_state + 2.0 * 4 * (d + m.mamba_bc))
+    out += m.blocks("G") * (8.0 * v * m.gdn_head_dim + 2.0 * 4 * (2 * qk + v))
     return out
 
 
@@ -99,18 +98,17 @@ def _hybrid_parts(m: TransformerSpec, seq: int, causal: bool) -> dict[str, float
     the mixers' input projections (``qkv``), cores (``attn``) and output projections
     (``proj``), the MLP blocks' ``mlp``."""
     h, q, kv = m.hidden, m.heads * m.d_head, m.n_kv * m.d_head
-    n_attn, n_m, n_g, n_mlp = (m.blocks(k) for k in "*MG-")
-    n = max(n_attn + n_m + n_g + n_mlp, 1)
-    attn_in = 2.0 * h * (q + 2 * kv) if m.attn_weights is None \
-        else 2.0 * (m.attn_weights - q * h)
-    d, nh = m.mamba_inner, m.mamba_inner // m.mamba_head_dim
-    bc = 2 * m.mamba_groups * m.mamba_state
-    qk, v = m.gdn_qk_heads * m.gdn_head_dim, m.gdn_v_heads * m.gdn_head_dim
-    qkv = (n_attn * attn_in + n_m * 2.0 * h * (2 * d + bc + nh)
-           + n_g * 2.0 * h * (2 * qk + 2 * v + 2 * m.gdn_v_heads))
-    proj = n_attn * 2.0 * q * h + n_m * 2.0 * d * h + n_g * 2.0 * v * h
-    return {"qkv": qkv / n, "attn": mixer_core_flops(m, seq, causal) / n, "proj": proj / n,
-            "mlp": n_mlp * 2.0 * m.mlp_params(m.ffn) / n}
+    d, qk, v = m.mamba_inner, m.gdn_qk, m.gdn_v
+    n = max(m.layers - m.moe_layers, 1)
+    into = {"*": (2.0 * h * (q + 2 * kv) if m.attn_weights is None
+                  else 2.0 * (m.attn_weights - q * h)),
+            "M": 2.0 * h * (2 * d + m.mamba_bc + m.mamba_nheads),
+            "G": 2.0 * h * (2 * qk + 2 * v + 2 * m.gdn_v_heads)}
+    out_of = {"*": 2.0 * q * h, "M": 2.0 * d * h, "G": 2.0 * v * h}
+    return {"qkv": m.block_mean(lambda k: into.get(k, 0.0)),
+            "attn": mixer_core_flops(m, seq, causal) / n,
+            "proj": m.block_mean(lambda k: out_of.get(k, 0.0)),
+            "mlp": m.block_mean(lambda k: 2.0 * m.mlp_params(m.ffn) if k == "-" else 0.0)}
 
 
 def layer_forward_flops(m: TransformerSpec, seq: int, moe: bool = False,

@@ -21,6 +21,7 @@ Example
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ConfigDict, Field, create_model, model_validator
@@ -250,16 +251,56 @@ class TransformerSpec(StrictModel):
         """True for a model of blocks (``hybrid_pattern``)."""
         return self.hybrid_pattern is not None
 
+    def block_mean(self, per_block: Callable[[str], float], moe: bool = False) -> float:
+        """``per_block`` of a hybrid model's MoE block (``moe``), or its mean over the
+        other blocks (mixers and MLPs) weighted by their counts: what a "dense layer" and
+        an "MoE layer" of a hybrid model are, so that per-layer formulas carry over.
+
+        >>> m = get_model("nemotron-h-8b")
+        >>> m.block_mean(lambda k: k == "-")  # MLP blocks among its 52
+        0.46153846153846156
+        """
+        if moe:
+            return per_block("E")
+        kinds = [k for k in "*MG-" if self.blocks(k)]
+        n = sum(self.blocks(k) for k in kinds)
+        return sum(self.blocks(k) * per_block(k) for k in kinds) / max(n, 1)
+
     @property
     def attention_share(self) -> float:
         """Attention blocks per layer: 1 for a transformer, fewer for a hybrid."""
         return self.blocks("*") / self.layers
 
     @property
+    def layer_weight(self) -> float:
+        """Transformer layers per layer: 1, or ½ for a hybrid model, whose block (a mixer
+        or an MLP) is half of one: one norm, one TP all-reduce, half the kernels."""
+        return 0.5 if self.is_hybrid else 1.0
+
+    @property
     def mamba_inner(self) -> int:
         """A Mamba-2 mixer's inner width ``heads·head_dim``."""
-        heads = self.mamba_heads or 2 * self.hidden // self.mamba_head_dim
-        return heads * self.mamba_head_dim
+        return self.mamba_nheads * self.mamba_head_dim
+
+    @property
+    def mamba_nheads(self) -> int:
+        """A Mamba-2 mixer's heads (``mamba_heads``, else ``2·hidden / head_dim``)."""
+        return self.mamba_heads or 2 * self.hidden // self.mamba_head_dim
+
+    @property
+    def mamba_bc(self) -> int:
+        """A Mamba-2 mixer's ``B`` and ``C`` widths together, ``2·groups·state``."""
+        return 2 * self.mamba_groups * self.mamba_state
+
+    @property
+    def gdn_qk(self) -> int:
+        """A gated delta-net's query (and key) width, ``qk_heads·head_dim``."""
+        return self.gdn_qk_heads * self.gdn_head_dim
+
+    @property
+    def gdn_v(self) -> int:
+        """A gated delta-net's value width, ``v_heads·head_dim``."""
+        return self.gdn_v_heads * self.gdn_head_dim
 
     def mixer_params(self, kind: str) -> int:
         """Weights of one token mixer of ``kind`` (``*``, ``M`` or ``G``): attention's
@@ -275,11 +316,9 @@ class TransformerSpec(StrictModel):
         if kind == "*":
             return self.attn_params
         if kind == "M":
-            d, nh = self.mamba_inner, self.mamba_inner // self.mamba_head_dim
-            bc = 2 * self.mamba_groups * self.mamba_state
+            d, nh, bc = self.mamba_inner, self.mamba_nheads, self.mamba_bc
             return h * (2 * d + bc + nh) + 4 * (d + bc) + 3 * nh + d + d * h
-        qk = self.gdn_qk_heads * self.gdn_head_dim
-        v = self.gdn_v_heads * self.gdn_head_dim
+        qk, v = self.gdn_qk, self.gdn_v
         return h * (2 * qk + 2 * v + 2 * self.gdn_v_heads) + 4 * (2 * qk + v) + v + v * h
 
     def recurrent_state(self) -> int:
@@ -291,12 +330,9 @@ class TransformerSpec(StrictModel):
         >>> get_model("llama3-8b").recurrent_state()
         0
         """
-        d, nh = self.mamba_inner, self.mamba_inner // self.mamba_head_dim
-        mamba = nh * self.mamba_head_dim * self.mamba_state + 3 * (
-            d + 2 * self.mamba_groups * self.mamba_state)
-        qk = self.gdn_qk_heads * self.gdn_head_dim
-        v = self.gdn_v_heads * self.gdn_head_dim
-        gdn = self.gdn_v_heads * self.gdn_head_dim ** 2 + 3 * (2 * qk + v)
+        d = self.mamba_inner
+        mamba = d * self.mamba_state + 3 * (d + self.mamba_bc)
+        gdn = self.gdn_v * self.gdn_head_dim + 3 * (2 * self.gdn_qk + self.gdn_v)
         return self.blocks("M") * mamba + self.blocks("G") * gdn
 
     @property
@@ -385,8 +421,7 @@ class TransformerSpec(StrictModel):
         """Weights of one dense layer (attention, MLP, two norms); of a hybrid model, the
         mean of its blocks other than MoE."""
         if self.hybrid_pattern is not None:
-            other = [k for k in self.hybrid_pattern if k != "E"]
-            return round(sum(self.block_params(k) for k in other) / max(len(other), 1))
+            return round(self.block_mean(self.block_params))
         return self.attn_params + self.mlp_params(self.ffn) + 2 * self.hidden
 
     @property

@@ -588,9 +588,8 @@ class Instance:
         tokens of ``act`` activation bytes: two all-reduces per layer over the TP group;
         with DP attention one per layer over the attention group (of its share of the
         tokens), and a dispatch and a combine per MoE layer over all the GPUs."""
-        if not self.wide_ep:  # a hybrid model's layer is one block: one all-reduce
-            per_layer = 1 if self.m.is_hybrid else 2
-            return per_layer * self.stage_layers * self._allreduce(act), 0.0
+        if not self.wide_ep:  # two per transformer layer (one per hybrid block)
+            return 2 * self._layer_units * self._allreduce(act), 0.0
         ar = 0.0
         if self.attn_tp > 1:
             ar = self.stage_layers * self._allreduce(act / self.attention_dp,
@@ -630,20 +629,23 @@ class Instance:
         return (2.0 * layer_active / self.pp * tokens
                 + 2.0 * self._head_params() * logits) / self.tp
 
-    def _recurrent_core(self, tokens: float) -> float:
-        """A stage's recurrent scans (hybrid models) over ``tokens`` prompt tokens: their
-        FLOPs (:func:`~fabricsim.workloads.flops.mixer_core_flops`, which grow with the
-        tokens, not the context) at the attention kernels' rate."""
-        if not self.m.is_hybrid:
-            return 0.0
-        per_token = mixer_core_flops(self.m, 0) / self.pp / self.tp
-        return tokens * per_token / (self.flops_rate * ATTENTION_EFF)
+    def _prefill_attention(self, pairs: float, tokens: float) -> float:
+        """A stage's causal attention over ``pairs`` query-key pairs per layer and, in a
+        hybrid model, its recurrent scans over ``tokens`` prompt tokens (their FLOPs,
+        :func:`~fabricsim.workloads.flops.mixer_core_flops`, grow with the tokens, not the
+        context), at the attention kernels' rate."""
+        m = self.m
+        flops = pairs * self.stage_layers * (m.heads / self.tp) \
+            * self.prefill_attn_flops_per_pair()
+        if m.is_hybrid:
+            flops += tokens * mixer_core_flops(m, 0) / self.pp / self.tp
+        return flops / (self.flops_rate * ATTENTION_EFF)
 
     @property
     def _layer_units(self) -> float:
-        """A stage's layers in transformer layers: a hybrid model's block (a mixer or an
-        MLP) is half of one (its kernels: one norm, one or two GEMMs, one all-reduce)."""
-        return self.stage_layers * (0.5 if self.m.is_hybrid else 1.0)
+        """A stage's layers in transformer layers (a hybrid model's block is half of one,
+        :attr:`~fabricsim.workloads.models.TransformerSpec.layer_weight`)."""
+        return self.stage_layers * self.m.layer_weight
 
     def _launch(self) -> float:
         return self.engine.launch_per_layer_s * self._layer_units
@@ -712,9 +714,7 @@ class Instance:
         # a layer at 128 tokens, measure their sum); at thousands of tokens the math
         # dominates and the reads add a few per cent
         gemm = gemm + self._weights_read_bytes(tokens) / self.hbm
-        attn = (pairs * self.stage_layers * (m.heads / self.tp)
-                * self.prefill_attn_flops_per_pair() / (self.flops_rate * ATTENTION_EFF))
-        attn += self._recurrent_core(tokens)
+        attn = self._prefill_attention(pairs, tokens)
         act = tokens * m.hidden * ACT_BYTES
         ar, ep_s = self._layer_comm(tokens, act)
         fill = mb + pp - 1
@@ -734,9 +734,7 @@ class Instance:
     def _prefill_compute(self, prompt: int) -> float:
         m = self.m
         gemm = self._gemm_flops(prompt, 1) / self.flops_rate
-        attn = (self.attn_pairs(prompt) * self.stage_layers * (m.heads / self.tp)
-                * self.prefill_attn_flops_per_pair() / (self.flops_rate * ATTENTION_EFF)
-                + self._recurrent_core(prompt))
+        attn = self._prefill_attention(self.attn_pairs(prompt), prompt)
         ar, ep_s = self._layer_comm(prompt, prompt * m.hidden * ACT_BYTES)
         return gemm + attn + ar + ep_s
 

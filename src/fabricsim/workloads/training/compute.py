@@ -36,7 +36,6 @@ True
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from fabricsim.catalog.models import GpuSpec
@@ -119,16 +118,15 @@ def _elementwise_bytes_per_token(m: TransformerSpec, moe: bool) -> float:
     width = (m.top_k + m.shared_experts) * m.expert_ffn if moe else m.ffn
     perm = _perm_bytes_per_token(m) if moe else 0.0
     if m.is_hybrid:  # half a layer's norms and residuals per block, and the block's own
-        return _hybrid_mean(m, moe, lambda k: 10.0 * h + _block_elementwise(m, k, width)
-                            + (perm if k == "E" else 0.0))
+        return m.block_mean(lambda k: 10.0 * h + _block_elementwise(m, k, width)
+                            + (perm if k == "E" else 0.0), moe)
     return 20.0 * h + 4.0 * (q + 2 * kv) + _act_bytes_per_token(m, width) + perm
 
 
 def _inner_width(m: TransformerSpec, kind: str, width: int) -> int:
     """The width a block's output projection reads: attention's heads, a recurrent
     mixer's inner width, an MLP's (MoE: its routes') ``width``."""
-    return {"*": m.heads * m.d_head, "M": m.mamba_inner,
-            "G": m.gdn_v_heads * m.gdn_head_dim}.get(kind, width)
+    return {"*": m.heads * m.d_head, "M": m.mamba_inner, "G": m.gdn_v}.get(kind, width)
 
 
 #: Tokens per chunk of the chunked scans: Megatron-LM's Mamba-2 mixer (``chunk_size``
@@ -148,25 +146,14 @@ def _block_elementwise(m: TransformerSpec, kind: str, width: int) -> float:
     if kind == "*":
         return 4.0 * (m.heads * m.d_head + 2 * m.n_kv * m.d_head)
     if kind == "M":
-        d, n = m.mamba_inner, m.mamba_state
-        bc = 2 * m.mamba_groups * n
-        scan = 16.0 * d * n / SCAN_CHUNK["M"] + 2.0 * (2 * d + bc) + 2.0 * d
+        d, bc = m.mamba_inner, m.mamba_bc
+        scan = 16.0 * d * m.mamba_state / SCAN_CHUNK["M"] + 2.0 * (2 * d + bc) + 2.0 * d
         return 4.0 * (d + bc) + 6.0 * d + scan
     if kind == "G":
-        qk, v = m.gdn_qk_heads * m.gdn_head_dim, m.gdn_v_heads * m.gdn_head_dim
+        qk, v = m.gdn_qk, m.gdn_v
         scan = 16.0 * v * m.gdn_head_dim / SCAN_CHUNK["G"] + 2.0 * (2 * qk + v) * 2 + 2.0 * v
         return 4.0 * (2 * qk + v) + 6.0 * v + scan
     return _act_bytes_per_token(m, width)
-
-
-def _hybrid_mean(m: TransformerSpec, moe: bool, per_block: Callable[[str], float]) -> float:
-    """``per_block`` of a hybrid model's MoE block (``moe``) or the mean over its other
-    blocks, as :func:`~fabricsim.workloads.flops.layer_forward_flops` averages them."""
-    if moe:
-        return per_block("E")
-    kinds = [k for k in "*MG-" if m.blocks(k)]
-    n = sum(m.blocks(k) for k in kinds)
-    return sum(m.blocks(k) * per_block(k) for k in kinds) / max(n, 1)
 
 
 def _fp8_cast_bytes_per_token(m: TransformerSpec, moe: bool) -> float:
@@ -175,7 +162,7 @@ def _fp8_cast_bytes_per_token(m: TransformerSpec, moe: bool) -> float:
     amax (2 B) — 5 bytes per element of the QKV, projection, MLP-in and MLP-out inputs."""
     width = (m.top_k + m.shared_experts) * m.expert_ffn if moe else m.ffn
     if m.is_hybrid:  # a block's linear inputs: its input and its output projection's
-        return _hybrid_mean(m, moe, lambda k: 5.0 * (m.hidden + _inner_width(m, k, width)))
+        return m.block_mean(lambda k: 5.0 * (m.hidden + _inner_width(m, k, width)), moe)
     return 5.0 * (2 * m.hidden + m.heads * m.d_head + width)
 
 
@@ -213,7 +200,7 @@ def selective_parts(m: TransformerSpec, p: ResolvedParallel, gpu: GpuSpec, token
 
     dense_mlp = gemm(_mlp_flops_per_token(m, p.seq, False, 1.0))
     # a hybrid model's MLP blocks among its blocks other than MoE
-    mlp_share = m.blocks("-") / max(m.layers - m.moe_layers, 1) if m.is_hybrid else 1.0
+    mlp_share = m.block_mean(lambda k: k == "-") if m.is_hybrid else 1.0
     dense_act = mlp_share * mem(_act_bytes_per_token(m, m.ffn))
     parts: dict[str, tuple[float, float]] = {
         "core_attn": (attn, 0.0),

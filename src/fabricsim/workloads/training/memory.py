@@ -128,7 +128,7 @@ def activation_bytes_per_layer(m: TransformerSpec, p: ResolvedParallel, moe: boo
     if m.is_hybrid:
         linear = _hybrid_block_bytes(m, p, moe, width)
         if rc == "selective" and p.cfg.recompute == "selective":
-            share = 1.0 if moe else m.blocks("-") / max(m.layers - m.moe_layers, 1)
+            share = 1.0 if moe else m.block_mean(lambda k: k == "-")
             linear -= share * _module_savings(m, p, moe)
         return linear
     perm = 2 * s * b * m.expert_width_in * m.top_k if moe else 0  # the routed copies
@@ -158,9 +158,8 @@ def _hybrid_block_bytes(m: TransformerSpec, p: ResolvedParallel, moe: bool,
     output and the gated norm's output; a gated delta-net's likewise (BF16)."""
     s, b, h, t = p.seq / p.cp, p.cfg.micro_batch, m.hidden, p.tp
     act = 6 if m.gated else 4
-    d, nh = m.mamba_inner, m.mamba_inner // m.mamba_head_dim
-    bc = 2 * m.mamba_groups * m.mamba_state
-    qk, v = m.gdn_qk_heads * m.gdn_head_dim, m.gdn_v_heads * m.gdn_head_dim
+    d, nh, bc = m.mamba_inner, m.mamba_nheads, m.mamba_bc
+    qk, v = m.gdn_qk, m.gdn_v
     q, k, vv, o = m.attn_io_widths
 
     def inside(kind: str) -> float:  # per token, in TP regions
@@ -171,9 +170,7 @@ def _hybrid_block_bytes(m: TransformerSpec, p: ResolvedParallel, moe: bool,
                 "-": 3 * h + act * m.ffn,
                 "E": 3 * h + act * width + 2 * m.expert_width_in * m.top_k}[kind] + 2.0 * h
 
-    kinds = ["E"] if moe else [kd for kd in "*MG-" if m.blocks(kd)]
-    n = sum(m.blocks(kd) for kd in kinds)
-    linear = s * b * sum(m.blocks(kd) * inside(kd) for kd in kinds) / max(n, 1)
+    linear = s * b * m.block_mean(inside, moe)
     outside = 5.0 * s * b * h  # of those, outside TP regions: split by TP only with SP
     return linear / t if p.sp else (linear - outside) / t + outside
 
@@ -289,12 +286,9 @@ def _fp8_saving(m: TransformerSpec, p: ResolvedParallel, moe: bool,
     if m.is_hybrid:  # a block's linear inputs: the mixer's, or the MLP's (MoE block's)
         if moe:
             return s * b * (mlp_in + act_out) / p.tp
-        mixers = {"*": 2 * m.hidden, "M": m.hidden + m.mamba_inner,
-                  "G": m.hidden + m.gdn_v_heads * m.gdn_head_dim}
-        per = [(m.blocks(kd), float(w)) for kd, w in mixers.items()]
-        per.append((m.blocks("-"), mlp_in + act_out))
-        n = sum(c for c, _ in per)
-        return s * b * sum(c * w for c, w in per) / max(n, 1) / p.tp
+        inputs = {"*": 2.0 * m.hidden, "M": float(m.hidden + m.mamba_inner),
+                  "G": float(m.hidden + m.gdn_v), "-": mlp_in + act_out}
+        return s * b * m.block_mean(inputs.__getitem__) / p.tp
     saved = s * b * (2 * m.hidden + mlp_in + act_out)
     return saved / p.tp  # the MLP input and activation live in TP regions
 

@@ -561,7 +561,7 @@ def comm_cost(m: TransformerSpec, p: ResolvedParallel, comm: CommModel,
         # the MoE layers' tokens go straight from their sequence-parallel shard to the
         # all-to-all, so those layers pay only the attention's pair; a hybrid model's
         # layer is one block (a mixer, an MLP or an MoE block): one pair each
-        pairs = (1.0 if m.is_hybrid else 2.0) - (
+        pairs = 2.0 * m.layer_weight - (
             m.moe_layers / m.layers if m.is_moe and p.etp == 1 else 0.0)
         per_layer = pairs * one * (fwd_passes + 1)
         tp_mb = layers * per_layer
@@ -600,7 +600,7 @@ def comm_cost(m: TransformerSpec, p: ResolvedParallel, comm: CommModel,
 
             def a2a_time(nbytes: float, phase: str) -> float:
                 cfg_ep = EpConfig(
-                    tokens=max(round(tokens), 1), hidden=m.expert_width_in, top_k=m.top_k,
+                    tokens=max(round(tokens), 1), hidden=width, top_k=m.top_k,
                     experts=m.experts, dispatch_dtype="fp8" if nbytes == 1.0 else "bf16",
                     routing=Routing(node_limit=cfg.moe_node_limit))
                 return float(ep_time(kernel, phase, g, cfg_ep))
@@ -666,8 +666,8 @@ def comm_cost(m: TransformerSpec, p: ResolvedParallel, comm: CommModel,
     z = cfg.zero_stage
     gbytes = float(cfg.grad_bytes)
     dp_exp = 0.0
-    # a bucket per layer (a hybrid model's block is half of one)
-    buckets = max(1, round(layers / 2) if m.is_hybrid else layers)
+    # a bucket per transformer layer (a hybrid model's block is half of one)
+    buckets = max(1, round(layers * m.layer_weight))
     groups = [(*p.hsdp_groups(kind), n) for kind, n in _dp_shards(p, dense, expert)]
     for g, reps, n in groups:
         if z >= 1 and len(reps) > 1:
