@@ -164,3 +164,18 @@ def test_latent_moe_routes_and_moves_its_latent() -> None:
     a = simulate_step(m, cfg, fab, backend="analytic", check_memory=False)
     b = simulate_step(wide, cfg, fab, backend="analytic", check_memory=False)
     assert b.comm_total_s["ep"] > 3 * a.comm_total_s["ep"]
+
+
+def test_megatron_pattern_with_mtp_blocks_is_refused_by_name() -> None:
+    """Multi-token-prediction blocks (after ``/``) are not modelled: refused naming the
+    flag, not dropped silently; pipeline marks (``|``) are dropped and said so."""
+    from fabricsim.workloads.training.megatron import read_megatron_line
+
+    with pytest.raises(ConfigError) as e:
+        read_megatron_line("--hybrid-layer-pattern M*-/M- --hidden-size 1024 "
+                           "--num-attention-heads 8")
+    assert e.value.field == "--from-megatron" and "multi-token-prediction" in str(e.value)
+    line = read_megatron_line("--hybrid-layer-pattern M*|-M --hidden-size 1024 "
+                              "--num-attention-heads 8")
+    assert line.args[0]["hybrid_pattern"] == "M*-M" and line.args[0]["layers"] == 4
+    assert any("pipeline marks" in a for a in line.applied)
