@@ -32,9 +32,9 @@ How each source is run:
 Fitted constants (``--fit``: least squares on log error; once per hardware fact or
 engine, never per row) and the figures they were fitted on:
 
-* ``SERVE_TC_EFF[ampere, bf16]``, ``SERVE_TC_EFF[hopper, fp8]``, ``SERVE_HBM_EFF`` and
-  ``trtllm`` ``launch_per_layer_s``: rows 1097, 1100, 1123 (batch 16 and 64) and 1124
-  (batch 16 and 64);
+* ``SERVE_TC_EFF[hopper, fp8]`` and ``trtllm-python`` ``launch_per_layer_s``: rows 1097,
+  1100, 1123 (batch 16 and 64) and 1124 (batch 16 and 64); 16-bit GEMMs are not fitted
+  (``fabricsim.workloads.gpu.gemm_share``: the measured MAMF and the thin-GEMM factor);
 * ``vllm-0.5`` ``step_s`` and ``per_seq_s``: row 1117 (throughput and ITL);
 * ``SERVE_LAYER_KERNELS_S`` (prefill, decode), with the tensor-core shares: TensorRT-LLM
   v0.8.0's first-token latencies, NIM's four figures and gpt-fast's BF16 rows.
@@ -318,8 +318,9 @@ def summary(res: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 # --- fitting ----------------------------------------------------------------------------
-#: The tensor-core shares fitted (SERVE_TC_EFF keys); the rest of FIT_PARAMS are engines'.
-TC_KEYS = (("ampere", "bf16"), ("hopper", "bf16"), ("hopper", "fp8"), ("ampere", "fp8-weights"))
+#: The tensor-core shares fitted (SERVE_TC_EFF keys: 8-bit GEMMs only; 16-bit ones run at
+#: the kernel benchmark's rate, nothing fitted here); the rest of FIT_PARAMS are engines'.
+TC_KEYS = (("hopper", "fp8"), ("ampere", "fp8-weights"))
 #: The hardware constants: the tensor-core shares and the layers' fixed kernel time per
 #: phase (``SERVE_LAYER_KERNELS_S``, in µs); the rest of FIT_PARAMS are engines'. Prefill's
 #: is fitted as what it adds to decode's: a prefill layer launches the same kernels one by

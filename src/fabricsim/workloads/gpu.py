@@ -39,6 +39,7 @@ __all__ = [
     "architecture",
     "attention_kernel_eff",
     "gemm_efficiency",
+    "gemm_share",
     "generation",
     "peak_flops",
     "power_capped",
@@ -263,8 +264,27 @@ def power_capped(gpu: GpuSpec, power_w: float) -> GpuSpec:
                                   "fp4_dense_tflops": gpu.fp4_dense_tflops * f})
 
 
+def gemm_share(gpu: GpuSpec, precision: str, hidden: int, tp: int = 1) -> float:
+    """Share of the dense peak one GEMM of a layer of width ``hidden`` at ``tp`` reaches
+    on its own: :data:`MAMF` times the thin-GEMM factor ``n / (n + SHAPE_N0)``, ``n`` the
+    geometric mean of the weight matrix's sides on one GPU. A kernel benchmark's figure,
+    before anything a whole training step adds (:func:`gemm_efficiency`).
+
+    Examples
+    --------
+    >>> from fabricsim.catalog import get_catalog
+    >>> round(gemm_share(get_catalog().gpu("a100-sxm"), "bf16", 4096), 3)
+    0.808
+    """
+    gen = generation(gpu)
+    mamf = MAMF.get((gen, precision), MAMF.get((gen, "bf16"), 0.75))
+    n = math.sqrt(hidden * hidden / tp)
+    return mamf * n / (n + SHAPE_N0)
+
+
 def gemm_efficiency(gpu: GpuSpec, precision: str, hidden: int, tp: int = 1) -> float:
-    """Achievable fraction of peak for the GEMMs of a layer of width ``hidden`` at ``tp``.
+    """Achievable fraction of peak for the GEMMs of a layer of width ``hidden`` at ``tp``
+    over a training step: :func:`gemm_share` times the :data:`SUSTAINED` share.
 
     Examples
     --------
@@ -276,10 +296,7 @@ def gemm_efficiency(gpu: GpuSpec, precision: str, hidden: int, tp: int = 1) -> f
     if precision == "fp4":  # a measured multiple of the FP8 GEMM rate, as a share of FP4
         return (gemm_efficiency(gpu, "fp8", hidden, tp) * NVFP4_OVER_FP8
                 * gpu.fp8_flops / peak_flops(gpu, "fp4"))
-    gen = generation(gpu)
-    mamf = MAMF.get((gen, precision), MAMF.get((gen, "bf16"), 0.75))
-    n = math.sqrt(hidden * hidden / tp)
-    return mamf * sustained(gpu) * n / (n + SHAPE_N0)
+    return gemm_share(gpu, precision, hidden, tp) * sustained(gpu)
 
 
 def attention_kernel_eff(gpu: GpuSpec, kernel: str) -> float:

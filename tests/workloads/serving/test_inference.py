@@ -164,3 +164,26 @@ def test_overlap_scheduler_hides_host_time_behind_the_gpu() -> None:
     assert longer.total_s == 2.0
     assert get_engine("sglang") is get_engine("sglang-0.4")
     assert get_engine("sglang").overlap_host and not get_engine("vllm-0.5").overlap_host
+
+
+def test_sixteen_bit_gemms_run_at_the_kernel_benchmarks_rate() -> None:
+    """16-bit serving GEMMs are not fitted on serving figures: the measured MAMF times the
+    thin-GEMM factor of the layer's width on one GPU, the figure training reads before
+    its sustained share; only 8-bit shares are fitted (SERVE_TC_EFF)."""
+    from fabricsim.catalog import get_catalog
+    from fabricsim.workloads.gpu import MAMF, gemm_efficiency, gemm_share, sustained
+    from fabricsim.workloads.serving.instance import SERVE_TC_EFF, tc_eff
+
+    cat = get_catalog()
+    a100, h100 = cat.gpu("a100-sxm"), cat.gpu("h100-sxm")
+    assert not any(p == "bf16" for _, p in SERVE_TC_EFF)
+    assert tc_eff(a100, "bf16", 4096, 1) == pytest.approx(MAMF[("ampere", "bf16")] * 4096 / 4352)
+    # thinner GEMMs (a wider TP split) run slower; the training share adds the sustained one
+    assert tc_eff(h100, "bf16", 8192, 8) < tc_eff(h100, "bf16", 8192, 1)
+    assert gemm_efficiency(h100, "bf16", 8192, 8) == pytest.approx(
+        gemm_share(h100, "bf16", 8192, 8) * sustained(h100))
+    # 8-bit GEMMs keep their fitted share whatever the shape; weight-only FP8 on a GPU
+    # with no fitted share runs at the 16-bit rate
+    assert tc_eff(h100, "fp8", 8192, 8) == tc_eff(h100, "fp8", 2048, 1) == SERVE_TC_EFF[
+        ("hopper", "fp8")]
+    assert tc_eff(h100, "fp8-weights", 8192, 1) == tc_eff(h100, "bf16", 8192, 1)

@@ -107,27 +107,30 @@ def test_sharegpt_sample_matches_the_published_means() -> None:
 
 
 def test_leave_one_source_out_as_it_stands() -> None:
-    """The hardware constants (the tensor-core shares the other sources run on, the
+    """The hardware constants (the 8-bit tensor-core shares the other sources run on, the
     layers' fixed kernel time per phase) refitted without each of the five sources, its
-    figures predicted: median 13.9 %, p90 32 % over 116 figures; the 29 figures of
-    measurements_2.csv 7.0 % (6.0 % before the batch-1 sources), the 87 batch-1 figures
-    16.1 % (40 % before, never fitted). Prefill's fixed kernel time is fitted as decode's
-    plus what it adds, never below. Each engine's own overhead constants rest on the
-    one source that runs that engine, so every figure is held out in its hardware only,
-    and each row says so."""
+    figures predicted: median 9.0 %, p90 30 % over 116 figures; the 29 figures of
+    measurements_2.csv 4.5 %, the 87 batch-1 figures 12.4 % (40 % before, never
+    fitted). 16-bit GEMMs run at the kernel benchmark's rate, fitted on no serving figure
+    (13.9 % / 16.1 % while their shares were fitted: without TensorRT-LLM's tables the
+    A100's went to 0.64). Prefill's fixed kernel time is fitted as decode's plus what it
+    adds, never below. Each engine's own overhead constants rest on the one source that
+    runs that engine, so every figure is held out in its hardware only, and each row
+    says so."""
     b = _bench()
     before = b.evaluate(b.cases())
     rows = b.loso()
     s = b.loso_summary(rows)
     assert s["all"]["figures"] == 116 and all(r["engine_in_sample"] for r in rows)
-    assert s["all"]["median"] <= 0.14 and s["all"]["p90"] <= 0.33
+    assert s["all"]["median"] <= 0.095 and s["all"]["p90"] <= 0.31
     old = sorted(abs(r["held_out"]) for r in rows if r["row"] < 6000)
-    assert len(old) == 29 and old[14] <= 0.075
-    # issue 35's target is a latency median <= 15 %: 16 % held out (first-token latencies
-    # at 128 tokens on Hopper come out 22 % short when TensorRT-LLM's own source is out;
-    # 40 % while prefill's fixed cost could fall below decode's)
-    assert 0.15 < s["groups"]["latency"]["median"] <= 0.17
-    assert s["groups"]["latency"]["p90"] <= 0.31
+    assert len(old) == 29 and old[14] <= 0.05
+    # issue 35's target is a latency median <= 15 %: 11 % held out; the first tokens at
+    # 128 tokens on Hopper still come out ~20 % short when TensorRT-LLM's own source is out
+    assert s["groups"]["latency"]["median"] <= 0.12
+    assert s["groups"]["latency"]["p90"] <= 0.28
+    ttft128 = sorted(abs(r["held_out"]) for r in rows if r["case"].endswith(" 128 TTFT"))
+    assert len(ttft128) == 38 and ttft128[19] > 0.15  # still wrong, and says so
     for r in rows:
         assert r["source"] not in r["fitted_on"]
     # the shipped constants are back after the run: every figure as before

@@ -22,8 +22,9 @@ micro-batch (``m = min(pp, b)`` micro-batches of ``b/m`` sequences), kernel by k
   ``max(GPU time, launch time)``, and every iteration adds ``step_s + per_seq_s · b``
   (scheduling, sampling; serial with the GPU).
 
-``BW = HBM bandwidth × SERVE_HBM_EFF``; ``TC = SERVE_TC_EFF[generation, precision]``
-(achievable tensor-core share of the dense peak). An iteration is
+``BW = HBM bandwidth × SERVE_HBM_EFF``; ``TC`` the achievable tensor-core share of the
+dense peak (:func:`tc_eff`: 16-bit GEMMs at the kernel benchmark's rate for the layer's
+width, 8-bit ones at the fitted ``SERVE_TC_EFF``). An iteration is
 ``pp × (stage + send/recv) + host`` with the stage the last one (it also runs the output
 head) when the batch fills the ``pp`` stages; a batch of fewer sequences than stages walks
 each stage once, so the output head counts once. **Prefill** of ``n`` prompt tokens is the same sum
@@ -68,6 +69,7 @@ from fabricsim.workloads.gpu import (
     ATTENTION_EFF,
     FRAMEWORK_RESERVE_BYTES,
     NVFP4_OVER_FP8,
+    gemm_share,
     generation,
     peak_flops,
 )
@@ -106,24 +108,24 @@ PRECISIONS: dict[str, tuple[float, str]] = {
 ACT_BYTES = 2.0
 _GIB = 2**30
 
-#: Achievable share of the dense tensor peak for serving GEMMs, by (generation, serving
-#: precision): prefill and compute-bound decode alike. Fitted once by
-#: benchmarks/accuracy_inference.py --fit: ampere/bf16 on rows 1100 and 1123 (batch 16,
-#: 64) and TensorRT-LLM v0.8's A100 first-token latencies; hopper/bf16 on 1124 (batch 16,
-#: 64); hopper/fp8 on 1097, 1098 and v0.8's H100/H200 first-token latencies;
-#: ampere/fp8-weights (vLLM's Marlin weight-only kernels) on 1118. Not fitted (no rows):
-#: Blackwell takes Hopper's, Ada and Volta Ampere's; fp8-weights elsewhere falls back to
-#: bf16.
+#: Achievable share of the dense tensor peak for serving GEMMs with 8-bit or narrower
+#: operands, by (generation, serving precision): prefill and compute-bound decode alike.
+#: 16-bit GEMMs are not fitted here: they run at the kernel benchmark's rate
+#: (:func:`~fabricsim.workloads.gpu.gemm_share`: measured MAMF times the thin-GEMM factor of
+#: the layer's width on one GPU), the figure training reads before its sustained share. The
+#: 16-bit shares once fitted here (A100 0.81, H100 0.74) were that figure to 1-2 %; fitted,
+#: they went wherever the sources left in put them (A100 0.64 without TensorRT-LLM's
+#: tables). Fitted once by benchmarks/accuracy_inference.py --fit: hopper/fp8 on rows 1097,
+#: 1098 and TensorRT-LLM v0.8's H100/H200 first-token latencies (FP8 serving reaches
+#: three quarters of the FP8 training GEMM rate: per-tensor activation casts and scales
+#: around every GEMM at serving's token counts); ampere/fp8-weights (vLLM's Marlin
+#: weight-only kernels) on 1118. Not fitted (no rows): Blackwell and Ada FP8 take
+#: Hopper's; fp8-weights elsewhere runs at the 16-bit rate.
 SERVE_TC_EFF: dict[tuple[str, str], float] = {
-    ("ampere", "bf16"): 0.81,
     ("ampere", "fp8-weights"): 0.22,
-    ("hopper", "bf16"): 0.74,
     ("hopper", "fp8"): 0.59,
-    ("blackwell", "bf16"): 0.74,
     ("blackwell", "fp8"): 0.59,
-    ("ada", "bf16"): 0.81,
     ("ada", "fp8"): 0.59,
-    ("volta", "bf16"): 0.81,
 }
 #: Achievable share of HBM bandwidth when decode streams weights and KV cache. Not fitted
 #: (a free fit runs away to unphysical values, trading off against the MMHA share): the
@@ -368,16 +370,25 @@ class PrefillTimes:
         return max(gpu, self.launch_s) + self.p2p_s + self.host_s
 
 
-def tc_eff(gpu: GpuSpec, precision: str) -> float:
-    """SERVE_TC_EFF for a serving precision (fp8-weights falls back to bf16). NVFP4 (4-bit
-    weights and activations, one E4M3 scale per 16) runs at the FP8 share times the
-    measured NVFP4-over-FP8 GEMM speed-up (:data:`~fabricsim.workloads.gpu.NVFP4_OVER_FP8`),
-    as a share of the FP4 peak: no serving row fits it."""
+def tc_eff(gpu: GpuSpec, precision: str, hidden: int, tp: int = 1) -> float:
+    """Tensor-core share of the dense peak for a serving precision's GEMMs in layers of
+    width ``hidden`` split over ``tp`` GPUs: 16-bit GEMMs (and fp8-weights where no share
+    is fitted) at :func:`~fabricsim.workloads.gpu.gemm_share`, 8-bit ones at
+    :data:`SERVE_TC_EFF`. NVFP4 (4-bit weights and activations, one E4M3 scale per 16)
+    runs at the FP8 share times the measured NVFP4-over-FP8 GEMM speed-up
+    (:data:`~fabricsim.workloads.gpu.NVFP4_OVER_FP8`), as a share of the FP4 peak: no
+    serving row fits it.
+
+    >>> from fabricsim.catalog import get_catalog
+    >>> round(tc_eff(get_catalog().gpu("h100-sxm"), "bf16", 8192, 8), 3)
+    0.736
+    """
     gen = generation(gpu)
     if precision == "nvfp4":
         fp8 = SERVE_TC_EFF.get((gen, "fp8"), 0.44)
         return fp8 * NVFP4_OVER_FP8 * gpu.fp8_flops / peak_flops(gpu, "fp4")
-    return SERVE_TC_EFF.get((gen, precision), SERVE_TC_EFF.get((gen, "bf16"), 0.5))
+    share = SERVE_TC_EFF.get((gen, precision))
+    return share if share is not None else gemm_share(gpu, "bf16", hidden, tp)
 
 
 @dataclass
@@ -450,7 +461,7 @@ class Instance:
 
     @property
     def flops_rate(self) -> float:
-        return self.peak * tc_eff(self.gpu, self.precision)
+        return self.peak * tc_eff(self.gpu, self.precision, self.m.hidden, self.tp)
 
     @property
     def hbm(self) -> float:
