@@ -132,8 +132,10 @@ def cases() -> list[Case]:
     out.append(Case(172, "GPT-1T 3072xA100 (Narayanan 2021)", GPT_1T, "dgx-a100", 384,
                     "ib-hdr", "hw_tflops", 163.0,
                     ParallelConfig(tp=8, pp=64, micro_batch=1, global_batch=3072,
-                                   seq_len=2048, recompute="full", vp=2, zero=0),
-                    note="502 PFLOP/s / 3072 GPUs; Table 1 config TP 8, PP 64"))
+                                   seq_len=2048, recompute="full", vp=2, zero=0,
+                                   overlap_p2p_comm=False),
+                    note="502 PFLOP/s / 3072 GPUs; Table 1 config TP 8, PP 64; Megatron-LM "
+                         "of 2021: every pipeline exchange waits"))
     gpt3 = get_model("gpt3-175b")
     megatron = {"tp_comm_overlap": True}  # Megatron-LM's runs overlap TP/DP/PP (row 173)
     out.append(Case(174, "GPT-3 175B 96xH100 (Megatron)", gpt3, "dgx-h100", 12, "ib-ndr",
@@ -192,8 +194,13 @@ def scale_cases() -> list[Case]:
     - Megatron-LM's runs beside MegaScale (its Table 2): Megatron-LM at commit 285068c8
       (January 2023), which had neither gradient-reduction overlap nor TP communication
       overlap, and FlashAttention 1; data parallelism without a distributed optimizer
-      (Megatron's default), selective recomputation, micro-batch 1 (not stated). The
-      metric is tokens/s per GPU (the paper's vocabulary is 64,000; the preset's 50,257).
+      (Megatron's default), selective recomputation, micro-batch 1 (not stated). Its
+      pipeline exchanges wait: ``p2p_communication.py`` of that commit waits on every
+      ``batch_isend_irecv`` and calls ``torch.cuda.synchronize()`` after it, interleaved
+      or not (the overlap option came in May 2023, the default in October 2023), so
+      ``overlap_p2p_comm`` is off, as for Narayanan et al.'s 2021 run (the same code).
+      The metric is tokens/s per GPU (the paper's vocabulary is 64,000; the preset's
+      50,257).
     - MLPerf GPT-3 on Eos (v3.1, v4.0): the submissions' configs (TE FP8 with delayed
       scaling, distributed optimizer, TP communication overlap, no recomputation);
       tokens/s per GPU from the logs' block timings.
@@ -229,12 +236,12 @@ def scale_cases() -> list[Case]:
         elif key.startswith("MegaScale"):
             cfg = ParallelConfig(**lay, zero=0, recompute="selective", grad_reduce_dtype="fp32",
                                  overlap_grad_reduce=False, overlap_param_gather=False,
-                                 attention_kernel="flash1")
+                                 overlap_p2p_comm=False, attention_kernel="flash1")
             tok_s = float(r["value"].split("|")[1].strip().rstrip("k")) * 1e3
             out.append(Case(row, f"{label} (Megatron-LM in MegaScale)",
                             get_model(r["model"]), "dgx-a100",
                             gpus // per, "roce-200g", "tokens_per_gpu", tok_s / gpus, cfg,
-                            note="Megatron-LM of Jan 2023: no DP/TP overlap; mb 1 assumed",
+                            note="Megatron-LM of Jan 2023: no DP/TP/PP overlap; mb 1 assumed",
                             source="MegaScale (ByteDance)"))  # as row 175, the same paper
         elif key.startswith("Megatron-LM"):
             n_layers, hidden, heads = (int(x) for x in r["model"].split("/")[1:])

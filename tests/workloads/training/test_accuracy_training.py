@@ -58,12 +58,16 @@ def test_runs_at_eight_thousand_gpus_and_more(rows: list[dict[str, Any]]) -> Non
     # MLPerf GPT-3 FP8 on 10,752 and 11,616 H100: +6 / -1 %
     assert abs(by[5021]["rel_error"]) <= 0.08 and abs(by[5022]["rel_error"]) <= 0.05
     # Megatron-LM of January 2023 (no gradient or TP overlap, FP32 gradient all-reduce,
-    # as its arguments.py forces with --bf16): too fast by 3 % at 256 GPUs, 13-14 % at
-    # 8,192-12,288 -- the model's step does not grow with data-parallel size as the
-    # measured one does (issue 35, item 3)
-    assert 0.0 < by[5011]["rel_error"] <= 0.06
+    # as its arguments.py forces with --bf16, and every pipeline exchange waited on):
+    # 0 % at 256 GPUs, too fast by 10-11 % at 8,192-12,288 (3 points more while its
+    # sends were taken as hidden). The measured steps are a fixed 2.3 s plus 0.196 s a
+    # micro-batch at every data-parallel size from 4 to 192; the model's per-micro-batch
+    # time is within 3 % of that, its fixed part (bubble, gradient all-reduce,
+    # optimizer) 1.3 s: a second of each step is missing, not a growth with DP size
+    assert abs(by[5011]["rel_error"]) <= 0.03
     for row in (5017, 5018):
-        assert 0.08 <= by[row]["rel_error"] <= 0.16
+        assert 0.06 <= by[row]["rel_error"] <= 0.14
+        assert by[row]["parallel"]["overlap_p2p_comm"] is False
     # Megatron-Core's weak scaling, 48 to 6,144 H100 (every overlap on): -8 ... +9 %
     # in sample, the 462B on 6,144 GPUs +1 %
     for row in range(5031, 5040):
@@ -126,17 +130,19 @@ def held_out() -> list[dict[str, Any]]:
 
 def test_leave_one_source_out_as_it_stands(held_out: list[dict[str, Any]]) -> None:
     """Each case predicted with its class's constant fitted on the other sources only,
-    each source weighing the same. Held out, the median is 8.5 %, p90 15.5 % (42 cases of
-    9 sources). Hopper BF16's sources still disagree: llm-foundry's H100 runs want a
-    sustained share near 0.64, Megatron-LM's 0.76, Meta's Llama 3 0.72; each of the
-    first two is predicted up to 14-19 % off by the others. torchao FP8 has one source
-    (torchtitan): no held-out figure, and the summary says so."""
+    each source weighing the same. Held out, the median is 7.5 %, p90 15.5 % (42 cases of
+    9 sources; 8.5 % while the 2021 and January 2023 Megatron-LM runs had their pipeline
+    sends hidden, which that code never did). Hopper BF16's sources still disagree:
+    llm-foundry's H100 runs want a sustained share near 0.64, Megatron-LM's 0.76, Meta's
+    Llama 3 0.72; each of the first two is predicted up to 14-19 % off by the others.
+    torchao FP8 has one source (torchtitan): no held-out figure, and the summary says
+    so."""
     bench = _bench()
     s = bench.loso_summary(held_out)
     assert s["all"]["cases"] == 42 and s["all"]["sources"] == 9
-    assert s["all"]["median"] <= 0.09 and s["all"]["p90"] <= 0.16
+    assert s["all"]["median"] <= 0.08 and s["all"]["p90"] <= 0.16
     g = s["groups"]
-    assert g["class ampere/bf16"]["median"] <= 0.09
+    assert g["class ampere/bf16"]["median"] <= 0.075
     assert g["class hopper/bf16"]["median"] <= 0.095
     assert g["band >=8k"]["cases"] == 8 and g["band >=8k"]["sources"] == 3
     assert g["class hopper/fp8/torchao"] == {"cases": 0}
@@ -152,11 +158,10 @@ def test_leave_one_source_out_as_it_stands(held_out: list[dict[str, Any]]) -> No
     assert ds["held_out"] == ds["in_sample"] and ds["fitted_on"] == "nothing here"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 35's target, held out by source: median <= 8 % "
-                   "and p90 <= 20 % in every scale band with four runs or more; >=8k 6.6 % "
-                   "/ 12 % (8 runs) meets it; <1k 8.6 % / 14 % and 1k-8k 9.1 % / 17 % miss "
-                   "the median")
 def test_leave_one_source_out_meets_the_target(held_out: list[dict[str, Any]]) -> None:
+    """Issue 35's target, held out by source: median <= 8 % and p90 <= 20 % in every
+    scale band with four runs or more. <1k 7.2 % / 14 %, 1k-8k 7.9 % / 17 %, >=8k
+    6.6 % / 9.5 % (8 runs of 3 sources): 1k-8k meets it by 0.1 point."""
     s = _bench().loso_summary(held_out)
     for band in ("<1k", "1k-8k", ">=8k"):
         g = s["groups"][f"band {band}"]
