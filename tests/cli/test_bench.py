@@ -137,7 +137,7 @@ def test_limit_line_names_the_kernels_when_they_set_the_time(capsys) -> None:  #
 
 def test_select_fastest_against_nccls_choice(capsys) -> None:  # type: ignore[no-untyped-def]
     """`--select fastest` gives the least-time pair; the default, NCCL's choice, may be
-    slower (2 p4d at 4 MiB: NCCL rings with LL128, the tree is faster); a scenario's
+    slower (2 DGX A100 at 16 MiB: NCCL rings with LL128, the tree is faster); a scenario's
     collective.select gives the same rows as the flag; a bad value names the flag."""
     import json
 
@@ -145,16 +145,16 @@ def test_select_fastest_against_nccls_choice(capsys) -> None:  # type: ignore[no
     from fabricsim.cli.app import main
     from fabricsim.scenario import load_scenario_text
 
-    args = ["bench", "all_reduce", "--system", "aws-p4d", "--nodes", "2", "-b", "4M",
-            "-e", "4M", "--json"]
+    args = ["bench", "all_reduce", "--system", "dgx-a100", "--nodes", "2", "-b", "16M",
+            "-e", "16M", "--json"]
     assert main(args) == 0
     nccl = json.loads(capsys.readouterr().out.splitlines()[0])
     assert main([*args, "--select", "fastest"]) == 0
     fastest = json.loads(capsys.readouterr().out.splitlines()[0])
     assert (nccl["algorithm"], fastest["algorithm"]) == ("ring", "tree")
     assert fastest["busbw_gbps"] > nccl["busbw_gbps"]
-    sc = load_scenario_text("cluster: {system: aws-p4d, nodes: 2}\n"
-                            "collective: {minbytes: 4M, maxbytes: 4M, select: fastest}")
+    sc = load_scenario_text("cluster: {system: dgx-a100, nodes: 2}\n"
+                            "collective: {minbytes: 16M, maxbytes: 16M, select: fastest}")
     job = jobs.job_from_scenario("bench", sc)
     row = jobs.run(job).rows[None][0]
     assert row.algorithm == "tree" and round(row.time_us, 4) == fastest["time_us"]
@@ -162,21 +162,21 @@ def test_select_fastest_against_nccls_choice(capsys) -> None:  # type: ignore[no
     assert "--select" in capsys.readouterr().err
     assert main(args[:-1]) == 0  # the text output says what NCCL's choice leaves
     room = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("# headroom")]
-    assert room and "ring/LL128 takes 1.88x" in room[0] and "tree/LL128" in room[0]
+    assert room and "ring/LL128 takes 1.47x" in room[0] and "tree/LL128" in room[0]
     assert main([*args[:-1], "--select", "fastest"]) == 0
     assert "# headroom" not in capsys.readouterr().out
 
 
 def test_nccl_algo_list_is_ranked_by_nccls_model(monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
     """NCCL_ALGO=Ring,Tree leaves NCCL two algorithms, and it runs the one its model ranks
-    first (the ring on 2 p4d at 4 MiB), not the faster one."""
+    first (the ring on 2 DGX A100 at 16 MiB), not the faster one."""
     import json
 
     from fabricsim.cli.app import main
 
     monkeypatch.setenv("NCCL_ALGO", "Ring,Tree")
-    args = ["bench", "all_reduce", "--system", "aws-p4d", "--nodes", "2", "-b", "4M",
-            "-e", "4M", "--json"]
+    args = ["bench", "all_reduce", "--system", "dgx-a100", "--nodes", "2", "-b", "16M",
+            "-e", "16M", "--json"]
     assert main(args) == 0
     assert json.loads(capsys.readouterr().out.splitlines()[0])["algorithm"] == "ring"
     assert main([*args, "--select", "fastest"]) == 0
@@ -208,3 +208,26 @@ def test_select_with_both_algorithm_and_protocol_forced_says_so(capsys) -> None:
     assert "# warning: select fastest: without effect" in out and "--proto" in out
     assert main(base) == 0
     assert "select fastest: without effect" not in capsys.readouterr().out
+
+
+def test_a_plugin_that_forces_simple_is_said_and_a_users_protocol_overrides_it(
+        monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    """On p4d AWS's EFA plugin sets NCCL_PROTO=simple: bench runs Simple and says why;
+    --proto or the user's own NCCL_PROTO runs what it names, and nothing is said."""
+    from fabricsim.cli.app import main
+
+    args = ["bench", "all_reduce", "--system", "aws-p4d", "--nodes", "2", "-b", "8", "-e", "8"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "tree    Simple" in out and "NCCL_PROTO=simple" in out and "EFA plugin" in out
+    assert main([*args, "--proto", "LL"]) == 0
+    out = capsys.readouterr().out
+    assert "tree        LL" in out and "NCCL_PROTO=simple" not in out
+    monkeypatch.setenv("NCCL_PROTO", "LL,LL128")
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "Simple" not in out.split("# Out of bounds")[0] and "EFA plugin" not in out
+    monkeypatch.delenv("NCCL_PROTO")
+    assert main(["bench", "all_reduce", "--system", "aws-p5", "--nodes", "2", "-b", "8",
+                 "-e", "8"]) == 0
+    assert "EFA plugin" not in capsys.readouterr().out

@@ -68,7 +68,7 @@ def test_ll128_off_without_nvlink_and_nvls_off_without_nvswitch_reduction() -> N
 
 
 def test_tuner_makes_nccls_choice_and_times_it_with_fabricsims_model() -> None:
-    fab = build_cluster("aws-p4d", 2)
+    fab = build_cluster("dgx-a100", 2)
     m = NcclModel.of(Group.of(fab))
     nccl, fastest = Tuner(), Tuner(select="fastest")
     for size in (2**12, 2**20, 2**24, 2**30):
@@ -79,11 +79,35 @@ def test_tuner_makes_nccls_choice_and_times_it_with_fabricsims_model() -> None:
         forced = fastest.choose(fab, "all_reduce", size, algo=c.algorithm, proto=c.protocol)
         assert c.time == pytest.approx(forced.time)
         assert fastest.choose(fab, "all_reduce", size).time <= c.time * (1 + 1e-12)
-    # 1 MiB on 2 p4d: NCCL's model gives ring LL128 269 us (14 + 28 x 1.9 + 2 x (4 + 75)
-    # latency, 44 GB/s bus) and tree LL128 276 us (its 1 MiB correction 0.6), so NCCL
-    # rings where fabricsim's own fastest pick is the tree
-    n, f = nccl.choose(fab, "all_reduce", 2**20), fastest.choose(fab, "all_reduce", 2**20)
+    # 16 MiB on 2 DGX A100: NCCL's model ranks ring LL128 first, fabricsim's own fastest
+    # pick is the tree
+    n, f = nccl.choose(fab, "all_reduce", 2**24), fastest.choose(fab, "all_reduce", 2**24)
     assert (n.algorithm, n.protocol, f.algorithm) == ("ring", "ll128", "tree")
+
+
+def test_efa_plugin_that_forces_simple_leaves_nccl_only_simple() -> None:
+    """AWS's EFA plugin sets NCCL_PROTO=simple where the EFA device does not deliver
+    128-byte blocks in order (p4d, over send/receive): NCCL's choice, and the fastest,
+    are then Simple pairs at every size, ranked by NCCL's model among them; p5's EFA
+    keeps LL and LL128. A protocol the user forces still runs (the plugin does not
+    overwrite a user's NCCL_PROTO)."""
+    fab = build_cluster("aws-p4d", 2)
+    assert fab.info.plugin_proto == "simple"
+    assert build_cluster("aws-p5", 2).info.plugin_proto == ""
+    assert build_cluster("dgx-a100", 2).info.plugin_proto == ""
+    m = NcclModel.of(Group.of(fab))
+    nccl, fastest = Tuner(), Tuner(select="fastest")
+    for size in (8, 2**12, 2**20, 2**24, 2**30):
+        c = nccl.choose(fab, "all_reduce", size)
+        assert c.protocol == "simple"
+        assert (c.algorithm, c.protocol) == m.best(
+            "all_reduce", size, [("ring", "simple"), ("tree", "simple")])
+        assert fastest.choose(fab, "all_reduce", size).protocol == "simple"
+    # 8 B: Simple's tree costs over twice LL's (measured on 2 p4de: 164 us)
+    ll = nccl.choose(fab, "all_reduce", 8, proto="ll")
+    assert ll.protocol == "ll" and nccl.choose(fab, "all_reduce", 8).time > 2 * ll.time
+    one = build_cluster("aws-p4d", 1)  # the plugin sets it for the process, one server too
+    assert Tuner().choose(one, "all_reduce", 2**12).protocol == "simple"
 
 
 def test_algorithms_nccl_does_not_have_fall_back_to_the_fastest() -> None:

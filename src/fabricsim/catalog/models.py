@@ -210,6 +210,11 @@ class NicSpec(Spec):
     NCCL's own InfiniBand/RoCE transport; AWS's EFA plugin reports a figure chosen to steer
     NCCL's choice (75 us on p4d and p5, 35 us from p5en on). It moves NCCL's choice of
     algorithm and protocol, not any transfer's time."""
+    in_order_128b: bool = True
+    """Whether the NIC delivers every 128-byte-aligned block of a transfer in order, which
+    NCCL's LL and LL128 protocols need from the network (their flags travel inside the
+    data). Where it does not, AWS's EFA plugin sets ``NCCL_PROTO=simple`` for the whole
+    process (aws-ofi-nccl ``platform-aws.cpp``: p4d's first EFA over send/receive)."""
 
     @property
     def bandwidth(self) -> float:

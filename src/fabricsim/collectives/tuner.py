@@ -160,7 +160,8 @@ def candidates(group: Group, collective: str, algo: str | None = None,
                                 f"{', '.join(PROTOCOL_LABELS[x] for x in algos[0].protocols)}",
                                 field="proto")
         return ok
-    return [(a, p) for a in algos for p in a.protocols]
+    forced = group.fabric.info.plugin_proto  # the network plugin's NCCL_PROTO
+    return [(a, p) for a in algos for p in a.protocols if not forced or p == forced]
 
 
 def build(group: Group, collective: str, nbytes: float, algo: Algorithm, proto: str,

@@ -604,6 +604,7 @@ def build_cluster(system: str = "dgx-h100", nodes: int = 1, *, gpus_per_node: in
         calibration=check_calibration(prm.get("calibration")), qps=qps,
         cpu_vendor=sysp.cpu_vendor,
         net_plugin_latency=cat.nic(sysp.nic).nccl_net_latency_us * 1e-6 if sysp.nics else 0.0,
+        plugin_proto="simple" if sysp.nics and not cat.nic(sysp.nic).in_order_128b else "",
         ici_slice=ici.dims if ici is not None else (),
         extra=extra,
     )

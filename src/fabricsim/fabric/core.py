@@ -92,6 +92,10 @@ class FabricInfo:
     #: Latency (s) the NICs' NCCL network plugin reports to NCCL's tuner (0 for NCCL's own
     #: InfiniBand/RoCE transport), from the NIC: it steers NCCL's choice, not a transfer.
     net_plugin_latency: float = 0.0
+    #: ``NCCL_PROTO`` the NICs' network plugin sets for the whole process (``""``: none).
+    #: AWS's EFA plugin sets ``simple`` where the EFA device does not deliver 128-byte
+    #: blocks in order (p4d): NCCL then runs neither LL nor LL128, inside servers too.
+    plugin_proto: str = ""
     #: Shape of each TPU slice, chips per dimension of its ICI torus (``()`` for GPUs).
     ici_slice: tuple[int, ...] = ()
     extra: Mapping[str, Any] = field(default_factory=dict)

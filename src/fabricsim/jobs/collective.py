@@ -337,6 +337,8 @@ class BenchReport:
     skipped: dict[str, str] = field(default_factory=dict)
     gpus: int = 0
     kind: str = "bench"
+    #: ``NCCL_PROTO`` the cluster's network plugin set, where the user set none (``""``).
+    plugin_proto: str = ""
 
     @property
     def warnings(self) -> list[str]:
@@ -348,6 +350,13 @@ class BenchReport:
             out.append(f"select {self.job.select}: without effect, the algorithm and the "
                        f"protocol are both forced (--algo, --proto): one pair runs")
         env = self.job.env
+        if self.plugin_proto:
+            from fabricsim.protocols import PROTOCOL_LABELS
+
+            out.append(f"protocol {PROTOCOL_LABELS.get(self.plugin_proto, self.plugin_proto)} "
+                       f"only: the network plugin sets NCCL_PROTO={self.plugin_proto} (AWS's "
+                       "EFA plugin, where the EFA device does not deliver 128-byte blocks "
+                       "in order); --proto or NCCL_PROTO overrides it")
         if env.no_effect:
             out.append(f"{', '.join(env.no_effect)}: set, without effect on time")
         out += sorted({r.envelope for rows in self.rows.values() for r in rows
@@ -513,5 +522,8 @@ def run_bench(job: CollectiveBench, fabric: Fabric, progress: Progress = quiet,
                 raise
             cause = e.__cause__ if isinstance(e.__cause__, FabricsimError) else e
             skipped[str(a)] = cause.message
+    forced = fabric.info.plugin_proto if job.proto is None \
+        and job.env.protocol_set(job.collective) is None else ""
     return BenchReport(job=job, rows=rows, skipped=skipped,
-                       gpus=len(job.ranks) if job.ranks else fabric.n_gpus)
+                       gpus=len(job.ranks) if job.ranks else fabric.n_gpus,
+                       plugin_proto=forced)
