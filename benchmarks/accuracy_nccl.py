@@ -70,6 +70,9 @@ class Case:
     source: str = ""
     #: the fabric as the source names it (``nvlink`` for one server)
     fabric: str = ""
+    #: the NCCL environment the run documents that the model honours (``NCCL_NVLS_ENABLE``,
+    #: ``NCCL_COLLNET_ENABLE``, channel bounds), as (name, value) pairs
+    env: tuple[tuple[str, str], ...] = ()
 
     @property
     def secondary(self) -> str:
@@ -222,9 +225,23 @@ _CATALOGS: dict[str, Any] = {}
 
 
 def predict_us(c: Case, tuner: Tuner | None = None) -> float:
+    """The time (us) the row's run takes by the model: NCCL's choice, narrowed by what
+    the run forced and by the NCCL environment it documents (as ``bench`` narrows it)."""
     fab = fabric_of(c)
-    return predict_time(fab, c.collective, c.nbytes, algo=c.algo, proto=c.proto,
-                        tuner=tuner, gpus_per_thread=c.gpus_per_thread) * 1e6
+    if not c.env:
+        return predict_time(fab, c.collective, c.nbytes, algo=c.algo, proto=c.proto,
+                            tuner=tuner, gpus_per_thread=c.gpus_per_thread) * 1e6
+    from fabricsim.collectives.nccl_env import nccl_env
+    from fabricsim.collectives.tuner import default_channels, default_tuner
+
+    env = nccl_env(dict(c.env))
+    algos, protos = env.choices(c.collective, c.algo, c.proto)
+    t = tuner or default_tuner(fab)
+    channels = None
+    if env.min_channels is not None or env.max_channels is not None:
+        channels = env.channels(default_channels(t.group_of(fab, None)))
+    return t.choose_among(fab, c.collective, c.nbytes, None, algos, protos, channels,
+                          gpus_per_thread=c.gpus_per_thread).time * 1e6
 
 
 def predict(c: Case, tuner: Tuner | None = None) -> float:

@@ -129,6 +129,13 @@ def _cluster(r: dict[str, str]) -> tuple[int, dict[str, object]] | str:
     return nodes, kw
 
 
+#: The NCCL variables a row's notes document that change the model's answer and that it
+#: honours as ``bench`` does (collectives.nccl_env); NCCL_ALGO/NCCL_PROTO come from their
+#: own columns and queue pairs from the cluster.
+_ENV_RE = (r"\b(NCCL_NVLS_ENABLE|NCCL_COLLNET_ENABLE|NCCL_MIN_CTAS|NCCL_MAX_CTAS|"
+           r"NCCL_MIN_NCHANNELS|NCCL_MAX_NCHANNELS)=(\d+)")
+
+
 def published_cases() -> tuple[list[Case], Counter[str]]:
     """The rows the model can run as cases, and a count of the others by reason."""
     from fabricsim.catalog import get_catalog
@@ -177,6 +184,7 @@ def published_cases() -> tuple[list[Case], Counter[str]]:
             q = re.search(r"NCCL_IB_QPS_PER_CONNECTION=(\d+)", r["notes"])
             if q and int(q.group(1)) > 1 and nodes > 1:  # the run's own queue pairs
                 kw = {**kw, "params": {"qps": int(q.group(1))}}
+            env = tuple(re.findall(_ENV_RE, r["notes"]))
             variant = nic_variant(r)
             out.append(Case(
                 int(r["id"]), variant[0] if variant else r["system"], nodes, size, busbw,
@@ -184,5 +192,5 @@ def published_cases() -> tuple[list[Case], Counter[str]]:
                 proto=_PROTOS.get(r["proto"]) if r["proto"] else None,
                 collective=r["collective"], cluster=kw,
                 measured_time_us=t_us if use_time else None,
-                source=r["source_key"], fabric=r["fabric"], gpus_per_thread=gpt))
+                source=r["source_key"], fabric=r["fabric"], gpus_per_thread=gpt, env=env))
     return out, skipped

@@ -92,3 +92,26 @@ def test_range_error_is_zero_inside() -> None:
     assert b.rel_error(c, 368.0) == 0.0
     assert b.rel_error(c, 380.0) == pytest.approx(10 / 370)
     assert b.rel_error(c, 350.0) == pytest.approx(-15 / 365)
+
+
+def test_published_rows_run_with_the_nccl_environment_they_document() -> None:
+    """A published run's notes that turn NVLS off (NCCL_NVLS_ENABLE=0) or set channel
+    bounds are honoured as `bench` honours them: two HGX B200 at 8 GiB with NVLS off and
+    CollNet without SHARP (Together's run, 352 GB/s) get NCCL's ring or tree, not the
+    NVLSTree the same run gets with NVLS on (713 GB/s); a row with nothing documented is
+    predicted as before."""
+    b = _bench()
+    pub, _ = b.published().published_cases()
+    by_id = {c.row: c for c in pub}
+    off, on = by_id[3537], by_id[3536]
+    assert dict(off.env) == {"NCCL_COLLNET_ENABLE": "1", "NCCL_NVLS_ENABLE": "0"}
+    assert dict(on.env) == {"NCCL_NVLS_ENABLE": "1"}
+    t_off, t_on = b.predict_us(off), b.predict_us(on)
+    assert t_off > 1.8 * t_on
+    assert abs(b.rel_error(off, b.predict(off))) < 0.15
+    plain = next(c for c in pub if not c.env and c.nodes > 1)
+    from fabricsim.collectives import predict_time
+
+    assert b.predict_us(plain) == pytest.approx(predict_time(
+        b.fabric_of(plain), plain.collective, plain.nbytes, algo=plain.algo,
+        proto=plain.proto, gpus_per_thread=plain.gpus_per_thread) * 1e6)

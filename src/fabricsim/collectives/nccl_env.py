@@ -108,6 +108,33 @@ class NcclEnv:
             out = [a for a in out if a not in ("sharp", "nvls_sharp")]
         return out
 
+    def choices(self, collective: str, algo: str | None = None, proto: str | None = None
+                ) -> tuple[list[str | None], list[str | None]]:
+        """The algorithms and protocols NCCL may pick from for ``collective`` under these
+        settings, beside a forced ``algo`` / ``proto`` (``[None]``: the tuner's own
+        choice); :meth:`Tuner.choose_among` ranks them.
+
+        >>> nccl_env({"NCCL_NVLS_ENABLE": "0"}).choices("all_reduce")[0]
+        ['ring', 'tree']
+        >>> nccl_env({}).choices("all_reduce", proto="simple")
+        ([None], ['simple'])
+        """
+        from fabricsim.collectives.registry import ALGORITHMS
+
+        algos: list[str | None] = [algo]
+        if algo is None and self.restricts:
+            auto = [a.name for a in ALGORITHMS.values()
+                    if a.auto and a.runtime == "nccl" and collective in a.collectives]
+            extra = ["sharp", "nvls_sharp"] if self.collnet else []
+            algos = list(self.allowed_algorithms([*auto, *extra], collective))
+            if not algos:
+                raise ConfigError(f"NCCL_ALGO/NCCL_NVLS_ENABLE leave no algorithm to run "
+                                  f"{collective}", field="NCCL_ALGO")
+        allowed = self.protocol_set(collective)
+        protos: list[str | None] = [proto] if proto is not None or allowed is None \
+            else list(sorted(allowed))
+        return algos, protos
+
     def channels(self, default: int) -> int:
         """``default`` channels clamped to ``NCCL_MIN/MAX_NCHANNELS``."""
         n = default

@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import hashlib
 import weakref
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING
@@ -357,6 +357,48 @@ class Tuner:
         if gpus_per_thread > 1:
             extra = self.protocol(best.protocol).launch_per_gpu * (gpus_per_thread - 1)
             best = Choice(best.algorithm, best.protocol, best.time + extra)
+        return best
+
+    def choose_among(self, fabric: Fabric, collective: str, nbytes: float,
+                     ranks: ArrayLike | None, algos: Sequence[str | None],
+                     protos: Sequence[str | None], channels: int | None = None,
+                     gpus_per_thread: int = 1) -> Choice:
+        """The pair NCCL runs when its environment allows ``algos`` × ``protos``
+        (``None`` in either: any): every allowed pair is timed, and NCCL's cost model
+        ranks them (with ``select="fastest"``, or pairs NCCL does not have, the least
+        time wins). What ``bench`` does under ``NCCL_ALGO``/``NCCL_PROTO``/
+        ``NCCL_NVLS_ENABLE``.
+
+        >>> from fabricsim.fabric import build_cluster
+        >>> fab = build_cluster("dgx-h100", 2)
+        >>> Tuner().choose_among(fab, "all_reduce", 2**33, None, ["ring", "tree"],
+        ...                      [None]).algorithm
+        'ring'
+        """
+        best: Choice | None = None
+        why = ScheduleError("nothing tried")
+        tried = []
+        for a in algos:
+            for p in protos:
+                try:
+                    c = self.choose(fabric, collective, nbytes, ranks, a, p, channels,
+                                    gpus_per_thread=gpus_per_thread)
+                except ScheduleError as e:
+                    why = e
+                    continue
+                tried.append(c)
+                if best is None or c.time < best.time:
+                    best = c
+        if len(tried) > 1 and self.select == "nccl":  # NCCL ranks what it may run
+            pick = self.nccl_pick(fabric, collective, nbytes, ranks,
+                                  [(c.algorithm, c.protocol) for c in tried])
+            if pick is not None:
+                best = tried[pick]
+        if best is None:
+            if list(algos) == [None] and list(protos) == [None]:
+                raise why
+            raise ConfigError(f"no allowed algorithm/protocol runs {collective} here: "
+                              f"{why.message}", field="NCCL_ALGO") from why
         return best
 
     def _choose(self, fabric: Fabric, collective: str, nbytes: float,

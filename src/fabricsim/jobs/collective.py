@@ -32,7 +32,7 @@ from pydantic import Field
 
 from fabricsim.collectives.busbw import SizeRow
 from fabricsim.collectives.nccl_env import NcclEnv
-from fabricsim.errors import ConfigError, FabricsimError, ScheduleError, unknown
+from fabricsim.errors import ConfigError, FabricsimError, unknown
 from fabricsim.fabric import Fabric
 from fabricsim.jobs.common import Cluster, Faults, Part, Progress, quiet
 from fabricsim.scenario.cluster import CollectiveSpec
@@ -225,54 +225,20 @@ def _best(fabric: Fabric, coll: str, size: int, algos: list[str | None],
     ``algos``/``protos``: any): by NCCL's cost model, or the fastest (``select``)."""
     from fabricsim.collectives.tuner import default_tuner
 
-    tuner = default_tuner(fabric, select)
-    best, why = None, ScheduleError("nothing tried")
-    tried = []
-    for a in algos:
-        for p in protos:
-            try:
-                c = tuner.choose(fabric, coll, size, ranks, a, p, channels,
-                                 gpus_per_thread=gpus_per_thread)
-            except ScheduleError as e:
-                why = e
-                continue
-            tried.append(c)
-            if best is None or c.time < best.time:
-                best = c
-    if len(tried) > 1 and select == "nccl":  # NCCL ranks what its environment allows
-        pick = tuner.nccl_pick(fabric, coll, size, ranks,
-                               [(c.algorithm, c.protocol) for c in tried])
-        if pick is not None:
-            best = tried[pick]
-    if best is None:
-        if algos == [None] and protos == [None]:  # nothing narrowed the choice: the reason
-            raise why
-        raise ConfigError(f"no allowed algorithm/protocol runs {coll} here: {why.message}",
-                          field="NCCL_ALGO") from why
-    return best
+    return default_tuner(fabric, select).choose_among(
+        fabric, coll, size, ranks, algos, protos, channels, gpus_per_thread=gpus_per_thread)
 
 
 def _sweep(job: CollectiveBench, fabric: Fabric, algo: str | None, backend: Any,
            on_size: Callable[[int, int, int], None] | None) -> list[BenchRow]:
     """The rows of one algorithm (``None``: NCCL's choice under the job's environment)."""
-    from fabricsim.collectives import ALGORITHMS, Group, run_collective
+    from fabricsim.collectives import Group, run_collective
     from fabricsim.collectives.accuracy import band, envelope_warning
     from fabricsim.collectives.busbw import bandwidths
     from fabricsim.protocols import PROTOCOL_LABELS, PROTOCOLS
 
     coll, env = job.collective, job.env
-    algos: list[str | None] = [algo]
-    protos: list[str | None] = [job.proto]
-    if algo is None and env.restricts:
-        auto = [a.name for a in ALGORITHMS.values() if a.auto]
-        extra = ["sharp", "nvls_sharp"] if env.collnet else []
-        algos[:] = env.allowed_algorithms([*auto, *extra], coll)
-        if not algos:
-            raise ConfigError(f"NCCL_ALGO/NCCL_NVLS_ENABLE leave no algorithm to run "
-                              f"{coll}", field="NCCL_ALGO")
-    allowed_protos = env.protocol_set(coll)
-    if job.proto is None and allowed_protos is not None:
-        protos[:] = sorted(allowed_protos)
+    algos, protos = env.choices(coll, algo, job.proto)
     ranks = list(job.ranks) if job.ranks else None
     try:  # the ranks checked against the cluster, once
         group = Group.of(fabric, ranks)
