@@ -262,7 +262,7 @@ def tuning_hardware(fabric: Fabric) -> tuple[str, str]:
 # net / sharp efficiencies leave out packet framing, which eff_array() multiplies in per
 #   transport (fabricsim.transport: IB x0.9937, RoCE/SRD x0.980): on InfiniBand they act
 #   as 0.24 / 0.60 / 0.96, the values before framing was split out.
-# crossing_per_channel 1.5 us, every protocol (thread_bytes are NCCL's own): a network
+# crossing_per_channel 1.25 us, every protocol (thread_bytes are NCCL's own): a network
 #   crossing of a collective (schedule.core.Crossings) costs this per channel the
 #   operation runs on, so small operations on one or two channels pay little and those
 #   of 256 KiB and more, on all of them, pay the full price. Without it rows of several
@@ -270,14 +270,16 @@ def tuning_hardware(fabric: Fabric) -> tuple[str, str]:
 #   at 1 MiB: 37 us against 72-94 measured) while 8-byte latencies were right. Fitted by
 #   benchmarks/accuracy_nccl.py on the rows of several servers of 23 sources (each
 #   source's median absolute log error, summed); each source left out in turn gives
-#   1.5-2.0 us, and the held-out table is computed that way. It was 1.75 until NVLS got
+#   1.0-1.5 us, and the held-out table is computed that way. It was 1.75 until NVLS got
 #   its Simple latency and NVLSTree its NICs striped (above, collectives.nvls): the fit
-#   on every source moved to 1.5. Which part of a crossing
+#   on every source moved to 1.5; 1.5 until the 33 rows of two GB200 racks (OCI) ran
+#   with NVLS off, as their manifest sets it (they had pulled the fit up). Which part of a
+#   crossing
 #   grows with the channels (proxy posts, NIC doorbells, completions) is not resolved.
 _LAUNCH = 7.96e-6
 _LAUNCH_PER_GPU = 3.18e-6
 _NVLS_GEN4 = 0.707
-_CROSSING = 1.5e-6
+_CROSSING = 1.25e-6
 _SIMPLE_NVLINK_HOP = 8.83e-6
 _NVLS_HOP = 4.25e-6
 _LL128_AMPERE = 0.603

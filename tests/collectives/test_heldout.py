@@ -99,7 +99,7 @@ def test_bench_prints_the_band_and_the_warning() -> None:
 # The issue-34 targets, held out: expected to fail until the model meets them.
 TARGETS = [("several servers, bandwidth", "median", 0.07),
            ("several servers, bandwidth", "p90", 0.20),
-           ("one server, 1-16 MiB", "median", 0.10), ("all scopes, latency", "median", 0.15),
+           ("one server, 1-16 MiB", "median", 0.10),
            ("InfiniBand, bandwidth", "median", 0.10), ("RoCE, bandwidth", "median", 0.10),
            ("EFA, bandwidth", "median", 0.10), ("NVLink racks, bandwidth", "median", 0.10)]
 
@@ -113,3 +113,10 @@ def test_heldout_error_meets_the_target(group: str, stat: str, target: float) ->
 def test_one_server_bandwidth_holds_its_median() -> None:
     """The one group inside its target today (issue 34: 10 %): kept there."""
     assert heldout()["groups"]["one server, bandwidth"]["median"] <= 0.10
+
+
+def test_small_message_time_meets_its_target() -> None:
+    """Issue 34's latency target (median <= 15 %), met since the rows run with the NCCL
+    environment they document and p4d with the Simple protocol AWS's plugin forces:
+    kept there."""
+    assert heldout()["groups"]["all scopes, latency"]["median"] <= 0.15
