@@ -368,12 +368,15 @@ def tree_kernel_rate(fabric: Fabric, servers: int, channels: int) -> float:
 #: shard out of the switch, feeds the tree between servers and multicasts the result back,
 #: all in one kernel, so the kernel, not the links, sets its pace. Source: NCCL's tuning
 #: model (``src/graph/tuning.cc``, ``perChMaxNVLSTreeBws``: NVIDIA's figures for its own
-#: NVLSTree kernels, in bus bandwidth). Rows 1078-1084 (two DGX H100: NVLSTree peaks 9 %
+#: NVLSTree kernels, in bus bandwidth), as in NCCL 2.28.9-2.29, the versions the published
+#: Blackwell runs used; NCCL 2.30 raised Blackwell's 3-or-more figure to 80 together with
+#: its retuned Blackwell NVLSTree (24 channels and larger chunks from 3 servers with 400G
+#: NICs, ``ncclNvlsTreeSm100Tuning``). Rows 1078-1084 (two DGX H100: NVLSTree peaks 9 %
 #: below NVLS on one server, whose algorithm bandwidth the links alone would keep) check it;
 #: see docs/collectives.md.
 NVLSTREE_HEAD_BUSBW_GBYTE_S: dict[str, tuple[float, float]] = {
     "nvlink4": (57.7, 45.5),    # Hopper
-    "nvlink5": (96.0, 80.0),    # Blackwell
+    "nvlink5": (96.0, 43.8),    # Blackwell (NCCL 2.28.9-2.29; 80 from 2.30)
 }
 
 #: NCCL's most NVLS heads per server (``NCCL_MAX_NVLS_ARITY``).

@@ -395,12 +395,12 @@ class BenchReport:
         such size, or the sweep is not NCCL's choice).
 
         >>> from fabricsim.scenario import load_scenario_text
-        >>> sc = load_scenario_text("cluster: {system: aws-p4d, nodes: 2}\\n"
-        ...                         "collective: {minbytes: 4M, maxbytes: 4M}")
+        >>> sc = load_scenario_text("cluster: {system: dgx-a100, nodes: 2}\\n"
+        ...                         "collective: {minbytes: 16M, maxbytes: 16M}")
         >>> job = bench_job(sc)
         >>> fab = job.cluster.build()
         >>> run_bench(job, fab).headroom(fab)[:60]
-        "4,194,304 B: NCCL's choice ring/LL128 takes 1.88x the time t"
+        "16,777,216 B: NCCL's choice ring/LL128 takes 1.46x the time "
         """
         from fabricsim.collectives.tuner import default_tuner
 
