@@ -231,3 +231,16 @@ def test_a_plugin_that_forces_simple_is_said_and_a_users_protocol_overrides_it(
     assert main(["bench", "all_reduce", "--system", "aws-p5", "--nodes", "2", "-b", "8",
                  "-e", "8"]) == 0
     assert "EFA plugin" not in capsys.readouterr().out
+
+
+def test_nccl_algo_leaves_point_to_point_collectives_alone(monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    """NCCL_ALGO narrows NCCL's collective algorithms; all-to-all and send/recv are
+    point-to-point, which it does not touch: an environment with NCCL_ALGO=Ring still runs
+    them, as NCCL does (it used to stop with 'leave no algorithm')."""
+    from fabricsim.cli.app import main
+
+    monkeypatch.setenv("NCCL_ALGO", "Ring")
+    for coll in ("alltoall", "sendrecv"):
+        assert main(["bench", coll, "--system", "dgx-h100", "--nodes", "2", "-b", "1M",
+                     "-e", "1M", "--json"]) == 0
+        assert json.loads(capsys.readouterr().out.splitlines()[0])["algorithm"] == "direct"

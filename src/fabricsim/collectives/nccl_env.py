@@ -5,7 +5,7 @@ every ``NCCL_*`` variable in it is one of:
 
 * **honoured** — ``NCCL_ALGO`` and ``NCCL_PROTO`` (a list, ``^`` and a list to exclude,
   or NCCL 2.24's per-collective form ``"ring;allreduce:tree,ring"``) narrow the tuner's
-  choice; ``NCCL_NVLS_ENABLE`` (0, 1, 2) and ``NCCL_COLLNET_ENABLE`` (0, 1) turn NVLink
+  choice (``NCCL_ALGO`` not for all-to-all and send/recv, which NCCL runs point to point); ``NCCL_NVLS_ENABLE`` (0, 1, 2) and ``NCCL_COLLNET_ENABLE`` (0, 1) turn NVLink
   SHARP and in-network reduction off or on; ``NCCL_MIN_NCHANNELS`` / ``NCCL_MAX_NCHANNELS``
   (and their newer names ``NCCL_MIN_CTAS`` / ``NCCL_MAX_CTAS``) clamp the channels the
   model runs; ``NCCL_IB_QPS_PER_CONNECTION`` (1-128) is the queue pairs per connection
@@ -118,11 +118,17 @@ class NcclEnv:
         ['ring', 'tree']
         >>> nccl_env({}).choices("all_reduce", proto="simple")
         ([None], ['simple'])
+        >>> nccl_env({"NCCL_ALGO": "Ring"}).choices("alltoall")  # point-to-point: not NCCL_ALGO's
+        ([None], [None])
+        >>> nccl_env({"NCCL_PROTO": "Simple"}).choices("alltoall")
+        ([None], ['simple'])
         """
         from fabricsim.collectives.registry import ALGORITHMS
+        from fabricsim.collectives.tuner import P2P_COLLECTIVES
 
         algos: list[str | None] = [algo]
-        if algo is None and self.restricts:
+        # NCCL's point-to-point collectives take no NCCL_ALGO (nor NVLS or CollNet)
+        if algo is None and self.restricts and collective not in P2P_COLLECTIVES:
             auto = [a.name for a in ALGORITHMS.values()
                     if a.auto and a.runtime == "nccl" and collective in a.collectives]
             extra = ["sharp", "nvls_sharp"] if self.collnet else []
