@@ -5,7 +5,8 @@ every ``NCCL_*`` variable in it is one of:
 
 * **honoured** — ``NCCL_ALGO`` and ``NCCL_PROTO`` (a list, ``^`` and a list to exclude,
   or NCCL 2.24's per-collective form ``"ring;allreduce:tree,ring"``) narrow the tuner's
-  choice (``NCCL_ALGO`` not for all-to-all and send/recv, which NCCL runs point to point); ``NCCL_NVLS_ENABLE`` (0, 1, 2) and ``NCCL_COLLNET_ENABLE`` (0, 1) turn NVLink
+  choice (``NCCL_ALGO`` not for all-to-all and send/recv, which NCCL runs point to
+  point); ``NCCL_NVLS_ENABLE`` (0, 1, 2) and ``NCCL_COLLNET_ENABLE`` (0, 1) turn NVLink
   SHARP and in-network reduction off or on; ``NCCL_MIN_NCHANNELS`` / ``NCCL_MAX_NCHANNELS``
   (and their newer names ``NCCL_MIN_CTAS`` / ``NCCL_MAX_CTAS``) clamp the channels the
   model runs; ``NCCL_IB_QPS_PER_CONNECTION`` (1-128) is the queue pairs per connection
