@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from fabricsim.catalog import get_catalog, with_systems
-from fabricsim.collectives import Tuner, predict_time
+from fabricsim.collectives import Tuner
 from fabricsim.collectives.busbw import busbw_factor
 from fabricsim.fabric import build_cluster
 
@@ -227,20 +227,15 @@ _CATALOGS: dict[str, Any] = {}
 def predict_us(c: Case, tuner: Tuner | None = None) -> float:
     """The time (us) the row's run takes by the model: NCCL's choice, narrowed by what
     the run forced and by the NCCL environment it documents (as ``bench`` narrows it)."""
-    fab = fabric_of(c)
-    if not c.env:
-        return predict_time(fab, c.collective, c.nbytes, algo=c.algo, proto=c.proto,
-                            tuner=tuner, gpus_per_thread=c.gpus_per_thread) * 1e6
     from fabricsim.collectives.nccl_env import nccl_env
-    from fabricsim.collectives.tuner import default_channels, default_tuner
+    from fabricsim.collectives.tuner import default_tuner
 
+    fab = fabric_of(c)
     env = nccl_env(dict(c.env))
     algos, protos = env.choices(c.collective, c.algo, c.proto)
     t = tuner or default_tuner(fab)
-    channels = None
-    if env.min_channels is not None or env.max_channels is not None:
-        channels = env.channels(default_channels(t.group_of(fab, None)))
-    return t.choose_among(fab, c.collective, c.nbytes, None, algos, protos, channels,
+    return t.choose_among(fab, c.collective, c.nbytes, None, algos, protos,
+                          env.channels_of(t.group_of(fab, None)),
                           gpus_per_thread=c.gpus_per_thread).time * 1e6
 
 

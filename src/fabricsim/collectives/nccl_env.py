@@ -34,9 +34,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fabricsim.errors import ConfigError
+
+if TYPE_CHECKING:
+    from fabricsim.collectives.registry import Group
 
 __all__ = ["HONOURED", "NCCL_ALGOS", "NCCL_PROTOS", "NO_EFFECT", "NcclEnv", "nccl_env"]
 
@@ -141,6 +144,22 @@ class NcclEnv:
         protos: list[str | None] = [proto] if proto is not None or allowed is None \
             else list(sorted(allowed))
         return algos, protos
+
+    def channels_of(self, group: Group) -> int | None:
+        """The channels the model runs for ``group`` under ``NCCL_MIN/MAX_NCHANNELS``
+        (its default channels clamped); ``None`` where neither is set.
+
+        >>> from fabricsim.fabric import build_cluster
+        >>> from fabricsim.collectives.registry import Group
+        >>> g = Group.of(build_cluster("dgx-h100", 2))
+        >>> nccl_env({"NCCL_MAX_NCHANNELS": "4"}).channels_of(g), nccl_env({}).channels_of(g)
+        (4, None)
+        """
+        if self.min_channels is None and self.max_channels is None:
+            return None
+        from fabricsim.collectives.tuner import default_channels
+
+        return self.channels(default_channels(group))
 
     def channels(self, default: int) -> int:
         """``default`` channels clamped to ``NCCL_MIN/MAX_NCHANNELS``."""

@@ -244,16 +244,12 @@ def _sweep(job: CollectiveBench, fabric: Fabric, algo: str | None, backend: Any,
         group = Group.of(fabric, ranks)
     except ConfigError as e:
         raise ConfigError(e.message, field="collective.ranks") from None
-    channels = None
-    if env.min_channels is not None or env.max_channels is not None:
-        if job.backend != "analytic":
-            raise ConfigError("NCCL_MIN_NCHANNELS/NCCL_MAX_NCHANNELS are honoured by the "
-                              "analytic backend; the flow and packet backends run the "
-                              "model's own channels: unset them or use --backend analytic",
-                              field="NCCL_MAX_NCHANNELS")
-        from fabricsim.collectives.tuner import default_channels
-
-        channels = env.channels(default_channels(group))
+    channels = env.channels_of(group)
+    if channels is not None and job.backend != "analytic":
+        raise ConfigError("NCCL_MIN_NCHANNELS/NCCL_MAX_NCHANNELS are honoured by the "
+                          "analytic backend; the flow and packet backends run the "
+                          "model's own channels: unset them or use --backend analytic",
+                          field="NCCL_MAX_NCHANNELS")
     tsize = DATATYPES[job.datatype]
     n = group.n
     align = tsize * (n if coll in ("all_gather", "reduce_scatter", "alltoall") else 1)
