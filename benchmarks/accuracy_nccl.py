@@ -224,9 +224,10 @@ _FABRICS: dict[tuple[Any, ...], Any] = {}
 _CATALOGS: dict[str, Any] = {}
 
 
-def predict_us(c: Case, tuner: Tuner | None = None) -> float:
-    """The time (us) the row's run takes by the model: NCCL's choice, narrowed by what
-    the run forced and by the NCCL environment it documents (as ``bench`` narrows it)."""
+def choose(c: Case, tuner: Tuner | None = None) -> Any:
+    """What the row's run is by the model (:class:`fabricsim.collectives.tuner.Choice`):
+    NCCL's choice, narrowed by what the run forced and by the NCCL environment it
+    documents (as ``bench`` narrows it)."""
     from fabricsim.collectives.nccl_env import nccl_env
     from fabricsim.collectives.tuner import default_tuner
 
@@ -236,7 +237,12 @@ def predict_us(c: Case, tuner: Tuner | None = None) -> float:
     t = tuner or default_tuner(fab)
     return t.choose_among(fab, c.collective, c.nbytes, None, algos, protos,
                           env.channels_of(t.group_of(fab, None)),
-                          gpus_per_thread=c.gpus_per_thread).time * 1e6
+                          gpus_per_thread=c.gpus_per_thread)
+
+
+def predict_us(c: Case, tuner: Tuner | None = None) -> float:
+    """The time (us) the row's run takes by the model (:func:`choose`)."""
+    return float(choose(c, tuner).time) * 1e6
 
 
 def predict(c: Case, tuner: Tuner | None = None) -> float:
@@ -501,12 +507,14 @@ def _spread(errs: list[float]) -> dict[str, float]:
 
 def heldout_table(cs: list[Case], errors: list[float]) -> dict[str, Any]:
     """Held-out error per accuracy group (:mod:`fabricsim.collectives.accuracy`) over the
-    primary rows of sources no constant was fitted on, and the measured envelope (servers
-    and sizes) per system over every row."""
-    from fabricsim.collectives.accuracy import group_of, kind_of
+    primary rows of sources no constant was fitted on, the same rows grouped by NCCL's
+    choice (``by_choice``: the algorithm and protocol the library's model runs), and the
+    measured envelope (servers and sizes) per system over every row."""
+    from fabricsim.collectives.accuracy import choice_group, group_of, kind_of
 
     fitted = fit_sources([c for c in cs if c.row < 3000])  # the measurements*.csv rows
     by: dict[str, list[tuple[float, str]]] = {}
+    by_choice: dict[str, list[tuple[float, str]]] = {}
     envelope: dict[str, dict[str, int]] = {}
     variants = published().nic_variants()
     for c, e in zip(cs, errors, strict=True):
@@ -527,11 +535,17 @@ def heldout_table(cs: list[Case], errors: list[float]) -> dict[str, Any]:
             into.append("one server, 1-16 MiB")
         for g in into:
             by.setdefault(g, []).append((e, c.source))
-    groups = {g: {"rows": len(v), "sources": len({s for _, s in v}),
-                  **_spread([e for e, _ in v])} for g, v in sorted(by.items())}
+        ch = choose(c)
+        by_choice.setdefault(choice_group(fab, c.collective, c.nbytes, ch.algorithm,
+                                          ch.protocol), []).append((e, c.source))
+
+    def table(groups: dict[str, list[tuple[float, str]]]) -> dict[str, Any]:
+        return {g: {"rows": len(v), "sources": len({s for _, s in v}),
+                    **_spread([e for e, _ in v])} for g, v in sorted(groups.items())}
+
     return {"generated_by": "python benchmarks/accuracy_nccl.py --write-heldout",
-            "held_out_from": sorted(fitted), "groups": groups,
-            "envelope": dict(sorted(envelope.items()))}
+            "held_out_from": sorted(fitted), "groups": table(by),
+            "by_choice": table(by_choice), "envelope": dict(sorted(envelope.items()))}
 
 
 def per_source(cs: list[Case], errors: list[float]) -> dict[str, dict[str, Any]]:
@@ -578,6 +592,7 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps({"per_source": per_source(every, errors)}))
     table = heldout_table(every, errors)
     print(json.dumps({"held_out": table["groups"]}))
+    print(json.dumps({"held_out_by_choice": table["by_choice"]}))
     if args.write_heldout:
         HELDOUT_JSON.write_text(json.dumps(table, indent=1) + "\n", encoding="utf-8")
     return 0

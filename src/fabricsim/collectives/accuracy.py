@@ -15,6 +15,14 @@ Groups: the scope (one server or NVLink domain; several servers over ``InfiniBan
 apart). A group with fewer than :data:`MIN_ROWS` rows or :data:`MIN_SOURCES` sources
 borrows the band of its kind over all scopes.
 
+The same rows are also grouped by what NCCL runs: one server or several, the kind, and
+the algorithm and protocol of NCCL's choice (:func:`choice_group`, e.g. ``several
+servers, bandwidth, tree/LL128``). The model's error depends on the algorithm it times
+as much as on the fabric, and often leans one way (the signed median):
+:func:`choice_band` gives that group's figures where it has :data:`MIN_ROWS` rows from
+:data:`MIN_CHOICE_SOURCES` sources, so ``bench`` can say, for instance, that its
+tree/LL128 figures across servers have come out faster than measured.
+
 Example
 -------
 >>> from fabricsim.fabric import build_cluster
@@ -24,6 +32,8 @@ Example
 >>> b = band(fab, "all_reduce", 2**30)
 >>> 0 < b.median < 1, b.rows >= MIN_ROWS
 (True, True)
+>>> choice_group(fab, "all_reduce", 2**20, "tree", "ll128")
+'several servers, bandwidth, tree/LL128'
 """
 
 from __future__ import annotations
@@ -42,6 +52,11 @@ BANDWIDTH_MIN_BYTES = 2**20
 #: A group needs this many held-out rows, from this many sources, to carry its own band.
 MIN_ROWS = 10
 MIN_SOURCES = 2
+#: A group of NCCL's choice needs rows from this many sources to carry a band: one
+#: cluster's run of one algorithm says more about that cluster than about the model.
+MIN_CHOICE_SOURCES = 3
+#: A signed median below this (either way) is no lean: it is inside the rows' scatter.
+LEAN_MIN = 0.02
 #: Servers beyond this factor of the largest validated run of a system are out of reach.
 SCALE_REACH = 2.0
 
@@ -79,6 +94,18 @@ def group_of(fabric: Fabric, collective: str, nbytes: float,
     return f"{scope_of(fabric, servers)}, {kind_of(collective, nbytes)}"
 
 
+def choice_group(fabric: Fabric, collective: str, nbytes: float, algorithm: str,
+                 protocol: str, servers: int | None = None) -> str:
+    """The accuracy group of NCCL's choice: one server or several, the kind, and the
+    algorithm/protocol that runs (the protocol as NCCL prints it)."""
+    from fabricsim.protocols import PROTOCOL_LABELS
+
+    n = fabric.info.servers if servers is None else servers
+    where = "one server" if n <= 1 else "several servers"
+    proto = PROTOCOL_LABELS.get(protocol.lower(), protocol)
+    return f"{where}, {kind_of(collective, nbytes)}, {algorithm}/{proto}"
+
+
 @dataclass(frozen=True)
 class Band:
     """Held-out error of a group: median and 90th percentile of the absolute relative
@@ -91,6 +118,9 @@ class Band:
     p90: float
     rows: int
     sources: int
+    #: Median of the signed error: above 0 the model's figure (bus bandwidth, or time for
+    #: latency rows) has come out above the measured one.
+    signed_median: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -98,6 +128,25 @@ class Band:
     def label(self) -> str:
         """``± 14 %``, as printed beside a figure."""
         return f"± {self.median * 100:.0f} %"
+
+    def lean(self) -> str:
+        """Which way the model's figures have erred, in words (the signed median; time is
+        compared for latency rows, bus bandwidth otherwise).
+
+        >>> Band("x, bandwidth", 0.28, 0.9, 59, 7, 0.21).lean()
+        'median +21 %: the model has been faster than measured'
+        >>> Band("x, latency", 0.2, 0.5, 20, 4, 0.15).lean()
+        'median +15 %: the model has been slower than measured'
+        >>> Band("x, bandwidth", 0.1, 0.4, 124, 14, 0.001).lean()
+        'median +0 %: no lean either way'
+        """
+        if abs(self.signed_median) < LEAN_MIN:
+            return f"median {self.signed_median * 100:+.0f} %: no lean either way"
+        faster = self.signed_median > 0
+        if self.group.split(", ")[1:2] == ["latency"]:
+            faster = not faster
+        return (f"median {self.signed_median * 100:+.0f} %: the model has been "
+                f"{'faster' if faster else 'slower'} than measured")
 
 
 @cache
@@ -108,7 +157,8 @@ def heldout() -> dict[str, Any]:
 
 def _band(name: str, g: dict[str, Any]) -> Band:
     return Band(group=name, median=float(g["median"]), p90=float(g["p90"]),
-                rows=int(g["rows"]), sources=int(g["sources"]))
+                rows=int(g["rows"]), sources=int(g["sources"]),
+                signed_median=float(g.get("signed_median", 0.0)))
 
 
 def band(fabric: Fabric, collective: str, nbytes: float, servers: int | None = None) -> Band:
@@ -120,6 +170,23 @@ def band(fabric: Fabric, collective: str, nbytes: float, servers: int | None = N
         return _band(name, g)
     kind = f"all scopes, {kind_of(collective, nbytes)}"
     return _band(kind, groups[kind])
+
+
+def choice_band(fabric: Fabric, collective: str, nbytes: float, algorithm: str,
+                protocol: str, servers: int | None = None) -> Band | None:
+    """The held-out error of NCCL's choice (:func:`choice_group`), or ``None`` where
+    fewer than :data:`MIN_ROWS` rows from :data:`MIN_CHOICE_SOURCES` sources back it.
+
+    >>> from fabricsim.fabric import build_cluster
+    >>> b = choice_band(build_cluster("dgx-h100", 2), "all_reduce", 2**30, "ring", "simple")
+    >>> b.group, b.sources >= MIN_CHOICE_SOURCES
+    ('several servers, bandwidth, ring/Simple', True)
+    """
+    name = choice_group(fabric, collective, nbytes, algorithm, protocol, servers)
+    g = heldout().get("by_choice", {}).get(name)
+    if g is None or g["rows"] < MIN_ROWS or g["sources"] < MIN_CHOICE_SOURCES:
+        return None
+    return _band(name, g)
 
 
 def envelope_warning(fabric: Fabric, sizes: list[int] | tuple[int, ...],

@@ -102,6 +102,10 @@ class BenchRow(SizeRow):
     #: figure is ``busbw ± band``; :mod:`fabricsim.collectives.accuracy`).
     band: float = 0.0
     band_group: str = ""
+    #: The same for the group of NCCL's choice, where enough rows back it (else 0 and
+    #: ""; :func:`fabricsim.collectives.accuracy.choice_band`).
+    choice_band: float = 0.0
+    choice_group: str = ""
     #: Why published measurements do not cover this row ("" when they do).
     envelope: str = ""
 
@@ -233,7 +237,7 @@ def _sweep(job: CollectiveBench, fabric: Fabric, algo: str | None, backend: Any,
            on_size: Callable[[int, int, int], None] | None) -> list[BenchRow]:
     """The rows of one algorithm (``None``: NCCL's choice under the job's environment)."""
     from fabricsim.collectives import Group, run_collective
-    from fabricsim.collectives.accuracy import band, envelope_warning
+    from fabricsim.collectives.accuracy import band, choice_band, envelope_warning
     from fabricsim.collectives.busbw import bandwidths
     from fabricsim.protocols import PROTOCOL_LABELS, PROTOCOLS
 
@@ -279,12 +283,15 @@ def _sweep(job: CollectiveBench, fabric: Fabric, algo: str | None, backend: Any,
                 else 0.0
         alg, bus = bandwidths(coll, size, t, n)
         b = band(fabric, coll, size, servers)
+        cb = choice_band(fabric, coll, size, alg_name, pr, servers)
         rows.append(BenchRow(size_bytes=size, count=_count(coll, size, tsize, n),
                              type=job.datatype, redop=job.op if reduces else "none",
                              root=job.root if coll in ("broadcast", "reduce") else -1,
                              time_us=t * 1e6, algbw_gbps=alg / 1e9, busbw_gbps=bus / 1e9,
                              algorithm=alg_name, protocol=PROTOCOL_LABELS.get(pr, pr),
                              band=b.median, band_group=b.group,
+                             choice_band=cb.median if cb else 0.0,
+                             choice_group=cb.group if cb else "",
                              envelope=envelope_warning(fabric, [size], servers) or ""))
     return rows
 
@@ -327,12 +334,19 @@ class BenchReport:
 
     def accuracy(self) -> list[dict[str, Any]]:
         """The held-out error band of each accuracy group the rows fall in, with its
-        figures (:class:`fabricsim.collectives.accuracy.Band`)."""
+        figures (:class:`fabricsim.collectives.accuracy.Band`): first the groups by
+        scope (``"by": "scope"``), then those of NCCL's choice (``"by": "choice"``)."""
         from fabricsim.collectives.accuracy import heldout
 
-        groups = heldout()["groups"]
-        seen = dict.fromkeys(r.band_group for rows in self.rows.values() for r in rows)
-        return [{"group": g, **groups[g]} for g in seen if g in groups]
+        table = heldout()
+        rows = [r for rs in self.rows.values() for r in rs]
+        out = []
+        for by, key, col in (("scope", "groups", "band_group"),
+                             ("choice", "by_choice", "choice_group")):
+            groups = table.get(key, {})
+            seen = dict.fromkeys(getattr(r, col) for r in rows)
+            out += [{"group": g, "by": by, **groups[g]} for g in seen if g in groups]
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         """Every algorithm's curve (``auto``: NCCL's choice), a column per figure, and
@@ -345,7 +359,9 @@ class BenchReport:
                             "busbw_gbps": [r.busbw_gbps for r in rows],
                             "choice": [f"{r.algorithm}/{r.protocol}".lower() for r in rows],
                             "band": [r.band for r in rows],
-                            "band_group": [r.band_group for r in rows]}
+                            "band_group": [r.band_group for r in rows],
+                            "choice_band": [r.choice_band for r in rows],
+                            "choice_group": [r.choice_group for r in rows]}
                            for a, rows in self.rows.items()],
                 "accuracy": self.accuracy(),
                 "skipped": dict(self.skipped), "warnings": self.warnings}
