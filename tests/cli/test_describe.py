@@ -53,6 +53,25 @@ def test_describe_table_output(capsys: pytest.CaptureFixture[str]) -> None:
     assert "efa" in out and "bisection" in out
 
 
+def test_describe_says_what_nccl_is_told(capsys: pytest.CaptureFixture[str],
+                                         tmp_path: Path) -> None:
+    _, out, _ = run(capsys, "describe", "--system", "aws-p4d", "--nodes", "2", "--json")
+    d = json.loads(out)
+    assert d["nccl"] == {"qps_per_connection": 1, "net_plugin_latency_us": 75.0,
+                         "plugin_proto": "simple"}
+    assert any("NCCL_PROTO=simple" in n for n in d["notes"])
+    sc = tmp_path / "qps.yaml"
+    sc.write_text("cluster:\n  system: dgx-h100\n  nodes: 2\n  fabric: roce-400g\n"
+                  "  params: {qps: 4}\n", encoding="utf-8")
+    _, out, _ = run(capsys, "describe", str(sc), "--json")
+    assert json.loads(out)["nccl"] == {"qps_per_connection": 4, "net_plugin_latency_us": 0.0,
+                                       "plugin_proto": ""}
+    _, out, _ = run(capsys, "describe", "--system", "dgx-h100", "--nodes", "1", "--json")
+    assert json.loads(out)["nccl"] == {}  # no network: nothing to tell
+    code, out, _ = run(capsys, "describe", "--system", "aws-p4d", "--nodes", "2")
+    assert code == 0 and "NCCL" in out and "sets NCCL_PROTO=simple" in out
+
+
 def test_describe_from_scenario(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "describe", str(ROOT / "examples" / "reference-256.yaml"),
                        "--json")

@@ -145,6 +145,24 @@ def _ici_row(ici: dict[str, object]) -> str:
             f"{float(ici['bisection_gbps']):,.0f} GB/s per direction")  # type: ignore[arg-type]
 
 
+def nccl_row(nccl: dict[str, Any]) -> str:
+    """``1 QP per connection; network plugin reports 75 µs, sets NCCL_PROTO=simple``.
+
+    >>> nccl_row({"qps_per_connection": 4, "net_plugin_latency_us": 0.0,
+    ...           "plugin_proto": ""})
+    "4 QPs per connection; NCCL's own network transport"
+    """
+    q = int(nccl["qps_per_connection"])
+    out = f"{q} QP{'s' if q > 1 else ''} per connection; "
+    lat, proto = float(nccl["net_plugin_latency_us"]), str(nccl["plugin_proto"])
+    if not lat and not proto:
+        return out + "NCCL's own network transport"
+    said = [f"reports {lat:g} µs to NCCL's tuner"] if lat else []
+    if proto:
+        said.append(f"sets NCCL_PROTO={proto}")
+    return out + "network plugin " + ", ".join(said)
+
+
 def print_summary(s: ClusterSummary) -> None:
     """Render a ClusterSummary as rich tables."""
     head = Table(title=f"{s.servers} × {s.system} on {s.fabric} ({s.topology})",
@@ -166,6 +184,8 @@ def print_summary(s: ClusterSummary) -> None:
         ("bisection bandwidth", f"{s.bisection_bandwidth_gbps:,.1f} GB/s per direction"),
         ("bottleneck", s.bottleneck),
     ]
+    if s.nccl:
+        rows.append(("NCCL", nccl_row(s.nccl)))
     for k, v in rows:
         head.add_row(k, v)
     console.print(head)

@@ -74,6 +74,11 @@ class ClusterSummary(Tabular):
     #: TPU slices (empty for GPU clusters): shape, wraparound per dimension, twisted,
     #: slices, chips per slice, ICI bisection (GB/s, one direction).
     ici: dict[str, Any] = field(default_factory=dict)
+    #: What NCCL is told or made to do on this cluster's network (empty without one):
+    #: ``qps_per_connection`` (``NCCL_IB_QPS_PER_CONNECTION``), ``net_plugin_latency_us``
+    #: (the latency the NICs' network plugin reports to NCCL's tuner; 0: NCCL's own
+    #: transport) and ``plugin_proto`` (the ``NCCL_PROTO`` the plugin sets; "": none).
+    nccl: dict[str, Any] = field(default_factory=dict)
 
     def _record(self) -> dict[str, Any]:
         rec = self.as_dict()
@@ -179,6 +184,16 @@ def summarize(fabric: Fabric) -> ClusterSummary:
     else:
         bottleneck = "none: a single server without a network path"
     notes.extend(str(n) for n in info.extra.get("notes", []))
+    nccl: dict[str, Any] = {}
+    if info.nics_per_server and info.servers > 1:
+        nccl = {"qps_per_connection": int(info.qps),
+                "net_plugin_latency_us": round(info.net_plugin_latency * 1e6, 3),
+                "plugin_proto": info.plugin_proto}
+        if info.plugin_proto:
+            notes.append(f"the NICs' network plugin sets NCCL_PROTO={info.plugin_proto} for "
+                         f"the whole process (they do not deliver 128-byte blocks in order, "
+                         f"which LL and LL128 need): bench runs {info.plugin_proto} only "
+                         f"unless --proto or NCCL_PROTO says otherwise")
     return ClusterSummary(
         system=info.system, gpu=info.gpu, fabric=info.fabric, topology=info.topology,
         transport=info.transport, gpus=fabric.n_gpus, servers=info.servers,
@@ -188,7 +203,7 @@ def summarize(fabric: Fabric) -> ClusterSummary:
         oversubscription=round(float(info.oversubscription), 4),
         bisection_bandwidth_gbps=_gbps(info.bisection_bandwidth), hierarchy=levels,
         bottleneck=bottleneck, lossless=info.lossless, sharp=info.sharp, notes=notes,
-        ici=ici,
+        ici=ici, nccl=nccl,
     )
 
 
