@@ -103,6 +103,7 @@ def test_a_job_runs_streams_progress_and_keeps_its_result(client: TestClient) ->
     assert js.json() == job["result"] and "attachment" in js.headers["content-disposition"]
     csv = client.get(f"/api/jobs/{jid}/result.csv").text.splitlines()
     assert csv[0].startswith("design,name,fabric,gpus,algorithm,size_bytes,busbw_gbps")
+    assert csv[0].endswith("chosen,band,band_group,choice_band,choice_group")
     assert len(csv) > 10
     assert client.get(f"/api/jobs/{jid}/designs/0.yaml").text == SMALL
     assert client.get(f"/api/jobs/{jid}/designs/1.yaml").status_code == 404

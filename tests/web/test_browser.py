@@ -78,7 +78,11 @@ def test_change_a_design_run_it_and_the_chart_rerenders(page: Any) -> None:
     assert pg.get_attribute("#fig-busbw", "data-rendered") == "2"  # the same chart redrawn
     assert "roce-400g tuner" in _traces(pg, "busbw")
     assert pg.locator("#fig-busbw .main-svg .scatterlayer .trace").count() == len(first)
-    assert "roce-400g" in pg.inner_text("#summary")
+    summary = pg.inner_text("#summary")
+    assert "roce-400g" in summary
+    # the held-out band of the largest size, by group and by NCCL's choice
+    assert "± " in summary.split("held-out error there (its group)")[1].split("\n")[0]
+    assert "signed median" in summary.split("held-out error of that choice")[1]
 
     # the shareable address opens the same result
     pg.goto(pg.url.split("?")[0] + f"?job={job1}")

@@ -45,6 +45,14 @@ def test_bench_curves_per_algorithm_and_the_tuners_choice() -> None:
     fig = out["figures"]["busbw"]
     _check_figure(fig, series=len(names))
     assert fig["layout"]["xaxis"]["type"] == "log"
+    # the tuner's curve carries bench's held-out band as error bars, and says it on hover
+    tuner = fig["data"][0]
+    assert tuner["error_y"]["array"] == pytest.approx(
+        [y * e for y, e in zip(auto["busbw_gbps"], auto["band"], strict=True)])
+    big = auto["sizes"].index(2**30)
+    assert tuner["customdata"][big].startswith(f"{auto['choice'][big]}, ± "
+                                               f"{auto['band'][big] * 100:.0f} %")
+    assert all("error_y" not in t for t in fig["data"][1:])
     _check_figure(out["figures"]["time"], series=len(names))
     json.dumps(out, allow_nan=False)
 

@@ -269,10 +269,16 @@ def _csv_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
                 "gpus": d["cluster"]["summary"]["gpus"]}
         if kind == "bench":
             for c in d["bench"]["curves"]:
-                for s, b, t, ch in zip(c["sizes"], c["busbw_gbps"], c["time_us"],
-                                       c["choice"], strict=True):
+                n = len(c["sizes"])
+                for s, b, t, ch, band, bg, cband, cg in zip(
+                        c["sizes"], c["busbw_gbps"], c["time_us"], c["choice"],
+                        c.get("band") or [0.0] * n, c.get("band_group") or [""] * n,
+                        c.get("choice_band") or [0.0] * n,
+                        c.get("choice_group") or [""] * n, strict=True):
                     rows.append({**base, "algorithm": c["name"], "size_bytes": s,
-                                 "busbw_gbps": b, "time_us": t, "chosen": ch})
+                                 "busbw_gbps": b, "time_us": t, "chosen": ch,
+                                 "band": band, "band_group": bg, "choice_band": cband,
+                                 "choice_group": cg})
         elif kind == "ep":
             rows += [{**base, **flatten(r)} for r in d["ep"]["rows"]]
         elif kind == "scale":

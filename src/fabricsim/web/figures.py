@@ -126,9 +126,27 @@ def topology(design: dict[str, Any], tag: str = "") -> Fig:
     return {"data": data, "layout": lay}
 
 
+def _band_text(c: dict[str, Any]) -> list[str]:
+    """Each size's choice with its held-out band(s) for the hover: ``tree/ll128, ± 17 %
+    (tree/LL128 on several servers: ± 35 %)``; the choice alone where no band is known."""
+    out = []
+    bands = c.get("band") or [0.0] * len(c["choice"])
+    groups = c.get("choice_group") or [""] * len(c["choice"])
+    cbands = c.get("choice_band") or [0.0] * len(c["choice"])
+    for ch, b, g, cb in zip(c["choice"], bands, groups, cbands, strict=True):
+        text = f"{ch}, ± {b * 100:.0f} %" if b else ch
+        if g:
+            where, _, choice = g.split(", ")
+            text += f" ({choice} on {where}: ± {cb * 100:.0f} %)"
+        out.append(text)
+    return out
+
+
 def busbw(designs: Sequence[dict[str, Any]]) -> tuple[Fig, Fig]:
     """Bus bandwidth and time against size: one line per algorithm (the tuner's choice
-    bold, with the algorithm/protocol it picked at each size on hover)."""
+    bold, with the algorithm/protocol it picked at each size on hover). The tuner's
+    curve carries its held-out band as error bars (``bench``'s ``± band``), and the
+    hover names the band of its group and of NCCL's choice."""
     bw: list[dict[str, Any]] = []
     tm: list[dict[str, Any]] = []
     coll = ""
@@ -140,11 +158,17 @@ def busbw(designs: Sequence[dict[str, Any]]) -> tuple[Fig, Fig]:
             auto = c["name"] == "auto"
             name = _tag(designs, i, f"{fab} {'tuner' if auto else c['name']}")
             common = {"type": "scatter", "mode": "lines+markers" if auto else "lines",
-                      "name": name, "x": c["sizes"], "customdata": c["choice"],
+                      "name": name, "x": c["sizes"],
+                      "customdata": _band_text(c) if auto else c["choice"],
                       "line": {"color": color(fab) if auto else color(c["name"]),
                                "width": 3 if auto else 1.5, "dash": DASH[i % 2]},
                       "visible": True if auto or len(designs) == 1 else "legendonly"}
-            bw.append({**common, "y": c["busbw_gbps"], "hovertemplate":
+            bands = c.get("band") or []
+            err = ({"error_y": {"type": "data", "visible": True, "thickness": 1, "width": 3,
+                                "array": [y * e for y, e in zip(c["busbw_gbps"], bands,
+                                                                 strict=True)]}}
+                   if auto and bands and any(bands) else {})
+            bw.append({**common, **err, "y": c["busbw_gbps"], "hovertemplate":
                        "%{x:.3s}B: %{y:.1f} GB/s (%{customdata})<extra>" + name +
                        "</extra>"})
             tm.append({**common, "y": c["time_us"], "hovertemplate":

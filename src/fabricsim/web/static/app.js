@@ -180,6 +180,13 @@ function summaryRows(res) {
   if (res.kind === "bench") {
     add("largest size busbw GB/s (tuner)", (d) => d.bench.curves[0].busbw_gbps.at(-1));
     add("chosen at the largest", (d) => d.bench.curves[0].choice.at(-1));
+    add("held-out error there (its group)", (d) => `± ${(100 * d.bench.curves[0].band.at(-1)).toFixed(0)} % (${d.bench.curves[0].band_group.at(-1)})`);
+    add("held-out error of that choice", (d) => {
+      const g = d.bench.curves[0].choice_group.at(-1);
+      const a = d.bench.accuracy.find((x) => x.group === g);
+      if (!g || !a) return "–";
+      return `± ${(100 * a.median).toFixed(0)} %, signed median ${(100 * a.signed_median).toFixed(0)} % (${a.rows} rows, ${a.sources} sources)`;
+    });
   } else if (res.kind === "train") {
     add("step time s", (d) => d.train.step_time_s);
     add("tokens/s per GPU", (d) => d.train.tokens_per_s_per_gpu);
