@@ -397,13 +397,9 @@ def register(app: typer.Typer) -> None:
                                              "validation": check,
                                              "graph": run.get("cudagraph", 0),
                                              "unalign": run.get("unalign", 0)}))
-            from fabricsim.collectives.accuracy import Band
-
             for g in report.accuracy():
-                lean = ""
-                if g["by"] == "choice":  # which way this algorithm's figures have erred
-                    lean = Band(g["group"], g["median"], g["p90"], g["rows"], g["sources"],
-                                g["signed_median"]).lean() + "; "
+                # which way the figures of NCCL's choice have erred
+                lean = f"{g['lean']}; " if g["by"] == "choice" else ""
                 typer.echo(f"# accuracy, {g['group']}: \u00b1 {g['median'] * 100:.0f} % "
                            f"(median held-out error; p90 {g['p90'] * 100:.0f} %; {lean}"
                            f"{g['rows']} published rows from {g['sources']} sources)")

@@ -122,6 +122,13 @@ class Band:
     #: latency rows) has come out above the measured one.
     signed_median: float = 0.0
 
+    @classmethod
+    def of(cls, name: str, figures: dict[str, Any]) -> Band:
+        """The band of group ``name`` from its figures in the held-out table."""
+        return cls(group=name, median=float(figures["median"]), p90=float(figures["p90"]),
+                   rows=int(figures["rows"]), sources=int(figures["sources"]),
+                   signed_median=float(figures.get("signed_median", 0.0)))
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
@@ -155,21 +162,15 @@ def heldout() -> dict[str, Any]:
     return shipped_json("fabricsim.collectives", "heldout.json")
 
 
-def _band(name: str, g: dict[str, Any]) -> Band:
-    return Band(group=name, median=float(g["median"]), p90=float(g["p90"]),
-                rows=int(g["rows"]), sources=int(g["sources"]),
-                signed_median=float(g.get("signed_median", 0.0)))
-
-
 def band(fabric: Fabric, collective: str, nbytes: float, servers: int | None = None) -> Band:
     """The held-out error band of a prediction (see the module docs)."""
     groups = heldout()["groups"]
     name = group_of(fabric, collective, nbytes, servers)
     g = groups.get(name)
     if g is not None and g["rows"] >= MIN_ROWS and g["sources"] >= MIN_SOURCES:
-        return _band(name, g)
+        return Band.of(name, g)
     kind = f"all scopes, {kind_of(collective, nbytes)}"
-    return _band(kind, groups[kind])
+    return Band.of(kind, groups[kind])
 
 
 def choice_band(fabric: Fabric, collective: str, nbytes: float, algorithm: str,
@@ -186,7 +187,7 @@ def choice_band(fabric: Fabric, collective: str, nbytes: float, algorithm: str,
     g = heldout().get("by_choice", {}).get(name)
     if g is None or g["rows"] < MIN_ROWS or g["sources"] < MIN_CHOICE_SOURCES:
         return None
-    return _band(name, g)
+    return Band.of(name, g)
 
 
 def envelope_warning(fabric: Fabric, sizes: list[int] | tuple[int, ...],

@@ -334,9 +334,10 @@ class BenchReport:
 
     def accuracy(self) -> list[dict[str, Any]]:
         """The held-out error band of each accuracy group the rows fall in, with its
-        figures (:class:`fabricsim.collectives.accuracy.Band`): first the groups by
-        scope (``"by": "scope"``), then those of NCCL's choice (``"by": "choice"``)."""
-        from fabricsim.collectives.accuracy import heldout
+        figures (:class:`fabricsim.collectives.accuracy.Band`) and which way it leans
+        (``lean``, :meth:`~fabricsim.collectives.accuracy.Band.lean`): first the groups
+        by scope (``"by": "scope"``), then those of NCCL's choice (``"by": "choice"``)."""
+        from fabricsim.collectives.accuracy import Band, heldout
 
         table = heldout()
         rows = [r for rs in self.rows.values() for r in rs]
@@ -345,7 +346,8 @@ class BenchReport:
                              ("choice", "by_choice", "choice_group")):
             groups = table.get(key, {})
             seen = dict.fromkeys(getattr(r, col) for r in rows)
-            out += [{"group": g, "by": by, **groups[g]} for g in seen if g in groups]
+            out += [{"group": g, "by": by, **groups[g], "lean": Band.of(g, groups[g]).lean()}
+                    for g in seen if g in groups]
         return out
 
     def to_dict(self) -> dict[str, Any]:
