@@ -192,13 +192,14 @@ _LPG = next(i for i, p in enumerate(PARAMS) if p[1] == "launch_per_gpu")
 
 def predict(tab: Table, x: NDArray[np.float64]) -> NDArray[np.float64]:
     """Predicted time (s) of every row on the linear model at ``x``: its fastest
-    candidate, plus the launch per extra GPU one thread drives."""
+    candidate, or the host's issue time where one thread drives several GPUs and takes
+    longer (``Protocol.host_floor``)."""
     dx = x - tab.x_ref
     t = tab.t0 + tab.jac @ dx
     t = np.maximum(t, 1e-7)
     best = np.full(len(tab.measured_s), np.inf)
     np.minimum.at(best, tab.row, t)
-    return best + tab.extra_gpus * max(float(x[_LPG]), 0.0) * 1e-6
+    return np.maximum(best, (tab.extra_gpus + 1.0) * max(float(x[_LPG]), 0.0) * 1e-6)
 
 
 def fit(tab: Table, rows: NDArray[np.bool_], start: NDArray[np.float64]

@@ -76,9 +76,9 @@ class Protocol:
     hop_latency: Any = field(default_factory=dict)
     efficiency: Any = field(default_factory=dict)
     launch: float = 0.0
-    #: Extra launch overhead (s) per additional GPU one thread drives (nccl-tests ``-g``):
-    #: a single process launching the kernels of ``g`` GPUs in one group pays it ``g-1``
-    #: times; one process per GPU (``mpirun``) never.
+    #: Host time (s) one thread takes to issue an operation on one GPU (NCCL's enqueue and
+    #: the kernel launch). A thread driving ``g`` GPUs (nccl-tests ``-g``) issues ``g`` of
+    #: them per operation; see :meth:`host_floor`.
     launch_per_gpu: float = 0.0
     ramp_bytes: float = 0.0
     ramp_power: float = 0.5
@@ -169,6 +169,23 @@ class Protocol:
             return 1.0
         return float(1.0 / (1.0 + (self.ramp_bytes / nbytes) ** self.ramp_power))
 
+    def host_floor(self, gpus_per_thread: int = 1) -> float:
+        """The least time (s) an operation takes when one thread issues it on
+        ``gpus_per_thread`` GPUs: ``gpus_per_thread`` × :attr:`launch_per_gpu`.
+
+        nccl-tests times its iterations back to back on the host clock and waits for the
+        GPUs once at the end (``BenchTime`` in its ``common.cu``), so while the GPUs run
+        one iteration the host issues the next: the host's issue time and the GPUs' run
+        time overlap, and each iteration takes the slower of the two. With one process
+        per GPU the host's share (one launch) is always the shorter; a thread driving
+        eight GPUs takes ~38 us per operation, which is what small operations measure
+        under ``-g 8`` while from a few MiB up the GPUs' time shows through whole.
+
+        >>> round(PROTOCOLS["ll"].host_floor(8) * 1e6, 1)
+        38.5
+        """
+        return self.launch_per_gpu * max(int(gpus_per_thread), 1)
+
     def scaled(self, **changes: Any) -> Protocol:
         """A copy with some fields replaced (used by calibration)."""
         return replace(self, **changes)
@@ -216,44 +233,52 @@ def tuning_hardware(fabric: Fabric) -> tuple[str, str]:
 # primary single-server rows, >= 1 MiB and the 1 KiB latencies of row 1087 weight 1,
 # smaller sizes 0.5; multi-node rows held out), then rounded. See docs/collectives.md.
 #
-# Launch: 7.96 us per call plus 3.18 us per additional GPU one thread drives. Rows 1-48
-#   were measured with nccl-tests -g 8 (one process launching 8 GPUs: +22 us), row 1087
-#   with one process per GPU: the two together separate launch cost from hop latency
-#   (fitted alone on -g 8 rows, the launch hid inside a 2.65 us NVLink hop, which made
-#   every multi-hop small message 2-5x too slow; row 1087's latencies now within 8 %
-#   median, its two-server ones held out).
-# simple.efficiency.nvlink 0.817 (rows 19-24, 101-102, 115, 117, 122, 169: A100 and H100
+# Launch: 8.71 us per call, as the GPUs see it. launch_per_gpu 4.81 us: the host's time to
+#   issue an operation on one GPU (Protocol.host_floor). Rows 1-48 were measured with
+#   nccl-tests -g 8 (one process issuing on 8 GPUs), row 1087 with one process per GPU.
+#   Until 2026-11-29 the -g 8 launches were added to every operation (3.18 us per extra
+#   GPU); nccl-tests overlaps them with the GPUs' work (one wait after all iterations),
+#   so an operation takes the longer of the host's 8 x 4.81 = 38 us and the GPUs' time.
+#   The refit under that rule (every constant of FIT_PARAMS, in-sample cost 0.329 -> 0.282
+#   against the additive rule refitted the same way) moved the NVLink constants below;
+#   held out, one server 1-16 MiB went 15.3 -> 10.5 %, one server bandwidth 7.7 -> 6.8 %,
+#   several servers bandwidth 17.0 -> 16.2 % (p90 76 -> 64 %), latency 14.8 -> 14.3 %.
+# simple.efficiency.nvlink 0.821 (rows 19-24, 101-102, 115, 117, 122, 169: A100 and H100
 #   ring asymptotes, one value for both generations).
-# simple.efficiency.nvls 0.697 on NVSwitch gen3 (rows 39-48, 116, 117, 169, 171): NVLS moves
-#   (1+1/n)*S per NVLink direction. nvls_scale gen4 = 0.707: the one published GB200 NVL72
+# simple.efficiency.nvls 0.677 on NVSwitch gen3 (rows 39-48, 116, 117, 169, 171): NVLS moves
+#   (1+1/n)*S per NVLink direction. nvls_scale gen4 = 0.728 (0.707 until gen3's refit to
+#   0.677 from 0.697: the same 0.493 on gen4): the one published GB200 NVL72
 #   NVLS figure (row 170, NVIDIA GTC25 slide: 850 GB/s busbw against 680 for ring) is the
 #   vendor's, and the model's NVLS on NVSwitch gen4 must not exceed it; NCCL's tuning table
 #   (Blackwell's NVLS 13 % below Hopper's, 0.87) gave 1046 GB/s, 23 % above the vendor.
-# simple.ramp_bytes 4.8 MB, ramp_power 0.56 (fit, rows 11-19, 35-44): Simple's bandwidth
+# simple.ramp_bytes 9.74 MB, ramp_power 0.58 (fit, rows 11-19, 35-44): Simple's bandwidth
 #   grows with the message as NCCL grows chunk size and channels. At small sizes the ramp
 #   acts as a slowly growing latency. It applies only to schedules without a chunk
 #   pipeline (ring and direct): tree, NVLS, NVLSTree and the broadcast/reduce chains time
 #   their fill from NCCL's chunk sizes, channels and kernel stages instead
 #   (fabricsim.collectives.pipeline), a mechanism, where the ramp is a fitted constant.
-# simple.hop nvlink 8.83 us (a chunk step's pipeline latency, fit). nvls 4.25 us, from
+# simple.hop nvlink 5.96 us (a chunk step's pipeline latency, fit). nvls 4.07 us, from
 #   NCCL's own NVLS latency rather than fitted: NCCL's tuning model gives an NVLS
 #   all-reduce 25 us in all, launch included (hwLat NVLS on NVLink, src/graph/tuning.cc
 #   2.23-2.27), and the nvls schedule pays its hop four times (three fill hops and the
-#   steady step) after the 7.96 us launch: (25 - 8) / 4. Until the tuner made NCCL's choice
-#   (collectives.nccl_model) it was Simple's NVLink hop, 8.83 us: with the least-time
+#   steady step) after the 8.71 us launch: (25 - 8.71) / 4. Until the tuner made NCCL's
+#   choice (collectives.nccl_model) it was Simple's NVLink hop, 8.83 us: with the least-time
 #   choice a lower NVLS latency made NVLS win every small operation on one H100 server,
 #   where NCCL runs ring LL; with NCCL's choice NVLS runs only where NCCL runs it, and the
 #   H20, H100 and GB300 rows of one server at 1-16 MiB (held out) come to 15 % from 23 %.
-# ll128: hop 0.54 us (fit); efficiency 0.75 on NVLink, 0.92 of Simple's 0.817 as NCCL's
+# ll128: hop 2.52 us on NVLink (fit); efficiency 0.75 on NVLink, 0.92 of Simple's as NCCL's
 #   tuning model rates LL128 against Simple (busBw * 0.92, src/graph/tuning.cc), on
-#   Volta, Hopper and Blackwell; x 0.603 on NVLink 3 (A100), 0.452 in all: the fit of the A100
+#   Volta, Hopper and Blackwell; x 0.616 on NVLink 3 (A100), 0.46 in all: the fit of the A100
 #   rows (Azure ND A100 v4 at 1-16 MiB, where NCCL runs ring LL128 by either choice).
 #   NCCL's own per-channel LL128 ratings point the same way: 20 GB/s per channel on
 #   Ampere's 300 GB/s of NVLink, 36.7 on Hopper's 450. Before the tuner made NCCL's choice,
 #   0.452 held for every generation: it was where LL128 stopped winning mid-size messages
 #   NCCL sends by Simple or NVLS on H100; with NCCL's choice deciding where LL128 runs, the
 #   H100, H200 and H20 rows of one server at 1-16 MiB (held out) want NCCL's 0.92.
-#   ll: the same hop (not separable from LL128 by these rows), efficiency 0.33.
+#   ll: hop 0.39 us on NVLink, efficiency 0.213 (fit). Under the additive -g launch both
+#   hops fitted to 0.54 and LL's efficiency to 0.33: the -g 8 rows' flat 35-45 us from
+#   1 KiB to 1 MiB was read as launches; as the host's floor it leaves LL's own time
+#   to the rows' rise from there. NCCL's ordering of the two hops (LL below LL128) holds.
 # net / pcie / sharp hops and ll/ll128 net efficiencies: no reference rows resolve them;
 #   they keep NCCL's ordering (network hops dearer than NVLink) and are assumptions; the
 #   held-out two-server rows check them (docs/collectives.md).
@@ -262,7 +287,7 @@ def tuning_hardware(fabric: Fabric) -> tuple[str, str]:
 # net / sharp efficiencies leave out packet framing, which eff_array() multiplies in per
 #   transport (fabricsim.transport: IB x0.9937, RoCE/SRD x0.980): on InfiniBand they act
 #   as 0.24 / 0.60 / 0.96, the values before framing was split out.
-# crossing_per_channel 1.25 us, every protocol (thread_bytes are NCCL's own): a network
+# crossing_per_channel 0.75 us, every protocol (thread_bytes are NCCL's own): a network
 #   crossing of a collective (schedule.core.Crossings) costs this per channel the
 #   operation runs on, so small operations on one or two channels pay little and those
 #   of 256 KiB and more, on all of them, pay the full price. Without it rows of several
@@ -270,32 +295,33 @@ def tuning_hardware(fabric: Fabric) -> tuple[str, str]:
 #   at 1 MiB: 37 us against 72-94 measured) while 8-byte latencies were right. Fitted by
 #   benchmarks/accuracy_nccl.py on the rows of several servers of 23 sources (each
 #   source's median absolute log error, summed); each source left out in turn gives
-#   1.0-1.5 us, and the held-out table is computed that way. It was 1.75 until NVLS got
+#   0.5-1.0 us, and the held-out table is computed that way. It was 1.75 until NVLS got
 #   its Simple latency and NVLSTree its NICs striped (above, collectives.nvls): the fit
 #   on every source moved to 1.5; 1.5 until the 33 rows of two GB200 racks (OCI) ran
-#   with NVLS off, as their manifest sets it (they had pulled the fit up). Which part of a
-#   crossing
-#   grows with the channels (proxy posts, NIC doorbells, completions) is not resolved.
-_LAUNCH = 7.96e-6
-_LAUNCH_PER_GPU = 3.18e-6
-_NVLS_GEN4 = 0.707
-_CROSSING = 1.25e-6
-_SIMPLE_NVLINK_HOP = 8.83e-6
-_NVLS_HOP = 4.25e-6
-_LL128_AMPERE = 0.603
+#   with NVLS off, as their manifest sets it (they had pulled the fit up); 1.25 until the
+#   -g launch became the host's floor and the NVLink constants were refitted (0.75 on
+#   every source). Which part of a crossing grows with the channels (proxy posts, NIC
+#   doorbells, completions) is not resolved.
+_LAUNCH = 8.71e-6
+_LAUNCH_PER_GPU = 4.81e-6
+_NVLS_GEN4 = 0.728
+_CROSSING = 0.75e-6
+_SIMPLE_NVLINK_HOP = 5.96e-6
+_NVLS_HOP = 4.07e-6
+_LL128_AMPERE = 0.616
 PROTOCOLS: dict[str, Protocol] = {
     "ll": Protocol(
         name="ll",
-        hop_latency={"nvlink": 0.54e-6, "pcie": 3.3e-6, "net": 5.3e-6, "nvls": 0.54e-6,
+        hop_latency={"nvlink": 0.39e-6, "pcie": 3.3e-6, "net": 5.3e-6, "nvls": 0.54e-6,
                      "sharp": 5.3e-6},
-        efficiency={"nvlink": 0.33, "pcie": 0.33, "net": 0.2415, "nvls": 0.28,
+        efficiency={"nvlink": 0.213, "pcie": 0.33, "net": 0.2415, "nvls": 0.28,
                     "sharp": 0.2415},
         launch=_LAUNCH, launch_per_gpu=_LAUNCH_PER_GPU,
         crossing_per_channel=_CROSSING, thread_bytes=512 * 8,
     ),
     "ll128": Protocol(
         name="ll128",
-        hop_latency={"nvlink": 0.54e-6, "pcie": 3.3e-6, "net": 5.8e-6, "nvls": 0.54e-6,
+        hop_latency={"nvlink": 2.52e-6, "pcie": 3.3e-6, "net": 5.8e-6, "nvls": 0.54e-6,
                      "sharp": 5.8e-6},
         efficiency={"nvlink": 0.75, "pcie": 0.452, "net": 0.604, "nvls": 0.40,
                     "sharp": 0.604},
@@ -308,9 +334,9 @@ PROTOCOLS: dict[str, Protocol] = {
         hop_latency={"nvlink": _SIMPLE_NVLINK_HOP, "pcie": 8.83e-6, "net": 12.5e-6,
                      "nvls": _NVLS_HOP,
                      "sharp": 12.5e-6},
-        efficiency={"nvlink": 0.817, "pcie": 0.80, "net": 0.966, "nvls": 0.697,
+        efficiency={"nvlink": 0.821, "pcie": 0.80, "net": 0.966, "nvls": 0.677,
                     "sharp": 0.966},
-        launch=_LAUNCH, launch_per_gpu=_LAUNCH_PER_GPU, ramp_bytes=4.8e6, ramp_power=0.56,
+        launch=_LAUNCH, launch_per_gpu=_LAUNCH_PER_GPU, ramp_bytes=9.74e6, ramp_power=0.58,
         nvls_scale={"nvswitch-gen3": 1.0, "nvswitch-gen4": _NVLS_GEN4},
         crossing_per_channel=_CROSSING, thread_bytes=512 * 64,
     ),

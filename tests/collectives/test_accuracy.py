@@ -33,15 +33,17 @@ def test_primary_targets(results: tuple[ModuleType, list[dict[str, Any]]]) -> No
     one = s["single_node_ge_1MiB"]
     assert one["rows"] >= 45
     assert one["median_abs_rel_error"] <= 0.05
-    # The Azure ND H100 v5 rows (nccl-tests -g 8) at 1-8 MiB land 18-35 % slow (row 36 the
-    # worst): NCCL's choice runs NVLS there (25 us, NCCL's own latency) and these rows,
-    # measured with one process launching all 8 GPUs, hide the 22 us of extra launches
-    # that the model charges at every size (their 1 KiB and 4 MiB times differ by 31 us).
-    # Issue 3's 15 % held before; this pins where they stand, so a move either way shows.
-    assert one["max_abs_rel_error"] <= 0.35
+    # The Azure ND H100 v5 rows (nccl-tests -g 8) at 1-8 MiB landed 18-35 % slow while
+    # the model added the seven extra launches to every operation; with the host's issue
+    # time as a floor (Protocol.host_floor) they are within 10 % (the worst ≥ 1 MiB row is
+    # now 99, stas00's A100 at 8 MiB, -13 %).
+    assert one["max_abs_rel_error"] <= 0.15
     assert s["lt_1MiB"]["rows"] >= 20
-    assert s["lt_1MiB"]["median_abs_rel_error"] <= 0.10  # -g 8 launches (rows 1-48)
-    assert s["lt_1MiB"]["max_abs_rel_error"] <= 0.37  # row 26, the same source at 2 KiB
+    # below 1 MiB these -g 8 rows sit on the floor, one host's issue time for all: Azure's
+    # A100 host measures 45 us at 1 KiB, its H100 host 26 us (row 25, -33 %); 5.7 % median
+    # while the launches were added and the mid sizes paid for it
+    assert s["lt_1MiB"]["median_abs_rel_error"] <= 0.16
+    assert s["lt_1MiB"]["max_abs_rel_error"] <= 0.34
 
 
 def test_scale_out_rows_as_they_stand(results: tuple[ModuleType, list[dict[str, Any]]]

@@ -94,11 +94,12 @@ def _published(source: str, nodes: int) -> dict[int, float]:
 def test_the_mid_size_step_of_two_dgx_h100() -> None:
     """Two DGX H100 over NDR (a published curve held out of every fit but the crossing's):
     from 64 KiB to 1 MiB the measured time grows by 38 us, almost none of it bandwidth; a
-    fixed hop cost grew it by 5 us. The model must now show most of that step, while a
-    16-byte all-reduce, on one channel, gains no more than its two crossings' 3 us (it
-    stays 39 % slower than this source measures, 27 % before: an open latency gap). The
-    tree is timed at every size: NCCL's own choice at 1 MiB is NVLSTree, whose
-    mid-size time (117 us against ~72 measured) is the open gap of docs/collectives.md."""
+    fixed hop cost grew it by 5 us. The model must show most of that step. Two things make
+    it: NCCL's cost model moves the tree from LL to LL128 at 512 KiB, whose NVLink steps
+    (2.5 us each, fitted on one server) the tree's chains pay; and the crossings of all
+    the channels the operation then runs on (24 us at 1 MiB), while a 16-byte all-reduce,
+    on one channel, gains no more than its two crossings'. The model is 25-27 % slower
+    than this source from 16 B to 1 MiB (an open latency gap, docs/collectives.md)."""
     meas = _published("nccl-tests#309-qoofyk", 2)
     fab = build_cluster("dgx-h100", 2)
     model = {s: predict_time(fab, "all_reduce", s, algo="tree") * 1e6
@@ -110,5 +111,6 @@ def test_the_mid_size_step_of_two_dgx_h100() -> None:
     off = Tuner({k: p.scaled(crossing_per_channel=0.0) for k, p in PROTOCOLS.items()})
     before = {s: predict_time(fab, "all_reduce", s, algo="tree", tuner=off) * 1e6
               for s in model}
-    assert before[2**20] - before[65536] < 0.2 * step_meas
+    assert model[2**20] - before[2**20] > 10 * (model[16] - before[16])  # all channels
+    assert all(1.0 < model[s] / meas[s] < 1.3 for s in model)
     assert 0 < model[16] - before[16] <= 2 * PROTOCOLS["ll"].crossing_per_channel * 1e6 + 1e-9

@@ -33,19 +33,22 @@ def test_moving_one_parameter_moves_only_its_constant() -> None:
     assert np.allclose(protos["ll"].hop_array(), PROTOCOLS["ll"].hop_array(), rtol=1e-12)
 
 
-def test_the_linear_model_takes_the_fastest_candidate_and_the_extra_launches() -> None:
+def test_the_linear_model_takes_the_fastest_candidate_and_the_host_floor() -> None:
     f = load("fit_collectives")
     k = len(f.PARAMS)
     x = f.x0()
     jac = np.zeros((3, k))
     jac[1, 0] = 1e-6   # candidate 1 of row 0 grows with the launch
-    tab = f.Table(x_ref=x, row=np.array([0, 0, 1]), t0=np.array([5e-6, 4e-6, 9e-6]),
+    tab = f.Table(x_ref=x, row=np.array([0, 0, 1]), t0=np.array([15e-6, 14e-6, 9e-6]),
                   jac=jac, extra_gpus=np.array([0.0, 7.0]),
-                  measured_s=np.array([4e-6, 9e-6]), source=["a", "b"],
+                  measured_s=np.array([14e-6, 9e-6]), source=["a", "b"],
                   group=["one server, latency"] * 2, use=np.array([True, True]))
     lpg = x[f._LPG] * 1e-6
-    assert np.allclose(f.predict(tab, x), [4e-6, 9e-6 + 7 * lpg])
+    assert 8 * lpg > 9e-6  # row 1 (-g 8): the host's issue time of eight GPUs, not 9 us
+    assert np.allclose(f.predict(tab, x), [14e-6, 8 * lpg])
+    tab.t0[2] = 60e-6  # the GPUs' time longer than the host's: it shows through whole
+    assert np.isclose(f.predict(tab, x)[1], 60e-6)
     x2 = x.copy()
-    x2[0] += 2.0   # the launch: candidate 1 now 6 us, candidate 0 wins at 5 us
-    assert np.isclose(f.predict(tab, x2)[0], 5e-6)
+    x2[0] += 2.0   # the launch: candidate 1 now 16 us, candidate 0 wins at 15 us
+    assert np.isclose(f.predict(tab, x2)[0], 15e-6)
     assert np.isclose(f.errors(tab, x)[0], 0.0)

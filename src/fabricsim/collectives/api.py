@@ -116,7 +116,7 @@ def run_collective(fabric: Fabric, collective: str, nbytes: float,
     >>> from fabricsim.fabric import build_cluster
     >>> r = run_collective(build_cluster("dgx-a100", 1), "all_reduce", 2**30, algo="ring")
     >>> r.protocol, round(r.busbw / 1e9)
-    ('simple', 230)
+    ('simple', 229)
     """
     from fabricsim.backends import get_backend
 

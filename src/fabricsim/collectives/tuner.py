@@ -349,14 +349,17 @@ class Tuner:
                gpus_per_thread: int = 1) -> Choice:
         """The (algorithm, protocol) with the least predicted time for ``nbytes``.
 
-        ``gpus_per_thread`` > 1 (nccl-tests ``-g``) adds the protocol's launch overhead per
-        additional GPU one thread drives; it is the same for every candidate, so it does
-        not change the choice.
+        ``gpus_per_thread`` (nccl-tests ``-g``): the time is at least what one thread
+        takes to issue the operation on that many GPUs (``Protocol.host_floor``):
+        nccl-tests issues its iterations back to back and waits once, so the host's issue
+        time and the GPUs' run time overlap, and the slower of the two is what it
+        measures. The floor is the same for every candidate: it does not change the
+        choice.
         """
         best = self._choose(fabric, collective, nbytes, ranks, algo, proto, channels)
-        if gpus_per_thread > 1:
-            extra = self.protocol(best.protocol).launch_per_gpu * (gpus_per_thread - 1)
-            best = Choice(best.algorithm, best.protocol, best.time + extra)
+        floor = self.protocol(best.protocol).host_floor(gpus_per_thread)
+        if floor > best.time:
+            best = Choice(best.algorithm, best.protocol, floor)
         return best
 
     def choose_among(self, fabric: Fabric, collective: str, nbytes: float,

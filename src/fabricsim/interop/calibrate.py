@@ -185,27 +185,17 @@ def calibrate(tests: Sequence[Any], *, system: str, catalog: Any = None,
     and (field ``--system``) when the logs need an efficiency factor above
     1 + :data:`EFFICIENCY_SLACK`: they ran faster than ``system`` can.
     """
-    g = max((int(getattr(t, "gpus_per_thread", 1) or 1) for t in tests), default=1)
     return _within_hardware(_calibrate(tests, system=system, catalog=catalog,
-                                       max_evaluations=max_evaluations), gpus_per_thread=g)
+                                       max_evaluations=max_evaluations))
 
 
-def _within_hardware(res: CalibrationResult, gpus_per_thread: int = 1) -> CalibrationResult:
+def _within_hardware(res: CalibrationResult) -> CalibrationResult:
     """``res``, or a ConfigError when an efficiency factor is still above 1 (fits within
-    :data:`EFFICIENCY_SLACK` were held at 1 by :func:`_fit`). Logs of one thread driving
-    several GPUs (``-g``) get the likelier cause named: the model's launch cost for them."""
+    :data:`EFFICIENCY_SLACK` were held at 1 by :func:`_fit`)."""
     over = {k: v for k, v in res.factors.items() if k.endswith(".efficiency") and v > 1.0}
     if over:
         k, v = max(over.items(), key=lambda kv: kv[1])
         cls = _CLASS_NAMES.get(k.split(".")[0], k.split(".")[0])
-        if gpus_per_thread > 1:
-            raise ConfigError(
-                f"the logs ran -g {gpus_per_thread} (one thread launching {gpus_per_thread}"
-                f" GPUs' kernels) and the fit needs {k} {v:.2f}, above 1: the model charges"
-                f" those launches on top of every operation, where these logs hide most of"
-                f" them from 1 MiB up; re-run nccl-tests with -g 1 (one process per GPU, "
-                f"mpirun -np {gpus_per_thread} per server) and calibrate on those logs",
-                field="LOGS")
         raise ConfigError(
             f"the logs ran faster than {res.system} can: the fit needs {k} {v:.2f}, above "
             f"1 (more of the line rate than {res.system}'s {cls} is known to deliver); "
