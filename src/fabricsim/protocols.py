@@ -169,9 +169,10 @@ class Protocol:
             return 1.0
         return float(1.0 / (1.0 + (self.ramp_bytes / nbytes) ** self.ramp_power))
 
-    def host_floor(self, gpus_per_thread: int = 1) -> float:
+    def host_floor(self, gpus_per_thread: int = 1, fabric: Fabric | None = None) -> float:
         """The least time (s) an operation takes when one thread issues it on
-        ``gpus_per_thread`` GPUs: ``gpus_per_thread`` × :attr:`launch_per_gpu`.
+        ``gpus_per_thread`` GPUs: ``gpus_per_thread`` × :attr:`launch_per_gpu` (× the
+        fabric's ``host.launch`` calibration, fitted to a cluster's own ``-g`` logs).
 
         nccl-tests times its iterations back to back on the host clock and waits for the
         GPUs once at the end (``BenchTime`` in its ``common.cu``), so while the GPUs run
@@ -184,7 +185,8 @@ class Protocol:
         >>> round(PROTOCOLS["ll"].host_floor(8) * 1e6, 1)
         38.5
         """
-        return self.launch_per_gpu * max(int(gpus_per_thread), 1)
+        cal = fabric.info.calibration.get("host.launch", 1.0) if fabric is not None else 1.0
+        return self.launch_per_gpu * max(int(gpus_per_thread), 1) * cal
 
     def scaled(self, **changes: Any) -> Protocol:
         """A copy with some fields replaced (used by calibration)."""

@@ -95,16 +95,23 @@ def test_ll128_nvlink_efficiency_per_generation() -> None:
     assert repr(ll128) != repr(ll128.scaled(nvlink_scale={}))
 
 
-def test_host_floor_is_the_hosts_issue_time() -> None:
+def test_host_floor_is_the_hosts_issue_time_and_calibrates() -> None:
     """nccl-tests -g: one thread issues each operation on g GPUs, overlapped with the GPUs'
-    run of the last one, so an operation takes at least g issues (Protocol.host_floor)."""
+    run of the last one, so an operation takes at least g issues (Protocol.host_floor);
+    a cluster's own -g logs fit its host (params.calibration host.launch)."""
     ll = PROTOCOLS["ll"]
     assert ll.host_floor(8) == pytest.approx(8 * ll.launch_per_gpu)
     assert ll.host_floor(0) == ll.host_floor(1) == ll.launch_per_gpu
     fab = build_cluster("dgx-a100", 1)
+    slow = build_cluster("dgx-a100", 1, params={"calibration": {"host.launch": 2.0}})
+    assert ll.host_floor(8, slow) == pytest.approx(2 * ll.host_floor(8, fab))
     small, big = 1024, 2**30
     assert predict_time(fab, "all_reduce", small, gpus_per_thread=8) == pytest.approx(
         ll.host_floor(8))                                      # the host's floor
+    assert predict_time(slow, "all_reduce", small, gpus_per_thread=8) == pytest.approx(
+        ll.host_floor(8, slow))
     assert predict_time(fab, "all_reduce", small) < ll.host_floor(8)  # one process per GPU
     assert predict_time(fab, "all_reduce", big, gpus_per_thread=8) == predict_time(
         fab, "all_reduce", big)                               # the GPUs' time hides it
+    with pytest.raises(FabricsimError, match=r"host\.launch"):
+        build_cluster("dgx-a100", 1, params={"calibration": {"host.launch": 0}})

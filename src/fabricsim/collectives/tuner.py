@@ -357,7 +357,7 @@ class Tuner:
         choice.
         """
         best = self._choose(fabric, collective, nbytes, ranks, algo, proto, channels)
-        floor = self.protocol(best.protocol).host_floor(gpus_per_thread)
+        floor = self.protocol(best.protocol).host_floor(gpus_per_thread, fabric)
         if floor > best.time:
             best = Choice(best.algorithm, best.protocol, floor)
         return best

@@ -98,9 +98,10 @@ CLUSTER_PARAMS = frozenset({"nvlink_domain", "storage_targets", "mgmt_servers_pe
                             "ici_twisted"})
 #: Most queue pairs per connection (``params.qps``; NCCL accepts up to 128).
 MAX_QPS = 128
-#: Link classes a calibration may scale, and what it scales.
-CALIBRATION_KEYS = frozenset(f"{c}.{what}" for c in ("nvlink", "pcie", "net", "nvls", "sharp")
-                             for what in ("efficiency", "hop"))
+#: Link classes a calibration may scale, and what it scales; ``host.launch`` scales the
+#: host's time to issue an operation on one GPU (``Protocol.host_floor``, nccl-tests -g).
+CALIBRATION_KEYS = frozenset({f"{c}.{what}" for c in ("nvlink", "pcie", "net", "nvls", "sharp")
+                              for what in ("efficiency", "hop")} | {"host.launch"})
 
 
 #: Range of a calibration factor: fitted clusters land within a few times the model's

@@ -10,7 +10,10 @@ factor the rows cannot determine stays put (its standard error says so). Rows ar
 by size: every other row
 (in size order, per test) is fitted, the others are held out, and the error on both is
 reported before and after, with a standard error per factor from the fit's Jacobian.
-Factors the logs cannot inform (no multi-node test: no ``net``) stay 1.
+Factors the logs cannot inform (no multi-node test: no ``net``) stay 1. Logs of one
+thread driving several GPUs (nccl-tests ``-g``) also fit ``host.launch``: the host's time
+to issue an operation on one GPU, the floor their small operations sit on
+(``Protocol.host_floor``), which differs from host to host.
 
 An efficiency factor scales the published efficiency down to what this cluster reaches,
 so it is at most 1: a fit a little above (within :data:`EFFICIENCY_SLACK`, measurement
@@ -55,7 +58,7 @@ __all__ = ["CalibrationResult", "calibrate"]
 PRIOR = 0.05
 #: Factors fitted, in order; a factor no test can inform stays 1.
 FACTORS = ("net.efficiency", "net.hop", "nvlink.efficiency", "nvlink.hop",
-           "nvls.efficiency", "nvls.hop")
+           "nvls.efficiency", "nvls.hop", "host.launch")
 #: How far above 1 a fitted efficiency factor may land and be held at 1 (with a note);
 #: beyond it the logs are faster than the system's hardware model: refused.
 EFFICIENCY_SLACK = 0.02
@@ -78,6 +81,8 @@ COLLECT = {
     "net.efficiency": "across 2 or more servers: NCCL_ALGO=Ring all_reduce_perf -b 1G -e 8G "
                       "-f 2 -g 1",
     "net.hop": "across 2 or more servers: all_reduce_perf -b 8 -e 1M -f 2 -g 1",
+    "host.launch": "one thread driving several GPUs, as the logs do: all_reduce_perf -b 8 "
+                   "-e 256K -f 2 -g 8",
 }
 
 
@@ -253,8 +258,10 @@ def _fit(pts: list[_Point], fit_idx: list[int], held_idx: list[int],
     from fabricsim.fabric import build_cluster
 
     probe = build_cluster(system, shapes[0][0], gpus_per_node=shapes[0][1], catalog=catalog)
+    several = any(p.gpus_per_thread > 1 for p in pts)  # -g: the host's issue time shows
     active = [f for f in FACTORS if (multi or not f.startswith("net"))
-              and (probe.info.nvls or not f.startswith("nvls"))]
+              and (probe.info.nvls or not f.startswith("nvls"))
+              and (several or not f.startswith("host"))]
     notes = []
     if not multi:
         notes.append("no multi-node test: the network factors (net.*) are not fitted")

@@ -279,7 +279,7 @@ def _sweep(job: CollectiveBench, fabric: Fabric, algo: str | None, backend: Any,
                                backend=backend)
             t, alg_name, pr = r.time, r.algorithm, r.protocol
             if pr in PROTOCOLS:  # -g: the host's issue time, as the analytic choice has it
-                t = max(t, PROTOCOLS[pr].host_floor(job.gpus_per_thread))
+                t = max(t, PROTOCOLS[pr].host_floor(job.gpus_per_thread, fabric))
         if job.agg_iters > 1:  # one launch shared by the group's operations
             t -= PROTOCOLS[pr].launch * (1.0 - 1.0 / job.agg_iters) if pr in PROTOCOLS \
                 else 0.0
