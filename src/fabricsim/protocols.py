@@ -289,7 +289,7 @@ def tuning_hardware(fabric: Fabric) -> tuple[str, str]:
 # net / sharp efficiencies leave out packet framing, which eff_array() multiplies in per
 #   transport (fabricsim.transport: IB x0.9937, RoCE/SRD x0.980): on InfiniBand they act
 #   as 0.24 / 0.60 / 0.96, the values before framing was split out.
-# crossing_per_channel 0.75 us, every protocol (thread_bytes are NCCL's own): a network
+# crossing_per_channel 1.0 us, every protocol (thread_bytes are NCCL's own): a network
 #   crossing of a collective (schedule.core.Crossings) costs this per channel the
 #   operation runs on, so small operations on one or two channels pay little and those
 #   of 256 KiB and more, on all of them, pay the full price. Without it rows of several
@@ -297,17 +297,18 @@ def tuning_hardware(fabric: Fabric) -> tuple[str, str]:
 #   at 1 MiB: 37 us against 72-94 measured) while 8-byte latencies were right. Fitted by
 #   benchmarks/accuracy_nccl.py on the rows of several servers of 23 sources (each
 #   source's median absolute log error, summed); each source left out in turn gives
-#   0.5-1.0 us, and the held-out table is computed that way. It was 1.75 until NVLS got
+#   0.75-1.0 us, and the held-out table is computed that way. It was 1.75 until NVLS got
 #   its Simple latency and NVLSTree its NICs striped (above, collectives.nvls): the fit
 #   on every source moved to 1.5; 1.5 until the 33 rows of two GB200 racks (OCI) ran
 #   with NVLS off, as their manifest sets it (they had pulled the fit up); 1.25 until the
 #   -g launch became the host's floor and the NVLink constants were refitted (0.75 on
-#   every source). Which part of a crossing grows with the channels (proxy posts, NIC
-#   doorbells, completions) is not resolved.
+#   every source); 0.75 until trees over two servers ran as NCCL rates them (1.0). Which
+#   part of a crossing grows with the channels (proxy posts, NIC doorbells, completions)
+#   is not resolved.
 _LAUNCH = 8.71e-6
 _LAUNCH_PER_GPU = 4.81e-6
 _NVLS_GEN4 = 0.728
-_CROSSING = 0.75e-6
+_CROSSING = 1.0e-6
 _SIMPLE_NVLINK_HOP = 5.96e-6
 _NVLS_HOP = 4.07e-6
 _LL128_AMPERE = 0.616
@@ -364,20 +365,26 @@ TREE_CHANNEL_GBYTE_S: dict[str, tuple[float, float, float]] = {
 }
 
 
-#: Across servers a tree channel moves at most this share of its NIC's line rate as
-#: algorithm bandwidth (NCCL's tuning model: 0.92 of the channel's bandwidth, halved from
-#: bus to algorithm bandwidth; the same source as above).
+#: Across three servers or more a tree channel moves at most this share of its NIC's line
+#: rate as algorithm bandwidth (NCCL's tuning model: 0.92 of the channel's bandwidth,
+#: halved from bus to algorithm bandwidth; the same source as above): an inner node of a
+#: double binary tree sends and receives the message twice. Over two servers each sends
+#: and receives it once, and NCCL rates the tree by its NVLink side there (``bwIntra``):
+#: the links and the kernels bound it, not this share. Two p4d (4 x 100G EFA) measure
+#: 77-78 GB/s busbw, the 0.46 share gave 43.
 TREE_NIC_SHARE = 0.46
 
 
 def tree_kernel_rate(fabric: Fabric, servers: int, channels: int) -> float:
     """Most message bytes/s a tree all-reduce with ``channels`` channels over ``servers``
     servers moves on ``fabric``'s GPUs (0: no limit): the channels' kernel rate
-    (:data:`TREE_CHANNEL_GBYTE_S`) and, across servers, :data:`TREE_NIC_SHARE` of the
-    server's NICs.
+    (:data:`TREE_CHANNEL_GBYTE_S`) and, across three servers or more,
+    :data:`TREE_NIC_SHARE` of the server's NICs.
 
     >>> from fabricsim.fabric import build_cluster
     >>> round(tree_kernel_rate(build_cluster("dgx-a100", 2), 2, 8) / 1e9, 1)
+    94.4
+    >>> round(tree_kernel_rate(build_cluster("dgx-a100", 4), 4, 16) / 1e9, 1)
     92.0
     """
     gen = tuning_hardware(fabric)[1]
@@ -385,7 +392,7 @@ def tree_kernel_rate(fabric: Fabric, servers: int, channels: int) -> float:
     rates = []
     if row is not None and channels >= 1:
         rates.append(row[min(max(servers, 1), 3) - 1] * 1e9 * channels)
-    if servers > 1 and fabric.info.nics_per_server > 0 and fabric.info.nic_bandwidth > 0:
+    if servers > 2 and fabric.info.nics_per_server > 0 and fabric.info.nic_bandwidth > 0:
         rates.append(TREE_NIC_SHARE * fabric.info.nic_bandwidth * fabric.info.nics_per_server)
     return min(rates, default=0.0)
 

@@ -135,3 +135,24 @@ def test_switch_points_match_a_published_nccl_log() -> None:
     picks = {s: t.choose(fab, "all_reduce", s) for s in (2**24, 2**25)}
     assert (picks[2**24].algorithm, picks[2**24].protocol) == ("tree", "ll128")
     assert (picks[2**25].algorithm, picks[2**25].protocol) == ("nvlstree", "simple")
+
+
+def test_two_server_trees_are_rated_by_their_nvlink_side() -> None:
+    """NCCL's tuning model rates a tree over two servers by its graph's speed inside the
+    server (``nNodes <= 2 ? bwIntra : bwInter``), which its search raises up to twice the
+    NICs' speed while NVLink carries every channel. 2 x p4d (4 x 100G EFA): the ring
+    searches 4 channels at 12 GB/s, the tree's inside speed rises to 24, and NCCL's tree
+    (44 GB/s) beats its ring (26) at 1 GiB, as the measured 77 GB/s busbw (above a ring's
+    50) shows NCCL ran. 2 x DGX A100 (8 x 200G): 30 GB/s inside, capped by NVLink, but
+    NCCL's per-channel tree figure keeps the ring ahead, as measured (rows 1085-1086).
+    One server or three and more: the speed the ring search found."""
+    p4d = model("aws-p4d", 2)
+    assert (p4d.channels, p4d.bw, p4d.tree_bw_intra) == (4, 12.0, 24.0)
+    tree = p4d.bandwidth_gbs("all_reduce", "tree", "simple", 2**30)
+    ring = p4d.bandwidth_gbs("all_reduce", "ring", "simple", 2**30)
+    assert tree == pytest.approx(0.5 * 0.92 * 4 * 24) and ring < 0.6 * tree
+    a100 = model("dgx-a100", 2)
+    assert a100.tree_bw_intra == 30.0
+    assert a100.bandwidth_gbs("all_reduce", "ring", "simple", 2**30) > \
+        a100.bandwidth_gbs("all_reduce", "tree", "simple", 2**30)
+    assert model("aws-p4d", 1).tree_bw_intra == model("aws-p4d", 4).tree_bw_intra == 0.0

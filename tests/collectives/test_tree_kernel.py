@@ -18,16 +18,33 @@ from fabricsim.schedule import Schedule, Step
 
 
 def test_rate_is_the_smaller_of_channels_and_nics() -> None:
-    a100 = build_cluster("dgx-a100", 2)
-    # 8 channels x 11.8 GB/s (Ampere, 2 servers) = 94.4 > 0.46 x 8 HDR NICs = 92
-    assert tree_kernel_rate(a100, 2, 8) == pytest.approx(TREE_NIC_SHARE * 8 * 25e9)
-    assert tree_kernel_rate(a100, 2, 2) == pytest.approx(2 * 11.8e9)
+    a100 = build_cluster("dgx-a100", 4)
+    # 3 servers and more: 8 channels x 8.9 GB/s (Ampere) = 71.2 < 0.46 x 8 HDR NICs = 92,
+    # 16 channels x 8.9 = 142.4 > 92
+    assert tree_kernel_rate(a100, 4, 8) == pytest.approx(8 * 8.9e9)
+    assert tree_kernel_rate(a100, 4, 16) == pytest.approx(TREE_NIC_SHARE * 8 * 25e9)
+    # two servers: NCCL rates the tree by its NVLink side there (bwIntra), and a node
+    # sends and receives the message once, not twice: only the kernels bound it
+    assert tree_kernel_rate(a100, 2, 16) == pytest.approx(16 * 11.8e9)
     # deeper trees are slower per channel (NCCL's figures fall from 2 to 3+ servers)
     assert tree_kernel_rate(a100, 4, 2) < tree_kernel_rate(a100, 2, 2)
-    # no figure for a GPU without NVLink: only the NIC share bounds it
-    pcie = build_cluster("pcie-8gpu", 2)
-    assert tree_kernel_rate(pcie, 2, 8) == pytest.approx(
+    # no figure for a GPU without NVLink: only the NIC share bounds it, from 3 servers
+    pcie = build_cluster("pcie-8gpu", 3)
+    assert tree_kernel_rate(pcie, 3, 8) == pytest.approx(
         TREE_NIC_SHARE * pcie.info.nic_bandwidth * pcie.info.nics_per_server)
+    assert tree_kernel_rate(pcie, 2, 8) == 0.0
+
+
+def test_two_servers_of_p4d_run_the_tree_at_their_nics() -> None:
+    """2 x p4d (4 x 100G EFA per 8 A100): all_reduce peaks at 77-78 GB/s busbw (awsome-
+    distributed-training, nccl_tests.csv), above a ring's bound (its NICs' 50 GB/s): the
+    tree, which sends and receives the message once per server. NCCL's cost model rates
+    it by its NVLink side over two servers, so NCCL runs it; so does the model."""
+    fab = build_cluster("aws-p4d", 2)
+    n = fab.n_gpus
+    auto = 2**30 / predict_time(fab, "all_reduce", 2**30) * 2 * (n - 1) / n / 1e9
+    ring = 2**30 / predict_time(fab, "all_reduce", 2**30, algo="ring") * 2 * (n - 1) / n / 1e9
+    assert ring < 50 < 77 < auto < 90
 
 
 def test_auto_picks_ring_where_nccl_measured_ring() -> None:

@@ -136,6 +136,25 @@ def _search(speeds: Sequence[float], total: float, channels_at: Callable[[float]
     return best if best is not None else (1, float(speeds[-1]))
 
 
+def _tree_intra(speeds: Sequence[float], nvl: float, ch: int, nics: int, nic: float
+                ) -> float:
+    """GB/s per channel inside a server of NCCL's tree graph over two servers, which its
+    tuning model rates a tree by there (``bw = nNodes <= 2 ? bwIntra : bwInter``,
+    ``src/graph/tuning.cc``). The tree search runs on the ring's channels; its first pass
+    finds the speed the NICs carry, the second raises the speed inside the server while
+    it is under twice that and NVLink still carries every channel ("increase bwIntra for
+    trees (2 nodes or collnet)", ``ncclTopoCompute``). ``ncclTopoDupChannels`` leaves it:
+    the tree's channels are held to the ring's, so it has none to double."""
+    inter = next((float(s) for s in speeds
+                  if min(int(nvl // s), nics * int(nic // s)) >= ch), float(speeds[-1]))
+    i = list(speeds).index(inter) if inter in speeds else len(speeds) - 1
+    intra = inter
+    while i > 0 and intra < 2 * inter and ch * speeds[i - 1] <= nvl:
+        i -= 1
+        intra = float(speeds[i])
+    return intra
+
+
 def _nvls_search(speeds: Sequence[float], nvl: float, heads: int, nic: float
                  ) -> tuple[float, float]:
     """(GB/s inside, GB/s between servers) per head of NCCL's NVLS graph: a head pulls from
@@ -175,6 +194,8 @@ class NcclModel:
     nvls_heads: int = 0
     nvls_bw_intra: float = 0.0
     nvls_bw_inter: float = 0.0
+    #: GB/s per channel inside a server of NCCL's tree graph across two servers (0: ``bw``).
+    tree_bw_intra: float = 0.0
 
     @staticmethod
     def of(group: Group) -> NcclModel:
@@ -203,8 +224,9 @@ class NcclModel:
         # GPUs whose channels run under 50 GB/s when there are more than four
         if bw >= 25 and not (row >= 2 and bw < 50 and ch > 4):
             ch, bw = min(2 * ch, MAX_SEARCH_CHANNELS * 2), bw / 2
+        tree = _tree_intra(speeds, nvl, ch, nics, nic) if nodes == 2 else 0.0
         return NcclModel(nodes=nodes, ppn=ppn, ranks=group.n, row=row, nvlink=nvlink,
-                         channels=ch, bw=bw,
+                         channels=ch, bw=bw, tree_bw_intra=tree,
                          net_latency_us=info.net_plugin_latency * 1e6,
                          amd_host=info.cpu_vendor == "amd",
                          nvls=info.nvls and ppn > 2, ll128=nvlink, collnet=info.sharp,
@@ -266,6 +288,8 @@ class NcclModel:
         if algo in ("nvls", "nvlstree") and (proto != "simple" or not self.nvls):
             return 0.0
         bw, ch = self.bw, self.channels
+        if algo == "tree" and nodes == 2 and self.tree_bw_intra > 0:
+            bw = self.tree_bw_intra  # NCCL rates a tree over two servers by its NVLink side
         if algo == "nvls":  # the NVLS graph: one channel per head
             ch, bw = self.nvls_heads, min(self.nvls_bw_intra, self.nvls_bw_inter)
         elif algo == "nvlstree":
