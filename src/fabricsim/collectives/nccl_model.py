@@ -136,19 +136,18 @@ def _search(speeds: Sequence[float], total: float, channels_at: Callable[[float]
     return best if best is not None else (1, float(speeds[-1]))
 
 
-def _tree_intra(speeds: Sequence[float], nvl: float, ch: int, nics: int, nic: float
-                ) -> float:
+def _tree_intra(speeds: Sequence[float], nvl: float, ch: int,
+                channels_at: Callable[[float], int]) -> float:
     """GB/s per channel inside a server of NCCL's tree graph over two servers, which its
     tuning model rates a tree by there (``bw = nNodes <= 2 ? bwIntra : bwInter``,
-    ``src/graph/tuning.cc``). The tree search runs on the ring's channels; its first pass
-    finds the speed the NICs carry, the second raises the speed inside the server while
-    it is under twice that and NVLink still carries every channel ("increase bwIntra for
-    trees (2 nodes or collnet)", ``ncclTopoCompute``). ``ncclTopoDupChannels`` leaves it:
-    the tree's channels are held to the ring's, so it has none to double."""
-    inter = next((float(s) for s in speeds
-                  if min(int(nvl // s), nics * int(nic // s)) >= ch), float(speeds[-1]))
-    i = list(speeds).index(inter) if inter in speeds else len(speeds) - 1
-    intra = inter
+    ``src/graph/tuning.cc``). The tree search runs on the ring's ``ch`` channels; its
+    first pass finds the speed at which ``channels_at`` (the ring search's rule) fits
+    them, the second raises the speed inside the server while it is under twice that and
+    NVLink still carries every channel ("increase bwIntra for trees (2 nodes or
+    collnet)", ``ncclTopoCompute``). ``ncclTopoDupChannels`` leaves it: the tree's
+    channels are held to the ring's, so it has none to double."""
+    i = next((k for k, s in enumerate(speeds) if channels_at(s) >= ch), len(speeds) - 1)
+    inter = intra = float(speeds[i])
     while i > 0 and intra < 2 * inter and ch * speeds[i - 1] <= nvl:
         i -= 1
         intra = float(speeds[i])
@@ -211,12 +210,13 @@ class NcclModel:
         nic = info.nic_bandwidth / 1e9
         nics = max(min(info.nics_per_server, max(info.nics_per_gpu, 1) * ppn), 1)
         speeds = (SEARCH_SPEEDS_INTRA if nodes == 1 else SEARCH_SPEEDS_NET)[row]
-        if nodes == 1:
-            ch, bw = _search(speeds, nvl, lambda s: int(nvl // s))
-        else:
-            # every channel leaves and enters a server through one NIC of its GPUs; NICs
-            # are shared by channels while their speed lasts
-            ch, bw = _search(speeds, nvl, lambda s: min(int(nvl // s), nics * int(nic // s)))
+        def channels_at(s: float) -> int:
+            # across servers every channel leaves and enters a server through one NIC of
+            # its GPUs; NICs are shared by channels while their speed lasts
+            fit = int(nvl // s)
+            return fit if nodes == 1 else min(fit, nics * int(nic // s))
+
+        ch, bw = _search(speeds, nvl, channels_at)
         heads = min(NVLS_MAX_HEADS, ppn if nodes == 1 else min(ppn, nics))
         nvls_intra, nvls_inter = _nvls_search(speeds, nvl, heads,
                                               0.0 if nodes == 1 else nic * nics / heads)
@@ -224,7 +224,7 @@ class NcclModel:
         # GPUs whose channels run under 50 GB/s when there are more than four
         if bw >= 25 and not (row >= 2 and bw < 50 and ch > 4):
             ch, bw = min(2 * ch, MAX_SEARCH_CHANNELS * 2), bw / 2
-        tree = _tree_intra(speeds, nvl, ch, nics, nic) if nodes == 2 else 0.0
+        tree = _tree_intra(speeds, nvl, ch, channels_at) if nodes == 2 else 0.0
         return NcclModel(nodes=nodes, ppn=ppn, ranks=group.n, row=row, nvlink=nvlink,
                          channels=ch, bw=bw, tree_bw_intra=tree,
                          net_latency_us=info.net_plugin_latency * 1e6,
