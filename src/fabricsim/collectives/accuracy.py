@@ -146,9 +146,11 @@ class Band:
         'median +15 %: the model has been slower than measured'
         >>> Band("x, bandwidth", 0.1, 0.4, 124, 14, 0.001).lean()
         'median +0 %: no lean either way'
+        >>> Band("x, bandwidth", 0.1, 0.4, 124, 14, -0.002).lean()  # never "-0 %"
+        'median +0 %: no lean either way'
         """
         if abs(self.signed_median) < LEAN_MIN:
-            return f"median {self.signed_median * 100:+.0f} %: no lean either way"
+            return f"median {round(self.signed_median * 100):+d} %: no lean either way"
         faster = self.signed_median > 0
         if self.group.split(", ")[1:2] == ["latency"]:
             faster = not faster

@@ -44,7 +44,7 @@ import numpy as np
 from fabricsim.collectives.registry import Group
 from fabricsim.fabric.core import Fabric
 from fabricsim.fabric.kinds import LINK_CLASSES, link_class_of_kind
-from fabricsim.protocols import nvlstree_kernel_rate, tree_kernel_rate, tuning_hardware
+from fabricsim.protocols import tree_kernel_rate, tuning_hardware
 from fabricsim.schedule.core import Crossings, Pipeline
 
 KIB = 1024.0
@@ -192,10 +192,11 @@ def nvlstree_pipeline(group: Group) -> Pipeline | None:
     else:
         chunk = NVLS_CHUNK_BYTES if group.servers < 4 else min(NVLS_CHUNK_BYTES,
                                                                 NVLSTREE_MAX_CHUNK_BYTES)
-    # a head's network hop runs at its NIC's share or at the NVLSTree kernel's own rate
-    kernel = nvlstree_kernel_rate(group.fabric, group.servers, group.n) / (heads * ch)
-    net = min(nic_gpu / ch, kernel) if kernel > 0 else nic_gpu / ch
-    stages = (("nvls", 4.0, nvl / ops), ("net", 2.0 * tree_depth(group.servers), net))
+    # a head's first chunk crosses its NIC at the NIC's share: NVLSTree's kernel rate
+    # (nvlstree_kernel_rate) bounds what its four warp groups move together, the steady
+    # stream (the schedule's kernel floor), not one group's hop. (A tree channel is one
+    # warp group that receives, reduces and sends each chunk: its rate bounds every hop.)
+    stages = (("nvls", 4.0, nvl / ops), ("net", 2.0 * tree_depth(group.servers), nic_gpu / ch))
     return Pipeline(stages=stages, ops=ops, chunk_bytes=chunk, shrink=NVLSTREE_SHRINK)
 
 
