@@ -509,12 +509,15 @@ def heldout_table(cs: list[Case], errors: list[float]) -> dict[str, Any]:
     """Held-out error per accuracy group (:mod:`fabricsim.collectives.accuracy`) over the
     primary rows of sources no constant was fitted on, the same rows grouped by NCCL's
     choice (``by_choice``: the algorithm and protocol the library's model runs), and the
-    measured envelope (servers and sizes) per system over every row."""
-    from fabricsim.collectives.accuracy import choice_group, group_of, kind_of
+    measured envelope (servers and sizes) per system over every row; ``local``: the same
+    held-out rows per system, number of servers and kind, with their range of errors and
+    sizes (:func:`fabricsim.collectives.accuracy.local_warning`)."""
+    from fabricsim.collectives.accuracy import choice_group, group_of, kind_of, local_key
 
     fitted = fit_sources([c for c in cs if c.row < 3000])  # the measurements*.csv rows
     by: dict[str, list[tuple[float, str]]] = {}
     by_choice: dict[str, list[tuple[float, str]]] = {}
+    local: dict[str, list[tuple[float, str, float]]] = {}
     envelope: dict[str, dict[str, int]] = {}
     variants = published().nic_variants()
     for c, e in zip(cs, errors, strict=True):
@@ -538,14 +541,26 @@ def heldout_table(cs: list[Case], errors: list[float]) -> dict[str, Any]:
         ch = choose(c)
         by_choice.setdefault(choice_group(fab, c.collective, c.nbytes, ch.algorithm,
                                           ch.protocol), []).append((e, c.source))
+        local.setdefault(local_key(preset, fab.info.servers, kind), []).append(
+            (e, c.source, c.nbytes))
 
     def table(groups: dict[str, list[tuple[float, str]]]) -> dict[str, Any]:
         return {g: {"rows": len(v), "sources": len({s for _, s in v}),
                     **_spread([e for e, _ in v])} for g, v in sorted(groups.items())}
 
+    def spots(groups: dict[str, list[tuple[float, str, float]]]) -> dict[str, Any]:
+        return {k: {"rows": len(v), "sources": len({s for _, s, _ in v}),
+                    **_spread([e for e, _, _ in v]),
+                    "low": round(min(e for e, _, _ in v), 4),
+                    "high": round(max(e for e, _, _ in v), 4),
+                    "min_bytes": int(min(b for _, _, b in v)),
+                    "max_bytes": int(max(b for _, _, b in v))}
+                for k, v in sorted(groups.items())}
+
     return {"generated_by": "python benchmarks/accuracy_nccl.py --write-heldout",
             "held_out_from": sorted(fitted), "groups": table(by),
-            "by_choice": table(by_choice), "envelope": dict(sorted(envelope.items()))}
+            "by_choice": table(by_choice), "local": spots(local),
+            "envelope": dict(sorted(envelope.items()))}
 
 
 def per_source(cs: list[Case], errors: list[float]) -> dict[str, dict[str, Any]]:

@@ -1,4 +1,5 @@
-"""The held-out error band and the envelope warning (fabricsim.collectives.accuracy).
+"""The held-out error band, the envelope warning and the nearest published rows
+(fabricsim.collectives.accuracy).
 
 The shipped table must be what benchmarks/accuracy_nccl.py computes from the model as it
 is: a change to the model that moves its error shows here until the table is rewritten
@@ -28,6 +29,9 @@ from fabricsim.collectives.accuracy import (
     envelope_warning,
     group_of,
     heldout,
+    local_evidence,
+    local_key,
+    local_warning,
 )
 from fabricsim.fabric import build_cluster
 
@@ -185,3 +189,58 @@ def test_small_message_time_meets_its_target() -> None:
     environment they document and p4d with the Simple protocol AWS's plugin forces:
     kept there."""
     assert heldout()["groups"]["all scopes, latency"]["median"] <= 0.15
+
+
+def test_local_rows_hold_the_same_rows_as_the_scope_groups(
+        computed: tuple[ModuleType, dict[str, Any]]) -> None:
+    _, table = computed
+    per_kind: dict[str, int] = {}
+    for key, g in table["local"].items():
+        kind = key.rsplit("|", 1)[1]
+        per_kind[kind] = per_kind.get(kind, 0) + g["rows"]
+        assert g["low"] <= g["signed_median"] <= g["high"]
+        assert g["min_bytes"] <= g["max_bytes"]
+    assert per_kind == {k: table["groups"][f"all scopes, {k}"]["rows"] for k in per_kind}
+
+
+def test_the_nearest_rows_are_of_the_system_scale_kind_and_sizes_asked() -> None:
+    local = heldout()["local"]
+    racks = build_cluster("gb200-nvl72", 20)
+    loc = local_evidence(racks, "all_reduce", 2**34)
+    assert loc is not None and (loc.system, loc.servers, loc.kind) == \
+        ("gb200-nvl72", 20, "bandwidth")
+    assert loc.rows == local[local_key("gb200-nvl72", 20, "bandwidth")]["rows"]
+    # 16 racks are near 20 (within 2x), 64 are not; 1 KiB is another kind (latency), and
+    # no latency row was published there; 1 MiB is far below the 512 MiB-16 GiB measured
+    near = local_evidence(build_cluster("gb200-nvl72", 16), "all_reduce", 2**34)
+    assert near is not None and near.servers == 20
+    assert local_evidence(build_cluster("gb200-nvl72", 64), "all_reduce", 2**34) is None
+    assert local_evidence(racks, "all_reduce", 1024) is None
+    assert local_evidence(racks, "all_reduce", 2**20) is None
+    assert local_evidence(build_cluster("pcie-8gpu", 2), "all_reduce", 2**30) is None
+
+
+def test_the_nearest_rows_warn_only_where_they_lean_beyond_the_band() -> None:
+    racks = build_cluster("gb200-nvl72", 20)
+    loc = local_evidence(racks, "all_reduce", 2**34)
+    assert loc is not None and loc.signed_median > 1.0  # the 20-rack rows, model fast
+    why = local_warning(racks, "all_reduce", 2**34)
+    assert why is not None and "gb200-nvl72 at 20 servers" in why
+    assert f"median {loc.signed_median * 100:+.0f} %" in why and "± 15 %" in why
+    # two DGX H100 at 1 GiB: the nearest rows agree with the band, nothing to say
+    two = build_cluster("dgx-h100", 2)
+    assert local_evidence(two, "all_reduce", 2**30) is not None
+    assert local_warning(two, "all_reduce", 2**30) is None
+    one = local_warning(build_cluster("gb300-nvl72", 1), "all_reduce", 2**19)
+    assert one is not None and "gb300-nvl72 at one server (" in one and "time" in one
+
+
+def test_bench_says_where_the_nearest_rows_disagree() -> None:
+    args = ["bench", "all_reduce", "--system", "gb200-nvl72", "--nodes", "20", "-b", "16G",
+            "-e", "16G"]
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 0, r.output
+    assert "# warning: published runs of gb200-nvl72 at 20 servers" in r.output
+    r = CliRunner().invoke(app, [*args, "--json"])
+    row = json.loads(r.output.splitlines()[0])
+    assert row["local"].startswith("published runs of gb200-nvl72 at 20 servers")

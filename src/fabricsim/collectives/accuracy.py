@@ -6,8 +6,10 @@ nccl-tests row of ``data/reference/`` and keeps, for each group of rows (the sam
 :func:`group_of` as here), the error on the rows *held out* from every fit: rows whose
 source no constant was fitted on. The result ships as ``collectives/heldout.json``;
 :func:`band` reads it, so a prediction can say ``356 GB/s ± 14 %`` where 14 % is the
-median absolute held-out error of its group, and :func:`envelope_warning` says when
-the system, the number of servers or the message size has no measurement near it.
+median absolute held-out error of its group, :func:`envelope_warning` says when the
+system, the number of servers or the message size has no measurement near it, and
+:func:`local_warning` when the measurements nearest it (the same system and scale) lean
+further than that band.
 
 Groups: the scope (one server or NVLink domain; several servers over ``InfiniBand``,
 ``RoCE``, ``EFA``, ``TCP``; several NVLink racks joined by NICs) times the kind
@@ -59,6 +61,14 @@ MIN_CHOICE_SOURCES = 3
 LEAN_MIN = 0.02
 #: Servers beyond this factor of the largest validated run of a system are out of reach.
 SCALE_REACH = 2.0
+#: Published rows of the same system count as near a question within this factor of its
+#: servers and :data:`LOCAL_SIZE_REACH` of its message sizes.
+LOCAL_REACH = 2.0
+LOCAL_SIZE_REACH = 4.0
+#: Near rows (at least :data:`LOCAL_MIN_ROWS`) disagree with a band when their signed
+#: median lies beyond twice the band and beyond this.
+LOCAL_MIN_ERROR = 0.25
+LOCAL_MIN_ROWS = 3
 
 _SCOPES = {"ib": "InfiniBand", "roce": "RoCE", "srd": "EFA", "tcp": "TCP"}
 
@@ -190,6 +200,102 @@ def choice_band(fabric: Fabric, collective: str, nbytes: float, algorithm: str,
     if g is None or g["rows"] < MIN_ROWS or g["sources"] < MIN_CHOICE_SOURCES:
         return None
     return Band.of(name, g)
+
+
+def local_key(system: str, servers: int, kind: str) -> str:
+    """The key of the held-out rows of ``system`` at ``servers`` of one kind
+    (:func:`kind_of`) in the shipped table's ``local`` part.
+
+    >>> local_key("gb200-nvl72", 20, "bandwidth")
+    'gb200-nvl72|20|bandwidth'
+    """
+    return f"{system}|{servers}|{kind}"
+
+
+@dataclass(frozen=True)
+class Local:
+    """The held-out rows nearest a question: ``rows`` published rows from ``sources``
+    sources of the same system at ``servers`` servers and of the same kind, whose signed
+    error (bus bandwidth, or time for latency rows; above 0 the model's figure came out
+    higher) runs from ``low`` to ``high`` around ``signed_median``."""
+
+    system: str
+    servers: int
+    kind: str
+    rows: int
+    sources: int
+    signed_median: float
+    low: float
+    high: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def local_evidence(fabric: Fabric, collective: str, nbytes: float,
+                   servers: int | None = None) -> Local | None:
+    """The held-out rows of ``fabric``'s system nearest a collective of ``nbytes``: of
+    the same kind, at the measured number of servers closest to the question's (within
+    :data:`LOCAL_REACH`), with the question's size within :data:`LOCAL_SIZE_REACH` of
+    theirs, and at least :data:`LOCAL_MIN_ROWS` of them; ``None`` where there are none.
+
+    >>> from fabricsim.fabric import build_cluster
+    >>> loc = local_evidence(build_cluster("gb200-nvl72", 20), "all_reduce", 2**34)
+    >>> loc.servers, loc.kind, loc.rows >= LOCAL_MIN_ROWS
+    (20, 'bandwidth', True)
+    """
+    import math
+
+    system = fabric.info.system
+    n = fabric.info.servers if servers is None else servers
+    kind = kind_of(collective, nbytes)
+    best: tuple[float, Local] | None = None
+    for key, v in heldout().get("local", {}).items():
+        sys_, srv, knd = key.rsplit("|", 2)
+        m = int(srv)
+        if sys_ != system or knd != kind or v["rows"] < LOCAL_MIN_ROWS:
+            continue
+        if not (v["min_bytes"] / LOCAL_SIZE_REACH <= nbytes
+                <= v["max_bytes"] * LOCAL_SIZE_REACH):
+            continue
+        dist = abs(math.log(max(n, 1) / m))
+        if dist > math.log(LOCAL_REACH) or (best is not None and dist >= best[0]):
+            continue
+        best = (dist, Local(system=system, servers=m, kind=kind, rows=int(v["rows"]),
+                            sources=int(v["sources"]),
+                            signed_median=float(v["signed_median"]),
+                            low=float(v["low"]), high=float(v["high"])))
+    return best[1] if best else None
+
+
+def local_warning(fabric: Fabric, collective: str, nbytes: float,
+                  servers: int | None = None) -> str | None:
+    """Where the published rows nearest a question (:func:`local_evidence`) lean
+    further than its group's band (their signed median beyond twice the band and beyond
+    :data:`LOCAL_MIN_ERROR`), what they say; else ``None``. The band is a median over
+    many systems; this is the model's record on the system and scale asked about.
+
+    >>> from fabricsim.fabric import build_cluster
+    >>> print(local_warning(build_cluster("gb200-nvl72", 20), "all_reduce", 2**34))
+    ... # doctest: +ELLIPSIS
+    published runs of gb200-nvl72 at 20 servers (6 bandwidth rows, 1 source) ...
+    >>> local_warning(build_cluster("dgx-h100", 2), "all_reduce", 2**30) is None
+    True
+    """
+    loc = local_evidence(fabric, collective, nbytes, servers)
+    if loc is None:
+        return None
+    b = band(fabric, collective, nbytes, servers)
+    if abs(loc.signed_median) <= max(2 * b.median, LOCAL_MIN_ERROR):
+        return None
+    what = "time" if loc.kind == "latency" else "bus bandwidth"
+    src = "source" if loc.sources == 1 else "sources"
+    where = "one server" if loc.servers == 1 else f"{loc.servers} servers"
+    return (f"published runs of {loc.system} at {where} ({loc.rows} "
+            f"{loc.kind} rows, {loc.sources} {src}) lean beyond the \u00b1 "
+            f"{b.median * 100:.0f} % band: the model's {what} came out "
+            f"{loc.low * 100:+.0f} to {loc.high * 100:+.0f} % against them (median "
+            f"{loc.signed_median * 100:+.0f} %)")
 
 
 def envelope_warning(fabric: Fabric, sizes: list[int] | tuple[int, ...],

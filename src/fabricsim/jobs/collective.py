@@ -108,6 +108,9 @@ class BenchRow(SizeRow):
     choice_group: str = ""
     #: Why published measurements do not cover this row ("" when they do).
     envelope: str = ""
+    #: What the published rows nearest this one say, where they lean further than the
+    #: band ("" elsewhere; :func:`fabricsim.collectives.accuracy.local_warning`).
+    local: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -237,7 +240,12 @@ def _sweep(job: CollectiveBench, fabric: Fabric, algo: str | None, backend: Any,
            on_size: Callable[[int, int, int], None] | None) -> list[BenchRow]:
     """The rows of one algorithm (``None``: NCCL's choice under the job's environment)."""
     from fabricsim.collectives import Group, run_collective
-    from fabricsim.collectives.accuracy import band, choice_band, envelope_warning
+    from fabricsim.collectives.accuracy import (
+        band,
+        choice_band,
+        envelope_warning,
+        local_warning,
+    )
     from fabricsim.collectives.busbw import bandwidths
     from fabricsim.protocols import PROTOCOL_LABELS, PROTOCOLS
 
@@ -294,7 +302,8 @@ def _sweep(job: CollectiveBench, fabric: Fabric, algo: str | None, backend: Any,
                              band=b.median, band_group=b.group,
                              choice_band=cb.median if cb else 0.0,
                              choice_group=cb.group if cb else "",
-                             envelope=envelope_warning(fabric, [size], servers) or ""))
+                             envelope=envelope_warning(fabric, [size], servers) or "",
+                             local=local_warning(fabric, coll, size, servers) or ""))
     return rows
 
 
@@ -313,8 +322,9 @@ class BenchReport:
 
     @property
     def warnings(self) -> list[str]:
-        """Algorithms that cannot run here, a selection with nothing left to choose, and
-        sizes no published measurement covers."""
+        """Algorithms that cannot run here, a selection with nothing left to choose,
+        sizes no published measurement covers, and where the published rows nearest the
+        question lean further than its band."""
         out = [f"{a} cannot run here: {why}" for a, why in self.skipped.items()]
         if self.job.select != "nccl" and self.job.proto is not None \
                 and None not in self.job.algos:
@@ -332,6 +342,7 @@ class BenchReport:
             out.append(f"{', '.join(env.no_effect)}: set, without effect on time")
         out += sorted({r.envelope for rows in self.rows.values() for r in rows
                        if r.envelope})
+        out += sorted({r.local for rows in self.rows.values() for r in rows if r.local})
         return out
 
     def accuracy(self) -> list[dict[str, Any]]:
