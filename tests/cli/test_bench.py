@@ -244,3 +244,37 @@ def test_nccl_algo_leaves_point_to_point_collectives_alone(monkeypatch, capsys) 
         assert main(["bench", coll, "--system", "dgx-h100", "--nodes", "2", "-b", "1M",
                      "-e", "1M", "--json"]) == 0
         assert json.loads(capsys.readouterr().out.splitlines()[0])["algorithm"] == "direct"
+
+
+def test_nccl_tests_launch_flags_live_in_the_scenario_too(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """nccl-tests' -g, -m and -r are fields of a scenario's collective: section, so the
+    web and a sweep can run what the CLI runs: the same scenario gives the same time as
+    the flags, and a flag given replaces the section's."""
+    from fabricsim import jobs
+    from fabricsim.scenario import load_scenario_text
+
+    text = ("cluster: {system: dgx-a100, nodes: 1}\n"
+            "collective: {minbytes: 1K, maxbytes: 1K, gpus_per_thread: 8, agg_iters: 4}\n")
+    sc = tmp_path / "g8.yaml"
+    sc.write_text(text, encoding="utf-8")
+    flags = ["bench", "all_reduce", "--system", "dgx-a100", "-b", "1K", "-e", "1K",
+             "--json"]
+
+    def time_us(*args: str) -> float:
+        assert main(list(args)) == 0
+        return float(json.loads(capsys.readouterr().out.splitlines()[0])["time_us"])
+
+    by_flags = time_us(*flags, "-g", "8", "-m", "4")
+    by_scenario = time_us("bench", "scenario", str(sc), "--json")
+    assert by_scenario == by_flags
+    job = jobs.job_from_scenario("bench", load_scenario_text(text))
+    assert (job.gpus_per_thread, job.agg_iters, job.root) == (8, 4, 0)
+    assert round(jobs.run(job).rows[None][0].time_us, 4) == by_scenario
+    # a flag given replaces the section's: -g 1 runs one process per GPU again
+    assert time_us("bench", "scenario", str(sc), "--json", "-g", "1", "-m", "4") == \
+        time_us(*flags, "-m", "4") < by_scenario
+    bad = tmp_path / "g3.yaml"
+    bad.write_text(text.replace("gpus_per_thread: 8", "gpus_per_thread: 3"),
+                   encoding="utf-8")
+    assert main(["bench", "scenario", str(bad)]) == 2
+    assert "collective.gpus_per_thread" in capsys.readouterr().err

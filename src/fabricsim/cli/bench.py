@@ -208,10 +208,11 @@ def register(app: typer.Typer) -> None:
         check: Annotated[int, typer.Option(
             "--check", "-c", min=0, max=1, help="nccl-tests' data check (accepted; a "
             "simulation moves no data, so #wrong is N/A).")] = 1,
-        ngpus: Annotated[int, typer.Option(
-            "--ngpus", "-g", min=1, max=72, help="nccl-tests' GPUs per thread: one process "
-            "launching g GPUs pays the launch overhead g-1 more times (default 1: one "
-            "process per GPU, as mpirun runs it).")] = 1,
+        ngpus: Annotated[int | None, typer.Option(
+            "--ngpus", "-g", min=1, max=72, help="nccl-tests' GPUs per thread: one thread "
+            "issues each operation on g GPUs, so an iteration takes at least g times the "
+            "host's issue time (default: the scenario's, else 1: one process per GPU, as "
+            "mpirun runs it).")] = None,
         datatype: Annotated[str | None, typer.Option(
             "--datatype", "-d", help="nccl-tests type (default: the scenario's, else "
             "float).")] = None,
@@ -263,7 +264,7 @@ def register(app: typer.Typer) -> None:
                      "--stepfactor": stepfactor, "--stepbytes": stepbytes,
                      "--datatype": datatype, "--op": op, "--algo": algo, "--proto": proto,
                      "--select": select, "--time-limit": time_limit, "--output_file": output_file,
-                     "--ngpus": ngpus if ngpus != 1 else None,
+                     "--ngpus": ngpus,
                      **{NCCL_TESTS_FLAG[k]: v for k, v in run.given.items()}}
             given = next((k for k, v in sweep.items() if v is not None), None)
             if given is not None:
@@ -350,8 +351,10 @@ def register(app: typer.Typer) -> None:
         job = jobs.job_from_scenario(
             "bench", sc, collective=collective, sizes=sizes, datatype=datatype, op=op,
             algos=tuple(algo or ()), proto=proto, backend=backend, gpus_per_thread=ngpus,
-            env=env, time_limit_s=time_limit, root=run.get("root", 0),
-            agg_iters=run.get("agg_iters", 1), select=select,
+            env=env, time_limit_s=time_limit,
+            root=run.get("root", 0) if "root" in run.given else None,
+            agg_iters=run.get("agg_iters", 1) if "agg_iters" in run.given else None,
+            select=select,
             flow_precision=flow_precision)
         fab = job.cluster.build()
         from contextlib import ExitStack
@@ -390,10 +393,11 @@ def register(app: typer.Typer) -> None:
                           f"{job.backend}, algorithm {a or 'auto'}")
                 step = (f"{step_b}(bytes)" if step_b is not None else f"{factor:g}(factor)")
                 typer.echo(format_bench(rows, header, collective=job.collective, fabric=fab,
-                                        gpus_per_thread=ngpus, sweep=(lo, hi, step),
+                                        gpus_per_thread=job.gpus_per_thread,
+                                        sweep=(lo, hi, step),
                                         run={"nthreads": run.get("nthreads", 1),
                                              "warmup": warmup, "iters": iters,
-                                             "agg": run.get("agg_iters", 1),
+                                             "agg": job.agg_iters,
                                              "validation": check,
                                              "graph": run.get("cudagraph", 0),
                                              "unalign": run.get("unalign", 0)}))

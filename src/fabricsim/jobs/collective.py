@@ -176,13 +176,14 @@ def _ranks(ranks: Any) -> tuple[int, ...] | None:
 def bench_job(sc: Scenario, *, collective: str | None = None,
               sizes: tuple[int, ...] | None = None, datatype: str | None = None,
               op: str | None = None, algos: tuple[str, ...] = (), proto: str | None = None,
-              backend: str | None = None, gpus_per_thread: int = 1,
+              backend: str | None = None, gpus_per_thread: int | None = None,
               env: NcclEnv | None = None, every_algorithm: bool = False,
-              time_limit_s: float | None = None, root: int = 0,
-              agg_iters: int = 1, select: str | None = None,
+              time_limit_s: float | None = None, root: int | None = None,
+              agg_iters: int | None = None, select: str | None = None,
               flow_precision: float = 0.0) -> CollectiveBench:
     """The benchmark of ``sc``'s ``collective:`` section (:data:`DEFAULT_SWEEP` when it
-    has none), each argument given replacing the section's."""
+    has none), each argument given replacing the section's (nccl-tests' ``-g``, ``-r``
+    and ``-m`` too: ``gpus_per_thread``, ``root``, ``agg_iters``)."""
     from fabricsim.backends.registry import BACKENDS
     from fabricsim.collectives.tuner import SELECTIONS, check_collective
 
@@ -220,8 +221,10 @@ def bench_job(sc: Scenario, *, collective: str | None = None,
         cluster=cluster, collective=name, sizes=tuple(sizes), datatype=dtype, op=red,
         algos=chosen, every_algorithm=every_algorithm, proto=proto or spec.proto,
         select=how, backend=be, ranks=_ranks(spec.ranks),
-        gpus_per_thread=gpus_per_thread, env=env or NcclEnv(), faults=faults,
-        time_limit_s=time_limit_s, root=root, agg_iters=agg_iters,
+        gpus_per_thread=spec.gpus_per_thread if gpus_per_thread is None else gpus_per_thread,
+        env=env or NcclEnv(), faults=faults, time_limit_s=time_limit_s,
+        root=spec.root if root is None else root,
+        agg_iters=spec.agg_iters if agg_iters is None else agg_iters,
         flow_precision=flow_precision)
 
 
@@ -472,7 +475,7 @@ def run_bench(job: CollectiveBench, fabric: Fabric, progress: Progress = quiet,
     n_ranks = len(job.ranks) if job.ranks else fabric.n_gpus
     if job.root >= n_ranks:
         raise ConfigError(f"root {job.root} is not a rank of this run (0..{n_ranks - 1})",
-                          field="-r/--root")
+                          field="-r/--root (collective.root)")
     if fabric.n_gpus < 2:
         raise ConfigError(f"a collective moves data between GPUs and this cluster has "
                           f"{fabric.n_gpus}; give --nodes 2 or --gpus-per-node 2 or more",
@@ -492,7 +495,8 @@ def run_bench(job: CollectiveBench, fabric: Fabric, progress: Progress = quiet,
     if g > per_server or per_server % g:
         raise ConfigError(f"-g {g}: one process drives GPUs of its own server, and "
                           f"{fabric.info.system} servers have {per_server}; give a -g that "
-                          f"divides {per_server}", field="--ngpus")
+                          f"divides {per_server}",
+                          field="--ngpus (collective.gpus_per_thread)")
     backend: Any = job.backend
     if job.faults or job.time_limit_s is not None or job.flow_precision:
         from fabricsim.backends.flow import FlowBackend

@@ -67,6 +67,13 @@ class CollectiveSpec(_Model):
     own choice (its cost model); ``fastest``, the pair fabricsim's model times fastest."""
     backend: Literal["analytic", "flow", "packet", "hybrid"] = "analytic"
     ranks: list[int] | None = None
+    gpus_per_thread: int = Field(1, ge=1, le=72)
+    """nccl-tests' ``-g``: GPUs one thread drives (1: one process per GPU, as mpirun
+    runs it); the thread's issue time per operation is then a floor on each iteration."""
+    root: int = Field(0, ge=0)
+    """Root rank of broadcast and reduce (nccl-tests' ``-r``)."""
+    agg_iters: int = Field(1, ge=1, le=1 << 20)
+    """Operations aggregated per launch (nccl-tests' ``-m``: one NCCL group)."""
 
     @field_validator("minbytes", "maxbytes", mode="before")
     @classmethod
