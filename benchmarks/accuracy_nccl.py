@@ -549,9 +549,9 @@ def heldout_table(cs: list[Case], errors: list[float]) -> dict[str, Any]:
                     **_spread([e for e, _ in v])} for g, v in sorted(groups.items())}
 
     def spots(groups: dict[str, list[tuple[float, str, float]]]) -> dict[str, Any]:
-        return {k: {"rows": len(v), "sources": len({s for _, s, _ in v}),
-                    **_spread([e for e, _, _ in v]),
-                    "low": round(min(e for e, _, _ in v), 4),
+        """:func:`table`'s figures, with the range of errors and of sizes."""
+        figures = table({k: [(e, s) for e, s, _ in v] for k, v in groups.items()})
+        return {k: {**figures[k], "low": round(min(e for e, _, _ in v), 4),
                     "high": round(max(e for e, _, _ in v), 4),
                     "min_bytes": int(min(b for _, _, b in v)),
                     "max_bytes": int(max(b for _, _, b in v))}
