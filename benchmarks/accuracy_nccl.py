@@ -73,6 +73,8 @@ class Case:
     #: the NCCL environment the run documents that the model honours (``NCCL_NVLS_ENABLE``,
     #: ``NCCL_COLLNET_ENABLE``, channel bounds), as (name, value) pairs
     env: tuple[tuple[str, str], ...] = ()
+    #: the NCCL release the run used, where its source says (``None``: the model's default)
+    nccl_version: str | None = None
 
     @property
     def secondary(self) -> str:
@@ -126,10 +128,14 @@ def cases() -> list[Case]:
             continue
         value = r["value"].split("|")[-1]
         gpt = int(m.group(1)) if (m := re.search(r"-g (\d+)", r["config"])) else 1
+        v = re.search(r"NCCL (2\.\d+\.\d+)", r["config"] + r["notes"])
+        ver = v.group(1) if v else None
         if "A100" in r["config"]:
-            out.append(Case(rid, "dgx-a100", 1, size, float(value), gpus_per_thread=gpt))
+            out.append(Case(rid, "dgx-a100", 1, size, float(value), gpus_per_thread=gpt,
+                            nccl_version=ver))
         elif "H100" in r["config"]:
-            out.append(Case(rid, "dgx-h100", 1, size, float(value), gpus_per_thread=gpt))
+            out.append(Case(rid, "dgx-h100", 1, size, float(value), gpus_per_thread=gpt,
+                            nccl_version=ver))
     g8 = 8 * 2**30
     out += [
         Case(115, "dgx-h100", 1, 4 * 2**30, 367.5, algo="ring", note="range 365-370",
@@ -226,8 +232,9 @@ _CATALOGS: dict[str, Any] = {}
 
 def choose(c: Case, tuner: Tuner | None = None) -> Any:
     """What the row's run is by the model (:class:`fabricsim.collectives.tuner.Choice`):
-    NCCL's choice, narrowed by what the run forced and by the NCCL environment it
-    documents (as ``bench`` narrows it)."""
+    the choice of the NCCL release the run used (where its source says; else the model's
+    default, as ``bench`` makes it), narrowed by what the run forced and by the NCCL
+    environment it documents (as ``bench`` narrows it)."""
     from fabricsim.collectives.nccl_env import nccl_env
     from fabricsim.collectives.tuner import default_tuner
 
@@ -237,7 +244,7 @@ def choose(c: Case, tuner: Tuner | None = None) -> Any:
     t = tuner or default_tuner(fab)
     return t.choose_among(fab, c.collective, c.nbytes, None, algos, protos,
                           env.channels_of(t.group_of(fab, None)),
-                          gpus_per_thread=c.gpus_per_thread)
+                          gpus_per_thread=c.gpus_per_thread, nccl_version=c.nccl_version)
 
 
 def predict_us(c: Case, tuner: Tuner | None = None) -> float:

@@ -192,5 +192,6 @@ def published_cases() -> tuple[list[Case], Counter[str]]:
                 proto=_PROTOS.get(r["proto"]) if r["proto"] else None,
                 collective=r["collective"], cluster=kw,
                 measured_time_us=t_us if use_time else None,
-                source=r["source_key"], fabric=r["fabric"], gpus_per_thread=gpt, env=env))
+                source=r["source_key"], fabric=r["fabric"], gpus_per_thread=gpt, env=env,
+                nccl_version=r["nccl_version"] or None))
     return out, skipped

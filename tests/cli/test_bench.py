@@ -278,3 +278,33 @@ def test_nccl_tests_launch_flags_live_in_the_scenario_too(tmp_path, capsys) -> N
                    encoding="utf-8")
     assert main(["bench", "scenario", str(bad)]) == 2
     assert "collective.gpus_per_thread" in capsys.readouterr().err
+
+
+def test_the_nccl_release_is_a_flag_and_a_scenario_field(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """NCCL's choice follows the release asked for (64 DGX H200 over RoCE, 16 MiB: 2.27
+    runs a tree with LL128, 2.28.3 NVLSTree, as their tuning tables rank them); the
+    scenario's ``collective.nccl_version`` and ``--nccl-version`` give the same rows, the
+    flag replacing the field; a release that is not one is refused by name."""
+    text = ("cluster: {system: dgx-h200, nodes: 64, fabric: roce-400g}\n"
+            "collective: {minbytes: 16M, maxbytes: 16M, nccl_version: 2.28.3}\n")
+    sc = tmp_path / "v.yaml"
+    sc.write_text(text, encoding="utf-8")
+    flags = ["bench", "all_reduce", "--system", "dgx-h200", "--nodes", "64", "--fabric",
+             "roce-400g", "-b", "16M", "-e", "16M", "--json"]
+
+    def row(*args: str) -> dict[str, object]:
+        assert main(list(args)) == 0
+        return dict(json.loads(capsys.readouterr().out.splitlines()[0]))
+
+    old = row(*flags, "--nccl-version", "2.27.3")
+    new = row(*flags, "--nccl-version", "2.28.3")
+    assert (old["algorithm"], old["protocol"]) == ("tree", "LL128")
+    assert (new["algorithm"], new["protocol"]) == ("nvlstree", "Simple")
+    assert row("bench", "scenario", str(sc), "--json") == new
+    assert row("bench", "scenario", str(sc), "--json", "--nccl-version", "2.27.3") == old
+    assert main([*flags, "--nccl-version", "latest"]) == 2
+    assert "--nccl-version (collective.nccl_version)" in capsys.readouterr().err
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(text.replace("2.28.3", "3.0"), encoding="utf-8")
+    assert main(["bench", "scenario", str(bad)]) == 2
+    assert "collective.nccl_version" in capsys.readouterr().err

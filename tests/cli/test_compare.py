@@ -190,3 +190,27 @@ def test_compare_takes_the_network_from_the_logs_nccl_info_lines(capsys) -> None
     assert main(["compare", str(path), "--fabric", "roce-400g"]) == 0
     got = capsys.readouterr()
     assert "NCCL INFO" not in got.err and "vs dgx-h100 x 2 (roce-400g)" in got.out
+
+
+def test_compare_makes_the_choice_of_the_nccl_release_the_log_names(capsys, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The log's NCCL INFO line (``NCCL version 2.21.5+cuda12.4``) or nccl-tests' header
+    (``nccl-library=22105``) names the release; compare says so and makes its choice;
+    --nccl-version replaces it, and a bad one is refused by name."""
+    from fabricsim.interop.nccl_tests import parse_nccl_tests
+
+    path = LOGS / "nccl_info_and_results_2x8_h100_4nic.log"
+    text = path.read_text(encoding="utf-8")
+    assert parse_nccl_tests(text).nccl_version == "2.21.5"
+    header_only = "\n".join(s for s in text.splitlines() if "NCCL version" not in s)
+    assert parse_nccl_tests(header_only).nccl_version == "2.21.5"  # from nccl-library
+    assert main(["compare", str(path), "--json"]) == 0
+    got = capsys.readouterr()
+    assert "NCCL 2.21.5's choice" in got.err
+    assert main(["compare", str(path), "--json", "--nccl-version", "2.29.7"]) == 0
+    assert "choice of algorithm" not in capsys.readouterr().err
+    assert main(["compare", str(path), "--nccl-version", "two"]) == 2
+    assert "--nccl-version" in capsys.readouterr().err
+    odd = tmp_path / "odd.log"  # a version the model cannot read: said, then the default
+    odd.write_text(text.replace("NCCL version 2.21.5", "NCCL version 9.1.0"), encoding="utf-8")
+    assert main(["compare", str(odd)]) == 0
+    assert "the log's NCCL version" in capsys.readouterr().err

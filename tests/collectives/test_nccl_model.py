@@ -8,14 +8,14 @@ import math
 import pytest
 
 from fabricsim.collectives import Tuner
-from fabricsim.collectives.nccl_model import NcclModel
+from fabricsim.collectives.nccl_model import DEFAULT_NCCL, NcclModel, nccl_release
 from fabricsim.collectives.registry import Group
 from fabricsim.errors import ConfigError
 from fabricsim.fabric import build_cluster
 
 
-def model(system: str, nodes: int) -> NcclModel:
-    return NcclModel.of(Group.of(build_cluster(system, nodes)))
+def model(system: str, nodes: int, version: str | None = None) -> NcclModel:
+    return NcclModel.of(Group.of(build_cluster(system, nodes)), nccl_release(version))
 
 
 def test_one_server_latencies_are_nccls() -> None:
@@ -34,7 +34,10 @@ def test_server_count_enters_as_nccl_counts_it() -> None:
     # trees: log2 of the servers, not the ranks
     assert m.latency_us("all_reduce", "tree", "simple") == pytest.approx(
         8.4 + 2 * (7 * 4.0 + 4 * 14.0))
-    assert m.latency_us("all_reduce", "nvlstree", "simple") == pytest.approx(25 + 8 * 14.0)
+    # NVLSTree's network hop: 14 us up to 2.28.7, 20.9 from 2.28.9
+    assert model("dgx-h100", 16, "2.27.7").latency_us("all_reduce", "nvlstree", "simple") \
+        == pytest.approx(25 + 8 * 14.0)
+    assert m.latency_us("all_reduce", "nvlstree", "simple") == pytest.approx(25 + 8 * 20.9)
 
 
 def test_efa_plugin_latency_and_amd_host_are_read_from_the_catalog() -> None:
@@ -126,15 +129,27 @@ def test_switch_points_match_a_published_nccl_log() -> None:
     """NCCL's own choice logged on 64 servers of 8 H200 over Ethernet (NCCL issue 1752,
     NCCL_DEBUG=INFO): 16 MiB all-reduce -> Tree LL128, 32 MiB -> NVLSTree Simple. Both
     come from NCCL's cost model with the ring search's 8 channels at 45 GB/s and the
-    NVLS graph's 8 heads at 40 GB/s inside (48 across) the servers."""
+    NVLS graph's 8 heads at 40 GB/s inside (48 across) the servers. The log is of June
+    2025, NCCL 2.27 at the latest; 2.28 rates NVLSTree higher (its kernels' efficiency,
+    not half the network speed), so moves the switch to 16 MiB, and 2.28.9's dearer
+    network hop for NVLSTree (20.9 us, was 14) back up, past 32 MiB."""
     fab = build_cluster("dgx-h200", 64, fabric="roce-400g")
     m = NcclModel.of(Group.of(fab))
     assert (m.channels, m.bw) == (8, 45.0)
     assert (m.nvls_heads, m.nvls_bw_intra, m.nvls_bw_inter) == (8, 40.0, 48.0)
     t = Tuner()
-    picks = {s: t.choose(fab, "all_reduce", s) for s in (2**24, 2**25)}
-    assert (picks[2**24].algorithm, picks[2**24].protocol) == ("tree", "ll128")
-    assert (picks[2**25].algorithm, picks[2**25].protocol) == ("nvlstree", "simple")
+
+    def picks(version: str) -> list[tuple[str, str]]:
+        out = []
+        for s in (2**24, 2**25, 2**26):
+            c = t.choose(fab, "all_reduce", s, nccl_version=version)
+            out.append((c.algorithm, c.protocol))
+        return out
+
+    tree, nvlstree = ("tree", "ll128"), ("nvlstree", "simple")
+    assert picks("2.27.3") == [tree, nvlstree, nvlstree]
+    assert picks("2.28.3") == [nvlstree, nvlstree, nvlstree]
+    assert picks("2.29.7") == [tree, tree, nvlstree]
 
 
 def test_two_server_trees_are_rated_by_their_nvlink_side() -> None:
@@ -156,3 +171,60 @@ def test_two_server_trees_are_rated_by_their_nvlink_side() -> None:
     assert a100.bandwidth_gbs("all_reduce", "ring", "simple", 2**30) > \
         a100.bandwidth_gbs("all_reduce", "tree", "simple", 2**30)
     assert model("aws-p4d", 1).tree_bw_intra == model("aws-p4d", 4).tree_bw_intra == 0.0
+
+
+def test_nccl_releases_are_read_as_nccl_prints_them() -> None:
+    assert nccl_release("2.26.2") == (2, 26, 2)
+    assert nccl_release("v2.29.7-1") == (2, 29, 7)
+    assert nccl_release("2.21.5+cuda12.4") == (2, 21, 5)
+    assert nccl_release("2.27.x (not stated exactly)") == (2, 27, 0)
+    assert nccl_release(None) == nccl_release("") == DEFAULT_NCCL
+    for bad in ("3.1", "latest", "2", "12.4"):
+        with pytest.raises(ConfigError, match="not an NCCL release") as e:
+            nccl_release(bad)
+        assert e.value.field == "nccl_version"
+
+
+def test_nvls_is_rated_as_each_release_rates_it() -> None:
+    """One DGX H100, 8 NVLS heads at 40 GB/s (the second pass raises the speed across
+    to 60). NCCL 2.27: 8 x 40 x 5/6 GB/s; 2.28+: each head at 40 x 0.85 (Hopper's
+    efficiency) x 7/8 (the other heads' share) x 2 (an all-reduce pipelines its halves),
+    under 60, times nRanks / nSteps = 8/14 (src/graph/tuning.cc)."""
+    old, new = model("dgx-h100", 1, "2.27.7"), model("dgx-h100", 1, "2.28.3")
+    assert (new.nvls_heads, new.nvls_bw_intra, new.nvls_bw_inter) == (8, 40.0, 60.0)
+    assert old.bandwidth_gbs("all_reduce", "nvls", "simple", 2**30) == pytest.approx(
+        8 * 40 * 5 / 6)
+    assert new.bandwidth_gbs("all_reduce", "nvls", "simple", 2**30) == pytest.approx(
+        8 * 40 * 0.85 * 7 / 8 * 2 * 8 / 14)
+    # all-gather: no pipelining and no conversion to algorithm bandwidth (bus = alg)
+    assert new.bandwidth_gbs("all_gather", "nvls", "simple", 2**30) == pytest.approx(
+        8 * 40 * 0.85 * 7 / 8 * 7 / 8)
+    assert old.bandwidth_gbs("all_gather", "nvls", "simple", 2**30) == pytest.approx(
+        8 * min(40 * 7 / 8, 60 * 0.9))
+
+
+def test_blackwell_rows_follow_the_release() -> None:
+    """Blackwell's tree caps were twice Hopper's up to 2.27 and measured in 2.28 (tree 24
+    GB/s per channel beyond two servers, was 72); 2.29.7 cut its ring LL128 cap to 40
+    and added 80 GB/s to the search's speeds across servers."""
+    old, mid, new = (model("hgx-b200", 8, v) for v in ("2.27.3", "2.28.9", "2.29.7"))
+    for m in (old, mid):
+        assert m.bandwidth_gbs("all_reduce", "tree", "simple", 2**33) == pytest.approx(
+            0.5 * min(0.92 * m.channels * m.bw,
+                      m.channels * (72.0 if m is old else 24.0)))
+    assert new.bandwidth_gbs("all_reduce", "ring", "ll128", 2**33) <= \
+        new.channels * 40.0 * 64 * 8 / (2 * 63)
+    assert (old.nvls_bw_intra, new.nvls_bw_intra) == (48.0, 80.0)
+
+
+def test_nvlstree_size_correction_is_for_blackwell_on_x86_from_2292() -> None:
+    b200 = {v: model("hgx-b200", 4, v) for v in ("2.29.1", "2.29.2")}
+    mid = 2**22  # log2(4 MiB / 64) = 16: NCCL's Simple factor there is 0.7
+    ratio = (b200["2.29.2"].bandwidth_gbs("all_reduce", "nvlstree", "simple", mid)
+             / b200["2.29.1"].bandwidth_gbs("all_reduce", "nvlstree", "simple", mid))
+    assert ratio == pytest.approx(0.7)
+    gb200 = {v: NcclModel.of(Group.of(build_cluster("gb200-nvl72", 2)), nccl_release(v))
+             for v in ("2.29.1", "2.29.2")}  # Grace hosts: Arm, no correction
+    assert gb200["2.29.2"].arm_host
+    assert gb200["2.29.2"].bandwidth_gbs("all_reduce", "nvlstree", "simple", mid) == \
+        gb200["2.29.1"].bandwidth_gbs("all_reduce", "nvlstree", "simple", mid)

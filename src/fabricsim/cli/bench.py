@@ -228,6 +228,10 @@ def register(app: typer.Typer) -> None:
             "--select", help="Where nothing is forced: nccl (NCCL's own choice, by its "
             "cost model; the default) or fastest (the pair fabricsim times fastest: what "
             "the fabric could do).")] = None,
+        nccl_version: Annotated[str | None, typer.Option(
+            "--nccl-version", help="The NCCL release whose algorithm and protocol choice "
+            "to make, e.g. 2.26.2 (its tuning changed in 2.28 and 2.29; default: the "
+            "scenario's, else the newest modelled).")] = None,
         backend: Annotated[str | None, typer.Option(
             "--backend", help="analytic, flow, packet or hybrid (flow with packet runs of the "
             "congested links; default: the scenario's, else "
@@ -264,7 +268,7 @@ def register(app: typer.Typer) -> None:
                      "--stepfactor": stepfactor, "--stepbytes": stepbytes,
                      "--datatype": datatype, "--op": op, "--algo": algo, "--proto": proto,
                      "--select": select, "--time-limit": time_limit, "--output_file": output_file,
-                     "--ngpus": ngpus,
+                     "--ngpus": ngpus, "--nccl-version": nccl_version,
                      **{NCCL_TESTS_FLAG[k]: v for k, v in run.given.items()}}
             given = next((k for k, v in sweep.items() if v is not None), None)
             if given is not None:
@@ -355,7 +359,7 @@ def register(app: typer.Typer) -> None:
             root=run.get("root", 0) if "root" in run.given else None,
             agg_iters=run.get("agg_iters", 1) if "agg_iters" in run.given else None,
             select=select,
-            flow_precision=flow_precision)
+            flow_precision=flow_precision, nccl_version=nccl_version)
         fab = job.cluster.build()
         from contextlib import ExitStack
 

@@ -295,6 +295,25 @@ def _cluster_for(t: NcclTest, *, system: str | None, nodes: int | None,
     return system, nodes, gpus_per_node
 
 
+def _release(given: str | None, logged: str | None) -> str:
+    """The NCCL release ``compare`` models: the flag's, else the log's (said on stderr),
+    else the newest modelled."""
+    from fabricsim.collectives.nccl_model import nccl_release
+
+    try:
+        v = nccl_release(given or logged)
+    except ConfigError as e:
+        if given is None:  # the log's own line: read, but not one the model knows
+            typer.echo(f"warning: the log's NCCL version: {e.message}", err=True)
+            v = nccl_release(None)
+        else:
+            raise ConfigError(e.message, field="--nccl-version") from None
+    if given is None and logged:
+        typer.echo(f"note: NCCL {'.'.join(map(str, v))}'s choice of algorithm and protocol "
+                   "(the release the log names)", err=True)
+    return ".".join(map(str, v))
+
+
 def register(app: typer.Typer) -> None:
     @app.command("compare")
     def compare(
@@ -318,6 +337,10 @@ def register(app: typer.Typer) -> None:
         in_place: Annotated[bool, typer.Option(
             "--in-place", help="Compare the in-place columns (default out-of-place).")
         ] = False,
+        nccl_version: Annotated[str | None, typer.Option(
+            "--nccl-version", help="The NCCL release whose algorithm and protocol choice "
+            "to make (default: the one the log names, in NCCL's INFO lines or nccl-tests' "
+            "nccl-library, else the newest modelled).")] = None,
         threshold: Annotated[float, typer.Option(
             "--threshold", help="Flag sizes whose time is off by more than this share "
             "(0.2 = 20 %).")] = 0.2,
@@ -349,6 +372,7 @@ def register(app: typer.Typer) -> None:
         parsed = parse_nccl_tests(text, log.name)
         for note in parsed.notes:
             typer.echo(f"warning: {note}", err=True)
+        release = _release(nccl_version, parsed.nccl_version)
         info = _debug_facts(text) if scenario is None and fabric is None else None
         tests = [t for t in parsed.tests if t.rows]
         if not tests:
@@ -398,7 +422,7 @@ def register(app: typer.Typer) -> None:
                 meas_t = r.time_us_inplace if in_place else r.time_us
                 meas_b = r.busbw_gbps_inplace if in_place else r.busbw_gbps
                 pick = choose(fab, coll, r.size_bytes, ranks=ranks, algo=algo, proto=proto,
-                              gpus_per_thread=t.gpus_per_thread)
+                              gpus_per_thread=t.gpus_per_thread, nccl_version=release)
                 tp = pick.time
                 picks.append(f"{pick.algorithm}/{pick.protocol}".lower())
                 pred_b = r.size_bytes / tp * busbw_factor(coll, n) / 1e9 if tp > 0 else 0.0

@@ -1,14 +1,15 @@
 """NCCL's own cost model, used to choose an (algorithm, protocol) the way NCCL chooses it.
 
 NCCL does not pick the algorithm and protocol that run fastest: it picks the ones its
-tuning model (``ncclTopoTuneModel`` / ``ncclTopoGetAlgoTime`` in ``src/graph/tuning.cc``,
-NCCL 2.23-2.27) predicts fastest, from per-(algorithm, protocol) base latencies, per-hop
-latencies by link class, the bandwidth its topology search found, per-channel caps and a
-size correction for trees. That model was never meant to predict run time, only to rank
-candidates, and its ranking differs from the fastest one in places (it keeps LL128 off
-mid-size messages across servers, it prefers trees early on large clusters). A simulator
-that wants NCCL's times must first make NCCL's choice, then time that choice with its own
-mechanism; :class:`NcclModel` gives the first half.
+tuning model (``ncclTopoTuneModel`` / ``ncclTopoGetAlgoTime`` in
+``src/graph/tuning.cc``, as each release from 2.23 to 2.29.7 has it:
+:data:`NCCL_RELEASES`) predicts fastest, from per-(algorithm, protocol) base latencies,
+per-hop latencies by link class, the bandwidth its topology search found, per-channel
+caps and a size correction for trees. That model was never meant to predict run time,
+only to rank candidates, and its ranking differs from the fastest one in places (it
+keeps LL128 off mid-size messages across servers, it prefers trees early on large
+clusters). A simulator that wants NCCL's times must first make NCCL's choice, then time
+that choice with its own mechanism; :class:`NcclModel` gives the first half.
 
 What this module reads from a group: GPUs per server (``ppn``) and servers (``nodes``,
 NVLink domains, as NCCL counts nodes under MNNVL), the GPUs' architecture (NCCL's
@@ -33,11 +34,13 @@ Example
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from fabricsim.collectives.pipeline import nvlink_rate
 from fabricsim.collectives.registry import Group
+from fabricsim.errors import ConfigError
 from fabricsim.protocols import tuning_hardware
 
 #: NCCL's rows: 0 Volta, 1 Ampere, 2 Hopper, 3 Blackwell (compute capability 10.0 and
@@ -71,11 +74,42 @@ HW_LAT: dict[str, dict[str, tuple[float, float, float]]] = {
 #: row; several: the host's (row 0 Intel and others, row 1 AMD).
 LL_MAX_BW = ((39.0, 39.0, 20.4), (87.7, 22.5, 19.0), (141.0, 45.0, 35.0),
              (282.0, 90.0, 70.0))
-#: Per-channel caps (GB/s) by architecture row, then 1 / 2 / more nodes.
+#: Per-channel caps (GB/s) by architecture row, then 1 / 2 / more nodes (NCCL 2.27 and
+#: before; :data:`BLACKWELL_CAPS` has the Blackwell rows of later releases).
 PER_CH_RING_LL128 = ((20.0,) * 3, (20.0,) * 3, (36.7,) * 3, (73.4,) * 3)
 PER_CH_TREE_LL128 = ((20.0,) * 3, (20.0,) * 3, (36.7, 36.7, 29.0), (73.4, 73.4, 58.0))
 PER_CH_TREE = ((26.5, 18.5, 10.0), (24.0, 23.6, 17.8), (38.7, 41.4, 36.0),
                (77.4, 82.8, 72.0))
+#: Blackwell's tree caps (tree LL128, tree) from NCCL 2.28, which measured them (before,
+#: twice Hopper's), and its ring LL128 cap from 2.29.7; 1 / 2 / more nodes.
+BLACKWELL_TREE_LL128_228 = (55.6, 31.67, 20.0)
+BLACKWELL_TREE_228 = (70.0, 42.8, 24.0)
+BLACKWELL_RING_LL128_2297 = 40.0
+#: NCCL 2.28+: the share of an NVLS head's NVLink speed its multimem kernels move (by
+#: architecture row; no NVLS before Hopper).
+NVLS_EFFICIENCY = (0.0, 0.0, 0.85, 0.74)
+#: NCCL 2.28+: NVLSTree's per-channel cap (GB/s) by architecture row, 2 / more nodes
+#: (2.28.9 raised Blackwell's from 43.1 to 43.8).
+NVLSTREE_CAP = ((18.5, 10.0), (23.6, 17.8), (57.7, 45.5), (96.0, 43.1))
+#: NCCL 2.28.9+: Blackwell's NVLSTree cap beyond two servers (was 43.1), NVLSTree's
+#: network hop (us; was 14), and 2.29.2's correction of NVLSTree at 512 MiB (the tree
+#: table's Simple row gained one entry).
+NVLSTREE_CAP_BLACKWELL_2289 = 43.8
+NVLSTREE_NET_LAT_2289 = 20.9
+NVLSTREE_CORRECTION_512M = 0.9
+#: NCCL releases whose tuning changed, each with what changed (the model follows the
+#: release a run used; before 2.28 it reads the tables of 2.23 to 2.27).
+NCCL_RELEASES: dict[tuple[int, int, int], str] = {
+    (2, 28, 0): "NVLS and NVLSTree rated by their kernels' efficiency; Blackwell's own "
+                "tree caps",
+    (2, 28, 9): "NVLSTree's network hop 20.9 us (was 14); Blackwell's NVLSTree cap 43.8",
+    (2, 29, 2): "NVLSTree's size correction on Blackwell with x86 hosts; 45 GB/s among "
+                "Blackwell's search speeds in a server",
+    (2, 29, 7): "Blackwell's ring LL128 cap 40 GB/s per channel; 80 GB/s among its "
+                "search speeds across servers",
+}
+#: The release a question is answered for when it names none: the newest modelled.
+DEFAULT_NCCL = (2, 29, 7)
 #: Tree all-reduce bandwidth factor by floor(log2(bytes / 64)), 64 B .. 256 MiB.
 TREE_CORRECTION = {
     "ll": (1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9,
@@ -104,6 +138,38 @@ NVLS_MAX_HEADS = 32
 #: Algorithms of fabricsim's registry and the NCCL algorithm each is.
 NCCL_ALGO_OF = {"ring": "ring", "tree": "tree", "nvls": "nvls", "nvlstree": "nvlstree",
                 "nvls_sharp": "nvls"}
+
+
+def nccl_release(text: str | None) -> tuple[int, int, int]:
+    """The NCCL release ``text`` names (``"2.26.2"``, ``"2.27"``, ``"v2.29.7-1"``, NCCL's
+    log form ``"2.21.5+cuda12.4"``; ``None`` or empty: :data:`DEFAULT_NCCL`), as
+    (major, minor, patch); anything but an NCCL 2 release is refused. Releases before 2.23
+    are rated with 2.23's tables (the model's oldest).
+
+    >>> nccl_release("2.26.2"), nccl_release("v2.29.7-1"), nccl_release("2.27.x")
+    ((2, 26, 2), (2, 29, 7), (2, 27, 0))
+    """
+    if text is None or not str(text).strip():
+        return DEFAULT_NCCL
+    m = re.match(r"^v?(\d+)\.(\d+)(?:\.(\d+|x))?(?:[-+ (].*)?$", str(text).strip())
+    if m is None or int(m[1]) != 2:
+        raise ConfigError(
+            f"{text!r} is not an NCCL release; give it as "
+            "MAJOR.MINOR[.PATCH], e.g. 2.26.2 (NCCL prints it as "
+            "'NCCL version 2.26.2+cuda12.8'; leave it out for "
+            f"{'.'.join(map(str, DEFAULT_NCCL))})", field="nccl_version")
+    return 2, int(m[2]), int(m[3]) if m[3] and m[3] != "x" else 0
+
+
+def _speeds(row: int, nodes: int, version: tuple[int, int, int]) -> tuple[float, ...]:
+    """The speeds NCCL ``version``'s search tries for architecture ``row`` (2.29.2 added
+    45 GB/s to Blackwell's inside a server, 2.29.7 80 GB/s to its across servers)."""
+    speeds: tuple[float, ...] = (SEARCH_SPEEDS_INTRA if nodes == 1 else SEARCH_SPEEDS_NET)[row]
+    if row == 3 and nodes == 1 and version >= (2, 29, 2):
+        speeds = tuple(sorted({*speeds, 45.0}, reverse=True))
+    if row == 3 and nodes > 1 and version >= (2, 29, 7):
+        speeds = tuple(sorted({*speeds, 80.0}, reverse=True))
+    return speeds
 
 
 def _row(group: Group) -> int:
@@ -160,10 +226,13 @@ def _nvls_search(speeds: Sequence[float], nvl: float, heads: int, nic: float
     every GPU through the switch and pushes back, twice over its own NVLinks, so the
     ``heads`` of a server load each GPU's NVLinks ``heads + 1`` times; across servers a
     head's own NIC may carry up to twice that (``ncclTopoSearchTryNvls`` and the second
-    pass of ``ncclTopoCompute``)."""
+    pass of ``ncclTopoCompute``). In one server no NIC holds the second pass back: it
+    raises the speed between servers one step at a time while it is under twice the speed
+    inside, up to the fastest speed."""
     intra = next((float(s) for s in speeds if (heads + 1) * s <= nvl), float(speeds[-1]))
     if nic <= 0:
-        return intra, intra
+        up = [float(s) for s in speeds if s >= 2 * intra]
+        return intra, up[-1] if up else float(speeds[0])
     inter = next((float(s) for s in speeds if s <= nic and s <= 2 * intra), intra)
     return intra, max(inter, min(intra, nic))
 
@@ -195,10 +264,16 @@ class NcclModel:
     nvls_bw_inter: float = 0.0
     #: GB/s per channel inside a server of NCCL's tree graph across two servers (0: ``bw``).
     tree_bw_intra: float = 0.0
+    #: the NCCL release whose tuning model this is (see :data:`NCCL_RELEASES`)
+    version: tuple[int, int, int] = DEFAULT_NCCL
+    #: Arm hosts (Grace): NCCL 2.29.2+ leaves NVLSTree's size correction to x86 hosts
+    arm_host: bool = False
 
     @staticmethod
-    def of(group: Group) -> NcclModel:
-        """NCCL's inputs for ``group``, from its fabric's hardware facts."""
+    def of(group: Group, version: tuple[int, int, int] | None = None) -> NcclModel:
+        """NCCL's inputs for ``group``, from its fabric's hardware facts, as NCCL release
+        ``version`` (default :data:`DEFAULT_NCCL`) rates them."""
+        version = version or DEFAULT_NCCL
         info = group.fabric.info
         row = _row(group)
         nodes = max(group.servers, 1)
@@ -209,7 +284,7 @@ class NcclModel:
             nvl = 24.0 if row < 2 else 48.0
         nic = info.nic_bandwidth / 1e9
         nics = max(min(info.nics_per_server, max(info.nics_per_gpu, 1) * ppn), 1)
-        speeds = (SEARCH_SPEEDS_INTRA if nodes == 1 else SEARCH_SPEEDS_NET)[row]
+        speeds = _speeds(row, nodes, version)
         def channels_at(s: float) -> int:
             # across servers every channel leaves and enters a server through one NIC of
             # its GPUs; NICs are shared by channels while their speed lasts
@@ -230,7 +305,8 @@ class NcclModel:
                          net_latency_us=info.net_plugin_latency * 1e6,
                          amd_host=info.cpu_vendor == "amd",
                          nvls=info.nvls and ppn > 2, ll128=nvlink, collnet=info.sharp,
-                         nvls_heads=heads, nvls_bw_intra=nvls_intra, nvls_bw_inter=nvls_inter)
+                         nvls_heads=heads, nvls_bw_intra=nvls_intra, nvls_bw_inter=nvls_inter,
+                         version=version, arm_host=info.cpu_vendor == "arm")
 
     # ------------------------------------------------------------------ model
     @property
@@ -248,6 +324,8 @@ class NcclModel:
         intra = HW_LAT[self._intra_hw()][algo][p]
         net_algo = "tree" if ppn == 1 else algo
         inter = HW_LAT["net"][net_algo][p] + self.net_latency_us
+        if net_algo == "nvlstree" and self.version >= (2, 28, 9):
+            inter += NVLSTREE_NET_LAT_2289 - HW_LAT["net"]["nvlstree"][2]
         if proto == "simple":
             inter += self.net_latency_us
         log2n = int(math.log2(nodes)) if nodes > 1 else 0
@@ -290,44 +368,80 @@ class NcclModel:
         bw, ch = self.bw, self.channels
         if algo == "tree" and nodes == 2 and self.tree_bw_intra > 0:
             bw = self.tree_bw_intra  # NCCL rates a tree over two servers by its NVLink side
-        if algo == "nvls":  # the NVLS graph: one channel per head
-            ch, bw = self.nvls_heads, min(self.nvls_bw_intra, self.nvls_bw_inter)
-        elif algo == "nvlstree":
-            ch, bw = self.nvls_heads, min(self.nvls_bw_intra, self.nvls_bw_inter
-                                          if nodes <= 2 else self.nvls_bw_inter / 2)
+        if algo in ("nvls", "nvlstree"):  # the NVLS graph: one channel per head
+            ch, bw = self.nvls_heads, self._nvls_bw(collective, algo)
+            if bw <= 0:
+                return 0.0
         bus = ch * bw
+        ring_ll128, tree_ll128, tree = (PER_CH_RING_LL128[row][i2],
+                                        PER_CH_TREE_LL128[row][i2], PER_CH_TREE[row][i2])
+        if row == 3 and self.version >= (2, 28, 0):
+            tree_ll128, tree = BLACKWELL_TREE_LL128_228[i2], BLACKWELL_TREE_228[i2]
+        if row == 3 and self.version >= (2, 29, 7):
+            ring_ll128 = BLACKWELL_RING_LL128_2297
         if algo == "ring" and proto == "ll":
             ll_row = row if nodes == 1 else (1 if self.amd_host else 0)
             bus = min(LL_MAX_BW[ll_row][i2], 0.5 * bus)
         elif algo == "ring" and proto == "ll128":
-            bus = min(0.92 * bus, ch * PER_CH_RING_LL128[row][i2])
+            bus = min(0.92 * bus, ch * ring_ll128)
         if algo == "tree" and collective == "all_reduce":
-            bus = min(0.92 * bus, ch * PER_CH_TREE[row][i2])
+            bus = min(0.92 * bus, ch * tree)
         if algo == "tree" and proto == "ll":
             ll_row = row if nodes == 1 else (1 if self.amd_host else 0)
             bus = min(bus / 3.8, LL_MAX_BW[ll_row][i2])
         elif algo == "tree" and proto == "ll128":
-            bus = min(bus * (7 / 9 if nodes == 1 else 120 / 128),
-                      ch * PER_CH_TREE_LL128[row][i2])
+            bus = min(bus * (7 / 9 if nodes == 1 else 120 / 128), ch * tree_ll128)
         if algo == "collnet_direct" and collective == "all_reduce":
             r = ppn / ch
             bus /= max(r - (r - 1) / 2, 1e-9)
             if row >= 2:
                 bus *= 0.85
-        if algo == "ring":
-            steps = {"all_reduce": 2 * (self.ranks - 1)}.get(
-                collective, self.ranks - 1 if collective in ("all_gather", "reduce_scatter")
-                else self.ranks)
+        steps = {"all_reduce": 2 * (self.ranks - 1)}.get(
+            collective, self.ranks - 1 if collective in ("all_gather", "reduce_scatter")
+            else self.ranks)
+        new_nvls = self.version >= (2, 28, 0)
+        if algo != "ring" and collective in ("all_gather", "reduce_scatter"):
+            alg = bus  # NCCL leaves these as they are
+        elif algo == "ring" or (algo in ("nvls", "nvlstree") and new_nvls):
             alg = bus * self.ranks / max(steps, 1)
         elif algo in ("nvls", "nvlstree"):
             alg = bus * 5 / 6
         else:
             alg = bus * 0.5
-        if algo == "tree" and collective == "all_reduce":
+        if collective == "all_reduce" and (algo == "tree" or (
+                algo == "nvlstree" and row == 3 and not self.arm_host
+                and self.version >= (2, 29, 2))):
+            table = TREE_CORRECTION[proto] + ((NVLSTREE_CORRECTION_512M,)
+                                              if algo == "nvlstree" else ())
             log_size = int(math.log2(max(nbytes, 1) / 64)) if nbytes >= 64 else -1
-            if 0 <= log_size < len(TREE_CORRECTION[proto]):
-                alg *= TREE_CORRECTION[proto][log_size]
+            if 0 <= log_size < len(table):
+                alg *= table[log_size]
         return alg
+
+    def _nvls_bw(self, collective: str, algo: str) -> float:
+        """GB/s per NVLS head NCCL's model rates ``algo`` (NVLS or NVLSTree) at: up to
+        2.27 the lower of the graph's speeds inside and (halved beyond two servers for
+        NVLSTree) between servers; from 2.28 the speed inside times the kernels'
+        efficiency and the share of heads other than one's own (twice that for an
+        all-reduce, which pipelines its reduce-scatter and all-gather halves), under the
+        speed between servers (doubled for NVLSTree over two servers) and NVLSTree's
+        per-channel cap; 0 with fewer than two heads (NCCL does not run it)."""
+        intra, inter, nodes = self.nvls_bw_intra, self.nvls_bw_inter, self.nodes
+        if self.version < (2, 28, 0):
+            if algo == "nvls" and collective in ("all_gather", "reduce_scatter"):
+                return min(intra * (self.ppn - 1) / self.ppn, inter * 0.9)
+            return min(intra, inter if algo == "nvls" or nodes <= 2 else inter / 2)
+        ch = self.nvls_heads
+        if ch < 2:
+            return 0.0
+        share = intra * NVLS_EFFICIENCY[self.row] * (ch - 1) / ch
+        share *= 2.0 if collective == "all_reduce" else (self.ppn - 1) / self.ppn
+        if algo == "nvls":
+            return min(share, inter)
+        cap = NVLSTREE_CAP[self.row][0 if nodes <= 2 else 1]
+        if self.row == 3 and nodes > 2 and self.version >= (2, 28, 9):
+            cap = NVLSTREE_CAP_BLACKWELL_2289
+        return min(share, inter * (2 if nodes <= 2 else 1), cap)
 
     def time_us(self, collective: str, algo: str, proto: str, nbytes: float) -> float:
         """NCCL's predicted time (us) of ``algo`` with ``proto``; inf where it would not

@@ -56,7 +56,7 @@ from numpy.typing import ArrayLike
 
 from fabricsim.collectives.alltoall import p2p_channels_per_peer, p2p_protocol
 from fabricsim.collectives.busbw import COLLECTIVES
-from fabricsim.collectives.nccl_model import NcclModel
+from fabricsim.collectives.nccl_model import NcclModel, nccl_release
 from fabricsim.collectives.registry import ALGORITHMS, Algorithm, Group, get_algorithm
 from fabricsim.errors import ConfigError, ScheduleError, unknown
 from fabricsim.fabric.core import Fabric
@@ -224,7 +224,8 @@ class Tuner:
         if select not in SELECTIONS:
             raise unknown("selection", select, SELECTIONS, field="select")
         self.select = select
-        self._nccl: weakref.WeakKeyDictionary[Group, NcclModel] = weakref.WeakKeyDictionary()
+        self._nccl: weakref.WeakKeyDictionary[
+            Group, dict[tuple[int, int, int], NcclModel]] = weakref.WeakKeyDictionary()
         #: cleared if a bound is ever found above a compiled time (selection then scans
         #: every candidate)
         self.bounds_hold = True
@@ -346,8 +347,10 @@ class Tuner:
     def choose(self, fabric: Fabric, collective: str, nbytes: float,
                ranks: ArrayLike | None = None, algo: str | None = None,
                proto: str | None = None, channels: int | None = None,
-               gpus_per_thread: int = 1) -> Choice:
-        """The (algorithm, protocol) with the least predicted time for ``nbytes``.
+               gpus_per_thread: int = 1, nccl_version: str | None = None) -> Choice:
+        """The (algorithm, protocol) with the least predicted time for ``nbytes`` (with
+        ``select="nccl"``: the one NCCL release ``nccl_version``, default the newest
+        modelled, would pick).
 
         ``gpus_per_thread`` (nccl-tests ``-g``): the time is at least what one thread
         takes to issue the operation on that many GPUs (``Protocol.host_floor``):
@@ -356,7 +359,8 @@ class Tuner:
         measures. The floor is the same for every candidate: it does not change the
         choice.
         """
-        best = self._choose(fabric, collective, nbytes, ranks, algo, proto, channels)
+        best = self._choose(fabric, collective, nbytes, ranks, algo, proto, channels,
+                            nccl_version)
         floor = self.protocol(best.protocol).host_floor(gpus_per_thread, fabric)
         if floor > best.time:
             best = Choice(best.algorithm, best.protocol, floor)
@@ -365,7 +369,7 @@ class Tuner:
     def choose_among(self, fabric: Fabric, collective: str, nbytes: float,
                      ranks: ArrayLike | None, algos: Sequence[str | None],
                      protos: Sequence[str | None], channels: int | None = None,
-                     gpus_per_thread: int = 1) -> Choice:
+                     gpus_per_thread: int = 1, nccl_version: str | None = None) -> Choice:
         """The pair NCCL runs when its environment allows ``algos`` × ``protos``
         (``None`` in either: any): every allowed pair is timed, and NCCL's cost model
         ranks them (with ``select="fastest"``, or pairs NCCL does not have, the least
@@ -385,7 +389,8 @@ class Tuner:
             for p in protos:
                 try:
                     c = self.choose(fabric, collective, nbytes, ranks, a, p, channels,
-                                    gpus_per_thread=gpus_per_thread)
+                                    gpus_per_thread=gpus_per_thread,
+                                    nccl_version=nccl_version)
                 except ScheduleError as e:
                     why = e
                     continue
@@ -394,7 +399,7 @@ class Tuner:
                     best = c
         if len(tried) > 1 and self.select == "nccl":  # NCCL ranks what it may run
             pick = self.nccl_pick(fabric, collective, nbytes, ranks,
-                                  [(c.algorithm, c.protocol) for c in tried])
+                                  [(c.algorithm, c.protocol) for c in tried], nccl_version)
             if pick is not None:
                 best = tried[pick]
         if best is None:
@@ -406,7 +411,7 @@ class Tuner:
 
     def _choose(self, fabric: Fabric, collective: str, nbytes: float,
                 ranks: ArrayLike | None, algo: str | None, proto: str | None,
-                channels: int | None) -> Choice:
+                channels: int | None, nccl_version: str | None = None) -> Choice:
         coll = check_collective(collective)
         size = check_nbytes(nbytes)
         group = self.group_of(fabric, ranks)
@@ -423,7 +428,8 @@ class Tuner:
             cands = per[ckey] = candidates(group, coll, algo, proto, self.protocols)
         factor = size / REFERENCE_BYTES
         if self.select == "nccl" and len(cands) > 1 and coll not in P2P_COLLECTIVES:
-            pick = self._nccl_model(group).best(coll, size, [(a.name, p) for a, p in cands])
+            pick = self._nccl_model(group, nccl_version).best(
+                coll, size, [(a.name, p) for a, p in cands])
             if pick is not None:
                 a = next(a for a, p in cands if (a.name, p) == pick)
                 t = self.model(group, coll, a, pick[1], channels).time(factor)
@@ -468,19 +474,23 @@ class Tuner:
         assert best is not None
         return best
 
-    def _nccl_model(self, group: Group) -> NcclModel:
-        """NCCL's cost model of ``group`` (cached with it)."""
-        m = self._nccl.get(group)
+    def _nccl_model(self, group: Group, nccl_version: str | None = None) -> NcclModel:
+        """NCCL's cost model of ``group`` as release ``nccl_version`` has it (cached with
+        the group)."""
+        version = nccl_release(nccl_version)
+        per = self._nccl.setdefault(group, {})
+        m = per.get(version)
         if m is None:
-            m = self._nccl[group] = NcclModel.of(group)
+            m = per[version] = NcclModel.of(group, version)
         return m
 
     def nccl_pick(self, fabric: Fabric, collective: str, nbytes: float,
-                  ranks: ArrayLike | None, pairs: list[tuple[str, str]]) -> int | None:
+                  ranks: ArrayLike | None, pairs: list[tuple[str, str]],
+                  nccl_version: str | None = None) -> int | None:
         """Index of the (algorithm, protocol) of ``pairs`` NCCL's cost model ranks first
         for ``nbytes`` (what NCCL does when its environment allows several); pairs NCCL
         does not have are left out, and ``None`` says none of them is NCCL's."""
-        m = self._nccl_model(self.group_of(fabric, ranks))
+        m = self._nccl_model(self.group_of(fabric, ranks), nccl_version)
         ours = [x for x in pairs if m.nccl_algo(x[0]) is not None]  # what NCCL can run
         pick = m.best(check_collective(collective), check_nbytes(nbytes), ours) if ours \
             else None
@@ -514,11 +524,12 @@ def default_tuner(fabric: Fabric, select: str = "nccl") -> Tuner:
 def choose(fabric: Fabric, collective: str, nbytes: float, ranks: ArrayLike | None = None,
            algo: str | None = None, proto: str | None = None,
            channels: int | None = None, tuner: Tuner | None = None,
-           gpus_per_thread: int = 1) -> Choice:
+           gpus_per_thread: int = 1, nccl_version: str | None = None) -> Choice:
     """The (algorithm, protocol) with the least predicted time for ``nbytes``
     (by ``tuner``, default the fabric's own; see :meth:`Tuner.choose`)."""
     return (tuner or default_tuner(fabric)).choose(fabric, collective, nbytes, ranks, algo,
-                                                   proto, channels, gpus_per_thread)
+                                                   proto, channels, gpus_per_thread,
+                                                   nccl_version)
 
 
 def clear_cache(fabric: Fabric) -> None:

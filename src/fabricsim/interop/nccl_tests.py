@@ -28,8 +28,8 @@ Example
 >>> t = f.tests[0]
 >>> f.version, t.collective, t.ranks, t.nodes, t.gpu_model, len(t.rows), t.complete
 ('2.13.9', 'all_reduce', 2, 2, 'NVIDIA H100 80GB HBM3', 2, True)
->>> t.rows[1].wrong, t.rows[1].time_us_inplace
-(None, 30.5)
+>>> t.rows[1].wrong, t.rows[1].time_us_inplace, f.nccl_version
+(None, 30.5, '2.19.3')
 """
 
 from __future__ import annotations
@@ -75,6 +75,10 @@ _BINARIES = {"all_reduce": "all_reduce_perf", "reduce_scatter": "reduce_scatter_
 _DEVICE = re.compile(r"#\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+"
                      r"device\s+(\d+)\s+\[[^\]]*\]\s+(.+?)\s*$")
 _VERSION = re.compile(r"nccl-tests version\s+(\S+)")
+#: The NCCL library nccl-tests ran with: its header's ``nccl-library=21903`` (major *
+#: 10000 + minor * 100 + patch) or NCCL's own INFO line ``NCCL version 2.19.3+cuda12.2``.
+_LIBRARY = re.compile(r"nccl-library=(\d{5,})")
+_NCCL_INFO_VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)")
 _START = re.compile(r"Collective test starting:\s*(\S+)")
 _FAIL = re.compile(r"(Test NCCL failure|Test failure|NCCL WARN|Test CUDA failure)\s*(.*)")
 
@@ -145,6 +149,9 @@ class NcclTestsFile:
     tests: tuple[NcclTest, ...]
     version: str | None = None
     notes: tuple[str, ...] = ()
+    #: the NCCL release the tests ran with, where the file says (NCCL's INFO line, else
+    #: the header's ``nccl-library``)
+    nccl_version: str | None = None
 
 
 #: Largest size (and element count) a result row may claim: 1 PiB per rank, the bound of
@@ -425,6 +432,8 @@ def parse_nccl_tests(text: str, name: str = "") -> NcclTestsFile:
             return NcclTestsFile(tests=(NcclTest(collective=coll, rows=t.rows,
                                                  source=t.source),))
     version: str | None = None
+    library: str | None = None
+    nccl_info: str | None = None
     tests: list[NcclTest] = []
     cur: dict[str, Any] | None = None
 
@@ -452,8 +461,13 @@ def parse_nccl_tests(text: str, name: str = "") -> NcclTestsFile:
         s = raw.strip()
         if not s:
             continue
+        if nccl_info is None and (m := _NCCL_INFO_VERSION.search(s)):
+            nccl_info = m.group(1)
         if (m := _VERSION.search(s)) and s.startswith("#"):
             version = m.group(1)
+            if (lib := _LIBRARY.search(s)) is not None:
+                code = int(lib.group(1))
+                library = f"{code // 10000}.{code // 100 % 100}.{code % 100}"
             continue
         if (m := _START.search(s)) and s.startswith("#"):
             close()
@@ -507,7 +521,8 @@ def parse_nccl_tests(text: str, name: str = "") -> NcclTestsFile:
                   for i, t in enumerate(tests) if t.failed) + tuple(
         f"test {i + 1} ({t.collective or '?'}) is truncated: no 'Avg bus bandwidth' line"
         for i, t in enumerate(tests) if not t.failed and not t.complete and t.rows)
-    return NcclTestsFile(tests=tuple(tests), version=version, notes=notes)
+    return NcclTestsFile(tests=tuple(tests), version=version, notes=notes,
+                         nccl_version=nccl_info or library)
 
 
 def format_nccl_tests(rows: Sequence[Row], *, collective: str, header: Sequence[str] = (),

@@ -3,10 +3,10 @@
 A :class:`CollectiveBench` is the collective, its sizes (nccl-tests' ``-b``/``-e``/``-f``
 or ``-i``), data type, reduction op, the algorithms to run (``None``: NCCL's own choice,
 the tuner's; several overlay), protocol, backend, ranks, GPUs per nccl-tests thread
-(``-g``) and NCCL's environment (``NCCL_ALGO``, ``NCCL_PROTO``, ``NCCL_NVLS_ENABLE``,
-``NCCL_COLLNET_ENABLE``). A scenario's ``collective:`` section gives the defaults
-(:func:`bench_job`). Faults and background traffic run on the flow backend; any other
-backend refuses them.
+(``-g``), NCCL's environment (``NCCL_ALGO``, ``NCCL_PROTO``, ``NCCL_NVLS_ENABLE``,
+``NCCL_COLLNET_ENABLE``) and the NCCL release whose choice is made. A scenario's
+``collective:`` section gives the defaults (:func:`bench_job`). Faults and background
+traffic run on the flow backend; any other backend refuses them.
 
 Example
 -------
@@ -18,7 +18,7 @@ Example
 (1048576, 2097152, 4194304)
 >>> r = run_bench(job, job.cluster.build())
 >>> [row.algorithm for row in r.rows[None]], r.to_row()["size_bytes"]
-(['nvlstree', 'nvlstree', 'nvlstree'], 4194304)
+(['tree', 'tree', 'nvlstree'], 4194304)
 """
 
 from __future__ import annotations
@@ -140,6 +140,8 @@ class CollectiveBench(Part):
     """Root rank of broadcast and reduce (nccl-tests' ``-r``)."""
     agg_iters: int = Field(1, ge=1)
     """Operations aggregated per launch (nccl-tests' ``-m``: one NCCL group)."""
+    nccl_version: str | None = None
+    """The NCCL release whose choice the model makes (``None``: the newest modelled)."""
     env: NcclEnv = NcclEnv()
     faults: Faults = Faults()
     time_limit_s: float | None = Field(None, gt=0, allow_inf_nan=False)
@@ -180,10 +182,12 @@ def bench_job(sc: Scenario, *, collective: str | None = None,
               env: NcclEnv | None = None, every_algorithm: bool = False,
               time_limit_s: float | None = None, root: int | None = None,
               agg_iters: int | None = None, select: str | None = None,
-              flow_precision: float = 0.0) -> CollectiveBench:
+              flow_precision: float = 0.0, nccl_version: str | None = None
+              ) -> CollectiveBench:
     """The benchmark of ``sc``'s ``collective:`` section (:data:`DEFAULT_SWEEP` when it
     has none), each argument given replacing the section's (nccl-tests' ``-g``, ``-r``
-    and ``-m`` too: ``gpus_per_thread``, ``root``, ``agg_iters``)."""
+    and ``-m`` too: ``gpus_per_thread``, ``root``, ``agg_iters``; and the NCCL release,
+    ``nccl_version``)."""
     from fabricsim.backends.registry import BACKENDS
     from fabricsim.collectives.tuner import SELECTIONS, check_collective
 
@@ -204,6 +208,15 @@ def bench_job(sc: Scenario, *, collective: str | None = None,
     if sizes is None:
         sizes = tuple(bench_sizes(int(spec.minbytes), int(spec.maxbytes),
                                   float(spec.stepfactor), field_name="collective.stepfactor"))
+    release = spec.nccl_version if nccl_version is None else nccl_version
+    if release is not None:
+        from fabricsim.collectives.nccl_model import nccl_release
+
+        try:
+            release = ".".join(map(str, nccl_release(release)))
+        except ConfigError as e:
+            raise ConfigError(e.message, field="--nccl-version (collective.nccl_version)"
+                              ) from None
     faults = Faults.of(sc)
     if (faults or time_limit_s is not None or flow_precision) and be != "flow":
         what = f"the scenario's {faults.describe()}" if faults else (
@@ -225,18 +238,20 @@ def bench_job(sc: Scenario, *, collective: str | None = None,
         env=env or NcclEnv(), faults=faults, time_limit_s=time_limit_s,
         root=spec.root if root is None else root,
         agg_iters=spec.agg_iters if agg_iters is None else agg_iters,
-        flow_precision=flow_precision)
+        flow_precision=flow_precision, nccl_version=release)
 
 
 def _best(fabric: Fabric, coll: str, size: int, algos: list[str | None],
           protos: list[str | None], gpus_per_thread: int, ranks: list[int] | None,
-          channels: int | None = None, select: str = "nccl") -> Any:
+          channels: int | None = None, select: str = "nccl",
+          nccl_version: str | None = None) -> Any:
     """The allowed (algorithm, protocol) at ``size`` the tuner picks (``None`` in
     ``algos``/``protos``: any): by NCCL's cost model, or the fastest (``select``)."""
     from fabricsim.collectives.tuner import default_tuner
 
     return default_tuner(fabric, select).choose_among(
-        fabric, coll, size, ranks, algos, protos, channels, gpus_per_thread=gpus_per_thread)
+        fabric, coll, size, ranks, algos, protos, channels, gpus_per_thread=gpus_per_thread,
+        nccl_version=nccl_version)
 
 
 def _sweep(job: CollectiveBench, fabric: Fabric, algo: str | None, backend: Any,
@@ -277,12 +292,12 @@ def _sweep(job: CollectiveBench, fabric: Fabric, algo: str | None, backend: Any,
             on_size(i, len(job.sizes), size)
         if job.backend == "analytic":
             c = _best(fabric, coll, size, algos, protos, job.gpus_per_thread, ranks,
-                      channels, job.select)
+                      channels, job.select, job.nccl_version)
             t, alg_name, pr = c.time, c.algorithm, c.protocol
         else:
             if len(algos) > 1 or len(protos) > 1 or job.select != "nccl":
                 c = _best(fabric, coll, size, algos, protos, job.gpus_per_thread, ranks,
-                          select=job.select)
+                          select=job.select, nccl_version=job.nccl_version)
                 a_run, p_run = c.algorithm, c.protocol
             else:
                 a_run, p_run = algos[0], protos[0]

@@ -74,6 +74,23 @@ class CollectiveSpec(_Model):
     """Root rank of broadcast and reduce (nccl-tests' ``-r``)."""
     agg_iters: int = Field(1, ge=1, le=1 << 20)
     """Operations aggregated per launch (nccl-tests' ``-m``: one NCCL group)."""
+    nccl_version: str | None = None
+    """The NCCL release whose choice of algorithm and protocol the model makes (its tuning
+    tables changed in 2.28 and 2.29; ``None``: the newest modelled,
+    :data:`~fabricsim.collectives.nccl_model.DEFAULT_NCCL`)."""
+
+    @field_validator("nccl_version")
+    @classmethod
+    def _release(cls, v: str | None) -> str | None:
+        from fabricsim.collectives.nccl_model import nccl_release
+        from fabricsim.errors import ConfigError
+
+        if v is None:
+            return None
+        try:
+            return ".".join(map(str, nccl_release(v)))
+        except ConfigError as e:
+            raise ValueError(e.message) from None
 
     @field_validator("minbytes", "maxbytes", mode="before")
     @classmethod
