@@ -302,6 +302,8 @@ def test_the_nccl_release_is_a_flag_and_a_scenario_field(tmp_path, capsys) -> No
     assert (new["algorithm"], new["protocol"]) == ("nvlstree", "Simple")
     assert row("bench", "scenario", str(sc), "--json") == new
     assert row("bench", "scenario", str(sc), "--json", "--nccl-version", "2.27.3") == old
+    assert main([*flags[:-1], "--nccl-version", "2.27.3"]) == 0  # the header says whose
+    assert "algorithm auto (NCCL 2.27.3's choice)" in capsys.readouterr().out
     assert main([*flags, "--nccl-version", "latest"]) == 2
     assert "--nccl-version (collective.nccl_version)" in capsys.readouterr().err
     bad = tmp_path / "bad.yaml"

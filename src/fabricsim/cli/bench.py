@@ -391,10 +391,15 @@ def register(app: typer.Typer) -> None:
             _write_rows(sys.stdout, flat, fields, as_csv=csv_out)
         else:
             c = sc.cluster
+            from fabricsim.collectives.nccl_model import nccl_release
+
+            release = ".".join(map(str, nccl_release(job.nccl_version)))
             for a, rows in rows_by.items():
+                how = a or (f"auto (NCCL {release}'s choice)" if job.select == "nccl"
+                            else "auto (fastest)")
                 header = (f"# fabricsim bench {collective}: {fab.n_gpus} GPUs ({c.system} x "
                           f"{c.nodes}, {fab.info.fabric}, {fab.info.topology}), backend "
-                          f"{job.backend}, algorithm {a or 'auto'}")
+                          f"{job.backend}, algorithm {how}")
                 step = (f"{step_b}(bytes)" if step_b is not None else f"{factor:g}(factor)")
                 typer.echo(format_bench(rows, header, collective=job.collective, fabric=fab,
                                         gpus_per_thread=job.gpus_per_thread,
