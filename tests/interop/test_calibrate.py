@@ -189,3 +189,22 @@ def test_efficiency_above_one_is_held_with_a_note_or_refused() -> None:
     with pytest.raises(ConfigError, match=r"--system: the logs ran faster than dgx-a100 "
                                           r"can: the fit needs nvlink\.efficiency"):
         calibrate([_synthetic("dgx-h100", 1.0)], system="dgx-a100")
+
+
+def test_each_log_is_timed_as_its_nccl_release_chooses(capsys, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """calibrate reads the release a log names (nccl-tests' ``nccl-library=``) and times
+    its rows with that release's choice; a version the model cannot read is said, and the
+    newest modelled is used."""
+    from fabricsim.interop.calibrate import _points
+    from fabricsim.interop.nccl_tests import parse_nccl_tests
+
+    text = LOG.with_name("nccl_info_and_results_2x8_h100_4nic.log").read_text(encoding="utf-8")
+    pts = _points(parse_nccl_tests(text).tests)
+    assert pts and {p.nccl_version for p in pts} == {"2.21.5"}
+    odd = tmp_path / "all_reduce_perf_odd.log"  # a library that is no NCCL release
+    odd.write_text("# nccl-tests version 2.13.9 nccl-headers=91000 nccl-library=91000\n"
+                   + LOG.with_name("all_reduce_perf_dgx_a100.log").read_text(encoding="utf-8"),
+                   encoding="utf-8")
+    assert main(["calibrate", str(odd), "--json"]) == 0
+    err = capsys.readouterr().err
+    assert "all_reduce_perf_odd.log's NCCL version: '9.10.0' is not an NCCL release" in err

@@ -28,13 +28,19 @@ def register(app: typer.Typer) -> None:
 
         Example: fabricsim calibrate all_reduce_perf.log all_gather_perf.log -o my.yaml
         """
+        from dataclasses import replace
+
         import yaml
 
-        from fabricsim.cli.compare import read_log_files, system_for_logs
+        from fabricsim.cli.compare import log_release, read_log_files, system_for_logs
         from fabricsim.interop.calibrate import calibrate
 
         check_out_file(output, "--output", suffixes=(".yaml", ".yml"))
-        files = [(p, [t for t in tests if t.rows]) for p, tests in read_log_files(logs)]
+        # each test timed with NCCL's choice as the release its log names makes it
+        files = []
+        for p, tests in read_log_files(logs):
+            release = log_release(next((t.nccl_version for t in tests), None), p.name)
+            files.append((p, [replace(t, nccl_version=release) for t in tests if t.rows]))
         blind = next((p for p, tests in files for t in tests if not t.hosts), None)
         if blind is not None:
             raise ConfigError(f"{blind.name} has result rows but no 'Using devices' list, so "

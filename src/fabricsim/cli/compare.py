@@ -295,23 +295,35 @@ def _cluster_for(t: NcclTest, *, system: str | None, nodes: int | None,
     return system, nodes, gpus_per_node
 
 
+def log_release(logged: str | None, name: str = "the log") -> str | None:
+    """The NCCL release a log names, as the model reads it; one it cannot read is said on
+    stderr and left out (``None``: the newest modelled)."""
+    from fabricsim.collectives.nccl_model import nccl_release
+
+    if not logged:
+        return None
+    try:
+        return ".".join(map(str, nccl_release(logged)))
+    except ConfigError as e:
+        typer.echo(f"warning: {name}'s NCCL version: {e.message}", err=True)
+        return None
+
+
 def _release(given: str | None, logged: str | None) -> str:
     """The NCCL release ``compare`` models: the flag's, else the log's (said on stderr),
     else the newest modelled."""
     from fabricsim.collectives.nccl_model import nccl_release
 
-    try:
-        v = nccl_release(given or logged)
-    except ConfigError as e:
-        if given is None:  # the log's own line: read, but not one the model knows
-            typer.echo(f"warning: the log's NCCL version: {e.message}", err=True)
-            v = nccl_release(None)
-        else:
+    if given is not None:
+        try:
+            return ".".join(map(str, nccl_release(given)))
+        except ConfigError as e:
             raise ConfigError(e.message, field="--nccl-version") from None
-    if given is None and logged:
-        typer.echo(f"note: NCCL {'.'.join(map(str, v))}'s choice of algorithm and protocol "
-                   "(the release the log names)", err=True)
-    return ".".join(map(str, v))
+    v = log_release(logged)
+    if v is not None:
+        typer.echo(f"note: NCCL {v}'s choice of algorithm and protocol (the release the "
+                   "log names)", err=True)
+    return v or ".".join(map(str, nccl_release(None)))
 
 
 def register(app: typer.Typer) -> None:

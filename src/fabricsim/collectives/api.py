@@ -89,8 +89,10 @@ def build_schedule(fabric: Fabric, collective: str, nbytes: float,
 def predict_time(fabric: Fabric, collective: str, nbytes: float,
                  ranks: ArrayLike | None = None, algo: str | None = None,
                  proto: str | None = None, tuner: Tuner | None = None,
-                 gpus_per_thread: int = 1) -> float:
-    """Predicted time (s) by the analytic model; cached per structure, so cheap to repeat.
+                 gpus_per_thread: int = 1, nccl_version: str | None = None) -> float:
+    """Predicted time (s) by the analytic model, of the algorithm and protocol NCCL
+    release ``nccl_version`` (default the newest modelled) would run; cached per
+    structure, so cheap to repeat.
 
     Examples
     --------
@@ -100,7 +102,7 @@ def predict_time(fabric: Fabric, collective: str, nbytes: float,
     True
     """
     return choose(fabric, collective, nbytes, ranks, algo, proto, tuner=tuner,
-                  gpus_per_thread=gpus_per_thread).time
+                  gpus_per_thread=gpus_per_thread, nccl_version=nccl_version).time
 
 
 def run_collective(fabric: Fabric, collective: str, nbytes: float,

@@ -164,6 +164,7 @@ class _Point:
     gpus_per_node: int
     ranks: int
     gpus_per_thread: int
+    nccl_version: str | None = None
 
 
 def _points(tests: Sequence[Any]) -> list[_Point]:
@@ -176,7 +177,8 @@ def _points(tests: Sequence[Any]) -> list[_Point]:
         for r in t.rows:
             if r.size_bytes > 0 and r.time_us == r.time_us and r.time_us > 0:
                 out.append(_Point(i, t.collective, r.size_bytes, r.time_us * 1e-6, nodes, gpn,
-                                  max(t.ranks, 1), t.gpus_per_thread))
+                                  max(t.ranks, 1), t.gpus_per_thread,
+                                  getattr(t, "nccl_version", None)))
     return out
 
 
@@ -277,13 +279,14 @@ def _fit(pts: list[_Point], fit_idx: list[int], held_idx: list[int],
         for i, j in enumerate(idx):
             p = pts[j]
             key = (p.nodes, p.gpus_per_node, p.collective, p.size, p.ranks,
-                   p.gpus_per_thread)
+                   p.gpus_per_thread, p.nccl_version)
             hit = done.get(key)
             if hit is None:
                 hit = done[key] = predict_time(fabs[(p.nodes, p.gpus_per_node)],
                                                p.collective, p.size,
                                                ranks=list(range(p.ranks)),
-                                               gpus_per_thread=p.gpus_per_thread)
+                                               gpus_per_thread=p.gpus_per_thread,
+                                               nccl_version=p.nccl_version)
             out[i] = hit
         return out
 

@@ -113,6 +113,8 @@ class NcclTest:
     complete: bool = True
     avg_busbw_gbps: float | None = None
     source: str = "nccl-tests"
+    #: the NCCL release the file names (:attr:`NcclTestsFile.nccl_version`)
+    nccl_version: str | None = None
 
     @property
     def ranks(self) -> int:
@@ -521,8 +523,11 @@ def parse_nccl_tests(text: str, name: str = "") -> NcclTestsFile:
                   for i, t in enumerate(tests) if t.failed) + tuple(
         f"test {i + 1} ({t.collective or '?'}) is truncated: no 'Avg bus bandwidth' line"
         for i, t in enumerate(tests) if not t.failed and not t.complete and t.rows)
+    release = nccl_info or library
+    if release is not None:
+        tests = [NcclTest(**{**t.__dict__, "nccl_version": release}) for t in tests]
     return NcclTestsFile(tests=tuple(tests), version=version, notes=notes,
-                         nccl_version=nccl_info or library)
+                         nccl_version=release)
 
 
 def format_nccl_tests(rows: Sequence[Row], *, collective: str, header: Sequence[str] = (),
