@@ -292,7 +292,7 @@ def register(app: typer.Typer) -> None:
         from fabricsim import jobs
         from fabricsim.collectives.nccl_env import nccl_env
         from fabricsim.interop.nccl_tests import format_bench
-        from fabricsim.jobs.collective import BenchRow, bench_sizes, run_bench
+        from fabricsim.jobs.collective import BenchRow, bench_sizes
 
         if out is not None and out.suffix == "" and str(out) in (*_OPS, "mulsum", "all"):
             if op is not None and op != str(out):  # nccl-tests' -o: the reduction op
@@ -379,8 +379,8 @@ def register(app: typer.Typer) -> None:
             def on_size(i: int, n: int, size: int) -> None:
                 bar.update(task, advance=1 if i else 0,
                            description=f"{job.backend} backend: {size:,} B")
-        with stack:
-            report = run_bench(job, fab, on_size=on_size)
+        with stack:  # the job every face runs (jobs.run), with the CLI's progress bar
+            report = jobs.run(job, fab, on_size=on_size)
         rows_by = report.rows
         fields = list(BenchRow.__dataclass_fields__)
         flat = [r.as_dict() for rows in rows_by.values() for r in rows]
