@@ -116,10 +116,11 @@ def test_the_cli_the_web_and_a_sweep_give_one_answer(
         return reports[-1]
 
     monkeypatch.setattr(jobs, "run", recorded)
-    command = ["bench", "ep"] if kind == "ep" else [kind]  # the ep job's face is bench
+    # the ep job's face is bench ep, a collective's bench scenario (its own collective)
+    command = {"ep": ["bench", "ep"], "bench": ["bench", "scenario"]}.get(kind, [kind])
     assert main([*command, name, "--json"]) == 0
     out = capsys.readouterr().out
-    printed = {"rows": [json.loads(x) for x in out.splitlines()]} if kind == "ep" \
+    printed = {"rows": [json.loads(x) for x in out.splitlines()]} if kind in ("ep", "bench") \
         else json.loads(out)
     monkeypatch.undo()
     assert len(reports) == 1
@@ -132,15 +133,28 @@ def test_the_cli_the_web_and_a_sweep_give_one_answer(
                    if isinstance(a, float) else a == b
                    for r, p in zip(rows, printed["rows"], strict=True)
                    for a, b in ((r[k], p[k]) for k in p))
+    elif kind == "bench":  # bench --json prints one row per size, times rounded to 4 places
+        curve = answer["curves"][0]
+        assert [r["size_bytes"] for r in printed["rows"]] == curve["sizes"]
+        assert all(math.isclose(r["time_us"], t, rel_tol=1e-6, abs_tol=1e-4)
+                   for r, t in zip(printed["rows"], curve["time_us"], strict=True))
+        assert [f"{r['algorithm']}/{r['protocol']}".lower() for r in printed["rows"]] == \
+            curve["choice"]
     else:
         assert not _same(_norm(printed), answer), _same(_norm(printed), answer)[:5]
     # the web: the same report, and what the page draws beside it
     web = _norm(web_answers[name])
     extra = set(web) - set(answer)
     assert extra <= {"nvlink_kinds", "exposed_nvlink_s", "exposed_scale_out_s"}, extra
-    diffs = _same({k: web[k] for k in answer}, answer)
-    assert not diffs, diffs[:5]
-    assert web["warnings"] == answer["warnings"]
+    if kind == "bench":  # the page draws every algorithm's curve beside NCCL's choice
+        assert web["curves"][0]["name"] == answer["curves"][0]["name"] == "auto"
+        diffs = _same(web["curves"][0], answer["curves"][0])
+        assert not diffs, diffs[:5]
+        assert set(answer["warnings"]) <= set(web["warnings"])
+    else:
+        diffs = _same({k: web[k] for k in answer}, answer)
+        assert not diffs, diffs[:5]
+        assert web["warnings"] == answer["warnings"]
     # a one-point sweep: the report's row
     spec = sweep_spec({"name": name, "kind": kind, "scenario": yaml.safe_load(SHIPPED[name]),
                        "axes": {"seed": [sc.seed]}})
