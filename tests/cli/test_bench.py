@@ -310,3 +310,8 @@ def test_the_nccl_release_is_a_flag_and_a_scenario_field(tmp_path, capsys) -> No
     bad.write_text(text.replace("2.28.3", "3.0"), encoding="utf-8")
     assert main(["bench", "scenario", str(bad)]) == 2
     assert "collective.nccl_version" in capsys.readouterr().err
+    # YAML reads an unquoted 2.30 as the number 2.3: refused with the fix, never read as 2.3
+    bad.write_text(text.replace("2.28.3", "2.30"), encoding="utf-8")
+    assert main(["bench", "scenario", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "collective.nccl_version" in err and "quote the release" in err

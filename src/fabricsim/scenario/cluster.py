@@ -79,14 +79,21 @@ class CollectiveSpec(_Model):
     tables changed in 2.28 and 2.29; ``None``: the newest modelled,
     :data:`~fabricsim.collectives.nccl_model.DEFAULT_NCCL`)."""
 
-    @field_validator("nccl_version")
+    @field_validator("nccl_version", mode="before")
     @classmethod
-    def _release(cls, v: str | None) -> str | None:
+    def _release(cls, v: object) -> str | None:
         from fabricsim.collectives.nccl_model import nccl_release
         from fabricsim.errors import ConfigError
 
         if v is None:
             return None
+        if isinstance(v, int | float) and not isinstance(v, bool):
+            # YAML reads 2.30 as the number 2.3: a release is text
+            raise ValueError(f"YAML read {v!r} as a number, which drops a release's "
+                             "trailing zero (2.30 reads as 2.3); quote the release as NCCL "
+                             "prints it, e.g. nccl_version: \"2.27.3\"")
+        if not isinstance(v, str):
+            raise ValueError(f"give the NCCL release as text, e.g. \"2.27.3\", got {v!r}")
         try:
             return ".".join(map(str, nccl_release(v)))
         except ConfigError as e:
