@@ -391,9 +391,9 @@ def register(app: typer.Typer) -> None:
             _write_rows(sys.stdout, flat, fields, as_csv=csv_out)
         else:
             c = sc.cluster
-            from fabricsim.collectives.nccl_model import nccl_release
+            from fabricsim.collectives.nccl_model import release_name
 
-            release = ".".join(map(str, nccl_release(job.nccl_version)))
+            release = release_name(job.nccl_version)
             for a, rows in rows_by.items():
                 how = a or (f"auto (NCCL {release}'s choice)" if job.select == "nccl"
                             else "auto (fastest)")

@@ -298,12 +298,12 @@ def _cluster_for(t: NcclTest, *, system: str | None, nodes: int | None,
 def log_release(logged: str | None, name: str = "the log") -> str | None:
     """The NCCL release a log names, as the model reads it; one it cannot read is said on
     stderr and left out (``None``: the newest modelled)."""
-    from fabricsim.collectives.nccl_model import nccl_release
+    from fabricsim.collectives.nccl_model import release_name
 
     if not logged:
         return None
     try:
-        return ".".join(map(str, nccl_release(logged)))
+        return release_name(logged)
     except ConfigError as e:
         typer.echo(f"warning: {name}'s NCCL version: {e.message}", err=True)
         return None
@@ -312,18 +312,18 @@ def log_release(logged: str | None, name: str = "the log") -> str | None:
 def _release(given: str | None, logged: str | None) -> str:
     """The NCCL release ``compare`` models: the flag's, else the log's (said on stderr),
     else the newest modelled."""
-    from fabricsim.collectives.nccl_model import nccl_release
+    from fabricsim.collectives.nccl_model import release_name
 
     if given is not None:
         try:
-            return ".".join(map(str, nccl_release(given)))
+            return release_name(given)
         except ConfigError as e:
             raise ConfigError(e.message, field="--nccl-version") from None
     v = log_release(logged)
     if v is not None:
         typer.echo(f"note: NCCL {v}'s choice of algorithm and protocol (the release the "
                    "log names)", err=True)
-    return v or ".".join(map(str, nccl_release(None)))
+    return v or release_name(None)
 
 
 def register(app: typer.Typer) -> None:

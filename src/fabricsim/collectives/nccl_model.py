@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from fabricsim.collectives.pipeline import nvlink_rate
 from fabricsim.collectives.registry import Group
 from fabricsim.errors import ConfigError
-from fabricsim.protocols import tuning_hardware
+from fabricsim.protocols import NVLSTREE_HEAD_BUSBW_GBYTE_S, tuning_hardware
 
 #: NCCL's rows: 0 Volta, 1 Ampere, 2 Hopper, 3 Blackwell (compute capability 10.0 and
 #: above, so Rubin too).
@@ -75,7 +75,7 @@ HW_LAT: dict[str, dict[str, tuple[float, float, float]]] = {
 LL_MAX_BW = ((39.0, 39.0, 20.4), (87.7, 22.5, 19.0), (141.0, 45.0, 35.0),
              (282.0, 90.0, 70.0))
 #: Per-channel caps (GB/s) by architecture row, then 1 / 2 / more nodes (NCCL 2.27 and
-#: before; :data:`BLACKWELL_CAPS` has the Blackwell rows of later releases).
+#: before; the Blackwell rows of later releases follow).
 PER_CH_RING_LL128 = ((20.0,) * 3, (20.0,) * 3, (36.7,) * 3, (73.4,) * 3)
 PER_CH_TREE_LL128 = ((20.0,) * 3, (20.0,) * 3, (36.7, 36.7, 29.0), (73.4, 73.4, 58.0))
 PER_CH_TREE = ((26.5, 18.5, 10.0), (24.0, 23.6, 17.8), (38.7, 41.4, 36.0),
@@ -88,13 +88,12 @@ BLACKWELL_RING_LL128_2297 = 40.0
 #: NCCL 2.28+: the share of an NVLS head's NVLink speed its multimem kernels move (by
 #: architecture row; no NVLS before Hopper).
 NVLS_EFFICIENCY = (0.0, 0.0, 0.85, 0.74)
-#: NCCL 2.28+: NVLSTree's per-channel cap (GB/s) by architecture row, 2 / more nodes
-#: (2.28.9 raised Blackwell's from 43.1 to 43.8).
-NVLSTREE_CAP = ((18.5, 10.0), (23.6, 17.8), (57.7, 45.5), (96.0, 43.1))
-#: NCCL 2.28.9+: Blackwell's NVLSTree cap beyond two servers (was 43.1), NVLSTree's
-#: network hop (us; was 14), and 2.29.2's correction of NVLSTree at 512 MiB (the tree
-#: table's Simple row gained one entry).
-NVLSTREE_CAP_BLACKWELL_2289 = 43.8
+#: NCCL 2.28+ caps NVLSTree per channel at the figures the timing model uses as the
+#: kernel's rate (:data:`~fabricsim.protocols.NVLSTREE_HEAD_BUSBW_GBYTE_S`, 2.28.9's),
+#: except that before 2.28.9 Blackwell's beyond two servers was 43.1.
+NVLSTREE_CAP_BLACKWELL_228 = 43.1
+#: NCCL 2.28.9+: NVLSTree's network hop (us; was 14), and 2.29.2's correction of
+#: NVLSTree at 512 MiB (the tree table's Simple row gained one entry).
 NVLSTREE_NET_LAT_2289 = 20.9
 NVLSTREE_CORRECTION_512M = 0.9
 #: NCCL releases whose tuning changed, each with what changed (the model follows the
@@ -159,6 +158,15 @@ def nccl_release(text: str | None) -> tuple[int, int, int]:
             "'NCCL version 2.26.2+cuda12.8'; leave it out for "
             f"{'.'.join(map(str, DEFAULT_NCCL))})", field="nccl_version")
     return 2, int(m[2]), int(m[3]) if m[3] and m[3] != "x" else 0
+
+
+def release_name(text: str | None) -> str:
+    """:func:`nccl_release` as text, ``"2.27.3"``: the form jobs and logs carry it in.
+
+    >>> release_name("v2.28.9-1"), release_name(None)
+    ('2.28.9', '2.29.7')
+    """
+    return ".".join(map(str, nccl_release(text)))
 
 
 def _speeds(row: int, nodes: int, version: tuple[int, int, int]) -> tuple[float, ...]:
@@ -438,9 +446,10 @@ class NcclModel:
         share *= 2.0 if collective == "all_reduce" else (self.ppn - 1) / self.ppn
         if algo == "nvls":
             return min(share, inter)
-        cap = NVLSTREE_CAP[self.row][0 if nodes <= 2 else 1]
-        if self.row == 3 and nodes > 2 and self.version >= (2, 28, 9):
-            cap = NVLSTREE_CAP_BLACKWELL_2289
+        gen = {2: "nvlink4", 3: "nvlink5"}[self.row]  # NVLS runs from Hopper on
+        cap = NVLSTREE_HEAD_BUSBW_GBYTE_S[gen][0 if nodes <= 2 else 1]
+        if self.row == 3 and nodes > 2 and self.version < (2, 28, 9):
+            cap = NVLSTREE_CAP_BLACKWELL_228
         return min(share, inter * (2 if nodes <= 2 else 1), cap)
 
     def time_us(self, collective: str, algo: str, proto: str, nbytes: float) -> float:

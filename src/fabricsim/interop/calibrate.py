@@ -177,8 +177,7 @@ def _points(tests: Sequence[Any]) -> list[_Point]:
         for r in t.rows:
             if r.size_bytes > 0 and r.time_us == r.time_us and r.time_us > 0:
                 out.append(_Point(i, t.collective, r.size_bytes, r.time_us * 1e-6, nodes, gpn,
-                                  max(t.ranks, 1), t.gpus_per_thread,
-                                  getattr(t, "nccl_version", None)))
+                                  max(t.ranks, 1), t.gpus_per_thread, t.nccl_version))
     return out
 
 

@@ -210,10 +210,10 @@ def bench_job(sc: Scenario, *, collective: str | None = None,
                                   float(spec.stepfactor), field_name="collective.stepfactor"))
     release = spec.nccl_version if nccl_version is None else nccl_version
     if release is not None:
-        from fabricsim.collectives.nccl_model import nccl_release
+        from fabricsim.collectives.nccl_model import release_name
 
         try:
-            release = ".".join(map(str, nccl_release(release)))
+            release = release_name(release)
         except ConfigError as e:
             raise ConfigError(e.message, field="--nccl-version (collective.nccl_version)"
                               ) from None

@@ -82,7 +82,7 @@ class CollectiveSpec(_Model):
     @field_validator("nccl_version", mode="before")
     @classmethod
     def _release(cls, v: object) -> str | None:
-        from fabricsim.collectives.nccl_model import nccl_release
+        from fabricsim.collectives.nccl_model import release_name
         from fabricsim.errors import ConfigError
 
         if v is None:
@@ -95,7 +95,7 @@ class CollectiveSpec(_Model):
         if not isinstance(v, str):
             raise ValueError(f"give the NCCL release as text, e.g. \"2.27.3\", got {v!r}")
         try:
-            return ".".join(map(str, nccl_release(v)))
+            return release_name(v)
         except ConfigError as e:
             raise ValueError(e.message) from None
 
