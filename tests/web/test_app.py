@@ -62,6 +62,11 @@ def test_the_page_and_its_assets_are_served_locally(client: TestClient) -> None:
     ("cluster:\n  nodes: 2\ntraining:\n  model: llama3-8b\n  tp: x\n", "training.tp", 5),
     ("cluster:\n  nodes: 2\n  fabric: [\n", None, 4),
     ("cluster:\n  nodes: 2\n  fabrik: ib-ndr\n", "cluster.fabrik", 3),
+    # an NCCL release the model cannot read, and one YAML read as a number
+    ("cluster:\n  nodes: 2\ncollective:\n  nccl_version: \"3.1\"\n",
+     "collective.nccl_version", 4),
+    ("cluster:\n  nodes: 2\ncollective:\n  nccl_version: 2.30\n",
+     "collective.nccl_version", 4),
 ])
 def test_validate_names_field_and_line(client: TestClient, text: str, field: str | None,
                                        line: int) -> None:
@@ -131,6 +136,11 @@ def test_bad_job_requests(client: TestClient) -> None:
     assert client.post("/api/jobs", json={"kind": "bench", "designs": []}).status_code == 422
     assert client.post("/api/jobs", json={"kind": "bench",
                                           "designs": [SMALL] * 3}).status_code == 422
+    bad_release = SMALL + 'collective:\n  nccl_version: "two"\n'
+    r = client.post("/api/jobs", json={"kind": "bench", "designs": [bad_release]})
+    d = r.json()["detail"]
+    assert r.status_code == 400 and d["design"] == 0
+    assert d["field"] == "collective.nccl_version" and "2.26.2" in d["message"]
     assert client.get("/api/jobs/0123456789abcdef").status_code == 404
     assert client.get("/api/jobs/../../etc").status_code in (404, 422)
     r = client.post("/api/jobs", json={"kind": "bench",
