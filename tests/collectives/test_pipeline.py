@@ -91,7 +91,8 @@ def test_every_backend_adds_the_same_fill(algo: str) -> None:
     flat = {"simple": PROTOCOLS["simple"].scaled(ramp_bytes=0.0)}
     bare = Schedule(steps=sched.steps, collective=sched.collective, algorithm=algo,
                     protocol="simple", nbytes=sched.nbytes, ranks=sched.ranks,
-                    kernel_bytes_per_s=sched.kernel_bytes_per_s, crossings=sched.crossings)
+                    kernel_bytes_per_s=sched.kernel_bytes_per_s, crossings=sched.crossings,
+                    hop_scale=sched.hop_scale)
     analytic = AnalyticBackend(protocols=flat)
     assert analytic.run(sched, fab).time - analytic.run(bare, fab).time == \
         pytest.approx(fill, rel=1e-9)

@@ -53,6 +53,7 @@ from fabricsim.backends.base import (
     crossing_seconds,
     fill_efficiency,
     kernel_floor,
+    schedule_protocol,
 )
 from fabricsim.fabric.core import Fabric, pair_hash
 from fabricsim.fabric.kinds import LinkKind
@@ -203,6 +204,7 @@ class AnalyticBackend:
     def compile_protocols(self, schedule: Schedule, fabric: Fabric,
                           protocols: list[Protocol]) -> list[CompiledSchedule]:
         """:meth:`compile` for several protocols at once (the routing is shared)."""
+        protocols = [schedule_protocol(schedule, p) for p in protocols]
         members, group_of = concurrency_groups(schedule)
         cache = self._cache.setdefault(fabric, {})
         per_proto: list[list[GroupModel]] = [[] for _ in protocols]

@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
+from fabricsim.backends.base import schedule_protocol
 from fabricsim.fabric.core import Fabric
 from fabricsim.schedule.core import Schedule, Step, concurrency_groups
 
@@ -285,6 +286,7 @@ def bound_protocols(backend: AnalyticBackend, schedule: Schedule, fabric: Fabric
     """
     from fabricsim.protocols import LINK_CLASSES
 
+    protocols = [schedule_protocol(schedule, p) for p in protocols]
     members, group_of = _groups(schedule)
     caps = _caps(fabric) if level >= 1 else None
     lat_caps = _lat_caps(fabric)

@@ -112,6 +112,28 @@ def kernel_floor(schedule: Schedule, protocol_name: str | None) -> float:
     return schedule.kernel_floor()
 
 
+def schedule_protocol(schedule: Schedule, protocol: Any) -> Any:
+    """``protocol`` as ``schedule``'s steps pay it: its per-hop latencies times the
+    schedule's :attr:`~fabricsim.schedule.Schedule.hop_scale` for that protocol (NCCL's
+    tree chain steps cost other than its ring steps). Every backend times a schedule
+    with this protocol; ``None`` stays ``None``.
+
+    >>> from fabricsim.protocols import get_protocol
+    >>> from fabricsim.schedule import Schedule
+    >>> s = Schedule(steps=(), hop_scale={"ll128": {"nvlink": 0.5}})
+    >>> p = get_protocol("ll128")
+    >>> schedule_protocol(s, p).hop_latency["nvlink"] == p.hop_latency["nvlink"] / 2
+    True
+    >>> schedule_protocol(s, get_protocol("simple")) is get_protocol("simple")
+    True
+    """
+    per = schedule.hop_scale.get(protocol.name) if protocol is not None else None
+    if not per:
+        return protocol
+    return protocol.scaled(hop_latency={c: v * per.get(c, 1.0)
+                                        for c, v in protocol.hop_latency.items()})
+
+
 def fill_efficiency(protocol: Any, fabric: Fabric) -> dict[str, float]:
     """Payload share of line rate per link class under ``protocol`` on ``fabric`` (the
     efficiencies a :class:`~fabricsim.schedule.Pipeline`'s fill is timed with): the

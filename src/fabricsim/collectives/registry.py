@@ -18,7 +18,7 @@ True
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -249,6 +249,9 @@ class Algorithm:
     #: Its network crossings in sequence on a group, for a collective
     #: (:attr:`Schedule.crossings`); ``None``: none is charged.
     crossings: Callable[[Group, str], Crossings | None] | None = None
+    #: Factors on the protocols' per-hop latencies for its steps, by protocol then link
+    #: class (:attr:`Schedule.hop_scale`); empty: the protocols' own.
+    hop_scale: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
 
     def why_not(self, group: Group, collective: str) -> str | None:
         """Why this algorithm cannot run ``collective`` on ``group`` (``None`` if it can)."""

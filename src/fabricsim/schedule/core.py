@@ -221,11 +221,20 @@ class Schedule:
     pipeline: Pipeline | None = None
     #: Its network crossings in sequence (:class:`Crossings`), ``None`` where none counts.
     crossings: Crossings | None = None
+    #: Factors on the protocol's per-hop latency, by protocol then link class, where this
+    #: algorithm's step costs other than the protocol's own (fitted on rings): NCCL's tree
+    #: chain steps (:data:`fabricsim.collectives.tree.TREE_HOP_SCALE`). Empty: none.
+    hop_scale: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not (self.kernel_bytes_per_s >= 0.0):  # also rejects NaN
             raise ScheduleError(f"kernel_bytes_per_s must be >= 0, got "
                                 f"{self.kernel_bytes_per_s!r}")
+        for proto, per in self.hop_scale.items():
+            for cls, f in per.items():
+                if not (0.0 < f < float("inf")):
+                    raise ScheduleError(f"hop_scale[{proto!r}][{cls!r}] must be a positive "
+                                        f"number, got {f!r}")
         object.__setattr__(self, "steps", tuple(self.steps))
         object.__setattr__(self, "ranks", np.asarray(self.ranks, dtype=np.int32))
         for i, s in enumerate(self.steps):
@@ -259,6 +268,17 @@ class Schedule:
         if self.kernel_bytes_per_s <= 0.0:
             return 0.0
         return float(self.nbytes) / self.kernel_bytes_per_s
+
+    def timing_fields(self) -> dict[str, Any]:
+        """What a backend charges besides the steps (kernel rate, chunk pipeline, network
+        crossings, hop scale), as keywords for a :class:`Schedule` built from this one's
+        steps (merged with others, say), so that none is left behind.
+
+        >>> Schedule(steps=(), kernel_bytes_per_s=1e9).timing_fields()["kernel_bytes_per_s"]
+        1000000000.0
+        """
+        return {"kernel_bytes_per_s": self.kernel_bytes_per_s, "pipeline": self.pipeline,
+                "crossings": self.crossings, "hop_scale": self.hop_scale}
 
     def with_meta(self, **meta: Any) -> Schedule:
         return replace(self, meta={**self.meta, **meta})

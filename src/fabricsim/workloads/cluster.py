@@ -396,8 +396,7 @@ class PlacedComm:
         first = scheds[0]
         merged = merge_parallel(scheds, collective=collective, algorithm=first.algorithm,
                                 protocol=first.protocol, nbytes=first.nbytes,
-                                ranks=first.ranks, kernel_bytes_per_s=first.kernel_bytes_per_s,
-                                pipeline=first.pipeline, crossings=first.crossings)
+                                ranks=first.ranks, **first.timing_fields())
         res = AnalyticBackend().run(merged, fab)
         return float(res.time), np.asarray(res.link_bytes, dtype=np.float64)
 

@@ -99,8 +99,7 @@ def side_by_side(scheds: Sequence[Schedule]) -> Schedule:
     kw: dict[str, Any] = {
         "collective": first.collective, "algorithm": first.algorithm,
         "protocol": first.protocol, "nbytes": first.nbytes, "ranks": first.ranks,
-        "kernel_bytes_per_s": first.kernel_bytes_per_s, "pipeline": first.pipeline,
-        "crossings": first.crossings, "meta": first.meta}
+        "meta": first.meta, **first.timing_fields()}
 
     def shape(st: Any) -> tuple[Any, ...]:
         return (st.repeat, st.deps, st.reduce_at, st.label, st.channel, st.delay, st.rounds,

@@ -26,7 +26,13 @@ from typing import Any
 
 import numpy as np
 
-from fabricsim.backends.base import Result, crossing_cost, kernel_floor, pipeline_fill
+from fabricsim.backends.base import (
+    Result,
+    crossing_cost,
+    kernel_floor,
+    pipeline_fill,
+    schedule_protocol,
+)
 from fabricsim.backends.flow.background import background_transfers
 from fabricsim.backends.flow.faults import plan_faults
 from fabricsim.backends.flow.memory import MemoryEstimate
@@ -152,7 +158,8 @@ class FlowBackend:
 
     def run(self, schedule: Schedule, fabric: Fabric) -> Result:
         """Simulate ``schedule`` on ``fabric`` with this backend's faults and traffic."""
-        proto = get_protocol(self.protocol or schedule.protocol or "ideal")
+        proto = schedule_protocol(schedule,
+                                  get_protocol(self.protocol or schedule.protocol or "ideal"))
         plan = plan_faults(fabric, self.faults)
         bg = background_transfers(plan.fabric, self.background, seed=self.seed)
         routing = self.routing_for(fabric)

@@ -20,7 +20,13 @@ from typing import Any
 
 import numpy as np
 
-from fabricsim.backends.base import Result, crossing_cost, kernel_floor, pipeline_fill
+from fabricsim.backends.base import (
+    Result,
+    crossing_cost,
+    kernel_floor,
+    pipeline_fill,
+    schedule_protocol,
+)
 from fabricsim.backends.packet import layout as L
 from fabricsim.backends.packet.budget import check_endpoints
 from fabricsim.backends.packet.build import MODES, State, build_state
@@ -128,7 +134,8 @@ class PacketBackend:
         nopfc = nopfc_mask(fabric, cfg.pfc.mismatch, [c.name for c in cfg.classes],
                            [c.lossless for c in cfg.classes])
         name = self.protocol or schedule.protocol
-        proto = get_protocol(name) if name and name.lower() != "ideal" else None
+        proto = schedule_protocol(schedule, get_protocol(name)) \
+            if name and name.lower() != "ideal" else None
         scale = 1
         for _attempt in range(4):
             st = build_state(schedule, fabric, cfg, mode=mode, seed=self.seed,
