@@ -289,7 +289,7 @@ def tuning_hardware(fabric: Fabric) -> tuple[str, str]:
 # net / sharp efficiencies leave out packet framing, which eff_array() multiplies in per
 #   transport (fabricsim.transport: IB x0.9937, RoCE/SRD x0.980): on InfiniBand they act
 #   as 0.24 / 0.60 / 0.96, the values before framing was split out.
-# crossing_per_channel 0.75 us, every protocol (thread_bytes are NCCL's own): a network
+# crossing_per_channel 1.0 us, every protocol (thread_bytes are NCCL's own): a network
 #   crossing of a collective (schedule.core.Crossings) costs this per channel the
 #   operation runs on, so small operations on one or two channels pay little and those
 #   of 256 KiB and more, on all of them, pay the full price. Without it rows of several
@@ -297,20 +297,22 @@ def tuning_hardware(fabric: Fabric) -> tuple[str, str]:
 #   at 1 MiB: 37 us against 72-94 measured) while 8-byte latencies were right. Fitted by
 #   benchmarks/accuracy_nccl.py on the rows of several servers of 23 sources (each
 #   source's median absolute log error, summed); each source left out in turn gives
-#   0.75-1.0 us, and the held-out table is computed that way. It was 1.75 until NVLS got
+#   1.0 us too, and the held-out table is computed that way. It was 1.75 until NVLS got
 #   its Simple latency and NVLSTree its NICs striped (above, collectives.nvls): the fit
 #   on every source moved to 1.5; 1.5 until the 33 rows of two GB200 racks (OCI) ran
 #   with NVLS off, as their manifest sets it (they had pulled the fit up); 1.25 until the
 #   -g launch became the host's floor and the NVLink constants were refitted (0.75 on
 #   every source); 0.75 until trees over two servers ran as NCCL rates them (1.0); 1.0
 #   until NCCL's choice followed each run's release, when the fit on every source went
-#   back to 0.75 (tests/collectives/test_heldout.py now keeps the library at that fit).
+#   back to 0.75 (tests/collectives/test_heldout.py now keeps the library at that fit);
+#   0.75 until a tree's steps inside a server cost NCCL's tree rate (collectives.tree), when
+#   every source, and every source left out, gives 1.0.
 #   Which part of a crossing grows with the channels (proxy posts, NIC doorbells,
 #   completions) is not resolved.
 _LAUNCH = 8.71e-6
 _LAUNCH_PER_GPU = 4.81e-6
 _NVLS_GEN4 = 0.728
-_CROSSING = 0.75e-6
+_CROSSING = 1.0e-6
 _SIMPLE_NVLINK_HOP = 5.96e-6
 _NVLS_HOP = 4.07e-6
 _LL128_AMPERE = 0.616

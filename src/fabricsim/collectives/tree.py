@@ -11,6 +11,11 @@ hops: along the chains inside servers at NVLink cost, between servers at network
 Latency grows with ``log2`` of the server count (plus the chain inside a server).
 Groups that do not fill servers evenly use one binary tree pair over all ranks.
 
+A chain step inside a server costs what NCCL's tuning model says a tree step costs against
+a ring step (:data:`TREE_HOP_SCALE`): the protocols' per-hop latencies are fitted on rings
+(one-server runs), and NCCL rates a tree's NVLink hop with LL128 at 1.25 us against a
+ring's 1.9, with Simple at 4.0 against 3.4 (``hwLat``, ``src/graph/tuning.cc``).
+
 Example
 -------
 >>> parents(7).tolist()
@@ -24,6 +29,7 @@ from dataclasses import replace
 import numpy as np
 from numpy.typing import NDArray
 
+from fabricsim.collectives.nccl_model import HW_LAT, PROTOS
 from fabricsim.collectives.pipeline import tree_crossings, tree_depth, tree_pipeline
 from fabricsim.collectives.registry import Algorithm, Group, fill_step, register, step
 from fabricsim.protocols import tree_kernel_rate
@@ -92,9 +98,23 @@ def _kernel_rate(group: Group, channels: int) -> float:
     return tree_kernel_rate(group.fabric, max(group.servers, 1), channels)
 
 
+#: Link classes inside a server whose per-hop latency a tree step pays at NCCL's tree rate.
+#: The network's is left at the protocols' own: NCCL's tree network latencies fold in the
+#: proxy's work per step, which the crossing cost (``Protocol.crossing_per_channel``)
+#: charges here for every algorithm alike.
+TREE_HOP_CLASSES = ("nvlink", "pcie")
+#: Factor on each protocol's per-hop latency for a tree's steps, by link class: NCCL's tree
+#: latency over its ring latency for that hardware (``HW_LAT``), e.g. LL128 on NVLink
+#: 1.25 / 1.9.
+TREE_HOP_SCALE: dict[str, dict[str, float]] = {
+    p: {c: HW_LAT[c]["tree"][i] / HW_LAT[c]["ring"][i] for c in TREE_HOP_CLASSES}
+    for i, p in enumerate(PROTOS)}
+
+
 TREE = register(Algorithm(
     name="tree", build=tree_steps, collectives=frozenset({"all_reduce"}),
     auto_min_servers=2, kernel_rate=_kernel_rate,
     pipeline=lambda group, collective: tree_pipeline(group), crossings=tree_crossings,
+    hop_scale=TREE_HOP_SCALE,
     description="NCCL double binary tree across servers with chains inside them: reduce up "
                 "and broadcast down, pipelined; latency ~ 2 log2(servers) network hops."))
