@@ -35,29 +35,29 @@ from fabricsim.collectives.accuracy import (
 )
 from fabricsim.fabric import build_cluster
 
+Fitted = tuple[ModuleType, list[Any], list[float], dict[str, Any]]
+
 
 @pytest.fixture(scope="module")
-def fitted() -> tuple[ModuleType, list[float], dict[str, Any]]:
+def fitted() -> Fitted:
     b = load("accuracy_nccl")
     cs = b.all_cases()
     errors, fit = b.heldout_errors(cs)
-    return b, errors, fit
+    return b, cs, errors, fit
 
 
 @pytest.fixture(scope="module")
-def computed(fitted: tuple[ModuleType, list[float], dict[str, Any]]
-             ) -> tuple[ModuleType, dict[str, Any]]:
-    b, errors, _ = fitted
-    return b, b.heldout_table(b.all_cases(), errors)
+def computed(fitted: Fitted) -> tuple[ModuleType, dict[str, Any]]:
+    b, cs, errors, _ = fitted
+    return b, b.heldout_table(cs, errors)
 
 
-def test_library_crossing_cost_is_the_fit_on_every_source(
-        fitted: tuple[ModuleType, list[float], dict[str, Any]]) -> None:
+def test_library_crossing_cost_is_the_fit_on_every_source(fitted: Fitted) -> None:
     # the held-out table predicts each source with the value fitted without it; what a
     # user gets is the library's, which must be the value fitted on every source
     from fabricsim.protocols import PROTOCOLS
 
-    _, _, fit = fitted
+    fit = fitted[3]
     for p in ("ll", "ll128", "simple"):
         assert PROTOCOLS[p].crossing_per_channel * 1e6 == pytest.approx(fit["all_us"])
 
