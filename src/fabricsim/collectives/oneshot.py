@@ -33,6 +33,7 @@ True
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from fabricsim.collectives.pipeline import nvlink_rate
 from fabricsim.collectives.registry import Group
@@ -44,23 +45,57 @@ from fabricsim.protocols import PROTOCOLS
 MAX_BYTES = 8 * 2**20
 
 
+@dataclass(frozen=True)
+class EngineAllreduce:
+    """The engines' own all-reduce over one group of ranks: what its time depends on
+    besides the message, worked out once (a decode loop asks for it at every step).
+    ``rate`` 0 means the engines call NCCL for every size (ranks across NVLink domains,
+    no NVLink).
+
+    >>> from fabricsim.fabric import build_cluster
+    >>> k = EngineAllreduce.of(build_cluster("dgx-h100", 1), range(8))
+    >>> round(k.time(16 * 2**10) * 1e6, 2), k.time(64 * 2**20)
+    (1.09, None)
+    """
+
+    n: int
+    rate: float
+    barrier: float
+
+    @staticmethod
+    def of(fabric: Fabric, ranks: Sequence[int]) -> EngineAllreduce:
+        """The kernel's facts for ``ranks`` on ``fabric``."""
+        ranks = list(ranks)
+        n = len(ranks)
+        barrier = PROTOCOLS["ll"].hop_latency["nvlink"]
+        if n < 2:
+            return EngineAllreduce(n=n, rate=0.0, barrier=barrier)
+        group = Group.of(fabric, ranks)
+        if group.servers != 1:
+            return EngineAllreduce(n=n, rate=0.0, barrier=barrier)
+        rate = nvlink_rate(group) * PROTOCOLS["simple"].efficiency["nvlink"]
+        return EngineAllreduce(n=n, rate=max(rate, 0.0), barrier=barrier)
+
+    def time(self, nbytes: float) -> float | None:
+        """Seconds for ``nbytes`` (the faster of one-shot and two-shot), or ``None``
+        where the engines call NCCL instead (see :func:`engine_allreduce_time`)."""
+        n = self.n
+        if n < 2 or nbytes <= 0:
+            return 0.0
+        if nbytes > MAX_BYTES or self.rate <= 0:
+            return None
+        one = 2 * self.barrier + (n - 1) * nbytes / self.rate
+        two = 3 * self.barrier + 2 * (n - 1) / n * nbytes / self.rate
+        return float(min(one, two))
+
+
 def engine_allreduce_time(fabric: Fabric, ranks: Sequence[int], nbytes: float
                           ) -> float | None:
     """Seconds for the engines' own all-reduce of ``nbytes`` over ``ranks`` (the faster of
     one-shot and two-shot), or ``None`` where they call NCCL instead: more than
     :data:`MAX_BYTES`, ranks on more than one server (NVLink domain), or no NVLink."""
-    n = len(ranks)
-    if n < 2 or nbytes <= 0:
+    if len(ranks) < 2 or nbytes <= 0:
         return 0.0
     if nbytes > MAX_BYTES:
         return None
-    group = Group.of(fabric, list(ranks))
-    if group.servers != 1:
-        return None
-    rate = nvlink_rate(group) * PROTOCOLS["simple"].efficiency["nvlink"]
-    if rate <= 0:
-        return None
-    barrier = PROTOCOLS["ll"].hop_latency["nvlink"]
-    one = 2 * barrier + (n - 1) * nbytes / rate
-    two = 3 * barrier + 2 * (n - 1) / n * nbytes / rate
-    return float(min(one, two))
+    return EngineAllreduce.of(fabric, ranks).time(nbytes)

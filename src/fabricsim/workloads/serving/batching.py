@@ -255,6 +255,7 @@ def serve_requests(model: TransformerSpec, fabric: Fabric,
                          f"--tp or --pp", field="inference.requests")
     waiting = list(range(len(requests)))[::-1]  # pop() takes the oldest
     running: dict[int, int] = {}  # request -> tokens generated
+    ctx = 0  # tokens the running sequences hold: their prompts and what they generated
     last_token: dict[int, float] = {}
     now = 0.0
     kv_used = 0.0
@@ -282,10 +283,10 @@ def serve_requests(model: TransformerSpec, fabric: Fabric,
                     last_token[i] = now
                 if requests[i][1] > 1:
                     running[i] = 1
+                    ctx += requests[i][0] + 1
                 else:
                     kv_used -= lay.kv_tokens(sum(requests[i]))
             continue
-        ctx = sum(requests[i][0] + g for i, g in running.items())
         dt = lay.decode(len(running), ctx).total_s
         now += dt
         batch_time += dt * len(running)
@@ -293,8 +294,10 @@ def serve_requests(model: TransformerSpec, fabric: Fabric,
             gaps.append(now - last_token[i])
             last_token[i] = now
             running[i] += 1
+            ctx += 1
             out_tokens += 1
             if running[i] >= requests[i][1]:
+                ctx -= requests[i][0] + running[i]
                 del running[i]
                 kv_used -= lay.kv_tokens(sum(requests[i]))
     return TraceResult(requests=len(requests), duration_s=now, output_tokens=out_tokens,

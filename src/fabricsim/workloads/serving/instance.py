@@ -56,11 +56,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 
 from fabricsim.catalog import get_catalog
 from fabricsim.catalog.models import GpuSpec
-from fabricsim.collectives.oneshot import engine_allreduce_time
+from fabricsim.collectives.oneshot import EngineAllreduce
 from fabricsim.errors import ConfigError, unknown
 from fabricsim.fabric import Fabric
 from fabricsim.workloads.comm import CommModel, EngineComm
@@ -418,6 +418,9 @@ class Instance:
     #: DeepSeek's EPLB): ``experts + redundant_experts`` physical experts spread over the
     #: EP ranks, the load balanced over the copies.
     redundant_experts: int = 0
+    #: The engines' own all-reduce per group of ranks, worked out once per instance.
+    _own_allreduce: dict[tuple[int, ...], EngineAllreduce] = field(
+        default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def physical_experts(self) -> int:
@@ -557,7 +560,11 @@ class Instance:
         (:mod:`fabricsim.collectives.oneshot`), else NCCL on the fabric."""
         ranks = self.stage_ranks(0) if ranks is None else ranks
         if self.engine.own_allreduce and len(ranks) > 1 and nbytes > 0:
-            t = engine_allreduce_time(self.fabric, ranks, nbytes)
+            key = tuple(ranks)
+            kernel = self._own_allreduce.get(key)
+            if kernel is None:
+                kernel = self._own_allreduce[key] = EngineAllreduce.of(self.fabric, ranks)
+            t = kernel.time(nbytes)
             if t is not None:
                 return t
         return self.comm.time("all_reduce", ranks, nbytes)
