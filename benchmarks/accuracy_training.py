@@ -368,11 +368,31 @@ def hw_class(c: Case) -> tuple[str, str]:
     return generation(gpu), f"fp8/{c.cfg.recipe}"
 
 
-def _predict(c: Case, comm_factory: Callable[[Fabric], CommModel]) -> float:
-    """The case's metric as the model predicts it now."""
-    fab = fs.build_cluster(c.system, c.nodes, fabric=c.fabric, params=c.params,
-                           catalog=CATALOG)
-    comm = comm_factory(fab)
+class _Clusters:
+    """Each case's fabric and communication model, built once for a run that predicts the
+    same cases many times: a fit's trials change the compute constants, never the
+    network, so the collective timings the communication model caches stay valid."""
+
+    def __init__(self, comm_factory: Callable[[Fabric], CommModel]) -> None:
+        self.comm_factory = comm_factory
+        self._built: dict[str, tuple[Fabric, CommModel]] = {}
+
+    def of(self, c: Case) -> tuple[Fabric, CommModel]:
+        key = json.dumps([c.system, c.nodes, c.fabric, c.params], sort_keys=True,
+                         default=str)
+        hit = self._built.get(key)
+        if hit is None:
+            fab = fs.build_cluster(c.system, c.nodes, fabric=c.fabric, params=c.params,
+                                   catalog=CATALOG)
+            hit = self._built[key] = (fab, self.comm_factory(fab))
+        return hit
+
+
+def _predict(c: Case, comm_factory: Callable[[Fabric], CommModel],
+             clusters: _Clusters | None = None) -> float:
+    """The case's metric as the model predicts it now (``clusters``: the run's cache of
+    fabrics and communication models, else built afresh)."""
+    fab, comm = (clusters or _Clusters(comm_factory)).of(c)
     if c.cfg is None:
         r = plan_parallel(c.model, fab, global_batch=c.global_batch, seq_len=c.seq,
                           comm=comm, top=1,
@@ -406,7 +426,8 @@ GRID = [0.70 + 0.01 * j for j in range(51)]
 
 
 def _best_multiplier(table: dict[Any, float], key: Any, cases_: list[Case],
-                     comm_factory: Callable[[Fabric], CommModel]) -> float:
+                     comm_factory: Callable[[Fabric], CommModel],
+                     clusters: _Clusters | None = None) -> float:
     """The multiplier of ``table[key]`` with the least absolute log error over
     ``cases_``, each source weighing the same (the mean over sources of each one's
     median; a paper with nine rows of one table counts once, as one with one): every
@@ -417,13 +438,14 @@ def _best_multiplier(table: dict[Any, float], key: Any, cases_: list[Case],
     import math
     from dataclasses import replace
 
+    clusters = clusters or _Clusters(comm_factory)
+
     def pinned(c: Case) -> Case:
         if c.cfg is not None:
             return c
-        fab = fs.build_cluster(c.system, c.nodes, fabric=c.fabric, params=c.params,
-                               catalog=CATALOG)
+        fab, comm = clusters.of(c)
         r = plan_parallel(c.model, fab, global_batch=c.global_batch, seq_len=c.seq,
-                          comm=comm_factory(fab), top=1,
+                          comm=comm, top=1,
                           options=ParallelConfig.model_validate(c.options)).results[0]
         return replace(c, cfg=ParallelConfig.model_validate(
             {k: v for k, v in r.parallel.items()
@@ -440,7 +462,7 @@ def _best_multiplier(table: dict[Any, float], key: Any, cases_: list[Case],
             per: dict[str, list[float]] = {}
             for c in cases_:
                 per.setdefault(source(c), []).append(
-                    abs(math.log(_predict(c, comm_factory) / c.measured)))
+                    abs(math.log(_predict(c, comm_factory, clusters) / c.measured)))
             cache[k] = statistics.mean(statistics.median(v) for v in per.values())
         return cache[k]
 
@@ -463,6 +485,7 @@ def loso(comm_factory: Callable[[Fabric], CommModel]) -> list[dict[str, Any]]:
     import fabricsim.workloads.gpu as comp
 
     all_cases = cases()
+    clusters = _Clusters(comm_factory)
     fitted: dict[tuple[str, str, str], float] = {}  # (generation, precision, left out)
     out = []
     for c in all_cases:
@@ -471,7 +494,7 @@ def loso(comm_factory: Callable[[Fabric], CommModel]) -> list[dict[str, Any]]:
         row: dict[str, Any] = {
             "row": c.row, "case": c.label, "source": source(c), "class": f"{gen}/{prec}",
             "gpus": gpus, "band": scale_band(gpus), "moe": c.model.is_moe,
-            "in_sample": round(_predict(c, comm_factory) / c.measured - 1, 4)}
+            "in_sample": round(_predict(c, comm_factory, clusters) / c.measured - 1, 4)}
         out.append(row)
         if prec not in ("bf16", "fp8/torchao"):
             row.update(held_out=row["in_sample"], fitted_on="nothing here")
@@ -487,11 +510,11 @@ def loso(comm_factory: Callable[[Fabric], CommModel]) -> list[dict[str, Any]]:
         k = fitted.get((gen, prec, source(c)))
         if k is None:
             k = fitted[(gen, prec, source(c))] = _best_multiplier(table, key, others,
-                                                                  comm_factory)
+                                                                  comm_factory, clusters)
         base = table[key]
         table[key] = base * k
         try:
-            row["held_out"] = round(_predict(c, comm_factory) / c.measured - 1, 4)
+            row["held_out"] = round(_predict(c, comm_factory, clusters) / c.measured - 1, 4)
         finally:
             table[key] = base
         row.update(fitted_on=sorted({source(o) for o in others}),
