@@ -315,3 +315,24 @@ def test_the_nccl_release_is_a_flag_and_a_scenario_field(tmp_path, capsys) -> No
     assert main(["bench", "scenario", str(bad)]) == 2
     err = capsys.readouterr().err
     assert "collective.nccl_version" in err and "quote the release" in err
+
+
+def test_a_release_the_model_does_not_have_is_answered_as_the_nearest_and_says_so(
+        capsys) -> None:  # type: ignore[no-untyped-def]
+    """A release newer than the newest modelled (2.30.7) gets that release's choice and a
+    warning naming both; one older than the oldest tables (2.21.5) 2.23's, said too; a
+    modelled release (2.27.3) no such line."""
+    flags = ["bench", "all_reduce", "--system", "dgx-h200", "--nodes", "64", "--fabric",
+             "roce-400g", "-b", "16M", "-e", "16M"]
+
+    def run(release: str, *extra: str) -> str:
+        assert main([*flags, *extra, "--nccl-version", release]) == 0
+        return str(capsys.readouterr().out)
+
+    assert run("2.30.7", "--json") == run("2.29.7", "--json")
+    out = run("2.30.7")
+    assert ("warning: NCCL 2.30.7 is newer than the newest release modelled (2.29.7)"
+            in out and "2.29.7's tuning tables" in out)
+    assert run("2.21.5", "--json") == run("2.23.4", "--json")
+    assert "older than the oldest tuning tables modelled (2.23)" in run("2.21.5")
+    assert "release modelled" not in run("2.27.3") and "oldest" not in run("2.27.3")

@@ -194,8 +194,9 @@ def test_compare_takes_the_network_from_the_logs_nccl_info_lines(capsys) -> None
 
 def test_compare_makes_the_choice_of_the_nccl_release_the_log_names(capsys, tmp_path) -> None:  # type: ignore[no-untyped-def]
     """The log's NCCL INFO line (``NCCL version 2.21.5+cuda12.4``) or nccl-tests' header
-    (``nccl-library=22105``) names the release; compare says so and makes its choice;
-    --nccl-version replaces it, and a bad one is refused by name."""
+    (``nccl-library=22105``) names the release; compare says so and makes its choice
+    (with the oldest tables modelled, said too); --nccl-version replaces it (a release
+    newer than the newest modelled is said), and a bad one is refused by name."""
     from fabricsim.interop.nccl_tests import parse_nccl_tests
 
     path = LOGS / "nccl_info_and_results_2x8_h100_4nic.log"
@@ -206,8 +207,12 @@ def test_compare_makes_the_choice_of_the_nccl_release_the_log_names(capsys, tmp_
     assert main(["compare", str(path), "--json"]) == 0
     got = capsys.readouterr()
     assert "NCCL 2.21.5's choice" in got.err
+    # older than the model's oldest tables: answered with 2.23's, and said
+    assert "older than the oldest tuning tables modelled (2.23)" in got.err
     assert main(["compare", str(path), "--json", "--nccl-version", "2.29.7"]) == 0
     assert "choice of algorithm" not in capsys.readouterr().err
+    assert main(["compare", str(path), "--json", "--nccl-version", "2.30.7"]) == 0
+    assert "newer than the newest release modelled (2.29.7)" in capsys.readouterr().err
     assert main(["compare", str(path), "--nccl-version", "two"]) == 2
     assert "--nccl-version" in capsys.readouterr().err
     odd = tmp_path / "odd.log"  # a version the model cannot read: said, then the default

@@ -312,17 +312,22 @@ def log_release(logged: str | None, name: str = "the log") -> str | None:
 def _release(given: str | None, logged: str | None) -> str:
     """The NCCL release ``compare`` models: the flag's, else the log's (said on stderr),
     else the newest modelled."""
-    from fabricsim.collectives.nccl_model import release_name
+    from fabricsim.collectives.nccl_model import release_name, release_note
 
     if given is not None:
         try:
-            return release_name(given)
+            named = release_name(given)
         except ConfigError as e:
             raise ConfigError(e.message, field="--nccl-version") from None
+        if release_note(named):
+            typer.echo(f"note: {release_note(named)}", err=True)
+        return named
     v = log_release(logged)
     if v is not None:
         typer.echo(f"note: NCCL {v}'s choice of algorithm and protocol (the release the "
                    "log names)", err=True)
+        if release_note(v):
+            typer.echo(f"note: {release_note(v)}", err=True)
     return v or release_name(None)
 
 

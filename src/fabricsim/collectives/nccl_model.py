@@ -169,6 +169,39 @@ def release_name(text: str | None) -> str:
     return ".".join(map(str, nccl_release(text)))
 
 
+#: The oldest release whose tuning tables the model reads; older ones are rated with them.
+OLDEST_NCCL = (2, 23, 0)
+
+
+def release_note(text: str | None) -> str:
+    """What the model does with NCCL release ``text`` when it is not one it models (``""``
+    when it is, or when none is named): a release newer than :data:`DEFAULT_NCCL` is
+    rated with that release's tuning tables, one older than :data:`OLDEST_NCCL` with
+    2.23's. The answer then is the nearest modelled release's, and says so.
+
+    >>> release_note("2.26.2"), release_note(None)
+    ('', '')
+    >>> note = release_note("2.30.7")
+    >>> note.startswith("NCCL 2.30.7 is newer than the newest release modelled (2.29.7)")
+    True
+    >>> note.endswith("made with 2.29.7's tuning tables")
+    True
+    """
+    if text is None or not str(text).strip():
+        return ""
+    v = nccl_release(text)
+    name = ".".join(map(str, v))
+    if v > DEFAULT_NCCL:
+        newest = ".".join(map(str, DEFAULT_NCCL))
+        return (f"NCCL {name} is newer than the newest release modelled ({newest}): its "
+                f"choice of algorithm and protocol is made with {newest}'s tuning tables")
+    if v < OLDEST_NCCL:
+        oldest = ".".join(map(str, OLDEST_NCCL[:2]))
+        return (f"NCCL {name} is older than the oldest tuning tables modelled ({oldest}): "
+                f"its choice of algorithm and protocol is made with {oldest}'s")
+    return ""
+
+
 def _speeds(row: int, nodes: int, version: tuple[int, int, int]) -> tuple[float, ...]:
     """The speeds NCCL ``version``'s search tries for architecture ``row`` (2.29.2 added
     45 GB/s to Blackwell's inside a server, 2.29.7 80 GB/s to its across servers)."""

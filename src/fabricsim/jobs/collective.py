@@ -358,6 +358,12 @@ class BenchReport:
                        "in order); --proto or NCCL_PROTO overrides it")
         if env.no_effect:
             out.append(f"{', '.join(env.no_effect)}: set, without effect on time")
+        if self.job.select == "nccl":
+            from fabricsim.collectives.nccl_model import release_note
+
+            note = release_note(self.job.nccl_version)
+            if note:
+                out.append(note)
         out += sorted({r.envelope for rows in self.rows.values() for r in rows
                        if r.envelope})
         out += sorted({r.local for rows in self.rows.values() for r in rows if r.local})
