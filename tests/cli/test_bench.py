@@ -330,6 +330,11 @@ def test_a_release_the_model_does_not_have_is_answered_as_the_nearest_and_says_s
         return str(capsys.readouterr().out)
 
     assert run("2.30.7", "--json") == run("2.29.7", "--json")
+    # with --json the job's warnings go to stderr, the rows alone to stdout
+    assert main([*flags, "--json", "--nccl-version", "2.30.7"]) == 0
+    got = capsys.readouterr()
+    assert "warning: NCCL 2.30.7 is newer" in got.err
+    assert all(json.loads(line) for line in got.out.splitlines())
     out = run("2.30.7")
     assert ("warning: NCCL 2.30.7 is newer than the newest release modelled (2.29.7)"
             in out and "2.29.7's tuning tables" in out)
