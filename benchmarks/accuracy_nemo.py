@@ -298,15 +298,21 @@ def fabric_for(row: Row) -> Fabric:
 
 def run(comm_factory: Callable[[Fabric], CommModel] = EngineComm,
         only: Callable[[Row], bool] = lambda r: True) -> list[dict[str, Any]]:
-    """Predict every covered row; one dict per row."""
+    """Predict every covered row; one dict per row. Rows on the same cluster share its
+    fabric and communication model (and so the collective timings it caches)."""
     out = []
+    clusters: dict[tuple[str, int], tuple[Fabric, CommModel]] = {}
     for row in rows():
         if not only(row):
             continue
         t0 = time.perf_counter()
-        fab = fabric_for(row)
+        key = (row.system, row.gpus)
+        if key not in clusters:
+            built = fabric_for(row)
+            clusters[key] = (built, comm_factory(built))
+        fab, comm = clusters[key]
         try:
-            r = simulate_step(get_model(MODELS[row.model]), row.cfg, fab, comm_factory(fab),
+            r = simulate_step(get_model(MODELS[row.model]), row.cfg, fab, comm,
                               check_memory=False)
         except ModelError as e:  # e.g. 61 layers over pp·vp = 16 (a custom layout)
             out.append({"case": row.label, "not_covered": str(e)})
