@@ -410,11 +410,11 @@ def fit(cs: list[Case]) -> Tuner:  # pragma: no cover - calibration tool
 CROSSING_GRID_US: tuple[float, ...] = tuple(round(0.25 * i, 2) for i in range(13))
 
 
-def _crossing_tuner(us: float) -> Tuner:
+def _crossing_tuner(us: float, backend: Any = None) -> Tuner:
     from fabricsim import protocols
 
     return Tuner({k: p.scaled(crossing_per_channel=us * 1e-6)
-                  for k, p in protocols.PROTOCOLS.items()})
+                  for k, p in protocols.PROTOCOLS.items()}, backend=backend)
 
 
 def crossing_fit(cs: list[Case]) -> dict[str, Any]:
@@ -431,9 +431,12 @@ def crossing_fit(cs: list[Case]) -> dict[str, Any]:
 
     multi = [i for i, c in enumerate(cs)
              if not c.secondary and fabric_of(c).info.servers > 1]
+    from fabricsim.backends.analytic import AnalyticBackend
+
+    shared = AnalyticBackend()  # one routing of each schedule for every trial value
     errs: dict[float, dict[int, float]] = {}
     for us in CROSSING_GRID_US:
-        t = _crossing_tuner(us)
+        t = _crossing_tuner(us, shared)
         errs[us] = {i: rel_error(cs[i], predict(cs[i], t)) for i in multi}
     by_src: dict[str, list[int]] = {}
     for i in multi:

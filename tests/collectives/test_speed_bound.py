@@ -160,3 +160,28 @@ def test_backend_modules_import_first_in_a_fresh_process(first):
                          timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip()
+
+
+def test_tuners_of_different_protocols_can_share_one_backend():
+    """A fit trying protocol constants shares one analytic backend among its tuners: the
+    routing of a schedule is worked out once, and every tuner answers as it does alone;
+    clear() keeps the shared backend."""
+    from fabricsim.backends.analytic import AnalyticBackend
+    from fabricsim.protocols import PROTOCOLS
+
+    fab = build_cluster("dgx-h100", 4)
+    slow = {k: p.scaled(crossing_per_channel=3e-6) for k, p in PROTOCOLS.items()}
+    shared = AnalyticBackend()
+    sizes = (2**12, 2**20, 2**28)
+    for protos in (None, slow):
+        alone, joint = tu.Tuner(protos), tu.Tuner(protos, backend=shared)
+        for s in sizes:
+            a, j = alone.choose(fab, "all_reduce", s), joint.choose(fab, "all_reduce", s)
+            assert (a.algorithm, a.protocol, a.time) == (j.algorithm, j.protocol, j.time)
+        assert joint.backend is shared
+    routed = len(shared._structs[fab])
+    tu.Tuner(slow, backend=shared).choose(fab, "all_reduce", 2**20)
+    assert len(shared._structs[fab]) == routed  # nothing routed again
+    t = tu.Tuner(backend=shared)
+    t.clear()
+    assert t.backend is shared

@@ -201,7 +201,10 @@ class Tuner:
     ``protocols`` is the protocol model predictions use (default: the calibrated
     :data:`~fabricsim.protocols.PROTOCOLS`); a calibration passes its own
     instead of changing the shared one. ``select`` is :data:`SELECTIONS`' ``nccl`` (NCCL's
-    choice, the default) or ``fastest`` (least predicted time). ``prune=False`` compiles
+    choice, the default) or ``fastest`` (least predicted time). ``backend``: an
+    :class:`~fabricsim.backends.analytic.AnalyticBackend` to compile with, shared with
+    other tuners so that a schedule's routing is worked out once for all of them (a fit
+    trying many protocol constants); default one of its own. ``prune=False`` compiles
     every candidate of a least-time choice (the exhaustive scan the branch and bound is
     checked against).
 
@@ -217,7 +220,8 @@ class Tuner:
     """
 
     def __init__(self, protocols: Mapping[str, Protocol] | None = None, *,
-                 prune: bool = True, select: str = "nccl") -> None:
+                 prune: bool = True, select: str = "nccl",
+                 backend: AnalyticBackend | None = None) -> None:
         self.protocols: Mapping[str, Protocol] = MappingProxyType(
             dict(PROTOCOLS if protocols is None else protocols))
         self.prune = prune
@@ -229,7 +233,10 @@ class Tuner:
         #: cleared if a bound is ever found above a compiled time (selection then scans
         #: every candidate)
         self.bounds_hold = True
-        self._backend: AnalyticBackend | None = None
+        #: an analytic backend given to share its routing with other tuners (it is
+        #: handed protocols explicitly, so tuners of different protocols can share it)
+        self._given_backend = backend
+        self._backend: AnalyticBackend | None = backend
         self._models: weakref.WeakKeyDictionary[
             Fabric, dict[tuple[object, ...], CompiledSchedule]] = weakref.WeakKeyDictionary()
         self._bounds: weakref.WeakKeyDictionary[
@@ -267,7 +274,7 @@ class Tuner:
         for cache in (self._models, self._bounds, self._scheds, self._groups, self._rkeys,
                       self._cands, self._p2p_channels, self._nccl):
             cache.clear()
-        self._backend = None
+        self._backend = self._given_backend
         self.bounds_hold = True
 
     # ------------------------------------------------------------------ caches
