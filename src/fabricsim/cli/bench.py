@@ -389,12 +389,10 @@ def register(app: typer.Typer) -> None:
                 _write_rows(f, flat, fields, as_csv=out.suffix.lower() == ".csv")
         if json_out or csv_out:
             _write_rows(sys.stdout, flat, fields, as_csv=csv_out)
-            # the job's own warnings on stderr (the rows carry theirs as fields), so that
+            # the run's own warnings on stderr (the rows carry theirs as fields), so that
             # stdout stays rows only
-            per_row = {w for r in flat for w in (r["envelope"], r["local"]) if w}
-            for w in report.warnings:
-                if w not in per_row:
-                    typer.echo(f"warning: {w}", err=True)
+            for w in report.run_warnings:
+                typer.echo(f"warning: {w}", err=True)
         else:
             c = sc.cluster
             from fabricsim.collectives.nccl_model import release_name

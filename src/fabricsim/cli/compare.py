@@ -314,20 +314,20 @@ def _release(given: str | None, logged: str | None) -> str:
     else the newest modelled."""
     from fabricsim.collectives.nccl_model import release_name, release_note
 
+    v: str | None
     if given is not None:
         try:
-            named = release_name(given)
+            v = release_name(given)
         except ConfigError as e:
             raise ConfigError(e.message, field="--nccl-version") from None
-        if release_note(named):
-            typer.echo(f"note: {release_note(named)}", err=True)
-        return named
-    v = log_release(logged)
-    if v is not None:
-        typer.echo(f"note: NCCL {v}'s choice of algorithm and protocol (the release the "
-                   "log names)", err=True)
-        if release_note(v):
-            typer.echo(f"note: {release_note(v)}", err=True)
+    else:
+        v = log_release(logged)
+        if v is not None:
+            typer.echo(f"note: NCCL {v}'s choice of algorithm and protocol (the release the "
+                       "log names)", err=True)
+    note = release_note(v)
+    if note:
+        typer.echo(f"note: {note}", err=True)
     return v or release_name(None)
 
 

@@ -340,9 +340,20 @@ class BenchReport:
 
     @property
     def warnings(self) -> list[str]:
-        """Algorithms that cannot run here, a selection with nothing left to choose,
-        sizes no published measurement covers, and where the published rows nearest the
-        question lean further than its band."""
+        """:attr:`run_warnings`, then the rows' own: sizes no published measurement
+        covers, and where the published rows nearest the question lean further than its
+        band (each row carries these as its ``envelope`` and ``local`` fields)."""
+        out = self.run_warnings
+        out += sorted({r.envelope for rows in self.rows.values() for r in rows
+                       if r.envelope})
+        out += sorted({r.local for rows in self.rows.values() for r in rows if r.local})
+        return out
+
+    @property
+    def run_warnings(self) -> list[str]:
+        """The run's own warnings, which no row carries: algorithms that cannot run here,
+        a selection with nothing left to choose, a plugin's protocol, NCCL variables
+        without effect, a release answered with another's tables."""
         out = [f"{a} cannot run here: {why}" for a, why in self.skipped.items()]
         if self.job.select != "nccl" and self.job.proto is not None \
                 and None not in self.job.algos:
@@ -364,9 +375,6 @@ class BenchReport:
             note = release_note(self.job.nccl_version)
             if note:
                 out.append(note)
-        out += sorted({r.envelope for rows in self.rows.values() for r in rows
-                       if r.envelope})
-        out += sorted({r.local for rows in self.rows.values() for r in rows if r.local})
         return out
 
     def accuracy(self) -> list[dict[str, Any]]:
