@@ -263,3 +263,61 @@ def test_bench_says_where_the_nearest_rows_disagree() -> None:
     r = CliRunner().invoke(app, [*args, "--json"])
     row = json.loads(r.output.splitlines()[0])
     assert row["local"].startswith("published runs of gb200-nvl72 at 20 servers")
+
+
+# --------------------------------------------------------------------------------------
+# benchmarks/source_agreement.py: how far published runs of one configuration are apart
+
+def test_source_agreement_scores_each_source_by_the_others() -> None:
+    sa = load("source_agreement")
+    # a source's own value is the median of its rows; the others' median predicts it
+    assert sa.agreement_errors([("a", 100.0), ("b", 80.0), ("b", 90.0)]) == \
+        {"a": -0.15, "b": 0.1765}
+    assert sa.agreement_errors([("a", 1.0), ("a", 2.0)]) == {}  # one source: nothing
+    three = sa.agreement_errors([("a", 100.0), ("b", 110.0), ("c", 200.0)])
+    assert three == {"a": 0.55, "b": 0.3636, "c": -0.475}
+    assert [sa.band_of(x) for x in (1024, 2**20, 16 * 2**20, 32 * 2**20, 2**30)] == \
+        ["< 1 MiB", "1-16 MiB", "1-16 MiB", "32-256 MiB", "> 256 MiB"]
+
+
+def test_source_agreement_keeps_configurations_apart(fitted: Fitted) -> None:
+    b = fitted[0]
+    sa = load("source_agreement")
+    base = b.Case(row=1, system="dgx-h100", nodes=2, nbytes=2**30, measured_busbw=300.0,
+                  source="x")
+    key = sa.config_key(base)
+    assert sa.config_key(b.Case(row=2, system="dgx-h100", nodes=2, nbytes=2**30,
+                                measured_busbw=350.0, source="y")) == key
+    for other in ({"env": (("NCCL_NVLS_ENABLE", "0"),)}, {"algo": "ring"}, {"nodes": 4},
+                  {"gpus_per_thread": 8}, {"measured_time_us": 20.0},
+                  {"cluster": {"fabric": "roce-400g"}}):
+        kw = {"row": 3, "system": "dgx-h100", "nodes": 2, "nbytes": 2**30,
+              "measured_busbw": 300.0, "source": "y", **other}
+        assert sa.config_key(b.Case(**kw)) != key, other
+
+
+def test_source_agreement_on_the_published_rows(fitted: Fitted) -> None:
+    b, cs, errors, _ = fitted
+    sa = load("source_agreement")
+    held = b.fit_sources([c for c in cs if c.row < 3000])
+    model = [None if c.source in held else e for c, e in zip(cs, errors, strict=True)]
+    groups, configs = sa.agreement(cs, model)
+    by = {g["group"]: g for g in groups}
+    assert configs and all(len(c["sources"]) >= 2 for c in configs)
+    # large messages: independent runs of one configuration agree within a few percent
+    for g in ("one server, > 256 MiB", "several servers, > 256 MiB"):
+        assert by[g]["sources_disagree"]["median"] < 0.03, by[g]
+    # mid sizes across servers: they do not (2 x DGX H100 at 1-16 MiB: 8-30 % apart)
+    assert by["several servers, 1-16 MiB"]["sources_disagree"]["median"] > 0.08
+
+
+@pytest.mark.xfail(strict=True, reason="issue 34: at 32-256 MiB on two DGX H100 the two "
+                   "sources agree within 3 % and the model (NVLSTree) is 13 % off")
+def test_model_as_close_as_the_sources_are_across_servers_32_to_256_mib(
+        fitted: Fitted) -> None:
+    b, cs, errors, _ = fitted
+    sa = load("source_agreement")
+    held = b.fit_sources([c for c in cs if c.row < 3000])
+    model = [None if c.source in held else e for c, e in zip(cs, errors, strict=True)]
+    g = {x["group"]: x for x in sa.agreement(cs, model)[0]}["several servers, 32-256 MiB"]
+    assert g["model_held_out"]["median"] <= g["sources_disagree"]["median"] + 0.02, g
