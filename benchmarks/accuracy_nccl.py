@@ -521,13 +521,22 @@ def heldout_table(cs: list[Case], errors: list[float]) -> dict[str, Any]:
     choice (``by_choice``: the algorithm and protocol the library's model runs), and the
     measured envelope (servers and sizes) per system over every row; ``local``: the same
     held-out rows per system, number of servers and kind, with their range of errors and
-    sizes (:func:`fabricsim.collectives.accuracy.local_warning`)."""
-    from fabricsim.collectives.accuracy import choice_group, group_of, kind_of, local_key
+    sizes (:func:`fabricsim.collectives.accuracy.local_warning`); ``local_sizes``: the
+    same, per band of sizes as well (:func:`fabricsim.collectives.accuracy.size_band_of`).
+    """
+    from fabricsim.collectives.accuracy import (
+        choice_group,
+        group_of,
+        kind_of,
+        local_key,
+        size_band_of,
+    )
 
     fitted = fit_sources([c for c in cs if c.row < 3000])  # the measurements*.csv rows
     by: dict[str, list[tuple[float, str]]] = {}
     by_choice: dict[str, list[tuple[float, str]]] = {}
     local: dict[str, list[tuple[float, str, float]]] = {}
+    local_sizes: dict[str, list[tuple[float, str, float]]] = {}
     envelope: dict[str, dict[str, int]] = {}
     variants = published().nic_variants()
     for c, e in zip(cs, errors, strict=True):
@@ -553,6 +562,9 @@ def heldout_table(cs: list[Case], errors: list[float]) -> dict[str, Any]:
                                           ch.protocol), []).append((e, c.source))
         local.setdefault(local_key(preset, fab.info.servers, kind), []).append(
             (e, c.source, c.nbytes))
+        local_sizes.setdefault(local_key(preset, fab.info.servers, kind,
+                                         size_band_of(c.nbytes)), []).append(
+            (e, c.source, c.nbytes))
 
     def table(groups: dict[str, list[tuple[float, str]]]) -> dict[str, Any]:
         return {g: {"rows": len(v), "sources": len({s for _, s in v}),
@@ -570,7 +582,7 @@ def heldout_table(cs: list[Case], errors: list[float]) -> dict[str, Any]:
     return {"generated_by": "python benchmarks/accuracy_nccl.py --write-heldout",
             "held_out_from": sorted(fitted), "groups": table(by),
             "by_choice": table(by_choice), "local": spots(local),
-            "envelope": dict(sorted(envelope.items()))}
+            "local_sizes": spots(local_sizes), "envelope": dict(sorted(envelope.items()))}
 
 
 def per_source(cs: list[Case], errors: list[float]) -> dict[str, dict[str, Any]]:

@@ -32,6 +32,7 @@ from fabricsim.collectives.accuracy import (
     local_evidence,
     local_key,
     local_warning,
+    size_band_of,
 )
 from fabricsim.fabric import build_cluster
 
@@ -130,6 +131,14 @@ def test_choice_groups_hold_the_same_rows_as_the_scope_groups(
         kind = name.split(", ")[1]
         per_kind[kind] = per_kind.get(kind, 0) + g["rows"]
     assert per_kind == {k: table["groups"][f"all scopes, {k}"]["rows"] for k in per_kind}
+    # the same rows again, per band of sizes: each within its band, none lost
+    per_key: dict[str, int] = {}
+    for key, g in table["local_sizes"].items():
+        pooled, band_ = key.rsplit("|", 1)
+        per_key[pooled] = per_key.get(pooled, 0) + g["rows"]
+        assert size_band_of(g["min_bytes"]) == size_band_of(g["max_bytes"]) == int(band_)
+        assert g["low"] <= g["signed_median"] <= g["high"]
+    assert per_key == {k: g["rows"] for k, g in table["local"].items()}
 
 
 def test_choice_groups_name_what_nccl_runs() -> None:
@@ -236,6 +245,16 @@ def test_the_nearest_rows_are_of_the_system_scale_kind_and_sizes_asked() -> None
     assert local_evidence(racks, "all_reduce", 1024) is None
     assert local_evidence(racks, "all_reduce", 2**20) is None
     assert local_evidence(build_cluster("pcie-8gpu", 2), "all_reduce", 2**30) is None
+    # rows of the question's band of sizes where there are enough of them: two DGX H100
+    # at 8 MiB are judged by the 4-8 MiB rows, not by every size's
+    two = build_cluster("dgx-h100", 2)
+    sized = local_evidence(two, "all_reduce", 8 * 2**20)
+    key = local_key("dgx-h100", 2, "bandwidth", size_band_of(8 * 2**20))
+    assert sized is not None and sized.sized and sized.rows == \
+        heldout()["local_sizes"][key]["rows"]
+    assert 4 * 2**20 <= sized.min_bytes <= sized.max_bytes < 16 * 2**20
+    # the 20 racks' rows span 512 MiB-16 GiB: no band of sizes holds 3 of them, so all count
+    assert loc.sized is False and loc.min_bytes == 2**29
 
 
 def test_the_nearest_rows_warn_only_where_they_lean_beyond_the_band() -> None:
@@ -251,7 +270,13 @@ def test_the_nearest_rows_warn_only_where_they_lean_beyond_the_band() -> None:
     assert local_evidence(two, "all_reduce", 2**30) is not None
     assert local_warning(two, "all_reduce", 2**30) is None
     one = local_warning(build_cluster("gb300-nvl72", 1), "all_reduce", 2**19)
-    assert one is not None and "gb300-nvl72 at one server (" in one and "time" in one
+    assert one is not None and "gb300-nvl72 at one server, 512 KiB (" in one
+    assert "time" in one
+    # two DGX H100 at 4-8 MiB: over every size their rows agree with the band, at these
+    # sizes they do not (the model 31 % slow in median, two sources), and it says so
+    mid = local_warning(two, "all_reduce", 4 * 2**20)
+    assert mid is not None and "dgx-h100 at 2 servers, 4 MiB to 8 MiB" in mid
+    assert "2 sources" in mid and "median -31 %" in mid
 
 
 def test_bench_says_where_the_nearest_rows_disagree() -> None:
@@ -263,6 +288,13 @@ def test_bench_says_where_the_nearest_rows_disagree() -> None:
     r = CliRunner().invoke(app, [*args, "--json"])
     row = json.loads(r.output.splitlines()[0])
     assert row["local"].startswith("published runs of gb200-nvl72 at 20 servers")
+    # per size: bench's 8 MiB row says it, its 1 GiB row does not
+    r = CliRunner().invoke(app, ["bench", "all_reduce", "--system", "dgx-h100", "--nodes",
+                                 "2", "-b", "8M", "-e", "1G", "-f", "128", "--json"])
+    assert r.exit_code == 0, r.output
+    rows = [json.loads(x) for x in r.output.splitlines() if x.startswith("{")]
+    assert [x["size_bytes"] for x in rows] == [8 * 2**20, 2**30]
+    assert "4 MiB to 8 MiB" in rows[0]["local"] and rows[1]["local"] == ""
 
 
 # --------------------------------------------------------------------------------------

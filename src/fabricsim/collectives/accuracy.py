@@ -47,6 +47,8 @@ from typing import TYPE_CHECKING, Any
 from fabricsim.shipped import shipped_json
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from fabricsim.fabric.core import Fabric
 
 #: Smallest message compared on bandwidth (below it, on time).
@@ -69,6 +71,11 @@ LOCAL_SIZE_REACH = 4.0
 #: median lies beyond twice the band and beyond this.
 LOCAL_MIN_ERROR = 0.25
 LOCAL_MIN_ROWS = 3
+#: Held-out rows are also kept per band of message sizes a factor of this wide
+#: (``[4^k, 4^(k+1))`` bytes): the model's record on a system at a few MiB can lean
+#: far one way while its record over all sizes does not (two DGX H100: -31 % in median
+#: at 4-16 MiB, the pooled sizes within a few percent).
+LOCAL_BAND_RATIO = 4
 
 _SCOPES = {"ib": "InfiniBand", "roce": "RoCE", "srd": "EFA", "tcp": "TCP"}
 
@@ -202,14 +209,32 @@ def choice_band(fabric: Fabric, collective: str, nbytes: float, algorithm: str,
     return Band.of(name, g)
 
 
-def local_key(system: str, servers: int, kind: str) -> str:
+def local_key(system: str, servers: int, kind: str, size_band: int | None = None) -> str:
     """The key of the held-out rows of ``system`` at ``servers`` of one kind
-    (:func:`kind_of`) in the shipped table's ``local`` part.
+    (:func:`kind_of`) in the shipped table's ``local`` part; with ``size_band``
+    (:func:`size_band_of`), of those in one band of sizes (its ``local_sizes`` part).
 
     >>> local_key("gb200-nvl72", 20, "bandwidth")
     'gb200-nvl72|20|bandwidth'
+    >>> local_key("dgx-h100", 2, "bandwidth", size_band_of(8 * 2**20))
+    'dgx-h100|2|bandwidth|11'
     """
-    return f"{system}|{servers}|{kind}"
+    key = f"{system}|{servers}|{kind}"
+    return key if size_band is None else f"{key}|{size_band}"
+
+
+def size_band_of(nbytes: float) -> int:
+    """The band of message sizes ``nbytes`` falls in: ``k`` for
+    ``[LOCAL_BAND_RATIO^k, LOCAL_BAND_RATIO^(k+1))`` bytes.
+
+    >>> size_band_of(4 * 2**20), size_band_of(16 * 2**20 - 1), size_band_of(16 * 2**20)
+    (11, 11, 12)
+    """
+    k, n = 0, max(int(nbytes), 1)
+    while n >= LOCAL_BAND_RATIO:
+        n //= LOCAL_BAND_RATIO
+        k += 1
+    return k
 
 
 @dataclass(frozen=True)
@@ -217,7 +242,9 @@ class Local:
     """The held-out rows nearest a question: ``rows`` published rows from ``sources``
     sources of the same system at ``servers`` servers and of the same kind, whose signed
     error (bus bandwidth, or time for latency rows; above 0 the model's figure came out
-    higher) runs from ``low`` to ``high`` around ``signed_median``."""
+    higher) runs from ``low`` to ``high`` around ``signed_median``. ``min_bytes`` and
+    ``max_bytes``: the sizes those rows span; ``sized``: the rows are those of the
+    question's band of sizes (:func:`size_band_of`), not of every size."""
 
     system: str
     servers: int
@@ -227,6 +254,9 @@ class Local:
     signed_median: float
     low: float
     high: float
+    min_bytes: int = 0
+    max_bytes: int = 0
+    sized: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -236,27 +266,47 @@ def local_evidence(fabric: Fabric, collective: str, nbytes: float,
                    servers: int | None = None) -> Local | None:
     """The held-out rows of ``fabric``'s system nearest a collective of ``nbytes``: of
     the same kind, at the measured number of servers closest to the question's (within
-    :data:`LOCAL_REACH`), with the question's size within :data:`LOCAL_SIZE_REACH` of
-    theirs, and at least :data:`LOCAL_MIN_ROWS` of them; ``None`` where there are none.
+    :data:`LOCAL_REACH`), and at least :data:`LOCAL_MIN_ROWS` of them: those of the
+    question's band of sizes (:func:`size_band_of`) where there are enough, else those
+    of every size if the question's size is within :data:`LOCAL_SIZE_REACH` of theirs;
+    ``None`` where there are none.
 
     >>> from fabricsim.fabric import build_cluster
     >>> loc = local_evidence(build_cluster("gb200-nvl72", 20), "all_reduce", 2**34)
-    >>> loc.servers, loc.kind, loc.rows >= LOCAL_MIN_ROWS
-    (20, 'bandwidth', True)
+    >>> loc.servers, loc.kind, loc.rows >= LOCAL_MIN_ROWS, loc.sized
+    (20, 'bandwidth', True, False)
+    >>> loc = local_evidence(build_cluster("dgx-h100", 2), "all_reduce", 8 * 2**20)
+    >>> loc.sized, loc.min_bytes >= 4 * 2**20, loc.max_bytes < 16 * 2**20
+    (True, True, True)
     """
+    table = heldout()
+    kind = kind_of(collective, nbytes)
+    band_ = size_band_of(nbytes)
+    sized = _nearest(table.get("local_sizes", {}), fabric, kind, servers,
+                     lambda b, v: int(b) == band_)
+    if sized is not None:
+        return sized
+    return _nearest(table.get("local", {}), fabric, kind, servers,
+                    lambda b, v: v["min_bytes"] / LOCAL_SIZE_REACH <= nbytes
+                    <= v["max_bytes"] * LOCAL_SIZE_REACH)
+
+
+def _nearest(part: dict[str, Any], fabric: Fabric, kind: str, servers: int | None,
+             near: Callable[[str, dict[str, Any]], bool]) -> Local | None:
+    """The entry of ``part`` (keys :func:`local_key`) of ``fabric``'s system and ``kind``
+    at the servers nearest the question's, with :data:`LOCAL_MIN_ROWS` rows and for which
+    ``near(size band or "", entry)`` holds."""
     import math
 
     system = fabric.info.system
     n = fabric.info.servers if servers is None else servers
-    kind = kind_of(collective, nbytes)
     best: tuple[float, Local] | None = None
-    for key, v in heldout().get("local", {}).items():
-        sys_, srv, knd = key.rsplit("|", 2)
+    for key, v in part.items():
+        sys_, srv, knd, *band_ = key.split("|")
         m = int(srv)
         if sys_ != system or knd != kind or v["rows"] < LOCAL_MIN_ROWS:
             continue
-        if not (v["min_bytes"] / LOCAL_SIZE_REACH <= nbytes
-                <= v["max_bytes"] * LOCAL_SIZE_REACH):
+        if not near(band_[0] if band_ else "", v):
             continue
         dist = abs(math.log(max(n, 1) / m))
         if dist > math.log(LOCAL_REACH) or (best is not None and dist >= best[0]):
@@ -264,7 +314,9 @@ def local_evidence(fabric: Fabric, collective: str, nbytes: float,
         best = (dist, Local(system=system, servers=m, kind=kind, rows=int(v["rows"]),
                             sources=int(v["sources"]),
                             signed_median=float(v["signed_median"]),
-                            low=float(v["low"]), high=float(v["high"])))
+                            low=float(v["low"]), high=float(v["high"]),
+                            min_bytes=int(v["min_bytes"]), max_bytes=int(v["max_bytes"]),
+                            sized=bool(band_)))
     return best[1] if best else None
 
 
@@ -273,7 +325,8 @@ def local_warning(fabric: Fabric, collective: str, nbytes: float,
     """Where the published rows nearest a question (:func:`local_evidence`) lean
     further than its group's band (their signed median beyond twice the band and beyond
     :data:`LOCAL_MIN_ERROR`), what they say; else ``None``. The band is a median over
-    many systems; this is the model's record on the system and scale asked about.
+    many systems; this is the model's record on the system, scale and (where rows of the
+    question's band of sizes exist) sizes asked about.
 
     >>> from fabricsim.fabric import build_cluster
     >>> print(local_warning(build_cluster("gb200-nvl72", 20), "all_reduce", 2**34))
@@ -281,6 +334,9 @@ def local_warning(fabric: Fabric, collective: str, nbytes: float,
     published runs of gb200-nvl72 at 20 servers (6 bandwidth rows, 1 source) ...
     >>> local_warning(build_cluster("dgx-h100", 2), "all_reduce", 2**30) is None
     True
+    >>> print(local_warning(build_cluster("dgx-h100", 2), "all_reduce", 8 * 2**20))
+    ... # doctest: +ELLIPSIS
+    published runs of dgx-h100 at 2 servers, 4 MiB to 8 MiB (6 bandwidth rows, 2 sources) ...
     """
     loc = local_evidence(fabric, collective, nbytes, servers)
     if loc is None:
@@ -291,11 +347,22 @@ def local_warning(fabric: Fabric, collective: str, nbytes: float,
     what = "time" if loc.kind == "latency" else "bus bandwidth"
     src = "source" if loc.sources == 1 else "sources"
     where = "one server" if loc.servers == 1 else f"{loc.servers} servers"
+    if loc.sized:
+        lo, hi = _size(loc.min_bytes), _size(loc.max_bytes)
+        where += f", {lo}" if lo == hi else f", {lo} to {hi}"
     return (f"published runs of {loc.system} at {where} ({loc.rows} "
             f"{loc.kind} rows, {loc.sources} {src}) lean beyond the \u00b1 "
             f"{b.median * 100:.0f} % band: the model's {what} came out "
             f"{loc.low * 100:+.0f} to {loc.high * 100:+.0f} % against them (median "
             f"{loc.signed_median * 100:+.0f} %)")
+
+
+def _size(nbytes: int) -> str:
+    """A size as nccl-tests users say it: 512 KiB, 8 MiB, 2 GiB."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:g} {unit}"
+    return f"{nbytes} B"
 
 
 def envelope_warning(fabric: Fabric, sizes: list[int] | tuple[int, ...],
