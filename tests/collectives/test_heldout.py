@@ -295,6 +295,13 @@ def test_bench_says_where_the_nearest_rows_disagree() -> None:
     rows = [json.loads(x) for x in r.output.splitlines() if x.startswith("{")]
     assert [x["size_bytes"] for x in rows] == [8 * 2**20, 2**30]
     assert "4 MiB to 8 MiB" in rows[0]["local"] and rows[1]["local"] == ""
+    # one warning per band of sizes that leans, in the order of the sizes
+    r = CliRunner().invoke(app, ["bench", "all_reduce", "--system", "hgx-b200", "--nodes",
+                                 "64", "-b", "1M", "-e", "256M", "-f", "4"])
+    assert r.exit_code == 0, r.output
+    warned = [x for x in r.output.splitlines() if x.startswith("# warning: published")]
+    assert [w.split(", ")[1].split(" (")[0] for w in warned] == \
+        ["1 MiB to 2 MiB", "4 MiB to 8 MiB", "64 MiB to 128 MiB"]
 
 
 # --------------------------------------------------------------------------------------

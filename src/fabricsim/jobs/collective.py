@@ -346,7 +346,9 @@ class BenchReport:
         out = self.run_warnings
         out += sorted({r.envelope for rows in self.rows.values() for r in rows
                        if r.envelope})
-        out += sorted({r.local for rows in self.rows.values() for r in rows if r.local})
+        # in the order of the sizes they were given for (one per band of sizes that leans)
+        out += list(dict.fromkeys(r.local for rows in self.rows.values() for r in rows
+                                  if r.local))
         return out
 
     @property
