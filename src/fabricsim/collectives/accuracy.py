@@ -45,6 +45,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from fabricsim.shipped import shipped_json
+from fabricsim.units import format_bytes
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -348,21 +349,13 @@ def local_warning(fabric: Fabric, collective: str, nbytes: float,
     src = "source" if loc.sources == 1 else "sources"
     where = "one server" if loc.servers == 1 else f"{loc.servers} servers"
     if loc.sized:
-        lo, hi = _size(loc.min_bytes), _size(loc.max_bytes)
+        lo, hi = format_bytes(loc.min_bytes), format_bytes(loc.max_bytes)
         where += f", {lo}" if lo == hi else f", {lo} to {hi}"
     return (f"published runs of {loc.system} at {where} ({loc.rows} "
             f"{loc.kind} rows, {loc.sources} {src}) lean beyond the \u00b1 "
             f"{b.median * 100:.0f} % band: the model's {what} came out "
             f"{loc.low * 100:+.0f} to {loc.high * 100:+.0f} % against them (median "
             f"{loc.signed_median * 100:+.0f} %)")
-
-
-def _size(nbytes: int) -> str:
-    """A size as nccl-tests users say it: 512 KiB, 8 MiB, 2 GiB."""
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if nbytes >= scale:
-            return f"{nbytes / scale:g} {unit}"
-    return f"{nbytes} B"
 
 
 def envelope_warning(fabric: Fabric, sizes: list[int] | tuple[int, ...],
