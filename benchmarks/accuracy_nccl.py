@@ -473,8 +473,13 @@ def fit_sources(cs: list[Case] | None = None) -> set[str]:
             if (c.nodes == 1 and not c.secondary) or c.row == 170}
 
 
+def fabric_key(c: Case) -> tuple[Any, ...]:
+    """What a row's fabric is built from: system, servers and the row's own set-up."""
+    return (c.system, c.nodes, tuple(sorted((k, repr(v)) for k, v in c.cluster.items())))
+
+
 def fabric_of(c: Case) -> Any:
-    key = (c.system, c.nodes, tuple(sorted((k, repr(v)) for k, v in c.cluster.items())))
+    key = fabric_key(c)
     if key not in _FABRICS:
         _FABRICS[key] = build_cluster(c.system, c.nodes, catalog=catalog(), **c.cluster)
     return _FABRICS[key]

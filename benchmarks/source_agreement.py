@@ -78,9 +78,8 @@ def config_key(c: acc.Case) -> tuple[Any, ...]:
     """What makes two rows the same configuration: system (with the row's own NIC set-up),
     servers, collective, size, forced algorithm and protocol, documented NCCL environment,
     GPUs per nccl-tests thread, and latency (time) or bandwidth row."""
-    return (c.system, c.nodes, tuple(sorted((k, repr(v)) for k, v in c.cluster.items())),
-            c.collective, int(c.nbytes), c.algo or "", c.proto or "", tuple(sorted(c.env)),
-            c.gpus_per_thread, c.measured_time_us is not None)
+    return (*acc.fabric_key(c), c.collective, int(c.nbytes), c.algo or "", c.proto or "",
+            tuple(sorted(c.env)), c.gpus_per_thread, c.measured_time_us is not None)
 
 
 def _spread(errs: list[float]) -> dict[str, float]:
@@ -144,17 +143,21 @@ def agreement(cs: list[acc.Case], model: list[float | None] | None = None
     return groups, configs
 
 
+def held_out(cs: list[acc.Case], errors: list[float]) -> list[float | None]:
+    """``errors`` (one per row of ``cs``, :func:`accuracy_nccl.heldout_errors`) with
+    ``None`` for the rows of sources some constant was fitted on: their errors are in
+    sample, not held out."""
+    fitted = acc.fit_sources([c for c in cs if c.row < 3000])
+    return [None if c.source in fitted else e for c, e in zip(cs, errors, strict=True)]
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--no-model", action="store_true",
                     help="only the sources' disagreement (skips the held-out fit)")
     args = ap.parse_args(argv)
     cs = acc.all_cases()
-    model = None
-    if not args.no_model:
-        fitted = acc.fit_sources([c for c in cs if c.row < 3000])
-        model = [None if c.source in fitted else e
-                 for c, e in zip(cs, acc.heldout_errors(cs)[0], strict=True)]
+    model = None if args.no_model else held_out(cs, acc.heldout_errors(cs)[0])
     groups, configs = agreement(cs, model)
     for g in groups:
         print(json.dumps(g))

@@ -336,10 +336,9 @@ def test_source_agreement_keeps_configurations_apart(fitted: Fitted) -> None:
 
 
 def test_source_agreement_on_the_published_rows(fitted: Fitted) -> None:
-    b, cs, errors, _ = fitted
+    _, cs, errors, _ = fitted
     sa = load("source_agreement")
-    held = b.fit_sources([c for c in cs if c.row < 3000])
-    model = [None if c.source in held else e for c, e in zip(cs, errors, strict=True)]
+    model = sa.held_out(cs, errors)
     groups, configs = sa.agreement(cs, model)
     by = {g["group"]: g for g in groups}
     assert configs and all(len(c["sources"]) >= 2 for c in configs)
@@ -354,9 +353,8 @@ def test_source_agreement_on_the_published_rows(fitted: Fitted) -> None:
                    "sources agree within 3 % and the model (NVLSTree) is 13 % off")
 def test_model_as_close_as_the_sources_are_across_servers_32_to_256_mib(
         fitted: Fitted) -> None:
-    b, cs, errors, _ = fitted
+    _, cs, errors, _ = fitted
     sa = load("source_agreement")
-    held = b.fit_sources([c for c in cs if c.row < 3000])
-    model = [None if c.source in held else e for c, e in zip(cs, errors, strict=True)]
+    model = sa.held_out(cs, errors)
     g = {x["group"]: x for x in sa.agreement(cs, model)[0]}["several servers, 32-256 MiB"]
     assert g["model_held_out"]["median"] <= g["sources_disagree"]["median"] + 0.02, g
