@@ -189,10 +189,9 @@ def release_note(text: str | None) -> str:
     """
     if text is None or not str(text).strip():
         return ""
-    v = nccl_release(text)
-    name = ".".join(map(str, v))
+    v, name = nccl_release(text), release_name(text)
     if v > DEFAULT_NCCL:
-        newest = ".".join(map(str, DEFAULT_NCCL))
+        newest = release_name(None)
         return (f"NCCL {name} is newer than the newest release modelled ({newest}): its "
                 f"choice of algorithm and protocol is made with {newest}'s tuning tables")
     if v < OLDEST_NCCL:
