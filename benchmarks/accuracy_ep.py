@@ -91,6 +91,33 @@ def summary(errs: list[float]) -> dict[str, float]:
             "p90": a[min(len(a) - 1, int(0.9 * len(a)))], "worst": a[-1]}
 
 
+#: Where ``--write`` stores the held-out table ``bench ep_*`` reads.
+HELDOUT_JSON = Path(__file__).resolve().parents[1] / "src" / "fabricsim" / "collectives" \
+    / "ep_heldout.json"
+
+
+def held_out_errors(rows: list[dict[str, Any]]) -> dict[str, list[float]]:
+    """Each family's errors with every source predicted by the costs fitted without it."""
+    by_fam: dict[str, list[float]] = {}
+    for src in sorted({r["source"] for r in rows}):
+        costs = fit([r for r in rows if r["source"] != src])
+        for r in rows:
+            if r["source"] == src:
+                t = r["t0_us"] + costs.get(r["kernel"], costs["*"])
+                by_fam.setdefault(r["kernel"], []).append(t / r["meas_us"] - 1.0)
+    return by_fam
+
+
+def table_of(rows: list[dict[str, Any]], by_fam: dict[str, list[float]]) -> dict[str, Any]:
+    """The held-out table ``--write`` stores: per family its error summary, its sources
+    and the systems its figures cover."""
+    return {"method": "leave-one-source-out", "families": {
+        k: {**{m: round(x, 4) for m, x in summary(v).items()},
+            "sources": len({r["source"] for r in rows if r["kernel"] == k}),
+            "systems": sorted({r["system"] for r in rows if r["kernel"] == k})}
+        for k, v in sorted(by_fam.items())}}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--in-sample", action="store_true")
@@ -119,14 +146,8 @@ def main() -> int:
             everything.append(err)
     label = "in-sample" if args.in_sample else "leave-one-source-out"
     if args.write and not args.in_sample:
-        table = {"method": label, "families": {
-            k: {**{m: round(x, 4) for m, x in summary(v).items()},
-                "sources": len({r["source"] for r in rows if r["kernel"] == k}),
-                "systems": sorted({r["system"] for r in rows if r["kernel"] == k})}
-            for k, v in sorted(by_fam.items())}}
-        out = Path(__file__).resolve().parents[1] / "src" / "fabricsim" / "collectives" \
-            / "ep_heldout.json"
-        out.write_text(json.dumps(table, indent=1) + "\n", encoding="utf-8")
+        HELDOUT_JSON.write_text(json.dumps(table_of(rows, by_fam), indent=1) + "\n",
+                                encoding="utf-8")
     for k, v in sorted(by_fam.items()):
         print(json.dumps({"summary": "family", "kernel": k, "method": label,
                           **summary(v)}))

@@ -148,3 +148,19 @@ def test_capacity_factor_drops_and_pads() -> None:
     with pytest.raises(ConfigError) as e:
         EpConfig(tokens=1, hidden=1, top_k=2, experts=8, pad_to_capacity=True).check(8)
     assert e.value.field == "--pad-to-capacity"
+
+
+def test_shipped_heldout_table_is_what_the_model_gives_now() -> None:
+    """``bench ep_*`` prints the band of src/fabricsim/collectives/ep_heldout.json; it must
+    be what benchmarks/accuracy_ep.py computes from the model as it is (rewrite it with
+    ``python benchmarks/accuracy_ep.py --write`` when a change moves it)."""
+    import json
+
+    from benchmark_module import load
+
+    from fabricsim.collectives.ep import ep_heldout
+
+    b = load("accuracy_ep")
+    rows = b.model_rows()
+    table = b.table_of(rows, b.held_out_errors(rows))
+    assert json.loads(json.dumps(table)) == ep_heldout()
