@@ -455,13 +455,101 @@ def crossing_fit(cs: list[Case]) -> dict[str, Any]:
             "errors": {i: errs[loso[cs[i].source]][i] for i in multi}}
 
 
+#: Values among which the leave-one-source-out fit picks Simple's share of NVLink 5 against
+#: the share fitted on Ampere and Hopper (``Protocol.nvlink_scale["nvlink5"]``).
+NVLINK5_GRID: tuple[float, ...] = tuple(round(0.80 + 0.02 * i, 2) for i in range(11))
+
+
+def _tuner(crossing_us: float, nvlink5: float, backend: Any = None) -> Tuner:
+    """The library's protocols with the crossing cost and Simple's NVLink 5 share given."""
+    from fabricsim import protocols
+
+    out = {k: p.scaled(crossing_per_channel=crossing_us * 1e-6)
+           for k, p in protocols.PROTOCOLS.items()}
+    simple = out["simple"]
+    out["simple"] = simple.scaled(nvlink_scale={**dict(simple.nvlink_scale),
+                                                "nvlink5": nvlink5})
+    return Tuner(out, backend=backend)
+
+
+def nvlink5_rows(cs: list[Case]) -> list[int]:
+    """Indices into ``cs`` of the rows Simple's NVLink 5 share is fitted on: primary rows
+    of held-out sources, 1 MiB and up, inside one NVLink domain of Blackwell GPUs (or
+    later, on Blackwell's row of NCCL's tables), where NCCL's choice is a ring or
+    point-to-point with Simple."""
+    from fabricsim.protocols import tuning_hardware
+
+    fitted = fit_sources([c for c in cs if c.row < 3000])
+    out = []
+    for i, c in enumerate(cs):
+        if c.secondary or c.source in fitted or c.nbytes < MIB:
+            continue
+        fab = fabric_of(c)
+        if fab.info.servers > 1 or tuning_hardware(fab)[1] != "nvlink5":
+            continue
+        ch = choose(c)
+        if ch.protocol == "simple" and ch.algorithm in ("ring", "direct"):
+            out.append(i)
+    return out
+
+
+def nvlink5_fit(cs: list[Case]) -> dict[str, Any]:
+    """Simple's share of NVLink 5 (:data:`NVLINK5_GRID`) fitted on :func:`nvlink5_rows`
+    of every source, and with each source left out in turn; the loss as in
+    :func:`crossing_fit` (each source's median absolute log error, summed)."""
+    import math
+    import statistics
+
+    from fabricsim.backends.analytic import AnalyticBackend
+    from fabricsim.protocols import PROTOCOLS
+
+    rows = nvlink5_rows(cs)
+    lib_us = PROTOCOLS["simple"].crossing_per_channel * 1e6
+    shared = AnalyticBackend()
+    errs = {v: {i: rel_error(cs[i], predict(cs[i], _tuner(lib_us, v, shared))) for i in rows}
+            for v in NVLINK5_GRID}
+    by_src: dict[str, list[int]] = {}
+    for i in rows:
+        by_src.setdefault(cs[i].source, []).append(i)
+
+    def loss(v: float, src: str) -> float:
+        return statistics.median(abs(math.log1p(max(errs[v][i], -0.999)))
+                                 for i in by_src[src])
+
+    def best(skip: str | None) -> float:
+        return min(NVLINK5_GRID, key=lambda v: sum(loss(v, s) for s in by_src if s != skip))
+
+    return {"all": best(None), "loso": {s: best(s) for s in sorted(by_src)},
+            "sources": len(by_src), "rows": len(rows)}
+
+
 def heldout_errors(cs: list[Case]) -> tuple[list[float], dict[str, Any]]:
     """Every row's error as the held-out table counts it: the library's model, except that
     a row of several servers is predicted with the crossing cost fitted without its source
-    (:func:`crossing_fit`); and the fit itself."""
+    (:func:`crossing_fit`), and every row of a source Simple's NVLink 5 share was fitted
+    on with the share fitted without it (:func:`nvlink5_fit`, together with its own
+    crossing cost); and the fits themselves (the crossing fit's keys, and ``nvlink5``)."""
+    from fabricsim.backends.analytic import AnalyticBackend
+    from fabricsim.protocols import PROTOCOLS
+
     fit_ = crossing_fit(cs)
+    nv5 = nvlink5_fit(cs)
+    fit_ = {**fit_, "nvlink5": nv5}
     base = [r["rel_error"] for r in evaluate(cs)]
-    return [fit_["errors"].get(i, e) for i, e in enumerate(base)], fit_
+    out = [fit_["errors"].get(i, e) for i, e in enumerate(base)]
+    lib_us = PROTOCOLS["simple"].crossing_per_channel * 1e6
+    lib_nv5 = PROTOCOLS["simple"].nvlink_scale.get("nvlink5", 1.0)
+    shared = AnalyticBackend()
+    fitted = fit_sources([c for c in cs if c.row < 3000])
+    for src, v in nv5["loso"].items():
+        if v == lib_nv5:
+            continue
+        for i, c in enumerate(cs):
+            if c.source != src or c.secondary or c.source in fitted:
+                continue
+            us = fit_["loso_us"].get(src, lib_us) if i in fit_["errors"] else lib_us
+            out[i] = rel_error(c, predict(c, _tuner(us, v, shared)))
+    return out, fit_
 
 
 def fit_sources(cs: list[Case] | None = None) -> set[str]:
@@ -631,6 +719,11 @@ def main(argv: list[str] | None = None) -> int:
         "library": PROTOCOLS["simple"].crossing_per_channel * 1e6,
         "fitted_on_every_source": cross["all_us"], "sources": cross["sources"],
         "left_out": cross["loso_us"]}}))
+    nv5 = cross["nvlink5"]
+    print(json.dumps({"simple_nvlink5_share": {
+        "library": PROTOCOLS["simple"].nvlink_scale.get("nvlink5", 1.0),
+        "fitted_on_every_source": nv5["all"], "sources": nv5["sources"],
+        "rows": nv5["rows"], "left_out": nv5["loso"]}}))
     print(json.dumps({"per_source": per_source(every, errors)}))
     table = heldout_table(every, errors)
     print(json.dumps({"held_out": table["groups"]}))

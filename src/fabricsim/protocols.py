@@ -247,6 +247,18 @@ def tuning_hardware(fabric: Fabric) -> tuple[str, str]:
 #   several servers bandwidth 17.0 -> 16.2 % (p90 76 -> 64 %), latency 14.8 -> 14.3 %.
 # simple.efficiency.nvlink 0.821 (rows 19-24, 101-102, 115, 117, 122, 169: A100 and H100
 #   ring asymptotes, one value for both generations).
+# simple.nvlink_scale nvlink5 0.92 (fit on published runs, 2026-11-30): NVLink 5 doubles a
+#   GPU's NVLink bandwidth and NCCL's Simple kernels reach a smaller share of it. Every
+#   one-domain Blackwell row of 1 MiB and more where NCCL runs a ring or point-to-point
+#   with Simple (68 rows of six sources: Azure ND GB200 v6, OCI's GB200, GB300 and HGX
+#   B300, Together's B200 report, nccl issue 1801) came out 5-13 % fast by source
+#   (median) with Hopper's share; the fit over those sources (each source's median
+#   absolute log error, summed) gives 0.92, and each source left out gives 0.90-0.92
+#   (benchmarks/accuracy_nccl.py, nvlink5_fit; the held-out table predicts each source
+#   with the value fitted without it). NCCL's own tables rate Blackwell's NVLS at 0.87
+#   of Hopper's (nvlsEfficiency 0.74 against 0.85). Held out: one server's bandwidth
+#   6.4 -> 5.9 %, its all-to-alls 10.8 -> 5.1 %; the MoE kernels (accuracy_ep, whose
+#   NVLink transfers run at Simple's share) 15.6 -> 11.5 %.
 # simple.efficiency.nvls 0.677 on NVSwitch gen3 (rows 39-48, 116, 117, 169, 171): NVLS moves
 #   (1+1/n)*S per NVLink direction. nvls_scale gen4 = 0.728 (0.707 until gen3's refit to
 #   0.677 from 0.697: the same 0.493 on gen4): the one published GB200 NVL72
@@ -316,6 +328,7 @@ _CROSSING = 1.0e-6
 _SIMPLE_NVLINK_HOP = 5.96e-6
 _NVLS_HOP = 4.07e-6
 _LL128_AMPERE = 0.616
+_SIMPLE_NVLINK5 = 0.92
 PROTOCOLS: dict[str, Protocol] = {
     "ll": Protocol(
         name="ll",
@@ -345,6 +358,7 @@ PROTOCOLS: dict[str, Protocol] = {
                     "sharp": 0.966},
         launch=_LAUNCH, launch_per_gpu=_LAUNCH_PER_GPU, ramp_bytes=9.74e6, ramp_power=0.58,
         nvls_scale={"nvswitch-gen3": 1.0, "nvswitch-gen4": _NVLS_GEN4},
+        nvlink_scale={"nvlink5": _SIMPLE_NVLINK5},
         crossing_per_channel=_CROSSING, thread_bytes=512 * 64,
     ),
 }

@@ -52,11 +52,12 @@ def test_nvls_efficiency_per_nvswitch_generation() -> None:
     e3, e4 = simple.eff_array(h100)[NVLS], simple.eff_array(gb200)[NVLS]
     assert e3 == pytest.approx(simple.efficiency["nvls"])
     assert e4 == pytest.approx(e3 * 0.728)  # capped by the vendor's GB200 figure (row 170)
-    # other classes untouched but for the transport's packet framing on the network classes,
-    # and no fabric means the plain table
+    # other classes untouched but for the transport's packet framing on the network classes
+    # and NVLink 5's share on NVLink, and no fabric means the plain table
     frame = np.ones(len(LINK_CLASSES))
     frame[[LINK_CLASSES.index("net"), LINK_CLASSES.index("sharp")]] = framing_efficiency(
         gb200.info.transport)
+    frame[LINK_CLASSES.index("nvlink")] = simple.nvlink_scale["nvlink5"]
     assert np.allclose(np.delete(simple.eff_array(gb200), NVLS),
                        np.delete(simple.eff_array() * frame, NVLS), rtol=1e-15)
 
@@ -93,6 +94,22 @@ def test_ll128_nvlink_efficiency_per_generation() -> None:
     assert blackwell == hopper
     assert ampere == pytest.approx(0.462, rel=0.01)
     assert repr(ll128) != repr(ll128.scaled(nvlink_scale={}))
+
+
+def test_simple_nvlink_share_lower_on_nvlink5_only() -> None:
+    """Simple reaches a smaller share of NVLink 5 than of NVLink 3/4 (fitted on published
+    Blackwell runs); Rubin takes Blackwell's row, LL and LL128 keep theirs."""
+    simple, ll128 = PROTOCOLS["simple"], PROTOCOLS["ll128"]
+    i = LINK_CLASSES.index("nvlink")
+    hopper = simple.eff_array(build_cluster("dgx-h100", 1))[i]
+    ampere = simple.eff_array(build_cluster("dgx-a100", 1))[i]
+    blackwell = simple.eff_array(build_cluster("hgx-b200", 1))[i]
+    rubin = simple.eff_array(build_cluster("vera-rubin-nvl144", 1))[i]
+    assert hopper == ampere == pytest.approx(simple.efficiency["nvlink"])
+    assert blackwell == pytest.approx(0.92 * hopper)
+    assert rubin == blackwell
+    assert ll128.eff_array(build_cluster("hgx-b200", 1))[i] == pytest.approx(
+        0.92 * simple.efficiency["nvlink"], rel=0.01)
 
 
 def test_host_floor_is_the_hosts_issue_time_and_calibrates() -> None:
