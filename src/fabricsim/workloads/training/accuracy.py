@@ -62,8 +62,8 @@ def heldout() -> dict[str, Any]:
 #: training benchmark run holds out: ``benchmarks/accuracy_nemo.py`` runs NVIDIA's
 #: Nemotron 3 Nano rows with nothing fitted on them.
 HYBRID_WARNING = ("hybrid model (recurrent Mamba / delta-net blocks): no held-out run; "
-                  "NVIDIA's published Nemotron 3 Nano steps on five systems run 29-37 % "
-                  "faster in the model than measured, Nemotron 3 Super's mostly 64-120 % "
+                  "NVIDIA's published Nemotron 3 Nano steps on five systems run 28-35 % "
+                  "faster in the model than measured, Nemotron 3 Super's mostly 62-115 % "
                   "(their scan kernels cost more than their FLOPs and memory traffic say): "
                   "read this step as optimistic")
 
