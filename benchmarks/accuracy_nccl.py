@@ -461,14 +461,15 @@ NVLINK5_GRID: tuple[float, ...] = tuple(round(0.80 + 0.02 * i, 2) for i in range
 
 
 def _tuner(crossing_us: float, nvlink5: float, backend: Any = None) -> Tuner:
-    """The library's protocols with the crossing cost and Simple's NVLink 5 share given."""
+    """The library's protocols with the crossing cost and Simple's NVLink 5 share given
+    (LL128's follows it: it runs at 0.92 of Simple's share)."""
     from fabricsim import protocols
 
     out = {k: p.scaled(crossing_per_channel=crossing_us * 1e-6)
            for k, p in protocols.PROTOCOLS.items()}
-    simple = out["simple"]
-    out["simple"] = simple.scaled(nvlink_scale={**dict(simple.nvlink_scale),
-                                                "nvlink5": nvlink5})
+    for name in ("simple", "ll128"):
+        p = out[name]
+        out[name] = p.scaled(nvlink_scale={**dict(p.nvlink_scale), "nvlink5": nvlink5})
     return Tuner(out, backend=backend)
 
 

@@ -258,7 +258,8 @@ def tuning_hardware(fabric: Fabric) -> tuple[str, str]:
 #   with the value fitted without it). NCCL's own tables rate Blackwell's NVLS at 0.87
 #   of Hopper's (nvlsEfficiency 0.74 against 0.85). Held out: one server's bandwidth
 #   6.4 -> 5.9 %, its all-to-alls 10.8 -> 5.1 %; the MoE kernels (accuracy_ep, whose
-#   NVLink transfers run at Simple's share) 15.6 -> 11.5 %.
+#   NVLink transfers run at Simple's share) 15.6 -> 11.5 %. LL128 runs at 0.92 of Simple's
+#   share (below), on NVLink 5 too: the same factor (one server at 1-16 MiB 10.5 -> 10.3 %).
 # simple.efficiency.nvls 0.677 on NVSwitch gen3 (rows 39-48, 116, 117, 169, 171): NVLS moves
 #   (1+1/n)*S per NVLink direction. nvls_scale gen4 = 0.728 (0.707 until gen3's refit to
 #   0.677 from 0.697: the same 0.493 on gen4): the one published GB200 NVL72
@@ -327,8 +328,8 @@ _NVLS_GEN4 = 0.728
 _CROSSING = 1.0e-6
 _SIMPLE_NVLINK_HOP = 5.96e-6
 _NVLS_HOP = 4.07e-6
-_LL128_AMPERE = 0.616
 _SIMPLE_NVLINK5 = 0.92
+_LL128_AMPERE = 0.616
 PROTOCOLS: dict[str, Protocol] = {
     "ll": Protocol(
         name="ll",
@@ -346,7 +347,7 @@ PROTOCOLS: dict[str, Protocol] = {
         efficiency={"nvlink": 0.75, "pcie": 0.452, "net": 0.604, "nvls": 0.40,
                     "sharp": 0.604},
         launch=_LAUNCH, launch_per_gpu=_LAUNCH_PER_GPU,
-        nvlink_scale={"nvlink3": _LL128_AMPERE},
+        nvlink_scale={"nvlink3": _LL128_AMPERE, "nvlink5": _SIMPLE_NVLINK5},
         crossing_per_channel=_CROSSING, thread_bytes=640 * 8,
     ),
     "simple": Protocol(

@@ -83,22 +83,24 @@ def test_unknown_protocol_names_field() -> None:
 
 
 def test_ll128_nvlink_efficiency_per_generation() -> None:
-    """LL128 on NVLink runs at NCCL's 0.92 of Simple's on Hopper and Blackwell; A100 keeps
-    its rows' fit (nvlink_scale), and the scale enters the cache key."""
+    """LL128 on NVLink runs at NCCL's 0.92 of Simple's on Hopper and Blackwell (Simple's
+    own share being smaller on NVLink 5); A100 keeps its rows' fit (nvlink_scale), and the
+    scale enters the cache key."""
     ll128, simple = PROTOCOLS["ll128"], PROTOCOLS["simple"]
     i = LINK_CLASSES.index("nvlink")
+    gb200 = build_cluster("gb200-nvl72", 1)
     hopper = ll128.eff_array(build_cluster("dgx-h100", 1))[i]
     ampere = ll128.eff_array(build_cluster("dgx-a100", 1))[i]
-    blackwell = ll128.eff_array(build_cluster("gb200-nvl72", 1))[i]
+    blackwell = ll128.eff_array(gb200)[i]
     assert hopper == pytest.approx(0.92 * simple.efficiency["nvlink"], rel=0.01)
-    assert blackwell == hopper
+    assert blackwell == pytest.approx(0.92 * simple.eff_array(gb200)[i], rel=0.01)
     assert ampere == pytest.approx(0.462, rel=0.01)
     assert repr(ll128) != repr(ll128.scaled(nvlink_scale={}))
 
 
 def test_simple_nvlink_share_lower_on_nvlink5_only() -> None:
     """Simple reaches a smaller share of NVLink 5 than of NVLink 3/4 (fitted on published
-    Blackwell runs); Rubin takes Blackwell's row, LL and LL128 keep theirs."""
+    Blackwell runs), and LL128 with it; Rubin takes Blackwell's row, LL keeps its own."""
     simple, ll128 = PROTOCOLS["simple"], PROTOCOLS["ll128"]
     i = LINK_CLASSES.index("nvlink")
     hopper = simple.eff_array(build_cluster("dgx-h100", 1))[i]
@@ -109,7 +111,9 @@ def test_simple_nvlink_share_lower_on_nvlink5_only() -> None:
     assert blackwell == pytest.approx(0.92 * hopper)
     assert rubin == blackwell
     assert ll128.eff_array(build_cluster("hgx-b200", 1))[i] == pytest.approx(
-        0.92 * simple.efficiency["nvlink"], rel=0.01)
+        0.92 * blackwell, rel=0.01)
+    ll = PROTOCOLS["ll"]
+    assert ll.eff_array(build_cluster("hgx-b200", 1))[i] == ll.efficiency["nvlink"]
 
 
 def test_host_floor_is_the_hosts_issue_time_and_calibrates() -> None:
