@@ -426,8 +426,6 @@ def crossing_fit(cs: list[Case]) -> dict[str, Any]:
     library's), each source's held-out value (``loso_us``) and, per index into ``cs`` of a
     primary row of several servers, its error predicted with its own source left out
     (``errors``)."""
-    import math
-    import statistics
 
     multi = [i for i, c in enumerate(cs)
              if not c.secondary and fabric_of(c).info.servers > 1]
@@ -438,21 +436,31 @@ def crossing_fit(cs: list[Case]) -> dict[str, Any]:
     for us in CROSSING_GRID_US:
         t = _crossing_tuner(us, shared)
         errs[us] = {i: rel_error(cs[i], predict(cs[i], t)) for i in multi}
+    every, loso = grid_fit(cs, multi, errs)
+    return {"all_us": every, "loso_us": loso, "sources": len(loso),
+            "errors": {i: errs[loso[cs[i].source]][i] for i in multi}}
+
+
+def grid_fit(cs: list[Case], rows: list[int],
+             errs: dict[float, dict[int, float]]) -> tuple[float, dict[str, float]]:
+    """The value of ``errs`` (value -> row index -> error) that fits ``rows`` of every
+    source best, and the best with each source left out. The loss is each source's median
+    absolute log error, summed over sources, so that no source outweighs another by its
+    row count and no source's outlying rows pull the value."""
+    import math
+
     by_src: dict[str, list[int]] = {}
-    for i in multi:
+    for i in rows:
         by_src.setdefault(cs[i].source, []).append(i)
 
-    def src_loss(us: float, src: str) -> float:
-        return statistics.median(abs(math.log1p(max(errs[us][i], -0.999)))
+    def loss(v: float, src: str) -> float:
+        return statistics.median(abs(math.log1p(max(errs[v][i], -0.999)))
                                  for i in by_src[src])
 
     def best(skip: str | None) -> float:
-        return min(CROSSING_GRID_US,
-                   key=lambda us: sum(src_loss(us, s) for s in by_src if s != skip))
+        return min(errs, key=lambda v: sum(loss(v, s) for s in by_src if s != skip))
 
-    loso = {s: best(s) for s in sorted(by_src)}
-    return {"all_us": best(None), "loso_us": loso, "sources": len(by_src),
-            "errors": {i: errs[loso[cs[i].source]][i] for i in multi}}
+    return best(None), {s: best(s) for s in sorted(by_src)}
 
 
 #: Values among which the leave-one-source-out fit picks Simple's share of NVLink 5 against
@@ -498,8 +506,6 @@ def nvlink5_fit(cs: list[Case]) -> dict[str, Any]:
     """Simple's share of NVLink 5 (:data:`NVLINK5_GRID`) fitted on :func:`nvlink5_rows`
     of every source, and with each source left out in turn; the loss as in
     :func:`crossing_fit` (each source's median absolute log error, summed)."""
-    import math
-    import statistics
 
     from fabricsim.backends.analytic import AnalyticBackend
     from fabricsim.protocols import PROTOCOLS
@@ -509,19 +515,8 @@ def nvlink5_fit(cs: list[Case]) -> dict[str, Any]:
     shared = AnalyticBackend()
     errs = {v: {i: rel_error(cs[i], predict(cs[i], _tuner(lib_us, v, shared))) for i in rows}
             for v in NVLINK5_GRID}
-    by_src: dict[str, list[int]] = {}
-    for i in rows:
-        by_src.setdefault(cs[i].source, []).append(i)
-
-    def loss(v: float, src: str) -> float:
-        return statistics.median(abs(math.log1p(max(errs[v][i], -0.999)))
-                                 for i in by_src[src])
-
-    def best(skip: str | None) -> float:
-        return min(NVLINK5_GRID, key=lambda v: sum(loss(v, s) for s in by_src if s != skip))
-
-    return {"all": best(None), "loso": {s: best(s) for s in sorted(by_src)},
-            "sources": len(by_src), "rows": len(rows)}
+    every, loso = grid_fit(cs, rows, errs)
+    return {"all": every, "loso": loso, "sources": len(loso), "rows": len(rows)}
 
 
 def heldout_errors(cs: list[Case]) -> tuple[list[float], dict[str, Any]]:
