@@ -426,7 +426,6 @@ def crossing_fit(cs: list[Case]) -> dict[str, Any]:
     library's), each source's held-out value (``loso_us``) and, per index into ``cs`` of a
     primary row of several servers, its error predicted with its own source left out
     (``errors``)."""
-
     multi = [i for i, c in enumerate(cs)
              if not c.secondary and fabric_of(c).info.servers > 1]
     from fabricsim.backends.analytic import AnalyticBackend
@@ -506,7 +505,6 @@ def nvlink5_fit(cs: list[Case]) -> dict[str, Any]:
     """Simple's share of NVLink 5 (:data:`NVLINK5_GRID`) fitted on :func:`nvlink5_rows`
     of every source, and with each source left out in turn; the loss as in
     :func:`crossing_fit` (each source's median absolute log error, summed)."""
-
     from fabricsim.backends.analytic import AnalyticBackend
     from fabricsim.protocols import PROTOCOLS
 
