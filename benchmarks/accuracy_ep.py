@@ -29,6 +29,7 @@ import csv
 import json
 import statistics
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -96,15 +97,25 @@ HELDOUT_JSON = Path(__file__).resolve().parents[1] / "src" / "fabricsim" / "coll
     / "ep_heldout.json"
 
 
+def predictions(rows: list[dict[str, Any]], in_sample: bool = False
+                ) -> Iterator[tuple[dict[str, Any], float, float]]:
+    """Each row, source by source, with its family's fixed cost (fitted without its source,
+    or on every source with ``in_sample``) and its error (+: the model is slower than
+    published)."""
+    full = fit(rows) if in_sample else {}
+    for src in sorted({r["source"] for r in rows}):
+        costs = full if in_sample else fit([r for r in rows if r["source"] != src])
+        for r in rows:
+            if r["source"] == src:
+                o = costs.get(r["kernel"], costs["*"])
+                yield r, o, (r["t0_us"] + o) / r["meas_us"] - 1.0
+
+
 def held_out_errors(rows: list[dict[str, Any]]) -> dict[str, list[float]]:
     """Each family's errors with every source predicted by the costs fitted without it."""
     by_fam: dict[str, list[float]] = {}
-    for src in sorted({r["source"] for r in rows}):
-        costs = fit([r for r in rows if r["source"] != src])
-        for r in rows:
-            if r["source"] == src:
-                t = r["t0_us"] + costs.get(r["kernel"], costs["*"])
-                by_fam.setdefault(r["kernel"], []).append(t / r["meas_us"] - 1.0)
+    for r, _, err in predictions(rows):
+        by_fam.setdefault(r["kernel"], []).append(err)
     return by_fam
 
 
@@ -125,25 +136,16 @@ def main() -> int:
                     help="write the held-out bands to src/fabricsim/collectives/")
     args = ap.parse_args()
     rows = model_rows()
-    sources = sorted({r["source"] for r in rows})
     by_fam: dict[str, list[float]] = {}
     by_src: dict[str, list[float]] = {}
     everything = []
     full = fit(rows)
-    for src in sources:
-        held = [r for r in rows if r["source"] == src]
-        rest = [r for r in rows if r["source"] != src]
-        costs = full if args.in_sample else fit(rest)
-        for r in held:
-            o = costs.get(r["kernel"], costs["*"])
-            t = r["t0_us"] + o
-            err = t / r["meas_us"] - 1.0  # + : the model is slower than published
-            line = {**r, "overhead_us": round(o, 2), "model_us": round(t, 2),
-                    "error": round(err, 4)}
-            print(json.dumps(line))
-            by_fam.setdefault(r["kernel"], []).append(err)
-            by_src.setdefault(src, []).append(err)
-            everything.append(err)
+    for r, o, err in predictions(rows, args.in_sample):
+        print(json.dumps({**r, "overhead_us": round(o, 2),
+                          "model_us": round(r["t0_us"] + o, 2), "error": round(err, 4)}))
+        by_fam.setdefault(r["kernel"], []).append(err)
+        by_src.setdefault(r["source"], []).append(err)
+        everything.append(err)
     label = "in-sample" if args.in_sample else "leave-one-source-out"
     if args.write and not args.in_sample:
         HELDOUT_JSON.write_text(json.dumps(table_of(rows, by_fam), indent=1) + "\n",
