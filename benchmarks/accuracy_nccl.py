@@ -410,13 +410,6 @@ def fit(cs: list[Case]) -> Tuner:  # pragma: no cover - calibration tool
 CROSSING_GRID_US: tuple[float, ...] = tuple(round(0.25 * i, 2) for i in range(13))
 
 
-def _crossing_tuner(us: float, backend: Any = None) -> Tuner:
-    from fabricsim import protocols
-
-    return Tuner({k: p.scaled(crossing_per_channel=us * 1e-6)
-                  for k, p in protocols.PROTOCOLS.items()}, backend=backend)
-
-
 def crossing_fit(cs: list[Case]) -> dict[str, Any]:
     """The crossing cost per channel, fitted on the rows of several servers of every
     source (:data:`CROSSING_GRID_US`; loss: each source's median absolute log error,
@@ -432,8 +425,11 @@ def crossing_fit(cs: list[Case]) -> dict[str, Any]:
 
     shared = AnalyticBackend()  # one routing of each schedule for every trial value
     errs: dict[float, dict[int, float]] = {}
+    from fabricsim.protocols import PROTOCOLS
+
+    nvlink5 = PROTOCOLS["simple"].nvlink_scale.get("nvlink5", 1.0)
     for us in CROSSING_GRID_US:
-        t = _crossing_tuner(us, shared)
+        t = _tuner(us, nvlink5, shared)
         errs[us] = {i: rel_error(cs[i], predict(cs[i], t)) for i in multi}
     every, loso = grid_fit(cs, multi, errs)
     return {"all_us": every, "loso_us": loso, "sources": len(loso),
@@ -487,7 +483,7 @@ def nvlink5_rows(cs: list[Case]) -> list[int]:
     point-to-point with Simple."""
     from fabricsim.protocols import tuning_hardware
 
-    fitted = fit_sources([c for c in cs if c.row < 3000])
+    fitted = fitted_among(cs)
     out = []
     for i, c in enumerate(cs):
         if c.secondary or c.source in fitted or c.nbytes < MIB:
@@ -511,8 +507,10 @@ def nvlink5_fit(cs: list[Case]) -> dict[str, Any]:
     rows = nvlink5_rows(cs)
     lib_us = PROTOCOLS["simple"].crossing_per_channel * 1e6
     shared = AnalyticBackend()
-    errs = {v: {i: rel_error(cs[i], predict(cs[i], _tuner(lib_us, v, shared))) for i in rows}
-            for v in NVLINK5_GRID}
+    errs = {}
+    for v in NVLINK5_GRID:
+        t = _tuner(lib_us, v, shared)
+        errs[v] = {i: rel_error(cs[i], predict(cs[i], t)) for i in rows}
     every, loso = grid_fit(cs, rows, errs)
     return {"all": every, "loso": loso, "sources": len(loso), "rows": len(rows)}
 
@@ -534,15 +532,17 @@ def heldout_errors(cs: list[Case]) -> tuple[list[float], dict[str, Any]]:
     lib_us = PROTOCOLS["simple"].crossing_per_channel * 1e6
     lib_nv5 = PROTOCOLS["simple"].nvlink_scale.get("nvlink5", 1.0)
     shared = AnalyticBackend()
-    fitted = fit_sources([c for c in cs if c.row < 3000])
-    for src, v in nv5["loso"].items():
+    tuners: dict[tuple[float, float], Tuner] = {}
+    for src, v in nv5["loso"].items():  # sources of nvlink5_rows: none fitted on
         if v == lib_nv5:
             continue
         for i, c in enumerate(cs):
-            if c.source != src or c.secondary or c.source in fitted:
+            if c.source != src or c.secondary:
                 continue
             us = fit_["loso_us"].get(src, lib_us) if i in fit_["errors"] else lib_us
-            out[i] = rel_error(c, predict(c, _tuner(us, v, shared)))
+            if (us, v) not in tuners:
+                tuners[(us, v)] = _tuner(us, v, shared)
+            out[i] = rel_error(c, predict(c, tuners[(us, v)]))
     return out, fit_
 
 
@@ -553,6 +553,12 @@ def fit_sources(cs: list[Case] | None = None) -> set[str]:
     already read."""
     return {c.source for c in (cases() if cs is None else cs)
             if (c.nodes == 1 and not c.secondary) or c.row == 170}
+
+
+def fitted_among(cs: list[Case]) -> set[str]:
+    """:func:`fit_sources` of the rows of ``cs`` from measurements*.csv (ids below 3000),
+    the only rows any constant of the protocol fit was fitted on."""
+    return fit_sources([c for c in cs if c.row < 3000])
 
 
 def fabric_key(c: Case) -> tuple[Any, ...]:
@@ -619,7 +625,7 @@ def heldout_table(cs: list[Case], errors: list[float]) -> dict[str, Any]:
         size_band_of,
     )
 
-    fitted = fit_sources([c for c in cs if c.row < 3000])  # the measurements*.csv rows
+    fitted = fitted_among(cs)
     by: dict[str, list[tuple[float, str]]] = {}
     by_choice: dict[str, list[tuple[float, str]]] = {}
     local: dict[str, list[tuple[float, str, float]]] = {}

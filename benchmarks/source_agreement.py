@@ -147,7 +147,7 @@ def held_out(cs: list[acc.Case], errors: list[float]) -> list[float | None]:
     """``errors`` (one per row of ``cs``, :func:`accuracy_nccl.heldout_errors`) with
     ``None`` for the rows of sources some constant was fitted on: their errors are in
     sample, not held out."""
-    fitted = acc.fit_sources([c for c in cs if c.row < 3000])
+    fitted = acc.fitted_among(cs)
     return [None if c.source in fitted else e for c, e in zip(cs, errors, strict=True)]
 
 
