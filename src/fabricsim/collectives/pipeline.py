@@ -124,6 +124,22 @@ def tree_depth(n: int) -> int:
     return max(0, math.ceil(math.log2(n + 1)) - 1)
 
 
+def tree_direction_share(servers: int) -> float:
+    """How many times its even share of a NIC direction one tree channel's chunk gets
+    while a double binary tree fills: NCCL runs half its tree channels on each of the two
+    trees (``src/graph/connect.cc``), and over two servers the trees are mirror images,
+    so while chunks go up (and again while they come down) each direction of a NIC
+    carries only half the channels: 2. From three servers on, an inner member of one tree
+    takes two children's chunks in while, as a leaf of the other, it sends one out: 1.
+    NCCL's own model doubles NVLSTree's network bandwidth over two nodes for the same
+    reason (``src/graph/tuning.cc``).
+
+    >>> [tree_direction_share(m) for m in (2, 3, 8)]
+    [2.0, 1.0, 1.0]
+    """
+    return 2.0 if servers == 2 else 1.0
+
+
 def tree_pipeline(group: Group) -> Pipeline | None:
     """NCCL's tree all-reduce: chunks of one Simple step up the chain inside each server
     and the double binary tree between servers, and down again, on every channel."""
@@ -133,7 +149,7 @@ def tree_pipeline(group: Group) -> Pipeline | None:
     g, m = group.per_server, group.servers
     # a channel's network hop runs at its share of the NICs or at its kernel's own rate
     kernel = tree_kernel_rate(group.fabric, m, c) / c
-    net = nic_rate(group.fabric) / c
+    net = nic_rate(group.fabric) / c * tree_direction_share(m)
     stages = [("net", 2.0 * tree_depth(m), min(net, kernel) if kernel > 0 else net)]
     nvl = nvlink_rate(group)
     if g > 1 and nvl > 0:
@@ -196,7 +212,8 @@ def nvlstree_pipeline(group: Group) -> Pipeline | None:
     # (nvlstree_kernel_rate) bounds what its four warp groups move together, the steady
     # stream (the schedule's kernel floor), not one group's hop. (A tree channel is one
     # warp group that receives, reduces and sends each chunk: its rate bounds every hop.)
-    stages = (("nvls", 4.0, nvl / ops), ("net", 2.0 * tree_depth(group.servers), nic_gpu / ch))
+    net = nic_gpu / ch * tree_direction_share(group.servers)
+    stages = (("nvls", 4.0, nvl / ops), ("net", 2.0 * tree_depth(group.servers), net))
     return Pipeline(stages=stages, ops=ops, chunk_bytes=chunk, shrink=NVLSTREE_SHRINK)
 
 
