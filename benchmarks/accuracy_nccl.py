@@ -20,8 +20,10 @@ constants were set from it.
 Then every published nccl-tests row of data/reference/nccl_tests.csv (32 sources, none
 used by any fit: benchmarks/published_nccl.py), the error per source, and the held-out
 error per accuracy group (fabricsim.collectives.accuracy): rows of sources no constant
-was fitted on. ``--write-heldout`` writes that table where the library reads it for the
-``± band`` and the out-of-envelope warning of ``fabricsim bench``.
+was fitted on, by group, by NCCL's choice, and by group once each source's own level is
+divided out (``held_out_after_source_level``: the error of the model's shape, which one
+factor per cluster cannot remove). ``--write-heldout`` writes that table where the
+library reads it for the ``± band`` and the out-of-envelope warning of ``fabricsim bench``.
 
 Usage: python benchmarks/accuracy_nccl.py [--fit | --write-heldout]
 """
@@ -608,6 +610,53 @@ def _spread(errs: list[float]) -> dict[str, float]:
             "signed_median": round(statistics.median(errs), 4)}
 
 
+def groups_of(c: Case, fab: Any) -> list[str]:
+    """The accuracy groups row ``c`` on ``fab`` counts in: its own
+    (:func:`fabricsim.collectives.accuracy.group_of`), its kind over all scopes, and its
+    kind across servers or, on one server at 1-16 MiB, that band."""
+    from fabricsim.collectives.accuracy import group_of, kind_of
+
+    kind = kind_of(c.collective, c.nbytes)
+    into = [group_of(fab, c.collective, c.nbytes), f"all scopes, {kind}"]
+    if fab.info.servers > 1:
+        into.append(f"several servers, {kind}")
+    elif MIB <= c.nbytes <= 16 * MIB:
+        into.append("one server, 1-16 MiB")
+    return into
+
+
+def after_source_level(cs: list[Case], errors: list[float]) -> dict[str, Any]:
+    """The held-out rows of each group (:func:`groups_of`) once every source's own level
+    in that group is divided out: a row's error ``e`` becomes ``(1 + e) / (1 + m) - 1``,
+    ``m`` the signed median of its source's rows there. What is left is the error of the
+    model's shape (across sizes, algorithms and scales), which one factor per cluster
+    cannot remove; the gap to the held-out figure is what such a factor (``fabricsim
+    calibrate`` on a cluster's own runs) can. In sample per source: each source sets its
+    own level.
+
+    >>> c = Case(row=5000, system="dgx-h100", nodes=1, nbytes=2.0**30, measured_busbw=1.0,
+    ...          source="a cluster")
+    >>> t = after_source_level([c, c], [0.2, 0.2])
+    >>> t["one server, bandwidth"]["median"], t["one server, bandwidth"]["level_median"]
+    (0.0, 0.2)
+    """
+    fitted = fitted_among(cs)
+    by: dict[str, dict[str, list[float]]] = {}
+    for c, e in zip(cs, errors, strict=True):
+        if c.source in fitted or c.secondary:
+            continue
+        for g in groups_of(c, fabric_of(c)):
+            by.setdefault(g, {}).setdefault(c.source, []).append(e)
+    out: dict[str, Any] = {}
+    for g, per in sorted(by.items()):
+        levels = {s: statistics.median(v) for s, v in per.items()}
+        left = [(1 + e) / (1 + levels[s]) - 1 for s, v in per.items() for e in v]
+        out[g] = {"rows": len(left), "sources": len(per), **_spread(left),
+                  "level_median": round(statistics.median(abs(m) for m in levels.values()),
+                                        4)}
+    return out
+
+
 def heldout_table(cs: list[Case], errors: list[float]) -> dict[str, Any]:
     """Held-out error per accuracy group (:mod:`fabricsim.collectives.accuracy`) over the
     primary rows of sources no constant was fitted on, the same rows grouped by NCCL's
@@ -617,13 +666,7 @@ def heldout_table(cs: list[Case], errors: list[float]) -> dict[str, Any]:
     sizes (:func:`fabricsim.collectives.accuracy.local_warning`); ``local_sizes``: the
     same, per band of sizes as well (:func:`fabricsim.collectives.accuracy.size_band_of`).
     """
-    from fabricsim.collectives.accuracy import (
-        choice_group,
-        group_of,
-        kind_of,
-        local_key,
-        size_band_of,
-    )
+    from fabricsim.collectives.accuracy import choice_group, kind_of, local_key, size_band_of
 
     fitted = fitted_among(cs)
     by: dict[str, list[tuple[float, str]]] = {}
@@ -643,12 +686,7 @@ def heldout_table(cs: list[Case], errors: list[float]) -> dict[str, Any]:
         if c.source in fitted or c.secondary:
             continue
         kind = kind_of(c.collective, c.nbytes)
-        into = [group_of(fab, c.collective, c.nbytes), f"all scopes, {kind}"]
-        if fab.info.servers > 1:
-            into.append(f"several servers, {kind}")
-        elif MIB <= c.nbytes <= 16 * MIB:
-            into.append("one server, 1-16 MiB")
-        for g in into:
+        for g in groups_of(c, fab):
             by.setdefault(g, []).append((e, c.source))
         ch = choose(c)
         by_choice.setdefault(choice_group(fab, c.collective, c.nbytes, ch.algorithm,
@@ -728,6 +766,7 @@ def main(argv: list[str] | None = None) -> int:
     table = heldout_table(every, errors)
     print(json.dumps({"held_out": table["groups"]}))
     print(json.dumps({"held_out_by_choice": table["by_choice"]}))
+    print(json.dumps({"held_out_after_source_level": after_source_level(every, errors)}))
     if args.write_heldout:
         HELDOUT_JSON.write_text(json.dumps(table, indent=1) + "\n", encoding="utf-8")
     return 0

@@ -153,6 +153,22 @@ def test_choice_groups_hold_the_same_rows_as_the_scope_groups(
     assert per_key == {k: g["rows"] for k, g in table["local"].items()}
 
 
+def test_after_source_level_holds_the_same_rows_and_removes_only_levels(
+        fitted: Fitted, computed: tuple[ModuleType, dict[str, Any]]) -> None:
+    b, cs, errors, _ = fitted
+    _, table = computed
+    left = b.after_source_level(cs, errors)
+    assert {g: (v["rows"], v["sources"]) for g, v in left.items()} == \
+        {g: (v["rows"], v["sources"]) for g, v in table["groups"].items()}
+    for g, v in left.items():
+        # a source's own level is its signed median: what is left has none to speak of
+        assert abs(v["signed_median"]) <= max(0.02, table["groups"][g]["median"]), g
+    # a row shifted by its source's level alone is left with no error
+    rows = [c for c in cs if c.source == "nccl-tests#309-qoofyk"][:3]
+    one = b.after_source_level(rows, [0.1, 0.1, 0.1])
+    assert all(v["median"] == 0.0 and v["level_median"] == 0.1 for v in one.values())
+
+
 def test_choice_groups_name_what_nccl_runs() -> None:
     two = build_cluster("dgx-h100", 2)
     assert choice_group(two, "all_reduce", 2**20, "tree", "ll128") == \
