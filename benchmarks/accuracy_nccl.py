@@ -485,10 +485,10 @@ def nvlink5_rows(cs: list[Case]) -> list[int]:
     point-to-point with Simple."""
     from fabricsim.protocols import tuning_hardware
 
-    fitted = fitted_among(cs)
     out = []
-    for i, c in enumerate(cs):
-        if c.secondary or c.source in fitted or c.nbytes < MIB:
+    for i in held_out(cs):
+        c = cs[i]
+        if c.nbytes < MIB:
             continue
         fab = fabric_of(c)
         if fab.info.servers > 1 or tuning_hardware(fab)[1] != "nvlink5":
@@ -561,6 +561,13 @@ def fitted_among(cs: list[Case]) -> set[str]:
     """:func:`fit_sources` of the rows of ``cs`` from measurements*.csv (ids below 3000),
     the only rows any constant of the protocol fit was fitted on."""
     return fit_sources([c for c in cs if c.row < 3000])
+
+
+def held_out(cs: list[Case]) -> list[int]:
+    """Indices into ``cs`` of the rows every held-out figure counts: primary rows of the
+    sources no constant of the protocol fit was fitted on (:func:`fitted_among`)."""
+    fitted = fitted_among(cs)
+    return [i for i, c in enumerate(cs) if not c.secondary and c.source not in fitted]
 
 
 def fabric_key(c: Case) -> tuple[Any, ...]:
@@ -640,13 +647,11 @@ def after_source_level(cs: list[Case], errors: list[float]) -> dict[str, Any]:
     >>> t["one server, bandwidth"]["median"], t["one server, bandwidth"]["level_median"]
     (0.0, 0.2)
     """
-    fitted = fitted_among(cs)
     by: dict[str, dict[str, list[float]]] = {}
-    for c, e in zip(cs, errors, strict=True):
-        if c.source in fitted or c.secondary:
-            continue
+    for i in held_out(cs):
+        c = cs[i]
         for g in groups_of(c, fabric_of(c)):
-            by.setdefault(g, {}).setdefault(c.source, []).append(e)
+            by.setdefault(g, {}).setdefault(c.source, []).append(errors[i])
     out: dict[str, Any] = {}
     for g, per in sorted(by.items()):
         levels = {s: statistics.median(v) for s, v in per.items()}
@@ -669,13 +674,14 @@ def heldout_table(cs: list[Case], errors: list[float]) -> dict[str, Any]:
     from fabricsim.collectives.accuracy import choice_group, kind_of, local_key, size_band_of
 
     fitted = fitted_among(cs)
+    kept = set(held_out(cs))
     by: dict[str, list[tuple[float, str]]] = {}
     by_choice: dict[str, list[tuple[float, str]]] = {}
     local: dict[str, list[tuple[float, str, float]]] = {}
     local_sizes: dict[str, list[tuple[float, str, float]]] = {}
     envelope: dict[str, dict[str, int]] = {}
     variants = published().nic_variants()
-    for c, e in zip(cs, errors, strict=True):
+    for i, (c, e) in enumerate(zip(cs, errors, strict=True)):
         fab = fabric_of(c)
         preset = str(variants.get(c.system, {}).get("base", c.system))  # NICs as run
         env = envelope.setdefault(preset, {"max_servers": 0, "min_bytes": 2**62,
@@ -683,7 +689,7 @@ def heldout_table(cs: list[Case], errors: list[float]) -> dict[str, Any]:
         env["max_servers"] = max(env["max_servers"], fab.info.servers)
         env["min_bytes"] = min(env["min_bytes"], int(c.nbytes))
         env["max_bytes"] = max(env["max_bytes"], int(c.nbytes))
-        if c.source in fitted or c.secondary:
+        if i not in kept:
             continue
         kind = kind_of(c.collective, c.nbytes)
         for g in groups_of(c, fab):
