@@ -164,6 +164,34 @@ def test_nccl_settings_that_change_nothing_or_are_the_default_are_accepted() -> 
         (None, 4, 4, 4, 16)
 
 
+def test_both_channel_variables_combine_as_nccl_combines_them() -> None:
+    # NCCL takes the larger minimum and the smaller maximum of NCCL_MIN/MAX_NCHANNELS and
+    # the communicator's minCTAs/maxCTAs (src/graph/connect.cc), whichever name is first
+    e = nccl_env({"NCCL_MIN_NCHANNELS": "4", "NCCL_MIN_CTAS": "24", "NCCL_MAX_CTAS": "32",
+                  "NCCL_MAX_NCHANNELS": "28"})
+    assert (e.min_channels, e.max_channels, e.ctas) == (24, 28, (24, 32))
+    assert e.channels(16) == 24 and e.channels(64) == 28
+    with pytest.raises(ConfigError, match="NCCL_MIN_CTAS=24 is above NCCL_MAX_NCHANNELS=8") \
+            as err:
+        nccl_env({"NCCL_MIN_CTAS": "24", "NCCL_MAX_NCHANNELS": "8"})
+    assert err.value.field == "NCCL_MIN_CTAS"
+
+
+def test_bench_says_nvls_keeps_its_channels_under_min_ctas(capsys, monkeypatch) -> None:
+    # NCCL clamps NVLS's channels with NCCL_MIN_CTAS too; the model does not, and says so
+    args = ["bench", "all_reduce", "--nodes", "8", "-b", "1G", "-e", "1G", "--json"]
+    monkeypatch.setenv("NCCL_MIN_CTAS", "24")
+    assert main(args) == 0
+    got = capsys.readouterr()
+    assert json.loads(got.out)["algorithm"] == "nvlstree"
+    assert "warning: NCCL_MIN_CTAS=24 sets NVLS channels in NCCL too" in got.err
+    monkeypatch.setenv("NCCL_ALGO", "Ring")   # no NVLS ran: nothing to say
+    assert main(args) == 0
+    got = capsys.readouterr()
+    assert json.loads(got.out)["algorithm"] == "ring"
+    assert "NVLS channels" not in got.err
+
+
 def test_bench_honours_channels_and_queue_pairs(capsys, monkeypatch) -> None:
     args = ["bench", "all_reduce", "--nodes", "2", "-b", "64M", "-e", "64M", "--json"]
     assert main(args) == 0

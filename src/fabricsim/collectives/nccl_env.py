@@ -8,8 +8,12 @@ every ``NCCL_*`` variable in it is one of:
   choice (``NCCL_ALGO`` not for all-to-all and send/recv, which NCCL runs point to
   point); ``NCCL_NVLS_ENABLE`` (0, 1, 2) and ``NCCL_COLLNET_ENABLE`` (0, 1) turn NVLink
   SHARP and in-network reduction off or on; ``NCCL_MIN_NCHANNELS`` / ``NCCL_MAX_NCHANNELS``
-  (and their newer names ``NCCL_MIN_CTAS`` / ``NCCL_MAX_CTAS``) clamp the channels the
-  model runs; ``NCCL_IB_QPS_PER_CONNECTION`` (1-128) is the queue pairs per connection
+  and ``NCCL_MIN_CTAS`` / ``NCCL_MAX_CTAS`` (the communicator's ``minCTAs`` / ``maxCTAs``)
+  clamp the ring and tree channels the model runs, the larger minimum and the smaller
+  maximum where both are set, as NCCL's ``src/graph/connect.cc`` combines them. NCCL
+  clamps NVLS's own channels with the ``CTAS`` pair as well (``src/transport/nvls.cc``);
+  the model keeps NVLS's channels and says so (:meth:`NcclEnv.nvls_note`);
+  ``NCCL_IB_QPS_PER_CONNECTION`` (1-128) is the queue pairs per connection
   between servers, on every backend (the cluster's ``params.qps``: hashed ECMP spreads
   them); ``NCCL_CROSS_NIC`` 0 or 2 and
   ``NCCL_BUFFSIZE=4194304`` are what the model does already (rings stay on one rail;
@@ -86,6 +90,9 @@ class NcclEnv:
     min_channels: int | None = None
     max_channels: int | None = None
     qps: int | None = None
+    #: ``NCCL_MIN_CTAS`` / ``NCCL_MAX_CTAS`` as set (NCCL clamps NVLS's channels with
+    #: them too, which the model does not: :meth:`nvls_note`).
+    ctas: tuple[int | None, int | None] = (None, None)
     #: Variables set that change no timing (reported, not used).
     no_effect: tuple[str, ...] = ()
 
@@ -169,6 +176,27 @@ class NcclEnv:
         if self.max_channels is not None:
             n = min(n, self.max_channels)
         return n
+
+    def nvls_note(self, algorithms: Sequence[str]) -> str:
+        """What the model leaves out when ``NCCL_MIN_CTAS`` / ``NCCL_MAX_CTAS`` is set and
+        NVLS or NVLSTree ran (``algorithms``: those that ran): NCCL clamps NVLS's channels
+        with them, the model keeps NVLS's own (``''``: nothing left out).
+
+        >>> nccl_env({"NCCL_MIN_CTAS": "24"}).nvls_note(["nvlstree", "tree"])[:35]
+        'NCCL_MIN_CTAS=24 sets NVLS channels'
+        >>> nccl_env({"NCCL_MIN_NCHANNELS": "24"}).nvls_note(["nvlstree"])
+        ''
+        """
+        lo, hi = self.ctas
+        ran = sorted({a for a in algorithms if a in ("nvls", "nvlstree")})
+        if (lo is None and hi is None) or not ran:
+            return ""
+        named = " ".join(f"{n}={v}" for n, v in (("NCCL_MIN_CTAS", lo), ("NCCL_MAX_CTAS", hi))
+                         if v is not None)
+        return (f"{named} sets NVLS channels in NCCL too (src/transport/nvls.cc); the model "
+                f"keeps NVLS's own channels (16 on Hopper, 24-32 on Blackwell), so its "
+                f"{'/'.join(ran)} times do not change with it (docs/collectives.md, "
+                f"\"Channels of NVLSTree\")")
 
     @property
     def restricts(self) -> bool:
@@ -294,14 +322,19 @@ def nccl_env(env: Mapping[str, str]) -> NcclEnv:
     nvls = None
     if (v := get("NCCL_NVLS_ENABLE")) is not None:
         nvls = {"0": False, "1": True, "2": None}[_flag(*v, ("0", "1", "2"))]
-    lo = hi = qps = None
-    if (m := get("NCCL_MIN_NCHANNELS", "NCCL_MIN_CTAS")) is not None:
-        lo = _int(*m, 1, MAX_CHANNELS)
-    if (m := get("NCCL_MAX_NCHANNELS", "NCCL_MAX_CTAS")) is not None:
-        hi = _int(*m, 1, MAX_CHANNELS)
+    qps = None
+    bounds = {n: _int(*v, 1, MAX_CHANNELS) for n in ("NCCL_MIN_NCHANNELS", "NCCL_MIN_CTAS",
+                                                     "NCCL_MAX_NCHANNELS", "NCCL_MAX_CTAS")
+              if (v := get(n)) is not None}
+    mins = {n: v for n, v in bounds.items() if "_MIN_" in n}
+    maxs = {n: v for n, v in bounds.items() if "_MAX_" in n}
+    lo = max(mins.values()) if mins else None
+    hi = min(maxs.values()) if maxs else None
     if lo is not None and hi is not None and lo > hi:
-        raise ConfigError(f"NCCL_MIN_NCHANNELS={lo} is above NCCL_MAX_NCHANNELS={hi}; give a "
-                          f"minimum at most the maximum", field="NCCL_MIN_NCHANNELS")
+        lo_name = max(mins, key=mins.__getitem__)
+        hi_name = min(maxs, key=maxs.__getitem__)
+        raise ConfigError(f"{lo_name}={lo} is above {hi_name}={hi}; give a minimum at most "
+                          f"the maximum", field=lo_name)
     if (q := get("NCCL_IB_QPS_PER_CONNECTION")) is not None:
         qps = _int(*q, 1, MAX_QPS)
     if (x := get("NCCL_CROSS_NIC")) is not None and _flag(*x, ("0", "1", "2")) == "1":
@@ -324,4 +357,5 @@ def nccl_env(env: Mapping[str, str]) -> NcclEnv:
         raise ConfigError(f"NCCL_ALGO={env['NCCL_ALGO']!r} asks for CollNet only, which "
                           f"needs NCCL_COLLNET_ENABLE=1", field="NCCL_COLLNET_ENABLE")
     return NcclEnv(algorithms=algos, protocols=protos, collnet=collnet, nvls=nvls,
-                   min_channels=lo, max_channels=hi, qps=qps, no_effect=quiet)
+                   min_channels=lo, max_channels=hi, qps=qps, no_effect=quiet,
+                   ctas=(bounds.get("NCCL_MIN_CTAS"), bounds.get("NCCL_MAX_CTAS")))

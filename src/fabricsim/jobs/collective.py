@@ -371,6 +371,8 @@ class BenchReport:
                        "in order); --proto or NCCL_PROTO overrides it")
         if env.no_effect:
             out.append(f"{', '.join(env.no_effect)}: set, without effect on time")
+        if note := env.nvls_note([r.algorithm for rows in self.rows.values() for r in rows]):
+            out.append(note)
         if self.job.select == "nccl":
             from fabricsim.collectives.nccl_model import release_note
 
