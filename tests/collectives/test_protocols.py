@@ -108,7 +108,9 @@ def test_simple_nvlink_share_lower_on_nvlink5_only() -> None:
     blackwell = simple.eff_array(build_cluster("hgx-b200", 1))[i]
     rubin = simple.eff_array(build_cluster("vera-rubin-nvl144", 1))[i]
     assert hopper == ampere == pytest.approx(simple.efficiency["nvlink"])
-    assert blackwell == pytest.approx(0.92 * hopper)
+    share = simple.nvlink_scale["nvlink5"]   # the fit (test_heldout keeps it the fit)
+    assert 0.85 <= share < 1.0
+    assert blackwell == pytest.approx(share * hopper)
     assert rubin == blackwell
     assert ll128.eff_array(build_cluster("hgx-b200", 1))[i] == pytest.approx(
         0.92 * blackwell, rel=0.01)
