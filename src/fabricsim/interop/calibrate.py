@@ -297,46 +297,74 @@ def _fit(pts: list[_Point], fit_idx: list[int], held_idx: list[int],
 
     x0 = np.ones(len(active))
 
-    def objective(x: np.ndarray) -> np.ndarray:
-        # a weak prior at 1 (the published calibration): factors the rows cannot
-        # determine stay near it instead of wandering off to the bounds
-        return np.concatenate([resid(x, fit_idx), PRIOR * np.log(x)])
+    def solve(free: list[int]) -> tuple[np.ndarray, dict[str, float]]:
+        """Least squares over the factors ``free`` (indices into ``active``), the others
+        held at 1; the fitted factors and their standard errors."""
+        def objective(y: np.ndarray) -> np.ndarray:
+            x = x0.copy()
+            x[free] = y
+            # a weak prior at 1 (the published calibration): factors the rows cannot
+            # determine stay near it instead of wandering off to the bounds
+            return np.concatenate([resid(x, fit_idx), PRIOR * np.log(y)])
 
-    sol = least_squares(objective, x0, bounds=(0.2, 5.0), diff_step=0.02,
-                        max_nfev=max_evaluations)
-    x = np.array(sol.x, dtype=np.float64)
+        sol = least_squares(objective, np.ones(len(free)), bounds=(0.2, 5.0),
+                            diff_step=0.02, max_nfev=max_evaluations)
+        x = x0.copy()
+        x[free] = sol.x
+        err: dict[str, float] = {}
+        dof = max(len(fit_idx) - len(free), 1)
+        try:
+            cov = np.linalg.pinv(sol.jac.T @ sol.jac) * float(sol.fun @ sol.fun) / dof
+            err = {active[j]: float(math.sqrt(max(cov[i, i], 0.0)))
+                   for i, j in enumerate(free)}
+        except np.linalg.LinAlgError:  # pragma: no cover - pinv does not raise in practice
+            err = {}
+        return x, err
+
+    # a factor the rows do not determine is left at 1: its fitted value is noise, and
+    # writing it would change the model for no reason; the others are fitted again with
+    # it held there, since their values fitted beside it only hold beside it (one pinned
+    # at a bound, or an efficiency past the line rate where it stops having an effect, is
+    # not loose: the rows push it past what is allowed, which the hardware check reports)
+    free = list(range(len(active)))
+    stderr: dict[str, float] = {}
+    loose: tuple[str, ...] = ()
+    x = x0.copy()
+    while free:
+        x, err = solve(free)
+        stderr.update(err)
+        pinned = {active[j] for j in free if min(abs(x[j] - 0.2), abs(x[j] - 5.0)) < 1e-3
+                  or (active[j].endswith(".efficiency") and x[j] > 1.0 + EFFICIENCY_SLACK)}
+        now = tuple(active[j] for j in free
+                    if err.get(active[j], 0.0) > LOOSE and active[j] not in pinned)
+        if not now:
+            break
+        loose += now
+        free = [j for j in free if active[j] not in now]
+        x = x0.copy()
     for i, k in enumerate(active):  # a share of the published efficiency: at most 1
         if k.endswith(".efficiency") and 1.0 < x[i] <= 1.0 + EFFICIENCY_SLACK:
             notes.append(f"{k} fitted {x[i]:.3f}, above the published efficiency by "
                          f"less than the {EFFICIENCY_SLACK:.0%} allowed for noise: held at "
                          f"1.0")
             x[i] = 1.0
-    stderr: dict[str, float] = {}
-    dof = max(len(fit_idx) - len(active), 1)
-    try:
-        jac = sol.jac
-        cov = np.linalg.pinv(jac.T @ jac) * float(sol.fun @ sol.fun) / dof
-        stderr = {k: float(math.sqrt(max(cov[i, i], 0.0))) for i, k in enumerate(active)}
-    except np.linalg.LinAlgError:  # pragma: no cover - pinv does not raise in practice
-        stderr = {}
-    # a factor the rows do not determine is left at 1: its fitted value is noise, and
-    # writing it would change the model for no reason
-    # (one pinned at a bound, or an efficiency past the line rate where it stops having
-    # an effect, is not loose: the rows push it past what is allowed, which the hardware
-    # check reports)
-    pinned = {k for i, k in enumerate(active) if min(abs(x[i] - 0.2), abs(x[i] - 5.0)) < 1e-3
-              or (k.endswith(".efficiency") and x[i] > 1.0 + EFFICIENCY_SLACK)}
-    loose = tuple(k for k in active if stderr.get(k, 0.0) > LOOSE and k not in pinned)
-    for i, k in enumerate(active):
-        if k in loose:
-            x[i] = 1.0
-    factors = dict(zip(active, (float(v) for v in x), strict=True))
-
     def med(idx: list[int], x: np.ndarray) -> float:
         if not idx:
             return math.nan
         r = resid(x, idx)
         return float(statistics.median(abs(math.expm1(v)) for v in r))
+
+    # least squares weighs the rows' squares: one row far off can carry a factor that
+    # leaves the typical row further off than before. Such a fit is not a calibration of
+    # the cluster: the factors stay at 1 and the logs are said to determine none of them.
+    moved = [k for i, k in enumerate(active) if x[i] != 1.0]
+    if moved and med(fit_idx, x) > med(fit_idx, x0):
+        notes.append(f"fitting {', '.join(moved)} left the rows' median error higher "
+                     f"({med(fit_idx, x0):.1%} -> {med(fit_idx, x):.1%}): a few rows pull "
+                     f"it, the others disagree; not a calibration of this cluster")
+        loose += tuple(moved)
+        x = x0.copy()
+    factors = dict(zip(active, (float(v) for v in x), strict=True))
 
     return CalibrationResult(
         system=system, factors=factors, stderr=stderr, fitted_rows=len(fit_idx),
