@@ -296,9 +296,17 @@ def tuning_hardware(fabric: Fabric) -> tuple[str, str]:
 #   hops fitted to 0.54 and LL's efficiency to 0.33: the -g 8 rows' flat 35-45 us from
 #   1 KiB to 1 MiB was read as launches; as the host's floor it leaves LL's own time
 #   to the rows' rise from there. NCCL's ordering of the two hops (LL below LL128) holds.
-# net / pcie / sharp hops and ll/ll128 net efficiencies: no reference rows resolve them;
-#   they keep NCCL's ordering (network hops dearer than NVLink) and are assumptions; the
-#   held-out two-server rows check them (docs/collectives.md).
+# net / pcie / sharp hops and LL's net efficiency: no reference rows resolve them; they
+#   keep NCCL's ordering (network hops dearer than NVLink) and are assumptions; the
+#   held-out rows of several servers check them (docs/collectives.md).
+# ll128 on the GPU-NIC PCIe link and the network: 0.92 of Simple's (0.736, 0.889), NCCL's
+#   own rating of LL128 against Simple (busBw * 0.92 for a ring, 120/128 of a line for a
+#   tree across nodes, src/graph/tuning.cc), as on NVLink. It was an assumed 0.452 / 0.604
+#   until 2026-11-30: NCCL's rating, measured then on 32 sources, made Together's 64-B200
+#   rings (124 rows) worse and was left; on 77 sources (the 45 vendored that day) it is
+#   better nearly everywhere, held out: several servers' bandwidth 12.6 -> 11.8 %, EFA
+#   19.0 -> 15.0 %, NVLink racks 13.9 -> 11.0 %, RoCE 9.9 -> 9.1 %, rings with LL128
+#   across servers 25 -> 20 %, latencies 17.3 -> 17.4 % (the crossing cost refits to 1.0).
 # sharp efficiency: no SHARP measurement in the reference data; taken equal to the network
 #   efficiency (assumption, stated in docs/collectives.md).
 # net / sharp efficiencies leave out packet framing, which eff_array() multiplies in per
@@ -323,17 +331,22 @@ def tuning_hardware(fabric: Fabric) -> tuple[str, str]:
 #   0.75 until a tree's steps inside a server cost NCCL's tree rate (collectives.tree), when
 #   every source, and every source left out, gives 1.0; 1.0 until 647 rows of 45 more
 #   sources were vendored (2026-11-30: 48 sources of several servers where there were
-#   24), when every source, and every source left out, gives 0.75 again.
+#   24), when every source, and every source left out, gives 0.75 again; 0.75 until LL128
+#   ran at NCCL's rating across the network (below), when every source gives 1.0 (and 46
+#   of the 48 left out; 0.5 and 0.75 without the other two).
 #   Which part of a crossing grows with the channels (proxy posts, NIC doorbells,
 #   completions) is not resolved.
 _LAUNCH = 8.71e-6
 _LAUNCH_PER_GPU = 4.81e-6
 _NVLS_GEN4 = 0.728
-_CROSSING = 0.75e-6
+_CROSSING = 1.0e-6
 _SIMPLE_NVLINK_HOP = 5.96e-6
 _NVLS_HOP = 4.07e-6
 _SIMPLE_NVLINK5 = 0.90
 _LL128_AMPERE = 0.616
+_SIMPLE_PCIE = 0.80
+_SIMPLE_NET = 0.966
+_LL128_OF_SIMPLE = 0.92
 PROTOCOLS: dict[str, Protocol] = {
     "ll": Protocol(
         name="ll",
@@ -348,8 +361,9 @@ PROTOCOLS: dict[str, Protocol] = {
         name="ll128",
         hop_latency={"nvlink": 2.52e-6, "pcie": 3.3e-6, "net": 5.8e-6, "nvls": 0.54e-6,
                      "sharp": 5.8e-6},
-        efficiency={"nvlink": 0.75, "pcie": 0.452, "net": 0.604, "nvls": 0.40,
-                    "sharp": 0.604},
+        efficiency={"nvlink": 0.75, "pcie": _LL128_OF_SIMPLE * _SIMPLE_PCIE,
+                    "net": _LL128_OF_SIMPLE * _SIMPLE_NET, "nvls": 0.40,
+                    "sharp": _LL128_OF_SIMPLE * _SIMPLE_NET},
         launch=_LAUNCH, launch_per_gpu=_LAUNCH_PER_GPU,
         nvlink_scale={"nvlink3": _LL128_AMPERE, "nvlink5": _SIMPLE_NVLINK5},
         crossing_per_channel=_CROSSING, thread_bytes=640 * 8,
@@ -359,8 +373,8 @@ PROTOCOLS: dict[str, Protocol] = {
         hop_latency={"nvlink": _SIMPLE_NVLINK_HOP, "pcie": 8.83e-6, "net": 12.5e-6,
                      "nvls": _NVLS_HOP,
                      "sharp": 12.5e-6},
-        efficiency={"nvlink": 0.821, "pcie": 0.80, "net": 0.966, "nvls": 0.677,
-                    "sharp": 0.966},
+        efficiency={"nvlink": 0.821, "pcie": _SIMPLE_PCIE, "net": _SIMPLE_NET, "nvls": 0.677,
+                    "sharp": _SIMPLE_NET},
         launch=_LAUNCH, launch_per_gpu=_LAUNCH_PER_GPU, ramp_bytes=9.74e6, ramp_power=0.58,
         nvls_scale={"nvswitch-gen3": 1.0, "nvswitch-gen4": _NVLS_GEN4},
         nvlink_scale={"nvlink5": _SIMPLE_NVLINK5},
