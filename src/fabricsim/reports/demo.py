@@ -119,6 +119,7 @@ MOE_KERNELS = ("deepep", "deepep-ll", "nccl")
 
 def section_moe(ctx: DemoContext) -> None:
     """Section 3: MoE expert dispatch and combine on each fabric, per kernel family."""
+    from fabricsim.collectives.ep import ep_heldout
     from fabricsim.plots.ep import plot_ep
 
     ctx.step("MoE dispatch/combine")
@@ -128,12 +129,16 @@ def section_moe(ctx: DemoContext) -> None:
                                      node_limit=4)
         rows_by[label] = jobs.run(job, ctx.fabrics[label]).rows
     ctx.heading("MoE expert parallelism on 256 GPUs")
+    fams = ep_heldout()["families"]
+    held = ", ".join(f"{name} ± {fams[k]['median'] * 100:.0f} %"
+                     for k, name in (("deepep", "DeepEP normal"),
+                                     ("deepep-ll", "low-latency")) if k in fams)
     ctx.add("DeepSeek-V3's MoE layer (4,096 tokens per rank, top-8 of 256 experts, FP8 "
             "dispatch, BF16 combine, node-limited routing) moved by DeepEP's normal and "
             "low-latency kernels and by NCCL's all-to-all, each as its published design "
-            "(docs/ep.md; held-out error 11.7 % on 179 published figures). Run the same with "
-            "`fabricsim bench ep --system dgx-h100 --nodes 32 --ep 8,64,256 --node-limit "
-            "4`.", "")
+            f"(docs/ep.md; median held-out error on published figures: {held}). Run the "
+            "same with `fabricsim bench ep --system dgx-h100 --nodes 32 --ep 8,64,256 "
+            "--node-limit 4`.", "")
     table: list[list[object]] = []
     for label, rows in rows_by.items():
         for r in rows:
