@@ -357,17 +357,23 @@ def _fit(pts: list[_Point], fit_idx: list[int], held_idx: list[int],
     # least squares weighs the rows' squares: one row far off can carry a factor that
     # leaves the typical row further off than before. Such a fit is not a calibration of
     # the cluster: the factors stay at 1 and the logs are said to determine none of them.
+    # (each median simulates its rows, so each is computed once; at every factor 1 the
+    # rows' error is the error before)
     moved = [k for i, k in enumerate(active) if x[i] != 1.0]
-    if moved and med(fit_idx, x) > med(fit_idx, x0):
+    before = med(fit_idx, x0)
+    after = med(fit_idx, x) if moved else before
+    if moved and after > before:
         notes.append(f"fitting {', '.join(moved)} left the rows' median error higher "
-                     f"({med(fit_idx, x0):.1%} -> {med(fit_idx, x):.1%}): a few rows pull "
-                     f"it, the others disagree; not a calibration of this cluster")
+                     f"({before:.1%} -> {after:.1%}): a few rows pull it, the others "
+                     f"disagree; not a calibration of this cluster")
         loose += tuple(moved)
-        x = x0.copy()
+        x, after, moved = x0.copy(), before, []
     factors = dict(zip(active, (float(v) for v in x), strict=True))
+    held_before = med(held_idx, x0)
 
     return CalibrationResult(
         system=system, factors=factors, stderr=stderr, fitted_rows=len(fit_idx),
-        held_out_rows=len(held_idx), fit_error_before=med(fit_idx, x0),
-        fit_error_after=med(fit_idx, x), held_out_error_before=med(held_idx, x0),
-        held_out_error_after=med(held_idx, x), notes=tuple(notes), undetermined=loose)
+        held_out_rows=len(held_idx), fit_error_before=before, fit_error_after=after,
+        held_out_error_before=held_before,
+        held_out_error_after=med(held_idx, x) if moved else held_before,
+        notes=tuple(notes), undetermined=loose)
