@@ -8,9 +8,10 @@ line per row, then one per kernel family and one overall.
 The only constant fitted is each family's fixed cost per call
 (:data:`fabricsim.collectives.ep.KERNEL_OVERHEAD_S`). It is reported leave-one-source-out:
 for each source, the cost is the median residual time of the *other* sources' rows of the
-family (none left: no fixed cost beyond the schedule's own latency), and that
-source's rows are predicted with it. ``--in-sample`` prints the all-source fit instead
-(the figures the shipped constants come from), labelled as such.
+family, and that source's rows are predicted with it. A cost is fitted only where at least
+:data:`MIN_SOURCES` sources measure the family (else: no fixed cost beyond the schedule's
+own latency), so no one source decides a shipped constant. ``--in-sample`` prints the
+all-source fit instead (the figures the shipped constants are), labelled as such.
 
 A bandwidth figure is compared as the time it implies: the bytes the family's own
 convention counts (from the same routing) over the published bandwidth.
@@ -76,12 +77,20 @@ def model_rows() -> list[dict[str, Any]]:
     return out
 
 
+#: Fewest sources measuring a family for its fixed cost to be fitted.
+MIN_SOURCES = 2
+
+
 def fit(rows: list[dict[str, Any]]) -> dict[str, float]:
-    """Each family's fixed cost (µs): the median residual of its rows, at least 0."""
+    """Each family's fixed cost (µs): the median residual of its rows, at least 0, for
+    the families :data:`MIN_SOURCES` sources or more measure (``"*"``: the others, 0)."""
     fams: dict[str, list[float]] = {}
+    srcs: dict[str, set[str]] = {}
     for r in rows:
         fams.setdefault(r["kernel"], []).append(r["meas_us"] - r["t0_us"])
-    out = {k: max(statistics.median(v), 0.0) for k, v in fams.items()}
+        srcs.setdefault(r["kernel"], set()).add(r["source"])
+    out = {k: max(statistics.median(v), 0.0) for k, v in fams.items()
+           if len(srcs[k]) >= MIN_SOURCES}
     out["*"] = 0.0  # a family no other source measures: the schedule's latency alone
     return out
 

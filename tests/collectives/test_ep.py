@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import statistics
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -150,17 +151,38 @@ def test_capacity_factor_drops_and_pads() -> None:
     assert e.value.field == "--pad-to-capacity"
 
 
-def test_shipped_heldout_table_is_what_the_model_gives_now() -> None:
+@pytest.fixture(scope="module")
+def ep_rows() -> tuple[Any, list[dict[str, Any]]]:
+    from benchmark_module import load
+
+    b = load("accuracy_ep")
+    return b, b.model_rows()
+
+
+def test_shipped_heldout_table_is_what_the_model_gives_now(
+        ep_rows: tuple[Any, list[dict[str, Any]]]) -> None:
     """``bench ep_*`` prints the band of src/fabricsim/collectives/ep_heldout.json; it must
     be what benchmarks/accuracy_ep.py computes from the model as it is (rewrite it with
     ``python benchmarks/accuracy_ep.py --write`` when a change moves it)."""
     import json
 
-    from benchmark_module import load
-
     from fabricsim.collectives.ep import ep_heldout
 
-    b = load("accuracy_ep")
-    rows = b.model_rows()
+    b, rows = ep_rows
     table = b.table_of(rows, b.held_out_errors(rows))
     assert json.loads(json.dumps(table)) == ep_heldout()
+
+
+def test_library_fixed_costs_are_the_fit_on_every_source(
+        ep_rows: tuple[Any, list[dict[str, Any]]]) -> None:
+    """What ``bench ep_*`` and the training model use is each family's cost fitted on all
+    its sources, and none where fewer than two sources measure the family (as its
+    held-out figures are computed): no one source decides a shipped constant."""
+    from fabricsim.collectives.ep import KERNEL_OVERHEAD_S
+
+    b, rows = ep_rows
+    fit = b.fit(rows)
+    for fam in ("deepep", "hybridep", "deepep-ll", "nvlink-onesided"):
+        assert KERNEL_OVERHEAD_S[fam] * 1e6 == pytest.approx(fit.get(fam, 0.0), abs=0.05)
+    assert "hybridep" not in fit and "nvlink-onesided" not in fit
+    assert fit["deepep"] > 100 and fit["deepep-ll"] > 5
