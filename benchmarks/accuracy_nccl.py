@@ -697,9 +697,13 @@ def heldout_table(cs: list[Case], errors: list[float]) -> dict[str, Any]:
         ch = choose(c)
         by_choice.setdefault(choice_group(fab, c.collective, c.nbytes, ch.algorithm,
                                           ch.protocol), []).append((e, c.source))
-        local.setdefault(local_key(preset, fab.info.servers, kind), []).append(
+        # across servers, the system as run: a row whose NICs differ from its preset's
+        # speaks for that variant (its own name), not for the preset a user's question
+        # builds; on one server the NICs carry nothing
+        as_run = c.system if fab.info.servers > 1 else preset
+        local.setdefault(local_key(as_run, fab.info.servers, kind), []).append(
             (e, c.source, c.nbytes))
-        local_sizes.setdefault(local_key(preset, fab.info.servers, kind,
+        local_sizes.setdefault(local_key(as_run, fab.info.servers, kind,
                                          size_band_of(c.nbytes)), []).append(
             (e, c.source, c.nbytes))
 

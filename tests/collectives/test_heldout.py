@@ -109,6 +109,19 @@ def test_a_thin_group_borrows_its_kind_over_all_scopes() -> None:
     assert b.label().startswith("± ")
 
 
+def test_local_rows_are_those_of_the_nics_as_run() -> None:
+    # three A100 servers with four 200G NICs each (nccl-tests#119) do not speak for the
+    # eight-NIC preset a user builds: their -27 % is the 4-NIC variant's
+    t = heldout()["local"]
+    assert "dgx-a100-4x200g|3|bandwidth" in t and "dgx-a100|3|bandwidth" not in t
+    near = local_evidence(build_cluster("dgx-a100", 3), "all_reduce", 124 * 2**20)
+    assert near is None or (near.system == "dgx-a100" and near.servers != 3)
+    assert local_warning(build_cluster("dgx-a100", 3), "all_reduce", 124 * 2**20) is None
+    # on one server the NICs carry nothing: a NIC variant's rows count for its preset
+    assert not any(k.split("|")[1] == "1" and k.startswith("gb300-nvl72-") for k in t)
+    assert t["gb300-nvl72|1|bandwidth"]["rows"] > 15
+
+
 def test_envelope_names_what_is_missing() -> None:
     assert envelope_warning(build_cluster("dgx-h100", 4), [2**20, 2**33]) is None
     far = envelope_warning(build_cluster("dgx-h100", 64), [2**30])
