@@ -517,6 +517,41 @@ def nvlink5_fit(cs: list[Case]) -> dict[str, Any]:
     return {"all": every, "loso": loso, "sources": len(loso), "rows": len(rows)}
 
 
+#: Values among which the leave-one-source-out check picks LL128's factor on NVLink 3.
+AMPERE_LL128_GRID: tuple[float, ...] = (0.5, 0.55, 0.6, 0.616, 0.65, 0.7, 0.75, 0.8)
+
+
+def ampere_ll128_rows(cs: list[Case]) -> list[int]:
+    """Indices into ``cs`` of held-out rows on A100 GPUs (NVLink 3) where NCCL's choice
+    runs LL128: one server or several."""
+    from fabricsim.protocols import tuning_hardware
+
+    return [i for i in held_out(cs)
+            if tuning_hardware(fabric_of(cs[i]))[1] == "nvlink3"
+            and choose(cs[i]).protocol == "ll128"]
+
+
+def ampere_ll128_fit(cs: list[Case]) -> dict[str, Any]:
+    """LL128's factor on NVLink 3 (``Protocol.nvlink_scale["nvlink3"]``, fitted on one
+    source's one-server rows) checked on :func:`ampere_ll128_rows` of the held-out
+    sources: the value of :data:`AMPERE_LL128_GRID` that fits them all best, and each
+    source left out in turn (the loss as in :func:`crossing_fit`)."""
+    from fabricsim import protocols
+    from fabricsim.backends.analytic import AnalyticBackend
+
+    rows = ampere_ll128_rows(cs)
+    shared = AnalyticBackend()
+    errs = {}
+    for v in AMPERE_LL128_GRID:
+        out = dict(protocols.PROTOCOLS)
+        p = out["ll128"]
+        out["ll128"] = p.scaled(nvlink_scale={**dict(p.nvlink_scale), "nvlink3": v})
+        t = Tuner(out, backend=shared)
+        errs[v] = {i: rel_error(cs[i], predict(cs[i], t)) for i in rows}
+    every, loso = grid_fit(cs, rows, errs)
+    return {"all": every, "loso": loso, "sources": len(loso), "rows": len(rows)}
+
+
 def heldout_errors(cs: list[Case]) -> tuple[list[float], dict[str, Any]]:
     """Every row's error as the held-out table counts it: the library's model, except that
     a row of several servers is predicted with the crossing cost fitted without its source
@@ -772,6 +807,11 @@ def main(argv: list[str] | None = None) -> int:
         "library": PROTOCOLS["simple"].nvlink_scale.get("nvlink5", 1.0),
         "fitted_on_every_source": nv5["all"], "sources": nv5["sources"],
         "rows": nv5["rows"], "left_out": nv5["loso"]}}))
+    amp = ampere_ll128_fit(every)
+    print(json.dumps({"ll128_nvlink3_factor": {
+        "library": PROTOCOLS["ll128"].nvlink_scale.get("nvlink3", 1.0),
+        "fitted_on_held_out_sources": amp["all"], "sources": amp["sources"],
+        "rows": amp["rows"], "left_out": amp["loso"]}}))
     print(json.dumps({"per_source": per_source(every, errors)}))
     table = heldout_table(every, errors)
     print(json.dumps({"held_out": table["groups"]}))

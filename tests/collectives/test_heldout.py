@@ -75,6 +75,20 @@ def test_library_nvlink5_share_is_the_fit_on_every_source(fitted: Fitted) -> Non
     assert all(abs(v - nv5["all"]) <= 0.04 for v in nv5["loso"].values())
 
 
+def test_ampere_ll128_factor_is_not_one_sources(fitted: Fitted) -> None:
+    # LL128's factor on NVLink 3 was fitted on one source's one-server rows (Azure's ND
+    # A100 v4); on the A100 rows of the held-out sources where LL128 runs it must be
+    # what they give too, with any one of them left out
+    from fabricsim.protocols import PROTOCOLS
+
+    b, cs, _, _ = fitted
+    amp = b.ampere_ll128_fit(cs)
+    lib = PROTOCOLS["ll128"].nvlink_scale["nvlink3"]
+    assert amp["sources"] >= 5 and amp["rows"] >= 30
+    assert abs(amp["all"] - lib) <= 0.02
+    assert all(abs(v - lib) <= 0.07 for v in amp["loso"].values())
+
+
 def test_shipped_table_is_what_the_model_gives_now(
         computed: tuple[ModuleType, dict[str, Any]]) -> None:
     _, table = computed
