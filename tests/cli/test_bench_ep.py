@@ -121,6 +121,11 @@ def test_band_and_envelope_beside_every_result(capsys: pytest.CaptureFixture[str
     assert main(["bench", "ep_dispatch", "--system", "aws-p5", "--nodes", "2",
                  "--ep-kernel", "deepep-ll", "--tokens", "128"]) == 0
     assert "no published deepep-ll figure on aws-p5" in capsys.readouterr().out
+    # a family one source measures says so in the singular
+    assert main(["bench", "ep_dispatch", "--system", "dgx-h100", "--nodes", "2",
+                 "--ep-kernel", "hybridep", "--ep-kernel", "deepep-ll", "--tokens", "128"]) == 0
+    out = capsys.readouterr().out
+    assert "figures from 1 source)" in out and "figures from 3 sources)" in out
 
 
 @pytest.mark.parametrize("flag", [["-b", "1M"], ["-d", "half"], ["--algo", "ring"],

@@ -417,9 +417,10 @@ def register(app: typer.Typer) -> None:
             for g in report.accuracy():
                 # which way the figures of NCCL's choice have erred
                 lean = f"{g['lean']}; " if g["by"] == "choice" else ""
+                src = "source" if g["sources"] == 1 else "sources"
                 typer.echo(f"# accuracy, {g['group']}: \u00b1 {g['median'] * 100:.0f} % "
                            f"(median held-out error; p90 {g['p90'] * 100:.0f} %; {lean}"
-                           f"{g['rows']} published rows from {g['sources']} sources)")
+                           f"{g['rows']} published rows from {g['sources']} {src})")
             why = report.limit(fab)
             if why:
                 typer.echo(f"# limit: {why}")
@@ -533,9 +534,10 @@ def _bench_ep(collective: str, scenario: Any, cluster: Any, backend: str | None,
                    "to every server its tokens reach (its own included); nvl = bytes a rank "
                    "receives; algbw = one copy per (token, expert)")
         for a in report.accuracy():
+            src = "source" if a["sources"] == 1 else "sources"
             typer.echo(f"# accuracy, {a['kernel']}: \u00b1 {a['median'] * 100:.0f} % (median "
                        f"held-out error; p90 {a['p90'] * 100:.0f} %; {a['rows']} published "
-                       f"figures from {a['sources']} sources)")
+                       f"figures from {a['sources']} {src})")
         for w in report.warnings:
             typer.echo(f"# warning: {w}")
     if plot is not None:
