@@ -2,16 +2,18 @@
 
 Runs every row of data/reference/ep_kernels.csv (DeepEP's V1 and V2 READMEs, NVIDIA's
 HybridEP document, TensorRT-LLM's one-sided NVLink all-to-all blog, NCCL EP's README,
-pplx-garden's comparison) with :func:`fabricsim.collectives.ep.run_ep` and prints one JSON
-line per row, then one per kernel family and one overall.
+pplx-garden's comparison, FlashInfer's benchmark of the one-sided all-to-all) with
+:func:`fabricsim.collectives.ep.run_ep` and prints one JSON line per row, then one per
+kernel family and one overall.
 
 The only constant fitted is each family's fixed cost per call
 (:data:`fabricsim.collectives.ep.KERNEL_OVERHEAD_S`). It is reported leave-one-source-out:
 for each source, the cost is the median residual time of the *other* sources' rows of the
-family, and that source's rows are predicted with it. A cost is fitted only where at least
-:data:`MIN_SOURCES` sources measure the family (else: no fixed cost beyond the schedule's
-own latency), so no one source decides a shipped constant. ``--in-sample`` prints the
-all-source fit instead (the figures the shipped constants are), labelled as such.
+family (none left: no fixed cost beyond the schedule's own latency), and that source's rows
+are predicted with it. The shipped cost is fitted only where at least :data:`MIN_SOURCES`
+sources measure the family (else: none), so no one source decides a shipped constant.
+``--in-sample`` prints the all-source fit instead (the figures the shipped constants
+are), labelled as such.
 
 A bandwidth figure is compared as the time it implies: the bytes the family's own
 convention counts (from the same routing) over the published bandwidth.
@@ -81,16 +83,19 @@ def model_rows() -> list[dict[str, Any]]:
 MIN_SOURCES = 2
 
 
-def fit(rows: list[dict[str, Any]]) -> dict[str, float]:
+def fit(rows: list[dict[str, Any]], min_sources: int = MIN_SOURCES) -> dict[str, float]:
     """Each family's fixed cost (µs): the median residual of its rows, at least 0, for
-    the families :data:`MIN_SOURCES` sources or more measure (``"*"``: the others, 0)."""
+    the families ``min_sources`` sources or more measure (``"*"``: the others, 0). What
+    ships is the fit on every source with :data:`MIN_SOURCES`; a held-out fold fits on
+    whatever sources remain (``min_sources=1``), as any constant is refitted without the
+    source it predicts."""
     fams: dict[str, list[float]] = {}
     srcs: dict[str, set[str]] = {}
     for r in rows:
         fams.setdefault(r["kernel"], []).append(r["meas_us"] - r["t0_us"])
         srcs.setdefault(r["kernel"], set()).add(r["source"])
     out = {k: max(statistics.median(v), 0.0) for k, v in fams.items()
-           if len(srcs[k]) >= MIN_SOURCES}
+           if len(srcs[k]) >= min_sources}
     out["*"] = 0.0  # a family no other source measures: the schedule's latency alone
     return out
 
@@ -113,7 +118,7 @@ def predictions(rows: list[dict[str, Any]], in_sample: bool = False
     published)."""
     full = fit(rows) if in_sample else {}
     for src in sorted({r["source"] for r in rows}):
-        costs = full if in_sample else fit([r for r in rows if r["source"] != src])
+        costs = full if in_sample else fit([r for r in rows if r["source"] != src], 1)
         for r in rows:
             if r["source"] == src:
                 o = costs.get(r["kernel"], costs["*"])

@@ -177,12 +177,18 @@ def test_library_fixed_costs_are_the_fit_on_every_source(
         ep_rows: tuple[Any, list[dict[str, Any]]]) -> None:
     """What ``bench ep_*`` and the training model use is each family's cost fitted on all
     its sources, and none where fewer than two sources measure the family (as its
-    held-out figures are computed): no one source decides a shipped constant."""
+    held-out figures are computed): no one source decides a shipped constant. A held-out
+    fold fits on the sources left (one-sided NVLink: each of its two sources predicted
+    from the other's cost)."""
     from fabricsim.collectives.ep import KERNEL_OVERHEAD_S
 
     b, rows = ep_rows
     fit = b.fit(rows)
     for fam in ("deepep", "hybridep", "deepep-ll", "nvlink-onesided"):
         assert KERNEL_OVERHEAD_S[fam] * 1e6 == pytest.approx(fit.get(fam, 0.0), abs=0.05)
-    assert "hybridep" not in fit and "nvlink-onesided" not in fit
+    assert "hybridep" not in fit and "nvlink-onesided" in fit
     assert fit["deepep"] > 100 and fit["deepep-ll"] > 5
+    one = [r for r in rows if r["kernel"] == "nvlink-onesided"]
+    for src in {r["source"] for r in one}:
+        rest = b.fit([r for r in rows if r["source"] != src], 1)
+        assert 5 < rest["nvlink-onesided"] < 20  # the other source alone gives a cost
