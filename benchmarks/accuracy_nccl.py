@@ -412,6 +412,21 @@ def fit(cs: list[Case]) -> Tuner:  # pragma: no cover - calibration tool
 CROSSING_GRID_US: tuple[float, ...] = tuple(round(0.25 * i, 2) for i in range(13))
 
 
+def grid_errors(cs: list[Case], rows: list[int], values: tuple[float, ...],
+                tuner_of: Any) -> dict[float, dict[int, float]]:
+    """Each of ``rows``' error (index into ``cs`` -> error) under ``tuner_of(value, backend)``
+    for every trial value: one shared analytic backend routes each schedule once for all
+    of them."""
+    from fabricsim.backends.analytic import AnalyticBackend
+
+    shared = AnalyticBackend()
+    errs: dict[float, dict[int, float]] = {}
+    for v in values:
+        t = tuner_of(v, shared)
+        errs[v] = {i: rel_error(cs[i], predict(cs[i], t)) for i in rows}
+    return errs
+
+
 def crossing_fit(cs: list[Case]) -> dict[str, Any]:
     """The crossing cost per channel, fitted on the rows of several servers of every
     source (:data:`CROSSING_GRID_US`; loss: each source's median absolute log error,
@@ -423,16 +438,11 @@ def crossing_fit(cs: list[Case]) -> dict[str, Any]:
     (``errors``)."""
     multi = [i for i, c in enumerate(cs)
              if not c.secondary and fabric_of(c).info.servers > 1]
-    from fabricsim.backends.analytic import AnalyticBackend
-
-    shared = AnalyticBackend()  # one routing of each schedule for every trial value
-    errs: dict[float, dict[int, float]] = {}
     from fabricsim.protocols import PROTOCOLS
 
     nvlink5 = PROTOCOLS["simple"].nvlink_scale.get("nvlink5", 1.0)
-    for us in CROSSING_GRID_US:
-        t = _tuner(us, nvlink5, shared)
-        errs[us] = {i: rel_error(cs[i], predict(cs[i], t)) for i in multi}
+    errs = grid_errors(cs, multi, CROSSING_GRID_US,
+                       lambda us, backend: _tuner(us, nvlink5, backend))
     every, loso = grid_fit(cs, multi, errs)
     return {"all_us": every, "loso_us": loso, "sources": len(loso),
             "errors": {i: errs[loso[cs[i].source]][i] for i in multi}}
@@ -503,16 +513,12 @@ def nvlink5_fit(cs: list[Case]) -> dict[str, Any]:
     """Simple's share of NVLink 5 (:data:`NVLINK5_GRID`) fitted on :func:`nvlink5_rows`
     of every source, and with each source left out in turn; the loss as in
     :func:`crossing_fit` (each source's median absolute log error, summed)."""
-    from fabricsim.backends.analytic import AnalyticBackend
     from fabricsim.protocols import PROTOCOLS
 
     rows = nvlink5_rows(cs)
     lib_us = PROTOCOLS["simple"].crossing_per_channel * 1e6
-    shared = AnalyticBackend()
-    errs = {}
-    for v in NVLINK5_GRID:
-        t = _tuner(lib_us, v, shared)
-        errs[v] = {i: rel_error(cs[i], predict(cs[i], t)) for i in rows}
+    errs = grid_errors(cs, rows, NVLINK5_GRID,
+                       lambda v, backend: _tuner(lib_us, v, backend))
     every, loso = grid_fit(cs, rows, errs)
     return {"all": every, "loso": loso, "sources": len(loso), "rows": len(rows)}
 
@@ -537,17 +543,15 @@ def ampere_ll128_fit(cs: list[Case]) -> dict[str, Any]:
     sources: the value of :data:`AMPERE_LL128_GRID` that fits them all best, and each
     source left out in turn (the loss as in :func:`crossing_fit`)."""
     from fabricsim import protocols
-    from fabricsim.backends.analytic import AnalyticBackend
 
-    rows = ampere_ll128_rows(cs)
-    shared = AnalyticBackend()
-    errs = {}
-    for v in AMPERE_LL128_GRID:
+    def tuner_of(v: float, backend: Any) -> Tuner:
         out = dict(protocols.PROTOCOLS)
         p = out["ll128"]
         out["ll128"] = p.scaled(nvlink_scale={**dict(p.nvlink_scale), "nvlink3": v})
-        t = Tuner(out, backend=shared)
-        errs[v] = {i: rel_error(cs[i], predict(cs[i], t)) for i in rows}
+        return Tuner(out, backend=backend)
+
+    rows = ampere_ll128_rows(cs)
+    errs = grid_errors(cs, rows, AMPERE_LL128_GRID, tuner_of)
     every, loso = grid_fit(cs, rows, errs)
     return {"all": every, "loso": loso, "sources": len(loso), "rows": len(rows)}
 
