@@ -118,7 +118,7 @@ def predictions(rows: list[dict[str, Any]], in_sample: bool = False
     published)."""
     full = fit(rows) if in_sample else {}
     for src in sorted({r["source"] for r in rows}):
-        costs = full if in_sample else fit([r for r in rows if r["source"] != src], 1)
+        costs = full if in_sample else fit([r for r in rows if r["source"] != src], min_sources=1)
         for r in rows:
             if r["source"] == src:
                 o = costs.get(r["kernel"], costs["*"])

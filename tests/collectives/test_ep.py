@@ -190,5 +190,5 @@ def test_library_fixed_costs_are_the_fit_on_every_source(
     assert fit["deepep"] > 100 and fit["deepep-ll"] > 5
     one = [r for r in rows if r["kernel"] == "nvlink-onesided"]
     for src in {r["source"] for r in one}:
-        rest = b.fit([r for r in rows if r["source"] != src], 1)
+        rest = b.fit([r for r in rows if r["source"] != src], min_sources=1)
         assert 5 < rest["nvlink-onesided"] < 20  # the other source alone gives a cost
