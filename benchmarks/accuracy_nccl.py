@@ -556,6 +556,91 @@ def ampere_ll128_fit(cs: list[Case]) -> dict[str, Any]:
     return {"all": every, "loso": loso, "sources": len(loso), "rows": len(rows)}
 
 
+#: Factors on LL's NVLink step (``Protocol.hop_scale["nvlink5"]``) among which
+#: :func:`blackwell_ll_fit` picks the one that fits Blackwell's LL rows in one NVLink domain.
+BLACKWELL_LL_GRID: tuple[float, ...] = (1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5)
+
+
+def blackwell_ll_rows(cs: list[Case]) -> list[int]:
+    """Indices into ``cs`` of held-out rows of one NVLink domain of Blackwell GPUs (NVLink 5:
+    an HGX board, a GB200/GB300 tray or several trays of one rack) where NCCL's choice
+    runs LL: no network step, so the crossing cost plays no part."""
+    from fabricsim.protocols import tuning_hardware
+
+    return [i for i in held_out(cs)
+            if fabric_of(cs[i]).info.servers == 1
+            and tuning_hardware(fabric_of(cs[i]))[1].startswith("nvlink5")
+            and choose(cs[i]).protocol == "ll"]
+
+
+def blackwell_ll_fit(cs: list[Case]) -> dict[str, Any]:
+    """What :func:`blackwell_ll_rows` say LL's NVLink step costs on Blackwell, as a factor
+    on the step fitted on 8-GPU Hopper and Ampere servers (the library's is 1: no factor):
+    the value of :data:`BLACKWELL_LL_GRID` that fits every source best, each source left
+    out in turn (the loss as in :func:`crossing_fit`), and each source's signed median
+    error with the library's step (``signed``). Reported, not applied: the rows disagree
+    on where the cost lies (docs/collectives.md, "Known gaps")."""
+    import statistics as st
+
+    from fabricsim import protocols
+
+    def tuner_of(v: float, backend: Any) -> Tuner:
+        out = dict(protocols.PROTOCOLS)
+        p = out["ll"]
+        out["ll"] = p.scaled(hop_scale={**dict(p.hop_scale), "nvlink5": v})
+        return Tuner(out, backend=backend)
+
+    rows = blackwell_ll_rows(cs)
+    errs = grid_errors(cs, rows, BLACKWELL_LL_GRID, tuner_of)
+    every, loso = grid_fit(cs, rows, errs)
+    lib = protocols.PROTOCOLS["ll"].hop_scale.get("nvlink5", 1.0)
+    by_src: dict[str, list[float]] = {}
+    for i in rows:
+        by_src.setdefault(cs[i].source, []).append(errs[lib][i] if lib in errs else 0.0)
+    return {"library": lib, "all": every, "loso": loso, "sources": len(loso),
+            "rows": len(rows),
+            "signed": {k: round(st.median(v), 3) for k, v in sorted(by_src.items())}}
+
+
+def ring_curves(cs: list[Case], errors: list[float]) -> list[dict[str, Any]]:
+    """Every held-out curve (one source, system, scale and collective; four sizes or more
+    from 1 MiB) where NCCL's choice is a ring with Simple, fitted as a fixed time plus
+    bytes over a rate (``t = a + S / bw``, least squares on relative residuals): its
+    ``intercept_us`` (a), ``algbw_gbs`` (bw), the largest relative residual of that
+    straight line (``linear_within``) and the model's signed median error on the curve's
+    rows of 32-128 MiB (``model_32_128MiB``; ``errors`` as :func:`heldout_errors` gives
+    them). Measured curves that fit a straight line say the ring's cost at mid size is a
+    fixed time, where the model's Simple ramp is a power law in the message size."""
+    import numpy as np
+
+    curves: dict[tuple[Any, ...], list[int]] = {}
+    for i in held_out(cs):
+        c = cs[i]
+        if c.measured_time_us is not None or c.nbytes < MIB or c.measured_busbw <= 0:
+            continue
+        ch = choose(c)
+        if (ch.algorithm, ch.protocol) != ("ring", "simple"):
+            continue
+        key = (c.source, c.system, c.nodes, c.collective, fabric_key(c))
+        curves.setdefault(key, []).append(i)
+    out: list[dict[str, Any]] = []
+    for (src, system, _, coll, _), idx in sorted(curves.items(), key=lambda kv: kv[0][:4]):
+        if len({cs[i].nbytes for i in idx}) < 4:
+            continue
+        n = fabric_of(cs[idx[0]]).n_gpus
+        size = np.array([cs[i].nbytes for i in idx])
+        t = size * busbw_factor(coll, n) / np.array([cs[i].measured_busbw for i in idx]) / 1e3
+        a_mat = np.vstack([np.ones_like(size), size]).T / t[:, None]
+        (a, b), *_ = np.linalg.lstsq(a_mat, np.ones_like(t), rcond=None)
+        mid = [errors[i] for i in idx if 32 * MIB <= cs[i].nbytes <= 128 * MIB]
+        out.append({"source": src, "system": system, "servers": fabric_of(cs[idx[0]]).info.servers,
+                    "collective": coll, "rows": len(idx), "intercept_us": round(float(a), 1),
+                    "algbw_gbs": round(1e-3 / float(b), 1) if b > 0 else None,
+                    "linear_within": round(float(np.abs((a + b * size) / t - 1).max()), 3),
+                    "model_32_128MiB": round(float(np.median(mid)), 3) if mid else None})
+    return out
+
+
 def heldout_errors(cs: list[Case]) -> tuple[list[float], dict[str, Any]]:
     """Every row's error as the held-out table counts it: the library's model, except that
     a row of several servers is predicted with the crossing cost fitted without its source
@@ -816,6 +901,13 @@ def main(argv: list[str] | None = None) -> int:
         "library": PROTOCOLS["ll128"].nvlink_scale.get("nvlink3", 1.0),
         "fitted_on_held_out_sources": amp["all"], "sources": amp["sources"],
         "rows": amp["rows"], "left_out": amp["loso"]}}))
+    bll = blackwell_ll_fit(every)
+    print(json.dumps({"ll_nvlink5_step_factor": {
+        "library": bll["library"], "fitted_on_held_out_sources": bll["all"],
+        "sources": bll["sources"], "rows": bll["rows"], "left_out": bll["loso"],
+        "signed_median_by_source": bll["signed"], "applied": False}}))
+    for curve in ring_curves(every, errors):
+        print(json.dumps({"ring_simple_curve": curve}))
     print(json.dumps({"per_source": per_source(every, errors)}))
     table = heldout_table(every, errors)
     print(json.dumps({"held_out": table["groups"]}))
