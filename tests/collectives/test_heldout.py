@@ -143,6 +143,8 @@ def test_no_fitted_source_counts_as_held_out(
     b, table = computed
     fitted = set(table["held_out_from"])
     assert "Azure/AI-benchmarking-guide Azure_Results/ND_H100_v5_results.md" in fitted
+    # the same pages vendored again among the published rows are fitted too
+    assert {"azure-aibg-nda100v4", "azure-aibg-ndh100v5"} <= fitted
     held = [c for c in b.all_cases() if c.source not in fitted and not c.secondary]
     assert sum(g["rows"] for k, g in table["groups"].items()
                if not k.startswith(("all scopes", "several", "one server, 1-16"))) == len(held)
@@ -296,8 +298,10 @@ TARGETS = [("several servers, bandwidth", "median", 0.07),
            ("several servers, bandwidth", "p90", 0.20),
            ("InfiniBand, bandwidth", "median", 0.10),
            ("EFA, bandwidth", "median", 0.10), ("NVLink racks, bandwidth", "median", 0.10),
-           ("all scopes, latency", "median", 0.15)]
-TARGETS_MET = [("one server, 1-16 MiB", "median", 0.10), ("RoCE, bandwidth", "median", 0.10)]
+           ("all scopes, latency", "median", 0.15),
+           # 11.5 % once Azure's pages vendored twice count as fitted (10.0 % with them)
+           ("one server, 1-16 MiB", "median", 0.10)]
+TARGETS_MET = [("RoCE, bandwidth", "median", 0.10)]
 
 
 @pytest.mark.parametrize(("group", "stat", "target"), TARGETS)
