@@ -602,17 +602,19 @@ def blackwell_ll_fit(cs: list[Case]) -> dict[str, Any]:
             "signed": {k: round(st.median(v), 3) for k, v in sorted(by_src.items())}}
 
 
-def ring_curves(cs: list[Case], errors: list[float]) -> list[dict[str, Any]]:
-    """Every held-out curve (one source, system, scale and collective; four sizes or more
-    from 1 MiB) where NCCL's choice is a ring with Simple, fitted as a fixed time plus
-    bytes over a rate (``t = a + S / bw``, least squares on relative residuals): its
-    ``intercept_us`` (a), ``algbw_gbs`` (bw), the largest relative residual of that
-    straight line (``linear_within``) and the model's signed median error on the curve's
-    rows of 32-128 MiB (``model_32_128MiB``; ``errors`` as :func:`heldout_errors` gives
-    them). Measured curves that fit a straight line say the ring's cost at mid size is a
-    fixed time, where the model's Simple ramp is a power law in the message size."""
+def _line(sizes: Any, times: Any) -> tuple[float, float]:
+    """(a, b) of ``t = a + b S`` fitted to ``times`` (us) at ``sizes`` (bytes), least
+    squares on relative residuals."""
     import numpy as np
 
+    m = np.vstack([np.ones_like(sizes), sizes]).T / times[:, None]
+    (a, b), *_ = np.linalg.lstsq(m, np.ones_like(times), rcond=None)
+    return float(a), float(b)
+
+
+def _ring_curve_rows(cs: list[Case]) -> list[list[int]]:
+    """Held-out curves (index lists into ``cs``) where NCCL's choice is a ring with Simple:
+    one source, system, scale, set-up and collective, four sizes or more from 1 MiB."""
     curves: dict[tuple[Any, ...], list[int]] = {}
     for i in held_out(cs):
         c = cs[i]
@@ -623,19 +625,44 @@ def ring_curves(cs: list[Case], errors: list[float]) -> list[dict[str, Any]]:
             continue
         key = (c.source, c.system, c.nodes, c.collective, fabric_key(c))
         curves.setdefault(key, []).append(i)
+    return [idx for _, idx in sorted(curves.items(), key=lambda kv: repr(kv[0]))
+            if len({cs[i].nbytes for i in idx}) >= 4]
+
+
+def _times_us(cs: list[Case], idx: list[int], busbw: list[float]) -> Any:
+    import numpy as np
+
+    n = fabric_of(cs[idx[0]]).n_gpus
+    size = np.array([cs[i].nbytes for i in idx])
+    return size * busbw_factor(cs[idx[0]].collective, n) / np.array(busbw) / 1e3
+
+
+def ring_curves(cs: list[Case], errors: list[float]) -> list[dict[str, Any]]:
+    """Every held-out curve where NCCL's choice is a ring with Simple
+    (:func:`_ring_curve_rows`), measured and as the library models it, fitted as a fixed
+    time plus bytes over a rate (``t = a + S / bw``, least squares on relative
+    residuals): the measured ``intercept_us`` (a) and ``algbw_gbs`` (bw), the model's
+    (``model_intercept_us``, ``model_algbw_gbs``), the largest relative residual of the
+    measured straight line (``linear_within``) and the model's signed median error on the
+    curve's rows of 32-128 MiB (``model_32_128MiB``; ``errors`` as :func:`heldout_errors`
+    gives them). Measured curves that fit a straight line say a ring's cost at mid size
+    is a fixed time."""
+    import numpy as np
+
     out: list[dict[str, Any]] = []
-    for (src, system, _, coll, _), idx in sorted(curves.items(), key=lambda kv: kv[0][:4]):
-        if len({cs[i].nbytes for i in idx}) < 4:
-            continue
-        n = fabric_of(cs[idx[0]]).n_gpus
+    for idx in _ring_curve_rows(cs):
+        c0 = cs[idx[0]]
         size = np.array([cs[i].nbytes for i in idx])
-        t = size * busbw_factor(coll, n) / np.array([cs[i].measured_busbw for i in idx]) / 1e3
-        a_mat = np.vstack([np.ones_like(size), size]).T / t[:, None]
-        (a, b), *_ = np.linalg.lstsq(a_mat, np.ones_like(t), rcond=None)
+        t = _times_us(cs, idx, [cs[i].measured_busbw for i in idx])
+        a, b = _line(size, t)
+        am, bm = _line(size, _times_us(cs, idx, [predict(cs[i]) for i in idx]))
         mid = [errors[i] for i in idx if 32 * MIB <= cs[i].nbytes <= 128 * MIB]
-        out.append({"source": src, "system": system, "servers": fabric_of(cs[idx[0]]).info.servers,
-                    "collective": coll, "rows": len(idx), "intercept_us": round(float(a), 1),
-                    "algbw_gbs": round(1e-3 / float(b), 1) if b > 0 else None,
+        out.append({"source": c0.source, "system": c0.system,
+                    "servers": fabric_of(c0).info.servers, "collective": c0.collective,
+                    "rows": len(idx), "intercept_us": round(a, 1),
+                    "algbw_gbs": round(1e-3 / b, 1) if b > 0 else None,
+                    "model_intercept_us": round(am, 1),
+                    "model_algbw_gbs": round(1e-3 / bm, 1) if bm > 0 else None,
                     "linear_within": round(float(np.abs((a + b * size) / t - 1).max()), 3),
                     "model_32_128MiB": round(float(np.median(mid)), 3) if mid else None})
     return out
