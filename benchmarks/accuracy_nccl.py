@@ -537,21 +537,25 @@ def ampere_ll128_rows(cs: list[Case]) -> list[int]:
             and choose(cs[i]).protocol == "ll128"]
 
 
+def _one_entry_tuner(proto: str, table: str, key: str, value: float, backend: Any) -> Tuner:
+    """The library's protocols with one entry of one of ``proto``'s tables (a mapping
+    field such as ``nvlink_scale`` or ``hop_scale``) set to ``value``."""
+    from fabricsim import protocols
+
+    out = dict(protocols.PROTOCOLS)
+    p = out[proto]
+    out[proto] = p.scaled(**{table: {**dict(getattr(p, table)), key: value}})
+    return Tuner(out, backend=backend)
+
+
 def ampere_ll128_fit(cs: list[Case]) -> dict[str, Any]:
     """LL128's factor on NVLink 3 (``Protocol.nvlink_scale["nvlink3"]``, fitted on one
     source's one-server rows) checked on :func:`ampere_ll128_rows` of the held-out
     sources: the value of :data:`AMPERE_LL128_GRID` that fits them all best, and each
     source left out in turn (the loss as in :func:`crossing_fit`)."""
-    from fabricsim import protocols
-
-    def tuner_of(v: float, backend: Any) -> Tuner:
-        out = dict(protocols.PROTOCOLS)
-        p = out["ll128"]
-        out["ll128"] = p.scaled(nvlink_scale={**dict(p.nvlink_scale), "nvlink3": v})
-        return Tuner(out, backend=backend)
-
     rows = ampere_ll128_rows(cs)
-    errs = grid_errors(cs, rows, AMPERE_LL128_GRID, tuner_of)
+    errs = grid_errors(cs, rows, AMPERE_LL128_GRID, lambda v, backend: _one_entry_tuner(
+        "ll128", "nvlink_scale", "nvlink3", v, backend))
     every, loso = grid_fit(cs, rows, errs)
     return {"all": every, "loso": loso, "sources": len(loso), "rows": len(rows)}
 
@@ -584,14 +588,9 @@ def blackwell_ll_fit(cs: list[Case]) -> dict[str, Any]:
 
     from fabricsim import protocols
 
-    def tuner_of(v: float, backend: Any) -> Tuner:
-        out = dict(protocols.PROTOCOLS)
-        p = out["ll"]
-        out["ll"] = p.scaled(hop_scale={**dict(p.hop_scale), "nvlink5": v})
-        return Tuner(out, backend=backend)
-
     rows = blackwell_ll_rows(cs)
-    errs = grid_errors(cs, rows, BLACKWELL_LL_GRID, tuner_of)
+    errs = grid_errors(cs, rows, BLACKWELL_LL_GRID, lambda v, backend: _one_entry_tuner(
+        "ll", "hop_scale", "nvlink5", v, backend))
     every, loso = grid_fit(cs, rows, errs)
     lib = protocols.PROTOCOLS["ll"].hop_scale.get("nvlink5", 1.0)
     by_src: dict[str, list[float]] = {}
