@@ -287,8 +287,9 @@ def tuning_hardware(fabric: Fabric) -> tuple[str, str]:
 #   tuning model rates LL128 against Simple (busBw * 0.92, src/graph/tuning.cc), on
 #   Volta, Hopper and Blackwell; x 0.616 on NVLink 3 (A100), 0.46 in all: the fit of the A100
 #   rows (Azure ND A100 v4 at 1-16 MiB, where NCCL runs ring LL128 by either choice).
-#   One source's rows, but the A100 LL128 rows of 8 held-out sources give 0.60 (0.55-0.616
-#   with each left out; benchmarks/accuracy_nccl.py, ampere_ll128_fit; a test keeps it).
+#   One source's rows, but the A100 LL128 rows of 7 held-out sources give 0.616 too
+#   (0.55-0.65 with each left out; benchmarks/accuracy_nccl.py, ampere_ll128_fit; a test
+#   keeps it; 0.60 while Azure's own page, vendored twice, counted as held out).
 #   NCCL's own per-channel LL128 ratings point the same way: 20 GB/s per channel on
 #   Ampere's 300 GB/s of NVLink, 36.7 on Hopper's 450. Before the tuner made NCCL's choice,
 #   0.452 held for every generation: it was where LL128 stopped winning mid-size messages
