@@ -589,13 +589,14 @@ def blackwell_ll_fit(cs: list[Case]) -> dict[str, Any]:
     from fabricsim import protocols
 
     rows = blackwell_ll_rows(cs)
-    errs = grid_errors(cs, rows, BLACKWELL_LL_GRID, lambda v, backend: _one_entry_tuner(
+    lib = protocols.PROTOCOLS["ll"].hop_scale.get("nvlink5", 1.0)
+    grid = tuple(sorted({*BLACKWELL_LL_GRID, lib}))  # the library's own value, always
+    errs = grid_errors(cs, rows, grid, lambda v, backend: _one_entry_tuner(
         "ll", "hop_scale", "nvlink5", v, backend))
     every, loso = grid_fit(cs, rows, errs)
-    lib = protocols.PROTOCOLS["ll"].hop_scale.get("nvlink5", 1.0)
     by_src: dict[str, list[float]] = {}
     for i in rows:
-        by_src.setdefault(cs[i].source, []).append(errs[lib][i] if lib in errs else 0.0)
+        by_src.setdefault(cs[i].source, []).append(errs[lib][i])
     return {"library": lib, "all": every, "loso": loso, "sources": len(loso),
             "rows": len(rows),
             "signed": {k: round(st.median(v), 3) for k, v in sorted(by_src.items())}}
