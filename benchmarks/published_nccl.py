@@ -9,7 +9,8 @@ it cannot (:data:`NOT_COVERED_REASONS`):
 - ``fabric: nvlink`` is one server; ``mnnvl`` is one NVLink domain (GB200/GB300 trays of
   4 GPUs inside one rack: one "node" of the preset with ``4 x trays`` GPUs); ``mnnvl+ib`` /
   ``mnnvl+roce-400g`` span racks, split evenly (the published runs name 2 x 16 trays, not
-  18 + 14);
+  18 + 14), or the ``nvlink_domains`` the row names (NVLink partitions placed on
+  different racks, InfiniBand between them);
 - a forced ``NCCL_ALGO`` / ``NCCL_PROTO`` is forced in the model too, ``-g N`` in the
   notes (one process driving N GPUs) is the model's ``gpus_per_thread``, and
   ``NCCL_IB_QPS_PER_CONNECTION=N`` the cluster's ``params.qps``;
@@ -109,7 +110,11 @@ def _cluster(r: dict[str, str]) -> tuple[int, dict[str, object]] | str:
             if gpus > _RACK_GPUS:
                 return "one NVLink domain larger than a rack"
             return 1, {"gpus_per_node": gpus}
-        racks = math.ceil(gpus / _RACK_GPUS)
+        # the NVLink domains the run names (partitions placed on different racks), else
+        # the fewest racks that hold its trays
+        racks = int(r.get("nvlink_domains") or 0) or math.ceil(gpus / _RACK_GPUS)
+        if racks < math.ceil(gpus / _RACK_GPUS):
+            return "more GPUs per NVLink domain than a rack holds"
         if gpus % racks:
             return "trays not evenly split across racks"
         scale_out = fabric.split("+", 1)[1]
