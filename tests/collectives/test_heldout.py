@@ -75,6 +75,9 @@ def test_library_nvlink5_share_is_the_fit_on_every_source(fitted: Fitted) -> Non
     assert all(abs(v - nv5["all"]) <= 0.04 for v in nv5["loso"].values())
 
 
+@pytest.mark.xfail(strict=True, reason="issue 34: three one-server A100 sources run with -g 8 "
+                   "(2026-12-01) are up to 2x slower at 1-8 MiB than the model and pull "
+                   "LL128's A100 factor to 0.5, the grid's edge (docs/collectives.md)")
 def test_ampere_ll128_factor_is_not_one_sources(fitted: Fitted) -> None:
     # LL128's factor on NVLink 3 was fitted on one source's one-server rows (Azure's ND
     # A100 v4); on the A100 rows of the held-out sources where LL128 runs it must be
