@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import math
 import re
 import statistics
 import sys
@@ -475,9 +476,11 @@ def grid_fit(cs: list[Case], rows: list[int],
 NVLINK5_GRID: tuple[float, ...] = tuple(round(0.80 + 0.02 * i, 2) for i in range(11))
 
 
-def _tuner(crossing_us: float, nvlink5: float, backend: Any = None) -> Tuner:
+def _tuner(crossing_us: float, nvlink5: float, backend: Any = None,
+           ring_step_us: float | None = None) -> Tuner:
     """The library's protocols with the crossing cost and Simple's NVLink 5 share given
-    (LL128's follows it: it runs at 0.92 of Simple's share)."""
+    (LL128's follows it: it runs at 0.92 of Simple's share), and Simple's NVLink step on
+    a ring where given (``None``: the library's)."""
     from fabricsim import protocols
 
     out = {k: p.scaled(crossing_per_channel=crossing_us * 1e-6)
@@ -485,7 +488,98 @@ def _tuner(crossing_us: float, nvlink5: float, backend: Any = None) -> Tuner:
     for name in ("simple", "ll128"):
         p = out[name]
         out[name] = p.scaled(nvlink_scale={**dict(p.nvlink_scale), "nvlink5": nvlink5})
+    if ring_step_us is not None:
+        p = out["simple"]
+        out["simple"] = p.scaled(fixed_step_latency={**dict(p.fixed_step_latency),
+                                                     "nvlink": ring_step_us * 1e-6})
     return Tuner(out, backend=backend)
+
+
+#: Values (us) among which :func:`ring_step_fit` picks Simple's NVLink step on a ring.
+RING_STEP_GRID_US: tuple[float, ...] = tuple(round(2.0 + 0.5 * i, 1) for i in range(11))
+
+
+def _line(sizes: Any, times: Any) -> tuple[float, float]:
+    """(a, b) of ``t = a + b S`` fitted to ``times`` (us) at ``sizes`` (bytes), least
+    squares on relative residuals."""
+    import numpy as np
+
+    m = np.vstack([np.ones_like(sizes), sizes]).T / times[:, None]
+    (a, b), *_ = np.linalg.lstsq(m, np.ones_like(times), rcond=None)
+    return float(a), float(b)
+
+
+def _ring_curve_rows(cs: list[Case], one_server: bool = False) -> list[list[int]]:
+    """Held-out curves (index lists into ``cs``) where NCCL's choice is a ring with Simple:
+    one source, system, scale, set-up and collective, four sizes or more from 1 MiB."""
+    curves: dict[tuple[Any, ...], list[int]] = {}
+    for i in held_out(cs):
+        c = cs[i]
+        if c.measured_time_us is not None or c.nbytes < MIB or c.measured_busbw <= 0:
+            continue
+        if one_server and fabric_of(c).info.servers != 1:
+            continue
+        ch = choose(c)
+        if (ch.algorithm, ch.protocol) != ("ring", "simple"):
+            continue
+        key = (c.source, c.system, c.nodes, c.collective, fabric_key(c))
+        curves.setdefault(key, []).append(i)
+    return [idx for _, idx in sorted(curves.items(), key=lambda kv: repr(kv[0]))
+            if len({cs[i].nbytes for i in idx}) >= 4]
+
+
+def _times_us(cs: list[Case], idx: list[int], busbw: list[float]) -> Any:
+    import numpy as np
+
+    n = fabric_of(cs[idx[0]]).n_gpus
+    size = np.array([cs[i].nbytes for i in idx])
+    return size * busbw_factor(cs[idx[0]].collective, n) / np.array(busbw) / 1e3
+
+
+def ring_step_fit(cs: list[Case]) -> dict[str, Any]:
+    """Simple's NVLink step on a ring (``Protocol.fixed_step_latency``,
+    :data:`RING_STEP_GRID_US`) fitted on the fixed time of the held-out ring curves of one
+    server whose steps cost a fixed time (:func:`ring_curves`; not A100's, which keep the
+    ramp: ``fabricsim.collectives.ring``): each curve, measured and modelled, fitted as
+    ``t = a + S / bw``, the loss each source's median ``|log(a_model / a_measured)|``
+    summed over sources (as in :func:`crossing_fit`). The step is the fixed part of a
+    ring's time, so it is fitted on that part alone: fitted on the rows it would also
+    answer for the curves' rate. Returns the value over every source (``all``), each
+    source left out (``loso``), and the sources and curves it rests on."""
+    import numpy as np
+
+    from fabricsim.backends.analytic import AnalyticBackend
+    from fabricsim.collectives.registry import Group, get_algorithm
+    from fabricsim.protocols import PROTOCOLS
+
+    ring = get_algorithm("ring")
+    curves = [idx for idx in _ring_curve_rows(cs, one_server=True)
+              if ring.fixed_steps is not None  # rings that keep the ramp pay no such step
+              and ring.fixed_steps(Group.of(fabric_of(cs[idx[0]])), cs[idx[0]].collective)
+              and _line(np.array([cs[i].nbytes for i in idx]),
+                        _times_us(cs, idx, [cs[i].measured_busbw for i in idx]))[0] > 0]
+    lib_us = PROTOCOLS["simple"].crossing_per_channel * 1e6
+    lib_nv5 = PROTOCOLS["simple"].nvlink_scale.get("nvlink5", 1.0)
+    shared = AnalyticBackend()
+    loss: dict[float, dict[str, list[float]]] = {}
+    for v in RING_STEP_GRID_US:
+        t = _tuner(lib_us, lib_nv5, shared, v)
+        per: dict[str, list[float]] = {}
+        for idx in curves:
+            size = np.array([cs[i].nbytes for i in idx])
+            a_meas = _line(size, _times_us(cs, idx, [cs[i].measured_busbw for i in idx]))[0]
+            a_mod = _line(size, _times_us(cs, idx, [predict(cs[i], t) for i in idx]))[0]
+            per.setdefault(cs[idx[0]].source, []).append(
+                abs(math.log(max(a_mod, 1e-9) / a_meas)))
+        loss[v] = per
+    sources = sorted({cs[idx[0]].source for idx in curves})
+
+    def best(without: str | None) -> float:
+        return min(RING_STEP_GRID_US, key=lambda v: sum(
+            statistics.median(x) for s, x in loss[v].items() if s != without))
+
+    return {"all": best(None), "loso": {s: best(s) for s in sources},
+            "sources": len(sources), "curves": len(curves)}
 
 
 def nvlink5_rows(cs: list[Case]) -> list[int]:
@@ -602,41 +696,6 @@ def blackwell_ll_fit(cs: list[Case]) -> dict[str, Any]:
             "signed": {k: round(st.median(v), 3) for k, v in sorted(by_src.items())}}
 
 
-def _line(sizes: Any, times: Any) -> tuple[float, float]:
-    """(a, b) of ``t = a + b S`` fitted to ``times`` (us) at ``sizes`` (bytes), least
-    squares on relative residuals."""
-    import numpy as np
-
-    m = np.vstack([np.ones_like(sizes), sizes]).T / times[:, None]
-    (a, b), *_ = np.linalg.lstsq(m, np.ones_like(times), rcond=None)
-    return float(a), float(b)
-
-
-def _ring_curve_rows(cs: list[Case]) -> list[list[int]]:
-    """Held-out curves (index lists into ``cs``) where NCCL's choice is a ring with Simple:
-    one source, system, scale, set-up and collective, four sizes or more from 1 MiB."""
-    curves: dict[tuple[Any, ...], list[int]] = {}
-    for i in held_out(cs):
-        c = cs[i]
-        if c.measured_time_us is not None or c.nbytes < MIB or c.measured_busbw <= 0:
-            continue
-        ch = choose(c)
-        if (ch.algorithm, ch.protocol) != ("ring", "simple"):
-            continue
-        key = (c.source, c.system, c.nodes, c.collective, fabric_key(c))
-        curves.setdefault(key, []).append(i)
-    return [idx for _, idx in sorted(curves.items(), key=lambda kv: repr(kv[0]))
-            if len({cs[i].nbytes for i in idx}) >= 4]
-
-
-def _times_us(cs: list[Case], idx: list[int], busbw: list[float]) -> Any:
-    import numpy as np
-
-    n = fabric_of(cs[idx[0]]).n_gpus
-    size = np.array([cs[i].nbytes for i in idx])
-    return size * busbw_factor(cs[idx[0]].collective, n) / np.array(busbw) / 1e3
-
-
 def ring_curves(cs: list[Case], errors: list[float]) -> list[dict[str, Any]]:
     """Every held-out curve where NCCL's choice is a ring with Simple
     (:func:`_ring_curve_rows`), measured and as the library models it, fitted as a fixed
@@ -679,23 +738,29 @@ def heldout_errors(cs: list[Case]) -> tuple[list[float], dict[str, Any]]:
 
     fit_ = crossing_fit(cs)
     nv5 = nvlink5_fit(cs)
-    fit_ = {**fit_, "nvlink5": nv5}
+    ring = ring_step_fit(cs)
+    fit_ = {**fit_, "nvlink5": nv5, "ring_step": ring}
     base = [r["rel_error"] for r in evaluate(cs)]
     out = [fit_["errors"].get(i, e) for i, e in enumerate(base)]
     lib_us = PROTOCOLS["simple"].crossing_per_channel * 1e6
     lib_nv5 = PROTOCOLS["simple"].nvlink_scale.get("nvlink5", 1.0)
+    lib_ring = PROTOCOLS["simple"].fixed_step_latency["nvlink"] * 1e6
     shared = AnalyticBackend()
-    tuners: dict[tuple[float, float], Tuner] = {}
-    for src, v in nv5["loso"].items():  # sources of nvlink5_rows: none fitted on
-        if v == lib_nv5:
+    tuners: dict[tuple[float, float, float], Tuner] = {}
+    # sources of nvlink5_rows or ring_step_rows (none fitted on): every row of theirs with
+    # the values fitted without them
+    for src in sorted({*nv5["loso"], *ring["loso"]}):
+        v5 = nv5["loso"].get(src, lib_nv5)
+        rs = ring["loso"].get(src, lib_ring)
+        if v5 == lib_nv5 and rs == lib_ring:
             continue
         for i, c in enumerate(cs):
             if c.source != src or c.secondary:
                 continue
             us = fit_["loso_us"].get(src, lib_us) if i in fit_["errors"] else lib_us
-            if (us, v) not in tuners:
-                tuners[(us, v)] = _tuner(us, v, shared)
-            out[i] = rel_error(c, predict(c, tuners[(us, v)]))
+            if (us, v5, rs) not in tuners:
+                tuners[(us, v5, rs)] = _tuner(us, v5, shared, rs)
+            out[i] = rel_error(c, predict(c, tuners[(us, v5, rs)]))
     return out, fit_
 
 
@@ -934,6 +999,11 @@ def main(argv: list[str] | None = None) -> int:
         "library": PROTOCOLS["simple"].nvlink_scale.get("nvlink5", 1.0),
         "fitted_on_every_source": nv5["all"], "sources": nv5["sources"],
         "rows": nv5["rows"], "left_out": nv5["loso"]}}))
+    rs = cross["ring_step"]
+    print(json.dumps({"simple_ring_nvlink_step_us": {
+        "library": PROTOCOLS["simple"].fixed_step_latency["nvlink"] * 1e6,
+        "fitted_on_every_source": rs["all"], "sources": rs["sources"], "curves": rs["curves"],
+        "left_out": rs["loso"]}}))
     amp = ampere_ll128_fit(every)
     print(json.dumps({"ll128_nvlink3_factor": {
         "library": PROTOCOLS["ll128"].nvlink_scale.get("nvlink3", 1.0),

@@ -70,6 +70,10 @@ class Protocol:
       row NCCL's tables give it, :func:`tuning_hardware`).
     * ``hop_scale``: factor on the ``nvlink`` and ``nvls`` hop overheads per NVLink
       generation of the GPU (the per-step synchronisation cost differs between generations).
+    * ``fixed_step_latency``: per link class, the latency of a step of a schedule whose
+      steps each cost a fixed time with no ramp (:attr:`Schedule.fixed_steps
+      <fabricsim.schedule.Schedule.fixed_steps>`: NCCL's rings); classes it leaves out
+      keep ``hop_latency``.
     """
 
     name: str
@@ -85,6 +89,7 @@ class Protocol:
     nvls_scale: Any = field(default_factory=dict)
     hop_scale: Any = field(default_factory=dict)
     nvlink_scale: Any = field(default_factory=dict)
+    fixed_step_latency: Any = field(default_factory=dict)
     #: Seconds each network crossing of a collective costs per channel the operation runs
     #: on (:class:`~fabricsim.schedule.core.Crossings`): the proxy step of every channel.
     crossing_per_channel: float = 0.0
@@ -99,6 +104,8 @@ class Protocol:
         object.__setattr__(self, "nvls_scale", MappingProxyType(dict(self.nvls_scale)))
         object.__setattr__(self, "hop_scale", MappingProxyType(dict(self.hop_scale)))
         object.__setattr__(self, "nvlink_scale", MappingProxyType(dict(self.nvlink_scale)))
+        object.__setattr__(self, "fixed_step_latency",
+                           MappingProxyType(dict(self.fixed_step_latency)))
 
     def __repr__(self) -> str:  # used as a cache key by the analytic backend
         return (f"Protocol({self.name!r}, hop={dict(self.hop_latency)!r}, "
@@ -107,6 +114,7 @@ class Protocol:
                 f"ramp=({self.ramp_bytes!r}, {self.ramp_power!r}), "
                 f"nvls_scale={dict(self.nvls_scale)!r}, hop_scale={dict(self.hop_scale)!r}, "
                 f"nvlink_scale={dict(self.nvlink_scale)!r}, "
+                f"fixed_step={dict(self.fixed_step_latency)!r}, "
                 f"crossing={self.crossing_per_channel!r}/{self.thread_bytes!r})")
 
     def hop_array(self, fabric: Fabric | None = None) -> NDArray[np.float64]:
@@ -262,6 +270,9 @@ def tuning_hardware(fabric: Fabric) -> tuple[str, str]:
 #   (GB200 trays in one NVLink domain, 24 more rows) moved the fit to 0.90, every source
 #   left out giving 0.90 too (MoE kernels 11.5 -> 10.2 %). LL128 runs at 0.92 of Simple's
 #   share (below), on NVLink 5 too: the same factor (one server at 1-16 MiB 10.5 -> 10.3 %).
+#   With rings' steps at a fixed cost (ring step, below) the fit stays 0.90 (0.86-0.90
+#   with each source left out) once nccl issue 1801's three NVLink partitions run as three
+#   domains (they had run as one, 2.4x too fast, and pulled it to 0.86).
 # simple.efficiency.nvls 0.677 on NVSwitch gen3 (rows 39-48, 116, 117, 169, 171): NVLS moves
 #   (1+1/n)*S per NVLink direction. nvls_scale gen4 = 0.728 (0.707 until gen3's refit to
 #   0.677 from 0.697: the same 0.493 on gen4): the one published GB200 NVL72
@@ -274,6 +285,33 @@ def tuning_hardware(fabric: Fabric) -> tuple[str, str]:
 #   pipeline (ring and direct): tree, NVLS, NVLSTree and the broadcast/reduce chains time
 #   their fill from NCCL's chunk sizes, channels and kernel stages instead
 #   (fabricsim.collectives.pipeline), a mechanism, where the ramp is a fitted constant.
+#   Since 2026-12-01 not rings either, except over EFA (ring step, next).
+# simple.fixed_step_latency nvlink 5.0 us (ring step; fit on published runs, 2026-12-01): a
+#   ring's time is a fixed part plus bytes over its rate. Fitted as t = a + S / bw, the
+#   published ring curves with Simple (34 curves of 28 held-out sources, 1 MiB and up) are
+#   straight lines within 3.7 % (median of each curve's largest residual), where the
+#   ramp's power law made the model 20 % slow at 32-128 MiB (median of 28 curves). So a
+#   ring step costs a fixed time and no ramp applies (Schedule.fixed_steps): NCCL's ring
+#   moves each step's slice and waits for its flag whatever the message size. The step is
+#   fitted on the fixed part alone: the intercept a of the one-server curves, measured
+#   against modelled (11 curves of 7 sources, Hopper and Blackwell; each source's median
+#   |log(a_model / a_measured)|, summed): 5.0 us on all, 4.5-5.5 with each left out
+#   (benchmarks/accuracy_nccl.py, ring_step_fit). Simple's NVLink hop below (5.96 us,
+#   fitted with the ramp on A100 rows) stays for the other algorithms that pay it. EFA's
+#   rings keep the ramp: their measured curve (p4d, NCCL 2.8.3) bends, 18 % off a line.
+#   Rings inside one A100 server keep the ramp too (collectives.ring: NCCL reads over
+#   NVLink there): the ramp, fitted on Azure's A100 page, predicts the four held-out
+#   one-server A100 sources within 2.6-8.1 % (median per source), closer on three of them
+#   than the best fixed step does (12.5 us: 3.7-7.6 %); the 5 us step made their
+#   16-128 MiB rows 8-34 % fast.
+#   Held out: several servers' bandwidth 11.8 -> 11.4 % (p90 62 -> 56 %), InfiniBand
+#   12.7 -> 11.9 %, RoCE 9.1 -> 8.8 %, one server's bandwidth 7.4 -> 5.9 %, all
+#   bandwidth 10.1 -> 8.9 %, latencies 17.4 -> 17.3 %, one server at 1-16 MiB 13.5 %
+#   either way; rings at 32-128 MiB -20 -> -2 % (median of 28 curves). NVLink racks 11.0
+#   -> 13.9 %: the crossing cost fitted without OCI's two GB200 racks moves 0.5 -> 0.75
+#   us, taking its 33 rows (trees with LL128) 7-8 points slower. Downstream, held out:
+#   training 7.4 -> 7.7 %, serving 9.2 -> 9.6 %, NeMo's current rows 8.0 % and the MoE
+#   kernels 9.3 % unchanged.
 # simple.hop nvlink 5.96 us (a chunk step's pipeline latency, fit). nvls 4.07 us, from
 #   NCCL's own NVLS latency rather than fitted: NCCL's tuning model gives an NVLS
 #   all-reduce 25 us in all, launch included (hwLat NVLS on NVLink, src/graph/tuning.cc
@@ -344,6 +382,7 @@ _LAUNCH_PER_GPU = 4.81e-6
 _NVLS_GEN4 = 0.728
 _CROSSING = 1.0e-6
 _SIMPLE_NVLINK_HOP = 5.96e-6
+_RING_SIMPLE_NVLINK_STEP = 5.0e-6
 _NVLS_HOP = 4.07e-6
 _SIMPLE_NVLINK5 = 0.90
 _LL128_AMPERE = 0.616
@@ -381,6 +420,7 @@ PROTOCOLS: dict[str, Protocol] = {
         launch=_LAUNCH, launch_per_gpu=_LAUNCH_PER_GPU, ramp_bytes=9.74e6, ramp_power=0.58,
         nvls_scale={"nvswitch-gen3": 1.0, "nvswitch-gen4": _NVLS_GEN4},
         nvlink_scale={"nvlink5": _SIMPLE_NVLINK5},
+        fixed_step_latency={"nvlink": _RING_SIMPLE_NVLINK_STEP},
         crossing_per_channel=_CROSSING, thread_bytes=512 * 64,
     ),
 }

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from fabricsim.backends.analytic import AnalyticBackend
+from fabricsim.backends.base import schedule_protocol
 from fabricsim.collectives import build_schedule, get_protocol
 from fabricsim.fabric import build_cluster
 from fabricsim.protocols import LINK_CLASSES
@@ -85,7 +86,8 @@ def test_ring_all_reduce_closed_form(h100, proto) -> None:
     fab = h100
     n, size = 8, 2**28
     sched = build_schedule(fab, "all_reduce", size, algo="ring", proto=proto)
-    p = get_protocol(proto)
+    # the protocol as the schedule pays it (a ring's steps: a fixed cost each, no ramp)
+    p = schedule_protocol(sched, get_protocol(proto))
     nvl = LINK_CLASSES.index("nvlink")
     # the protocol's constants as it applies them to this fabric (per-generation scales)
     alpha = 2 * 100e-9 + p.hop_array(fab)[nvl]           # two NVLink hops per step

@@ -72,7 +72,18 @@ def test_library_nvlink5_share_is_the_fit_on_every_source(fitted: Fitted) -> Non
     nv5 = fitted[3]["nvlink5"]
     assert PROTOCOLS["simple"].nvlink_scale["nvlink5"] == pytest.approx(nv5["all"])
     assert nv5["sources"] >= 3
-    assert all(abs(v - nv5["all"]) <= 0.04 for v in nv5["loso"].values())
+    assert all(abs(v - nv5["all"]) <= 0.04 + 1e-9 for v in nv5["loso"].values())
+
+
+def test_library_ring_step_is_the_fit_on_every_source(fitted: Fitted) -> None:
+    # Simple's NVLink step on a ring is fitted on the fixed time of the published one-server
+    # ring curves; no one source decides it
+    from fabricsim.protocols import PROTOCOLS
+
+    rs = fitted[3]["ring_step"]
+    assert PROTOCOLS["simple"].fixed_step_latency["nvlink"] * 1e6 == pytest.approx(rs["all"])
+    assert rs["sources"] >= 5 and rs["curves"] >= 8
+    assert all(abs(v - rs["all"]) <= 0.5 for v in rs["loso"].values())
 
 
 @pytest.mark.xfail(strict=True, reason="issue 34: three one-server A100 sources run with -g 8 "
@@ -125,9 +136,9 @@ def test_measured_ring_curves_are_a_fixed_time_plus_bytes_over_a_rate(fitted: Fi
     assert statistics.median(c["linear_within"] for c in curves) <= 0.06
 
 
-@pytest.mark.xfail(strict=True, reason="issue 34: Simple's ramp (a power law fitted on A100 "
-                   "rows) makes rings of 32-128 MiB about 20 % slow on the held-out curves")
 def test_rings_at_32_to_128_mib_are_not_slow(fitted: Fitted) -> None:
+    # with Simple's power-law ramp on rings the model was 21 % slow here (median of 23
+    # curves); a ring's steps now cost a fixed time each
     import statistics
 
     _, mid = _mid_ring(fitted)
@@ -409,14 +420,14 @@ def test_bench_says_where_the_nearest_rows_disagree() -> None:
     rows = [json.loads(x) for x in r.output.splitlines() if x.startswith("{")]
     assert [x["size_bytes"] for x in rows] == [2**20, 2**30]
     assert "1 MiB to 2 MiB" in rows[0]["local"] and rows[1]["local"] == ""
-    # one warning per band of sizes that leans, in the order of the sizes
+    # one warning per band of sizes that leans, in the order of the sizes (16-32 MiB leans
+    # no more since a ring's steps cost a fixed time: it is within its band)
     r = CliRunner().invoke(app, ["bench", "all_reduce", "--system", "hgx-b200", "--nodes",
                                  "64", "-b", "1M", "-e", "256M", "-f", "4"])
     assert r.exit_code == 0, r.output
     warned = [x for x in r.output.splitlines() if x.startswith("# warning: published")]
     assert [w.split(", ")[1].split(" (")[0] for w in warned] == \
-        ["1 MiB to 2 MiB", "4 MiB to 8 MiB", "16 MiB to 32 MiB", "64 MiB to 128 MiB",
-         "256 MiB to 512 MiB"]
+        ["1 MiB to 2 MiB", "4 MiB to 8 MiB", "64 MiB to 128 MiB", "256 MiB to 512 MiB"]
 
 
 # --------------------------------------------------------------------------------------

@@ -106,8 +106,14 @@ def test_line_protocols_and_ideal_do_not_fill_and_the_ramp_steps_aside() -> None
     # Simple's fitted ramp stands in for what the pipeline models: not both
     assert ramp_bytes(sched, PROTOCOLS["simple"]) == 0.0
     assert ramp_bytes(sched, PROTOCOLS["ll128"]) == float(sched.nbytes)
+    # a ring's steps cost a fixed time each: no ramp either, except where its curves bend
+    # (inside one A100 server, over EFA)
     ring = build(Group.of(fab), "all_reduce", 2**24, get_algorithm("ring"), "simple")
-    assert ring.pipeline is None and ramp_bytes(ring, PROTOCOLS["simple"]) == 2**24
+    assert ring.pipeline is None and ring.fixed_steps
+    assert ramp_bytes(ring, PROTOCOLS["simple"]) == 0.0
+    a100 = build(Group.of(build_cluster("dgx-a100", 1)), "all_reduce", 2**24,
+                 get_algorithm("ring"), "simple")
+    assert not a100.fixed_steps and ramp_bytes(a100, PROTOCOLS["simple"]) == 2**24
 
 
 def test_the_fill_is_a_mid_size_cost() -> None:

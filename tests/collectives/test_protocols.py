@@ -44,6 +44,22 @@ def test_ramp_slows_only_bandwidth_terms() -> None:
     assert bw[-1] > bw[-5] > bw[-10]
 
 
+def test_ring_steps_cost_a_fixed_time_except_over_efa() -> None:
+    """A ring's time is a fixed part plus bytes over its rate (no ramp): doubling the size
+    adds twice what the previous doubling added; over EFA the ramp still bends it."""
+    def growth(system: str, servers: int) -> float:
+        fab = build_cluster(system, servers)
+        t = [predict_time(fab, "all_gather", 2.0**k, algo="ring", proto="simple")
+             for k in (25, 26, 27)]
+        return (t[2] - t[1]) / (t[1] - t[0])
+
+    assert growth("dgx-h100", 1) == pytest.approx(2.0, rel=1e-9)
+    assert growth("dgx-h100", 2) == pytest.approx(2.0, rel=1e-9)
+    assert growth("aws-p4d", 2) < 1.95  # SRD: Simple's ramp
+    simple = PROTOCOLS["simple"]
+    assert simple.fixed_step_latency["nvlink"] < simple.hop_latency["nvlink"]
+
+
 def test_nvls_efficiency_per_nvswitch_generation() -> None:
     simple = get_protocol("simple")
     h100, gb200 = build_cluster("dgx-h100", 1), build_cluster("gb200-nvl72", 1)
@@ -74,6 +90,7 @@ def test_repr_distinguishes_ramp_for_caching() -> None:
     a = PROTOCOLS["simple"]
     assert repr(a) != repr(a.scaled(ramp_bytes=a.ramp_bytes * 2))
     assert repr(a) != repr(a.scaled(nvls_scale={}))
+    assert repr(a) != repr(a.scaled(fixed_step_latency={}))
 
 
 def test_unknown_protocol_names_field() -> None:

@@ -113,10 +113,12 @@ def kernel_floor(schedule: Schedule, protocol_name: str | None) -> float:
 
 
 def schedule_protocol(schedule: Schedule, protocol: Any) -> Any:
-    """``protocol`` as ``schedule``'s steps pay it: its per-hop latencies times the
-    schedule's :attr:`~fabricsim.schedule.Schedule.hop_scale` for that protocol (NCCL's
-    tree chain steps cost other than its ring steps). Every backend times a schedule
-    with this protocol; ``None`` stays ``None``.
+    """``protocol`` as ``schedule``'s steps pay it: where the schedule's steps each cost a
+    fixed time (:attr:`~fabricsim.schedule.Schedule.fixed_steps`, NCCL's rings), without
+    the size ramp and with the protocol's ``fixed_step_latency``; then its per-hop
+    latencies times the schedule's :attr:`~fabricsim.schedule.Schedule.hop_scale` for
+    that protocol (NCCL's tree chain steps cost other than its ring steps). Every backend
+    times a schedule with this protocol; ``None`` stays ``None``.
 
     >>> from fabricsim.protocols import get_protocol
     >>> from fabricsim.schedule import Schedule
@@ -126,8 +128,17 @@ def schedule_protocol(schedule: Schedule, protocol: Any) -> Any:
     True
     >>> schedule_protocol(s, get_protocol("simple")) is get_protocol("simple")
     True
+    >>> ring = schedule_protocol(Schedule(steps=(), fixed_steps=True), get_protocol("simple"))
+    >>> ring.ramp_bytes, ring.hop_latency["nvlink"] == ring.fixed_step_latency["nvlink"]
+    (0.0, True)
     """
-    per = schedule.hop_scale.get(protocol.name) if protocol is not None else None
+    if protocol is None:
+        return None
+    if schedule.fixed_steps:  # steps of a fixed cost each: no ramp, the step's own latency
+        protocol = protocol.scaled(
+            ramp_bytes=0.0, hop_latency={**protocol.hop_latency,
+                                         **protocol.fixed_step_latency})
+    per = schedule.hop_scale.get(protocol.name)
     if not per:
         return protocol
     return protocol.scaled(hop_latency={c: v * per.get(c, 1.0)
@@ -200,7 +211,9 @@ def ramp_bytes(schedule: Schedule, protocol: Any) -> float:
     >>> ramp_bytes(Schedule(steps=(), nbytes=4096), None)
     4096.0
     """
-    return 0.0 if active_pipeline(schedule, protocol) is not None else float(schedule.nbytes)
+    if schedule.fixed_steps or active_pipeline(schedule, protocol) is not None:
+        return 0.0
+    return float(schedule.nbytes)
 
 
 @runtime_checkable

@@ -252,6 +252,9 @@ class Algorithm:
     #: Factors on the protocols' per-hop latencies for its steps, by protocol then link
     #: class (:attr:`Schedule.hop_scale`); empty: the protocols' own.
     hop_scale: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    #: Whether its steps on a group, for a collective, each cost a fixed time with no size
+    #: ramp (:attr:`Schedule.fixed_steps`); ``None``: never.
+    fixed_steps: Callable[[Group, str], bool] | None = None
 
     def why_not(self, group: Group, collective: str) -> str | None:
         """Why this algorithm cannot run ``collective`` on ``group`` (``None`` if it can)."""

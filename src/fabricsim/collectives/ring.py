@@ -136,8 +136,41 @@ def _pipeline(group: Group, collective: str) -> Pipeline | None:
     return chain_pipeline(group) if collective in ("broadcast", "reduce") else None
 
 
+def _fixed_steps(group: Group, collective: str) -> bool:
+    """A ring all-reduce, reduce-scatter or all-gather: each step costs a fixed time plus
+    its slice's bytes over the rate, whatever the message size (published ring curves fit
+    that straight line within a few per cent: ``benchmarks/accuracy_nccl.py``,
+    ``ring_curves``). The broadcast and reduce chains time their fill instead. Two rings
+    keep the protocol's ramp, as their measured curves bend:
+
+    * over EFA (p4d, NCCL 2.8.3: 18 % off a straight line);
+    * inside one server of A100 GPUs. NCCL has A100s (compute capability 8.0) joined by
+      NVLink *read* each other's buffers (``ncclTopoCheckP2p``, ``src/graph/paths.cc``)
+      where later GPUs write them: a receiver pulls each slice after it sees the flag, a
+      round trip per slice that small slices pay in rate. Inside one server the NVLink
+      hops bound the ring and it shows: the ramp predicts four held-out one-server A100
+      sources within 2.6-8.1 % (median per source), closer on three of them than any
+      fixed step. Across servers the network bounds the ring, and the A100 curves of
+      four sources there are straight lines. That the read is the cause is a reading
+      of NCCL's code, not a measurement.
+
+    >>> from fabricsim.fabric import build_cluster
+    >>> [_fixed_steps(Group.of(build_cluster(s, n)), "all_reduce")
+    ...  for s, n in (("dgx-h100", 1), ("dgx-a100", 1), ("dgx-a100", 2), ("aws-p4d", 2))]
+    [True, False, True, False]
+    """
+    from fabricsim.protocols import tuning_hardware
+
+    if collective not in ("all_reduce", "reduce_scatter", "all_gather"):
+        return False
+    f = group.fabric
+    p2p_read = tuning_hardware(f)[1] == "nvlink3" and group.servers == 1
+    return f.info.transport != "srd" and not p2p_read
+
+
 RING = register(Algorithm(
     name="ring", build=ring_steps, pipeline=_pipeline, crossings=ring_crossings,
+    fixed_steps=_fixed_steps,
     collectives=frozenset({"all_reduce", "reduce_scatter", "all_gather", "broadcast",
                            "reduce"}),
     description="NCCL ring: 2(n-1) steps of S/n per rank (all-reduce), chunk-pipelined "

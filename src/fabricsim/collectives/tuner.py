@@ -177,7 +177,9 @@ def build(group: Group, collective: str, nbytes: float, algo: Algorithm, proto: 
     return Schedule(steps=tuple(steps), collective=collective, algorithm=algo.name,
                     protocol=proto, nbytes=int(nbytes), ranks=group.ranks,
                     meta={"channels": ch, "group_size": group.n}, kernel_bytes_per_s=rate,
-                    pipeline=pipe, crossings=cross, hop_scale=algo.hop_scale)
+                    pipeline=pipe, crossings=cross, hop_scale=algo.hop_scale,
+                    fixed_steps=bool(algo.fixed_steps(group, collective))
+                    if algo.fixed_steps is not None else False)
 
 
 def protocol_of(name: str, protocols: Mapping[str, Protocol] = PROTOCOLS) -> Protocol:

@@ -225,6 +225,10 @@ class Schedule:
     #: algorithm's step costs other than the protocol's own (fitted on rings): NCCL's tree
     #: chain steps (:data:`fabricsim.collectives.tree.TREE_HOP_SCALE`). Empty: none.
     hop_scale: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    #: Its steps each cost a fixed time plus their bytes over the rate, with no size ramp
+    #: (NCCL's rings: every step waits for its slice's flag whatever the message size);
+    #: they pay the protocol's ``fixed_step_latency`` where it has one.
+    fixed_steps: bool = False
 
     def __post_init__(self) -> None:
         if not (self.kernel_bytes_per_s >= 0.0):  # also rejects NaN
@@ -271,14 +275,17 @@ class Schedule:
 
     def timing_fields(self) -> dict[str, Any]:
         """What a backend charges besides the steps (kernel rate, chunk pipeline, network
-        crossings, hop scale), as keywords for a :class:`Schedule` built from this one's
-        steps (merged with others, say), so that none is left behind.
+        crossings, hop scale, steps of a fixed cost), as keywords for a :class:`Schedule`
+        built from this one's steps (merged with others, say), so that none is left behind.
 
         >>> Schedule(steps=(), kernel_bytes_per_s=1e9).timing_fields()["kernel_bytes_per_s"]
         1000000000.0
+        >>> Schedule(steps=(), fixed_steps=True).timing_fields()["fixed_steps"]
+        True
         """
         return {"kernel_bytes_per_s": self.kernel_bytes_per_s, "pipeline": self.pipeline,
-                "crossings": self.crossings, "hop_scale": self.hop_scale}
+                "crossings": self.crossings, "hop_scale": self.hop_scale,
+                "fixed_steps": self.fixed_steps}
 
     def with_meta(self, **meta: Any) -> Schedule:
         return replace(self, meta={**self.meta, **meta})
