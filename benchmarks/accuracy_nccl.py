@@ -543,8 +543,8 @@ def ring_step_fit(cs: list[Case]) -> dict[str, Any]:
     ramp: ``fabricsim.collectives.ring``): each curve, measured and modelled, fitted as
     ``t = a + S / bw``, the loss each source's median ``|log(a_model / a_measured)|``
     summed over sources (as in :func:`crossing_fit`). The step is the fixed part of a
-    ring's time, so it is fitted on that part alone: fitted on the rows it would also
-    answer for the curves' rate. Returns the value over every source (``all``), each
+    ring's time, so it is fitted on that part alone: fitted on the rows instead, it would
+    also make up for errors in the curves' rate. Returns the value over every source (``all``), each
     source left out (``loso``), and the sources and curves it rests on."""
     import numpy as np
 
