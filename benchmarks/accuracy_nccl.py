@@ -544,8 +544,8 @@ def ring_step_fit(cs: list[Case]) -> dict[str, Any]:
     ``t = a + S / bw``, the loss each source's median ``|log(a_model / a_measured)|``
     summed over sources (as in :func:`crossing_fit`). The step is the fixed part of a
     ring's time, so it is fitted on that part alone: fitted on the rows instead, it would
-    also make up for errors in the curves' rate. Returns the value over every source (``all``), each
-    source left out (``loso``), and the sources and curves it rests on."""
+    also make up for errors in the curves' rate. Returns the value over every source
+    (``all``), each source left out (``loso``), and the sources and curves it rests on."""
     import numpy as np
 
     from fabricsim.backends.analytic import AnalyticBackend
@@ -553,11 +553,15 @@ def ring_step_fit(cs: list[Case]) -> dict[str, Any]:
     from fabricsim.protocols import PROTOCOLS
 
     ring = get_algorithm("ring")
-    curves = [idx for idx in _ring_curve_rows(cs, one_server=True)
-              if ring.fixed_steps is not None  # rings that keep the ramp pay no such step
-              and ring.fixed_steps(Group.of(fabric_of(cs[idx[0]])), cs[idx[0]].collective)
-              and _line(np.array([cs[i].nbytes for i in idx]),
-                        _times_us(cs, idx, [cs[i].measured_busbw for i in idx]))[0] > 0]
+    measured: list[tuple[list[int], Any, float]] = []  # (rows, sizes, measured intercept)
+    for idx in _ring_curve_rows(cs, one_server=True):
+        if ring.fixed_steps is None or not ring.fixed_steps(  # rings keeping the ramp
+                Group.of(fabric_of(cs[idx[0]])), cs[idx[0]].collective):
+            continue
+        size = np.array([cs[i].nbytes for i in idx])
+        a = _line(size, _times_us(cs, idx, [cs[i].measured_busbw for i in idx]))[0]
+        if a > 0:
+            measured.append((idx, size, a))
     lib_us = PROTOCOLS["simple"].crossing_per_channel * 1e6
     lib_nv5 = PROTOCOLS["simple"].nvlink_scale.get("nvlink5", 1.0)
     shared = AnalyticBackend()
@@ -565,21 +569,19 @@ def ring_step_fit(cs: list[Case]) -> dict[str, Any]:
     for v in RING_STEP_GRID_US:
         t = _tuner(lib_us, lib_nv5, shared, v)
         per: dict[str, list[float]] = {}
-        for idx in curves:
-            size = np.array([cs[i].nbytes for i in idx])
-            a_meas = _line(size, _times_us(cs, idx, [cs[i].measured_busbw for i in idx]))[0]
+        for idx, size, a_meas in measured:
             a_mod = _line(size, _times_us(cs, idx, [predict(cs[i], t) for i in idx]))[0]
             per.setdefault(cs[idx[0]].source, []).append(
                 abs(math.log(max(a_mod, 1e-9) / a_meas)))
         loss[v] = per
-    sources = sorted({cs[idx[0]].source for idx in curves})
+    sources = sorted({cs[idx[0]].source for idx, _, _ in measured})
 
     def best(without: str | None) -> float:
         return min(RING_STEP_GRID_US, key=lambda v: sum(
             statistics.median(x) for s, x in loss[v].items() if s != without))
 
     return {"all": best(None), "loso": {s: best(s) for s in sources},
-            "sources": len(sources), "curves": len(curves)}
+            "sources": len(sources), "curves": len(measured)}
 
 
 def nvlink5_rows(cs: list[Case]) -> list[int]:
@@ -747,8 +749,8 @@ def heldout_errors(cs: list[Case]) -> tuple[list[float], dict[str, Any]]:
     lib_ring = PROTOCOLS["simple"].fixed_step_latency["nvlink"] * 1e6
     shared = AnalyticBackend()
     tuners: dict[tuple[float, float, float], Tuner] = {}
-    # sources of nvlink5_rows or ring_step_rows (none fitted on): every row of theirs with
-    # the values fitted without them
+    # sources of nvlink5_rows or of ring_step_fit's curves (none fitted on): every row of
+    # theirs with the values fitted without them
     for src in sorted({*nv5["loso"], *ring["loso"]}):
         v5 = nv5["loso"].get(src, lib_nv5)
         rs = ring["loso"].get(src, lib_ring)
