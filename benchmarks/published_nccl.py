@@ -112,8 +112,9 @@ def _cluster(r: dict[str, str]) -> tuple[int, dict[str, object]] | str:
             return 1, {"gpus_per_node": gpus}
         # the NVLink domains the run names (partitions placed on different racks), else
         # the fewest racks that hold its trays
-        racks = int(r.get("nvlink_domains") or 0) or math.ceil(gpus / _RACK_GPUS)
-        if racks < math.ceil(gpus / _RACK_GPUS):
+        fewest = math.ceil(gpus / _RACK_GPUS)
+        racks = int(r.get("nvlink_domains") or 0) or fewest
+        if racks < fewest:
             return "more GPUs per NVLink domain than a rack holds"
         if gpus % racks:
             return "trays not evenly split across racks"
