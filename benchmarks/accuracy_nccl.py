@@ -477,13 +477,14 @@ NVLINK5_GRID: tuple[float, ...] = tuple(round(0.80 + 0.02 * i, 2) for i in range
 
 
 def _tuner(crossing_us: float, nvlink5: float, backend: Any = None,
-           ring_step_us: float | None = None) -> Tuner:
+           ring_step_us: float | None = None, mnnvl_us: float | None = None) -> Tuner:
     """The library's protocols with the crossing cost and Simple's NVLink 5 share given
     (LL128's follows it: it runs at 0.92 of Simple's share), and Simple's NVLink step on
-    a ring where given (``None``: the library's)."""
+    a ring and the multi-node NVLink step where given (``None``: the library's)."""
     from fabricsim import protocols
 
-    out = {k: p.scaled(crossing_per_channel=crossing_us * 1e-6)
+    out = {k: p.scaled(crossing_per_channel=crossing_us * 1e-6,
+                       mnnvl_step=p.mnnvl_step if mnnvl_us is None else mnnvl_us * 1e-6)
            for k, p in protocols.PROTOCOLS.items()}
     for name in ("simple", "ll128"):
         p = out[name]
@@ -619,6 +620,45 @@ def nvlink5_fit(cs: list[Case]) -> dict[str, Any]:
     return {"all": every, "loso": loso, "sources": len(loso), "rows": len(rows)}
 
 
+#: Values (us) among which :func:`mnnvl_fit` picks the multi-node NVLink step.
+MNNVL_GRID_US: tuple[float, ...] = tuple(round(0.25 * i, 2) for i in range(9))
+
+
+def mnnvl_rows(cs: list[Case]) -> list[int]:
+    """Indices into ``cs`` of held-out rows whose GPUs sit on several hosts of one NVLink
+    domain (a rack's compute trays, joined by multi-node NVLink)."""
+    from fabricsim.collectives.registry import Group
+
+    return [i for i in held_out(cs) if Group.of(fabric_of(cs[i])).spans_hosts]
+
+
+def mnnvl_fit(cs: list[Case]) -> dict[str, Any]:
+    """The multi-node NVLink step (``Protocol.mnnvl_step``, :data:`MNNVL_GRID_US`) fitted
+    on :func:`mnnvl_rows` of every source, and with each source left out in turn; the
+    loss as in :func:`crossing_fit`. Also each source's own best value (``by_source``):
+    the sources that move it, and those it leaves alone."""
+    from fabricsim.protocols import PROTOCOLS
+
+    rows = mnnvl_rows(cs)
+    lib_us = PROTOCOLS["simple"].crossing_per_channel * 1e6
+    lib_nv5 = PROTOCOLS["simple"].nvlink_scale.get("nvlink5", 1.0)
+    errs = grid_errors(cs, rows, MNNVL_GRID_US,
+                       lambda v, backend: _tuner(lib_us, lib_nv5, backend, mnnvl_us=v))
+    every, loso = grid_fit(cs, rows, errs)
+    by_src: dict[str, list[int]] = {}
+    for i in rows:
+        by_src.setdefault(cs[i].source, []).append(i)
+
+    def loss(v: float, idx: list[int]) -> float:
+        return statistics.median(abs(math.log1p(max(errs[v][i], -0.999))) for i in idx)
+
+    own = {s: (min(MNNVL_GRID_US, key=lambda v: loss(v, idx))
+               if len({round(loss(v, idx), 4) for v in MNNVL_GRID_US}) > 1 else None)
+           for s, idx in sorted(by_src.items())}
+    return {"all": every, "loso": loso, "sources": len(loso), "rows": len(rows),
+            "by_source": own}
+
+
 #: Values among which the leave-one-source-out check picks LL128's factor on NVLink 3.
 AMPERE_LL128_GRID: tuple[float, ...] = (0.5, 0.55, 0.6, 0.616, 0.65, 0.7, 0.75, 0.8)
 
@@ -734,35 +774,41 @@ def heldout_errors(cs: list[Case]) -> tuple[list[float], dict[str, Any]]:
     a row of several servers is predicted with the crossing cost fitted without its source
     (:func:`crossing_fit`), and every row of a source Simple's NVLink 5 share was fitted
     on with the share fitted without it (:func:`nvlink5_fit`, together with its own
-    crossing cost); and the fits themselves (the crossing fit's keys, and ``nvlink5``)."""
+    crossing cost), likewise the rows of a source the ring step or the multi-node NVLink
+    step was fitted on (:func:`ring_step_fit`, :func:`mnnvl_fit`); and the fits
+    themselves (the crossing fit's keys, ``nvlink5``, ``ring_step`` and ``mnnvl``)."""
     from fabricsim.backends.analytic import AnalyticBackend
     from fabricsim.protocols import PROTOCOLS
 
     fit_ = crossing_fit(cs)
     nv5 = nvlink5_fit(cs)
     ring = ring_step_fit(cs)
-    fit_ = {**fit_, "nvlink5": nv5, "ring_step": ring}
+    mn = mnnvl_fit(cs)
+    fit_ = {**fit_, "nvlink5": nv5, "ring_step": ring, "mnnvl": mn}
     base = [r["rel_error"] for r in evaluate(cs)]
     out = [fit_["errors"].get(i, e) for i, e in enumerate(base)]
     lib_us = PROTOCOLS["simple"].crossing_per_channel * 1e6
     lib_nv5 = PROTOCOLS["simple"].nvlink_scale.get("nvlink5", 1.0)
     lib_ring = PROTOCOLS["simple"].fixed_step_latency["nvlink"] * 1e6
+    lib_mn = PROTOCOLS["simple"].mnnvl_step * 1e6
     shared = AnalyticBackend()
-    tuners: dict[tuple[float, float, float], Tuner] = {}
-    # sources of nvlink5_rows or of ring_step_fit's curves (none fitted on): every row of
-    # theirs with the values fitted without them
-    for src in sorted({*nv5["loso"], *ring["loso"]}):
+    tuners: dict[tuple[float, float, float, float], Tuner] = {}
+    # sources of nvlink5_rows, of ring_step_fit's curves or of mnnvl_rows (none fitted on):
+    # every row of theirs with the values fitted without them
+    for src in sorted({*nv5["loso"], *ring["loso"], *mn["loso"]}):
         v5 = nv5["loso"].get(src, lib_nv5)
         rs = ring["loso"].get(src, lib_ring)
-        if v5 == lib_nv5 and rs == lib_ring:
+        mv = mn["loso"].get(src, lib_mn)
+        if v5 == lib_nv5 and rs == lib_ring and mv == lib_mn:
             continue
         for i, c in enumerate(cs):
             if c.source != src or c.secondary:
                 continue
             us = fit_["loso_us"].get(src, lib_us) if i in fit_["errors"] else lib_us
-            if (us, v5, rs) not in tuners:
-                tuners[(us, v5, rs)] = _tuner(us, v5, shared, rs)
-            out[i] = rel_error(c, predict(c, tuners[(us, v5, rs)]))
+            key = (us, v5, rs, mv)
+            if key not in tuners:
+                tuners[key] = _tuner(us, v5, shared, rs, mv)
+            out[i] = rel_error(c, predict(c, tuners[key]))
     return out, fit_
 
 
@@ -1006,6 +1052,11 @@ def main(argv: list[str] | None = None) -> int:
         "library": PROTOCOLS["simple"].fixed_step_latency["nvlink"] * 1e6,
         "fitted_on_every_source": rs["all"], "sources": rs["sources"], "curves": rs["curves"],
         "left_out": rs["loso"]}}))
+    mn = cross["mnnvl"]
+    print(json.dumps({"mnnvl_step_us": {
+        "library": PROTOCOLS["simple"].mnnvl_step * 1e6, "fitted_on_every_source": mn["all"],
+        "sources": mn["sources"], "rows": mn["rows"], "left_out": mn["loso"],
+        "best_by_source": mn["by_source"]}}))
     amp = ampere_ll128_fit(every)
     print(json.dumps({"ll128_nvlink3_factor": {
         "library": PROTOCOLS["ll128"].nvlink_scale.get("nvlink3", 1.0),

@@ -103,20 +103,33 @@ def test_ampere_ll128_factor_is_not_one_sources(fitted: Fitted) -> None:
     assert all(abs(v - lib) <= 0.07 for v in amp["loso"].values())
 
 
-@pytest.mark.xfail(strict=True, reason="issue 34: Blackwell's LL steps in one NVLink domain "
-                   "are slower than the step fitted on Hopper/Ampere servers; the rows "
-                   "disagree on where (docs/collectives.md, Known gaps)")
+def test_library_mnnvl_step_is_the_fit_on_every_source(fitted: Fitted) -> None:
+    # the step between a rack's hosts (multi-node NVLink) is fitted on the rows of every
+    # source whose GPUs sit on several trays of one NVLink domain; no one source decides it
+    from fabricsim.protocols import PROTOCOLS
+
+    mn = fitted[3]["mnnvl"]
+    for p in ("ll", "ll128", "simple"):
+        assert PROTOCOLS[p].mnnvl_step * 1e6 == pytest.approx(mn["all"])
+    assert mn["sources"] >= 5 and mn["rows"] >= 100
+    assert all(abs(v - mn["all"]) <= 0.25 + 1e-9 for v in mn["loso"].values())
+    # the sources that move it at all ask for a cost: without one the fit would be 0
+    assert mn["all"] > 0 and sum(1 for v in mn["by_source"].values() if v) >= 3
+
+
 def test_blackwell_ll_step_is_what_its_rows_give(fitted: Fitted) -> None:
-    # GB200 trays of one rack (Google's A4X pages) take 1.6 us per LL ring step where the
-    # library charges about 0.6; Azure's single trays of four GPUs agree with the
-    # library. The fit over all of them is reported, not applied, so this fails until a
-    # mechanism places the cost
+    # GB200 trays of one rack (Google's A4X pages) took 1.6 us per LL ring step where the
+    # library charged about 0.4, and Azure's single trays agreed with the library: the
+    # cost is the step between a rack's hosts (Protocol.mnnvl_step). With it, the factor
+    # on LL's NVLink 5 step that those rows ask for is the library's, 1, on all of them
+    # and with each left out
     from fabricsim.protocols import PROTOCOLS
 
     b, cs, _, _ = fitted
     bll = b.blackwell_ll_fit(cs)
     assert bll["sources"] >= 4 and bll["rows"] >= 40
     assert bll["library"] == PROTOCOLS["ll"].hop_scale.get("nvlink5", 1.0)
+    assert bll["all"] == bll["library"]
     assert all(abs(v - bll["library"]) <= 0.5 for v in bll["loso"].values())
 
 
@@ -312,10 +325,11 @@ TARGETS = [("several servers, bandwidth", "median", 0.07),
            ("several servers, bandwidth", "p90", 0.20),
            ("InfiniBand, bandwidth", "median", 0.10),
            ("EFA, bandwidth", "median", 0.10), ("NVLink racks, bandwidth", "median", 0.10),
-           ("all scopes, latency", "median", 0.15),
            # 11.5 % once Azure's pages vendored twice count as fitted (10.0 % with them)
            ("one server, 1-16 MiB", "median", 0.10)]
-TARGETS_MET = [("RoCE, bandwidth", "median", 0.10)]
+TARGETS_MET = [("RoCE, bandwidth", "median", 0.10),
+               # 15.0 % since steps between a rack's hosts got their cost (17.3 % before)
+               ("all scopes, latency", "median", 0.15)]
 
 
 @pytest.mark.parametrize(("group", "stat", "target"), TARGETS)
@@ -332,10 +346,10 @@ def test_one_server_bandwidth_holds_its_median() -> None:
 @pytest.mark.parametrize(("group", "stat", "target"), TARGETS_MET)
 def test_heldout_error_meets_the_target_where_it_was_met(group: str, stat: str,
                                                          target: float) -> None:
-    """One server at 1-16 MiB and RoCE met their targets once 45 more sources were
-    vendored (10.3 -> 10.0 %, 11.1 -> 9.9 %): kept there. Small-message time, met at 14.7 %
-    before, went to 17 % with them (GCP's RoCE and GB200 runs, the model too fast) and is
-    a target again (TARGETS)."""
+    """RoCE met its target once 45 more sources were vendored (11.1 -> 9.9 %): kept there.
+    Small-message time, met at 14.7 % before, went to 17 % with them (GCP's RoCE and GB200
+    runs, the model too fast), and back to 15.0 % once steps between a rack's hosts got
+    their cost (2026-12-01): kept there."""
     assert heldout()["groups"][group][stat] <= target
 
 
@@ -390,18 +404,19 @@ def test_the_nearest_rows_warn_only_where_they_lean_beyond_the_band() -> None:
     two = build_cluster("dgx-h100", 2)
     assert local_evidence(two, "all_reduce", 2**30) is not None
     assert local_warning(two, "all_reduce", 2**30) is None
-    one = local_warning(build_cluster("gb300-nvl72", 1), "all_reduce", 2**19)
-    assert one is not None and "gb300-nvl72 at one server, 512 KiB (" in one
-    assert "time" in one
-    # two DGX H200 at 1-2 MiB: over every size their rows agree with the band, at these
-    # sizes they do not (the model's all-gather 30 % slow in median, two sources), and it
-    # says so
-    h200 = build_cluster("dgx-h200", 2)
-    assert local_warning(h200, "all_gather", 2**29) is None
-    assert local_warning(h200, "all_gather", 8 * 2**20) is None
-    mid = local_warning(h200, "all_gather", 2**20)
-    assert mid is not None and "dgx-h200 at 2 servers, 1 MiB to 2 MiB" in mid
-    assert "2 sources" in mid and "median -30 %" in mid
+    # one GB300 rack at 512 KiB: its rows are times (latency), 35 % fast in median until
+    # steps between the rack's trays got their cost; within the band since
+    rack = build_cluster("gb300-nvl72", 1)
+    near = local_evidence(rack, "all_reduce", 2**19)
+    assert near is not None and near.kind == "latency"
+    assert local_warning(rack, "all_reduce", 2**19) is None
+    # 64 HGX B200 at 1-2 MiB: over every size their rows lean too, at 4-8 GiB they do not,
+    # at 1-2 MiB (the model fast by 46 % in median, one source) they do, and it says so
+    b200 = build_cluster("hgx-b200", 64)
+    assert local_warning(b200, "all_reduce", 2**32) is None
+    mid = local_warning(b200, "all_reduce", 2**20)
+    assert mid is not None and "hgx-b200 at 64 servers, 1 MiB to 2 MiB" in mid
+    assert "1 source" in mid and "median +46 %" in mid
 
 
 def test_bench_says_where_the_nearest_rows_disagree() -> None:
@@ -413,21 +428,22 @@ def test_bench_says_where_the_nearest_rows_disagree() -> None:
     r = CliRunner().invoke(app, [*args, "--json"])
     row = json.loads(r.output.splitlines()[0])
     assert row["local"].startswith("published runs of gb200-nvl72 at 20 servers")
-    # per size: bench's 8 MiB row says it, its 1 GiB row does not
-    r = CliRunner().invoke(app, ["bench", "all_gather", "--system", "dgx-h200", "--nodes",
-                                 "2", "-b", "1M", "-e", "1G", "-f", "1024", "--json"])
+    # per size: bench's 1 MiB row says it, its 4 GiB row does not
+    r = CliRunner().invoke(app, ["bench", "all_reduce", "--system", "hgx-b200", "--nodes",
+                                 "64", "-b", "1M", "-e", "4G", "-f", "4096", "--json"])
     assert r.exit_code == 0, r.output
     rows = [json.loads(x) for x in r.output.splitlines() if x.startswith("{")]
-    assert [x["size_bytes"] for x in rows] == [2**20, 2**30]
+    assert [x["size_bytes"] for x in rows] == [2**20, 2**32]
     assert "1 MiB to 2 MiB" in rows[0]["local"] and rows[1]["local"] == ""
     # one warning per band of sizes that leans, in the order of the sizes (16-32 MiB leans
-    # no more since a ring's steps cost a fixed time: it is within its band)
+    # again since the crossing cost fell to 0.75 us with the step between a rack's hosts)
     r = CliRunner().invoke(app, ["bench", "all_reduce", "--system", "hgx-b200", "--nodes",
                                  "64", "-b", "1M", "-e", "256M", "-f", "4"])
     assert r.exit_code == 0, r.output
     warned = [x for x in r.output.splitlines() if x.startswith("# warning: published")]
     assert [w.split(", ")[1].split(" (")[0] for w in warned] == \
-        ["1 MiB to 2 MiB", "4 MiB to 8 MiB", "64 MiB to 128 MiB", "256 MiB to 512 MiB"]
+        ["1 MiB to 2 MiB", "4 MiB to 8 MiB", "16 MiB to 32 MiB", "64 MiB to 128 MiB",
+         "256 MiB to 512 MiB"]
 
 
 # --------------------------------------------------------------------------------------

@@ -117,8 +117,10 @@ def schedule_protocol(schedule: Schedule, protocol: Any) -> Any:
     fixed time (:attr:`~fabricsim.schedule.Schedule.fixed_steps`, NCCL's rings), without
     the size ramp and with the protocol's ``fixed_step_latency``; then its per-hop
     latencies times the schedule's :attr:`~fabricsim.schedule.Schedule.hop_scale` for
-    that protocol (NCCL's tree chain steps cost other than its ring steps). Every backend
-    times a schedule with this protocol; ``None`` stays ``None``.
+    that protocol (NCCL's tree chain steps cost other than its ring steps); and where the
+    schedule's NVLink joins the hosts of a rack (:attr:`~fabricsim.schedule.Schedule.mnnvl`,
+    multi-node NVLink), every NVLink step ``mnnvl_step`` more. Every backend times a
+    schedule with this protocol; ``None`` stays ``None``.
 
     >>> from fabricsim.protocols import get_protocol
     >>> from fabricsim.schedule import Schedule
@@ -131,6 +133,9 @@ def schedule_protocol(schedule: Schedule, protocol: Any) -> Any:
     >>> ring = schedule_protocol(Schedule(steps=(), fixed_steps=True), get_protocol("simple"))
     >>> ring.ramp_bytes, ring.hop_latency["nvlink"] == ring.fixed_step_latency["nvlink"]
     (0.0, True)
+    >>> rack = schedule_protocol(Schedule(steps=(), mnnvl=True), get_protocol("ll"))
+    >>> rack.hop_latency["nvlink"] == get_protocol("ll").hop_latency["nvlink"] + p.mnnvl_step
+    True
     """
     if protocol is None:
         return None
@@ -139,10 +144,14 @@ def schedule_protocol(schedule: Schedule, protocol: Any) -> Any:
             ramp_bytes=0.0, hop_latency={**protocol.hop_latency,
                                          **protocol.fixed_step_latency})
     per = schedule.hop_scale.get(protocol.name)
-    if not per:
-        return protocol
-    return protocol.scaled(hop_latency={c: v * per.get(c, 1.0)
-                                        for c, v in protocol.hop_latency.items()})
+    if per:
+        protocol = protocol.scaled(hop_latency={c: v * per.get(c, 1.0)
+                                                for c, v in protocol.hop_latency.items()})
+    extra = getattr(protocol, "mnnvl_step", 0.0) if schedule.mnnvl else 0.0
+    if extra > 0.0:  # a physical cost of the path: added after the algorithm's scaling
+        protocol = protocol.scaled(hop_latency={
+            **protocol.hop_latency, "nvlink": protocol.hop_latency["nvlink"] + extra})
+    return protocol
 
 
 def fill_efficiency(protocol: Any, fabric: Fabric) -> dict[str, float]:

@@ -309,6 +309,11 @@ class SystemSpec(Spec):
     gpus: int = Field(ge=1)
     nvlink_domain_gpus: int = Field(ge=1)
     """GPUs per NVLink domain; 1 when the GPUs have no NVLink."""
+    gpus_per_host: int = Field(0, ge=0)
+    """GPUs under one operating system (a rack's compute tray: 4 in a GB200 NVL72); 0: the
+    whole NVLink domain is one host (every HGX/DGX server). Where a domain spans several
+    hosts, NCCL joins them by multi-node NVLink, whose steps cost more
+    (:data:`fabricsim.protocols.PROTOCOLS`, ``mnnvl_step``)."""
     nvswitches: int = Field(ge=0)
     nvswitch: str
     """Key into switches (family nvswitch), ``""`` when ``nvswitches == 0``."""
@@ -367,6 +372,9 @@ class SystemSpec(Spec):
             raise ValueError(
                 f"nvlink_domain_gpus ({self.nvlink_domain_gpus}) must divide gpus ({self.gpus})"
             )
+        if self.gpus_per_host and self.nvlink_domain_gpus % self.gpus_per_host:
+            raise ValueError(f"gpus_per_host ({self.gpus_per_host}) must divide "
+                             f"nvlink_domain_gpus ({self.nvlink_domain_gpus})")
         if (self.nvswitches == 0) != (self.nvswitch == ""):
             raise ValueError("nvswitch must be '' exactly when nvswitches == 0")
         if (self.storage_nics == 0) != (self.storage_nic == ""):

@@ -335,9 +335,9 @@ def local_warning(fabric: Fabric, collective: str, nbytes: float,
     published runs of gb200-nvl72 at 20 servers (6 bandwidth rows, 1 source) ...
     >>> local_warning(build_cluster("dgx-h100", 2), "all_reduce", 2**30) is None
     True
-    >>> print(local_warning(build_cluster("dgx-h200", 2), "all_gather", 2**20))
+    >>> print(local_warning(build_cluster("hgx-b200", 64), "all_reduce", 2**20))
     ... # doctest: +ELLIPSIS
-    published runs of dgx-h200 at 2 servers, 1 MiB to 2 MiB (6 bandwidth rows, 2 sources) ...
+    published runs of hgx-b200 at 64 servers, 1 MiB to 2 MiB (10 bandwidth rows, 1 source) ...
     """
     loc = local_evidence(fabric, collective, nbytes, servers)
     if loc is None:

@@ -99,6 +99,26 @@ class Group:
         sizes = {len(x) for x in self.by_server}
         return sizes.pop() if len(sizes) == 1 else 0
 
+    @cached_property
+    def spans_hosts(self) -> bool:
+        """Whether members of one server sit on different hosts of it (compute trays, each
+        its own operating system, :attr:`FabricInfo.gpus_per_host
+        <fabricsim.fabric.FabricInfo.gpus_per_host>`): NCCL then joins them by multi-node
+        NVLink.
+
+        >>> from fabricsim.fabric import build_cluster
+        >>> rack = build_cluster("gb200-nvl72", 1)
+        >>> Group.of(rack, range(4)).spans_hosts, Group.of(rack, range(8)).spans_hosts
+        (False, True)
+        >>> Group.of(build_cluster("dgx-h100", 2)).spans_hosts
+        False
+        """
+        per = self.fabric.info.gpus_per_host
+        if per <= 0:
+            return False
+        host = self.fabric.node_local[self.nodes] // per
+        return any(np.unique(host[idx]).size > 1 for idx in self.by_server)
+
     def grid(self) -> IntArray:
         """Member positions as a ``servers × per_server`` array (uniform groups only)."""
         if not self.per_server:

@@ -179,7 +179,8 @@ def build(group: Group, collective: str, nbytes: float, algo: Algorithm, proto: 
                     meta={"channels": ch, "group_size": group.n}, kernel_bytes_per_s=rate,
                     pipeline=pipe, crossings=cross, hop_scale=algo.hop_scale,
                     fixed_steps=bool(algo.fixed_steps(group, collective))
-                    if algo.fixed_steps is not None else False)
+                    if algo.fixed_steps is not None else False,
+                    mnnvl=group.spans_hosts)
 
 
 def protocol_of(name: str, protocols: Mapping[str, Protocol] = PROTOCOLS) -> Protocol:

@@ -603,7 +603,7 @@ def build_cluster(system: str = "dgx-h100", nodes: int = 1, *, gpus_per_node: in
         nics_per_gpu=int(gpu_nics.shape[1]), pcie_switches=template.params.pcie_switches,
         gpu_power_w=sysp.gpu_power_w, gpu_hour_usd=sysp.gpu_hour_usd, cables=cables,
         calibration=check_calibration(prm.get("calibration")), qps=qps,
-        cpu_vendor=sysp.cpu_vendor,
+        cpu_vendor=sysp.cpu_vendor, gpus_per_host=sysp.gpus_per_host,
         net_plugin_latency=cat.nic(sysp.nic).nccl_net_latency_us * 1e-6 if sysp.nics else 0.0,
         plugin_proto="simple" if sysp.nics and not cat.nic(sysp.nic).in_order_128b else "",
         ici_slice=ici.dims if ici is not None else (),

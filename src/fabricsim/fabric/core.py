@@ -58,6 +58,8 @@ class FabricInfo:
     servers: int = 0
     gpus_per_server: int = 0
     nvlink_domain_gpus: int = 1
+    #: GPUs under one operating system (a rack's compute tray); 0: the whole server.
+    gpus_per_host: int = 0
     nics_per_server: int = 0
     oversubscription: float = 1.0
     tiers: int = 0

@@ -229,6 +229,9 @@ class Schedule:
     #: (NCCL's rings: every step waits for its slice's flag whatever the message size);
     #: they pay the protocol's ``fixed_step_latency`` where it has one.
     fixed_steps: bool = False
+    #: Its NVLink transfers join GPUs on different hosts of one NVLink domain (a rack's
+    #: compute trays: multi-node NVLink), whose steps pay the protocol's ``mnnvl_step``.
+    mnnvl: bool = False
 
     def __post_init__(self) -> None:
         if not (self.kernel_bytes_per_s >= 0.0):  # also rejects NaN
@@ -275,8 +278,9 @@ class Schedule:
 
     def timing_fields(self) -> dict[str, Any]:
         """What a backend charges besides the steps (kernel rate, chunk pipeline, network
-        crossings, hop scale, steps of a fixed cost), as keywords for a :class:`Schedule`
-        built from this one's steps (merged with others, say), so that none is left behind.
+        crossings, hop scale, steps of a fixed cost, multi-node NVLink), as keywords for a
+        :class:`Schedule` built from this one's steps (merged with others, say), so that
+        none is left behind.
 
         >>> Schedule(steps=(), kernel_bytes_per_s=1e9).timing_fields()["kernel_bytes_per_s"]
         1000000000.0
@@ -285,7 +289,7 @@ class Schedule:
         """
         return {"kernel_bytes_per_s": self.kernel_bytes_per_s, "pipeline": self.pipeline,
                 "crossings": self.crossings, "hop_scale": self.hop_scale,
-                "fixed_steps": self.fixed_steps}
+                "fixed_steps": self.fixed_steps, "mnnvl": self.mnnvl}
 
     def with_meta(self, **meta: Any) -> Schedule:
         return replace(self, meta={**self.meta, **meta})

@@ -105,7 +105,9 @@ def test_deepep_dispatch_cuts_network_copies_across_servers() -> None:
     """EP 32 over four B200 servers: one copy per destination server (3.6 of 8) instead
     of one per expert, so the all-to-all time drops by about that ratio; inside one
     server (EP 8) every copy rides NVLink either way, and DeepEP's intranode kernel
-    (one copy per destination GPU, its own fixed cost) lands within 10 % of NCCL's."""
+    (one copy per destination GPU, its own fixed cost) lands within 12 % of NCCL's (10.6 %
+    since NVLink 5's Simple share refitted 0.90 -> 0.88 and DeepEP's fixed cost 166 -> 157
+    us, both fits on published rows; 9 % before)."""
     fab = fs.build_cluster("hgx-b200", 8, fabric="ib-ndr")
     base = ParallelConfig(pp=2, ep=32, micro_batch=1, global_batch=64, seq_len=4096,
                           precision="fp8")
@@ -116,7 +118,7 @@ def test_deepep_dispatch_cuts_network_copies_across_servers() -> None:
 
     plain, deep = ep(), ep(moe_dispatcher="deepep")
     assert 0.3 * plain < deep < 0.6 * plain
-    assert ep(ep=8) == pytest.approx(ep(ep=8, moe_dispatcher="deepep"), rel=0.1)
+    assert ep(ep=8) == pytest.approx(ep(ep=8, moe_dispatcher="deepep"), rel=0.12)
     assert ep(ep=8) != ep(ep=8, moe_dispatcher="deepep")  # the kernel's own schedule
     with pytest.raises(ModelError, match=r"training\.moe_dispatcher"):
         ParallelConfig(moe_dispatcher="deepep").resolve(get_model("llama3-8b"), 8)

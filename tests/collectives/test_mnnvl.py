@@ -1,0 +1,77 @@
+"""Steps between a rack's hosts (multi-node NVLink): where a group's GPUs sit on several
+compute trays of one NVLink domain, every NVLink step costs ``Protocol.mnnvl_step`` more
+(``Schedule.mnnvl``), in every backend alike; one tray, or one HGX board, pays nothing."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from fabricsim.backends.analytic import AnalyticBackend
+from fabricsim.backends.flow import FlowBackend
+from fabricsim.backends.packet import PacketBackend
+from fabricsim.catalog import get_catalog
+from fabricsim.collectives.registry import Group, get_algorithm
+from fabricsim.collectives.tuner import build
+from fabricsim.fabric import build_cluster
+from fabricsim.protocols import PROTOCOLS
+
+
+def test_racks_have_hosts_of_a_tray_and_boards_are_one_host() -> None:
+    assert build_cluster("gb200-nvl72", 1).info.gpus_per_host == 4
+    assert build_cluster("gb300-nvl72", 1).info.gpus_per_host == 4
+    assert build_cluster("dgx-h100", 1).info.gpus_per_host == 0
+    assert build_cluster("hgx-b200", 2).info.gpus_per_host == 0
+
+
+def test_a_group_spans_hosts_only_across_trays() -> None:
+    rack = build_cluster("gb200-nvl72", 2)
+    assert not Group.of(rack, range(4)).spans_hosts          # one tray
+    assert Group.of(rack, range(8)).spans_hosts              # two trays
+    assert not Group.of(rack, [0, 72]).spans_hosts           # one GPU per rack: the NICs
+    assert Group.of(rack).spans_hosts
+    assert not Group.of(build_cluster("hgx-b200", 2)).spans_hosts
+
+
+@pytest.mark.parametrize("proto", ["ll", "ll128", "simple"])
+def test_every_nvlink_step_pays_it_in_every_backend(proto: str) -> None:
+    """An all-gather ring over two GB200 trays (8 GPUs) takes 7 steps, every one over
+    NVLink: the schedule across trays takes 7 × ``mnnvl_step`` more than the same
+    schedule on one host, in each backend."""
+    rack = build_cluster("gb200-nvl72", 1)
+    sched = build(Group.of(rack, range(8)), "all_gather", 2**16, get_algorithm("ring"), proto)
+    assert sched.mnnvl
+    one_host = replace(sched, mnnvl=False)
+    want = 7 * PROTOCOLS[proto].mnnvl_step
+    assert want > 0
+    times = []
+    for backend in (AnalyticBackend(), FlowBackend(), PacketBackend()):
+        t, t0 = backend.run(sched, rack).time, backend.run(one_host, rack).time
+        assert t - t0 == pytest.approx(want, rel=1e-6, abs=1e-9)
+        times.append(t)
+    assert times[1] == pytest.approx(times[0], rel=1e-9)
+
+
+def test_one_tray_and_one_board_pay_nothing() -> None:
+    rack = build_cluster("gb200-nvl72", 1)
+    tray = build(Group.of(rack, range(4)), "all_reduce", 2**20, get_algorithm("ring"), "ll")
+    assert not tray.mnnvl
+    board = build(Group.of(build_cluster("hgx-b200", 1)), "all_reduce", 2**20,
+                  get_algorithm("ring"), "ll")
+    assert not board.mnnvl
+    # the field survives a schedule rebuilt from another's timing fields
+    assert tray.timing_fields()["mnnvl"] is False
+
+
+def test_the_step_is_the_same_for_every_protocol() -> None:
+    # a latency of the path, not of a protocol: one value, added after a tree's scaling
+    values = {PROTOCOLS[p].mnnvl_step for p in ("ll", "ll128", "simple")}
+    assert len(values) == 1 and values.pop() > 0
+
+
+def test_gpus_per_host_must_divide_the_domain() -> None:
+    base = get_catalog().system("gb200-nvl72")
+    with pytest.raises(ValueError, match="gpus_per_host"):
+        type(base).model_validate({**base.model_dump(), "gpus_per_host": 5})
+    assert type(base).model_validate({**base.model_dump(), "gpus_per_host": 8})
