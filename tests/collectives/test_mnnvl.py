@@ -7,10 +7,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from backend_delta import assert_every_backend_adds
 
-from fabricsim.backends.analytic import AnalyticBackend
-from fabricsim.backends.flow import FlowBackend
-from fabricsim.backends.packet import PacketBackend
 from fabricsim.catalog import get_catalog
 from fabricsim.collectives.registry import Group, get_algorithm
 from fabricsim.collectives.tuner import build
@@ -45,12 +43,7 @@ def test_every_nvlink_step_pays_it_in_every_backend(proto: str) -> None:
     one_host = replace(sched, mnnvl=False)
     want = 7 * PROTOCOLS[proto].mnnvl_step
     assert want > 0
-    times = []
-    for backend in (AnalyticBackend(), FlowBackend(), PacketBackend()):
-        t, t0 = backend.run(sched, rack).time, backend.run(one_host, rack).time
-        assert t - t0 == pytest.approx(want, rel=1e-6, abs=1e-9)
-        times.append(t)
-    assert times[1] == pytest.approx(times[0], rel=1e-9)
+    assert_every_backend_adds(sched, one_host, rack, want)
 
 
 def test_one_tray_and_one_board_pay_nothing() -> None:

@@ -6,10 +6,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from backend_delta import assert_every_backend_adds
 
-from fabricsim.backends.analytic import AnalyticBackend
-from fabricsim.backends.flow import FlowBackend
-from fabricsim.backends.packet import PacketBackend
 from fabricsim.collectives.registry import Group, get_algorithm
 from fabricsim.collectives.tree import TREE_HOP_SCALE
 from fabricsim.collectives.tuner import build
@@ -40,12 +38,7 @@ def test_chain_hops_move_the_time_by_their_count_in_every_backend(proto: str) ->
     plain = replace(sched, hop_scale={})
     hop = PROTOCOLS[proto].hop_latency["nvlink"]
     want = 14 * hop * (TREE_HOP_SCALE[proto]["nvlink"] - 1.0)
-    times = []
-    for backend in (AnalyticBackend(), FlowBackend(), PacketBackend()):
-        t, t0 = backend.run(sched, fab).time, backend.run(plain, fab).time
-        assert t - t0 == pytest.approx(want, rel=1e-6, abs=1e-9)
-        times.append(t)
-    assert times[1] == pytest.approx(times[0], rel=1e-9)
+    assert_every_backend_adds(sched, plain, fab, want)
 
 
 def test_rings_keep_the_protocols_hops() -> None:
