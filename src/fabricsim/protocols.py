@@ -97,8 +97,8 @@ class Protocol:
     #: (threads per channel × ``threadThreshold``: LL 512 × 8, LL128 640 × 8, Simple
     #: 512 × 64; ``src/graph/tuning.cc``, ``src/include/comm.h``).
     thread_bytes: float = 0.0
-    #: Seconds every NVLink step costs more where the NVLink domain joins GPUs of several
-    #: hosts (multi-node NVLink: a rack's compute trays, :attr:`Schedule.mnnvl
+    #: Seconds every NVLink (and NVLS) step costs more where the NVLink domain joins GPUs
+    #: of several hosts (multi-node NVLink: a rack's compute trays, :attr:`Schedule.mnnvl
     #: <fabricsim.schedule.Schedule.mnnvl>`).
     mnnvl_step: float = 0.0
 
@@ -388,30 +388,28 @@ def tuning_hardware(fabric: Fabric) -> tuple[str, str]:
 #   held it up.
 #   Which part of a crossing grows with the channels (proxy posts, NIC doorbells,
 #   completions) is not resolved.
-# mnnvl_step 1.0 us, every protocol (fit on published runs, 2026-12-01): where an NVLink
-#   domain joins GPUs of several hosts (a GB200 or GB300 rack's compute trays, each with
-#   its own operating system, which NCCL joins by multi-node NVLink over memory shared
-#   through IMEX), every NVLink step costs this much more than on one HGX board
-#   (Schedule.mnnvl; FabricInfo.gpus_per_host). Measured: on Google's A4X pages an LL
-#   ring step over 8 GPUs on 2 trays takes about 1.6 us, and over 32 GPUs on 8 trays
-#   the same, where one 8-GPU H100 server takes about 0.4; OCI's two GB200 racks take
-#   184 us for an 8-byte all-reduce whose tree climbs chains of 64 GPUs on 16 trays (105
-#   modelled without it). Single trays of four GPUs (Azure's ND GB200 v6, OCI's GB300
-#   tray) show no such cost. Fitted as one latency added to every protocol's NVLink step
-#   on the held-out rows of the 10 sources with GPUs on several hosts of a domain (251
-#   rows, grid 0-2 us; benchmarks/accuracy_nccl.py, mnnvl_fit): 1.0 us over every
-#   source, 1.0-1.25 with each left out. The sources that move it want 0.75 (OCI's two
-#   racks), 1.0 (two of Google's pages) and 1.5 (Google's custom cluster); OCI's GB300
-#   rack and NCCL issue 1801 lean to none, weakly. Why a step costs more there is not
-#   known, nor whether every step of such a domain pays it or only the steps from one
-#   tray to the next: with four GPUs to a tray the rows put the same share of their
-#   steps on tray boundaries either way. It replaces a factor of 3.5 on LL's NVLink 5
-#   step that the same rows asked for (reported, never applied): with it that factor
-#   fits at 1. Held out: all latencies 17.3 -> 15.0 %, one server's 9.8 -> 7.0 % (p90
-#   52 -> 24 %), one server at 1-16 MiB 13.5 -> 13.1 % (p90 82 -> 72 %), NVLink racks'
-#   latencies 45 -> 34 %, RoCE's bandwidth 8.8 -> 7.8 %; worse through the crossing
-#   cost it lets fall to 0.75: EFA's bandwidth 15.0 -> 17.2 %, several servers' p90
-#   56 -> 64 % (median 11.4 % either way).
+# mnnvl_step 1.0 us, every protocol (fit on published runs, 2026-12-01): where an NVLink domain
+#   joins GPUs of several hosts (a GB200 or GB300 rack's compute trays, each with its own operating
+#   system, which NCCL joins by multi-node NVLink over memory shared through IMEX), every NVLink
+#   step costs this much more than on one HGX board (Schedule.mnnvl; FabricInfo.gpus_per_host), NVLS
+#   steps through the switch included (charged on NVLink steps alone, one server at 1-16 MiB held
+#   out 13.1 %). Measured: on Google's A4X pages an LL ring step over 8 GPUs on 2 trays takes about
+#   1.6 us, and over 32 GPUs on 8 trays the same, where one 8-GPU H100 server takes about 0.4; OCI's
+#   two GB200 racks take 184 us for an 8-byte all-reduce whose tree climbs chains of 64 GPUs on 16
+#   trays (105 modelled without it). Single trays of four GPUs (Azure's ND GB200 v6, OCI's GB300
+#   tray) show no such cost. Fitted as one latency added to every protocol's NVLink step on the
+#   held-out rows of the 10 sources with GPUs on several hosts of a domain (251 rows, grid 0-2 us;
+#   benchmarks/accuracy_nccl.py, mnnvl_fit): 1.0 us over every source, 1.0-1.25 with each left out.
+#   The sources that move it want 0.75 (OCI's two racks), 1.0 (two of Google's pages) and 1.5
+#   (Google's custom cluster); OCI's GB300 rack and NCCL issue 1801 lean to none, weakly. Why a step
+#   costs more there is not known, nor whether every step of such a domain pays it or only the steps
+#   from one tray to the next: with four GPUs to a tray the rows put the same share of their steps
+#   on tray boundaries either way. It replaces a factor of 3.5 on LL's NVLink 5 step that the same
+#   rows asked for (reported, never applied): with it that factor fits at 1. Held out: all latencies
+#   17.3 -> 15.0 %, one server's 9.8 -> 7.0 % (p90 52 -> 24 %), one server at 1-16 MiB 13.5 -> 12.7
+#   % (p90 82 -> 68 %), NVLink racks' latencies 45 -> 34 %, RoCE's bandwidth 8.8 -> 7.8 %; worse
+#   through the crossing cost it lets fall to 0.75: EFA's bandwidth 15.0 -> 17.2 %, several servers'
+#   p90 56 -> 64 % (median 11.4 % either way).
 _LAUNCH = 8.71e-6
 _LAUNCH_PER_GPU = 4.81e-6
 _NVLS_GEN4 = 0.728

@@ -1,6 +1,7 @@
 """Steps between a rack's hosts (multi-node NVLink): where a group's GPUs sit on several
-compute trays of one NVLink domain, every NVLink step costs ``Protocol.mnnvl_step`` more
-(``Schedule.mnnvl``), in every backend alike; one tray, or one HGX board, pays nothing."""
+compute trays of one NVLink domain, every NVLink and NVLS step costs
+``Protocol.mnnvl_step`` more (``Schedule.mnnvl``), in every backend alike; one tray, or
+one HGX board, pays nothing."""
 
 from __future__ import annotations
 
@@ -44,6 +45,17 @@ def test_every_nvlink_step_pays_it_in_every_backend(proto: str) -> None:
     want = 7 * PROTOCOLS[proto].mnnvl_step
     assert want > 0
     assert_every_backend_adds(sched, one_host, rack, want)
+
+
+def test_nvls_steps_through_the_switch_pay_it_too() -> None:
+    """NVLS over two trays: its three fill steps and its reduce-multicast step go through
+    the switch between the trays' GPUs, four steps in all."""
+    rack = build_cluster("gb200-nvl72", 1)
+    sched = build(Group.of(rack, range(8)), "all_reduce", 2**16, get_algorithm("nvls"),
+                  "simple")
+    assert sched.mnnvl
+    assert_every_backend_adds(sched, replace(sched, mnnvl=False), rack,
+                              4 * PROTOCOLS["simple"].mnnvl_step)
 
 
 def test_one_tray_and_one_board_pay_nothing() -> None:

@@ -119,7 +119,7 @@ def schedule_protocol(schedule: Schedule, protocol: Any) -> Any:
     latencies times the schedule's :attr:`~fabricsim.schedule.Schedule.hop_scale` for
     that protocol (NCCL's tree chain steps cost other than its ring steps); and where the
     schedule's NVLink joins the hosts of a rack (:attr:`~fabricsim.schedule.Schedule.mnnvl`,
-    multi-node NVLink), every NVLink step ``mnnvl_step`` more. Every backend times a
+    multi-node NVLink), every NVLink and NVLS step ``mnnvl_step`` more. Every backend times a
     schedule with this protocol; ``None`` stays ``None``.
 
     >>> from fabricsim.protocols import get_protocol
@@ -148,9 +148,11 @@ def schedule_protocol(schedule: Schedule, protocol: Any) -> Any:
         protocol = protocol.scaled(hop_latency={c: v * per.get(c, 1.0)
                                                 for c, v in protocol.hop_latency.items()})
     extra = getattr(protocol, "mnnvl_step", 0.0) if schedule.mnnvl else 0.0
-    if extra > 0.0:  # a physical cost of the path: added after the algorithm's scaling
+    if extra > 0.0:  # a physical cost of the path: added after the algorithm's scaling;
+        # NVLS steps (through the switch) join the same hosts as NVLink's own
         protocol = protocol.scaled(hop_latency={
-            **protocol.hop_latency, "nvlink": protocol.hop_latency["nvlink"] + extra})
+            **protocol.hop_latency, **{c: protocol.hop_latency[c] + extra
+                                       for c in ("nvlink", "nvls")}})
     return protocol
 
 
