@@ -80,3 +80,19 @@ def test_gpus_per_host_must_divide_the_domain() -> None:
     with pytest.raises(ValueError, match="gpus_per_host"):
         type(base).model_validate({**base.model_dump(), "gpus_per_host": 5})
     assert type(base).model_validate({**base.model_dump(), "gpus_per_host": 8})
+
+
+def test_moe_kernels_between_trays_pay_it_too() -> None:
+    # the EP kernels' NVLink legs cross the same trays as NCCL's steps; their fixed costs
+    # are fitted with it (collectives.ep.KERNEL_OVERHEAD_S)
+    import numpy as np
+
+    from fabricsim.collectives.ep import EpConfig, build_ep_schedule
+
+    rack = build_cluster("gb200-nvl72", 1)
+    cfg = EpConfig(tokens=128, hidden=7168, top_k=8, experts=64)
+    two = build_ep_schedule(rack, cfg, "dispatch", "nvlink-onesided",
+                            ranks=np.arange(8, dtype=np.int32))
+    one = build_ep_schedule(rack, cfg, "dispatch", "nvlink-onesided",
+                            ranks=np.arange(4, dtype=np.int32))
+    assert two.mnnvl and not one.mnnvl

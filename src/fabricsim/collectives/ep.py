@@ -104,16 +104,16 @@ EP_DTYPES: dict[str, tuple[float, float]] = {"bf16": (2.0, 0.0), "fp16": (2.0, 0
 #: layout/count notification before data moves and the receive side's copy out of the
 #: communication buffer. Fitted on the published figures of every source of a family
 #: (``benchmarks/accuracy_ep.py``, which reports them leave-one-source-out), and only for
-#: a family two sources or more measure: DeepEP's normal kernels 157 µs (what its Torch
+#: a family two sources or more measure: DeepEP's normal kernels 156 µs (what its Torch
 #: API adds around the kernels: layout notification, the CPU sync on the received counts,
 #: the copy out; DeepEP's V1 and V2 READMEs and NVIDIA's HybridEP document), its
 #: low-latency kernels 14.4 µs (DeepEP V1, NCCL EP, pplx-garden) and one-sided NVLink
-#: 11.4 µs (TensorRT-LLM's blog and FlashInfer's benchmark of the same kernel). HybridEP
+#: 10.4 µs (TensorRT-LLM's blog and FlashInfer's benchmark of the same kernel). HybridEP
 #: is measured by one source (NVIDIA's HybridEP document): it carries no fixed cost beyond
 #: one exchange's latency, as its held-out figures are computed. NCCL's all-to-all is the
 #: protocol model's own. ``tests/collectives/test_ep.py`` keeps these at the fit.
-KERNEL_OVERHEAD_S: dict[str, float] = {"nccl": 0.0, "deepep": 157.1e-6, "hybridep": 0.0,
-                                       "deepep-ll": 14.4e-6, "nvlink-onesided": 11.4e-6,
+KERNEL_OVERHEAD_S: dict[str, float] = {"nccl": 0.0, "deepep": 156.1e-6, "hybridep": 0.0,
+                                       "deepep-ll": 14.4e-6, "nvlink-onesided": 10.4e-6,
                                        "xla": 0.0}
 #: Channels of DeepEP's normal kernels (two SMs each; its default 20 SMs) and the tokens
 #: one channel moves per chunk (its configs use 6-36 per NVLink chunk, 6-20 per RDMA one).
@@ -513,7 +513,7 @@ def build_ep_schedule(fabric: Fabric, cfg: EpConfig, phase: str, kernel: str,
                     protocol="ideal" if kernel == "xla" else "simple",
                     nbytes=int(t * tb * cfg.top_k), ranks=group.ranks,
                     meta={"group_size": n, "servers": servers},
-                    pipeline=_pipeline(group, kernel, tb))
+                    pipeline=_pipeline(group, kernel, tb), mnnvl=group.spans_hosts)
 
 
 def _pipeline(group: Group, kernel: str, tb: float) -> Pipeline | None:
