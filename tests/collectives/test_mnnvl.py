@@ -96,3 +96,11 @@ def test_moe_kernels_between_trays_pay_it_too() -> None:
     one = build_ep_schedule(rack, cfg, "dispatch", "nvlink-onesided",
                             ranks=np.arange(4, dtype=np.int32))
     assert two.mnnvl and not one.mnnvl
+
+
+def test_describe_says_a_domain_spans_hosts() -> None:
+    from fabricsim.jobs.describe import summarize
+
+    notes = summarize(build_cluster("gb200-nvl72", 1)).notes
+    assert any("18 hosts of 4 GPUs" in n and "1.0 µs" in n for n in notes)
+    assert not any("hosts of" in n for n in summarize(build_cluster("dgx-h100", 2)).notes)

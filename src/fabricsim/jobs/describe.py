@@ -184,6 +184,15 @@ def summarize(fabric: Fabric) -> ClusterSummary:
     else:
         bottleneck = "none: a single server without a network path"
     notes.extend(str(n) for n in info.extra.get("notes", []))
+    per_host = info.gpus_per_host
+    if 0 < per_host < info.gpus_per_server:
+        from fabricsim.protocols import PROTOCOLS
+
+        notes.append(f"each NVLink domain spans {info.gpus_per_server // per_host} hosts of "
+                     f"{per_host} GPUs (compute trays), which NCCL joins by multi-node "
+                     f"NVLink: a collective over GPUs of several of them pays "
+                     f"{PROTOCOLS['simple'].mnnvl_step * 1e6:.1f} µs more on every NVLink "
+                     f"step (fitted on published GB200/GB300 runs)")
     nccl: dict[str, Any] = {}
     if info.nics_per_server and info.servers > 1:
         nccl = {"qps_per_connection": int(info.qps),
