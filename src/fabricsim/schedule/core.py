@@ -230,7 +230,8 @@ class Schedule:
     #: they pay the protocol's ``fixed_step_latency`` where it has one.
     fixed_steps: bool = False
     #: Its NVLink transfers join GPUs on different hosts of one NVLink domain (a rack's
-    #: compute trays: multi-node NVLink), whose steps pay the protocol's ``mnnvl_step``.
+    #: compute trays: multi-node NVLink), whose NVLink and NVLS steps pay the protocol's
+    #: ``mnnvl_step``.
     mnnvl: bool = False
 
     def __post_init__(self) -> None:
