@@ -449,24 +449,25 @@ def crossing_fit(cs: list[Case]) -> dict[str, Any]:
             "errors": {i: errs[loso[cs[i].source]][i] for i in multi}}
 
 
+def source_loss(errs: dict[int, float], idx: list[int]) -> float:
+    """One source's loss in a fit: the median absolute log error of its rows ``idx``
+    (``errs``: row index -> relative error)."""
+    return statistics.median(abs(math.log1p(max(errs[i], -0.999))) for i in idx)
+
+
 def grid_fit(cs: list[Case], rows: list[int],
              errs: dict[float, dict[int, float]]) -> tuple[float, dict[str, float]]:
     """The value of ``errs`` (value -> row index -> error) that fits ``rows`` of every
     source best, and the best with each source left out. The loss is each source's median
-    absolute log error, summed over sources, so that no source outweighs another by its
-    row count and no source's outlying rows pull the value."""
-    import math
-
+    absolute log error (:func:`source_loss`), summed over sources, so that no source
+    outweighs another by its row count and no source's outlying rows pull the value."""
     by_src: dict[str, list[int]] = {}
     for i in rows:
         by_src.setdefault(cs[i].source, []).append(i)
 
-    def loss(v: float, src: str) -> float:
-        return statistics.median(abs(math.log1p(max(errs[v][i], -0.999)))
-                                 for i in by_src[src])
-
     def best(skip: str | None) -> float:
-        return min(errs, key=lambda v: sum(loss(v, s) for s in by_src if s != skip))
+        return min(errs, key=lambda v: sum(source_loss(errs[v], idx)
+                                           for s, idx in by_src.items() if s != skip))
 
     return best(None), {s: best(s) for s in sorted(by_src)}
 
@@ -649,11 +650,9 @@ def mnnvl_fit(cs: list[Case]) -> dict[str, Any]:
     for i in rows:
         by_src.setdefault(cs[i].source, []).append(i)
 
-    def loss(v: float, idx: list[int]) -> float:
-        return statistics.median(abs(math.log1p(max(errs[v][i], -0.999))) for i in idx)
-
-    own = {s: (min(MNNVL_GRID_US, key=lambda v: loss(v, idx))
-               if len({round(loss(v, idx), 4) for v in MNNVL_GRID_US}) > 1 else None)
+    own = {s: (min(MNNVL_GRID_US, key=lambda v: source_loss(errs[v], idx))
+               if len({round(source_loss(errs[v], idx), 4) for v in MNNVL_GRID_US}) > 1
+               else None)
            for s, idx in sorted(by_src.items())}
     return {"all": every, "loso": loso, "sources": len(loso), "rows": len(rows),
             "by_source": own}
