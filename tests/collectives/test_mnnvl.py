@@ -104,3 +104,18 @@ def test_describe_says_a_domain_spans_hosts() -> None:
     notes = summarize(build_cluster("gb200-nvl72", 1)).notes
     assert any("18 hosts of 4 GPUs" in n and "1.0 µs" in n for n in notes)
     assert not any("hosts of" in n for n in summarize(build_cluster("dgx-h100", 2)).notes)
+
+
+def test_a_bad_gpus_per_host_is_exit_2_naming_it(tmp_path: object,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    from pathlib import Path
+
+    from fabricsim.cli.app import main
+
+    path = Path(str(tmp_path)) / "rack.yaml"
+    path.write_text("systems:\n  myrack: {base: gb200-nvl72, gpus_per_host: 5}\n"
+                    "cluster: {system: myrack, nodes: 1}\n"
+                    "collective: {collective: all_reduce, minbytes: 1MiB, maxbytes: 1MiB}\n")
+    assert main(["bench", "scenario", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "systems.myrack" in err and "gpus_per_host (5) must divide" in err
