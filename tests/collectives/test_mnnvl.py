@@ -119,3 +119,21 @@ def test_a_bad_gpus_per_host_is_exit_2_naming_it(tmp_path: object,
     assert main(["bench", "scenario", str(path)]) == 2
     err = capsys.readouterr().err
     assert "systems.myrack" in err and "gpus_per_host (5) must divide" in err
+
+
+def test_bench_notes_a_run_across_trays_and_not_one_tray(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from fabricsim.cli.app import main
+    from fabricsim.jobs.collective import run_notes
+
+    rack = build_cluster("gb200-nvl72", 2)
+    note = run_notes(rack)
+    assert len(note) == 1 and "144 GPUs sit on 36 hosts of 2 NVLink domains" in note[0]
+    assert run_notes(rack, range(4)) == ()  # one tray: one host
+    assert run_notes(build_cluster("dgx-h100", 2)) == ()
+    args = ["bench", "all_reduce", "--system", "gb200-nvl72", "--nodes", "1", "-b", "1M",
+            "-e", "1M"]
+    assert main(args) == 0
+    assert "# note: the 72 GPUs sit on 18 hosts of one NVLink domain" in capsys.readouterr().out
+    assert main([*args[:6], "--gpus-per-node", "4", *args[6:]]) == 0
+    assert "# note:" not in capsys.readouterr().out

@@ -424,6 +424,8 @@ def register(app: typer.Typer) -> None:
             why = report.limit(fab)
             if why:
                 typer.echo(f"# limit: {why}")
+            for note in report.notes:
+                typer.echo(f"# note: {note}")
             room = report.headroom(fab)
             if room:
                 typer.echo(f"# headroom: {room}")

@@ -24,10 +24,11 @@ Example
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+import numpy as np
 from pydantic import Field
 
 from fabricsim.collectives.busbw import SizeRow
@@ -337,6 +338,8 @@ class BenchReport:
     kind: str = "bench"
     #: ``NCCL_PROTO`` the cluster's network plugin set, where the user set none (``""``).
     plugin_proto: str = ""
+    #: What the model charges this run for its placement, in sentences (:func:`run_notes`).
+    notes: tuple[str, ...] = ()
 
     @property
     def warnings(self) -> list[str]:
@@ -415,7 +418,8 @@ class BenchReport:
                             "choice_group": [r.choice_group for r in rows]}
                            for a, rows in self.rows.items()],
                 "accuracy": self.accuracy(),
-                "skipped": dict(self.skipped), "warnings": self.warnings}
+                "skipped": dict(self.skipped), "warnings": self.warnings,
+                "notes": list(self.notes)}
 
     def limit(self, fabric: Fabric) -> str:
         """Why the largest size of the first curve takes the time it does: the busiest
@@ -556,4 +560,33 @@ def run_bench(job: CollectiveBench, fabric: Fabric, progress: Progress = quiet,
         and job.env.protocol_set(job.collective) is None else ""
     return BenchReport(job=job, rows=rows, skipped=skipped,
                        gpus=len(job.ranks) if job.ranks else fabric.n_gpus,
-                       plugin_proto=forced)
+                       plugin_proto=forced, notes=run_notes(fabric, job.ranks))
+
+
+def run_notes(fabric: Fabric, ranks: Sequence[int] | None = None) -> tuple[str, ...]:
+    """What the model charges a collective over ``ranks`` (default: every GPU) of
+    ``fabric`` for where they sit, in sentences: where they span several hosts of one
+    NVLink domain (a GB200 or GB300 rack's compute trays, joined by multi-node NVLink),
+    the extra time every NVLink and NVLS step pays (``Protocol.mnnvl_step``).
+
+    >>> from fabricsim.fabric import build_cluster
+    >>> rack = build_cluster("gb200-nvl72", 1)
+    >>> run_notes(rack, range(4)), len(run_notes(rack, range(8)))
+    ((), 1)
+    >>> print(run_notes(rack)[0][:68])
+    the 72 GPUs sit on 18 hosts of one NVLink domain (4 GPUs to a host):
+    """
+    from fabricsim.collectives import Group
+    from fabricsim.protocols import PROTOCOLS
+
+    group = Group.of(fabric, list(ranks) if ranks else None)
+    if not group.spans_hosts:
+        return ()
+    per = fabric.info.gpus_per_host
+    hosts = np.unique(fabric.node_local[group.nodes] // per
+                      + fabric.node_server[group.nodes] * (fabric.info.gpus_per_server // per))
+    return (f"the {group.n} GPUs sit on {hosts.size} hosts of "
+            f"{'one NVLink domain' if group.servers == 1 else f'{group.servers} NVLink domains'}"
+            f" ({per} GPUs to a host): NCCL joins them by multi-node NVLink, and every "
+            f"NVLink and NVLS step costs {PROTOCOLS['simple'].mnnvl_step * 1e6:.1f} µs more "
+            f"than on one board (fitted on published GB200/GB300 runs)",)
