@@ -385,7 +385,9 @@ def tuning_hardware(fabric: Fabric) -> tuple[str, str]:
 #   rack's hosts got their own cost (mnnvl_step, next), when every source gives 0.75
 #   again (0.69-0.75 on a grid of 0.125 us), and 46 of the 49 left out (1.0 without
 #   two, 0.5 without one): OCI's two GB200 racks, 2x too fast without that cost, had
-#   held it up.
+#   held it up; 0.75 until six more sources were vendored (2026-12-01: four AWS runs
+#   over EFA among them), when every source gives 1.0 again, and 48 of the 55 left out
+#   (0.75 without five, 1.25 without two).
 #   Which part of a crossing grows with the channels (proxy posts, NIC doorbells,
 #   completions) is not resolved.
 # mnnvl_step 1.0 us, every protocol (fit on published runs, 2026-12-01): where an NVLink domain
@@ -413,7 +415,7 @@ def tuning_hardware(fabric: Fabric) -> tuple[str, str]:
 _LAUNCH = 8.71e-6
 _LAUNCH_PER_GPU = 4.81e-6
 _NVLS_GEN4 = 0.728
-_CROSSING = 0.75e-6
+_CROSSING = 1.0e-6
 _MNNVL_STEP = 1.0e-6
 _SIMPLE_NVLINK_HOP = 5.96e-6
 _RING_SIMPLE_NVLINK_STEP = 5.0e-6
