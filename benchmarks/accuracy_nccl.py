@@ -478,14 +478,18 @@ NVLINK5_GRID: tuple[float, ...] = tuple(round(0.80 + 0.02 * i, 2) for i in range
 
 
 def _tuner(crossing_us: float, nvlink5: float, backend: Any = None,
-           ring_step_us: float | None = None, mnnvl_us: float | None = None) -> Tuner:
+           ring_step_us: float | None = None, mnnvl_us: float | None = None,
+           plugin_share: float | None = None) -> Tuner:
     """The library's protocols with the crossing cost and Simple's NVLink 5 share given
     (LL128's follows it: it runs at 0.92 of Simple's share), and Simple's NVLink step on
-    a ring and the multi-node NVLink step where given (``None``: the library's)."""
+    a ring, the multi-node NVLink step and the share of a network plugin's declared
+    latency a crossing pays where given (``None``: the library's)."""
     from fabricsim import protocols
 
     out = {k: p.scaled(crossing_per_channel=crossing_us * 1e-6,
-                       mnnvl_step=p.mnnvl_step if mnnvl_us is None else mnnvl_us * 1e-6)
+                       mnnvl_step=p.mnnvl_step if mnnvl_us is None else mnnvl_us * 1e-6,
+                       plugin_latency_share=p.plugin_latency_share if plugin_share is None
+                       else plugin_share)
            for k, p in protocols.PROTOCOLS.items()}
     for name in ("simple", "ll128"):
         p = out[name]
@@ -658,6 +662,40 @@ def mnnvl_fit(cs: list[Case]) -> dict[str, Any]:
             "by_source": own}
 
 
+#: Values among which :func:`plugin_fit` picks the share of a network plugin's declared
+#: latency that each crossing pays.
+PLUGIN_GRID: tuple[float, ...] = tuple(round(0.02 * i, 2) for i in range(11))
+
+
+def plugin_rows(cs: list[Case]) -> list[int]:
+    """Indices into ``cs`` of held-out rows of several servers whose network plugin
+    declares a latency to NCCL (aws-ofi-nccl on EFA)."""
+    return [i for i in held_out(cs) if fabric_of(cs[i]).info.servers > 1
+            and fabric_of(cs[i]).info.net_plugin_latency > 0]
+
+
+def plugin_fit(cs: list[Case]) -> dict[str, Any]:
+    """The share of the network plugin's declared latency each crossing pays
+    (``Protocol.plugin_latency_share``, :data:`PLUGIN_GRID`) fitted on :func:`plugin_rows`
+    of every source, and with each source left out in turn; the loss as in
+    :func:`crossing_fit`; and each source's own best value (``by_source``)."""
+    from fabricsim.protocols import PROTOCOLS
+
+    rows = plugin_rows(cs)
+    lib_us = PROTOCOLS["simple"].crossing_per_channel * 1e6
+    lib_nv5 = PROTOCOLS["simple"].nvlink_scale.get("nvlink5", 1.0)
+    errs = grid_errors(cs, rows, PLUGIN_GRID,
+                       lambda v, backend: _tuner(lib_us, lib_nv5, backend, plugin_share=v))
+    every, loso = grid_fit(cs, rows, errs)
+    by_src: dict[str, list[int]] = {}
+    for i in rows:
+        by_src.setdefault(cs[i].source, []).append(i)
+    own = {s: min(PLUGIN_GRID, key=lambda v: source_loss(errs[v], idx))
+           for s, idx in sorted(by_src.items())}
+    return {"all": every, "loso": loso, "sources": len(loso), "rows": len(rows),
+            "by_source": own}
+
+
 #: Values among which the leave-one-source-out check picks LL128's factor on NVLink 3.
 AMPERE_LL128_GRID: tuple[float, ...] = (0.5, 0.55, 0.6, 0.616, 0.65, 0.7, 0.75, 0.8)
 
@@ -774,8 +812,9 @@ def heldout_errors(cs: list[Case]) -> tuple[list[float], dict[str, Any]]:
     (:func:`crossing_fit`), and every row of a source Simple's NVLink 5 share was fitted
     on with the share fitted without it (:func:`nvlink5_fit`, together with its own
     crossing cost), likewise the rows of a source the ring step or the multi-node NVLink
-    step was fitted on (:func:`ring_step_fit`, :func:`mnnvl_fit`); and the fits
-    themselves (the crossing fit's keys, ``nvlink5``, ``ring_step`` and ``mnnvl``)."""
+    step or the plugin's share was fitted on (:func:`ring_step_fit`, :func:`mnnvl_fit`,
+    :func:`plugin_fit`); and the fits themselves (the crossing fit's keys, ``nvlink5``,
+    ``ring_step``, ``mnnvl`` and ``plugin``)."""
     from fabricsim.backends.analytic import AnalyticBackend
     from fabricsim.protocols import PROTOCOLS
 
@@ -783,30 +822,33 @@ def heldout_errors(cs: list[Case]) -> tuple[list[float], dict[str, Any]]:
     nv5 = nvlink5_fit(cs)
     ring = ring_step_fit(cs)
     mn = mnnvl_fit(cs)
-    fit_ = {**fit_, "nvlink5": nv5, "ring_step": ring, "mnnvl": mn}
+    pl = plugin_fit(cs)
+    fit_ = {**fit_, "nvlink5": nv5, "ring_step": ring, "mnnvl": mn, "plugin": pl}
     base = [r["rel_error"] for r in evaluate(cs)]
     out = [fit_["errors"].get(i, e) for i, e in enumerate(base)]
     lib_us = PROTOCOLS["simple"].crossing_per_channel * 1e6
     lib_nv5 = PROTOCOLS["simple"].nvlink_scale.get("nvlink5", 1.0)
     lib_ring = PROTOCOLS["simple"].fixed_step_latency["nvlink"] * 1e6
     lib_mn = PROTOCOLS["simple"].mnnvl_step * 1e6
+    lib_pl = PROTOCOLS["simple"].plugin_latency_share
     shared = AnalyticBackend()
-    tuners: dict[tuple[float, float, float, float], Tuner] = {}
-    # sources of nvlink5_rows, of ring_step_fit's curves or of mnnvl_rows (none fitted on):
-    # every row of theirs with the values fitted without them
-    for src in sorted({*nv5["loso"], *ring["loso"], *mn["loso"]}):
+    tuners: dict[tuple[float, float, float, float, float], Tuner] = {}
+    # sources of nvlink5_rows, of ring_step_fit's curves, of mnnvl_rows or of plugin_rows
+    # (none fitted on): every row of theirs with the values fitted without them
+    for src in sorted({*nv5["loso"], *ring["loso"], *mn["loso"], *pl["loso"]}):
         v5 = nv5["loso"].get(src, lib_nv5)
         rs = ring["loso"].get(src, lib_ring)
         mv = mn["loso"].get(src, lib_mn)
-        if v5 == lib_nv5 and rs == lib_ring and mv == lib_mn:
+        ps = pl["loso"].get(src, lib_pl)
+        if v5 == lib_nv5 and rs == lib_ring and mv == lib_mn and ps == lib_pl:
             continue
         for i, c in enumerate(cs):
             if c.source != src or c.secondary:
                 continue
             us = fit_["loso_us"].get(src, lib_us) if i in fit_["errors"] else lib_us
-            key = (us, v5, rs, mv)
+            key = (us, v5, rs, mv, ps)
             if key not in tuners:
-                tuners[key] = _tuner(us, v5, shared, rs, mv)
+                tuners[key] = _tuner(us, v5, shared, rs, mv, ps)
             out[i] = rel_error(c, predict(c, tuners[key]))
     return out, fit_
 
@@ -1056,6 +1098,11 @@ def main(argv: list[str] | None = None) -> int:
         "library": PROTOCOLS["simple"].mnnvl_step * 1e6, "fitted_on_every_source": mn["all"],
         "sources": mn["sources"], "rows": mn["rows"], "left_out": mn["loso"],
         "best_by_source": mn["by_source"]}}))
+    pl = cross["plugin"]
+    print(json.dumps({"plugin_latency_share": {
+        "library": PROTOCOLS["simple"].plugin_latency_share, "fitted_on_every_source": pl["all"],
+        "sources": pl["sources"], "rows": pl["rows"], "left_out": pl["loso"],
+        "best_by_source": pl["by_source"]}}))
     amp = ampere_ll128_fit(every)
     print(json.dumps({"ll128_nvlink3_factor": {
         "library": PROTOCOLS["ll128"].nvlink_scale.get("nvlink3", 1.0),

@@ -5,9 +5,11 @@ two-server curve whose mid-size step they reproduce."""
 from __future__ import annotations
 
 import csv
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from backend_delta import assert_every_backend_adds
 
 from fabricsim.backends.analytic import AnalyticBackend
 from fabricsim.backends.base import crossing_cost
@@ -45,6 +47,31 @@ def test_bad_crossings_are_refused() -> None:
         Crossings(count=-1, channels=4)
     with pytest.raises(ScheduleError):
         Crossings(count=1, channels=0)
+    with pytest.raises(ScheduleError):
+        Crossings(count=1, channels=4, plugin_latency=-1e-6)
+
+
+@pytest.mark.parametrize(("system", "declared_us"), [("aws-p5", 75.0), ("aws-p6-b200", 35.0),
+                                                     ("dgx-h100", 0.0)])
+def test_a_crossing_pays_a_share_of_the_plugins_declared_latency(system: str,
+                                                                  declared_us: float) -> None:
+    """aws-ofi-nccl declares its latency to NCCL (75 us on p4d and p5, 35 on p5en and p6:
+    the catalog's ``nccl_net_latency_us``); each crossing of a tree over two instances pays
+    ``plugin_latency_share`` of it on top of the per-channel cost, whatever the channels,
+    in every backend. NCCL's own InfiniBand transport declares none."""
+    fab = build_cluster(system, 2)
+    assert fab.info.net_plugin_latency == pytest.approx(declared_us * 1e-6)
+    sched = build(Group.of(fab), "all_reduce", 2**20, get_algorithm("tree"), "ll128")
+    assert sched.crossings is not None and sched.crossings.count == 2
+    assert sched.crossings.plugin_latency == pytest.approx(declared_us * 1e-6)
+    share = PROTOCOLS["ll128"].plugin_latency_share
+    assert 0 < share < 1
+    without = replace(sched, crossings=replace(sched.crossings, plugin_latency=0.0))
+    want = 2 * share * declared_us * 1e-6
+    assert crossing_cost(sched, PROTOCOLS["ll128"]) - \
+        crossing_cost(without, PROTOCOLS["ll128"]) == pytest.approx(want, abs=1e-12)
+    if want > 0:
+        assert_every_backend_adds(sched, without, fab, want)
 
 
 def test_counts_per_algorithm() -> None:

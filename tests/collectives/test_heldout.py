@@ -117,6 +117,21 @@ def test_library_mnnvl_step_is_the_fit_on_every_source(fitted: Fitted) -> None:
     assert mn["all"] > 0 and sum(1 for v in mn["by_source"].values() if v) >= 3
 
 
+def test_library_plugin_share_is_the_fit_on_every_source(fitted: Fitted) -> None:
+    # the share of aws-ofi-nccl's declared latency each crossing pays is fitted on the rows
+    # of every EFA source of several servers; no one source decides it, and the fit is
+    # inside its grid (not at an edge)
+    from fabricsim.protocols import PROTOCOLS
+
+    b = fitted[0]
+    pl = fitted[3]["plugin"]
+    for p in ("ll", "ll128", "simple"):
+        assert PROTOCOLS[p].plugin_latency_share == pytest.approx(pl["all"])
+    assert pl["sources"] >= 5 and pl["rows"] >= 100
+    assert all(abs(v - pl["all"]) <= 0.02 + 1e-9 for v in pl["loso"].values())
+    assert min(b.PLUGIN_GRID) < pl["all"] < max(b.PLUGIN_GRID)
+
+
 def test_blackwell_ll_step_is_what_its_rows_give(fitted: Fitted) -> None:
     # GB200 trays of one rack (Google's A4X pages) took 1.6 us per LL ring step where the
     # library charged about 0.4, and Azure's single trays agreed with the library: the
@@ -326,12 +341,13 @@ TARGETS = [("several servers, bandwidth", "median", 0.07),
            ("InfiniBand, bandwidth", "median", 0.10),
            ("EFA, bandwidth", "median", 0.10), ("NVLink racks, bandwidth", "median", 0.10),
            # 11.5 % once Azure's pages vendored twice count as fitted (10.0 % with them)
-           ("one server, 1-16 MiB", "median", 0.10),
-           # 15.0 % once steps between a rack's hosts got their cost (17.3 % before); 15.4 %
-           # with six more sources (2026-12-01: EFA runs whose small messages the model
-           # times 12-27 % short)
-           ("all scopes, latency", "median", 0.15)]
-TARGETS_MET = [("RoCE, bandwidth", "median", 0.10)]
+           ("one server, 1-16 MiB", "median", 0.10)]
+TARGETS_MET = [("RoCE, bandwidth", "median", 0.10),
+               # 15.0 % once steps between a rack's hosts got their cost (17.3 % before),
+               # 15.4 % with six more sources (2026-12-01: EFA runs whose small messages
+               # the model timed short), 11.7 % once crossings over EFA paid a share of
+               # the plugin's declared latency
+               ("all scopes, latency", "median", 0.15)]
 
 
 @pytest.mark.parametrize(("group", "stat", "target"), TARGETS)
@@ -349,9 +365,10 @@ def test_one_server_bandwidth_holds_its_median() -> None:
 def test_heldout_error_meets_the_target_where_it_was_met(group: str, stat: str,
                                                          target: float) -> None:
     """RoCE met its target once 45 more sources were vendored (11.1 -> 9.9 %): kept there.
-    (Small-message time, met at 14.7 % before, went to 17 % with them, back to 15.0 % once
-    steps between a rack's hosts got their cost, and to 15.4 % with six more sources whose
-    EFA runs' small messages the model times short: it is a target again, above.)"""
+    Small-message time, met at 14.7 % before, went to 17 % with them, back to 15.0 % once
+    steps between a rack's hosts got their cost, to 15.4 % with six more sources whose
+    EFA runs' small messages the model timed short, and to 11.7 % once a crossing over
+    EFA paid a share of the plugin's declared latency (2026-12-01): kept there."""
     assert heldout()["groups"][group][stat] <= target
 
 

@@ -208,10 +208,14 @@ def crossing_cost(schedule: Schedule, protocol: Any) -> float:
 def crossing_seconds(cross: Crossings | None, protocol: Any, nbytes: float) -> float:
     """Seconds ``cross`` costs under ``protocol`` for a message of ``nbytes``
     (:func:`crossing_cost` for a schedule's own)."""
-    if cross is None or protocol is None or not getattr(protocol, "crossing_per_channel", 0):
+    if cross is None or protocol is None:
+        return 0.0
+    per = getattr(protocol, "crossing_per_channel", 0.0)
+    plugin = getattr(protocol, "plugin_latency_share", 0.0) * cross.plugin_latency
+    if not per and not plugin:
         return 0.0
     thread = protocol.thread_bytes * (cross.ll_ranks if protocol.name == "ll" else 1)
-    return float(cross.count * protocol.crossing_per_channel * cross.active(nbytes, thread))
+    return float(cross.count * (per * cross.active(nbytes, thread) + plugin))
 
 
 def ramp_bytes(schedule: Schedule, protocol: Any) -> float:

@@ -151,13 +151,18 @@ def nccl_row(nccl: dict[str, Any]) -> str:
     >>> nccl_row({"qps_per_connection": 4, "net_plugin_latency_us": 0.0,
     ...           "plugin_proto": ""})
     "4 QPs per connection; NCCL's own network transport"
+    >>> nccl_row({"qps_per_connection": 1, "net_plugin_latency_us": 75.0,
+    ...           "crossing_plugin_us": 6.0, "plugin_proto": ""})
+    "1 QP per connection; network plugin reports 75 µs to NCCL's tuner (6 µs per crossing)"
     """
     q = int(nccl["qps_per_connection"])
     out = f"{q} QP{'s' if q > 1 else ''} per connection; "
     lat, proto = float(nccl["net_plugin_latency_us"]), str(nccl["plugin_proto"])
     if not lat and not proto:
         return out + "NCCL's own network transport"
-    said = [f"reports {lat:g} µs to NCCL's tuner"] if lat else []
+    paid = float(nccl.get("crossing_plugin_us", 0.0))
+    said = [f"reports {lat:g} µs to NCCL's tuner"
+            + (f" ({paid:g} µs per crossing)" if paid else "")] if lat else []
     if proto:
         said.append(f"sets NCCL_PROTO={proto}")
     return out + "network plugin " + ", ".join(said)

@@ -249,7 +249,7 @@ def ring_crossings(group: Group, collective: str) -> Crossings | None:
         count = max(ring_server_hops(rounds, n, m), 1)
     return Crossings(count=count, channels=nccl_channels(group),
                      traffic_per_byte=2.0 if collective == "all_reduce" else 1.0,
-                     ll_ranks=n)
+                     ll_ranks=n, plugin_latency=group.fabric.info.net_plugin_latency)
 
 
 def tree_crossings(group: Group, collective: str) -> Crossings | None:
@@ -263,7 +263,7 @@ def tree_crossings(group: Group, collective: str) -> Crossings | None:
     if group.servers < 2 or nic_rate(group.fabric) <= 0:
         return None
     return Crossings(count=2 * tree_depth(group.servers), channels=nccl_channels(group),
-                     traffic_per_byte=2.0)
+                     traffic_per_byte=2.0, plugin_latency=group.fabric.info.net_plugin_latency)
 
 
 def nvlstree_crossings(group: Group, collective: str) -> Crossings | None:
@@ -272,7 +272,7 @@ def nvlstree_crossings(group: Group, collective: str) -> Crossings | None:
     if group.servers < 2 or nic_rate(group.fabric) <= 0:
         return None
     return Crossings(count=2 * tree_depth(group.servers), channels=nvls_channels(group),
-                     traffic_per_byte=2.0)
+                     traffic_per_byte=2.0, plugin_latency=group.fabric.info.net_plugin_latency)
 
 
 def switch_crossings(group: Group, collective: str) -> Crossings | None:
@@ -280,4 +280,5 @@ def switch_crossings(group: Group, collective: str) -> Crossings | None:
     crossings, on NCCL's channels."""
     if group.servers < 2 or nic_rate(group.fabric) <= 0:
         return None
-    return Crossings(count=2, channels=nccl_channels(group), traffic_per_byte=2.0)
+    return Crossings(count=2, channels=nccl_channels(group), traffic_per_byte=2.0,
+                     plugin_latency=group.fabric.info.net_plugin_latency)

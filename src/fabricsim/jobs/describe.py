@@ -77,7 +77,9 @@ class ClusterSummary(Tabular):
     #: What NCCL is told or made to do on this cluster's network (empty without one):
     #: ``qps_per_connection`` (``NCCL_IB_QPS_PER_CONNECTION``), ``net_plugin_latency_us``
     #: (the latency the NICs' network plugin reports to NCCL's tuner; 0: NCCL's own
-    #: transport) and ``plugin_proto`` (the ``NCCL_PROTO`` the plugin sets; "": none).
+    #: transport), ``crossing_plugin_us`` (what the model charges each network crossing
+    #: for it: ``Protocol.plugin_latency_share`` of it) and ``plugin_proto`` (the
+    #: ``NCCL_PROTO`` the plugin sets; "": none).
     nccl: dict[str, Any] = field(default_factory=dict)
 
     def _record(self) -> dict[str, Any]:
@@ -195,8 +197,12 @@ def summarize(fabric: Fabric) -> ClusterSummary:
                      f"and NVLS step (fitted on published GB200/GB300 runs)")
     nccl: dict[str, Any] = {}
     if info.nics_per_server and info.servers > 1:
+        from fabricsim.protocols import PROTOCOLS
+
         nccl = {"qps_per_connection": int(info.qps),
                 "net_plugin_latency_us": round(info.net_plugin_latency * 1e6, 3),
+                "crossing_plugin_us": round(PROTOCOLS["simple"].plugin_latency_share
+                                            * info.net_plugin_latency * 1e6, 3),
                 "plugin_proto": info.plugin_proto}
         if info.plugin_proto:
             notes.append(f"the NICs' network plugin sets NCCL_PROTO={info.plugin_proto} for "

@@ -186,12 +186,16 @@ class Crossings:
     channels: int
     traffic_per_byte: float = 1.0
     ll_ranks: int = 1
+    #: Seconds the network plugin declares to NCCL per operation (aws-ofi-nccl on EFA;
+    #: 0 for NCCL's own InfiniBand and RoCE transport): each crossing pays the
+    #: protocol's ``plugin_latency_share`` of it, whatever the channels.
+    plugin_latency: float = 0.0
 
     def __post_init__(self) -> None:
         if self.count < 0 or self.channels < 1 or not self.traffic_per_byte > 0 \
-                or self.ll_ranks < 1:
-            raise ScheduleError("crossings need count >= 0, channels >= 1 and positive "
-                                "traffic and thread factors")
+                or self.ll_ranks < 1 or not self.plugin_latency >= 0.0:
+            raise ScheduleError("crossings need count >= 0, channels >= 1, positive "
+                                "traffic and thread factors and a plugin latency >= 0")
 
     def active(self, nbytes: float, thread_bytes: float) -> int:
         """Channels an operation of ``nbytes`` runs on (at least 1)."""
