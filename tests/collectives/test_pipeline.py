@@ -6,22 +6,24 @@ from __future__ import annotations
 import pytest
 
 from fabricsim.backends.analytic import AnalyticBackend
-from fabricsim.backends.base import pipeline_fill, ramp_bytes
+from fabricsim.backends.base import active_pipeline, pipeline_fill, ramp_bytes
 from fabricsim.backends.flow import FlowBackend
 from fabricsim.backends.packet import PacketBackend
 from fabricsim.collectives.pipeline import (
     chain_pipeline,
+    ll128_tree_shrink,
     nccl_channels,
     nvls_channels,
     nvls_pipeline,
     nvlstree_pipeline,
+    tree_ll128_pipelines,
     tree_pipeline,
 )
 from fabricsim.collectives.registry import Group, get_algorithm
 from fabricsim.collectives.tuner import build
 from fabricsim.errors import ScheduleError
 from fabricsim.fabric import build_cluster
-from fabricsim.protocols import PROTOCOLS
+from fabricsim.protocols import LINK_CLASSES, PROTOCOLS
 from fabricsim.schedule import Pipeline, Schedule
 
 KIB = 1024
@@ -100,12 +102,16 @@ def test_every_backend_adds_the_same_fill(algo: str) -> None:
 
 def test_line_protocols_and_ideal_do_not_fill_and_the_ramp_steps_aside() -> None:
     fab = build_cluster("dgx-h100", 2)
-    sched = build(Group.of(fab), "all_reduce", 2**24, get_algorithm("tree"), "ll128")
-    assert pipeline_fill(sched, PROTOCOLS["ll128"], fab) == 0.0
+    sched = build(Group.of(fab), "all_reduce", 2**24, get_algorithm("tree"), "ll")
+    assert pipeline_fill(sched, PROTOCOLS["ll"], fab) == 0.0
     assert pipeline_fill(sched, None, fab) == 0.0
     # Simple's fitted ramp stands in for what the pipeline models: not both
     assert ramp_bytes(sched, PROTOCOLS["simple"]) == 0.0
-    assert ramp_bytes(sched, PROTOCOLS["ll128"]) == float(sched.nbytes)
+    assert ramp_bytes(sched, PROTOCOLS["ll"]) == float(sched.nbytes)
+    # inside one server LL128 forwards line by line: no fill
+    server = build_cluster("dgx-h100", 1)
+    one = build(Group.of(server), "all_reduce", 2**24, get_algorithm("ring"), "ll128")
+    assert pipeline_fill(one, PROTOCOLS["ll128"], server) == 0.0
     # a ring's steps cost a fixed time each: no ramp either, except where its curves bend
     # (inside one A100 server, over EFA)
     ring = build(Group.of(fab), "all_reduce", 2**24, get_algorithm("ring"), "simple")
@@ -114,6 +120,34 @@ def test_line_protocols_and_ideal_do_not_fill_and_the_ramp_steps_aside() -> None
     a100 = build(Group.of(build_cluster("dgx-a100", 1)), "all_reduce", 2**24,
                  get_algorithm("ring"), "simple")
     assert not a100.fixed_steps and ramp_bytes(a100, PROTOCOLS["simple"]) == 2**24
+
+
+def test_a_trees_ll128_fills_its_network_hops_with_nccls_chunk() -> None:
+    """Over the network NCCL's proxy posts an LL128 step only once all of it is written: a
+    tree over two DGX H100 holds one chunk on each network hop, up and down, and NCCL's
+    LL128 tree chunk at 16 MiB on 16 channels is 72,000 bytes (576,000 halved while the
+    message is under 22.4 chunks per channel, then kept: 16 MiB is over 5.6)."""
+    fab = build_cluster("dgx-h100", 2)
+    group = Group.of(fab)
+    (pipe,) = tree_ll128_pipelines(group)
+    assert pipe.protocols == frozenset({"ll128"}) and pipe.ops == nccl_channels(group) == 16
+    assert [c for c, _, _ in pipe.stages] == ["net"] and pipe.stages[0][1] == 2.0
+    assert pipe.chunk(2**24) == pytest.approx(72000.0)
+    assert pipe.chunk(2**20) == pytest.approx(18000.0)
+    assert ll128_tree_shrink(2, 8)[0] == pytest.approx((22.4, 288000.0))
+    sched = build(group, "all_reduce", 2**24, get_algorithm("tree"), "ll128")
+    rate = pipe.stages[0][2] * PROTOCOLS["ll128"].eff_array(fab, calibrated=False)[
+        list(LINK_CLASSES).index("net")]
+    assert pipeline_fill(sched, PROTOCOLS["ll128"], fab) == pytest.approx(72000.0 / rate)
+    # the same in every backend
+    fill = pipeline_fill(sched, PROTOCOLS["ll128"], fab)
+    for backend in (FlowBackend(), PacketBackend()):
+        assert backend.run(sched, fab).extra["pipeline_fill"] == pytest.approx(fill)
+    # Simple keeps its own pipeline; rings with LL128 and one server have none
+    assert active_pipeline(sched, PROTOCOLS["simple"]) is sched.pipeline
+    ring = build(group, "all_reduce", 2**24, get_algorithm("ring"), "ll128")
+    assert pipeline_fill(ring, PROTOCOLS["ll128"], fab) == 0.0
+    assert tree_ll128_pipelines(Group.of(build_cluster("dgx-h100", 1))) == ()
 
 
 def test_the_fill_is_a_mid_size_cost() -> None:

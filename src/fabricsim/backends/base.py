@@ -168,11 +168,15 @@ def fill_efficiency(protocol: Any, fabric: Fabric) -> dict[str, float]:
 
 
 def active_pipeline(schedule: Schedule, protocol: Any) -> Any:
-    """``schedule``'s chunk pipeline if ``protocol`` fills by chunks, else None."""
-    pipe = schedule.pipeline
-    if pipe is None or protocol is None or protocol.name not in pipe.protocols:
+    """The chunk pipeline ``protocol`` fills on ``schedule``: the first of
+    :attr:`Schedule.pipeline` and :attr:`Schedule.pipelines` that names it; None where it
+    fills by none (LL and LL128 forward line by line inside a server)."""
+    if protocol is None:
         return None
-    return pipe
+    for pipe in (schedule.pipeline, *schedule.pipelines):
+        if pipe is not None and protocol.name in pipe.protocols:
+            return pipe
+    return None
 
 
 def pipeline_fill(schedule: Schedule, protocol: Any, fabric: Fabric) -> float:

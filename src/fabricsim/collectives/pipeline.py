@@ -23,7 +23,10 @@ three facts NCCL sets, all from its source (``src/enqueue.cc`` ``calcCollChunkin
   multicast out of it; NVLSTree adds the tree between servers in the middle.
 
 LL and LL128 forward line by line (each 8- or 128-byte line carries its own flag), so their
-pipelines fill at line granularity: they get no chunk fill here.
+pipelines fill at line granularity inside a server. Over the network a step moves whole:
+NCCL's proxy posts it once the GPU has written all of it. A tree's LL128 chunks therefore
+fill its network hops (:func:`tree_ll128_pipelines`, NCCL's own LL128 tree chunking); a
+ring's steps already move one chunk each, and LL's chunks at the sizes it runs are small.
 
 Example
 -------
@@ -148,14 +151,68 @@ def tree_pipeline(group: Group) -> Pipeline | None:
     c = nccl_channels(group)
     g, m = group.per_server, group.servers
     # a channel's network hop runs at its share of the NICs or at its kernel's own rate
-    kernel = tree_kernel_rate(group.fabric, m, c) / c
-    net = nic_rate(group.fabric) / c * tree_direction_share(m)
-    stages = [("net", 2.0 * tree_depth(m), min(net, kernel) if kernel > 0 else net)]
+    stages = [("net", 2.0 * tree_depth(m), tree_net_rate(group, c))]
     nvl = nvlink_rate(group)
     if g > 1 and nvl > 0:
         stages.append(("nvlink", 2.0 * (g - 1), nvl / c))
     step = AWS_SIMPLE_STEP_BYTES if _aws(group.fabric) else SIMPLE_STEP_BYTES
     return Pipeline(stages=tuple(stages), ops=c, chunk_bytes=step)
+
+
+#: LL128's step as NCCL sizes it, in payload bytes: ``NCCL_LL128_BUFFSIZE`` (120 elements ×
+#: 640 threads × 8 steps × 8 bytes) over ``NCCL_STEPS``, times 15/16 (each 128-byte line
+#: carries 120 bytes of data); ``src/enqueue.cc``, ``src/include/device.h``.
+LL128_STEP_BYTES = 120 * 640 * 8 * 8 // 8 * 15 / 16
+#: The tree's LL128 chunk halves only while above these sizes (``calcCollChunking``: a
+#: first rule while above 128 KiB, a second while above 32 KiB).
+LL128_TREE_MIN_CHUNK = (128 * KIB, 32 * KIB)
+
+
+def ll128_tree_shrink(servers: int, per_server: int) -> tuple[tuple[float, float], ...]:
+    """NCCL's rule for a tree's LL128 chunk as :class:`Pipeline` shrink steps: with
+    ``n = 1 + floor(log2(servers)) + 0.1 × GPUs per server``, the chunk halves while the
+    message is below ``n × 64 / ppn`` chunks per channel and the chunk above 128 KiB, then
+    while below ``n × 16 / ppn`` and above 32 KiB (``src/enqueue.cc``,
+    ``calcCollChunking``, NCCL 2.23-2.29).
+
+    >>> [(round(k, 1), int(c)) for k, c in ll128_tree_shrink(2, 8)]
+    [(22.4, 288000), (22.4, 144000), (22.4, 72000), (5.6, 36000), (5.6, 18000)]
+    """
+    ppn = max(per_server, 1)
+    steps = 1 + int(math.log2(max(servers, 1))) + 0.1 * ppn
+    out = []
+    c = float(LL128_STEP_BYTES)
+    for k, floor in zip((steps * 64 / ppn, steps * 16 / ppn), LL128_TREE_MIN_CHUNK,
+                        strict=True):
+        while c > floor:
+            c /= 2
+            out.append((k, c))
+    return tuple(out)
+
+
+def tree_net_rate(group: Group, channels: int) -> float:
+    """Line bytes/s one tree channel's network hop moves: its share of the server's NICs
+    (twice over two servers, :func:`tree_direction_share`), or its kernel's own rate where
+    that is lower."""
+    m = group.servers
+    kernel = tree_kernel_rate(group.fabric, m, channels) / channels
+    net = nic_rate(group.fabric) / channels * tree_direction_share(m)
+    return min(net, kernel) if kernel > 0 else net
+
+
+def tree_ll128_pipelines(group: Group) -> tuple[Pipeline, ...]:
+    """The tree's LL128 fill across servers. LL128 forwards line by line through a server,
+    but over the network NCCL's proxy posts a step only once the GPU has written all of it,
+    and the far side sees it only once it has all arrived: each network hop up the tree and
+    down again holds one chunk, NCCL's tree LL128 chunk (:func:`ll128_tree_shrink`) at the
+    channel's rate (:func:`tree_net_rate`)."""
+    if group.servers < 2 or not group.per_server or nic_rate(group.fabric) <= 0:
+        return ()
+    c = nccl_channels(group)
+    stage = ("net", 2.0 * tree_depth(group.servers), tree_net_rate(group, c))
+    return (Pipeline(stages=(stage,), ops=c, chunk_bytes=LL128_STEP_BYTES,
+                     shrink=ll128_tree_shrink(group.servers, group.per_server),
+                     protocols=frozenset({"ll128"})),)
 
 
 def chain_pipeline(group: Group) -> Pipeline | None:

@@ -266,6 +266,9 @@ class Algorithm:
     #: Its chunk pipeline on a group, for a collective (:attr:`Schedule.pipeline`);
     #: ``None``: its steps already hold every chunk's cost.
     pipeline: Callable[[Group, str], Pipeline | None] | None = None
+    #: Further chunk pipelines on a group, for a collective, each for the protocols it
+    #: names (:attr:`Schedule.pipelines`); ``None``: none.
+    pipelines: Callable[[Group, str], tuple[Pipeline, ...]] | None = None
     #: Its network crossings in sequence on a group, for a collective
     #: (:attr:`Schedule.crossings`); ``None``: none is charged.
     crossings: Callable[[Group, str], Crossings | None] | None = None

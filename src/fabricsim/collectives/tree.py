@@ -30,7 +30,12 @@ import numpy as np
 from numpy.typing import NDArray
 
 from fabricsim.collectives.nccl_model import HW_LAT, PROTOS
-from fabricsim.collectives.pipeline import tree_crossings, tree_depth, tree_pipeline
+from fabricsim.collectives.pipeline import (
+    tree_crossings,
+    tree_depth,
+    tree_ll128_pipelines,
+    tree_pipeline,
+)
 from fabricsim.collectives.registry import Algorithm, Group, fill_step, register, step
 from fabricsim.protocols import tree_kernel_rate
 from fabricsim.schedule.core import Step
@@ -114,7 +119,8 @@ TREE_HOP_SCALE: dict[str, dict[str, float]] = {
 TREE = register(Algorithm(
     name="tree", build=tree_steps, collectives=frozenset({"all_reduce"}),
     auto_min_servers=2, kernel_rate=_kernel_rate,
-    pipeline=lambda group, collective: tree_pipeline(group), crossings=tree_crossings,
+    pipeline=lambda group, collective: tree_pipeline(group),
+    pipelines=lambda group, collective: tree_ll128_pipelines(group), crossings=tree_crossings,
     hop_scale=TREE_HOP_SCALE,
     description="NCCL double binary tree across servers with chains inside them: reduce up "
                 "and broadcast down, pipelined; latency ~ 2 log2(servers) network hops."))

@@ -173,11 +173,12 @@ def build(group: Group, collective: str, nbytes: float, algo: Algorithm, proto: 
     steps = algo.build(group, collective, nbytes, ch)
     rate = algo.kernel_rate(group, ch) if algo.kernel_rate is not None else 0.0
     pipe = algo.pipeline(group, collective) if algo.pipeline is not None else None
+    more = algo.pipelines(group, collective) if algo.pipelines is not None else ()
     cross = algo.crossings(group, collective) if algo.crossings is not None else None
     return Schedule(steps=tuple(steps), collective=collective, algorithm=algo.name,
                     protocol=proto, nbytes=int(nbytes), ranks=group.ranks,
                     meta={"channels": ch, "group_size": group.n}, kernel_bytes_per_s=rate,
-                    pipeline=pipe, crossings=cross, hop_scale=algo.hop_scale,
+                    pipeline=pipe, pipelines=more, crossings=cross, hop_scale=algo.hop_scale,
                     fixed_steps=bool(algo.fixed_steps(group, collective))
                     if algo.fixed_steps is not None else False,
                     mnnvl=group.spans_hosts)

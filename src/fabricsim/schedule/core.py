@@ -98,7 +98,8 @@ class Step:
 
 @dataclass(frozen=True)
 class Pipeline:
-    """The fill of a store-and-forward pipeline of chunks (NCCL's Simple protocol).
+    """The fill of a store-and-forward pipeline of chunks (NCCL's Simple protocol, and LL128
+    where a step must arrive whole: over the network).
 
     A chunked algorithm moves its buffer through ``stages`` one chunk at a time: a stage
     forwards a chunk only once the whole of it has arrived (Simple posts a chunk's flag
@@ -223,6 +224,10 @@ class Schedule:
     kernel_bytes_per_s: float = 0.0
     #: The chunk pipeline's fill (:class:`Pipeline`), ``None`` where there is none.
     pipeline: Pipeline | None = None
+    #: Further chunk pipelines, each for the protocols it names, where a protocol fills
+    #: other than :attr:`pipeline` says (a tree's LL128 fills by its network steps alone);
+    #: a backend times a protocol with the first of ``pipeline`` and these that names it.
+    pipelines: tuple[Pipeline, ...] = ()
     #: Its network crossings in sequence (:class:`Crossings`), ``None`` where none counts.
     crossings: Crossings | None = None
     #: Factors on the protocol's per-hop latency, by protocol then link class, where this
@@ -248,6 +253,7 @@ class Schedule:
                     raise ScheduleError(f"hop_scale[{proto!r}][{cls!r}] must be a positive "
                                         f"number, got {f!r}")
         object.__setattr__(self, "steps", tuple(self.steps))
+        object.__setattr__(self, "pipelines", tuple(self.pipelines))
         object.__setattr__(self, "ranks", np.asarray(self.ranks, dtype=np.int32))
         for i, s in enumerate(self.steps):
             for d in s.deps:
@@ -293,6 +299,7 @@ class Schedule:
         True
         """
         return {"kernel_bytes_per_s": self.kernel_bytes_per_s, "pipeline": self.pipeline,
+                "pipelines": self.pipelines,
                 "crossings": self.crossings, "hop_scale": self.hop_scale,
                 "fixed_steps": self.fixed_steps, "mnnvl": self.mnnvl}
 
