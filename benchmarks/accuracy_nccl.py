@@ -637,29 +637,34 @@ def mnnvl_rows(cs: list[Case]) -> list[int]:
     return [i for i in held_out(cs) if Group.of(fabric_of(cs[i])).spans_hosts]
 
 
-def mnnvl_fit(cs: list[Case]) -> dict[str, Any]:
-    """The multi-node NVLink step (``Protocol.mnnvl_step``, :data:`MNNVL_GRID_US`) fitted
-    on :func:`mnnvl_rows` of every source, and with each source left out in turn; the
-    loss as in :func:`crossing_fit`. Also each source's own best value (``by_source``):
-    the sources that move it, and those it leaves alone."""
+def one_constant_fit(cs: list[Case], rows: list[int], grid: tuple[float, ...],
+                     keyword: str) -> dict[str, Any]:
+    """One constant of :func:`_tuner` (its ``keyword``, from ``grid``) fitted on ``rows``
+    of every source and with each source left out in turn, the other constants at the
+    library's; the loss as in :func:`crossing_fit`. Also each source's own best value
+    (``by_source``; ``None`` where the grid does not move its loss): the sources that move
+    it, and those it leaves alone."""
     from fabricsim.protocols import PROTOCOLS
 
-    rows = mnnvl_rows(cs)
     lib_us = PROTOCOLS["simple"].crossing_per_channel * 1e6
     lib_nv5 = PROTOCOLS["simple"].nvlink_scale.get("nvlink5", 1.0)
-    errs = grid_errors(cs, rows, MNNVL_GRID_US,
-                       lambda v, backend: _tuner(lib_us, lib_nv5, backend, mnnvl_us=v))
+    errs = grid_errors(cs, rows, grid,
+                       lambda v, backend: _tuner(lib_us, lib_nv5, backend, **{keyword: v}))
     every, loso = grid_fit(cs, rows, errs)
     by_src: dict[str, list[int]] = {}
     for i in rows:
         by_src.setdefault(cs[i].source, []).append(i)
-
-    own = {s: (min(MNNVL_GRID_US, key=lambda v: source_loss(errs[v], idx))
-               if len({round(source_loss(errs[v], idx), 4) for v in MNNVL_GRID_US}) > 1
-               else None)
+    own = {s: (min(grid, key=lambda v: source_loss(errs[v], idx))
+               if len({round(source_loss(errs[v], idx), 4) for v in grid}) > 1 else None)
            for s, idx in sorted(by_src.items())}
     return {"all": every, "loso": loso, "sources": len(loso), "rows": len(rows),
             "by_source": own}
+
+
+def mnnvl_fit(cs: list[Case]) -> dict[str, Any]:
+    """The multi-node NVLink step (``Protocol.mnnvl_step``, :data:`MNNVL_GRID_US`) fitted
+    on :func:`mnnvl_rows` (:func:`one_constant_fit`)."""
+    return one_constant_fit(cs, mnnvl_rows(cs), MNNVL_GRID_US, "mnnvl_us")
 
 
 #: Values among which :func:`plugin_fit` picks the share of a network plugin's declared
@@ -677,23 +682,8 @@ def plugin_rows(cs: list[Case]) -> list[int]:
 def plugin_fit(cs: list[Case]) -> dict[str, Any]:
     """The share of the network plugin's declared latency each crossing pays
     (``Protocol.plugin_latency_share``, :data:`PLUGIN_GRID`) fitted on :func:`plugin_rows`
-    of every source, and with each source left out in turn; the loss as in
-    :func:`crossing_fit`; and each source's own best value (``by_source``)."""
-    from fabricsim.protocols import PROTOCOLS
-
-    rows = plugin_rows(cs)
-    lib_us = PROTOCOLS["simple"].crossing_per_channel * 1e6
-    lib_nv5 = PROTOCOLS["simple"].nvlink_scale.get("nvlink5", 1.0)
-    errs = grid_errors(cs, rows, PLUGIN_GRID,
-                       lambda v, backend: _tuner(lib_us, lib_nv5, backend, plugin_share=v))
-    every, loso = grid_fit(cs, rows, errs)
-    by_src: dict[str, list[int]] = {}
-    for i in rows:
-        by_src.setdefault(cs[i].source, []).append(i)
-    own = {s: min(PLUGIN_GRID, key=lambda v: source_loss(errs[v], idx))
-           for s, idx in sorted(by_src.items())}
-    return {"all": every, "loso": loso, "sources": len(loso), "rows": len(rows),
-            "by_source": own}
+    (:func:`one_constant_fit`)."""
+    return one_constant_fit(cs, plugin_rows(cs), PLUGIN_GRID, "plugin_share")
 
 
 #: Values among which the leave-one-source-out check picks LL128's factor on NVLink 3.
