@@ -365,7 +365,7 @@ def tuning_hardware(fabric: Fabric) -> tuple[str, str]:
 # net / sharp efficiencies leave out packet framing, which eff_array() multiplies in per
 #   transport (fabricsim.transport: IB x0.9937, RoCE/SRD x0.980): on InfiniBand they act
 #   as 0.24 / 0.60 / 0.96, the values before framing was split out.
-# crossing_per_channel 1.0 us, every protocol (thread_bytes are NCCL's own): a network
+# crossing_per_channel 0.75 us, every protocol (thread_bytes are NCCL's own): a network
 #   crossing of a collective (schedule.core.Crossings) costs this per channel the
 #   operation runs on, so small operations on one or two channels pay little and those
 #   of 256 KiB and more, on all of them, pay the full price. Without it rows of several
@@ -392,7 +392,8 @@ def tuning_hardware(fabric: Fabric) -> tuple[str, str]:
 #   two, 0.5 without one): OCI's two GB200 racks, 2x too fast without that cost, had
 #   held it up; 0.75 until six more sources were vendored (2026-12-01: four AWS runs
 #   over EFA among them), when every source gives 1.0 again, and 48 of the 55 left out
-#   (0.75 without five, 1.25 without two).
+#   (0.75 without five, 1.25 without two); 1.0 until crossings over EFA paid a share of
+#   their plugin's declared latency (below): 0.75 on every source and all 55 left out.
 #   Which part of a crossing grows with the channels (proxy posts, NIC doorbells,
 #   completions) is not resolved.
 # mnnvl_step 1.0 us, every protocol (fit on published runs, 2026-12-01): where an NVLink domain

@@ -345,8 +345,8 @@ TARGETS = [("several servers, bandwidth", "median", 0.07),
 TARGETS_MET = [("RoCE, bandwidth", "median", 0.10),
                # 15.0 % once steps between a rack's hosts got their cost (17.3 % before),
                # 15.4 % with six more sources (2026-12-01: EFA runs whose small messages
-               # the model timed short), 11.7 % once crossings over EFA paid a share of
-               # the plugin's declared latency
+               # the model timed short), 11.7-11.8 % once crossings over EFA paid a share
+               # of the plugin's declared latency
                ("all scopes, latency", "median", 0.15)]
 
 
@@ -367,7 +367,7 @@ def test_heldout_error_meets_the_target_where_it_was_met(group: str, stat: str,
     """RoCE met its target once 45 more sources were vendored (11.1 -> 9.9 %): kept there.
     Small-message time, met at 14.7 % before, went to 17 % with them, back to 15.0 % once
     steps between a rack's hosts got their cost, to 15.4 % with six more sources whose
-    EFA runs' small messages the model timed short, and to 11.7 % once a crossing over
+    EFA runs' small messages the model timed short, and to 11.8 % once a crossing over
     EFA paid a share of the plugin's declared latency (2026-12-01): kept there."""
     assert heldout()["groups"][group][stat] <= target
 

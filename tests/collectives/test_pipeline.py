@@ -125,20 +125,23 @@ def test_line_protocols_and_ideal_do_not_fill_and_the_ramp_steps_aside() -> None
 def test_a_trees_ll128_fills_its_network_hops_with_nccls_chunk() -> None:
     """Over the network NCCL's proxy posts an LL128 step only once all of it is written: a
     tree over two DGX H100 holds one chunk on each network hop, up and down, and NCCL's
-    LL128 tree chunk at 16 MiB on 16 channels is 72,000 bytes (576,000 halved while the
-    message is under 22.4 chunks per channel, then kept: 16 MiB is over 5.6)."""
+    LL128 tree chunk at 16 MiB on 16 channels is 71,040 bytes (576,000 halved while the
+    message is under 23 whole chunks per channel, then kept: 16 MiB is over 6; rounded down
+    to LL128's 1,920-byte grain)."""
     fab = build_cluster("dgx-h100", 2)
     group = Group.of(fab)
     (pipe,) = tree_ll128_pipelines(group)
     assert pipe.protocols == frozenset({"ll128"}) and pipe.ops == nccl_channels(group) == 16
     assert [c for c, _, _ in pipe.stages] == ["net"] and pipe.stages[0][1] == 2.0
-    assert pipe.chunk(2**24) == pytest.approx(72000.0)
-    assert pipe.chunk(2**20) == pytest.approx(18000.0)
-    assert ll128_tree_shrink(2, 8)[0] == pytest.approx((22.4, 288000.0))
+    assert pipe.chunk(2**24) == pytest.approx(71040.0)
+    assert pipe.chunk(2**20) == pytest.approx(17280.0)
+    assert ll128_tree_shrink(2, 8)[0] == (23, 288000.0)
+    # whole chunks, as NCCL divides: at 22.5 chunks of 144,000 per channel it halves again
+    assert pipe.chunk(22.5 * 16 * 144000) == pytest.approx(72000 // 1920 * 1920)
     sched = build(group, "all_reduce", 2**24, get_algorithm("tree"), "ll128")
     rate = pipe.stages[0][2] * PROTOCOLS["ll128"].eff_array(fab, calibrated=False)[
         list(LINK_CLASSES).index("net")]
-    assert pipeline_fill(sched, PROTOCOLS["ll128"], fab) == pytest.approx(72000.0 / rate)
+    assert pipeline_fill(sched, PROTOCOLS["ll128"], fab) == pytest.approx(71040.0 / rate)
     # the same in every backend
     fill = pipeline_fill(sched, PROTOCOLS["ll128"], fab)
     for backend in (FlowBackend(), PacketBackend()):

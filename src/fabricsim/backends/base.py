@@ -180,7 +180,7 @@ def active_pipeline(schedule: Schedule, protocol: Any) -> Any:
 
 
 def pipeline_fill(schedule: Schedule, protocol: Any, fabric: Fabric) -> float:
-    """Seconds ``schedule``'s chunk pipeline takes to fill (:class:`Schedule.pipeline`)
+    """Seconds ``schedule``'s chunk pipeline (:func:`active_pipeline`) takes to fill
     under ``protocol`` (0 without a pipeline, or for a protocol that does not fill by
     chunks). Every backend adds it to the network time the same way:
     ``time = max(network, kernels) + fill``.

@@ -163,6 +163,9 @@ def tree_pipeline(group: Group) -> Pipeline | None:
 #: 640 threads × 8 steps × 8 bytes) over ``NCCL_STEPS``, times 15/16 (each 128-byte line
 #: carries 120 bytes of data); ``src/enqueue.cc``, ``src/include/device.h``.
 LL128_STEP_BYTES = 120 * 640 * 8 * 8 // 8 * 15 / 16
+#: NCCL rounds an LL128 chunk down to a multiple of its grain: 16 lines of 120 data bytes
+#: (``calcCollChunking``, NCCL 2.23-2.29).
+LL128_GRAIN_BYTES = 1920.0
 #: The tree's LL128 chunk halves only while above these sizes (``calcCollChunking``: a
 #: first rule while above 128 KiB, a second while above 32 KiB).
 LL128_TREE_MIN_CHUNK = (128 * KIB, 32 * KIB)
@@ -175,15 +178,18 @@ def ll128_tree_shrink(servers: int, per_server: int) -> tuple[tuple[float, float
     while below ``n × 16 / ppn`` and above 32 KiB (``src/enqueue.cc``,
     ``calcCollChunking``, NCCL 2.23-2.29).
 
-    >>> [(round(k, 1), int(c)) for k, c in ll128_tree_shrink(2, 8)]
-    [(22.4, 288000), (22.4, 144000), (22.4, 72000), (5.6, 36000), (5.6, 18000)]
+    NCCL divides in whole chunks (``nBytes / (nChannels * chunkSize) < k``), so a message
+    keeps halving its chunk while under ``ceil(k)`` chunks per channel.
+
+    >>> [(k, int(c)) for k, c in ll128_tree_shrink(2, 8)]
+    [(23, 288000), (23, 144000), (23, 72000), (6, 36000), (6, 18000)]
     """
     ppn = max(per_server, 1)
-    steps = 1 + int(math.log2(max(servers, 1))) + 0.1 * ppn
+    steps = 1 + (max(servers, 1).bit_length() - 1) + 0.1 * ppn
     out = []
     c = float(LL128_STEP_BYTES)
-    for k, floor in zip((steps * 64 / ppn, steps * 16 / ppn), LL128_TREE_MIN_CHUNK,
-                        strict=True):
+    for k, floor in zip((math.ceil(steps * 64 / ppn - 1e-9), math.ceil(steps * 16 / ppn - 1e-9)),
+                        LL128_TREE_MIN_CHUNK, strict=True):
         while c > floor:
             c /= 2
             out.append((k, c))
@@ -193,7 +199,13 @@ def ll128_tree_shrink(servers: int, per_server: int) -> tuple[tuple[float, float
 def tree_net_rate(group: Group, channels: int) -> float:
     """Line bytes/s one tree channel's network hop moves: its share of the server's NICs
     (twice over two servers, :func:`tree_direction_share`), or its kernel's own rate where
-    that is lower."""
+    that is lower.
+
+    >>> from fabricsim.fabric import build_cluster
+    >>> g = Group.of(build_cluster("dgx-h100", 2))
+    >>> tree_net_rate(g, 16) <= nic_rate(g.fabric) / 16 * 2
+    True
+    """
     m = group.servers
     kernel = tree_kernel_rate(group.fabric, m, channels) / channels
     net = nic_rate(group.fabric) / channels * tree_direction_share(m)
@@ -205,14 +217,20 @@ def tree_ll128_pipelines(group: Group) -> tuple[Pipeline, ...]:
     but over the network NCCL's proxy posts a step only once the GPU has written all of it,
     and the far side sees it only once it has all arrived: each network hop up the tree and
     down again holds one chunk, NCCL's tree LL128 chunk (:func:`ll128_tree_shrink`) at the
-    channel's rate (:func:`tree_net_rate`)."""
+    channel's rate (:func:`tree_net_rate`).
+
+    >>> from fabricsim.fabric import build_cluster
+    >>> (p,) = tree_ll128_pipelines(Group.of(build_cluster("dgx-h100", 2)))
+    >>> p.protocols, p.ops, int(p.chunk(2**24))
+    (frozenset({'ll128'}), 16, 71040)
+    """
     if group.servers < 2 or not group.per_server or nic_rate(group.fabric) <= 0:
         return ()
     c = nccl_channels(group)
     stage = ("net", 2.0 * tree_depth(group.servers), tree_net_rate(group, c))
     return (Pipeline(stages=(stage,), ops=c, chunk_bytes=LL128_STEP_BYTES,
                      shrink=ll128_tree_shrink(group.servers, group.per_server),
-                     protocols=frozenset({"ll128"})),)
+                     protocols=frozenset({"ll128"}), grain=LL128_GRAIN_BYTES),)
 
 
 def chain_pipeline(group: Group) -> Pipeline | None:

@@ -40,7 +40,8 @@ from fabricsim.scenario.cluster import CollectiveSpec
 from fabricsim.scenario.schema import Scenario
 
 __all__ = ["DATATYPES", "DEFAULT_SWEEP", "MAX_SWEEP_POINTS", "REDOPS", "BenchReport",
-           "BenchRow", "CollectiveBench", "bench_job", "bench_sizes", "run_bench"]
+           "BenchRow", "CollectiveBench", "bench_job", "bench_sizes", "run_bench",
+           "run_notes"]
 
 #: nccl-tests data types and their sizes in bytes.
 DATATYPES = {"int8": 1, "char": 1, "uint8": 1, "int32": 4, "int": 4, "uint32": 4,
@@ -579,7 +580,7 @@ def run_notes(fabric: Fabric, ranks: Sequence[int] | None = None) -> tuple[str, 
     from fabricsim.collectives import Group
     from fabricsim.protocols import PROTOCOLS
 
-    group = Group.of(fabric, list(ranks) if ranks else None)
+    group = Group.of(fabric, None if ranks is None else list(ranks))
     if not group.spans_hosts:
         return ()
     per = fabric.info.gpus_per_host

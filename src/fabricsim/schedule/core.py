@@ -99,7 +99,7 @@ class Step:
 @dataclass(frozen=True)
 class Pipeline:
     """The fill of a store-and-forward pipeline of chunks (NCCL's Simple protocol, and LL128
-    where a step must arrive whole: over the network).
+    over the network, where a step must arrive whole).
 
     A chunked algorithm moves its buffer through ``stages`` one chunk at a time: a stage
     forwards a chunk only once the whole of it has arrived (Simple posts a chunk's flag
@@ -127,6 +127,9 @@ class Pipeline:
     chunk_bytes: float
     shrink: tuple[tuple[float, float], ...] = ()
     protocols: frozenset[str] = frozenset({"simple"})
+    #: Once shrunk, the chunk is rounded down to a multiple of this (0: not rounded), as
+    #: NCCL aligns a chunk to its protocol's grain (LL128: 1,920 bytes of data).
+    grain: float = 0.0
 
     def __post_init__(self) -> None:
         if self.ops < 1 or not self.chunk_bytes > 0:
@@ -140,6 +143,8 @@ class Pipeline:
         for k, smaller in self.shrink:
             if nbytes < k * self.ops * c and c > smaller:
                 c = smaller
+        if self.grain > 0 and c >= self.grain:
+            c = c // self.grain * self.grain
         return min(c, nbytes / self.ops)
 
     def fill(self, nbytes: float, efficiency: Mapping[str, float]) -> float:
