@@ -292,6 +292,13 @@ def nvlstree_pipeline(group: Group) -> Pipeline | None:
     return Pipeline(stages=stages, ops=ops, chunk_bytes=chunk, shrink=NVLSTREE_SHRINK)
 
 
+def _crossings(group: Group, count: float, channels: int, traffic_per_byte: float,
+               ll_ranks: int = 1) -> Crossings:
+    """``group``'s :class:`Crossings`, with its network plugin's declared latency."""
+    return Crossings(count=count, channels=channels, traffic_per_byte=traffic_per_byte,
+                     ll_ranks=ll_ranks, plugin_latency=group.fabric.info.net_plugin_latency)
+
+
 def ring_server_hops(rounds: int, n: int, m: int) -> int:
     """How many of a rail-aligned ring's ``rounds`` steps over ``n`` ranks on ``m``
     servers cross between servers: each lap of ``n`` steps crosses all ``m`` boundaries
@@ -322,9 +329,8 @@ def ring_crossings(group: Group, collective: str) -> Crossings | None:
     else:
         rounds = 2 * (n - 1) if collective == "all_reduce" else n - 1
         count = max(ring_server_hops(rounds, n, m), 1)
-    return Crossings(count=count, channels=nccl_channels(group),
-                     traffic_per_byte=2.0 if collective == "all_reduce" else 1.0,
-                     ll_ranks=n, plugin_latency=group.fabric.info.net_plugin_latency)
+    return _crossings(group, count, nccl_channels(group),
+                      traffic_per_byte=2.0 if collective == "all_reduce" else 1.0, ll_ranks=n)
 
 
 def tree_crossings(group: Group, collective: str) -> Crossings | None:
@@ -337,8 +343,8 @@ def tree_crossings(group: Group, collective: str) -> Crossings | None:
     """
     if group.servers < 2 or nic_rate(group.fabric) <= 0:
         return None
-    return Crossings(count=2 * tree_depth(group.servers), channels=nccl_channels(group),
-                     traffic_per_byte=2.0, plugin_latency=group.fabric.info.net_plugin_latency)
+    return _crossings(group, 2 * tree_depth(group.servers), nccl_channels(group),
+                      traffic_per_byte=2.0)
 
 
 def nvlstree_crossings(group: Group, collective: str) -> Crossings | None:
@@ -346,8 +352,8 @@ def nvlstree_crossings(group: Group, collective: str) -> Crossings | None:
     on the NVLS channels."""
     if group.servers < 2 or nic_rate(group.fabric) <= 0:
         return None
-    return Crossings(count=2 * tree_depth(group.servers), channels=nvls_channels(group),
-                     traffic_per_byte=2.0, plugin_latency=group.fabric.info.net_plugin_latency)
+    return _crossings(group, 2 * tree_depth(group.servers), nvls_channels(group),
+                      traffic_per_byte=2.0)
 
 
 def switch_crossings(group: Group, collective: str) -> Crossings | None:
@@ -355,5 +361,4 @@ def switch_crossings(group: Group, collective: str) -> Crossings | None:
     crossings, on NCCL's channels."""
     if group.servers < 2 or nic_rate(group.fabric) <= 0:
         return None
-    return Crossings(count=2, channels=nccl_channels(group), traffic_per_byte=2.0,
-                     plugin_latency=group.fabric.info.net_plugin_latency)
+    return _crossings(group, 2, nccl_channels(group), traffic_per_byte=2.0)

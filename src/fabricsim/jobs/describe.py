@@ -186,10 +186,10 @@ def summarize(fabric: Fabric) -> ClusterSummary:
     else:
         bottleneck = "none: a single server without a network path"
     notes.extend(str(n) for n in info.extra.get("notes", []))
+    from fabricsim.protocols import PROTOCOLS
+
     per_host = info.gpus_per_host
     if 0 < per_host < info.gpus_per_server:
-        from fabricsim.protocols import PROTOCOLS
-
         notes.append(f"each NVLink domain spans {info.gpus_per_server // per_host} hosts of "
                      f"{per_host} GPUs (compute trays), which NCCL joins by multi-node "
                      f"NVLink: a collective over GPUs of several of them pays "
@@ -197,8 +197,6 @@ def summarize(fabric: Fabric) -> ClusterSummary:
                      f"and NVLS step (fitted on published GB200/GB300 runs)")
     nccl: dict[str, Any] = {}
     if info.nics_per_server and info.servers > 1:
-        from fabricsim.protocols import PROTOCOLS
-
         nccl = {"qps_per_connection": int(info.qps),
                 "net_plugin_latency_us": round(info.net_plugin_latency * 1e6, 3),
                 "crossing_plugin_us": round(PROTOCOLS["simple"].plugin_latency_share
