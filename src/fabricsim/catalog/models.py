@@ -301,6 +301,10 @@ class FabricSpec(Spec):
         return self.nic_latency_ns / _NS
 
 
+#: Platforms with network-plugin tuner regions (:mod:`fabricsim.collectives.plugin_tuner`).
+TunerRegions = Literal["", "aws-p5", "aws-p5en", "aws-p6-b200", "aws-p6-b300"]
+
+
 class SystemSpec(Spec):
     """A server (or rack, for NVL72) preset: the internal topology the builder lays out."""
 
@@ -336,6 +340,11 @@ class SystemSpec(Spec):
     storage_nics: int = Field(ge=0)
     storage_nic: str
     """Key into nics, ``""`` when ``storage_nics == 0``."""
+    nccl_tuner_regions: TunerRegions = ""
+    """The instance type whose measured regions the NICs' network plugin tunes NCCL with
+    (AWS's EFA plugin, aws-ofi-nccl, on p5/p5e, p5en, p6-b200, p6-b300), overruling NCCL's
+    choice of algorithm and protocol from three instances on; ``""``: NCCL's own choice.
+    The regions ship with the package (``collectives/aws_ofi_nccl_regions.json``)."""
     default_fabric: str
     """Key into fabrics."""
     default_topology: TopologyName

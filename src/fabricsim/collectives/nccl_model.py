@@ -39,6 +39,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from fabricsim.collectives.pipeline import nvlink_rate
+from fabricsim.collectives.plugin_tuner import region_tuner
 from fabricsim.collectives.registry import Group
 from fabricsim.errors import ConfigError
 from fabricsim.protocols import NVLSTREE_HEAD_BUSBW_GBYTE_S, tuning_hardware
@@ -308,6 +309,9 @@ class NcclModel:
     version: tuple[int, int, int] = DEFAULT_NCCL
     #: Arm hosts (Grace): NCCL 2.29.2+ leaves NVLSTree's size correction to x86 hosts
     arm_host: bool = False
+    #: The network plugin's tuner regions that overrule NCCL's choice (``""``: none;
+    #: :func:`~fabricsim.collectives.plugin_tuner.region_tuner`).
+    tuner_regions: str = ""
 
     @staticmethod
     def of(group: Group, version: tuple[int, int, int] | None = None) -> NcclModel:
@@ -346,7 +350,8 @@ class NcclModel:
                          amd_host=info.cpu_vendor == "amd",
                          nvls=info.nvls and ppn > 2, ll128=nvlink, collnet=info.sharp,
                          nvls_heads=heads, nvls_bw_intra=nvls_intra, nvls_bw_inter=nvls_inter,
-                         version=version, arm_host=info.cpu_vendor == "arm")
+                         version=version, arm_host=info.cpu_vendor == "arm",
+                         tuner_regions=info.nccl_tuner_regions)
 
     # ------------------------------------------------------------------ model
     @property
@@ -499,17 +504,25 @@ class NcclModel:
 
     def best(self, collective: str, nbytes: float,
              pairs: Sequence[tuple[str, str]]) -> tuple[str, str] | None:
-        """The pair of ``pairs`` (fabricsim algorithm names) NCCL's model ranks first, or
-        ``None`` if some pair has no NCCL counterpart (then NCCL's model cannot rank
-        them)."""
+        """The pair of ``pairs`` (fabricsim algorithm names) NCCL runs: the one the network
+        plugin's tuner picks where it has regions (:mod:`~fabricsim.collectives.plugin_tuner`),
+        else the one NCCL's model ranks first; ``None`` if some pair has no NCCL counterpart
+        (then NCCL's model cannot rank them)."""
         best: tuple[float, int] | None = None
+        runnable: list[tuple[str, str]] = []
         for i, (a, p) in enumerate(pairs):
             nccl = self.nccl_algo(a)
             if nccl is None:
                 return None
             t = self.time_us(collective, nccl, p, nbytes)
+            runnable.append((nccl, p) if not math.isinf(t) else ("", ""))
             if best is None or t < best[0]:
                 best = (t, i)
+        plugin = region_tuner(self.tuner_regions) if self.tuner_regions else None
+        if plugin is not None:
+            pick = plugin.pick(collective, nbytes, self.ranks, self.nodes, runnable)
+            if pick is not None:
+                return pairs[runnable.index(pick)]
         if best is None or math.isinf(best[0]):
             return None
         return pairs[best[1]]

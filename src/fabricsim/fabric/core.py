@@ -94,6 +94,10 @@ class FabricInfo:
     #: Latency (s) the NICs' NCCL network plugin reports to NCCL's tuner (0 for NCCL's own
     #: InfiniBand/RoCE transport), from the NIC: it steers NCCL's choice, not a transfer.
     net_plugin_latency: float = 0.0
+    #: Tuner regions of the NICs' network plugin that overrule NCCL's choice of algorithm
+    #: and protocol (AWS's EFA plugin on p5, p5en, p6: the platform's name; ``""``: none;
+    #: :mod:`fabricsim.collectives.plugin_tuner`), from the system.
+    nccl_tuner_regions: str = ""
     #: ``NCCL_PROTO`` the NICs' network plugin sets for the whole process (``""``: none).
     #: AWS's EFA plugin sets ``simple`` where the EFA device does not deliver 128-byte
     #: blocks in order (p4d): NCCL then runs neither LL nor LL128, inside servers too.

@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from pydantic import Field
@@ -38,6 +38,9 @@ from fabricsim.fabric import Fabric
 from fabricsim.jobs.common import Cluster, Faults, Part, Progress, quiet
 from fabricsim.scenario.cluster import CollectiveSpec
 from fabricsim.scenario.schema import Scenario
+
+if TYPE_CHECKING:
+    from fabricsim.collectives.registry import Group
 
 __all__ = ["DATATYPES", "DEFAULT_SWEEP", "MAX_SWEEP_POINTS", "REDOPS", "BenchReport",
            "BenchRow", "CollectiveBench", "bench_job", "bench_sizes", "run_bench",
@@ -581,13 +584,43 @@ def run_notes(fabric: Fabric, ranks: Sequence[int] | None = None) -> tuple[str, 
     from fabricsim.protocols import PROTOCOLS
 
     group = Group.of(fabric, None if ranks is None else list(ranks))
-    if not group.spans_hosts:
-        return ()
-    per = fabric.info.gpus_per_host
-    hosts = np.unique(fabric.node_local[group.nodes] // per
-                      + fabric.node_server[group.nodes] * (fabric.info.gpus_per_server // per))
-    return (f"the {group.n} GPUs sit on {hosts.size} hosts of "
-            f"{'one NVLink domain' if group.servers == 1 else f'{group.servers} NVLink domains'}"
-            f" ({per} GPUs to a host): NCCL joins them by multi-node NVLink, and every "
-            f"NVLink and NVLS step costs {PROTOCOLS['simple'].mnnvl_step * 1e6:.1f} µs more "
-            f"than on one board (fitted on published GB200/GB300 runs)",)
+    notes = []
+    if group.spans_hosts:
+        per = fabric.info.gpus_per_host
+        hosts = np.unique(fabric.node_local[group.nodes] // per
+                          + fabric.node_server[group.nodes] * (fabric.info.gpus_per_server // per))
+        domains = "one NVLink domain" if group.servers == 1 else \
+            f"{group.servers} NVLink domains"
+        notes.append(f"the {group.n} GPUs sit on {hosts.size} hosts of {domains} ({per} GPUs "
+                     f"to a host): NCCL joins them by multi-node NVLink, and every NVLink and "
+                     f"NVLS step costs {PROTOCOLS['simple'].mnnvl_step * 1e6:.1f} µs more "
+                     f"than on one board (fitted on published GB200/GB300 runs)")
+    plugin = plugin_tuner_note(fabric, group)
+    if plugin:
+        notes.append(plugin)
+    return tuple(notes)
+
+
+def plugin_tuner_note(fabric: Fabric, group: Group) -> str:
+    """A sentence where the NICs' network plugin, not NCCL, picks the algorithm and protocol
+    of ``group``'s collectives (``""``: NCCL does).
+
+    >>> from fabricsim.collectives import Group
+    >>> from fabricsim.fabric import build_cluster
+    >>> print(plugin_tuner_note(f := build_cluster("aws-p5", 4), Group.of(f))[:74])
+    AWS's EFA plugin picks the algorithm and protocol of all_reduce over these
+    >>> plugin_tuner_note(f := build_cluster("aws-p5", 2), Group.of(f))
+    ''
+    """
+    from fabricsim.collectives.plugin_tuner import MIN_SERVERS, region_tuner
+
+    tuner = region_tuner(fabric.info.nccl_tuner_regions) if fabric.info.nccl_tuner_regions \
+        else None
+    if tuner is None or group.servers < MIN_SERVERS or group.n % group.servers:
+        return ""
+    colls = [c for (ppn, c) in tuner.regions if ppn == group.n // group.servers]
+    if not colls:
+        return ""
+    return (f"AWS's EFA plugin picks the algorithm and protocol of {', '.join(colls)} over "
+            f"these {group.servers} instances from the regions it measured (aws-ofi-nccl "
+            f"{tuner.release}, region tuner; NCCL decides where they do not reach)")
