@@ -479,11 +479,12 @@ NVLINK5_GRID: tuple[float, ...] = tuple(round(0.80 + 0.02 * i, 2) for i in range
 
 def _tuner(crossing_us: float, nvlink5: float, backend: Any = None,
            ring_step_us: float | None = None, mnnvl_us: float | None = None,
-           plugin_share: float | None = None) -> Tuner:
+           plugin_share: float | None = None, tree_ll128_gbs: float | None = None) -> Tuner:
     """The library's protocols with the crossing cost and Simple's NVLink 5 share given
     (LL128's follows it: it runs at 0.92 of Simple's share), and Simple's NVLink step on
-    a ring, the multi-node NVLink step and the share of a network plugin's declared
-    latency a crossing pays where given (``None``: the library's)."""
+    a ring, the multi-node NVLink step, the share of a network plugin's declared latency a
+    crossing pays and LL128's rate per tree channel between servers (GB/s) where given
+    (``None``: the library's)."""
     from fabricsim import protocols
 
     out = {k: p.scaled(crossing_per_channel=crossing_us * 1e-6,
@@ -494,6 +495,8 @@ def _tuner(crossing_us: float, nvlink5: float, backend: Any = None,
     for name in ("simple", "ll128"):
         p = out[name]
         out[name] = p.scaled(nvlink_scale={**dict(p.nvlink_scale), "nvlink5": nvlink5})
+    if tree_ll128_gbs is not None:
+        out["ll128"] = out["ll128"].scaled(tree_channel_rate=tree_ll128_gbs * 1e9)
     if ring_step_us is not None:
         p = out["simple"]
         out["simple"] = p.scaled(fixed_step_latency={**dict(p.fixed_step_latency),
@@ -686,6 +689,26 @@ def plugin_fit(cs: list[Case]) -> dict[str, Any]:
     return one_constant_fit(cs, plugin_rows(cs), PLUGIN_GRID, "plugin_share")
 
 
+#: Values (GB/s) among which :func:`tree_ll128_fit` picks LL128's rate per tree channel
+#: between servers (1000: no bound within reach).
+TREE_LL128_GRID_GBS: tuple[float, ...] = (3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 10.0, 12.0, 15.0,
+                                          20.0, 1000.0)
+
+
+def tree_ll128_rows(cs: list[Case]) -> list[int]:
+    """Indices into ``cs`` of held-out rows of several servers where NCCL's choice is a
+    tree with LL128."""
+    return [i for i in held_out(cs) if fabric_of(cs[i]).info.servers > 1
+            and (lambda c: (c.algorithm, c.protocol))(choose(cs[i])) == ("tree", "ll128")]
+
+
+def tree_ll128_fit(cs: list[Case]) -> dict[str, Any]:
+    """LL128's rate per channel of a tree between servers (``Protocol.tree_channel_rate``,
+    :data:`TREE_LL128_GRID_GBS`) fitted on :func:`tree_ll128_rows`
+    (:func:`one_constant_fit`)."""
+    return one_constant_fit(cs, tree_ll128_rows(cs), TREE_LL128_GRID_GBS, "tree_ll128_gbs")
+
+
 #: Values among which the leave-one-source-out check picks LL128's factor on NVLink 3.
 AMPERE_LL128_GRID: tuple[float, ...] = (0.5, 0.55, 0.6, 0.616, 0.65, 0.7, 0.75, 0.8)
 
@@ -802,9 +825,10 @@ def heldout_errors(cs: list[Case]) -> tuple[list[float], dict[str, Any]]:
     (:func:`crossing_fit`), and every row of a source Simple's NVLink 5 share was fitted
     on with the share fitted without it (:func:`nvlink5_fit`, together with its own
     crossing cost), likewise the rows of a source the ring step or the multi-node NVLink
-    step or the plugin's share was fitted on (:func:`ring_step_fit`, :func:`mnnvl_fit`,
-    :func:`plugin_fit`); and the fits themselves (the crossing fit's keys, ``nvlink5``,
-    ``ring_step``, ``mnnvl`` and ``plugin``)."""
+    step, the plugin's share or LL128's tree channel rate was fitted on
+    (:func:`ring_step_fit`, :func:`mnnvl_fit`, :func:`plugin_fit`, :func:`tree_ll128_fit`);
+    and the fits themselves (the crossing fit's keys, ``nvlink5``, ``ring_step``,
+    ``mnnvl``, ``plugin`` and ``tree_ll128``)."""
     from fabricsim.backends.analytic import AnalyticBackend
     from fabricsim.protocols import PROTOCOLS
 
@@ -813,7 +837,9 @@ def heldout_errors(cs: list[Case]) -> tuple[list[float], dict[str, Any]]:
     ring = ring_step_fit(cs)
     mn = mnnvl_fit(cs)
     pl = plugin_fit(cs)
-    fit_ = {**fit_, "nvlink5": nv5, "ring_step": ring, "mnnvl": mn, "plugin": pl}
+    tr = tree_ll128_fit(cs)
+    fit_ = {**fit_, "nvlink5": nv5, "ring_step": ring, "mnnvl": mn, "plugin": pl,
+            "tree_ll128": tr}
     base = [r["rel_error"] for r in evaluate(cs)]
     out = [fit_["errors"].get(i, e) for i, e in enumerate(base)]
     lib_us = PROTOCOLS["simple"].crossing_per_channel * 1e6
@@ -821,24 +847,27 @@ def heldout_errors(cs: list[Case]) -> tuple[list[float], dict[str, Any]]:
     lib_ring = PROTOCOLS["simple"].fixed_step_latency["nvlink"] * 1e6
     lib_mn = PROTOCOLS["simple"].mnnvl_step * 1e6
     lib_pl = PROTOCOLS["simple"].plugin_latency_share
+    lib_tr = PROTOCOLS["ll128"].tree_channel_rate / 1e9
     shared = AnalyticBackend()
-    tuners: dict[tuple[float, float, float, float, float], Tuner] = {}
-    # sources of nvlink5_rows, of ring_step_fit's curves, of mnnvl_rows or of plugin_rows
-    # (none fitted on): every row of theirs with the values fitted without them
-    for src in sorted({*nv5["loso"], *ring["loso"], *mn["loso"], *pl["loso"]}):
+    tuners: dict[tuple[float, float, float, float, float, float], Tuner] = {}
+    # sources of nvlink5_rows, of ring_step_fit's curves, of mnnvl_rows, of plugin_rows or
+    # of tree_ll128_rows (none fitted on): every row of theirs with the values fitted
+    # without them
+    for src in sorted({*nv5["loso"], *ring["loso"], *mn["loso"], *pl["loso"], *tr["loso"]}):
         v5 = nv5["loso"].get(src, lib_nv5)
         rs = ring["loso"].get(src, lib_ring)
         mv = mn["loso"].get(src, lib_mn)
         ps = pl["loso"].get(src, lib_pl)
-        if v5 == lib_nv5 and rs == lib_ring and mv == lib_mn and ps == lib_pl:
+        tv = tr["loso"].get(src, lib_tr)
+        if (v5, rs, mv, ps, tv) == (lib_nv5, lib_ring, lib_mn, lib_pl, lib_tr):
             continue
         for i, c in enumerate(cs):
             if c.source != src or c.secondary:
                 continue
             us = fit_["loso_us"].get(src, lib_us) if i in fit_["errors"] else lib_us
-            key = (us, v5, rs, mv, ps)
+            key = (us, v5, rs, mv, ps, tv)
             if key not in tuners:
-                tuners[key] = _tuner(us, v5, shared, rs, mv, ps)
+                tuners[key] = _tuner(us, v5, shared, rs, mv, ps, tv)
             out[i] = rel_error(c, predict(c, tuners[key]))
     return out, fit_
 
@@ -1093,6 +1122,11 @@ def main(argv: list[str] | None = None) -> int:
         "library": PROTOCOLS["simple"].plugin_latency_share, "fitted_on_every_source": pl["all"],
         "sources": pl["sources"], "rows": pl["rows"], "left_out": pl["loso"],
         "best_by_source": pl["by_source"]}}))
+    tr = cross["tree_ll128"]
+    print(json.dumps({"ll128_tree_channel_gbyte_s": {
+        "library": PROTOCOLS["ll128"].tree_channel_rate / 1e9,
+        "fitted_on_every_source": tr["all"], "sources": tr["sources"], "rows": tr["rows"],
+        "left_out": tr["loso"], "best_by_source": tr["by_source"]}}))
     amp = ampere_ll128_fit(every)
     print(json.dumps({"ll128_nvlink3_factor": {
         "library": PROTOCOLS["ll128"].nvlink_scale.get("nvlink3", 1.0),

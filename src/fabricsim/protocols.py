@@ -106,6 +106,10 @@ class Protocol:
     #: aws-ofi-nccl's on EFA) that each network crossing pays, whatever the channels
     #: (:class:`~fabricsim.schedule.core.Crossings`).
     plugin_latency_share: float = 0.0
+    #: Most message bytes/s one channel of a tree between servers moves under this protocol
+    #: (0: no limit of its own): with :attr:`Schedule.tree_channels
+    #: <fabricsim.schedule.Schedule.tree_channels>` it bounds the kernels' rate.
+    tree_channel_rate: float = 0.0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "hop_latency", MappingProxyType(dict(self.hop_latency)))
@@ -125,7 +129,8 @@ class Protocol:
                 f"nvlink_scale={dict(self.nvlink_scale)!r}, "
                 f"fixed_step={dict(self.fixed_step_latency)!r}, "
                 f"crossing={self.crossing_per_channel!r}/{self.thread_bytes!r}, "
-                f"mnnvl={self.mnnvl_step!r}, plugin={self.plugin_latency_share!r})")
+                f"mnnvl={self.mnnvl_step!r}, plugin={self.plugin_latency_share!r}, "
+                f"tree_channel={self.tree_channel_rate!r})")
 
     def hop_array(self, fabric: Fabric | None = None) -> NDArray[np.float64]:
         """``hop_latency`` as an array in :data:`LINK_CLASSES` order.
@@ -429,6 +434,22 @@ def tuning_hardware(fabric: Fabric) -> tuple[str, str]:
 #   crossing on p4d/p5, 2.8 on p5en/p6. Held out: all latencies 15.4 -> 11.7 % (EFA 18.0 ->
 #   9.2 %), several servers' bandwidth 12.0 -> 11.3 %, EFA's 14.0 -> 13.0 %, RoCE's 8.4 ->
 #   7.5 %; InfiniBand's latencies 16 -> 17 % as the crossing cost refits 1.0 -> 0.75 us.
+# tree_channel_rate 4 GB/s on LL128 (fit on published runs, 2026-12-01): one channel of a tree
+#   between servers moves at most this many message bytes per second under LL128
+#   (Schedule.tree_channels: NCCL's channels of the group, 16 on a DGX H100 or p5), whatever
+#   the GPU: 64 GB/s of algorithm bandwidth on 16 channels. Two to 32 p5 run such trees at
+#   90-100 GB/s from 1 MiB to 256 MiB (four sources), 64 HGX B200 at 41, DGX A100 at 54-91;
+#   the model gave them 150-350 (A100 68-78), so their rows came out 24 % fast in median. The
+#   rate stays put from 71 KB to 288 KB chunks and from 2 to 32 servers (where the network
+#   carries twice as much per byte), so neither the window of steps in flight nor the links
+#   set it; NCCL's own tuning model rates these trees at 18 GB/s per channel on Hopper
+#   (perChMaxTreeLL128Bws, halved), 4x what they do. Fitted on the 118 held-out rows of 15
+#   sources where NCCL runs a tree with LL128 between servers (grid 3-20 GB/s, the crossing
+#   cost's loss; accuracy_nccl.tree_ll128_fit): 4 over every source and with each left out;
+#   the sources that move it want 3-5 (A100, H100 and B200 over InfiniBand, RoCE and EFA).
+#   What sets it is not known. Held out: trees with LL128 between servers 28.7 -> 21.2 %
+#   (+24 -> +10 %), several servers' bandwidth 11.0 -> 10.8 % (p90 61 -> 53 %), EFA's 12.1 ->
+#   10.8 % (p90 52 -> 37 %); latencies unchanged.
 _LAUNCH = 8.71e-6
 _LAUNCH_PER_GPU = 4.81e-6
 _NVLS_GEN4 = 0.728
@@ -443,6 +464,7 @@ _LL128_AMPERE = 0.616
 _SIMPLE_PCIE = 0.80
 _SIMPLE_NET = 0.966
 _LL128_OF_SIMPLE = 0.92
+_LL128_TREE_CHANNEL = 4.0e9
 PROTOCOLS: dict[str, Protocol] = {
     "ll": Protocol(
         name="ll",
@@ -464,7 +486,7 @@ PROTOCOLS: dict[str, Protocol] = {
         launch=_LAUNCH, launch_per_gpu=_LAUNCH_PER_GPU,
         nvlink_scale={"nvlink3": _LL128_AMPERE, "nvlink5": _SIMPLE_NVLINK5},
         crossing_per_channel=_CROSSING, thread_bytes=640 * 8, mnnvl_step=_MNNVL_STEP,
-        plugin_latency_share=_PLUGIN_SHARE,
+        plugin_latency_share=_PLUGIN_SHARE, tree_channel_rate=_LL128_TREE_CHANNEL,
     ),
     "simple": Protocol(
         name="simple",

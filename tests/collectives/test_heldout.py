@@ -132,6 +132,22 @@ def test_library_plugin_share_is_the_fit_on_every_source(fitted: Fitted) -> None
     assert min(b.PLUGIN_GRID) < pl["all"] < max(b.PLUGIN_GRID)
 
 
+def test_library_tree_ll128_rate_is_the_fit_on_every_source(fitted: Fitted) -> None:
+    # LL128's rate per channel of a tree between servers is fitted on the rows of every
+    # source where NCCL runs such a tree (A100, H100, B200 over IB, RoCE and EFA); no one
+    # source decides it, it is inside its grid, and the sources that move it want a bound
+    from fabricsim.protocols import PROTOCOLS
+
+    b = fitted[0]
+    tr = fitted[3]["tree_ll128"]
+    assert PROTOCOLS["ll128"].tree_channel_rate / 1e9 == pytest.approx(tr["all"])
+    assert tr["sources"] >= 8 and tr["rows"] >= 80
+    assert all(abs(v - tr["all"]) <= 1.0 + 1e-9 for v in tr["loso"].values())
+    assert min(b.TREE_LL128_GRID_GBS) < tr["all"] < max(b.TREE_LL128_GRID_GBS)
+    moved = [v for v in tr["by_source"].values() if v is not None]
+    assert len(moved) >= 5 and max(moved) < max(b.TREE_LL128_GRID_GBS)
+
+
 def test_blackwell_ll_step_is_what_its_rows_give(fitted: Fitted) -> None:
     # GB200 trays of one rack (Google's A4X pages) took 1.6 us per LL ring step where the
     # library charged about 0.4, and Azure's single trays agreed with the library: the

@@ -222,7 +222,7 @@ class AnalyticBackend:
                                  launch=p.launch if schedule.steps else 0.0,
                                  n_links=fabric.n_links, protocol=p,
                                  message_bytes=float(schedule.nbytes),
-                                 kernel_floor=kernel_floor(schedule, p.name),
+                                 kernel_floor=kernel_floor(schedule, p),
                                  crossings=schedule.crossings,
                                  **_fill_of(schedule, p, fabric))
                 for g, p in zip(per_proto, protocols, strict=True)]

@@ -97,19 +97,21 @@ class Result(Tabular):
         return out
 
 
-def kernel_floor(schedule: Schedule, protocol_name: str | None) -> float:
-    """The least time (s) ``schedule``'s kernels need (:meth:`Schedule.kernel_floor`), under
-    a real protocol; 0 under ``"ideal"`` (physics only) or none. Every backend applies it
-    the same way: ``time = max(network time, floor + launch)``.
+def kernel_floor(schedule: Schedule, protocol: Any) -> float:
+    """The least time (s) ``schedule``'s kernels need (:meth:`Schedule.kernel_floor`, with
+    the protocol's bound on a tree channel), under a real protocol; 0 under ``"ideal"``
+    (physics only) or none. Every backend applies it the same way: ``time = max(network
+    time, floor + launch)``.
 
+    >>> from fabricsim.protocols import get_protocol
     >>> from fabricsim.schedule import Schedule
     >>> s = Schedule(steps=(), nbytes=10**9, kernel_bytes_per_s=1e11)
-    >>> kernel_floor(s, "simple"), kernel_floor(s, "ideal")
+    >>> kernel_floor(s, get_protocol("simple")), kernel_floor(s, get_protocol("ideal"))
     (0.01, 0.0)
     """
-    if not protocol_name or protocol_name.lower() == "ideal":
+    if protocol is None or protocol.name.lower() == "ideal":
         return 0.0
-    return schedule.kernel_floor()
+    return schedule.kernel_floor(getattr(protocol, "tree_channel_rate", 0.0))
 
 
 def schedule_protocol(schedule: Schedule, protocol: Any) -> Any:

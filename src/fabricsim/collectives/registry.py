@@ -278,6 +278,9 @@ class Algorithm:
     #: Whether its steps on a group, for a collective, each cost a fixed time with no size
     #: ramp (:attr:`Schedule.fixed_steps`); ``None``: never.
     fixed_steps: Callable[[Group, str], bool] | None = None
+    #: A tree between servers whose channels a protocol's own rate bounds
+    #: (``Protocol.tree_channel_rate``, :attr:`Schedule.tree_channels`).
+    tree_channels: bool = False
 
     def why_not(self, group: Group, collective: str) -> str | None:
         """Why this algorithm cannot run ``collective`` on ``group`` (``None`` if it can)."""

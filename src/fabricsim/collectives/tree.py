@@ -121,6 +121,6 @@ TREE = register(Algorithm(
     auto_min_servers=2, kernel_rate=_kernel_rate,
     pipeline=lambda group, collective: tree_pipeline(group),
     pipelines=lambda group, collective: tree_ll128_pipelines(group), crossings=tree_crossings,
-    hop_scale=TREE_HOP_SCALE,
+    hop_scale=TREE_HOP_SCALE, tree_channels=True,
     description="NCCL double binary tree across servers with chains inside them: reduce up "
                 "and broadcast down, pipelined; latency ~ 2 log2(servers) network hops."))

@@ -57,6 +57,7 @@ from numpy.typing import ArrayLike
 from fabricsim.collectives.alltoall import p2p_channels_per_peer, p2p_protocol
 from fabricsim.collectives.busbw import COLLECTIVES
 from fabricsim.collectives.nccl_model import NcclModel, nccl_release
+from fabricsim.collectives.pipeline import nccl_channels
 from fabricsim.collectives.registry import ALGORITHMS, Algorithm, Group, get_algorithm
 from fabricsim.errors import ConfigError, ScheduleError, unknown
 from fabricsim.fabric.core import Fabric
@@ -181,7 +182,9 @@ def build(group: Group, collective: str, nbytes: float, algo: Algorithm, proto: 
                     pipeline=pipe, pipelines=more, crossings=cross, hop_scale=algo.hop_scale,
                     fixed_steps=bool(algo.fixed_steps(group, collective))
                     if algo.fixed_steps is not None else False,
-                    mnnvl=group.spans_hosts)
+                    mnnvl=group.spans_hosts,
+                    tree_channels=(channels or nccl_channels(group))
+                    if algo.tree_channels and group.servers > 1 else 0)
 
 
 def protocol_of(name: str, protocols: Mapping[str, Protocol] = PROTOCOLS) -> Protocol:

@@ -247,6 +247,10 @@ class Schedule:
     #: compute trays: multi-node NVLink), whose NVLink and NVLS steps pay the protocol's
     #: ``mnnvl_step``.
     mnnvl: bool = False
+    #: Channels of a tree between servers (0: not one): where the protocol bounds what one
+    #: such channel moves (``Protocol.tree_channel_rate``), its kernels move at most that
+    #: many times it.
+    tree_channels: int = 0
 
     def __post_init__(self) -> None:
         if not (self.kernel_bytes_per_s >= 0.0):  # also rejects NaN
@@ -280,17 +284,22 @@ class Schedule:
         """Transfers counting every repetition."""
         return int(sum(s.n * s.repeat for s in self.steps))
 
-    def kernel_floor(self) -> float:
-        """Least time (s) the kernels need to move :attr:`nbytes` (0 without a limit).
+    def kernel_floor(self, tree_channel_rate: float = 0.0) -> float:
+        """Least time (s) the kernels need to move :attr:`nbytes` (0 without a limit): at
+        :attr:`kernel_bytes_per_s`, and where a protocol bounds a tree's channels
+        (``tree_channel_rate``, bytes/s), at most :attr:`tree_channels` times that.
 
         Every backend reports ``max(network time, kernel_floor() + launch)``.
 
         >>> Schedule(steps=(), nbytes=10**9, kernel_bytes_per_s=1e11).kernel_floor()
         0.01
+        >>> Schedule(steps=(), nbytes=10**9, kernel_bytes_per_s=1e11,
+        ...          tree_channels=10).kernel_floor(5e9)
+        0.02
         """
-        if self.kernel_bytes_per_s <= 0.0:
-            return 0.0
-        return float(self.nbytes) / self.kernel_bytes_per_s
+        rates = [r for r in (self.kernel_bytes_per_s, self.tree_channels * tree_channel_rate)
+                 if r > 0.0]
+        return float(self.nbytes) / min(rates) if rates else 0.0
 
     def timing_fields(self) -> dict[str, Any]:
         """What a backend charges besides the steps (kernel rate, chunk pipeline, network
@@ -306,7 +315,8 @@ class Schedule:
         return {"kernel_bytes_per_s": self.kernel_bytes_per_s, "pipeline": self.pipeline,
                 "pipelines": self.pipelines,
                 "crossings": self.crossings, "hop_scale": self.hop_scale,
-                "fixed_steps": self.fixed_steps, "mnnvl": self.mnnvl}
+                "fixed_steps": self.fixed_steps, "mnnvl": self.mnnvl,
+                "tree_channels": self.tree_channels}
 
     def with_meta(self, **meta: Any) -> Schedule:
         return replace(self, meta={**self.meta, **meta})

@@ -186,7 +186,7 @@ class FlowBackend:
                                                         out.timeline_bytes)
         b = tops[0]["link"] if tops else -1
         # the kernels' own rate bounds the run (Schedule.kernel_floor), after the launch
-        floor = kernel_floor(schedule, proto.name)
+        floor = kernel_floor(schedule, proto)
         time = max(out.time, floor + proto.launch) if floor > 0 else out.time
         extra["limited_by"] = "kernels" if time > out.time else "links"
         # the chunk pipeline's fill (Schedule.pipeline), as every backend adds it

@@ -196,7 +196,7 @@ class PacketBackend:
                           "links were down: the credit-based ports in front of them wait "
                           "for the link to return (no rerouting is modelled)"}
         res = replace(res, extra={**res.extra, **more})
-        floor = kernel_floor(schedule, proto.name if proto else None)
+        floor = kernel_floor(schedule, proto)
         limited = "links"
         if floor > 0 and res.extra.get("complete", False):
             # the kernels' own rate bounds the run (Schedule.kernel_floor), after the launch
