@@ -143,3 +143,35 @@ def test_bench_says_who_picks() -> None:
     assert "aws-ofi-nccl v1.21.1" in note and "all_reduce" in note
     for other in (build_cluster("aws-p5", 2), build_cluster("dgx-h100", 4)):
         assert plugin_tuner_note(other, Group.of(other)) == ""
+
+
+def test_the_plugin_tuner_is_switched_as_the_plugin_reads_it(monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    from fabricsim.cli.app import main
+    from fabricsim.errors import ConfigError
+
+    assert nccl_env({}).plugin_tuner
+    assert not nccl_env({"OFI_NCCL_TUNER_TYPE": "Internal"}).plugin_tuner
+    assert nccl_env({"OFI_NCCL_TUNER_TYPE": "region",
+                     "NCCL_TUNER_PLUGIN": "libnccl-ofi-tuner.so"}).plugin_tuner
+    with pytest.raises(ConfigError) as e:
+        nccl_env({"OFI_NCCL_TUNER_TYPE": "Model"})
+    assert e.value.field == "OFI_NCCL_TUNER_TYPE" and "Internal" in e.value.message
+    with pytest.raises(ConfigError) as e:
+        nccl_env({"NCCL_TUNER_PLUGIN": "libmytuner.so"})
+    assert e.value.field == "NCCL_TUNER_PLUGIN" and "libmytuner.so" in e.value.message
+    # off: NCCL's own model picks on p5 too
+    fab = build_cluster("aws-p5", 4)
+    assert Tuner().choose(fab, "all_reduce", 64 * MIB, plugin_tuner=False).algorithm == "tree"
+    args = ["bench", "all_reduce", "--system", "aws-p5", "--nodes", "4", "-b", "64M", "-e",
+            "64M"]
+    monkeypatch.setenv("OFI_NCCL_TUNER_TYPE", "Internal")
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "tree     LL128" in out and "AWS's EFA plugin picks" not in out
+    monkeypatch.setenv("OFI_NCCL_TUNER_TYPE", "Model")
+    assert main(args) == 2
+    assert "OFI_NCCL_TUNER_TYPE" in capsys.readouterr().err
+    monkeypatch.delenv("OFI_NCCL_TUNER_TYPE")
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "ring     LL128" in out and "AWS's EFA plugin picks" in out

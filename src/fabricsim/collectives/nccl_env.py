@@ -17,7 +17,10 @@ every ``NCCL_*`` variable in it is one of:
   between servers, on every backend (the cluster's ``params.qps``: hashed ECMP spreads
   them); ``NCCL_CROSS_NIC`` 0 or 2 and
   ``NCCL_BUFFSIZE=4194304`` are what the model does already (rings stay on one rail;
-  NCCL's default buffer);
+  NCCL's default buffer); ``NCCL_TUNER_PLUGIN`` naming AWS's EFA plugin (``*ofi*``) and
+  the plugin's own ``OFI_NCCL_TUNER_TYPE`` (``Region``, its default, or ``Internal``:
+  NCCL's own model chooses) say whether the plugin's region tuner picks the algorithm
+  and protocol on AWS's p5, p5en and p6 (:mod:`fabricsim.collectives.plugin_tuner`);
 * **without effect on time** — :data:`NO_EFFECT` (logging, interface and GID selection,
   time-outs), accepted and listed as such;
 * **refused** — anything else, by name, with what is supported: settings the model does
@@ -60,7 +63,8 @@ _FUNCS = {"broadcast": "broadcast", "reduce": "reduce", "allgather": "all_gather
 #: Variables fabricsim honours (see the module docs).
 HONOURED = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_NVLS_ENABLE", "NCCL_COLLNET_ENABLE",
             "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_MIN_CTAS", "NCCL_MAX_CTAS",
-            "NCCL_IB_QPS_PER_CONNECTION", "NCCL_CROSS_NIC", "NCCL_BUFFSIZE")
+            "NCCL_IB_QPS_PER_CONNECTION", "NCCL_CROSS_NIC", "NCCL_BUFFSIZE",
+            "NCCL_TUNER_PLUGIN", "OFI_NCCL_TUNER_TYPE")
 #: Variables that change no timing (logging, device and interface selection, time-outs).
 NO_EFFECT = ("NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE", "NCCL_DEBUG_TIMESTAMP_FORMAT",
              "NCCL_SOCKET_IFNAME", "NCCL_SOCKET_FAMILY", "NCCL_IB_GID_INDEX",
@@ -68,7 +72,7 @@ NO_EFFECT = ("NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE", "NCCL_DEBUG_T
              "NCCL_IB_PKEY", "NCCL_ASYNC_ERROR_HANDLING", "NCCL_TOPO_DUMP_FILE",
              "NCCL_GRAPH_DUMP_FILE", "NCCL_HOSTID", "NCCL_COMM_ID", "NCCL_CUMEM_ENABLE",
              "NCCL_IGNORE_CPU_AFFINITY", "NCCL_SET_THREAD_NAME", "NCCL_LAUNCH_MODE",
-             "NCCL_NET_PLUGIN", "NCCL_TUNER_PLUGIN", "NCCL_PROFILER_PLUGIN",
+             "NCCL_NET_PLUGIN", "NCCL_PROFILER_PLUGIN",
              "NCCL_MNNVL_ENABLE", "NCCL_NET_GDR_LEVEL", "NCCL_NET_GDR_READ")
 #: NCCL's default buffer (bytes): the model's chunking is NCCL's at this size.
 DEFAULT_BUFFSIZE = 4 * 2**20
@@ -95,6 +99,9 @@ class NcclEnv:
     ctas: tuple[int | None, int | None] = (None, None)
     #: Variables set that change no timing (reported, not used).
     no_effect: tuple[str, ...] = ()
+    #: Whether the network plugin's own tuner, where the fabric's plugin has one (AWS's EFA
+    #: plugin on p5, p5en, p6), picks before NCCL's model (``OFI_NCCL_TUNER_TYPE``).
+    plugin_tuner: bool = True
 
     def algorithm_set(self, collective: str = "") -> frozenset[str] | None:
         """The algorithms allowed for ``collective`` (``None``: any)."""
@@ -211,6 +218,8 @@ class NcclEnv:
             out.append(f"channels {self.min_channels or 1}-{self.max_channels or MAX_CHANNELS}")
         if self.qps is not None:
             out.append(f"{self.qps} QPs per connection")
+        if not self.plugin_tuner:
+            out.append("NCCL's own choice where the network plugin has a tuner")
         return ", ".join(out)
 
 
@@ -346,6 +355,7 @@ def nccl_env(env: Mapping[str, str]) -> NcclEnv:
         raise ConfigError(f"NCCL_BUFFSIZE={b[1].strip()} is not modelled: the protocol model "
                           f"follows NCCL's default buffer ({DEFAULT_BUFFSIZE}); unset it",
                           field="NCCL_BUFFSIZE")
+    plugin_tuner = _plugin_tuner(get("NCCL_TUNER_PLUGIN"), get("OFI_NCCL_TUNER_TYPE"))
     every = algos.get("", frozenset()) if algos else frozenset()
     if nvls is False and algos is not None and all(
             s and s <= {"nvls", "nvlstree"} for s in algos.values()):
@@ -358,4 +368,32 @@ def nccl_env(env: Mapping[str, str]) -> NcclEnv:
                           f"needs NCCL_COLLNET_ENABLE=1", field="NCCL_COLLNET_ENABLE")
     return NcclEnv(algorithms=algos, protocols=protos, collnet=collnet, nvls=nvls,
                    min_channels=lo, max_channels=hi, qps=qps, no_effect=quiet,
-                   ctas=(bounds.get("NCCL_MIN_CTAS"), bounds.get("NCCL_MAX_CTAS")))
+                   ctas=(bounds.get("NCCL_MIN_CTAS"), bounds.get("NCCL_MAX_CTAS")),
+                   plugin_tuner=plugin_tuner)
+
+
+def _plugin_tuner(library: tuple[str, str] | None, kind: tuple[str, str] | None) -> bool:
+    """Whether the network plugin's tuner picks first: ``NCCL_TUNER_PLUGIN`` may name only
+    AWS's EFA plugin (its tuner library or the network library that carries it), whose
+    ``OFI_NCCL_TUNER_TYPE`` is ``Region`` (its default) or ``Internal`` (off: NCCL's own
+    model); its ``Model`` tuner, and other tuner plugins, are not modelled.
+
+    >>> _plugin_tuner(None, ("OFI_NCCL_TUNER_TYPE", "Internal"))
+    False
+    >>> _plugin_tuner(("NCCL_TUNER_PLUGIN", "libnccl-ofi-tuner.so"), None)
+    True
+    """
+    if library is not None and "ofi" not in library[1].lower():
+        raise ConfigError(f"{library[1].strip()!r} is not modelled: fabricsim has NCCL's own "
+                          f"choice and, on AWS's p5, p5en and p6, the EFA plugin's region "
+                          f"tuner (NCCL_TUNER_PLUGIN unset or naming aws-ofi-nccl's library; "
+                          f"OFI_NCCL_TUNER_TYPE=Internal leaves the choice to NCCL)",
+                          field=library[0])
+    if kind is None:
+        return True
+    value = kind[1].strip().lower()
+    if value not in ("region", "internal"):
+        raise ConfigError(f"{kind[1].strip()!r} is not modelled: Region (the EFA plugin's "
+                          f"measured regions, its default) or Internal (NCCL's own choice)",
+                          field=kind[0])
+    return value == "region"

@@ -314,9 +314,11 @@ class NcclModel:
     tuner_regions: str = ""
 
     @staticmethod
-    def of(group: Group, version: tuple[int, int, int] | None = None) -> NcclModel:
+    def of(group: Group, version: tuple[int, int, int] | None = None,
+           plugin_tuner: bool = True) -> NcclModel:
         """NCCL's inputs for ``group``, from its fabric's hardware facts, as NCCL release
-        ``version`` (default :data:`DEFAULT_NCCL`) rates them."""
+        ``version`` (default :data:`DEFAULT_NCCL`) rates them; with the network plugin's
+        tuner regions where the fabric's plugin has them and ``plugin_tuner`` is on."""
         version = version or DEFAULT_NCCL
         info = group.fabric.info
         row = _row(group)
@@ -351,7 +353,7 @@ class NcclModel:
                          nvls=info.nvls and ppn > 2, ll128=nvlink, collnet=info.sharp,
                          nvls_heads=heads, nvls_bw_intra=nvls_intra, nvls_bw_inter=nvls_inter,
                          version=version, arm_host=info.cpu_vendor == "arm",
-                         tuner_regions=info.nccl_tuner_regions)
+                         tuner_regions=info.nccl_tuner_regions if plugin_tuner else "")
 
     # ------------------------------------------------------------------ model
     @property

@@ -236,7 +236,8 @@ class Tuner:
             raise unknown("selection", select, SELECTIONS, field="select")
         self.select = select
         self._nccl: weakref.WeakKeyDictionary[
-            Group, dict[tuple[int, int, int], NcclModel]] = weakref.WeakKeyDictionary()
+            Group, dict[tuple[tuple[int, int, int], bool], NcclModel]] = \
+            weakref.WeakKeyDictionary()
         #: cleared if a bound is ever found above a compiled time (selection then scans
         #: every candidate)
         self.bounds_hold = True
@@ -361,10 +362,12 @@ class Tuner:
     def choose(self, fabric: Fabric, collective: str, nbytes: float,
                ranks: ArrayLike | None = None, algo: str | None = None,
                proto: str | None = None, channels: int | None = None,
-               gpus_per_thread: int = 1, nccl_version: str | None = None) -> Choice:
+               gpus_per_thread: int = 1, nccl_version: str | None = None,
+               plugin_tuner: bool = True) -> Choice:
         """The (algorithm, protocol) with the least predicted time for ``nbytes`` (with
         ``select="nccl"``: the one NCCL release ``nccl_version``, default the newest
-        modelled, would pick).
+        modelled, would pick, after the network plugin's own tuner where the fabric's
+        plugin has one and ``plugin_tuner`` leaves it on).
 
         ``gpus_per_thread`` (nccl-tests ``-g``): the time is at least what one thread
         takes to issue the operation on that many GPUs (``Protocol.host_floor``):
@@ -374,7 +377,7 @@ class Tuner:
         choice.
         """
         best = self._choose(fabric, collective, nbytes, ranks, algo, proto, channels,
-                            nccl_version)
+                            nccl_version, plugin_tuner)
         floor = self.protocol(best.protocol).host_floor(gpus_per_thread, fabric)
         if floor > best.time:
             best = Choice(best.algorithm, best.protocol, floor)
@@ -383,7 +386,8 @@ class Tuner:
     def choose_among(self, fabric: Fabric, collective: str, nbytes: float,
                      ranks: ArrayLike | None, algos: Sequence[str | None],
                      protos: Sequence[str | None], channels: int | None = None,
-                     gpus_per_thread: int = 1, nccl_version: str | None = None) -> Choice:
+                     gpus_per_thread: int = 1, nccl_version: str | None = None,
+                     plugin_tuner: bool = True) -> Choice:
         """The pair NCCL runs when its environment allows ``algos`` × ``protos``
         (``None`` in either: any): every allowed pair is timed, and NCCL's cost model
         ranks them (with ``select="fastest"``, or pairs NCCL does not have, the least
@@ -404,7 +408,7 @@ class Tuner:
                 try:
                     c = self.choose(fabric, collective, nbytes, ranks, a, p, channels,
                                     gpus_per_thread=gpus_per_thread,
-                                    nccl_version=nccl_version)
+                                    nccl_version=nccl_version, plugin_tuner=plugin_tuner)
                 except ScheduleError as e:
                     why = e
                     continue
@@ -413,7 +417,8 @@ class Tuner:
                     best = c
         if len(tried) > 1 and self.select == "nccl":  # NCCL ranks what it may run
             pick = self.nccl_pick(fabric, collective, nbytes, ranks,
-                                  [(c.algorithm, c.protocol) for c in tried], nccl_version)
+                                  [(c.algorithm, c.protocol) for c in tried], nccl_version,
+                                  plugin_tuner)
             if pick is not None:
                 best = tried[pick]
         if best is None:
@@ -425,7 +430,8 @@ class Tuner:
 
     def _choose(self, fabric: Fabric, collective: str, nbytes: float,
                 ranks: ArrayLike | None, algo: str | None, proto: str | None,
-                channels: int | None, nccl_version: str | None = None) -> Choice:
+                channels: int | None, nccl_version: str | None = None,
+                plugin_tuner: bool = True) -> Choice:
         coll = check_collective(collective)
         size = check_nbytes(nbytes)
         group = self.group_of(fabric, ranks)
@@ -442,7 +448,7 @@ class Tuner:
             cands = per[ckey] = candidates(group, coll, algo, proto, self.protocols)
         factor = size / REFERENCE_BYTES
         if self.select == "nccl" and len(cands) > 1 and coll not in P2P_COLLECTIVES:
-            pick = self._nccl_model(group, nccl_version).best(
+            pick = self._nccl_model(group, nccl_version, plugin_tuner).best(
                 coll, size, [(a.name, p) for a, p in cands])
             if pick is not None:
                 a = next(a for a, p in cands if (a.name, p) == pick)
@@ -488,23 +494,24 @@ class Tuner:
         assert best is not None
         return best
 
-    def _nccl_model(self, group: Group, nccl_version: str | None = None) -> NcclModel:
-        """NCCL's cost model of ``group`` as release ``nccl_version`` has it (cached with
-        the group)."""
+    def _nccl_model(self, group: Group, nccl_version: str | None = None,
+                    plugin_tuner: bool = True) -> NcclModel:
+        """NCCL's cost model of ``group`` as release ``nccl_version`` has it, with the
+        network plugin's tuner or without (cached with the group)."""
         version = nccl_release(nccl_version)
         per = self._nccl.setdefault(group, {})
-        m = per.get(version)
+        m = per.get((version, plugin_tuner))
         if m is None:
-            m = per[version] = NcclModel.of(group, version)
+            m = per[(version, plugin_tuner)] = NcclModel.of(group, version, plugin_tuner)
         return m
 
     def nccl_pick(self, fabric: Fabric, collective: str, nbytes: float,
                   ranks: ArrayLike | None, pairs: list[tuple[str, str]],
-                  nccl_version: str | None = None) -> int | None:
+                  nccl_version: str | None = None, plugin_tuner: bool = True) -> int | None:
         """Index of the (algorithm, protocol) of ``pairs`` NCCL's cost model ranks first
         for ``nbytes`` (what NCCL does when its environment allows several); pairs NCCL
         does not have are left out, and ``None`` says none of them is NCCL's."""
-        m = self._nccl_model(self.group_of(fabric, ranks), nccl_version)
+        m = self._nccl_model(self.group_of(fabric, ranks), nccl_version, plugin_tuner)
         ours = [x for x in pairs if m.nccl_algo(x[0]) is not None]  # what NCCL can run
         pick = m.best(check_collective(collective), check_nbytes(nbytes), ours) if ours \
             else None

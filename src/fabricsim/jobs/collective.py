@@ -249,14 +249,14 @@ def bench_job(sc: Scenario, *, collective: str | None = None,
 def _best(fabric: Fabric, coll: str, size: int, algos: list[str | None],
           protos: list[str | None], gpus_per_thread: int, ranks: list[int] | None,
           channels: int | None = None, select: str = "nccl",
-          nccl_version: str | None = None) -> Any:
+          nccl_version: str | None = None, plugin_tuner: bool = True) -> Any:
     """The allowed (algorithm, protocol) at ``size`` the tuner picks (``None`` in
     ``algos``/``protos``: any): by NCCL's cost model, or the fastest (``select``)."""
     from fabricsim.collectives.tuner import default_tuner
 
     return default_tuner(fabric, select).choose_among(
         fabric, coll, size, ranks, algos, protos, channels, gpus_per_thread=gpus_per_thread,
-        nccl_version=nccl_version)
+        nccl_version=nccl_version, plugin_tuner=plugin_tuner)
 
 
 def _sweep(job: CollectiveBench, fabric: Fabric, algo: str | None, backend: Any,
@@ -297,12 +297,13 @@ def _sweep(job: CollectiveBench, fabric: Fabric, algo: str | None, backend: Any,
             on_size(i, len(job.sizes), size)
         if job.backend == "analytic":
             c = _best(fabric, coll, size, algos, protos, job.gpus_per_thread, ranks,
-                      channels, job.select, job.nccl_version)
+                      channels, job.select, job.nccl_version, env.plugin_tuner)
             t, alg_name, pr = c.time, c.algorithm, c.protocol
         else:
             if len(algos) > 1 or len(protos) > 1 or job.select != "nccl":
                 c = _best(fabric, coll, size, algos, protos, job.gpus_per_thread, ranks,
-                          select=job.select, nccl_version=job.nccl_version)
+                          select=job.select, nccl_version=job.nccl_version,
+                          plugin_tuner=env.plugin_tuner)
                 a_run, p_run = c.algorithm, c.protocol
             else:
                 a_run, p_run = algos[0], protos[0]
@@ -378,6 +379,10 @@ class BenchReport:
                        "in order); --proto or NCCL_PROTO overrides it")
         if env.no_effect:
             out.append(f"{', '.join(env.no_effect)}: set, without effect on time")
+        if not env.plugin_tuner:
+            out.append("OFI_NCCL_TUNER_TYPE=Internal: NCCL's own model picks the algorithm "
+                       "and protocol where AWS's EFA plugin would (p5, p5en, p6 from three "
+                       "instances on)")
         if note := env.nvls_note([r.algorithm for rows in self.rows.values() for r in rows]):
             out.append(note)
         if self.job.select == "nccl":
@@ -445,8 +450,15 @@ class BenchReport:
             return ""
         link = top[0]
         if res.extra.get("limited_by") == "kernels":  # the tree / NVLSTree kernels' rate
+            from fabricsim.protocols import PROTOCOLS
+
+            whose = "NCCL's figure"
+            if r.algorithm == "tree" and r.protocol == "LL128" and fabric.info.servers > 1:
+                whose += (f", and under LL128 at most "
+                          f"{PROTOCOLS['ll128'].tree_channel_rate / 1e9:g} GB/s a channel "
+                          f"between servers, fitted on published runs")
             return (f"{r.size_bytes:,} B ({r.algorithm}/{r.protocol}) is limited by the "
-                    f"algorithm's kernels (their own rate per channel, NCCL's figure), not "
+                    f"algorithm's kernels (their own rate per channel, {whose}), not "
                     f"by links: the busiest, {link.name}, is at {link.utilization:.0%} of "
                     f"its capacity")
         out = (f"{r.size_bytes:,} B ({r.algorithm}/{r.protocol}) is limited by "
@@ -564,14 +576,18 @@ def run_bench(job: CollectiveBench, fabric: Fabric, progress: Progress = quiet,
         and job.env.protocol_set(job.collective) is None else ""
     return BenchReport(job=job, rows=rows, skipped=skipped,
                        gpus=len(job.ranks) if job.ranks else fabric.n_gpus,
-                       plugin_proto=forced, notes=run_notes(fabric, job.ranks))
+                       plugin_proto=forced,
+                       notes=run_notes(fabric, job.ranks, job.env.plugin_tuner))
 
 
-def run_notes(fabric: Fabric, ranks: Sequence[int] | None = None) -> tuple[str, ...]:
+def run_notes(fabric: Fabric, ranks: Sequence[int] | None = None,
+              plugin_tuner: bool = True) -> tuple[str, ...]:
     """What the model charges a collective over ``ranks`` (default: every GPU) of
     ``fabric`` for where they sit, in sentences: where they span several hosts of one
     NVLink domain (a GB200 or GB300 rack's compute trays, joined by multi-node NVLink),
-    the extra time every NVLink and NVLS step pays (``Protocol.mnnvl_step``).
+    the extra time every NVLink and NVLS step pays (``Protocol.mnnvl_step``); and where
+    the network plugin's tuner picks the algorithm (:func:`plugin_tuner_note`; not with
+    ``plugin_tuner`` off, ``OFI_NCCL_TUNER_TYPE=Internal``).
 
     >>> from fabricsim.fabric import build_cluster
     >>> rack = build_cluster("gb200-nvl72", 1)
@@ -595,7 +611,7 @@ def run_notes(fabric: Fabric, ranks: Sequence[int] | None = None) -> tuple[str, 
                      f"to a host): NCCL joins them by multi-node NVLink, and every NVLink and "
                      f"NVLS step costs {PROTOCOLS['simple'].mnnvl_step * 1e6:.1f} µs more "
                      f"than on one board (fitted on published GB200/GB300 runs)")
-    plugin = plugin_tuner_note(fabric, group)
+    plugin = plugin_tuner_note(fabric, group) if plugin_tuner else ""
     if plugin:
         notes.append(plugin)
     return tuple(notes)
