@@ -157,7 +157,9 @@ class Protocol:
         NVSwitch generation, the ``nvlink`` entry by :attr:`nvlink_scale` of its NVLink's,
         and the ``net`` and ``sharp`` entries by the packet framing of
         its scale-out transport (:func:`fabricsim.transport.framing_efficiency`): the
-        packet backend sends those headers, the fluid backends charge them here.
+        packet backend sends those headers, the fluid backends charge them here; then
+        capped at the share of line rate its NICs are measured to sustain
+        (:attr:`FabricInfo.nic_sustained_share <fabricsim.fabric.FabricInfo>`).
         ``calibrated=False`` leaves out the fabric's calibration factors.
         """
         out = np.array([self.efficiency[c] for c in LINK_CLASSES], dtype=np.float64)
@@ -168,8 +170,9 @@ class Protocol:
             out[LINK_CLASSES.index("nvlink")] *= self.nvlink_scale.get(
                 tuning_hardware(fabric)[1], 1.0)
         if fabric is not None:  # packet framing of the scale-out transport (fabricsim.transport)
-            out[[LINK_CLASSES.index("net"), LINK_CLASSES.index("sharp")]] *= \
-                framing_efficiency(fabric.info.transport)
+            net = [LINK_CLASSES.index("net"), LINK_CLASSES.index("sharp")]
+            out[net] = np.minimum(out[net] * framing_efficiency(fabric.info.transport),
+                                  fabric.info.nic_sustained_share)
         if calibrated and fabric is not None and fabric.info.calibration \
                 and self.name != "ideal":
             cal = fabric.info.calibration  # fitted to this cluster (not physics: not ideal)

@@ -355,10 +355,13 @@ def test_bench_says_how_its_choice_has_fared() -> None:
 TARGETS = [("several servers, bandwidth", "median", 0.07),
            ("several servers, bandwidth", "p90", 0.20),
            ("InfiniBand, bandwidth", "median", 0.10),
-           ("EFA, bandwidth", "median", 0.10), ("NVLink racks, bandwidth", "median", 0.10),
+           ("NVLink racks, bandwidth", "median", 0.10),
            # 11.5 % once Azure's pages vendored twice count as fitted (10.0 % with them)
            ("one server, 1-16 MiB", "median", 0.10)]
 TARGETS_MET = [("RoCE, bandwidth", "median", 0.10),
+               # 10.8 -> 8.4 % once p4d's first EFA carried the share of its line rate it
+               # is measured to sustain (NicSpec.sustained_share, reference row 240)
+               ("EFA, bandwidth", "median", 0.10),
                # 15.0 % once steps between a rack's hosts got their cost (17.3 % before),
                # 15.4 % with six more sources (2026-12-01: EFA runs whose small messages
                # the model timed short), 11.7-11.8 % once crossings over EFA paid a share
@@ -380,7 +383,8 @@ def test_one_server_bandwidth_holds_its_median() -> None:
 @pytest.mark.parametrize(("group", "stat", "target"), TARGETS_MET)
 def test_heldout_error_meets_the_target_where_it_was_met(group: str, stat: str,
                                                          target: float) -> None:
-    """RoCE met its target once 45 more sources were vendored (11.1 -> 9.9 %): kept there.
+    """RoCE met its target once 45 more sources were vendored (11.1 -> 9.9 %), EFA once
+    p4d's EFA carried the share of its line rate it is measured at (10.8 -> 8.4 %): kept there.
     Small-message time, met at 14.7 % before, went to 17 % with them, back to 15.0 % once
     steps between a rack's hosts got their cost, to 15.4 % with six more sources whose
     EFA runs' small messages the model timed short, and to 11.8 % once a crossing over

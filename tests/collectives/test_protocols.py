@@ -155,3 +155,22 @@ def test_host_floor_is_the_hosts_issue_time_and_calibrates() -> None:
         fab, "all_reduce", big)                               # the GPUs' time hides it
     with pytest.raises(FabricsimError, match=r"host\.launch"):
         build_cluster("dgx-a100", 1, params={"calibration": {"host.launch": 0}})
+
+
+def test_a_nic_measured_below_line_rate_caps_every_protocols_network_share() -> None:
+    """p4d's first EFA carries 340 of its 400 Gb/s in all-reduce tests (reference row
+    240): no protocol's network share on it exceeds 0.85, where framing and Simple's own
+    share would give 0.947; p5's EFA, with no such measurement, keeps those; NVLink is
+    untouched; and a 1 GiB all-reduce over two p4d takes at least line rate / 0.85."""
+    net = LINK_CLASSES.index("net")
+    p4d, p5 = build_cluster("aws-p4d", 2), build_cluster("aws-p5", 2)
+    assert p4d.info.nic_sustained_share == 0.85 and p5.info.nic_sustained_share == 1.0
+    for p in PROTOCOLS.values():
+        assert p.eff_array(p4d)[net] <= 0.85
+        assert p.eff_array(p5)[net] == pytest.approx(
+            p.efficiency["net"] * framing_efficiency("srd"))
+        nv = LINK_CLASSES.index("nvlink")
+        assert p.eff_array(p4d)[nv] == p.eff_array(build_cluster("dgx-a100", 2))[nv]
+    t = predict_time(p4d, "all_reduce", 2**30, algo="tree", proto="simple")
+    line = p4d.info.nic_bandwidth * p4d.info.nics_per_server  # bytes/s per server
+    assert 2**30 / t <= 0.85 * line

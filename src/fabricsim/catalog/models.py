@@ -210,6 +210,13 @@ class NicSpec(Spec):
     NCCL's own InfiniBand/RoCE transport; AWS's EFA plugin reports a figure chosen to steer
     NCCL's choice (75 us on p4d and p5, 35 us from p5en on). It moves NCCL's choice of
     algorithm and protocol, not any transfer's time."""
+    sustained_share: float = Field(1.0, gt=0.0, le=1.0, allow_inf_nan=False)
+    """Most of its line rate the device carries under NCCL's traffic, as measured (1: no
+    ceiling measured below what the protocol and the transport's framing leave). It caps
+    every protocol's network efficiency on fabrics with this NIC
+    (:meth:`fabricsim.protocols.Protocol.eff_array`): p4d's first EFA moves about 340 of
+    its 400 Gb/s in all-reduce tests, where framing and Simple's own share would give
+    379."""
     in_order_128b: bool = True
     """Whether the NIC delivers every 128-byte-aligned block of a transfer in order, which
     NCCL's LL and LL128 protocols need from the network (their flags travel inside the

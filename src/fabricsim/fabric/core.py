@@ -98,6 +98,10 @@ class FabricInfo:
     #: and protocol (AWS's EFA plugin on p5, p5en, p6: the platform's name; ``""``: none;
     #: :mod:`fabricsim.collectives.plugin_tuner`), from the system.
     nccl_tuner_regions: str = ""
+    #: Most of their line rate the NICs carry under NCCL's traffic, as measured (1: no
+    #: ceiling below the protocol's and the framing's), from the NIC: it caps every
+    #: protocol's network efficiency (p4d's first EFA: 0.85).
+    nic_sustained_share: float = 1.0
     #: ``NCCL_PROTO`` the NICs' network plugin sets for the whole process (``""``: none).
     #: AWS's EFA plugin sets ``simple`` where the EFA device does not deliver 128-byte
     #: blocks in order (p4d): NCCL then runs neither LL nor LL128, inside servers too.
