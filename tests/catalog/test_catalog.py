@@ -397,6 +397,10 @@ def test_agrees_with_reference_link_facts(cat: Catalog) -> None:
         lane, port = (float(v) for v in rows[row_id]["value"].split("|"))
         spec = cat.link(link)
         assert (spec.gbit_s_per_lane, spec.lanes * spec.gbit_s_per_lane) == (lane, port)
+    # row 240: p4d's EFA carries 340 of its 400 Gb/s in all-reduce tests
+    got, of = float(rows["240"]["value"]), float(rows["240"]["notes"].split()[1])
+    assert cat.nic("aws-efa-v1").sustained_share == pytest.approx(got / of)
+    assert of == cat.system("aws-p4d").nics * cat.nic("aws-efa-v1").max_gbit_s
     # measured NVLink/PCIe throughput never exceeds the catalogued peak
     h200_h2d = float(rows["237"]["value"].split("|")[0])
     assert h200_h2d < cat.link(cat.system("dgx-h200").pcie).gbyte_s_per_direction
@@ -471,6 +475,8 @@ def test_mapping_lookup_also_suggests(cat: Catalog) -> None:
          "systems.toml:dgx-a100", ["nvswitch must be ''"]),
         ("systems.toml", "nic_gbit_s = 100\n", "nic_gbit_s = 400\n",
          "systems.toml:aws-p4d.nic_gbit_s", ["exceeds"]),
+        ("nics.toml", "sustained_share = 0.85", "sustained_share = 1.5",
+         "nics.toml:aws-efa-v1.sustained_share", ["less than or equal to 1"]),
     ],
 )
 def test_malformed_copy_names_file_entry_and_field(

@@ -202,6 +202,10 @@ def summarize(fabric: Fabric) -> ClusterSummary:
                 "crossing_plugin_us": round(PROTOCOLS["simple"].plugin_latency_share
                                             * info.net_plugin_latency * 1e6, 3),
                 "plugin_proto": info.plugin_proto}
+        if info.nic_sustained_share < 1.0:
+            notes.append(f"the NICs are measured to carry {info.nic_sustained_share:.0%} of "
+                         f"their line rate under NCCL's traffic: every protocol's network "
+                         f"share is capped there (the NIC's sustained_share)")
         if info.plugin_proto:
             notes.append(f"the NICs' network plugin sets NCCL_PROTO={info.plugin_proto} for "
                          f"the whole process (they do not deliver 128-byte blocks in order, "
