@@ -124,6 +124,20 @@ def test_bench_says_which_links_limit_and_why(capsys: pytest.CaptureFixture[str]
     assert spread and "leaf-spine" not in spread[0]
 
 
+def test_limit_line_says_when_a_nics_measured_share_is_its_ceiling(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Two p4d at 1 GiB are limited at their EFA links, which run at 83 % of line rate:
+    bench says that is the 85 % the NIC is measured to carry; p4d's NICs have a measured
+    share, DGX A100's do not, and its limit line does not mention one."""
+    args = ["bench", "all_reduce", "-b", "1G", "-e", "1G", "--nodes", "2", "--algo", "ring"]
+    assert main([*args, "--system", "aws-p4d"]) == 0
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("# limit:"))
+    assert "nic-leaf" in line and "at most 85% of their line rate" in line
+    assert main([*args, "--system", "dgx-a100"]) == 0
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("# limit:"))
+    assert "line rate" not in line
+
+
 def test_limit_line_names_the_kernels_when_they_set_the_time(capsys) -> None:  # type: ignore[no-untyped-def]
     """Four DGX H100 at 1 GiB run NVLSTree at its kernels' rate, its NICs at two thirds
     (NCCL's own choice there is the ring: NVLSTree is forced)."""

@@ -464,6 +464,11 @@ class BenchReport:
         out = (f"{r.size_bytes:,} B ({r.algorithm}/{r.protocol}) is limited by "
                f"{link.kind} links, the busiest {link.name} at {link.utilization:.0%} of "
                f"its capacity")
+        share = fabric.info.nic_sustained_share
+        if share < 1.0 and link.kind in _NET_LINKS:
+            out += (f"; the NICs are measured to carry at most {share:.0%} of their line "
+                    f"rate under NCCL's traffic (the NIC's sustained_share): that is this "
+                    f"link's ceiling")
         if link.kind in ("leaf-spine", "spine-core") and fabric.info.transport == "roce":
             out += ("; on Ethernet each flow hashes onto one uplink (ECMP), so several share "
                     "one while others idle: --routing adaptive (Spectrum-X, UEC spraying) "
@@ -578,6 +583,11 @@ def run_bench(job: CollectiveBench, fabric: Fabric, progress: Progress = quiet,
                        gpus=len(job.ranks) if job.ranks else fabric.n_gpus,
                        plugin_proto=forced,
                        notes=run_notes(fabric, job.ranks, job.env.plugin_tuner))
+
+
+#: Link kinds of the scale-out network, whose rate a NIC's measured share caps.
+_NET_LINKS = frozenset({"nic-leaf", "leaf-spine", "spine-core", "dragonfly-local",
+                        "dragonfly-global"})
 
 
 def run_notes(fabric: Fabric, ranks: Sequence[int] | None = None,
