@@ -465,7 +465,7 @@ class BenchReport:
                f"{link.kind} links, the busiest {link.name} at {link.utilization:.0%} of "
                f"its capacity")
         share = fabric.info.nic_sustained_share
-        if share < 1.0 and link.kind in _NET_LINKS:
+        if share < 1.0 and _net_class(link.kind):
             out += (f"; the NICs are measured to carry at most {share:.0%} of their line "
                     f"rate under NCCL's traffic (the NIC's sustained_share): that is this "
                     f"link's ceiling")
@@ -585,9 +585,17 @@ def run_bench(job: CollectiveBench, fabric: Fabric, progress: Progress = quiet,
                        notes=run_notes(fabric, job.ranks, job.env.plugin_tuner))
 
 
-#: Link kinds of the scale-out network, whose rate a NIC's measured share caps.
-_NET_LINKS = frozenset({"nic-leaf", "leaf-spine", "spine-core", "dragonfly-local",
-                        "dragonfly-global"})
+def _net_class(kind: str) -> bool:
+    """Whether links of ``kind`` (a :class:`~fabricsim.fabric.LinkKind` label) are of the
+    ``net`` class, whose rate a NIC's measured share caps (``Protocol.eff_array``).
+
+    >>> _net_class("nic-leaf"), _net_class("nvlink"), _net_class("pcie")
+    (True, False, False)
+    """
+    from fabricsim.fabric.kinds import LINK_CLASSES, LinkKind, link_class_of_kind
+
+    cls = link_class_of_kind()
+    return any(k.label == kind and LINK_CLASSES[cls[k]] == "net" for k in LinkKind)
 
 
 def run_notes(fabric: Fabric, ranks: Sequence[int] | None = None,
