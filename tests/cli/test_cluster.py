@@ -474,7 +474,11 @@ def test_a_serving_job_beside_a_training_job(tmp_path: Path,
                                              capsys: pytest.CaptureFixture[str]) -> None:
     """Four replicas of a 2-server (TP 16) Llama 3 405B instance beside a MoE training
     job: alone, a replica decodes as `fabricsim infer` has it on two servers of its own;
-    dealt over both leaf groups, its TP all-reduces meet the MoE job's all-to-alls."""
+    dealt over both leaf groups, its TP all-reduces meet the MoE job's all-to-alls on
+    spine links (the MoE job is named as the culprit) and the MoE job is slowed by them;
+    the replica's 2 MiB all-reduces are bound by their kernels' rate (trees with LL128,
+    the stream after the latencies), not by links the MoE job keeps 15 % busy, so its
+    step stays within 2 % of its time alone."""
     assert main(["cluster", str(_write(tmp_path, SERVE)), "--placements", "packed,spread",
                  "--json"]) == 0
     packed, spread = json.loads(capsys.readouterr().out)["placements"]
@@ -486,8 +490,10 @@ def test_a_serving_job_beside_a_training_job(tmp_path: Path,
     serve = packed["jobs"][1]
     assert serve["model"].startswith("serve llama3-405b tp16")
     assert serve["step_alone_s"] == pytest.approx(infer["tpot_s"], rel=1e-6)
-    _, s2 = spread["jobs"]
-    assert s2["slowdown"] > 1.0 and [c["job"] for c in s2["culprits"]] == ["moe"]
+    m2, s2 = spread["jobs"]
+    assert 1.0 <= s2["slowdown"] < 1.02 and [c["job"] for c in s2["culprits"]] == ["moe"]
+    assert any(x["others_busy"] > 0 for x in s2["links"])
+    assert m2["slowdown"] > 1.0 and [c["job"] for c in m2["culprits"]] == ["serve-405b"]
     bad = SERVE.replace("gpus: 64\n    inference", "gpus: 40\n    inference")
     assert main(["cluster", str(_write(tmp_path, bad)), "--quiet"]) == 2
     err = capsys.readouterr().err

@@ -164,8 +164,17 @@ class CompiledSchedule:
     def time(self, factor: float = 1.0) -> float:
         """Completion time (s) with byte counts multiplied by ``factor``."""
         _, end = self.step_times(factor)
-        return (max(float(end.max(initial=0.0)), self.kernel_floor * factor)
+        return (max(float(end.max(initial=0.0)), self.kernels(factor))
                 + self.fill(factor) + self.crossing(factor) + self.launch)
+
+    def kernels(self, factor: float = 1.0) -> float:
+        """Seconds the kernels' own rate needs (0 without one): their stream starts once
+        the schedule's latencies are through (:func:`stream_start`)
+        and then runs at that rate."""
+        if self.kernel_floor <= 0.0:
+            return 0.0
+        _, end0 = self.step_times(0.0)
+        return float(end0.max(initial=0.0)) + self.kernel_floor * factor
 
 
 @dataclass(eq=False)
@@ -243,7 +252,7 @@ class AnalyticBackend:
         bott = int(np.argmax(busy)) if busy.size and busy.max() > 0 else -1
         kind = LinkKind(int(fabric.link_kind[bott])).label if bott >= 0 else ""
         # the kernels' own rate (tree, NVLSTree) may set the time instead of any link
-        kernels = comp.kernel_floor > float(end.max(initial=0.0))
+        kernels = comp.kernels() > float(end.max(initial=0.0))
         return Result(time=comp.time(), backend=self.name,
                       step_start=start, step_end=end, link_bytes=link_bytes,
                       bottleneck_link=bott, bottleneck_kind=kind,
@@ -445,3 +454,26 @@ def _envelope(alpha: FloatArray, beta: FloatArray) -> tuple[FloatArray, FloatArr
         b = np.array([beta[akey == u].max() for u in uniq[::-1]])
     keep = b > np.concatenate([[-np.inf], np.maximum.accumulate(b)[:-1]])
     return a[keep].copy(), b[keep].copy()
+
+
+def stream_start(schedule: Schedule, protocol: Any, fabric: Fabric) -> float:
+    """Seconds ``schedule`` takes under ``protocol`` (as named, before the schedule's own
+    adjustments: :func:`~fabricsim.backends.base.schedule_protocol`) with no bytes to
+    move (its hops' latencies, no launch): where the kernels' own rate bounds a run
+    (:func:`~fabricsim.backends.base.kernel_floor`), their stream starts this late. The
+    flow and packet backends take it from here, so that all three add the same.
+
+    >>> from fabricsim.fabric import build_cluster
+    >>> from fabricsim.collectives.registry import Group, get_algorithm
+    >>> from fabricsim.collectives.tuner import build
+    >>> from fabricsim.protocols import get_protocol
+    >>> fab = build_cluster("aws-p5", 2)
+    >>> s = build(Group.of(fab), "all_reduce", 2**24, get_algorithm("tree"), "ll128")
+    >>> 0 < stream_start(s, get_protocol("ll128"), fab) < 1e-4
+    True
+    """
+    if protocol is None:
+        return 0.0
+    comp = AnalyticBackend().compile_protocols(schedule, fabric, [protocol])[0]
+    _, end = comp.step_times(0.0)
+    return float(end.max(initial=0.0))

@@ -101,7 +101,10 @@ def kernel_floor(schedule: Schedule, protocol: Any) -> float:
     """The least time (s) ``schedule``'s kernels need (:meth:`Schedule.kernel_floor`, with
     the protocol's bound on a tree channel), under a real protocol; 0 under ``"ideal"``
     (physics only) or none. Every backend applies it the same way: ``time = max(network
-    time, floor + launch)``.
+    time, start + floor + launch)``, ``start`` the schedule's own latency
+    (:func:`fabricsim.backends.analytic.stream_start`): the kernels stream at their rate
+    once the first bytes are through, as NCCL's cost model adds a latency to its size over
+    bandwidth.
 
     >>> from fabricsim.protocols import get_protocol
     >>> from fabricsim.schedule import Schedule

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from fabricsim.backends.analytic import stream_start
 from fabricsim.backends.base import (
     Result,
     crossing_cost,
@@ -187,6 +188,9 @@ class FlowBackend:
         b = tops[0]["link"] if tops else -1
         # the kernels' own rate bounds the run (Schedule.kernel_floor), after the launch
         floor = kernel_floor(schedule, proto)
+        if floor > 0:
+            floor += stream_start(schedule, get_protocol(
+                self.protocol or schedule.protocol or "ideal"), fabric)
         time = max(out.time, floor + proto.launch) if floor > 0 else out.time
         extra["limited_by"] = "kernels" if time > out.time else "links"
         # the chunk pipeline's fill (Schedule.pipeline), as every backend adds it

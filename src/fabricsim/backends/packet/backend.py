@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from fabricsim.backends.analytic import stream_start
 from fabricsim.backends.base import (
     Result,
     crossing_cost,
@@ -197,6 +198,8 @@ class PacketBackend:
                           "for the link to return (no rerouting is modelled)"}
         res = replace(res, extra={**res.extra, **more})
         floor = kernel_floor(schedule, proto)
+        if floor > 0 and name:
+            floor += stream_start(schedule, get_protocol(name), fabric)
         limited = "links"
         if floor > 0 and res.extra.get("complete", False):
             # the kernels' own rate bounds the run (Schedule.kernel_floor), after the launch
