@@ -357,16 +357,17 @@ TARGETS = [("several servers, bandwidth", "median", 0.07),
            ("InfiniBand, bandwidth", "median", 0.10),
            ("NVLink racks, bandwidth", "median", 0.10),
            # 11.5 % once Azure's pages vendored twice count as fitted (10.0 % with them)
-           ("one server, 1-16 MiB", "median", 0.10)]
+           ("one server, 1-16 MiB", "median", 0.10),
+           # 15.0 % once steps between a rack's hosts got their cost (17.3 % before),
+           # 15.4 % with six more sources (2026-12-01: EFA runs whose small messages
+           # the model timed short), 11.7-11.8 % once crossings over EFA paid a share
+           # of the plugin's declared latency; 15.5 % with ABCI's A100 runs (2026-12-02:
+           # NCCL 2.8.4, broadcasts the model times as one chain each, 2-7x long)
+           ("all scopes, latency", "median", 0.15)]
 TARGETS_MET = [("RoCE, bandwidth", "median", 0.10),
                # 10.8 -> 8.4 % once p4d's first EFA carried the share of its line rate it
                # is measured to sustain (NicSpec.sustained_share, reference row 240)
-               ("EFA, bandwidth", "median", 0.10),
-               # 15.0 % once steps between a rack's hosts got their cost (17.3 % before),
-               # 15.4 % with six more sources (2026-12-01: EFA runs whose small messages
-               # the model timed short), 11.7-11.8 % once crossings over EFA paid a share
-               # of the plugin's declared latency
-               ("all scopes, latency", "median", 0.15)]
+               ("EFA, bandwidth", "median", 0.10)]
 
 
 @pytest.mark.parametrize(("group", "stat", "target"), TARGETS)
@@ -474,15 +475,14 @@ def test_bench_says_where_the_nearest_rows_disagree() -> None:
     rows = [json.loads(x) for x in r.output.splitlines() if x.startswith("{")]
     assert [x["size_bytes"] for x in rows] == [2**20, 2**32]
     assert "1 MiB to 2 MiB" in rows[0]["local"] and rows[1]["local"] == ""
-    # one warning per band of sizes that leans, in the order of the sizes (16-32 MiB leans
-    # again since the crossing cost fell to 0.75 us with the step between a rack's hosts)
+    # one warning per band of sizes that leans, in the order of the sizes (16-32 MiB leaned
+    # too until ABCI's runs widened InfiniBand's band from 12 to 15 %)
     r = CliRunner().invoke(app, ["bench", "all_reduce", "--system", "hgx-b200", "--nodes",
                                  "64", "-b", "1M", "-e", "256M", "-f", "4"])
     assert r.exit_code == 0, r.output
     warned = [x for x in r.output.splitlines() if x.startswith("# warning: published")]
     assert [w.split(", ")[1].split(" (")[0] for w in warned] == \
-        ["1 MiB to 2 MiB", "4 MiB to 8 MiB", "16 MiB to 32 MiB", "64 MiB to 128 MiB",
-         "256 MiB to 512 MiB"]
+        ["1 MiB to 2 MiB", "4 MiB to 8 MiB", "64 MiB to 128 MiB", "256 MiB to 512 MiB"]
 
 
 # --------------------------------------------------------------------------------------
