@@ -247,7 +247,8 @@ def choose(c: Case, tuner: Tuner | None = None) -> Any:
     t = tuner or default_tuner(fab)
     return t.choose_among(fab, c.collective, c.nbytes, None, algos, protos,
                           env.channels_of(t.group_of(fab, None)),
-                          gpus_per_thread=c.gpus_per_thread, nccl_version=c.nccl_version)
+                          gpus_per_thread=c.gpus_per_thread, nccl_version=c.nccl_version,
+                          back_to_back=True)  # nccl-tests' iterations, one after another
 
 
 def predict_us(c: Case, tuner: Tuner | None = None) -> float:

@@ -357,17 +357,17 @@ TARGETS = [("several servers, bandwidth", "median", 0.07),
            ("InfiniBand, bandwidth", "median", 0.10),
            ("NVLink racks, bandwidth", "median", 0.10),
            # 11.5 % once Azure's pages vendored twice count as fitted (10.0 % with them)
-           ("one server, 1-16 MiB", "median", 0.10),
-           # 15.0 % once steps between a rack's hosts got their cost (17.3 % before),
-           # 15.4 % with six more sources (2026-12-01: EFA runs whose small messages
-           # the model timed short), 11.7-11.8 % once crossings over EFA paid a share
-           # of the plugin's declared latency; 15.5 % with ABCI's A100 runs (2026-12-02:
-           # NCCL 2.8.4, broadcasts the model times as one chain each, 2-7x long)
-           ("all scopes, latency", "median", 0.15)]
+           ("one server, 1-16 MiB", "median", 0.10)]
 TARGETS_MET = [("RoCE, bandwidth", "median", 0.10),
                # 10.8 -> 8.4 % once p4d's first EFA carried the share of its line rate it
                # is measured to sustain (NicSpec.sustained_share, reference row 240)
-               ("EFA, bandwidth", "median", 0.10)]
+               ("EFA, bandwidth", "median", 0.10),
+               # 15.0 % once steps between a rack's hosts got their cost (17.3 % before),
+               # 15.4 % with six more sources (2026-12-01: EFA runs whose small messages
+               # the model timed short), 11.7-11.8 % once crossings over EFA paid a share
+               # of the plugin's declared latency; 15.5 % with ABCI's A100 runs
+               # (2026-12-02: NCCL 2.8.4), 15.0 % once broadcasts overlap back to back
+               ("all scopes, latency", "median", 0.15)]
 
 
 @pytest.mark.parametrize(("group", "stat", "target"), TARGETS)

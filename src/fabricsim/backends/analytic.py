@@ -167,6 +167,34 @@ class CompiledSchedule:
         return (max(float(end.max(initial=0.0)), self.kernels(factor))
                 + self.fill(factor) + self.crossing(factor) + self.launch)
 
+    def period(self, factor: float = 1.0) -> float:
+        """Seconds per operation when the schedule runs back to back on every rank, as
+        nccl-tests times it, and successive operations overlap: a rooted chain
+        (broadcast, reduce) has no step that waits for data to come back, so a rank takes
+        up the next operation as soon as it has passed this one on. Each operation then
+        costs the busiest rank's share: its launch, its bytes through the slowest hop
+        (or the kernels' stream, where their rate is lower) and one network crossing's
+        proxy steps. The hops' latencies and the chain's fill (the first chunk through
+        every stage) are not in it: while a rank works on one operation the next one's
+        data is already on its way, so they are paid once for all the operations.
+
+        >>> from fabricsim.fabric import build_cluster
+        >>> from fabricsim.collectives.registry import Group, get_algorithm
+        >>> from fabricsim.collectives.tuner import build
+        >>> fab = build_cluster("dgx-h100", 4)
+        >>> s = build(Group.of(fab), "broadcast", 2**20, get_algorithm("ring"), "ll")
+        >>> c = AnalyticBackend().compile(s, fab)
+        >>> bool(c.launch < c.period() < c.time())
+        True
+        """
+        bf = factor if self.protocol is None or self.pipeline is not None else \
+            factor / max(self.protocol.bandwidth_ramp(self.message_bytes * factor), 1e-12)
+        bytes_s = max((float(np.max(g.beta, initial=0.0)) * s * bf
+                       for g, s in zip(self.groups, self.scales, strict=True)), default=0.0)
+        cross = self.crossing(factor) / max(self.crossings.count, 1) \
+            if self.crossings is not None else 0.0
+        return float(max(bytes_s, self.kernel_floor * factor) + cross + self.launch)
+
     def kernels(self, factor: float = 1.0) -> float:
         """Seconds the kernels' own rate needs (0 without one): their stream starts once
         the schedule's latencies are through (:func:`stream_start`)

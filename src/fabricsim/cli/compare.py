@@ -439,7 +439,8 @@ def register(app: typer.Typer) -> None:
                 meas_t = r.time_us_inplace if in_place else r.time_us
                 meas_b = r.busbw_gbps_inplace if in_place else r.busbw_gbps
                 pick = choose(fab, coll, r.size_bytes, ranks=ranks, algo=algo, proto=proto,
-                              gpus_per_thread=t.gpus_per_thread, nccl_version=release)
+                              gpus_per_thread=t.gpus_per_thread, nccl_version=release,
+                              back_to_back=True)  # nccl-tests' iterations
                 tp = pick.time
                 picks.append(f"{pick.algorithm}/{pick.protocol}".lower())
                 pred_b = r.size_bytes / tp * busbw_factor(coll, n) / 1e9 if tp > 0 else 0.0

@@ -89,10 +89,12 @@ def build_schedule(fabric: Fabric, collective: str, nbytes: float,
 def predict_time(fabric: Fabric, collective: str, nbytes: float,
                  ranks: ArrayLike | None = None, algo: str | None = None,
                  proto: str | None = None, tuner: Tuner | None = None,
-                 gpus_per_thread: int = 1, nccl_version: str | None = None) -> float:
+                 gpus_per_thread: int = 1, nccl_version: str | None = None,
+                 back_to_back: bool = False) -> float:
     """Predicted time (s) by the analytic model, of the algorithm and protocol NCCL
     release ``nccl_version`` (default the newest modelled) would run; cached per
-    structure, so cheap to repeat.
+    structure, so cheap to repeat. ``back_to_back``: per operation of many issued one
+    after another, as nccl-tests times them (see :meth:`Tuner.choose`).
 
     Examples
     --------
@@ -102,7 +104,8 @@ def predict_time(fabric: Fabric, collective: str, nbytes: float,
     True
     """
     return choose(fabric, collective, nbytes, ranks, algo, proto, tuner=tuner,
-                  gpus_per_thread=gpus_per_thread, nccl_version=nccl_version).time
+                  gpus_per_thread=gpus_per_thread, nccl_version=nccl_version,
+                  back_to_back=back_to_back).time
 
 
 def run_collective(fabric: Fabric, collective: str, nbytes: float,

@@ -202,6 +202,11 @@ def _ranks_key(group: Group) -> bytes:
     return hashlib.blake2b(group.ranks.tobytes(), digest_size=16).digest()
 
 
+#: Collectives whose operations overlap when issued back to back (a chain from or to a
+#: root: no step waits for data to come back).
+ROOTED_COLLECTIVES = frozenset({"broadcast", "reduce"})
+
+
 class Tuner:
     """Selection of (algorithm, protocol), with its own caches.
 
@@ -363,7 +368,7 @@ class Tuner:
                ranks: ArrayLike | None = None, algo: str | None = None,
                proto: str | None = None, channels: int | None = None,
                gpus_per_thread: int = 1, nccl_version: str | None = None,
-               plugin_tuner: bool = True) -> Choice:
+               plugin_tuner: bool = True, back_to_back: bool = False) -> Choice:
         """The (algorithm, protocol) with the least predicted time for ``nbytes`` (with
         ``select="nccl"``: the one NCCL release ``nccl_version``, default the newest
         modelled, would pick, after the network plugin's own tuner where the fabric's
@@ -375,9 +380,27 @@ class Tuner:
         time and the GPUs' run time overlap, and the slower of the two is what it
         measures. The floor is the same for every candidate: it does not change the
         choice.
+
+        ``back_to_back``: the time per operation of many issued one after another, as
+        nccl-tests measures it, not of one alone: the same for every collective but
+        the rooted chains (broadcast, reduce), whose operations overlap
+        (:meth:`~fabricsim.backends.analytic.CompiledSchedule.period`).
+
+        >>> from fabricsim.fabric import build_cluster
+        >>> fab = build_cluster("dgx-a100", 8)
+        >>> one = Tuner().choose(fab, "broadcast", 1024)
+        >>> many = Tuner().choose(fab, "broadcast", 1024, back_to_back=True)
+        >>> many.time < one.time / 4, many.algorithm == one.algorithm
+        (True, True)
         """
         best = self._choose(fabric, collective, nbytes, ranks, algo, proto, channels,
                             nccl_version, plugin_tuner)
+        coll = check_collective(collective)
+        if back_to_back and coll in ROOTED_COLLECTIVES and best.protocol != "ideal":
+            period = self.model(self.group_of(fabric, ranks), coll,
+                                get_algorithm(best.algorithm), best.protocol,
+                                channels).period(check_nbytes(nbytes) / REFERENCE_BYTES)
+            best = Choice(best.algorithm, best.protocol, min(best.time, period))
         floor = self.protocol(best.protocol).host_floor(gpus_per_thread, fabric)
         if floor > best.time:
             best = Choice(best.algorithm, best.protocol, floor)
@@ -387,7 +410,7 @@ class Tuner:
                      ranks: ArrayLike | None, algos: Sequence[str | None],
                      protos: Sequence[str | None], channels: int | None = None,
                      gpus_per_thread: int = 1, nccl_version: str | None = None,
-                     plugin_tuner: bool = True) -> Choice:
+                     plugin_tuner: bool = True, back_to_back: bool = False) -> Choice:
         """The pair NCCL runs when its environment allows ``algos`` × ``protos``
         (``None`` in either: any): every allowed pair is timed, and NCCL's cost model
         ranks them (with ``select="fastest"``, or pairs NCCL does not have, the least
@@ -408,7 +431,8 @@ class Tuner:
                 try:
                     c = self.choose(fabric, collective, nbytes, ranks, a, p, channels,
                                     gpus_per_thread=gpus_per_thread,
-                                    nccl_version=nccl_version, plugin_tuner=plugin_tuner)
+                                    nccl_version=nccl_version, plugin_tuner=plugin_tuner,
+                                    back_to_back=back_to_back)
                 except ScheduleError as e:
                     why = e
                     continue
@@ -545,12 +569,13 @@ def default_tuner(fabric: Fabric, select: str = "nccl") -> Tuner:
 def choose(fabric: Fabric, collective: str, nbytes: float, ranks: ArrayLike | None = None,
            algo: str | None = None, proto: str | None = None,
            channels: int | None = None, tuner: Tuner | None = None,
-           gpus_per_thread: int = 1, nccl_version: str | None = None) -> Choice:
+           gpus_per_thread: int = 1, nccl_version: str | None = None,
+           back_to_back: bool = False) -> Choice:
     """The (algorithm, protocol) with the least predicted time for ``nbytes``
     (by ``tuner``, default the fabric's own; see :meth:`Tuner.choose`)."""
     return (tuner or default_tuner(fabric)).choose(fabric, collective, nbytes, ranks, algo,
                                                    proto, channels, gpus_per_thread,
-                                                   nccl_version)
+                                                   nccl_version, back_to_back=back_to_back)
 
 
 def clear_cache(fabric: Fabric) -> None:

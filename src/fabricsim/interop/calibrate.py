@@ -285,7 +285,8 @@ def _fit(pts: list[_Point], fit_idx: list[int], held_idx: list[int],
                                                p.collective, p.size,
                                                ranks=list(range(p.ranks)),
                                                gpus_per_thread=p.gpus_per_thread,
-                                               nccl_version=p.nccl_version)
+                                               nccl_version=p.nccl_version,
+                                               back_to_back=True)  # as nccl-tests times
             out[i] = hit
         return out
 
