@@ -111,3 +111,22 @@ def test_bench_times_broadcast_as_nccl_tests_does() -> None:
     for row in rows.values():
         assert row["time_us"] < single / 4
     assert rows["flow"]["time_us"] == pytest.approx(rows["analytic"]["time_us"], rel=0.1)
+
+
+def test_bench_says_what_one_broadcast_alone_takes() -> None:
+    """The rows are nccl-tests' time per operation; a note gives one operation alone at
+    the largest size (what an application waiting for a single broadcast sees). No such
+    note for an all-reduce, whose operations do not overlap."""
+    from typer.testing import CliRunner
+
+    from fabricsim.cli.app import app
+
+    args = ["--system", "dgx-a100", "--nodes", "16", "-b", "32K", "-e", "32K"]
+    r = CliRunner().invoke(app, ["bench", "broadcast", *args])
+    assert r.exit_code == 0, r.output
+    note = next(x for x in r.output.splitlines() if "One alone" in x)
+    fab = build_cluster("dgx-a100", 16)
+    one = Tuner().choose(fab, "broadcast", 32768).time * 1e6
+    assert f"{one:,.1f} µs at 32,768 B" in note
+    r = CliRunner().invoke(app, ["bench", "all_reduce", *args])
+    assert r.exit_code == 0 and "One alone" not in r.output

@@ -589,10 +589,36 @@ def run_bench(job: CollectiveBench, fabric: Fabric, progress: Progress = quiet,
             skipped[str(a)] = cause.message
     forced = fabric.info.plugin_proto if job.proto is None \
         and job.env.protocol_set(job.collective) is None else ""
+    notes = run_notes(fabric, job.ranks, job.env.plugin_tuner)
+    alone = _alone_note(job, fabric, rows)
     return BenchReport(job=job, rows=rows, skipped=skipped,
                        gpus=len(job.ranks) if job.ranks else fabric.n_gpus,
-                       plugin_proto=forced,
-                       notes=run_notes(fabric, job.ranks, job.env.plugin_tuner))
+                       plugin_proto=forced, notes=(*notes, alone) if alone else notes)
+
+
+def _alone_note(job: CollectiveBench, fabric: Fabric,
+                rows: dict[str | None, list[BenchRow]]) -> str:
+    """For a broadcast or reduce, what one operation alone takes at the sweep's largest
+    size, beside the time per operation of many back to back that the rows give (as
+    nccl-tests times them; ``Tuner.choose``'s ``back_to_back``); ``""`` otherwise."""
+    from fabricsim.collectives.tuner import ROOTED_COLLECTIVES
+    from fabricsim.protocols import PROTOCOLS
+
+    curve = next(iter(rows.values()), [])
+    if job.collective not in ROOTED_COLLECTIVES or not curve:
+        return ""
+    r = curve[-1]
+    proto = r.protocol.lower()
+    if proto not in PROTOCOLS:
+        return ""
+    one = _best(fabric, job.collective, r.size_bytes, [r.algorithm], [proto],
+                job.gpus_per_thread, list(job.ranks) if job.ranks else None,
+                nccl_version=job.nccl_version, back_to_back=False).time * 1e6
+    return (f"{job.collective} is timed as nccl-tests runs it, operations back to back, "
+            f"which overlap down its chain from the root: each costs one rank's share. "
+            f"One alone (an application waiting for a single {job.collective}) takes "
+            f"{one:,.1f} µs at {r.size_bytes:,} B, {one / max(r.time_us, 1e-12):.1f}x the "
+            f"{r.time_us:,.1f} µs above")
 
 
 def _net_class(kind: str) -> bool:
