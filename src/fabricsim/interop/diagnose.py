@@ -197,7 +197,8 @@ def diagnose(runs: Sequence[PairRun], *, system: str | None = None, fabric: Any 
         def baseline_us(r: PairRun) -> float:
             a, b = server[r.hosts[0]], server[r.hosts[1]]
             ranks = [*range(a * per, (a + 1) * per), *range(b * per, (b + 1) * per)]
-            return float(predict_time(fab, r.collective, r.size_bytes, ranks=ranks)) * 1e6
+            return float(predict_time(fab, r.collective, r.size_bytes, ranks=ranks,
+                                      back_to_back=True)) * 1e6  # as nccl-tests times
 
     ok = [r for r in runs if r.time_us is not None and r.time_us > 0]
     logs = {id(r): math.log(r.time_us / max(baseline_us(r), 1e-9))  # type: ignore[operator]

@@ -314,12 +314,12 @@ def _sweep(job: CollectiveBench, fabric: Fabric, algo: str | None, backend: Any,
             r = run_collective(fabric, coll, size, ranks, algo=a_run, proto=p_run,
                                backend=backend)
             t, alg_name, pr = r.time, r.algorithm, r.protocol
-            if coll in ROOTED_COLLECTIVES:  # back to back, rooted chains overlap: what
-                # the analytic model saves per operation, off this backend's one
+            if coll in ROOTED_COLLECTIVES:  # back to back, rooted chains overlap: this
+                # backend's one operation, by the share the analytic model keeps of it
                 one, many = (_best(fabric, coll, size, [alg_name], [pr], 1, ranks,
                                    nccl_version=job.nccl_version, back_to_back=b).time
                              for b in (False, True))
-                t = max(t - (one - many), many)
+                t *= many / one if one > 0 else 1.0
             if pr in PROTOCOLS:  # -g: the host's issue time, as the analytic choice has it
                 t = max(t, PROTOCOLS[pr].host_floor(job.gpus_per_thread, fabric))
         if job.agg_iters > 1:  # one launch shared by the group's operations
@@ -598,21 +598,24 @@ def run_bench(job: CollectiveBench, fabric: Fabric, progress: Progress = quiet,
 
 def _alone_note(job: CollectiveBench, fabric: Fabric,
                 rows: dict[str | None, list[BenchRow]]) -> str:
-    """For a broadcast or reduce, what one operation alone takes at the sweep's largest
-    size, beside the time per operation of many back to back that the rows give (as
-    nccl-tests times them; ``Tuner.choose``'s ``back_to_back``); ``""`` otherwise."""
+    """For a broadcast or reduce on the analytic backend, what one operation alone takes
+    at the sweep's largest size (with the job's NCCL channel bounds), beside the time per
+    operation of many back to back that the rows give (as nccl-tests times them;
+    ``Tuner.choose``'s ``back_to_back``); ``""`` otherwise."""
+    from fabricsim.collectives import Group
     from fabricsim.collectives.tuner import ROOTED_COLLECTIVES
     from fabricsim.protocols import PROTOCOLS
 
     curve = next(iter(rows.values()), [])
-    if job.collective not in ROOTED_COLLECTIVES or not curve:
+    if job.collective not in ROOTED_COLLECTIVES or not curve or job.backend != "analytic":
         return ""
     r = curve[-1]
     proto = r.protocol.lower()
     if proto not in PROTOCOLS:
         return ""
+    ranks = list(job.ranks) if job.ranks else None
     one = _best(fabric, job.collective, r.size_bytes, [r.algorithm], [proto],
-                job.gpus_per_thread, list(job.ranks) if job.ranks else None,
+                job.gpus_per_thread, ranks, job.env.channels_of(Group.of(fabric, ranks)),
                 nccl_version=job.nccl_version, back_to_back=False).time * 1e6
     return (f"{job.collective} is timed as nccl-tests runs it, operations back to back, "
             f"which overlap down its chain from the root: each costs one rank's share. "

@@ -289,7 +289,8 @@ class Schedule:
         :attr:`kernel_bytes_per_s`, and where a protocol bounds a tree's channels
         (``tree_channel_rate``, bytes/s), at most :attr:`tree_channels` times that.
 
-        Every backend reports ``max(network time, kernel_floor() + launch)``.
+        Every backend reports ``max(network time, start + kernel_floor() + launch)``,
+        ``start`` the schedule's own latency (the kernels stream once it is through).
 
         >>> Schedule(steps=(), nbytes=10**9, kernel_bytes_per_s=1e11).kernel_floor()
         0.01

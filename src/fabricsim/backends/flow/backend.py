@@ -190,7 +190,7 @@ class FlowBackend:
         floor = kernel_floor(schedule, proto)
         if floor > 0:
             floor += stream_start(schedule, get_protocol(
-                self.protocol or schedule.protocol or "ideal"), fabric)
+                self.protocol or schedule.protocol or "ideal"), plan.fabric)
         time = max(out.time, floor + proto.launch) if floor > 0 else out.time
         extra["limited_by"] = "kernels" if time > out.time else "links"
         # the chunk pipeline's fill (Schedule.pipeline), as every backend adds it
