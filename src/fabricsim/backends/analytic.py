@@ -144,12 +144,17 @@ class CompiledSchedule:
         """Seconds the network crossings cost at byte counts times ``factor``."""
         return crossing_seconds(self.crossings, self.protocol, self.message_bytes * factor)
 
+    def _byte_factor(self, factor: float) -> float:
+        """``factor`` as the bandwidth (β) terms pay it: slowed by the protocol's ramp at
+        this message size (not where a chunk pipeline's fill models the same cost:
+        Schedule.pipeline)."""
+        if self.protocol is None or self.pipeline is not None:
+            return factor
+        return factor / max(self.protocol.bandwidth_ramp(self.message_bytes * factor), 1e-12)
+
     def step_times(self, factor: float = 1.0) -> tuple[FloatArray, FloatArray]:
         """Start and end of every step when all byte counts are multiplied by ``factor``."""
-        # the bandwidth (β) terms slow down by the protocol's ramp at this message size
-        # (not where a chunk pipeline's fill models the same cost: Schedule.pipeline)
-        bf = factor if self.protocol is None or self.pipeline is not None else \
-            factor / max(self.protocol.bandwidth_ramp(self.message_bytes * factor), 1e-12)
+        bf = self._byte_factor(factor)
         dur = np.array([g.duration(s * bf) for g, s in zip(self.groups, self.scales,
                                                              strict=True)])
         n = self.group_of_step.size
@@ -187,22 +192,27 @@ class CompiledSchedule:
         >>> bool(c.launch < c.period() < c.time())
         True
         """
-        bf = factor if self.protocol is None or self.pipeline is not None else \
-            factor / max(self.protocol.bandwidth_ramp(self.message_bytes * factor), 1e-12)
+        bf = self._byte_factor(factor)
         bytes_s = max((float(np.max(g.beta, initial=0.0)) * s * bf
                        for g, s in zip(self.groups, self.scales, strict=True)), default=0.0)
         cross = self.crossing(factor) / max(self.crossings.count, 1) \
             if self.crossings is not None else 0.0
         return float(max(bytes_s, self.kernel_floor * factor) + cross + self.launch)
 
+    @cached_property
+    def latency(self) -> float:
+        """Seconds the steps take with no bytes to move (their hops' latencies, no launch):
+        the same at every size, so worked out once."""
+        _, end = self.step_times(0.0)
+        return float(end.max(initial=0.0))
+
     def kernels(self, factor: float = 1.0) -> float:
         """Seconds the kernels' own rate needs (0 without one): their stream starts once
-        the schedule's latencies are through (:func:`stream_start`)
+        the schedule's latencies are through (:attr:`latency`, :func:`stream_start`)
         and then runs at that rate."""
         if self.kernel_floor <= 0.0:
             return 0.0
-        _, end0 = self.step_times(0.0)
-        return float(end0.max(initial=0.0)) + self.kernel_floor * factor
+        return self.latency + self.kernel_floor * factor
 
 
 @dataclass(eq=False)
@@ -502,6 +512,4 @@ def stream_start(schedule: Schedule, protocol: Any, fabric: Fabric) -> float:
     """
     if protocol is None:
         return 0.0
-    comp = AnalyticBackend().compile_protocols(schedule, fabric, [protocol])[0]
-    _, end = comp.step_times(0.0)
-    return float(end.max(initial=0.0))
+    return AnalyticBackend().compile_protocols(schedule, fabric, [protocol])[0].latency
