@@ -138,7 +138,7 @@ def _cand_times(cs: list[acc.Case], protos: dict[str, Protocol]) -> list[list[fl
         for a, p in candidates(g, c.collective, c.algo, c.proto, tuner.protocols):
             m, f = tuner.model(g, c.collective, a, p), c.nbytes / REFERENCE_BYTES
             # nccl-tests' operations back to back: a rooted chain's overlap
-            ts.append(min(m.time(f), m.period(f)) if c.collective in ROOTED_COLLECTIVES
+            ts.append(m.back_to_back(f) if c.collective in ROOTED_COLLECTIVES
                       else m.time(f))
         out.append(ts)
     return out

@@ -199,6 +199,11 @@ class CompiledSchedule:
             if self.crossings is not None else 0.0
         return float(max(bytes_s, self.kernel_floor * factor) + cross + self.launch)
 
+    def back_to_back(self, factor: float = 1.0) -> float:
+        """Seconds per operation of a rooted chain (broadcast, reduce) run back to back:
+        its :meth:`period`, never more than one operation alone (:meth:`time`)."""
+        return min(self.time(factor), self.period(factor))
+
     @cached_property
     def latency(self) -> float:
         """Seconds the steps take with no bytes to move (their hops' latencies, no launch):

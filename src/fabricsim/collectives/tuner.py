@@ -416,7 +416,7 @@ class Tuner:
 
         def timed(a: Algorithm, p: str) -> Choice:
             m = self.model(group, coll, a, p, channels)
-            return Choice(a.name, p, min(m.time(factor), m.period(factor)))
+            return Choice(a.name, p, m.back_to_back(factor))
 
         if self.select != "fastest":
             return timed(get_algorithm(best.algorithm), best.protocol)
