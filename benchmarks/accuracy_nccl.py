@@ -480,18 +480,21 @@ NVLINK5_GRID: tuple[float, ...] = tuple(round(0.80 + 0.02 * i, 2) for i in range
 
 def _tuner(crossing_us: float, nvlink5: float, backend: Any = None,
            ring_step_us: float | None = None, mnnvl_us: float | None = None,
-           plugin_share: float | None = None, tree_ll128_gbs: float | None = None) -> Tuner:
+           plugin_share: float | None = None, tree_ll128_gbs: float | None = None,
+           mnnvl_nvls_stages: float | None = None) -> Tuner:
     """The library's protocols with the crossing cost and Simple's NVLink 5 share given
     (LL128's follows it: it runs at 0.92 of Simple's share), and Simple's NVLink step on
     a ring, the multi-node NVLink step, the share of a network plugin's declared latency a
-    crossing pays and LL128's rate per tree channel between servers (GB/s) where given
-    (``None``: the library's)."""
+    crossing pays, LL128's rate per tree channel between servers (GB/s) and the NVLS
+    stages a rack's hosts add to a fill where given (``None``: the library's)."""
     from fabricsim import protocols
 
     out = {k: p.scaled(crossing_per_channel=crossing_us * 1e-6,
                        mnnvl_step=p.mnnvl_step if mnnvl_us is None else mnnvl_us * 1e-6,
                        plugin_latency_share=p.plugin_latency_share if plugin_share is None
-                       else plugin_share)
+                       else plugin_share,
+                       mnnvl_nvls_stages=p.mnnvl_nvls_stages if mnnvl_nvls_stages is None
+                       else mnnvl_nvls_stages)
            for k, p in protocols.PROTOCOLS.items()}
     for name in ("simple", "ll128"):
         p = out[name]
@@ -671,6 +674,17 @@ def mnnvl_fit(cs: list[Case]) -> dict[str, Any]:
     return one_constant_fit(cs, mnnvl_rows(cs), MNNVL_GRID_US, "mnnvl_us")
 
 
+#: Values among which :func:`mnnvl_nvls_fit` picks the NVLS stages a rack's hosts add.
+MNNVL_NVLS_GRID: tuple[float, ...] = tuple(0.5 * i for i in range(9))
+
+
+def mnnvl_nvls_fit(cs: list[Case]) -> dict[str, Any]:
+    """The NVLS stages an NVLink domain across hosts adds to an NVLS or NVLSTree fill
+    (``Protocol.mnnvl_nvls_stages``, :data:`MNNVL_NVLS_GRID`) fitted on
+    :func:`mnnvl_rows` (:func:`one_constant_fit`)."""
+    return one_constant_fit(cs, mnnvl_rows(cs), MNNVL_NVLS_GRID, "mnnvl_nvls_stages")
+
+
 #: Values among which :func:`plugin_fit` picks the share of a network plugin's declared
 #: latency that each crossing pays.
 PLUGIN_GRID: tuple[float, ...] = tuple(round(0.02 * i, 2) for i in range(11))
@@ -826,10 +840,11 @@ def heldout_errors(cs: list[Case]) -> tuple[list[float], dict[str, Any]]:
     (:func:`crossing_fit`), and every row of a source Simple's NVLink 5 share was fitted
     on with the share fitted without it (:func:`nvlink5_fit`, together with its own
     crossing cost), likewise the rows of a source the ring step or the multi-node NVLink
-    step, the plugin's share or LL128's tree channel rate was fitted on
-    (:func:`ring_step_fit`, :func:`mnnvl_fit`, :func:`plugin_fit`, :func:`tree_ll128_fit`);
-    and the fits themselves (the crossing fit's keys, ``nvlink5``, ``ring_step``,
-    ``mnnvl``, ``plugin`` and ``tree_ll128``)."""
+    step or its NVLS stages, the plugin's share or LL128's tree channel rate was fitted on
+    (:func:`ring_step_fit`, :func:`mnnvl_fit`, :func:`mnnvl_nvls_fit`, :func:`plugin_fit`,
+    :func:`tree_ll128_fit`); and the fits themselves (the crossing fit's keys,
+    ``nvlink5``, ``ring_step``, ``mnnvl``, ``plugin``, ``tree_ll128`` and
+    ``mnnvl_nvls``)."""
     from fabricsim.backends.analytic import AnalyticBackend
     from fabricsim.protocols import PROTOCOLS
 
@@ -839,8 +854,9 @@ def heldout_errors(cs: list[Case]) -> tuple[list[float], dict[str, Any]]:
     mn = mnnvl_fit(cs)
     pl = plugin_fit(cs)
     tr = tree_ll128_fit(cs)
+    mk = mnnvl_nvls_fit(cs)
     fit_ = {**fit_, "nvlink5": nv5, "ring_step": ring, "mnnvl": mn, "plugin": pl,
-            "tree_ll128": tr}
+            "tree_ll128": tr, "mnnvl_nvls": mk}
     base = [r["rel_error"] for r in evaluate(cs)]
     out = [fit_["errors"].get(i, e) for i, e in enumerate(base)]
     lib_us = PROTOCOLS["simple"].crossing_per_channel * 1e6
@@ -849,26 +865,29 @@ def heldout_errors(cs: list[Case]) -> tuple[list[float], dict[str, Any]]:
     lib_mn = PROTOCOLS["simple"].mnnvl_step * 1e6
     lib_pl = PROTOCOLS["simple"].plugin_latency_share
     lib_tr = PROTOCOLS["ll128"].tree_channel_rate / 1e9
+    lib_mk = PROTOCOLS["simple"].mnnvl_nvls_stages
     shared = AnalyticBackend()
-    tuners: dict[tuple[float, float, float, float, float, float], Tuner] = {}
-    # sources of nvlink5_rows, of ring_step_fit's curves, of mnnvl_rows, of plugin_rows or
-    # of tree_ll128_rows (none fitted on): every row of theirs with the values fitted
-    # without them
-    for src in sorted({*nv5["loso"], *ring["loso"], *mn["loso"], *pl["loso"], *tr["loso"]}):
+    tuners: dict[tuple[float, ...], Tuner] = {}
+    # sources of nvlink5_rows, of ring_step_fit's curves, of mnnvl_rows (both of their
+    # fits), of plugin_rows or of tree_ll128_rows (none fitted on): every row of theirs
+    # with the values fitted without them
+    for src in sorted({*nv5["loso"], *ring["loso"], *mn["loso"], *pl["loso"], *tr["loso"],
+                       *mk["loso"]}):
         v5 = nv5["loso"].get(src, lib_nv5)
         rs = ring["loso"].get(src, lib_ring)
         mv = mn["loso"].get(src, lib_mn)
         ps = pl["loso"].get(src, lib_pl)
         tv = tr["loso"].get(src, lib_tr)
-        if (v5, rs, mv, ps, tv) == (lib_nv5, lib_ring, lib_mn, lib_pl, lib_tr):
+        ms = mk["loso"].get(src, lib_mk)
+        if (v5, rs, mv, ps, tv, ms) == (lib_nv5, lib_ring, lib_mn, lib_pl, lib_tr, lib_mk):
             continue
         for i, c in enumerate(cs):
             if c.source != src or c.secondary:
                 continue
             us = fit_["loso_us"].get(src, lib_us) if i in fit_["errors"] else lib_us
-            key = (us, v5, rs, mv, ps, tv)
+            key = (us, v5, rs, mv, ps, tv, ms)
             if key not in tuners:
-                tuners[key] = _tuner(us, v5, shared, rs, mv, ps, tv)
+                tuners[key] = _tuner(us, v5, shared, rs, mv, ps, tv, ms)
             out[i] = rel_error(c, predict(c, tuners[key]))
     return out, fit_
 
@@ -1128,6 +1147,11 @@ def main(argv: list[str] | None = None) -> int:
         "library": PROTOCOLS["ll128"].tree_channel_rate / 1e9,
         "fitted_on_every_source": tr["all"], "sources": tr["sources"], "rows": tr["rows"],
         "left_out": tr["loso"], "best_by_source": tr["by_source"]}}))
+    mk = cross["mnnvl_nvls"]
+    print(json.dumps({"mnnvl_nvls_stages": {
+        "library": PROTOCOLS["simple"].mnnvl_nvls_stages, "fitted_on_every_source": mk["all"],
+        "sources": mk["sources"], "rows": mk["rows"], "left_out": mk["loso"],
+        "best_by_source": mk["by_source"]}}))
     amp = ampere_ll128_fit(every)
     print(json.dumps({"ll128_nvlink3_factor": {
         "library": PROTOCOLS["ll128"].nvlink_scale.get("nvlink3", 1.0),

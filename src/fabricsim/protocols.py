@@ -101,6 +101,10 @@ class Protocol:
     #: of several hosts (multi-node NVLink: a rack's compute trays, :attr:`Schedule.mnnvl
     #: <fabricsim.schedule.Schedule.mnnvl>`).
     mnnvl_step: float = 0.0
+    #: Chunk stages an NVLS pipeline's fill (:class:`~fabricsim.schedule.Pipeline`, the
+    #: stages of link class ``nvls``) takes more where the NVLink domain joins GPUs of
+    #: several hosts (:attr:`Schedule.mnnvl <fabricsim.schedule.Schedule.mnnvl>`).
+    mnnvl_nvls_stages: float = 0.0
     #: Share of the latency a network plugin declares to NCCL per operation
     #: (:attr:`FabricInfo.net_plugin_latency <fabricsim.fabric.FabricInfo.net_plugin_latency>`,
     #: aws-ofi-nccl's on EFA) that each network crossing pays, whatever the channels
@@ -129,7 +133,8 @@ class Protocol:
                 f"nvlink_scale={dict(self.nvlink_scale)!r}, "
                 f"fixed_step={dict(self.fixed_step_latency)!r}, "
                 f"crossing={self.crossing_per_channel!r}/{self.thread_bytes!r}, "
-                f"mnnvl={self.mnnvl_step!r}, plugin={self.plugin_latency_share!r}, "
+                f"mnnvl={self.mnnvl_step!r}/{self.mnnvl_nvls_stages!r}, "
+                f"plugin={self.plugin_latency_share!r}, "
                 f"tree_channel={self.tree_channel_rate!r})")
 
     def hop_array(self, fabric: Fabric | None = None) -> NDArray[np.float64]:
@@ -426,6 +431,29 @@ def tuning_hardware(fabric: Fabric) -> tuple[str, str]:
 #   % (p90 82 -> 68 %), NVLink racks' latencies 45 -> 34 %, RoCE's bandwidth 8.8 -> 7.8 %; worse
 #   through the crossing cost it lets fall to 0.75: EFA's bandwidth 15.0 -> 17.2 %, several servers'
 #   p90 56 -> 64 % (median 11.4 % either way).
+# mnnvl_nvls_stages 2, Simple (fit on published runs, 2026-12-02): where an NVLink domain joins
+#   GPUs of several hosts, an NVLS or NVLSTree fill (collectives.pipeline) takes two more NVLS
+#   stages of one chunk than on one HGX board. The same day NVLSTree's fill lost the two stages
+#   its scatter and gather had counted (they copy into and out of the rank's own buffer; see
+#   nvlstree_pipeline): five HGX sources of two servers (H100, H200, B200 over InfiniBand and
+#   RoCE) had measured 2-server NVLSTree 12-37 % faster than the model at 4-64 MiB. GB200 and
+#   GB300 racks did not: CoreWeave's and OCI's two and three racks fitted with the old four
+#   stages and came out 6-26 % fast without them, and one rack's NVLS ramps up slower than
+#   the model had it too (Together's GB200 rack 476 GB/s busbw at 128 MiB, 625 at 512 MiB, 925
+#   at 32 GiB; the model 589 and 714 with a lower asymptote). Fitted on the held-out rows of
+#   the 10 sources with GPUs on several hosts of a domain (251 rows, grid 0-4 in halves, the
+#   crossing cost's loss; benchmarks/accuracy_nccl.py, mnnvl_nvls_fit): 2 over every source,
+#   2 with each left out but Together's GB200 rack (3). The sources that move it want 1.5
+#   (OCI's GB300 rack), 2 (Together), 3 (CoreWeave) and 4 (OCI's GB200 racks); Crusoe's two
+#   trays (8 GPUs) want none. Why a rack's NVLS fills slower is not known: NCCL reads each
+#   NVLS step's credits through the multicast object (the lowest of every rank's,
+#   NCCL_NVLS_MIN_POLL, src/transport/nvls.cc), so a chunk waits for the slowest of 72 GPUs on
+#   18 hosts, but that is a latency and the rows ask for a cost that grows with the chunk.
+#   Held out, both changes together: InfiniBand's bandwidth 14.6 -> 12.0 %, RoCE's 8.2 -> 7.5
+#   %, several servers' 10.6 -> 10.0 % (p90 69 -> 71 %), one server's 6.3 -> 6.0 %; NVLink
+#   racks 14.3 % and latencies 15.0 % unchanged; EFA's bandwidth 6.4 -> 6.5 %; one server at
+#   1-16 MiB 15.4 -> 16.1 %: OCI's GB300 rack measures two runs 20 % apart there, and its
+#   4-16 MiB rows went from 3-29 % fast to 2-24 % slow.
 # plugin_latency_share 0.08, every protocol (fit on published runs, 2026-12-01): each network
 #   crossing over a plugin that declares a latency to NCCL (aws-ofi-nccl on EFA: 75 us on p4d
 #   and p5, 35 on p5en and p6, src/platform-aws.cpp; FabricInfo.net_plugin_latency) pays this
@@ -466,6 +494,7 @@ _LAUNCH_PER_GPU = 4.81e-6
 _NVLS_GEN4 = 0.728
 _CROSSING = 0.75e-6
 _MNNVL_STEP = 1.0e-6
+_MNNVL_NVLS_STAGES = 2.0
 _PLUGIN_SHARE = 0.08
 _SIMPLE_NVLINK_HOP = 5.96e-6
 _RING_SIMPLE_NVLINK_STEP = 5.0e-6
@@ -511,7 +540,8 @@ PROTOCOLS: dict[str, Protocol] = {
         nvlink_scale={"nvlink5": _SIMPLE_NVLINK5},
         fixed_step_latency={"nvlink": _RING_SIMPLE_NVLINK_STEP},
         crossing_per_channel=_CROSSING, thread_bytes=512 * 64,
-        mnnvl_step=_MNNVL_STEP, plugin_latency_share=_PLUGIN_SHARE,
+        mnnvl_step=_MNNVL_STEP, mnnvl_nvls_stages=_MNNVL_NVLS_STAGES,
+        plugin_latency_share=_PLUGIN_SHARE,
     ),
 }
 

@@ -82,9 +82,10 @@ def test_secondary_rows_are_run_and_reported(
     sec = [r for r in res if "secondary" in r]
     assert {(r["row"], r["system"]) for r in sec} == set(b.SECONDARY)
     gb200 = [r for r in sec if r["system"] == "gb200-nvl72" and r["algo"] == "nvls"]
-    # the vendor's figure caps NVLS on NVSwitch gen4 (issue 10): within 2 % (the chunk
-    # pipeline's fill takes 1 % at 8 GiB)
-    assert abs(gb200[0]["rel_error"]) < 0.02
+    # the vendor's figure caps NVLS on NVSwitch gen4 (issue 10): within 3.5 % (the chunk
+    # pipeline's fill takes 3 % at 8 GiB on a rack, whose NVLS fills two stages more than
+    # on one board: Protocol.mnnvl_nvls_stages)
+    assert abs(gb200[0]["rel_error"]) < 0.035
     assert b.summary(res)["all"]["ge_1MiB"]["rows"] > b.summary(res)["primary"]["ge_1MiB"][
         "rows"]
 

@@ -1,7 +1,8 @@
 """Steps between a rack's hosts (multi-node NVLink): where a group's GPUs sit on several
 compute trays of one NVLink domain, every NVLink and NVLS step costs
-``Protocol.mnnvl_step`` more (``Schedule.mnnvl``), in every backend alike; one tray, or
-one HGX board, pays nothing."""
+``Protocol.mnnvl_step`` more (``Schedule.mnnvl``), and an NVLS fill takes
+``Protocol.mnnvl_nvls_stages`` more stages, in every backend alike; one tray, or one HGX
+board, pays nothing."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from dataclasses import replace
 import pytest
 from backend_delta import assert_every_backend_adds
 
+from fabricsim.backends.base import fill_efficiency, pipeline_fill
 from fabricsim.catalog import get_catalog
 from fabricsim.collectives.registry import Group, get_algorithm
 from fabricsim.collectives.tuner import build
@@ -49,13 +51,22 @@ def test_every_nvlink_step_pays_it_in_every_backend(proto: str) -> None:
 
 def test_nvls_steps_through_the_switch_pay_it_too() -> None:
     """NVLS over two trays: its three fill steps and its reduce-multicast step go through
-    the switch between the trays' GPUs, four steps in all."""
+    the switch between the trays' GPUs, four steps in all; and its chunk pipeline fills
+    ``mnnvl_nvls_stages`` NVLS stages more, each one chunk's time on the switch."""
     rack = build_cluster("gb200-nvl72", 1)
+    simple = PROTOCOLS["simple"]
     sched = build(Group.of(rack, range(8)), "all_reduce", 2**16, get_algorithm("nvls"),
                   "simple")
-    assert sched.mnnvl
-    assert_every_backend_adds(sched, replace(sched, mnnvl=False), rack,
-                              4 * PROTOCOLS["simple"].mnnvl_step)
+    one_host = replace(sched, mnnvl=False)
+    assert sched.mnnvl and sched.pipeline is not None
+    eff = fill_efficiency(simple, rack)
+    (cls, n, rate), = sched.pipeline.stages
+    chunk = sched.pipeline.chunk(float(sched.nbytes))
+    stages = simple.mnnvl_nvls_stages * chunk / (rate * eff["nvls"])
+    assert cls == "nvls" and n == 3.0 and stages > 0
+    assert pipeline_fill(sched, simple, rack) - pipeline_fill(one_host, simple, rack) == \
+        pytest.approx(stages)
+    assert_every_backend_adds(sched, one_host, rack, 4 * simple.mnnvl_step + stages)
 
 
 def test_one_tray_and_one_board_pay_nothing() -> None:

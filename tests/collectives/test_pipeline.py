@@ -154,15 +154,16 @@ def test_a_trees_ll128_fills_its_network_hops_with_nccls_chunk() -> None:
 
 
 def test_the_fill_is_a_mid_size_cost() -> None:
-    """Share of the time the fill takes: large at 16 MiB, small at 4 GiB (two DGX H100,
-    NVLSTree; the published two-server curve closes on its asymptote the same way)."""
+    """Share of the time the fill takes: a quarter at 16 MiB, small at 4 GiB (two DGX
+    H100, NVLSTree; the published two-server curve closes on its asymptote the same
+    way). It was a third while NVLSTree's scatter and gather counted as stages."""
     fab = build_cluster("dgx-h100", 2)
     shares = []
     for size in (2**24, 2**32):
         sched = build(Group.of(fab), "all_reduce", size, get_algorithm("nvlstree"), "simple")
         t = AnalyticBackend().run(sched, fab).time
         shares.append(pipeline_fill(sched, PROTOCOLS["simple"], fab) / t)
-    assert shares[0] > 0.3 and shares[1] < 0.02
+    assert shares[0] > 0.2 and shares[1] < 0.01
 
 
 def test_the_packet_backend_does_not_also_apply_the_ramp() -> None:

@@ -175,12 +175,26 @@ def fill_efficiency(protocol: Any, fabric: Fabric) -> dict[str, float]:
 def active_pipeline(schedule: Schedule, protocol: Any) -> Any:
     """The chunk pipeline ``protocol`` fills on ``schedule``: the first of
     :attr:`Schedule.pipeline` and :attr:`Schedule.pipelines` that names it; None where it
-    fills by none (LL and LL128 forward line by line inside a server)."""
+    fills by none (LL and LL128 forward line by line inside a server). Where the
+    schedule's NVLink joins the hosts of a rack (:attr:`Schedule.mnnvl`), its NVLS stages
+    are the protocol's ``mnnvl_nvls_stages`` more.
+
+    >>> from fabricsim.protocols import get_protocol
+    >>> from fabricsim.schedule import Pipeline, Schedule
+    >>> p = Pipeline(stages=(("nvls", 3.0, 1e9),), ops=1, chunk_bytes=65536.0)
+    >>> simple = get_protocol("simple")
+    >>> active_pipeline(Schedule(steps=(), pipeline=p), simple).stages[0][1]
+    3.0
+    >>> rack = Schedule(steps=(), pipeline=p, mnnvl=True)
+    >>> active_pipeline(rack, simple).stages[0][1] == 3.0 + simple.mnnvl_nvls_stages
+    True
+    """
     if protocol is None:
         return None
     for pipe in (schedule.pipeline, *schedule.pipelines):
         if pipe is not None and protocol.name in pipe.protocols:
-            return pipe
+            extra = getattr(protocol, "mnnvl_nvls_stages", 0.0) if schedule.mnnvl else 0.0
+            return pipe.with_more("nvls", extra) if extra > 0.0 else pipe
     return None
 
 

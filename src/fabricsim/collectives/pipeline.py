@@ -268,9 +268,20 @@ def nvls_pipeline(group: Group) -> Pipeline | None:
 
 
 def nvlstree_pipeline(group: Group) -> Pipeline | None:
-    """NVLSTree: scatter and reduce through the switch, up the double binary tree
-    between servers and down again (a head on its own NIC), multicast and gather
-    (``src/device/all_reduce.h``, ``RunWorkColl<..., NCCL_ALGO_NVLS_TREE, ...>``)."""
+    """NVLSTree: a chunk's reduce through the switch, up the double binary tree between
+    servers and down again (a head on its own NIC), and its multicast back through the
+    switch (``src/device/all_reduce.h``, ``RunWorkColl<..., NCCL_ALGO_NVLS_TREE, ...>``):
+    two NVLS stages and two network stages per tree level. Its scatter and gather warps
+    copy into and out of the rank's own unicast buffer, the memory the multicast object
+    binds on that GPU (``src/transport/nvls.cc``: "Reduce UC -> MC", "Broadcast MC ->
+    UC"), not over NVLink: they stream at memory speed beside the NVLink stages and add
+    no stage of their own to the fill.
+
+    >>> from fabricsim.fabric import build_cluster
+    >>> p = nvlstree_pipeline(Group.of(build_cluster("dgx-h100", 2)))
+    >>> [(cls, n) for cls, n, _ in p.stages]
+    [('nvls', 2.0), ('net', 2.0)]
+    """
     nvl = nvlink_rate(group)
     info = group.fabric.info
     if nvl <= 0 or group.servers < 2 or nic_rate(group.fabric) <= 0:
@@ -288,7 +299,7 @@ def nvlstree_pipeline(group: Group) -> Pipeline | None:
     # stream (the schedule's kernel floor), not one group's hop. (A tree channel is one
     # warp group that receives, reduces and sends each chunk: its rate bounds every hop.)
     net = nic_gpu / ch * tree_direction_share(group.servers)
-    stages = (("nvls", 4.0, nvl / ops), ("net", 2.0 * tree_depth(group.servers), net))
+    stages = (("nvls", 2.0, nvl / ops), ("net", 2.0 * tree_depth(group.servers), net))
     return Pipeline(stages=stages, ops=ops, chunk_bytes=chunk, shrink=NVLSTREE_SHRINK)
 
 

@@ -147,6 +147,19 @@ class Pipeline:
             c = c // self.grain * self.grain
         return min(c, nbytes / self.ops)
 
+    def with_more(self, cls: str, extra: float) -> Pipeline:
+        """This pipeline with ``extra`` more stages of link class ``cls`` (where it has
+        such stages; unchanged otherwise).
+
+        >>> p = Pipeline(stages=(("nvls", 2, 1e9), ("net", 2, 1e9)), ops=1, chunk_bytes=1.0)
+        >>> p.with_more("nvls", 2.0).stages
+        (('nvls', 4.0, 1000000000.0), ('net', 2, 1000000000.0))
+        """
+        if not any(c == cls for c, _, _ in self.stages):
+            return self
+        return replace(self, stages=tuple((c, n + extra if c == cls else n, r)
+                                          for c, n, r in self.stages))
+
     def fill(self, nbytes: float, efficiency: Mapping[str, float]) -> float:
         """Seconds the first chunk of a ``nbytes`` message adds before the stream is
         steady, with ``efficiency`` the payload share of line rate per link class."""
