@@ -194,7 +194,9 @@ def summarize(fabric: Fabric) -> ClusterSummary:
                      f"{per_host} GPUs (compute trays), which NCCL joins by multi-node "
                      f"NVLink: a collective over GPUs of several of them pays "
                      f"{PROTOCOLS['simple'].mnnvl_step * 1e6:.1f} µs more on every NVLink "
-                     f"and NVLS step (fitted on published GB200/GB300 runs)")
+                     f"and NVLS step, and its NVLS pipelines fill "
+                     f"{PROTOCOLS['simple'].mnnvl_nvls_stages:g} chunk stages more (fitted on "
+                     f"published GB200/GB300 runs)")
     nccl: dict[str, Any] = {}
     if info.nics_per_server and info.servers > 1:
         nccl = {"qps_per_connection": int(info.qps),
