@@ -414,15 +414,15 @@ def fit(cs: list[Case]) -> Tuner:  # pragma: no cover - calibration tool
 CROSSING_GRID_US: tuple[float, ...] = tuple(round(0.25 * i, 2) for i in range(13))
 
 
-def grid_errors(cs: list[Case], rows: list[int], values: tuple[float, ...],
-                tuner_of: Any) -> dict[float, dict[int, float]]:
+def grid_errors(cs: list[Case], rows: list[int], values: tuple[Any, ...],
+                tuner_of: Any) -> dict[Any, dict[int, float]]:
     """Each of ``rows``' error (index into ``cs`` -> error) under ``tuner_of(value, backend)``
     for every trial value: one shared analytic backend routes each schedule once for all
     of them."""
     from fabricsim.backends.analytic import AnalyticBackend
 
     shared = AnalyticBackend()
-    errs: dict[float, dict[int, float]] = {}
+    errs: dict[Any, dict[int, float]] = {}
     for v in values:
         t = tuner_of(v, shared)
         errs[v] = {i: rel_error(cs[i], predict(cs[i], t)) for i in rows}
@@ -457,7 +457,7 @@ def source_loss(errs: dict[int, float], idx: list[int]) -> float:
 
 
 def grid_fit(cs: list[Case], rows: list[int],
-             errs: dict[float, dict[int, float]]) -> tuple[float, dict[str, float]]:
+             errs: dict[Any, dict[int, float]]) -> tuple[Any, dict[str, Any]]:
     """The value of ``errs`` (value -> row index -> error) that fits ``rows`` of every
     source best, and the best with each source left out. The loss is each source's median
     absolute log error (:func:`source_loss`), summed over sources, so that no source
@@ -466,7 +466,7 @@ def grid_fit(cs: list[Case], rows: list[int],
     for i in rows:
         by_src.setdefault(cs[i].source, []).append(i)
 
-    def best(skip: str | None) -> float:
+    def best(skip: str | None) -> Any:
         return min(errs, key=lambda v: sum(source_loss(errs[v], idx)
                                            for s, idx in by_src.items() if s != skip))
 
@@ -668,21 +668,59 @@ def one_constant_fit(cs: list[Case], rows: list[int], grid: tuple[float, ...],
             "by_source": own}
 
 
-def mnnvl_fit(cs: list[Case]) -> dict[str, Any]:
-    """The multi-node NVLink step (``Protocol.mnnvl_step``, :data:`MNNVL_GRID_US`) fitted
-    on :func:`mnnvl_rows` (:func:`one_constant_fit`)."""
-    return one_constant_fit(cs, mnnvl_rows(cs), MNNVL_GRID_US, "mnnvl_us")
-
-
-#: Values among which :func:`mnnvl_nvls_fit` picks the NVLS stages a rack's hosts add.
+#: Values among which :func:`mnnvl_joint_fit` picks the NVLS stages a rack's hosts add.
 MNNVL_NVLS_GRID: tuple[float, ...] = tuple(0.5 * i for i in range(9))
 
 
-def mnnvl_nvls_fit(cs: list[Case]) -> dict[str, Any]:
-    """The NVLS stages an NVLink domain across hosts adds to an NVLS or NVLSTree fill
-    (``Protocol.mnnvl_nvls_stages``, :data:`MNNVL_NVLS_GRID`) fitted on
-    :func:`mnnvl_rows` (:func:`one_constant_fit`)."""
-    return one_constant_fit(cs, mnnvl_rows(cs), MNNVL_NVLS_GRID, "mnnvl_nvls_stages")
+def mnnvl_joint_fit(cs: list[Case]) -> dict[str, Any]:
+    """The two costs of a group across a rack's hosts fitted together on
+    :func:`mnnvl_rows`, each source left out in turn: the multi-node NVLink step
+    (``Protocol.mnnvl_step``, :data:`MNNVL_GRID_US`) and the NVLS stages such a group's
+    fill takes more (``Protocol.mnnvl_nvls_stages``, :data:`MNNVL_NVLS_GRID`). They act on
+    the same rows, so a source left out is predicted with both fitted without it; the
+    loss as in :func:`crossing_fit`. Values are ``(step_us, stages)`` pairs; also each
+    source's own best pair (``by_source``; ``None`` where the grid does not move its
+    loss)."""
+    from fabricsim.protocols import PROTOCOLS
+
+    rows = mnnvl_rows(cs)
+    lib_us = PROTOCOLS["simple"].crossing_per_channel * 1e6
+    lib_nv5 = PROTOCOLS["simple"].nvlink_scale.get("nvlink5", 1.0)
+    grid = tuple((us, k) for us in MNNVL_GRID_US for k in MNNVL_NVLS_GRID)
+    errs = grid_errors(cs, rows, grid, lambda v, backend: _tuner(
+        lib_us, lib_nv5, backend, mnnvl_us=v[0], mnnvl_nvls_stages=v[1]))
+    every, loso = grid_fit(cs, rows, errs)
+    by_src: dict[str, list[int]] = {}
+    for i in rows:
+        by_src.setdefault(cs[i].source, []).append(i)
+    own: dict[str, tuple[float | None, float | None]] = {}
+    for s, idx in sorted(by_src.items()):
+        loss = {v: round(source_loss(errs[v], idx), 4) for v in grid}
+        b = min(grid, key=lambda v: loss[v])
+        # a component the source's loss does not move (the other held at its best) is None
+        moved = [len({loss[v] for v in grid if v[1 - k] == b[1 - k]}) > 1 for k in (0, 1)]
+        own[s] = (b[0] if moved[0] else None, b[1] if moved[1] else None)
+    return {"all": every, "loso": loso, "sources": len(loso), "rows": len(rows),
+            "by_source": own}
+
+
+def _part(joint: dict[str, Any], k: int) -> dict[str, Any]:
+    """Element ``k`` of every pair of :func:`mnnvl_joint_fit`'s result."""
+    return {"all": joint["all"][k], "loso": {s: v[k] for s, v in joint["loso"].items()},
+            "sources": joint["sources"], "rows": joint["rows"],
+            "by_source": {s: v[k] for s, v in joint["by_source"].items()}}
+
+
+def mnnvl_fit(cs: list[Case], joint: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The multi-node NVLink step of :func:`mnnvl_joint_fit` (``joint``, when already
+    fitted): ``all``, ``loso``, ``by_source`` in microseconds."""
+    return _part(mnnvl_joint_fit(cs) if joint is None else joint, 0)
+
+
+def mnnvl_nvls_fit(cs: list[Case], joint: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The NVLS stages of :func:`mnnvl_joint_fit` (``joint``, when already fitted) that a
+    group across a rack's hosts adds to an NVLS or NVLSTree fill."""
+    return _part(mnnvl_joint_fit(cs) if joint is None else joint, 1)
 
 
 #: Values among which :func:`plugin_fit` picks the share of a network plugin's declared
@@ -851,10 +889,11 @@ def heldout_errors(cs: list[Case]) -> tuple[list[float], dict[str, Any]]:
     fit_ = crossing_fit(cs)
     nv5 = nvlink5_fit(cs)
     ring = ring_step_fit(cs)
-    mn = mnnvl_fit(cs)
+    joint = mnnvl_joint_fit(cs)
+    mn = mnnvl_fit(cs, joint)
     pl = plugin_fit(cs)
     tr = tree_ll128_fit(cs)
-    mk = mnnvl_nvls_fit(cs)
+    mk = mnnvl_nvls_fit(cs, joint)
     fit_ = {**fit_, "nvlink5": nv5, "ring_step": ring, "mnnvl": mn, "plugin": pl,
             "tree_ll128": tr, "mnnvl_nvls": mk}
     base = [r["rel_error"] for r in evaluate(cs)]

@@ -118,9 +118,11 @@ def test_library_mnnvl_step_is_the_fit_on_every_source(fitted: Fitted) -> None:
 
 
 def test_library_mnnvl_nvls_stages_are_the_fit_on_every_source(fitted: Fitted) -> None:
-    # the NVLS stages a rack's hosts add to a fill are fitted on the rows of every source
-    # whose GPUs sit on several trays of one NVLink domain: no one source decides them,
-    # the fit is inside its grid, and more than one source asks for stages at all
+    # the NVLS stages a rack's hosts add to a fill are fitted, together with the step
+    # between hosts, on the rows of every source whose GPUs sit on several trays of one
+    # NVLink domain: the fit is inside its grid, each source left out moves it by one
+    # stage at most (Together's rack, left out, asks for 3), and more than one source
+    # asks for stages at all
     from fabricsim.protocols import PROTOCOLS
 
     mk = fitted[3]["mnnvl_nvls"]
@@ -129,6 +131,7 @@ def test_library_mnnvl_nvls_stages_are_the_fit_on_every_source(fitted: Fitted) -
     grid = fitted[0].MNNVL_NVLS_GRID
     assert min(grid) < mk["all"] < max(grid)
     assert all(abs(v - mk["all"]) <= 1.0 + 1e-9 for v in mk["loso"].values())
+    assert sum(1 for v in mk["loso"].values() if v != mk["all"]) <= 1
     assert sum(1 for v in mk["by_source"].values() if v) >= 3
 
 

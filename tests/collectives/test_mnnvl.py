@@ -148,3 +148,16 @@ def test_bench_notes_a_run_across_trays_and_not_one_tray(
     assert "# note: the 72 GPUs sit on 18 hosts of one NVLink domain" in capsys.readouterr().out
     assert main([*args[:6], "--gpus-per-node", "4", *args[6:]]) == 0
     assert "# note:" not in capsys.readouterr().out
+
+
+def test_a_fill_without_nvls_stages_is_left_alone_on_a_rack() -> None:
+    """Only NVLS stages take more on a rack: a tree's fill across two racks (network and
+    NVLink stages) is the same with the schedule's hosts joined or not."""
+    racks = build_cluster("gb200-nvl72", 2)
+    sched = build(Group.of(racks), "all_reduce", 2**26, get_algorithm("tree"), "simple")
+    assert sched.mnnvl and sched.pipeline is not None
+    assert all(cls != "nvls" for cls, _, _ in sched.pipeline.stages)
+    simple = PROTOCOLS["simple"]
+    fill = pipeline_fill(sched, simple, racks)
+    assert fill > 0
+    assert fill == pipeline_fill(replace(sched, mnnvl=False), simple, racks)

@@ -183,6 +183,8 @@ def active_pipeline(schedule: Schedule, protocol: Any) -> Any:
     >>> from fabricsim.schedule import Pipeline, Schedule
     >>> p = Pipeline(stages=(("nvls", 3.0, 1e9),), ops=1, chunk_bytes=65536.0)
     >>> simple = get_protocol("simple")
+    >>> simple.mnnvl_nvls_stages > 0
+    True
     >>> active_pipeline(Schedule(steps=(), pipeline=p), simple).stages[0][1]
     3.0
     >>> rack = Schedule(steps=(), pipeline=p, mnnvl=True)

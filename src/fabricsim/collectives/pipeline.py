@@ -254,10 +254,16 @@ def chain_pipeline(group: Group) -> Pipeline | None:
 
 def nvls_pipeline(group: Group) -> Pipeline | None:
     """NVLS inside one server: three warp groups pass each round of chunks on, each a
-    Simple primitive with its own handshake: scatter (the input into every head's
-    buffer), reduce + multicast (the head's ``multimem`` load-reduce and store through
-    the switch), gather (the result out of the heads' buffers); NCCL's
-    ``src/device/all_reduce.h``, ``RunWorkColl<..., NCCL_ALGO_NVLS, ...>``."""
+    Simple primitive with its own handshake: scatter (the input into the rank's own
+    unicast buffer, one slot per head), reduce + multicast (the head's ``multimem``
+    load-reduce and store through the switch), gather (the result out of that buffer);
+    NCCL's ``src/device/all_reduce.h``, ``RunWorkColl<..., NCCL_ALGO_NVLS, ...>``.
+
+    The fill counts all three as stages. NVLSTree's scatter and gather are the same
+    copies and its fill does not count them (:func:`nvlstree_pipeline`): the one-server
+    rows, fitted and held out, want the longer fill here (with two stages one server's
+    bandwidth goes 6.0 -> 7.0 % held out), the two-server rows the shorter one there.
+    Why is not resolved: the stage counts are the rows', not NCCL's source's."""
     nvl = nvlink_rate(group)
     if nvl <= 0 or group.servers > 1:
         return None
@@ -274,8 +280,9 @@ def nvlstree_pipeline(group: Group) -> Pipeline | None:
     two NVLS stages and two network stages per tree level. Its scatter and gather warps
     copy into and out of the rank's own unicast buffer, the memory the multicast object
     binds on that GPU (``src/transport/nvls.cc``: "Reduce UC -> MC", "Broadcast MC ->
-    UC"), not over NVLink: they stream at memory speed beside the NVLink stages and add
-    no stage of their own to the fill.
+    UC"), not over NVLink: here they add no stage of their own to the fill, as five HGX
+    sources of two servers measure it (one server's NVLS counts them: see
+    :func:`nvls_pipeline`).
 
     >>> from fabricsim.fabric import build_cluster
     >>> p = nvlstree_pipeline(Group.of(build_cluster("dgx-h100", 2)))

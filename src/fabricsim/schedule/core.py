@@ -148,8 +148,8 @@ class Pipeline:
         return min(c, nbytes / self.ops)
 
     def with_more(self, cls: str, extra: float) -> Pipeline:
-        """This pipeline with ``extra`` more stages of link class ``cls`` (where it has
-        such stages; unchanged otherwise).
+        """This pipeline with ``extra`` more stages on each stage entry of link class
+        ``cls`` (unchanged where it has none).
 
         >>> p = Pipeline(stages=(("nvls", 2, 1e9), ("net", 2, 1e9)), ops=1, chunk_bytes=1.0)
         >>> p.with_more("nvls", 2.0).stages
