@@ -142,6 +142,33 @@ _ENV_RE = (r"\b(NCCL_NVLS_ENABLE|NCCL_COLLNET_ENABLE|NCCL_MIN_CTAS|NCCL_MAX_CTAS
            r"NCCL_MIN_NCHANNELS|NCCL_MAX_NCHANNELS)=(\d+)")
 
 
+def ranks_agree(r: dict[str, str], tolerance: float = 0.02) -> bool:
+    """Whether a row's bus and algorithm bandwidths agree with the ranks it gives
+    (``nodes × gpus_per_node``): nccl-tests prints ``busbw = algbw ×`` a factor of the
+    ranks (:func:`fabricsim.collectives.busbw_factor`), so a row whose ratio is another
+    rank count's was
+    transcribed with the wrong one. Checked from 1 MiB up, where the printed figures
+    carry enough digits; rows without both figures pass.
+
+    >>> row = {"collective": "all_reduce", "nodes": "2", "gpus_per_node": "4",
+    ...        "size_bytes": "4294967296", "busbw_gbps": "855.95", "algbw_gbps": "434.77"}
+    >>> ranks_agree(row), ranks_agree({**row, "nodes": "16"})
+    (False, True)
+    """
+    from fabricsim.collectives import busbw_factor
+    from fabricsim.errors import FabricsimError
+
+    try:
+        bus, alg = float(r["busbw_gbps"]), float(r["algbw_gbps"])
+        n = int(r["nodes"]) * int(r["gpus_per_node"])
+        want = busbw_factor(r["collective"], n)
+    except (KeyError, ValueError, FabricsimError):
+        return True
+    if bus <= 0 or alg <= 0 or float(r.get("size_bytes") or 0) < MIB:
+        return True
+    return abs(bus / alg - want) <= tolerance * want
+
+
 def published_cases() -> tuple[list[Case], Counter[str]]:
     """The rows the model can run as cases, and a count of the others by reason."""
     from fabricsim.catalog import get_catalog
@@ -168,6 +195,9 @@ def published_cases() -> tuple[list[Case], Counter[str]]:
             built = _cluster(r)
             if isinstance(built, str):
                 skipped[built] += 1
+                continue
+            if not ranks_agree(r):
+                skipped["busbw/algbw contradicts the ranks the row gives"] += 1
                 continue
             nodes, kw = built
             size = float(r["size_bytes"])

@@ -442,7 +442,7 @@ def tuning_hardware(fabric: Fabric) -> tuple[str, str]:
 #   the model had it too (Together's GB200 rack 476 GB/s busbw at 128 MiB, 625 at 512 MiB, 925
 #   at 32 GiB; the model 589 and 714 with a lower asymptote). Fitted on the held-out rows of
 #   the 10 sources with GPUs on several hosts of a domain together with mnnvl_step, which
-#   acts on the same rows (251 rows, grid 0-4 in halves x 0-2 us in quarters, the crossing
+#   acts on the same rows (249 rows, grid 0-4 in halves x 0-2 us in quarters, the crossing
 #   cost's loss; benchmarks/accuracy_nccl.py, mnnvl_joint_fit): 2 (and 1.0 us) over every
 #   source, 2 with each left out but Together's GB200 rack (3). The sources that move it want 1.5
 #   (OCI's GB300 rack), 2 (Together), 3 (CoreWeave) and 4 (OCI's GB200 racks); Crusoe's two

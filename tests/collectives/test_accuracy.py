@@ -119,3 +119,21 @@ def test_published_rows_run_with_the_nccl_environment_they_document() -> None:
     assert b.predict_us(plain) == pytest.approx(predict_time(
         b.fabric_of(plain), plain.collective, plain.nbytes, algo=plain.algo,
         proto=plain.proto, gpus_per_thread=plain.gpus_per_thread) * 1e6)
+
+
+def test_published_rows_whose_ratio_names_other_ranks_are_left_out() -> None:
+    """nccl-tests prints busbw = algbw x a factor of the ranks, so a row whose two
+    figures imply another rank count was transcribed with the wrong one. OCI's GB200 page
+    gives one all-reduce (856 and 892 GB/s at 4 and 8 GiB, busbw/algbw 1.969: 64 ranks)
+    that was vendored twice, once as 64 ranks (rows 3325-3326) and once as the 8 ranks
+    its section's title names (rows 4505-4506); only the second is left out, and no
+    other row of the file is."""
+    b = _bench()
+    pub, skipped = b.published().published_cases()
+    ids = {c.row for c in pub}
+    assert skipped["busbw/algbw contradicts the ranks the row gives"] == 2
+    assert {3325, 3326} <= ids and not {4505, 4506} & ids
+    row = {"collective": "all_reduce", "nodes": "2", "gpus_per_node": "4",
+           "size_bytes": str(2**32), "busbw_gbps": "855.95", "algbw_gbps": "434.77"}
+    assert not b.published().ranks_agree(row)
+    assert b.published().ranks_agree({**row, "nodes": "16"})
