@@ -456,15 +456,37 @@ def source_loss(errs: dict[int, float], idx: list[int]) -> float:
     return statistics.median(abs(math.log1p(max(errs[i], -0.999))) for i in idx)
 
 
+def rows_by_source(cs: list[Case], rows: list[int]) -> dict[str, list[int]]:
+    """``rows`` (indices into ``cs``) grouped by their source, sources in name order.
+
+    >>> cs = [Case(row=1, system="dgx-h100", nodes=1, nbytes=1.0, measured_busbw=1.0,
+    ...            source=s) for s in "bab"]
+    >>> rows_by_source(cs, [0, 1, 2])
+    {'a': [1], 'b': [0, 2]}
+    """
+    by_src: dict[str, list[int]] = {}
+    for i in rows:
+        by_src.setdefault(cs[i].source, []).append(i)
+    return dict(sorted(by_src.items()))
+
+
+def _library_tuner(backend: Any, **given: float) -> Tuner:
+    """:func:`_tuner` with the library's crossing cost and NVLink 5 share and the
+    constants ``given`` (its keywords) as trial values."""
+    from fabricsim.protocols import PROTOCOLS
+
+    simple = PROTOCOLS["simple"]
+    return _tuner(simple.crossing_per_channel * 1e6, simple.nvlink_scale.get("nvlink5", 1.0),
+                  backend, **given)
+
+
 def grid_fit(cs: list[Case], rows: list[int],
              errs: dict[Any, dict[int, float]]) -> tuple[Any, dict[str, Any]]:
     """The value of ``errs`` (value -> row index -> error) that fits ``rows`` of every
     source best, and the best with each source left out. The loss is each source's median
     absolute log error (:func:`source_loss`), summed over sources, so that no source
     outweighs another by its row count and no source's outlying rows pull the value."""
-    by_src: dict[str, list[int]] = {}
-    for i in rows:
-        by_src.setdefault(cs[i].source, []).append(i)
+    by_src = rows_by_source(cs, rows)
 
     def best(skip: str | None) -> Any:
         return min(errs, key=lambda v: sum(source_loss(errs[v], idx)
@@ -651,19 +673,12 @@ def one_constant_fit(cs: list[Case], rows: list[int], grid: tuple[float, ...],
     library's; the loss as in :func:`crossing_fit`. Also each source's own best value
     (``by_source``; ``None`` where the grid does not move its loss): the sources that move
     it, and those it leaves alone."""
-    from fabricsim.protocols import PROTOCOLS
-
-    lib_us = PROTOCOLS["simple"].crossing_per_channel * 1e6
-    lib_nv5 = PROTOCOLS["simple"].nvlink_scale.get("nvlink5", 1.0)
     errs = grid_errors(cs, rows, grid,
-                       lambda v, backend: _tuner(lib_us, lib_nv5, backend, **{keyword: v}))
+                       lambda v, backend: _library_tuner(backend, **{keyword: v}))
     every, loso = grid_fit(cs, rows, errs)
-    by_src: dict[str, list[int]] = {}
-    for i in rows:
-        by_src.setdefault(cs[i].source, []).append(i)
     own = {s: (min(grid, key=lambda v: source_loss(errs[v], idx))
                if len({round(source_loss(errs[v], idx), 4) for v in grid}) > 1 else None)
-           for s, idx in sorted(by_src.items())}
+           for s, idx in rows_by_source(cs, rows).items()}
     return {"all": every, "loso": loso, "sources": len(loso), "rows": len(rows),
             "by_source": own}
 
@@ -681,20 +696,13 @@ def mnnvl_joint_fit(cs: list[Case]) -> dict[str, Any]:
     loss as in :func:`crossing_fit`. Values are ``(step_us, stages)`` pairs; also each
     source's own best pair (``by_source``; ``None`` where the grid does not move its
     loss)."""
-    from fabricsim.protocols import PROTOCOLS
-
     rows = mnnvl_rows(cs)
-    lib_us = PROTOCOLS["simple"].crossing_per_channel * 1e6
-    lib_nv5 = PROTOCOLS["simple"].nvlink_scale.get("nvlink5", 1.0)
     grid = tuple((us, k) for us in MNNVL_GRID_US for k in MNNVL_NVLS_GRID)
-    errs = grid_errors(cs, rows, grid, lambda v, backend: _tuner(
-        lib_us, lib_nv5, backend, mnnvl_us=v[0], mnnvl_nvls_stages=v[1]))
+    errs = grid_errors(cs, rows, grid, lambda v, backend: _library_tuner(
+        backend, mnnvl_us=v[0], mnnvl_nvls_stages=v[1]))
     every, loso = grid_fit(cs, rows, errs)
-    by_src: dict[str, list[int]] = {}
-    for i in rows:
-        by_src.setdefault(cs[i].source, []).append(i)
     own: dict[str, tuple[float | None, float | None]] = {}
-    for s, idx in sorted(by_src.items()):
+    for s, idx in rows_by_source(cs, rows).items():
         loss = {v: round(source_loss(errs[v], idx), 4) for v in grid}
         b = min(grid, key=lambda v: loss[v])
         # a component the source's loss does not move (the other held at its best) is None

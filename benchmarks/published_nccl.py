@@ -146,9 +146,8 @@ def ranks_agree(r: dict[str, str], tolerance: float = 0.02) -> bool:
     """Whether a row's bus and algorithm bandwidths agree with the ranks it gives
     (``nodes × gpus_per_node``): nccl-tests prints ``busbw = algbw ×`` a factor of the
     ranks (:func:`fabricsim.collectives.busbw_factor`), so a row whose ratio is another
-    rank count's was
-    transcribed with the wrong one. Checked from 1 MiB up, where the printed figures
-    carry enough digits; rows without both figures pass.
+    rank count's was transcribed with the wrong one. Checked from 1 MiB up, where the
+    printed figures carry enough digits; rows without both figures pass.
 
     >>> row = {"collective": "all_reduce", "nodes": "2", "gpus_per_node": "4",
     ...        "size_bytes": "4294967296", "busbw_gbps": "855.95", "algbw_gbps": "434.77"}
