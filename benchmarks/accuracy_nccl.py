@@ -503,12 +503,15 @@ NVLINK5_GRID: tuple[float, ...] = tuple(round(0.80 + 0.02 * i, 2) for i in range
 def _tuner(crossing_us: float, nvlink5: float, backend: Any = None,
            ring_step_us: float | None = None, mnnvl_us: float | None = None,
            plugin_share: float | None = None, tree_ll128_gbs: float | None = None,
-           mnnvl_nvls_stages: float | None = None) -> Tuner:
+           mnnvl_nvls_stages: float | None = None,
+           nvls_warp_gbs: float | None = None,
+           nvlstree_warp_gbs: float | None = None) -> Tuner:
     """The library's protocols with the crossing cost and Simple's NVLink 5 share given
     (LL128's follows it: it runs at 0.92 of Simple's share), and Simple's NVLink step on
     a ring, the multi-node NVLink step, the share of a network plugin's declared latency a
-    crossing pays, LL128's rate per tree channel between servers (GB/s) and the NVLS
-    stages a rack's hosts add to a fill where given (``None``: the library's)."""
+    crossing pays, LL128's rate per tree channel between servers (GB/s), the NVLS
+    stages a rack's hosts add to a fill and Simple's rates per copy warp of NVLS and of
+    NVLSTree (GB/s) where given (``None``: the library's)."""
     from fabricsim import protocols
 
     out = {k: p.scaled(crossing_per_channel=crossing_us * 1e-6,
@@ -523,6 +526,11 @@ def _tuner(crossing_us: float, nvlink5: float, backend: Any = None,
         out[name] = p.scaled(nvlink_scale={**dict(p.nvlink_scale), "nvlink5": nvlink5})
     if tree_ll128_gbs is not None:
         out["ll128"] = out["ll128"].scaled(tree_channel_rate=tree_ll128_gbs * 1e9)
+    for algo, gbs in (("nvls", nvls_warp_gbs), ("nvlstree", nvlstree_warp_gbs)):
+        if gbs is not None:
+            p = out["simple"]
+            out["simple"] = p.scaled(nvls_warp_rate={**dict(p.nvls_warp_rate),
+                                                     algo: gbs * 1e9})
     if ring_step_us is not None:
         p = out["simple"]
         out["simple"] = p.scaled(fixed_step_latency={**dict(p.fixed_step_latency),
@@ -684,7 +692,7 @@ def one_constant_fit(cs: list[Case], rows: list[int], grid: tuple[float, ...],
 
 
 #: Values among which :func:`mnnvl_joint_fit` picks the NVLS stages a rack's hosts add.
-MNNVL_NVLS_GRID: tuple[float, ...] = tuple(0.5 * i for i in range(9))
+MNNVL_NVLS_GRID: tuple[float, ...] = tuple(0.5 * i for i in range(13))
 
 
 def mnnvl_joint_fit(cs: list[Case]) -> dict[str, Any]:
@@ -768,6 +776,31 @@ def tree_ll128_fit(cs: list[Case]) -> dict[str, Any]:
     :data:`TREE_LL128_GRID_GBS`) fitted on :func:`tree_ll128_rows`
     (:func:`one_constant_fit`)."""
     return one_constant_fit(cs, tree_ll128_rows(cs), TREE_LL128_GRID_GBS, "tree_ll128_gbs")
+
+
+#: Values (GB/s) among which :func:`nvls_warp_fit` picks Simple's rate per copy warp of
+#: NVLS or NVLSTree (1000: no bound within reach).
+NVLS_WARP_GRID_GBS: tuple[float, ...] = (*(round(2.0 + 0.1 * i, 1) for i in range(16)),
+                                         1000.0)
+
+
+def nvls_warp_rows(cs: list[Case], algo: str = "nvls") -> list[int]:
+    """Indices into ``cs`` of held-out rows where NCCL's choice is ``algo`` (NVLS or
+    NVLSTree) and the model charges its copy warps
+    (:func:`~fabricsim.collectives.pipeline.nvls_copy_warps`: Blackwell GPUs)."""
+    from fabricsim.protocols import tuning_hardware
+
+    return [i for i in held_out(cs)
+            if tuning_hardware(fabric_of(cs[i]))[1].startswith("nvlink5")
+            and choose(cs[i]).algorithm == algo]
+
+
+def nvls_warp_fit(cs: list[Case], algo: str = "nvls") -> dict[str, Any]:
+    """Simple's rate per copy warp of ``algo`` (NVLS or NVLSTree;
+    ``Protocol.nvls_warp_rate``, :data:`NVLS_WARP_GRID_GBS`) fitted on
+    :func:`nvls_warp_rows` (:func:`one_constant_fit`)."""
+    return one_constant_fit(cs, nvls_warp_rows(cs, algo), NVLS_WARP_GRID_GBS,
+                            f"{algo}_warp_gbs")
 
 
 #: Values among which the leave-one-source-out check picks LL128's factor on NVLink 3.
@@ -902,8 +935,10 @@ def heldout_errors(cs: list[Case]) -> tuple[list[float], dict[str, Any]]:
     pl = plugin_fit(cs)
     tr = tree_ll128_fit(cs)
     mk = mnnvl_nvls_fit(cs, joint)
+    nw = nvls_warp_fit(cs)
+    tw = nvls_warp_fit(cs, "nvlstree")
     fit_ = {**fit_, "nvlink5": nv5, "ring_step": ring, "mnnvl": mn, "plugin": pl,
-            "tree_ll128": tr, "mnnvl_nvls": mk}
+            "tree_ll128": tr, "mnnvl_nvls": mk, "nvls_warp": nw, "nvlstree_warp": tw}
     base = [r["rel_error"] for r in evaluate(cs)]
     out = [fit_["errors"].get(i, e) for i, e in enumerate(base)]
     lib_us = PROTOCOLS["simple"].crossing_per_channel * 1e6
@@ -913,39 +948,43 @@ def heldout_errors(cs: list[Case]) -> tuple[list[float], dict[str, Any]]:
     lib_pl = PROTOCOLS["simple"].plugin_latency_share
     lib_tr = PROTOCOLS["ll128"].tree_channel_rate / 1e9
     lib_mk = PROTOCOLS["simple"].mnnvl_nvls_stages
+    lib_nw = PROTOCOLS["simple"].nvls_warp_rate["nvls"] / 1e9
+    lib_tw = PROTOCOLS["simple"].nvls_warp_rate["nvlstree"] / 1e9
     shared = AnalyticBackend()
     tuners: dict[tuple[float, ...], Tuner] = {}
     # sources of nvlink5_rows, of ring_step_fit's curves, of mnnvl_rows (both of their
     # fits), of plugin_rows or of tree_ll128_rows (none fitted on): every row of theirs
     # with the values fitted without them
     for src in sorted({*nv5["loso"], *ring["loso"], *mn["loso"], *pl["loso"], *tr["loso"],
-                       *mk["loso"]}):
+                       *mk["loso"], *nw["loso"], *tw["loso"]}):
         v5 = nv5["loso"].get(src, lib_nv5)
         rs = ring["loso"].get(src, lib_ring)
         mv = mn["loso"].get(src, lib_mn)
         ps = pl["loso"].get(src, lib_pl)
         tv = tr["loso"].get(src, lib_tr)
         ms = mk["loso"].get(src, lib_mk)
-        if (v5, rs, mv, ps, tv, ms) == (lib_nv5, lib_ring, lib_mn, lib_pl, lib_tr, lib_mk):
+        wv = nw["loso"].get(src, lib_nw)
+        tw_ = tw["loso"].get(src, lib_tw)
+        if (v5, rs, mv, ps, tv, ms, wv, tw_) == (lib_nv5, lib_ring, lib_mn, lib_pl, lib_tr,
+                                                 lib_mk, lib_nw, lib_tw):
             continue
         for i, c in enumerate(cs):
             if c.source != src or c.secondary:
                 continue
             us = fit_["loso_us"].get(src, lib_us) if i in fit_["errors"] else lib_us
-            key = (us, v5, rs, mv, ps, tv, ms)
+            key = (us, v5, rs, mv, ps, tv, ms, wv, tw_)
             if key not in tuners:
-                tuners[key] = _tuner(us, v5, shared, rs, mv, ps, tv, ms)
+                tuners[key] = _tuner(us, v5, shared, rs, mv, ps, tv, ms, wv, tw_)
             out[i] = rel_error(c, predict(c, tuners[key]))
     return out, fit_
 
 
 def fit_sources(cs: list[Case] | None = None) -> set[str]:
     """Sources some constant was fitted on: every single-server row of the fit (see
-    :func:`fit`) and the GB200 vendor figure that caps NVLS on NVSwitch gen4 (row 170).
-    Rows of any other source are held out from every fit. ``cs``: :func:`cases`, when
-    already read."""
+    :func:`fit`). Rows of any other source are held out from every fit. ``cs``:
+    :func:`cases`, when already read."""
     return {c.source for c in (cases() if cs is None else cs)
-            if (c.nodes == 1 and not c.secondary) or c.row == 170}
+            if c.nodes == 1 and not c.secondary}
 
 
 #: Published sources (``nccl_tests.csv`` keys) that are the same document as a source the

@@ -22,9 +22,12 @@ def test_racks_scale_in_the_leaf_layer() -> None:
     assert_ports_within_radix(fab, int(fab.info.extra["radix"]))
 
 
-def test_nvls_on_one_rack_does_not_exceed_the_vendor_figure() -> None:
+def test_nvls_on_one_rack_is_within_the_published_racks() -> None:
     r = run_collective(build_cluster("gb200-nvl72", 1), "all_reduce", 2**33, algo="nvls")
-    assert r.busbw <= 850e9 * 1.01   # NVIDIA GTC25: 850 GB/s with NVLS (reference row 170)
+    # one NVLink domain of 64-72 GPUs at 8 GiB (data/reference/nccl_tests.csv): CoreWeave
+    # 835 GB/s (NCCL 2.26), Together 878, OCI's GB300 rack 898 (64 GPUs); NVIDIA's GTC25
+    # slide says 850 (reference row 170)
+    assert 835e9 * 0.98 <= r.busbw <= 898e9 * 1.02
 
 
 def test_all_reduce_across_racks_uses_the_scale_out_network() -> None:

@@ -24,6 +24,22 @@ def test_forward_dependency_rejected() -> None:
         Schedule(steps=(step(deps=(1,)), step()))
 
 
+def test_negative_warp_or_channel_counts_rejected() -> None:
+    with pytest.raises(ScheduleError, match="copy_warps"):
+        Schedule(steps=(), copy_warps=-1)
+    with pytest.raises(ScheduleError, match="tree_channels"):
+        Schedule(steps=(), tree_channels=-2)
+
+
+def test_copy_warps_bound_the_kernels_with_the_tightest_rate() -> None:
+    s = Schedule(steps=(), nbytes=10**9, kernel_bytes_per_s=1e12, copy_warps=100)
+    assert s.kernel_floor() == pytest.approx(1e-3)  # no warp rate: the kernel rate
+    assert s.kernel_floor(warp_rate=2e9) == pytest.approx(5e-3)  # 100 warps x 2 GB/s
+    assert s.kernel_floor(warp_rate=2e12) == pytest.approx(1e-3)
+    assert Schedule(steps=(), nbytes=10**9).kernel_floor(warp_rate=2e9) == 0.0  # no warps
+    assert s.timing_fields()["copy_warps"] == 100
+
+
 def test_bad_steps() -> None:
     with pytest.raises(ScheduleError):
         Step(src=np.arange(2), dst=np.arange(3), nbytes=np.ones(2))

@@ -99,12 +99,12 @@ class Result(Tabular):
 
 def kernel_floor(schedule: Schedule, protocol: Any) -> float:
     """The least time (s) ``schedule``'s kernels need (:meth:`Schedule.kernel_floor`, with
-    the protocol's bound on a tree channel), under a real protocol; 0 under ``"ideal"``
-    (physics only) or none. Every backend applies it the same way: ``time = max(network
-    time, start + floor + launch)``, ``start`` the schedule's own latency
-    (:func:`fabricsim.backends.analytic.stream_start`): the kernels stream at their rate
-    once the first bytes are through, as NCCL's cost model adds a latency to its size over
-    bandwidth.
+    the protocol's bounds on a tree channel and on a copy warp), under a real protocol; 0
+    under ``"ideal"`` (physics only) or none. Every backend applies it the same way:
+    ``time = max(network time, start + floor + launch)``, ``start`` the schedule's own
+    latency (:func:`fabricsim.backends.analytic.stream_start`): the kernels stream at their
+    rate once the first bytes are through, as NCCL's cost model adds a latency to its size
+    over bandwidth.
 
     >>> from fabricsim.protocols import get_protocol
     >>> from fabricsim.schedule import Schedule
@@ -114,7 +114,8 @@ def kernel_floor(schedule: Schedule, protocol: Any) -> float:
     """
     if protocol is None or protocol.name.lower() == "ideal":
         return 0.0
-    return schedule.kernel_floor(getattr(protocol, "tree_channel_rate", 0.0))
+    warp = getattr(protocol, "nvls_warp_rate", {}).get(schedule.algorithm, 0.0)
+    return schedule.kernel_floor(getattr(protocol, "tree_channel_rate", 0.0), warp)
 
 
 def schedule_protocol(schedule: Schedule, protocol: Any) -> Any:

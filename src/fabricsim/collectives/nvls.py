@@ -30,6 +30,7 @@ import numpy as np
 
 from fabricsim.collectives.hierarchical import rail_ring
 from fabricsim.collectives.pipeline import (
+    nvls_copy_warps,
     nvls_pipeline,
     nvlstree_crossings,
     nvlstree_pipeline,
@@ -168,6 +169,7 @@ NVLS = register(Algorithm(
     name="nvls", build=nvls_steps, check=_check, collectives=frozenset({"all_reduce"}),
     protocols=("simple",), auto_max_servers=1,
     pipeline=lambda group, collective: nvls_pipeline(group),
+    copy_warps=lambda group: nvls_copy_warps(group),
     description="NVLink SHARP: reduction and multicast inside NVSwitch (H100+); rings per "
                 "rail across servers, pipelined with both (chosen automatically on one "
                 "server only: across servers NCCL runs NVLSTree, or NVLS with SHARP)."))
@@ -177,6 +179,7 @@ NVLSTREE = register(Algorithm(
     kernel_rate=_nvlstree_rate,
     pipeline=lambda group, collective: nvlstree_pipeline(group),
     crossings=nvlstree_crossings,
+    copy_warps=lambda group: nvls_copy_warps(group, tree=True),
     description="NCCL's NVLSTree: NVLS inside servers, a double binary tree per rail "
                 "across them, all phases pipelined (the fastest H100 all-reduce at 2+ "
                 "servers)."))

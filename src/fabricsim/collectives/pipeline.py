@@ -113,6 +113,45 @@ def nvls_channels(group: Group) -> int:
     return 16
 
 
+#: Warps of one of NCCL's thread blocks (``NCCL_MAX_NTHREADS`` 640 / 32).
+BLOCK_WARPS = 20
+
+
+def nvls_copy_warps(group: Group, tree: bool = False) -> int:
+    """Warps of NCCL's NVLS (``tree``: NVLSTree) all-reduce that copy the whole message,
+    over all its channels, on Blackwell GPUs; 0 elsewhere.
+
+    Without registered buffers each NVLS channel's block splits its warps in groups
+    (``src/device/all_reduce.h``): ``reduce`` warps load-reduce and multicast the rank's
+    shard through the switch (7 of them up to 6 ranks, else 5), the NVLSTree block gives
+    4 more to the tree's broadcast (and 5 reduce), and the rest is halved between
+    ``scatter`` (the input into the rank's own NVLS buffer) and ``gather`` (the result back
+    out of it), the fewer to gather. Scatter and gather each copy the whole message,
+    whatever the ranks, so the slower group bounds a rank at ``channels × gather warps``
+    times one warp's rate: a bound that does not grow with the ranks, where the switch's
+    share of the traffic (``(1 + 1/n)·S`` each way) shrinks with them. Blackwell's NVLS
+    runs at that bound (eight sources: one server's busbw rises from 8 to 72 GPUs as
+    ``2(n-1)/n``, not as the links would have it); Hopper's runs at its links (its busbw
+    follows ``(1 + 1/n)`` from 5 to 8 GPUs, nccl issue 1455), so its warps' rate, not
+    known, is above what they need, and none is charged there.
+
+    >>> from fabricsim.fabric import build_cluster
+    >>> nvls_copy_warps(Group.of(build_cluster("hgx-b200", 1)))  # 24 channels x 7
+    168
+    >>> nvls_copy_warps(Group.of(build_cluster("hgx-b200", 2)), tree=True)  # 32 x 5
+    160
+    >>> nvls_copy_warps(Group.of(build_cluster("dgx-h100", 1)))
+    0
+    """
+    if not tuning_hardware(group.fabric)[1].startswith("nvlink5"):
+        return 0
+    ranks = group.per_server or group.n
+    reduce = 5 if tree else (7 if ranks <= 6 else 5)
+    bcast = 4 if tree else 0
+    gather = (BLOCK_WARPS - reduce - bcast) // 2
+    return nvls_channels(group) * gather
+
+
 def nvls_heads(group: Group) -> int:
     """NVLS heads: one per GPU of a server, at most :data:`NVLS_MAX_HEADS`."""
     return max(1, min(group.per_server or group.n, NVLS_MAX_HEADS))

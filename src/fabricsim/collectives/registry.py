@@ -281,6 +281,10 @@ class Algorithm:
     #: A tree between servers whose channels a protocol's own rate bounds
     #: (``Protocol.tree_channel_rate``, :attr:`Schedule.tree_channels`).
     tree_channels: bool = False
+    #: Its kernels' warps on a group that copy the whole message between the user's
+    #: buffers and NCCL's (``Protocol.nvls_warp_rate``, :attr:`Schedule.copy_warps`);
+    #: ``None``: none bound it.
+    copy_warps: Callable[[Group], int] | None = None
 
     def why_not(self, group: Group, collective: str) -> str | None:
         """Why this algorithm cannot run ``collective`` on ``group`` (``None`` if it can)."""

@@ -264,11 +264,20 @@ class Schedule:
     #: such channel moves (``Protocol.tree_channel_rate``), its kernels move at most that
     #: many times it.
     tree_channels: int = 0
+    #: Warps of the collective's kernels (over all its channels) that copy the whole
+    #: message between the user's buffers and NCCL's own (0: none that bound it): NVLS's
+    #: scatter and gather warps on GPUs whose copies set its pace. Where the protocol
+    #: bounds what one such warp moves (``Protocol.nvls_warp_rate``), the kernels move at
+    #: most that many times it.
+    copy_warps: int = 0
 
     def __post_init__(self) -> None:
         if not (self.kernel_bytes_per_s >= 0.0):  # also rejects NaN
             raise ScheduleError(f"kernel_bytes_per_s must be >= 0, got "
                                 f"{self.kernel_bytes_per_s!r}")
+        if self.copy_warps < 0 or self.tree_channels < 0:
+            raise ScheduleError(f"copy_warps and tree_channels must be >= 0, got "
+                                f"{self.copy_warps!r} and {self.tree_channels!r}")
         for proto, per in self.hop_scale.items():
             for cls, f in per.items():
                 if not (0.0 < f < float("inf")):
@@ -297,10 +306,12 @@ class Schedule:
         """Transfers counting every repetition."""
         return int(sum(s.n * s.repeat for s in self.steps))
 
-    def kernel_floor(self, tree_channel_rate: float = 0.0) -> float:
+    def kernel_floor(self, tree_channel_rate: float = 0.0, warp_rate: float = 0.0) -> float:
         """Least time (s) the kernels need to move :attr:`nbytes` (0 without a limit): at
-        :attr:`kernel_bytes_per_s`, and where a protocol bounds a tree's channels
-        (``tree_channel_rate``, bytes/s), at most :attr:`tree_channels` times that.
+        :attr:`kernel_bytes_per_s`; where a protocol bounds a tree's channels
+        (``tree_channel_rate``, bytes/s), at most :attr:`tree_channels` times that; and
+        where it bounds a copy warp (``warp_rate``, bytes/s), at most :attr:`copy_warps`
+        times that.
 
         Every backend reports ``max(network time, start + kernel_floor() + launch)``,
         ``start`` the schedule's own latency (the kernels stream once it is through).
@@ -310,9 +321,11 @@ class Schedule:
         >>> Schedule(steps=(), nbytes=10**9, kernel_bytes_per_s=1e11,
         ...          tree_channels=10).kernel_floor(5e9)
         0.02
+        >>> Schedule(steps=(), nbytes=10**9, copy_warps=100).kernel_floor(warp_rate=2.5e9)
+        0.004
         """
-        rates = [r for r in (self.kernel_bytes_per_s, self.tree_channels * tree_channel_rate)
-                 if r > 0.0]
+        rates = [r for r in (self.kernel_bytes_per_s, self.tree_channels * tree_channel_rate,
+                             self.copy_warps * warp_rate) if r > 0.0]
         return float(self.nbytes) / min(rates) if rates else 0.0
 
     def timing_fields(self) -> dict[str, Any]:
@@ -330,7 +343,7 @@ class Schedule:
                 "pipelines": self.pipelines,
                 "crossings": self.crossings, "hop_scale": self.hop_scale,
                 "fixed_steps": self.fixed_steps, "mnnvl": self.mnnvl,
-                "tree_channels": self.tree_channels}
+                "tree_channels": self.tree_channels, "copy_warps": self.copy_warps}
 
     def with_meta(self, **meta: Any) -> Schedule:
         return replace(self, meta={**self.meta, **meta})

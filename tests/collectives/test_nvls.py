@@ -1,0 +1,50 @@
+"""NVLS's pace by GPU generation: Hopper's at its links, Blackwell's at its copy warps."""
+
+from __future__ import annotations
+
+import pytest
+
+from fabricsim.collectives import run_collective
+from fabricsim.collectives.pipeline import nvls_copy_warps
+from fabricsim.collectives.registry import Group, get_algorithm
+from fabricsim.collectives.tuner import build
+from fabricsim.fabric import build_cluster
+from fabricsim.protocols import PROTOCOLS
+
+
+def _algbw(system: str, n: int, nbytes: float) -> float:
+    r = run_collective(build_cluster(system, 1), "all_reduce", nbytes, ranks=list(range(n)),
+                       algo="nvls")
+    return r.busbw / (2 * (n - 1) / n)
+
+
+def test_blackwell_nvls_algbw_does_not_grow_with_the_ranks() -> None:
+    # published one-domain Blackwell runs at >= 8 GiB: busbw 838-844 at 8 GPUs (Crusoe's
+    # two trays, OCI's B300, Together's B200), 911-930 at 64-72 (Together's GB200 rack,
+    # OCI's GB300 rack): algorithm bandwidth 469-482 GB/s at both, where the links'
+    # (1 + 1/n) S each way would give 11 % more at 72 than at 8
+    small, big = _algbw("gb200-nvl72", 8, 2**34), _algbw("gb200-nvl72", 72, 2**34)
+    assert big / small == pytest.approx(1.0, abs=0.03)
+    # and the copy warps set it: 168 warps x the protocol's rate per warp, less the
+    # latency and the pipeline's fill at 16 GiB
+    rate = 168 * PROTOCOLS["simple"].nvls_warp_rate["nvls"]
+    assert 0.95 * rate <= big <= rate
+
+
+def test_hopper_nvls_follows_its_links() -> None:
+    # nccl issue 1455: 8 x H100, NVLS on 5 and 8 GPUs: algbw 258 -> 273 GB/s (x 1.058);
+    # the links' (1 + 1/n) S each way gives x 1.067
+    assert _algbw("dgx-h100", 8, 2**32) / _algbw("dgx-h100", 5, 2**32) == pytest.approx(
+        1.06, abs=0.02)
+
+
+def test_copy_warps_are_charged_on_blackwell_only() -> None:
+    b200, h100 = Group.of(build_cluster("hgx-b200", 1)), Group.of(build_cluster("dgx-h100", 1))
+    nvls = get_algorithm("nvls")
+    assert build(b200, "all_reduce", 2**30, nvls, "simple").copy_warps == 24 * 7
+    assert build(h100, "all_reduce", 2**30, nvls, "simple").copy_warps == 0
+    # up to six ranks the block gives two more warps to the reduction, one fewer to copies
+    assert nvls_copy_warps(Group.of(build_cluster("gb200-nvl72", 1), list(range(4)))) == 24 * 6
+    two = Group.of(build_cluster("hgx-b200", 2))
+    tree = build(two, "all_reduce", 2**30, get_algorithm("nvlstree"), "simple")
+    assert tree.copy_warps == 32 * 5
