@@ -149,6 +149,17 @@ def test_limit_line_names_the_kernels_when_they_set_the_time(capsys) -> None:  #
     assert "limited by the algorithm's kernels" in line and "not by links" in line
 
 
+def test_limit_line_names_blackwells_copy_warps(capsys) -> None:  # type: ignore[no-untyped-def]
+    """One HGX B200 at 8 GiB runs NVLS at its scatter and gather warps' pace (24 channels x
+    7 gather warps), its NVLinks at about 60 %; the line says which of the kernels' bounds
+    it is."""
+    from fabricsim.cli.app import main
+
+    assert main(["bench", "all_reduce", "--system", "hgx-b200", "-b", "8G", "-e", "8G"]) == 0
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("# limit:"))
+    assert "(nvls/Simple)" in line and "168 copy warps" in line and "not by links" in line
+
+
 def test_select_fastest_against_nccls_choice(capsys) -> None:  # type: ignore[no-untyped-def]
     """`--select fastest` gives the least-time pair; the default, NCCL's choice, may be
     slower (2 DGX A100 at 16 MiB: NCCL rings with LL128, the tree is faster); a scenario's

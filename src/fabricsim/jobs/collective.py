@@ -459,18 +459,11 @@ class BenchReport:
         if not top:
             return ""
         link = top[0]
-        if res.extra.get("limited_by") == "kernels":  # the tree / NVLSTree kernels' rate
-            from fabricsim.protocols import PROTOCOLS
-
-            whose = "NCCL's figure"
-            if r.algorithm == "tree" and r.protocol == "LL128" and fabric.info.servers > 1:
-                whose += (f", and under LL128 at most "
-                          f"{PROTOCOLS['ll128'].tree_channel_rate / 1e9:g} GB/s a channel "
-                          f"between servers, fitted on published runs")
+        if res.extra.get("limited_by") == "kernels":  # the kernels' own rate
             return (f"{r.size_bytes:,} B ({r.algorithm}/{r.protocol}) is limited by the "
-                    f"algorithm's kernels (their own rate per channel, {whose}), not "
-                    f"by links: the busiest, {link.name}, is at {link.utilization:.0%} of "
-                    f"its capacity")
+                    f"algorithm's kernels ({self._kernel_bound(fabric, r)}), not by links: "
+                    f"the busiest, {link.name}, is at {link.utilization:.0%} of its "
+                    f"capacity")
         out = (f"{r.size_bytes:,} B ({r.algorithm}/{r.protocol}) is limited by "
                f"{link.kind} links, the busiest {link.name} at {link.utilization:.0%} of "
                f"its capacity")
@@ -485,6 +478,28 @@ class BenchReport:
                     "spreads them, and so do more queue pairs per connection "
                     "(NCCL_IB_QPS_PER_CONNECTION)")
         return out
+
+    def _kernel_bound(self, fabric: Fabric, r: Any) -> str:
+        """Which of the kernels' own bounds (:meth:`Schedule.kernel_floor
+        <fabricsim.schedule.Schedule.kernel_floor>`) sets the time of row ``r``, in words."""
+        from fabricsim.collectives import build_schedule
+        from fabricsim.protocols import PROTOCOLS
+
+        proto = PROTOCOLS.get(r.protocol.lower())
+        sched = build_schedule(fabric, self.job.collective, r.size_bytes,
+                               list(self.job.ranks) if self.job.ranks else None,
+                               algo=r.algorithm, proto=r.protocol.lower())
+        warp = proto.nvls_warp_rate.get(r.algorithm, 0.0) if proto is not None else 0.0
+        tree = proto.tree_channel_rate if proto is not None else 0.0
+        bounds = [(sched.kernel_bytes_per_s, "their own rate per channel, NCCL's figure"),
+                  (sched.tree_channels * tree,
+                   f"under {r.protocol} at most {tree / 1e9:g} GB/s a tree channel between "
+                   f"servers, fitted on published runs"),
+                  (sched.copy_warps * warp,
+                   f"their {sched.copy_warps} copy warps at {warp / 1e9:g} GB/s each, the "
+                   f"rate fitted on published Blackwell runs")]
+        live = [b for b in bounds if b[0] > 0]
+        return min(live)[1] if live else "their own rate"
 
     def headroom(self, fabric: Fabric, at_least: float = 1.1) -> str:
         """Where NCCL's own choice (the auto curve, nothing forced, analytic backend) is
