@@ -463,9 +463,9 @@ def tuning_hardware(fabric: Fabric) -> tuple[str, str]:
 #   through the crossing cost it lets fall to 0.75: EFA's bandwidth 15.0 -> 17.2 %, several servers'
 #   p90 56 -> 64 % (median 11.4 % either way).
 # mnnvl_nvls_stages 4.5, Simple (fit on published runs, 2026-12-02; 2 until the same day's
-#   copy warps, below): where an NVLink domain joins
-#   GPUs of several hosts, an NVLS or NVLSTree fill (collectives.pipeline) takes two more NVLS
-#   stages of one chunk than on one HGX board. The same day NVLSTree's fill lost the two stages
+#   copy warps, below): where an NVLink domain joins GPUs of several hosts, an NVLS or
+#   NVLSTree fill (collectives.pipeline) takes more NVLS stages of one chunk than on one
+#   HGX board (two, as first fitted). The same day NVLSTree's fill lost the two stages
 #   its scatter and gather had counted (they copy into and out of the rank's own buffer; see
 #   nvlstree_pipeline): five HGX sources of two servers (H100, H200, B200 over InfiniBand and
 #   RoCE) had measured 2-server NVLSTree 12-37 % faster than the model at 4-64 MiB. GB200 and

@@ -48,3 +48,24 @@ def test_copy_warps_are_charged_on_blackwell_only() -> None:
     two = Group.of(build_cluster("hgx-b200", 2))
     tree = build(two, "all_reduce", 2**30, get_algorithm("nvlstree"), "simple")
     assert tree.copy_warps == 32 * 5
+
+
+def test_every_backend_charges_the_copy_warps() -> None:
+    """One HGX B200 at 64 MiB: the analytic, flow and packet backends report the same
+    time, the copy warps' floor (168 warps x the rate per warp) plus launch and more (the
+    schedule's latency and the pipeline's fill come on top), the kernels limiting; the
+    ideal protocol (physics only) charges no floor."""
+    from fabricsim.backends.analytic import AnalyticBackend
+    from fabricsim.backends.flow import FlowBackend
+    from fabricsim.backends.packet import PacketBackend
+
+    fab = build_cluster("hgx-b200", 1)
+    s = build(Group.of(fab), "all_reduce", 2**26, get_algorithm("nvls"), "simple")
+    simple = PROTOCOLS["simple"]
+    floor = 2**26 / (s.copy_warps * simple.nvls_warp_rate["nvls"])
+    runs = [b.run(s, fab) for b in (AnalyticBackend(), FlowBackend(), PacketBackend())]
+    assert all(r.extra.get("limited_by") == "kernels" for r in runs[:1])
+    assert runs[0].time >= floor + simple.launch
+    for r in runs[1:]:
+        assert r.time == pytest.approx(runs[0].time, rel=1e-6)
+    assert AnalyticBackend(protocol="ideal").run(s, fab).time < floor

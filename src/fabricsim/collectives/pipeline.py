@@ -130,7 +130,7 @@ def nvls_copy_warps(group: Group, tree: bool = False) -> int:
     whatever the ranks, so the slower group bounds a rank at ``channels × gather warps``
     times one warp's rate: a bound that does not grow with the ranks, where the switch's
     share of the traffic (``(1 + 1/n)·S`` each way) shrinks with them. Blackwell's NVLS
-    runs at that bound (eight sources: one server's busbw rises from 8 to 72 GPUs as
+    runs at that bound (seven sources: one server's busbw rises from 8 to 72 GPUs as
     ``2(n-1)/n``, not as the links would have it); Hopper's runs at its links (its busbw
     follows ``(1 + 1/n)`` from 5 to 8 GPUs, nccl issue 1455), so its warps' rate, not
     known, is above what they need, and none is charged there.

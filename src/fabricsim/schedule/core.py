@@ -275,9 +275,9 @@ class Schedule:
         if not (self.kernel_bytes_per_s >= 0.0):  # also rejects NaN
             raise ScheduleError(f"kernel_bytes_per_s must be >= 0, got "
                                 f"{self.kernel_bytes_per_s!r}")
-        if self.copy_warps < 0 or self.tree_channels < 0:
-            raise ScheduleError(f"copy_warps and tree_channels must be >= 0, got "
-                                f"{self.copy_warps!r} and {self.tree_channels!r}")
+        for name in ("copy_warps", "tree_channels"):
+            if getattr(self, name) < 0:
+                raise ScheduleError(f"{name} must be >= 0, got {getattr(self, name)!r}")
         for proto, per in self.hop_scale.items():
             for cls, f in per.items():
                 if not (0.0 < f < float("inf")):
