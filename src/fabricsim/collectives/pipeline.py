@@ -133,7 +133,11 @@ def nvls_copy_warps(group: Group, tree: bool = False) -> int:
     runs at that bound (seven sources: one server's busbw rises from 8 to 72 GPUs as
     ``2(n-1)/n``, not as the links would have it); Hopper's runs at its links (its busbw
     follows ``(1 + 1/n)`` from 5 to 8 GPUs, nccl issue 1455), so its warps' rate, not
-    known, is above what they need, and none is charged there.
+    known, is above what they need, and none is charged there. The channels are NCCL
+    2.27's and later for every release: 2.25-2.26 ran 32 NVLS channels on one Blackwell
+    domain (``src/transport/nvls.cc``), and the one such source (CoreWeave's rack, 2.26)
+    measures 5 % below the later releases' racks, not a third above, so the bound may be
+    the GPU's rather than its channels' (see docs/collectives.md).
 
     >>> from fabricsim.fabric import build_cluster
     >>> nvls_copy_warps(Group.of(build_cluster("hgx-b200", 1)))  # 24 channels x 7
