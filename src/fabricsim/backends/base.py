@@ -112,10 +112,26 @@ def kernel_floor(schedule: Schedule, protocol: Any) -> float:
     >>> kernel_floor(s, get_protocol("simple")), kernel_floor(s, get_protocol("ideal"))
     (0.01, 0.0)
     """
+    bounds = kernel_bounds(schedule, protocol)
+    return float(schedule.nbytes) / min(bounds.values()) if bounds else 0.0
+
+
+def kernel_bounds(schedule: Schedule, protocol: Any) -> dict[str, float]:
+    """The kernels' own bounds on ``schedule`` (bytes/s, by name:
+    :meth:`Schedule.kernel_bounds`) with ``protocol``'s rates per tree channel and per
+    copy warp of its algorithm; none under ``"ideal"`` or no protocol.
+    :func:`kernel_floor` takes the least; ``bench``'s limit line names it.
+
+    >>> from fabricsim.protocols import get_protocol
+    >>> from fabricsim.schedule import Schedule
+    >>> s = Schedule(steps=(), algorithm="nvls", copy_warps=10)
+    >>> kernel_bounds(s, get_protocol("simple"))["copy_warps"] > 0, kernel_bounds(s, None)
+    (True, {})
+    """
     if protocol is None or protocol.name.lower() == "ideal":
-        return 0.0
+        return {}
     warp = getattr(protocol, "nvls_warp_rate", {}).get(schedule.algorithm, 0.0)
-    return schedule.kernel_floor(getattr(protocol, "tree_channel_rate", 0.0), warp)
+    return schedule.kernel_bounds(getattr(protocol, "tree_channel_rate", 0.0), warp)
 
 
 def schedule_protocol(schedule: Schedule, protocol: Any) -> Any:

@@ -482,6 +482,7 @@ class BenchReport:
     def _kernel_bound(self, fabric: Fabric, r: Any) -> str:
         """Which of the kernels' own bounds (:meth:`Schedule.kernel_floor
         <fabricsim.schedule.Schedule.kernel_floor>`) sets the time of row ``r``, in words."""
+        from fabricsim.backends.base import kernel_bounds
         from fabricsim.collectives import build_schedule
         from fabricsim.protocols import PROTOCOLS
 
@@ -489,17 +490,18 @@ class BenchReport:
         sched = build_schedule(fabric, self.job.collective, r.size_bytes,
                                list(self.job.ranks) if self.job.ranks else None,
                                algo=r.algorithm, proto=r.protocol.lower())
-        warp = proto.nvls_warp_rate.get(r.algorithm, 0.0) if proto is not None else 0.0
-        tree = proto.tree_channel_rate if proto is not None else 0.0
-        bounds = [(sched.kernel_bytes_per_s, "their own rate per channel, NCCL's figure"),
-                  (sched.tree_channels * tree,
-                   f"under {r.protocol} at most {tree / 1e9:g} GB/s a tree channel between "
-                   f"servers, fitted on published runs"),
-                  (sched.copy_warps * warp,
-                   f"their {sched.copy_warps} copy warps at {warp / 1e9:g} GB/s each, the "
-                   f"rate fitted on published Blackwell runs")]
-        live = [b for b in bounds if b[0] > 0]
-        return min(live)[1] if live else "their own rate"
+        bounds = kernel_bounds(sched, proto)
+        if not bounds:
+            return "their own rate"
+        least = min(bounds, key=lambda k: bounds[k])
+        if least == "tree_channels":
+            return (f"under {r.protocol} at most {bounds[least] / sched.tree_channels / 1e9:g} "
+                    f"GB/s a tree channel between servers, fitted on published runs")
+        if least == "copy_warps":
+            return (f"their {sched.copy_warps} copy warps at "
+                    f"{bounds[least] / sched.copy_warps / 1e9:g} GB/s each, the rate fitted "
+                    f"on published Blackwell runs")
+        return "their own rate per channel, NCCL's figure"
 
     def headroom(self, fabric: Fabric, at_least: float = 1.1) -> str:
         """Where NCCL's own choice (the auto curve, nothing forced, analytic backend) is

@@ -324,9 +324,22 @@ class Schedule:
         >>> Schedule(steps=(), nbytes=10**9, copy_warps=100).kernel_floor(warp_rate=2.5e9)
         0.004
         """
-        rates = [r for r in (self.kernel_bytes_per_s, self.tree_channels * tree_channel_rate,
-                             self.copy_warps * warp_rate) if r > 0.0]
+        rates = self.kernel_bounds(tree_channel_rate, warp_rate).values()
         return float(self.nbytes) / min(rates) if rates else 0.0
+
+    def kernel_bounds(self, tree_channel_rate: float = 0.0,
+                      warp_rate: float = 0.0) -> dict[str, float]:
+        """The kernels' own bounds (bytes/s) that apply, by name: ``kernels``
+        (:attr:`kernel_bytes_per_s`), ``tree_channels`` and ``copy_warps`` (their counts
+        times the protocol's rate each); :meth:`kernel_floor` takes the least.
+
+        >>> Schedule(steps=(), tree_channels=10, copy_warps=100).kernel_bounds(5e9, 2.5e9)
+        {'tree_channels': 50000000000.0, 'copy_warps': 250000000000.0}
+        """
+        rates = {"kernels": self.kernel_bytes_per_s,
+                 "tree_channels": self.tree_channels * tree_channel_rate,
+                 "copy_warps": self.copy_warps * warp_rate}
+        return {k: r for k, r in rates.items() if r > 0.0}
 
     def timing_fields(self) -> dict[str, Any]:
         """What a backend charges besides the steps (kernel rate, chunk pipeline, network
