@@ -593,7 +593,6 @@ def ring_step_fit(cs: list[Case]) -> dict[str, Any]:
 
     from fabricsim.backends.analytic import AnalyticBackend
     from fabricsim.collectives.registry import Group, get_algorithm
-    from fabricsim.protocols import PROTOCOLS
 
     ring = get_algorithm("ring")
     measured: list[tuple[list[int], Any, float]] = []  # (rows, sizes, measured intercept)
@@ -605,12 +604,10 @@ def ring_step_fit(cs: list[Case]) -> dict[str, Any]:
         a = _line(size, _times_us(cs, idx, [cs[i].measured_busbw for i in idx]))[0]
         if a > 0:
             measured.append((idx, size, a))
-    lib_us = PROTOCOLS["simple"].crossing_per_channel * 1e6
-    lib_nv5 = PROTOCOLS["simple"].nvlink_scale.get("nvlink5", 1.0)
     shared = AnalyticBackend()
     loss: dict[float, dict[str, list[float]]] = {}
     for v in RING_STEP_GRID_US:
-        t = _tuner(lib_us, lib_nv5, shared, v)
+        t = _library_tuner(shared, ring_step_us=v)
         per: dict[str, list[float]] = {}
         for idx, size, a_meas in measured:
             a_mod = _line(size, _times_us(cs, idx, [predict(cs[i], t) for i in idx]))[0]
@@ -941,40 +938,34 @@ def heldout_errors(cs: list[Case]) -> tuple[list[float], dict[str, Any]]:
             "tree_ll128": tr, "mnnvl_nvls": mk, "nvls_warp": nw, "nvlstree_warp": tw}
     base = [r["rel_error"] for r in evaluate(cs)]
     out = [fit_["errors"].get(i, e) for i, e in enumerate(base)]
-    lib_us = PROTOCOLS["simple"].crossing_per_channel * 1e6
-    lib_nv5 = PROTOCOLS["simple"].nvlink_scale.get("nvlink5", 1.0)
-    lib_ring = PROTOCOLS["simple"].fixed_step_latency["nvlink"] * 1e6
-    lib_mn = PROTOCOLS["simple"].mnnvl_step * 1e6
-    lib_pl = PROTOCOLS["simple"].plugin_latency_share
-    lib_tr = PROTOCOLS["ll128"].tree_channel_rate / 1e9
-    lib_mk = PROTOCOLS["simple"].mnnvl_nvls_stages
-    lib_nw = PROTOCOLS["simple"].nvls_warp_rate["nvls"] / 1e9
-    lib_tw = PROTOCOLS["simple"].nvls_warp_rate["nvlstree"] / 1e9
+    simple = PROTOCOLS["simple"]
+    lib_us = simple.crossing_per_channel * 1e6
+    # each of _tuner's constants fitted leave-one-source-out: its fit and the library's value
+    fits = {"nvlink5": (nv5, simple.nvlink_scale.get("nvlink5", 1.0)),
+            "ring_step_us": (ring, simple.fixed_step_latency["nvlink"] * 1e6),
+            "mnnvl_us": (mn, simple.mnnvl_step * 1e6),
+            "plugin_share": (pl, simple.plugin_latency_share),
+            "tree_ll128_gbs": (tr, PROTOCOLS["ll128"].tree_channel_rate / 1e9),
+            "mnnvl_nvls_stages": (mk, simple.mnnvl_nvls_stages),
+            "nvls_warp_gbs": (nw, simple.nvls_warp_rate["nvls"] / 1e9),
+            "nvlstree_warp_gbs": (tw, simple.nvls_warp_rate["nvlstree"] / 1e9)}
+    library = {k: lib for k, (_, lib) in fits.items()}
     shared = AnalyticBackend()
     tuners: dict[tuple[float, ...], Tuner] = {}
     # sources of nvlink5_rows, of ring_step_fit's curves, of mnnvl_rows (both of their
-    # fits), of plugin_rows or of tree_ll128_rows (none fitted on): every row of theirs
-    # with the values fitted without them
-    for src in sorted({*nv5["loso"], *ring["loso"], *mn["loso"], *pl["loso"], *tr["loso"],
-                       *mk["loso"], *nw["loso"], *tw["loso"]}):
-        v5 = nv5["loso"].get(src, lib_nv5)
-        rs = ring["loso"].get(src, lib_ring)
-        mv = mn["loso"].get(src, lib_mn)
-        ps = pl["loso"].get(src, lib_pl)
-        tv = tr["loso"].get(src, lib_tr)
-        ms = mk["loso"].get(src, lib_mk)
-        wv = nw["loso"].get(src, lib_nw)
-        tw_ = tw["loso"].get(src, lib_tw)
-        if (v5, rs, mv, ps, tv, ms, wv, tw_) == (lib_nv5, lib_ring, lib_mn, lib_pl, lib_tr,
-                                                 lib_mk, lib_nw, lib_tw):
+    # fits), of plugin_rows, of tree_ll128_rows or of nvls_warp_rows (none fitted on):
+    # every row of theirs with the values fitted without them
+    for src in sorted({s for f, _ in fits.values() for s in f["loso"]}):
+        given = {k: f["loso"].get(src, lib) for k, (f, lib) in fits.items()}
+        if given == library:
             continue
         for i, c in enumerate(cs):
             if c.source != src or c.secondary:
                 continue
             us = fit_["loso_us"].get(src, lib_us) if i in fit_["errors"] else lib_us
-            key = (us, v5, rs, mv, ps, tv, ms, wv, tw_)
+            key = (us, *given.values())
             if key not in tuners:
-                tuners[key] = _tuner(us, v5, shared, rs, mv, ps, tv, ms, wv, tw_)
+                tuners[key] = _tuner(us, backend=shared, **given)
             out[i] = rel_error(c, predict(c, tuners[key]))
     return out, fit_
 
