@@ -157,3 +157,34 @@ def test_published_p5_trees_run_near_the_bound() -> None:
     s = build(Group.of(fab), "all_reduce", 2**28, get_algorithm("tree"), "ll128")
     t = AnalyticBackend().compile(s, fab).time()
     assert t == pytest.approx(3.875e-3, rel=0.25)
+
+
+@pytest.mark.parametrize(("system", "servers", "channels"), [
+    ("hgx-b200", 4, 8),     # eight GPUs with a NIC each: the schedule's channels too
+    ("gb200-nvl72", 1, 16),  # one NVLink domain: NCCL's tree graph, not one channel
+])
+def test_tree_kernels_are_rated_on_nccls_tree_channels(system: str, servers: int,
+                                                       channels: int) -> None:
+    """NCCL rates its tree kernels at its tree graph's channels times a per-channel figure
+    (``graphs[a]->nChannels * perChMaxTreeBw``, src/graph/tuning.cc): the schedule's
+    kernel rate uses the same channels, whatever channels the schedule's steps run on."""
+    from fabricsim.collectives.nccl_model import NcclModel
+
+    fab = build_cluster(system, servers)
+    group = Group.of(fab)
+    assert NcclModel.of(group).channels == channels
+    sched = build(group, "all_reduce", 2**30, get_algorithm("tree"), "simple")
+    assert sched.kernel_bytes_per_s == pytest.approx(
+        tree_kernel_rate(fab, servers, channels))
+
+
+def test_three_gb200_trays_run_their_tree_on_eight_channels() -> None:
+    """NCCL issue #1801: three 4-GPU GB200 partitions on three racks, InfiniBand between
+    them, tree forced, 16 GiB: 234 GB/s busbw measured. NCCL duplicates the tray's four
+    NIC channels to eight; on four, the kernels held the model at 88 GB/s busbw (-62 %)."""
+    fab = build_cluster("gb200-nvl72", 3, gpus_per_node=4)
+    n = fab.n_gpus
+    assert (fab.info.servers, n) == (3, 12)
+    t = predict_time(fab, "all_reduce", 2**34, algo="tree")
+    busbw = 2**34 / t * 2 * (n - 1) / n / 1e9
+    assert 160 < busbw < 234

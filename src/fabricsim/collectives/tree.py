@@ -29,7 +29,7 @@ from dataclasses import replace
 import numpy as np
 from numpy.typing import NDArray
 
-from fabricsim.collectives.nccl_model import HW_LAT, PROTOS
+from fabricsim.collectives.nccl_model import HW_LAT, PROTOS, NcclModel
 from fabricsim.collectives.pipeline import (
     tree_crossings,
     tree_depth,
@@ -99,8 +99,20 @@ def tree_steps(group: Group, collective: str, nbytes: float, channels: int) -> l
 
 
 def _kernel_rate(group: Group, channels: int) -> float:
-    """The tree kernels' own rate limit (:func:`fabricsim.protocols.tree_kernel_rate`)."""
-    return tree_kernel_rate(group.fabric, max(group.servers, 1), channels)
+    """The tree kernels' own rate limit (:func:`fabricsim.protocols.tree_kernel_rate`) on
+    the channels NCCL rates them with: its tree graph's (``graphs[a]->nChannels`` times
+    ``perChMaxTreeBw`` in ``src/graph/tuning.cc``; :attr:`NcclModel.channels`), not the
+    schedule's ``channels`` (one per GPU and NIC). The two agree on servers of eight GPUs
+    with a NIC each; they do not where NCCL's search duplicates a small graph's channels
+    (a GB200 tray: four NICs, eight graph channels) or inside one server (the schedule's
+    one channel, the graph's twelve to sixteen).
+
+    >>> from fabricsim.fabric import build_cluster
+    >>> g = Group.of(build_cluster("hgx-b200", 1))
+    >>> round(_kernel_rate(g, 1) / 1e9)  # 16 channels at 35 GB/s each, not one
+    560
+    """
+    return tree_kernel_rate(group.fabric, max(group.servers, 1), NcclModel.of(group).channels)
 
 
 #: Link classes inside a server whose per-hop latency a tree step pays at NCCL's tree rate.
