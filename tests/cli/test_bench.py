@@ -366,3 +366,19 @@ def test_a_release_the_model_does_not_have_is_answered_as_the_nearest_and_says_s
     assert run("2.21.5", "--json") == run("2.23.4", "--json")
     assert "older than the oldest tuning tables modelled (2.23)" in run("2.21.5")
     assert "release modelled" not in run("2.27.3") and "oldest" not in run("2.27.3")
+
+
+def test_bench_names_nccl_229s_known_nvlstree_slowdown(capsys: pytest.CaptureFixture[str]
+                                                        ) -> None:
+    """NVLSTree forced on 8 HGX B200 with NCCL 2.29.7 (the default): the answer warns of
+    NVIDIA/nccl#2035, which the model does not include; with 2.30.3, or a ring, it does
+    not."""
+    flags = ["bench", "all_reduce", "--system", "hgx-b200", "--nodes", "8", "--fabric",
+             "ib-ndr", "-b", "8G", "-e", "8G"]
+    assert main([*flags, "--algo", "nvlstree"]) == 0
+    assert "warning: NCCL 2.29.7 runs NVLSTree across 4 or more Blackwell servers" in \
+        capsys.readouterr().out
+    assert main([*flags, "--algo", "nvlstree", "--nccl-version", "2.30.3"]) == 0
+    assert "nccl#2035" not in capsys.readouterr().out
+    assert main([*flags, "--algo", "ring"]) == 0
+    assert "nccl#2035" not in capsys.readouterr().out

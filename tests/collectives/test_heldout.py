@@ -502,7 +502,7 @@ def test_bench_says_where_the_nearest_rows_disagree() -> None:
     assert r.exit_code == 0, r.output
     assert "# warning: published runs of gb200-nvl72 at 20 servers" in r.output
     r = CliRunner().invoke(app, [*args, "--json"])
-    row = json.loads(r.output.splitlines()[0])
+    row = json.loads(r.stdout.splitlines()[0])  # the rows; run warnings go to stderr
     assert row["local"].startswith("published runs of gb200-nvl72 at 20 servers")
     # per size: bench's 1 MiB row says it, its 4 GiB row does not
     r = CliRunner().invoke(app, ["bench", "all_reduce", "--system", "hgx-b200", "--nodes",

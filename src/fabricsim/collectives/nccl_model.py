@@ -202,6 +202,44 @@ def release_note(text: str | None) -> str:
     return ""
 
 
+#: NCCL releases with NVIDIA's known slow NVLSTree across four servers or more of Blackwell
+#: GPUs (NCCL issue #2035, "a known issue", fixed in 2.30.3): from, to (exclusive).
+NVLSTREE_SLOW_RELEASES = ((2, 29, 0), (2, 30, 3))
+
+
+def known_issue_note(text: str | None, gpu_generation: str, servers: int,
+                     algorithms: Sequence[str]) -> str:
+    """A known NCCL performance issue the answer does not model (``""``: none applies), for
+    release ``text`` (``None``: :data:`DEFAULT_NCCL`), GPUs of NVLink ``gpu_generation``
+    (``tuning_hardware(fabric)[1]``) on ``servers`` servers, where ``algorithms`` ran.
+
+    NCCL issue #2035: NVLSTree all-reduce across 4, 8 and 16 servers of eight B300 ran at
+    about 200 GB/s busbw on 2.29.7 (800 on two servers); NVIDIA called it a known issue,
+    fixed in 2.30.3 (the reporter measured 380 on 2.30.4 at four servers). Together's
+    HGX B200 cluster (8 x 400G InfiniBand, 2.29.7) measured 275-290 GB/s busbw at 8 GiB on
+    4-64 servers in its canonical rebaseline of 2026-04-27; the model's NVLSTree, rated at
+    NCCL's own per-head figure, gives about 345 there.
+
+    >>> known_issue_note(None, "nvlink5", 8, ["nvlstree"])[:38]
+    'NCCL 2.29.7 runs NVLSTree across 4 or '
+    >>> known_issue_note("2.30.3", "nvlink5", 8, ["nvlstree"])
+    ''
+    >>> known_issue_note(None, "nvlink4", 8, ["nvlstree"])
+    ''
+    """
+    v = nccl_release(text)
+    lo, hi = NVLSTREE_SLOW_RELEASES
+    if not (lo <= v < hi and gpu_generation.startswith("nvlink5") and servers >= 4
+            and "nvlstree" in algorithms):
+        return ""
+    return (f"NCCL {release_name(text)} runs NVLSTree across 4 or more Blackwell servers "
+            "(or NVLink domains) below its own rating, a known issue fixed in 2.30.3 "
+            "(NVIDIA/nccl#2035: about 200 GB/s busbw on 4-16 B300 servers). Published "
+            "2.29.7 runs on 4-64 HGX B200 (8 x 400G) measure 275-290 GB/s at 8 GiB; the "
+            "model's NVLSTree, at NCCL's rating, does not include the slowdown "
+            "(docs/collectives.md, \"NCCL releases\")")
+
+
 def _speeds(row: int, nodes: int, version: tuple[int, int, int]) -> tuple[float, ...]:
     """The speeds NCCL ``version``'s search tries for architecture ``row`` (2.29.2 added
     45 GB/s to Blackwell's inside a server, 2.29.7 80 GB/s to its across servers)."""

@@ -355,6 +355,10 @@ class BenchReport:
     plugin_proto: str = ""
     #: What the model charges this run for its placement, in sentences (:func:`run_notes`).
     notes: tuple[str, ...] = ()
+    #: A known slowdown of the NCCL release whose choice this is, where the algorithms
+    #: that ran meet it and the model does not include it (``""``: none;
+    #: :func:`~fabricsim.collectives.nccl_model.known_issue_note`).
+    known_issue: str = ""
 
     @property
     def warnings(self) -> list[str]:
@@ -401,6 +405,8 @@ class BenchReport:
             note = release_note(self.job.nccl_version)
             if note:
                 out.append(note)
+        if self.known_issue:
+            out.append(self.known_issue)
         return out
 
     def accuracy(self) -> list[dict[str, Any]]:
@@ -556,6 +562,8 @@ def run_bench(job: CollectiveBench, fabric: Fabric, progress: Progress = quiet,
     """Run ``job``'s sweep on ``fabric`` (its cluster, built): every algorithm asked for,
     then (with ``every_algorithm``) every other one that runs the collective."""
     from fabricsim.collectives import ALGORITHMS
+    from fabricsim.collectives.nccl_model import known_issue_note
+    from fabricsim.protocols import tuning_hardware
 
     n_ranks = len(job.ranks) if job.ranks else fabric.n_gpus
     if job.root >= n_ranks:
@@ -608,9 +616,13 @@ def run_bench(job: CollectiveBench, fabric: Fabric, progress: Progress = quiet,
         and job.env.protocol_set(job.collective) is None else ""
     notes = run_notes(fabric, job.ranks, job.env.plugin_tuner)
     alone = _alone_note(job, fabric, rows)
+    ran = [r.algorithm for rs in rows.values() for r in rs]
+    issue = known_issue_note(job.nccl_version, tuning_hardware(fabric)[1],
+                             fabric.info.servers, ran)
     return BenchReport(job=job, rows=rows, skipped=skipped,
                        gpus=len(job.ranks) if job.ranks else fabric.n_gpus,
-                       plugin_proto=forced, notes=(*notes, alone) if alone else notes)
+                       plugin_proto=forced, notes=(*notes, alone) if alone else notes,
+                       known_issue=issue)
 
 
 def _alone_note(job: CollectiveBench, fabric: Fabric,
