@@ -12,8 +12,9 @@ it cannot (:data:`NOT_COVERED_REASONS`):
   18 + 14), or the ``nvlink_domains`` the row names (NVLink partitions placed on
   different racks, InfiniBand between them);
 - a forced ``NCCL_ALGO`` / ``NCCL_PROTO`` is forced in the model too, ``-g N`` in the
-  notes (one process driving N GPUs) is the model's ``gpus_per_thread``, and
-  ``NCCL_IB_QPS_PER_CONNECTION=N`` the cluster's ``params.qps``;
+  notes (one process driving N GPUs) is the model's ``gpus_per_thread``,
+  ``NCCL_IB_QPS_PER_CONNECTION=N`` the cluster's ``params.qps`` and ``NCCL_BUFFSIZE=B``
+  its ``params.buffsize``;
 - NICs as the row gives them (``nics_per_node``, ``nic_gbps``) where they differ from
   the preset's: a user-defined variant of it (:func:`nic_variant`);
 - the comparison is on time for sizes below 1 MiB (what a latency user reads) and on bus
@@ -216,9 +217,16 @@ def published_cases() -> tuple[list[Case], Counter[str]]:
             per_server = int(kw.get("gpus_per_node", 8))  # type: ignore[call-overload]
             if per_server % gpt:
                 gpt = 1
+            params: dict[str, int] = {}
             q = re.search(r"NCCL_IB_QPS_PER_CONNECTION=(\d+)", r["notes"])
             if q and int(q.group(1)) > 1 and nodes > 1:  # the run's own queue pairs
-                kw = {**kw, "params": {"qps": int(q.group(1))}}
+                params["qps"] = int(q.group(1))
+            b = re.search(r"NCCL_BUFFSIZE=(\d+)", r["notes"])
+            efa = r["fabric"] == "efa" or r["system"].startswith("aws-")  # EFA plugin: 8 MiB
+            if b and int(b.group(1)) != (8 if efa else 4) * 2**20:  # the run's own buffer
+                params["buffsize"] = int(b.group(1))  # (not the platform's default)
+            if params:
+                kw = {**kw, "params": {**kw.get("params", {}), **params}}
             env = tuple(re.findall(_ENV_RE, r["notes"]))
             variant = nic_variant(r)
             out.append(Case(

@@ -57,16 +57,18 @@ def test_describe_says_what_nccl_is_told(capsys: pytest.CaptureFixture[str],
                                          tmp_path: Path) -> None:
     _, out, _ = run(capsys, "describe", "--system", "aws-p4d", "--nodes", "2", "--json")
     d = json.loads(out)
-    assert d["nccl"] == {"qps_per_connection": 1, "net_plugin_latency_us": 75.0,
+    assert d["nccl"] == {"qps_per_connection": 1, "simple_buffer_bytes": 8 * 2**20,
+                         "net_plugin_latency_us": 75.0,
                          "crossing_plugin_us": 6.0, "plugin_proto": "simple"}
     assert any("NCCL_PROTO=simple" in n for n in d["notes"])
     assert any("measured to carry 85% of their line rate" in n for n in d["notes"])
     sc = tmp_path / "qps.yaml"
     sc.write_text("cluster:\n  system: dgx-h100\n  nodes: 2\n  fabric: roce-400g\n"
-                  "  params: {qps: 4}\n", encoding="utf-8")
+                  "  params: {qps: 4, buffsize: 16777216}\n", encoding="utf-8")
     _, out, _ = run(capsys, "describe", str(sc), "--json")
     d = json.loads(out)
-    assert d["nccl"] == {"qps_per_connection": 4, "net_plugin_latency_us": 0.0,
+    assert d["nccl"] == {"qps_per_connection": 4, "simple_buffer_bytes": 16777216,
+                         "net_plugin_latency_us": 0.0,
                          "crossing_plugin_us": 0.0, "plugin_proto": ""}
     assert not any("line rate" in n for n in d["notes"])  # no measured ceiling
     _, out, _ = run(capsys, "describe", "--system", "dgx-h100", "--nodes", "1", "--json")

@@ -173,3 +173,36 @@ def test_the_packet_backend_does_not_also_apply_the_ramp() -> None:
     a = AnalyticBackend().run(sched, fab).time
     p = PacketBackend().run(sched, fab).time
     assert p == pytest.approx(a, rel=0.1)
+
+
+def test_the_simple_step_is_the_buffer_nccl_is_given_over_its_eight_steps() -> None:
+    """NCCL's tree and chain chunk is ``NCCL_BUFFSIZE / 8`` (``calcCollChunking``): the
+    cluster's ``params.buffsize`` where given, else 4 MiB, or AWS's plugin's 8 MiB; NVLS's
+    chunk is at most one step."""
+    from fabricsim.collectives.pipeline import simple_step_bytes
+
+    h100 = build_cluster("dgx-h100", 2)
+    big = build_cluster("dgx-h100", 2, params={"buffsize": 2**24})
+    small = build_cluster("dgx-h100", 1, params={"buffsize": 2**19})
+    assert simple_step_bytes(h100) == 512 * KIB
+    assert simple_step_bytes(build_cluster("aws-p5", 2)) == 1024 * KIB
+    assert simple_step_bytes(build_cluster("aws-p5", 2, params={"buffsize": 2**22})) \
+        == 512 * KIB
+    tree = tree_pipeline(Group.of(big))
+    chain = chain_pipeline(Group.of(big))
+    assert tree is not None and chain is not None
+    assert tree.chunk_bytes == chain.chunk_bytes == 2048 * KIB
+    nvls = nvls_pipeline(Group.of(small))
+    assert nvls is not None and nvls.chunk_bytes == 64 * KIB  # min(128 KiB, 512 KiB / 8)
+    # a store-and-forward chunk four times larger fills the tree's 2 x 7 NVLink and two
+    # network stages four times slower: a mid-size tree all-reduce takes longer, one far
+    # larger than the pipeline does not notice, and sizes under a chunk per channel none
+    be = AnalyticBackend()
+
+    def tree_us(fab, size: float) -> float:
+        s = build(Group.of(fab), "all_reduce", size, get_algorithm("tree"), "simple")
+        return be.run(s, fab).time * 1e6
+
+    assert tree_us(big, 2**26) > 1.5 * tree_us(h100, 2**26)
+    assert tree_us(big, 2**22) == pytest.approx(tree_us(h100, 2**22))
+    assert tree_us(big, 2**34) < 1.05 * tree_us(h100, 2**34)

@@ -138,7 +138,8 @@ def test_nccl_24_per_collective_form() -> None:
 @pytest.mark.parametrize(("env", "field", "words"), [
     ({"NCCL_IB_HCA": "mlx5_0,mlx5_1"}, "NCCL_IB_HCA", "nics: N"),
     ({"NCCL_SOMETHING_NEW": "1"}, "NCCL_SOMETHING_NEW", "Honoured: NCCL_ALGO"),
-    ({"NCCL_BUFFSIZE": "8388608"}, "NCCL_BUFFSIZE", "4194304"),
+    ({"NCCL_BUFFSIZE": "4096"}, "NCCL_BUFFSIZE", "65536..1073741824"),
+    ({"NCCL_BUFFSIZE": "4M"}, "NCCL_BUFFSIZE", "whole number"),
     ({"NCCL_CROSS_NIC": "1"}, "NCCL_CROSS_NIC", "one rail"),
     ({"NCCL_MIN_NCHANNELS": "32", "NCCL_MAX_NCHANNELS": "8"}, "NCCL_MIN_NCHANNELS",
      "above"),
@@ -218,6 +219,30 @@ def test_bench_honours_channels_and_queue_pairs(capsys, monkeypatch) -> None:
         got[(q, backend)] = json.loads(out.strip().splitlines()[-1])["busbw_gbps"]
     assert got[("4", "analytic")] > 1.5 * got[("1", "analytic")]
     assert got[("4", "flow")] == pytest.approx(got[("4", "analytic")], rel=0.05)
+
+
+def test_bench_honours_nccl_buffsize_as_the_scenarios_buffer(capsys, monkeypatch,
+                                                            tmp_path) -> None:
+    # NCCL_BUFFSIZE sets the Simple step a tree moves per chunk (NCCL_BUFFSIZE / 8); the
+    # environment and a scenario's params.buffsize are one setting and give one answer
+    args = ["bench", "all_reduce", "--system", "dgx-h100", "--nodes", "2", "--algo", "tree",
+            "--proto", "simple", "-b", "64M", "-e", "64M", "--json"]
+    assert main(args) == 0
+    default = json.loads(capsys.readouterr().out)["time_us"]
+    monkeypatch.setenv("NCCL_BUFFSIZE", "16777216")
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "NCCL_BUFFSIZE" not in out  # honoured, not listed as without effect
+    big = json.loads(out)["time_us"]
+    assert big > 1.5 * default
+    monkeypatch.delenv("NCCL_BUFFSIZE")
+    sc = tmp_path / "buf.yaml"
+    sc.write_text("name: buf\ncluster:\n  system: dgx-h100\n  nodes: 2\n"
+                  "  params: {buffsize: 16777216}\n"
+                  "collective:\n  collective: all_reduce\n  minbytes: 64MiB\n"
+                  "  maxbytes: 64MiB\n  algo: tree\n  proto: simple\nseed: 0\n")
+    assert main(["bench", "scenario", str(sc), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["time_us"] == pytest.approx(big, rel=1e-9)
 
 
 def _bench_algos(capsys, monkeypatch, env: dict[str, str], *args: str) -> list[str]:

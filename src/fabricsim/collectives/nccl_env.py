@@ -15,16 +15,17 @@ every ``NCCL_*`` variable in it is one of:
   the model keeps NVLS's channels and says so (:meth:`NcclEnv.nvls_note`);
   ``NCCL_IB_QPS_PER_CONNECTION`` (1-128) is the queue pairs per connection
   between servers, on every backend (the cluster's ``params.qps``: hashed ECMP spreads
-  them); ``NCCL_CROSS_NIC`` 0 or 2 and
-  ``NCCL_BUFFSIZE=4194304`` are what the model does already (rings stay on one rail;
-  NCCL's default buffer); ``NCCL_TUNER_PLUGIN`` naming AWS's EFA plugin (``*ofi*``) and
+  them); ``NCCL_BUFFSIZE`` (64 KiB-1 GiB) is the Simple buffer per connection, whose
+  eighth is the chunk of a tree, a broadcast/reduce chain and an NVLS round (the
+  cluster's ``params.buffsize``); ``NCCL_CROSS_NIC`` 0 or 2 is what the model does
+  already (rings stay on one rail); ``NCCL_TUNER_PLUGIN`` naming AWS's EFA plugin (``*ofi*``) and
   the plugin's own ``OFI_NCCL_TUNER_TYPE`` (``Region``, its default, or ``Internal``:
   NCCL's own model chooses) say whether the plugin's region tuner picks the algorithm
   and protocol on AWS's p5, p5en and p6 (:mod:`fabricsim.collectives.plugin_tuner`);
 * **without effect on time** — :data:`NO_EFFECT` (logging, interface and GID selection,
   time-outs), accepted and listed as such;
 * **refused** — anything else, by name, with what is supported: settings the model does
-  not represent (``NCCL_IB_HCA``, another ``NCCL_BUFFSIZE``, ``NCCL_CROSS_NIC=1``, the
+  not represent (``NCCL_IB_HCA``, ``NCCL_CROSS_NIC=1``, the
   ``PAT`` algorithm, ...) and contradictions (``NCCL_ALGO=NVLS`` with
   ``NCCL_NVLS_ENABLE=0``, a minimum above the maximum).
 
@@ -44,6 +45,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from fabricsim.errors import ConfigError
+from fabricsim.fabric.cluster import BUFFSIZE_RANGE
 
 if TYPE_CHECKING:
     from fabricsim.collectives.registry import Group
@@ -74,7 +76,7 @@ NO_EFFECT = ("NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE", "NCCL_DEBUG_T
              "NCCL_IGNORE_CPU_AFFINITY", "NCCL_SET_THREAD_NAME", "NCCL_LAUNCH_MODE",
              "NCCL_NET_PLUGIN", "NCCL_PROFILER_PLUGIN",
              "NCCL_MNNVL_ENABLE", "NCCL_NET_GDR_LEVEL", "NCCL_NET_GDR_READ")
-#: NCCL's default buffer (bytes): the model's chunking is NCCL's at this size.
+#: NCCL's default buffer (bytes).
 DEFAULT_BUFFSIZE = 4 * 2**20
 #: NCCL's bounds on channels and queue pairs.
 MAX_CHANNELS = 64
@@ -94,6 +96,8 @@ class NcclEnv:
     min_channels: int | None = None
     max_channels: int | None = None
     qps: int | None = None
+    #: ``NCCL_BUFFSIZE`` in bytes (``None``: NCCL's default for the platform).
+    buffsize: int | None = None
     #: ``NCCL_MIN_CTAS`` / ``NCCL_MAX_CTAS`` as set (NCCL clamps NVLS's channels with
     #: them too, which the model does not: :meth:`nvls_note`).
     ctas: tuple[int | None, int | None] = (None, None)
@@ -218,6 +222,8 @@ class NcclEnv:
             out.append(f"channels {self.min_channels or 1}-{self.max_channels or MAX_CHANNELS}")
         if self.qps is not None:
             out.append(f"{self.qps} QPs per connection")
+        if self.buffsize is not None:
+            out.append(f"a {self.buffsize / 2**20:g} MiB Simple buffer")
         if not self.plugin_tuner:
             out.append("NCCL's own choice where the network plugin has a tuner")
         return ", ".join(out)
@@ -350,11 +356,9 @@ def nccl_env(env: Mapping[str, str]) -> NcclEnv:
         raise ConfigError("NCCL_CROSS_NIC=1 (rings may change rail between servers) is not "
                           "modelled: fabricsim's rings stay on one rail, as with 0 or 2 "
                           "(NCCL's default)", field="NCCL_CROSS_NIC")
-    if (b := get("NCCL_BUFFSIZE")) is not None and \
-            _int(*b, 1, 2**40) != DEFAULT_BUFFSIZE:
-        raise ConfigError(f"NCCL_BUFFSIZE={b[1].strip()} is not modelled: the protocol model "
-                          f"follows NCCL's default buffer ({DEFAULT_BUFFSIZE}); unset it",
-                          field="NCCL_BUFFSIZE")
+    buffsize = None
+    if (b := get("NCCL_BUFFSIZE")) is not None:
+        buffsize = _int(*b, *BUFFSIZE_RANGE)
     plugin_tuner = _plugin_tuner(get("NCCL_TUNER_PLUGIN"), get("OFI_NCCL_TUNER_TYPE"))
     every = algos.get("", frozenset()) if algos else frozenset()
     if nvls is False and algos is not None and all(
@@ -367,7 +371,8 @@ def nccl_env(env: Mapping[str, str]) -> NcclEnv:
         raise ConfigError(f"NCCL_ALGO={env['NCCL_ALGO']!r} asks for CollNet only, which "
                           f"needs NCCL_COLLNET_ENABLE=1", field="NCCL_COLLNET_ENABLE")
     return NcclEnv(algorithms=algos, protocols=protos, collnet=collnet, nvls=nvls,
-                   min_channels=lo, max_channels=hi, qps=qps, no_effect=quiet,
+                   min_channels=lo, max_channels=hi, qps=qps, buffsize=buffsize,
+                   no_effect=quiet,
                    ctas=(bounds.get("NCCL_MIN_CTAS"), bounds.get("NCCL_MAX_CTAS")),
                    plugin_tuner=plugin_tuner)
 

@@ -8,7 +8,8 @@ three facts NCCL sets, all from its source (``src/enqueue.cc`` ``calcCollChunkin
 ``src/init.cc``, ``src/transport/nvls.cc``, ``src/graph/connect.cc``; NCCL 2.23-2.27):
 
 * **chunk sizes**: the Simple step is ``NCCL_BUFFSIZE / NCCL_STEPS`` = 4 MiB / 8 =
-  512 KiB (tree and chains move one step per chunk); NVLS starts at
+  512 KiB by default, another buffer where the cluster gives one (``params.buffsize``;
+  :func:`simple_step_bytes`); tree and chains move one step per chunk; NVLS starts at
   ``NCCL_NVLS_CHUNKSIZE`` = 128 KiB, NVLSTree too but at most 64 KiB from 4 servers on,
   and both shrink for small messages by the rules in :data:`NVLS_SHRINK` and
   :data:`NVLSTREE_SHRINK`. The AWS EFA plugin sets ``NCCL_BUFFSIZE`` = 8 MiB and both
@@ -51,6 +52,8 @@ from fabricsim.protocols import tree_kernel_rate, tuning_hardware
 from fabricsim.schedule.core import Crossings, Pipeline
 
 KIB = 1024.0
+#: Steps of a connection's buffer (``NCCL_STEPS``).
+NCCL_STEPS = 8
 #: NCCL's Simple step: ``NCCL_BUFFSIZE`` (4 MiB) over ``NCCL_STEPS`` (8).
 SIMPLE_STEP_BYTES = 512 * KIB
 #: ``NCCL_NVLS_CHUNKSIZE``'s default.
@@ -72,6 +75,25 @@ MAX_CHANNELS = 64
 
 def _aws(fabric: Fabric) -> bool:
     return fabric.info.transport == "srd"
+
+
+def simple_step_bytes(fabric: Fabric) -> float:
+    """NCCL's Simple step on ``fabric``: its buffer (``NCCL_BUFFSIZE``, the cluster's
+    ``params.buffsize``) over ``NCCL_STEPS`` (8); with no buffer given, NCCL's default
+    (:data:`SIMPLE_STEP_BYTES`), or the AWS EFA plugin's (:data:`AWS_SIMPLE_STEP_BYTES`)
+    on its platforms. A tree's and a broadcast/reduce chain's chunk is one step, and an
+    NVLS chunk at most one (``calcCollChunking``, ``src/enqueue.cc``).
+
+    >>> from fabricsim.fabric import build_cluster
+    >>> simple_step_bytes(build_cluster("dgx-h100", 2)) / 1024
+    512.0
+    >>> simple_step_bytes(build_cluster("dgx-h100", 2, params={"buffsize": 2**24})) / 1024
+    2048.0
+    """
+    given = fabric.info.nccl_buffsize
+    if given:
+        return given / NCCL_STEPS
+    return AWS_SIMPLE_STEP_BYTES if _aws(fabric) else SIMPLE_STEP_BYTES
 
 
 def _class_rate(fabric: Fabric, node: int, cls: str) -> float:
@@ -198,7 +220,7 @@ def tree_pipeline(group: Group) -> Pipeline | None:
     nvl = nvlink_rate(group)
     if g > 1 and nvl > 0:
         stages.append(("nvlink", 2.0 * (g - 1), nvl / c))
-    step = AWS_SIMPLE_STEP_BYTES if _aws(group.fabric) else SIMPLE_STEP_BYTES
+    step = simple_step_bytes(group.fabric)
     return Pipeline(stages=tuple(stages), ops=c, chunk_bytes=step)
 
 
@@ -291,7 +313,7 @@ def chain_pipeline(group: Group) -> Pipeline | None:
         stages.append(("net", float(m - 1), nic_rate(group.fabric) / c))
     if not stages:
         return None
-    step = AWS_SIMPLE_STEP_BYTES if _aws(group.fabric) else SIMPLE_STEP_BYTES
+    step = simple_step_bytes(group.fabric)
     return Pipeline(stages=tuple(stages), ops=c, chunk_bytes=step)
 
 
@@ -313,7 +335,8 @@ def nvls_pipeline(group: Group) -> Pipeline | None:
     ops = nvls_channels(group) * nvls_heads(group)
     chunk = AWS_NVLS_CHUNK_BYTES if _aws(group.fabric) else NVLS_CHUNK_BYTES
     return Pipeline(stages=(("nvls", 3.0, nvl / ops),), ops=ops,
-                    chunk_bytes=min(chunk, SIMPLE_STEP_BYTES), shrink=NVLS_SHRINK)
+                    chunk_bytes=min(chunk, simple_step_bytes(group.fabric)),
+                    shrink=NVLS_SHRINK)
 
 
 def nvlstree_pipeline(group: Group) -> Pipeline | None:

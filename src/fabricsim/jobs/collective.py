@@ -231,10 +231,13 @@ def bench_job(sc: Scenario, *, collective: str | None = None,
                           field="collective.backend")
     chosen: tuple[str | None, ...] = tuple(algos) or ((spec.algo,) if spec.algo else (None,))
     cluster = Cluster.of(sc)
-    if env is not None and env.qps is not None:  # the connections' queue pairs, every backend
-        spec_qps = cluster.spec.model_copy(update={"params": {**cluster.spec.params,
-                                                              "qps": env.qps}})
-        cluster = cluster.model_copy(update={"spec": spec_qps})
+    # the connections' queue pairs and Simple buffer, every backend
+    given = {k: v for k, v in (("qps", env.qps if env else None),
+                               ("buffsize", env.buffsize if env else None)) if v is not None}
+    if given:
+        with_env = cluster.spec.model_copy(update={"params": {**cluster.spec.params,
+                                                              **given}})
+        cluster = cluster.model_copy(update={"spec": with_env})
     return CollectiveBench(
         cluster=cluster, collective=name, sizes=tuple(sizes), datatype=dtype, op=red,
         algos=chosen, every_algorithm=every_algorithm, proto=proto or spec.proto,
