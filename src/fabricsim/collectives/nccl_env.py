@@ -23,7 +23,13 @@ every ``NCCL_*`` variable in it is one of:
   NCCL's own model chooses) say whether the plugin's region tuner picks the algorithm
   and protocol on AWS's p5, p5en and p6 (:mod:`fabricsim.collectives.plugin_tuner`);
 * **without effect on time** — :data:`NO_EFFECT` (logging, interface and GID selection,
-  time-outs), accepted and listed as such;
+  time-outs, plugins' interface names, variables no NCCL release reads), accepted and
+  listed as such;
+* **as modelled at some values** — :data:`AS_MODELLED`: settings published recipes carry
+  whose given value is what the model does already (``NCCL_NET_GDR_C2C=1``, NCCL's
+  default from 2.27; ``NCCL_IB_SPLIT_DATA_ON_QPS`` 0 or 1; a ``NCCL_P2P_NET_CHUNKSIZE``
+  of NCCL's 128 KiB or more; ...), accepted at those values and refused at others, each
+  with its reason;
 * **refused** — anything else, by name, with what is supported: settings the model does
   not represent (``NCCL_IB_HCA``, ``NCCL_CROSS_NIC=1``, the
   ``PAT`` algorithm, ...) and contradictions (``NCCL_ALGO=NVLS`` with
@@ -40,7 +46,7 @@ Example
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -50,7 +56,8 @@ from fabricsim.fabric.cluster import BUFFSIZE_RANGE
 if TYPE_CHECKING:
     from fabricsim.collectives.registry import Group
 
-__all__ = ["HONOURED", "NCCL_ALGOS", "NCCL_PROTOS", "NO_EFFECT", "NcclEnv", "nccl_env"]
+__all__ = ["AS_MODELLED", "HONOURED", "NCCL_ALGOS", "NCCL_PROTOS", "NO_EFFECT", "NcclEnv",
+           "nccl_env"]
 
 
 #: NCCL_ALGO names -> fabricsim algorithms (CollNet runs as SHARP; with NVLS, NVLS+SHARP).
@@ -75,7 +82,64 @@ NO_EFFECT = ("NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE", "NCCL_DEBUG_T
              "NCCL_GRAPH_DUMP_FILE", "NCCL_HOSTID", "NCCL_COMM_ID", "NCCL_CUMEM_ENABLE",
              "NCCL_IGNORE_CPU_AFFINITY", "NCCL_SET_THREAD_NAME", "NCCL_LAUNCH_MODE",
              "NCCL_NET_PLUGIN", "NCCL_PROFILER_PLUGIN",
-             "NCCL_MNNVL_ENABLE", "NCCL_NET_GDR_LEVEL", "NCCL_NET_GDR_READ")
+             "NCCL_MNNVL_ENABLE", "NCCL_NET_GDR_LEVEL", "NCCL_NET_GDR_READ",
+             # set-up a recipe carries: CUDA-graph mixing (nccl-tests captures none), the
+             # host's work queue, SR-IOV functions merged into one device, the size above
+             # which a message rides adaptive routing (the fabric's routing is
+             # params.routing), a topology file naming the machine the preset describes,
+             # the socket transport's threads (the model's transports are RDMA), the
+             # network plugins' interface names and acknowledgements
+             "NCCL_GRAPH_MIXING_SUPPORT", "NCCL_WORK_FIFO_BYTES", "NCCL_IB_MERGE_VFS",
+             "NCCL_IB_AR_THRESHOLD", "NCCL_TOPO_FILE", "NCCL_SOCKET_NTHREADS",
+             "NCCL_NSOCKS_PERTHREAD", "NCCL_GPUDIRECTTCPX_SOCKET_IFNAME",
+             "NCCL_GPUDIRECTTCPX_FORCE_ACK", "NCCL_FASTRAK_IFNAME",
+             # read by no NCCL release 2.19-2.30 (recipes set it all the same)
+             "NCCL_MNNVLS_ENABLE")
+
+
+def _is(*values: str) -> Callable[[str], bool]:
+    return lambda v: v.strip().lower() in values
+
+
+def _at_least(lo: int) -> Callable[[str], bool]:
+    def ok(v: str) -> bool:
+        try:
+            return int(v.strip(), 0) >= lo
+        except ValueError:
+            return False
+    return ok
+
+
+#: Variables published recipes set whose given value is what the model does already:
+#: name -> (whether a value is so, the values accepted, why). Other values are refused
+#: with the reason. Defaults are NCCL's (``NCCL_PARAM`` in its source, 2.27-2.30).
+AS_MODELLED: dict[str, tuple[Callable[[str], bool], str, str]] = {
+    "NCCL_NET_GDR_C2C": (_is("1"), "1", "the model's NICs read and write GPU memory "
+                         "directly, on a Grace host over its C2C link too (NCCL's "
+                         "default from 2.27); staging through host memory is not modelled"),
+    "NCCL_IB_SPLIT_DATA_ON_QPS": (_is("0", "1"), "0 or 1", "either way a connection's "
+                                  "bytes spread evenly over its queue pairs, as the model "
+                                  "spreads them (NCCL_IB_QPS_PER_CONNECTION)"),
+    "NCCL_P2P_NET_CHUNKSIZE": (_at_least(2**17), "131072 (NCCL's default) or more",
+                               "the model takes send/recv and all-to-all between servers "
+                               "as never short of data in flight (8 chunks a connection: "
+                               "1 MiB at the default, above a 400G NIC's bandwidth-delay "
+                               "product); smaller chunks may leave a connection waiting, "
+                               "which it does not model"),
+    "NCCL_IB_DISABLE": (_is("0"), "0", "the model's transports between servers are RDMA; "
+                        "NCCL over TCP sockets is not modelled"),
+    "NCCL_NET": (lambda v: v.strip().lower() != "socket", "the fabric's RDMA transport "
+                 "(IB, a plugin's name)", "NCCL over TCP sockets is not modelled"),
+    "NCCL_PXN_DISABLE": (_is("0"), "0", "NCCL's default: a GPU may reach a NIC of its "
+                         "server through another GPU (PXN), as the model routes"),
+    "NCCL_IB_PCI_RELAXED_ORDERING": (_is("1", "2"), "1 or 2 (NCCL's default)",
+                                     "the model's NICs run at their line rate over PCIe; "
+                                     "without relaxed ordering virtualized hosts lose "
+                                     "bandwidth, which it does not model"),
+    "NCCL_TESTS_SPLIT_MASK": (_is("0", "0x0"), "0 (no split)", "nccl-tests runs one "
+                              "communicator over every rank, as the model does; a mask "
+                              "splits it into several, which it does not model"),
+}
 #: NCCL's default buffer (bytes).
 DEFAULT_BUFFSIZE = 4 * 2**20
 #: NCCL's bounds on channels and queue pairs.
@@ -103,6 +167,8 @@ class NcclEnv:
     ctas: tuple[int | None, int | None] = (None, None)
     #: Variables set that change no timing (reported, not used).
     no_effect: tuple[str, ...] = ()
+    #: Variables set to what the model does already (:data:`AS_MODELLED`; reported).
+    as_modelled: tuple[str, ...] = ()
     #: Whether the network plugin's own tuner, where the fabric's plugin has one (AWS's EFA
     #: plugin on p5, p5en, p6), picks before NCCL's model (``OFI_NCCL_TUNER_TYPE``).
     plugin_tuner: bool = True
@@ -285,23 +351,33 @@ def _flag(var: str, value: str, legal: tuple[str, ...] = ("0", "1")) -> str:
     return v
 
 
-def _refuse_unknown(env: Mapping[str, str]) -> tuple[str, ...]:
-    """The variables without effect that are set; any other unknown NCCL_* refused."""
-    quiet = []
+def _refuse_unknown(env: Mapping[str, str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The variables set without effect, and those set to what the model does already
+    (:data:`AS_MODELLED`); any other unknown ``NCCL_*`` refused."""
+    quiet: list[str] = []
+    modelled: list[str] = []
     for var in sorted(env):
         if not var.startswith("NCCL_") or var in HONOURED:
             continue
         if var in NO_EFFECT:
             quiet.append(var)
             continue
+        if var in AS_MODELLED:
+            ok, values, why = AS_MODELLED[var]
+            if not ok(env[var]):
+                raise ConfigError(f"{var}={env[var].strip()!r} is not modelled: {why}. "
+                                  f"Accepted: {values}; or unset it", field=var)
+            modelled.append(var)
+            continue
         if var == "NCCL_IB_HCA":
             raise ConfigError("which NICs NCCL uses is not modelled: every NIC of a server "
                               "carries traffic. Unset it, or model fewer NICs with a system "
                               "of your own (catalog: nics: N)", field=var)
         raise ConfigError(f"not modelled by fabricsim; unset it. Honoured: "
-                          f"{', '.join(HONOURED)}; accepted without effect on time: "
-                          f"{', '.join(NO_EFFECT)}", field=var)
-    return tuple(quiet)
+                          f"{', '.join(HONOURED)}; accepted at the values the model "
+                          f"follows: {', '.join(AS_MODELLED)}; accepted without effect "
+                          f"on time: {', '.join(NO_EFFECT)}", field=var)
+    return tuple(quiet), tuple(modelled)
 
 
 def nccl_env(env: Mapping[str, str]) -> NcclEnv:
@@ -316,7 +392,7 @@ def nccl_env(env: Mapping[str, str]) -> NcclEnv:
     ...
     fabricsim.errors.ConfigError: NCCL_IB_HCA: which NICs NCCL uses is not modelled: ...
     """
-    quiet = _refuse_unknown(env)
+    quiet, modelled = _refuse_unknown(env)
 
     def get(*names: str) -> tuple[str, str] | None:
         for n in names:
@@ -372,7 +448,7 @@ def nccl_env(env: Mapping[str, str]) -> NcclEnv:
                           f"needs NCCL_COLLNET_ENABLE=1", field="NCCL_COLLNET_ENABLE")
     return NcclEnv(algorithms=algos, protocols=protos, collnet=collnet, nvls=nvls,
                    min_channels=lo, max_channels=hi, qps=qps, buffsize=buffsize,
-                   no_effect=quiet,
+                   no_effect=quiet, as_modelled=modelled,
                    ctas=(bounds.get("NCCL_MIN_CTAS"), bounds.get("NCCL_MAX_CTAS")),
                    plugin_tuner=plugin_tuner)
 

@@ -396,6 +396,8 @@ class BenchReport:
                        "in order); --proto or NCCL_PROTO overrides it")
         if env.no_effect:
             out.append(f"{', '.join(env.no_effect)}: set, without effect on time")
+        if env.as_modelled:
+            out.append(f"{', '.join(env.as_modelled)}: set to what the model does already")
         if not env.plugin_tuner:
             out.append("OFI_NCCL_TUNER_TYPE=Internal: NCCL's own model picks the algorithm "
                        "and protocol where AWS's EFA plugin would (p5, p5en, p6 from three "
