@@ -183,7 +183,7 @@ def test_the_simple_step_is_the_buffer_nccl_is_given_over_its_eight_steps() -> N
 
     h100 = build_cluster("dgx-h100", 2)
     big = build_cluster("dgx-h100", 2, params={"buffsize": 2**24})
-    small = build_cluster("dgx-h100", 1, params={"buffsize": 2**19})
+    small = build_cluster("dgx-h100", 1, params={"buffsize": 1_100_000})
     assert simple_step_bytes(h100) == 512 * KIB
     assert simple_step_bytes(build_cluster("aws-p5", 2)) == 1024 * KIB
     assert simple_step_bytes(build_cluster("aws-p5", 2, params={"buffsize": 2**22})) \
@@ -192,8 +192,10 @@ def test_the_simple_step_is_the_buffer_nccl_is_given_over_its_eight_steps() -> N
     chain = chain_pipeline(Group.of(big))
     assert tree is not None and chain is not None
     assert tree.chunk_bytes == chain.chunk_bytes == 2048 * KIB
+    # 1,100,000 / 8 = 137,500 B, rounded down to Simple's 512-byte grain: 268 x 512
+    assert simple_step_bytes(small) == 268 * 512
     nvls = nvls_pipeline(Group.of(small))
-    assert nvls is not None and nvls.chunk_bytes == 64 * KIB  # min(128 KiB, 512 KiB / 8)
+    assert nvls is not None and nvls.chunk_bytes == 128 * KIB  # NVLS's own chunk, smaller
     # a store-and-forward chunk four times larger fills the tree's 2 x 7 NVLink and two
     # network stages four times slower: a mid-size tree all-reduce takes longer, one far
     # larger than the pipeline does not notice, and sizes under a chunk per channel none

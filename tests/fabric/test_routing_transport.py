@@ -184,15 +184,16 @@ def test_queue_pairs_per_connection_are_a_cluster_setting() -> None:
 
 def test_nccl_buffer_is_a_cluster_setting() -> None:
     """``params.buffsize`` (NCCL_BUFFSIZE): 0 (NCCL's default for the platform) unless
-    given, 64 KiB-1 GiB accepted, anything else refused naming the field."""
+    given, 1 MiB-1 GiB accepted, anything else refused naming the field."""
     import pytest
 
     from fabricsim.errors import ConfigError
     from fabricsim.fabric import build_cluster
 
-    assert build_cluster("dgx-h100", 2).info.nccl_buffsize == 0
-    assert build_cluster("dgx-h100", 2, params={"buffsize": 2**24}).info.nccl_buffsize == 2**24
-    for bad in (-1, 4096, 2**31, 2.5, "16M", True):
+    assert build_cluster("dgx-h100", 2).info.nccl_buffsize_bytes == 0
+    assert build_cluster("dgx-h100", 2,
+                         params={"buffsize": 2**24}).info.nccl_buffsize_bytes == 2**24
+    for bad in (-1, 4096, 2**19, 2**31, 2.5, "16M", True):
         with pytest.raises(ConfigError) as e:
             build_cluster("dgx-h100", 2, params={"buffsize": bad})
         assert e.value.field == "params.buffsize" and "NCCL_BUFFSIZE" in e.value.message

@@ -146,17 +146,24 @@ def _ici_row(ici: dict[str, object]) -> str:
 
 
 def nccl_row(nccl: dict[str, Any]) -> str:
-    """``1 QP per connection; network plugin reports 75 µs, sets NCCL_PROTO=simple``.
+    """``1 QP per connection; network plugin reports 75 µs, sets NCCL_PROTO=simple``
+    (and the Simple buffer where it is not NCCL's 4 MiB).
 
     >>> nccl_row({"qps_per_connection": 4, "net_plugin_latency_us": 0.0,
     ...           "plugin_proto": ""})
     "4 QPs per connection; NCCL's own network transport"
+    >>> nccl_row({"qps_per_connection": 1, "simple_buffer_bytes": 2**24,
+    ...           "net_plugin_latency_us": 0.0, "plugin_proto": ""})
+    "1 QP per connection; 16 MiB Simple buffer; NCCL's own network transport"
     >>> nccl_row({"qps_per_connection": 1, "net_plugin_latency_us": 75.0,
     ...           "crossing_plugin_us": 6.0, "plugin_proto": ""})
     "1 QP per connection; network plugin reports 75 µs to NCCL's tuner (6 µs per crossing)"
     """
     q = int(nccl["qps_per_connection"])
     out = f"{q} QP{'s' if q > 1 else ''} per connection; "
+    buf = int(nccl.get("simple_buffer_bytes", 4 * 2**20))
+    if buf != 4 * 2**20:
+        out += f"{buf / 2**20:g} MiB Simple buffer; "
     lat, proto = float(nccl["net_plugin_latency_us"]), str(nccl["plugin_proto"])
     if not lat and not proto:
         return out + "NCCL's own network transport"

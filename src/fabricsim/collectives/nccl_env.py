@@ -27,9 +27,10 @@ every ``NCCL_*`` variable in it is one of:
   listed as such;
 * **as modelled at some values** — :data:`AS_MODELLED`: settings published recipes carry
   whose given value is what the model does already (``NCCL_NET_GDR_C2C=1``, NCCL's
-  default from 2.27; ``NCCL_IB_SPLIT_DATA_ON_QPS`` 0 or 1; a ``NCCL_P2P_NET_CHUNKSIZE``
-  of NCCL's 128 KiB or more; ...), accepted at those values and refused at others, each
-  with its reason;
+  default from 2.27; a ``NCCL_NET_GDR_LEVEL`` that keeps GPU Direct RDMA;
+  ``NCCL_IB_SPLIT_DATA_ON_QPS`` 0 or 1; ...), accepted at those values and refused at
+  others, each with its reason; ``NCCL_P2P_NET_CHUNKSIZE`` changes nothing but send/recv
+  and all-to-all, and is refused for those at other than NCCL's 128 KiB;
 * **refused** — anything else, by name, with what is supported: settings the model does
   not represent (``NCCL_IB_HCA``, ``NCCL_CROSS_NIC=1``, the
   ``PAT`` algorithm, ...) and contradictions (``NCCL_ALGO=NVLS`` with
@@ -48,6 +49,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from fabricsim.errors import ConfigError
@@ -73,7 +75,7 @@ _FUNCS = {"broadcast": "broadcast", "reduce": "reduce", "allgather": "all_gather
 HONOURED = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_NVLS_ENABLE", "NCCL_COLLNET_ENABLE",
             "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_MIN_CTAS", "NCCL_MAX_CTAS",
             "NCCL_IB_QPS_PER_CONNECTION", "NCCL_CROSS_NIC", "NCCL_BUFFSIZE",
-            "NCCL_TUNER_PLUGIN", "OFI_NCCL_TUNER_TYPE")
+            "NCCL_P2P_NET_CHUNKSIZE", "NCCL_TUNER_PLUGIN", "OFI_NCCL_TUNER_TYPE")
 #: Variables that change no timing (logging, device and interface selection, time-outs).
 NO_EFFECT = ("NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE", "NCCL_DEBUG_TIMESTAMP_FORMAT",
              "NCCL_SOCKET_IFNAME", "NCCL_SOCKET_FAMILY", "NCCL_IB_GID_INDEX",
@@ -82,7 +84,6 @@ NO_EFFECT = ("NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE", "NCCL_DEBUG_T
              "NCCL_GRAPH_DUMP_FILE", "NCCL_HOSTID", "NCCL_COMM_ID", "NCCL_CUMEM_ENABLE",
              "NCCL_IGNORE_CPU_AFFINITY", "NCCL_SET_THREAD_NAME", "NCCL_LAUNCH_MODE",
              "NCCL_NET_PLUGIN", "NCCL_PROFILER_PLUGIN",
-             "NCCL_MNNVL_ENABLE", "NCCL_NET_GDR_LEVEL", "NCCL_NET_GDR_READ",
              # set-up a recipe carries: CUDA-graph mixing (nccl-tests captures none), the
              # host's work queue, SR-IOV functions merged into one device, the size above
              # which a message rides adaptive routing (the fabric's routing is
@@ -95,43 +96,54 @@ NO_EFFECT = ("NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE", "NCCL_DEBUG_T
              "NCCL_GPUDIRECTTCPX_FORCE_ACK", "NCCL_FASTRAK_IFNAME",
              # read by no NCCL release 2.19-2.30 (recipes set it all the same)
              "NCCL_MNNVLS_ENABLE")
+#: NCCL's point-to-point network chunk (``NCCL_P2P_NET_CHUNKSIZE``), bytes: it sizes
+#: send/recv and all-to-all (their chunks and how many channels a peer's bytes take), and
+#: nothing else; the model times those at this default.
+DEFAULT_P2P_NET_CHUNK = 2**17
+#: The GPU Direct RDMA levels (``NCCL_NET_GDR_LEVEL``) under which the model's GPUs still
+#: reach their NICs directly: NCCL's path names from PIX up, or its old numbering 1-5.
+GDR_LEVELS_KEPT = ("pix", "pxb", "pxn", "p2c", "phb", "sys", "1", "2", "3", "4", "5")
 
 
 def _is(*values: str) -> Callable[[str], bool]:
+    """A test that a variable's value is one of ``values`` (compared lower-case).
+
+    >>> _is("0", "0x0")(" 0x0 "), _is("1")("2")
+    (True, False)
+    """
     return lambda v: v.strip().lower() in values
-
-
-def _at_least(lo: int) -> Callable[[str], bool]:
-    def ok(v: str) -> bool:
-        try:
-            return int(v.strip(), 0) >= lo
-        except ValueError:
-            return False
-    return ok
 
 
 #: Variables published recipes set whose given value is what the model does already:
 #: name -> (whether a value is so, the values accepted, why). Other values are refused
 #: with the reason. Defaults are NCCL's (``NCCL_PARAM`` in its source, 2.27-2.30).
-AS_MODELLED: dict[str, tuple[Callable[[str], bool], str, str]] = {
+AS_MODELLED: Mapping[str, tuple[Callable[[str], bool], str, str]] = MappingProxyType({
     "NCCL_NET_GDR_C2C": (_is("1"), "1", "the model's NICs read and write GPU memory "
                          "directly, on a Grace host over its C2C link too (NCCL's "
-                         "default from 2.27); staging through host memory is not modelled"),
+                         "default from 2.27); staging through host memory is not modelled "
+                         "(on x86 hosts the variable changes nothing: unset it)"),
+    "NCCL_NET_GDR_LEVEL": (_is(*GDR_LEVELS_KEPT), "PIX, PXB, PXN, P2C, PHB, SYS or 1-5",
+                           "the model's GPUs reach their NICs by GPU Direct RDMA (each NIC "
+                           "beside its GPU); a level that turns it off (LOC, 0, NVL, NVB, "
+                           "C2C) stages through host memory, which is not modelled"),
+    "NCCL_NET_GDR_READ": (_is("1"), "1", "the model's NICs read the data they send from "
+                          "GPU memory; with 0 it is first copied to host memory, which is "
+                          "not modelled"),
+    "NCCL_MNNVL_ENABLE": (_is("1", "2"), "1 or 2 (NCCL's default)", "the model joins the "
+                          "trays of a GB200/GB300 rack by multi-node NVLink; 0 turns that "
+                          "off, which is not modelled (on systems of one host per NVLink "
+                          "domain it changes nothing: unset it)"),
     "NCCL_IB_SPLIT_DATA_ON_QPS": (_is("0", "1"), "0 or 1", "either way a connection's "
                                   "bytes spread evenly over its queue pairs, as the model "
                                   "spreads them (NCCL_IB_QPS_PER_CONNECTION)"),
-    "NCCL_P2P_NET_CHUNKSIZE": (_at_least(2**17), "131072 (NCCL's default) or more",
-                               "the model takes send/recv and all-to-all between servers "
-                               "as never short of data in flight (8 chunks a connection: "
-                               "1 MiB at the default, above a 400G NIC's bandwidth-delay "
-                               "product); smaller chunks may leave a connection waiting, "
-                               "which it does not model"),
     "NCCL_IB_DISABLE": (_is("0"), "0", "the model's transports between servers are RDMA; "
-                        "NCCL over TCP sockets is not modelled"),
+                        "NCCL over TCP sockets is not modelled (where a network plugin "
+                        "carries the traffic, as on AWS, it changes nothing: unset it)"),
     "NCCL_NET": (lambda v: v.strip().lower() != "socket", "the fabric's RDMA transport "
                  "(IB, a plugin's name)", "NCCL over TCP sockets is not modelled"),
     "NCCL_PXN_DISABLE": (_is("0"), "0", "NCCL's default: a GPU may reach a NIC of its "
-                         "server through another GPU (PXN), as the model routes"),
+                         "server through another GPU (PXN), as the model routes "
+                         "all-to-all and send/recv"),
     "NCCL_IB_PCI_RELAXED_ORDERING": (_is("1", "2"), "1 or 2 (NCCL's default)",
                                      "the model's NICs run at their line rate over PCIe; "
                                      "without relaxed ordering virtualized hosts lose "
@@ -139,7 +151,7 @@ AS_MODELLED: dict[str, tuple[Callable[[str], bool], str, str]] = {
     "NCCL_TESTS_SPLIT_MASK": (_is("0", "0x0"), "0 (no split)", "nccl-tests runs one "
                               "communicator over every rank, as the model does; a mask "
                               "splits it into several, which it does not model"),
-}
+})
 #: NCCL's default buffer (bytes).
 DEFAULT_BUFFSIZE = 4 * 2**20
 #: NCCL's bounds on channels and queue pairs.
@@ -161,7 +173,10 @@ class NcclEnv:
     max_channels: int | None = None
     qps: int | None = None
     #: ``NCCL_BUFFSIZE`` in bytes (``None``: NCCL's default for the platform).
-    buffsize: int | None = None
+    buffsize_bytes: int | None = None
+    #: ``NCCL_P2P_NET_CHUNKSIZE`` in bytes (``None``: NCCL's default): it sizes send/recv
+    #: and all-to-all only (:meth:`check_p2p`).
+    p2p_net_chunk_bytes: int | None = None
     #: ``NCCL_MIN_CTAS`` / ``NCCL_MAX_CTAS`` as set (NCCL clamps NVLS's channels with
     #: them too, which the model does not: :meth:`nvls_note`).
     ctas: tuple[int | None, int | None] = (None, None)
@@ -275,6 +290,33 @@ class NcclEnv:
                 f"{'/'.join(ran)} times do not change with it (docs/collectives.md, "
                 f"\"Channels of NVLSTree\")")
 
+    def check_p2p(self, collective: str) -> str:
+        """``NCCL_P2P_NET_CHUNKSIZE`` for ``collective``: refused for send/recv and
+        all-to-all at other than NCCL's default (it sets their chunks and how many channels
+        a peer's bytes take, which the model derives otherwise); for any other collective a
+        note that it changes nothing there (``''``: not set, or the default).
+
+        >>> nccl_env({"NCCL_P2P_NET_CHUNKSIZE": "524288"}).check_p2p("all_reduce")[:40]
+        'NCCL_P2P_NET_CHUNKSIZE=524288: set, with'
+        >>> nccl_env({"NCCL_P2P_NET_CHUNKSIZE": "524288"}).check_p2p("alltoall")
+        Traceback (most recent call last):
+        ...
+        fabricsim.errors.ConfigError: NCCL_P2P_NET_CHUNKSIZE: NCCL_P2P_NET_CHUNKSIZE=524288 ...
+        """
+        from fabricsim.collectives.tuner import P2P_COLLECTIVES
+
+        c = self.p2p_net_chunk_bytes
+        if c is None or c == DEFAULT_P2P_NET_CHUNK:
+            return ""
+        if collective in P2P_COLLECTIVES:
+            raise ConfigError(f"NCCL_P2P_NET_CHUNKSIZE={c} is not modelled for {collective}: "
+                              f"it sets the chunks and the channels of NCCL's point-to-point "
+                              f"transfers between servers, which the model times at NCCL's "
+                              f"default; unset it (or {DEFAULT_P2P_NET_CHUNK})",
+                              field="NCCL_P2P_NET_CHUNKSIZE")
+        return (f"NCCL_P2P_NET_CHUNKSIZE={c}: set, without effect on {collective} (it sizes "
+                f"send/recv and all-to-all)")
+
     @property
     def restricts(self) -> bool:
         """True when the settings narrow the tuner's choice of algorithm or protocol."""
@@ -288,8 +330,8 @@ class NcclEnv:
             out.append(f"channels {self.min_channels or 1}-{self.max_channels or MAX_CHANNELS}")
         if self.qps is not None:
             out.append(f"{self.qps} QPs per connection")
-        if self.buffsize is not None:
-            out.append(f"a {self.buffsize / 2**20:g} MiB Simple buffer")
+        if self.buffsize_bytes is not None:
+            out.append(f"a {self.buffsize_bytes / 2**20:g} MiB Simple buffer")
         if not self.plugin_tuner:
             out.append("NCCL's own choice where the network plugin has a tuner")
         return ", ".join(out)
@@ -334,14 +376,28 @@ def _names(var: str, value: str, table: Mapping[str, Any]) -> dict[str, frozense
 
 
 def _int(var: str, value: str, lo: int, hi: int) -> int:
+    """``value`` as NCCL reads a number (``strtoll`` with base 0: decimal, ``0x`` hex or
+    ``0`` octal), refused unless all of it is the number and it lies in ``lo..hi``: NCCL
+    itself reads ``16M`` as 16 and carries on.
+
+    >>> _int("NCCL_BUFFSIZE", "0x1000000", 1, 2**30), _int("NCCL_MAX_NCHANNELS", " 8", 1, 64)
+    (16777216, 8)
+    """
+    v = value.strip()
+    base = 16 if v[:2].lower() == "0x" else 8 if len(v) > 1 and v[0] == "0" else 10
+    digits = v[2:] if base == 16 else v
     try:
-        v = int(value.strip())
+        if not digits.isalnum():
+            raise ValueError(v)
+        n = int(digits, base)
     except ValueError:
-        raise ConfigError(f"{var}={value!r}: must be a whole number {lo}..{hi}",
-                          field=var) from None
-    if not lo <= v <= hi:
+        lead = len(v) - len(v.lstrip("0123456789"))
+        read = f" (NCCL would read {v[:lead]!r} of it)" if 0 < lead < len(v) else ""
+        raise ConfigError(f"{var}={value!r}: must be a whole number {lo}..{hi}{read}; "
+                          f"give it in bytes or units, decimal or 0x hex", field=var) from None
+    if not lo <= n <= hi:
         raise ConfigError(f"{var}={value!r}: must be {lo}..{hi}", field=var)
-    return v
+    return n
 
 
 def _flag(var: str, value: str, legal: tuple[str, ...] = ("0", "1")) -> str:
@@ -357,8 +413,8 @@ def _refuse_unknown(env: Mapping[str, str]) -> tuple[tuple[str, ...], tuple[str,
     quiet: list[str] = []
     modelled: list[str] = []
     for var in sorted(env):
-        if not var.startswith("NCCL_") or var in HONOURED:
-            continue
+        if not var.startswith("NCCL_") or var in HONOURED or not env[var].strip():
+            continue  # an empty value is unset to NCCL too
         if var in NO_EFFECT:
             quiet.append(var)
             continue
@@ -435,6 +491,9 @@ def nccl_env(env: Mapping[str, str]) -> NcclEnv:
     buffsize = None
     if (b := get("NCCL_BUFFSIZE")) is not None:
         buffsize = _int(*b, *BUFFSIZE_RANGE)
+    p2p_chunk = None
+    if (c := get("NCCL_P2P_NET_CHUNKSIZE")) is not None:
+        p2p_chunk = _int(*c, 1, 2**30)
     plugin_tuner = _plugin_tuner(get("NCCL_TUNER_PLUGIN"), get("OFI_NCCL_TUNER_TYPE"))
     every = algos.get("", frozenset()) if algos else frozenset()
     if nvls is False and algos is not None and all(
@@ -447,7 +506,8 @@ def nccl_env(env: Mapping[str, str]) -> NcclEnv:
         raise ConfigError(f"NCCL_ALGO={env['NCCL_ALGO']!r} asks for CollNet only, which "
                           f"needs NCCL_COLLNET_ENABLE=1", field="NCCL_COLLNET_ENABLE")
     return NcclEnv(algorithms=algos, protocols=protos, collnet=collnet, nvls=nvls,
-                   min_channels=lo, max_channels=hi, qps=qps, buffsize=buffsize,
+                   min_channels=lo, max_channels=hi, qps=qps, buffsize_bytes=buffsize,
+                   p2p_net_chunk_bytes=p2p_chunk,
                    no_effect=quiet, as_modelled=modelled,
                    ctas=(bounds.get("NCCL_MIN_CTAS"), bounds.get("NCCL_MAX_CTAS")),
                    plugin_tuner=plugin_tuner)

@@ -56,6 +56,8 @@ KIB = 1024.0
 NCCL_STEPS = 8
 #: NCCL's Simple step: ``NCCL_BUFFSIZE`` (4 MiB) over ``NCCL_STEPS`` (8).
 SIMPLE_STEP_BYTES = 512 * KIB
+#: Simple's grain (``ncclProtoGrainSize``): chunks are whole multiples of it.
+SIMPLE_GRAIN_BYTES = 512
 #: ``NCCL_NVLS_CHUNKSIZE``'s default.
 NVLS_CHUNK_BYTES = 128 * KIB
 #: NVLSTree's chunk limit from 4 servers on (``NCCL_NVLSTREE_MAX_CHUNKSIZE`` unset).
@@ -82,7 +84,9 @@ def simple_step_bytes(fabric: Fabric) -> float:
     ``params.buffsize``) over ``NCCL_STEPS`` (8); with no buffer given, NCCL's default
     (:data:`SIMPLE_STEP_BYTES`), or the AWS EFA plugin's (:data:`AWS_SIMPLE_STEP_BYTES`)
     on its platforms. A tree's and a broadcast/reduce chain's chunk is one step, and an
-    NVLS chunk at most one (``calcCollChunking``, ``src/enqueue.cc``).
+    NVLS chunk at most one (``calcCollChunking``, ``src/enqueue.cc``). NCCL's ring chunk
+    is four steps, but the model's rings move one share per step and keep no chunk: from
+    the 1 MiB the cluster allows up, a connection never runs short of data in flight.
 
     >>> from fabricsim.fabric import build_cluster
     >>> simple_step_bytes(build_cluster("dgx-h100", 2)) / 1024
@@ -90,9 +94,9 @@ def simple_step_bytes(fabric: Fabric) -> float:
     >>> simple_step_bytes(build_cluster("dgx-h100", 2, params={"buffsize": 2**24})) / 1024
     2048.0
     """
-    given = fabric.info.nccl_buffsize
-    if given:
-        return given / NCCL_STEPS
+    given = fabric.info.nccl_buffsize_bytes
+    if given:  # NCCL rounds a chunk down to Simple's 512-byte grain
+        return float(given // NCCL_STEPS // SIMPLE_GRAIN_BYTES * SIMPLE_GRAIN_BYTES)
     return AWS_SIMPLE_STEP_BYTES if _aws(fabric) else SIMPLE_STEP_BYTES
 
 

@@ -99,8 +99,10 @@ CLUSTER_PARAMS = frozenset({"nvlink_domain", "storage_targets", "mgmt_servers_pe
 #: Most queue pairs per connection (``params.qps``; NCCL accepts up to 128).
 MAX_QPS = 128
 #: The Simple buffers ``params.buffsize`` (``NCCL_BUFFSIZE``) may give, in bytes: from
-#: 64 KiB (an 8 KiB step) to 1 GiB; NCCL's default is 4 MiB.
-BUFFSIZE_RANGE = (2**16, 2**30)
+#: 1 MiB to 1 GiB; NCCL's default is 4 MiB. Below 1 MiB a connection between servers may
+#: run short of data in flight (NCCL also caps its send/recv chunk at an eighth of it),
+#: which the model does not represent.
+BUFFSIZE_RANGE = (2**20, 2**30)
 #: Link classes a calibration may scale, and what it scales; ``host.launch`` scales the
 #: host's time to issue an operation on one GPU (``Protocol.host_floor``, nccl-tests -g).
 CALIBRATION_KEYS = frozenset({f"{c}.{what}" for c in ("nvlink", "pcie", "net", "nvls", "sharp")
@@ -494,7 +496,9 @@ def build_cluster(system: str = "dgx-h100", nodes: int = 1, *, gpus_per_node: in
             not (buffsize == 0 or lo <= buffsize <= hi):
         raise ConfigError(f"buffsize (NCCL's Simple buffer per connection, NCCL_BUFFSIZE) "
                           f"must be a whole number of bytes from {lo} to {hi} (NCCL's "
-                          f"default 4194304), got {buffsize!r}", field="params.buffsize")
+                          f"default 4194304; below 1 MiB a connection may run short of "
+                          f"data in flight, which is not modelled), got {buffsize!r}",
+                          field="params.buffsize")
     routing = prm.get("routing", ROUTING_BY_TRANSPORT.get(fspec.transport, "ecmp"))
     if "routing" not in prm and routing == "adaptive" and topo not in ADAPTIVE_TOPOLOGIES:
         routing = "ecmp"  # a spraying transport's default where no adaptive routing exists
@@ -613,7 +617,7 @@ def build_cluster(system: str = "dgx-h100", nodes: int = 1, *, gpus_per_node: in
         nics_per_gpu=int(gpu_nics.shape[1]), pcie_switches=template.params.pcie_switches,
         gpu_power_w=sysp.gpu_power_w, gpu_hour_usd=sysp.gpu_hour_usd, cables=cables,
         calibration=check_calibration(prm.get("calibration")), qps=qps,
-        nccl_buffsize=buffsize,
+        nccl_buffsize_bytes=buffsize,
         cpu_vendor=sysp.cpu_vendor, gpus_per_host=sysp.gpus_per_host,
         net_plugin_latency=cat.nic(sysp.nic).nccl_net_latency_us * 1e-6 if sysp.nics else 0.0,
         plugin_proto="simple" if sysp.nics and not cat.nic(sysp.nic).in_order_128b else "",

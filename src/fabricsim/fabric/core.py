@@ -92,7 +92,7 @@ class FabricInfo:
     #: NCCL's Simple buffer per connection in bytes (``NCCL_BUFFSIZE``; ``params.buffsize``):
     #: its eighth is the chunk a tree, a broadcast/reduce chain and an NVLS round move per
     #: step. 0: NCCL's default on the platform (4 MiB; 8 MiB where AWS's EFA plugin sets it).
-    nccl_buffsize: int = 0
+    nccl_buffsize_bytes: int = 0
     #: Maker of the servers' host CPUs (``intel``, ``amd``, ``arm``), from the system.
     cpu_vendor: str = "intel"
     #: Latency (s) the NICs' NCCL network plugin reports to NCCL's tuner (0 for NCCL's own

@@ -198,6 +198,8 @@ def bench_job(sc: Scenario, *, collective: str | None = None,
 
     spec = sc.collective or DEFAULT_SWEEP
     name = check_collective(collective or spec.collective)
+    if env is not None:
+        env.check_p2p(name)  # NCCL_P2P_NET_CHUNKSIZE: refused where it would change time
     dtype = datatype or spec.datatype
     if dtype not in DATATYPES:
         raise unknown("datatype", dtype, DATATYPES, field="collective.datatype")
@@ -233,7 +235,7 @@ def bench_job(sc: Scenario, *, collective: str | None = None,
     cluster = Cluster.of(sc)
     # the connections' queue pairs and Simple buffer, every backend
     given = {k: v for k, v in (("qps", env.qps if env else None),
-                               ("buffsize", env.buffsize if env else None)) if v is not None}
+                               ("buffsize", env.buffsize_bytes if env else None)) if v is not None}
     if given:
         with_env = cluster.spec.model_copy(update={"params": {**cluster.spec.params,
                                                               **given}})
@@ -398,6 +400,8 @@ class BenchReport:
             out.append(f"{', '.join(env.no_effect)}: set, without effect on time")
         if env.as_modelled:
             out.append(f"{', '.join(env.as_modelled)}: set to what the model does already")
+        if note := env.check_p2p(self.job.collective):
+            out.append(note)
         if not env.plugin_tuner:
             out.append("OFI_NCCL_TUNER_TYPE=Internal: NCCL's own model picks the algorithm "
                        "and protocol where AWS's EFA plugin would (p5, p5en, p6 from three "

@@ -75,7 +75,9 @@ class ClusterSummary(Tabular):
     #: slices, chips per slice, ICI bisection (GB/s, one direction).
     ici: dict[str, Any] = field(default_factory=dict)
     #: What NCCL is told or made to do on this cluster's network (empty without one):
-    #: ``qps_per_connection`` (``NCCL_IB_QPS_PER_CONNECTION``), ``net_plugin_latency_us``
+    #: ``qps_per_connection`` (``NCCL_IB_QPS_PER_CONNECTION``), ``simple_buffer_bytes``
+    #: (``NCCL_BUFFSIZE``: the cluster's ``params.buffsize`` or the platform's default),
+    #: ``net_plugin_latency_us``
     #: (the latency the NICs' network plugin reports to NCCL's tuner; 0: NCCL's own
     #: transport), ``crossing_plugin_us`` (what the model charges each network crossing
     #: for it: ``Protocol.plugin_latency_share`` of it) and ``plugin_proto`` (the
