@@ -689,7 +689,7 @@ def one_constant_fit(cs: list[Case], rows: list[int], grid: tuple[float, ...],
 
 
 #: Values among which :func:`mnnvl_joint_fit` picks the NVLS stages a rack's hosts add.
-MNNVL_NVLS_GRID: tuple[float, ...] = tuple(0.5 * i for i in range(13))
+MNNVL_NVLS_GRID: tuple[float, ...] = tuple(0.5 * i for i in range(19))
 
 
 def mnnvl_joint_fit(cs: list[Case]) -> dict[str, Any]:
@@ -784,12 +784,17 @@ NVLS_WARP_GRID_GBS: tuple[float, ...] = (*(round(2.0 + 0.1 * i, 1) for i in rang
 def nvls_warp_rows(cs: list[Case], algo: str = "nvls") -> list[int]:
     """Indices into ``cs`` of held-out rows where NCCL's choice is ``algo`` (NVLS or
     NVLSTree) and the model charges its copy warps
-    (:func:`~fabricsim.collectives.pipeline.nvls_copy_warps`: Blackwell GPUs)."""
+    (:func:`~fabricsim.collectives.pipeline.nvls_copy_warps`: Blackwell GPUs); for
+    NVLSTree also the rows of :func:`mnnvl_rows`, whose NVLS stages trade against its
+    rate (a slower fill or slower warps), so that the two fits share their rows: the
+    rate fitted there and the stages fitted there (with the step) are each other's
+    optimum, where NVLSTree's rows alone drift with the stages."""
     from fabricsim.protocols import tuning_hardware
 
-    return [i for i in held_out(cs)
+    rows = [i for i in held_out(cs)
             if tuning_hardware(fabric_of(cs[i]))[1].startswith("nvlink5")
             and choose(cs[i]).algorithm == algo]
+    return sorted({*rows, *mnnvl_rows(cs)}) if algo == "nvlstree" else rows
 
 
 def nvls_warp_fit(cs: list[Case], algo: str = "nvls") -> dict[str, Any]:

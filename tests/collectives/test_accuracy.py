@@ -85,8 +85,8 @@ def test_secondary_rows_are_run_and_reported(
     # the vendor's figure (issue 10), which no constant is fitted on since NVLS on
     # NVSwitch gen4 is bound by its copy warps (Protocol.nvls_warp_rate, fitted on seven
     # published sources; their 64-72 GPU domains measure 835-898 GB/s at 8 GiB): the model
-    # comes out 6.4 % above it
-    assert 0.05 < gb200[0]["rel_error"] < 0.08
+    # comes out 5 % above it (6.4 % until a rack's NVLS fill took 6 stages, 2026-12-03)
+    assert 0.04 < gb200[0]["rel_error"] < 0.07
     assert b.summary(res)["all"]["ge_1MiB"]["rows"] > b.summary(res)["primary"]["ge_1MiB"][
         "rows"]
 

@@ -120,9 +120,11 @@ def test_library_mnnvl_step_is_the_fit_on_every_source(fitted: Fitted) -> None:
 def test_library_mnnvl_nvls_stages_are_the_fit_on_every_source(fitted: Fitted) -> None:
     # the NVLS stages a rack's hosts add to a fill are fitted, together with the step
     # between hosts, on the rows of every source whose GPUs sit on several trays of one
-    # NVLink domain: the fit is inside its grid, each source left out moves it by half a
-    # stage at most and only two do (OCI's GB300 rack and OCI's GB200 racks with NVLS
-    # off, left out, ask for 5), and more than one source asks for stages at all
+    # NVLink domain: the fit is inside its grid and more than one source asks for stages
+    # at all. Left out, OCI's GB300 rack moves it by half a stage and CoreWeave's GB200
+    # racks by one and a half (to 4.5, the value before their 20 racks were corrected to
+    # NVLS off and NVLSTree's warps refit, 2026-12-03): one source weighs more here than
+    # elsewhere, and the test says so rather than hide it
     from fabricsim.protocols import PROTOCOLS
 
     mk = fitted[3]["mnnvl_nvls"]
@@ -130,7 +132,8 @@ def test_library_mnnvl_nvls_stages_are_the_fit_on_every_source(fitted: Fitted) -
     assert mk["sources"] >= 5 and mk["rows"] >= 100
     grid = fitted[0].MNNVL_NVLS_GRID
     assert min(grid) < mk["all"] < max(grid)
-    assert all(abs(v - mk["all"]) <= 0.5 + 1e-9 for v in mk["loso"].values())
+    assert all(abs(v - mk["all"]) <= 1.5 + 1e-9 for v in mk["loso"].values())
+    assert sum(1 for v in mk["loso"].values() if abs(v - mk["all"]) > 0.5 + 1e-9) <= 1
     assert sum(1 for v in mk["loso"].values() if v != mk["all"]) <= 2
     assert sum(1 for v in mk["by_source"].values() if v) >= 3
 
@@ -139,9 +142,10 @@ def test_library_mnnvl_nvls_stages_are_the_fit_on_every_source(fitted: Fitted) -
 def test_library_nvls_warp_rates_are_the_fit_on_every_source(fitted: Fitted,
                                                               algo: str) -> None:
     # Blackwell's NVLS and NVLSTree move at their copy warps' pace: each algorithm's rate
-    # per warp is fitted on the held-out rows where NCCL runs it on Blackwell GPUs, seven
-    # sources each; the fit is inside its grid, no source left out moves it by more than
-    # 0.2 GB/s, and at least five sources move it
+    # per warp is fitted on the held-out rows where NCCL runs it on Blackwell GPUs (for
+    # NVLSTree with the rack rows its fill's stages are fitted on), seven sources or more
+    # each; the fit is inside its grid, no source left out moves it by more than 0.2 GB/s,
+    # and at least five sources move it
     from fabricsim.protocols import PROTOCOLS
 
     nw = fitted[3]["nvls_warp" if algo == "nvls" else "nvlstree_warp"]
@@ -469,13 +473,19 @@ def test_the_nearest_rows_are_of_the_system_scale_kind_and_sizes_asked() -> None
 
 
 def test_the_nearest_rows_warn_only_where_they_lean_beyond_the_band() -> None:
-    racks = build_cluster("gb200-nvl72", 20)
-    loc = local_evidence(racks, "all_reduce", 2**34)
-    assert loc is not None and loc.signed_median > 1.0  # the 20-rack rows, model fast
-    why = local_warning(racks, "all_reduce", 2**34)
-    assert why is not None and "gb200-nvl72 at 20 servers" in why
+    a100 = build_cluster("dgx-a100", 16)
+    loc = local_evidence(a100, "all_reduce", 2**30)
+    assert loc is not None and loc.signed_median > 1.0  # CoreWeave's 16 A100, model fast
+    why = local_warning(a100, "all_reduce", 2**30)
+    assert why is not None and "dgx-a100 at 16 servers" in why
     assert f"median {loc.signed_median * 100:+.0f} %" in why
-    assert f"± {band(racks, 'all_reduce', 2**34).median * 100:.0f} %" in why  # its band
+    assert f"± {band(a100, 'all_reduce', 2**30).median * 100:.0f} %" in why  # its band
+    # 20 GB200 racks: 2x fast while their rows ran NVLSTree in the model; the run had NVLS
+    # off (corrected 2026-12-03), and with trees the rows lean no further than the band
+    racks = build_cluster("gb200-nvl72", 20)
+    near = local_evidence(racks, "all_reduce", 2**34)
+    assert near is not None and abs(near.signed_median) < 0.25
+    assert local_warning(racks, "all_reduce", 2**34) is None
     # two DGX H100 at 1 GiB: the nearest rows agree with the band, nothing to say
     two = build_cluster("dgx-h100", 2)
     assert local_evidence(two, "all_reduce", 2**30) is not None
@@ -496,14 +506,14 @@ def test_the_nearest_rows_warn_only_where_they_lean_beyond_the_band() -> None:
 
 
 def test_bench_says_where_the_nearest_rows_disagree() -> None:
-    args = ["bench", "all_reduce", "--system", "gb200-nvl72", "--nodes", "20", "-b", "16G",
-            "-e", "16G"]
+    args = ["bench", "all_reduce", "--system", "dgx-a100", "--nodes", "16", "-b", "1G",
+            "-e", "1G"]
     r = CliRunner().invoke(app, args)
     assert r.exit_code == 0, r.output
-    assert "# warning: published runs of gb200-nvl72 at 20 servers" in r.output
+    assert "# warning: published runs of dgx-a100 at 16 servers" in r.output
     r = CliRunner().invoke(app, [*args, "--json"])
     row = json.loads(r.stdout.splitlines()[0])  # the rows; run warnings go to stderr
-    assert row["local"].startswith("published runs of gb200-nvl72 at 20 servers")
+    assert row["local"].startswith("published runs of dgx-a100 at 16 servers")
     # per size: bench's 1 MiB row says it, its 4 GiB row does not
     r = CliRunner().invoke(app, ["bench", "all_reduce", "--system", "hgx-b200", "--nodes",
                                  "64", "-b", "1M", "-e", "4G", "-f", "4096", "--json"])

@@ -330,9 +330,9 @@ def local_warning(fabric: Fabric, collective: str, nbytes: float,
     question's band of sizes exist) sizes asked about.
 
     >>> from fabricsim.fabric import build_cluster
-    >>> print(local_warning(build_cluster("gb200-nvl72", 20), "all_reduce", 2**34))
+    >>> print(local_warning(build_cluster("dgx-a100", 16), "all_reduce", 2**30))
     ... # doctest: +ELLIPSIS
-    published runs of gb200-nvl72 at 20 servers (6 bandwidth rows, 1 source) ...
+    published runs of dgx-a100 at 16 servers (12 bandwidth rows, 1 source) ...
     >>> local_warning(build_cluster("dgx-h100", 2), "all_reduce", 2**30) is None
     True
     >>> print(local_warning(build_cluster("hgx-b200", 64), "all_reduce", 2**20))
