@@ -37,6 +37,8 @@ from pathlib import Path
 
 from accuracy_nccl import MIB, Case
 
+from fabricsim.collectives.pipeline import AWS_BUFFSIZE_BYTES, DEFAULT_BUFFSIZE_BYTES
+
 CSV = Path(__file__).resolve().parents[1] / "data" / "reference" / "nccl_tests.csv"
 
 _ALGOS = {"Ring": "ring", "Tree": "tree", "NVLS": "nvls", "NVLSTree": "nvlstree"}
@@ -222,8 +224,8 @@ def published_cases() -> tuple[list[Case], Counter[str]]:
             if q and int(q.group(1)) > 1 and nodes > 1:  # the run's own queue pairs
                 params["qps"] = int(q.group(1))
             b = re.search(r"NCCL_BUFFSIZE=(\d+)", r["notes"])
-            efa = r["fabric"] == "efa" or r["system"].startswith("aws-")  # EFA plugin: 8 MiB
-            if b and int(b.group(1)) != (8 if efa else 4) * 2**20:  # the run's own buffer
+            efa = r["fabric"] == "efa" or r["system"].startswith("aws-")  # EFA plugin sets it
+            if b and int(b.group(1)) != (AWS_BUFFSIZE_BYTES if efa else DEFAULT_BUFFSIZE_BYTES):
                 params["buffsize"] = int(b.group(1))  # (not the platform's default)
             if params:
                 kw = {**kw, "params": {**kw.get("params", {}), **params}}

@@ -10,6 +10,7 @@ from rich.table import Table
 
 from fabricsim.cli.common import JsonOpt, ScenarioArg, check_out_file, console, print_json
 from fabricsim.cli.options import NET_ROUTING, NO_CLUSTER_FLAGS, ClusterFlags, load, with_groups
+from fabricsim.collectives.pipeline import DEFAULT_BUFFSIZE_BYTES
 from fabricsim.errors import ConfigError
 from fabricsim.fabric import Fabric
 from fabricsim.fabric.ici import shape_name
@@ -161,8 +162,8 @@ def nccl_row(nccl: dict[str, Any]) -> str:
     """
     q = int(nccl["qps_per_connection"])
     out = f"{q} QP{'s' if q > 1 else ''} per connection; "
-    buf = int(nccl.get("simple_buffer_bytes", 4 * 2**20))
-    if buf != 4 * 2**20:
+    buf = int(nccl.get("simple_buffer_bytes", DEFAULT_BUFFSIZE_BYTES))
+    if buf != DEFAULT_BUFFSIZE_BYTES:
         out += f"{buf / 2**20:g} MiB Simple buffer; "
     lat, proto = float(nccl["net_plugin_latency_us"]), str(nccl["plugin_proto"])
     if not lat and not proto:

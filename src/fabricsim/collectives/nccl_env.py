@@ -15,7 +15,7 @@ every ``NCCL_*`` variable in it is one of:
   the model keeps NVLS's channels and says so (:meth:`NcclEnv.nvls_note`);
   ``NCCL_IB_QPS_PER_CONNECTION`` (1-128) is the queue pairs per connection
   between servers, on every backend (the cluster's ``params.qps``: hashed ECMP spreads
-  them); ``NCCL_BUFFSIZE`` (64 KiB-1 GiB) is the Simple buffer per connection, whose
+  them); ``NCCL_BUFFSIZE`` (1 MiB-1 GiB) is the Simple buffer per connection, whose
   eighth is the chunk of a tree, a broadcast/reduce chain and an NVLS round (the
   cluster's ``params.buffsize``); ``NCCL_CROSS_NIC`` 0 or 2 is what the model does
   already (rings stay on one rail); ``NCCL_TUNER_PLUGIN`` naming AWS's EFA plugin (``*ofi*``) and
@@ -152,8 +152,6 @@ AS_MODELLED: Mapping[str, tuple[Callable[[str], bool], str, str]] = MappingProxy
                               "communicator over every rank, as the model does; a mask "
                               "splits it into several, which it does not model"),
 })
-#: NCCL's default buffer (bytes).
-DEFAULT_BUFFSIZE = 4 * 2**20
 #: NCCL's bounds on channels and queue pairs.
 MAX_CHANNELS = 64
 MAX_QPS = 128

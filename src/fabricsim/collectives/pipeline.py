@@ -54,17 +54,18 @@ from fabricsim.schedule.core import Crossings, Pipeline
 KIB = 1024.0
 #: Steps of a connection's buffer (``NCCL_STEPS``).
 NCCL_STEPS = 8
-#: NCCL's Simple step: ``NCCL_BUFFSIZE`` (4 MiB) over ``NCCL_STEPS`` (8).
-SIMPLE_STEP_BYTES = 512 * KIB
+#: NCCL's Simple buffer per connection (``NCCL_BUFFSIZE``'s default), and the one the AWS
+#: EFA plugin sets on its platforms (aws-ofi-nccl ``platform-aws.cpp``).
+DEFAULT_BUFFSIZE_BYTES = 4 * 2**20
+AWS_BUFFSIZE_BYTES = 8 * 2**20
 #: Simple's grain (``ncclProtoGrainSize``): chunks are whole multiples of it.
 SIMPLE_GRAIN_BYTES = 512
 #: ``NCCL_NVLS_CHUNKSIZE``'s default.
 NVLS_CHUNK_BYTES = 128 * KIB
 #: NVLSTree's chunk limit from 4 servers on (``NCCL_NVLSTREE_MAX_CHUNKSIZE`` unset).
 NVLSTREE_MAX_CHUNK_BYTES = 64 * KIB
-#: What the AWS EFA plugin sets on its platforms: ``NCCL_BUFFSIZE`` 8 MiB (a 1 MiB
-#: step), ``NCCL_NVLS_CHUNKSIZE`` and ``NCCL_NVLSTREE_MAX_CHUNKSIZE`` 512 KiB.
-AWS_SIMPLE_STEP_BYTES = 1024 * KIB
+#: What the AWS EFA plugin sets on its platforms for NVLS: ``NCCL_NVLS_CHUNKSIZE`` and
+#: ``NCCL_NVLSTREE_MAX_CHUNKSIZE`` 512 KiB.
 AWS_NVLS_CHUNK_BYTES = 512 * KIB
 #: ``calcCollChunking``'s shrinking for NVLS: below ``k`` chunks per op, the chunk drops
 #: to the given size (applied in order, each test with the chunk the previous left).
@@ -79,14 +80,29 @@ def _aws(fabric: Fabric) -> bool:
     return fabric.info.transport == "srd"
 
 
+def simple_buffer_bytes(fabric: Fabric) -> int:
+    """NCCL's Simple buffer per connection on ``fabric``: the cluster's
+    ``params.buffsize`` (``NCCL_BUFFSIZE``) where given, else NCCL's default
+    (:data:`DEFAULT_BUFFSIZE_BYTES`), or the AWS EFA plugin's (:data:`AWS_BUFFSIZE_BYTES`)
+    on its platforms.
+
+    >>> from fabricsim.fabric import build_cluster
+    >>> simple_buffer_bytes(build_cluster("aws-p5", 2)) // 2**20
+    8
+    """
+    given = fabric.info.nccl_buffsize_bytes
+    if given:
+        return int(given)
+    return AWS_BUFFSIZE_BYTES if _aws(fabric) else DEFAULT_BUFFSIZE_BYTES
+
+
 def simple_step_bytes(fabric: Fabric) -> float:
-    """NCCL's Simple step on ``fabric``: its buffer (``NCCL_BUFFSIZE``, the cluster's
-    ``params.buffsize``) over ``NCCL_STEPS`` (8); with no buffer given, NCCL's default
-    (:data:`SIMPLE_STEP_BYTES`), or the AWS EFA plugin's (:data:`AWS_SIMPLE_STEP_BYTES`)
-    on its platforms. A tree's and a broadcast/reduce chain's chunk is one step, and an
-    NVLS chunk at most one (``calcCollChunking``, ``src/enqueue.cc``). NCCL's ring chunk
-    is four steps, but the model's rings move one share per step and keep no chunk: from
-    the 1 MiB the cluster allows up, a connection never runs short of data in flight.
+    """NCCL's Simple step on ``fabric``: its buffer (:func:`simple_buffer_bytes`) over
+    ``NCCL_STEPS`` (8), rounded down to Simple's 512-byte grain. A tree's and a
+    broadcast/reduce chain's chunk is one step, and an NVLS chunk at most one
+    (``calcCollChunking``, ``src/enqueue.cc``). NCCL's ring chunk is four steps, but the
+    model's rings move one share per step and keep no chunk: from the 1 MiB the cluster
+    allows up, a connection never runs short of data in flight.
 
     >>> from fabricsim.fabric import build_cluster
     >>> simple_step_bytes(build_cluster("dgx-h100", 2)) / 1024
@@ -94,10 +110,8 @@ def simple_step_bytes(fabric: Fabric) -> float:
     >>> simple_step_bytes(build_cluster("dgx-h100", 2, params={"buffsize": 2**24})) / 1024
     2048.0
     """
-    given = fabric.info.nccl_buffsize_bytes
-    if given:  # NCCL rounds a chunk down to Simple's 512-byte grain
-        return float(given // NCCL_STEPS // SIMPLE_GRAIN_BYTES * SIMPLE_GRAIN_BYTES)
-    return AWS_SIMPLE_STEP_BYTES if _aws(fabric) else SIMPLE_STEP_BYTES
+    step = simple_buffer_bytes(fabric) // NCCL_STEPS
+    return float(step // SIMPLE_GRAIN_BYTES * SIMPLE_GRAIN_BYTES)
 
 
 def _class_rate(fabric: Fabric, node: int, cls: str) -> float:

@@ -201,10 +201,10 @@ def summarize(fabric: Fabric) -> ClusterSummary:
                      f"published GB200/GB300 runs)")
     nccl: dict[str, Any] = {}
     if info.nics_per_server and info.servers > 1:
-        from fabricsim.collectives.pipeline import NCCL_STEPS, simple_step_bytes
+        from fabricsim.collectives.pipeline import simple_buffer_bytes
 
         nccl = {"qps_per_connection": int(info.qps),
-                "simple_buffer_bytes": int(simple_step_bytes(fabric) * NCCL_STEPS),
+                "simple_buffer_bytes": simple_buffer_bytes(fabric),
                 "net_plugin_latency_us": round(info.net_plugin_latency * 1e6, 3),
                 "crossing_plugin_us": round(PROTOCOLS["simple"].plugin_latency_share
                                             * info.net_plugin_latency * 1e6, 3),
