@@ -31,6 +31,7 @@ True
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
@@ -696,6 +697,38 @@ def nvlstree_kernel_rate(fabric: Fabric, servers: int, ranks: int) -> float:
 #: Display names as NCCL prints them.
 PROTOCOL_LABELS = {"ll": "LL", "ll128": "LL128", "simple": "Simple"}
 
+
+#: LL's rate over NVLink in NCCL releases before 2.10.3, against the rate the model
+#: otherwise gives (fitted on Azure's A100 and H100 pages, NCCL 2.18 and later). A
+#: mechanism, not a fit: until 2.10.3 NCCL's LL primitives (``prims_ll.h``) loaded the
+#: user's data byte by byte and finished that load before polling for the peer's flag, so
+#: each 16-byte line paid two memory round trips one after the other; 2.10.3 rewrote them
+#: to load at the element's width and issue the load before the poll, the two round trips
+#: overlapping. Inside a server LL's time is that per-line work, so its rate halves; the
+#: small-size floor (launch, issue) is unchanged. Published runs agree: ABCI's DGX A100 on
+#: NCCL 2.8.4 and three 2021 one-server A100 runs that do not print their release take
+#: 75-84 us for a 1 MiB all-reduce, where Azure's page on 2.18.5 takes 51 us, with the
+#: same 35-38 us floor below 64 KiB (docs/collectives.md, "NCCL releases").
+SERIAL_LL_NVLINK = 0.5
+
+
+def serial_ll(protocols: Mapping[str, Protocol]) -> dict[str, Protocol]:
+    """``protocols`` with LL as NCCL releases before 2.10.3 run it: its NVLink efficiency
+    times :data:`SERIAL_LL_NVLINK`. The other protocols are unchanged.
+
+    >>> slow = serial_ll(PROTOCOLS)
+    >>> slow["ll"].efficiency["nvlink"] == PROTOCOLS["ll"].efficiency["nvlink"] / 2
+    True
+    >>> slow["simple"] is PROTOCOLS["simple"]
+    True
+    """
+    out = dict(protocols)
+    ll = out.get("ll")
+    if ll is not None:
+        eff = dict(ll.efficiency)
+        eff["nvlink"] *= SERIAL_LL_NVLINK
+        out["ll"] = ll.scaled(efficiency=eff)
+    return out
 
 def get_protocol(name: str) -> Protocol:
     """The protocol called ``name`` (case-insensitive: ``LL``, ``LL128``, ``Simple``).

@@ -251,3 +251,57 @@ def test_known_nvlstree_slowdown_is_named_where_it_applies(
     assert bool(note) is applies
     if applies:
         assert "nccl#2035" in note and "fixed in 2.30.3" in note
+
+
+def test_ll_before_2_10_3_runs_at_half_rate_over_nvlink() -> None:
+    """NCCL 2.10.3 rewrote the LL primitives to overlap loading the user's data with the
+    flag poll; before it, LL's time inside a server is twice the per-line work. The
+    model answers a release before 2.10.3 with LL's NVLink rate halved, and only LL:
+    the floor, LL128, Simple and every later release are as before."""
+    from fabricsim.collectives.tuner import Tuner
+    from fabricsim.protocols import SERIAL_LL_NVLINK
+
+    fab = build_cluster("dgx-a100", 1)
+    t = Tuner()
+
+    def time(size: int, proto: str, release: str | None) -> float:
+        return t.choose(fab, "all_reduce", size, proto=proto, nccl_version=release).time
+
+    mib = 2**20
+    assert SERIAL_LL_NVLINK == 0.5
+    # LL's bytes cost twice as much: at 1 -> 2 MiB the added time doubles
+    new = time(2 * mib, "ll", None) - time(mib, "ll", None)
+    old = time(2 * mib, "ll", "2.8.4") - time(mib, "ll", "2.8.4")
+    assert old == pytest.approx(2 * new, rel=0.05)
+    # the fixed part (launch, hops) is the same: 8 bytes take as long
+    assert time(8, "ll", "2.8.4") == pytest.approx(time(8, "ll", None), rel=0.02)
+    for proto in ("ll128", "simple"):
+        assert time(16 * mib, proto, "2.8.4") == time(16 * mib, proto, None)
+    for release in ("2.10.3", "2.18.5", "2.29.7"):
+        assert time(mib, "ll", release) == time(mib, "ll", None)
+    # one tuner answers both: the older release's model is kept beside the newer
+    assert t.serial_ll_tuner() is t.serial_ll_tuner()
+    assert t.serial_ll_tuner().serial_ll_tuner() is t.serial_ll_tuner()
+
+
+def test_ll_before_2_10_3_meets_a_2021_run() -> None:
+    """ABCI's DGX A100 on NCCL 2.8.4 (data/reference/nccl_tests.csv, one server, ring LL
+    at 1 MiB): 75-84 us where Azure's page on 2.18.5 takes 51 us. At the later rate the
+    model gives about 46 us, nearly half; at 2.8.4's within 12 % of both ABCI runs."""
+    from fabricsim.collectives.tuner import Tuner
+
+    fab = build_cluster("dgx-a100", 1)
+    t = Tuner()
+    old = t.choose(fab, "all_reduce", 2**20, nccl_version="2.8.4").time * 1e6
+    new = t.choose(fab, "all_reduce", 2**20).time * 1e6
+    for measured_us in (75.38, 83.97):
+        assert abs(old / measured_us - 1) < 0.12
+        assert new / measured_us - 1 < -0.35
+
+
+def test_release_note_names_the_ll_kernels_before_2_10_3() -> None:
+    from fabricsim.collectives.nccl_model import release_note
+
+    assert "LL kernels, before 2.10.3" in release_note("2.9.9")
+    assert "LL kernels" not in release_note("2.10.3")
+    assert release_note("2.18.5").startswith("NCCL 2.18.5 is older")

@@ -177,3 +177,16 @@ def test_a_nic_measured_below_line_rate_caps_every_protocols_network_share() -> 
     t = predict_time(p4d, "all_reduce", 2**30, algo="tree", proto="simple")
     line = p4d.info.nic_bandwidth * p4d.info.nics_per_server  # bytes/s per server
     assert 2**30 / t <= 0.85 * line
+
+
+def test_serial_ll_halves_ll_on_nvlink_alone() -> None:
+    from fabricsim.protocols import SERIAL_LL_NVLINK, serial_ll
+
+    out = serial_ll(PROTOCOLS)
+    ll, base = out["ll"], PROTOCOLS["ll"]
+    for cls, eff in base.efficiency.items():
+        want = eff * SERIAL_LL_NVLINK if cls == "nvlink" else eff
+        assert ll.efficiency[cls] == pytest.approx(want)
+    assert ll.hop_latency == base.hop_latency and ll.launch == base.launch
+    assert out["ll128"] is PROTOCOLS["ll128"] and out["simple"] is PROTOCOLS["simple"]
+    assert serial_ll({"simple": PROTOCOLS["simple"]}) == {"simple": PROTOCOLS["simple"]}

@@ -172,6 +172,10 @@ def release_name(text: str | None) -> str:
 
 #: The oldest release whose tuning tables the model reads; older ones are rated with them.
 OLDEST_NCCL = (2, 23, 0)
+#: The release whose LL kernels overlap loading the user's data with polling for the peer's
+#: flag (``prims_ll.h`` rewritten in 2.10.3); older releases run LL over NVLink at
+#: :data:`~fabricsim.protocols.SERIAL_LL_NVLINK` of the later rate.
+LL_OVERLAP_NCCL = (2, 10, 3)
 
 
 def release_note(text: str | None) -> str:
@@ -187,6 +191,8 @@ def release_note(text: str | None) -> str:
     True
     >>> note.endswith("made with 2.29.7's tuning tables")
     True
+    >>> "half the later rate" in release_note("2.8.4"), "LL" in release_note("2.18.5")
+    (True, False)
     """
     if text is None or not str(text).strip():
         return ""
@@ -197,8 +203,13 @@ def release_note(text: str | None) -> str:
                 f"choice of algorithm and protocol is made with {newest}'s tuning tables")
     if v < OLDEST_NCCL:
         oldest = ".".join(map(str, OLDEST_NCCL[:2]))
-        return (f"NCCL {name} is older than the oldest tuning tables modelled ({oldest}): "
+        note = (f"NCCL {name} is older than the oldest tuning tables modelled ({oldest}): "
                 f"its choice of algorithm and protocol is made with {oldest}'s")
+        if v < LL_OVERLAP_NCCL:
+            note += ("; its LL kernels, before 2.10.3, move data over NVLink at half the "
+                     "later rate, as the analytic backend times them (the flow and packet "
+                     "backends time LL as 2.10.3 and later run it)")
+        return note
     return ""
 
 

@@ -56,12 +56,12 @@ from numpy.typing import ArrayLike
 
 from fabricsim.collectives.alltoall import p2p_channels_per_peer, p2p_protocol
 from fabricsim.collectives.busbw import COLLECTIVES
-from fabricsim.collectives.nccl_model import NcclModel, nccl_release
+from fabricsim.collectives.nccl_model import LL_OVERLAP_NCCL, NcclModel, nccl_release
 from fabricsim.collectives.pipeline import nccl_channels
 from fabricsim.collectives.registry import ALGORITHMS, Algorithm, Group, get_algorithm
 from fabricsim.errors import ConfigError, ScheduleError, unknown
 from fabricsim.fabric.core import Fabric
-from fabricsim.protocols import IDEAL, PROTOCOL_LABELS, PROTOCOLS, Protocol
+from fabricsim.protocols import IDEAL, PROTOCOL_LABELS, PROTOCOLS, Protocol, serial_ll
 from fabricsim.schedule.core import Schedule
 
 if TYPE_CHECKING:
@@ -265,6 +265,10 @@ class Tuner:
             weakref.WeakKeyDictionary()
         self._p2p_channels: weakref.WeakKeyDictionary[Group, int] = \
             weakref.WeakKeyDictionary()
+        #: the tuner of NCCL releases before 2.10.3 (:meth:`serial_ll_tuner`), and
+        #: whether this one is it
+        self._serial_ll: Tuner | None = None
+        self._is_serial_ll = False
 
     @property
     def backend(self) -> AnalyticBackend:
@@ -288,6 +292,7 @@ class Tuner:
         for cache in (self._models, self._bounds, self._scheds, self._groups, self._rkeys,
                       self._cands, self._p2p_channels, self._nccl):
             cache.clear()
+        self._serial_ll = None
         self._backend = self._given_backend
         self.bounds_hold = True
 
@@ -394,6 +399,11 @@ class Tuner:
         >>> bool(many.time < one.time / 4)
         True
         """
+        if (not self._is_serial_ll and "ll" in self.protocols
+                and nccl_release(nccl_version) < LL_OVERLAP_NCCL):
+            return self.serial_ll_tuner().choose(
+                fabric, collective, nbytes, ranks, algo, proto, channels, gpus_per_thread,
+                nccl_version, plugin_tuner, back_to_back)
         best = self._choose(fabric, collective, nbytes, ranks, algo, proto, channels,
                             nccl_version, plugin_tuner)
         coll = check_collective(collective)
@@ -404,6 +414,28 @@ class Tuner:
         if floor > best.time:
             best = Choice(best.algorithm, best.protocol, floor)
         return best
+
+    def serial_ll_tuner(self) -> Tuner:
+        """The tuner that answers for NCCL releases before 2.10.3: this one's protocols
+        with LL's NVLink rate as those releases' kernels run it
+        (:func:`~fabricsim.protocols.serial_ll`), the same selection and backend; kept
+        with this tuner. :meth:`choose` hands such releases to it.
+
+        >>> from fabricsim.fabric import build_cluster
+        >>> fab = build_cluster("dgx-a100", 1)
+        >>> new = Tuner().choose(fab, "all_reduce", 2**20, proto="ll")
+        >>> old = Tuner().choose(fab, "all_reduce", 2**20, proto="ll", nccl_version="2.8.4")
+        >>> bool(old.time > new.time * 1.3)
+        True
+        """
+        if self._is_serial_ll:
+            return self
+        if self._serial_ll is None:
+            t = Tuner(serial_ll(self.protocols), prune=self.prune, select=self.select,
+                      backend=self._given_backend)
+            t._is_serial_ll = True
+            self._serial_ll = t
+        return self._serial_ll
 
     def _back_to_back(self, fabric: Fabric, coll: str, nbytes: float,
                       ranks: ArrayLike | None, algo: str | None, proto: str | None,
