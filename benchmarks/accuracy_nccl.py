@@ -17,7 +17,7 @@ primary single-server rows, including the 1 KiB latencies of row 1087 measured w
 process per GPU; multi-node rows are held out) and prints the fitted values; the library's
 constants were set from it.
 
-Then every published nccl-tests row of data/reference/nccl_tests.csv (88 sources, none
+Then every published nccl-tests row of data/reference/nccl_tests.csv (89 sources, none
 used by any fit: benchmarks/published_nccl.py), the error per source, and the held-out
 error per accuracy group (fabricsim.collectives.accuracy): rows of sources no constant
 was fitted on, by group, by NCCL's choice, and by group once each source's own level is
@@ -757,8 +757,8 @@ def plugin_fit(cs: list[Case]) -> dict[str, Any]:
 
 #: Values (GB/s) among which :func:`tree_ll128_fit` picks LL128's rate per tree channel
 #: between servers (1000: no bound within reach).
-TREE_LL128_GRID_GBS: tuple[float, ...] = (3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 10.0, 12.0, 15.0,
-                                          20.0, 1000.0)
+TREE_LL128_GRID_GBS: tuple[float, ...] = (3.0, 3.5, 4.0, 4.5, 5.0, 5.5, 6.0, 7.0, 8.0, 10.0,
+                                          12.0, 15.0, 20.0, 1000.0)
 
 
 def tree_ll128_rows(cs: list[Case]) -> list[int]:

@@ -397,7 +397,12 @@ TARGETS = [("several servers, bandwidth", "median", 0.07),
            ("InfiniBand, bandwidth", "median", 0.10),
            ("NVLink racks, bandwidth", "median", 0.10),
            # 11.5 % once Azure's pages vendored twice count as fitted (10.0 % with them)
-           ("one server, 1-16 MiB", "median", 0.10)]
+           ("one server, 1-16 MiB", "median", 0.10),
+           # met at 15.0 % until Azure ML's two ND96asr_v4 were vendored (2026-12-03):
+           # one process per GPU, where the model runs 17-39 % fast at 4-256 KiB in one
+           # server (NCCL's LL runs fewer channels there, which the model's timing does not)
+           # and 13-68 % fast below 64 KiB across two: 15.1 %
+           ("all scopes, latency", "median", 0.15)]
 TARGETS_MET = [("RoCE, bandwidth", "median", 0.10),
                # 10.8 -> 8.4 % once p4d's first EFA carried the share of its line rate it
                # is measured to sustain (NicSpec.sustained_share, reference row 240)
@@ -406,8 +411,9 @@ TARGETS_MET = [("RoCE, bandwidth", "median", 0.10),
                # 15.4 % with six more sources (2026-12-01: EFA runs whose small messages
                # the model timed short), 11.7-11.8 % once crossings over EFA paid a share
                # of the plugin's declared latency; 15.5 % with ABCI's A100 runs
-               # (2026-12-02: NCCL 2.8.4), 15.0 % once broadcasts overlap back to back
-               ("all scopes, latency", "median", 0.15)]
+               # (2026-12-02: NCCL 2.8.4), 15.0 % once broadcasts overlap back to back, 15.1 %
+               # with Azure ML's ND96asr_v4 (2026-12-03): back among the targets above
+               ]
 
 
 @pytest.mark.parametrize(("group", "stat", "target"), TARGETS)
