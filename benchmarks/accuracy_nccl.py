@@ -505,13 +505,15 @@ def _tuner(crossing_us: float, nvlink5: float, backend: Any = None,
            plugin_share: float | None = None, tree_ll128_gbs: float | None = None,
            mnnvl_nvls_stages: float | None = None,
            nvls_warp_gbs: float | None = None,
-           nvlstree_warp_gbs: float | None = None) -> Tuner:
+           nvlstree_warp_gbs: float | None = None,
+           ll_step: tuple[float, float] | None = None) -> Tuner:
     """The library's protocols with the crossing cost and Simple's NVLink 5 share given
     (LL128's follows it: it runs at 0.92 of Simple's share), and Simple's NVLink step on
     a ring, the multi-node NVLink step, the share of a network plugin's declared latency a
     crossing pays, LL128's rate per tree channel between servers (GB/s), the NVLS
-    stages a rack's hosts add to a fill and Simple's rates per copy warp of NVLS and of
-    NVLSTree (GB/s) where given (``None``: the library's)."""
+    stages a rack's hosts add to a fill, Simple's rates per copy warp of NVLS and of
+    NVLSTree (GB/s) and the factors on LL's NVLink step on NVLink 3 and 4 (``ll_step``)
+    where given (``None``: the library's)."""
     from fabricsim import protocols
 
     out = {k: p.scaled(crossing_per_channel=crossing_us * 1e-6,
@@ -531,6 +533,10 @@ def _tuner(crossing_us: float, nvlink5: float, backend: Any = None,
             p = out["simple"]
             out["simple"] = p.scaled(nvls_warp_rate={**dict(p.nvls_warp_rate),
                                                      algo: gbs * 1e9})
+    if ll_step is not None:
+        p = out["ll"]
+        out["ll"] = p.scaled(hop_scale={**dict(p.hop_scale), "nvlink3": ll_step[0],
+                                        "nvlink4": ll_step[1]})
     if ring_step_us is not None:
         p = out["simple"]
         out["simple"] = p.scaled(fixed_step_latency={**dict(p.fixed_step_latency),
@@ -884,6 +890,38 @@ def blackwell_ll_fit(cs: list[Case]) -> dict[str, Any]:
             "signed": {k: round(st.median(v), 3) for k, v in sorted(by_src.items())}}
 
 
+#: Factors on LL's NVLink step on A100 (NVLink 3) and on H100, H200 and H20 (NVLink 4)
+#: among which :func:`ll_step_fit` picks the pair that fits LL's rows of one server. A100's
+#: stays 1: its sources disagree (one process per GPU wants 1.3, the 2021 ``-g 8`` runs of
+#: unknown release 1.9; docs/collectives.md), so only Hopper's is fitted.
+LL_STEP_GRID: tuple[tuple[float, float], ...] = tuple(
+    (1.0, b) for b in (0.4, 0.5, 0.6, 0.7, 0.8, 1.0))
+
+
+def ll_step_rows(cs: list[Case]) -> list[int]:
+    """Indices into ``cs`` of held-out rows of one server of A100 or Hopper GPUs (NVLink 3
+    or 4, one host) where NCCL's choice runs LL: its ring's steps over NVLink and
+    nothing else."""
+    from fabricsim.collectives.registry import Group
+    from fabricsim.protocols import tuning_hardware
+
+    out = []
+    for i in held_out(cs):
+        fab = fabric_of(cs[i])
+        if fab.info.servers == 1 and not Group.of(fab).spans_hosts \
+                and tuning_hardware(fab)[1] in ("nvlink3", "nvlink4") \
+                and choose(cs[i]).protocol == "ll":
+            out.append(i)
+    return out
+
+
+def ll_step_fit(cs: list[Case]) -> dict[str, Any]:
+    """The factors on LL's NVLink step on NVLink 3 and 4 (``Protocol.hop_scale``), fitted
+    together on :func:`ll_step_rows` of every source and with each left out
+    (:func:`one_constant_fit`; values are ``(nvlink3, nvlink4)`` pairs)."""
+    return one_constant_fit(cs, ll_step_rows(cs), LL_STEP_GRID, "ll_step")
+
+
 def ring_curves(cs: list[Case], errors: list[float]) -> list[dict[str, Any]]:
     """Every held-out curve where NCCL's choice is a ring with Simple
     (:func:`_ring_curve_rows`), measured and as the library models it, fitted as a fixed
@@ -921,11 +959,11 @@ def heldout_errors(cs: list[Case]) -> tuple[list[float], dict[str, Any]]:
     (:func:`crossing_fit`), and every row of a source Simple's NVLink 5 share was fitted
     on with the share fitted without it (:func:`nvlink5_fit`, together with its own
     crossing cost), likewise the rows of a source the ring step or the multi-node NVLink
-    step or its NVLS stages, the plugin's share or LL128's tree channel rate was fitted on
-    (:func:`ring_step_fit`, :func:`mnnvl_fit`, :func:`mnnvl_nvls_fit`, :func:`plugin_fit`,
-    :func:`tree_ll128_fit`); and the fits themselves (the crossing fit's keys,
-    ``nvlink5``, ``ring_step``, ``mnnvl``, ``plugin``, ``tree_ll128`` and
-    ``mnnvl_nvls``)."""
+    step or its NVLS stages, the plugin's share, LL128's tree channel rate or LL's NVLink
+    step was fitted on (:func:`ring_step_fit`, :func:`mnnvl_fit`, :func:`mnnvl_nvls_fit`,
+    :func:`plugin_fit`, :func:`tree_ll128_fit`, :func:`ll_step_fit`); and the fits
+    themselves (the crossing fit's keys, ``nvlink5``, ``ring_step``, ``mnnvl``,
+    ``plugin``, ``tree_ll128``, ``mnnvl_nvls`` and ``ll_step``)."""
     from fabricsim.backends.analytic import AnalyticBackend
     from fabricsim.protocols import PROTOCOLS
 
@@ -939,8 +977,10 @@ def heldout_errors(cs: list[Case]) -> tuple[list[float], dict[str, Any]]:
     mk = mnnvl_nvls_fit(cs, joint)
     nw = nvls_warp_fit(cs)
     tw = nvls_warp_fit(cs, "nvlstree")
+    ls = ll_step_fit(cs)
     fit_ = {**fit_, "nvlink5": nv5, "ring_step": ring, "mnnvl": mn, "plugin": pl,
-            "tree_ll128": tr, "mnnvl_nvls": mk, "nvls_warp": nw, "nvlstree_warp": tw}
+            "tree_ll128": tr, "mnnvl_nvls": mk, "nvls_warp": nw, "nvlstree_warp": tw,
+            "ll_step": ls}
     base = [r["rel_error"] for r in evaluate(cs)]
     out = [fit_["errors"].get(i, e) for i, e in enumerate(base)]
     simple = PROTOCOLS["simple"]
@@ -953,7 +993,9 @@ def heldout_errors(cs: list[Case]) -> tuple[list[float], dict[str, Any]]:
             "tree_ll128_gbs": (tr, PROTOCOLS["ll128"].tree_channel_rate / 1e9),
             "mnnvl_nvls_stages": (mk, simple.mnnvl_nvls_stages),
             "nvls_warp_gbs": (nw, simple.nvls_warp_rate["nvls"] / 1e9),
-            "nvlstree_warp_gbs": (tw, simple.nvls_warp_rate["nvlstree"] / 1e9)}
+            "nvlstree_warp_gbs": (tw, simple.nvls_warp_rate["nvlstree"] / 1e9),
+            "ll_step": (ls, tuple(PROTOCOLS["ll"].hop_scale.get(g, 1.0)
+                                  for g in ("nvlink3", "nvlink4")))}
     library = {k: lib for k, (_, lib) in fits.items()}
     shared = AnalyticBackend()
     tuners: dict[tuple[float, ...], Tuner] = {}
@@ -1234,6 +1276,11 @@ def main(argv: list[str] | None = None) -> int:
         "library": PROTOCOLS["simple"].mnnvl_nvls_stages, "fitted_on_every_source": mk["all"],
         "sources": mk["sources"], "rows": mk["rows"], "left_out": mk["loso"],
         "best_by_source": mk["by_source"]}}))
+    ls = cross["ll_step"]
+    print(json.dumps({"ll_nvlink_step_factors": {
+        "library": [PROTOCOLS["ll"].hop_scale.get(g, 1.0) for g in ("nvlink3", "nvlink4")],
+        "fitted_on_every_source": ls["all"], "sources": ls["sources"], "rows": ls["rows"],
+        "left_out": ls["loso"], "best_by_source": ls["by_source"]}}))
     amp = ampere_ll128_fit(every)
     print(json.dumps({"ll128_nvlink3_factor": {
         "library": PROTOCOLS["ll128"].nvlink_scale.get("nvlink3", 1.0),

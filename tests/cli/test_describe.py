@@ -59,7 +59,7 @@ def test_describe_says_what_nccl_is_told(capsys: pytest.CaptureFixture[str],
     d = json.loads(out)
     assert d["nccl"] == {"qps_per_connection": 1, "simple_buffer_bytes": 8 * 2**20,
                          "net_plugin_latency_us": 75.0,
-                         "crossing_plugin_us": 6.0, "plugin_proto": "simple"}
+                         "crossing_plugin_us": 7.5, "plugin_proto": "simple"}
     assert any("NCCL_PROTO=simple" in n for n in d["notes"])
     assert any("measured to carry 85% of their line rate" in n for n in d["notes"])
     sc = tmp_path / "qps.yaml"

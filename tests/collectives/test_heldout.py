@@ -123,8 +123,10 @@ def test_library_mnnvl_nvls_stages_are_the_fit_on_every_source(fitted: Fitted) -
     # NVLink domain: the fit is inside its grid and more than one source asks for stages
     # at all. Left out, OCI's GB300 rack moves it by half a stage and CoreWeave's GB200
     # racks by one and a half (to 4.5, the value before their 20 racks were corrected to
-    # NVLS off and NVLSTree's warps refit, 2026-12-03): one source weighs more here than
-    # elsewhere, and the test says so rather than hide it
+    # NVLS off and NVLSTree's warps refit, 2026-12-03), and Together's GB200 rack by half a
+    # stage since a rack's rings run on NCCL's active channels (the step between hosts
+    # refit 1.0 -> 0.75 us with them): one source weighs more here than elsewhere, and the
+    # test says so rather than hide it
     from fabricsim.protocols import PROTOCOLS
 
     mk = fitted[3]["mnnvl_nvls"]
@@ -134,7 +136,7 @@ def test_library_mnnvl_nvls_stages_are_the_fit_on_every_source(fitted: Fitted) -
     assert min(grid) < mk["all"] < max(grid)
     assert all(abs(v - mk["all"]) <= 1.5 + 1e-9 for v in mk["loso"].values())
     assert sum(1 for v in mk["loso"].values() if abs(v - mk["all"]) > 0.5 + 1e-9) <= 1
-    assert sum(1 for v in mk["loso"].values() if v != mk["all"]) <= 2
+    assert sum(1 for v in mk["loso"].values() if v != mk["all"]) <= 3
     assert sum(1 for v in mk["by_source"].values() if v) >= 3
 
 
@@ -397,12 +399,7 @@ TARGETS = [("several servers, bandwidth", "median", 0.07),
            ("InfiniBand, bandwidth", "median", 0.10),
            ("NVLink racks, bandwidth", "median", 0.10),
            # 11.5 % once Azure's pages vendored twice count as fitted (10.0 % with them)
-           ("one server, 1-16 MiB", "median", 0.10),
-           # met at 15.0 % until Azure ML's two ND96asr_v4 were vendored (2026-12-03):
-           # one process per GPU, where the model runs 17-39 % fast at 4-256 KiB in one
-           # server (NCCL's LL runs fewer channels there, which the model's timing does not)
-           # and 13-68 % fast below 64 KiB across two: 15.1 %
-           ("all scopes, latency", "median", 0.15)]
+           ("one server, 1-16 MiB", "median", 0.10)]
 TARGETS_MET = [("RoCE, bandwidth", "median", 0.10),
                # 10.8 -> 8.4 % once p4d's first EFA carried the share of its line rate it
                # is measured to sustain (NicSpec.sustained_share, reference row 240)
@@ -412,8 +409,9 @@ TARGETS_MET = [("RoCE, bandwidth", "median", 0.10),
                # the model timed short), 11.7-11.8 % once crossings over EFA paid a share
                # of the plugin's declared latency; 15.5 % with ABCI's A100 runs
                # (2026-12-02: NCCL 2.8.4), 15.0 % once broadcasts overlap back to back, 15.1 %
-               # with Azure ML's ND96asr_v4 (2026-12-03): back among the targets above
-               ]
+               # with Azure ML's ND96asr_v4 (2026-12-03), 14.4 % once a ring inside one
+               # NVLink domain ran on NCCL's active channels and LL's Hopper step was fitted
+               ("all scopes, latency", "median", 0.15)]
 
 
 @pytest.mark.parametrize(("group", "stat", "target"), TARGETS)

@@ -113,7 +113,7 @@ def test_describe_says_a_domain_spans_hosts() -> None:
     from fabricsim.jobs.describe import summarize
 
     notes = summarize(build_cluster("gb200-nvl72", 1)).notes
-    assert any("18 hosts of 4 GPUs" in n and "1.0 µs" in n for n in notes)
+    assert any("18 hosts of 4 GPUs" in n and "0.75 µs" in n for n in notes)
     assert not any("hosts of" in n for n in summarize(build_cluster("dgx-h100", 2)).notes)
 
 

@@ -35,11 +35,14 @@ def test_ramp_closed_form_and_monotone() -> None:
 
 def test_ramp_slows_only_bandwidth_terms() -> None:
     """With the ramp, time(S) = alpha + beta*S/ramp(S): a 2x larger message never takes less
-    time, and at large sizes busbw approaches the asymptote from below."""
+    time, and at large sizes busbw approaches the asymptote from below. Up to 64 KiB the
+    ring runs on one or two of NCCL's channels (Simple's 32 KiB each: Schedule.spread), so
+    its time stays flat there, and grows from there on."""
     fab = build_cluster("dgx-a100", 1)
     t = [predict_time(fab, "all_reduce", 2.0**k, algo="ring", proto="simple")
          for k in range(10, 34)]
-    assert all(b > a for a, b in itertools.pairwise(t))
+    assert all(b >= a for a, b in itertools.pairwise(t))
+    assert all(b > a for a, b in itertools.pairwise(t[6:]))
     bw = [2.0**k / x for k, x in zip(range(10, 34), t, strict=True)]
     assert bw[-1] > bw[-5] > bw[-10]
 

@@ -126,9 +126,20 @@ def test_reference_benchmark_cuts_held_out_error() -> None:
         assert all(v <= 1.0 for k, v in res.factors.items() if k.endswith("efficiency"))
         assert res.held_out_error_after <= res.held_out_error_before + 1e-9
         assert ("host.launch" in res.factors) == (test.gpus_per_thread > 1)
-        if test.gpus_per_thread > 1:  # 8.3 -> 3.4 % (A100), 7.1 -> 4.2 % (H100)
+        if test.gpus_per_thread > 1 and system == "dgx-a100":  # 8.3 -> 3.4 %
             assert res.held_out_error_after < 0.6 * res.held_out_error_before
-            assert (res.factors["host.launch"] > 1.0) == (system == "dgx-a100")
+            assert res.factors["host.launch"] > 1.0
+        if test.gpus_per_thread > 1 and system == "dgx-h100":
+            # 7.1 -> 4.2 % until a ring inside one server ran on NCCL's active channels
+            # (2026-12-03): Azure's H100 page (-g 8) rises from 26 us at 1 KiB to 42 us
+            # at 64 KiB-1 MiB, as if the host paid per channel it issues, and the model's
+            # ring LL had risen with it by chance; now flat there under a constant floor, a
+            # lower floor does not fit the page, so calibration keeps the library's and
+            # says so, and the rows stay at 7.1 %
+            assert res.factors["host.launch"] == 1.0
+            assert res.held_out_error_after == pytest.approx(res.held_out_error_before)
+            assert res.held_out_error_before < 0.08
+            assert any("left the rows' median error higher" in n for n in res.notes)
         if nodes == 2:  # the Nebius NVLSTree rows: 9.8 % -> about 1 % with calibration
             # once; since network crossings are modelled the library alone gives 3.1 %
             assert res.held_out_error_after < 0.035

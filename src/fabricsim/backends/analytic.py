@@ -54,6 +54,7 @@ from fabricsim.backends.base import (
     fill_efficiency,
     kernel_floor,
     schedule_protocol,
+    spread_share,
 )
 from fabricsim.fabric.core import Fabric, pair_hash
 from fabricsim.fabric.kinds import LinkKind
@@ -65,7 +66,14 @@ from fabricsim.protocols import (
     get_protocol,
     link_class_of_kind,
 )
-from fabricsim.schedule.core import Crossings, Pipeline, Schedule, Step, concurrency_groups
+from fabricsim.schedule.core import (
+    Channels,
+    Crossings,
+    Pipeline,
+    Schedule,
+    Step,
+    concurrency_groups,
+)
 
 FloatArray = NDArray[np.float64]
 _CLASS_OF_KIND = link_class_of_kind()
@@ -133,6 +141,8 @@ class CompiledSchedule:
     fill_eff: Mapping[str, float] = field(default_factory=dict)
     #: The network crossings whose proxy steps this protocol pays (:class:`Crossings`).
     crossings: Crossings | None = None
+    #: The channels one of whose rate sets the steps' pace (:attr:`Schedule.spread`).
+    spread: Channels | None = None
 
     def fill(self, factor: float = 1.0) -> float:
         """Seconds the chunk pipeline takes to fill at byte counts times ``factor``."""
@@ -147,10 +157,15 @@ class CompiledSchedule:
     def _byte_factor(self, factor: float) -> float:
         """``factor`` as the bandwidth (β) terms pay it: slowed by the protocol's ramp at
         this message size (not where a chunk pipeline's fill models the same cost:
-        Schedule.pipeline)."""
-        if self.protocol is None or self.pipeline is not None:
+        Schedule.pipeline) and by the share of the channels it runs on
+        (:func:`~fabricsim.backends.base.channel_share`)."""
+        if self.protocol is None:
             return factor
-        return factor / max(self.protocol.bandwidth_ramp(self.message_bytes * factor), 1e-12)
+        size = self.message_bytes * factor
+        share = spread_share(self.spread, self.protocol, size)
+        if self.pipeline is not None:
+            return factor / share
+        return factor / max(self.protocol.bandwidth_ramp(size) * share, 1e-12)
 
     def step_times(self, factor: float = 1.0) -> tuple[FloatArray, FloatArray]:
         """Start and end of every step when all byte counts are multiplied by ``factor``."""
@@ -275,7 +290,7 @@ class AnalyticBackend:
                                  n_links=fabric.n_links, protocol=p,
                                  message_bytes=float(schedule.nbytes),
                                  kernel_floor=kernel_floor(schedule, p),
-                                 crossings=schedule.crossings,
+                                 crossings=schedule.crossings, spread=schedule.spread,
                                  **_fill_of(schedule, p, fabric))
                 for g, p in zip(per_proto, protocols, strict=True)]
 

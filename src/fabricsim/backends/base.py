@@ -28,7 +28,7 @@ from numpy.typing import NDArray
 from fabricsim.fabric.core import Fabric
 from fabricsim.fabric.kinds import LinkKind
 from fabricsim.results import Tabular, scalars
-from fabricsim.schedule.core import Crossings, Schedule
+from fabricsim.schedule.core import Channels, Crossings, Schedule
 
 FloatArray = NDArray[np.float64]
 
@@ -256,8 +256,45 @@ def crossing_seconds(cross: Crossings | None, protocol: Any, nbytes: float) -> f
     plugin = getattr(protocol, "plugin_latency_share", 0.0) * cross.plugin_latency
     if not per and not plugin:
         return 0.0
-    thread = protocol.thread_bytes * (cross.ll_ranks if protocol.name == "ll" else 1)
+    thread = _thread_bytes(protocol, cross.ll_ranks)
     return float(cross.count * (per * cross.active(nbytes, thread) + plugin))
+
+
+def _thread_bytes(protocol: Any, ll_ranks: int) -> float:
+    """Bytes NCCL gives one channel before it adds the next (``Channels.active``):
+    ``protocol``'s thread bytes, times ``ll_ranks`` for LL."""
+    return float(protocol.thread_bytes) * (ll_ranks if protocol.name == "ll" else 1)
+
+
+def channel_share(schedule: Schedule, protocol: Any, nbytes: float | None = None) -> float:
+    """The share of its channels ``schedule`` runs on under ``protocol`` for a message of
+    ``nbytes`` (the schedule's own by default): where its steps are spread over NCCL's
+    channels and one channel's rate sets their pace (:attr:`Schedule.spread
+    <fabricsim.schedule.Schedule.spread>`, a ring inside one NVLink domain), an operation
+    NCCL runs on fewer than all of them moves its bytes at that share of the links' rate.
+    1 where the schedule has no such channels, under ``"ideal"`` and with no protocol.
+    Every backend divides the protocol's rate by it as by its ramp.
+
+    >>> from fabricsim.protocols import get_protocol
+    >>> from fabricsim.schedule import Channels, Schedule
+    >>> s = Schedule(steps=(), nbytes=2**15, spread=Channels(16, 2.0, ll_ranks=8))
+    >>> channel_share(s, get_protocol("ll")), channel_share(s, get_protocol("ll"), 2**20)
+    (0.0625, 1.0)
+    >>> channel_share(s, get_protocol("ideal")), channel_share(Schedule(steps=()), None)
+    (1.0, 1.0)
+    """
+    size = float(schedule.nbytes) if nbytes is None else float(nbytes)
+    return spread_share(schedule.spread, protocol, size)
+
+
+def spread_share(spread: Channels | None, protocol: Any, nbytes: float) -> float:
+    """:func:`channel_share` for the channels ``spread`` (``None``: 1). A protocol with a
+    size ramp (Simple where a ring keeps it: inside one A100 server, over EFA) gets 1: its
+    ramp, fitted on such rings, already stands for the channels they grow into."""
+    if spread is None or protocol is None or protocol.name.lower() == "ideal" \
+            or getattr(protocol, "ramp_bytes", 0.0) > 0.0:
+        return 1.0
+    return spread.share(nbytes, _thread_bytes(protocol, spread.ll_ranks))
 
 
 def ramp_bytes(schedule: Schedule, protocol: Any) -> float:

@@ -112,8 +112,8 @@ EP_DTYPES: dict[str, tuple[float, float]] = {"bf16": (2.0, 0.0), "fp16": (2.0, 0
 #: is measured by one source (NVIDIA's HybridEP document): it carries no fixed cost beyond
 #: one exchange's latency, as its held-out figures are computed. NCCL's all-to-all is the
 #: protocol model's own. ``tests/collectives/test_ep.py`` keeps these at the fit.
-KERNEL_OVERHEAD_S: dict[str, float] = {"nccl": 0.0, "deepep": 156.1e-6, "hybridep": 0.0,
-                                       "deepep-ll": 14.4e-6, "nvlink-onesided": 10.4e-6,
+KERNEL_OVERHEAD_S: dict[str, float] = {"nccl": 0.0, "deepep": 156.4e-6, "hybridep": 0.0,
+                                       "deepep-ll": 14.4e-6, "nvlink-onesided": 10.7e-6,
                                        "xla": 0.0}
 #: Channels of DeepEP's normal kernels (two SMs each; its default 20 SMs) and the tokens
 #: one channel moves per chunk (its configs use 6-36 per NVLink chunk, 6-20 per RDMA one).

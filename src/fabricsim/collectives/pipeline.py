@@ -49,7 +49,7 @@ from fabricsim.collectives.registry import Group
 from fabricsim.fabric.core import Fabric
 from fabricsim.fabric.kinds import LINK_CLASSES, link_class_of_kind
 from fabricsim.protocols import tree_kernel_rate, tuning_hardware
-from fabricsim.schedule.core import Crossings, Pipeline
+from fabricsim.schedule.core import Channels, Crossings, Pipeline
 
 KIB = 1024.0
 #: Steps of a connection's buffer (``NCCL_STEPS``).
@@ -433,6 +433,38 @@ def ring_crossings(group: Group, collective: str) -> Crossings | None:
         count = max(ring_server_hops(rounds, n, m), 1)
     return _crossings(group, count, nccl_channels(group),
                       traffic_per_byte=2.0 if collective == "all_reduce" else 1.0, ll_ranks=n)
+
+
+def ring_spread(group: Group, collective: str) -> Channels | None:
+    """The channels a ring all-reduce, reduce-scatter or all-gather inside one NVLink
+    domain is spread over, where one channel's rate sets its pace (:attr:`Schedule.spread
+    <fabricsim.schedule.Schedule.spread>`); ``None`` across servers and for the
+    broadcast and reduce chains.
+
+    NCCL runs an operation on fewer channels the smaller it is (:class:`Channels`: for
+    ring LL one channel per 32 KiB on 8 GPUs, ``nBytes < nc × nthreads × 8 × nRanks`` in
+    ``src/enqueue.cc``), each channel one thread block moving its slice step by step. So
+    from 32 KiB to 512 KiB on one 8-GPU server every active channel carries the same
+    32 KiB and the time stays flat, as one process per GPU measures it: 29.2, 29.1, 29.0
+    and 30.2 us at 32, 128, 256 and 512 KiB on Azure ML's ND96asr_v4 (A100), 19.3, 19.9,
+    20.4 and 20.7 on NVIDIA's DGX Cloud H100, 18.8-21.2 on AWS p5; then it grows with the
+    bytes per channel (37.3 and 63.1 us at 1 and 2 MiB on the A100). The model gives each
+    active channel its share of the links' rate, so fewer channels move the bytes at
+    that share of it.
+
+    >>> from fabricsim.fabric import build_cluster
+    >>> c = ring_spread(Group.of(build_cluster("dgx-h100", 1)), "all_reduce")
+    >>> c.channels, c.traffic_per_byte, c.ll_ranks
+    (16, 2.0, 8)
+    >>> ring_spread(Group.of(build_cluster("dgx-h100", 2)), "all_reduce") is None
+    True
+    """
+    if group.servers != 1 or group.n < 2 or \
+            collective not in ("all_reduce", "reduce_scatter", "all_gather"):
+        return None
+    return Channels(nccl_channels(group),
+                    traffic_per_byte=2.0 if collective == "all_reduce" else 1.0,
+                    ll_ranks=group.n)
 
 
 def tree_crossings(group: Group, collective: str) -> Crossings | None:

@@ -28,7 +28,7 @@ from numpy.typing import ArrayLike, NDArray
 from fabricsim.errors import ConfigError, ScheduleError, unknown
 from fabricsim.fabric.core import Fabric, pair_hash, with_nics
 from fabricsim.fabric.kinds import NodeKind
-from fabricsim.schedule.core import Crossings, Pipeline, Step
+from fabricsim.schedule.core import Channels, Crossings, Pipeline, Step
 
 IntArray = NDArray[np.int32]
 FloatArray = NDArray[np.float64]
@@ -272,6 +272,9 @@ class Algorithm:
     #: Its network crossings in sequence on a group, for a collective
     #: (:attr:`Schedule.crossings`); ``None``: none is charged.
     crossings: Callable[[Group, str], Crossings | None] | None = None
+    #: The channels one of whose rate sets its steps' pace on a group, for a collective
+    #: (:attr:`Schedule.spread`); ``None``: the links' rate alone.
+    spread: Callable[[Group, str], Channels | None] | None = None
     #: Factors on the protocols' per-hop latencies for its steps, by protocol then link
     #: class (:attr:`Schedule.hop_scale`); empty: the protocols' own.
     hop_scale: Mapping[str, Mapping[str, float]] = field(default_factory=dict)

@@ -26,7 +26,12 @@ from dataclasses import replace
 import numpy as np
 from numpy.typing import NDArray
 
-from fabricsim.collectives.pipeline import chain_pipeline, ring_crossings, ring_server_hops
+from fabricsim.collectives.pipeline import (
+    chain_pipeline,
+    ring_crossings,
+    ring_server_hops,
+    ring_spread,
+)
 from fabricsim.collectives.registry import Algorithm, Group, fill_step, register, step
 from fabricsim.schedule.core import Pipeline, Step
 
@@ -170,7 +175,7 @@ def _fixed_steps(group: Group, collective: str) -> bool:
 
 RING = register(Algorithm(
     name="ring", build=ring_steps, pipeline=_pipeline, crossings=ring_crossings,
-    fixed_steps=_fixed_steps,
+    spread=ring_spread, fixed_steps=_fixed_steps,
     collectives=frozenset({"all_reduce", "reduce_scatter", "all_gather", "broadcast",
                            "reduce"}),
     description="NCCL ring: 2(n-1) steps of S/n per rank (all-reduce), chunk-pipelined "

@@ -176,10 +176,12 @@ def build(group: Group, collective: str, nbytes: float, algo: Algorithm, proto: 
     pipe = algo.pipeline(group, collective) if algo.pipeline is not None else None
     more = algo.pipelines(group, collective) if algo.pipelines is not None else ()
     cross = algo.crossings(group, collective) if algo.crossings is not None else None
+    spread = algo.spread(group, collective) if algo.spread is not None else None
     return Schedule(steps=tuple(steps), collective=collective, algorithm=algo.name,
                     protocol=proto, nbytes=int(nbytes), ranks=group.ranks,
                     meta={"channels": ch, "group_size": group.n}, kernel_bytes_per_s=rate,
-                    pipeline=pipe, pipelines=more, crossings=cross, hop_scale=algo.hop_scale,
+                    pipeline=pipe, pipelines=more, crossings=cross, spread=spread,
+                    hop_scale=algo.hop_scale,
                     fixed_steps=bool(algo.fixed_steps(group, collective))
                     if algo.fixed_steps is not None else False,
                     mnnvl=group.spans_hosts,

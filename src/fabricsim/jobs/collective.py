@@ -704,7 +704,7 @@ def run_notes(fabric: Fabric, ranks: Sequence[int] | None = None,
             f"{group.servers} NVLink domains"
         notes.append(f"the {group.n} GPUs sit on {hosts.size} hosts of {domains} ({per} GPUs "
                      f"to a host): NCCL joins them by multi-node NVLink, and every NVLink and "
-                     f"NVLS step costs {PROTOCOLS['simple'].mnnvl_step * 1e6:.1f} µs more "
+                     f"NVLS step costs {PROTOCOLS['simple'].mnnvl_step * 1e6:g} µs more "
                      f"than on one board, and an NVLS pipeline fills "
                      f"{PROTOCOLS['simple'].mnnvl_nvls_stages:g} chunk stages more (both "
                      f"fitted on published GB200/GB300 runs)")

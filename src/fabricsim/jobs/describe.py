@@ -195,7 +195,7 @@ def summarize(fabric: Fabric) -> ClusterSummary:
         notes.append(f"each NVLink domain spans {info.gpus_per_server // per_host} hosts of "
                      f"{per_host} GPUs (compute trays), which NCCL joins by multi-node "
                      f"NVLink: a collective over GPUs of several of them pays "
-                     f"{PROTOCOLS['simple'].mnnvl_step * 1e6:.1f} µs more on every NVLink "
+                     f"{PROTOCOLS['simple'].mnnvl_step * 1e6:g} µs more on every NVLink "
                      f"and NVLS step, and its NVLS pipelines fill "
                      f"{PROTOCOLS['simple'].mnnvl_nvls_stages:g} chunk stages more (fitted on "
                      f"published GB200/GB300 runs)")

@@ -177,6 +177,50 @@ MIN_TRAFFIC_PER_CHANNEL = 16 * 1024
 
 
 @dataclass(frozen=True)
+class Channels:
+    """How many of NCCL's channels an operation of a given size runs on.
+
+    NCCL spreads a collective over its channels by two rules (``src/enqueue.cc``, NCCL
+    2.23-2.27): at most ``ceil(traffic / 16 KiB)`` channels, traffic being twice the
+    message for all-reduce and the message otherwise; and, while the message is below
+    ``channels × thread bytes``, one channel fewer (``thread bytes``: the protocol's
+    threads per channel times its bytes per thread, times the ranks for ring LL). Each
+    active channel then carries its share of the message.
+
+    ``channels``: the most channels; ``traffic_per_byte``: 2 for all-reduce, 1 otherwise;
+    ``ll_ranks``: factor on LL's thread bytes (the ranks for a ring, as NCCL scales ring
+    LL's threshold; else 1).
+
+    >>> c = Channels(channels=16, traffic_per_byte=2.0, ll_ranks=8)
+    >>> c.active(8, 4096.0), c.active(256 * 1024, 4096.0 * 8), c.active(2**20, 4096.0 * 8)
+    (1, 8, 16)
+    >>> c.share(256 * 1024, 4096.0 * 8)
+    0.5
+    """
+
+    channels: int
+    traffic_per_byte: float = 1.0
+    ll_ranks: int = 1
+
+    def __post_init__(self) -> None:
+        if self.channels < 1 or not self.traffic_per_byte > 0 or self.ll_ranks < 1:
+            raise ScheduleError("channels need channels >= 1 and positive traffic and "
+                                "thread factors")
+
+    def active(self, nbytes: float, thread_bytes: float) -> int:
+        """Channels an operation of ``nbytes`` runs on (at least 1)."""
+        by_traffic = -(-self.traffic_per_byte * max(nbytes, 0.0) // MIN_TRAFFIC_PER_CHANNEL)
+        nc = int(min(self.channels, max(by_traffic, 1)))
+        if thread_bytes > 0:
+            nc = min(nc, max(int(nbytes // thread_bytes), 1))
+        return max(nc, 1)
+
+    def share(self, nbytes: float, thread_bytes: float) -> float:
+        """The fraction of the channels an operation of ``nbytes`` runs on."""
+        return self.active(nbytes, thread_bytes) / self.channels
+
+
+@dataclass(frozen=True)
 class Crossings:
     """The server-to-server crossings a chunk of a collective makes one after another, and
     how many of NCCL's channels the operation runs on.
@@ -184,17 +228,12 @@ class Crossings:
     Every crossing of the scale-out network is a step of NCCL's network proxy: the GPU
     hands the step over, the proxy posts it to the NIC, the far side completes it. That
     costs more the more channels the operation runs on (the protocol's
-    ``crossing_per_channel``), and NCCL runs small operations on few channels:
-    :meth:`active` follows its rules (``src/enqueue.cc``, NCCL 2.23-2.27): at most
-    ``ceil(traffic / 16 KiB)`` channels, traffic being twice the message for all-reduce
-    and the message otherwise, and while the message is below ``channels × thread bytes``
-    one channel fewer (``thread bytes``: the protocol's threads per channel times its
-    bytes per thread, times the ranks for ring LL).
+    ``crossing_per_channel``), and NCCL runs small operations on few channels
+    (:meth:`active`, by :class:`Channels`' rules).
 
     ``count``: crossings in sequence (a ring all-reduce crosses every server boundary on
-    each of its two laps, a tree twice per level); ``channels``: the most channels;
-    ``traffic_per_byte``: 2 for all-reduce, 1 otherwise; ``ll_ranks``: factor on LL's
-    thread bytes (the ranks for a ring, as NCCL scales ring LL's threshold; else 1).
+    each of its two laps, a tree twice per level); ``channels``, ``traffic_per_byte`` and
+    ``ll_ranks`` as for :class:`Channels`.
 
     >>> c = Crossings(count=2, channels=16, traffic_per_byte=2.0)
     >>> c.active(8, 5120.0), c.active(64 * 1024, 5120.0), c.active(2**20, 5120.0)
@@ -217,12 +256,9 @@ class Crossings:
                                 "traffic and thread factors and a plugin latency >= 0")
 
     def active(self, nbytes: float, thread_bytes: float) -> int:
-        """Channels an operation of ``nbytes`` runs on (at least 1)."""
-        by_traffic = -(-self.traffic_per_byte * max(nbytes, 0.0) // MIN_TRAFFIC_PER_CHANNEL)
-        nc = int(min(self.channels, max(by_traffic, 1)))
-        if thread_bytes > 0:
-            nc = min(nc, max(int(nbytes // thread_bytes), 1))
-        return max(nc, 1)
+        """Channels an operation of ``nbytes`` runs on (at least 1; :meth:`Channels.active`)."""
+        return Channels(self.channels, self.traffic_per_byte, self.ll_ranks).active(
+            nbytes, thread_bytes)
 
 
 @dataclass(frozen=True, eq=False)
@@ -248,6 +284,13 @@ class Schedule:
     pipelines: tuple[Pipeline, ...] = ()
     #: Its network crossings in sequence (:class:`Crossings`), ``None`` where none counts.
     crossings: Crossings | None = None
+    #: The channels its steps are spread over where one channel's rate sets their pace
+    #: (:class:`Channels`; ``None``: the links' rate alone): a ring inside one NVLink
+    #: domain. An operation NCCL runs on fewer than all its channels
+    #: (:meth:`Channels.active`) moves its bytes at that share of the links' rate: each
+    #: active channel carries a larger slice at one channel's rate
+    #: (:func:`fabricsim.backends.base.channel_share`).
+    spread: Channels | None = None
     #: Factors on the protocol's per-hop latency, by protocol then link class, where this
     #: algorithm's step costs other than the protocol's own (fitted on rings): NCCL's tree
     #: chain steps (:data:`fabricsim.collectives.tree.TREE_HOP_SCALE`). Empty: none.

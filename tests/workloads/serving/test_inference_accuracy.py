@@ -126,7 +126,10 @@ def test_leave_one_source_out_as_it_stands() -> None:
     rows = b.loso()
     s = b.loso_summary(rows)
     assert s["all"]["figures"] == 116 and all(r["engine_in_sample"] for r in rows)
-    assert s["all"]["median"] <= 0.097 and s["all"]["p90"] <= 0.31
+    # p90 0.297 -> 0.313 when a ring inside one server came to run on NCCL's active
+    # channels (2026-12-03): gpt-fast's A100 TP8 rows 13 -> 17 % slow, passed on to
+    # TensorRT-LLM's first tokens through the decode time refitted without each source
+    assert s["all"]["median"] <= 0.097 and s["all"]["p90"] <= 0.32
     old = sorted(abs(r["held_out"]) for r in rows if r["row"] < 6000)
     assert len(old) == 29 and old[14] <= 0.055  # 4.3 % until rings' fixed steps: 5.1 %
     # issue 35's target is a latency median <= 15 %: 11 % held out; the first tokens at

@@ -294,13 +294,15 @@ _RANK = {"nvlink": 1, "pcie": 2, "nvls": 3, "net": 4, "sharp": 5}
 _INNET = {"nvlink": "nvls", "pcie": "pcie", "net": "sharp"}
 
 
-def apply_protocol(fabric: Fabric, ex: Expanded, proto: Protocol, nbytes: float = 0.0
-                   ) -> Expanded:
+def apply_protocol(fabric: Fabric, ex: Expanded, proto: Protocol, nbytes: float = 0.0,
+                   share: float = 1.0) -> Expanded:
     """Charge an NCCL protocol (as the analytic backend does): every entry uses
     ``1/(efficiency × ramp)`` of link capacity per payload byte for its link class (``nvls``
     or ``sharp`` for a transfer to or from a switch; the ramp is the protocol's bandwidth
-    ramp at the collective's message size ``nbytes``, 1 when unknown) and every job waits
-    the hop overhead of the dearest class its paths cross, on top of their latency.
+    ramp at the collective's message size ``nbytes``, 1 when unknown, times ``share``, the
+    share of its channels the operation runs on: ``backends.base.channel_share``) and
+    every job waits the hop overhead of the dearest class its paths cross, on top of
+    their latency.
 
     Examples
     --------
@@ -323,7 +325,7 @@ def apply_protocol(fabric: Fabric, ex: Expanded, proto: Protocol, nbytes: float 
     flow_job = np.repeat(np.arange(ex.n_jobs), np.diff(ex.job_fptr))
     ent_job = np.repeat(flow_job, np.diff(ex.flow_ptr))
     cls = np.where(innet_job[ent_job], innet_map[cls], cls)
-    ramp = max(proto.bandwidth_ramp(nbytes), 1e-12)
+    ramp = max(proto.bandwidth_ramp(nbytes) * share, 1e-12)
     coef = ex.coef / (proto.eff_array(fabric)[cls] * ramp)
     best = np.full(ex.n_jobs, -1, dtype=np.int64)
     np.maximum.at(best, ent_job, rank[cls])

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import NDArray
 
-from fabricsim.backends.base import ramp_bytes
+from fabricsim.backends.base import channel_share, ramp_bytes
 from fabricsim.backends.flow.background import BackgroundTransfers
 from fabricsim.backends.flow.faults import FaultPlan
 from fabricsim.backends.flow.kernel import BUDGET, STALL, Pool
@@ -184,7 +184,8 @@ def simulate(schedule: Schedule, plan: FaultPlan,
                                                mode=routing, qps=qps, seed=seed,
                                                channel=s.channel))
             if protocol is not None:
-                ex = apply_protocol(fab, ex, protocol, ramp_bytes(schedule, protocol))
+                ex = apply_protocol(fab, ex, protocol, ramp_bytes(schedule, protocol),
+                                    channel_share(schedule, protocol))
             templates[i] = (ex, plan.delays(ex.src) * s.rounds)
         return templates[i]
 

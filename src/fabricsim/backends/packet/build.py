@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from fabricsim.backends.base import ramp_bytes
+from fabricsim.backends.base import channel_share, ramp_bytes
 from fabricsim.backends.packet import layout as L
 from fabricsim.backends.packet.budget import EventEstimate, check_budget, events_lower_bound
 from fabricsim.backends.packet.config import PacketConfig
@@ -265,11 +265,12 @@ def build_state(schedule: Schedule, fabric: Fabric, cfg: PacketConfig, *, mode: 
     if protocol is not None and nf and p0 is not None:
         innet = switch_endpoint(fabric, src, dst)
         ramp_at = ramp_bytes(schedule, protocol)  # no ramp where the pipeline's fill is timed
-        rate, hop_of_flow = transfer_terms(fabric, protocol, p0, innet, ramp_at)
+        share = channel_share(schedule, protocol)
+        rate, hop_of_flow = transfer_terms(fabric, protocol, p0, innet, ramp_at, share)
         for i, paths in alts.items():  # striped over every plane: the planes' rates add up
             alt = Paths.from_rows([np.asarray(p, dtype=np.int32) for p in paths])
             r_alt, _ = transfer_terms(fabric, protocol, alt, innet[[i] * len(paths)],
-                                      ramp_at)
+                                      ramp_at, share)
             rate[i] = float(r_alt.sum())
         FF[:nf, L.FF_PROTO] = np.where(np.isfinite(rate), rate, 0.0)
     # ---------------------------------------------------------------- links

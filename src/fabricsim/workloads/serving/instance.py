@@ -142,7 +142,7 @@ SERVE_HBM_EFF = 0.85
 #: (``accuracy_inference.py --fit``) on the batch-1 figures of three sources:
 #: TensorRT-LLM's first-token latencies (v0.8), NIM's concurrency-1 runs and gpt-fast's
 #: batch-1 decode; each source is held out in turn (``--loso``).
-SERVE_LAYER_KERNELS_S: dict[str, float] = {"prefill": 115e-6, "decode": 45e-6}
+SERVE_LAYER_KERNELS_S: dict[str, float] = {"prefill": 115e-6, "decode": 42e-6}
 
 
 @dataclass(frozen=True)
@@ -194,11 +194,11 @@ ENGINES: dict[str, ServingEngine] = {
         description="a TensorRT-LLM engine driven by the Python runtime (benchmark.py): "
                     "launch cost per layer fitted on rows 1123/1124, batch 16 and 64"),
     "trtllm-0.6": ServingEngine(
-        "trtllm-0.6", query_head_kv_reads=0.84,
+        "trtllm-0.6", query_head_kv_reads=0.85,
         description="TensorRT-LLM v0.6 C++ session (MMHA decode attention, one KV pass "
                     "per query head, before XQA); MMHA share fitted on rows 1097/1098"),
     "vllm-0.5": ServingEngine(
-        "vllm-0.5", step_s=13.6e-3, per_seq_s=72.8e-6,
+        "vllm-0.5", step_s=13.8e-3, per_seq_s=72.8e-6,
         description="vLLM v0.5 (CUDA graphs; Python scheduler, sampler and output "
                     "processing every iteration); host costs fitted on rows 1117/1118"),
     "sglang-0.4": ServingEngine(
