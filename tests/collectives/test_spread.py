@@ -89,3 +89,21 @@ def test_the_flat_part_one_process_per_gpu_measures(source: str, system: str) ->
              for s in (*sizes, 2**20)}
     assert max(model[s] for s in sizes) / min(model[s] for s in sizes) < 1.02
     assert model[2**20] / model[256 * KIB] > 1.2
+
+
+def test_bench_says_how_many_channels_a_size_runs_on() -> None:
+    """``bench``'s limit line names the channels NCCL runs the largest size on, where they
+    are fewer than all; the analytic result carries them."""
+    from typer.testing import CliRunner
+
+    from fabricsim.cli.app import app
+
+    r = CliRunner().invoke(app, ["bench", "all_reduce", "--system", "dgx-h100", "-b", "32K",
+                                 "-e", "64K", "--algo", "ring", "--proto", "ll"])
+    assert r.exit_code == 0, r.output
+    assert "runs this size on 2 of its 16 channels" in r.output
+    assert "all of them from 524,288 B" in r.output
+    fab = build_cluster("dgx-h100", 1)
+    big = AnalyticBackend().run(build(Group.of(fab), "all_reduce", 2**20,
+                                      get_algorithm("ring"), "ll"), fab)
+    assert "channels" not in big.extra

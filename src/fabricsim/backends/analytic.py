@@ -54,6 +54,7 @@ from fabricsim.backends.base import (
     fill_efficiency,
     kernel_floor,
     schedule_protocol,
+    spread_channels,
     spread_share,
 )
 from fabricsim.fabric.core import Fabric, pair_hash
@@ -316,7 +317,8 @@ class AnalyticBackend:
                       bottleneck_link=bott, bottleneck_kind=kind,
                       extra={"protocol": self._proto(schedule).name, "launch": comp.launch,
                              "groups": len(comp.groups),
-                             "limited_by": "kernels" if kernels else "links"})
+                             "limited_by": "kernels" if kernels else "links",
+                             **spread_channels(schedule, comp.protocol)})
 
     def _group(self, fabric: Fabric, steps: list[Step], protos: list[Protocol],
                cache: dict[bytes, GroupModel]) -> tuple[list[GroupModel], float]:

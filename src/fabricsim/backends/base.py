@@ -287,6 +287,30 @@ def channel_share(schedule: Schedule, protocol: Any, nbytes: float | None = None
     return spread_share(schedule.spread, protocol, size)
 
 
+def spread_channels(schedule: Schedule, protocol: Any) -> dict[str, int]:
+    """The channels ``schedule`` runs on under ``protocol`` where one channel's rate sets
+    its pace (:attr:`Schedule.spread <fabricsim.schedule.Schedule.spread>`) and it runs on
+    fewer than all: ``channels``, ``channels_active`` and ``channels_full_bytes`` (the
+    message size from which all of them run); empty otherwise.
+
+    >>> from fabricsim.protocols import get_protocol
+    >>> from fabricsim.schedule import Channels, Schedule
+    >>> s = Schedule(steps=(), nbytes=2**16, spread=Channels(16, 2.0, ll_ranks=8))
+    >>> spread_channels(s, get_protocol("ll"))
+    {'channels': 16, 'channels_active': 2, 'channels_full_bytes': 524288}
+    >>> spread_channels(Schedule(steps=(), nbytes=2**20, spread=Channels(16, 2.0, 8)),
+    ...                 get_protocol("ll"))
+    {}
+    """
+    spread = schedule.spread
+    if spread is None or spread_share(spread, protocol, float(schedule.nbytes)) >= 1.0:
+        return {}
+    thread = _thread_bytes(protocol, spread.ll_ranks)
+    return {"channels": spread.channels,
+            "channels_active": spread.active(float(schedule.nbytes), thread),
+            "channels_full_bytes": int(spread.channels * thread)}
+
+
 def spread_share(spread: Channels | None, protocol: Any, nbytes: float) -> float:
     """:func:`channel_share` for the channels ``spread`` (``None``: 1). A protocol with a
     size ramp (Simple where a ring keeps it: inside one A100 server, over EFA) gets 1: its

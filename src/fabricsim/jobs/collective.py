@@ -482,6 +482,11 @@ class BenchReport:
         out = (f"{r.size_bytes:,} B ({r.algorithm}/{r.protocol}) is limited by "
                f"{link.kind} links, the busiest {link.name} at {link.utilization:.0%} of "
                f"its capacity")
+        if res.extra.get("channels"):
+            out += (f"; NCCL runs this size on {res.extra['channels_active']} of its "
+                    f"{res.extra['channels']} channels, each moving its larger slice at one "
+                    f"channel's share of the links (all of them from "
+                    f"{res.extra['channels_full_bytes']:,} B)")
         share = fabric.info.nic_sustained_share
         if share < 1.0 and _net_class(link.kind):
             out += (f"; the NICs are measured to carry at most {share:.0%} of their line "
