@@ -248,17 +248,20 @@ class Crossings:
     #: 0 for NCCL's own InfiniBand and RoCE transport): each crossing pays the
     #: protocol's ``plugin_latency_share`` of it, whatever the channels.
     plugin_latency: float = 0.0
+    #: NCCL's channel rule for these channels (:class:`Channels`), built once.
+    rule: Channels = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.count < 0 or self.channels < 1 or not self.traffic_per_byte > 0 \
                 or self.ll_ranks < 1 or not self.plugin_latency >= 0.0:
             raise ScheduleError("crossings need count >= 0, channels >= 1, positive "
                                 "traffic and thread factors and a plugin latency >= 0")
+        object.__setattr__(self, "rule", Channels(self.channels, self.traffic_per_byte,
+                                                  self.ll_ranks))
 
     def active(self, nbytes: float, thread_bytes: float) -> int:
         """Channels an operation of ``nbytes`` runs on (at least 1; :meth:`Channels.active`)."""
-        return Channels(self.channels, self.traffic_per_byte, self.ll_ranks).active(
-            nbytes, thread_bytes)
+        return self.rule.active(nbytes, thread_bytes)
 
 
 @dataclass(frozen=True, eq=False)
