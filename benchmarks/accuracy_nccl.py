@@ -506,13 +506,13 @@ def _tuner(crossing_us: float, nvlink5: float, backend: Any = None,
            mnnvl_nvls_stages: float | None = None,
            nvls_warp_gbs: float | None = None,
            nvlstree_warp_gbs: float | None = None,
-           ll_step: tuple[float, float] | None = None) -> Tuner:
+           ll_step: float | None = None) -> Tuner:
     """The library's protocols with the crossing cost and Simple's NVLink 5 share given
     (LL128's follows it: it runs at 0.92 of Simple's share), and Simple's NVLink step on
     a ring, the multi-node NVLink step, the share of a network plugin's declared latency a
     crossing pays, LL128's rate per tree channel between servers (GB/s), the NVLS
     stages a rack's hosts add to a fill, Simple's rates per copy warp of NVLS and of
-    NVLSTree (GB/s) and the factors on LL's NVLink step on NVLink 3 and 4 (``ll_step``)
+    NVLSTree (GB/s) and the factor on LL's NVLink step on Hopper (NVLink 4, ``ll_step``)
     where given (``None``: the library's)."""
     from fabricsim import protocols
 
@@ -535,8 +535,7 @@ def _tuner(crossing_us: float, nvlink5: float, backend: Any = None,
                                                      algo: gbs * 1e9})
     if ll_step is not None:
         p = out["ll"]
-        out["ll"] = p.scaled(hop_scale={**dict(p.hop_scale), "nvlink3": ll_step[0],
-                                        "nvlink4": ll_step[1]})
+        out["ll"] = p.scaled(hop_scale={**dict(p.hop_scale), "nvlink4": ll_step})
     if ring_step_us is not None:
         p = out["simple"]
         out["simple"] = p.scaled(fixed_step_latency={**dict(p.fixed_step_latency),
@@ -890,18 +889,16 @@ def blackwell_ll_fit(cs: list[Case]) -> dict[str, Any]:
             "signed": {k: round(st.median(v), 3) for k, v in sorted(by_src.items())}}
 
 
-#: Factors on LL's NVLink step on A100 (NVLink 3) and on H100, H200 and H20 (NVLink 4)
-#: among which :func:`ll_step_fit` picks the pair that fits LL's rows of one server. A100's
+#: Factors on LL's NVLink step on H100, H200 and H20 (NVLink 4) among which
+#: :func:`ll_step_fit` picks the one that fits LL's rows of one Hopper server. A100's
 #: stays 1: its sources disagree (one process per GPU wants 1.3, the 2021 ``-g 8`` runs of
 #: unknown release 1.9; docs/collectives.md), so only Hopper's is fitted.
-LL_STEP_GRID: tuple[tuple[float, float], ...] = tuple(
-    (1.0, b) for b in (0.4, 0.5, 0.6, 0.7, 0.8, 1.0))
+LL_STEP_GRID: tuple[float, ...] = (0.4, 0.5, 0.6, 0.7, 0.8, 1.0)
 
 
 def ll_step_rows(cs: list[Case]) -> list[int]:
-    """Indices into ``cs`` of held-out rows of one server of A100 or Hopper GPUs (NVLink 3
-    or 4, one host) where NCCL's choice runs LL: its ring's steps over NVLink and
-    nothing else."""
+    """Indices into ``cs`` of held-out rows of one server of Hopper GPUs (NVLink 4, one
+    host) where NCCL's choice runs LL: its ring's steps over NVLink and nothing else."""
     from fabricsim.collectives.registry import Group
     from fabricsim.protocols import tuning_hardware
 
@@ -909,16 +906,16 @@ def ll_step_rows(cs: list[Case]) -> list[int]:
     for i in held_out(cs):
         fab = fabric_of(cs[i])
         if fab.info.servers == 1 and not Group.of(fab).spans_hosts \
-                and tuning_hardware(fab)[1] in ("nvlink3", "nvlink4") \
+                and tuning_hardware(fab)[1] == "nvlink4" \
                 and choose(cs[i]).protocol == "ll":
             out.append(i)
     return out
 
 
 def ll_step_fit(cs: list[Case]) -> dict[str, Any]:
-    """The factors on LL's NVLink step on NVLink 3 and 4 (``Protocol.hop_scale``), fitted
-    together on :func:`ll_step_rows` of every source and with each left out
-    (:func:`one_constant_fit`; values are ``(nvlink3, nvlink4)`` pairs)."""
+    """The factor on LL's NVLink step on Hopper (``Protocol.hop_scale["nvlink4"]``),
+    fitted on :func:`ll_step_rows` of every source and with each left out
+    (:func:`one_constant_fit`)."""
     return one_constant_fit(cs, ll_step_rows(cs), LL_STEP_GRID, "ll_step")
 
 
@@ -994,8 +991,7 @@ def heldout_errors(cs: list[Case]) -> tuple[list[float], dict[str, Any]]:
             "mnnvl_nvls_stages": (mk, simple.mnnvl_nvls_stages),
             "nvls_warp_gbs": (nw, simple.nvls_warp_rate["nvls"] / 1e9),
             "nvlstree_warp_gbs": (tw, simple.nvls_warp_rate["nvlstree"] / 1e9),
-            "ll_step": (ls, tuple(PROTOCOLS["ll"].hop_scale.get(g, 1.0)
-                                  for g in ("nvlink3", "nvlink4")))}
+            "ll_step": (ls, PROTOCOLS["ll"].hop_scale.get("nvlink4", 1.0))}
     library = {k: lib for k, (_, lib) in fits.items()}
     shared = AnalyticBackend()
     tuners: dict[tuple[float, ...], Tuner] = {}
@@ -1277,8 +1273,8 @@ def main(argv: list[str] | None = None) -> int:
         "sources": mk["sources"], "rows": mk["rows"], "left_out": mk["loso"],
         "best_by_source": mk["by_source"]}}))
     ls = cross["ll_step"]
-    print(json.dumps({"ll_nvlink_step_factors": {
-        "library": [PROTOCOLS["ll"].hop_scale.get(g, 1.0) for g in ("nvlink3", "nvlink4")],
+    print(json.dumps({"ll_hopper_step_factor": {
+        "library": PROTOCOLS["ll"].hop_scale.get("nvlink4", 1.0),
         "fitted_on_every_source": ls["all"], "sources": ls["sources"], "rows": ls["rows"],
         "left_out": ls["loso"], "best_by_source": ls["by_source"]}}))
     amp = ampere_ll128_fit(every)

@@ -407,9 +407,10 @@ def tuning_hardware(fabric: Fabric) -> tuple[str, str]:
 #   runs with one process per GPU measure it). With the channels, the 8-byte time of one
 #   H100 server (12.9-13.7 us on AWS p5 and NVIDIA's DGX Cloud, 17.0 modelled) and its
 #   plateau (19-21 us, 23.8 modelled) both ask for a cheaper step; without them the
-#   plateau came out too fast and hid it. Fitted on the held-out LL rows of one A100 or
-#   Hopper server (191 rows of 9 sources; benchmarks/accuracy_nccl.py, ll_step_fit): 0.6
-#   over every source and with each left out. A100's factor is not fitted: its sources
+#   plateau came out too fast and hid it. Fitted on the held-out LL rows of one Hopper
+#   server (88 rows of 4 sources: AWS p5, DGX Cloud H100, Together's H100, an H20 server;
+#   benchmarks/accuracy_nccl.py, ll_step_fit): 0.6 over every source and with each left
+#   out (the sources that move it want 0.5-0.7). A100's factor is not fitted: its sources
 #   disagree (ABCI's and Azure ML's runs with one process per GPU want 1.3, the three 2021
 #   -g 8 runs of unknown release 1.9, which a fit of both takes to 1.6 with 1.3-1.9 left
 #   out), so it stays 1.

@@ -190,6 +190,21 @@ def test_library_tree_ll128_rate_is_the_fit_on_every_source(fitted: Fitted) -> N
     assert len(moved) >= 5 and max(moved) < max(b.TREE_LL128_GRID_GBS)
 
 
+def test_library_hopper_ll_step_is_the_fit_on_every_source(fitted: Fitted) -> None:
+    # LL's NVLink step on Hopper (x 0.6) is fitted on the LL rows of one Hopper server of
+    # every source (p5, DGX Cloud, Together's H100, an H20): no one source decides it,
+    # it is inside its grid, and every source left out gives the same
+    from fabricsim.protocols import PROTOCOLS
+
+    b = fitted[0]
+    ls = fitted[3]["ll_step"]
+    assert PROTOCOLS["ll"].hop_scale["nvlink4"] == pytest.approx(ls["all"])
+    assert ls["sources"] >= 4 and ls["rows"] >= 80
+    assert min(b.LL_STEP_GRID) < ls["all"] < max(b.LL_STEP_GRID)
+    assert all(v == ls["all"] for v in ls["loso"].values())
+    assert "nvlink3" not in PROTOCOLS["ll"].hop_scale  # A100's sources disagree: not fitted
+
+
 def test_blackwell_ll_step_is_what_its_rows_give(fitted: Fitted) -> None:
     # GB200 trays of one rack (Google's A4X pages) took 1.6 us per LL ring step where the
     # library charged about 0.4, and Azure's single trays agreed with the library: the
