@@ -107,3 +107,56 @@ def test_bench_says_how_many_channels_a_size_runs_on() -> None:
     big = AnalyticBackend().run(build(Group.of(fab), "all_reduce", 2**20,
                                       get_algorithm("ring"), "ll"), fab)
     assert "channels" not in big.extra
+
+
+def test_a_users_channel_limit_caps_the_spread() -> None:
+    """``NCCL_MAX_NCHANNELS`` inside one server: NCCL applies its size rules from the
+    user's count down, so every size runs on at most that many channels, each at one
+    channel's share of the links (a quarter of the rate on 4 of a DGX H100's 16); a
+    minimum above NCCL's own count does not make the links faster."""
+    fab = build_cluster("dgx-h100", 1)
+    g = Group.of(fab)
+    ring = get_algorithm("ring")
+    backend = AnalyticBackend()
+
+    def t(size: float, proto: str, channels: int | None) -> float:
+        return backend.run(build(g, "all_reduce", size, ring, proto, channels), fab).time
+
+    capped = ring_spread(g, "all_reduce", limit=4)
+    assert capped is not None and capped.limit == 4
+    ll = PROTOCOLS["ll"].thread_bytes * 8
+    assert [capped.active(s, ll) for s in (32 * KIB, 128 * KIB, 2**20)] == [1, 4, 4]
+    assert capped.share(2**20, ll) == 0.25
+    # small sizes run on fewer channels than the limit anyway: nothing changes there
+    assert t(32 * KIB, "ll", 4) == pytest.approx(t(32 * KIB, "ll", None))
+    # large ones move their bytes on 4 channels: about 4x the bandwidth term, every protocol
+    for size, proto in ((2**20, "ll"), (2**24, "ll128"), (2**30, "simple")):
+        free, four = t(size, proto, None), t(size, proto, 4)
+        assert 2.5 * free < four < 4.0 * free, (proto, free, four)
+    # 32 channels: NCCL's 16 already move the links' full rate
+    assert t(2**30, "simple", 32) == pytest.approx(t(2**30, "simple", None))
+    # A100's Simple ring keeps its fitted ramp, under the user's cap (6 of 16 channels)
+    a100 = build_cluster("dgx-a100", 1)
+    ga = Group.of(a100)
+    big = [backend.run(build(ga, "all_reduce", 2**30, ring, "simple", ch), a100).time
+           for ch in (None, 6)]
+    assert 2.3 * big[0] < big[1] < 16 / 6 * big[0]
+
+
+def test_bench_honours_a_channel_limit_inside_one_server() -> None:
+    """``NCCL_MAX_NCHANNELS=4`` on one server slows a ring, and the limit line says why
+    (it was silently without effect inside a server before)."""
+    from typer.testing import CliRunner
+
+    from fabricsim.cli.app import app
+
+    args = ["bench", "all_gather", "--system", "dgx-h100", "-b", "1G", "-e", "1G",
+            "--algo", "ring", "--json"]
+    free = CliRunner().invoke(app, args)
+    four = CliRunner().invoke(app, args, env={"NCCL_MAX_NCHANNELS": "4"})
+    assert free.exit_code == 0 and four.exit_code == 0, four.output
+    bw = [float(r.output.split('"busbw_gbps":')[1].split(",")[0]) for r in (free, four)]
+    assert 2.5 * bw[1] < bw[0] < 4.0 * bw[1]
+    text = CliRunner().invoke(app, args[:-1], env={"NCCL_MAX_NCHANNELS": "4"})
+    assert "runs this size on 4 of its 16 channels under NCCL_MIN/MAX_NCHANNELS" \
+        in text.output

@@ -306,18 +306,23 @@ def spread_channels(schedule: Schedule, protocol: Any) -> dict[str, int]:
     if spread is None or spread_share(spread, protocol, float(schedule.nbytes)) >= 1.0:
         return {}
     thread = _thread_bytes(protocol, spread.ll_ranks)
-    return {"channels": spread.channels,
-            "channels_active": spread.active(float(schedule.nbytes), thread),
-            "channels_full_bytes": int(spread.channels * thread)}
+    out = {"channels": spread.channels,
+           "channels_active": spread.active(float(schedule.nbytes), thread),
+           "channels_full_bytes": int(spread.most * thread)}
+    if spread.limit:
+        out["channels_limit"] = spread.limit
+    return out
 
 
 def spread_share(spread: Channels | None, protocol: Any, nbytes: float) -> float:
     """:func:`channel_share` for the channels ``spread`` (``None``: 1). A protocol with a
-    size ramp (Simple where a ring keeps it: inside one A100 server, over EFA) gets 1: its
+    size ramp (Simple where a ring keeps it: inside one A100 server, over EFA) gets only
+    the share a user's channel limit leaves (:meth:`Channels.capped`, 1 without one): its
     ramp, fitted on such rings, already stands for the channels they grow into."""
-    if spread is None or protocol is None or protocol.name.lower() == "ideal" \
-            or getattr(protocol, "ramp_bytes", 0.0) > 0.0:
+    if spread is None or protocol is None or protocol.name.lower() == "ideal":
         return 1.0
+    if getattr(protocol, "ramp_bytes", 0.0) > 0.0:
+        return spread.capped()
     return spread.share(nbytes, _thread_bytes(protocol, spread.ll_ranks))
 
 

@@ -111,8 +111,10 @@ def predict_time(fabric: Fabric, collective: str, nbytes: float,
 def run_collective(fabric: Fabric, collective: str, nbytes: float,
                    ranks: ArrayLike | None = None, algo: str | None = None,
                    proto: str | None = None, backend: str | Backend = "analytic",
-                   tuner: Tuner | None = None) -> CollectiveResult:
-    """Select (or take) an algorithm and protocol, build the schedule and run it.
+                   tuner: Tuner | None = None,
+                   channels: int | None = None) -> CollectiveResult:
+    """Select (or take) an algorithm and protocol, build the schedule and run it
+    (``channels``: as :func:`~fabricsim.collectives.tuner.build` takes them).
 
     ``backend`` is a name for :func:`fabricsim.backends.get_backend` or a Backend.
 
@@ -128,8 +130,8 @@ def run_collective(fabric: Fabric, collective: str, nbytes: float,
     coll = check_collective(collective)
     size = check_nbytes(nbytes)
     group = Group.of(fabric, ranks)
-    c = choose(fabric, coll, size, group.ranks, algo, proto, tuner=tuner)
-    sched = build(group, coll, size, get_algorithm(c.algorithm), c.protocol)
+    c = choose(fabric, coll, size, group.ranks, algo, proto, channels, tuner=tuner)
+    sched = build(group, coll, size, get_algorithm(c.algorithm), c.protocol, channels)
     if backend == "analytic" and tuner is not None:
         be: Backend = tuner.backend  # the tuner's own protocol model
     else:

@@ -244,18 +244,31 @@ class NcclEnv:
 
     def channels_of(self, group: Group) -> int | None:
         """The channels the model runs for ``group`` under ``NCCL_MIN/MAX_NCHANNELS``
-        (its default channels clamped); ``None`` where neither is set.
+        (its default channels clamped); ``None`` where neither is set. Inside one server,
+        where the model's rings stripe every NVSwitch plane whatever their number, these
+        are NCCL's own channels clamped (:func:`~fabricsim.collectives.pipeline.nccl_channels`):
+        they cap the channels a ring is spread over
+        (:func:`~fabricsim.collectives.pipeline.ring_spread`), so ``NCCL_MAX_NCHANNELS=4``
+        runs a ring on 4 of a DGX H100's 16.
 
         >>> from fabricsim.fabric import build_cluster
         >>> from fabricsim.collectives.registry import Group
         >>> g = Group.of(build_cluster("dgx-h100", 2))
         >>> nccl_env({"NCCL_MAX_NCHANNELS": "4"}).channels_of(g), nccl_env({}).channels_of(g)
         (4, None)
+        >>> one = Group.of(build_cluster("dgx-h100", 1))
+        >>> nccl_env({"NCCL_MAX_NCHANNELS": "4"}).channels_of(one)
+        4
+        >>> nccl_env({"NCCL_MIN_NCHANNELS": "4"}).channels_of(one)
+        16
         """
         if self.min_channels is None and self.max_channels is None:
             return None
+        from fabricsim.collectives.pipeline import nccl_channels
         from fabricsim.collectives.tuner import default_channels
 
+        if group.servers == 1:
+            return self.channels(nccl_channels(group))
         return self.channels(default_channels(group))
 
     def channels(self, default: int) -> int:

@@ -435,7 +435,7 @@ def ring_crossings(group: Group, collective: str) -> Crossings | None:
                       traffic_per_byte=2.0 if collective == "all_reduce" else 1.0, ll_ranks=n)
 
 
-def ring_spread(group: Group, collective: str) -> Channels | None:
+def ring_spread(group: Group, collective: str, limit: int | None = None) -> Channels | None:
     """The channels a ring all-reduce, reduce-scatter or all-gather inside one NVLink
     domain is spread over, where one channel's rate sets its pace (:attr:`Schedule.spread
     <fabricsim.schedule.Schedule.spread>`); ``None`` across servers and for the
@@ -450,7 +450,9 @@ def ring_spread(group: Group, collective: str) -> Channels | None:
     20.4 and 20.7 on NVIDIA's DGX Cloud H100, 18.8-21.2 on AWS p5; then it grows with the
     bytes per channel (37.3 and 63.1 us at 1 and 2 MiB on the A100). The model gives each
     active channel its share of the links' rate, so fewer channels move the bytes at
-    that share of it.
+    that share of it. ``limit``: the channels a user's ``NCCL_MIN/MAX_NCHANNELS`` leave
+    (:meth:`NcclEnv.channels_of
+    <fabricsim.collectives.nccl_env.NcclEnv.channels_of>`), ``None``: NCCL's own.
 
     >>> from fabricsim.fabric import build_cluster
     >>> c = ring_spread(Group.of(build_cluster("dgx-h100", 1)), "all_reduce")
@@ -458,13 +460,15 @@ def ring_spread(group: Group, collective: str) -> Channels | None:
     (16, 2.0, 8)
     >>> ring_spread(Group.of(build_cluster("dgx-h100", 2)), "all_reduce") is None
     True
+    >>> ring_spread(Group.of(build_cluster("dgx-h100", 1)), "all_gather", limit=4).limit
+    4
     """
     if group.servers != 1 or group.n < 2 or \
             collective not in ("all_reduce", "reduce_scatter", "all_gather"):
         return None
     return Channels(nccl_channels(group),
                     traffic_per_byte=2.0 if collective == "all_reduce" else 1.0,
-                    ll_ranks=group.n)
+                    ll_ranks=group.n, limit=limit or 0)
 
 
 def tree_crossings(group: Group, collective: str) -> Crossings | None:

@@ -272,9 +272,10 @@ class Algorithm:
     #: Its network crossings in sequence on a group, for a collective
     #: (:attr:`Schedule.crossings`); ``None``: none is charged.
     crossings: Callable[[Group, str], Crossings | None] | None = None
-    #: The channels one of whose rate sets its steps' pace on a group, for a collective
-    #: (:attr:`Schedule.spread`); ``None``: the links' rate alone.
-    spread: Callable[[Group, str], Channels | None] | None = None
+    #: The channels one of whose rate sets its steps' pace on a group, for a collective,
+    #: under a user's limit on them (``None``: NCCL's own; :attr:`Schedule.spread`);
+    #: ``None``: the links' rate alone.
+    spread: Callable[[Group, str, int | None], Channels | None] | None = None
     #: Factors on the protocols' per-hop latencies for its steps, by protocol then link
     #: class (:attr:`Schedule.hop_scale`); empty: the protocols' own.
     hop_scale: Mapping[str, Mapping[str, float]] = field(default_factory=dict)

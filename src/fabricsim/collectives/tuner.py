@@ -167,7 +167,10 @@ def candidates(group: Group, collective: str, algo: str | None = None,
 
 def build(group: Group, collective: str, nbytes: float, algo: Algorithm, proto: str,
           channels: int | None = None) -> Schedule:
-    """Compile ``algo`` into a Schedule (no selection)."""
+    """Compile ``algo`` into a Schedule (no selection). ``channels``: the model's rings
+    across servers (:func:`default_channels` by default); inside one server, where the
+    rings stripe every NVSwitch plane whatever their number, NCCL's channels a user
+    limited, which cap a ring's spread (:func:`~fabricsim.collectives.pipeline.ring_spread`)."""
     ch = channels if channels is not None else default_channels(group)
     if ch < 1:
         raise ConfigError(f"channels must be >= 1, got {ch}", field="channels")
@@ -176,7 +179,7 @@ def build(group: Group, collective: str, nbytes: float, algo: Algorithm, proto: 
     pipe = algo.pipeline(group, collective) if algo.pipeline is not None else None
     more = algo.pipelines(group, collective) if algo.pipelines is not None else ()
     cross = algo.crossings(group, collective) if algo.crossings is not None else None
-    spread = algo.spread(group, collective) if algo.spread is not None else None
+    spread = algo.spread(group, collective, channels) if algo.spread is not None else None
     return Schedule(steps=tuple(steps), collective=collective, algorithm=algo.name,
                     protocol=proto, nbytes=int(nbytes), ranks=group.ranks,
                     meta={"channels": ch, "group_size": group.n}, kernel_bytes_per_s=rate,

@@ -461,15 +461,18 @@ class BenchReport:
         utilisation, and on Ethernet's hashed ECMP what spreads flows over uplinks.
         Empty where the sweep ran on another backend."""
         from fabricsim.collectives import run_collective
+        from fabricsim.collectives.registry import Group
 
         if self.job.backend != "analytic":
             return ""
         r = next(iter(self.rows.values()))[-1]
         if r.size_bytes <= 0:
             return ""
-        res = run_collective(fabric, self.job.collective, r.size_bytes,
-                             list(self.job.ranks) if self.job.ranks else None,
-                             algo=r.algorithm, proto=r.protocol.lower()).result
+        ranks = list(self.job.ranks) if self.job.ranks else None
+        res = run_collective(fabric, self.job.collective, r.size_bytes, ranks,
+                             algo=r.algorithm, proto=r.protocol.lower(),
+                             channels=self.job.env.channels_of(Group.of(fabric, ranks))
+                             ).result
         top = res.top_links(fabric, 1)
         if not top:
             return ""
@@ -482,7 +485,13 @@ class BenchReport:
         out = (f"{r.size_bytes:,} B ({r.algorithm}/{r.protocol}) is limited by "
                f"{link.kind} links, the busiest {link.name} at {link.utilization:.0%} of "
                f"its capacity")
-        if res.extra.get("channels"):
+        if res.extra.get("channels_limit"):
+            out += (f"; NCCL runs this size on {res.extra['channels_active']} of its "
+                    f"{res.extra['channels']} channels under NCCL_MIN/MAX_NCHANNELS (at "
+                    f"most {res.extra['channels_limit']}, from "
+                    f"{res.extra['channels_full_bytes']:,} B), each moving its slice at "
+                    f"one channel's share of the links")
+        elif res.extra.get("channels"):
             out += (f"; NCCL runs this size on {res.extra['channels_active']} of its "
                     f"{res.extra['channels']} channels, each moving its larger slice at one "
                     f"channel's share of the links (all of them from "

@@ -187,37 +187,55 @@ class Channels:
     threads per channel times its bytes per thread, times the ranks for ring LL). Each
     active channel then carries its share of the message.
 
-    ``channels``: the most channels; ``traffic_per_byte``: 2 for all-reduce, 1 otherwise;
-    ``ll_ranks``: factor on LL's thread bytes (the ranks for a ring, as NCCL scales ring
-    LL's threshold; else 1).
+    ``channels``: NCCL's own channels, which together move the links' full rate;
+    ``traffic_per_byte``: 2 for all-reduce, 1 otherwise; ``ll_ranks``: factor on LL's
+    thread bytes (the ranks for a ring, as NCCL scales ring LL's threshold; else 1);
+    ``limit``: the channels a user's ``NCCL_MIN/MAX_NCHANNELS`` (or ``CTAS``) leave the
+    communicator (0: ``channels``). NCCL applies the size rules from that count down, so
+    ``NCCL_MAX_NCHANNELS=4`` caps every size at 4 of the 16, a quarter of the rate.
 
     >>> c = Channels(channels=16, traffic_per_byte=2.0, ll_ranks=8)
     >>> c.active(8, 4096.0), c.active(256 * 1024, 4096.0 * 8), c.active(2**20, 4096.0 * 8)
     (1, 8, 16)
     >>> c.share(256 * 1024, 4096.0 * 8)
     0.5
+    >>> Channels(16, 2.0, ll_ranks=8, limit=4).share(2**20, 4096.0 * 8)
+    0.25
     """
 
     channels: int
     traffic_per_byte: float = 1.0
     ll_ranks: int = 1
+    limit: int = 0
 
     def __post_init__(self) -> None:
-        if self.channels < 1 or not self.traffic_per_byte > 0 or self.ll_ranks < 1:
-            raise ScheduleError("channels need channels >= 1 and positive traffic and "
-                                "thread factors")
+        if self.channels < 1 or not self.traffic_per_byte > 0 or self.ll_ranks < 1 \
+                or self.limit < 0:
+            raise ScheduleError("channels need channels >= 1, positive traffic and "
+                                "thread factors and a limit >= 0")
+
+    @property
+    def most(self) -> int:
+        """The channels the communicator has: :attr:`limit`, else :attr:`channels`."""
+        return self.limit or self.channels
 
     def active(self, nbytes: float, thread_bytes: float) -> int:
         """Channels an operation of ``nbytes`` runs on (at least 1)."""
         by_traffic = -(-self.traffic_per_byte * max(nbytes, 0.0) // MIN_TRAFFIC_PER_CHANNEL)
-        nc = int(min(self.channels, max(by_traffic, 1)))
+        nc = int(min(self.most, max(by_traffic, 1)))
         if thread_bytes > 0:
             nc = min(nc, max(int(nbytes // thread_bytes), 1))
         return max(nc, 1)
 
     def share(self, nbytes: float, thread_bytes: float) -> float:
-        """The fraction of the channels an operation of ``nbytes`` runs on."""
-        return self.active(nbytes, thread_bytes) / self.channels
+        """The fraction of the links' rate an operation of ``nbytes`` runs at: its active
+        channels out of NCCL's own (at most 1: more channels than NCCL's do not make the
+        links faster)."""
+        return min(self.active(nbytes, thread_bytes) / self.channels, 1.0)
+
+    def capped(self) -> float:
+        """The share the user's :attr:`limit` alone leaves (1 without one)."""
+        return min(self.most / self.channels, 1.0)
 
 
 @dataclass(frozen=True)
