@@ -17,7 +17,7 @@ primary single-server rows, including the 1 KiB latencies of row 1087 measured w
 process per GPU; multi-node rows are held out) and prints the fitted values; the library's
 constants were set from it.
 
-Then every published nccl-tests row of data/reference/nccl_tests.csv (89 sources, none
+Then every published nccl-tests row of data/reference/nccl_tests.csv (90 sources, none
 used by any fit: benchmarks/published_nccl.py), the error per source, and the held-out
 error per accuracy group (fabricsim.collectives.accuracy): rows of sources no constant
 was fitted on, by group, by NCCL's choice, and by group once each source's own level is

@@ -1,6 +1,6 @@
 """Published nccl-tests runs of ``data/reference/nccl_tests.csv`` as model cases.
 
-The file holds 2,577 rows from 89 independent sources (cloud vendors' and integrators'
+The file holds 2,601 rows from 90 independent sources (cloud vendors' and integrators'
 repositories, nccl-tests and NCCL issue threads), none of which the model's constants
 were fitted on when they were gathered. :func:`published_cases` maps each row onto a
 cluster the model can build (system preset, servers, GPUs per server, fabric) or says why

@@ -593,8 +593,11 @@ def test_source_agreement_on_the_published_rows(fitted: Fitted) -> None:
     # large messages: independent runs of one configuration agree within a few percent
     for g in ("one server, > 256 MiB", "several servers, > 256 MiB"):
         assert by[g]["sources_disagree"]["median"] < 0.03, by[g]
-    # mid sizes across servers: they do not (2 x DGX H100 at 1-16 MiB: 8-30 % apart)
-    assert by["several servers, 1-16 MiB"]["sources_disagree"]["median"] > 0.08
+    # mid sizes across servers: they agree several times less (2 x DGX H100 at 1-16 MiB:
+    # 8-30 % apart; 7 % in median over 27 configurations since GCP's two A4 runs, which
+    # agree with each other, 2026-12-03)
+    mid = by["several servers, 1-16 MiB"]["sources_disagree"]["median"]
+    assert mid > 0.05 and mid > 3 * by["several servers, > 256 MiB"]["sources_disagree"]["median"]
 
 
 @pytest.mark.xfail(strict=True, reason="issue 34: at 32-256 MiB on two DGX H100 the two "
