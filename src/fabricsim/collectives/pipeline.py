@@ -450,7 +450,10 @@ def ring_spread(group: Group, collective: str, limit: int | None = None) -> Chan
     20.4 and 20.7 on NVIDIA's DGX Cloud H100, 18.8-21.2 on AWS p5; then it grows with the
     bytes per channel (37.3 and 63.1 us at 1 and 2 MiB on the A100). The model gives each
     active channel its share of the links' rate, so fewer channels move the bytes at
-    that share of it. ``limit``: the channels a user's ``NCCL_MIN/MAX_NCHANNELS`` leave
+    that share of it. NCCL's communicator has 24 ring channels on one A100 or H100 server
+    (twice its search's 12); the spread counts :func:`nccl_channels`' 16, because LL's
+    total rate stops growing at about 16 channels' worth (docs/collectives.md, Known gaps),
+    and 24 capped there time as 16 do. ``limit``: the channels a user's ``NCCL_MIN/MAX_NCHANNELS`` leave
     (:meth:`NcclEnv.channels_of
     <fabricsim.collectives.nccl_env.NcclEnv.channels_of>`), ``None``: NCCL's own.
 
