@@ -143,12 +143,13 @@ def test_a_users_channel_limit_caps_the_spread() -> None:
     assert 2.3 * big[0] < big[1] < 16 / 6 * big[0]
 
 
-def test_bench_honours_a_channel_limit_inside_one_server() -> None:
+def test_bench_honours_a_channel_limit_inside_one_server(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """``NCCL_MAX_NCHANNELS=4`` on one server slows a ring, and the limit line says why
     (it was silently without effect inside a server before)."""
     from typer.testing import CliRunner
 
-    from fabricsim.cli.app import app
+    from fabricsim.cli.app import app, main
 
     args = ["bench", "all_gather", "--system", "dgx-h100", "-b", "1G", "-e", "1G",
             "--algo", "ring", "--json"]
@@ -160,3 +161,33 @@ def test_bench_honours_a_channel_limit_inside_one_server() -> None:
     text = CliRunner().invoke(app, args[:-1], env={"NCCL_MAX_NCHANNELS": "4"})
     assert "runs this size on 4 of its 16 channels under NCCL_MIN/MAX_NCHANNELS" \
         in text.output
+    # inside one server every backend honours the limit, and they agree
+    mid = ["bench", "all_gather", "--system", "dgx-h100", "-b", "16M", "-e", "16M",
+           "--algo", "ring", "--json"]
+    got = {}
+    for backend in ("analytic", "flow", "packet"):
+        r = CliRunner().invoke(app, [*mid, "--backend", backend],
+                               env={"NCCL_MAX_NCHANNELS": "4"})
+        assert r.exit_code == 0, r.output
+        got[backend] = float(r.output.split('"busbw_gbps":')[1].split(",")[0])
+    assert max(got.values()) < 1.02 * min(got.values()), got
+    # across servers only the analytic backend runs NCCL's channel clamp
+    monkeypatch.setenv("NCCL_MAX_NCHANNELS", "4")
+    assert main(["bench", "all_reduce", "--system", "dgx-h100", "--nodes", "2", "-b", "1M",
+                 "-e", "1M", "--backend", "flow"]) == 2
+    assert "NCCL_MAX_NCHANNELS" in capsys.readouterr().err
+
+
+def test_every_backend_times_a_channel_limit_alike() -> None:
+    """Inside one server NCCL's channels cap the spread only; the rings stay the default
+    ones, so the packet backend, which paces each ring's flows, agrees with the others."""
+    fab = build_cluster("dgx-h100", 1)
+    g = Group.of(fab)
+    for size, proto in ((512 * KIB, "ll"), (2**24, "ll128"), (2**27, "simple")):
+        s = build(g, "all_reduce", size, get_algorithm("ring"), proto, 4)
+        times = [b.run(s, fab).time for b in (AnalyticBackend(), FlowBackend(),
+                                               PacketBackend())]
+        assert max(times) < 1.02 * min(times), (size, proto, times)
+        free = AnalyticBackend().run(build(g, "all_reduce", size, get_algorithm("ring"),
+                                           proto), fab).time
+        assert times[0] > 1.8 * free

@@ -453,8 +453,8 @@ def ring_spread(group: Group, collective: str, limit: int | None = None) -> Chan
     that share of it. NCCL's communicator has 24 ring channels on one A100 or H100 server
     (twice its search's 12); the spread counts :func:`nccl_channels`' 16, because LL's
     total rate stops growing at about 16 channels' worth (docs/collectives.md, Known gaps),
-    and 24 capped there time as 16 do. ``limit``: the channels a user's ``NCCL_MIN/MAX_NCHANNELS`` leave
-    (:meth:`NcclEnv.channels_of
+    and 24 capped there time as 16 do. ``limit``: the channels a user's
+    ``NCCL_MIN/MAX_NCHANNELS`` leave (:meth:`NcclEnv.channels_of
     <fabricsim.collectives.nccl_env.NcclEnv.channels_of>`), ``None``: NCCL's own.
 
     >>> from fabricsim.fabric import build_cluster

@@ -174,8 +174,12 @@ def build(group: Group, collective: str, nbytes: float, algo: Algorithm, proto: 
     ch = channels if channels is not None else default_channels(group)
     if ch < 1:
         raise ConfigError(f"channels must be >= 1, got {ch}", field="channels")
-    steps = algo.build(group, collective, nbytes, ch)
-    rate = algo.kernel_rate(group, ch) if algo.kernel_rate is not None else 0.0
+    # inside one server the rings are the default ones whatever the channels: NCCL's
+    # channels there only cap the spread, so every backend (the packet one paces each
+    # ring's flows) times the same schedule
+    rings = default_channels(group) if group.servers == 1 else ch
+    steps = algo.build(group, collective, nbytes, rings)
+    rate = algo.kernel_rate(group, rings) if algo.kernel_rate is not None else 0.0
     pipe = algo.pipeline(group, collective) if algo.pipeline is not None else None
     more = algo.pipelines(group, collective) if algo.pipelines is not None else ()
     cross = algo.crossings(group, collective) if algo.crossings is not None else None

@@ -289,10 +289,11 @@ def _sweep(job: CollectiveBench, fabric: Fabric, algo: str | None, backend: Any,
     except ConfigError as e:
         raise ConfigError(e.message, field="collective.ranks") from None
     channels = env.channels_of(group)
-    if channels is not None and job.backend != "analytic":
-        raise ConfigError("NCCL_MIN_NCHANNELS/NCCL_MAX_NCHANNELS are honoured by the "
-                          "analytic backend; the flow and packet backends run the "
-                          "model's own channels: unset them or use --backend analytic",
+    if channels is not None and job.backend != "analytic" and group.servers > 1:
+        raise ConfigError("NCCL_MIN_NCHANNELS/NCCL_MAX_NCHANNELS across servers are "
+                          "honoured by the analytic backend; the flow and packet backends "
+                          "run the model's own channels there (inside one server every "
+                          "backend honours them): unset them or use --backend analytic",
                           field="NCCL_MAX_NCHANNELS")
     tsize = DATATYPES[job.datatype]
     n = group.n
@@ -311,13 +312,13 @@ def _sweep(job: CollectiveBench, fabric: Fabric, algo: str | None, backend: Any,
         else:
             if len(algos) > 1 or len(protos) > 1 or job.select != "nccl":
                 c = _best(fabric, coll, size, algos, protos, job.gpus_per_thread, ranks,
-                          select=job.select, nccl_version=job.nccl_version,
+                          channels, select=job.select, nccl_version=job.nccl_version,
                           plugin_tuner=env.plugin_tuner)
                 a_run, p_run = c.algorithm, c.protocol
             else:
                 a_run, p_run = algos[0], protos[0]
             r = run_collective(fabric, coll, size, ranks, algo=a_run, proto=p_run,
-                               backend=backend)
+                               backend=backend, channels=channels)
             t, alg_name, pr = r.time, r.algorithm, r.protocol
             if coll in ROOTED_COLLECTIVES:  # back to back, rooted chains overlap: this
                 # backend's one operation, by the share the analytic model keeps of it
