@@ -141,6 +141,12 @@ def test_a_users_channel_limit_caps_the_spread() -> None:
     big = [backend.run(build(ga, "all_reduce", 2**30, ring, "simple", ch), a100).time
            for ch in (None, 6)]
     assert 2.3 * big[0] < big[1] < 16 / 6 * big[0]
+    # ... and a size that runs on no more channels than the cap keeps its time (Simple:
+    # one channel per 32 KiB, so 64 KiB runs on 2; 256 KiB on 8, twice the cap of 4)
+    small = [backend.run(build(ga, "all_reduce", s, ring, "simple", ch), a100).time
+             for s in (64 * KIB, 256 * KIB) for ch in (None, 4)]
+    assert small[1] == pytest.approx(small[0])
+    assert small[3] > 1.1 * small[2]
 
 
 def test_bench_honours_a_channel_limit_inside_one_server(
@@ -171,6 +177,9 @@ def test_bench_honours_a_channel_limit_inside_one_server(
         assert r.exit_code == 0, r.output
         got[backend] = float(r.output.split('"busbw_gbps":')[1].split(",")[0])
     assert max(got.values()) < 1.02 * min(got.values()), got
+    # a minimum under NCCL's own channels caps nothing: the line does not mention it
+    low = CliRunner().invoke(app, args[:-1], env={"NCCL_MIN_NCHANNELS": "4"})
+    assert low.exit_code == 0 and "NCCL_MIN/MAX_NCHANNELS" not in low.output
     # across servers only the analytic backend runs NCCL's channel clamp
     monkeypatch.setenv("NCCL_MAX_NCHANNELS", "4")
     assert main(["bench", "all_reduce", "--system", "dgx-h100", "--nodes", "2", "-b", "1M",

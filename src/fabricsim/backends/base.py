@@ -308,8 +308,8 @@ def spread_channels(schedule: Schedule, protocol: Any) -> dict[str, int]:
     thread = _thread_bytes(protocol, spread.ll_ranks)
     out = {"channels": spread.channels,
            "channels_active": spread.active(float(schedule.nbytes), thread),
-           "channels_full_bytes": int(spread.most * thread)}
-    if spread.limit:
+           "channels_full_bytes": int(min(spread.most, spread.channels) * thread)}
+    if 0 < spread.limit < spread.channels:  # a limit that caps something
         out["channels_limit"] = spread.limit
     return out
 
@@ -317,13 +317,15 @@ def spread_channels(schedule: Schedule, protocol: Any) -> dict[str, int]:
 def spread_share(spread: Channels | None, protocol: Any, nbytes: float) -> float:
     """:func:`channel_share` for the channels ``spread`` (``None``: 1). A protocol with a
     size ramp (Simple where a ring keeps it: inside one A100 server, over EFA) gets only
-    the share a user's channel limit leaves (:meth:`Channels.capped`, 1 without one): its
-    ramp, fitted on such rings, already stands for the channels they grow into."""
+    the share a user's channel limit leaves at that size (:meth:`Channels.capped`, 1
+    without one): its ramp, fitted on such rings, already stands for the channels they
+    grow into."""
     if spread is None or protocol is None or protocol.name.lower() == "ideal":
         return 1.0
+    thread = _thread_bytes(protocol, spread.ll_ranks)
     if getattr(protocol, "ramp_bytes", 0.0) > 0.0:
-        return spread.capped()
-    return spread.share(nbytes, _thread_bytes(protocol, spread.ll_ranks))
+        return spread.capped(nbytes, thread)
+    return spread.share(nbytes, thread)
 
 
 def ramp_bytes(schedule: Schedule, protocol: Any) -> float:

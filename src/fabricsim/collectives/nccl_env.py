@@ -9,8 +9,10 @@ every ``NCCL_*`` variable in it is one of:
   point); ``NCCL_NVLS_ENABLE`` (0, 1, 2) and ``NCCL_COLLNET_ENABLE`` (0, 1) turn NVLink
   SHARP and in-network reduction off or on; ``NCCL_MIN_NCHANNELS`` / ``NCCL_MAX_NCHANNELS``
   and ``NCCL_MIN_CTAS`` / ``NCCL_MAX_CTAS`` (the communicator's ``minCTAs`` / ``maxCTAs``)
-  clamp the ring and tree channels the model runs, the larger minimum and the smaller
-  maximum where both are set, as NCCL's ``src/graph/connect.cc`` combines them. NCCL
+  clamp the ring and tree channels the model runs across servers, and inside one server
+  the NCCL channels a ring all-reduce, reduce-scatter or all-gather is spread over
+  (:meth:`NcclEnv.channels_of`), the larger minimum and the smaller maximum where both
+  are set, as NCCL's ``src/graph/connect.cc`` combines them. NCCL
   clamps NVLS's own channels with the ``CTAS`` pair as well (``src/transport/nvls.cc``);
   the model keeps NVLS's channels and says so (:meth:`NcclEnv.nvls_note`);
   ``NCCL_IB_QPS_PER_CONNECTION`` (1-128) is the queue pairs per connection

@@ -170,7 +170,9 @@ def build(group: Group, collective: str, nbytes: float, algo: Algorithm, proto: 
     """Compile ``algo`` into a Schedule (no selection). ``channels``: the model's rings
     across servers (:func:`default_channels` by default); inside one server, where the
     rings stripe every NVSwitch plane whatever their number, NCCL's channels a user
-    limited, which cap a ring's spread (:func:`~fabricsim.collectives.pipeline.ring_spread`)."""
+    limited, which cap a ring's spread (:func:`~fabricsim.collectives.pipeline.ring_spread`):
+    there ``channels=1`` means NCCL on one channel, and the schedule's ``meta`` keeps
+    the rings (``channels``) and the limit (``channel_limit``) apart."""
     ch = channels if channels is not None else default_channels(group)
     if ch < 1:
         raise ConfigError(f"channels must be >= 1, got {ch}", field="channels")
@@ -186,7 +188,10 @@ def build(group: Group, collective: str, nbytes: float, algo: Algorithm, proto: 
     spread = algo.spread(group, collective, channels) if algo.spread is not None else None
     return Schedule(steps=tuple(steps), collective=collective, algorithm=algo.name,
                     protocol=proto, nbytes=int(nbytes), ranks=group.ranks,
-                    meta={"channels": ch, "group_size": group.n}, kernel_bytes_per_s=rate,
+                    meta={"channels": rings, "group_size": group.n,
+                          **({"channel_limit": ch} if channels is not None
+                             and group.servers == 1 else {})},
+                    kernel_bytes_per_s=rate,
                     pipeline=pipe, pipelines=more, crossings=cross, spread=spread,
                     hop_scale=algo.hop_scale,
                     fixed_steps=bool(algo.fixed_steps(group, collective))

@@ -292,8 +292,9 @@ def _sweep(job: CollectiveBench, fabric: Fabric, algo: str | None, backend: Any,
     if channels is not None and job.backend != "analytic" and group.servers > 1:
         raise ConfigError("NCCL_MIN_NCHANNELS/NCCL_MAX_NCHANNELS across servers are "
                           "honoured by the analytic backend; the flow and packet backends "
-                          "run the model's own channels there (inside one server every "
-                          "backend honours them): unset them or use --backend analytic",
+                          "run the model's own channels there (inside one server, where "
+                          "they cap a ring's spread, every backend gives the same "
+                          "answer): unset them or use --backend analytic",
                           field="NCCL_MAX_NCHANNELS")
     tsize = DATATYPES[job.datatype]
     n = group.n

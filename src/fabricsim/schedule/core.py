@@ -201,6 +201,9 @@ class Channels:
     0.5
     >>> Channels(16, 2.0, ll_ranks=8, limit=4).share(2**20, 4096.0 * 8)
     0.25
+    >>> c4 = Channels(16, 2.0, ll_ranks=8, limit=4)
+    >>> c4.capped(64 * 1024, 4096.0 * 8), c4.capped(2**20, 4096.0 * 8)
+    (1.0, 0.25)
     """
 
     channels: int
@@ -233,9 +236,12 @@ class Channels:
         links faster)."""
         return min(self.active(nbytes, thread_bytes) / self.channels, 1.0)
 
-    def capped(self) -> float:
-        """The share the user's :attr:`limit` alone leaves (1 without one)."""
-        return min(self.most / self.channels, 1.0)
+    def capped(self, nbytes: float, thread_bytes: float) -> float:
+        """The share of its rate the user's :attr:`limit` alone leaves an operation of
+        ``nbytes``: the limit over the channels NCCL would run it on without one, at most
+        1 (a size that runs on no more channels than the limit keeps its rate)."""
+        free = replace(self, limit=0).active(nbytes, thread_bytes)
+        return min(self.most / free, 1.0)
 
 
 @dataclass(frozen=True)
