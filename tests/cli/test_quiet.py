@@ -47,3 +47,21 @@ def test_report_and_demo_quiet_print_paths(tmp_path: Path,
     assert main(["demo", "-o", str(tmp_path / "d"), "--section", "cluster", "-q"]) == 0
     assert capsys.readouterr().out.split() == [str(tmp_path / "d" / "report.html"),
                                                str(tmp_path / "d" / "report.md")]
+
+
+def test_a_scenario_command_says_it_does_not_read_nccls_variables(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``bench`` reads NCCL_* from the shell; a command that runs a scenario as written
+    says so instead of ignoring them silently (logging variables change no time)."""
+    sc = tmp_path / "s.yaml"
+    sc.write_text(SLOW_NIC)
+    monkeypatch.setenv("NCCL_DEBUG", "INFO")
+    assert main(["simulate", str(sc), "--quiet"]) == 0
+    assert "NCCL" not in capsys.readouterr().err
+    monkeypatch.setenv("NCCL_MAX_NCHANNELS", "4")
+    monkeypatch.setenv("NCCL_ALGO", "Tree")
+    assert main(["simulate", str(sc), "--quiet"]) == 0
+    err = capsys.readouterr().err
+    assert "NCCL_ALGO, NCCL_MAX_NCHANNELS are set in the environment" in err
+    assert "only `fabricsim bench` reads" in err

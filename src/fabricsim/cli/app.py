@@ -8,8 +8,10 @@ exit code 2; nothing else is caught, so a bug still shows its traceback.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 import warnings
+from collections.abc import Mapping
 from importlib.metadata import PackageNotFoundError, version
 
 import typer
@@ -37,11 +39,42 @@ def _show_version(value: bool) -> None:
         raise typer.Exit()
 
 
+#: Commands that run a scenario as written: NCCL's variables in the shell do not reach
+#: them (``bench`` reads them; ``compare``, ``diagnose`` and ``calibrate`` take a log's).
+SCENARIO_COMMANDS = frozenset({"sweep", "simulate", "train", "scale", "cluster",
+                               "plan-parallel", "plan", "infer", "packet", "report",
+                               "serve", "demo"})
+
+
+def nccl_variables_note(command: str | None, environ: Mapping[str, str]) -> str:
+    """A warning where NCCL variables that change time are set in the shell of a command
+    that runs a scenario as written (``""``: none).
+
+    >>> nccl_variables_note("sweep", {"NCCL_ALGO": "Ring", "NCCL_DEBUG": "INFO"})[:46]
+    'warning: NCCL_ALGO is set in the environment, '
+    >>> nccl_variables_note("bench", {"NCCL_ALGO": "Ring"})
+    ''
+    """
+    if command not in SCENARIO_COMMANDS:
+        return ""
+    from fabricsim.collectives.nccl_env import NO_EFFECT
+
+    names = sorted(k for k in environ if k.startswith("NCCL_") and k not in NO_EFFECT)
+    if not names:
+        return ""
+    return (f"warning: {', '.join(names)} {'is' if len(names) == 1 else 'are'} set in the "
+            f"environment, but only `fabricsim bench` reads NCCL's variables: {command} "
+            "runs the scenario as written (unset them, or run the collective with bench)")
+
+
 @app.callback()
-def _root(version: bool = typer.Option(
+def _root(ctx: typer.Context, version: bool = typer.Option(
         False, "--version", "-V", help="Print fabricsim's version and exit.",
         callback=_show_version, is_eager=True)) -> None:
     """Simulate and plan the networks that GPU clusters train and serve models on."""
+    note = nccl_variables_note(ctx.invoked_subcommand, os.environ)
+    if note:
+        typer.echo(note, err=True)
 
 #: Command modules, in the order their commands appear in --help.
 COMMAND_MODULES = (
