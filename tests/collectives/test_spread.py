@@ -177,6 +177,11 @@ def test_bench_honours_a_channel_limit_inside_one_server(
         assert r.exit_code == 0, r.output
         got[backend] = float(r.output.split('"busbw_gbps":')[1].split(",")[0])
     assert max(got.values()) < 1.02 * min(got.values()), got
+    # what the limit does not reach inside one server is said, not ignored
+    bcast = CliRunner().invoke(app, ["bench", "broadcast", "--system", "dgx-h100", "-b",
+                                     "1M", "-e", "1M"], env={"NCCL_MAX_NCHANNELS": "4"})
+    assert bcast.exit_code == 0
+    assert "the model's broadcast with ring here does not change with it" in bcast.output
     # a minimum under NCCL's own channels caps nothing: the line does not mention it
     low = CliRunner().invoke(app, args[:-1], env={"NCCL_MIN_NCHANNELS": "4"})
     assert low.exit_code == 0 and "NCCL_MIN/MAX_NCHANNELS" not in low.output

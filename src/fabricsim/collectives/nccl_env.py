@@ -303,6 +303,36 @@ class NcclEnv:
                 f"{'/'.join(ran)} times do not change with it (docs/collectives.md, "
                 f"\"Channels of NVLSTree\")")
 
+    def channels_note(self, servers: int, collective: str, algorithms: Sequence[str]) -> str:
+        """What the model leaves out when ``NCCL_MIN/MAX_NCHANNELS`` (or the ``CTAS`` pair)
+        is set inside one server (``servers`` 1) and something other than a ring
+        all-reduce, reduce-scatter or all-gather ran (``algorithms``: those that ran):
+        there the limit caps only such a ring's spread, while NCCL clamps the ring and tree
+        channels every collective runs on (``''``: nothing left out; NVLS: :meth:`nvls_note`).
+
+        >>> e = nccl_env({"NCCL_MAX_NCHANNELS": "4"})
+        >>> e.channels_note(1, "broadcast", ["ring"])[:42]
+        'NCCL_MAX_NCHANNELS=4 caps, inside one serv'
+        >>> e.channels_note(1, "all_reduce", ["ring", "nvls"])
+        ''
+        >>> e.channels_note(2, "broadcast", ["ring"])
+        ''
+        """
+        if (self.min_channels is None and self.max_channels is None) or servers != 1:
+            return ""
+        ring_coll = collective in ("all_reduce", "reduce_scatter", "all_gather")
+        left = sorted({a for a in algorithms if a not in ("nvls", "nvlstree")
+                       and not (a == "ring" and ring_coll)})
+        if not left:
+            return ""
+        named = " ".join(f"{n}={v}" for n, v in (("NCCL_MIN_NCHANNELS", self.min_channels),
+                                                 ("NCCL_MAX_NCHANNELS", self.max_channels))
+                         if v is not None)
+        return (f"{named} caps, inside one server, the channels of a ring all-reduce, "
+                f"reduce-scatter or all-gather only; the model's {collective} with "
+                f"{'/'.join(left)} here does not change with it, where NCCL would clamp "
+                "its channels too")
+
     def check_p2p(self, collective: str) -> str:
         """``NCCL_P2P_NET_CHUNKSIZE`` for ``collective``: refused for send/recv and
         all-to-all at other than NCCL's default (it sets their chunks and how many channels

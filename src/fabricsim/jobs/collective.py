@@ -366,6 +366,9 @@ class BenchReport:
     #: that ran meet it and the model does not include it (``""``: none;
     #: :func:`~fabricsim.collectives.nccl_model.known_issue_note`).
     known_issue: str = ""
+    #: A user's channel limit the model leaves out for what ran inside one server (``""``:
+    #: none; :meth:`~fabricsim.collectives.nccl_env.NcclEnv.channels_note`).
+    channels_note: str = ""
 
     @property
     def warnings(self) -> list[str]:
@@ -418,6 +421,8 @@ class BenchReport:
                 out.append(note)
         if self.known_issue:
             out.append(self.known_issue)
+        if self.channels_note:
+            out.append(self.channels_note)
         return out
 
     def accuracy(self) -> list[dict[str, Any]]:
@@ -586,7 +591,7 @@ def run_bench(job: CollectiveBench, fabric: Fabric, progress: Progress = quiet,
               on_size: Callable[[int, int, int], None] | None = None) -> BenchReport:
     """Run ``job``'s sweep on ``fabric`` (its cluster, built): every algorithm asked for,
     then (with ``every_algorithm``) every other one that runs the collective."""
-    from fabricsim.collectives import ALGORITHMS
+    from fabricsim.collectives import ALGORITHMS, Group
     from fabricsim.collectives.nccl_model import known_issue_note
     from fabricsim.protocols import tuning_hardware
 
@@ -644,10 +649,12 @@ def run_bench(job: CollectiveBench, fabric: Fabric, progress: Progress = quiet,
     ran = [r.algorithm for rs in rows.values() for r in rs]
     issue = known_issue_note(job.nccl_version, tuning_hardware(fabric)[1],
                              fabric.info.servers, ran)
+    servers = Group.of(fabric, list(job.ranks) if job.ranks else None).servers
     return BenchReport(job=job, rows=rows, skipped=skipped,
                        gpus=len(job.ranks) if job.ranks else fabric.n_gpus,
                        plugin_proto=forced, notes=(*notes, alone) if alone else notes,
-                       known_issue=issue)
+                       known_issue=issue,
+                       channels_note=job.env.channels_note(servers, job.collective, ran))
 
 
 def _alone_note(job: CollectiveBench, fabric: Fabric,
