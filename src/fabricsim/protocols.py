@@ -458,7 +458,8 @@ def tuning_hardware(fabric: Fabric) -> tuple[str, str]:
 #   held it up; 0.75 until six more sources were vendored (2026-12-01: four AWS runs
 #   over EFA among them), when every source gives 1.0 again, and 48 of the 55 left out
 #   (0.75 without five, 1.25 without two); 1.0 until crossings over EFA paid a share of
-#   their plugin's declared latency (below): 0.75 on every source and all 55 left out.
+#   their plugin's declared latency (below): 0.75 on every source and all 55 left out
+#   (58 sources since 2026-12-03, all 0.75).
 #   Which part of a crossing grows with the channels (proxy posts, NIC doorbells,
 #   completions) is not resolved.
 # mnnvl_step 0.75 us, every protocol (fit on published runs, 2026-12-01, refit below): where a
