@@ -492,17 +492,16 @@ class BenchReport:
         out = (f"{r.size_bytes:,} B ({r.algorithm}/{r.protocol}) is limited by "
                f"{link.kind} links, the busiest {link.name} at {link.utilization:.0%} of "
                f"its capacity")
-        if res.extra.get("channels_limit"):
-            out += (f"; NCCL runs this size on {res.extra['channels_active']} of its "
-                    f"{res.extra['channels']} channels under NCCL_MIN/MAX_NCHANNELS (at "
-                    f"most {res.extra['channels_limit']}, from "
-                    f"{res.extra['channels_full_bytes']:,} B), each moving its slice at "
-                    f"one channel's share of the links")
-        elif res.extra.get("channels"):
-            out += (f"; NCCL runs this size on {res.extra['channels_active']} of its "
-                    f"{res.extra['channels']} channels, each moving its larger slice at one "
-                    f"channel's share of the links (all of them from "
-                    f"{res.extra['channels_full_bytes']:,} B)")
+        ex = res.extra
+        if ex.get("channels"):
+            full = f"{ex['channels_full_bytes']:,} B"
+            out += (f"; NCCL runs this size on {ex['channels_active']} of its "
+                    f"{ex['channels']} channels")
+            out += (f" under NCCL_MIN/MAX_NCHANNELS (at most {ex['channels_limit']}, from "
+                    f"{full}), each moving its slice at one channel's share of the links"
+                    if ex.get("channels_limit") else
+                    f", each moving its larger slice at one channel's share of the links "
+                    f"(all of them from {full})")
         share = fabric.info.nic_sustained_share
         if share < 1.0 and _net_class(link.kind):
             out += (f"; the NICs are measured to carry at most {share:.0%} of their line "
