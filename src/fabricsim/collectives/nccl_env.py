@@ -296,8 +296,7 @@ class NcclEnv:
         ran = sorted({a for a in algorithms if a in ("nvls", "nvlstree")})
         if (lo is None and hi is None) or not ran:
             return ""
-        named = " ".join(f"{n}={v}" for n, v in (("NCCL_MIN_CTAS", lo), ("NCCL_MAX_CTAS", hi))
-                         if v is not None)
+        named = _settings(("NCCL_MIN_CTAS", lo), ("NCCL_MAX_CTAS", hi))
         return (f"{named} sets NVLS channels in NCCL too (src/transport/nvls.cc); the model "
                 f"keeps NVLS's own channels (16 on Hopper, 24-32 on Blackwell), so its "
                 f"{'/'.join(ran)} times do not change with it (docs/collectives.md, "
@@ -317,6 +316,8 @@ class NcclEnv:
         ''
         >>> e.channels_note(2, "broadcast", ["ring"])
         ''
+        >>> nccl_env({"NCCL_MIN_CTAS": "24"}).channels_note(1, "broadcast", ["ring"])[:21]
+        'NCCL_MIN_CTAS=24 caps'
         """
         if (self.min_channels is None and self.max_channels is None) or servers != 1:
             return ""
@@ -325,9 +326,13 @@ class NcclEnv:
                        and not (a == "ring" and ring_coll)})
         if not left:
             return ""
-        named = " ".join(f"{n}={v}" for n, v in (("NCCL_MIN_NCHANNELS", self.min_channels),
-                                                 ("NCCL_MAX_NCHANNELS", self.max_channels))
-                         if v is not None)
+        # each bound by the variable that set it: the CTAS one where it is the binding one
+        lo, hi = self.ctas
+        named = _settings(
+            ("NCCL_MIN_CTAS" if lo == self.min_channels else "NCCL_MIN_NCHANNELS",
+             self.min_channels),
+            ("NCCL_MAX_CTAS" if hi == self.max_channels else "NCCL_MAX_NCHANNELS",
+             self.max_channels))
         return (f"{named} caps, inside one server, the channels of a ring all-reduce, "
                 f"reduce-scatter or all-gather only; the model's {collective} with "
                 f"{'/'.join(left)} here does not change with it, where NCCL would clamp "
@@ -554,6 +559,11 @@ def nccl_env(env: Mapping[str, str]) -> NcclEnv:
                    no_effect=quiet, as_modelled=modelled,
                    ctas=(bounds.get("NCCL_MIN_CTAS"), bounds.get("NCCL_MAX_CTAS")),
                    plugin_tuner=plugin_tuner)
+
+
+def _settings(*pairs: tuple[str, int | None]) -> str:
+    """``NAME=value`` for each pair whose value is set, space-separated."""
+    return " ".join(f"{n}={v}" for n, v in pairs if v is not None)
 
 
 def _plugin_tuner(library: tuple[str, str] | None, kind: tuple[str, str] | None) -> bool:
