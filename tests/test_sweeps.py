@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -264,11 +265,10 @@ def test_an_internal_error_is_stored_and_the_sweep_goes_on(
 
     real = sweeps._figures
 
-    def flaky(kind: str, sc: object, scenario: dict[str, object], fabrics: object
-              ) -> dict[str, object]:
-        if scenario["training"]["tp"] == 2:  # type: ignore[index]
+    def flaky(kind: str, sc: Any, fabrics: object) -> dict[str, object]:
+        if sc.training.tp == 2:
             raise ZeroDivisionError("a bug")
-        return real(kind, sc, scenario, fabrics)  # type: ignore[arg-type]
+        return real(kind, sc, fabrics)  # type: ignore[arg-type]
 
     monkeypatch.setattr(sweeps, "_figures", flaky)
     counts = run_sweep(_spec(), tmp_path / "r.duckdb")

@@ -310,16 +310,20 @@ def _column(name: str) -> str:
 
 
 class FabricCache:
-    """The Fabrics of the last few distinct cluster sections, for points that share one.
+    """The Fabrics of the last few distinct clusters, for points that share one.
 
     Building a cluster and compiling its collectives is most of a training point's cost;
-    points with the same ``cluster:`` and ``systems:`` sections get the same Fabric (and
-    so its cached collective models), which gives bit-identical figures. A sweep runs its
-    points sorted by cluster, so a few entries suffice; one cache per run or task.
+    points whose jobs run on the same cluster (its section, user-defined systems, and
+    what the job adds to it, such as a bench's queue pairs from ``collective.env``) get
+    the same Fabric (and so its cached collective models), which gives bit-identical
+    figures. A sweep runs its points sorted by cluster, so a few entries suffice; one
+    cache per run or task.
 
+    >>> from fabricsim.jobs.common import Cluster
+    >>> from fabricsim.scenario.cluster import ClusterSpec
     >>> cache = FabricCache()
-    >>> sc = {"cluster": {"system": "dgx-h100", "nodes": 2}}
-    >>> cache.get(sc) is cache.get({"cluster": {"nodes": 2, "system": "dgx-h100"}})
+    >>> a = Cluster(spec=ClusterSpec(system="dgx-h100", nodes=2))
+    >>> cache.get(a) is cache.get(Cluster(spec=ClusterSpec(nodes=2, system="dgx-h100")))
     True
     """
 
@@ -327,16 +331,13 @@ class FabricCache:
         self.size = size
         self._fabrics: dict[str, Any] = {}
 
-    def get(self, scenario: dict[str, Any]) -> Any:
-        """The Fabric of ``scenario`` (a mapping), built on first use."""
-        key = fabric_key(scenario)
+    def get(self, cluster: Any) -> Any:
+        """The Fabric of ``cluster`` (a job's :class:`~fabricsim.jobs.common.Cluster`),
+        built on first use."""
+        key = json.dumps(cluster.model_dump(mode="json"), sort_keys=True, default=str)
         fab = self._fabrics.pop(key, None)
         if fab is None:
-            from fabricsim.scenario.fabric import fabric_from_scenario
-            from fabricsim.scenario.schema import Scenario
-
-            fab = fabric_from_scenario(Scenario.model_validate(
-                {k: scenario[k] for k in ("cluster", "systems") if k in scenario}))
+            fab = cluster.build()
             if len(self._fabrics) >= self.size:
                 self._fabrics.pop(next(iter(self._fabrics)))
         self._fabrics[key] = fab
@@ -359,12 +360,11 @@ def run_point(kind: str, scenario: dict[str, Any],
         sc = validate_scenario(scenario)
     except FabricsimError as e:
         return {"error": str(e)}
-    return _figures(kind, sc, scenario, fabrics)
+    return _figures(kind, sc, fabrics)
 
 
-def _figures(kind: str, sc: Any, scenario: dict[str, Any], fabrics: FabricCache | None
-             ) -> dict[str, Any]:
-    """:func:`run_point` of the validated Scenario ``sc`` of ``scenario``: the job of
+def _figures(kind: str, sc: Any, fabrics: FabricCache | None) -> dict[str, Any]:
+    """:func:`run_point` of the validated Scenario ``sc``: the job of
     ``kind`` run as ``fabricsim <kind>`` runs it, its report's ``to_row()`` and its
     warnings (``warnings``, one text), or ``{"error": ...}`` saying why it failed."""
     from fabricsim import jobs
@@ -372,7 +372,7 @@ def _figures(kind: str, sc: Any, scenario: dict[str, Any], fabrics: FabricCache 
     try:
         job = jobs.job_from_scenario(kind, sc)
         fab = None if jobs.kind_of(kind).own_fabric else \
-            (fabrics or FabricCache(1)).get(scenario)
+            (fabrics or FabricCache(1)).get(job.cluster)
         report = jobs.run(job, fab)
         out: dict[str, Any] = dict(report.to_row())
         if report.warnings:
@@ -497,7 +497,7 @@ def _run_one(kind: str, scenario: dict[str, Any], fabrics: FabricCache,
     t0 = time.perf_counter()
     try:
         figures = run_point(kind, scenario, fabrics) if model is None else \
-            _figures(kind, model, scenario, fabrics)
+            _figures(kind, model, fabrics)
     except Exception as e:  # stored with the point, see above
         figures = {"error": f"internal error ({type(e).__name__}: {e})"}
     return figures, time.perf_counter() - t0
