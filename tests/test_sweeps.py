@@ -429,3 +429,32 @@ def test_a_results_query_is_read_only_and_bounded(tmp_path: Path,
     monkeypatch.setattr(sw, "MAX_QUERY_ROWS", 1000)
     with pytest.raises(ConfigError, match="more than 1,000 rows"):
         read_results(store, "SELECT * FROM range(300000000)")
+
+
+def test_an_nccl_variable_is_an_axis_of_a_bench_sweep(tmp_path: Path) -> None:
+    """collective.env.<NAME> sweeps one of NCCL's variables as the shell sets it for
+    bench: the ring all-gather on one DGX H100 at 1 GiB on 2, 4 and 16 of NCCL's 16
+    channels, each row what `NCCL_MAX_NCHANNELS=n fabricsim bench` gives; a value NCCL
+    refuses names the axis."""
+    from fabricsim import jobs
+    from fabricsim.collectives.nccl_env import nccl_env
+    from fabricsim.scenario import load_scenario_text
+
+    base = {"cluster": {"system": "dgx-h100", "nodes": 1},
+            "collective": {"collective": "all_gather", "minbytes": "1G", "maxbytes": "1G"}}
+    spec = SweepSpec.model_validate({"name": "ch", "kind": "bench", "scenario": base,
+                                     "axes": {"collective.env.NCCL_MAX_NCHANNELS":
+                                              [2, 4, 16]}})
+    assert run_sweep(spec, tmp_path / "r.duckdb")["run"] == 3
+    df = read_results(tmp_path / "r.duckdb")
+    axis = df["in__collective__env__NCCL_MAX_NCHANNELS"].astype(int)
+    busbw = list(df.assign(n=axis).sort_values("n")["busbw_gbps"])
+    assert sorted(axis) == [2, 4, 16]
+    sc = load_scenario_text(json.dumps(base))
+    for n, got in zip((2, 4, 16), busbw, strict=True):
+        job = jobs.job_from_scenario("bench", sc, env=nccl_env({"NCCL_MAX_NCHANNELS": str(n)}))
+        assert got == pytest.approx(jobs.run(job).rows[None][0].busbw_gbps, rel=1e-9)
+    assert busbw[0] < busbw[1] < busbw[2]
+    with pytest.raises(ConfigError, match="NCCL_MAX_NCHANNELS") as e:
+        points(spec.model_copy(update={"axes": {"collective.env.NCCL_MAX_NCHANNELS": [0]}}))
+    assert "axes" in (e.value.field or "")

@@ -382,3 +382,78 @@ def test_bench_names_nccl_229s_known_nvlstree_slowdown(capsys: pytest.CaptureFix
     assert "nccl#2035" not in capsys.readouterr().out
     assert main([*flags, "--algo", "ring"]) == 0
     assert "nccl#2035" not in capsys.readouterr().out
+
+
+def test_nccl_variables_live_in_the_scenario_too(tmp_path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    """A scenario's collective.env carries NCCL's variables, so the web and a sweep run
+    what the shell gives bench: the same variables give the same rows either way; a
+    variable set in the shell replaces the scenario's and the run says so; the job's
+    answer names the variables it ran under."""
+    from fabricsim import jobs
+    from fabricsim.scenario import load_scenario_text
+
+    text = ("cluster: {system: dgx-h100, nodes: 16, fabric: roce-400g, topology: fat-tree}\n"
+            "collective: {minbytes: 1G, maxbytes: 1G, env: {NCCL_IB_QPS_PER_CONNECTION: 4,"
+            " NCCL_ALGO: Ring}}\n")
+    sc = tmp_path / "env.yaml"
+    sc.write_text(text, encoding="utf-8")
+    flags = ["bench", "all_reduce", "--system", "dgx-h100", "--nodes", "16", "--fabric",
+             "roce-400g", "--topology", "fat-tree", "-b", "1G", "-e", "1G", "--json"]
+
+    def row() -> dict[str, object]:
+        out = capsys.readouterr().out
+        return dict(json.loads(out.splitlines()[0]))
+
+    assert main(["bench", "scenario", str(sc), "--json"]) == 0
+    by_scenario = row()
+    monkeypatch.setenv("NCCL_IB_QPS_PER_CONNECTION", "4")
+    monkeypatch.setenv("NCCL_ALGO", "Ring")
+    assert main(flags) == 0
+    assert row() == by_scenario and by_scenario["algorithm"] == "ring"
+    monkeypatch.delenv("NCCL_ALGO")
+    monkeypatch.delenv("NCCL_IB_QPS_PER_CONNECTION")
+    job = jobs.job_from_scenario("bench", load_scenario_text(text))
+    report = jobs.run(job)
+    assert report.to_dict()["nccl_env"] == {"NCCL_ALGO": "Ring",
+                                            "NCCL_IB_QPS_PER_CONNECTION": "4"}
+    assert round(report.rows[None][0].time_us, 4) == by_scenario["time_us"]
+    # without the scenario's variables: one queue pair, NCCL's own choice
+    assert main(flags) == 0
+    assert row()["time_us"] != by_scenario["time_us"]
+    # the shell's value replaces the scenario's, and the run says so (stderr with --json)
+    monkeypatch.setenv("NCCL_IB_QPS_PER_CONNECTION", "1")
+    assert main(["bench", "scenario", str(sc), "--json"]) == 0
+    captured = capsys.readouterr()
+    assert "NCCL_IB_QPS_PER_CONNECTION=1 in the environment replaces the scenario's " \
+        "NCCL_IB_QPS_PER_CONNECTION: 4" in captured.err
+    assert json.loads(captured.out.splitlines()[0])["time_us"] > by_scenario["time_us"]
+
+
+@pytest.mark.parametrize(("env", "field", "says"), [
+    ("{NCCL_IB_HCA: mlx5_0}", "collective.env", "NCCL_IB_HCA"),
+    ("{FI_PROVIDER: efa}", "collective.env", "not a variable NCCL reads"),
+    ("{NCCL_NVLS_ENABLE: true}", "collective.env", "a number or a word"),
+    ("{NCCL_MIN_NCHANNELS: 8, NCCL_MAX_NCHANNELS: 4}", "collective.env", "above"),
+    ("[NCCL_ALGO]", "collective.env", "a mapping"),
+])
+def test_a_scenarios_bad_nccl_variable_is_refused_by_name(
+        tmp_path, capsys, env: str, field: str, says: str) -> None:  # type: ignore[no-untyped-def]
+    sc = tmp_path / "bad.yaml"
+    sc.write_text(f"cluster: {{system: dgx-h100, nodes: 2}}\ncollective: {{env: {env}}}\n",
+                  encoding="utf-8")
+    assert main(["bench", "scenario", str(sc)]) == 2
+    err = capsys.readouterr().err
+    assert field in err and says in err and "Traceback" not in err
+
+
+def test_the_shell_and_the_scenario_contradicting_each_other_exit_2(
+        tmp_path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    """NCCL_NVLS_ENABLE=0 in the shell beside the scenario's NCCL_ALGO: NVLS leaves
+    nothing to run: refused naming the variable, as when both are in the shell."""
+    sc = tmp_path / "nvls.yaml"
+    sc.write_text("cluster: {system: dgx-h100, nodes: 1}\n"
+                  "collective: {minbytes: 1G, maxbytes: 1G, env: {NCCL_ALGO: NVLS}}\n",
+                  encoding="utf-8")
+    monkeypatch.setenv("NCCL_NVLS_ENABLE", "0")
+    assert main(["bench", "scenario", str(sc)]) == 2
+    assert "NCCL_NVLS_ENABLE" in capsys.readouterr().err

@@ -73,3 +73,23 @@ def test_packet_section_names_a_deadlock(tmp_path: Path) -> None:
     cycle = run.summary["deadlock"]["cycle"]
     assert "**base: PFC deadlock.** The pause cycle " + " → ".join(
         f"`{x}`" for x in cycle) in md
+
+
+def test_the_collective_section_runs_under_the_scenarios_nccl_variables(
+        tmp_path: Path) -> None:
+    """The sweep's collective.env reaches the report as it reaches bench: 4 queue pairs a
+    connection on RoCE's hashed ECMP (the shipped bench-roce-qps) give bench's figure at
+    the largest size, not the one queue pair of the cluster alone, and the text names
+    the variables."""
+    from fabricsim import jobs
+    from fabricsim.scenario.loader import load_scenario
+
+    sc = load_scenario("bench-roce-qps")
+    md = write_report(sc, tmp_path).markdown.read_text()
+    want = jobs.run(jobs.job_from_scenario("bench", sc)).rows[None][-1].busbw_gbps
+    alone = sc.model_copy(update={"collective": sc.collective.model_copy(
+        update={"env": {}})})
+    other = jobs.run(jobs.job_from_scenario("bench", alone)).rows[None][-1].busbw_gbps
+    assert abs(want - other) > 10
+    assert f"| {want:,.1f} |" in md and f"| {other:,.1f} |" not in md
+    assert "under the scenario's NCCL_IB_QPS_PER_CONNECTION=4" in md

@@ -63,8 +63,9 @@ def nccl_variables_note(command: str | None, environ: Mapping[str, str]) -> str:
     if not names:
         return ""
     return (f"warning: {', '.join(names)} {'is' if len(names) == 1 else 'are'} set in the "
-            f"environment, but only `fabricsim bench` reads NCCL's variables: {command} "
-            "runs the scenario as written (unset them, or run the collective with bench)")
+            f"environment, but only `fabricsim bench` reads NCCL's variables from the shell: "
+            f"{command} runs the scenario as written (unset them; a scenario's collective "
+            "sweep takes them as collective: {env: {NAME: value}})")
 
 
 @app.callback()

@@ -322,10 +322,6 @@ def register(app: typer.Typer) -> None:
         check_flow_precision(flow_precision)
         env = nccl_env(os.environ)
         sc = load(scenario, cluster)
-        if env.collnet:  # NCCL_COLLNET_ENABLE=1: the fabric's SHARP switches take part
-            params = {**(sc.cluster.params or {}), "sharp": True}
-            sc = sc.model_copy(update={"cluster": sc.cluster.model_copy(
-                update={"params": params})})
         spec = sc.collective
         step_b = parse_nccl_size(stepbytes, "--stepbytes") if stepbytes is not None else None
         if step_b is not None and step_b <= 0:

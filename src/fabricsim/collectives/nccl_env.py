@@ -50,7 +50,7 @@ Example
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -187,6 +187,20 @@ class NcclEnv:
     #: Whether the network plugin's own tuner, where the fabric's plugin has one (AWS's EFA
     #: plugin on p5, p5en, p6), picks before NCCL's model (``OFI_NCCL_TUNER_TYPE``).
     plugin_tuner: bool = True
+    #: The variables this was read from, as set (``NCCL_*`` and ``OFI_NCCL_TUNER_TYPE``
+    #: with a value; :meth:`over` lays others over them).
+    variables: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+
+    def over(self, base: Mapping[str, str]) -> NcclEnv:
+        """These variables laid over ``base`` (a scenario's ``collective.env``), each one
+        set here replacing the same name there, read again as one environment.
+
+        >>> e = nccl_env({"NCCL_ALGO": "Tree"}).over({"NCCL_ALGO": "Ring",
+        ...                                            "NCCL_MAX_NCHANNELS": "4"})
+        >>> sorted(e.allowed_algorithms(["ring", "tree"])), e.max_channels
+        (['tree'], 4)
+        """
+        return nccl_env({**base, **self.variables}) if base else self
 
     def algorithm_set(self, collective: str = "") -> frozenset[str] | None:
         """The algorithms allowed for ``collective`` (``None``: any)."""
@@ -558,7 +572,14 @@ def nccl_env(env: Mapping[str, str]) -> NcclEnv:
                    p2p_net_chunk_bytes=p2p_chunk,
                    no_effect=quiet, as_modelled=modelled,
                    ctas=(bounds.get("NCCL_MIN_CTAS"), bounds.get("NCCL_MAX_CTAS")),
-                   plugin_tuner=plugin_tuner)
+                   plugin_tuner=plugin_tuner, variables=MappingProxyType(
+                       {k: env[k].strip() for k in sorted(env) if _read(k, env[k])}))
+
+
+def _read(name: str, value: str) -> bool:
+    """Whether NCCL (or AWS's EFA plugin) reads ``name`` set to ``value``: an ``NCCL_*``
+    variable, or the plugin's tuner type, with a value (empty is unset to NCCL)."""
+    return (name.startswith("NCCL_") or name == "OFI_NCCL_TUNER_TYPE") and bool(value.strip())
 
 
 def _settings(*pairs: tuple[str, int | None]) -> str:

@@ -4,8 +4,10 @@ A :class:`CollectiveBench` is the collective, its sizes (nccl-tests' ``-b``/``-e
 or ``-i``), data type, reduction op, the algorithms to run (``None``: NCCL's own choice,
 the tuner's; several overlay), protocol, backend, ranks, GPUs per nccl-tests thread
 (``-g``), NCCL's environment (``NCCL_ALGO``, ``NCCL_PROTO``, ``NCCL_NVLS_ENABLE``,
-``NCCL_COLLNET_ENABLE``) and the NCCL release whose choice is made. A scenario's
-``collective:`` section gives the defaults (:func:`bench_job`). Faults and background
+``NCCL_COLLNET_ENABLE``, ...: :mod:`~fabricsim.collectives.nccl_env`) and the NCCL release
+whose choice is made. A scenario's ``collective:`` section gives the defaults, its
+``env:`` the variables (:func:`bench_job`: under ``bench`` the shell's replace them one by
+one). Faults and background
 traffic run on the flow backend; any other backend refuses them.
 
 Example
@@ -148,6 +150,9 @@ class CollectiveBench(Part):
     nccl_version: str | None = None
     """The NCCL release whose choice the model makes (``None``: the newest modelled)."""
     env: NcclEnv = NcclEnv()
+    #: The shell's variables that replaced the scenario's ``collective.env`` (bench), each
+    #: as a sentence the run warns with.
+    env_replaced: tuple[str, ...] = ()
     faults: Faults = Faults()
     time_limit_s: float | None = Field(None, gt=0, allow_inf_nan=False)
     flow_precision: float = Field(0.0, ge=0.0, le=0.1)
@@ -192,14 +197,30 @@ def bench_job(sc: Scenario, *, collective: str | None = None,
     """The benchmark of ``sc``'s ``collective:`` section (:data:`DEFAULT_SWEEP` when it
     has none), each argument given replacing the section's (nccl-tests' ``-g``, ``-r``
     and ``-m`` too: ``gpus_per_thread``, ``root``, ``agg_iters``; and the NCCL release,
-    ``nccl_version``)."""
+    ``nccl_version``). ``env`` (the shell's variables, as ``bench`` reads them) is laid
+    over the section's ``env:``, each variable it sets replacing the section's
+    (:meth:`~fabricsim.collectives.nccl_env.NcclEnv.over`; the run warns where one did).
+
+    >>> from fabricsim.collectives.nccl_env import nccl_env
+    >>> from fabricsim.scenario import load_scenario_text
+    >>> sc = load_scenario_text("collective: {env: {NCCL_ALGO: Ring, NCCL_PROTO: LL}}")
+    >>> job = bench_job(sc, env=nccl_env({"NCCL_ALGO": "Tree"}))
+    >>> dict(job.env.variables)
+    {'NCCL_ALGO': 'Tree', 'NCCL_PROTO': 'LL'}
+    >>> job.env_replaced[0]
+    "NCCL_ALGO=Tree in the environment replaces the scenario's NCCL_ALGO: Ring"
+    """
     from fabricsim.backends.registry import BACKENDS
     from fabricsim.collectives.tuner import SELECTIONS, check_collective
 
     spec = sc.collective or DEFAULT_SWEEP
     name = check_collective(collective or spec.collective)
-    if env is not None:
-        env.check_p2p(name)  # NCCL_P2P_NET_CHUNKSIZE: refused where it would change time
+    # the shell's variables (bench) over the scenario's, read as one environment
+    replaced = tuple(f"{k}={v} in the environment replaces the scenario's {k}: "
+                     f"{spec.env[k]}" for k, v in (env.variables if env else {}).items()
+                     if k in spec.env and spec.env[k].strip() != v)
+    env = (env or NcclEnv()).over(spec.env)
+    env.check_p2p(name)  # NCCL_P2P_NET_CHUNKSIZE: refused where it would change time
     dtype = datatype or spec.datatype
     if dtype not in DATATYPES:
         raise unknown("datatype", dtype, DATATYPES, field="collective.datatype")
@@ -233,9 +254,10 @@ def bench_job(sc: Scenario, *, collective: str | None = None,
                           field="collective.backend")
     chosen: tuple[str | None, ...] = tuple(algos) or ((spec.algo,) if spec.algo else (None,))
     cluster = Cluster.of(sc)
-    # the connections' queue pairs and Simple buffer, every backend
-    given = {k: v for k, v in (("qps", env.qps if env else None),
-                               ("buffsize", env.buffsize_bytes if env else None)) if v is not None}
+    # the connections' queue pairs and Simple buffer, every backend; NCCL_COLLNET_ENABLE=1:
+    # the fabric's SHARP switches take part
+    given = {k: v for k, v in (("qps", env.qps), ("buffsize", env.buffsize_bytes),
+                               ("sharp", True if env.collnet else None)) if v is not None}
     if given:
         with_env = cluster.spec.model_copy(update={"params": {**cluster.spec.params,
                                                               **given}})
@@ -245,7 +267,7 @@ def bench_job(sc: Scenario, *, collective: str | None = None,
         algos=chosen, every_algorithm=every_algorithm, proto=proto or spec.proto,
         select=how, backend=be, ranks=_ranks(spec.ranks),
         gpus_per_thread=spec.gpus_per_thread if gpus_per_thread is None else gpus_per_thread,
-        env=env or NcclEnv(), faults=faults, time_limit_s=time_limit_s,
+        env=env, env_replaced=replaced, faults=faults, time_limit_s=time_limit_s,
         root=spec.root if root is None else root,
         agg_iters=spec.agg_iters if agg_iters is None else agg_iters,
         flow_precision=flow_precision, nccl_version=release)
@@ -394,6 +416,7 @@ class BenchReport:
             out.append(f"select {self.job.select}: without effect, the algorithm and the "
                        f"protocol are both forced (--algo, --proto): one pair runs")
         env = self.job.env
+        out += self.job.env_replaced
         if self.plugin_proto:
             from fabricsim.protocols import PROTOCOL_LABELS
 
@@ -460,7 +483,7 @@ class BenchReport:
                            for a, rows in self.rows.items()],
                 "accuracy": self.accuracy(),
                 "skipped": dict(self.skipped), "warnings": self.warnings,
-                "notes": list(self.notes)}
+                "notes": list(self.notes), "nccl_env": dict(self.job.env.variables)}
 
     def limit(self, fabric: Fabric) -> str:
         """Why the largest size of the first curve takes the time it does: the busiest

@@ -139,13 +139,17 @@ def section_collective(doc: Doc, sc: Scenario, fab: Fabric) -> None:
     # against size on the analytic backend (the faults have a section of their own)
     calm = sc.model_copy(update={"faults": [], "background": []})
     job = jobs.job_from_scenario("bench", calm, sizes=tuple(sizes), backend="analytic")
-    rows = next(iter(jobs.run(job, fab).rows.values()))
+    # the section's NCCL variables may add to the cluster (queue pairs, buffer, SHARP)
+    ran_on = fab if job.cluster.spec == sc.cluster else job.cluster.build()
+    rows = next(iter(jobs.run(job, ran_on).rows.values()))
     sw = Sweep(sizes=[r.size_bytes for r in rows], busbw_gbps=[r.busbw_gbps for r in rows],
                time_s=[r.time_us * 1e-6 for r in rows],
                choice=[f"{r.algorithm}/{r.protocol}".lower() for r in rows])
     n = len(spec.ranks) if spec.ranks else fab.n_gpus
     fixed = " (fixed by the scenario)" if spec.algo or spec.proto else \
         " (chosen by least predicted time, as NCCL's tuner does)"
+    if spec.env:
+        fixed += " under the scenario's " + ", ".join(f"{k}={v}" for k, v in spec.env.items())
     if sc.collective is None:
         fixed += ". The scenario names no workload, so this is the all-reduce NCCL would run"
     doc.heading(f"{spec.collective} against message size")

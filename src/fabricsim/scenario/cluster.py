@@ -78,6 +78,40 @@ class CollectiveSpec(_Model):
     """The NCCL release whose choice of algorithm and protocol the model makes (its tuning
     tables changed in 2.28 and 2.29; ``None``: the newest modelled,
     :data:`~fabricsim.collectives.nccl_model.DEFAULT_NCCL`)."""
+    env: dict[str, str] = Field(default_factory=dict)
+    """NCCL's environment variables the sweep runs under, as a launch script exports them
+    (``{NCCL_ALGO: Ring, NCCL_MAX_NCHANNELS: 4}``): each honoured or refused by name as
+    ``fabricsim bench`` reads the shell's
+    (:func:`~fabricsim.collectives.nccl_env.nccl_env`); under ``bench`` a variable set in
+    the shell replaces the same one here, and says so."""
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env(cls, v: object) -> dict[str, str]:
+        from fabricsim.collectives.nccl_env import nccl_env
+        from fabricsim.errors import ConfigError
+
+        if v is None:
+            return {}
+        if not isinstance(v, Mapping):
+            raise ValueError(f"give NCCL's variables as a mapping of name to value, e.g. "
+                             f"env: {{NCCL_ALGO: Ring, NCCL_MAX_NCHANNELS: 4}}, got {v!r}")
+        out: dict[str, str] = {}
+        for name, value in v.items():
+            if not isinstance(name, str) or not (name.startswith("NCCL_")
+                                                  or name == "OFI_NCCL_TUNER_TYPE"):
+                raise ValueError(f"{name!r} is not a variable NCCL reads: env: takes NCCL_* "
+                                 f"names (and AWS's EFA plugin's OFI_NCCL_TUNER_TYPE); drop it")
+            if isinstance(value, bool) or not isinstance(value, str | int):
+                raise ValueError(f"{name}: give the value as NCCL reads it, a number or a "
+                                 f"word (e.g. 0, 4, Ring), got {value!r}")
+            out[name] = str(value)
+        try:
+            nccl_env(out)
+        except ConfigError as e:
+            raise ValueError(f"{e.field}: {e.message}" if e.field and e.field not in
+                             e.message else e.message) from None
+        return out
 
     @field_validator("nccl_version", mode="before")
     @classmethod
