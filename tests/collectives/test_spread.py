@@ -165,7 +165,7 @@ def test_bench_honours_a_channel_limit_inside_one_server(
     bw = [float(r.output.split('"busbw_gbps":')[1].split(",")[0]) for r in (free, four)]
     assert 2.5 * bw[1] < bw[0] < 4.0 * bw[1]
     text = CliRunner().invoke(app, args[:-1], env={"NCCL_MAX_NCHANNELS": "4"})
-    assert "runs this size on 4 of its 16 channels under NCCL_MIN/MAX_NCHANNELS" \
+    assert "runs this size on 4 of its 16 channels under NCCL_MAX_NCHANNELS=4" \
         in text.output
     # inside one server every backend honours the limit, and they agree
     mid = ["bench", "all_gather", "--system", "dgx-h100", "-b", "16M", "-e", "16M",
@@ -184,12 +184,21 @@ def test_bench_honours_a_channel_limit_inside_one_server(
     assert "the model's broadcast with ring here does not change with it" in bcast.output
     # a minimum under NCCL's own channels caps nothing: the line does not mention it
     low = CliRunner().invoke(app, args[:-1], env={"NCCL_MIN_NCHANNELS": "4"})
-    assert low.exit_code == 0 and "NCCL_MIN/MAX_NCHANNELS" not in low.output
+    assert low.exit_code == 0 and "channels under" not in low.output
+    # the limit is named by the variable that set it
+    ctas = CliRunner().invoke(app, args[:-1], env={"NCCL_MAX_CTAS": "4"})
+    assert "of its 16 channels under NCCL_MAX_CTAS=4" in ctas.output
     # across servers only the analytic backend runs NCCL's channel clamp
     monkeypatch.setenv("NCCL_MAX_NCHANNELS", "4")
     assert main(["bench", "all_reduce", "--system", "dgx-h100", "--nodes", "2", "-b", "1M",
                  "-e", "1M", "--backend", "flow"]) == 2
-    assert "NCCL_MAX_NCHANNELS" in capsys.readouterr().err
+    assert "NCCL_MAX_NCHANNELS=4 across servers" in capsys.readouterr().err
+    monkeypatch.delenv("NCCL_MAX_NCHANNELS")
+    monkeypatch.setenv("NCCL_MAX_CTAS", "4")
+    assert main(["bench", "all_reduce", "--system", "dgx-h100", "--nodes", "2", "-b", "1M",
+                 "-e", "1M", "--backend", "flow"]) == 2
+    err = capsys.readouterr().err
+    assert "NCCL_MAX_CTAS=4 across servers" in err and "NCHANNELS" not in err
 
 
 def test_every_backend_times_a_channel_limit_alike() -> None:

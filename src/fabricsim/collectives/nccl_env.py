@@ -154,6 +154,9 @@ AS_MODELLED: Mapping[str, tuple[Callable[[str], bool], str, str]] = MappingProxy
                               "communicator over every rank, as the model does; a mask "
                               "splits it into several, which it does not model"),
 })
+#: The variables that bound the channels, as NCCL combines them (``src/graph/connect.cc``).
+_CHANNEL_VARIABLES = ("NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_MIN_CTAS",
+                      "NCCL_MAX_CTAS")
 #: NCCL's bounds on channels and queue pairs.
 MAX_CHANNELS = 64
 MAX_QPS = 128
@@ -286,6 +289,18 @@ class NcclEnv:
         if group.servers == 1:
             return self.channels(nccl_channels(group))
         return self.channels(default_channels(group))
+
+    def channel_settings(self) -> str:
+        """The channel variables set, as ``NAME=value`` (``NCCL_MIN/MAX_NCHANNELS`` where
+        this was not read from variables).
+
+        >>> nccl_env({"NCCL_MAX_CTAS": "4", "NCCL_ALGO": "Ring"}).channel_settings()
+        'NCCL_MAX_CTAS=4'
+        >>> NcclEnv(max_channels=4).channel_settings()
+        'NCCL_MIN/MAX_NCHANNELS'
+        """
+        named = [f"{n}={self.variables[n]}" for n in _CHANNEL_VARIABLES if n in self.variables]
+        return " ".join(named) or "NCCL_MIN/MAX_NCHANNELS"
 
     def channels(self, default: int) -> int:
         """``default`` channels clamped to ``NCCL_MIN/MAX_NCHANNELS``."""

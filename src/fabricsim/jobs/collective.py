@@ -312,12 +312,13 @@ def _sweep(job: CollectiveBench, fabric: Fabric, algo: str | None, backend: Any,
         raise ConfigError(e.message, field="collective.ranks") from None
     channels = env.channels_of(group)
     if channels is not None and job.backend != "analytic" and group.servers > 1:
-        raise ConfigError("NCCL_MIN_NCHANNELS/NCCL_MAX_NCHANNELS across servers are "
-                          "honoured by the analytic backend; the flow and packet backends "
-                          "run the model's own channels there (inside one server, where "
-                          "they cap a ring's spread, every backend gives the same "
-                          "answer): unset them or use --backend analytic",
-                          field="NCCL_MAX_NCHANNELS")
+        named = env.channel_settings()
+        raise ConfigError(f"{named} across servers: honoured by the analytic backend; the "
+                          "flow and packet backends run the model's own channels there "
+                          "(inside one server, where a limit caps a ring's spread, every "
+                          "backend gives the same answer): unset it (or drop it from the "
+                          "scenario's collective.env) or use --backend analytic",
+                          field=named.split("=")[0])
     tsize = DATATYPES[job.datatype]
     n = group.n
     align = tsize * (n if coll in ("all_gather", "reduce_scatter", "alltoall") else 1)
@@ -520,7 +521,8 @@ class BenchReport:
             full = f"{ex['channels_full_bytes']:,} B"
             out += (f"; NCCL runs this size on {ex['channels_active']} of its "
                     f"{ex['channels']} channels")
-            out += (f" under NCCL_MIN/MAX_NCHANNELS (at most {ex['channels_limit']}, from "
+            out += (f" under {self.job.env.channel_settings()} (at most "
+                    f"{ex['channels_limit']}, from "
                     f"{full}), each moving its slice at one channel's share of the links"
                     if ex.get("channels_limit") else
                     f", each moving its larger slice at one channel's share of the links "
