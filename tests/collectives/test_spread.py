@@ -214,3 +214,28 @@ def test_every_backend_times_a_channel_limit_alike() -> None:
         free = AnalyticBackend().run(build(g, "all_reduce", size, get_algorithm("ring"),
                                            proto), fab).time
         assert times[0] > 1.8 * free
+
+
+def test_headroom_and_notes_keep_to_what_a_channel_limit_leaves(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under NCCL_MAX_NCHANNELS=4 the fastest pair is timed on the same 4 channels: the
+    headroom line no longer claims NCCL's ring takes ~4x "the time this model gives" the
+    same ring on all 16; and the web's every-algorithm sweep does not warn that the limit
+    misses halving-doubling, an algorithm NCCL does not run."""
+    from fabricsim import jobs
+    from fabricsim.cli.app import main
+    from fabricsim.collectives.nccl_env import nccl_env
+    from fabricsim.scenario import load_scenario_text
+
+    monkeypatch.setenv("NCCL_MAX_NCHANNELS", "4")
+    assert main(["bench", "all_gather", "--system", "dgx-h100", "-b", "1G", "-e", "1G"]) == 0
+    out = capsys.readouterr().out
+    assert "of its 16 channels under NCCL_MAX_NCHANNELS=4" in out
+    assert "# headroom" not in out
+    sc = load_scenario_text("cluster: {system: dgx-h100, nodes: 1}\n"
+                            "collective: {collective: all_gather, minbytes: 1G, "
+                            "maxbytes: 1G}")
+    job = jobs.job_from_scenario("bench", sc, env=nccl_env({"NCCL_MAX_NCHANNELS": "4"}),
+                                 every_algorithm=True)
+    report = jobs.run(job)
+    assert "halving_doubling" in report.rows and report.channels_note == ""

@@ -583,12 +583,17 @@ class BenchReport:
         if (not rows or self.job.backend != "analytic" or self.job.select != "nccl"
                 or self.job.proto is not None or self.job.env.restricts):
             return ""
+        from fabricsim.collectives.registry import Group
+
         fastest = default_tuner(fabric, "fastest")
         ranks = list(self.job.ranks) if self.job.ranks else None
+        # under the same channel limit as NCCL's choice ran
+        channels = self.job.env.channels_of(Group.of(fabric, ranks))
         worst: tuple[float, BenchRow, Any] | None = None
         for r in rows:
             f = fastest.choose(fabric, self.job.collective, r.size_bytes, ranks,
-                               gpus_per_thread=self.job.gpus_per_thread, back_to_back=True)
+                               channels=channels, gpus_per_thread=self.job.gpus_per_thread,
+                               back_to_back=True)
             gap = r.time_us / max(f.time * 1e6, 1e-12)
             if gap >= at_least and (worst is None or gap > worst[0]):
                 worst = (gap, r, f)
@@ -678,7 +683,21 @@ def run_bench(job: CollectiveBench, fabric: Fabric, progress: Progress = quiet,
                        gpus=len(job.ranks) if job.ranks else fabric.n_gpus,
                        plugin_proto=forced, notes=(*notes, alone) if alone else notes,
                        known_issue=issue,
-                       channels_note=job.env.channels_note(servers, job.collective, ran))
+                       channels_note=job.env.channels_note(servers, job.collective, [
+                           a for a in ran if _nccl_runs(a)]))
+
+
+def _nccl_runs(algorithm: str) -> bool:
+    """Whether NCCL itself runs ``algorithm`` (not one of the model's own alternatives,
+    such as halving-doubling, nor XLA's).
+
+    >>> _nccl_runs("ring"), _nccl_runs("halving_doubling")
+    (True, False)
+    """
+    from fabricsim.collectives.registry import ALGORITHMS
+
+    a = ALGORITHMS.get(algorithm)
+    return a is not None and a.auto and a.runtime == "nccl"
 
 
 def _alone_note(job: CollectiveBench, fabric: Fabric,
