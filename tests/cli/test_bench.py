@@ -457,3 +457,14 @@ def test_the_shell_and_the_scenario_contradicting_each_other_exit_2(
     monkeypatch.setenv("NCCL_NVLS_ENABLE", "0")
     assert main(["bench", "scenario", str(sc)]) == 2
     assert "NCCL_NVLS_ENABLE" in capsys.readouterr().err
+
+
+def test_the_limit_line_counts_the_queue_pairs_already_set(monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    """On RoCE's hashed ECMP the limit line suggests more queue pairs; with 4 already set
+    (the shipped bench-roce-qps) it says more than those 4, with 1 it names none."""
+    assert main(["bench", "scenario", "bench-roce-qps", "-b", "4G", "-e", "4G"]) == 0
+    assert "more queue pairs per connection than the 4 set" in capsys.readouterr().out
+    monkeypatch.setenv("NCCL_IB_QPS_PER_CONNECTION", "1")
+    assert main(["bench", "scenario", "bench-roce-qps", "-b", "4G", "-e", "4G"]) == 0
+    out = capsys.readouterr().out
+    assert "more queue pairs per connection (NCCL_IB_QPS_PER_CONNECTION)" in out

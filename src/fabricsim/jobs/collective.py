@@ -536,7 +536,8 @@ class BenchReport:
             out += ("; on Ethernet each flow hashes onto one uplink (ECMP), so several share "
                     "one while others idle: --routing adaptive (Spectrum-X, UEC spraying) "
                     "spreads them, and so do more queue pairs per connection "
-                    "(NCCL_IB_QPS_PER_CONNECTION)")
+                    + (f"than the {fabric.info.qps} set " if fabric.info.qps > 1 else "")
+                    + "(NCCL_IB_QPS_PER_CONNECTION)")
         return out
 
     def _kernel_bound(self, fabric: Fabric, r: Any) -> str:
