@@ -100,7 +100,25 @@ def flow_job(sc: Scenario, *, size: str | None = None, routing: str = "ecmp",
         from fabricsim.errors import unknown
 
         raise unknown("routing", routing, ["ecmp", "spray", "adaptive"], field="--routing")
-    return FlowRun(cluster=Cluster.of(sc), name=sc.name, description=sc.description,
+    cluster = Cluster.of(sc)
+    if spec.env:  # the section's NCCL variables, as bench reads them
+        from fabricsim.collectives.nccl_env import nccl_env
+        from fabricsim.collectives.tuner import check_collective
+
+        env = nccl_env(spec.env)
+        env.check_p2p(check_collective(spec.collective))
+        if env.min_channels is not None or env.max_channels is not None:
+            raise ConfigError(f"{env.channel_settings()}: a flow run keeps the model's own "
+                              f"channels; drop it from collective.env here, or time the "
+                              f"limit with fabricsim bench (analytic backend)",
+                              field="collective.env")
+        qps = env.qps if qps is None else qps  # --qps given replaces the section's
+        given = {k: v for k, v in (("buffsize", env.buffsize_bytes),
+                                   ("sharp", True if env.collnet else None)) if v is not None}
+        if given:
+            cluster = cluster.model_copy(update={"spec": cluster.spec.model_copy(
+                update={"params": {**cluster.spec.params, **given}})})
+    return FlowRun(cluster=cluster, name=sc.name, description=sc.description,
                    collective=spec, nbytes=nbytes, routing=routing,
                    qps=qps, faults=faults, time_limit_s=time_limit_s, record=record,
                    force=force, precision=precision)
@@ -176,9 +194,22 @@ def run_flow(job: FlowRun, fabric: Fabric, progress: Progress = quiet,
     spec = job.collective
     faults, background, seed = list(job.faults.faults), list(job.faults.background), \
         job.faults.seed
-    sch = build_schedule(fabric, spec.collective, job.nbytes,
-                         ranks=list(spec.ranks) if spec.ranks else None, algo=spec.algo,
-                         proto=spec.proto)
+    ranks = list(spec.ranks) if spec.ranks else None
+    algo, proto = spec.algo, spec.proto
+    if algo is None or proto is None:
+        # NCCL's choice, by the section's release, among what its NCCL_ALGO/NCCL_PROTO/...
+        # leave, as bench makes it
+        from fabricsim.collectives.nccl_env import nccl_env
+        from fabricsim.collectives.tuner import default_tuner
+
+        env = nccl_env(spec.env)
+        algos, protos = env.choices(spec.collective, algo, proto)
+        pick = default_tuner(fabric).choose_among(
+            fabric, spec.collective, job.nbytes, ranks, algos, protos,
+            nccl_version=spec.nccl_version, plugin_tuner=env.plugin_tuner)
+        algo, proto = pick.algorithm, pick.protocol
+    sch = build_schedule(fabric, spec.collective, job.nbytes, ranks=ranks, algo=algo,
+                         proto=proto)
     deadline = time.perf_counter() + job.time_limit_s if job.time_limit_s is not None \
         else None
     routing, qps = job.routing, job.qps if job.qps is not None else fabric.info.qps
@@ -230,6 +261,7 @@ def run_flow(job: FlowRun, fabric: Fabric, progress: Progress = quiet,
                     "fabric": fabric.info.fabric, "topology": fabric.info.topology},
         "collective": spec.collective, "nbytes": job.nbytes, "algorithm": sch.algorithm,
         "protocol": hit.extra["protocol"], "routing": routing, "qps": qps,
+        "nccl_env": dict(spec.env),
         "baseline_time_s": base.time, "time_s": _finite(hit.time),
         "slowdown": _finite(hit.time / base.time), "stalled": not math.isfinite(hit.time),
         # the time's parts outside the simulated transfers (their end + these = time_s)
