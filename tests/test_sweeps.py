@@ -458,3 +458,41 @@ def test_an_nccl_variable_is_an_axis_of_a_bench_sweep(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="NCCL_MAX_NCHANNELS") as e:
         points(spec.model_copy(update={"axes": {"collective.env.NCCL_MAX_NCHANNELS": [0]}}))
     assert "axes" in (e.value.field or "")
+
+
+def test_a_point_runs_on_the_cluster_its_job_adds_to(tmp_path: Path) -> None:
+    """A bench job puts the section's NCCL_IB_QPS_PER_CONNECTION into its cluster: the
+    sweep's shared fabrics are built from the job's cluster, so points of 4, 1 and 4
+    queue pairs on the shipped bench-roce-qps each give what bench gives (the second 4
+    is not handed the fabric of 1 queue pair, nor the reverse)."""
+    from fabricsim import jobs
+    from fabricsim.collectives.nccl_env import nccl_env
+    from fabricsim.scenario.loader import load_scenario
+    from fabricsim.sweeps import FabricCache, run_point
+
+    base = {"cluster": {"system": "dgx-h100", "nodes": 16, "fabric": "roce-400g",
+                        "topology": "fat-tree"},
+            "collective": {"minbytes": "4G", "maxbytes": "4G"}}
+    cache = FabricCache()
+    got = [run_point("bench", {**base, "collective": {
+        **base["collective"], "env": {"NCCL_IB_QPS_PER_CONNECTION": q}}}, cache)["busbw_gbps"]
+        for q in (4, 1, 4)]
+    sc = load_scenario("bench-roce-qps")
+    want = {q: jobs.run(jobs.job_from_scenario(
+        "bench", sc, sizes=(4 * 2**30,),
+        env=nccl_env({"NCCL_IB_QPS_PER_CONNECTION": str(q)}))).rows[None][0].busbw_gbps
+        for q in (4, 1)}
+    assert got == pytest.approx([want[4], want[1], want[4]], rel=1e-9)
+    assert want[4] > 1.2 * want[1]
+
+
+@pytest.mark.parametrize("kind", ["train", "packet"])
+def test_an_nccl_variable_axis_is_refused_where_the_kind_does_not_read_it(kind: str
+                                                                         ) -> None:
+    """Only bench and simulate read collective.env: a train or packet sweep over one
+    would store points that cannot differ."""
+    spec = SweepSpec.model_validate({"name": "x", "kind": kind, "scenario": BASE,
+                                     "axes": {"collective.env.NCCL_ALGO": ["Ring", "Tree"]}})
+    with pytest.raises(ConfigError, match=r"does not read collective\.env") as e:
+        points(spec)
+    assert e.value.field == "axes.collective.env.NCCL_ALGO"

@@ -216,6 +216,10 @@ class _Checker:
         return whole.with_notes(notes)
 
 
+#: The kinds whose jobs read a scenario's ``collective.env`` (NCCL's variables).
+ENV_KINDS = ("bench", "simulate")
+
+
 def kind_reads(kind: str) -> tuple[str, ...]:
     """Scenario sections a sweep of ``kind`` reads: an axis elsewhere would change
     nothing (the kind's :attr:`fabricsim.jobs.Kind.reads`)."""
@@ -241,6 +245,10 @@ def points(spec: SweepSpec, root: Path | None = None) -> list[Point]:
 
     reads = kind_reads(spec.kind)
     for n in names:
+        if n.startswith("collective.env") and spec.kind not in ENV_KINDS:
+            raise ConfigError(f"a {spec.kind} sweep does not read collective.env (NCCL's "
+                              f"variables reach {' and '.join(ENV_KINDS)}): drop axis "
+                              f"{n!r} or use kind: bench", field=f"axes.{n}")
         if n.split(".")[0] not in reads:
             other = next((k for k, kd in KINDS.items() if n.split(".")[0] in kd.reads), None)
             raise ConfigError(f"a {spec.kind} sweep reads {', '.join(reads)}; axis {n!r} "

@@ -385,10 +385,11 @@ def test_bench_names_nccl_229s_known_nvlstree_slowdown(capsys: pytest.CaptureFix
 
 
 def test_nccl_variables_live_in_the_scenario_too(tmp_path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
-    """A scenario's collective.env carries NCCL's variables, so the web and a sweep run
-    what the shell gives bench: the same variables give the same rows either way; a
-    variable set in the shell replaces the scenario's and the run says so; the job's
-    answer names the variables it ran under."""
+    """A scenario's collective.env carries NCCL's variables: the same variables give the
+    same rows from the scenario as from the shell; a variable set in the shell replaces
+    the scenario's and the run says so; the job's answer names the variables it ran
+    under. (The web and a sweep run the same job: the parity test runs the shipped
+    bench-roce-qps through both.)"""
     from fabricsim import jobs
     from fabricsim.scenario import load_scenario_text
 
@@ -432,9 +433,16 @@ def test_nccl_variables_live_in_the_scenario_too(tmp_path, monkeypatch, capsys) 
 @pytest.mark.parametrize(("env", "field", "says"), [
     ("{NCCL_IB_HCA: mlx5_0}", "collective.env", "NCCL_IB_HCA"),
     ("{FI_PROVIDER: efa}", "collective.env", "not a variable NCCL reads"),
-    ("{NCCL_NVLS_ENABLE: true}", "collective.env", "a number or a word"),
+    ("{NCCL_NVLS_ENABLE: true}", "collective.env", "1 or 0"),
+    ("{NCCL_BUFFSIZE: 1.5}", "collective.env", "a number or a word"),
     ("{NCCL_MIN_NCHANNELS: 8, NCCL_MAX_NCHANNELS: 4}", "collective.env", "above"),
     ("[NCCL_ALGO]", "collective.env", "a mapping"),
+    ("{NCCL_NVLS_ENABLE: off}", "collective.env", "1 or 0"),
+    ("{nccl_algo: Ring}", "collective.env", "upper case: NCCL_ALGO"),
+    ("{NCCL_ALGO: NVLS}, collective: broadcast", "collective.env.NCCL_ALGO",
+     "NCCL runs it with"),
+    ("{NCCL_P2P_NET_CHUNKSIZE: 4096}, collective: alltoall",
+     "collective.env.NCCL_P2P_NET_CHUNKSIZE", "not modelled for alltoall"),
 ])
 def test_a_scenarios_bad_nccl_variable_is_refused_by_name(
         tmp_path, capsys, env: str, field: str, says: str) -> None:  # type: ignore[no-untyped-def]

@@ -65,3 +65,9 @@ def test_a_scenario_command_says_it_does_not_read_nccls_variables(
     err = capsys.readouterr().err
     assert "NCCL_ALGO, NCCL_MAX_NCHANNELS are set in the environment" in err
     assert "only `fabricsim bench` reads" in err
+    assert "takes them as collective: {env:" in err  # simulate reads the section's
+    from fabricsim.cli.app import nccl_variables_note
+
+    # train's model does not read the collective section: no pointer there
+    note = nccl_variables_note("train", {"NCCL_ALGO": "Tree"})
+    assert "its model runs NCCL's own choice" in note and "collective:" not in note

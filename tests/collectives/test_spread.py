@@ -239,3 +239,8 @@ def test_headroom_and_notes_keep_to_what_a_channel_limit_leaves(
                                  every_algorithm=True)
     report = jobs.run(job)
     assert "halving_doubling" in report.rows and report.channels_note == ""
+    # where another pair is faster on the same 4 channels the line is still there: at
+    # 4 MiB NCCL's ring/LL against ring/LL128
+    assert main(["bench", "all_gather", "--system", "dgx-h100", "-b", "4M", "-e", "4M"]) == 0
+    assert "# headroom: 4,194,304 B: NCCL's choice ring/LL takes" in \
+        capsys.readouterr().out

@@ -46,6 +46,11 @@ SCENARIO_COMMANDS = frozenset({"sweep", "simulate", "train", "scale", "cluster",
                                "serve", "demo"})
 
 
+#: Those of them that run a scenario's collective sweep, which takes NCCL's variables in
+#: its ``env:`` (``sweep`` of kind bench, ``report``'s collective section, the web app's).
+ENV_COMMANDS = frozenset({"sweep", "simulate", "report", "serve"})
+
+
 def nccl_variables_note(command: str | None, environ: Mapping[str, str]) -> str:
     """A warning where NCCL variables that change time are set in the shell of a command
     that runs a scenario as written (``""``: none).
@@ -62,10 +67,11 @@ def nccl_variables_note(command: str | None, environ: Mapping[str, str]) -> str:
     names = sorted(k for k in environ if k.startswith("NCCL_") and k not in NO_EFFECT)
     if not names:
         return ""
+    where = ("a scenario's collective sweep takes them as collective: {env: {NAME: value}}"
+             if command in ENV_COMMANDS else "its model runs NCCL's own choice")
     return (f"warning: {', '.join(names)} {'is' if len(names) == 1 else 'are'} set in the "
             f"environment, but only `fabricsim bench` reads NCCL's variables from the shell: "
-            f"{command} runs the scenario as written (unset them; a scenario's collective "
-            "sweep takes them as collective: {env: {NAME: value}})")
+            f"{command} runs the scenario as written (unset them; {where})")
 
 
 @app.callback()

@@ -203,7 +203,13 @@ class NcclEnv:
         >>> sorted(e.allowed_algorithms(["ring", "tree"])), e.max_channels
         (['tree'], 4)
         """
-        return nccl_env({**base, **self.variables}) if base else self
+        if not base:
+            return self
+        if not self.variables and self != NcclEnv():
+            raise ConfigError("these settings were not read from variables (nccl_env), so "
+                              "they cannot be laid over others: read them with nccl_env",
+                              field="env")
+        return nccl_env({**base, **self.variables})
 
     def algorithm_set(self, collective: str = "") -> frozenset[str] | None:
         """The algorithms allowed for ``collective`` (``None``: any)."""
@@ -255,7 +261,9 @@ class NcclEnv:
             algos = list(self.allowed_algorithms([*auto, *extra], collective))
             if not algos:
                 raise ConfigError(f"NCCL_ALGO/NCCL_NVLS_ENABLE leave no algorithm to run "
-                                  f"{collective}", field="NCCL_ALGO")
+                                  f"{collective}: NCCL runs it with "
+                                  f"{', '.join(sorted({*auto, *extra}))}; allow one of "
+                                  f"them", field="NCCL_ALGO")
         allowed = self.protocol_set(collective)
         protos: list[str | None] = [proto] if proto is not None or allowed is None \
             else list(sorted(allowed))

@@ -34,7 +34,7 @@ import numpy as np
 from pydantic import Field
 
 from fabricsim.collectives.busbw import SizeRow
-from fabricsim.collectives.nccl_env import NcclEnv
+from fabricsim.collectives.nccl_env import MAX_QPS, NcclEnv
 from fabricsim.errors import ConfigError, FabricsimError, unknown
 from fabricsim.fabric import Fabric
 from fabricsim.jobs.common import Cluster, Faults, Part, Progress, quiet
@@ -219,8 +219,16 @@ def bench_job(sc: Scenario, *, collective: str | None = None,
     replaced = tuple(f"{k}={v} in the environment replaces the scenario's {k}: "
                      f"{spec.env[k]}" for k, v in (env.variables if env else {}).items()
                      if k in spec.env and spec.env[k].strip() != v)
-    env = (env or NcclEnv()).over(spec.env)
-    env.check_p2p(name)  # NCCL_P2P_NET_CHUNKSIZE: refused where it would change time
+    shell = set(env.variables) if env else set()
+    try:
+        env = (env or NcclEnv()).over(spec.env)
+        env.check_p2p(name)  # NCCL_P2P_NET_CHUNKSIZE: refused where it would change time
+        if not (algos or spec.algo):  # NCCL_ALGO leaving nothing to run the collective
+            env.choices(name)
+    except ConfigError as e:  # a variable of the scenario's: named as its field
+        if e.field in spec.env and e.field not in shell:
+            raise ConfigError(e.message, field=f"collective.env.{e.field}") from None
+        raise
     dtype = datatype or spec.datatype
     if dtype not in DATATYPES:
         raise unknown("datatype", dtype, DATATYPES, field="collective.datatype")
@@ -535,9 +543,11 @@ class BenchReport:
         if link.kind in ("leaf-spine", "spine-core") and fabric.info.transport == "roce":
             out += ("; on Ethernet each flow hashes onto one uplink (ECMP), so several share "
                     "one while others idle: --routing adaptive (Spectrum-X, UEC spraying) "
-                    "spreads them, and so do more queue pairs per connection "
-                    + (f"than the {fabric.info.qps} set " if fabric.info.qps > 1 else "")
-                    + "(NCCL_IB_QPS_PER_CONNECTION)")
+                    "spreads them"
+                    + ("" if fabric.info.qps >= MAX_QPS else
+                       ", and so do more queue pairs per connection "
+                       + (f"than the {fabric.info.qps} set " if fabric.info.qps > 1 else "")
+                       + "(NCCL_IB_QPS_PER_CONNECTION)"))
         return out
 
     def _kernel_bound(self, fabric: Fabric, r: Any) -> str:

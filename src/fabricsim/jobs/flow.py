@@ -106,7 +106,12 @@ def flow_job(sc: Scenario, *, size: str | None = None, routing: str = "ecmp",
         from fabricsim.collectives.tuner import check_collective
 
         env = nccl_env(spec.env)
-        env.check_p2p(check_collective(spec.collective))
+        try:
+            env.check_p2p(check_collective(spec.collective))
+            if spec.algo is None:  # NCCL_ALGO leaving nothing to run the collective
+                env.choices(spec.collective)
+        except ConfigError as e:
+            raise ConfigError(e.message, field=f"collective.env.{e.field}") from None
         if env.min_channels is not None or env.max_channels is not None:
             raise ConfigError(f"{env.channel_settings()}: a flow run keeps the model's own "
                               f"channels; drop it from collective.env here, or time the "

@@ -148,8 +148,9 @@ def section_collective(doc: Doc, sc: Scenario, fab: Fabric) -> None:
     n = len(spec.ranks) if spec.ranks else fab.n_gpus
     fixed = " (fixed by the scenario)" if spec.algo or spec.proto else \
         " (chosen by least predicted time, as NCCL's tuner does)"
-    if spec.env:
-        fixed += " under the scenario's " + ", ".join(f"{k}={v}" for k, v in spec.env.items())
+    if job.env.variables:  # as read: an empty value is unset
+        fixed += " under the scenario's " + ", ".join(
+            f"{k}={v}" for k, v in job.env.variables.items())
     if sc.collective is None:
         fixed += ". The scenario names no workload, so this is the all-reduce NCCL would run"
     doc.heading(f"{spec.collective} against message size")

@@ -100,9 +100,16 @@ class CollectiveSpec(_Model):
         for name, value in v.items():
             if not isinstance(name, str) or not (name.startswith("NCCL_")
                                                   or name == "OFI_NCCL_TUNER_TYPE"):
+                hint = (f"; NCCL's names are upper case: {name.upper()}" if isinstance(
+                    name, str) and name.upper().startswith(("NCCL_", "OFI_NCCL_")) else
+                    "; drop it")
                 raise ValueError(f"{name!r} is not a variable NCCL reads: env: takes NCCL_* "
-                                 f"names (and AWS's EFA plugin's OFI_NCCL_TUNER_TYPE); drop it")
-            if isinstance(value, bool) or not isinstance(value, str | int):
+                                 f"names (and AWS's EFA plugin's OFI_NCCL_TUNER_TYPE){hint}")
+            if isinstance(value, bool):
+                raise ValueError(f"{name}: YAML read the value as {str(value).lower()} (it "
+                                 f"does so for on/off, yes/no, true/false); write it as NCCL "
+                                 f"reads it, 1 or 0, or quote it")
+            if not isinstance(value, str | int):
                 raise ValueError(f"{name}: give the value as NCCL reads it, a number or a "
                                  f"word (e.g. 0, 4, Ring), got {value!r}")
             out[name] = str(value)
