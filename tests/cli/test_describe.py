@@ -134,6 +134,19 @@ def test_validate(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert code == 2 and "radix" in err
 
 
+def test_validate_checks_the_collective_as_bench_builds_it(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """validate names the NCCL variables a collective sweep runs under, and refuses what
+    bench would: an NCCL_ALGO that leaves a broadcast nothing (it said ok before)."""
+    code, out, _ = run(capsys, "validate", "bench-roce-qps")
+    assert code == 0 and "all_reduce under NCCL_IB_QPS_PER_CONNECTION=4" in out
+    p = tmp_path / "nvls.yaml"
+    p.write_text("cluster: {system: dgx-h100, nodes: 2}\n"
+                 "collective: {collective: broadcast, env: {NCCL_ALGO: NVLS}}\n")
+    code, _, err = run(capsys, "validate", str(p))
+    assert code == 2 and "collective.env.NCCL_ALGO" in err and "runs it with ring" in err
+
+
 def test_user_defined_system(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     # An A100 box re-fitted with 400G NICs: PCIe Gen4 (31.5 GB/s) now limits the path.
     p = tmp_path / "custom.yaml"

@@ -260,10 +260,11 @@ class NcclEnv:
             extra = ["sharp", "nvls_sharp"] if self.collnet else []
             algos = list(self.allowed_algorithms([*auto, *extra], collective))
             if not algos:
+                runs = sorted({*auto, *extra})
                 raise ConfigError(f"NCCL_ALGO/NCCL_NVLS_ENABLE leave no algorithm to run "
-                                  f"{collective}: NCCL runs it with "
-                                  f"{', '.join(sorted({*auto, *extra}))}; allow one of "
-                                  f"them", field="NCCL_ALGO")
+                                  f"{collective}: NCCL runs it with {', '.join(runs)}; "
+                                  f"allow {'it' if len(runs) == 1 else 'one of them'}",
+                                  field="NCCL_ALGO")
         allowed = self.protocol_set(collective)
         protos: list[str | None] = [proto] if proto is not None or allowed is None \
             else list(sorted(allowed))

@@ -44,7 +44,12 @@ def check_sections(sc: Scenario, kind: str | None = None,
         if int(sc.collective.minbytes) > int(sc.collective.maxbytes):
             raise ConfigError(f"minbytes ({sc.collective.minbytes}) is larger than maxbytes "
                               f"({sc.collective.maxbytes})", field="collective.minbytes")
-        parts.append(f"collective {coll}")
+        # the section as bench builds its job (data type, op, release, NCCL variables)
+        from fabricsim.jobs.collective import bench_job
+
+        bench = bench_job(sc.model_copy(update={"faults": [], "background": []}))
+        under = " ".join(f"{k}={v}" for k, v in bench.env.variables.items())
+        parts.append(f"collective {coll}" + (f" under {under}" if under else ""))
     if sc.expert_parallel is not None:
         from fabricsim.jobs.ep import check_ep, ep_job
 
