@@ -61,7 +61,7 @@ if TYPE_CHECKING:
     from fabricsim.collectives.registry import Group
 
 __all__ = ["AS_MODELLED", "HONOURED", "NCCL_ALGOS", "NCCL_PROTOS", "NO_EFFECT", "NcclEnv",
-           "nccl_env"]
+           "is_nccl_variable", "nccl_env"]
 
 
 #: NCCL_ALGO names -> fabricsim algorithms (CollNet runs as SHARP; with NVLS, NVLS+SHARP).
@@ -154,9 +154,6 @@ AS_MODELLED: Mapping[str, tuple[Callable[[str], bool], str, str]] = MappingProxy
                               "communicator over every rank, as the model does; a mask "
                               "splits it into several, which it does not model"),
 })
-#: The variables that bound the channels, as NCCL combines them (``src/graph/connect.cc``).
-_CHANNEL_VARIABLES = ("NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_MIN_CTAS",
-                      "NCCL_MAX_CTAS")
 #: NCCL's bounds on channels and queue pairs.
 MAX_CHANNELS = 64
 MAX_QPS = 128
@@ -300,16 +297,22 @@ class NcclEnv:
         return self.channels(default_channels(group))
 
     def channel_settings(self) -> str:
-        """The channel variables set, as ``NAME=value`` (``NCCL_MIN/MAX_NCHANNELS`` where
-        this was not read from variables).
+        """The channel bounds in force, each named by the variable that set it (a ``CTAS``
+        one where it is the binding one), as ``NAME=value`` (``''``: none).
 
         >>> nccl_env({"NCCL_MAX_CTAS": "4", "NCCL_ALGO": "Ring"}).channel_settings()
         'NCCL_MAX_CTAS=4'
+        >>> nccl_env({"NCCL_MAX_CTAS": "8", "NCCL_MAX_NCHANNELS": "4"}).channel_settings()
+        'NCCL_MAX_NCHANNELS=4'
         >>> NcclEnv(max_channels=4).channel_settings()
-        'NCCL_MIN/MAX_NCHANNELS'
+        'NCCL_MAX_NCHANNELS=4'
         """
-        named = [f"{n}={self.variables[n]}" for n in _CHANNEL_VARIABLES if n in self.variables]
-        return " ".join(named) or "NCCL_MIN/MAX_NCHANNELS"
+        lo, hi = self.ctas
+        return _settings(
+            ("NCCL_MIN_CTAS" if lo is not None and lo == self.min_channels
+             else "NCCL_MIN_NCHANNELS", self.min_channels),
+            ("NCCL_MAX_CTAS" if hi is not None and hi == self.max_channels
+             else "NCCL_MAX_NCHANNELS", self.max_channels))
 
     def channels(self, default: int) -> int:
         """``default`` channels clamped to ``NCCL_MIN/MAX_NCHANNELS``."""
@@ -364,17 +367,10 @@ class NcclEnv:
                        and not (a == "ring" and ring_coll)})
         if not left:
             return ""
-        # each bound by the variable that set it: the CTAS one where it is the binding one
-        lo, hi = self.ctas
-        named = _settings(
-            ("NCCL_MIN_CTAS" if lo == self.min_channels else "NCCL_MIN_NCHANNELS",
-             self.min_channels),
-            ("NCCL_MAX_CTAS" if hi == self.max_channels else "NCCL_MAX_NCHANNELS",
-             self.max_channels))
-        return (f"{named} caps, inside one server, the channels of a ring all-reduce, "
-                f"reduce-scatter or all-gather only; the model's {collective} with "
-                f"{'/'.join(left)} here does not change with it, where NCCL would clamp "
-                "its channels too")
+        return (f"{self.channel_settings()} caps, inside one server, the channels of a "
+                f"ring all-reduce, reduce-scatter or all-gather only; the model's "
+                f"{collective} with {'/'.join(left)} here does not change with it, where "
+                "NCCL would clamp its channels too")
 
     def check_p2p(self, collective: str) -> str:
         """``NCCL_P2P_NET_CHUNKSIZE`` for ``collective``: refused for send/recv and
@@ -597,13 +593,18 @@ def nccl_env(env: Mapping[str, str]) -> NcclEnv:
                    no_effect=quiet, as_modelled=modelled,
                    ctas=(bounds.get("NCCL_MIN_CTAS"), bounds.get("NCCL_MAX_CTAS")),
                    plugin_tuner=plugin_tuner, variables=MappingProxyType(
-                       {k: env[k].strip() for k in sorted(env) if _read(k, env[k])}))
+                       {k: env[k].strip() for k in sorted(env)
+                        if is_nccl_variable(k) and env[k].strip()}))  # empty: unset
 
 
-def _read(name: str, value: str) -> bool:
-    """Whether NCCL (or AWS's EFA plugin) reads ``name`` set to ``value``: an ``NCCL_*``
-    variable, or the plugin's tuner type, with a value (empty is unset to NCCL)."""
-    return (name.startswith("NCCL_") or name == "OFI_NCCL_TUNER_TYPE") and bool(value.strip())
+def is_nccl_variable(name: str) -> bool:
+    """Whether NCCL (or AWS's EFA plugin, whose tuner type it honours) reads a variable
+    of this name: ``NCCL_*``, or ``OFI_NCCL_TUNER_TYPE``.
+
+    >>> is_nccl_variable("NCCL_ALGO"), is_nccl_variable("FI_PROVIDER")
+    (True, False)
+    """
+    return name.startswith("NCCL_") or name == "OFI_NCCL_TUNER_TYPE"
 
 
 def _settings(*pairs: tuple[str, int | None]) -> str:

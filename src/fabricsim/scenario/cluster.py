@@ -88,7 +88,7 @@ class CollectiveSpec(_Model):
     @field_validator("env", mode="before")
     @classmethod
     def _env(cls, v: object) -> dict[str, str]:
-        from fabricsim.collectives.nccl_env import nccl_env
+        from fabricsim.collectives.nccl_env import is_nccl_variable, nccl_env
         from fabricsim.errors import ConfigError
 
         if v is None:
@@ -98,8 +98,7 @@ class CollectiveSpec(_Model):
                              f"env: {{NCCL_ALGO: Ring, NCCL_MAX_NCHANNELS: 4}}, got {v!r}")
         out: dict[str, str] = {}
         for name, value in v.items():
-            if not isinstance(name, str) or not (name.startswith("NCCL_")
-                                                  or name == "OFI_NCCL_TUNER_TYPE"):
+            if not isinstance(name, str) or not is_nccl_variable(name):
                 hint = (f"; NCCL's names are upper case: {name.upper()}" if isinstance(
                     name, str) and name.upper().startswith(("NCCL_", "OFI_NCCL_")) else
                     "; drop it")
