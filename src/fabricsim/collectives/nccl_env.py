@@ -296,6 +296,17 @@ class NcclEnv:
             return self.channels(nccl_channels(group))
         return self.channels(default_channels(group))
 
+    def cluster_params(self) -> dict[str, Any]:
+        """The cluster's ``params`` these settings set, on every backend: queue pairs per
+        connection (``qps``), the Simple buffer (``buffsize``), and ``sharp`` where
+        ``NCCL_COLLNET_ENABLE=1`` has the fabric's SHARP switches take part.
+
+        >>> nccl_env({"NCCL_IB_QPS_PER_CONNECTION": "4", "NCCL_ALGO": "Ring"}).cluster_params()
+        {'qps': 4}
+        """
+        return {k: v for k, v in (("qps", self.qps), ("buffsize", self.buffsize_bytes),
+                                  ("sharp", True if self.collnet else None)) if v is not None}
+
     def channel_settings(self) -> str:
         """The channel bounds in force, each named by the variable that set it (a ``CTAS``
         one where it is the binding one), as ``NAME=value`` (``''``: none).

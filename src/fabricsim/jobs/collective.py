@@ -37,7 +37,7 @@ from fabricsim.collectives.busbw import SizeRow
 from fabricsim.collectives.nccl_env import MAX_QPS, NcclEnv
 from fabricsim.errors import ConfigError, FabricsimError, unknown
 from fabricsim.fabric import Fabric
-from fabricsim.jobs.common import Cluster, Faults, Part, Progress, quiet
+from fabricsim.jobs.common import Cluster, Faults, Part, Progress, quiet, section_env
 from fabricsim.scenario.cluster import CollectiveSpec
 from fabricsim.scenario.schema import Scenario
 
@@ -219,16 +219,7 @@ def bench_job(sc: Scenario, *, collective: str | None = None,
     replaced = tuple(f"{k}={v} in the environment replaces the scenario's {k}: "
                      f"{spec.env[k]}" for k, v in (env.variables if env else {}).items()
                      if k in spec.env and spec.env[k].strip() != v)
-    shell = set(env.variables) if env else set()
-    try:
-        env = (env or NcclEnv()).over(spec.env)
-        env.check_p2p(name)  # NCCL_P2P_NET_CHUNKSIZE: refused where it would change time
-        if not (algos or spec.algo):  # NCCL_ALGO leaving nothing to run the collective
-            env.choices(name)
-    except ConfigError as e:  # a variable of the scenario's: named as its field
-        if e.field in spec.env and e.field not in shell:
-            raise ConfigError(e.message, field=f"collective.env.{e.field}") from None
-        raise
+    env = section_env(name, spec.env, forced=bool(algos or spec.algo), shell=env)
     dtype = datatype or spec.datatype
     if dtype not in DATATYPES:
         raise unknown("datatype", dtype, DATATYPES, field="collective.datatype")
@@ -261,15 +252,7 @@ def bench_job(sc: Scenario, *, collective: str | None = None,
                           f"(or backend: flow in collective:), got {be}",
                           field="collective.backend")
     chosen: tuple[str | None, ...] = tuple(algos) or ((spec.algo,) if spec.algo else (None,))
-    cluster = Cluster.of(sc)
-    # the connections' queue pairs and Simple buffer, every backend; NCCL_COLLNET_ENABLE=1:
-    # the fabric's SHARP switches take part
-    given = {k: v for k, v in (("qps", env.qps), ("buffsize", env.buffsize_bytes),
-                               ("sharp", True if env.collnet else None)) if v is not None}
-    if given:
-        with_env = cluster.spec.model_copy(update={"params": {**cluster.spec.params,
-                                                              **given}})
-        cluster = cluster.model_copy(update={"spec": with_env})
+    cluster = Cluster.of(sc).with_nccl(env)
     return CollectiveBench(
         cluster=cluster, collective=name, sizes=tuple(sizes), datatype=dtype, op=red,
         algos=chosen, every_algorithm=every_algorithm, proto=proto or spec.proto,

@@ -26,7 +26,7 @@ Example
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from pydantic import ConfigDict, Field
@@ -34,6 +34,7 @@ from pydantic import ConfigDict, Field
 from fabricsim._strict import StrictModel
 from fabricsim.backends.flow.specs import BackgroundSpec, FaultSpec
 from fabricsim.catalog import Catalog
+from fabricsim.collectives.nccl_env import NcclEnv
 from fabricsim.errors import ConfigError
 from fabricsim.fabric import Fabric
 from fabricsim.scenario.cluster import (
@@ -46,7 +47,8 @@ from fabricsim.scenario.cluster import (
 from fabricsim.scenario.schema import Scenario
 from fabricsim.workloads.training.goodput import DEFAULT_RESTART_S, GoodputInputs
 
-__all__ = ["Cluster", "Faults", "Goodput", "Job", "Part", "Pricing", "Progress", "Report", "quiet"]
+__all__ = ["Cluster", "Faults", "Goodput", "Job", "Part", "Pricing", "Progress", "Report", "quiet",
+           "section_env"]
 
 #: A progress callback: (fraction done in [0, 1], what is being done).
 Progress = Callable[[float, str], None]
@@ -88,6 +90,46 @@ class Cluster(Part):
     def options(self) -> BuildOptions:
         """The builder settings a job rebuilt at other sizes keeps."""
         return BuildOptions.of(self.spec)
+
+    def with_nccl(self, env: NcclEnv, *, qps: bool = True) -> Cluster:
+        """This cluster with the ``params`` NCCL's variables ``env`` set laid over its
+        section's (:meth:`~fabricsim.collectives.nccl_env.NcclEnv.cluster_params`; without
+        the queue pairs where ``qps`` is false: a flow run keeps its own)."""
+        params = env.cluster_params()
+        if not qps:
+            params.pop("qps", None)
+        if not params:
+            return self
+        return self.model_copy(update={"spec": self.spec.model_copy(
+            update={"params": {**self.spec.params, **params}})})
+
+
+def section_env(collective: str, section: Mapping[str, str], *, forced: bool,
+                shell: NcclEnv | None = None) -> NcclEnv:
+    """NCCL's variables a collective section runs under: the ``shell``'s (bench reads
+    them) laid over the section's ``env:``, checked against ``collective`` (a
+    ``NCCL_P2P_NET_CHUNKSIZE`` it would time otherwise, and, unless an algorithm is
+    ``forced``, an ``NCCL_ALGO`` that leaves it nothing); a variable of the section's
+    that is refused is named as its field, ``collective.env.NAME``.
+
+    >>> section_env("all_reduce", {"NCCL_ALGO": "Ring"}, forced=False).algorithms
+    {'': frozenset({'ring'})}
+    >>> section_env("broadcast", {"NCCL_ALGO": "NVLS"}, forced=False)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    fabricsim.errors.ConfigError: collective.env.NCCL_ALGO: NCCL_ALGO/NCCL_NVLS_ENABLE ...
+    """
+    shell_names = set(shell.variables) if shell else set()
+    try:
+        env = (shell or NcclEnv()).over(section)
+        env.check_p2p(collective)  # NCCL_P2P_NET_CHUNKSIZE: refused where it changes time
+        if not forced:  # NCCL_ALGO leaving nothing to run the collective
+            env.choices(collective)
+    except ConfigError as e:
+        if e.field in section and e.field not in shell_names:
+            raise ConfigError(e.message, field=f"collective.env.{e.field}") from None
+        raise
+    return env
 
 
 class Pricing(Part):

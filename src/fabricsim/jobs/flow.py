@@ -35,7 +35,7 @@ from fabricsim.backends.base import Result
 from fabricsim.backends.flow.specs import FaultSpec
 from fabricsim.errors import ConfigError
 from fabricsim.fabric import Fabric
-from fabricsim.jobs.common import Cluster, Faults, Part, Progress, quiet
+from fabricsim.jobs.common import Cluster, Faults, Part, Progress, quiet, section_env
 from fabricsim.scenario.cluster import CollectiveSpec
 from fabricsim.scenario.schema import Scenario
 from fabricsim.schedule.core import Schedule
@@ -102,27 +102,19 @@ def flow_job(sc: Scenario, *, size: str | None = None, routing: str = "ecmp",
         raise unknown("routing", routing, ["ecmp", "spray", "adaptive"], field="--routing")
     cluster = Cluster.of(sc)
     if spec.env:  # the section's NCCL variables, as bench reads them
-        from fabricsim.collectives.nccl_env import nccl_env
         from fabricsim.collectives.tuner import check_collective
 
-        env = nccl_env(spec.env)
-        try:
-            env.check_p2p(check_collective(spec.collective))
-            if spec.algo is None:  # NCCL_ALGO leaving nothing to run the collective
-                env.choices(spec.collective)
-        except ConfigError as e:
-            raise ConfigError(e.message, field=f"collective.env.{e.field}") from None
+        env = section_env(check_collective(spec.collective), spec.env,
+                          forced=spec.algo is not None)
         if env.min_channels is not None or env.max_channels is not None:
             raise ConfigError(f"{env.channel_settings()}: a flow run keeps the model's own "
                               f"channels; drop it from collective.env here, or time the "
                               f"limit with fabricsim bench (analytic backend)",
                               field="collective.env")
-        qps = env.qps if qps is None else qps  # --qps given replaces the section's
-        given = {k: v for k, v in (("buffsize", env.buffsize_bytes),
-                                   ("sharp", True if env.collnet else None)) if v is not None}
-        if given:
-            cluster = cluster.model_copy(update={"spec": cluster.spec.model_copy(
-                update={"params": {**cluster.spec.params, **given}})})
+        # the run's own queue pairs (a --qps given replaces the section's); the rest
+        # reaches the cluster
+        qps = env.qps if qps is None else qps
+        cluster = cluster.with_nccl(env, qps=False)
     return FlowRun(cluster=cluster, name=sc.name, description=sc.description,
                    collective=spec, nbytes=nbytes, routing=routing,
                    qps=qps, faults=faults, time_limit_s=time_limit_s, record=record,
