@@ -42,13 +42,17 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ConfigDict, Field
 
 from fabricsim._duckdb_meta import stamp_format
 from fabricsim._strict import StrictModel, config_error
 from fabricsim.errors import ConfigError, FabricsimError
+
+if TYPE_CHECKING:
+    from fabricsim.fabric import Fabric
+    from fabricsim.jobs.common import Cluster
 
 __all__ = ["STORE_VERSION", "FabricCache", "Point", "SweepSpec", "auto_workers", "chunks",
            "fabric_key",
@@ -337,9 +341,9 @@ class FabricCache:
 
     def __init__(self, size: int = 4) -> None:
         self.size = size
-        self._fabrics: dict[str, Any] = {}
+        self._fabrics: dict[str, Fabric] = {}
 
-    def get(self, cluster: Any) -> Any:
+    def get(self, cluster: Cluster) -> Fabric:
         """The Fabric of ``cluster`` (a job's :class:`~fabricsim.jobs.common.Cluster`),
         built on first use."""
         key = json.dumps(cluster.model_dump(mode="json"), sort_keys=True, default=str)
