@@ -23,6 +23,11 @@ uncontended transfer.
   header (the sizes public summaries of the Ultra Ethernet 1.0 specification give;
   optional integrity and security headers are not counted) + 20 B preamble/SFD/IFG.
   MTU 4096 (as RoCE's, on a 9000 B Ethernet MTU).
+* ``slingshot`` 84 B, an upper bound: HPE Slingshot's HPC Ethernet, which the cxi
+  provider NCCL runs over needs (libfabric ``fi_cxi(7)``), carries at most 2048 payload
+  bytes and a 64 B header per packet ("HPC MTU is fixed at 2k. The largest HPC header is
+  64 bytes", HPE's ``shs-cxi-driver``, ``cass_core.h``), plus the 20 B preamble/SFD/IFG of
+  IEEE 200G, the driver's default gap. MTU 2048.
 
 NVLink and PCIe rates in the catalog are data rates: no framing is charged on them.
 
@@ -40,10 +45,10 @@ from fabricsim.errors import ConfigError
 
 #: Wire bytes each packet adds to its payload, by transport (see the module docstring).
 TRANSPORT_HEADER_BYTES: dict[str, int] = {"ib": 26, "roce": 82, "tcp": 90, "srd": 82,
-                                         "uet": 122}
+                                         "uet": 122, "slingshot": 84}
 #: Payload bytes per packet (the MTU as the transport's packets carry data).
 DEFAULT_MTU: dict[str, int] = {"ib": 4096, "roce": 4096, "tcp": 8948, "srd": 8192,
-                              "uet": 4096}
+                              "uet": 4096, "slingshot": 2048}
 TRANSPORTS = tuple(TRANSPORT_HEADER_BYTES)
 
 

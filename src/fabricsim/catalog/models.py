@@ -48,7 +48,7 @@ FlowControl = Literal["credit", "pfc", "none", "srd", "uet"]
 SwitchFamily = Literal["nvswitch", "ib", "ethernet", "efa"]
 NicKind = Literal["nic", "dpu", "efa"]
 CableKind = Literal["dac", "aoc", "transceiver"]
-Transport = Literal["ib", "roce", "srd", "tcp", "uet"]
+Transport = Literal["ib", "roce", "srd", "tcp", "uet", "slingshot"]
 TopologyName = Literal["fat-tree", "rail-optimized", "dragonfly", "torus3d"]
 
 _TB = 1e12
@@ -344,6 +344,11 @@ class SystemSpec(Spec):
     nic: str
     nic_gbit_s: float = Field(gt=0.0)
     """Per-NIC port rate used, Gb/s."""
+    nic_via_c2c: bool = False
+    """The NICs reach their GPUs' memory through the GPU's own Grace CPU: its PCIe root
+    port, then NVLink-C2C (HPE's quad-GH200 node). NCCL classes that path PHB, and from
+    2.27.3 P2C; it runs LL128 across servers over P2C but not over PHB
+    (``NCCL_LL128_C2C``, ``src/graph/tuning.cc``)."""
     storage_nics: int = Field(ge=0)
     storage_nic: str
     """Key into nics, ``""`` when ``storage_nics == 0``."""

@@ -12,7 +12,7 @@ system, the number of servers or the message size has no measurement near it, an
 further than that band.
 
 Groups: the scope (one server or NVLink domain; several servers over ``InfiniBand``,
-``RoCE``, ``EFA``, ``TCP``; several NVLink racks joined by NICs) times the kind
+``RoCE``, ``EFA``, ``TCP``, ``Slingshot``; several NVLink racks joined by NICs) times the kind
 (``latency``: below 1 MiB, time compared; ``bandwidth``: 1 MiB and more; all-to-all
 apart). A group with fewer than :data:`MIN_ROWS` rows or :data:`MIN_SOURCES` sources
 borrows the band of its kind over all scopes.
@@ -78,7 +78,8 @@ LOCAL_MIN_ROWS = 3
 #: at 4-16 MiB, the pooled sizes within a few percent).
 LOCAL_BAND_RATIO = 4
 
-_SCOPES = {"ib": "InfiniBand", "roce": "RoCE", "srd": "EFA", "tcp": "TCP"}
+_SCOPES = {"ib": "InfiniBand", "roce": "RoCE", "srd": "EFA", "tcp": "TCP",
+           "slingshot": "Slingshot"}
 
 
 def scope_of(fabric: Fabric, servers: int | None = None) -> str:

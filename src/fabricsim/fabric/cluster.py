@@ -622,6 +622,7 @@ def build_cluster(system: str = "dgx-h100", nodes: int = 1, *, gpus_per_node: in
         net_plugin_latency=cat.nic(sysp.nic).nccl_net_latency_us * 1e-6 if sysp.nics else 0.0,
         plugin_proto="simple" if sysp.nics and not cat.nic(sysp.nic).in_order_128b else "",
         nic_sustained_share=cat.nic(sysp.nic).sustained_share if sysp.nics else 1.0,
+        nic_via_c2c=sysp.nic_via_c2c and sysp.nics > 0,
         nccl_tuner_regions=sysp.nccl_tuner_regions if sysp.nics else "",
         ici_slice=ici.dims if ici is not None else (),
         extra=extra,

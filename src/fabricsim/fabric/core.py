@@ -110,6 +110,9 @@ class FabricInfo:
     #: AWS's EFA plugin sets ``simple`` where the EFA device does not deliver 128-byte
     #: blocks in order (p4d): NCCL then runs neither LL nor LL128, inside servers too.
     plugin_proto: str = ""
+    #: The NICs reach their GPUs through the GPU's Grace CPU and NVLink-C2C (NCCL's PHB
+    #: path, P2C from 2.27.3), from the system (``SystemSpec.nic_via_c2c``).
+    nic_via_c2c: bool = False
     #: Shape of each TPU slice, chips per dimension of its ICI torus (``()`` for GPUs).
     ici_slice: tuple[int, ...] = ()
     extra: Mapping[str, Any] = field(default_factory=dict)

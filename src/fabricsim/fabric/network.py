@@ -210,8 +210,10 @@ class ScaleOutSpec:
 #: Ethernet sprays each flow's packets over its entropies, which on a fat-tree is what
 #: ``adaptive`` models (each flow spread over the up/down paths; the packet backend
 #: routes each entropy by its own hash); on other topologies it falls back to ECMP.
+#: Slingshot's Rosetta switches route adaptively by default, as ``adaptive`` on a
+#: fat-tree; its usual Dragonfly routes minimally over hashed global cables.
 ROUTING_BY_TRANSPORT = {"ib": "dmodk", "srd": "dmodk", "roce": "ecmp", "tcp": "ecmp",
-                        "uet": "adaptive"}
+                        "uet": "adaptive", "slingshot": "adaptive"}
 ROUTINGS = ("dmodk", "ecmp", "adaptive")
 #: Topologies that implement ``routing="adaptive"`` (spreading over up/down paths).
 ADAPTIVE_TOPOLOGIES = ("fat-tree", "rail-optimized")

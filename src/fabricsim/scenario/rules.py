@@ -76,10 +76,13 @@ class ScenarioParts(Protocol):
 #: InfiniBand switches forward only InfiniBand link-layer packets; Ethernet fabrics with
 #: ConnectX-class NICs carry RoCEv2 and TCP; AWS EFA fabrics carry SRD and TCP (SRD is the
 #: EFA NIC's own protocol, and EFA offers no RoCE); Ultra Ethernet fabrics (UE 1.0 NICs
-#: and switches) carry UET, and RoCEv2 and TCP beside it on other traffic classes.
+#: and switches) carry UET, and RoCEv2 and TCP beside it on other traffic classes; HPE
+#: Slingshot (Cassini NICs on Rosetta switches) carries its HPC Ethernet and TCP/IP.
 FABRIC_TRANSPORTS: dict[str, tuple[str, ...]] = {
     "ib": ("ib",), "roce": ("roce", "tcp"), "tcp": ("tcp", "roce"), "srd": ("srd", "tcp"),
-    "uet": ("uet", "roce", "tcp")}
+    "uet": ("uet", "roce", "tcp"), "slingshot": ("slingshot", "tcp")}
+#: Largest payload per packet of Slingshot's HPC Ethernet (bytes; HPE's cxi driver).
+MAX_SLINGSHOT_MTU = 2048
 #: Path MTUs InfiniBand and RoCEv2 allow (payload bytes; IBTA vol. 1, 7.7.7).
 IB_MTUS = (256, 512, 1024, 2048, 4096)
 #: Largest payload per packet on an Ethernet transport (bytes): a 9000 B jumbo frame.
@@ -145,9 +148,11 @@ def _where(variant: str | None, field: str) -> str:
 
 @_scenario_rule("transport-matches-fabric", "packet.transport",
                 "one the fabric carries: ib on InfiniBand; roce or tcp on Ethernet; srd or "
-                "tcp on EFA; uet, roce or tcp on Ultra Ethernet",
+                "tcp on EFA; uet, roce or tcp on Ultra Ethernet; slingshot or tcp on "
+                "Slingshot",
                 "InfiniBand's credit-based link layer needs InfiniBand switches, RoCE and TCP "
-                "need Ethernet, SRD needs AWS EFA NICs, UET needs Ultra Ethernet NICs; set "
+                "need Ethernet, SRD needs AWS EFA NICs, UET needs Ultra Ethernet NICs, "
+                "Slingshot's HPC Ethernet needs Cassini NICs on Rosetta switches; set "
                 "packet.fabric to a fabric that carries it")
 def _transport(ctx: Context) -> Iterator[tuple[str, str]]:
     for v, cfg in ctx.packet.items():
@@ -162,9 +167,11 @@ def _transport(ctx: Context) -> Iterator[tuple[str, str]]:
 
 @_scenario_rule("mtu-of-transport", "packet.mtu",
                 f"one of {', '.join(map(str, IB_MTUS))} on ib and roce; at most "
-                f"{MAX_ETHERNET_MTU} on tcp, srd and uet",
-                "InfiniBand and RoCEv2 packets carry one of five path MTUs, and no Ethernet "
-                "frame is larger than a 9000-byte jumbo frame")
+                f"{MAX_ETHERNET_MTU} on tcp, srd and uet; at most {MAX_SLINGSHOT_MTU} on "
+                f"slingshot",
+                "InfiniBand and RoCEv2 packets carry one of five path MTUs, no Ethernet "
+                "frame is larger than a 9000-byte jumbo frame, and Slingshot's HPC Ethernet "
+                "carries at most 2048 bytes a packet")
 def _mtu(ctx: Context) -> Iterator[tuple[str, str]]:
     for v, cfg in ctx.packet.items():
         ft = ctx.fabric_transport(cfg)
@@ -176,6 +183,9 @@ def _mtu(ctx: Context) -> Iterator[tuple[str, str]]:
             yield _where(v, "packet.mtu"), f"{mtu} B is no {t} path MTU"
         elif t in ("tcp", "srd", "uet") and mtu > MAX_ETHERNET_MTU:
             yield _where(v, "packet.mtu"), f"{mtu} B is more than a jumbo frame holds"
+        elif t == "slingshot" and mtu > MAX_SLINGSHOT_MTU:
+            yield _where(v, "packet.mtu"), (f"{mtu} B is more than Slingshot's HPC "
+                                            f"Ethernet carries a packet")
 
 
 @_scenario_rule("packet-ranks-exist", "packet.traffic.ranks, receiver, senders, "

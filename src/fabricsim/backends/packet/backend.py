@@ -57,8 +57,9 @@ class PacketBackend:
     transport
         ``"ib"`` (credits), ``"roce"`` (PFC + ECN + DCQCN), ``"tcp"`` (lossy, TCP-like) or
         ``"srd"`` (spraying) or ``"uet"`` (Ultra Ethernet: spraying, trimming, NSCC/RCCC,
-        LLR, CBFC; :mod:`~fabricsim.backends.packet.uet`); default: the fabric's own
-        transport.
+        LLR, CBFC; :mod:`~fabricsim.backends.packet.uet`) or ``"slingshot"`` (HPE
+        Slingshot's HPC Ethernet: credits as ``"ib"``, its 2048-byte packets and framing);
+        default: the fabric's own transport.
     config
         A :class:`PacketConfig` or a ``packet:`` mapping; keyword ``options`` override its
         fields (``loss_rate=1e-4``, ``pfc={"enabled": False}``, ...). Its ``faults``
@@ -96,7 +97,7 @@ class PacketBackend:
         t = self.config.transport or fabric.info.transport or "ib"
         if t not in MODES:
             raise ConfigError(f"fabric transport {t!r} has no packet model; set "
-                              "packet.transport to ib, roce, tcp, srd or uet",
+                              "packet.transport to ib, roce, tcp, srd, uet or slingshot",
                               field="packet.transport")
         return t
 

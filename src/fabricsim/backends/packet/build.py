@@ -33,7 +33,11 @@ from fabricsim.protocols import Protocol, switch_endpoint, transfer_terms
 from fabricsim.schedule.core import Schedule
 
 MODES = {"ib": L.MODE_IB, "roce": L.MODE_ROCE, "tcp": L.MODE_TCP, "srd": L.MODE_SRD,
-         "uet": L.MODE_UET}
+         "uet": L.MODE_UET, "slingshot": L.MODE_IB}
+#: Transports whose links between switches run credit-based flow control: InfiniBand,
+#: and Slingshot (link-level retry and credits between Rosetta switches), which the
+#: engine runs as InfiniBand with Slingshot's MTU and framing.
+CREDIT_MODES = ("ib", "slingshot")
 INTRA_LINKS = (LinkKind.NVLINK, LinkKind.PCIE, LinkKind.CPU_INTERCONNECT,
                LinkKind.NVLINK_NETWORK, LinkKind.ICI)
 ETH_SWITCHES = (NodeKind.LEAF, NodeKind.SPINE, NodeKind.CORE, NodeKind.ROUTER,
@@ -44,8 +48,9 @@ MAX_BITMAP = 400_000_000
 #: goes to error, ``IBV_WC_RETRY_EXC_ERR``), 15 for TCP (Linux ``tcp_retries2``); UET
 #: (timeouts in a row with no ACK or NACK on any entropy: every path has failed) 7 as
 #: RDMA, an assumption: htsim's UEC model retries forever and no count from the UE 1.0
-#: specification is modelled; SRD's spray-only model has no limit.
-RETRY_LIMIT = {"ib": 7, "roce": 7, "tcp": 15, "uet": 7}
+#: specification is modelled; SRD's spray-only model has no limit. Slingshot as RDMA
+#: (its NICs' retry handler has no published count).
+RETRY_LIMIT = {"ib": 7, "roce": 7, "tcp": 15, "uet": 7, "slingshot": 7}
 #: Default retransmission timeout by transport (s; 1 ms otherwise): SRD's, and UET's, the
 #: 100 us minimum RTO of htsim's UEC model (``DEFAULT_UEC_RTO_MIN``).
 DEFAULT_RTO = {"srd": 100e-6, "uet": 100e-6}
@@ -106,7 +111,8 @@ def build_state(schedule: Schedule, fabric: Fabric, cfg: PacketConfig, *, mode: 
     pause (:func:`~fabricsim.backends.packet.faults.nopfc_mask`).
     """
     if mode not in MODES:
-        raise ConfigError(f"unknown transport {mode!r}; use ib, roce, tcp, srd or uet",
+        raise ConfigError(f"unknown transport {mode!r}; use ib, roce, tcp, srd, uet or "
+                          "slingshot",
                           field="packet.transport")
     NP = len(cfg.classes)
     nl, nn = fabric.n_links, fabric.n_nodes
@@ -283,7 +289,7 @@ def build_state(schedule: Schedule, fabric: Fabric, cfg: PacketConfig, *, mode: 
     LI[:, L.LI_SRC] = fabric.link_src
     LI[:, L.LI_DST] = fabric.link_dst
     cbfc = uet and bool(ucfg.feature("cbfc"))
-    LI[:, L.LI_CREDIT] = (intra | (mode == "ib") | cbfc).astype(np.int64)
+    LI[:, L.LI_CREDIT] = (intra | (mode in CREDIT_MODES) | cbfc).astype(np.int64)
     LI[:, L.LI_CBFC] = (~intra & cbfc).astype(np.int64)
     LI[:, L.LI_LLR] = (~intra & (uet and bool(ucfg.feature("llr")))).astype(np.int64)
     trim = uet and bool(ucfg.feature("trimming"))
@@ -544,7 +550,8 @@ def _estimate(schedule: Schedule, fabric: Fabric, cfg: PacketConfig, mode: str, 
     credit_hops = np.zeros(nf, dtype=np.int64)
     if p0 is not None and nf:
         kind = fabric.link_kind[p0.links]
-        credit = np.isin(kind, np.array([int(k) for k in INTRA_LINKS])) | (mode == "ib")
+        credit = np.isin(kind, np.array([int(k) for k in INTRA_LINKS])) | (
+            mode in CREDIT_MODES)
         credit_hops = np.bincount(p0.row_ids(), weights=credit, minlength=nf).astype(np.int64)
     per_packet_acks = mode in ("tcp", "uet") or (mode == "srd" and cfg.srd.congestion_control)
     return events_lower_bound(schedule, hops, credit_hops, mtu=cfg.mtu_for(mode),

@@ -459,7 +459,7 @@ class PacketConfig(_M):
 
     mtu: int = Field(DEFAULT_MTU["ib"], ge=64, le=65536)
     fabric: str | None = None
-    transport: Literal["ib", "roce", "tcp", "srd", "uet"] | None = None
+    transport: Literal["ib", "roce", "tcp", "srd", "uet", "slingshot"] | None = None
     header_bytes: int | None = Field(None, ge=0, le=512)
     switching: Literal["cut-through", "store-and-forward"] = "cut-through"
     switch_buffer: float = 32 * 2**20
