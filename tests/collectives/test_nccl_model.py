@@ -70,6 +70,24 @@ def test_ll128_off_without_nvlink_and_nvls_off_without_nvswitch_reduction() -> N
     assert math.isinf(a100.time_us("all_reduce", "nvls", "simple", 2**30))
 
 
+def test_ll128_across_servers_over_c2c_from_nccl_2_27_3() -> None:
+    """HPE's quad-GH200 node: each Slingshot NIC hangs off its GPU's Grace CPU, a path
+    NCCL classed PHB (no LL128 between servers) until 2.27.3 made it P2C, over which
+    NCCL_LL128_C2C (default 1) runs LL128. Inside one node LL128 stays on; a DGX H100,
+    whose NICs share PCIe switches with its GPUs, runs it across servers either way."""
+    for version, across in (("2.25.1", False), ("2.27.3", True), ("2.29.7", True)):
+        two = model("quad-gh200", 2, version)
+        assert two.ll128 is across, version
+        assert math.isinf(two.time_us("all_reduce", "tree", "ll128", 2**22)) is not across
+        assert model("quad-gh200", 1, version).ll128
+        assert model("dgx-h100", 2, version).ll128
+    fab = build_cluster("quad-gh200", 2)
+    assert fab.info.nic_via_c2c and not build_cluster("dgx-h100", 2).info.nic_via_c2c
+    picks = {Tuner().choose(fab, "all_reduce", 2**22, nccl_version=v).protocol
+             for v in ("2.25.1", "2.26.2")}
+    assert picks and "ll128" not in picks
+
+
 def test_tuner_makes_nccls_choice_and_times_it_with_fabricsims_model() -> None:
     fab = build_cluster("dgx-a100", 2)
     m = NcclModel.of(Group.of(fab))

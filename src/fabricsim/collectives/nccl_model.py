@@ -100,6 +100,8 @@ NVLSTREE_CORRECTION_512M = 0.9
 #: NCCL releases whose tuning changed, each with what changed (the model follows the
 #: release a run used; before 2.28 it reads the tables of 2.23 to 2.27).
 NCCL_RELEASES: dict[tuple[int, int, int], str] = {
+    (2, 27, 3): "LL128 across servers where NICs reach their GPUs through the Grace CPU "
+                "and NVLink-C2C (path P2C, NCCL_LL128_C2C; PHB before, without LL128)",
     (2, 28, 0): "NVLS and NVLSTree rated by their kernels' efficiency; Blackwell's own "
                 "tree caps",
     (2, 28, 9): "NVLSTree's network hop 20.9 us (was 14); Blackwell's NVLSTree cap 43.8",
@@ -108,6 +110,10 @@ NCCL_RELEASES: dict[tuple[int, int, int], str] = {
     (2, 29, 7): "Blackwell's ring LL128 cap 40 GB/s per channel; 80 GB/s among its "
                 "search speeds across servers",
 }
+#: From this release NCCL runs LL128 over a NIC its GPU reaches through NVLink-C2C and
+#: the Grace CPU's PCIe (path P2C, ``NCCL_LL128_C2C`` default 1); before, that path was
+#: PHB, beyond the PXN that LL128 between servers needs on Hopper and later.
+LL128_C2C_NCCL = (2, 27, 3)
 #: The release a question is answered for when it names none: the newest modelled.
 DEFAULT_NCCL = (2, 29, 7)
 #: Tree all-reduce bandwidth factor by floor(log2(bytes / 64)), 64 B .. 256 MiB.
@@ -399,7 +405,9 @@ class NcclModel:
                          channels=ch, bw=bw, tree_bw_intra=tree,
                          net_latency_us=info.net_plugin_latency * 1e6,
                          amd_host=info.cpu_vendor == "amd",
-                         nvls=info.nvls and ppn > 2, ll128=nvlink, collnet=info.sharp,
+                         nvls=info.nvls and ppn > 2, ll128=nvlink and not (
+                             nodes > 1 and info.nic_via_c2c and version < LL128_C2C_NCCL),
+                         collnet=info.sharp,
                          nvls_heads=heads, nvls_bw_intra=nvls_intra, nvls_bw_inter=nvls_inter,
                          version=version, arm_host=info.cpu_vendor == "arm",
                          tuner_regions=info.nccl_tuner_regions if plugin_tuner else "")
