@@ -149,7 +149,6 @@ def test_nccl_24_per_collective_form() -> None:
     ({"NCCL_IB_DISABLE": "1"}, "NCCL_IB_DISABLE", "sockets"),
     ({"NCCL_NET": "Socket"}, "NCCL_NET", "sockets"),
     ({"NCCL_TESTS_SPLIT_MASK": "0x7"}, "NCCL_TESTS_SPLIT_MASK", "splits"),
-    ({"NCCL_CROSS_NIC": "1"}, "NCCL_CROSS_NIC", "one rail"),
     ({"NCCL_MIN_NCHANNELS": "32", "NCCL_MAX_NCHANNELS": "8"}, "NCCL_MIN_NCHANNELS",
      "above"),
     ({"NCCL_MAX_NCHANNELS": "65"}, "NCCL_MAX_NCHANNELS", "1..64"),
@@ -204,6 +203,32 @@ def test_published_recipes_environments_are_taken_whole() -> None:
     assert set(gcp.as_modelled) == {"NCCL_NET", "NCCL_IB_DISABLE", "NCCL_PXN_DISABLE",
                                     "NCCL_TESTS_SPLIT_MASK", "NCCL_IB_PCI_RELAXED_ORDERING"}
     assert gcp.buffsize_bytes is None
+
+
+def test_cross_nic_is_what_the_model_does_except_on_rails(capsys, monkeypatch) -> None:
+    """NCCL_CROSS_NIC=1 lets a ring leave a server on one NIC and enter the next on
+    another. Where every NIC reaches every other alike (a fat-tree, a dragonfly) that is
+    what the model's rings do; on a rail-optimized network it is refused by name."""
+    e = nccl_env({"NCCL_CROSS_NIC": "1"})
+    assert e.cross_nic and "NCCL_CROSS_NIC" in e.as_modelled
+    assert not nccl_env({"NCCL_CROSS_NIC": "0"}).cross_nic
+    # CSCS's recipe for Alps (cscs-docs, nccl_env_vars), taken whole on its own system
+    for k, v in {"NCCL_NET": "AWS Libfabric", "NCCL_NET_GDR_LEVEL": "PHB",
+                 "NCCL_CROSS_NIC": "1", "NCCL_PROTO": "^LL128"}.items():
+        monkeypatch.setenv(k, v)
+    quad = ["bench", "all_reduce", "--system", "quad-gh200", "--nodes", "2", "-b", "4M",
+            "-e", "4M"]
+    assert main(quad) == 0
+    out = capsys.readouterr().out
+    assert "NCCL_CROSS_NIC" in out and "set to what the model does already" in out
+    assert "LL128" not in out.split("# Avg")[0].split("#wrong")[-1]
+    assert main(["bench", "all_reduce", "--system", "dgx-h100", "--nodes", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "NCCL_CROSS_NIC" in err and "rail-optimized" in err
+    assert main(["bench", "all_reduce", "--system", "dgx-h100", "--nodes", "2",
+                 "--topology", "fat-tree", "-b", "1M", "-e", "1M"]) == 0
+    assert main(["bench", "all_reduce", "--system", "dgx-h100", "--nodes", "1", "-b", "1M",
+                 "-e", "1M"]) == 0  # one server: no ring between servers
 
 
 def test_both_channel_variables_combine_as_nccl_combines_them() -> None:

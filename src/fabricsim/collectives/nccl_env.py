@@ -20,10 +20,12 @@ every ``NCCL_*`` variable in it is one of:
   them); ``NCCL_BUFFSIZE`` (1 MiB-1 GiB) is the Simple buffer per connection, whose
   eighth is the chunk of a tree, a broadcast/reduce chain and an NVLS round (the
   cluster's ``params.buffsize``); ``NCCL_CROSS_NIC`` 0 or 2 is what the model does
-  already (rings stay on one rail); ``NCCL_TUNER_PLUGIN`` naming AWS's EFA plugin (``*ofi*``) and
-  the plugin's own ``OFI_NCCL_TUNER_TYPE`` (``Region``, its default, or ``Internal``:
-  NCCL's own model chooses) say whether the plugin's region tuner picks the algorithm
-  and protocol on AWS's p5, p5en and p6 (:mod:`fabricsim.collectives.plugin_tuner`);
+  already (rings stay on one rail), and so is 1 on a network without rails (refused on
+  a rail-optimized one: :meth:`NcclEnv.check_fabric`); ``NCCL_TUNER_PLUGIN`` naming
+  AWS's EFA plugin (``*ofi*``) and the plugin's own ``OFI_NCCL_TUNER_TYPE``
+  (``Region``, its default, or ``Internal``: NCCL's own model chooses) say whether the
+  plugin's region tuner picks the algorithm and protocol on AWS's p5, p5en and p6
+  (:mod:`fabricsim.collectives.plugin_tuner`);
 * **without effect on time** — :data:`NO_EFFECT` (logging, interface and GID selection,
   time-outs, plugins' interface names, variables no NCCL release reads), accepted and
   listed as such;
@@ -34,7 +36,7 @@ every ``NCCL_*`` variable in it is one of:
   others, each with its reason; ``NCCL_P2P_NET_CHUNKSIZE`` changes nothing but send/recv
   and all-to-all, and is refused for those at other than NCCL's 128 KiB;
 * **refused** — anything else, by name, with what is supported: settings the model does
-  not represent (``NCCL_IB_HCA``, ``NCCL_CROSS_NIC=1``, the
+  not represent (``NCCL_IB_HCA``, ``NCCL_CROSS_NIC=1`` on rails, the
   ``PAT`` algorithm, ...) and contradictions (``NCCL_ALGO=NVLS`` with
   ``NCCL_NVLS_ENABLE=0``, a minimum above the maximum).
 
@@ -177,6 +179,10 @@ class NcclEnv:
     #: ``NCCL_P2P_NET_CHUNKSIZE`` in bytes (``None``: NCCL's default): it sizes send/recv
     #: and all-to-all only (:meth:`check_p2p`).
     p2p_net_chunk_bytes: int | None = None
+    #: ``NCCL_CROSS_NIC=1``: a ring may leave a server on one NIC and enter the next on
+    #: another. The model's rings keep one NIC index, which on a network without rails
+    #: is as good as any; on a rail-optimized one it is refused (:meth:`check_fabric`).
+    cross_nic: bool = False
     #: ``NCCL_MIN_CTAS`` / ``NCCL_MAX_CTAS`` as set (NCCL clamps NVLS's channels with
     #: them too, which the model does not: :meth:`nvls_note`).
     ctas: tuple[int | None, int | None] = (None, None)
@@ -295,6 +301,30 @@ class NcclEnv:
         if group.servers == 1:
             return self.channels(nccl_channels(group))
         return self.channels(default_channels(group))
+
+    def check_fabric(self, group: Group) -> None:
+        """Refuse what these settings ask of ``group``'s fabric that the model does not
+        run: ``NCCL_CROSS_NIC=1`` across servers on a rail-optimized network, where a ring
+        changing NIC index between servers crosses the spines and NCCL's rings differ
+        from the model's (on other topologies every NIC reaches every other alike, so it
+        changes nothing).
+
+        >>> from fabricsim.fabric import build_cluster
+        >>> from fabricsim.collectives.registry import Group
+        >>> e = nccl_env({"NCCL_CROSS_NIC": "1"})
+        >>> e.check_fabric(Group.of(build_cluster("dgx-h100", 2, topology="fat-tree")))
+        >>> e.check_fabric(Group.of(build_cluster("dgx-h100", 2)))  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        fabricsim.errors.ConfigError: NCCL_CROSS_NIC: NCCL_CROSS_NIC=1 (rings may change ...
+        """
+        info = group.fabric.info
+        if self.cross_nic and group.servers > 1 and info.topology == "rail-optimized":
+            raise ConfigError("NCCL_CROSS_NIC=1 (rings may change rail between servers) is "
+                              "not modelled on a rail-optimized network: fabricsim's rings "
+                              "stay on one rail, as with 0 or 2 (NCCL's default); on a "
+                              "fat-tree or dragonfly, where every NIC reaches every other "
+                              "alike, it is what the model does", field="NCCL_CROSS_NIC")
 
     def cluster_params(self) -> dict[str, Any]:
         """The cluster's ``params`` these settings set, on every backend: queue pairs per
@@ -577,10 +607,10 @@ def nccl_env(env: Mapping[str, str]) -> NcclEnv:
                           f"the maximum", field=lo_name)
     if (q := get("NCCL_IB_QPS_PER_CONNECTION")) is not None:
         qps = _int(*q, 1, MAX_QPS)
-    if (x := get("NCCL_CROSS_NIC")) is not None and _flag(*x, ("0", "1", "2")) == "1":
-        raise ConfigError("NCCL_CROSS_NIC=1 (rings may change rail between servers) is not "
-                          "modelled: fabricsim's rings stay on one rail, as with 0 or 2 "
-                          "(NCCL's default)", field="NCCL_CROSS_NIC")
+    cross_nic = (x := get("NCCL_CROSS_NIC")) is not None and \
+        _flag(*x, ("0", "1", "2")) == "1"
+    if cross_nic:  # what the model does without rails; refused on them (check_fabric)
+        modelled = (*modelled, "NCCL_CROSS_NIC")
     buffsize = None
     if (b := get("NCCL_BUFFSIZE")) is not None:
         buffsize = _int(*b, *BUFFSIZE_RANGE)
@@ -600,7 +630,7 @@ def nccl_env(env: Mapping[str, str]) -> NcclEnv:
                           f"needs NCCL_COLLNET_ENABLE=1", field="NCCL_COLLNET_ENABLE")
     return NcclEnv(algorithms=algos, protocols=protos, collnet=collnet, nvls=nvls,
                    min_channels=lo, max_channels=hi, qps=qps, buffsize_bytes=buffsize,
-                   p2p_net_chunk_bytes=p2p_chunk,
+                   p2p_net_chunk_bytes=p2p_chunk, cross_nic=cross_nic,
                    no_effect=quiet, as_modelled=modelled,
                    ctas=(bounds.get("NCCL_MIN_CTAS"), bounds.get("NCCL_MAX_CTAS")),
                    plugin_tuner=plugin_tuner, variables=MappingProxyType(

@@ -301,6 +301,7 @@ def _sweep(job: CollectiveBench, fabric: Fabric, algo: str | None, backend: Any,
         group = Group.of(fabric, ranks)
     except ConfigError as e:
         raise ConfigError(e.message, field="collective.ranks") from None
+    env.check_fabric(group)
     channels = env.channels_of(group)
     if channels is not None and job.backend != "analytic" and group.servers > 1:
         named = env.channel_settings()

@@ -186,20 +186,22 @@ def run_flow(job: FlowRun, fabric: Fabric, progress: Progress = quiet,
     from fabricsim.backends.flow import FlowBackend
     from fabricsim.backends.flow.background import background_transfers
     from fabricsim.backends.flow.routing import expand
-    from fabricsim.collectives import build_schedule
+    from fabricsim.collectives import Group, build_schedule
+    from fabricsim.collectives.nccl_env import nccl_env
 
     spec = job.collective
     faults, background, seed = list(job.faults.faults), list(job.faults.background), \
         job.faults.seed
     ranks = list(spec.ranks) if spec.ranks else None
     algo, proto = spec.algo, spec.proto
+    env = nccl_env(spec.env)
+    if env.cross_nic:  # refused on rails (the section was read without the fabric)
+        env.check_fabric(Group.of(fabric, ranks))
     if algo is None or proto is None:
         # NCCL's choice, by the section's release, among what its NCCL_ALGO/NCCL_PROTO/...
         # leave, as bench makes it
-        from fabricsim.collectives.nccl_env import nccl_env
         from fabricsim.collectives.tuner import default_tuner
 
-        env = nccl_env(spec.env)
         algos, protos = env.choices(spec.collective, algo, proto)
         pick = default_tuner(fabric).choose_among(
             fabric, spec.collective, job.nbytes, ranks, algos, protos,
