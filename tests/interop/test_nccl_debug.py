@@ -70,6 +70,24 @@ def test_roce_efa_and_socket_link_layers() -> None:
         .startswith("tcp")
 
 
+def test_a_slingshot_log_is_a_quad_gh200_over_slingshot() -> None:
+    """CSCS Alps: nccl-tests on two quad-GH200 nodes, NCCL over libfabric's cxi provider
+    (aws-ofi-nccl). The device name carries "GH200", which holds "H200": it must not read
+    as an H200."""
+    text = "a:1:1 [0] NCCL INFO comm 0x1 rank 0 nRanks 8 nNodes 2 localRanks 4 localRank 0\n"
+    text += "a:1:1 [0] NCCL INFO NET/OFI Selected provider is cxi, fabric is cxi (found 4 nics)\n"
+    for r in range(8):
+        text += (f"#  Rank  {r} Group  0 Pid  {100 + r} on nid00{5471 + 16 * (r // 4)} "
+                 f"device  {r % 4} [0009:01:00] NVIDIA GH200 120GB\n")
+    log = read_nccl_debug(text)
+    assert (log.link_layer, log.nics, log.gpus_per_node) == ("cxi", tuple(
+        f"cxi{k}" for k in range(4)), 4)
+    lc = cluster_of(log)
+    assert lc.cluster == {"system": "quad-gh200", "nodes": 2, "fabric": "slingshot-11"}
+    with pytest.raises(ConfigError, match="gh200"):
+        cluster_of(log, "dgx-h200")
+
+
 def test_a_topology_dump_gives_gpus_nics_and_their_speed() -> None:
     from fabricsim.interop.nccl_debug import read_topo_dump
 

@@ -56,7 +56,8 @@ _DEVICE = re.compile(r"^#\s+Rank\s+(?P<rank>\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\
                      r"(?P<host>\S+)\s+device\s+\d+\s+\[[^\]]*\]\s+(?P<model>.+?)\s*$")
 
 #: GPU model words as nccl-tests prints them -> catalog GPU, most specific first.
-_GPU_WORDS = (("gb200", "gb200"), ("b200", "b200"), ("h200", "h200-sxm"),
+_GPU_WORDS = (("gb300", "gb300"), ("b300", "b300"), ("gh200", "gh200"),
+              ("gb200", "gb200"), ("b200", "b200"), ("h200", "h200-sxm"),
               ("h800", "h800-sxm"), ("h100 pcie", "h100-pcie"), ("h100", "h100-sxm"),
               ("h20", "h20"), ("a800", "a800-sxm"), ("a100-sxm4-40gb", "a100-sxm-40gb"),
               ("a100", "a100-sxm"), ("v100", "v100-sxm"), ("l40s", "l40s"))
@@ -120,7 +121,8 @@ class NcclDebugLog:
     gpus_per_node: int = 0
     gpu_model: str = ""
     nics: tuple[str, ...] = ()
-    #: ``IB``, ``RoCE``, ``EFA``, ``Socket`` (TCP) or ``""`` when no network line was read
+    #: ``IB``, ``RoCE``, ``EFA``, ``cxi`` (Slingshot), ``Socket`` (TCP) or ``""`` when no
+    #: network line was read
     link_layer: str = ""
     sharp: bool = False
     channels: int = 0
@@ -146,7 +148,7 @@ class NcclDebugLog:
 
 #: NCCL's topology ``sm`` attribute (compute capability x 10) -> catalog GPUs with it.
 _SM_GPUS = {"70": ("v100-sxm",), "80": ("a100-sxm", "a100-sxm-40gb", "a800-sxm"),
-            "90": ("h100-sxm", "h200-sxm", "h800-sxm", "h20", "h100-pcie"),
+            "90": ("h100-sxm", "h200-sxm", "h800-sxm", "h20", "h100-pcie", "gh200"),
             "100": ("b200", "gb200"), "103": ("b300", "gb300"), "89": ("l40s",)}
 
 
@@ -248,7 +250,7 @@ def read_nccl_debug(text: str, name: str = "LOG") -> NcclDebugLog:
         elif (ofi := _NET_OFI.search(msg)) is not None:
             layer = "EFA" if ofi.group("prov") == "efa" else ofi.group("prov")
             if ofi.group("n"):
-                nics = tuple(f"efa{k}" for k in range(int(ofi.group("n"))))
+                nics = tuple(f"{ofi.group('prov')}{k}" for k in range(int(ofi.group("n"))))
         elif (so := _NET_SOCKET.search(msg)) is not None and layer == "":
             layer = "Socket"
             nics = tuple(re.findall(r"\[\d+\]([^:\s]+)", so.group("devs")))
@@ -288,7 +290,9 @@ def read_nccl_debug(text: str, name: str = "LOG") -> NcclDebugLog:
 
 #: The fabric preset a link layer maps to, by the system's own default when it has that
 #: transport, else by the GPU generation's usual NIC.
-_TRANSPORT = {"IB": "ib", "RoCE": "roce", "EFA": "srd", "Socket": "tcp"}
+_TRANSPORT = {"IB": "ib", "RoCE": "roce", "EFA": "srd", "Socket": "tcp", "cxi": "slingshot"}
+#: Link layers only one family of systems has: a log over them picks among those.
+_OWN_SYSTEMS = {"EFA": "srd", "cxi": "slingshot"}
 
 
 @dataclass(frozen=True)
@@ -326,7 +330,7 @@ def cluster_of(log: NcclDebugLog, system: str | None = None) -> LogCluster:
                               "nccl-tests run prints it under 'Using devices'); pass --system",
                               field="--system")
         gpu = catalog_gpu(log.gpu_model)
-        want = "srd" if log.link_layer == "EFA" else None
+        want = _OWN_SYSTEMS.get(log.link_layer)
         cands = [n for n, s in cat.systems.items() if s.gpu == gpu
                  and (want is None or cat.fabric(s.default_fabric).transport == want)
                  and (want is not None or not n.startswith("aws-"))]
