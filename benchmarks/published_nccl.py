@@ -44,7 +44,8 @@ CSV = Path(__file__).resolve().parents[1] / "data" / "reference" / "nccl_tests.c
 _ALGOS = {"Ring": "ring", "Tree": "tree", "NVLS": "nvls", "NVLSTree": "nvlstree"}
 _PROTOS = {"Simple": "simple", "LL128": "ll128", "LL": "ll"}
 _FABRICS = {"ib-ndr": "ib-ndr", "ib-hdr": "ib-hdr", "ib-xdr": "ib-xdr", "efa": "efa",
-            "roce-400g": "roce-400g", "roce-100g": "roce-100g", "roce-200g": "roce-200g"}
+            "roce-400g": "roce-400g", "roce-100g": "roce-100g", "roce-200g": "roce-200g",
+            "slingshot-11": "slingshot-11"}
 #: Per-tray GPU count of the NVL72 systems' compute trays.
 _TRAY_GPUS = 4
 _RACK_GPUS = 72
@@ -143,6 +144,9 @@ def _cluster(r: dict[str, str]) -> tuple[int, dict[str, object]] | str:
 #: own columns and queue pairs from the cluster.
 _ENV_RE = (r"\b(NCCL_NVLS_ENABLE|NCCL_COLLNET_ENABLE|NCCL_MIN_CTAS|NCCL_MAX_CTAS|"
            r"NCCL_MIN_NCHANNELS|NCCL_MAX_NCHANNELS)=(\d+)")
+#: A protocol a row's environment excludes (``NCCL_PROTO=^LL128``; a forced protocol is
+#: the ``proto`` column's).
+_PROTO_OUT_RE = r"\b(NCCL_PROTO)=(\^[A-Za-z0-9,]+)"
 
 
 def ranks_agree(r: dict[str, str], tolerance: float = 0.02) -> bool:
@@ -229,7 +233,8 @@ def published_cases() -> tuple[list[Case], Counter[str]]:
                 params["buffsize"] = int(b.group(1))  # (not the platform's default)
             if params:
                 kw = {**kw, "params": {**kw.get("params", {}), **params}}
-            env = tuple(re.findall(_ENV_RE, r["notes"]))
+            env = tuple(re.findall(_ENV_RE, r["notes"])) + tuple(
+                re.findall(_PROTO_OUT_RE, r["notes"]))
             variant = nic_variant(r)
             out.append(Case(
                 int(r["id"]), variant[0] if variant else r["system"], nodes, size, busbw,

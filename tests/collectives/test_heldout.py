@@ -370,9 +370,9 @@ def test_a_choice_band_needs_rows_from_several_sources() -> None:
     table = heldout()["by_choice"]
     thin = [k for k, g in table.items() if g["rows"] >= MIN_ROWS
             and g["sources"] < MIN_CHOICE_SOURCES]
-    assert "several servers, bandwidth, ring/LL" in thin  # one source only
+    assert "several servers, latency, ring/Simple" in thin  # one source only
     two = build_cluster("dgx-h100", 2)
-    assert choice_band(two, "all_reduce", 2**24, "ring", "ll") is None
+    assert choice_band(two, "all_reduce", 2**16, "ring", "simple") is None
     b = choice_band(two, "all_reduce", 2**24, "tree", "ll128")
     assert b is not None and b.sources >= MIN_CHOICE_SOURCES and b.rows >= MIN_ROWS
     assert b.signed_median == table[b.group]["signed_median"]
