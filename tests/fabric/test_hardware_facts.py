@@ -56,3 +56,24 @@ def test_sharp_is_off_unless_asked_and_refused_where_it_cannot_exist() -> None:
     with pytest.raises(ScheduleError, match="sharp: true"):
         choose(build_cluster("dgx-h100", 4, topology="torus3d"), "all_reduce", 2**20,
                algo="sharp")
+
+
+def test_quad_gh200_is_an_nvlink_mesh_with_a_nic_behind_each_grace() -> None:
+    """HPE's EX254n: six NVLink4 links between every GPU pair (150 GB/s per direction),
+    no NVSwitch; each GPU's own Slingshot NIC hangs off its Grace CPU, so a GPU reaches
+    its NIC through the CPU and another GPU's NIC over NVLink first."""
+    from fabricsim.fabric.kinds import LinkKind, NodeKind
+
+    fab = build_cluster("quad-gh200", 2)
+    assert (fab.info.gpus_per_server, fab.info.nics_per_gpu, fab.info.nvls) == (4, 1, False)
+    g = [int(x) for x in fab.gpus[:4]]
+    for a in g:
+        for b in g:
+            if a != b:
+                path = fab.route(a, b)
+                assert len(path) == 1 and fab.link_kind[path[0]] == LinkKind.NVLINK
+                assert fab.link_capacity[path[0]] == pytest.approx(150e9)
+    nic = int(fab.gpu_nics[0][0])
+    via = [int(fab.link_dst[x]) for x in fab.route(g[0], nic)]
+    assert fab.node_kind[via[0]] == NodeKind.CPU and via[-1] == nic
+    assert len({int(fab.gpu_nics[r][0]) for r in range(4)}) == 4

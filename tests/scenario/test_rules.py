@@ -98,6 +98,19 @@ def test_transports_a_fabric_carries_are_accepted() -> None:
         "ib": {"fabric": "ib-ndr", "transport": "ib"}}}})
 
 
+def test_slingshot_carries_its_own_packets_and_tcp_at_most_2048_bytes() -> None:
+    quad = {"system": "quad-gh200", "nodes": 2}
+    for t in ("slingshot", "tcp"):
+        Scenario.model_validate({"cluster": quad, "packet": {"transport": t}})
+    Scenario.model_validate({"cluster": quad, "packet": {"mtu": 2048}})
+    with pytest.raises(ConfigError, match="Slingshot's HPC Ethernet") as e:
+        Scenario.model_validate({"cluster": quad, "packet": {"mtu": 4096}})
+    assert e.value.field == "packet.mtu"
+    with pytest.raises(ConfigError, match="Cassini NICs on Rosetta") as e:
+        Scenario.model_validate({"cluster": quad, "packet": {"transport": "roce"}})
+    assert e.value.field == "packet.transport"
+
+
 def test_loader_refuses_a_rule_with_its_field() -> None:
     with pytest.raises(ConfigError, match=r"packet\.ecn\.kmin.*no ramp"):
         load_scenario_text("cluster: {fabric: roce-400g}\n"
