@@ -231,6 +231,22 @@ def test_cross_nic_is_what_the_model_does_except_on_rails(capsys, monkeypatch) -
                  "-e", "1M"]) == 0  # one server: no ring between servers
 
 
+def test_cross_nic_in_a_scenario_is_refused_on_rails_by_every_face(capsys, tmp_path) -> None:
+    """validate, bench and simulate refuse the section's NCCL_CROSS_NIC=1 on a
+    rail-optimized network alike, naming the scenario's field; on a fat-tree all run."""
+    body = ("collective: {collective: all_reduce, minbytes: 1M, maxbytes: 1M, "
+            "env: {NCCL_CROSS_NIC: 1}}\n"
+            "faults: [{type: link_degraded, kind: nic-leaf, index: 0, factor: 0.5}]\n")
+    rails, tree = tmp_path / "rails.yaml", tmp_path / "tree.yaml"
+    rails.write_text("cluster: {system: dgx-h100, nodes: 2}\n" + body)
+    tree.write_text("cluster: {system: dgx-h100, nodes: 2, topology: fat-tree}\n" + body)
+    for cmd in (["validate"], ["bench", "all_reduce", "--backend", "flow"], ["simulate"]):
+        assert main([*cmd, str(rails)]) == 2, cmd
+        assert "collective.env.NCCL_CROSS_NIC" in capsys.readouterr().err, cmd
+        assert main([*cmd, str(tree)]) == 0, cmd
+        capsys.readouterr()
+
+
 def test_both_channel_variables_combine_as_nccl_combines_them() -> None:
     # NCCL takes the larger minimum and the smaller maximum of NCCL_MIN/MAX_NCHANNELS and
     # the communicator's minCTAs/maxCTAs (src/graph/connect.cc), whichever name is first

@@ -153,11 +153,26 @@ class CollectiveBench(Part):
     #: The shell's variables that replaced the scenario's ``collective.env`` (bench), each
     #: as a sentence the run warns with.
     env_replaced: tuple[str, ...] = ()
+    #: The variables of ``env`` that came from the scenario's ``collective.env`` (not
+    #: replaced by the shell's): a refusal of one names it as that field.
+    env_from_section: tuple[str, ...] = ()
     faults: Faults = Faults()
     time_limit_s: float | None = Field(None, gt=0, allow_inf_nan=False)
     flow_precision: float = Field(0.0, ge=0.0, le=0.1)
     """Flow backend: finishes within this fraction of a transfer's duration settled as
     one event (:attr:`~fabricsim.backends.flow.FlowBackend.precision`; 0: exact)."""
+
+    def check_fabric(self, group: Group) -> None:
+        """Refuse what the NCCL variables ask of ``group``'s fabric that the model does
+        not run (:meth:`NcclEnv.check_fabric
+        <fabricsim.collectives.nccl_env.NcclEnv.check_fabric>`), a variable of the
+        scenario's section named as its field, ``collective.env.NAME``."""
+        try:
+            self.env.check_fabric(group)
+        except ConfigError as e:
+            if e.field in self.env_from_section:
+                raise ConfigError(e.message, field=f"collective.env.{e.field}") from None
+            raise
 
 
 def _count(collective: str, size: int, tsize: int, n: int) -> int:
@@ -215,6 +230,7 @@ def bench_job(sc: Scenario, *, collective: str | None = None,
 
     spec = sc.collective or DEFAULT_SWEEP
     name = check_collective(collective or spec.collective)
+    shell = env
     # the shell's variables (bench) over the scenario's, read as one environment
     replaced = tuple(f"{k}={v} in the environment replaces the scenario's {k}: "
                      f"{spec.env[k]}" for k, v in (env.variables if env else {}).items()
@@ -258,7 +274,9 @@ def bench_job(sc: Scenario, *, collective: str | None = None,
         algos=chosen, every_algorithm=every_algorithm, proto=proto or spec.proto,
         select=how, backend=be, ranks=_ranks(spec.ranks),
         gpus_per_thread=spec.gpus_per_thread if gpus_per_thread is None else gpus_per_thread,
-        env=env, env_replaced=replaced, faults=faults, time_limit_s=time_limit_s,
+        env=env, env_replaced=replaced, env_from_section=tuple(
+            k for k in spec.env if k not in (shell.variables if shell else {})),
+        faults=faults, time_limit_s=time_limit_s,
         root=spec.root if root is None else root,
         agg_iters=spec.agg_iters if agg_iters is None else agg_iters,
         flow_precision=flow_precision, nccl_version=release)
@@ -301,7 +319,7 @@ def _sweep(job: CollectiveBench, fabric: Fabric, algo: str | None, backend: Any,
         group = Group.of(fabric, ranks)
     except ConfigError as e:
         raise ConfigError(e.message, field="collective.ranks") from None
-    env.check_fabric(group)
+    job.check_fabric(group)
     channels = env.channels_of(group)
     if channels is not None and job.backend != "analytic" and group.servers > 1:
         named = env.channel_settings()

@@ -195,8 +195,10 @@ def run_flow(job: FlowRun, fabric: Fabric, progress: Progress = quiet,
     ranks = list(spec.ranks) if spec.ranks else None
     algo, proto = spec.algo, spec.proto
     env = nccl_env(spec.env)
-    if env.cross_nic:  # refused on rails (the section was read without the fabric)
+    try:  # what the section's variables ask of the fabric (read without it)
         env.check_fabric(Group.of(fabric, ranks))
+    except ConfigError as e:
+        raise ConfigError(e.message, field=f"collective.env.{e.field}") from None
     if algo is None or proto is None:
         # NCCL's choice, by the section's release, among what its NCCL_ALGO/NCCL_PROTO/...
         # leave, as bench makes it
