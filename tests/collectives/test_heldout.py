@@ -609,3 +609,14 @@ def test_model_as_close_as_the_sources_are_across_servers_32_to_256_mib(
     model = sa.held_out(cs, errors)
     g = {x["group"]: x for x in sa.agreement(cs, model)[0]}["several servers, 32-256 MiB"]
     assert g["model_held_out"]["median"] <= g["sources_disagree"]["median"] + 0.02, g
+
+
+def test_one_server_is_not_warned_by_rows_across_servers() -> None:
+    """The published rows of quad-GH200 are all across two nodes: they say nothing of
+    one node, whose traffic never reaches the NICs."""
+    from fabricsim.collectives.accuracy import local_warning
+
+    two, one = build_cluster("quad-gh200", 2), build_cluster("quad-gh200", 1)
+    assert local_warning(two, "all_reduce", 8) is not None   # 30 us modelled, 18 measured
+    assert local_warning(one, "all_reduce", 8) is None
+

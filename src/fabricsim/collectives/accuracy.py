@@ -296,8 +296,8 @@ def local_evidence(fabric: Fabric, collective: str, nbytes: float,
 def _nearest(part: dict[str, Any], fabric: Fabric, kind: str, servers: int | None,
              near: Callable[[str, dict[str, Any]], bool]) -> Local | None:
     """The entry of ``part`` (keys :func:`local_key`) of ``fabric``'s system and ``kind``
-    at the servers nearest the question's, with :data:`LOCAL_MIN_ROWS` rows and for which
-    ``near(size band or "", entry)`` holds."""
+    at the servers nearest the question's (one server only near one server), with
+    :data:`LOCAL_MIN_ROWS` rows and for which ``near(size band or "", entry)`` holds."""
     import math
 
     system = fabric.info.system
@@ -307,6 +307,8 @@ def _nearest(part: dict[str, Any], fabric: Fabric, kind: str, servers: int | Non
         sys_, srv, knd, *band_ = key.split("|")
         m = int(srv)
         if sys_ != system or knd != kind or v["rows"] < LOCAL_MIN_ROWS:
+            continue
+        if (m > 1) != (n > 1):  # inside one server against across servers: not near
             continue
         if not near(band_[0] if band_ else "", v):
             continue
