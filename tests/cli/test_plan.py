@@ -75,3 +75,18 @@ def test_plan_keeps_the_software_stack(capsys: pytest.CaptureFixture[str]) -> No
     assert stack["tokens_per_s"] < plain["tokens_per_s"]
     assert main([*base, "--fsdp-impl", "megatron"]) == 2
     assert "--zero fsdp" in capsys.readouterr().err
+
+
+def test_plan_starts_from_the_systems_own_fabric() -> None:
+    """Without --fabrics the plan compares the cluster's own fabric, the system's default
+    where the scenario names none (Slingshot for HPE's quad-GH200), with the usual three."""
+    from fabricsim.jobs.scale import PLAN_FABRICS, plan_job
+    from fabricsim.scenario import Scenario
+
+    sc = Scenario.model_validate({"cluster": {"system": "quad-gh200", "nodes": 4},
+                                  "training": {"model": "llama3-8b", "tp": 4,
+                                               "global_batch": 16, "seq_len": 2048}})
+    assert plan_job(sc).fabrics == ("slingshot-11", *PLAN_FABRICS)
+    dgx = sc.model_copy(update={"cluster": sc.cluster.model_copy(
+        update={"system": "dgx-h100", "nodes": 2})})
+    assert plan_job(dgx).fabrics == PLAN_FABRICS   # its own, ib-ndr, is among them

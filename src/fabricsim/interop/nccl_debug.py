@@ -335,8 +335,10 @@ def cluster_of(log: NcclDebugLog, system: str | None = None) -> LogCluster:
                  and (want is None or cat.fabric(s.default_fabric).transport == want)
                  and (want is not None or not n.startswith("aws-"))]
         if not cands:
-            raise ConfigError(f"the log's GPU {log.gpu_model!r} has no preset system; pass "
-                              f"--system", field="--system")
+            net = f" over its {log.link_layer} network" if want else ""
+            raise ConfigError(f"the log's GPU {log.gpu_model!r} has no preset system{net}; "
+                              f"pass --system (a system of that GPU, or a user-defined one "
+                              f"in a scenario's systems:)", field="--system")
         fits = [n for n in cands if cat.system(n).gpus >= log.gpus_per_node]
         system = (fits or cands)[0]
         assumed["system"] = f"the preset with the log's GPU ({log.gpu_model})"

@@ -236,7 +236,8 @@ def plan_job(sc: Scenario, over: TrainingSection | None = None, *,
     then :data:`PLAN_FABRICS`)."""
     job = _by_shape(training_job(sc, over, notes=notes), "plan")
     if not fabrics:
-        own = job.cluster.spec.fabric
+        cl = job.cluster
+        own = cl.spec.fabric or cl.catalog().system(cl.spec.system).default_fabric
         fabrics = tuple(dict.fromkeys([f for f in (own, *PLAN_FABRICS) if f]))
     given = set((sc.training or TrainingSection()).model_fields_set)
     if over is not None:

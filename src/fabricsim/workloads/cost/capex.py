@@ -176,7 +176,8 @@ def _nic_price(name: str, gbit_s: float, proxy: bool, notes: list[str]) -> tuple
     if not fits:
         return name, 0.0
     sub = min(fits, key=lambda n: (n.price_usd, n.max_gbit_s))
-    notes.append(f"NIC {name} has no catalog price (cloud); priced as {sub.name} "
+    notes.append(f"NIC {name} has no catalog price (a cloud's, or not sold alone); priced "
+                 f"as {sub.name} "
                  f"(${sub.price_usd:,.0f})")
     return sub.name, sub.price_usd
 
@@ -191,7 +192,8 @@ def _switch_price(name: str, proxy: bool, notes: list[str]) -> tuple[str, float,
     if not fits:
         return name, 0.0, sw.radix
     sub = min(fits, key=lambda s: (s.price_per_port_usd, s.port_gbit_s))
-    notes.append(f"switch {name} has no catalog price (cloud); ports priced as {sub.name} "
+    notes.append(f"switch {name} has no catalog price (a cloud's, or not sold alone); ports "
+                 f"priced as {sub.name} "
                  f"(${sub.price_per_port_usd:,.0f}/port)")
     return sub.name, sub.price_per_port_usd, sw.radix
 
