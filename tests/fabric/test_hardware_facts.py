@@ -61,7 +61,7 @@ def test_sharp_is_off_unless_asked_and_refused_where_it_cannot_exist() -> None:
 def test_quad_gh200_is_an_nvlink_mesh_with_a_nic_behind_each_grace() -> None:
     """HPE's EX254n: six NVLink4 links between every GPU pair (150 GB/s per direction),
     no NVSwitch; each GPU's own Slingshot NIC hangs off its Grace CPU, so a GPU reaches
-    its NIC through the CPU and another GPU's NIC over NVLink first."""
+    its NIC through the CPU."""
     from fabricsim.fabric.kinds import LinkKind, NodeKind
 
     fab = build_cluster("quad-gh200", 2)

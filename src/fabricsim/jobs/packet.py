@@ -223,7 +223,7 @@ def loss_estimate(fabric: Fabric, schedule: Schedule, cfg: PacketConfig, transpo
     """What a run's ``loss_rate`` costs: the scale-out links of its longest path, the share
     of packets lost on the way, and the events that implies against the budget."""
     from fabricsim.backends.packet.budget import events_lower_bound
-    from fabricsim.backends.packet.build import INTRA_LINKS
+    from fabricsim.backends.packet.build import CREDIT_MODES, INTRA_LINKS
 
     steps = schedule.steps
     src = np.concatenate([s.src for s in steps])
@@ -232,7 +232,7 @@ def loss_estimate(fabric: Fabric, schedule: Schedule, cfg: PacketConfig, transpo
     intra = np.isin(fabric.link_kind[paths.links], np.array([int(k) for k in INTRA_LINKS]))
     rows = paths.row_ids()
     ext = np.bincount(rows, weights=~intra, minlength=len(src)).astype(np.int64)
-    credit = np.bincount(rows, weights=intra | (transport == "ib"),
+    credit = np.bincount(rows, weights=intra | (transport in CREDIT_MODES),
                          minlength=len(src)).astype(np.int64)
     h = int(ext.max(initial=0))
     q = (1.0 - cfg.loss_rate) ** h
