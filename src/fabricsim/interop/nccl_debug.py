@@ -292,7 +292,7 @@ def read_nccl_debug(text: str, name: str = "LOG") -> NcclDebugLog:
 #: transport, else by the GPU generation's usual NIC.
 _TRANSPORT = {"IB": "ib", "RoCE": "roce", "EFA": "srd", "Socket": "tcp", "cxi": "slingshot"}
 #: Link layers only one family of systems has: a log over them picks among those.
-_OWN_SYSTEMS = {"EFA": "srd", "cxi": "slingshot"}
+_OWN_SYSTEMS = ("EFA", "cxi")
 
 
 @dataclass(frozen=True)
@@ -330,7 +330,7 @@ def cluster_of(log: NcclDebugLog, system: str | None = None) -> LogCluster:
                               "nccl-tests run prints it under 'Using devices'); pass --system",
                               field="--system")
         gpu = catalog_gpu(log.gpu_model)
-        want = _OWN_SYSTEMS.get(log.link_layer)
+        want = _TRANSPORT[log.link_layer] if log.link_layer in _OWN_SYSTEMS else None
         cands = [n for n, s in cat.systems.items() if s.gpu == gpu
                  and (want is None or cat.fabric(s.default_fabric).transport == want)
                  and (want is not None or not n.startswith("aws-"))]

@@ -48,13 +48,7 @@ def check_sections(sc: Scenario, kind: str | None = None,
         from fabricsim.jobs.collective import bench_job
 
         bench = bench_job(sc.model_copy(update={"faults": [], "background": []}))
-        from fabricsim.collectives.registry import Group
-
-        try:  # the ranks, as bench checks them against the cluster
-            group = Group.of(fab, list(bench.ranks) if bench.ranks else None)
-        except ConfigError as e:
-            raise ConfigError(e.message, field="collective.ranks") from None
-        bench.check_fabric(group)  # what the section's variables ask of the fabric
+        bench.group_on(fab)  # its ranks and variables against the fabric, as bench runs them
         under = " ".join(f"{k}={v}" for k, v in bench.env.variables.items())
         parts.append(f"collective {coll}" + (f" under {under}" if under else ""))
     if sc.expert_parallel is not None:

@@ -162,17 +162,25 @@ class CollectiveBench(Part):
     """Flow backend: finishes within this fraction of a transfer's duration settled as
     one event (:attr:`~fabricsim.backends.flow.FlowBackend.precision`; 0: exact)."""
 
-    def check_fabric(self, group: Group) -> None:
-        """Refuse what the NCCL variables ask of ``group``'s fabric that the model does
-        not run (:meth:`NcclEnv.check_fabric
+    def group_on(self, fabric: Fabric) -> Group:
+        """The job's ranks on ``fabric``, checked against it (a ConfigError naming
+        ``collective.ranks``), and what the NCCL variables ask of the fabric that the model
+        does not run refused (:meth:`NcclEnv.check_fabric
         <fabricsim.collectives.nccl_env.NcclEnv.check_fabric>`), a variable of the
         scenario's section named as its field, ``collective.env.NAME``."""
+        from fabricsim.collectives import Group
+
+        try:
+            group = Group.of(fabric, list(self.ranks) if self.ranks else None)
+        except ConfigError as e:
+            raise ConfigError(e.message, field="collective.ranks") from None
         try:
             self.env.check_fabric(group)
         except ConfigError as e:
             if e.field in self.env_from_section:
                 raise ConfigError(e.message, field=f"collective.env.{e.field}") from None
             raise
+        return group
 
 
 def _count(collective: str, size: int, tsize: int, n: int) -> int:
@@ -301,7 +309,7 @@ def _best(fabric: Fabric, coll: str, size: int, algos: list[str | None],
 def _sweep(job: CollectiveBench, fabric: Fabric, algo: str | None, backend: Any,
            on_size: Callable[[int, int, int], None] | None) -> list[BenchRow]:
     """The rows of one algorithm (``None``: NCCL's choice under the job's environment)."""
-    from fabricsim.collectives import Group, run_collective
+    from fabricsim.collectives import run_collective
     from fabricsim.collectives.accuracy import (
         band,
         choice_band,
@@ -315,11 +323,7 @@ def _sweep(job: CollectiveBench, fabric: Fabric, algo: str | None, backend: Any,
     coll, env = job.collective, job.env
     algos, protos = env.choices(coll, algo, job.proto)
     ranks = list(job.ranks) if job.ranks else None
-    try:  # the ranks checked against the cluster, once
-        group = Group.of(fabric, ranks)
-    except ConfigError as e:
-        raise ConfigError(e.message, field="collective.ranks") from None
-    job.check_fabric(group)
+    group = job.group_on(fabric)  # the ranks checked against the cluster, once
     channels = env.channels_of(group)
     if channels is not None and job.backend != "analytic" and group.servers > 1:
         named = env.channel_settings()

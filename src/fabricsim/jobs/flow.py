@@ -195,8 +195,9 @@ def run_flow(job: FlowRun, fabric: Fabric, progress: Progress = quiet,
     ranks = list(spec.ranks) if spec.ranks else None
     algo, proto = spec.algo, spec.proto
     env = nccl_env(spec.env)
+    group = Group.of(fabric, ranks)
     try:  # what the section's variables ask of the fabric (read without it)
-        env.check_fabric(Group.of(fabric, ranks))
+        env.check_fabric(group)
     except ConfigError as e:
         raise ConfigError(e.message, field=f"collective.env.{e.field}") from None
     if algo is None or proto is None:

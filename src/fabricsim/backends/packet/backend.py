@@ -30,7 +30,7 @@ from fabricsim.backends.base import (
 )
 from fabricsim.backends.packet import layout as L
 from fabricsim.backends.packet.budget import check_endpoints
-from fabricsim.backends.packet.build import MODES, State, build_state
+from fabricsim.backends.packet.build import MODE_NAMES, MODES, State, build_state
 from fabricsim.backends.packet.config import PacketConfig, parse_packet_config
 from fabricsim.errors import ConfigError, SimulationError
 from fabricsim.fabric.core import Fabric
@@ -97,8 +97,7 @@ class PacketBackend:
         t = self.config.transport or fabric.info.transport or "ib"
         if t not in MODES:
             raise ConfigError(f"fabric transport {t!r} has no packet model; set "
-                              "packet.transport to ib, roce, tcp, srd, uet or slingshot",
-                              field="packet.transport")
+                              f"packet.transport to {MODE_NAMES}", field="packet.transport")
         return t
 
     def stuck_node(self, fabric: Fabric) -> int:

@@ -37,7 +37,9 @@ MODES = {"ib": L.MODE_IB, "roce": L.MODE_ROCE, "tcp": L.MODE_TCP, "srd": L.MODE_
 #: Transports whose links between switches run credit-based flow control: InfiniBand,
 #: and Slingshot (link-level retry and credits between Rosetta switches), which the
 #: engine runs as InfiniBand with Slingshot's MTU and framing.
-CREDIT_MODES = ("ib", "slingshot")
+CREDIT_MODES = tuple(t for t, m in MODES.items() if m == L.MODE_IB)
+#: The transports as a sentence names them: "ib, roce, ... or slingshot".
+MODE_NAMES = f"{', '.join(list(MODES)[:-1])} or {list(MODES)[-1]}"
 INTRA_LINKS = (LinkKind.NVLINK, LinkKind.PCIE, LinkKind.CPU_INTERCONNECT,
                LinkKind.NVLINK_NETWORK, LinkKind.ICI)
 ETH_SWITCHES = (NodeKind.LEAF, NodeKind.SPINE, NodeKind.CORE, NodeKind.ROUTER,
@@ -111,8 +113,7 @@ def build_state(schedule: Schedule, fabric: Fabric, cfg: PacketConfig, *, mode: 
     pause (:func:`~fabricsim.backends.packet.faults.nopfc_mask`).
     """
     if mode not in MODES:
-        raise ConfigError(f"unknown transport {mode!r}; use ib, roce, tcp, srd, uet or "
-                          "slingshot",
+        raise ConfigError(f"unknown transport {mode!r}; use {MODE_NAMES}",
                           field="packet.transport")
     NP = len(cfg.classes)
     nl, nn = fabric.n_links, fabric.n_nodes
