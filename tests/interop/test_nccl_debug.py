@@ -86,6 +86,11 @@ def test_a_slingshot_log_is_a_quad_gh200_over_slingshot() -> None:
     assert lc.cluster == {"system": "quad-gh200", "nodes": 2, "fabric": "slingshot-11"}
     with pytest.raises(ConfigError, match="gh200"):
         cluster_of(log, "dgx-h200")
+    # Perlmutter-like: A100 over Slingshot, a pair no preset has
+    a100 = read_nccl_debug(text.replace("NVIDIA GH200 120GB", "NVIDIA A100-SXM4-40GB"))
+    with pytest.raises(ConfigError, match="no preset system over its cxi network") as e:
+        cluster_of(a100)
+    assert e.value.field == "--system" and "pass --system" in str(e.value)
 
 
 def test_a_topology_dump_gives_gpus_nics_and_their_speed() -> None:
