@@ -37,7 +37,15 @@ from fabricsim.collectives.busbw import SizeRow
 from fabricsim.collectives.nccl_env import MAX_QPS, NcclEnv
 from fabricsim.errors import ConfigError, FabricsimError, unknown
 from fabricsim.fabric import Fabric
-from fabricsim.jobs.common import Cluster, Faults, Part, Progress, quiet, section_env
+from fabricsim.jobs.common import (
+    Cluster,
+    Faults,
+    Part,
+    Progress,
+    quiet,
+    section_env,
+    section_fields,
+)
 from fabricsim.scenario.cluster import CollectiveSpec
 from fabricsim.scenario.schema import Scenario
 
@@ -174,12 +182,8 @@ class CollectiveBench(Part):
             group = Group.of(fabric, list(self.ranks) if self.ranks else None)
         except ConfigError as e:
             raise ConfigError(e.message, field="collective.ranks") from None
-        try:
+        with section_fields(self.env_from_section):
             self.env.check_fabric(group)
-        except ConfigError as e:
-            if e.field in self.env_from_section:
-                raise ConfigError(e.message, field=f"collective.env.{e.field}") from None
-            raise
         return group
 
 

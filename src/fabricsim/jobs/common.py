@@ -26,7 +26,8 @@ Example
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any, Protocol
 
 from pydantic import ConfigDict, Field
@@ -120,16 +121,33 @@ def section_env(collective: str, section: Mapping[str, str], *, forced: bool,
     fabricsim.errors.ConfigError: collective.env.NCCL_ALGO: NCCL_ALGO/NCCL_NVLS_ENABLE ...
     """
     shell_names = set(shell.variables) if shell else set()
-    try:
+    with section_fields(set(section) - shell_names):
         env = (shell or NcclEnv()).over(section)
         env.check_p2p(collective)  # NCCL_P2P_NET_CHUNKSIZE: refused where it changes time
         if not forced:  # NCCL_ALGO leaving nothing to run the collective
             env.choices(collective)
+    return env
+
+
+@contextmanager
+def section_fields(names: Collection[str]) -> Iterator[None]:
+    """Inside, a :class:`ConfigError` about one of the variables ``names`` (those a
+    scenario's collective section set) names its field as the scenario has it,
+    ``collective.env.NAME``; any other passes as raised (a variable the shell set keeps
+    its bare name, as the user typed it).
+
+    >>> with section_fields({"NCCL_ALGO"}):  # doctest: +ELLIPSIS
+    ...     raise ConfigError("no such algorithm", field="NCCL_ALGO")
+    Traceback (most recent call last):
+    ...
+    fabricsim.errors.ConfigError: collective.env.NCCL_ALGO: no such algorithm
+    """
+    try:
+        yield
     except ConfigError as e:
-        if e.field in section and e.field not in shell_names:
+        if e.field is not None and e.field in names:
             raise ConfigError(e.message, field=f"collective.env.{e.field}") from None
         raise
-    return env
 
 
 class Pricing(Part):
