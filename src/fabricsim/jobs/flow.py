@@ -35,15 +35,8 @@ from fabricsim.backends.base import Result
 from fabricsim.backends.flow.specs import FaultSpec
 from fabricsim.errors import ConfigError
 from fabricsim.fabric import Fabric
-from fabricsim.jobs.common import (
-    Cluster,
-    Faults,
-    Part,
-    Progress,
-    quiet,
-    section_env,
-    section_fields,
-)
+from fabricsim.jobs import common
+from fabricsim.jobs.common import Cluster, Faults, Part, Progress, quiet, section_env
 from fabricsim.scenario.cluster import CollectiveSpec
 from fabricsim.scenario.schema import Scenario
 from fabricsim.schedule.core import Schedule
@@ -204,7 +197,7 @@ def run_flow(job: FlowRun, fabric: Fabric, progress: Progress = quiet,
     algo, proto = spec.algo, spec.proto
     env = nccl_env(spec.env)
     group = Group.of(fabric, ranks)
-    with section_fields(spec.env):  # what the section's variables ask of the fabric
+    with common.section_fields(spec.env):  # what the section's variables ask of the fabric
         env.check_fabric(group)
     if algo is None or proto is None:
         # NCCL's choice, by the section's release, among what its NCCL_ALGO/NCCL_PROTO/...
