@@ -121,12 +121,12 @@ def test_library_mnnvl_nvls_stages_are_the_fit_on_every_source(fitted: Fitted) -
     # the NVLS stages a rack's hosts add to a fill are fitted, together with the step
     # between hosts, on the rows of every source whose GPUs sit on several trays of one
     # NVLink domain: the fit is inside its grid and more than one source asks for stages
-    # at all. Left out, OCI's GB300 rack moves it by half a stage and CoreWeave's GB200
-    # racks by one and a half (to 4.5, the value before their 20 racks were corrected to
-    # NVLS off and NVLSTree's warps refit, 2026-12-03), and Together's GB200 rack by half a
-    # stage since a rack's rings run on NCCL's active channels (the step between hosts
-    # refit 1.0 -> 0.75 us with them): one source weighs more here than elsewhere, and the
-    # test says so rather than hide it
+    # at all. Left out, CoreWeave's GB200 racks move it by two stages (to 4.5, the value
+    # before their 20 racks were corrected to NVLS off and NVLSTree's warps refit,
+    # 2026-12-03); every other source left out gives the fit on all (6.5 since an
+    # all-to-all's remote peers cost the proxy's posts, 2026-12-04: 6.0 before, when OCI's
+    # GB300 rack and Together's GB200 rack each moved it by half a stage): one source
+    # weighs more here than elsewhere, and the test says so rather than hide it
     from fabricsim.protocols import PROTOCOLS
 
     mk = fitted[3]["mnnvl_nvls"]
@@ -134,7 +134,7 @@ def test_library_mnnvl_nvls_stages_are_the_fit_on_every_source(fitted: Fitted) -
     assert mk["sources"] >= 5 and mk["rows"] >= 100
     grid = fitted[0].MNNVL_NVLS_GRID
     assert min(grid) < mk["all"] < max(grid)
-    assert all(abs(v - mk["all"]) <= 1.5 + 1e-9 for v in mk["loso"].values())
+    assert all(abs(v - mk["all"]) <= 2.0 + 1e-9 for v in mk["loso"].values())
     assert sum(1 for v in mk["loso"].values() if abs(v - mk["all"]) > 0.5 + 1e-9) <= 1
     assert sum(1 for v in mk["loso"].values() if v != mk["all"]) <= 3
     assert sum(1 for v in mk["by_source"].values() if v) >= 3
@@ -433,6 +433,16 @@ TARGETS_MET = [("RoCE, bandwidth", "median", 0.10),
 @pytest.mark.xfail(strict=True, reason="issue 34: held-out error above target")
 def test_heldout_error_meets_the_target(group: str, stat: str, target: float) -> None:
     assert heldout()["groups"][group][stat] <= target
+
+
+def test_alltoalls_across_servers_pay_the_proxys_posts_not_a_step_per_peer() -> None:
+    """A network step per remote peer made AWS p5's all-to-alls at 128-256 GPUs up to 78 %
+    slow (EFA's all-to-alls 12.5 %, p90 52 %, held out); the proxy's posts per peer's part
+    (2026-12-04) take them to 6.7 %, p90 12 %: kept there."""
+    groups = heldout()["groups"]
+    assert groups["EFA, all-to-all"]["median"] <= 0.08
+    assert groups["EFA, all-to-all"]["p90"] <= 0.20
+    assert groups["several servers, all-to-all"]["median"] <= 0.09
 
 
 def test_one_server_bandwidth_holds_its_median() -> None:

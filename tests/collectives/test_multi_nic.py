@@ -77,7 +77,11 @@ def test_alltoall_spreads_over_every_nic_and_pays_per_peer() -> None:
     assert b.size == 64 and b.min() > 0
     assert b.max() == pytest.approx(b.min(), rel=1e-9)
     setup = [s for s in sch.steps if s.label == "peer setup"]
-    assert setup and setup[0].repeat == 8   # each rank has 8 peers on the other server
+    assert setup and setup[0].repeat == 1   # one network round for every peer at once
+    # and the proxy's posts for each of the 8 peers on the other server: a send and a
+    # receive on each of a peer's parts (4 at 2 MiB a peer: one per EFA of the GPU)
+    assert sch.crossings is not None and sch.crossings.count == 2 * 8
+    assert sch.crossings.active(2**28, 0.0) == 4
     # one server: no network peers, no setup round
     one = build_schedule(build_cluster("aws-p5", 1), "alltoall", 2**20, algo="direct")
     assert not [s for s in one.steps if s.label == "peer setup"]

@@ -6,10 +6,13 @@ rank's send buffer, ``S/n`` goes to each peer. Send/recv (nccl-tests ``sendrecv_
 every rank sends ``S`` to its successor and receives from its predecessor.
 
 Across servers a peer's bytes are split evenly over the sender's NICs (aws-p5: four EFA
-per GPU), and every network peer costs a connection's worth of protocol overhead before
-the data flows: NCCL's proxy posts one network send and receive per peer, one after the
-other, so a zero-byte step repeated once per remote peer (on a network pair) precedes the
-transfers. Peers on NVLink cost no such round.
+per GPU). Before the data flows, one zero-byte round crosses the network (the receivers'
+proxies post their buffers); the peers' rounds are in flight together, so it is paid
+once. What is paid per peer is the network proxy's own work: one thread per GPU posts
+each remote peer's send and its receive, on every part (channel) NCCL splits that
+peer's bytes into, one after another, and each post costs what a network crossing
+costs per channel (:func:`p2p_crossings`, :class:`~fabricsim.schedule.PeerParts`).
+Peers on NVLink cost neither.
 
 PXN (NCCL's PCI × NVLink, on by default since NCCL 2.12): a send to a peer on another
 server whose NIC is on a different rail first crosses NVLink to the sender's server-mate
@@ -34,7 +37,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from fabricsim.collectives.registry import Algorithm, Group, fill_step, register, step
-from fabricsim.schedule.core import Step
+from fabricsim.schedule.core import Crossings, PeerParts, Step
 
 #: Largest number of point-to-point transfers an all-to-all schedule may hold.
 MAX_PAIRS = 8_000_000
@@ -44,6 +47,10 @@ MAX_PAIRS = 8_000_000
 #: this times the channels a peer may use); above it, Simple. Point-to-point never runs
 #: LL128.
 P2P_LL_THRESHOLD_BYTES = 16384
+#: NCCL's point-to-point network chunk, bytes (``NCCL_P2P_NET_CHUNKSIZE``'s default): it
+#: sizes send/recv and all-to-all between servers, their chunks and how many channels a
+#: peer's bytes take (:func:`peer_parts`); nothing else.
+P2P_NET_CHUNK_BYTES = 2**17
 #: Point-to-point channels NCCL opens on one NVSwitch server: the power of two above its
 #: collective channels (``ncclTopoComputeP2pChannels``, ``src/graph/paths.cc``), which
 #: NCCL logs as "32 p2p channels, 32 p2p channels per peer" on A100 and H100 servers
@@ -145,14 +152,71 @@ def direct_steps(group: Group, collective: str, nbytes: float, channels: int) ->
     dst = group.nodes[(i + d).ravel() % n]
     out: list[Step] = []
     srv = group.server_of
-    remote = int((srv[:, None] != srv[None, :]).sum(axis=1).max())
-    if remote:  # one connection round per remote peer of the busiest rank
+    if (srv != srv[0]).any():  # one round for all peers; p2p_crossings charges each
         a = int(np.flatnonzero(srv != srv[0])[0])
-        out = fill_step(f, int(group.nodes[0]), int(group.nodes[a]), remote, "peer setup")
+        out = fill_step(f, int(group.nodes[0]), int(group.nodes[a]), 1, "peer setup")
     deps = (0,) if out else ()
     src, dst = _pxn(group, src, dst)
     return out + [step(f, src, dst, nbytes / n / k, deps=deps, nic=j,
                        label=f"alltoall nic{j}") for j in range(k)]
+
+
+def remote_peers(group: Group) -> int:
+    """The most peers on other servers any rank of ``group`` has (0 on one server)."""
+    srv = group.server_of
+    return int((srv[:, None] != srv[None, :]).sum(axis=1).max()) if group.servers > 1 else 0
+
+
+def peer_parts(group: Group, share: float) -> PeerParts:
+    """NCCL's parts of one peer's bytes between servers (:class:`PeerParts`): at most
+    :func:`p2p_channels_per_peer`, starting from that halved while the ranks times it
+    outnumber the point-to-point channels (``src/enqueue.cc``), in chunks of
+    :data:`P2P_NET_CHUNK_BYTES` (NCCL's default; other values are refused for these
+    collectives, :meth:`NcclEnv.check_p2p
+    <fabricsim.collectives.nccl_env.NcclEnv.check_p2p>`).
+
+    >>> from fabricsim.fabric import build_cluster
+    >>> p = peer_parts(Group.of(build_cluster("dgx-h100", 2)), 1 / 16)
+    >>> p.least, p.most
+    (1, 2)
+    """
+    from fabricsim.collectives.pipeline import nccl_channels
+
+    p2p = _pow2_up(nccl_channels(group))
+    most = p2p_channels_per_peer(group)
+    least = most
+    while least * group.n > p2p and least > 1:
+        least //= 2
+    return PeerParts(share=share, least=least, most=most, chunk_bytes=P2P_NET_CHUNK_BYTES)
+
+
+def p2p_crossings(group: Group, collective: str, share: float | None = None
+                  ) -> Crossings | None:
+    """The network proxy's posts of an all-to-all or send/recv between servers, one after
+    another: for each remote peer of the busiest rank a send and a receive on every part
+    of the peer's bytes (:func:`peer_parts`), each costing the protocol's crossing cost
+    per channel. No share of a network plugin's declared latency: the peers' transfers
+    are in flight together, so their latencies overlap (:func:`direct_steps` pays one
+    round). ``share``: a peer's bytes per byte of the operation (by default ``1/n`` for an
+    all-to-all, 1 for send/recv). ``None`` on one server.
+
+    >>> from fabricsim.fabric import build_cluster
+    >>> c = p2p_crossings(Group.of(build_cluster("dgx-h100", 4)), "alltoall")
+    >>> c.count, c.active(2**10, 0.0), c.active(2**30, 0.0), c.plugin_latency
+    (48, 1, 2, 0.0)
+    """
+    remote = remote_peers(group)
+    if not remote:
+        return None
+    if collective == "sendrecv":
+        srv = group.server_of
+        remote = int((srv != np.roll(srv, -1)).any())  # a successor on another server
+        if not remote:
+            return None
+    if share is None:
+        share = 1.0 / group.n if collective == "alltoall" else 1.0
+    return Crossings(count=2 * remote, channels=p2p_channels_per_peer(group),
+                     parts=peer_parts(group, share))
 
 
 def _pxn(group: Group, src: NDArray[np.int32], dst: NDArray[np.int32]
@@ -210,7 +274,7 @@ def pairwise_steps(group: Group, collective: str, nbytes: float, channels: int
 
 
 DIRECT = register(Algorithm(
-    name="direct", build=direct_steps, check=_check,
+    name="direct", build=direct_steps, check=_check, crossings=p2p_crossings,
     collectives=frozenset({"alltoall", "sendrecv"}),
     description="All point-to-point sends posted at once (NCCL's grouped send/recv)."))
 PAIRWISE = register(Algorithm(

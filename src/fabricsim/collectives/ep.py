@@ -63,12 +63,12 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from fabricsim.collectives.alltoall import nic_split, pxn_relay
+from fabricsim.collectives.alltoall import nic_split, p2p_crossings, pxn_relay
 from fabricsim.collectives.registry import Group, fill_step, step
 from fabricsim.errors import ConfigError, unknown
 from fabricsim.fabric import Fabric
 from fabricsim.results import Tabular
-from fabricsim.schedule.core import Pipeline, Schedule, Step
+from fabricsim.schedule.core import Crossings, Pipeline, Schedule, Step
 from fabricsim.shipped import shipped_json
 
 __all__ = ["EP_DTYPES", "EP_KERNELS", "EP_PHASES", "KERNEL_OVERHEAD_S", "EpConfig",
@@ -449,6 +449,7 @@ def build_ep_schedule(fabric: Fabric, cfg: EpConfig, phase: str, kernel: str,
     t = float(cfg.tokens)
     f = fabric
     steps: list[Step] = []
+    cross: Crossings | None = None
     servers = group.servers
     if kernel == "nvlink-onesided":
         if servers > 1 or not f.info.nvlink:
@@ -471,11 +472,11 @@ def build_ep_schedule(fabric: Fabric, cfg: EpConfig, phase: str, kernel: str,
         k = nic_split(group)
         per = t * tr.copies * tb
         srv = group.server_of
-        remote = int((srv[:, None] != srv[None, :]).sum(axis=1).max())
-        if remote:  # NCCL's proxy posts one network send and receive per peer first
+        if servers > 1:  # one round for all peers, then the proxy's posts per peer
             a = int(np.flatnonzero(srv != srv[0])[0])
-            steps = fill_step(f, int(group.nodes[0]), int(group.nodes[a]), remote,
-                              "peer setup")
+            steps = fill_step(f, int(group.nodes[0]), int(group.nodes[a]), 1, "peer setup")
+            cross = p2p_crossings(group, "alltoall",  # the busiest rank's peers
+                                  share=float(np.max(per)) / (t * tb * cfg.top_k))
         deps = (0,) if steps else ()
         for st in _pairs(group, per, combine, same=None, nic_split=1, label="alltoall"):
             src, dst, nb = pxn_relay(group, st.src, st.dst, st.nbytes)
@@ -513,7 +514,8 @@ def build_ep_schedule(fabric: Fabric, cfg: EpConfig, phase: str, kernel: str,
                     protocol="ideal" if kernel == "xla" else "simple",
                     nbytes=int(t * tb * cfg.top_k), ranks=group.ranks,
                     meta={"group_size": n, "servers": servers},
-                    pipeline=_pipeline(group, kernel, tb), mnnvl=group.spans_hosts)
+                    pipeline=_pipeline(group, kernel, tb), mnnvl=group.spans_hosts,
+                    crossings=cross)
 
 
 def _pipeline(group: Group, kernel: str, tb: float) -> Pipeline | None:

@@ -56,6 +56,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from fabricsim.collectives.alltoall import P2P_NET_CHUNK_BYTES
 from fabricsim.errors import ConfigError
 from fabricsim.fabric.cluster import BUFFSIZE_RANGE
 
@@ -103,7 +104,7 @@ NO_EFFECT = ("NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE", "NCCL_DEBUG_T
 #: NCCL's point-to-point network chunk (``NCCL_P2P_NET_CHUNKSIZE``), bytes: it sizes
 #: send/recv and all-to-all (their chunks and how many channels a peer's bytes take), and
 #: nothing else; the model times those at this default.
-DEFAULT_P2P_NET_CHUNK = 2**17
+DEFAULT_P2P_NET_CHUNK = P2P_NET_CHUNK_BYTES
 #: The GPU Direct RDMA levels (``NCCL_NET_GDR_LEVEL``) under which the model's GPUs still
 #: reach their NICs directly: NCCL's path names from PIX up, or its old numbering 1-5.
 GDR_LEVELS_KEPT = ("pix", "pxb", "pxn", "p2c", "phb", "sys", "1", "2", "3", "4", "5")

@@ -1,5 +1,5 @@
 """Schedules: what must be sent, as a DAG of steps of concurrent transfers."""
 
-from fabricsim.schedule.core import Channels, Crossings, Pipeline, Schedule, Step
+from fabricsim.schedule.core import Channels, Crossings, PeerParts, Pipeline, Schedule, Step
 
-__all__ = ["Channels", "Crossings", "Pipeline", "Schedule", "Step"]
+__all__ = ["Channels", "Crossings", "PeerParts", "Pipeline", "Schedule", "Step"]

@@ -245,6 +245,49 @@ class Channels:
 
 
 @dataclass(frozen=True)
+class PeerParts:
+    """How many parts NCCL splits one peer's point-to-point bytes into between servers,
+    each on a channel of its own (``addP2pToPlan``, ``src/enqueue.cc``, NCCL 2.19-2.30).
+
+    A peer starts from ``least`` channels (NCCL's channels per peer, halved while the
+    ranks times them outnumber the point-to-point channels), at most one per half chunk
+    of its bytes; while a part is larger than a chunk and doubling stays within ``most``
+    (the channels a peer may use), the parts double. ``share``: a peer's bytes per byte
+    of the operation (``1/n`` for an all-to-all of ``n`` ranks, 1 for send/recv);
+    ``chunk_bytes``: NCCL's point-to-point network chunk (``NCCL_P2P_NET_CHUNKSIZE``).
+
+    >>> p = PeerParts(share=1 / 256, least=1, most=4)
+    >>> p.active(32 * 2**20), p.active(256 * 2**20), p.active(2**30)
+    (1, 4, 4)
+    >>> PeerParts(share=1.0, least=2, most=4).active(8)
+    1
+    """
+
+    share: float
+    least: int
+    most: int
+    chunk_bytes: float = 128 * 1024
+
+    def __post_init__(self) -> None:
+        if not self.share > 0 or self.least < 1 or self.most < self.least \
+                or not self.chunk_bytes > 0:
+            raise ScheduleError("peer parts need a positive share and chunk and "
+                                "1 <= least <= most")
+
+    def active(self, nbytes: float, thread_bytes: float = 0.0) -> int:
+        """Parts (channels) one peer's bytes of an operation of ``nbytes`` take
+        (``thread_bytes`` is not used: NCCL sizes point-to-point parts by its chunk)."""
+        peer = self.share * max(nbytes, 0.0)
+        smallest = self.chunk_bytes / 2
+        parts = int(min(self.least, max(-(-peer // smallest), 1)))
+        size = max(smallest, peer / parts)
+        while size > self.chunk_bytes and parts <= self.most // 2:
+            parts *= 2
+            size = peer / parts
+        return parts
+
+
+@dataclass(frozen=True)
 class Crossings:
     """The server-to-server crossings a chunk of a collective makes one after another, and
     how many of NCCL's channels the operation runs on.
@@ -272,6 +315,10 @@ class Crossings:
     #: 0 for NCCL's own InfiniBand and RoCE transport): each crossing pays the
     #: protocol's ``plugin_latency_share`` of it, whatever the channels.
     plugin_latency: float = 0.0
+    #: Point-to-point crossings (send/recv, all-to-all): each is one post of NCCL's proxy
+    #: per part of a peer's bytes (:class:`PeerParts`), in place of the collective
+    #: channel rule.
+    parts: PeerParts | None = None
     #: NCCL's channel rule for these channels (:class:`Channels`), built once.
     rule: Channels = field(init=False, repr=False, compare=False)
 
@@ -284,7 +331,10 @@ class Crossings:
                                                   self.ll_ranks))
 
     def active(self, nbytes: float, thread_bytes: float) -> int:
-        """Channels an operation of ``nbytes`` runs on (at least 1; :meth:`Channels.active`)."""
+        """Channels an operation of ``nbytes`` runs on (at least 1; :meth:`Channels.active`,
+        or for point-to-point crossings the parts of a peer's bytes, :meth:`PeerParts.active`)."""
+        if self.parts is not None:
+            return self.parts.active(nbytes, thread_bytes)
         return self.rule.active(nbytes, thread_bytes)
 
 
