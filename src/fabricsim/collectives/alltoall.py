@@ -150,21 +150,38 @@ def direct_steps(group: Group, collective: str, nbytes: float, channels: int) ->
     i, d = np.meshgrid(np.arange(n), np.arange(1, n), indexing="ij")
     src = group.nodes[i.ravel()]
     dst = group.nodes[(i + d).ravel() % n]
-    out: list[Step] = []
-    srv = group.server_of
-    if (srv != srv[0]).any():  # one round for all peers; p2p_crossings charges each
-        a = int(np.flatnonzero(srv != srv[0])[0])
-        out = fill_step(f, int(group.nodes[0]), int(group.nodes[a]), 1, "peer setup")
+    out = peer_round(group)  # one round for all peers; p2p_crossings charges each
     deps = (0,) if out else ()
     src, dst = _pxn(group, src, dst)
     return out + [step(f, src, dst, nbytes / n / k, deps=deps, nic=j,
                        label=f"alltoall nic{j}") for j in range(k)]
 
 
-def remote_peers(group: Group) -> int:
-    """The most peers on other servers any rank of ``group`` has (0 on one server)."""
+def peer_round(group: Group) -> list[Step]:
+    """The one zero-byte network round ahead of a point-to-point exchange between
+    servers (the receivers' proxies post their buffers; every peer's round is in flight
+    at once), from the group's first rank to its first rank on another server; none on
+    one server."""
     srv = group.server_of
-    return int((srv[:, None] != srv[None, :]).sum(axis=1).max()) if group.servers > 1 else 0
+    other = np.flatnonzero(srv != srv[0])
+    if other.size == 0:
+        return []
+    return fill_step(group.fabric, int(group.nodes[0]), int(group.nodes[other[0]]), 1,
+                     "peer setup")
+
+
+def remote_peers(group: Group) -> int:
+    """The most peers on other servers any rank of ``group`` has: the ranks less those
+    of its least populated server (0 on one server).
+
+    >>> from fabricsim.fabric import build_cluster
+    >>> remote_peers(Group.of(build_cluster("dgx-h100", 2), ranks=[0, 1, 2, 8]))
+    3
+    """
+    if group.servers < 2:
+        return 0
+    _, counts = np.unique(group.server_of, return_counts=True)
+    return int(group.n - counts.min())
 
 
 def peer_parts(group: Group, share: float) -> PeerParts:
@@ -205,14 +222,15 @@ def p2p_crossings(group: Group, collective: str, share: float | None = None
     >>> c.count, c.active(2**10, 0.0), c.active(2**30, 0.0), c.plugin_latency
     (48, 1, 2, 0.0)
     """
-    remote = remote_peers(group)
+    if group.servers < 2:
+        return None
+    if collective == "sendrecv":  # one peer: a successor on another server, or none
+        srv = group.server_of
+        remote = int((srv != np.roll(srv, -1)).any())
+    else:
+        remote = remote_peers(group)
     if not remote:
         return None
-    if collective == "sendrecv":
-        srv = group.server_of
-        remote = int((srv != np.roll(srv, -1)).any())  # a successor on another server
-        if not remote:
-            return None
     if share is None:
         share = 1.0 / group.n if collective == "alltoall" else 1.0
     return Crossings(count=2 * remote, channels=p2p_channels_per_peer(group),

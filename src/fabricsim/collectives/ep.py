@@ -63,8 +63,8 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from fabricsim.collectives.alltoall import nic_split, p2p_crossings, pxn_relay
-from fabricsim.collectives.registry import Group, fill_step, step
+from fabricsim.collectives.alltoall import nic_split, p2p_crossings, peer_round, pxn_relay
+from fabricsim.collectives.registry import Group, step
 from fabricsim.errors import ConfigError, unknown
 from fabricsim.fabric import Fabric
 from fabricsim.results import Tabular
@@ -471,10 +471,8 @@ def build_ep_schedule(fabric: Fabric, cfg: EpConfig, phase: str, kernel: str,
     elif kernel == "nccl":
         k = nic_split(group)
         per = t * tr.copies * tb
-        srv = group.server_of
-        if servers > 1:  # one round for all peers, then the proxy's posts per peer
-            a = int(np.flatnonzero(srv != srv[0])[0])
-            steps = fill_step(f, int(group.nodes[0]), int(group.nodes[a]), 1, "peer setup")
+        steps = peer_round(group)  # one round for all peers, then the proxy's posts
+        if steps:
             cross = p2p_crossings(group, "alltoall",  # the busiest rank's peers
                                   share=float(np.max(per)) / (t * tb * cfg.top_k))
         deps = (0,) if steps else ()
