@@ -596,7 +596,7 @@ class BenchReport:
         >>> job = bench_job(sc)
         >>> fab = job.cluster.build()
         >>> run_bench(job, fab).headroom(fab)[:60]
-        "16,777,216 B: NCCL's choice ring/LL128 takes 1.12x the time "
+        "16,777,216 B: NCCL's choice ring/LL128 takes 1.14x the time "
         """
         from fabricsim.collectives.tuner import default_tuner
 
