@@ -74,6 +74,17 @@ def agreement_errors(values: list[tuple[str, float]]) -> dict[str, float]:
     return out
 
 
+def document_of(source: str) -> str:
+    """The document a source is: a page vendored twice (:data:`accuracy_nccl.SAME_DOCUMENT`)
+    is one source, not two that agree with each other.
+
+    >>> document_of("azure-aibg-nda100v4") == document_of(
+    ...     "Azure/AI-benchmarking-guide Azure_Results/ND_A100_v4_results.md")
+    True
+    """
+    return acc.SAME_DOCUMENT.get(source, source)
+
+
 def config_key(c: acc.Case) -> tuple[Any, ...]:
     """What makes two rows the same configuration: system (with the row's own NIC set-up),
     servers, collective, size, forced algorithm and protocol, documented NCCL environment,
@@ -100,8 +111,9 @@ def agreement(cs: list[acc.Case], model: list[float | None] | None = None
     configs = []
     by_group: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for idx in rows.values():
-        vals = [(cs[i].source, cs[i].measured_time_us if cs[i].measured_time_us is not None
-                 else cs[i].measured_busbw) for i in idx]
+        vals = [(document_of(cs[i].source), cs[i].measured_time_us
+                 if cs[i].measured_time_us is not None else cs[i].measured_busbw)
+                for i in idx]
         errs = agreement_errors(vals)
         if not errs:
             continue

@@ -598,6 +598,9 @@ def test_source_agreement_on_the_published_rows(fitted: Fitted) -> None:
     groups, configs = sa.agreement(cs, model)
     by = {g["group"]: g for g in groups}
     assert configs and all(len(c["sources"]) >= 2 for c in configs)
+    # a page vendored twice is one source: its copies do not vote for each other
+    copies = set(sa.acc.SAME_DOCUMENT)
+    assert not any(copies & set(c["sources"]) for c in configs)
     # large messages: independent runs of one configuration agree within a few percent
     for g in ("one server, > 256 MiB", "several servers, > 256 MiB"):
         assert by[g]["sources_disagree"]["median"] < 0.03, by[g]
