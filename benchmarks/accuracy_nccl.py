@@ -506,15 +506,17 @@ def _tuner(crossing_us: float, nvlink5: float, backend: Any = None,
            mnnvl_nvls_stages: float | None = None,
            nvls_warp_gbs: float | None = None,
            nvlstree_warp_gbs: float | None = None,
-           ll_step: float | None = None, ll128_nvlink3: float | None = None) -> Tuner:
+           ll_step: float | None = None, ll128_nvlink3: float | None = None,
+           nvlstree_channel_gbs: float | None = None) -> Tuner:
     """The library's protocols with the crossing cost and Simple's NVLink 5 share given
     (LL128's follows it: it runs at 0.92 of Simple's share), and Simple's NVLink step on
     a ring, the multi-node NVLink step, the share of a network plugin's declared latency a
     crossing pays, LL128's rate per tree channel between servers (GB/s), the NVLS
     stages a rack's hosts add to a fill, Simple's rates per copy warp of NVLS and of
-    NVLSTree (GB/s), the factor on LL's NVLink step on Hopper (NVLink 4, ``ll_step``) and
-    LL128's factor on NVLink 3 (A100, ``ll128_nvlink3``) where given (``None``: the
-    library's)."""
+    NVLSTree (GB/s), the factor on LL's NVLink step on Hopper (NVLink 4, ``ll_step``),
+    LL128's factor on NVLink 3 (A100, ``ll128_nvlink3``) and Simple's bus bandwidth per
+    NVLS channel of NVLSTree from 4 servers on (GB/s, ``nvlstree_channel_gbs``) where given
+    (``None``: the library's)."""
     from fabricsim import protocols
 
     out = {k: p.scaled(crossing_per_channel=crossing_us * 1e-6,
@@ -537,6 +539,8 @@ def _tuner(crossing_us: float, nvlink5: float, backend: Any = None,
     if ll_step is not None:
         p = out["ll"]
         out["ll"] = p.scaled(hop_scale={**dict(p.hop_scale), "nvlink4": ll_step})
+    if nvlstree_channel_gbs is not None:
+        out["simple"] = out["simple"].scaled(nvlstree_channel_rate=nvlstree_channel_gbs * 1e9)
     if ll128_nvlink3 is not None:
         p = out["ll128"]
         out["ll128"] = p.scaled(nvlink_scale={**dict(p.nvlink_scale),
@@ -920,6 +924,32 @@ def ll_step_rows(cs: list[Case]) -> list[int]:
     return out
 
 
+#: Bus bandwidths (GB/s) per NVLS channel among which :func:`nvlstree_channel_fit` picks
+#: NVLSTree's from 4 servers on (40: no bound on Hopper's 16 channels, whose kernels NCCL
+#: rates at 364 GB/s).
+NVLSTREE_CHANNEL_GRID: tuple[float, ...] = (14.0, 16.0, 18.0, 20.0, 22.0, 24.0, 26.0, 30.0,
+                                            40.0)
+
+
+def nvlstree_channel_rows(cs: list[Case]) -> list[int]:
+    """Indices into ``cs`` of held-out rows where NCCL's choice runs NVLSTree across 4
+    servers or more and the run leaves NCCL's NVLS channels as they are: a run that sets
+    ``NCCL_MIN_CTAS`` or ``NCCL_MAX_CTAS`` changes them in NCCL, which the model does not
+    (``NcclEnv.nvls_note``), so its rows do not say what one channel moves."""
+    return [i for i in held_out(cs)
+            if fabric_of(cs[i]).info.servers >= 4
+            and not any(k in ("NCCL_MIN_CTAS", "NCCL_MAX_CTAS") for k, _ in cs[i].env)
+            and choose(cs[i]).algorithm == "nvlstree"]
+
+
+def nvlstree_channel_fit(cs: list[Case]) -> dict[str, Any]:
+    """Simple's bus bandwidth per NVLS channel of NVLSTree from 4 servers on
+    (``Protocol.nvlstree_channel_rate``), fitted on :func:`nvlstree_channel_rows` of every
+    source and with each left out (:func:`one_constant_fit`)."""
+    return one_constant_fit(cs, nvlstree_channel_rows(cs), NVLSTREE_CHANNEL_GRID,
+                            "nvlstree_channel_gbs")
+
+
 def ll_step_fit(cs: list[Case]) -> dict[str, Any]:
     """The factor on LL's NVLink step on Hopper (``Protocol.hop_scale["nvlink4"]``),
     fitted on :func:`ll_step_rows` of every source and with each left out
@@ -965,11 +995,12 @@ def heldout_errors(cs: list[Case]) -> tuple[list[float], dict[str, Any]]:
     on with the share fitted without it (:func:`nvlink5_fit`, together with its own
     crossing cost), likewise the rows of a source the ring step or the multi-node NVLink
     step or its NVLS stages, the plugin's share, LL128's tree channel rate, LL's NVLink
-    step or LL128's A100 factor was fitted on (:func:`ring_step_fit`, :func:`mnnvl_fit`,
-    :func:`mnnvl_nvls_fit`, :func:`plugin_fit`, :func:`tree_ll128_fit`,
-    :func:`ll_step_fit`, :func:`ampere_ll128_fit`); and the fits themselves (the crossing
-    fit's keys, ``nvlink5``, ``ring_step``, ``mnnvl``, ``plugin``, ``tree_ll128``,
-    ``mnnvl_nvls``, ``ll_step`` and ``ampere_ll128``)."""
+    step, LL128's A100 factor or NVLSTree's rate per NVLS channel was fitted on
+    (:func:`ring_step_fit`, :func:`mnnvl_fit`, :func:`mnnvl_nvls_fit`, :func:`plugin_fit`,
+    :func:`tree_ll128_fit`, :func:`ll_step_fit`, :func:`ampere_ll128_fit`,
+    :func:`nvlstree_channel_fit`); and the fits themselves (the crossing fit's keys,
+    ``nvlink5``, ``ring_step``, ``mnnvl``, ``plugin``, ``tree_ll128``, ``mnnvl_nvls``,
+    ``ll_step``, ``ampere_ll128`` and ``nvlstree_channel``)."""
     from fabricsim.backends.analytic import AnalyticBackend
     from fabricsim.protocols import PROTOCOLS
 
@@ -985,9 +1016,10 @@ def heldout_errors(cs: list[Case]) -> tuple[list[float], dict[str, Any]]:
     tw = nvls_warp_fit(cs, "nvlstree")
     ls = ll_step_fit(cs)
     amp = ampere_ll128_fit(cs)
+    nc = nvlstree_channel_fit(cs)
     fit_ = {**fit_, "nvlink5": nv5, "ring_step": ring, "mnnvl": mn, "plugin": pl,
             "tree_ll128": tr, "mnnvl_nvls": mk, "nvls_warp": nw, "nvlstree_warp": tw,
-            "ll_step": ls, "ampere_ll128": amp}
+            "ll_step": ls, "ampere_ll128": amp, "nvlstree_channel": nc}
     base = [r["rel_error"] for r in evaluate(cs)]
     out = [fit_["errors"].get(i, e) for i, e in enumerate(base)]
     simple = PROTOCOLS["simple"]
@@ -1002,7 +1034,8 @@ def heldout_errors(cs: list[Case]) -> tuple[list[float], dict[str, Any]]:
             "nvls_warp_gbs": (nw, simple.nvls_warp_rate["nvls"] / 1e9),
             "nvlstree_warp_gbs": (tw, simple.nvls_warp_rate["nvlstree"] / 1e9),
             "ll_step": (ls, PROTOCOLS["ll"].hop_scale.get("nvlink4", 1.0)),
-            "ll128_nvlink3": (amp, PROTOCOLS["ll128"].nvlink_scale["nvlink3"])}
+            "ll128_nvlink3": (amp, PROTOCOLS["ll128"].nvlink_scale["nvlink3"]),
+            "nvlstree_channel_gbs": (nc, simple.nvlstree_channel_rate / 1e9)}
     library = {k: lib for k, (_, lib) in fits.items()}
     shared = AnalyticBackend()
     tuners: dict[tuple[float, ...], Tuner] = {}
@@ -1293,6 +1326,11 @@ def main(argv: list[str] | None = None) -> int:
         "library": PROTOCOLS["ll128"].nvlink_scale.get("nvlink3", 1.0),
         "fitted_on_every_source": amp["all"], "sources": amp["sources"],
         "rows": amp["rows"], "left_out": amp["loso"]}}))
+    nc = cross["nvlstree_channel"]
+    print(json.dumps({"nvlstree_channel_busbw_gbyte_s": {
+        "library": PROTOCOLS["simple"].nvlstree_channel_rate / 1e9,
+        "fitted_on_every_source": nc["all"], "sources": nc["sources"], "rows": nc["rows"],
+        "left_out": nc["loso"], "best_by_source": nc["by_source"]}}))
     bll = blackwell_ll_fit(every)
     print(json.dumps({"ll_nvlink5_step_factor": {
         "library": bll["library"], "fitted_on_held_out_sources": bll["all"],

@@ -121,6 +121,11 @@ class Protocol:
     #: :attr:`Schedule.copy_warps <fabricsim.schedule.Schedule.copy_warps>` it bounds the
     #: kernels' rate.
     nvls_warp_rate: Any = field(default_factory=dict)
+    #: Most bus bandwidth (bytes/s) one of NCCL's NVLS channels moves for an NVLSTree
+    #: all-reduce across 4 servers or more, where NCCL caps NVLSTree's chunk at 64 KiB
+    #: (0: no limit of its own): with :attr:`Schedule.nvls_channels
+    #: <fabricsim.schedule.Schedule.nvls_channels>` it bounds the kernels' rate.
+    nvlstree_channel_rate: float = 0.0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "hop_latency", MappingProxyType(dict(self.hop_latency)))
@@ -144,7 +149,8 @@ class Protocol:
                 f"mnnvl={self.mnnvl_step!r}/{self.mnnvl_nvls_stages!r}, "
                 f"plugin={self.plugin_latency_share!r}, "
                 f"tree_channel={self.tree_channel_rate!r}, "
-                f"nvls_warp={dict(self.nvls_warp_rate)!r})")
+                f"nvls_warp={dict(self.nvls_warp_rate)!r}, "
+                f"nvlstree_channel={self.nvlstree_channel_rate!r})")
 
     def hop_array(self, fabric: Fabric | None = None) -> NDArray[np.float64]:
         """``hop_latency`` as an array in :data:`LINK_CLASSES` order.
@@ -342,6 +348,24 @@ def tuning_hardware(fabric: Fabric) -> tuple[str, str]:
 #   %), several servers 10.0 -> 9.7 %; latencies, one server at 1-16 MiB and the fabrics'
 #   groups unchanged. CoreWeave's rack (NCCL 2.26, 835 GB/s at 8 GiB where Together's
 #   measures 878) goes 3.7 -> 8.4 % fast.
+# simple.nvlstree_channel_rate 20 GB/s of bus bandwidth per NVLS channel (fit on published
+#   runs, 2026-12-04): from 4 servers on NCCL caps NVLSTree's chunk at 64 KiB
+#   (NCCL_NVLSTREE_MAX_CHUNKSIZE unset, calcCollChunking in src/enqueue.cc), and there the
+#   runs plateau per NVLS channel, not at NCCL's per-head rating (45.5 GB/s x 8 heads =
+#   364 on Hopper): nccl-tests issue 309's DGX H100 at 4 and 8 servers 320-325 GB/s with
+#   NCCL's 16 channels (375-391 with NCCL_MIN_CTAS=24, the NICs binding), AWS's p5 at 16
+#   and 32 instances 303-321 (Schedule.nvls_channels, collectives.pipeline.
+#   nvlstree_capped_channels). Fitted on the NVLSTree rows of 4 servers or more whose runs
+#   leave NCCL's channels as they are (49 rows of 3 sources, the two that move it both
+#   wanting 20 on their own; 20 with each left out). Blackwell's 32 channels leave its
+#   head figure to bind. Runs under NCCL_MIN_CTAS / NCCL_MAX_CTAS are timed on NCCL's
+#   default channels (the model does not take those for NVLS), so gj-aion's 24-channel
+#   rows at 1-8 GiB go from 7-8 % to 18-19 % slow. What bounds a channel (its eight 64 KiB
+#   slots in flight, the proxy, the tree's hops) is not found: a fitted rate, not a
+#   mechanism. Its runs at 1-8 GiB: +8 ... +20 % -> -5 ... +6 %. Held out, before ->
+#   after: several servers 9.20 -> 8.90 % (p90 64 %), EFA 6.06 -> 5.79 %, all bandwidth
+#   7.99 -> 7.66 %, InfiniBand 11.8 % (its lean +6.0 -> +4.0 %); EFA's latencies 9.7 ->
+#   9.9 % (the plugin's share refits around the p5 rows).
 # simple.ramp_bytes 9.74 MB, ramp_power 0.58 (fit, rows 11-19, 35-44): Simple's bandwidth
 #   grows with the message as NCCL grows chunk size and channels. At small sizes the ramp
 #   acts as a slowly growing latency. It applies only to schedules without a chunk
@@ -596,6 +620,7 @@ _SIMPLE_NET = 0.966
 _LL128_OF_SIMPLE = 0.92
 _LL128_TREE_CHANNEL = 4.5e9
 _LL_HOPPER_STEP = 0.6
+_NVLSTREE_CHANNEL = 20e9
 PROTOCOLS: dict[str, Protocol] = {
     "ll": Protocol(
         name="ll",
@@ -632,7 +657,7 @@ PROTOCOLS: dict[str, Protocol] = {
         fixed_step_latency={"nvlink": _RING_SIMPLE_NVLINK_STEP},
         crossing_per_channel=_CROSSING, thread_bytes=512 * 64,
         mnnvl_step=_MNNVL_STEP, mnnvl_nvls_stages=_MNNVL_NVLS_STAGES,
-        plugin_latency_share=_PLUGIN_SHARE,
+        plugin_latency_share=_PLUGIN_SHARE, nvlstree_channel_rate=_NVLSTREE_CHANNEL,
     ),
 }
 

@@ -101,6 +101,23 @@ def test_library_ampere_ll128_factor_is_the_fit_on_every_source(fitted: Fitted) 
     assert all(cs[i].gpus_per_thread == 1 for i in b.ampere_ll128_rows(cs))
 
 
+def test_library_nvlstree_channel_rate_is_the_fit_on_every_source(fitted: Fitted) -> None:
+    # NVLSTree's bus bandwidth per NVLS channel from 4 servers on is fitted on the runs of
+    # NCCL's own channels there (every source whose rows the grid moves), each left out
+    from fabricsim.protocols import PROTOCOLS
+
+    b, cs, _, fit = fitted
+    nc = fit["nvlstree_channel"]
+    assert PROTOCOLS["simple"].nvlstree_channel_rate / 1e9 == pytest.approx(nc["all"])
+    moved = [s for s, v in nc["by_source"].items() if v is not None]
+    assert len(moved) >= 2 and nc["rows"] >= 20
+    assert all(abs(v - nc["all"]) <= 2.0 for v in nc["loso"].values())
+    # runs that set NCCL_MIN_CTAS / NCCL_MAX_CTAS change NCCL's NVLS channels, which the
+    # model does not: their rows stay out of the fit
+    assert not any(k.endswith("_CTAS") for i in b.nvlstree_channel_rows(cs)
+                   for k, _ in cs[i].env)
+
+
 def test_library_mnnvl_step_is_the_fit_on_every_source(fitted: Fitted) -> None:
     # the step between a rack's hosts (multi-node NVLink) is fitted on the rows of every
     # source whose GPUs sit on several trays of one NVLink domain; no one source decides it

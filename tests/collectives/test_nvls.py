@@ -69,3 +69,47 @@ def test_every_backend_charges_the_copy_warps() -> None:
     for r in runs[1:]:
         assert r.time == pytest.approx(runs[0].time, rel=1e-6)
     assert AnalyticBackend(protocol="ideal").run(s, fab).time < floor
+
+
+def test_nvlstree_channels_bound_it_from_four_hopper_servers() -> None:
+    """NCCL caps NVLSTree's chunk at 64 KiB from 4 servers on; there each of Hopper's 16
+    NVLS channels moves at most the protocol's bus bandwidth per channel (nccl-tests issue
+    309's DGX H100 at 4 and 8 servers and AWS's p5 at 16 and 32: 303-325 GB/s at 4-8 GiB).
+    Two servers keep NCCL's per-head rating; Blackwell's 32 channels leave the head figure
+    to bind."""
+    from fabricsim.collectives.pipeline import nvlstree_capped_channels
+
+    tree = get_algorithm("nvlstree")
+    per = PROTOCOLS["simple"].nvlstree_channel_rate
+    for system, n, channels in (("dgx-h100", 2, 0), ("dgx-h100", 4, 16), ("dgx-h100", 8, 16),
+                                ("hgx-b200", 4, 32)):
+        g = Group.of(build_cluster(system, n))
+        assert nvlstree_capped_channels(g) == channels
+        assert build(g, "all_reduce", 2**33, tree, "simple").nvls_channels == channels
+
+    def busbw(system: str, n: int) -> float:
+        fab = build_cluster(system, n)
+        return run_collective(fab, "all_reduce", 2**33, algo="nvlstree").busbw / 1e9
+
+    assert busbw("dgx-h100", 8) == pytest.approx(16 * per / 1e9, rel=0.03)
+    assert busbw("dgx-h100", 4) == pytest.approx(16 * per / 1e9, rel=0.03)
+    assert busbw("dgx-h100", 2) > 1.3 * busbw("dgx-h100", 4)  # per-head rating, 2 servers
+    b200 = build(Group.of(build_cluster("hgx-b200", 4)), "all_reduce", 2**33, tree, "simple")
+    from fabricsim.backends.base import kernel_bounds
+
+    bounds = kernel_bounds(b200, PROTOCOLS["simple"])
+    assert bounds["nvls_channels"] > bounds["kernels"]  # Blackwell: the head figure binds
+
+
+def test_every_backend_charges_the_nvls_channels() -> None:
+    from fabricsim.backends.analytic import AnalyticBackend
+    from fabricsim.backends.flow import FlowBackend
+
+    fab = build_cluster("dgx-h100", 4)
+    s = build(Group.of(fab), "all_reduce", 2**32, get_algorithm("nvlstree"), "simple")
+    a, f = AnalyticBackend().run(s, fab), FlowBackend().run(s, fab)
+    assert f.time == pytest.approx(a.time, rel=1e-6)
+    n = 32
+    floor = 2**32 / (16 * PROTOCOLS["simple"].nvlstree_channel_rate * n / (2 * (n - 1)))
+    assert a.time >= floor
+    assert AnalyticBackend(protocol="ideal").run(s, fab).time < floor

@@ -131,7 +131,8 @@ def kernel_bounds(schedule: Schedule, protocol: Any) -> dict[str, float]:
     if protocol is None or protocol.name.lower() == "ideal":
         return {}
     warp = getattr(protocol, "nvls_warp_rate", {}).get(schedule.algorithm, 0.0)
-    return schedule.kernel_bounds(getattr(protocol, "tree_channel_rate", 0.0), warp)
+    return schedule.kernel_bounds(getattr(protocol, "tree_channel_rate", 0.0), warp,
+                                  getattr(protocol, "nvlstree_channel_rate", 0.0))
 
 
 def schedule_protocol(schedule: Schedule, protocol: Any) -> Any:

@@ -32,6 +32,7 @@ from fabricsim.collectives.hierarchical import rail_ring
 from fabricsim.collectives.pipeline import (
     nvls_copy_warps,
     nvls_pipeline,
+    nvlstree_capped_channels,
     nvlstree_crossings,
     nvlstree_pipeline,
     tree_depth,
@@ -180,6 +181,7 @@ NVLSTREE = register(Algorithm(
     pipeline=lambda group, collective: nvlstree_pipeline(group),
     crossings=nvlstree_crossings,
     copy_warps=lambda group: nvls_copy_warps(group, tree=True),
+    nvls_channels=nvlstree_capped_channels,
     description="NCCL's NVLSTree: NVLS inside servers, a double binary tree per rail "
                 "across them, all phases pipelined (the fastest H100 all-reduce at 2+ "
                 "servers)."))

@@ -153,6 +153,20 @@ def nvls_channels(group: Group) -> int:
     return 16
 
 
+def nvlstree_capped_channels(group: Group) -> int:
+    """NCCL's NVLS channels (:func:`nvls_channels`) of an NVLSTree all-reduce over
+    ``group`` where NCCL caps its chunk at 64 KiB (from 4 servers on,
+    ``NCCL_NVLSTREE_MAX_CHUNKSIZE`` unset: ``calcCollChunking`` in ``src/enqueue.cc``),
+    whose rate a protocol bounds per channel (``Protocol.nvlstree_channel_rate``); 0 on
+    fewer servers.
+
+    >>> from fabricsim.fabric import build_cluster
+    >>> [nvlstree_capped_channels(Group.of(build_cluster("dgx-h100", n))) for n in (2, 4)]
+    [0, 16]
+    """
+    return nvls_channels(group) if group.servers >= 4 else 0
+
+
 #: Warps of one of NCCL's thread blocks (``NCCL_MAX_NTHREADS`` 640 / 32).
 BLOCK_WARPS = 20
 

@@ -289,6 +289,10 @@ class Algorithm:
     #: buffers and NCCL's (``Protocol.nvls_warp_rate``, :attr:`Schedule.copy_warps`);
     #: ``None``: none bound it.
     copy_warps: Callable[[Group], int] | None = None
+    #: Its NVLS channels on a group whose rate a protocol bounds per channel
+    #: (``Protocol.nvlstree_channel_rate``, :attr:`Schedule.nvls_channels`); ``None``:
+    #: none.
+    nvls_channels: Callable[[Group], int] | None = None
 
     def why_not(self, group: Group, collective: str) -> str | None:
         """Why this algorithm cannot run ``collective`` on ``group`` (``None`` if it can)."""

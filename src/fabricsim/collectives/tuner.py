@@ -199,7 +199,9 @@ def build(group: Group, collective: str, nbytes: float, algo: Algorithm, proto: 
                     mnnvl=group.spans_hosts,
                     tree_channels=(channels or nccl_channels(group))
                     if algo.tree_channels and group.servers > 1 else 0,
-                    copy_warps=algo.copy_warps(group) if algo.copy_warps is not None else 0)
+                    copy_warps=algo.copy_warps(group) if algo.copy_warps is not None else 0,
+                    nvls_channels=algo.nvls_channels(group)
+                    if algo.nvls_channels is not None else 0)
 
 
 def protocol_of(name: str, protocols: Mapping[str, Protocol] = PROTOCOLS) -> Protocol:

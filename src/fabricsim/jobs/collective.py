@@ -582,6 +582,11 @@ class BenchReport:
             return (f"their {sched.copy_warps} copy warps at "
                     f"{bounds[least] / sched.copy_warps / 1e9:g} GB/s each, the rate fitted "
                     f"on published Blackwell runs")
+        if least == "nvls_channels":
+            per = proto.nvlstree_channel_rate / 1e9 if proto is not None else 0.0
+            return (f"their {sched.nvls_channels} NVLS channels at {per:g} GB/s of bus "
+                    f"bandwidth each from 4 servers on (64 KiB chunks), the rate fitted on "
+                    f"published runs")
         return "their own rate per channel, NCCL's figure"
 
     def headroom(self, fabric: Fabric, at_least: float = 1.1) -> str:

@@ -390,12 +390,17 @@ class Schedule:
     #: bounds what one such warp moves (``Protocol.nvls_warp_rate``), the kernels move at
     #: most that many times it.
     copy_warps: int = 0
+    #: NCCL's NVLS channels of an NVLSTree all-reduce across 4 servers or more (0: not
+    #: one), where NCCL caps its chunk at 64 KiB: where the protocol bounds what one such
+    #: channel moves (``Protocol.nvlstree_channel_rate``, bus bandwidth), the kernels move
+    #: at most that many times it.
+    nvls_channels: int = 0
 
     def __post_init__(self) -> None:
         if not (self.kernel_bytes_per_s >= 0.0):  # also rejects NaN
             raise ScheduleError(f"kernel_bytes_per_s must be >= 0, got "
                                 f"{self.kernel_bytes_per_s!r}")
-        for name in ("copy_warps", "tree_channels"):
+        for name in ("copy_warps", "tree_channels", "nvls_channels"):
             if getattr(self, name) < 0:
                 raise ScheduleError(f"{name} must be >= 0, got {getattr(self, name)!r}")
         for proto, per in self.hop_scale.items():
@@ -426,12 +431,14 @@ class Schedule:
         """Transfers counting every repetition."""
         return int(sum(s.n * s.repeat for s in self.steps))
 
-    def kernel_floor(self, tree_channel_rate: float = 0.0, warp_rate: float = 0.0) -> float:
+    def kernel_floor(self, tree_channel_rate: float = 0.0, warp_rate: float = 0.0,
+                     nvls_channel_rate: float = 0.0) -> float:
         """Least time (s) the kernels need to move :attr:`nbytes` (0 without a limit): at
         :attr:`kernel_bytes_per_s`; where a protocol bounds a tree's channels
         (``tree_channel_rate``, bytes/s), at most :attr:`tree_channels` times that; and
         where it bounds a copy warp (``warp_rate``, bytes/s), at most :attr:`copy_warps`
-        times that.
+        times that; where it bounds an NVLS channel of NVLSTree (``nvls_channel_rate``,
+        bus bandwidth), at most :attr:`nvls_channels` times that, as message bytes/s.
 
         Every backend reports ``max(network time, start + kernel_floor() + launch)``,
         ``start`` the schedule's own latency (the kernels stream once it is through).
@@ -444,21 +451,30 @@ class Schedule:
         >>> Schedule(steps=(), nbytes=10**9, copy_warps=100).kernel_floor(warp_rate=2.5e9)
         0.004
         """
-        rates = self.kernel_bounds(tree_channel_rate, warp_rate).values()
+        rates = self.kernel_bounds(tree_channel_rate, warp_rate, nvls_channel_rate).values()
         return float(self.nbytes) / min(rates) if rates else 0.0
 
-    def kernel_bounds(self, tree_channel_rate: float = 0.0,
-                      warp_rate: float = 0.0) -> dict[str, float]:
+    def kernel_bounds(self, tree_channel_rate: float = 0.0, warp_rate: float = 0.0,
+                      nvls_channel_rate: float = 0.0) -> dict[str, float]:
         """The kernels' own bounds (bytes/s) that apply, by name: ``kernels``
-        (:attr:`kernel_bytes_per_s`), ``tree_channels`` and ``copy_warps`` (their counts
-        times the protocol's rate each); :meth:`kernel_floor` takes the least.
+        (:attr:`kernel_bytes_per_s`), ``tree_channels``, ``copy_warps`` and
+        ``nvls_channels`` (their counts times the protocol's rate each; an NVLS channel's
+        bus bandwidth as message bytes/s of an all-reduce over :attr:`ranks`,
+        ``n / (2(n - 1))``); :meth:`kernel_floor` takes the least.
 
         >>> Schedule(steps=(), tree_channels=10, copy_warps=100).kernel_bounds(5e9, 2.5e9)
         {'tree_channels': 50000000000.0, 'copy_warps': 250000000000.0}
+        >>> b = Schedule(steps=(), ranks=range(32), nvls_channels=16).kernel_bounds(
+        ...     nvls_channel_rate=20e9)
+        >>> round(b["nvls_channels"] / 1e9, 1)  # 16 x 20 GB/s of busbw, as algbw
+        165.2
         """
+        n = len(self.ranks)
+        per_message = n / (2 * (n - 1)) if n > 1 else 0.0
         rates = {"kernels": self.kernel_bytes_per_s,
                  "tree_channels": self.tree_channels * tree_channel_rate,
-                 "copy_warps": self.copy_warps * warp_rate}
+                 "copy_warps": self.copy_warps * warp_rate,
+                 "nvls_channels": self.nvls_channels * nvls_channel_rate * per_message}
         return {k: r for k, r in rates.items() if r > 0.0}
 
     def timing_fields(self) -> dict[str, Any]:
@@ -476,7 +492,8 @@ class Schedule:
                 "pipelines": self.pipelines,
                 "crossings": self.crossings, "hop_scale": self.hop_scale,
                 "fixed_steps": self.fixed_steps, "mnnvl": self.mnnvl,
-                "tree_channels": self.tree_channels, "copy_warps": self.copy_warps}
+                "tree_channels": self.tree_channels, "copy_warps": self.copy_warps,
+                "nvls_channels": self.nvls_channels}
 
     def with_meta(self, **meta: Any) -> Schedule:
         return replace(self, meta={**self.meta, **meta})
