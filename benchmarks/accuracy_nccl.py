@@ -245,10 +245,12 @@ def choose(c: Case, tuner: Tuner | None = None) -> Any:
     env = nccl_env(dict(c.env))
     algos, protos = env.choices(c.collective, c.algo, c.proto)
     t = tuner or default_tuner(fab)
+    group = t.group_of(fab, None)
     return t.choose_among(fab, c.collective, c.nbytes, None, algos, protos,
-                          env.channels_of(t.group_of(fab, None)),
+                          env.channels_of(group),
                           gpus_per_thread=c.gpus_per_thread, nccl_version=c.nccl_version,
-                          back_to_back=True)  # nccl-tests' iterations, one after another
+                          back_to_back=True,  # nccl-tests' iterations, one after another
+                          nvls_channels=env.nvls_channels_of(group))
 
 
 def predict_us(c: Case, tuner: Tuner | None = None) -> float:
@@ -933,12 +935,10 @@ NVLSTREE_CHANNEL_GRID: tuple[float, ...] = (14.0, 16.0, 18.0, 20.0, 22.0, 24.0, 
 
 def nvlstree_channel_rows(cs: list[Case]) -> list[int]:
     """Indices into ``cs`` of held-out rows where NCCL's choice runs NVLSTree across 4
-    servers or more and the run leaves NCCL's NVLS channels as they are: a run that sets
-    ``NCCL_MIN_CTAS`` or ``NCCL_MAX_CTAS`` changes them in NCCL, which the model does not
-    (``NcclEnv.nvls_note``), so its rows do not say what one channel moves."""
+    servers or more, NCCL's own NVLS channels or those a run sets with ``NCCL_MIN_CTAS`` /
+    ``NCCL_MAX_CTAS`` (``NcclEnv.nvls_channels_of``), which the model takes."""
     return [i for i in held_out(cs)
             if fabric_of(cs[i]).info.servers >= 4
-            and not any(k in ("NCCL_MIN_CTAS", "NCCL_MAX_CTAS") for k, _ in cs[i].env)
             and choose(cs[i]).algorithm == "nvlstree"]
 
 

@@ -355,12 +355,15 @@ def tuning_hardware(fabric: Fabric) -> tuple[str, str]:
 #   364 on Hopper): nccl-tests issue 309's DGX H100 at 4 and 8 servers 320-325 GB/s with
 #   NCCL's 16 channels (375-391 with NCCL_MIN_CTAS=24, the NICs binding), AWS's p5 at 16
 #   and 32 instances 303-321 (Schedule.nvls_channels, collectives.pipeline.
-#   nvlstree_capped_channels). Fitted on the NVLSTree rows of 4 servers or more whose runs
-#   leave NCCL's channels as they are (49 rows of 3 sources, the two that move it both
-#   wanting 20 on their own; 20 with each left out). Blackwell's 32 channels leave its
-#   head figure to bind. Runs under NCCL_MIN_CTAS / NCCL_MAX_CTAS are timed on NCCL's
-#   default channels (the model does not take those for NVLS), so gj-aion's 24-channel
-#   rows at 1-8 GiB go from 7-8 % to 18-19 % slow. What bounds a channel (its eight 64 KiB
+#   nvlstree_capped_channels). Fitted on the NVLSTree rows of 4 servers or more, each at
+#   the NVLS channels its run had: NCCL's, or those NCCL_MIN_CTAS / NCCL_MAX_CTAS set
+#   (NcclEnv.nvls_channels_of, as src/transport/nvls.cc clamps them; since the evening
+#   of 2026-12-04, before which those runs were timed on 16 channels and left out):
+#   67 rows of 4 sources, 20 over all and with each left out (the sources that move it
+#   want 16-20). Blackwell's 32 channels leave its head figure to bind. gj-aion's
+#   24-channel rows at 1-8 GiB: 18-19 % slow on 16 channels, 7-8 % on their 24 (the
+#   per-head rating binds next); its 24-channel rows at 16-512 MiB, which measure less
+#   than its default run, 11-20 % -> 19-32 % fast. What bounds a channel (its eight 64 KiB
 #   slots in flight, the proxy, the tree's hops) is not found: a fitted rate, not a
 #   mechanism. Its runs at 1-8 GiB: +8 ... +20 % -> -5 ... +6 %. Held out, before ->
 #   after: several servers 9.20 -> 8.90 % (p90 64 %), EFA 6.06 -> 5.79 %, all bandwidth

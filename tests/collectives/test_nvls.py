@@ -113,3 +113,37 @@ def test_every_backend_charges_the_nvls_channels() -> None:
     floor = 2**32 / (16 * PROTOCOLS["simple"].nvlstree_channel_rate * n / (2 * (n - 1)))
     assert a.time >= floor
     assert AnalyticBackend(protocol="ideal").run(s, fab).time < floor
+
+
+def test_a_runs_nvls_channels_set_nvlstrees_per_channel_bound() -> None:
+    """``NCCL_MIN_CTAS`` / ``NCCL_MAX_CTAS`` clamp NCCL's NVLS channels
+    (``src/transport/nvls.cc``): where NVLSTree's rate is bounded per channel (4 servers
+    on) the bound follows them; on two servers there is no such bound to move."""
+    from fabricsim.collectives.nccl_env import nccl_env
+
+    tree = get_algorithm("nvlstree")
+    per = PROTOCOLS["simple"].nvlstree_channel_rate
+    g8 = Group.of(build_cluster("dgx-h100", 8))
+    g2 = Group.of(build_cluster("dgx-h100", 2))
+    ch = nccl_env({"NCCL_MIN_CTAS": "24"}).nvls_channels_of(g8)
+    assert ch == 24
+    assert build(g8, "all_reduce", 2**33, tree, "simple", nvls_channels=ch).nvls_channels == 24
+    assert build(g2, "all_reduce", 2**33, tree, "simple", nvls_channels=ch).nvls_channels == 0
+    fab8 = g8.fabric
+
+    def busbw(nvls: int | None) -> float:
+        return run_collective(fab8, "all_reduce", 2**33, algo="nvlstree",
+                              nvls_channels=nvls).busbw / 1e9
+
+    assert busbw(8) == pytest.approx(8 * per / 1e9, rel=0.03)
+    assert busbw(None) == pytest.approx(16 * per / 1e9, rel=0.03)
+    assert busbw(24) > 1.08 * busbw(None)   # the per-head rating or the NICs bind next
+    assert busbw(24) < 24 * per / 1e9
+    # the tuner keeps what it compiled per channel setting apart
+    from fabricsim.collectives.tuner import Tuner
+
+    t = Tuner()
+    a = t.choose(fab8, "all_reduce", 2**33, algo="nvlstree").time
+    b = t.choose(fab8, "all_reduce", 2**33, algo="nvlstree", nvls_channels=8).time
+    assert b > 1.5 * a
+    assert t.choose(fab8, "all_reduce", 2**33, algo="nvlstree").time == a

@@ -65,7 +65,7 @@ class CollectiveResult(Tabular):
 def build_schedule(fabric: Fabric, collective: str, nbytes: float,
                    ranks: ArrayLike | None = None, algo: str | None = None,
                    proto: str | None = None, channels: int | None = None,
-                   tuner: Tuner | None = None) -> Schedule:
+                   tuner: Tuner | None = None, nvls_channels: int | None = None) -> Schedule:
     """Compile ``collective`` of ``nbytes`` over ``ranks`` (default all GPUs) to a Schedule.
 
     ``algo``/``proto`` force a choice; ``None`` picks the least predicted time (by
@@ -82,8 +82,10 @@ def build_schedule(fabric: Fabric, collective: str, nbytes: float,
     coll = check_collective(collective)
     size = check_nbytes(nbytes)
     group = Group.of(fabric, ranks)
-    c = choose(fabric, coll, size, group.ranks, algo, proto, channels, tuner=tuner)
-    return build(group, coll, size, get_algorithm(c.algorithm), c.protocol, channels)
+    c = choose(fabric, coll, size, group.ranks, algo, proto, channels, tuner=tuner,
+               nvls_channels=nvls_channels)
+    return build(group, coll, size, get_algorithm(c.algorithm), c.protocol, channels,
+                 nvls_channels)
 
 
 def predict_time(fabric: Fabric, collective: str, nbytes: float,
@@ -112,9 +114,11 @@ def run_collective(fabric: Fabric, collective: str, nbytes: float,
                    ranks: ArrayLike | None = None, algo: str | None = None,
                    proto: str | None = None, backend: str | Backend = "analytic",
                    tuner: Tuner | None = None,
-                   channels: int | None = None) -> CollectiveResult:
+                   channels: int | None = None,
+                   nvls_channels: int | None = None) -> CollectiveResult:
     """Select (or take) an algorithm and protocol, build the schedule and run it
-    (``channels``: as :func:`~fabricsim.collectives.tuner.build` takes them).
+    (``channels``, ``nvls_channels``: as :func:`~fabricsim.collectives.tuner.build` takes
+    them).
 
     ``backend`` is a name for :func:`fabricsim.backends.get_backend` or a Backend.
 
@@ -130,8 +134,10 @@ def run_collective(fabric: Fabric, collective: str, nbytes: float,
     coll = check_collective(collective)
     size = check_nbytes(nbytes)
     group = Group.of(fabric, ranks)
-    c = choose(fabric, coll, size, group.ranks, algo, proto, channels, tuner=tuner)
-    sched = build(group, coll, size, get_algorithm(c.algorithm), c.protocol, channels)
+    c = choose(fabric, coll, size, group.ranks, algo, proto, channels, tuner=tuner,
+               nvls_channels=nvls_channels)
+    sched = build(group, coll, size, get_algorithm(c.algorithm), c.protocol, channels,
+                  nvls_channels)
     if backend == "analytic" and tuner is not None:
         be: Backend = tuner.backend  # the tuner's own protocol model
     else:

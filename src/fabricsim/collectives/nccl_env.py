@@ -13,8 +13,9 @@ every ``NCCL_*`` variable in it is one of:
   the NCCL channels a ring all-reduce, reduce-scatter or all-gather is spread over
   (:meth:`NcclEnv.channels_of`), the larger minimum and the smaller maximum where both
   are set, as NCCL's ``src/graph/connect.cc`` combines them. NCCL
-  clamps NVLS's own channels with the ``CTAS`` pair as well (``src/transport/nvls.cc``);
-  the model keeps NVLS's channels and says so (:meth:`NcclEnv.nvls_note`);
+  clamps NVLS's own channels with the ``CTAS`` pair as well (``src/transport/nvls.cc``):
+  the model takes them for NVLSTree's per-channel bound from 4 servers on
+  (:meth:`NcclEnv.nvls_channels_of`) and says what it keeps (:meth:`NcclEnv.nvls_note`);
   ``NCCL_IB_QPS_PER_CONNECTION`` (1-128) is the queue pairs per connection
   between servers, on every backend (the cluster's ``params.qps``: hashed ECMP spreads
   them); ``NCCL_BUFFSIZE`` (1 MiB-1 GiB) is the Simple buffer per connection, whose
@@ -185,7 +186,7 @@ class NcclEnv:
     #: is as good as any; on a rail-optimized one it is refused (:meth:`check_fabric`).
     cross_nic: bool = False
     #: ``NCCL_MIN_CTAS`` / ``NCCL_MAX_CTAS`` as set (NCCL clamps NVLS's channels with
-    #: them too, which the model does not: :meth:`nvls_note`).
+    #: them too: :meth:`nvls_channels_of`, :meth:`nvls_note`).
     ctas: tuple[int | None, int | None] = (None, None)
     #: Variables set that change no timing (reported, not used).
     no_effect: tuple[str, ...] = ()
@@ -365,10 +366,37 @@ class NcclEnv:
             n = min(n, self.max_channels)
         return n
 
+    def nvls_channels_of(self, group: Group) -> int | None:
+        """NVLS's channels on ``group`` under ``NCCL_MIN_CTAS`` / ``NCCL_MAX_CTAS``: NCCL's
+        own (:func:`~fabricsim.collectives.pipeline.nvls_channels`) clamped by them, as
+        NCCL sets ``nvlsChannels`` (``src/transport/nvls.cc``); ``None`` where neither is
+        set. ``NCCL_MIN/MAX_NCHANNELS`` do not move them.
+
+        >>> from fabricsim.fabric import build_cluster
+        >>> from fabricsim.collectives.registry import Group
+        >>> g = Group.of(build_cluster("dgx-h100", 8))
+        >>> [nccl_env(e).nvls_channels_of(g) for e in ({"NCCL_MIN_CTAS": "24"},
+        ...     {"NCCL_MAX_CTAS": "8"}, {"NCCL_MIN_CTAS": "4"}, {"NCCL_MIN_NCHANNELS": "24"})]
+        [24, 8, 16, None]
+        """
+        lo, hi = self.ctas
+        if lo is None and hi is None:
+            return None
+        from fabricsim.collectives.pipeline import nvls_channels
+
+        n = nvls_channels(group)
+        if hi is not None:
+            n = min(n, hi)
+        if lo is not None:
+            n = max(n, lo)
+        return n
+
     def nvls_note(self, algorithms: Sequence[str]) -> str:
-        """What the model leaves out when ``NCCL_MIN_CTAS`` / ``NCCL_MAX_CTAS`` is set and
+        """What the model takes and leaves of ``NCCL_MIN_CTAS`` / ``NCCL_MAX_CTAS`` where
         NVLS or NVLSTree ran (``algorithms``: those that ran): NCCL clamps NVLS's channels
-        with them, the model keeps NVLS's own (``''``: nothing left out).
+        with them (:meth:`nvls_channels_of`); the model bounds NVLSTree's rate from 4
+        servers by those channels and keeps NVLS's own for the rest (``''``: not set, or
+        no NVLS ran).
 
         >>> nccl_env({"NCCL_MIN_CTAS": "24"}).nvls_note(["nvlstree", "tree"])[:35]
         'NCCL_MIN_CTAS=24 sets NVLS channels'
@@ -380,9 +408,11 @@ class NcclEnv:
         if (lo is None and hi is None) or not ran:
             return ""
         named = _settings(("NCCL_MIN_CTAS", lo), ("NCCL_MAX_CTAS", hi))
-        return (f"{named} sets NVLS channels in NCCL too (src/transport/nvls.cc); the model "
-                f"keeps NVLS's own channels (16 on Hopper, 24-32 on Blackwell), so its "
-                f"{'/'.join(ran)} times do not change with it (docs/collectives.md, "
+        return (f"{named} sets NVLS channels in NCCL too (src/transport/nvls.cc): the model "
+                f"bounds NVLSTree's rate from 4 servers on by those channels and keeps "
+                f"NVLS's own (16 on Hopper, 24-32 on Blackwell) for its chunk pipeline, "
+                f"network crossings and copy warps, so its {'/'.join(ran)} times below "
+                f"that scale do not change with it (docs/collectives.md, "
                 f"\"Channels of NVLSTree\")")
 
     def channels_note(self, servers: int, collective: str, algorithms: Sequence[str]) -> str:

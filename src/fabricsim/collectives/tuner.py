@@ -166,13 +166,17 @@ def candidates(group: Group, collective: str, algo: str | None = None,
 
 
 def build(group: Group, collective: str, nbytes: float, algo: Algorithm, proto: str,
-          channels: int | None = None) -> Schedule:
+          channels: int | None = None, nvls_channels: int | None = None) -> Schedule:
     """Compile ``algo`` into a Schedule (no selection). ``channels``: the model's rings
     across servers (:func:`default_channels` by default); inside one server, where the
     rings stripe every NVSwitch plane whatever their number, NCCL's channels a user
     limited, which cap a ring's spread (:func:`~fabricsim.collectives.pipeline.ring_spread`):
     there ``channels=1`` means NCCL on one channel, and the schedule's ``meta`` keeps
-    the rings (``channels``) and the limit (``channel_limit``) apart."""
+    the rings (``channels``) and the limit (``channel_limit``) apart. ``nvls_channels``:
+    the NVLS channels the run sets (``NCCL_MIN_CTAS`` / ``NCCL_MAX_CTAS``:
+    :meth:`~fabricsim.collectives.nccl_env.NcclEnv.nvls_channels_of`) where an algorithm's
+    rate is bounded per NVLS channel (``Algorithm.nvls_channels``); NCCL's own by
+    default."""
     ch = channels if channels is not None else default_channels(group)
     if ch < 1:
         raise ConfigError(f"channels must be >= 1, got {ch}", field="channels")
@@ -200,8 +204,15 @@ def build(group: Group, collective: str, nbytes: float, algo: Algorithm, proto: 
                     tree_channels=(channels or nccl_channels(group))
                     if algo.tree_channels and group.servers > 1 else 0,
                     copy_warps=algo.copy_warps(group) if algo.copy_warps is not None else 0,
-                    nvls_channels=algo.nvls_channels(group)
-                    if algo.nvls_channels is not None else 0)
+                    nvls_channels=_nvls_bound_channels(group, algo, nvls_channels))
+
+
+def _nvls_bound_channels(group: Group, algo: Algorithm, given: int | None) -> int:
+    """The NVLS channels whose per-channel rate bounds ``algo`` on ``group`` (0: none):
+    NCCL's own (``Algorithm.nvls_channels``), or ``given`` where the run sets them and
+    the bound applies."""
+    own = algo.nvls_channels(group) if algo.nvls_channels is not None else 0
+    return given if own and given is not None else own
 
 
 def protocol_of(name: str, protocols: Mapping[str, Protocol] = PROTOCOLS) -> Protocol:
@@ -320,17 +331,18 @@ class Tuner:
         return hit
 
     def _schedule(self, group: Group, collective: str, algo: Algorithm, proto: str,
-                  channels: int | None) -> Schedule:
+                  channels: int | None, nvls: int | None = None) -> Schedule:
         """The reference-size schedule of ``algo`` (kept until its model is compiled)."""
         per = self._scheds.setdefault(group.fabric, {})
-        key = (collective, self._key(group), algo.name, channels)
+        key = (collective, self._key(group), algo.name, channels, nvls)
         hit = per.get(key)
         if hit is None:
-            hit = per[key] = build(group, collective, REFERENCE_BYTES, algo, proto, channels)
+            hit = per[key] = build(group, collective, REFERENCE_BYTES, algo, proto, channels,
+                                   nvls)
         return hit
 
     def model(self, group: Group, collective: str, algo: Algorithm, proto: str,
-              channels: int | None = None) -> CompiledSchedule:
+              channels: int | None = None, nvls: int | None = None) -> CompiledSchedule:
         """The cached compiled model of (collective, group, algorithm, protocol).
 
         On a miss the schedule is built once and compiled for every protocol ``algo`` runs
@@ -339,20 +351,21 @@ class Tuner:
         fab = group.fabric
         rk = self._key(group)
         per = self._models.setdefault(fab, {})
-        hit = per.get((collective, rk, algo.name, proto, channels))
+        hit = per.get((collective, rk, algo.name, proto, channels, nvls))
         if hit is None:
             names = [proto] + [p for p in algo.protocols if p != proto]
-            sched = self._schedule(group, collective, algo, proto, channels)
+            sched = self._schedule(group, collective, algo, proto, channels, nvls)
             comps = self.backend.compile_protocols(sched, fab,
                                                    [self.protocol(p) for p in names])
             for p, c in zip(names, comps, strict=True):
-                per[(collective, rk, algo.name, p, channels)] = c
-            self._scheds.get(fab, {}).pop((collective, rk, algo.name, channels), None)
+                per[(collective, rk, algo.name, p, channels, nvls)] = c
+            self._scheds.get(fab, {}).pop((collective, rk, algo.name, channels, nvls), None)
             hit = comps[0]
         return hit
 
     def lower_bound(self, group: Group, collective: str, algo: Algorithm, proto: str,
-                    channels: int | None = None, level: int = 1) -> BoundModel:
+                    channels: int | None = None, level: int = 1,
+                    nvls: int | None = None) -> BoundModel:
         """A cached lower bound on :meth:`model`'s time: ``level`` 0 from latencies only,
         1 adds capacity bounds (no routing), 2 also routes a sample of the network
         transfers (see :mod:`fabricsim.backends.analytic_bound`); all of ``algo``'s
@@ -362,14 +375,14 @@ class Tuner:
         fab = group.fabric
         rk = self._key(group)
         per = self._bounds.setdefault(fab, {})
-        hit = per.get((collective, rk, algo.name, proto, channels, level))
+        hit = per.get((collective, rk, algo.name, proto, channels, nvls, level))
         if hit is None:
             names = [proto] + [p for p in algo.protocols if p != proto]
-            sched = self._schedule(group, collective, algo, proto, channels)
+            sched = self._schedule(group, collective, algo, proto, channels, nvls)
             bounds = bound_protocols(self.backend, sched, fab,
                                      [self.protocol(p) for p in names], level)
             for p, b in zip(names, bounds, strict=True):
-                per[(collective, rk, algo.name, p, channels, level)] = b
+                per[(collective, rk, algo.name, p, channels, nvls, level)] = b
             hit = bounds[0]
         return hit
 
@@ -390,7 +403,8 @@ class Tuner:
                ranks: ArrayLike | None = None, algo: str | None = None,
                proto: str | None = None, channels: int | None = None,
                gpus_per_thread: int = 1, nccl_version: str | None = None,
-               plugin_tuner: bool = True, back_to_back: bool = False) -> Choice:
+               plugin_tuner: bool = True, back_to_back: bool = False,
+               nvls_channels: int | None = None) -> Choice:
         """The (algorithm, protocol) with the least predicted time for ``nbytes`` (with
         ``select="nccl"``: the one NCCL release ``nccl_version``, default the newest
         modelled, would pick, after the network plugin's own tuner where the fabric's
@@ -419,13 +433,13 @@ class Tuner:
                 and nccl_release(nccl_version) < LL_OVERLAP_NCCL):
             return self.serial_ll_tuner().choose(
                 fabric, collective, nbytes, ranks, algo, proto, channels, gpus_per_thread,
-                nccl_version, plugin_tuner, back_to_back)
+                nccl_version, plugin_tuner, back_to_back, nvls_channels)
         best = self._choose(fabric, collective, nbytes, ranks, algo, proto, channels,
-                            nccl_version, plugin_tuner)
+                            nccl_version, plugin_tuner, nvls_channels)
         coll = check_collective(collective)
         if back_to_back and coll in ROOTED_COLLECTIVES and best.protocol != "ideal":
             best = self._back_to_back(fabric, coll, nbytes, ranks, algo, proto, channels,
-                                      best)
+                                      best, nvls_channels)
         floor = self.protocol(best.protocol).host_floor(gpus_per_thread, fabric)
         if floor > best.time:
             best = Choice(best.algorithm, best.protocol, floor)
@@ -455,7 +469,8 @@ class Tuner:
 
     def _back_to_back(self, fabric: Fabric, coll: str, nbytes: float,
                       ranks: ArrayLike | None, algo: str | None, proto: str | None,
-                      channels: int | None, best: Choice) -> Choice:
+                      channels: int | None, best: Choice,
+                      nvls: int | None = None) -> Choice:
         """``best`` (a rooted chain's pick) timed per operation back to back; with
         ``select="fastest"``, the allowed pair that is fastest so (a pair's period can
         rank otherwise than its single operation: Simple's fill, which a lone operation
@@ -464,7 +479,7 @@ class Tuner:
         factor = check_nbytes(nbytes) / REFERENCE_BYTES
 
         def timed(a: Algorithm, p: str) -> Choice:
-            m = self.model(group, coll, a, p, channels)
+            m = self.model(group, coll, a, p, channels, nvls)
             return Choice(a.name, p, m.back_to_back(factor))
 
         if self.select != "fastest":
@@ -477,7 +492,8 @@ class Tuner:
                      ranks: ArrayLike | None, algos: Sequence[str | None],
                      protos: Sequence[str | None], channels: int | None = None,
                      gpus_per_thread: int = 1, nccl_version: str | None = None,
-                     plugin_tuner: bool = True, back_to_back: bool = False) -> Choice:
+                     plugin_tuner: bool = True, back_to_back: bool = False,
+                     nvls_channels: int | None = None) -> Choice:
         """The pair NCCL runs when its environment allows ``algos`` × ``protos``
         (``None`` in either: any): every allowed pair is timed, and NCCL's cost model
         ranks them (with ``select="fastest"``, or pairs NCCL does not have, the least
@@ -499,7 +515,7 @@ class Tuner:
                     c = self.choose(fabric, collective, nbytes, ranks, a, p, channels,
                                     gpus_per_thread=gpus_per_thread,
                                     nccl_version=nccl_version, plugin_tuner=plugin_tuner,
-                                    back_to_back=back_to_back)
+                                    back_to_back=back_to_back, nvls_channels=nvls_channels)
                 except ScheduleError as e:
                     why = e
                     continue
@@ -522,7 +538,7 @@ class Tuner:
     def _choose(self, fabric: Fabric, collective: str, nbytes: float,
                 ranks: ArrayLike | None, algo: str | None, proto: str | None,
                 channels: int | None, nccl_version: str | None = None,
-                plugin_tuner: bool = True) -> Choice:
+                plugin_tuner: bool = True, nvls: int | None = None) -> Choice:
         coll = check_collective(collective)
         size = check_nbytes(nbytes)
         group = self.group_of(fabric, ranks)
@@ -543,10 +559,10 @@ class Tuner:
                 coll, size, [(a.name, p) for a, p in cands])
             if pick is not None:
                 a = next(a for a, p in cands if (a.name, p) == pick)
-                t = self.model(group, coll, a, pick[1], channels).time(factor)
+                t = self.model(group, coll, a, pick[1], channels, nvls).time(factor)
                 return Choice(pick[0], pick[1], t)
         if len(cands) == 1 or not self.prune or not self.bounds_hold:
-            return self._scan(group, coll, cands, channels, factor)
+            return self._scan(group, coll, cands, channels, factor, nvls)
         # branch and bound: candidates in order of a lower bound on their time (latencies
         # only: cheap); one whose bound exceeds the best time found is skipped (its time is
         # larger still); before compiling one, a tighter bound (capacities, and a sample of
@@ -558,28 +574,28 @@ class Tuner:
         todo: list[int] = []
         lbs: list[float] = []
         for i, (a, p) in enumerate(cands):
-            hit = models.get((coll, rk, a.name, p, channels))
+            hit = models.get((coll, rk, a.name, p, channels, nvls))
             (done if hit is not None else todo).append(i)
             lbs.append(hit.time(factor) if hit is not None
-                       else self.lower_bound(group, coll, a, p, channels, level=0).time(factor))
+                       else self.lower_bound(group, coll, a, p, channels, 0, nvls).time(factor))
         best: Choice | None = None
         best_i = -1
         # compiled candidates first (their time is known), then the others by their bound
         for i in done + sorted(todo, key=lbs.__getitem__):
             a, p = cands[i]
             lb = lbs[i]
-            if best is not None and (coll, rk, a.name, p, channels) not in models:
+            if best is not None and (coll, rk, a.name, p, channels, nvls) not in models:
                 if lb * (1.0 - PRUNE_MARGIN) > best.time:
                     break
-                lb = self.lower_bound(group, coll, a, p, channels, level=2).time(factor)
+                lb = self.lower_bound(group, coll, a, p, channels, 2, nvls).time(factor)
                 if lb * (1.0 - PRUNE_MARGIN) > best.time:
                     continue
-            t = self.model(group, coll, a, p, channels).time(factor)
+            t = self.model(group, coll, a, p, channels, nvls).time(factor)
             if lb * (1.0 - PRUNE_MARGIN) > t:
                 # a bound above a compiled time: the model has changed under the bounds
                 # (a test fails too); stay correct by scanning every candidate from now on
                 self.bounds_hold = False
-                return self._scan(group, coll, cands, channels, factor)
+                return self._scan(group, coll, cands, channels, factor, nvls)
             if best is None or t < best.time or (t == best.time and i < best_i):
                 best, best_i = Choice(a.name, p, t), i
         assert best is not None
@@ -609,11 +625,11 @@ class Tuner:
         return None if pick is None else pairs.index(pick)
 
     def _scan(self, group: Group, coll: str, cands: list[tuple[Algorithm, str]],
-              channels: int | None, factor: float) -> Choice:
+              channels: int | None, factor: float, nvls: int | None = None) -> Choice:
         """The exhaustive scan: every candidate compiled, the first of least time wins."""
         best: Choice | None = None
         for a, p in cands:
-            t = self.model(group, coll, a, p, channels).time(factor)
+            t = self.model(group, coll, a, p, channels, nvls).time(factor)
             if best is None or t < best.time:
                 best = Choice(a.name, p, t)
         assert best is not None
@@ -637,12 +653,13 @@ def choose(fabric: Fabric, collective: str, nbytes: float, ranks: ArrayLike | No
            algo: str | None = None, proto: str | None = None,
            channels: int | None = None, tuner: Tuner | None = None,
            gpus_per_thread: int = 1, nccl_version: str | None = None,
-           back_to_back: bool = False) -> Choice:
+           back_to_back: bool = False, nvls_channels: int | None = None) -> Choice:
     """The (algorithm, protocol) with the least predicted time for ``nbytes``
     (by ``tuner``, default the fabric's own; see :meth:`Tuner.choose`)."""
     return (tuner or default_tuner(fabric)).choose(fabric, collective, nbytes, ranks, algo,
                                                    proto, channels, gpus_per_thread,
-                                                   nccl_version, back_to_back=back_to_back)
+                                                   nccl_version, back_to_back=back_to_back,
+                                                   nvls_channels=nvls_channels)
 
 
 def clear_cache(fabric: Fabric) -> None:

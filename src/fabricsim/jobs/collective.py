@@ -298,7 +298,7 @@ def _best(fabric: Fabric, coll: str, size: int, algos: list[str | None],
           protos: list[str | None], gpus_per_thread: int, ranks: list[int] | None,
           channels: int | None = None, select: str = "nccl",
           nccl_version: str | None = None, plugin_tuner: bool = True,
-          back_to_back: bool = True) -> Any:
+          back_to_back: bool = True, nvls_channels: int | None = None) -> Any:
     """The allowed (algorithm, protocol) at ``size`` the tuner picks (``None`` in
     ``algos``/``protos``: any): by NCCL's cost model, or the fastest (``select``); timed
     per operation of many issued back to back, as nccl-tests times them (broadcast and
@@ -307,7 +307,8 @@ def _best(fabric: Fabric, coll: str, size: int, algos: list[str | None],
 
     return default_tuner(fabric, select).choose_among(
         fabric, coll, size, ranks, algos, protos, channels, gpus_per_thread=gpus_per_thread,
-        nccl_version=nccl_version, plugin_tuner=plugin_tuner, back_to_back=back_to_back)
+        nccl_version=nccl_version, plugin_tuner=plugin_tuner, back_to_back=back_to_back,
+        nvls_channels=nvls_channels)
 
 
 def _sweep(job: CollectiveBench, fabric: Fabric, algo: str | None, backend: Any,
@@ -328,7 +329,7 @@ def _sweep(job: CollectiveBench, fabric: Fabric, algo: str | None, backend: Any,
     algos, protos = env.choices(coll, algo, job.proto)
     ranks = list(job.ranks) if job.ranks else None
     group = job.group_on(fabric)  # the ranks checked against the cluster, once
-    channels = env.channels_of(group)
+    channels, nvls = env.channels_of(group), env.nvls_channels_of(group)
     if channels is not None and job.backend != "analytic" and group.servers > 1:
         named = env.channel_settings()
         raise ConfigError(f"{named} across servers: honoured by the analytic backend; the "
@@ -349,18 +350,19 @@ def _sweep(job: CollectiveBench, fabric: Fabric, algo: str | None, backend: Any,
             on_size(i, len(job.sizes), size)
         if job.backend == "analytic":
             c = _best(fabric, coll, size, algos, protos, job.gpus_per_thread, ranks,
-                      channels, job.select, job.nccl_version, env.plugin_tuner)
+                      channels, job.select, job.nccl_version, env.plugin_tuner,
+                      nvls_channels=nvls)
             t, alg_name, pr = c.time, c.algorithm, c.protocol
         else:
             if len(algos) > 1 or len(protos) > 1 or job.select != "nccl":
                 c = _best(fabric, coll, size, algos, protos, job.gpus_per_thread, ranks,
                           channels, select=job.select, nccl_version=job.nccl_version,
-                          plugin_tuner=env.plugin_tuner)
+                          plugin_tuner=env.plugin_tuner, nvls_channels=nvls)
                 a_run, p_run = c.algorithm, c.protocol
             else:
                 a_run, p_run = algos[0], protos[0]
             r = run_collective(fabric, coll, size, ranks, algo=a_run, proto=p_run,
-                               backend=backend, channels=channels)
+                               backend=backend, channels=channels, nvls_channels=nvls)
             t, alg_name, pr = r.time, r.algorithm, r.protocol
             if coll in ROOTED_COLLECTIVES:  # back to back, rooted chains overlap: this
                 # backend's one operation, by the share the analytic model keeps of it
@@ -518,10 +520,11 @@ class BenchReport:
         if r.size_bytes <= 0:
             return ""
         ranks = list(self.job.ranks) if self.job.ranks else None
+        group = Group.of(fabric, ranks)
         res = run_collective(fabric, self.job.collective, r.size_bytes, ranks,
                              algo=r.algorithm, proto=r.protocol.lower(),
-                             channels=self.job.env.channels_of(Group.of(fabric, ranks))
-                             ).result
+                             channels=self.job.env.channels_of(group),
+                             nvls_channels=self.job.env.nvls_channels_of(group)).result
         top = res.top_links(fabric, 1)
         if not top:
             return ""
@@ -565,12 +568,16 @@ class BenchReport:
         <fabricsim.schedule.Schedule.kernel_floor>`) sets the time of row ``r``, in words."""
         from fabricsim.backends.base import kernel_bounds
         from fabricsim.collectives import build_schedule
+        from fabricsim.collectives.registry import Group
         from fabricsim.protocols import PROTOCOLS
 
         proto = PROTOCOLS.get(r.protocol.lower())
-        sched = build_schedule(fabric, self.job.collective, r.size_bytes,
-                               list(self.job.ranks) if self.job.ranks else None,
-                               algo=r.algorithm, proto=r.protocol.lower())
+        ranks = list(self.job.ranks) if self.job.ranks else None
+        group = Group.of(fabric, ranks)
+        sched = build_schedule(fabric, self.job.collective, r.size_bytes, ranks,
+                               algo=r.algorithm, proto=r.protocol.lower(),
+                               channels=self.job.env.channels_of(group),
+                               nvls_channels=self.job.env.nvls_channels_of(group))
         bounds = kernel_bounds(sched, proto)
         if not bounds:
             return "their own rate"
@@ -614,12 +621,14 @@ class BenchReport:
         fastest = default_tuner(fabric, "fastest")
         ranks = list(self.job.ranks) if self.job.ranks else None
         # under the same channel limit as NCCL's choice ran
-        channels = self.job.env.channels_of(Group.of(fabric, ranks))
+        group = Group.of(fabric, ranks)
+        channels = self.job.env.channels_of(group)
+        nvls = self.job.env.nvls_channels_of(group)
         worst: tuple[float, BenchRow, Any] | None = None
         for r in rows:
             f = fastest.choose(fabric, self.job.collective, r.size_bytes, ranks,
                                channels=channels, gpus_per_thread=self.job.gpus_per_thread,
-                               back_to_back=True)
+                               back_to_back=True, nvls_channels=nvls)
             gap = r.time_us / max(f.time * 1e6, 1e-12)
             if gap >= at_least and (worst is None or gap > worst[0]):
                 worst = (gap, r, f)

@@ -207,10 +207,11 @@ def run_flow(job: FlowRun, fabric: Fabric, progress: Progress = quiet,
         algos, protos = env.choices(spec.collective, algo, proto)
         pick = default_tuner(fabric).choose_among(
             fabric, spec.collective, job.nbytes, ranks, algos, protos,
-            nccl_version=spec.nccl_version, plugin_tuner=env.plugin_tuner)
+            nccl_version=spec.nccl_version, plugin_tuner=env.plugin_tuner,
+            nvls_channels=env.nvls_channels_of(group))
         algo, proto = pick.algorithm, pick.protocol
     sch = build_schedule(fabric, spec.collective, job.nbytes, ranks=ranks, algo=algo,
-                         proto=proto)
+                         proto=proto, nvls_channels=env.nvls_channels_of(group))
     deadline = time.perf_counter() + job.time_limit_s if job.time_limit_s is not None \
         else None
     routing, qps = job.routing, job.qps if job.qps is not None else fabric.info.qps
