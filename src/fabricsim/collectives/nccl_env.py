@@ -359,12 +359,7 @@ class NcclEnv:
 
     def channels(self, default: int) -> int:
         """``default`` channels clamped to ``NCCL_MIN/MAX_NCHANNELS``."""
-        n = default
-        if self.min_channels is not None:
-            n = max(n, self.min_channels)
-        if self.max_channels is not None:
-            n = min(n, self.max_channels)
-        return n
+        return _clamp(default, self.min_channels, self.max_channels)
 
     def nvls_channels_of(self, group: Group) -> int | None:
         """NVLS's channels on ``group`` under ``NCCL_MIN_CTAS`` / ``NCCL_MAX_CTAS``: NCCL's
@@ -384,12 +379,7 @@ class NcclEnv:
             return None
         from fabricsim.collectives.pipeline import nvls_channels
 
-        n = nvls_channels(group)
-        if hi is not None:
-            n = min(n, hi)
-        if lo is not None:
-            n = max(n, lo)
-        return n
+        return _clamp(nvls_channels(group), lo, hi)
 
     def nvls_note(self, algorithms: Sequence[str]) -> str:
         """What the model takes and leaves of ``NCCL_MIN_CTAS`` / ``NCCL_MAX_CTAS`` where
@@ -677,6 +667,20 @@ def is_nccl_variable(name: str) -> bool:
     (True, False)
     """
     return name.startswith("NCCL_") or name == "OFI_NCCL_TUNER_TYPE"
+
+
+def _clamp(n: int, lo: int | None, hi: int | None) -> int:
+    """``n`` raised to ``lo`` and cut to ``hi`` where set (a minimum above the maximum is
+    refused when the variables are read, so the order does not matter).
+
+    >>> _clamp(16, 24, None), _clamp(16, None, 8), _clamp(16, 4, 32)
+    (24, 8, 16)
+    """
+    if lo is not None:
+        n = max(n, lo)
+    if hi is not None:
+        n = min(n, hi)
+    return n
 
 
 def _settings(*pairs: tuple[str, int | None]) -> str:

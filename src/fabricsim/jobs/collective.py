@@ -186,6 +186,14 @@ class CollectiveBench(Part):
             self.env.check_fabric(group)
         return group
 
+    def channels_on(self, group: Group) -> tuple[int | None, int | None]:
+        """The channels the job's NCCL variables set on ``group``: the rings' and trees'
+        (:meth:`NcclEnv.channels_of <fabricsim.collectives.nccl_env.NcclEnv.channels_of>`)
+        and NVLS's (:meth:`NcclEnv.nvls_channels_of
+        <fabricsim.collectives.nccl_env.NcclEnv.nvls_channels_of>`), ``None`` where they
+        leave NCCL's own; every timing of the job takes both."""
+        return self.env.channels_of(group), self.env.nvls_channels_of(group)
+
 
 def _count(collective: str, size: int, tsize: int, n: int) -> int:
     """The ``count`` column as nccl-tests prints it: elements per rank for the collectives
@@ -329,7 +337,7 @@ def _sweep(job: CollectiveBench, fabric: Fabric, algo: str | None, backend: Any,
     algos, protos = env.choices(coll, algo, job.proto)
     ranks = list(job.ranks) if job.ranks else None
     group = job.group_on(fabric)  # the ranks checked against the cluster, once
-    channels, nvls = env.channels_of(group), env.nvls_channels_of(group)
+    channels, nvls = job.channels_on(group)
     if channels is not None and job.backend != "analytic" and group.servers > 1:
         named = env.channel_settings()
         raise ConfigError(f"{named} across servers: honoured by the analytic backend; the "
@@ -520,11 +528,10 @@ class BenchReport:
         if r.size_bytes <= 0:
             return ""
         ranks = list(self.job.ranks) if self.job.ranks else None
-        group = Group.of(fabric, ranks)
+        channels, nvls = self.job.channels_on(Group.of(fabric, ranks))
         res = run_collective(fabric, self.job.collective, r.size_bytes, ranks,
                              algo=r.algorithm, proto=r.protocol.lower(),
-                             channels=self.job.env.channels_of(group),
-                             nvls_channels=self.job.env.nvls_channels_of(group)).result
+                             channels=channels, nvls_channels=nvls).result
         top = res.top_links(fabric, 1)
         if not top:
             return ""
@@ -573,11 +580,10 @@ class BenchReport:
 
         proto = PROTOCOLS.get(r.protocol.lower())
         ranks = list(self.job.ranks) if self.job.ranks else None
-        group = Group.of(fabric, ranks)
+        channels, nvls = self.job.channels_on(Group.of(fabric, ranks))
         sched = build_schedule(fabric, self.job.collective, r.size_bytes, ranks,
                                algo=r.algorithm, proto=r.protocol.lower(),
-                               channels=self.job.env.channels_of(group),
-                               nvls_channels=self.job.env.nvls_channels_of(group))
+                               channels=channels, nvls_channels=nvls)
         bounds = kernel_bounds(sched, proto)
         if not bounds:
             return "their own rate"
@@ -621,9 +627,7 @@ class BenchReport:
         fastest = default_tuner(fabric, "fastest")
         ranks = list(self.job.ranks) if self.job.ranks else None
         # under the same channel limit as NCCL's choice ran
-        group = Group.of(fabric, ranks)
-        channels = self.job.env.channels_of(group)
-        nvls = self.job.env.nvls_channels_of(group)
+        channels, nvls = self.job.channels_on(Group.of(fabric, ranks))
         worst: tuple[float, BenchRow, Any] | None = None
         for r in rows:
             f = fastest.choose(fabric, self.job.collective, r.size_bytes, ranks,
