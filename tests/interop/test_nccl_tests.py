@@ -289,6 +289,18 @@ def test_bench_takes_min_ctas_as_nvls_channels(capsys, monkeypatch) -> None:
     assert "NVLS channels" not in got.err
 
 
+def test_bench_refuses_a_cta_minimum_above_its_maximum(capsys, monkeypatch) -> None:
+    # NVLS's channels are NCCL's own clamped by the CTAS pair; a pair that cannot clamp
+    # anything is refused by name, with the fix, before anything is timed
+    monkeypatch.setenv("NCCL_MIN_CTAS", "24")
+    monkeypatch.setenv("NCCL_MAX_CTAS", "8")
+    assert main(["bench", "all_reduce", "--nodes", "8", "-b", "1G", "-e", "1G"]) == 2
+    err = capsys.readouterr().err
+    assert "NCCL_MIN_CTAS=24 is above NCCL_MAX_CTAS=8" in err
+    assert "give a minimum at most the maximum" in err
+    assert "Traceback" not in err
+
+
 def test_bench_honours_channels_and_queue_pairs(capsys, monkeypatch) -> None:
     args = ["bench", "all_reduce", "--nodes", "2", "-b", "64M", "-e", "64M", "--json"]
     assert main(args) == 0
