@@ -50,6 +50,10 @@ def test_a_flow_run_takes_the_collective_sections_nccl_variables() -> None:
     with pytest.raises(ConfigError, match="NCCL_MAX_NCHANNELS=4") as e:
         flow_job(scenario({"NCCL_MAX_NCHANNELS": 4}))
     assert e.value.field == "collective.env"
+    # the CTAS pair sets channels too (NVLS's among them): refused alike, not ignored
+    with pytest.raises(ConfigError, match="NCCL_MIN_CTAS=24") as e:
+        flow_job(scenario({"NCCL_MIN_CTAS": 24}))
+    assert e.value.field == "collective.env"
 
 
 def test_a_flow_run_makes_the_choice_of_the_sections_nccl_release() -> None:

@@ -199,7 +199,6 @@ def run_flow(job: FlowRun, fabric: Fabric, progress: Progress = quiet,
     group = Group.of(fabric, ranks)
     with common.section_fields(spec.env):  # what the section's variables ask of the fabric
         env.check_fabric(group)
-    nvls = env.nvls_channels_of(group)  # NVLS's channels, where its CTAS set them
     if algo is None or proto is None:
         # NCCL's choice, by the section's release, among what its NCCL_ALGO/NCCL_PROTO/...
         # leave, as bench makes it
@@ -208,11 +207,10 @@ def run_flow(job: FlowRun, fabric: Fabric, progress: Progress = quiet,
         algos, protos = env.choices(spec.collective, algo, proto)
         pick = default_tuner(fabric).choose_among(
             fabric, spec.collective, job.nbytes, ranks, algos, protos,
-            nccl_version=spec.nccl_version, plugin_tuner=env.plugin_tuner,
-            nvls_channels=nvls)
+            nccl_version=spec.nccl_version, plugin_tuner=env.plugin_tuner)
         algo, proto = pick.algorithm, pick.protocol
     sch = build_schedule(fabric, spec.collective, job.nbytes, ranks=ranks, algo=algo,
-                         proto=proto, nvls_channels=nvls)
+                         proto=proto)
     deadline = time.perf_counter() + job.time_limit_s if job.time_limit_s is not None \
         else None
     routing, qps = job.routing, job.qps if job.qps is not None else fabric.info.qps
